@@ -1,0 +1,130 @@
+//! Backends against a scratch tree with cgroup v2 file semantics, and against the real unified hierarchy.
+
+use std::fs;
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use super::*;
+
+fn scratch_v2(controllers: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    fs::write(dir.path().join("cgroup.controllers"), controllers).unwrap();
+    fs::write(dir.path().join("cgroup.subtree_control"), "").unwrap();
+    fs::write(dir.path().join("cpuset.cpus.effective"), "0-3\n").unwrap();
+    fs::write(dir.path().join("cpuset.mems.effective"), "0\n").unwrap();
+    dir
+}
+
+fn read(path: &Path) -> String {
+    fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+fn full_limits() -> Limits {
+    Limits {
+        cpus: Some(CpuList::parse("1-2").unwrap()),
+        mems: Some(CpuList::parse("0").unwrap()),
+        weight: Some(200),
+        mem_limit: Some(1 << 30),
+    }
+}
+
+#[test]
+fn weight_converts_like_systemd() {
+    assert_eq!(weight_to_shares(100), 1024);
+    assert_eq!(weight_to_shares(200), 2048);
+    assert_eq!(weight_to_shares(1), 10);
+    assert_eq!(weight_to_shares(10000), 102400);
+}
+
+#[test]
+fn v2_writes_limits_and_enables_controllers() {
+    let root = scratch_v2("cpuset cpu io memory pids");
+    let backend = V2::new(root.path().to_path_buf());
+    let cg = backend.create("job-a", &full_limits()).unwrap();
+    let dir = root.path().join("lockstep/job-a");
+    assert_eq!(cg.dirs, vec![dir.clone()]);
+    assert_eq!(cg.version, Version::V2);
+    assert_eq!(read(&root.path().join("cgroup.subtree_control")), "+cpuset +cpu +memory");
+    assert_eq!(read(&root.path().join("lockstep/cgroup.subtree_control")), "+cpuset +cpu +memory");
+    assert_eq!(read(&dir.join("cpuset.cpus")), "1-2");
+    assert_eq!(read(&dir.join("cpuset.mems")), "0");
+    assert_eq!(read(&dir.join("cpu.weight")), "200");
+    assert_eq!(read(&dir.join("memory.max")), "1073741824");
+    assert!(matches!(backend.create("job-a", &full_limits()), Err(CreateError::Exists(_))));
+    cg.destroy(Duration::from_secs(1)).unwrap();
+    assert!(!dir.exists());
+}
+
+#[test]
+fn v2_enables_only_what_the_limits_need() {
+    let root = scratch_v2("cpuset cpu memory");
+    let limits = Limits { cpus: Some(CpuList::parse("0").unwrap()), ..Limits::default() };
+    let cg = V2::new(root.path().to_path_buf()).create("only-cpuset", &limits).unwrap();
+    assert_eq!(read(&root.path().join("cgroup.subtree_control")), "+cpuset");
+    assert!(!cg.dirs[0].join("cpu.weight").exists());
+    cg.destroy(Duration::from_secs(1)).unwrap();
+}
+
+#[test]
+fn v2_rejects_what_it_cannot_enforce_and_leaves_nothing() {
+    let root = scratch_v2("cpu memory");
+    let backend = V2::new(root.path().to_path_buf());
+    assert!(matches!(backend.create("j", &full_limits()), Err(CreateError::MissingController("cpuset", _))));
+    let root = scratch_v2("cpuset cpu memory");
+    let backend = V2::new(root.path().to_path_buf());
+    let beyond = Limits { cpus: Some(CpuList::parse("2-7").unwrap()), ..Limits::default() };
+    let err = backend.create("j", &beyond).unwrap_err();
+    assert!(err.to_string().contains("beyond"), "{err}");
+    assert!(!root.path().join("lockstep/j").exists());
+}
+
+#[test]
+fn v1_writes_shares_and_inherits_cpuset() {
+    let mounts: Vec<(String, std::path::PathBuf)> = ["cpuset", "cpu", "memory", "freezer"]
+        .iter()
+        .map(|c| (c.to_string(), tempfile::tempdir().unwrap().keep()))
+        .collect();
+    let cpuset_root = mounts[0].1.clone();
+    fs::write(cpuset_root.join("cpuset.cpus"), "0-3\n").unwrap();
+    fs::write(cpuset_root.join("cpuset.mems"), "0\n").unwrap();
+    let backend = V1::new(mounts.clone());
+    let limits = Limits { weight: Some(50), mem_limit: Some(4096), ..Limits::default() };
+    let cg = backend.create("v1job", &limits).unwrap();
+    assert_eq!(cg.dirs.len(), 4);
+    assert_eq!(read(&cpuset_root.join("lockstep/cpuset.cpus")), "0-3");
+    assert_eq!(read(&cpuset_root.join("lockstep/v1job/cpuset.cpus")), "0-3");
+    assert_eq!(read(&mounts[1].1.join("lockstep/v1job/cpu.shares")), "512");
+    assert_eq!(read(&mounts[2].1.join("lockstep/v1job/memory.limit_in_bytes")), "4096");
+    cg.destroy(Duration::from_secs(1)).unwrap();
+    for (_, m) in &mounts {
+        assert!(!m.join("lockstep/v1job").exists());
+        fs::remove_dir_all(m).unwrap();
+    }
+}
+
+/// The real cgroup2 hierarchy (here without controllers): membership before exec, kill and removal.
+#[test]
+fn v2_membership_on_the_real_unified_hierarchy() {
+    let Some(root) = unified_mount().filter(|_| nix::unistd::geteuid().is_root()) else {
+        eprintln!("skipped: needs root and a cgroup2 mount");
+        return;
+    };
+    let name = format!("unit-v2-{}", std::process::id());
+    let cg = V2::new(root.clone()).create(&name, &Limits::default()).unwrap();
+    let procs = cg.procs_paths();
+    let mut cmd = Command::new("sleep");
+    cmd.arg("30");
+    // SAFETY: `join` is async-signal-safe and uses memory prepared before the fork.
+    unsafe {
+        cmd.pre_exec(move || join(&procs[0]));
+    }
+    let mut child = cmd.spawn().unwrap();
+    let membership = read(Path::new(&format!("/proc/{}/cgroup", child.id())));
+    assert!(membership.lines().any(|l| l == format!("0::/lockstep/{name}")), "{membership}");
+    assert_eq!(cg.pids(), vec![child.id() as i32]);
+    cg.destroy(Duration::from_secs(5)).unwrap();
+    assert!(!child.wait().unwrap().success());
+    assert!(!root.join("lockstep").join(&name).exists());
+}

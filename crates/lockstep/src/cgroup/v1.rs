@@ -1,0 +1,104 @@
+//! cgroup v1: one hierarchy per controller; the job gets `lockstep/<job>` in each controller it uses.
+
+use std::fs;
+use std::path::PathBuf;
+
+use super::{
+    check_within, create_all, ensure_dir, weight_to_shares, write_knob, Backend, CreateError, JobCgroup, Limits,
+    Version, PARENT,
+};
+
+/// Controllers a job cgroup joins when mounted: cpuset (placement), cpu (weight), memory (limit and
+/// accounting), freezer (gang scheduling, and a clean kill).
+const USED: [&str; 4] = ["cpuset", "cpu", "memory", "freezer"];
+
+/// The v1 backend: controller name → mount point.
+pub struct V1 {
+    mounts: Vec<(String, PathBuf)>,
+}
+
+impl V1 {
+    /// A backend over `(controller, mount point)` pairs, as found in `/proc/self/mountinfo`.
+    pub fn new(mounts: Vec<(String, PathBuf)>) -> Self {
+        Self { mounts }
+    }
+
+    /// Whether `controller` is mounted.
+    pub fn has(&self, controller: &str) -> bool {
+        self.mount(controller).is_some()
+    }
+
+    fn mount(&self, controller: &str) -> Option<&PathBuf> {
+        self.mounts.iter().find(|(c, _)| c == controller).map(|(_, p)| p)
+    }
+
+    /// A v1 cpuset child is unusable until its cpus and mems are set: give `lockstep/` its parent's.
+    fn init_cpuset_parent(&self, root: &std::path::Path) -> Result<(), CreateError> {
+        let parent = root.join(PARENT);
+        for knob in ["cpuset.cpus", "cpuset.mems"] {
+            let current = fs::read_to_string(parent.join(knob)).unwrap_or_default();
+            if current.trim().is_empty() {
+                let from_root = fs::read_to_string(root.join(knob)).unwrap_or_default();
+                write_knob(&parent.join(knob), from_root.trim())?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Backend for V1 {
+    fn version(&self) -> Version {
+        Version::V1
+    }
+
+    fn create(&self, name: &str, limits: &Limits) -> Result<JobCgroup, CreateError> {
+        for (needed, controller, why) in [
+            (limits.cpus.is_some() || limits.mems.is_some(), "cpuset", "a placement"),
+            (limits.weight.is_some(), "cpu", "--weight"),
+            (limits.mem_limit.is_some(), "memory", "--mem-limit"),
+        ] {
+            if needed && !self.has(controller) {
+                return Err(CreateError::MissingController(controller, why));
+            }
+        }
+        // Co-mounted controllers (e.g. cpu,cpuacct) share one directory.
+        let mut roots: Vec<PathBuf> = Vec::new();
+        for c in USED {
+            if let Some(m) = self.mount(c) {
+                if !roots.contains(m) {
+                    roots.push(m.clone());
+                }
+            }
+        }
+        for root in &roots {
+            ensure_dir(&root.join(PARENT))?;
+        }
+        let cpuset_root = self.mount("cpuset").cloned();
+        if let Some(root) = &cpuset_root {
+            self.init_cpuset_parent(root)?;
+            check_within("cpus", limits.cpus.as_ref(), &root.join(PARENT).join("cpuset.cpus"))?;
+            check_within("mems", limits.mems.as_ref(), &root.join(PARENT).join("cpuset.mems"))?;
+        }
+        let dirs: Vec<PathBuf> = roots.iter().map(|r| r.join(PARENT).join(name)).collect();
+        let job_dir = |controller: &str| self.mount(controller).map(|m| m.join(PARENT).join(name));
+        create_all(Version::V1, dirs, |_| {
+            if let Some(dir) = job_dir("cpuset") {
+                // Unset cpus/mems inherit the parent's: a v1 cpuset accepts no task while either is empty.
+                for (knob, value) in [("cpuset.cpus", &limits.cpus), ("cpuset.mems", &limits.mems)] {
+                    let value = match value {
+                        Some(list) => list.to_string(),
+                        None => fs::read_to_string(dir.parent().unwrap_or(&dir).join(knob)).unwrap_or_default(),
+                    };
+                    write_knob(&dir.join(knob), value.trim())?;
+                }
+            }
+            if let (Some(w), Some(dir)) = (limits.weight, job_dir("cpu")) {
+                write_knob(&dir.join("cpu.shares"), &weight_to_shares(w).to_string())?;
+            }
+            if let (Some(bytes), Some(dir)) = (limits.mem_limit, job_dir("memory")) {
+                write_knob(&dir.join("memory.limit_in_bytes"), &bytes.to_string())?;
+            }
+            Ok(())
+        })
+    }
+}

@@ -1,0 +1,60 @@
+//! Command-line interface: argument parsing and one module per subcommand.
+
+mod jobs;
+mod place;
+mod run;
+mod topo;
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+
+/// lockstep: place, co-schedule and measure parallel jobs that share HPC nodes.
+#[derive(Debug, Parser)]
+#[command(name = "lockstep", version, about, propagate_version = true)]
+pub struct Cli {
+    /// SQLite store of this node [env: LOCKSTEP_STORE] [default: /var/lib/lockstep/lockstep.db]
+    #[arg(long, global = true, value_name = "PATH")]
+    store: Option<PathBuf>,
+
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Show the machine's topology: packages, NUMA nodes, cores, PUs and core kinds.
+    Topo(topo::Args),
+    /// Show which PUs and memory nodes a placement policy gives a job.
+    Place(place::Args),
+    /// Run a command as a job inside its own cgroup, placed by a policy.
+    Run(run::Args),
+    /// List the jobs of this node.
+    Jobs(jobs::Args),
+}
+
+/// Parses arguments and runs the command; returns the process exit status.
+pub fn main() -> anyhow::Result<i32> {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) if e.use_stderr() => {
+            // One line, as for every other bad input: clap's first line names the problem.
+            // clap's message runs up to the first blank line (a list of missing arguments is indented below).
+            let text = e.render().to_string();
+            let message: Vec<&str> = text.lines().take_while(|l| !l.trim().is_empty()).map(str::trim).collect();
+            eprintln!("lockstep: {}", message.join(" ").trim_start_matches("error: "));
+            return Ok(crate::error::EXIT_USAGE);
+        }
+        Err(e) => {
+            e.print()?;
+            return Ok(0);
+        }
+    };
+    let store = crate::store::resolve_path(cli.store.as_deref());
+    match cli.command {
+        Command::Topo(args) => topo::exec(&args),
+        Command::Place(args) => place::exec(&args),
+        Command::Run(args) => run::exec(&args, &store),
+        Command::Jobs(args) => jobs::exec(&args, &store),
+    }
+}

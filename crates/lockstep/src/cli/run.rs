@@ -1,0 +1,81 @@
+//! `lockstep run --job NAME --place POLICY [--cpus N] [--weight W] [--mem-limit BYTES] -- CMD [ARGS…]`.
+
+use std::path::Path;
+
+use crate::launch::{self, Request};
+use crate::place::place;
+use crate::store::Store;
+use crate::topo::Machine;
+
+/// Arguments of `lockstep run`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Job name (unique among running jobs of this node).
+    #[arg(long, value_name = "NAME")]
+    job: String,
+    /// Placement policy (see `lockstep place`).
+    #[arg(long, value_name = "POLICY")]
+    place: String,
+    /// Number of PUs; all the policy allows if absent.
+    #[arg(long, value_name = "N")]
+    cpus: Option<usize>,
+    /// CPU weight, cgroup v2 scale 1-10000 (100 is the default share; v1 cpu.shares = W*1024/100).
+    #[arg(long, value_name = "W", value_parser = clap::value_parser!(u64).range(1..=10000))]
+    weight: Option<u64>,
+    /// Memory limit in bytes; K, M, G, T suffixes (powers of 1024) accepted.
+    #[arg(long, value_name = "BYTES", value_parser = parse_bytes)]
+    mem_limit: Option<u64>,
+    /// The command and its arguments.
+    #[arg(last = true, required = true, value_name = "CMD")]
+    command: Vec<String>,
+}
+
+/// Parses `123`, `64K`, `512M`, `4G`, `1T`.
+fn parse_bytes(s: &str) -> Result<u64, String> {
+    let (digits, shift) = match s.as_bytes().last().map(u8::to_ascii_uppercase) {
+        Some(b'K') => (&s[..s.len() - 1], 10),
+        Some(b'M') => (&s[..s.len() - 1], 20),
+        Some(b'G') => (&s[..s.len() - 1], 30),
+        Some(b'T') => (&s[..s.len() - 1], 40),
+        _ => (s, 0),
+    };
+    digits
+        .parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(1 << shift))
+        .filter(|&n| n > 0)
+        .ok_or_else(|| format!("{s:?} is not a byte count (expected e.g. 1073741824, 512M, 4G)"))
+}
+
+/// Runs `lockstep run`; returns the command's exit status.
+pub fn exec(args: &Args, store: &Path) -> anyhow::Result<i32> {
+    launch::check_job_name(&args.job)?;
+    let placement = place(&Machine::live()?, &args.place, args.cpus)?;
+    let mut store = Store::open(store)?;
+    launch::run(
+        &mut store,
+        &Request {
+            name: args.job.clone(),
+            placement,
+            requested_cpus: args.cpus,
+            weight: args.weight,
+            mem_limit: args.mem_limit,
+            command: args.command.clone(),
+        },
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_bytes;
+
+    #[test]
+    fn byte_counts() {
+        assert_eq!(parse_bytes("4096"), Ok(4096));
+        assert_eq!(parse_bytes("512M"), Ok(512 << 20));
+        assert_eq!(parse_bytes("4g"), Ok(4 << 30));
+        assert!(parse_bytes("x").is_err());
+        assert!(parse_bytes("0").is_err());
+        assert!(parse_bytes("-1K").is_err());
+    }
+}

@@ -1,0 +1,16 @@
+//! lockstep: places parallel jobs on the right cores inside cgroups, co-schedules their ranks across nodes,
+//! and measures them. This crate holds the library behind the `lockstep` binary.
+
+pub mod cgroup;
+pub mod cli;
+pub mod cpulist;
+pub mod error;
+pub mod jobs;
+pub mod launch;
+pub mod place;
+pub mod procfs;
+pub mod store;
+pub mod topo;
+
+#[cfg(test)]
+mod testutil;

@@ -1,0 +1,18 @@
+//! `any`: every core of the machine, in hwloc's logical order; memory unbound.
+
+use super::{CoreOrder, MemPolicy, PlacementPolicy};
+use crate::error::UsageError;
+use crate::topo::Machine;
+
+/// The `any` policy.
+pub struct Any;
+
+impl PlacementPolicy for Any {
+    fn name(&self) -> &'static str {
+        "any"
+    }
+
+    fn order(&self, m: &Machine, _cpus: Option<usize>) -> Result<CoreOrder, UsageError> {
+        Ok(CoreOrder { cores: (0..m.core_list.len()).collect(), mems: MemPolicy::All })
+    }
+}

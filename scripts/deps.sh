@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages lockstep builds and tests with. Idempotent: packages already present are
+# skipped, and `apt-get update` runs once, only when something is missing.
+set -euo pipefail
+
+packages=(
+  build-essential cmake pkg-config   # C toolchain and native/ build
+  hwloc libhwloc-dev libudev-dev     # topology (hwlocality links the system libhwloc, which needs libudev)
+  sqlite3                            # inspecting the store by hand
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if [ "$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null)" != "install ok installed" ]; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -gt 0 ]; then
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "deps.sh: missing packages: ${missing[*]} (run as root, or install them with apt-get)" >&2
+    exit 2
+  fi
+  echo "deps.sh: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+if ! command -v cargo >/dev/null 2>&1; then
+  echo "deps.sh: cargo not found: install Rust (rustup) first" >&2
+  exit 2
+fi
