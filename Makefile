@@ -2,7 +2,7 @@
 CARGO  ?= cargo
 BUILD  := $(CURDIR)/build
 BIN    := $(BUILD)/bin
-FIXTURE ?= ../shared/fixtures/topology/intel-raptorlake-i7-1370p.xml
+FIXTURE ?= fixtures/topology/intel-raptorlake-i7-1370p.xml
 
 .PHONY: all deps build demo test bench clean
 

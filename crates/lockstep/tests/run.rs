@@ -1,0 +1,365 @@
+//! `lockstep run`, `jobs`, `place` and `topo` as a user runs them, on the real cgroups of this machine.
+//! Every test uses its own store and job names, and checks that no cgroup is left behind.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use lockstep::cpulist::CpuList;
+use serde_json::Value;
+
+const V1_CONTROLLERS: [&str; 4] = ["cpuset", "cpu", "memory", "freezer"];
+
+struct Env {
+    store: tempfile::TempDir,
+}
+
+impl Env {
+    fn new() -> Self {
+        Self { store: tempfile::tempdir().unwrap() }
+    }
+
+    fn cmd(&self) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_lockstep"));
+        c.env("LOCKSTEP_STORE", self.store.path().join("lockstep.db"));
+        c
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        self.cmd().args(args).output().unwrap()
+    }
+
+    fn spawn(&self, args: &[&str]) -> Child {
+        self.cmd().args(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap()
+    }
+}
+
+fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+macro_rules! needs_root {
+    () => {
+        if !is_root() {
+            eprintln!("skipped: needs root for real cgroups");
+            return;
+        }
+    };
+}
+
+fn name(test: &str) -> String {
+    format!("it-{test}-{}", std::process::id())
+}
+
+/// Directories a job would own: v1 controllers that are mounted, else the v2 hierarchy.
+fn job_dirs(job: &str) -> Vec<PathBuf> {
+    let v1: Vec<PathBuf> = V1_CONTROLLERS
+        .iter()
+        .map(|c| Path::new("/sys/fs/cgroup").join(c))
+        .filter(|m| m.join("cgroup.procs").exists())
+        .map(|m| m.join("lockstep").join(job))
+        .collect();
+    if v1.is_empty() {
+        vec![Path::new("/sys/fs/cgroup/lockstep").join(job)]
+    } else {
+        v1
+    }
+}
+
+fn assert_no_cgroup(job: &str) {
+    for d in job_dirs(job) {
+        assert!(!d.exists(), "cgroup {} left behind", d.display());
+    }
+}
+
+fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !cond() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn procs(job: &str) -> Vec<i32> {
+    std::fs::read_to_string(job_dirs(job)[0].join("cgroup.procs"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.parse().ok())
+        .collect()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn placement(env: &Env, policy: &str, cpus: &str) -> Value {
+    let out = env.run(&["place", "--policy", policy, "--cpus", cpus, "--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    serde_json::from_str(&stdout(&out)).unwrap()
+}
+
+#[test]
+fn command_runs_inside_its_cgroup_with_the_placement() {
+    needs_root!();
+    let env = Env::new();
+    let job = name("inside");
+    let script =
+        "cat /proc/self/cgroup; grep Cpus_allowed_list /proc/self/status; grep Mems_allowed_list /proc/self/status";
+    let out = env.run(&["run", "--job", &job, "--place", "any", "--cpus", "1", "--", "sh", "-c", script]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    let expected = placement(&env, "any", "1");
+    let allowed = text.lines().find_map(|l| l.strip_prefix("Cpus_allowed_list:")).unwrap().trim();
+    assert_eq!(allowed, expected["pus"].as_str().unwrap());
+    let mems = text.lines().find_map(|l| l.strip_prefix("Mems_allowed_list:")).unwrap().trim();
+    assert_eq!(mems, expected["mems"].as_str().unwrap());
+    let v1_used: Vec<&&str> =
+        V1_CONTROLLERS.iter().filter(|c| Path::new("/sys/fs/cgroup").join(c).join("cgroup.procs").exists()).collect();
+    for c in &v1_used {
+        let line =
+            text.lines().find(|l| l.split(':').nth(1) == Some(**c)).unwrap_or_else(|| panic!("no {c} in {text}"));
+        assert!(line.ends_with(&format!(":/lockstep/{job}")), "{line}");
+    }
+    if v1_used.is_empty() {
+        assert!(text.contains(&format!("0::/lockstep/{job}")), "{text}");
+    }
+    assert_no_cgroup(&job);
+}
+
+#[test]
+fn weight_and_memory_limit_reach_the_cgroup() {
+    needs_root!();
+    let env = Env::new();
+    let job = name("limits");
+    let v1 = Path::new("/sys/fs/cgroup/cpu/cgroup.procs").exists();
+    let script = if v1 {
+        format!("cat /sys/fs/cgroup/cpu/lockstep/{job}/cpu.shares /sys/fs/cgroup/memory/lockstep/{job}/memory.limit_in_bytes")
+    } else {
+        format!("cat /sys/fs/cgroup/lockstep/{job}/cpu.weight /sys/fs/cgroup/lockstep/{job}/memory.max")
+    };
+    let out = env.run(&[
+        "run",
+        "--job",
+        &job,
+        "--place",
+        "any",
+        "--weight",
+        "200",
+        "--mem-limit",
+        "256M",
+        "--",
+        "sh",
+        "-c",
+        &script,
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    let values: Vec<&str> = text.lines().map(str::trim).collect();
+    assert_eq!(values, [if v1 { "2048" } else { "200" }, "268435456"]);
+    assert_no_cgroup(&job);
+}
+
+#[test]
+fn exit_status_is_the_commands() {
+    needs_root!();
+    let env = Env::new();
+    let job = name("status");
+    let out = env.run(&["run", "--job", &job, "--place", "any", "--", "sh", "-c", "exit 7"]);
+    assert_eq!(out.status.code(), Some(7));
+    assert_no_cgroup(&job);
+    let jobs: Value = serde_json::from_str(&stdout(&env.run(&["jobs", "--all", "--json"]))).unwrap();
+    let row = jobs.as_array().unwrap().iter().find(|j| j["name"] == job.as_str()).unwrap();
+    assert_eq!(row["state"], "done");
+    assert_eq!(row["exit_status"], 7);
+}
+
+/// Starts `sh -c 'echo $$; exec sleep 60'` as a job and returns the supervisor and the command's PID.
+fn start_sleeper(env: &Env, job: &str) -> (Child, i32) {
+    let mut child = env.spawn(&["run", "--job", job, "--place", "any", "--", "sh", "-c", "echo $$; exec sleep 60"]);
+    let mut line = String::new();
+    BufReader::new(child.stdout.as_mut().unwrap()).read_line(&mut line).unwrap();
+    let pid: i32 = line.trim().parse().unwrap_or_else(|_| panic!("no pid from job: {line:?}"));
+    wait_for("the command in its cgroup", || procs(job).contains(&pid));
+    (child, pid)
+}
+
+#[test]
+fn cgroup_is_removed_when_the_command_is_killed() {
+    needs_root!();
+    let env = Env::new();
+    let job = name("sigkill-cmd");
+    let (mut child, pid) = start_sleeper(&env, &job);
+    // SAFETY: kill has no memory preconditions.
+    unsafe { libc::kill(pid, libc::SIGKILL) };
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(128 + libc::SIGKILL));
+    assert_no_cgroup(&job);
+}
+
+#[test]
+fn sigint_and_sigterm_are_forwarded_and_cleaned_up() {
+    needs_root!();
+    for sig in [libc::SIGINT, libc::SIGTERM] {
+        let env = Env::new();
+        let job = name(&format!("sig{sig}"));
+        let (mut child, pid) = start_sleeper(&env, &job);
+        let jobs: Value = serde_json::from_str(&stdout(&env.run(&["jobs", "--json"]))).unwrap();
+        let row =
+            jobs.as_array().unwrap().iter().find(|j| j["name"] == job.as_str()).expect("job listed while running");
+        assert_eq!(row["pid"], pid);
+        assert_eq!(row["state"], "running");
+        // SAFETY: kill has no memory preconditions.
+        unsafe { libc::kill(child.id() as i32, sig) };
+        let status = child.wait().unwrap();
+        assert_eq!(status.code(), Some(128 + sig), "signal {sig}");
+        assert_no_cgroup(&job);
+    }
+}
+
+#[test]
+fn leftover_processes_are_killed_when_the_command_ends() {
+    needs_root!();
+    let env = Env::new();
+    let job = name("leftover");
+    let out =
+        env.run(&["run", "--job", &job, "--place", "any", "--", "sh", "-c", "sleep 60 >/dev/null 2>&1 & echo $!"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let bg: i32 = stdout(&out).trim().parse().unwrap();
+    wait_for("the background process to be gone", || !Path::new(&format!("/proc/{bg}")).exists() || is_zombie(bg));
+    assert_no_cgroup(&job);
+}
+
+fn is_zombie(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .is_ok_and(|s| s.rsplit(')').next().is_some_and(|r| r.trim_start().starts_with('Z')))
+}
+
+#[test]
+fn supervisor_killed_leaves_an_orphan_that_reconcile_removes() {
+    needs_root!();
+    let env = Env::new();
+    let job = name("orphan");
+    let (mut child, pid) = start_sleeper(&env, &job);
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let jobs: Value = serde_json::from_str(&stdout(&env.run(&["jobs", "--json"]))).unwrap();
+    let row = jobs.as_array().unwrap().iter().find(|j| j["name"] == job.as_str()).unwrap();
+    assert_eq!(row["state"], "orphaned");
+    // SAFETY: kill has no memory preconditions.
+    unsafe { libc::kill(pid, libc::SIGKILL) };
+    wait_for("the orphan to exit", || procs(&job).is_empty());
+    let jobs: Value = serde_json::from_str(&stdout(&env.run(&["jobs", "--all", "--json"]))).unwrap();
+    let row = jobs.as_array().unwrap().iter().find(|j| j["name"] == job.as_str()).unwrap();
+    assert_eq!(row["state"], "lost");
+    assert_no_cgroup(&job);
+}
+
+/// Runs `args` and checks exit status 2, one line on stderr containing `needle`, and no cgroup for `job`.
+fn rejected(env: &Env, job: &str, args: &[&str], needle: &str) {
+    let out = env.run(args);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+    assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+    assert!(err.contains(needle), "{args:?}: {err}");
+    assert_no_cgroup(job);
+}
+
+#[test]
+fn bad_input_is_one_line_exit_2_and_changes_nothing() {
+    needs_root!();
+    let env = Env::new();
+    let job = name("bad");
+    rejected(&env, &job, &["run", "--job", &job, "--place", "fastest", "--", "true"], "unknown placement policy");
+    rejected(&env, &job, &["run", "--job", &job, "--place", "any", "--", "no-such-command-xyz"], "command not found");
+    rejected(&env, &job, &["run", "--job", &job, "--place", "any", "--cpus", "100000", "--", "true"], "--cpus 100000");
+    rejected(&env, &job, &["run", "--job", &job, "--place", "any", "--weight", "0", "--", "true"], "weight");
+    rejected(&env, &job, &["run", "--job", &job, "--place", "any", "--mem-limit", "lots", "--", "true"], "byte count");
+    rejected(&env, &job, &["run", "--job", "a/b", "--place", "any", "--", "true"], "invalid job name");
+    rejected(&env, &job, &["run", "--job", &job, "--place", "any"], "CMD");
+    rejected(&env, &job, &["place", "--policy", "any", "--xml", "/nonexistent.xml"], "does not exist");
+    rejected(&env, &job, &["frobnicate"], "frobnicate");
+    let jobs: Value = serde_json::from_str(&stdout(&env.run(&["jobs", "--all", "--json"]))).unwrap();
+    assert_eq!(jobs.as_array().unwrap().len(), 0, "nothing recorded: {jobs}");
+}
+
+#[test]
+fn job_name_in_use_is_rejected_and_the_running_job_is_untouched() {
+    needs_root!();
+    let env = Env::new();
+    let job = name("inuse");
+    let (mut child, pid) = start_sleeper(&env, &job);
+    let out = env.run(&["run", "--job", &job, "--place", "any", "--", "true"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("in use"), "{}", stderr(&out));
+    assert_eq!(procs(&job), vec![pid], "first job still in its cgroup");
+    // SAFETY: kill has no memory preconditions.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    child.wait().unwrap();
+    assert_no_cgroup(&job);
+}
+
+#[test]
+fn a_cgroup_lockstep_does_not_own_is_not_touched() {
+    needs_root!();
+    let env = Env::new();
+    let job = name("foreign");
+    let foreign = &job_dirs(&job)[0];
+    std::fs::create_dir_all(foreign.parent().unwrap()).unwrap();
+    std::fs::create_dir(foreign).unwrap();
+    let out = env.run(&["run", "--job", &job, "--place", "any", "--", "true"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("already exists"), "{}", stderr(&out));
+    assert!(foreign.exists(), "foreign cgroup kept");
+    std::fs::remove_dir(foreign).unwrap();
+    assert_no_cgroup(&job);
+}
+
+#[test]
+fn no_permission_is_a_clear_error() {
+    needs_root!();
+    let env = Env::new();
+    // The store directory must be usable by the unprivileged user; the cgroup tree must not be.
+    std::fs::set_permissions(env.store.path(), std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+    let job = name("noperm");
+    let mut cmd = env.cmd();
+    cmd.args(["run", "--job", &job, "--place", "any", "--", "true"]);
+    // SAFETY: setgid/setuid are async-signal-safe.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(&mut cmd, || {
+            if libc::setgroups(0, std::ptr::null()) != 0 || libc::setgid(65534) != 0 || libc::setuid(65534) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let out = cmd.output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("no permission"), "{}", stderr(&out));
+    assert_eq!(stderr(&out).lines().count(), 1);
+    assert_no_cgroup(&job);
+}
+
+#[test]
+fn topo_and_place_on_the_live_machine() {
+    let env = Env::new();
+    let out = env.run(&["topo", "--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let t: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let online = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap();
+    assert_eq!(t["kinds"][0]["label"], "P");
+    let online = CpuList::parse(&online).unwrap();
+    assert_eq!(t["pus"].as_u64().unwrap() as usize, online.len());
+    let kind_pus: usize =
+        t["kinds"].as_array().unwrap().iter().map(|k| CpuList::parse(k["pus"].as_str().unwrap()).unwrap().len()).sum();
+    assert_eq!(kind_pus, online.len());
+    let any: Value = serde_json::from_str(&stdout(&env.run(&["place", "--policy", "any", "--json"]))).unwrap();
+    assert_eq!(any["pus"].as_str().unwrap(), online.to_string());
+    let human = stdout(&env.run(&["topo"]));
+    assert!(human.contains("CPU kinds") && human.contains("Package L#0"), "{human}");
+}
