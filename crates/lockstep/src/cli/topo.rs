@@ -4,21 +4,35 @@ use std::path::PathBuf;
 
 use crate::topo::Machine;
 
+/// Where a topology comes from and how to print the result; shared by `topo` and `place`.
+#[derive(Debug, clap::Args)]
+pub struct Source {
+    /// Read the topology from an hwloc XML file instead of this machine.
+    #[arg(long, value_name = "FILE")]
+    pub xml: Option<PathBuf>,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+impl Source {
+    /// Loads the topology this source names.
+    pub fn machine(&self) -> anyhow::Result<Machine> {
+        Machine::load(self.xml.as_deref())
+    }
+}
+
 /// Arguments of `lockstep topo`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Read the topology from an hwloc XML file instead of this machine.
-    #[arg(long, value_name = "FILE")]
-    xml: Option<PathBuf>,
-    /// Print JSON.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    source: Source,
 }
 
 /// Runs `lockstep topo`.
 pub fn exec(args: &Args) -> anyhow::Result<i32> {
-    let m = Machine::load(args.xml.as_deref())?;
-    if args.json {
+    let m = args.source.machine()?;
+    if args.source.json {
         println!("{}", m.to_json());
     } else {
         print!("{}", m.render());
