@@ -1,0 +1,109 @@
+#include "kernel.h"
+
+#include <ctype.h>
+#include <math.h>
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void kernel_usage(const struct kernel_ctx *k, const char *fmt, ...)
+{
+    if (k->rank == 0) {
+        va_list ap;
+        va_start(ap, fmt);
+        fprintf(stderr, "%s: ", k->name);
+        vfprintf(stderr, fmt, ap);
+        fputc('\n', stderr);
+        va_end(ap);
+    }
+    MPI_Finalize();
+    exit(2);
+}
+
+void kernel_init(struct kernel_ctx *k, const char *name, const char *classes, int *argc, char ***argv)
+{
+    MPI_Init(argc, argv);
+    k->name = name;
+    MPI_Comm_rank(MPI_COMM_WORLD, &k->rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &k->nprocs);
+    k->args = (struct kernel_args){ .cls = 'S' };
+
+    char **av = *argv;
+    for (int i = 1; i < *argc; i++) {
+        if (strcmp(av[i], "--class") == 0 || strcmp(av[i], "-c") == 0) {
+            if (i + 1 >= *argc)
+                kernel_usage(k, "--class needs a value (one of %s)", classes);
+            const char *c = av[++i];
+            if (strlen(c) != 1 || !strchr(classes, c[0]))
+                kernel_usage(k, "unknown class '%s' (expected one of %s)", c, classes);
+            k->args.cls = c[0];
+        } else if (strcmp(av[i], "--json") == 0) {
+            k->args.json = 1;
+        } else if (strcmp(av[i], "--perturb") == 0) {
+            k->args.perturb = 1;
+        } else if (strcmp(av[i], "--help") == 0 || strcmp(av[i], "-h") == 0) {
+            if (k->rank == 0)
+                printf("usage: %s [--class %s] [--json]\n", name, classes);
+            MPI_Finalize();
+            exit(0);
+        } else {
+            kernel_usage(k, "unknown argument '%s' (expected --class CLASS, --json)", av[i]);
+        }
+    }
+    if (k->nprocs > 16 || (k->nprocs & (k->nprocs - 1)) != 0)
+        kernel_usage(k, "cannot run on %d processes (expected a power of two from 1 to 16)", k->nprocs);
+}
+
+double kernel_max_time(double t)
+{
+    double max;
+    MPI_Allreduce(&t, &max, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    return max;
+}
+
+double kernel_relerr(double a, double b)
+{
+    return b == 0.0 ? fabs(a - b) : fabs((a - b) / b);
+}
+
+/* JSON string literal for s: the kernels only print ASCII without quotes or backslashes. */
+static void json_str(const char *key, const char *s, int comma)
+{
+    printf("\"%s\":\"%s\"%s", key, s, comma ? "," : "");
+}
+
+int kernel_report(const struct kernel_ctx *k, const struct kernel_result *r)
+{
+    if (k->rank != 0)
+        return r->verified ? 0 : 1;
+    char cls[2] = { k->args.cls, 0 };
+    const char *verdict = r->verified ? "SUCCESSFUL" : "UNSUCCESSFUL";
+    if (k->args.json) {
+        printf("{");
+        json_str("kernel", k->name, 1);
+        json_str("class", cls, 1);
+        json_str("size", r->size, 1);
+        printf("\"iterations\":%d,\"time_s\":%.6f,\"processes\":%d,\"mops_total\":%.2f,\"mops_per_process\":%.2f,",
+               r->iterations, r->time, k->nprocs, r->mops, r->mops / k->nprocs);
+        json_str("operation_type", r->optype, 1);
+        printf("\"verified\":%s%s%s}\n", r->verified ? "true" : "false", r->extra ? "," : "", r->extra ? r->extra : "");
+    } else {
+        char upper[16] = { 0 };
+        for (size_t i = 0; k->name[i] && i < sizeof upper - 1; i++)
+            upper[i] = (char)toupper((unsigned char)k->name[i]);
+        printf("\n\n %s Benchmark Completed.\n", upper);
+        printf(" Class           = %24s\n", cls);
+        printf(" Size            = %24s\n", r->size);
+        printf(" Iterations      = %24d\n", r->iterations);
+        printf(" Time in seconds = %24.2f\n", r->time);
+        printf(" Total processes = %24d\n", k->nprocs);
+        printf(" Mop/s total     = %24.2f\n", r->mops);
+        printf(" Mop/s/process   = %24.2f\n", r->mops / k->nprocs);
+        printf(" Operation type  = %24s\n", r->optype);
+        printf(" Verification    = %24s\n", verdict);
+        printf(" Version         = %24s\n", "lockstep 0.1");
+    }
+    fflush(stdout);
+    return r->verified ? 0 : 1;
+}
