@@ -357,8 +357,9 @@ int main(int argc, char **argv)
     struct level *t = &s.lv[s.lt];
     s.v = grid(&k, t);
     zran3(&s, t, s.v);
-    if (k.args.perturb && k.rank == 0) {
-        *at(t, s.v, 1, 1, 1) += 1e-3;
+    if (k.args.perturb) {
+        if (k.rank == 0)
+            *at(t, s.v, 1, 1, 1) += 1e-3;
         comm3(&s, t, s.v);
     }
 

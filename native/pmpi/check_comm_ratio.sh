@@ -1,0 +1,24 @@
+#!/bin/sh
+# Test: the profiler's comm ratio of commprobe (odd ranks spend half their time in MPI_Barrier, even ranks almost
+# none) matches what the program measured itself, within 0.02, and the known truth (0.5 and 0.0) within 0.05.
+# usage: check_comm_ratio.sh MPIRUN COMMPROBE LIBPMPI
+set -eu
+mpirun=$1 probe=$2 lib=$3
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+LOCKSTEP_PMPI_OUT=$dir "$mpirun" -n 4 env LD_PRELOAD="$lib" "$probe" --compute 0.5 >"$dir/truth.jsonl"
+python3 - "$dir" <<'PY'
+import glob, json, sys
+d = sys.argv[1]
+truth = {r["rank"]: r for r in map(json.loads, open(f"{d}/truth.jsonl"))}
+prof = {r["rank"]: r for r in (json.loads(open(p).read()) for p in glob.glob(f"{d}/pmpi.*.json"))}
+assert sorted(prof) == [0, 1, 2, 3], f"expected one report per rank, got ranks {sorted(prof)}"
+for rank, p in sorted(prof.items()):
+    t = truth[rank]
+    expect = 0.5 if rank % 2 else 0.0
+    print(f"rank {rank}: profiler {p['comm_ratio']:.4f}  self-measured {t['comm_ratio']:.4f}  truth {expect}")
+    assert abs(p["comm_ratio"] - t["comm_ratio"]) <= 0.02, "profiler disagrees with the program's own clock"
+    assert abs(p["comm_ratio"] - expect) <= 0.05, "profiler far from the known comm ratio"
+    assert p["families"]["collective"]["calls"] == 1 and p["functions"]["MPI_Barrier"]["calls"] == 1
+print("comm ratio within tolerance on every rank")
+PY

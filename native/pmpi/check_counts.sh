@@ -1,0 +1,31 @@
+#!/bin/sh
+# Test: the profiler counts a real kernel's calls and bytes exactly as the kernel makes them, appends one line per
+# rank to a file, and writes nothing when LOCKSTEP_PMPI_OUT is unset.
+# usage: check_counts.sh MPIRUN LU LIBPMPI
+set -eu
+mpirun=$1 lu=$2 lib=$3
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+cd "$dir"
+LOCKSTEP_PMPI_OUT=$dir/all.jsonl "$mpirun" -n 2 env LD_PRELOAD="$lib" "$lu" --class S >/dev/null
+env -u LOCKSTEP_PMPI_OUT "$mpirun" -n 2 env LD_PRELOAD="$lib" "$lu" --class S >/dev/null
+python3 - "$dir" <<'PY'
+import json, os, sys
+d = sys.argv[1]
+assert sorted(os.listdir(d)) == ["all.jsonl"], f"unexpected files: {os.listdir(d)}"
+lines = [json.loads(l) for l in open(f"{d}/all.jsonl")]
+assert sorted(r["rank"] for r in lines) == [0, 1], "one line per rank"
+# lu class S on a 2x1 grid: n = 12 planes, 50 iterations, 2 sweeps; per plane one column message of
+# ny * 5 doubles each way; each iteration 2 halo exchanges of 4 faces (MPI_Sendrecv), then one more for the norms.
+n, it, ny = 12, 50, 12
+for r in lines:
+    f = r["functions"]
+    assert f["MPI_Send"]["calls"] == it * n, f["MPI_Send"]  # forward sweep on rank 0, backward on rank 1
+    assert f["MPI_Send"]["bytes"] == f["MPI_Send"]["calls"] * ny * 5 * 8
+    assert f["MPI_Recv"]["calls"] == f["MPI_Send"]["calls"]
+    assert f["MPI_Sendrecv"]["calls"] == (2 * it + 1) * 4
+    assert r["families"]["p2p"]["calls"] == f["MPI_Send"]["calls"] * 2 + f["MPI_Sendrecv"]["calls"]
+    assert 0 < r["mpi_s"] < r["wall_s"] and abs(r["comm_ratio"] - r["mpi_s"] / r["wall_s"]) < 1e-5
+    print(f"rank {r['rank']}: {r['calls']} calls, {r['bytes']} bytes, comm ratio {r['comm_ratio']:.3f}")
+print("counts match the kernel's communication")
+PY
