@@ -3,6 +3,10 @@ CARGO  ?= cargo
 BUILD  := $(CURDIR)/build
 BIN    := $(BUILD)/bin
 FIXTURE ?= fixtures/topology/intel-raptorlake-i7-1370p.xml
+# MPI the kernels and the profiler are built with (openmpi or mpich); `make test` also verifies the other one.
+MPI    ?= openmpi
+OTHER_MPI := $(if $(filter mpich,$(MPI)),openmpi,mpich)
+NATIVE := $(BUILD)/native-$(MPI)
 
 .PHONY: all deps build demo test bench clean
 
@@ -13,9 +17,9 @@ deps:
 
 build: deps
 	$(CARGO) build --release --locked
-	cmake -S native -B $(BUILD)/native -DCMAKE_INSTALL_PREFIX=$(BUILD) >/dev/null
-	cmake --build $(BUILD)/native -j 2
-	cmake --install $(BUILD)/native >/dev/null
+	cmake -S native -B $(NATIVE) -DLOCKSTEP_MPI=$(MPI) -DCMAKE_INSTALL_PREFIX=$(BUILD) >/dev/null
+	cmake --build $(NATIVE) -j 2
+	cmake --install $(NATIVE) >/dev/null
 	install -D -m 755 target/release/lockstep $(BIN)/lockstep
 
 demo: build
@@ -23,10 +27,14 @@ demo: build
 
 test: build
 	LOCKSTEP_BIN=$(BIN) $(CARGO) test --release --locked
-	ctest --test-dir $(BUILD)/native --output-on-failure
+	ctest --test-dir $(NATIVE) --output-on-failure
+	cmake -S native -B $(BUILD)/native-$(OTHER_MPI) -DLOCKSTEP_MPI=$(OTHER_MPI) >/dev/null
+	cmake --build $(BUILD)/native-$(OTHER_MPI) -j 2 >/dev/null
+	ctest --test-dir $(BUILD)/native-$(OTHER_MPI) --output-on-failure -R '_S_np2$$|^pmpi_'
 
 bench: build
 	@scripts/bench.sh
+	@scripts/bench-kernels.sh
 
 clean:
 	$(CARGO) clean

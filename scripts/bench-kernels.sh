@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# `make bench`, part 2: the workloads themselves.
+#  - every MPI kernel, classes A and B, 2 ranks, 3 runs each -> build/bench/kernels.md (median time, Mop/s)
+#  - the PMPI profiler's cost: ping-pong latency with and without it -> build/bench/pmpi.md
+#  - corebench, single- and multi-thread on this node's PUs -> build/bench/corebench.md
+# BENCH_CLASSES / BENCH_RUNS / BENCH_RANKS override the defaults (A B / 3 / 2).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bin=build/bin
+out=build/bench
+mkdir -p "$out"
+classes=${BENCH_CLASSES:-A B}
+runs=${BENCH_RUNS:-3}
+ranks=${BENCH_RANKS:-2}
+mpi=$(sed -n 's/^# mpirun for the MPI lockstep.s kernels were built with (\(.*\)), on this node:$/\1/p' $bin/mpirun)
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+echo "bench: kernels ($classes) with $ranks ranks, $runs runs each ($mpi, idle ranks yield)" >&2
+for kernel in ep cg is mg lu; do
+  for cls in $classes; do
+    for ((r = 1; r <= runs; r++)); do
+      printf '  %s %s run %d/%d\r' "$kernel" "$cls" "$r" "$runs" >&2
+      $bin/mpirun -n "$ranks" $bin/$kernel --class "$cls" --json >>"$tmp/kernels.jsonl"
+    done
+  done
+done
+echo >&2
+python3 - "$tmp/kernels.jsonl" "$out/kernels.md" "$ranks" "$runs" "$mpi" "$(nproc)" <<'PY'
+import json, statistics, sys
+src, dst, ranks, runs, mpi, pus = sys.argv[1:]
+rows = {}
+for line in open(src):
+    r = json.loads(line)
+    rows.setdefault((r["kernel"], r["class"]), []).append(r)
+lines = [f"# Kernels: {ranks} ranks, median of {runs} runs ({mpi}, {pus} PUs)", "",
+         "| kernel | class | size | iterations | median time (s) | Mop/s total | Mop/s/process | verified |",
+         "|---|---|---|---|---|---|---|---|"]
+for (k, c), rs in rows.items():
+    t = statistics.median(r["time_s"] for r in rs)
+    m = statistics.median(r["mops_total"] for r in rs)
+    ok = "all" if all(r["verified"] for r in rs) else "NO"
+    lines.append(f"| {k} | {c} | {rs[0]['size']} | {rs[0]['iterations']} | {t:.2f} | {m:.1f} | {m / int(ranks):.1f} | {ok} |")
+open(dst, "w").write("\n".join(lines) + "\n")
+print("\n".join(lines))
+PY
+
+echo "bench: PMPI profiler overhead (ping-pong, 8 bytes)" >&2
+for mode in without with; do
+  for ((r = 1; r <= runs; r++)); do
+    if [ "$mode" = with ]; then
+      LOCKSTEP_PMPI_OUT=$tmp/pmpi.jsonl $bin/mpirun -n 2 env LD_PRELOAD=build/lib/liblockstep-pmpi.so \
+        $bin/pingpong --iterations 20000 --json
+    else
+      $bin/mpirun -n 2 $bin/pingpong --iterations 20000 --json
+    fi | sed "s/^{/{\"mode\":\"$mode\",/" >>"$tmp/pingpong.jsonl"
+  done
+done
+python3 - "$tmp/pingpong.jsonl" "$out/pmpi.md" "$mpi" <<'PY'
+import json, statistics, sys
+src, dst, mpi = sys.argv[1:]
+lat = {}
+for line in open(src):
+    r = json.loads(line)
+    lat.setdefault(r["mode"], []).append(r["latency_us"])
+a, b = statistics.median(lat["without"]), statistics.median(lat["with"])
+lines = [f"# PMPI profiler overhead ({mpi}, 8-byte ping-pong, median of {len(lat['with'])} runs)", "",
+         "| | one-way latency (us) |", "|---|---|",
+         f"| without liblockstep-pmpi | {a:.3f} |", f"| with liblockstep-pmpi | {b:.3f} |",
+         f"| overhead per message (one MPI_Send + one MPI_Recv) | {b - a:.3f} |"]
+open(dst, "w").write("\n".join(lines) + "\n")
+print("\n".join(lines))
+PY
+
+echo "bench: corebench" >&2
+{
+  echo '# corebench on this node'
+  echo
+  echo '```'
+  $bin/corebench --seconds 1
+  echo '```'
+} >"$out/corebench.md"
+cat "$out/corebench.md"
+echo "bench: tables written to $out/" >&2
