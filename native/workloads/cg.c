@@ -216,10 +216,8 @@ static double conj_grad(struct cg *s)
 int main(int argc, char **argv)
 {
     struct kernel_ctx k;
-    kernel_init(&k, "cg", "SWABC", &argc, &argv);
-    const struct cg_class *c = CLASSES;
-    while (c->cls != k.args.cls)
-        c++;
+    int cls = kernel_init(&k, "cg", "SWABC", &argc, &argv);
+    const struct cg_class *c = &CLASSES[cls];
 
     struct cg s = { .n = c->na };
     s.counts = malloc(k.nprocs * sizeof(int));

@@ -34,10 +34,8 @@ static const struct ep_class CLASSES[] = {
 int main(int argc, char **argv)
 {
     struct kernel_ctx k;
-    kernel_init(&k, "ep", "SWABC", &argc, &argv);
-    const struct ep_class *c = CLASSES;
-    while (c->cls != k.args.cls)
-        c++;
+    int cls = kernel_init(&k, "ep", "SWABC", &argc, &argv);
+    const struct ep_class *c = &CLASSES[cls];
 
     long batches = 1L << (c->m - MK);
     long per = batches / k.nprocs, first = per * k.rank;

@@ -189,11 +189,9 @@ static int full_verify(struct is_state *s)
 int main(int argc, char **argv)
 {
     struct kernel_ctx k;
-    kernel_init(&k, "is", "SWABC", &argc, &argv);
+    int cls = kernel_init(&k, "is", "SWABC", &argc, &argv);
     struct is_state s = { .k = &k };
-    s.c = CLASSES;
-    while (s.c->cls != k.args.cls)
-        s.c++;
+    s.c = &CLASSES[cls];
     s.nkeys = 1L << s.c->keys_log2;
     s.max_key = 1 << s.c->max_key_log2;
     s.nbuckets = 1 << s.c->buckets_log2;

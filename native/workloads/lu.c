@@ -272,10 +272,8 @@ static void split(int n, int parts, int idx, int *first, int *count)
 int main(int argc, char **argv)
 {
     struct kernel_ctx k;
-    kernel_init(&k, "lu", "SWABC", &argc, &argv);
-    const struct lu_class *c = CLASSES;
-    while (c->cls != k.args.cls)
-        c++;
+    int cls = kernel_init(&k, "lu", "SWABC", &argc, &argv);
+    const struct lu_class *c = &CLASSES[cls];
 
     struct lu s = { .k = &k, .n = c->n };
     int lg = 0;

@@ -83,6 +83,17 @@ static void zero3(const struct level *l, double *g)
     memset(g, 0, (l->nz + 2) * l->plane * sizeof(double));
 }
 
+/* Along row (i3, i2) of g: s1 = sum of the 4 edge neighbours in the y-z plane, s2 = sum of the 4 corner ones. */
+static void neighbour_sums(const struct level *l, double *g, long i3, long i2, double *s1, double *s2)
+{
+    for (long i1 = 0; i1 <= l->n + 1; i1++) {
+        s1[i1] = *at(l, g, i3, i2 - 1, i1) + *at(l, g, i3, i2 + 1, i1) + *at(l, g, i3 - 1, i2, i1) +
+                 *at(l, g, i3 + 1, i2, i1);
+        s2[i1] = *at(l, g, i3 - 1, i2 - 1, i1) + *at(l, g, i3 - 1, i2 + 1, i1) + *at(l, g, i3 + 1, i2 - 1, i1) +
+                 *at(l, g, i3 + 1, i2 + 1, i1);
+    }
+}
+
 /* r = v - A u (v and r may be the same grid). */
 static void resid(const struct mg *s, const struct level *l, double *u, double *v, double *r)
 {
@@ -90,12 +101,7 @@ static void resid(const struct mg *s, const struct level *l, double *u, double *
     double u1[l->m1], u2[l->m1];
     for (long i3 = 1; i3 <= l->nz; i3++)
         for (long i2 = 1; i2 <= n; i2++) {
-            for (long i1 = 0; i1 <= n + 1; i1++) {
-                u1[i1] = *at(l, u, i3, i2 - 1, i1) + *at(l, u, i3, i2 + 1, i1) + *at(l, u, i3 - 1, i2, i1) +
-                         *at(l, u, i3 + 1, i2, i1);
-                u2[i1] = *at(l, u, i3 - 1, i2 - 1, i1) + *at(l, u, i3 - 1, i2 + 1, i1) +
-                         *at(l, u, i3 + 1, i2 - 1, i1) + *at(l, u, i3 + 1, i2 + 1, i1);
-            }
+            neighbour_sums(l, u, i3, i2, u1, u2);
             for (long i1 = 1; i1 <= n; i1++)
                 *at(l, r, i3, i2, i1) = *at(l, v, i3, i2, i1) - s->a[0] * *at(l, u, i3, i2, i1) -
                                         s->a[2] * (u2[i1] + u1[i1 - 1] + u1[i1 + 1]) -
@@ -111,12 +117,7 @@ static void psinv(const struct mg *s, const struct level *l, double *r, double *
     double r1[l->m1], r2[l->m1];
     for (long i3 = 1; i3 <= l->nz; i3++)
         for (long i2 = 1; i2 <= n; i2++) {
-            for (long i1 = 0; i1 <= n + 1; i1++) {
-                r1[i1] = *at(l, r, i3, i2 - 1, i1) + *at(l, r, i3, i2 + 1, i1) + *at(l, r, i3 - 1, i2, i1) +
-                         *at(l, r, i3 + 1, i2, i1);
-                r2[i1] = *at(l, r, i3 - 1, i2 - 1, i1) + *at(l, r, i3 - 1, i2 + 1, i1) +
-                         *at(l, r, i3 + 1, i2 - 1, i1) + *at(l, r, i3 + 1, i2 + 1, i1);
-            }
+            neighbour_sums(l, r, i3, i2, r1, r2);
             for (long i1 = 1; i1 <= n; i1++)
                 *at(l, u, i3, i2, i1) += s->c[0] * *at(l, r, i3, i2, i1) +
                                          s->c[1] * (*at(l, r, i3, i2, i1 - 1) + *at(l, r, i3, i2, i1 + 1) + r1[i1]) +
@@ -333,10 +334,8 @@ static double *grid(struct kernel_ctx *k, const struct level *l)
 int main(int argc, char **argv)
 {
     struct kernel_ctx k;
-    kernel_init(&k, "mg", "SWAB", &argc, &argv);
-    const struct mg_class *c = CLASSES;
-    while (c->cls != k.args.cls)
-        c++;
+    int cls = kernel_init(&k, "mg", "SWAB", &argc, &argv);
+    const struct mg_class *c = &CLASSES[cls];
 
     struct mg s = { .k = &k, .lt = c->log2n, .a = { -8.0 / 3.0, 0.0, 1.0 / 6.0, 1.0 / 12.0 } };
     if (c->cls == 'S' || c->cls == 'W' || c->cls == 'A')

@@ -21,7 +21,7 @@ void kernel_usage(const struct kernel_ctx *k, const char *fmt, ...)
     exit(2);
 }
 
-void kernel_init(struct kernel_ctx *k, const char *name, const char *classes, int *argc, char ***argv)
+int kernel_init(struct kernel_ctx *k, const char *name, const char *classes, int *argc, char ***argv)
 {
     MPI_Init(argc, argv);
     k->name = name;
@@ -53,6 +53,7 @@ void kernel_init(struct kernel_ctx *k, const char *name, const char *classes, in
     }
     if (k->nprocs > 16 || (k->nprocs & (k->nprocs - 1)) != 0)
         kernel_usage(k, "cannot run on %d processes (expected a power of two from 1 to 16)", k->nprocs);
+    return (int)(strchr(classes, k->args.cls) - classes);
 }
 
 double kernel_max_time(double t)

@@ -35,8 +35,9 @@ struct kernel_result {
 /**
  * Calls MPI_Init and parses argv: --class X (one of `classes`), --json, --perturb. Exits with status 2 and one
  * line on stderr (rank 0) on bad arguments, and when the rank count is not a power of two from 1 to 16.
+ * Returns the position of the chosen class in `classes` (the kernels' class tables follow that order).
  */
-void kernel_init(struct kernel_ctx *k, const char *name, const char *classes, int *argc, char ***argv);
+int kernel_init(struct kernel_ctx *k, const char *name, const char *classes, int *argc, char ***argv);
 
 /** Rank 0 prints "NAME: message" on stderr; every rank finalizes MPI and exits with status 2. */
 __attribute__((noreturn, format(printf, 2, 3))) void kernel_usage(const struct kernel_ctx *k, const char *fmt, ...);
