@@ -10,6 +10,7 @@ use std::time::Duration;
 use nix::sys::signal::{kill, SigSet, Signal};
 use nix::unistd::Pid;
 
+use crate::agent;
 use crate::cgroup::{self, Limits};
 use crate::error::{usage, UsageError};
 use crate::jobs;
@@ -37,6 +38,10 @@ pub struct Request {
     pub mem_limit: Option<u64>,
     /// argv.
     pub command: Vec<String>,
+    /// Row for co-scheduling, when the node's agent manages the job.
+    pub row: Option<u32>,
+    /// The agent's socket; the job is registered there when an agent listens.
+    pub socket: PathBuf,
 }
 
 /// Checks a job name: it becomes a directory name, so letters, digits, `.`, `_`, `-`, at most 64 bytes.
@@ -107,8 +112,25 @@ pub fn run(store: &mut Store, req: &Request) -> anyhow::Result<i32> {
         }
     };
     store.set_cgroup(id, &cg)?;
+    let registered = agent::client::call_if_running(
+        &req.socket,
+        &agent::protocol::Request::Register { job: req.name.clone(), dirs: cg.dirs.clone(), row: req.row },
+    );
+    let managed = match registered.map(|r| r.and_then(agent::client::check)) {
+        None => false,
+        Some(Ok(_)) => true,
+        Some(Err(e)) => {
+            let _ = cg.destroy(DESTROY_TIMEOUT);
+            store.finish(id, "failed", None, Some(&format!("the agent refused the job: {e:#}")))?;
+            return Err(e);
+        }
+    };
 
     let outcome = supervise(&program, req, &cg.procs_paths(), store, id);
+    if managed {
+        let release = agent::protocol::Request::Release { job: req.name.clone() };
+        let _ = agent::client::call_if_running(&req.socket, &release);
+    }
     let destroyed = cg.destroy(DESTROY_TIMEOUT);
     match (&outcome, destroyed) {
         (Ok(status), Ok(())) => store.finish(id, "done", Some(*status), None)?,

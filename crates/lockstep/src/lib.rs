@@ -1,8 +1,10 @@
 //! lockstep: places parallel jobs on the right cores inside cgroups, co-schedules their ranks across nodes,
 //! and measures them. This crate holds the library behind the `lockstep` binary.
 
+pub mod agent;
 pub mod cgroup;
 pub mod cli;
+pub mod cosched;
 pub mod cpulist;
 pub mod error;
 pub mod jobs;

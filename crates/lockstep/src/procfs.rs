@@ -22,6 +22,21 @@ pub fn cpus_allowed(pid: i32) -> Option<String> {
     status.lines().find_map(|l| l.strip_prefix("Cpus_allowed_list:")).map(|v| v.trim().to_string())
 }
 
+/// The cgroups of process `pid` from `/proc/PID/cgroup`: `(controllers, path)` per line, e.g.
+/// `("freezer", "/lockstep/job")` for v1 and `("", "/lockstep/job")` for the v2 hierarchy.
+pub fn cgroups(pid: i32) -> Option<Vec<(String, String)>> {
+    let text = fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
+    Some(
+        text.lines()
+            .filter_map(|l| {
+                let mut parts = l.splitn(3, ':');
+                let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
+                Some((controllers.to_string(), path.to_string()))
+            })
+            .collect(),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -33,5 +48,6 @@ mod tests {
         assert!(alive(me, start));
         assert!(!alive(me, start + 1));
         assert!(cpus_allowed(me).is_some());
+        assert!(!cgroups(me).expect("own cgroups readable").is_empty());
     }
 }

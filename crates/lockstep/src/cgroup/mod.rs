@@ -3,6 +3,7 @@
 //! A [`Backend`] knows one hierarchy layout and creates job cgroups with their limits; the resulting
 //! [`JobCgroup`] is the only handle lockstep acts on afterwards (join, list, kill, remove).
 
+pub mod knobs;
 mod v1;
 mod v2;
 
@@ -17,6 +18,7 @@ use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use serde::{Deserialize, Serialize};
 
+pub use knobs::Knobs;
 pub use v1::V1;
 pub use v2::V2;
 
@@ -98,11 +100,20 @@ impl CreateError {
 }
 
 /// One cgroup hierarchy layout.
-pub trait Backend {
+pub trait Backend: Send {
     /// The cgroup version.
     fn version(&self) -> Version;
     /// Creates the cgroup of job `name` with `limits`; on failure nothing is left behind.
     fn create(&self, name: &str, limits: &Limits) -> Result<JobCgroup, CreateError>;
+    /// Creates a cgroup for adopted processes of job `name` with only what co-scheduling needs (v1: the freezer
+    /// and cpu hierarchies, so that the processes keep their cpuset and memory cgroups; v2: one directory with
+    /// the cpu controller enabled where available).
+    fn create_control(&self, name: &str) -> Result<JobCgroup, CreateError>;
+    /// The directories of an existing cgroup given by its path relative to the hierarchy root
+    /// (`/slurm_n1/uid_0/job_7/step_0`), in every hierarchy where it exists.
+    fn existing(&self, relative: &Path) -> Vec<PathBuf>;
+    /// Mount points of the hierarchies (to turn an absolute cgroup path into a relative one).
+    fn roots(&self) -> Vec<PathBuf>;
 }
 
 /// A job's cgroup: one directory per v1 controller, or one v2 directory.

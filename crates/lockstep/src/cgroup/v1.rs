@@ -1,7 +1,7 @@
 //! cgroup v1: one hierarchy per controller; the job gets `lockstep/<job>` in each controller it uses.
 
 use std::fs;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use super::{
     check_within, create_all, ensure_dir, weight_to_shares, write_knob, Backend, CreateError, JobCgroup, Limits,
@@ -49,6 +49,37 @@ impl V1 {
 impl Backend for V1 {
     fn version(&self) -> Version {
         Version::V1
+    }
+
+    fn create_control(&self, name: &str) -> Result<JobCgroup, CreateError> {
+        let mut roots: Vec<PathBuf> = Vec::new();
+        for c in ["freezer", "cpu"] {
+            match self.mount(c) {
+                Some(m) if !roots.contains(m) => roots.push(m.clone()),
+                Some(_) => {}
+                None => return Err(CreateError::MissingController(c, "co-scheduling")),
+            }
+        }
+        for root in &roots {
+            ensure_dir(&root.join(PARENT))?;
+        }
+        create_all(Version::V1, roots.iter().map(|r| r.join(PARENT).join(name)).collect(), |_| Ok(()))
+    }
+
+    fn existing(&self, relative: &Path) -> Vec<PathBuf> {
+        let relative = relative.strip_prefix("/").unwrap_or(relative);
+        let mut dirs: Vec<PathBuf> = Vec::new();
+        for (_, m) in &self.mounts {
+            let d = m.join(relative);
+            if d.is_dir() && !dirs.contains(&d) {
+                dirs.push(d);
+            }
+        }
+        dirs
+    }
+
+    fn roots(&self) -> Vec<PathBuf> {
+        self.mounts.iter().map(|(_, m)| m.clone()).collect()
     }
 
     fn create(&self, name: &str, limits: &Limits) -> Result<JobCgroup, CreateError> {

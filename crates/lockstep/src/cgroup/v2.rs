@@ -2,7 +2,7 @@
 //! the `subtree_control` of the root and of `lockstep/`.
 
 use std::fs;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use super::{
     check_within, create_all, ensure_dir, write_knob, Backend, CreateError, JobCgroup, Limits, Version, PARENT,
@@ -31,6 +31,29 @@ impl V2 {
 impl Backend for V2 {
     fn version(&self) -> Version {
         Version::V2
+    }
+
+    fn create_control(&self, name: &str) -> Result<JobCgroup, CreateError> {
+        let parent = self.root.join(PARENT);
+        ensure_dir(&parent)?;
+        if self.available().iter().any(|c| c == "cpu") {
+            write_knob(&self.root.join("cgroup.subtree_control"), "+cpu")?;
+            write_knob(&parent.join("cgroup.subtree_control"), "+cpu")?;
+        }
+        create_all(Version::V2, vec![parent.join(name)], |_| Ok(()))
+    }
+
+    fn existing(&self, relative: &Path) -> Vec<PathBuf> {
+        let d = self.root.join(relative.strip_prefix("/").unwrap_or(relative));
+        if d.is_dir() {
+            vec![d]
+        } else {
+            Vec::new()
+        }
+    }
+
+    fn roots(&self) -> Vec<PathBuf> {
+        vec![self.root.clone()]
     }
 
     fn create(&self, name: &str, limits: &Limits) -> Result<JobCgroup, CreateError> {

@@ -1,5 +1,7 @@
 //! Command-line interface: argument parsing and one module per subcommand.
 
+mod agent;
+mod control;
 mod jobs;
 mod place;
 mod run;
@@ -16,6 +18,9 @@ pub struct Cli {
     /// SQLite store of this node [env: LOCKSTEP_STORE] [default: /var/lib/lockstep/lockstep.db]
     #[arg(long, global = true, value_name = "PATH")]
     store: Option<PathBuf>,
+    /// Agent socket [env: LOCKSTEP_SOCKET] [default: /run/lockstep/agent.sock]
+    #[arg(long, global = true, value_name = "PATH")]
+    socket: Option<PathBuf>,
 
     #[command(subcommand)]
     command: Command,
@@ -31,6 +36,17 @@ enum Command {
     Run(run::Args),
     /// List the jobs of this node.
     Jobs(jobs::Args),
+    /// Run the node agent in the foreground (co-scheduling, watchdog, control socket).
+    Agent(agent::Args),
+    /// Show the agent's live table: policy, slot, rows, and each job's state.
+    Status(control::StatusArgs),
+    /// Change the agent's co-scheduling policy.
+    #[command(subcommand)]
+    Policy(control::PolicyCommand),
+    /// Put existing cgroups, processes or containers under the agent as one job.
+    Adopt(control::AdoptArgs),
+    /// Stop managing a job, restoring its cgroups.
+    Release(control::ReleaseArgs),
 }
 
 /// Parses arguments and runs the command; returns the process exit status.
@@ -51,10 +67,16 @@ pub fn main() -> anyhow::Result<i32> {
         }
     };
     let store = crate::store::resolve_path(cli.store.as_deref());
+    let socket = crate::agent::client::resolve_socket(cli.socket.as_deref());
     match cli.command {
         Command::Topo(args) => topo::exec(&args),
         Command::Place(args) => place::exec(&args),
-        Command::Run(args) => run::exec(&args, &store),
+        Command::Run(args) => run::exec(&args, &store, &socket),
         Command::Jobs(args) => jobs::exec(&args, &store),
+        Command::Agent(args) => agent::exec(&args, cli.socket.as_deref(), cli.store.as_deref()),
+        Command::Status(args) => control::status(&args, &socket),
+        Command::Policy(cmd) => control::policy(&cmd, &socket),
+        Command::Adopt(args) => control::adopt(&args, &socket),
+        Command::Release(args) => control::release(&args, &socket),
     }
 }

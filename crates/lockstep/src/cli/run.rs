@@ -25,6 +25,9 @@ pub struct Args {
     /// Memory limit in bytes; K, M, G, T suffixes (powers of 1024) accepted.
     #[arg(long, value_name = "BYTES", value_parser = parse_bytes)]
     mem_limit: Option<u64>,
+    /// Row in the agent's co-scheduling matrix (the same on every node of the job); a name hash otherwise.
+    #[arg(long, value_name = "N")]
+    row: Option<u32>,
     /// The command and its arguments.
     #[arg(last = true, required = true, value_name = "CMD")]
     command: Vec<String>,
@@ -48,7 +51,7 @@ fn parse_bytes(s: &str) -> Result<u64, String> {
 }
 
 /// Runs `lockstep run`; returns the command's exit status.
-pub fn exec(args: &Args, store: &Path) -> anyhow::Result<i32> {
+pub fn exec(args: &Args, store: &Path, socket: &Path) -> anyhow::Result<i32> {
     launch::check_job_name(&args.job)?;
     let placement = place(&Machine::live()?, &args.place, args.cpus)?;
     let mut store = Store::open(store)?;
@@ -61,6 +64,8 @@ pub fn exec(args: &Args, store: &Path) -> anyhow::Result<i32> {
             weight: args.weight,
             mem_limit: args.mem_limit,
             command: args.command.clone(),
+            row: args.row,
+            socket: socket.to_path_buf(),
         },
     )
 }

@@ -1,4 +1,8 @@
-//! The node's SQLite store: jobs, their placements and outcomes.
+//! The node's SQLite store: jobs, their placements and outcomes; the agent's restore journal and decisions.
+
+mod cosched;
+
+pub use cosched::{Decision, JournalEntry};
 
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -14,7 +18,8 @@ use crate::place::Placement;
 pub const DEFAULT_PATH: &str = "/var/lib/lockstep/lockstep.db";
 
 /// Schema, applied in order; `PRAGMA user_version` records how many steps a store has.
-const MIGRATIONS: &[&str] = &[r"
+const MIGRATIONS: &[&str] = &[
+    r"
 CREATE TABLE jobs (
     id INTEGER PRIMARY KEY,
     name TEXT NOT NULL,
@@ -40,7 +45,28 @@ CREATE TABLE placements (
     mems TEXT NOT NULL,
     cores INTEGER NOT NULL
 );
-"];
+",
+    r"
+CREATE TABLE restore_journal (
+    file TEXT PRIMARY KEY,            -- a cgroup interface file the agent changed
+    value TEXT NOT NULL,              -- what to write back
+    job TEXT NOT NULL,
+    since REAL NOT NULL
+);
+CREATE TABLE decisions (
+    time REAL NOT NULL,               -- seconds since the epoch when the action was taken
+    node TEXT NOT NULL,
+    policy TEXT NOT NULL,
+    slot INTEGER NOT NULL,
+    active_row INTEGER NOT NULL,
+    rows INTEGER NOT NULL,
+    job TEXT,                         -- NULL for the slot's own record
+    action TEXT NOT NULL,             -- slot | freeze | thaw | boost | unboost | restore
+    duration_us REAL NOT NULL
+);
+CREATE INDEX decisions_slot ON decisions(slot);
+",
+];
 
 /// Seconds since the epoch, as a float.
 pub fn now() -> f64 {
@@ -56,7 +82,7 @@ pub fn resolve_path(flag: Option<&Path>) -> PathBuf {
 
 /// An open store.
 pub struct Store {
-    conn: Connection,
+    pub(crate) conn: Connection,
 }
 
 /// A new job, as `lockstep run` records it before creating its cgroup.
@@ -133,6 +159,9 @@ impl Store {
         let mut conn = Connection::open(path).with_context(|| format!("cannot open store {}", path.display()))?;
         conn.busy_timeout(std::time::Duration::from_secs(10))?;
         conn.pragma_update(None, "journal_mode", "WAL")?;
+        // In WAL mode NORMAL survives any crash of the process (not of the OS) without an fsync per commit; the
+        // agent commits at every slot switch.
+        conn.pragma_update(None, "synchronous", "NORMAL")?;
         let version: usize = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
         let tx = conn.transaction()?;
         for (i, step) in MIGRATIONS.iter().enumerate().skip(version) {

@@ -1,0 +1,154 @@
+//! A job the agent manages: its cgroups, its PUs and row, and the state applied to it. Every change goes
+//! through the journal first.
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use super::journal::Journal;
+use crate::cgroup::knobs::{freeze_value, weight_value};
+use crate::cgroup::{remove_dir, JobCgroup, Knobs};
+use crate::cosched::{Desired, BOOST_WEIGHT};
+use crate::cpulist::CpuList;
+use crate::store::Store;
+
+/// Where a managed job came from.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "lowercase", tag = "kind")]
+pub enum Origin {
+    /// `lockstep run` registered it.
+    Run,
+    /// Adopted as existing cgroups (given by path, or the cgroups of containers).
+    Cgroup,
+    /// Adopted as processes moved into a cgroup the agent created; each PID with the `cgroup.procs` files it
+    /// came from, to go back on release.
+    Pids {
+        /// (PID, original `cgroup.procs` files).
+        moved: Vec<(i32, Vec<PathBuf>)>,
+        /// The cgroup the agent created.
+        #[serde(skip)]
+        created: JobCgroup,
+    },
+}
+
+/// One cgroup of a job (a container group has several).
+#[derive(Clone, Debug)]
+pub struct Group {
+    /// Its directories (one per v1 hierarchy, or one v2 directory).
+    pub dirs: Vec<PathBuf>,
+    /// Files co-scheduling writes.
+    pub knobs: Knobs,
+    /// The weight file's value before boosting.
+    weight_before: Option<String>,
+}
+
+impl Group {
+    /// A group over `dirs`.
+    pub fn new(dirs: Vec<PathBuf>) -> Self {
+        let knobs = Knobs::find(&dirs);
+        Self { dirs, knobs, weight_before: None }
+    }
+}
+
+/// A job under co-scheduling.
+#[derive(Debug)]
+pub struct Managed {
+    /// Job name.
+    pub name: String,
+    /// Its cgroups.
+    pub groups: Vec<Group>,
+    /// PUs it may run on.
+    pub pus: CpuList,
+    /// Row given from outside.
+    pub pinned: Option<u32>,
+    /// Row in force.
+    pub row: u32,
+    /// State applied now.
+    pub applied: Desired,
+    /// Where it came from.
+    pub origin: Origin,
+}
+
+/// A cgroup of the job is gone: the job ended.
+#[derive(Debug, thiserror::Error)]
+#[error("cgroup file {0} is gone")]
+pub struct Gone(pub PathBuf);
+
+fn write(file: &Path, value: &str) -> anyhow::Result<()> {
+    std::fs::write(file, value).map_err(|e| match e.kind() {
+        io::ErrorKind::NotFound => Gone(file.to_path_buf()).into(),
+        _ => anyhow::anyhow!("cannot write {value} to {}: {e}", file.display()),
+    })
+}
+
+impl Managed {
+    /// Brings the job's cgroups to `want`; returns the actions taken (`freeze`, `thaw`, `boost`, `unboost`).
+    pub fn apply(&mut self, want: Desired, journal: &mut Journal, store: &Store) -> anyhow::Result<Vec<&'static str>> {
+        let mut actions = Vec::new();
+        if want.frozen != self.applied.frozen {
+            for g in &self.groups {
+                let Some(file) = &g.knobs.freeze else { continue };
+                if want.frozen {
+                    journal.remember(store, &self.name, file, freeze_value(file, false))?;
+                    write(file, freeze_value(file, true))?;
+                } else {
+                    write(file, freeze_value(file, false))?;
+                    journal.forget(store, file)?;
+                }
+            }
+            actions.push(if want.frozen { "freeze" } else { "thaw" });
+            self.applied.frozen = want.frozen;
+        }
+        if want.boosted != self.applied.boosted {
+            for g in &mut self.groups {
+                let Some(file) = &g.knobs.weight else { continue };
+                if want.boosted {
+                    let before = std::fs::read_to_string(file).map_err(|_| Gone(file.clone()))?.trim().to_string();
+                    journal.remember(store, &self.name, file, &before)?;
+                    write(file, &weight_value(file, BOOST_WEIGHT))?;
+                    g.weight_before = Some(before);
+                } else if let Some(before) = g.weight_before.take() {
+                    write(file, &before)?;
+                    journal.forget(store, file)?;
+                }
+            }
+            actions.push(if want.boosted { "boost" } else { "unboost" });
+            self.applied.boosted = want.boosted;
+        }
+        Ok(actions)
+    }
+
+    /// Puts everything back (thaw, weights) and, for adopted processes, moves them back where they were and
+    /// removes the cgroup the agent created. Files already gone are fine.
+    pub fn release(&mut self, journal: &mut Journal, store: &Store) -> anyhow::Result<()> {
+        match self.apply(Desired::default(), journal, store) {
+            Err(e) if e.is::<Gone>() => self.forget_all(journal, store)?,
+            other => {
+                other?;
+            }
+        }
+        if let Origin::Pids { moved, created } = &self.origin {
+            for (pid, procs) in moved {
+                for p in procs {
+                    let _ = std::fs::write(p, pid.to_string());
+                }
+            }
+            for dir in &created.dirs {
+                let _ = remove_dir(dir);
+            }
+        }
+        Ok(())
+    }
+
+    /// Drops the journal entries of a job whose cgroups are gone (nothing left to restore).
+    pub fn forget_all(&mut self, journal: &mut Journal, store: &Store) -> anyhow::Result<()> {
+        for g in &self.groups {
+            for file in [&g.knobs.freeze, &g.knobs.weight].into_iter().flatten() {
+                journal.forget(store, file)?;
+            }
+        }
+        self.applied = Desired::default();
+        Ok(())
+    }
+}

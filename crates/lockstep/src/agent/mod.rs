@@ -1,0 +1,269 @@
+//! The node agent: manages jobs' cgroups under a co-scheduling policy, switching at wall-clock slot
+//! boundaries, serving the CLI on a Unix socket, with a watchdog and a restore journal so that no job is left
+//! frozen or boosted whatever happens to it.
+
+mod adopt;
+pub mod client;
+mod journal;
+mod managed;
+pub mod protocol;
+mod server;
+mod watchdog;
+
+use std::path::PathBuf;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{SigSet, Signal};
+
+use crate::cgroup::{self, Backend};
+use crate::cosched::rows::{self, Entry};
+use crate::cosched::{self, slot, JobView, Policy};
+use crate::store::{Decision, Store};
+use journal::Journal;
+use managed::{Gone, Managed};
+use protocol::{JobStatus, Status};
+use watchdog::Watchdog;
+
+/// How the agent starts.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Unix socket to serve.
+    pub socket: PathBuf,
+    /// Store path.
+    pub store: PathBuf,
+    /// Node name (decisions and status carry it).
+    pub node: String,
+    /// Initial policy.
+    pub policy: String,
+    /// Initial slot length.
+    pub slot: Duration,
+}
+
+/// Everything the slot loop and the socket server share.
+pub struct Agent {
+    policy: Box<dyn Policy>,
+    slot: Duration,
+    jobs: Vec<Managed>,
+    journal: Journal,
+    store: Store,
+    backend: Box<dyn Backend>,
+    node: String,
+    current_slot: u64,
+    active_row: u32,
+    rows: u32,
+    last_apply_us: f64,
+    /// Set by the server when the plan must be redone at once (policy change, new or released job).
+    replan: bool,
+    stop: bool,
+}
+
+/// The shared agent and the condition the slot loop sleeps on.
+pub type Shared = Arc<(Mutex<Agent>, Condvar)>;
+
+impl Agent {
+    /// Applies the policy for slot `k` to every job; logs the decisions.
+    fn tick(&mut self, k: u64) {
+        let started = Instant::now();
+        let started_at = crate::store::now();
+        let entries: Vec<Entry> =
+            self.jobs.iter().map(|j| Entry { name: &j.name, pus: &j.pus, pinned: j.pinned }).collect();
+        let (rows, count) = rows::assign(&entries);
+        for (j, r) in self.jobs.iter_mut().zip(&rows) {
+            j.row = *r;
+        }
+        self.rows = count;
+        self.current_slot = k;
+        self.active_row = (k % u64::from(count)) as u32;
+        let views: Vec<JobView> = self.jobs.iter().map(|j| JobView { row: j.row, pus: &j.pus }).collect();
+        let plan = self.policy.plan(self.active_row, &views);
+        // Thaw and boost before freezing and lowering, so that no two sharing jobs are ever frozen together.
+        let mut order: Vec<usize> = (0..self.jobs.len()).collect();
+        order.sort_by_key(|&i| plan[i].frozen || (!plan[i].boosted && self.jobs[i].applied.boosted));
+        let mut decisions = Vec::new();
+        let mut gone = Vec::new();
+        for i in order {
+            let t0 = Instant::now();
+            match self.jobs[i].apply(plan[i], &mut self.journal, &self.store) {
+                Ok(actions) => {
+                    for a in actions {
+                        decisions.push(self.decision(Some(&self.jobs[i].name), a, t0.elapsed()));
+                    }
+                }
+                Err(e) if e.is::<Gone>() => gone.push(i),
+                Err(e) => eprintln!("lockstep agent: job {}: {e:#}", self.jobs[i].name),
+            }
+        }
+        gone.sort_unstable();
+        for i in gone.into_iter().rev() {
+            let mut job = self.jobs.remove(i);
+            let _ = job.forget_all(&mut self.journal, &self.store);
+            decisions.push(self.decision(Some(&job.name), "gone", Duration::ZERO));
+        }
+        self.last_apply_us = started.elapsed().as_secs_f64() * 1e6;
+        let mut slot_record = self.decision(None, "slot", started.elapsed());
+        slot_record.time = started_at;
+        decisions.insert(0, slot_record);
+        if let Err(e) = self.store.log_decisions(&decisions) {
+            eprintln!("lockstep agent: cannot log decisions: {e:#}");
+        }
+    }
+
+    fn decision(&self, job: Option<&str>, action: &str, took: Duration) -> Decision {
+        Decision {
+            time: crate::store::now(),
+            node: self.node.clone(),
+            policy: self.policy.name().to_string(),
+            slot: self.current_slot,
+            active_row: self.active_row,
+            rows: self.rows,
+            job: job.map(str::to_string),
+            action: action.to_string(),
+            duration_us: took.as_secs_f64() * 1e6,
+        }
+    }
+
+    /// Restores and forgets every job.
+    fn release_all(&mut self) {
+        for mut job in std::mem::take(&mut self.jobs) {
+            if let Err(e) = job.release(&mut self.journal, &self.store) {
+                eprintln!("lockstep agent: cannot restore job {}: {e:#}", job.name);
+            }
+        }
+    }
+
+    /// The live table.
+    fn status(&self) -> Status {
+        Status {
+            node: self.node.clone(),
+            pid: std::process::id() as i32,
+            watchdog_pid: self.journal.watchdog_pid(),
+            policy: self.policy.name().to_string(),
+            slot_ms: self.slot.as_millis() as u64,
+            slot: self.current_slot,
+            active_row: self.active_row,
+            rows: self.rows,
+            last_apply_us: self.last_apply_us,
+            jobs: self
+                .jobs
+                .iter()
+                .map(|j| JobStatus {
+                    name: j.name.clone(),
+                    row: j.row,
+                    pinned: j.pinned.is_some(),
+                    pus: j.pus.to_string(),
+                    frozen: j.applied.frozen,
+                    boosted: j.applied.boosted,
+                    origin: match j.origin {
+                        managed::Origin::Run => "run",
+                        managed::Origin::Cgroup => "cgroup",
+                        managed::Origin::Pids { .. } => "pids",
+                    }
+                    .to_string(),
+                    cgroups: j.groups.iter().filter_map(|g| g.dirs.first().cloned()).collect(),
+                })
+                .collect(),
+        }
+    }
+}
+
+/// Runs the agent in the foreground until SIGINT or SIGTERM; returns the exit status.
+pub fn run(config: Config) -> anyhow::Result<i32> {
+    let policy = cosched::by_name(&config.policy)?;
+    let backend = cgroup::detect()?;
+    let listener = server::bind(&config.socket)?;
+    // Fork the watchdog while this process has one thread and no store connection (SQLite state must not
+    // cross a fork); then block the signals the waiter thread takes.
+    let watchdog = Watchdog::spawn(&config.store)?;
+    let store = Store::open(&config.store)?;
+    let repaired = journal::repair(&store)?;
+    if repaired > 0 {
+        eprintln!("lockstep agent: restored {repaired} cgroup file(s) left changed by a previous agent");
+    }
+    let mut signals = SigSet::empty();
+    for s in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP] {
+        signals.add(s);
+    }
+    signals.thread_block()?;
+
+    let shared: Shared = Arc::new((
+        Mutex::new(Agent {
+            policy,
+            slot: config.slot,
+            jobs: Vec::new(),
+            journal: Journal::new(watchdog),
+            store,
+            backend,
+            node: config.node.clone(),
+            current_slot: 0,
+            active_row: 0,
+            rows: 1,
+            last_apply_us: 0.0,
+            replan: false,
+            stop: false,
+        }),
+        Condvar::new(),
+    ));
+    {
+        let shared = shared.clone();
+        std::thread::spawn(move || {
+            let _ = signals.wait();
+            let (lock, cvar) = &*shared;
+            lock.lock().expect("agent lock").stop = true;
+            cvar.notify_all();
+        });
+    }
+    server::spawn(listener, shared.clone());
+    eprintln!(
+        "lockstep agent: node {} serving {} (store {}, policy {}, slot {})",
+        config.node,
+        config.socket.display(),
+        config.store.display(),
+        config.policy,
+        slot::format(config.slot)
+    );
+    slot_loop(&shared);
+    let (lock, _) = &*shared;
+    let mut agent = lock.lock().expect("agent lock");
+    agent.release_all();
+    let _ = std::fs::remove_file(&config.socket);
+    eprintln!("lockstep agent: stopped; every job restored");
+    Ok(0)
+}
+
+/// Applies the policy at every slot boundary (and at once when asked to replan) until told to stop.
+fn slot_loop(shared: &Shared) {
+    let (lock, cvar) = &**shared;
+    let mut agent = lock.lock().expect("agent lock");
+    let mut k = slot::index(slot::realtime_ns(), agent.slot);
+    agent.tick(k);
+    loop {
+        let next = slot::start_ns(k + 1, agent.slot);
+        // Wait on the condition variable until close to the boundary, then sleep the rest precisely.
+        loop {
+            if agent.stop {
+                return;
+            }
+            if agent.replan {
+                agent.replan = false;
+                k = slot::index(slot::realtime_ns(), agent.slot);
+                agent.tick(k);
+                break;
+            }
+            let now = slot::realtime_ns();
+            if now >= next {
+                k = slot::index(now, agent.slot);
+                agent.tick(k);
+                break;
+            }
+            let left = Duration::from_nanos(next - now);
+            if left <= Duration::from_millis(2) {
+                drop(agent);
+                slot::sleep_until(next);
+                agent = lock.lock().expect("agent lock");
+                continue;
+            }
+            agent = cvar.wait_timeout(agent, left - Duration::from_millis(1)).expect("agent lock").0;
+        }
+    }
+}

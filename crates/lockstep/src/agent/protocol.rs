@@ -1,0 +1,112 @@
+//! The agent's socket protocol: one JSON request per line, one JSON response per line.
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+/// A request to the agent.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "lowercase")]
+pub enum Request {
+    /// The live table.
+    Status,
+    /// Switch policy and/or slot length.
+    Policy {
+        /// Policy name.
+        name: String,
+        /// Slot length in milliseconds (unchanged if absent).
+        slot_ms: Option<u64>,
+    },
+    /// Manage existing cgroups, processes or containers as job `job`.
+    Adopt {
+        /// Job name.
+        job: String,
+        /// Cgroup paths (relative to the hierarchy roots, or absolute).
+        #[serde(default)]
+        cgroups: Vec<PathBuf>,
+        /// PIDs to move into a cgroup of the agent's.
+        #[serde(default)]
+        pids: Vec<i32>,
+        /// podman container names or IDs (one cgroup each).
+        #[serde(default)]
+        containers: Vec<String>,
+        /// Row given from outside.
+        row: Option<u32>,
+    },
+    /// A job started by `lockstep run`, with its cgroup directories.
+    Register {
+        /// Job name.
+        job: String,
+        /// The job's cgroup directories.
+        dirs: Vec<PathBuf>,
+        /// Row given from outside.
+        row: Option<u32>,
+    },
+    /// Stop managing a job, restoring its cgroups.
+    Release {
+        /// Job name.
+        job: String,
+    },
+}
+
+/// The agent's answer.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Response {
+    /// Whether the request was carried out.
+    pub ok: bool,
+    /// One-line reason when not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Whether the failure was bad input (exit status 2).
+    #[serde(default)]
+    pub usage: bool,
+    /// The status table, for `status`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub status: Option<Status>,
+}
+
+/// The agent's live state.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Status {
+    /// Node name.
+    pub node: String,
+    /// Agent PID.
+    pub pid: i32,
+    /// Watchdog PID.
+    pub watchdog_pid: i32,
+    /// Policy in force.
+    pub policy: String,
+    /// Slot length in milliseconds.
+    pub slot_ms: u64,
+    /// Current slot index.
+    pub slot: u64,
+    /// Active row.
+    pub active_row: u32,
+    /// Number of rows.
+    pub rows: u32,
+    /// Time the last slot switch took, in microseconds.
+    pub last_apply_us: f64,
+    /// Managed jobs.
+    pub jobs: Vec<JobStatus>,
+}
+
+/// One managed job in the status table.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct JobStatus {
+    /// Job name.
+    pub name: String,
+    /// Its row.
+    pub row: u32,
+    /// Whether the row was given from outside.
+    pub pinned: bool,
+    /// PUs.
+    pub pus: String,
+    /// Frozen now.
+    pub frozen: bool,
+    /// Boosted now.
+    pub boosted: bool,
+    /// run, cgroup or pids.
+    pub origin: String,
+    /// First cgroup directory of each group.
+    pub cgroups: Vec<PathBuf>,
+}

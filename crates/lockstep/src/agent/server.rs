@@ -1,0 +1,125 @@
+//! The agent's socket server: one connection at a time, one request line, one response line.
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::Path;
+use std::time::Duration;
+
+use super::protocol::{Request, Response};
+use super::{adopt, Agent, Shared};
+use crate::cosched::{self, slot};
+use crate::error::UsageError;
+use crate::launch::check_job_name;
+
+/// Binds the socket; an agent already answering there is a usage error, a stale socket file is replaced.
+pub fn bind(path: &Path) -> anyhow::Result<UnixListener> {
+    if UnixStream::connect(path).is_ok() {
+        return Err(UsageError::new(format!("an agent is already running at {}", path.display())).into());
+    }
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)?;
+    }
+    let _ = std::fs::remove_file(path);
+    let listener =
+        UnixListener::bind(path).map_err(|e| UsageError::new(format!("cannot listen on {}: {e}", path.display())))?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
+    Ok(listener)
+}
+
+/// Serves requests on a thread of its own.
+pub fn spawn(listener: UnixListener, shared: Shared) {
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let _ = serve(stream, &shared);
+        }
+    });
+}
+
+fn serve(stream: UnixStream, shared: &Shared) -> std::io::Result<()> {
+    stream.set_read_timeout(Some(Duration::from_secs(5)))?;
+    let mut line = String::new();
+    BufReader::new(&stream).read_line(&mut line)?;
+    let response = match serde_json::from_str::<Request>(&line) {
+        Ok(request) => {
+            let (lock, cvar) = &**shared;
+            let mut agent = lock.lock().expect("agent lock");
+            let r = handle(&mut agent, request);
+            cvar.notify_all();
+            r
+        }
+        Err(e) => {
+            failure(UsageError::new(format!("malformed request ({e}); expected one JSON object per line")).into())
+        }
+    };
+    let mut out = serde_json::to_string(&response).unwrap_or_else(|_| r#"{"ok":false}"#.into());
+    out.push('\n');
+    (&stream).write_all(out.as_bytes())
+}
+
+fn failure(e: anyhow::Error) -> Response {
+    Response { ok: false, usage: e.is::<UsageError>(), error: Some(format!("{e:#}")), status: None }
+}
+
+fn done() -> Response {
+    Response { ok: true, ..Default::default() }
+}
+
+fn handle(agent: &mut Agent, request: Request) -> Response {
+    let result = match request {
+        Request::Status => return Response { ok: true, status: Some(agent.status()), ..Default::default() },
+        Request::Policy { name, slot_ms } => set_policy(agent, &name, slot_ms),
+        Request::Adopt { job, cgroups, pids, containers, row } => {
+            take(agent, &job, |backend| match (cgroups.is_empty(), pids.is_empty(), containers.is_empty()) {
+                (false, true, true) => adopt::from_cgroups(backend, &job, &cgroups, row),
+                (true, false, true) => adopt::from_pids(backend, &job, &pids, row),
+                (true, true, false) => adopt::from_containers(backend, &job, &containers, row),
+                _ => Err(UsageError::new("adopt needs exactly one of --cgroup, --pid, --container").into()),
+            })
+        }
+        Request::Register { job, dirs, row } => take(agent, &job, |_| Ok(adopt::from_run(&job, dirs, row))),
+        Request::Release { job } => release(agent, &job),
+    };
+    match result {
+        Ok(()) => done(),
+        Err(e) => failure(e),
+    }
+}
+
+fn set_policy(agent: &mut Agent, name: &str, slot_ms: Option<u64>) -> anyhow::Result<()> {
+    let policy = cosched::by_name(name)?;
+    let slot = match slot_ms {
+        Some(ms) => slot::parse(&format!("{ms}ms"))?,
+        None => agent.slot,
+    };
+    agent.policy = policy;
+    agent.slot = slot;
+    agent.replan = true;
+    Ok(())
+}
+
+/// Adds a job built by `make` unless its name is taken.
+fn take(
+    agent: &mut Agent,
+    job: &str,
+    make: impl FnOnce(&dyn crate::cgroup::Backend) -> anyhow::Result<super::Managed>,
+) -> anyhow::Result<()> {
+    check_job_name(job)?;
+    if agent.jobs.iter().any(|j| j.name == job) {
+        return Err(UsageError::new(format!("job name {job:?} is already managed by this agent")).into());
+    }
+    let managed = make(agent.backend.as_ref())?;
+    agent.jobs.push(managed);
+    agent.replan = true;
+    Ok(())
+}
+
+fn release(agent: &mut Agent, job: &str) -> anyhow::Result<()> {
+    let Some(i) = agent.jobs.iter().position(|j| j.name == job) else {
+        return Err(UsageError::new(format!("no job {job:?} is managed by this agent")).into());
+    };
+    let mut managed = agent.jobs.remove(i);
+    managed.release(&mut agent.journal, &agent.store)?;
+    agent.replan = true;
+    Ok(())
+}

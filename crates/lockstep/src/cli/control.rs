@@ -1,0 +1,128 @@
+//! The commands that talk to the agent: `status`, `policy set`, `adopt`, `release`.
+
+use std::path::{Path, PathBuf};
+
+use crate::agent::client::{call, check};
+use crate::agent::protocol::{Request, Status};
+use crate::cosched::slot;
+
+/// Arguments of `lockstep status`.
+#[derive(Debug, clap::Args)]
+pub struct StatusArgs {
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+/// `lockstep policy set NAME [--slot DURATION]`.
+#[derive(Debug, clap::Subcommand)]
+pub enum PolicyCommand {
+    /// Switch the agent's co-scheduling policy (cfs, boost, gang).
+    Set {
+        /// Policy name.
+        name: String,
+        /// Slot length, e.g. 200ms or 2s (10ms to 60s).
+        #[arg(long, value_name = "DURATION")]
+        slot: Option<String>,
+    },
+}
+
+/// Arguments of `lockstep adopt`.
+#[derive(Debug, clap::Args)]
+#[command(group(clap::ArgGroup::new("what").required(true).args(["cgroup", "pid", "container"])))]
+pub struct AdoptArgs {
+    /// Job name.
+    #[arg(long, value_name = "NAME")]
+    job: String,
+    /// An existing cgroup: absolute, or relative to the hierarchy roots (e.g. /slurm_n1/uid_0/job_7/step_0).
+    #[arg(long, value_name = "PATH", num_args = 1..)]
+    cgroup: Vec<PathBuf>,
+    /// Processes to move into a cgroup of the agent's.
+    #[arg(long, value_name = "PID", num_args = 1..)]
+    pid: Vec<i32>,
+    /// podman containers (one cgroup each), e.g. the ranks of one MPI job.
+    #[arg(long, value_name = "ID", num_args = 1..)]
+    container: Vec<String>,
+    /// Row in the co-scheduling matrix (the same on every node of the job); a name hash otherwise.
+    #[arg(long, value_name = "N")]
+    row: Option<u32>,
+}
+
+/// Arguments of `lockstep release`.
+#[derive(Debug, clap::Args)]
+pub struct ReleaseArgs {
+    /// Job name.
+    #[arg(long, value_name = "NAME")]
+    job: String,
+}
+
+/// Runs `lockstep status`.
+pub fn status(args: &StatusArgs, socket: &Path) -> anyhow::Result<i32> {
+    let status = check(call(socket, &Request::Status)?)?.status.unwrap_or_default();
+    if args.json {
+        println!("{}", serde_json::to_string(&status)?);
+    } else {
+        print!("{}", render(&status));
+    }
+    Ok(0)
+}
+
+fn render(s: &Status) -> String {
+    let mut out = format!(
+        "node {}  agent {}  watchdog {}  policy {}  slot {}  current slot {} (row {} of {})  last switch {:.0} us\n",
+        s.node,
+        s.pid,
+        s.watchdog_pid,
+        s.policy,
+        slot::format(std::time::Duration::from_millis(s.slot_ms)),
+        s.slot,
+        s.active_row,
+        s.rows,
+        s.last_apply_us
+    );
+    out +=
+        &format!("{:<24} {:>4} {:<12} {:<7} {:<7} {:<7} CGROUP\n", "JOB", "ROW", "PUS", "FROZEN", "BOOSTED", "ORIGIN");
+    for j in &s.jobs {
+        out += &format!(
+            "{:<24} {:>3}{} {:<12} {:<7} {:<7} {:<7} {}\n",
+            j.name,
+            j.row,
+            if j.pinned { "*" } else { " " },
+            j.pus,
+            if j.frozen { "yes" } else { "no" },
+            if j.boosted { "yes" } else { "no" },
+            j.origin,
+            j.cgroups.first().map(|p| p.display().to_string()).unwrap_or_default()
+        );
+    }
+    out
+}
+
+/// Runs `lockstep policy set`.
+pub fn policy(cmd: &PolicyCommand, socket: &Path) -> anyhow::Result<i32> {
+    let PolicyCommand::Set { name, slot } = cmd;
+    crate::cosched::by_name(name)?;
+    let slot_ms = slot.as_deref().map(slot::parse).transpose()?.map(|d| d.as_millis() as u64);
+    check(call(socket, &Request::Policy { name: name.clone(), slot_ms })?)?;
+    Ok(0)
+}
+
+/// Runs `lockstep adopt`.
+pub fn adopt(args: &AdoptArgs, socket: &Path) -> anyhow::Result<i32> {
+    crate::launch::check_job_name(&args.job)?;
+    let request = Request::Adopt {
+        job: args.job.clone(),
+        cgroups: args.cgroup.clone(),
+        pids: args.pid.clone(),
+        containers: args.container.clone(),
+        row: args.row,
+    };
+    check(call(socket, &request)?)?;
+    Ok(0)
+}
+
+/// Runs `lockstep release`.
+pub fn release(args: &ReleaseArgs, socket: &Path) -> anyhow::Result<i32> {
+    check(call(socket, &Request::Release { job: args.job.clone() })?)?;
+    Ok(0)
+}

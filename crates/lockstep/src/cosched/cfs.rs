@@ -1,0 +1,16 @@
+//! `cfs`: leave every job to the kernel's scheduler; nothing is ever written.
+
+use super::{Desired, JobView, Policy};
+
+/// The baseline policy.
+pub struct Cfs;
+
+impl Policy for Cfs {
+    fn name(&self) -> &'static str {
+        "cfs"
+    }
+
+    fn plan(&self, _active: u32, jobs: &[JobView<'_>]) -> Vec<Desired> {
+        vec![Desired::default(); jobs.len()]
+    }
+}

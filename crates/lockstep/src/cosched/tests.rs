@@ -1,0 +1,92 @@
+use std::time::Duration;
+
+use super::rows::{assign, Entry};
+use super::{by_name, slot, Desired, JobView};
+use crate::cpulist::CpuList;
+
+fn pus(s: &str) -> CpuList {
+    CpuList::parse(s).unwrap()
+}
+
+#[test]
+fn sharing_jobs_get_different_rows_and_loners_row_zero() {
+    let (a, b, c) = (pus("0-1"), pus("1-2"), pus("3"));
+    let entries = [
+        Entry { name: "a", pus: &a, pinned: None },
+        Entry { name: "b", pus: &b, pinned: None },
+        Entry { name: "c", pus: &c, pinned: None },
+    ];
+    let (rows, count) = assign(&entries);
+    assert_ne!(rows[0], rows[1]);
+    assert_eq!(rows[2], 0);
+    assert_eq!(count, 2);
+}
+
+#[test]
+fn pinned_rows_are_kept_and_others_avoid_them() {
+    let all = pus("0-1");
+    let entries = [
+        Entry { name: "x", pus: &all, pinned: Some(1) },
+        Entry { name: "y", pus: &all, pinned: None },
+        Entry { name: "z", pus: &all, pinned: None },
+    ];
+    let (rows, count) = assign(&entries);
+    assert_eq!(rows[0], 1);
+    assert!(!rows[1..].contains(&1));
+    assert_ne!(rows[1], rows[2]);
+    assert_eq!(count, 3);
+}
+
+#[test]
+fn rows_do_not_depend_on_input_order() {
+    let all = pus("0-1");
+    let names = ["lu-1", "ep-2", "is-3"];
+    let forward: Vec<Entry> = names.iter().map(|n| Entry { name: n, pus: &all, pinned: None }).collect();
+    let backward: Vec<Entry> = names.iter().rev().map(|n| Entry { name: n, pus: &all, pinned: None }).collect();
+    let (f, _) = assign(&forward);
+    let (mut b, _) = assign(&backward);
+    b.reverse();
+    assert_eq!(f, b);
+}
+
+#[test]
+fn gang_freezes_only_jobs_sharing_pus_with_the_active_row() {
+    let (a, b, c) = (pus("0-1"), pus("0-1"), pus("2-3"));
+    let jobs = [JobView { row: 0, pus: &a }, JobView { row: 1, pus: &b }, JobView { row: 1, pus: &c }];
+    let gang = by_name("gang").unwrap();
+    let plan = gang.plan(0, &jobs);
+    assert_eq!(plan.iter().map(|d| d.frozen).collect::<Vec<_>>(), [false, true, false]);
+    let plan = gang.plan(1, &jobs);
+    assert_eq!(plan.iter().map(|d| d.frozen).collect::<Vec<_>>(), [true, false, false]);
+}
+
+#[test]
+fn boost_raises_the_active_row_and_cfs_does_nothing() {
+    let a = pus("0-1");
+    let jobs = [JobView { row: 0, pus: &a }, JobView { row: 1, pus: &a }];
+    let boost = by_name("boost").unwrap().plan(1, &jobs);
+    assert_eq!(boost.iter().map(|d| d.boosted).collect::<Vec<_>>(), [false, true]);
+    assert!(boost.iter().all(|d| !d.frozen));
+    assert_eq!(by_name("cfs").unwrap().plan(0, &jobs), vec![Desired::default(); 2]);
+    assert!(by_name("round-robin").is_err());
+}
+
+#[test]
+fn slot_lengths_parse_within_range() {
+    assert_eq!(slot::parse("200ms").unwrap(), Duration::from_millis(200));
+    assert_eq!(slot::parse("2s").unwrap(), Duration::from_secs(2));
+    assert_eq!(slot::parse("0.5s").unwrap(), Duration::from_millis(500));
+    assert_eq!(slot::parse("10ms").unwrap(), slot::MIN);
+    for bad in ["9ms", "61s", "2", "fast", "-1s", "nans"] {
+        assert!(slot::parse(bad).is_err(), "{bad}");
+    }
+    assert_eq!(slot::format(Duration::from_millis(200)), "200ms");
+    assert_eq!(slot::format(Duration::from_secs(2)), "2s");
+}
+
+#[test]
+fn slots_come_from_the_wall_clock() {
+    let l = Duration::from_millis(100);
+    assert_eq!(slot::index(1_000_250_000_000, l), 10_002);
+    assert_eq!(slot::start_ns(10_002, l), 1_000_200_000_000);
+}

@@ -1,0 +1,113 @@
+//! What the agent keeps in the store: the restore journal (every cgroup file it changed, with the value to put
+//! back, written before the change) and the decision log.
+
+use rusqlite::params;
+use serde::Serialize;
+
+use super::{now, Store};
+
+/// One file the agent changed and must restore.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct JournalEntry {
+    /// The cgroup interface file.
+    pub file: String,
+    /// The value to write back.
+    pub value: String,
+    /// The job it belongs to.
+    pub job: String,
+}
+
+/// One co-scheduling decision.
+#[derive(Clone, Debug, Serialize)]
+pub struct Decision {
+    /// Seconds since the epoch.
+    pub time: f64,
+    /// Node name.
+    pub node: String,
+    /// Policy in force.
+    pub policy: String,
+    /// Slot index (wall-clock slots since the epoch).
+    pub slot: u64,
+    /// Active row of the slot.
+    pub active_row: u32,
+    /// Number of rows.
+    pub rows: u32,
+    /// The job acted on; `None` for the slot's own record.
+    pub job: Option<String>,
+    /// slot, freeze, thaw, boost, unboost or restore.
+    pub action: String,
+    /// Time the action took, in microseconds.
+    pub duration_us: f64,
+}
+
+impl Store {
+    /// Adds a journal entry unless the file is journaled already (the first value is the one to restore).
+    pub fn journal_add(&self, e: &JournalEntry) -> anyhow::Result<()> {
+        self.conn.execute(
+            "INSERT OR IGNORE INTO restore_journal (file, value, job, since) VALUES (?1, ?2, ?3, ?4)",
+            params![e.file, e.value, e.job, now()],
+        )?;
+        Ok(())
+    }
+
+    /// Removes the journal entry of `file` (restored).
+    pub fn journal_remove(&self, file: &str) -> anyhow::Result<()> {
+        self.conn.execute("DELETE FROM restore_journal WHERE file = ?1", params![file])?;
+        Ok(())
+    }
+
+    /// Every journal entry.
+    pub fn journal(&self) -> anyhow::Result<Vec<JournalEntry>> {
+        let mut stmt = self.conn.prepare("SELECT file, value, job FROM restore_journal ORDER BY since")?;
+        let rows = stmt.query_map([], |r| Ok(JournalEntry { file: r.get(0)?, value: r.get(1)?, job: r.get(2)? }))?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// Appends decisions in one transaction.
+    pub fn log_decisions(&mut self, decisions: &[Decision]) -> anyhow::Result<()> {
+        let tx = self.conn.transaction()?;
+        {
+            let mut stmt = tx.prepare_cached(
+                "INSERT INTO decisions (time, node, policy, slot, active_row, rows, job, action, duration_us)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+            )?;
+            for d in decisions {
+                stmt.execute(params![
+                    d.time,
+                    d.node,
+                    d.policy,
+                    d.slot as i64,
+                    d.active_row,
+                    d.rows,
+                    d.job,
+                    d.action,
+                    d.duration_us
+                ])?;
+            }
+        }
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// Decisions at or after `since` (seconds since the epoch), oldest first.
+    pub fn decisions(&self, since: f64) -> anyhow::Result<Vec<Decision>> {
+        let mut stmt = self.conn.prepare(
+            "SELECT time, node, policy, slot, active_row, rows, job, action, duration_us FROM decisions
+             WHERE time >= ?1 ORDER BY rowid",
+        )?;
+        let rows = stmt.query_map(params![since], |r| {
+            Ok(Decision {
+                time: r.get(0)?,
+                node: r.get(1)?,
+                policy: r.get(2)?,
+                slot: r.get::<_, i64>(3)? as u64,
+                active_row: r.get(4)?,
+                rows: r.get(5)?,
+                job: r.get(6)?,
+                action: r.get(7)?,
+                duration_us: r.get(8)?,
+            })
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+}
