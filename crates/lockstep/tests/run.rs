@@ -2,85 +2,15 @@
 //! Every test uses its own store and job names, and checks that no cgroup is left behind.
 
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::path::Path;
+use std::process::{Child, Output};
 
 use lockstep::cpulist::CpuList;
 use serde_json::Value;
 
-const V1_CONTROLLERS: [&str; 4] = ["cpuset", "cpu", "memory", "freezer"];
+mod common;
 
-struct Env {
-    store: tempfile::TempDir,
-}
-
-impl Env {
-    fn new() -> Self {
-        Self { store: tempfile::tempdir().unwrap() }
-    }
-
-    fn cmd(&self) -> Command {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_lockstep"));
-        c.env("LOCKSTEP_STORE", self.store.path().join("lockstep.db"));
-        c
-    }
-
-    fn run(&self, args: &[&str]) -> Output {
-        self.cmd().args(args).output().unwrap()
-    }
-
-    fn spawn(&self, args: &[&str]) -> Child {
-        self.cmd().args(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap()
-    }
-}
-
-fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
-}
-
-macro_rules! needs_root {
-    () => {
-        if !is_root() {
-            eprintln!("skipped: needs root for real cgroups");
-            return;
-        }
-    };
-}
-
-fn name(test: &str) -> String {
-    format!("it-{test}-{}", std::process::id())
-}
-
-/// Directories a job would own: v1 controllers that are mounted, else the v2 hierarchy.
-fn job_dirs(job: &str) -> Vec<PathBuf> {
-    let v1: Vec<PathBuf> = V1_CONTROLLERS
-        .iter()
-        .map(|c| Path::new("/sys/fs/cgroup").join(c))
-        .filter(|m| m.join("cgroup.procs").exists())
-        .map(|m| m.join("lockstep").join(job))
-        .collect();
-    if v1.is_empty() {
-        vec![Path::new("/sys/fs/cgroup/lockstep").join(job)]
-    } else {
-        v1
-    }
-}
-
-fn assert_no_cgroup(job: &str) {
-    for d in job_dirs(job) {
-        assert!(!d.exists(), "cgroup {} left behind", d.display());
-    }
-}
-
-fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !cond() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
+use common::{assert_no_cgroup, job_dirs, name, wait_for, Env, V1_CONTROLLERS};
 
 fn procs(job: &str) -> Vec<i32> {
     std::fs::read_to_string(job_dirs(job)[0].join("cgroup.procs"))
@@ -325,7 +255,7 @@ fn no_permission_is_a_clear_error() {
     needs_root!();
     let env = Env::new();
     // The store directory must be usable by the unprivileged user; the cgroup tree must not be.
-    std::fs::set_permissions(env.store.path(), std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+    std::fs::set_permissions(env.dir.path(), std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
     let job = name("noperm");
     let mut cmd = env.cmd();
     cmd.args(["run", "--job", &job, "--place", "any", "--", "true"]);

@@ -4,7 +4,7 @@
 use std::io;
 use std::path::{Path, PathBuf};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::journal::Journal;
 use crate::cgroup::knobs::{freeze_value, weight_value};
@@ -14,7 +14,7 @@ use crate::cpulist::CpuList;
 use crate::store::Store;
 
 /// Where a managed job came from.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase", tag = "kind")]
 pub enum Origin {
     /// `lockstep run` registered it.
@@ -27,7 +27,6 @@ pub enum Origin {
         /// (PID, original `cgroup.procs` files).
         moved: Vec<(i32, Vec<PathBuf>)>,
         /// The cgroup the agent created.
-        #[serde(skip)]
         created: JobCgroup,
     },
 }
@@ -70,6 +69,19 @@ pub struct Managed {
     pub origin: Origin,
 }
 
+/// What the store keeps of a managed job, to take it over again after a restart.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Saved {
+    /// Where it came from.
+    pub origin: Origin,
+    /// Each group's directories.
+    pub groups: Vec<Vec<PathBuf>>,
+    /// PUs.
+    pub pus: String,
+    /// Row given from outside.
+    pub pinned: Option<u32>,
+}
+
 /// A cgroup of the job is gone: the job ended.
 #[derive(Debug, thiserror::Error)]
 #[error("cgroup file {0} is gone")]
@@ -83,6 +95,34 @@ fn write(file: &Path, value: &str) -> anyhow::Result<()> {
 }
 
 impl Managed {
+    /// The description the store keeps.
+    pub fn saved(&self) -> Saved {
+        Saved {
+            origin: self.origin.clone(),
+            groups: self.groups.iter().map(|g| g.dirs.clone()).collect(),
+            pus: self.pus.to_string(),
+            pinned: self.pinned,
+        }
+    }
+
+    /// The job again from its description, unless every one of its cgroups is gone.
+    pub fn restore_saved(name: &str, saved: Saved) -> Option<Self> {
+        let groups: Vec<Group> =
+            saved.groups.into_iter().filter(|d| d.iter().any(|p| p.is_dir())).map(Group::new).collect();
+        if groups.is_empty() {
+            return None;
+        }
+        Some(Self {
+            name: name.to_string(),
+            groups,
+            pus: CpuList::parse(&saved.pus).unwrap_or_default(),
+            pinned: saved.pinned,
+            row: saved.pinned.unwrap_or(0),
+            applied: Desired::default(),
+            origin: saved.origin,
+        })
+    }
+
     /// Brings the job's cgroups to `want`; returns the actions taken (`freeze`, `thaw`, `boost`, `unboost`).
     pub fn apply(&mut self, want: Desired, journal: &mut Journal, store: &Store) -> anyhow::Result<Vec<&'static str>> {
         let mut actions = Vec::new();

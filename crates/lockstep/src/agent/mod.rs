@@ -62,8 +62,9 @@ pub struct Agent {
 pub type Shared = Arc<(Mutex<Agent>, Condvar)>;
 
 impl Agent {
-    /// Applies the policy for slot `k` to every job; logs the decisions.
-    fn tick(&mut self, k: u64) {
+    /// Applies the policy for slot `k` to every job; logs the decisions, the tick itself as `slot` at a slot
+    /// boundary and as `replan` when jobs or the policy changed within a slot.
+    fn tick(&mut self, k: u64, boundary: bool) {
         let started = Instant::now();
         let started_at = crate::store::now();
         let entries: Vec<Entry> =
@@ -98,10 +99,11 @@ impl Agent {
         for i in gone.into_iter().rev() {
             let mut job = self.jobs.remove(i);
             let _ = job.forget_all(&mut self.journal, &self.store);
+            let _ = self.store.managed_remove(&job.name);
             decisions.push(self.decision(Some(&job.name), "gone", Duration::ZERO));
         }
         self.last_apply_us = started.elapsed().as_secs_f64() * 1e6;
-        let mut slot_record = self.decision(None, "slot", started.elapsed());
+        let mut slot_record = self.decision(None, if boundary { "slot" } else { "replan" }, started.elapsed());
         slot_record.time = started_at;
         decisions.insert(0, slot_record);
         if let Err(e) = self.store.log_decisions(&decisions) {
@@ -123,13 +125,27 @@ impl Agent {
         }
     }
 
-    /// Restores and forgets every job.
-    fn release_all(&mut self) {
-        for mut job in std::mem::take(&mut self.jobs) {
-            if let Err(e) = job.release(&mut self.journal, &self.store) {
-                eprintln!("lockstep agent: cannot restore job {}: {e:#}", job.name);
+    /// Restores every job's cgroups on the way out. Jobs stay in the store, so that the next agent takes them
+    /// over; adopted processes stay in the agent's cgroups for the same reason.
+    fn restore_all(&mut self) {
+        for job in &mut self.jobs {
+            if let Err(e) = job.apply(cosched::Desired::default(), &mut self.journal, &self.store) {
+                if !e.is::<Gone>() {
+                    eprintln!("lockstep agent: cannot restore job {}: {e:#}", job.name);
+                }
             }
         }
+    }
+
+    /// Takes over the jobs a previous agent managed (their cgroups still exist).
+    fn take_over(&mut self) -> anyhow::Result<()> {
+        for (name, saved) in self.store.managed_all()? {
+            match serde_json::from_str(&saved).ok().and_then(|s| Managed::restore_saved(&name, s)) {
+                Some(job) => self.jobs.push(job),
+                None => self.store.managed_remove(&name)?,
+            }
+        }
+        Ok(())
     }
 
     /// The live table.
@@ -204,6 +220,7 @@ pub fn run(config: Config) -> anyhow::Result<i32> {
         }),
         Condvar::new(),
     ));
+    shared.0.lock().expect("agent lock").take_over()?;
     {
         let shared = shared.clone();
         std::thread::spawn(move || {
@@ -225,18 +242,36 @@ pub fn run(config: Config) -> anyhow::Result<i32> {
     slot_loop(&shared);
     let (lock, _) = &*shared;
     let mut agent = lock.lock().expect("agent lock");
-    agent.release_all();
+    agent.restore_all();
     let _ = std::fs::remove_file(&config.socket);
     eprintln!("lockstep agent: stopped; every job restored");
     Ok(0)
 }
 
+/// Real-time priority of the slot thread: above every ordinary task, so that a slot switch is not late behind
+/// the jobs it switches (agents on different nodes must switch within milliseconds), and low among real-time
+/// priorities. The thread sleeps between switches; a switch takes well under a millisecond.
+const SLOT_PRIORITY: i32 = 10;
+
+/// Moves the calling thread to `SCHED_FIFO` at [`SLOT_PRIORITY`]; says so when it cannot.
+fn realtime_slot_thread() {
+    let param = libc::sched_param { sched_priority: SLOT_PRIORITY };
+    // SAFETY: pid 0 is the calling thread; `param` is a valid sched_param.
+    if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) } != 0 {
+        eprintln!(
+            "lockstep agent: cannot use SCHED_FIFO for slot switches ({}); switches may lag under load",
+            std::io::Error::last_os_error()
+        );
+    }
+}
+
 /// Applies the policy at every slot boundary (and at once when asked to replan) until told to stop.
 fn slot_loop(shared: &Shared) {
+    realtime_slot_thread();
     let (lock, cvar) = &**shared;
     let mut agent = lock.lock().expect("agent lock");
     let mut k = slot::index(slot::realtime_ns(), agent.slot);
-    agent.tick(k);
+    agent.tick(k, false);
     loop {
         let next = slot::start_ns(k + 1, agent.slot);
         // Wait on the condition variable until close to the boundary, then sleep the rest precisely.
@@ -247,13 +282,13 @@ fn slot_loop(shared: &Shared) {
             if agent.replan {
                 agent.replan = false;
                 k = slot::index(slot::realtime_ns(), agent.slot);
-                agent.tick(k);
+                agent.tick(k, false);
                 break;
             }
             let now = slot::realtime_ns();
             if now >= next {
                 k = slot::index(now, agent.slot);
-                agent.tick(k);
+                agent.tick(k, true);
                 break;
             }
             let left = Duration::from_nanos(next - now);

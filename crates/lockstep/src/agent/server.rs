@@ -109,6 +109,7 @@ fn take(
         return Err(UsageError::new(format!("job name {job:?} is already managed by this agent")).into());
     }
     let managed = make(agent.backend.as_ref())?;
+    agent.store.managed_put(job, &serde_json::to_string(&managed.saved())?)?;
     agent.jobs.push(managed);
     agent.replan = true;
     Ok(())
@@ -120,6 +121,7 @@ fn release(agent: &mut Agent, job: &str) -> anyhow::Result<()> {
     };
     let mut managed = agent.jobs.remove(i);
     managed.release(&mut agent.journal, &agent.store)?;
+    agent.store.managed_remove(job)?;
     agent.replan = true;
     Ok(())
 }

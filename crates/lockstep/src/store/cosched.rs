@@ -34,7 +34,7 @@ pub struct Decision {
     pub rows: u32,
     /// The job acted on; `None` for the slot's own record.
     pub job: Option<String>,
-    /// slot, freeze, thaw, boost, unboost or restore.
+    /// slot, replan, freeze, thaw, boost, unboost or gone.
     pub action: String,
     /// Time the action took, in microseconds.
     pub duration_us: f64,
@@ -60,6 +60,25 @@ impl Store {
     pub fn journal(&self) -> anyhow::Result<Vec<JournalEntry>> {
         let mut stmt = self.conn.prepare("SELECT file, value, job FROM restore_journal ORDER BY since")?;
         let rows = stmt.query_map([], |r| Ok(JournalEntry { file: r.get(0)?, value: r.get(1)?, job: r.get(2)? }))?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// Saves (or replaces) a managed job's description.
+    pub fn managed_put(&self, name: &str, saved: &str) -> anyhow::Result<()> {
+        self.conn.execute("INSERT OR REPLACE INTO managed (name, saved) VALUES (?1, ?2)", params![name, saved])?;
+        Ok(())
+    }
+
+    /// Forgets a managed job.
+    pub fn managed_remove(&self, name: &str) -> anyhow::Result<()> {
+        self.conn.execute("DELETE FROM managed WHERE name = ?1", params![name])?;
+        Ok(())
+    }
+
+    /// Every saved managed job, as (name, description).
+    pub fn managed_all(&self) -> anyhow::Result<Vec<(String, String)>> {
+        let mut stmt = self.conn.prepare("SELECT name, saved FROM managed ORDER BY name")?;
+        let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
         Ok(rows.collect::<Result<_, _>>()?)
     }
 

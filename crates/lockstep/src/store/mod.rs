@@ -61,10 +61,16 @@ CREATE TABLE decisions (
     active_row INTEGER NOT NULL,
     rows INTEGER NOT NULL,
     job TEXT,                         -- NULL for the slot's own record
-    action TEXT NOT NULL,             -- slot | freeze | thaw | boost | unboost | restore
+    action TEXT NOT NULL,             -- slot | replan | freeze | thaw | boost | unboost | gone
     duration_us REAL NOT NULL
 );
 CREATE INDEX decisions_slot ON decisions(slot);
+",
+    r"
+CREATE TABLE managed (
+    name TEXT PRIMARY KEY,            -- a job the agent manages, to take over again after a restart
+    saved TEXT NOT NULL               -- JSON: origin, cgroup directories, row, moved PIDs
+);
 ",
 ];
 

@@ -1,0 +1,334 @@
+//! The node agent on the real cgroups of this machine: gang and boost slots, crash safety, two agents in step,
+//! and bad input. Every test starts its own agents (own socket and store) and stops them by PID, pass or fail.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Output};
+use std::time::{Duration, Instant};
+
+use common::{assert_no_cgroup, job_dirs, name, wait_for, Env};
+use lockstep::cgroup::knobs::is_frozen;
+use lockstep::cgroup::Knobs;
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+
+/// The tests measure timing (slot switches, restore deadlines): they run one at a time.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// A running agent, killed when dropped.
+struct Agent {
+    child: Child,
+}
+
+impl Agent {
+    fn start(env: &Env, args: &[&str]) -> Self {
+        let mut full = vec!["agent"];
+        full.extend_from_slice(args);
+        let child = env.spawn(&full);
+        let socket = env.socket();
+        wait_for("the agent's socket", || std::os::unix::net::UnixStream::connect(&socket).is_ok());
+        Self { child }
+    }
+
+    fn pid(&self) -> Pid {
+        Pid::from_raw(self.child.id() as i32)
+    }
+
+    /// Stops the agent with `sig` and returns its output.
+    fn stop(mut self, sig: Signal) -> Output {
+        let _ = kill(self.pid(), sig);
+        let child = std::mem::replace(&mut self.child, dummy());
+        std::mem::forget(self);
+        child.wait_with_output().unwrap()
+    }
+}
+
+fn dummy() -> Child {
+    std::process::Command::new("true").spawn().unwrap()
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A job started with `lockstep run` (a busy loop on every PU), killed and reaped when dropped.
+struct Job {
+    name: String,
+    child: Child,
+}
+
+impl Job {
+    fn start(env: &Env, name: &str, extra: &[&str]) -> Self {
+        let mut args = vec!["run", "--job", name, "--place", "any"];
+        args.extend_from_slice(extra);
+        args.extend_from_slice(&["--", "sh", "-c", "while :; do :; done"]);
+        let child = env.spawn(&args);
+        let dirs = job_dirs(name);
+        wait_for("the job's process", || {
+            std::fs::read_to_string(dirs[0].join("cgroup.procs")).is_ok_and(|p| !p.trim().is_empty())
+        });
+        Self { name: name.to_string(), child }
+    }
+
+    fn knobs(&self) -> Knobs {
+        Knobs::find(&job_dirs(&self.name))
+    }
+
+    fn frozen(&self) -> bool {
+        self.knobs().freeze.as_deref().map(is_frozen).and_then(Result::ok).unwrap_or(false)
+    }
+
+    fn weight(&self) -> String {
+        std::fs::read_to_string(self.knobs().weight.unwrap()).unwrap_or_default().trim().to_string()
+    }
+
+    fn pids(&self) -> Vec<i32> {
+        lockstep::cgroup::read_procs(&job_dirs(&self.name)[0])
+    }
+}
+
+impl Drop for Job {
+    fn drop(&mut self) {
+        // Thaw first: a frozen job cannot die.
+        if let Some(f) = self.knobs().freeze {
+            let _ = std::fs::write(&f, lockstep::cgroup::knobs::freeze_value(&f, false));
+        }
+        let _ = kill(Pid::from_raw(self.child.id() as i32), Signal::SIGTERM);
+        let _ = self.child.wait();
+        assert_no_cgroup(&self.name);
+    }
+}
+
+/// A consistent sample of two jobs' states: `read` is called as a, b, a again until the first job did not change
+/// in between (two plain reads can straddle a slot switch and show a state that never existed).
+fn snapshot<T: PartialEq>(a: &Job, b: &Job, read: impl Fn(&Job) -> T) -> (T, T) {
+    loop {
+        let (x, y) = (read(a), read(b));
+        if read(a) == x {
+            return (x, y);
+        }
+    }
+}
+
+fn ok(out: &Output) {
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+fn usage_error(out: &Output, needle: &str) {
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "expected exit 2, got {:?}: {err}", out.status);
+    assert_eq!(err.trim().lines().count(), 1, "expected one line: {err}");
+    assert!(err.contains(needle), "expected {needle:?} in {err}");
+}
+
+#[test]
+fn gang_alternates_and_never_freezes_both() {
+    needs_root!();
+    let _serial = serial();
+    let env = Env::new();
+    let agent = Agent::start(&env, &["--policy", "gang", "--slot", "200ms"]);
+    let a = Job::start(&env, &name("gang-a"), &[]);
+    let b = Job::start(&env, &name("gang-b"), &[]);
+    std::thread::sleep(Duration::from_millis(300));
+    let mut samples = Vec::new();
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(3) {
+        samples.push(snapshot(&a, &b, Job::frozen));
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(samples.iter().all(|&(x, y)| !(x && y)), "both jobs frozen at once: {samples:?}");
+    let mut running_together = 0;
+    for &(x, y) in &samples {
+        running_together = if !x && !y { running_together + 1 } else { 0 };
+        assert!(running_together <= 1, "both jobs ran for more than one sample: {samples:?}");
+    }
+    let switches = samples.windows(2).filter(|w| w[0] != w[1]).count();
+    assert!(switches >= 10, "expected ~15 slot switches in 3 s of 200 ms slots, saw {switches}");
+    let out = agent.stop(Signal::SIGTERM);
+    ok(&out);
+    assert!(!a.frozen() && !b.frozen(), "SIGTERM must thaw every job");
+}
+
+#[test]
+fn boost_alternates_weights_and_cfs_writes_nothing() {
+    needs_root!();
+    let _serial = serial();
+    let env = Env::new();
+    let _agent = Agent::start(&env, &["--policy", "boost", "--slot", "200ms"]);
+    let a = Job::start(&env, &name("boost-a"), &[]);
+    let b = Job::start(&env, &name("boost-b"), &[]);
+    let default = if a.knobs().weight.unwrap().ends_with("cpu.shares") { "1024" } else { "100" };
+    let boosted = if default == "1024" { "102400" } else { "10000" };
+    let mut samples = Vec::new();
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(2) {
+        samples.push(snapshot(&a, &b, Job::weight));
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(samples.iter().all(|(x, y)| (x == boosted) != (y == boosted)), "exactly one boosted: {samples:?}");
+    assert!(samples.iter().all(|(x, y)| [x, y].iter().all(|w| *w == default || *w == boosted)));
+    assert!(samples.windows(2).filter(|w| w[0] != w[1]).count() >= 6, "weights must alternate: {samples:?}");
+
+    ok(&env.run(&["policy", "set", "cfs"]));
+    wait_for("weights restored", || a.weight() == default && b.weight() == default);
+    let db = rusqlite::Connection::open(env.store()).unwrap();
+    let since = lockstep::store::now();
+    std::thread::sleep(Duration::from_millis(800));
+    assert_eq!((a.weight(), b.weight()), (default.to_string(), default.to_string()));
+    let acted: i64 = db
+        .query_row("SELECT count(*) FROM decisions WHERE time >= ?1 AND job IS NOT NULL", [since], |r| r.get(0))
+        .unwrap();
+    let slots: i64 = db
+        .query_row("SELECT count(*) FROM decisions WHERE time >= ?1 AND action = 'slot'", [since], |r| r.get(0))
+        .unwrap();
+    assert_eq!(acted, 0, "cfs must not act on any job");
+    assert!(slots >= 2, "slots are still logged under cfs");
+}
+
+#[test]
+fn sigkill_of_the_agent_thaws_and_restores_within_two_seconds() {
+    needs_root!();
+    let _serial = serial();
+    let env = Env::new();
+    let agent = Agent::start(&env, &["--policy", "gang", "--slot", "500ms"]);
+    let a = Job::start(&env, &name("kill-a"), &[]);
+    let b = Job::start(&env, &name("kill-b"), &[]);
+    wait_for("one job frozen", || a.frozen() || b.frozen());
+    let pids: Vec<i32> = a.pids().into_iter().chain(b.pids()).collect();
+    let killed = Instant::now();
+    drop(agent.stop(Signal::SIGKILL));
+    while a.frozen() || b.frozen() {
+        assert!(killed.elapsed() < Duration::from_secs(2), "jobs still frozen 2 s after SIGKILL of the agent");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    for pid in &pids {
+        assert!(Path::new(&format!("/proc/{pid}")).exists(), "process {pid} lost");
+    }
+    // The next agent takes the jobs over from the store; kill it in a boosted slot too.
+    let agent = Agent::start(&env, &["--policy", "boost", "--slot", "500ms"]);
+    let default = if a.knobs().weight.unwrap().ends_with("cpu.shares") { "1024" } else { "100" };
+    wait_for("one job boosted", || a.weight() != default || b.weight() != default);
+    let killed = Instant::now();
+    drop(agent.stop(Signal::SIGKILL));
+    while a.weight() != default || b.weight() != default {
+        assert!(killed.elapsed() < Duration::from_secs(2), "weights not restored 2 s after SIGKILL");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // A restart finds nothing to repair.
+    let agent = Agent::start(&env, &["--policy", "cfs"]);
+    let out = agent.stop(Signal::SIGTERM);
+    ok(&out);
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(!log.contains("left changed by a previous agent"), "a restart after the watchdog must find nothing: {log}");
+    let db = rusqlite::Connection::open(env.store()).unwrap();
+    let left: i64 = db.query_row("SELECT count(*) FROM restore_journal", [], |r| r.get(0)).unwrap();
+    assert_eq!(left, 0);
+}
+
+/// Times (seconds since the epoch) of slot switches in a store, by slot index.
+fn slot_times(store: &Path) -> std::collections::BTreeMap<i64, f64> {
+    let db = rusqlite::Connection::open(store).unwrap();
+    let mut stmt = db.prepare("SELECT slot, time FROM decisions WHERE action = 'slot'").unwrap();
+    let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?))).unwrap();
+    rows.map(Result::unwrap).collect()
+}
+
+#[test]
+fn two_agents_switch_slots_within_5_ms() {
+    needs_root!();
+    let _serial = serial();
+    let (n1, n2) = (Env::new(), Env::new());
+    let a1 = Agent::start(&n1, &["--policy", "gang", "--slot", "100ms", "--node", "node1"]);
+    let a2 = Agent::start(&n2, &["--policy", "gang", "--slot", "100ms", "--node", "node2"]);
+    let jobs: Vec<Job> = [(&n1, "n1", "0"), (&n1, "n1", "1"), (&n2, "n2", "0"), (&n2, "n2", "1")]
+        .iter()
+        .map(|(env, node, row)| Job::start(env, &name(&format!("two-{node}-r{row}")), &["--row", row]))
+        .collect();
+    std::thread::sleep(Duration::from_secs(2));
+    drop(a1.stop(Signal::SIGTERM));
+    drop(a2.stop(Signal::SIGTERM));
+    let (t1, t2) = (slot_times(&n1.store()), slot_times(&n2.store()));
+    let common: Vec<f64> = t1.iter().filter_map(|(k, a)| t2.get(k).map(|b| (a - b).abs() * 1e3)).collect();
+    assert!(common.len() >= 10, "expected ~20 common slots, got {}", common.len());
+    let worst = common.iter().cloned().fold(0.0, f64::max);
+    eprintln!("slot switch skew between the two agents: max {worst:.3} ms over {} slots", common.len());
+    assert!(worst < 5.0, "slot switches {worst:.3} ms apart");
+    drop(jobs);
+}
+
+#[test]
+fn adopted_pids_move_in_and_back_out() {
+    needs_root!();
+    let _serial = serial();
+    let env = Env::new();
+    let _agent = Agent::start(&env, &["--policy", "gang", "--slot", "100ms"]);
+    let mut sleepers: Vec<Child> =
+        (0..2).map(|_| std::process::Command::new("sleep").arg("60").spawn().unwrap()).collect();
+    let pids: Vec<String> = sleepers.iter().map(|c| c.id().to_string()).collect();
+    let before = std::fs::read_to_string(format!("/proc/{}/cgroup", pids[0])).unwrap();
+    let job = name("adopt");
+    let mut args = vec!["adopt", "--job", &job, "--row", "3", "--pid"];
+    args.extend(pids.iter().map(String::as_str));
+    ok(&env.run(&args));
+    let status = env.run(&["status", "--json"]);
+    ok(&status);
+    let status: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
+    let entry = &status["jobs"].as_array().unwrap().iter().find(|j| j["name"] == job.as_str()).unwrap().clone();
+    assert_eq!(entry["row"], 3);
+    assert_eq!(entry["origin"], "pids");
+    let inside = std::fs::read_to_string(format!("/proc/{}/cgroup", pids[0])).unwrap();
+    assert!(inside.contains(&format!("/lockstep/{job}")), "{inside}");
+    // Same name again: refused, nothing changed.
+    usage_error(&env.run(&["adopt", "--job", &job, "--pid", &pids[1]]), "already managed");
+    ok(&env.run(&["release", "--job", &job]));
+    assert_eq!(std::fs::read_to_string(format!("/proc/{}/cgroup", pids[0])).unwrap(), before);
+    let created: Vec<PathBuf> =
+        ["freezer", "cpu"].iter().map(|c| Path::new("/sys/fs/cgroup").join(c).join("lockstep").join(&job)).collect();
+    assert!(created.iter().all(|d| !d.exists()), "the agent's cgroup must be removed on release");
+    for c in &mut sleepers {
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+}
+
+#[test]
+fn bad_input_is_one_line_exit_2_and_changes_nothing() {
+    needs_root!();
+    let _serial = serial();
+    let env = Env::new();
+    usage_error(&env.run(&["agent", "--slot", "5ms"]), "slot length");
+    usage_error(&env.run(&["agent", "--policy", "round-robin"]), "unknown co-scheduling policy");
+    let config = env.dir.path().join("bad.toml");
+    std::fs::write(&config, "policy = [\n").unwrap();
+    usage_error(&env.run(&["agent", "--config", config.to_str().unwrap()]), "bad config");
+    usage_error(&env.run(&["status"]), "no lockstep agent");
+
+    let _agent = Agent::start(&env, &["--policy", "boost", "--slot", "1s"]);
+    let before = env.run(&["status", "--json"]);
+    usage_error(&env.run(&["policy", "set", "round-robin"]), "unknown co-scheduling policy");
+    usage_error(&env.run(&["policy", "set", "gang", "--slot", "5ms"]), "slot length");
+    usage_error(&env.run(&["adopt", "--job", "x", "--cgroup", "/no/such/cgroup"]), "does not exist");
+    usage_error(&env.run(&["adopt", "--job", "x", "--pid", "999999999"]), "PID 999999999 does not exist");
+    usage_error(&env.run(&["adopt", "--job", "bad/name", "--pid", "1"]), "invalid job name");
+    usage_error(&env.run(&["release", "--job", "nobody"]), "no job \"nobody\"");
+    usage_error(&env.run(&["agent"]), "already running");
+    let after = env.run(&["status", "--json"]);
+    let strip = |o: &Output| {
+        let mut v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        for k in ["slot", "active_row", "last_apply_us"] {
+            v[k] = serde_json::Value::Null;
+        }
+        v
+    };
+    assert_eq!(strip(&before), strip(&after), "bad input changed the agent");
+    assert!(strip(&after)["jobs"].as_array().unwrap().is_empty());
+    assert_eq!(strip(&after)["policy"], "boost");
+}
