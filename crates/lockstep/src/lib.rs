@@ -7,6 +7,7 @@ pub mod cli;
 pub mod cosched;
 pub mod cpulist;
 pub mod error;
+pub mod experiment;
 pub mod jobs;
 pub mod launch;
 pub mod place;

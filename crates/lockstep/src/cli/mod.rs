@@ -2,6 +2,7 @@
 
 mod agent;
 mod control;
+mod experiment;
 mod jobs;
 mod place;
 mod run;
@@ -47,6 +48,9 @@ enum Command {
     Adopt(control::AdoptArgs),
     /// Stop managing a job, restoring its cgroups.
     Release(control::ReleaseArgs),
+    /// Run an experiment spec, or write its report.
+    #[command(subcommand)]
+    Experiment(experiment::ExperimentCommand),
 }
 
 /// Parses arguments and runs the command; returns the process exit status.
@@ -78,5 +82,6 @@ pub fn main() -> anyhow::Result<i32> {
         Command::Policy(cmd) => control::policy(&cmd, &socket),
         Command::Adopt(args) => control::adopt(&args, &socket),
         Command::Release(args) => control::release(&args, &socket),
+        Command::Experiment(cmd) => experiment::exec(&cmd, &store),
     }
 }

@@ -1,8 +1,10 @@
 //! The node's SQLite store: jobs, their placements and outcomes; the agent's restore journal and decisions.
 
 mod cosched;
+mod experiment;
 
 pub use cosched::{Decision, JournalEntry};
+pub use experiment::ExperimentRun;
 
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -71,6 +73,28 @@ CREATE TABLE managed (
     name TEXT PRIMARY KEY,            -- a job the agent manages, to take over again after a restart
     saved TEXT NOT NULL               -- JSON: origin, cgroup directories, row, moved PIDs
 );
+",
+    r"
+CREATE TABLE experiment_runs (
+    id INTEGER PRIMARY KEY,
+    experiment TEXT NOT NULL,
+    session REAL NOT NULL,            -- start of the `experiment run` that made it
+    policy TEXT NOT NULL,             -- cfs | boost/2s | gang/200ms | dedicated
+    progress TEXT NOT NULL,           -- MPI progress: yield | busy
+    placement TEXT NOT NULL,          -- process | container
+    mix TEXT NOT NULL,                -- workloads run together, e.g. lu+ep
+    mpl INTEGER NOT NULL,
+    workload TEXT NOT NULL,
+    job TEXT NOT NULL,
+    repetition INTEGER NOT NULL,
+    time_s REAL,                      -- the kernel's own timed section
+    wall_s REAL NOT NULL,             -- launch to exit
+    comm_ratio REAL,                  -- PMPI: mean over ranks of time in MPI / wall time
+    verified INTEGER NOT NULL,
+    exit_status INTEGER,
+    started_at REAL NOT NULL
+);
+CREATE INDEX experiment_runs_name ON experiment_runs(experiment, session);
 ",
 ];
 

@@ -1,0 +1,73 @@
+//! `lockstep experiment run SPEC` and `lockstep experiment report NAME`.
+
+use std::path::{Path, PathBuf};
+
+use crate::error::UsageError;
+use crate::experiment::{report, runner, spec};
+use crate::store::Store;
+
+/// `lockstep experiment …`.
+#[derive(Debug, clap::Subcommand)]
+pub enum ExperimentCommand {
+    /// Run every case of a spec (needs root: real cgroups and a private agent), then write its report.
+    Run {
+        /// The spec, e.g. experiments/mpl.toml.
+        spec: PathBuf,
+        /// Directory of reports (one subdirectory per experiment).
+        #[arg(long, value_name = "DIR", default_value = "build/reports")]
+        reports: PathBuf,
+    },
+    /// Write the report of an experiment's latest run again, from the store.
+    Report {
+        /// Experiment name (the spec's `name`).
+        name: String,
+        /// Directory of reports (one subdirectory per experiment).
+        #[arg(long, value_name = "DIR", default_value = "build/reports")]
+        reports: PathBuf,
+    },
+}
+
+/// Runs `lockstep experiment`.
+pub fn exec(cmd: &ExperimentCommand, store: &Path) -> anyhow::Result<i32> {
+    match cmd {
+        ExperimentCommand::Run { spec: path, reports } => {
+            let spec = spec::load(path)?;
+            let bin = std::env::current_exe()?.parent().map(Path::to_path_buf).unwrap_or_default();
+            let lib = bin.join("../lib");
+            let mut needed: Vec<PathBuf> = spec.workloads.values().map(|w| bin.join(&w.command[0])).collect();
+            needed.push(bin.join("mpirun"));
+            needed.push(lib.join("liblockstep-pmpi.so"));
+            if let Some(missing) = needed.iter().find(|p| !p.exists()) {
+                return Err(UsageError::new(format!(
+                    "{} not found (run `make build` and use build/bin/lockstep)",
+                    missing.display()
+                ))
+                .into());
+            }
+            let dir = reports.join(&spec.name);
+            std::fs::create_dir_all(&dir)?;
+            std::fs::copy(path, dir.join("spec.toml"))?;
+            let paths = runner::Paths { bin, lib, store: store.to_path_buf(), work: dir.join("work") };
+            runner::run(&spec, &paths)?;
+            write_report(&spec, store, &dir)
+        }
+        ExperimentCommand::Report { name, reports } => {
+            let dir = reports.join(name);
+            let spec = spec::load(&dir.join("spec.toml")).map_err(|_| {
+                UsageError::new(format!("no experiment {name:?} in {} (run it first)", reports.display()))
+            })?;
+            write_report(&spec, store, &dir)
+        }
+    }
+}
+
+fn write_report(spec: &spec::Spec, store: &Path, dir: &Path) -> anyhow::Result<i32> {
+    let runs = Store::open(store)?.experiment_runs(&spec.name)?;
+    if runs.is_empty() {
+        return Err(UsageError::new(format!("experiment {:?} has no runs in the store", spec.name)).into());
+    }
+    let index = report::write(spec, &runs, dir)?;
+    print!("{}", std::fs::read_to_string(dir.join("summary.md"))?);
+    println!("\nreport: {}", index.display());
+    Ok(0)
+}

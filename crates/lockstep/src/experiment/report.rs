@@ -1,0 +1,261 @@
+//! The experiment report: per workload × MPL × policy × progress mode, runtime, slowdown against the dedicated
+//! run, and communication share, with their spread over repetitions; SVG plots of slowdown and communication
+//! share against MPL (one line per policy); a Markdown summary and a self-contained HTML page.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use plotters::prelude::*;
+
+use super::spec::Spec;
+use crate::store::ExperimentRun;
+
+/// Statistics of one cell of the table.
+#[derive(Clone, Debug, Default)]
+pub struct Cell {
+    /// Jobs measured.
+    pub n: usize,
+    /// Median time (s).
+    pub time: f64,
+    /// Median, min and max slowdown against the dedicated median.
+    pub slowdown: (f64, f64, f64),
+    /// Mean communication share.
+    pub comm: Option<f64>,
+    /// Whether every job verified.
+    pub verified: bool,
+}
+
+/// Key of a cell: progress mode, policy label, workload, MPL.
+type Key = (String, String, String, u32);
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n == 0 {
+        f64::NAN
+    } else if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+fn time_of(r: &ExperimentRun) -> f64 {
+    r.time_s.unwrap_or(r.wall_s)
+}
+
+/// Aggregates runs into cells; the dedicated runs are the MPL-1 row of every policy.
+pub fn cells(runs: &[ExperimentRun]) -> BTreeMap<Key, Cell> {
+    let mut dedicated: BTreeMap<(String, String), Vec<f64>> = BTreeMap::new();
+    for r in runs.iter().filter(|r| r.policy == "dedicated") {
+        dedicated.entry((r.progress.clone(), r.workload.clone())).or_default().push(time_of(r));
+    }
+    let base: BTreeMap<(String, String), f64> = dedicated.into_iter().map(|(k, mut v)| (k, median(&mut v))).collect();
+    let mut groups: BTreeMap<Key, Vec<&ExperimentRun>> = BTreeMap::new();
+    let policies: Vec<String> = {
+        let mut p: Vec<String> = runs.iter().filter(|r| r.policy != "dedicated").map(|r| r.policy.clone()).collect();
+        p.sort();
+        p.dedup();
+        p
+    };
+    for r in runs {
+        if r.policy == "dedicated" {
+            // The dedicated run is every policy's MPL 1.
+            for p in &policies {
+                groups.entry((r.progress.clone(), p.clone(), r.workload.clone(), 1)).or_default().push(r);
+            }
+        } else {
+            groups.entry((r.progress.clone(), r.policy.clone(), r.workload.clone(), r.mpl)).or_default().push(r);
+        }
+    }
+    groups
+        .into_iter()
+        .map(|(key, rs)| {
+            let b = base.get(&(key.0.clone(), key.2.clone())).copied().unwrap_or(f64::NAN);
+            let mut times: Vec<f64> = rs.iter().map(|r| time_of(r)).collect();
+            let mut slow: Vec<f64> = times.iter().map(|t| t / b).collect();
+            let comms: Vec<f64> = rs.iter().filter_map(|r| r.comm_ratio).collect();
+            let cell = Cell {
+                n: rs.len(),
+                time: median(&mut times),
+                slowdown: (
+                    median(&mut slow),
+                    slow.iter().cloned().fold(f64::INFINITY, f64::min),
+                    slow.iter().cloned().fold(f64::NEG_INFINITY, f64::max),
+                ),
+                comm: (!comms.is_empty()).then(|| comms.iter().sum::<f64>() / comms.len() as f64),
+                verified: rs.iter().all(|r| r.verified),
+            };
+            (key, cell)
+        })
+        .collect()
+}
+
+/// Mean slowdown of the communication-heavy workloads, per (progress, policy, MPL ≥ 2).
+pub fn comm_heavy_means(spec: &Spec, cells: &BTreeMap<Key, Cell>) -> BTreeMap<(String, String, u32), f64> {
+    let mut acc: BTreeMap<(String, String, u32), Vec<f64>> = BTreeMap::new();
+    for ((progress, policy, workload, mpl), c) in cells {
+        if *mpl >= 2 && spec.workloads.get(workload).is_some_and(|w| w.communication) {
+            acc.entry((progress.clone(), policy.clone(), *mpl)).or_default().push(c.slowdown.0);
+        }
+    }
+    acc.into_iter().map(|(k, v)| (k, v.iter().sum::<f64>() / v.len() as f64)).collect()
+}
+
+/// One line chart: x = MPL, one series per policy.
+fn chart(title: &str, y_label: &str, series: &BTreeMap<String, Vec<(u32, f64)>>) -> String {
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (560, 340)).into_drawing_area();
+        let _ = root.fill(&WHITE);
+        let xs: Vec<u32> = series.values().flatten().map(|p| p.0).collect();
+        let ys: Vec<f64> = series.values().flatten().map(|p| p.1).filter(|y| y.is_finite()).collect();
+        let (x0, x1) = (xs.iter().min().copied().unwrap_or(1), xs.iter().max().copied().unwrap_or(2).max(2));
+        let y1 = ys.iter().cloned().fold(0.0, f64::max) * 1.1 + 1e-9;
+        let mut chart = match ChartBuilder::on(&root)
+            .caption(title, ("sans-serif", 16))
+            .margin(10)
+            .x_label_area_size(36)
+            .y_label_area_size(50)
+            .build_cartesian_2d(x0 as f64 - 0.2..x1 as f64 + 0.2, 0.0..y1)
+        {
+            Ok(c) => c,
+            Err(_) => return String::new(),
+        };
+        let _ = chart.configure_mesh().x_desc("MPL (jobs per node)").y_desc(y_label).x_labels(x1 as usize).draw();
+        for (i, (policy, points)) in series.iter().enumerate() {
+            let color = Palette99::pick(i).to_rgba();
+            let pts: Vec<(f64, f64)> = points.iter().filter(|p| p.1.is_finite()).map(|p| (p.0 as f64, p.1)).collect();
+            if let Ok(s) = chart.draw_series(LineSeries::new(pts.clone(), color.stroke_width(2))) {
+                s.label(policy.clone()).legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], color));
+            }
+            let _ = chart.draw_series(pts.into_iter().map(|p| Circle::new(p, 3, color.filled())));
+        }
+        let _ = chart.configure_series_labels().border_style(BLACK).background_style(WHITE.mix(0.8)).draw();
+        let _ = root.present();
+    }
+    svg
+}
+
+/// Writes `summary.md`, `index.html` and the SVG plots into `dir`; returns the HTML path.
+pub fn write(spec: &Spec, runs: &[ExperimentRun], dir: &Path) -> anyhow::Result<PathBuf> {
+    std::fs::create_dir_all(dir)?;
+    let cells = cells(runs);
+    let means = comm_heavy_means(spec, &cells);
+    let mut md = format!("# {} — {}\n\n", spec.name, spec.description);
+    let _ = writeln!(
+        md,
+        "{} job runs; {} ranks per job; placement `{}`; repetitions {}; MPI progress: `yield` = \
+         `mpi_yield_when_idle 1`, `busy` = busy polling. Slowdown = median kernel time / median dedicated time \
+         (the workload alone on the node); spread = min–max over jobs and repetitions; comm = PMPI time in MPI / \
+         wall time, mean over ranks and jobs.\n",
+        runs.len(),
+        spec.ranks,
+        spec.placement,
+        spec.repetitions
+    );
+    md +=
+        "| progress | policy | workload | MPL | jobs | median time (s) | slowdown | spread | comm share | verified |\n";
+    md += "|---|---|---|---|---|---|---|---|---|---|\n";
+    for ((progress, policy, workload, mpl), c) in &cells {
+        let _ = writeln!(
+            md,
+            "| {progress} | {policy} | {workload} | {mpl} | {} | {:.2} | {:.2} | {:.2}–{:.2} | {} | {} |",
+            c.n,
+            c.time,
+            c.slowdown.0,
+            c.slowdown.1,
+            c.slowdown.2,
+            c.comm.map_or("-".into(), |v| format!("{:.1} %", v * 100.0)),
+            if c.verified { "yes" } else { "NO" }
+        );
+    }
+    md += "\n## Communication-heavy workloads: mean slowdown, and change against cfs\n\n";
+    md += "| progress | MPL | policy | mean slowdown | vs cfs |\n|---|---|---|---|---|\n";
+    for ((progress, policy, mpl), s) in &means {
+        let cfs = means.get(&(progress.clone(), "cfs".into(), *mpl));
+        let change = cfs.map_or("-".into(), |c| format!("{:+.1} %", (s - c) / c * 100.0));
+        let _ = writeln!(md, "| {progress} | {mpl} | {policy} | {s:.2} | {change} |");
+    }
+
+    let mut html = format!(
+        "<!doctype html><html><head><meta charset=\"utf-8\"><title>lockstep experiment {0}</title><style>\
+         body{{font-family:sans-serif;max-width:1200px;margin:2em auto}}table{{border-collapse:collapse}}\
+         td,th{{border:1px solid #ccc;padding:2px 6px;text-align:right}}svg{{margin:4px}}</style></head><body>\
+         <h1>{0}</h1><p>{1}</p>",
+        spec.name, spec.description
+    );
+    let progresses: Vec<String> = {
+        let mut p: Vec<String> = cells.keys().map(|k| k.0.clone()).collect();
+        p.dedup();
+        p
+    };
+    let workloads: Vec<String> = spec.workloads.keys().cloned().collect();
+    for progress in &progresses {
+        let _ = write!(html, "<h2>MPI progress: {progress}</h2>");
+        for w in &workloads {
+            let mut slow: BTreeMap<String, Vec<(u32, f64)>> = BTreeMap::new();
+            let mut comm: BTreeMap<String, Vec<(u32, f64)>> = BTreeMap::new();
+            for ((p, policy, workload, mpl), c) in &cells {
+                if p == progress && workload == w {
+                    slow.entry(policy.clone()).or_default().push((*mpl, c.slowdown.0));
+                    if let Some(v) = c.comm {
+                        comm.entry(policy.clone()).or_default().push((*mpl, v * 100.0));
+                    }
+                }
+            }
+            if slow.is_empty() {
+                continue;
+            }
+            for (kind, data, label) in [("slowdown", &slow, "slowdown (x)"), ("comm", &comm, "time in MPI (%)")] {
+                let svg = chart(&format!("{w}: {kind} vs MPL ({progress})"), label, data);
+                std::fs::write(dir.join(format!("{w}-{kind}-{progress}.svg")), &svg)?;
+                html += &svg;
+            }
+        }
+    }
+    html += "<h2>Tables</h2>";
+    html += &markdown_tables_to_html(&md);
+    html += "</body></html>\n";
+    std::fs::write(dir.join("summary.md"), &md)?;
+    let index = dir.join("index.html");
+    std::fs::write(&index, html)?;
+    Ok(index)
+}
+
+/// The Markdown tables of the summary as HTML tables (the rest of the Markdown as paragraphs).
+fn markdown_tables_to_html(md: &str) -> String {
+    let mut out = String::new();
+    let mut in_table = false;
+    for line in md.lines() {
+        if line.starts_with('|') {
+            if line.starts_with("|---") {
+                continue;
+            }
+            if !in_table {
+                out += "<table>";
+                in_table = true;
+            }
+            out += "<tr>";
+            for cell in line.trim_matches('|').split('|') {
+                let _ = write!(out, "<td>{}</td>", cell.trim());
+            }
+            out += "</tr>";
+        } else {
+            if in_table {
+                out += "</table>";
+                in_table = false;
+            }
+            if let Some(h) = line.strip_prefix("## ") {
+                let _ = write!(out, "<h3>{h}</h3>");
+            } else if !line.is_empty() && !line.starts_with("# ") {
+                let _ = write!(out, "<p>{line}</p>");
+            }
+        }
+    }
+    if in_table {
+        out += "</table>";
+    }
+    out
+}

@@ -1,0 +1,198 @@
+//! Runs an experiment: a private agent, then every case under every policy and progress mode, each job a real
+//! MPI run through `lockstep run` with the PMPI profiler preloaded; every job's result goes to the store.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use indicatif::{ProgressBar, ProgressStyle};
+
+use super::spec::{PolicyConfig, Spec};
+use crate::agent::client::{call, check};
+use crate::agent::protocol::Request;
+use crate::cosched::slot;
+use crate::store::{now, ExperimentRun, Store};
+
+/// Where the experiment's programs, store and files are.
+#[derive(Clone, Debug)]
+pub struct Paths {
+    /// `build/bin` (kernels, mpirun, lockstep).
+    pub bin: PathBuf,
+    /// `build/lib` (the PMPI profiler).
+    pub lib: PathBuf,
+    /// The node store.
+    pub store: PathBuf,
+    /// Working directory of this experiment (agent socket, PMPI output).
+    pub work: PathBuf,
+}
+
+/// One case to run: jobs together under a policy.
+struct Case<'a> {
+    mix: &'a [String],
+    policy: PolicyConfig,
+    label: String,
+    progress: &'a str,
+    repetition: u32,
+}
+
+/// The agent the experiment runs its jobs under, stopped (SIGTERM, so that it restores everything) on drop.
+struct PrivateAgent {
+    child: Child,
+    socket: PathBuf,
+}
+
+impl PrivateAgent {
+    fn start(paths: &Paths) -> anyhow::Result<Self> {
+        let socket = paths.work.join("agent.sock");
+        let child = Command::new(std::env::current_exe()?)
+            .arg("--socket")
+            .arg(&socket)
+            .arg("--store")
+            .arg(&paths.store)
+            .args(["agent", "--policy", "cfs"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()?;
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while std::os::unix::net::UnixStream::connect(&socket).is_err() {
+            anyhow::ensure!(Instant::now() < deadline, "the experiment's agent did not start");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Ok(Self { child, socket })
+    }
+}
+
+impl Drop for PrivateAgent {
+    fn drop(&mut self) {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(self.child.id() as i32),
+            nix::sys::signal::Signal::SIGTERM,
+        );
+        let _ = self.child.wait();
+    }
+}
+
+/// Runs every case of `spec`; returns the session id (its start time).
+pub fn run(spec: &Spec, paths: &Paths) -> anyhow::Result<f64> {
+    std::fs::create_dir_all(&paths.work)?;
+    let store = Store::open(&paths.store)?;
+    let session = now();
+    let agent = PrivateAgent::start(paths)?;
+    let cases = plan(spec);
+    let bar = ProgressBar::new(cases.len() as u64);
+    bar.set_style(
+        ProgressStyle::with_template("{elapsed_precise} [{bar:30}] {pos}/{len} {msg}")
+            .expect("valid template")
+            .progress_chars("=> "),
+    );
+    for case in &cases {
+        bar.set_message(format!("{} {} {} #{}", case.label, case.progress, case.mix.join("+"), case.repetition));
+        let slot_ms = (case.policy.name != "cfs").then(|| case.policy.slot.as_millis() as u64);
+        check(call(&agent.socket, &Request::Policy { name: case.policy.name.clone(), slot_ms })?)?;
+        for run in run_case(spec, paths, &agent.socket, case, session)? {
+            store.add_experiment_run(&run)?;
+        }
+        bar.inc(1);
+    }
+    bar.finish_with_message("done");
+    drop(agent);
+    Ok(session)
+}
+
+/// The dedicated baseline (each workload alone, under cfs), then every mix of two or more jobs under every
+/// policy, for every progress mode and repetition.
+fn plan(spec: &Spec) -> Vec<Case<'_>> {
+    let cfs = PolicyConfig { name: "cfs".into(), slot: slot::DEFAULT };
+    let mut cases = Vec::new();
+    for progress in &spec.progress {
+        let mut alone: Vec<&[String]> = Vec::new();
+        for mix in &spec.mixes {
+            for w in mix {
+                if !alone.iter().any(|a| a[0] == *w) {
+                    alone.push(std::slice::from_ref(w));
+                }
+            }
+        }
+        for repetition in 1..=spec.repetitions {
+            for mix in &alone {
+                cases.push(Case { mix, policy: cfs.clone(), label: "dedicated".into(), progress, repetition });
+            }
+        }
+        for policy in &spec.policies {
+            for mix in spec.mixes.iter().filter(|m| m.len() > 1) {
+                for repetition in 1..=spec.repetitions {
+                    let label = policy.label();
+                    cases.push(Case { mix, policy: policy.clone(), label, progress, repetition });
+                }
+            }
+        }
+    }
+    cases
+}
+
+/// Starts every job of the case at once and waits for all of them.
+fn run_case(
+    spec: &Spec,
+    paths: &Paths,
+    socket: &Path,
+    case: &Case<'_>,
+    session: f64,
+) -> anyhow::Result<Vec<ExperimentRun>> {
+    let started_at = now();
+    let mut jobs = Vec::new();
+    for (i, workload) in case.mix.iter().enumerate() {
+        let name = format!("{}-{}-{}", spec.name, workload, i);
+        let pmpi = paths.work.join(format!("{name}.pmpi.jsonl"));
+        let _ = std::fs::remove_file(&pmpi);
+        let w = &spec.workloads[workload];
+        let mut cmd = Command::new(std::env::current_exe()?);
+        cmd.arg("--socket").arg(socket).arg("--store").arg(&paths.store);
+        cmd.args(["run", "--job", &name, "--place", &spec.placement, "--"]);
+        cmd.arg(paths.bin.join("mpirun")).args(["-n", &spec.ranks.to_string(), "env"]);
+        cmd.arg(format!("LD_PRELOAD={}", paths.lib.join("liblockstep-pmpi.so").display()));
+        cmd.arg(format!("LOCKSTEP_PMPI_OUT={}", pmpi.display()));
+        cmd.arg(paths.bin.join(&w.command[0])).args(&w.command[1..]).arg("--json");
+        if case.progress == "busy" {
+            cmd.env("LOCKSTEP_MPI_BUSY_POLL", "1");
+        }
+        cmd.stdout(Stdio::piped()).stderr(Stdio::null());
+        jobs.push((workload, name, pmpi, Instant::now(), cmd.spawn()?));
+    }
+    let mut runs = Vec::new();
+    for (workload, job, pmpi, t0, child) in jobs {
+        let out = child.wait_with_output()?;
+        let wall_s = t0.elapsed().as_secs_f64();
+        let result = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .find_map(|l| serde_json::from_str::<serde_json::Value>(l).ok().filter(|v| v.get("kernel").is_some()));
+        runs.push(ExperimentRun {
+            experiment: spec.name.clone(),
+            session,
+            policy: case.label.clone(),
+            progress: case.progress.to_string(),
+            placement: "process".into(),
+            mix: case.mix.join("+"),
+            mpl: case.mix.len() as u32,
+            workload: workload.clone(),
+            job,
+            repetition: case.repetition,
+            time_s: result.as_ref().and_then(|v| v["time_s"].as_f64()),
+            wall_s,
+            comm_ratio: comm_ratio(&pmpi),
+            verified: result.as_ref().is_some_and(|v| v["verified"] == true),
+            exit_status: out.status.code(),
+            started_at,
+        });
+    }
+    Ok(runs)
+}
+
+/// Mean communication share over the ranks in a PMPI output file.
+fn comm_ratio(file: &Path) -> Option<f64> {
+    let text = std::fs::read_to_string(file).ok()?;
+    let ratios: Vec<f64> = text
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok()?["comm_ratio"].as_f64())
+        .collect();
+    (!ratios.is_empty()).then(|| ratios.iter().sum::<f64>() / ratios.len() as f64)
+}

@@ -1,0 +1,177 @@
+//! Experiment specs (TOML): workloads, MPL levels or explicit mixes, co-scheduling policies, MPI progress modes,
+//! repetitions.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::cosched::{self, slot};
+use crate::error::UsageError;
+
+/// A parsed, validated spec.
+#[derive(Clone, Debug)]
+pub struct Spec {
+    /// Experiment name (report directory, store key).
+    pub name: String,
+    /// One line saying what it reproduces.
+    pub description: String,
+    /// MPI ranks per job.
+    pub ranks: u32,
+    /// Repetitions of every case.
+    pub repetitions: u32,
+    /// Placement policy of every job.
+    pub placement: String,
+    /// MPI progress modes: `yield` and/or `busy`.
+    pub progress: Vec<String>,
+    /// Workloads by name.
+    pub workloads: BTreeMap<String, Workload>,
+    /// Co-scheduling policies to compare.
+    pub policies: Vec<PolicyConfig>,
+    /// The cases: the workloads that run together.
+    pub mixes: Vec<Vec<String>>,
+}
+
+/// One workload: a program of `build/bin/` and its arguments.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Workload {
+    /// Program and arguments, e.g. `["lu", "--class", "B"]`.
+    pub command: Vec<String>,
+    /// Whether it counts as communication-heavy in the summary.
+    #[serde(default)]
+    pub communication: bool,
+}
+
+/// One policy setting to compare.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PolicyConfig {
+    /// cfs, boost or gang.
+    pub name: String,
+    /// Slot length (ignored by cfs).
+    pub slot: Duration,
+}
+
+impl PolicyConfig {
+    /// `cfs`, `boost/2s`, `gang/200ms`.
+    pub fn label(&self) -> String {
+        if self.name == "cfs" {
+            "cfs".into()
+        } else {
+            format!("{}/{}", self.name, slot::format(self.slot))
+        }
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Raw {
+    name: String,
+    #[serde(default)]
+    description: String,
+    #[serde(default = "two")]
+    ranks: u32,
+    #[serde(default = "one")]
+    repetitions: u32,
+    #[serde(default = "any")]
+    placement: String,
+    #[serde(default = "yield_only")]
+    progress: Vec<String>,
+    workloads: BTreeMap<String, Workload>,
+    policies: Vec<RawPolicy>,
+    #[serde(default)]
+    mpl: Vec<u32>,
+    #[serde(default)]
+    mixes: Vec<Vec<String>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPolicy {
+    name: String,
+    slot: Option<String>,
+}
+
+fn two() -> u32 {
+    2
+}
+fn one() -> u32 {
+    1
+}
+fn any() -> String {
+    "any".into()
+}
+fn yield_only() -> Vec<String> {
+    vec!["yield".into()]
+}
+
+/// Reads and validates a spec file; every problem is one usage error naming the file.
+pub fn load(path: &Path) -> Result<Spec, UsageError> {
+    let bad = |what: String| UsageError::new(format!("bad experiment spec {}: {what}", path.display()));
+    let text = std::fs::read_to_string(path).map_err(|e| bad(format!("cannot read it ({e})")))?;
+    let raw: Raw = toml::from_str(&text).map_err(|e| bad(e.to_string().lines().next().unwrap_or_default().into()))?;
+    if raw.name.is_empty() || !raw.name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
+        return Err(bad(format!("name {:?} must be letters, digits, '-', '_'", raw.name)));
+    }
+    if !(1..=16).contains(&raw.ranks) || !raw.ranks.is_power_of_two() {
+        return Err(bad(format!("ranks = {} (expected a power of two from 1 to 16)", raw.ranks)));
+    }
+    if raw.repetitions == 0 {
+        return Err(bad("repetitions must be at least 1".into()));
+    }
+    crate::place::POLICY_NAMES
+        .contains(&raw.placement.as_str())
+        .then_some(())
+        .ok_or_else(|| bad(format!("unknown placement {:?}", raw.placement)))?;
+    if let Some(p) = raw.progress.iter().find(|p| *p != "yield" && *p != "busy") {
+        return Err(bad(format!("progress mode {p:?} (expected yield or busy)")));
+    }
+    if raw.workloads.is_empty() {
+        return Err(bad("no [workloads]".into()));
+    }
+    for (name, w) in &raw.workloads {
+        if w.command.is_empty() {
+            return Err(bad(format!("workload {name} has an empty command")));
+        }
+    }
+    let mut policies = Vec::new();
+    for p in &raw.policies {
+        cosched::by_name(&p.name).map_err(|e| bad(e.to_string()))?;
+        let slot = match &p.slot {
+            Some(s) => slot::parse(s).map_err(|e| bad(e.to_string()))?,
+            None => slot::DEFAULT,
+        };
+        policies.push(PolicyConfig { name: p.name.clone(), slot });
+    }
+    if policies.is_empty() {
+        return Err(bad("no [[policies]]".into()));
+    }
+    let mixes: Vec<Vec<String>> = if raw.mixes.is_empty() {
+        if raw.mpl.is_empty() || raw.mpl.contains(&0) {
+            return Err(bad("give mpl = [levels ≥ 1] or mixes = [[workloads…]]".into()));
+        }
+        raw.workloads.keys().flat_map(|w| raw.mpl.iter().map(move |&m| vec![w.clone(); m as usize])).collect()
+    } else {
+        raw.mixes.clone()
+    };
+    for mix in &mixes {
+        if let Some(w) = mix.iter().find(|w| !raw.workloads.contains_key(*w)) {
+            return Err(bad(format!("mix names unknown workload {w:?}")));
+        }
+        if mix.is_empty() {
+            return Err(bad("empty mix".into()));
+        }
+    }
+    Ok(Spec {
+        name: raw.name,
+        description: raw.description,
+        ranks: raw.ranks,
+        repetitions: raw.repetitions,
+        placement: raw.placement,
+        progress: raw.progress,
+        workloads: raw.workloads,
+        policies,
+        mixes,
+    })
+}

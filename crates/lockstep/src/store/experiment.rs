@@ -1,0 +1,105 @@
+//! Experiment runs: one row per job of every case, policy, progress mode and repetition.
+
+use rusqlite::params;
+use serde::Serialize;
+
+use super::Store;
+
+/// One job's run in an experiment.
+#[derive(Clone, Debug, Serialize)]
+pub struct ExperimentRun {
+    /// Experiment name.
+    pub experiment: String,
+    /// Start time of the `experiment run` invocation.
+    pub session: f64,
+    /// Policy label (`dedicated` for the MPL-1 baseline).
+    pub policy: String,
+    /// MPI progress mode.
+    pub progress: String,
+    /// process or container.
+    pub placement: String,
+    /// Workloads run together, joined by `+`.
+    pub mix: String,
+    /// Jobs run together.
+    pub mpl: u32,
+    /// This job's workload.
+    pub workload: String,
+    /// Job name.
+    pub job: String,
+    /// Repetition number, from 1.
+    pub repetition: u32,
+    /// The kernel's reported time.
+    pub time_s: Option<f64>,
+    /// Wall time from launch to exit.
+    pub wall_s: f64,
+    /// Mean communication share over the ranks (PMPI).
+    pub comm_ratio: Option<f64>,
+    /// Whether the kernel verified.
+    pub verified: bool,
+    /// Exit status of the job.
+    pub exit_status: Option<i32>,
+    /// Seconds since the epoch.
+    pub started_at: f64,
+}
+
+impl Store {
+    /// Records one run.
+    pub fn add_experiment_run(&self, r: &ExperimentRun) -> anyhow::Result<()> {
+        self.conn.execute(
+            "INSERT INTO experiment_runs (experiment, session, policy, progress, placement, mix, mpl, workload, job,
+                 repetition, time_s, wall_s, comm_ratio, verified, exit_status, started_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
+            params![
+                r.experiment,
+                r.session,
+                r.policy,
+                r.progress,
+                r.placement,
+                r.mix,
+                r.mpl,
+                r.workload,
+                r.job,
+                r.repetition,
+                r.time_s,
+                r.wall_s,
+                r.comm_ratio,
+                r.verified,
+                r.exit_status,
+                r.started_at
+            ],
+        )?;
+        Ok(())
+    }
+
+    /// The runs of the latest session of `experiment` (empty if it never ran).
+    pub fn experiment_runs(&self, experiment: &str) -> anyhow::Result<Vec<ExperimentRun>> {
+        let mut stmt = self.conn.prepare(
+            "SELECT experiment, session, policy, progress, placement, mix, mpl, workload, job, repetition, time_s,
+                    wall_s, comm_ratio, verified, exit_status, started_at
+             FROM experiment_runs
+             WHERE experiment = ?1 AND session = (SELECT max(session) FROM experiment_runs WHERE experiment = ?1)
+             ORDER BY id",
+        )?;
+        let rows = stmt.query_map(params![experiment], |r| {
+            Ok(ExperimentRun {
+                experiment: r.get(0)?,
+                session: r.get(1)?,
+                policy: r.get(2)?,
+                progress: r.get(3)?,
+                placement: r.get(4)?,
+                mix: r.get(5)?,
+                mpl: r.get(6)?,
+                workload: r.get(7)?,
+                job: r.get(8)?,
+                repetition: r.get(9)?,
+                time_s: r.get(10)?,
+                wall_s: r.get(11)?,
+                comm_ratio: r.get(12)?,
+                verified: r.get(13)?,
+                exit_status: r.get(14)?,
+                started_at: r.get(15)?,
+            })
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+}
