@@ -35,6 +35,7 @@ test: build
 bench: build
 	@scripts/bench.sh
 	@scripts/bench-kernels.sh
+	@scripts/bench-agent.sh
 
 clean:
 	$(CARGO) clean

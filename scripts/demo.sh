@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # `make demo`: this machine's topology, a hybrid machine's topology and placements (from a bundled hwloc XML),
-# and a real parallel computation run as a lockstep job under a placement policy.
+# a real parallel computation run as a lockstep job under a placement policy, and seed 001's co-scheduling
+# experiment in miniature (lu + ep sharing the node under cfs, boost and gang; about 2 minutes on 2 cores).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 fixture=${1:-fixtures/topology/intel-raptorlake-i7-1370p.xml}
@@ -28,3 +29,6 @@ $lockstep run --job "demo-pi-1cpu-$tag" --place p-only --cpus 1 -- build/bin/pi
 $lockstep run --job "demo-pi-all-$tag" --place p-only -- build/bin/pi
 section "lockstep jobs --all   (from the node store)"
 $lockstep jobs --all | head -n 5
+
+section "co-scheduling: lockstep experiment run experiments/mpl-demo.toml"
+$lockstep experiment run experiments/mpl-demo.toml

@@ -19,3 +19,13 @@ pub const EXIT_USAGE: i32 = 2;
 pub fn usage<T>(msg: impl Into<String>) -> anyhow::Result<T> {
     Err(UsageError::new(msg).into())
 }
+
+/// A TOML parse error as one line: `line N: what was wrong`.
+pub fn toml_message(text: &str, e: &toml::de::Error) -> String {
+    let line = e.span().map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1);
+    let what = e.message().lines().map(str::trim).filter(|l| !l.is_empty()).collect::<Vec<_>>().join("; ");
+    match line {
+        Some(l) => format!("line {l}: {what}"),
+        None => what,
+    }
+}

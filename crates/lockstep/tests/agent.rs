@@ -332,3 +332,62 @@ fn bad_input_is_one_line_exit_2_and_changes_nothing() {
     assert!(strip(&after)["jobs"].as_array().unwrap().is_empty());
     assert_eq!(strip(&after)["policy"], "boost");
 }
+
+#[test]
+fn an_experiment_runs_end_to_end_and_reports() {
+    needs_root!();
+    let _serial = serial();
+    let bin = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../build/bin");
+    if !bin.join("lu").exists() {
+        eprintln!("skipped: build/bin has no kernels (run make build)");
+        return;
+    }
+    let env = Env::new();
+    let spec = env.dir.path().join("spec.toml");
+    std::fs::write(
+        &spec,
+        r#"
+name = "it-experiment"
+description = "integration test"
+mixes = [["lu", "ep"]]
+[workloads.lu]
+command = ["lu", "--class", "S"]
+communication = true
+[workloads.ep]
+command = ["ep", "--class", "S"]
+[[policies]]
+name = "cfs"
+[[policies]]
+name = "gang"
+slot = "50ms"
+"#,
+    )
+    .unwrap();
+    let reports = env.dir.path().join("reports");
+    // The experiment needs the kernels beside the binary: run the installed copy.
+    let out = std::process::Command::new(bin.join("lockstep"))
+        .env("LOCKSTEP_STORE", env.store())
+        .args(["experiment", "run", spec.to_str().unwrap(), "--reports", reports.to_str().unwrap()])
+        .output()
+        .unwrap();
+    ok(&out);
+    let dir = reports.join("it-experiment");
+    for f in ["index.html", "summary.md", "lu-slowdown-yield.svg", "lu-comm-yield.svg"] {
+        assert!(dir.join(f).exists(), "{f} missing");
+    }
+    let db = rusqlite::Connection::open(env.store()).unwrap();
+    let (runs, verified, with_comm): (i64, i64, i64) = db
+        .query_row(
+            "SELECT count(*), sum(verified), count(comm_ratio) FROM experiment_runs WHERE experiment = 'it-experiment'",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )
+        .unwrap();
+    // Dedicated lu and ep, then lu+ep under cfs and gang: 2 + 2 + 2 jobs.
+    assert_eq!((runs, verified, with_comm), (6, 6, 6));
+    let again = env.run(&["experiment", "report", "it-experiment", "--reports", reports.to_str().unwrap()]);
+    ok(&again);
+    let bad = env.dir.path().join("bad.toml");
+    std::fs::write(&bad, "name = \"x\"\n[[policies]]\nname = \"fifo\"\n").unwrap();
+    usage_error(&env.run(&["experiment", "run", bad.to_str().unwrap()]), "bad experiment spec");
+}

@@ -187,20 +187,22 @@ impl Agent {
 pub fn run(config: Config) -> anyhow::Result<i32> {
     let policy = cosched::by_name(&config.policy)?;
     let backend = cgroup::detect()?;
+    // From the moment the socket answers, SIGINT/SIGTERM must mean "restore and exit", never a plain death:
+    // block them now; the waiter thread takes them.
+    let mut signals = SigSet::empty();
+    for s in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP] {
+        signals.add(s);
+    }
+    signals.thread_block()?;
     let listener = server::bind(&config.socket)?;
     // Fork the watchdog while this process has one thread and no store connection (SQLite state must not
-    // cross a fork); then block the signals the waiter thread takes.
+    // cross a fork).
     let watchdog = Watchdog::spawn(&config.store)?;
     let store = Store::open(&config.store)?;
     let repaired = journal::repair(&store)?;
     if repaired > 0 {
         eprintln!("lockstep agent: restored {repaired} cgroup file(s) left changed by a previous agent");
     }
-    let mut signals = SigSet::empty();
-    for s in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP] {
-        signals.add(s);
-    }
-    signals.thread_block()?;
 
     let shared: Shared = Arc::new((
         Mutex::new(Agent {

@@ -44,8 +44,7 @@ pub fn exec(args: &Args, socket: Option<&Path>, store: Option<&Path>) -> anyhow:
             let text = std::fs::read_to_string(path)
                 .map_err(|e| UsageError::new(format!("cannot read config {}: {e}", path.display())))?;
             toml::from_str(&text).map_err(|e| {
-                let first = e.to_string().lines().next().unwrap_or_default().to_string();
-                UsageError::new(format!("bad config {}: {first}", path.display()))
+                UsageError::new(format!("bad config {}: {}", path.display(), crate::error::toml_message(&text, &e)))
             })?
         }
         None => File::default(),

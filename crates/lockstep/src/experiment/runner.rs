@@ -87,7 +87,7 @@ pub fn run(spec: &Spec, paths: &Paths) -> anyhow::Result<f64> {
     );
     for case in &cases {
         bar.set_message(format!("{} {} {} #{}", case.label, case.progress, case.mix.join("+"), case.repetition));
-        let slot_ms = (case.policy.name != "cfs").then(|| case.policy.slot.as_millis() as u64);
+        let slot_ms = (case.policy.name != "cfs").then_some(case.policy.slot.as_millis() as u64);
         check(call(&agent.socket, &Request::Policy { name: case.policy.name.clone(), slot_ms })?)?;
         for run in run_case(spec, paths, &agent.socket, case, session)? {
             store.add_experiment_run(&run)?;

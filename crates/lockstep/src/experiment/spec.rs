@@ -110,7 +110,7 @@ fn yield_only() -> Vec<String> {
 pub fn load(path: &Path) -> Result<Spec, UsageError> {
     let bad = |what: String| UsageError::new(format!("bad experiment spec {}: {what}", path.display()));
     let text = std::fs::read_to_string(path).map_err(|e| bad(format!("cannot read it ({e})")))?;
-    let raw: Raw = toml::from_str(&text).map_err(|e| bad(e.to_string().lines().next().unwrap_or_default().into()))?;
+    let raw: Raw = toml::from_str(&text).map_err(|e| bad(crate::error::toml_message(&text, &e)))?;
     if raw.name.is_empty() || !raw.name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
         return Err(bad(format!("name {:?} must be letters, digits, '-', '_'", raw.name)));
     }
@@ -174,4 +174,66 @@ pub fn load(path: &Path) -> Result<Spec, UsageError> {
         policies,
         mixes,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::load;
+
+    const GOOD: &str = r#"
+name = "t"
+ranks = 2
+mpl = [1, 2]
+[workloads.lu]
+command = ["lu", "--class", "S"]
+communication = true
+[workloads.ep]
+command = ["ep", "--class", "S"]
+[[policies]]
+name = "cfs"
+[[policies]]
+name = "gang"
+slot = "200ms"
+"#;
+
+    fn parse(text: &str) -> Result<super::Spec, String> {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("spec.toml");
+        std::fs::write(&path, text).unwrap();
+        load(&path).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn mpl_levels_become_homogeneous_mixes() {
+        let spec = parse(GOOD).unwrap();
+        assert_eq!(spec.mixes.len(), 4);
+        assert!(spec.mixes.contains(&vec!["lu".to_string(), "lu".to_string()]));
+        assert_eq!(spec.policies[1].label(), "gang/200ms");
+        assert_eq!(spec.policies[0].label(), "cfs");
+        assert_eq!(spec.progress, ["yield"]);
+    }
+
+    #[test]
+    fn explicit_mixes_are_kept() {
+        let spec = parse(&GOOD.replace("mpl = [1, 2]", r#"mixes = [["lu", "ep"]]"#)).unwrap();
+        assert_eq!(spec.mixes, vec![vec!["lu".to_string(), "ep".to_string()]]);
+    }
+
+    #[test]
+    fn bad_specs_name_the_problem() {
+        for (change, needle) in [
+            (("name = \"cfs\"", "name = \"rr\""), "unknown co-scheduling policy"),
+            (("slot = \"200ms\"", "slot = \"5ms\""), "slot length"),
+            (("ranks = 2", "ranks = 3"), "power of two"),
+            (("mpl = [1, 2]", "mixes = [[\"lu\", \"bt\"]]"), "unknown workload"),
+            (("mpl = [1, 2]", "mpl = [0]"), "mpl"),
+            (("ranks = 2", "ranks = 2\nprogress = [\"spin\"]"), "progress mode"),
+            (("ranks = 2", "ranks = [2"), "bad experiment spec"),
+            (("ranks = 2", "ranks = 2\ncolour = 1"), "unknown field"),
+        ] {
+            let err = parse(&GOOD.replace(change.0, change.1)).unwrap_err();
+            assert!(err.contains(needle), "{change:?}: {err}");
+            assert_eq!(err.lines().count(), 1, "{err}");
+        }
+    }
 }
