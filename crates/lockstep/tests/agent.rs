@@ -181,7 +181,8 @@ fn boost_alternates_weights_and_cfs_writes_nothing() {
     wait_for("weights restored", || a.weight() == default && b.weight() == default);
     let db = rusqlite::Connection::open(env.store()).unwrap();
     let since = lockstep::store::now();
-    std::thread::sleep(Duration::from_millis(800));
+    // Decisions reach the store once a second.
+    std::thread::sleep(Duration::from_millis(2200));
     assert_eq!((a.weight(), b.weight()), (default.to_string(), default.to_string()));
     let acted: i64 = db
         .query_row("SELECT count(*) FROM decisions WHERE time >= ?1 AND job IS NOT NULL", [since], |r| r.get(0))

@@ -7,15 +7,17 @@ use std::path::Path;
 use super::watchdog::Watchdog;
 use crate::store::{JournalEntry, Store};
 
-/// Store + watchdog, kept in step.
+/// Store + watchdog, kept in step. Entries reach the store before the change they guard; their removal after a
+/// restore is batched into the next store transaction (a stale entry only restores a value already in place).
 pub struct Journal {
     watchdog: Watchdog,
+    restored: Vec<String>,
 }
 
 impl Journal {
     /// A journal over a running watchdog.
     pub fn new(watchdog: Watchdog) -> Self {
-        Self { watchdog }
+        Self { watchdog, restored: Vec::new() }
     }
 
     /// The watchdog's PID.
@@ -23,8 +25,11 @@ impl Journal {
         self.watchdog.pid().as_raw()
     }
 
-    /// Records that `file` must go back to `value` (the first value recorded for a file wins).
+    /// Records that `file` must go back to `value`, before the caller changes it.
     pub fn remember(&mut self, store: &Store, job: &str, file: &Path, value: &str) -> anyhow::Result<()> {
+        // A removal still pending for this file must not delete the entry written now.
+        let name = file.to_string_lossy();
+        self.restored.retain(|f| *f != name);
         store.journal_add(&JournalEntry {
             file: file.to_string_lossy().into_owned(),
             value: value.to_string(),
@@ -34,10 +39,17 @@ impl Journal {
         Ok(())
     }
 
-    /// Forgets `file` once restored.
-    pub fn forget(&mut self, store: &Store, file: &Path) -> anyhow::Result<()> {
+    /// Forgets `file` once restored: at once for the watchdog, at the next [`Journal::take_restored`] for the
+    /// store.
+    pub fn forget(&mut self, file: &Path) -> anyhow::Result<()> {
         self.watchdog.untrack(file)?;
-        store.journal_remove(&file.to_string_lossy())
+        self.restored.push(file.to_string_lossy().into_owned());
+        Ok(())
+    }
+
+    /// The files restored since the last call, for the caller's own store transaction.
+    pub fn take_restored(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.restored)
     }
 }
 

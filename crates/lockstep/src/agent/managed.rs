@@ -134,7 +134,7 @@ impl Managed {
                     write(file, freeze_value(file, true))?;
                 } else {
                     write(file, freeze_value(file, false))?;
-                    journal.forget(store, file)?;
+                    journal.forget(file)?;
                 }
             }
             actions.push(if want.frozen { "freeze" } else { "thaw" });
@@ -150,7 +150,7 @@ impl Managed {
                     g.weight_before = Some(before);
                 } else if let Some(before) = g.weight_before.take() {
                     write(file, &before)?;
-                    journal.forget(store, file)?;
+                    journal.forget(file)?;
                 }
             }
             actions.push(if want.boosted { "boost" } else { "unboost" });
@@ -163,7 +163,7 @@ impl Managed {
     /// removes the cgroup the agent created. Files already gone are fine.
     pub fn release(&mut self, journal: &mut Journal, store: &Store) -> anyhow::Result<()> {
         match self.apply(Desired::default(), journal, store) {
-            Err(e) if e.is::<Gone>() => self.forget_all(journal, store)?,
+            Err(e) if e.is::<Gone>() => self.forget_all(journal)?,
             other => {
                 other?;
             }
@@ -182,10 +182,10 @@ impl Managed {
     }
 
     /// Drops the journal entries of a job whose cgroups are gone (nothing left to restore).
-    pub fn forget_all(&mut self, journal: &mut Journal, store: &Store) -> anyhow::Result<()> {
+    pub fn forget_all(&mut self, journal: &mut Journal) -> anyhow::Result<()> {
         for g in &self.groups {
             for file in [&g.knobs.freeze, &g.knobs.weight].into_iter().flatten() {
-                journal.forget(store, file)?;
+                journal.forget(file)?;
             }
         }
         self.applied = Desired::default();

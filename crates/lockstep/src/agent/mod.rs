@@ -40,6 +40,9 @@ pub struct Config {
     pub slot: Duration,
 }
 
+/// How often decisions reach the store (they are batched: one transaction per interval, not per slot).
+const LOG_INTERVAL: Duration = Duration::from_secs(1);
+
 /// Everything the slot loop and the socket server share.
 pub struct Agent {
     policy: Box<dyn Policy>,
@@ -55,6 +58,9 @@ pub struct Agent {
     last_apply_us: f64,
     /// Set by the server when the plan must be redone at once (policy change, new or released job).
     replan: bool,
+    /// Decisions not yet in the store, and when they were last written.
+    pending: Vec<Decision>,
+    last_flush: Instant,
     stop: bool,
 }
 
@@ -98,7 +104,7 @@ impl Agent {
         gone.sort_unstable();
         for i in gone.into_iter().rev() {
             let mut job = self.jobs.remove(i);
-            let _ = job.forget_all(&mut self.journal, &self.store);
+            let _ = job.forget_all(&mut self.journal);
             let _ = self.store.managed_remove(&job.name);
             decisions.push(self.decision(Some(&job.name), "gone", Duration::ZERO));
         }
@@ -106,9 +112,20 @@ impl Agent {
         let mut slot_record = self.decision(None, if boundary { "slot" } else { "replan" }, started.elapsed());
         slot_record.time = started_at;
         decisions.insert(0, slot_record);
-        if let Err(e) = self.store.log_decisions(&decisions) {
+        self.pending.extend(decisions);
+        if self.last_flush.elapsed() >= LOG_INTERVAL {
+            self.flush();
+        }
+    }
+
+    /// Writes pending decisions and journal removals to the store in one transaction.
+    fn flush(&mut self) {
+        let restored = self.journal.take_restored();
+        if let Err(e) = self.store.log_decisions(&self.pending, &restored) {
             eprintln!("lockstep agent: cannot log decisions: {e:#}");
         }
+        self.pending.clear();
+        self.last_flush = Instant::now();
     }
 
     fn decision(&self, job: Option<&str>, action: &str, took: Duration) -> Decision {
@@ -135,6 +152,7 @@ impl Agent {
                 }
             }
         }
+        self.flush();
     }
 
     /// Takes over the jobs a previous agent managed (their cgroups still exist).
@@ -218,6 +236,8 @@ pub fn run(config: Config) -> anyhow::Result<i32> {
             rows: 1,
             last_apply_us: 0.0,
             replan: false,
+            pending: Vec::new(),
+            last_flush: Instant::now(),
             stop: false,
         }),
         Condvar::new(),

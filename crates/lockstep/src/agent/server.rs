@@ -121,6 +121,7 @@ fn release(agent: &mut Agent, job: &str) -> anyhow::Result<()> {
     };
     let mut managed = agent.jobs.remove(i);
     managed.release(&mut agent.journal, &agent.store)?;
+    agent.flush();
     agent.store.managed_remove(job)?;
     agent.replan = true;
     Ok(())

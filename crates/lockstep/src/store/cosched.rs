@@ -41,10 +41,10 @@ pub struct Decision {
 }
 
 impl Store {
-    /// Adds a journal entry unless the file is journaled already (the first value is the one to restore).
+    /// Adds (or replaces) the journal entry of a file.
     pub fn journal_add(&self, e: &JournalEntry) -> anyhow::Result<()> {
         self.conn.execute(
-            "INSERT OR IGNORE INTO restore_journal (file, value, job, since) VALUES (?1, ?2, ?3, ?4)",
+            "INSERT OR REPLACE INTO restore_journal (file, value, job, since) VALUES (?1, ?2, ?3, ?4)",
             params![e.file, e.value, e.job, now()],
         )?;
         Ok(())
@@ -82,10 +82,17 @@ impl Store {
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
-    /// Appends decisions in one transaction.
-    pub fn log_decisions(&mut self, decisions: &[Decision]) -> anyhow::Result<()> {
+    /// Appends decisions and removes the journal entries of `restored` files, in one transaction.
+    pub fn log_decisions(&mut self, decisions: &[Decision], restored: &[String]) -> anyhow::Result<()> {
+        if decisions.is_empty() && restored.is_empty() {
+            return Ok(());
+        }
         let tx = self.conn.transaction()?;
         {
+            let mut remove = tx.prepare_cached("DELETE FROM restore_journal WHERE file = ?1")?;
+            for file in restored {
+                remove.execute(params![file])?;
+            }
             let mut stmt = tx.prepare_cached(
                 "INSERT INTO decisions (time, node, policy, slot, active_row, rows, job, action, duration_us)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
