@@ -10,6 +10,7 @@ packages=(
   openmpi-bin libopenmpi-dev         # MPI kernels and the PMPI profiler (default MPI)
   mpich libmpich-dev                 # the second MPI the kernels must build and verify with
   libssl-dev zlib1g-dev              # corebench: AES-XTS through EVP, deflate
+  podman runc busybox-static         # jobs made of containers (one per rank), tested offline on a busybox rootfs
 )
 
 missing=()

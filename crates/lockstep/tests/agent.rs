@@ -392,3 +392,113 @@ slot = "50ms"
     std::fs::write(&bad, "name = \"x\"\n[[policies]]\nname = \"fifo\"\n").unwrap();
     usage_error(&env.run(&["experiment", "run", bad.to_str().unwrap()]), "bad experiment spec");
 }
+
+/// podman on this kind of machine: runc, rlimits the sandbox allows (no CAP_SYS_RESOURCE), cgroupfs manager,
+/// and a busybox root file system made on the spot (no registry).
+struct Podman {
+    dir: tempfile::TempDir,
+    names: Vec<String>,
+}
+
+impl Podman {
+    fn new() -> Option<Self> {
+        let busybox = Path::new("/bin/busybox");
+        if std::process::Command::new("podman").arg("--version").output().is_err() || !busybox.exists() {
+            return None;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let bin = dir.path().join("rootfs/bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        std::fs::copy(busybox, bin.join("busybox")).unwrap();
+        std::os::unix::fs::symlink("busybox", bin.join("sh")).unwrap();
+        let limit = std::fs::read_to_string("/proc/self/limits")
+            .unwrap()
+            .lines()
+            .find(|l| l.starts_with("Max open files"))
+            .and_then(|l| l.split_whitespace().nth(4).map(str::to_string))
+            .unwrap();
+        std::fs::write(
+            dir.path().join("containers.conf"),
+            format!("[containers]\ndefault_ulimits = [\"nofile={limit}:{limit}\", \"nproc=4096:4096\"]\n"),
+        )
+        .unwrap();
+        Some(Self { dir, names: Vec::new() })
+    }
+
+    fn podman(&self) -> std::process::Command {
+        let mut c = std::process::Command::new("podman");
+        c.env("CONTAINERS_CONF", self.dir.path().join("containers.conf"));
+        c.args(["--cgroup-manager", "cgroupfs", "--runtime", "runc"]);
+        c
+    }
+
+    /// Starts a busy-looping container named `name`.
+    fn spin(&mut self, name: &str) {
+        let rootfs = self.dir.path().join("rootfs");
+        let out = self
+            .podman()
+            .args(["run", "-d", "--name", name, "--network", "host", "--rootfs"])
+            .arg(&rootfs)
+            .args(["sh", "-c", "while :; do :; done"])
+            .output()
+            .unwrap();
+        ok(&out);
+        self.names.push(name.to_string());
+    }
+
+    /// The freezer file of a container's cgroup.
+    fn freezer(&self, name: &str) -> PathBuf {
+        let out = self.podman().args(["inspect", "--format", "{{.State.Pid}}", name]).output().unwrap();
+        let pid = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        let cgroups = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap();
+        let path = cgroups.lines().find_map(|l| l.split_once(":freezer:").map(|x| x.1.to_string())).unwrap();
+        Knobs::find(&[Path::new("/sys/fs/cgroup/freezer").join(path.trim_start_matches('/'))]).freeze.unwrap()
+    }
+}
+
+impl Drop for Podman {
+    fn drop(&mut self) {
+        for n in &self.names {
+            let _ = self.podman().args(["rm", "-f", "-t", "0", n]).output();
+        }
+    }
+}
+
+#[test]
+fn containers_are_one_job_and_take_turns_under_gang() {
+    needs_root!();
+    let _serial = serial();
+    let Some(mut podman) = Podman::new() else {
+        eprintln!("skipped: podman or busybox missing (scripts/deps.sh installs them)");
+        return;
+    };
+    let env = Env::new();
+    let _agent = Agent::start(&env, &["--policy", "gang", "--slot", "200ms"]);
+    let (a1, a2, b) = (name("ctr-a1"), name("ctr-a2"), name("ctr-b"));
+    for n in [&a1, &a2, &b] {
+        podman.spin(n);
+    }
+    let (job_a, job_b) = (name("ctr-job-a"), name("ctr-job-b"));
+    ok(&env.run(&["adopt", "--job", &job_a, "--row", "0", "--container", &a1, &a2]));
+    ok(&env.run(&["adopt", "--job", &job_b, "--row", "1", "--container", &b]));
+    let (fa1, fa2, fb) = (podman.freezer(&a1), podman.freezer(&a2), podman.freezer(&b));
+    let frozen = |f: &Path| is_frozen(f).unwrap();
+    let mut samples = Vec::new();
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(2) {
+        let (x1, x2, y) = (frozen(&fa1), frozen(&fa2), frozen(&fb));
+        if frozen(&fa1) == x1 {
+            samples.push((x1, x2, y));
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // The two containers of job a move together (allowing one sample at a switch), never both jobs frozen.
+    let apart = samples.iter().filter(|s| s.0 != s.1).count();
+    assert!(apart <= 3, "containers of one job out of step: {samples:?}");
+    assert!(samples.iter().all(|s| !(s.0 && s.1 && s.2)), "all frozen at once: {samples:?}");
+    assert!(samples.windows(2).filter(|w| w[0].2 != w[1].2).count() >= 5, "job b must take turns: {samples:?}");
+    ok(&env.run(&["release", "--job", &job_a]));
+    ok(&env.run(&["release", "--job", &job_b]));
+    assert!(!frozen(&fa1) && !frozen(&fa2) && !frozen(&fb), "release must thaw the containers");
+    usage_error(&env.run(&["adopt", "--job", "x", "--container", "no-such-container"]), "not running under podman");
+}
