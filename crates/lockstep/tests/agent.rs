@@ -345,9 +345,13 @@ fn an_experiment_runs_end_to_end_and_reports() {
     }
     let env = Env::new();
     let spec = env.dir.path().join("spec.toml");
+    // Ranks as bare processes, and in podman containers where podman is installed (scripts/deps.sh does).
+    let containers = Podman::new().is_some();
+    let ranks_in = if containers { r#"["process", "container"]"# } else { r#"["process"]"# };
     std::fs::write(
         &spec,
-        r#"
+        format!("ranks_in = {ranks_in}\n")
+            + r#"
 name = "it-experiment"
 description = "integration test"
 mixes = [["lu", "ep"]]
@@ -384,8 +388,12 @@ slot = "50ms"
             |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
         )
         .unwrap();
-    // Dedicated lu and ep, then lu+ep under cfs and gang: 2 + 2 + 2 jobs.
-    assert_eq!((runs, verified, with_comm), (6, 6, 6));
+    // Dedicated lu and ep, then lu+ep under cfs and gang: 2 + 2 + 2 jobs, per rank placement.
+    let n = if containers { 12 } else { 6 };
+    assert_eq!((runs, verified, with_comm), (n, n, n));
+    if containers {
+        assert!(std::fs::read_to_string(dir.join("summary.md")).unwrap().contains("yield+container"));
+    }
     let again = env.run(&["experiment", "report", "it-experiment", "--reports", reports.to_str().unwrap()]);
     ok(&again);
     let bad = env.dir.path().join("bad.toml");

@@ -26,7 +26,7 @@ pub struct Cell {
     pub verified: bool,
 }
 
-/// Key of a cell: progress mode, policy label, workload, MPL.
+/// Key of a cell: mode (MPI progress, `+container` for containerised ranks), policy label, workload, MPL.
 type Key = (String, String, String, u32);
 
 fn median(v: &mut [f64]) -> f64 {
@@ -45,11 +45,20 @@ fn time_of(r: &ExperimentRun) -> f64 {
     r.time_s.unwrap_or(r.wall_s)
 }
 
+/// The run's mode: MPI progress, and `+container` when its ranks ran in containers.
+fn mode(r: &ExperimentRun) -> String {
+    if r.placement == "container" {
+        format!("{}+container", r.progress)
+    } else {
+        r.progress.clone()
+    }
+}
+
 /// Aggregates runs into cells; the dedicated runs are the MPL-1 row of every policy.
 pub fn cells(runs: &[ExperimentRun]) -> BTreeMap<Key, Cell> {
     let mut dedicated: BTreeMap<(String, String), Vec<f64>> = BTreeMap::new();
     for r in runs.iter().filter(|r| r.policy == "dedicated") {
-        dedicated.entry((r.progress.clone(), r.workload.clone())).or_default().push(time_of(r));
+        dedicated.entry((mode(r), r.workload.clone())).or_default().push(time_of(r));
     }
     let base: BTreeMap<(String, String), f64> = dedicated.into_iter().map(|(k, mut v)| (k, median(&mut v))).collect();
     let mut groups: BTreeMap<Key, Vec<&ExperimentRun>> = BTreeMap::new();
@@ -63,10 +72,10 @@ pub fn cells(runs: &[ExperimentRun]) -> BTreeMap<Key, Cell> {
         if r.policy == "dedicated" {
             // The dedicated run is every policy's MPL 1.
             for p in &policies {
-                groups.entry((r.progress.clone(), p.clone(), r.workload.clone(), 1)).or_default().push(r);
+                groups.entry((mode(r), p.clone(), r.workload.clone(), 1)).or_default().push(r);
             }
         } else {
-            groups.entry((r.progress.clone(), r.policy.clone(), r.workload.clone(), r.mpl)).or_default().push(r);
+            groups.entry((mode(r), r.policy.clone(), r.workload.clone(), r.mpl)).or_default().push(r);
         }
     }
     groups
@@ -147,8 +156,8 @@ pub fn write(spec: &Spec, runs: &[ExperimentRun], dir: &Path) -> anyhow::Result<
     let _ = writeln!(
         md,
         "{} job runs; {} ranks per job; placement `{}`; repetitions {}; MPI progress: `yield` = \
-         `mpi_yield_when_idle 1`, `busy` = busy polling. Slowdown = median kernel time / median dedicated time \
-         (the workload alone on the node); spread = min–max over jobs and repetitions; comm = PMPI time in MPI / \
+         `mpi_yield_when_idle 1`, `busy` = busy polling; `+container`: one podman container per rank. \
+         Slowdown = median kernel time / median dedicated time (the workload alone on the node); spread = min–max over jobs and repetitions; comm = PMPI time in MPI / \
          wall time, mean over ranks and jobs.\n",
         runs.len(),
         spec.ranks,

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressStyle};
 
+use super::containers;
 use super::spec::{PolicyConfig, Spec};
 use crate::agent::client::{call, check};
 use crate::agent::protocol::Request;
@@ -32,6 +33,7 @@ struct Case<'a> {
     policy: PolicyConfig,
     label: String,
     progress: &'a str,
+    ranks_in: &'a str,
     repetition: u32,
 }
 
@@ -79,6 +81,12 @@ pub fn run(spec: &Spec, paths: &Paths) -> anyhow::Result<f64> {
     let session = now();
     let agent = PrivateAgent::start(paths)?;
     let cases = plan(spec);
+    let podman = if spec.ranks_in.iter().any(|r| r == "container") {
+        let build = paths.bin.parent().map(Path::to_path_buf).unwrap_or_default();
+        Some(containers::Setup::new(&paths.work, &[build, paths.work.clone()])?)
+    } else {
+        None
+    };
     let bar = ProgressBar::new(cases.len() as u64);
     bar.set_style(
         ProgressStyle::with_template("{elapsed_precise} [{bar:30}] {pos}/{len} {msg}")
@@ -86,10 +94,17 @@ pub fn run(spec: &Spec, paths: &Paths) -> anyhow::Result<f64> {
             .progress_chars("=> "),
     );
     for case in &cases {
-        bar.set_message(format!("{} {} {} #{}", case.label, case.progress, case.mix.join("+"), case.repetition));
+        bar.set_message(format!(
+            "{} {} {} {} #{}",
+            case.label,
+            case.progress,
+            case.ranks_in,
+            case.mix.join("+"),
+            case.repetition
+        ));
         let slot_ms = (case.policy.name != "cfs").then_some(case.policy.slot.as_millis() as u64);
         check(call(&agent.socket, &Request::Policy { name: case.policy.name.clone(), slot_ms })?)?;
-        for run in run_case(spec, paths, &agent.socket, case, session)? {
+        for run in run_case(spec, paths, &agent.socket, podman.as_ref(), case, session)? {
             store.add_experiment_run(&run)?;
         }
         bar.inc(1);
@@ -104,7 +119,7 @@ pub fn run(spec: &Spec, paths: &Paths) -> anyhow::Result<f64> {
 fn plan(spec: &Spec) -> Vec<Case<'_>> {
     let cfs = PolicyConfig { name: "cfs".into(), slot: slot::DEFAULT };
     let mut cases = Vec::new();
-    for progress in &spec.progress {
+    for (progress, ranks_in) in spec.progress.iter().flat_map(|p| spec.ranks_in.iter().map(move |r| (p, r))) {
         let mut alone: Vec<&[String]> = Vec::new();
         for mix in &spec.mixes {
             for w in mix {
@@ -115,14 +130,15 @@ fn plan(spec: &Spec) -> Vec<Case<'_>> {
         }
         for repetition in 1..=spec.repetitions {
             for mix in &alone {
-                cases.push(Case { mix, policy: cfs.clone(), label: "dedicated".into(), progress, repetition });
+                let label = "dedicated".into();
+                cases.push(Case { mix, policy: cfs.clone(), label, progress, ranks_in, repetition });
             }
         }
         for policy in &spec.policies {
             for mix in spec.mixes.iter().filter(|m| m.len() > 1) {
                 for repetition in 1..=spec.repetitions {
                     let label = policy.label();
-                    cases.push(Case { mix, policy: policy.clone(), label, progress, repetition });
+                    cases.push(Case { mix, policy: policy.clone(), label, progress, ranks_in, repetition });
                 }
             }
         }
@@ -135,6 +151,7 @@ fn run_case(
     spec: &Spec,
     paths: &Paths,
     socket: &Path,
+    podman: Option<&containers::Setup>,
     case: &Case<'_>,
     session: f64,
 ) -> anyhow::Result<Vec<ExperimentRun>> {
@@ -145,23 +162,49 @@ fn run_case(
         let pmpi = paths.work.join(format!("{name}.pmpi.jsonl"));
         let _ = std::fs::remove_file(&pmpi);
         let w = &spec.workloads[workload];
-        let mut cmd = Command::new(std::env::current_exe()?);
-        cmd.arg("--socket").arg(socket).arg("--store").arg(&paths.store);
-        cmd.args(["run", "--job", &name, "--place", &spec.placement, "--"]);
-        cmd.arg(paths.bin.join("mpirun")).args(["-n", &spec.ranks.to_string(), "env"]);
-        cmd.arg(format!("LD_PRELOAD={}", paths.lib.join("liblockstep-pmpi.so").display()));
-        cmd.arg(format!("LOCKSTEP_PMPI_OUT={}", pmpi.display()));
-        cmd.arg(paths.bin.join(&w.command[0])).args(&w.command[1..]).arg("--json");
+        let mut program = vec![paths.bin.join(&w.command[0]).display().to_string()];
+        program.extend(w.command[1..].iter().cloned());
+        program.push("--json".into());
+        let rank_env = vec![
+            ("LD_PRELOAD".to_string(), paths.lib.join("liblockstep-pmpi.so").display().to_string()),
+            ("LOCKSTEP_PMPI_OUT".to_string(), pmpi.display().to_string()),
+        ];
+        let mut cmd;
+        match (case.ranks_in, podman) {
+            ("container", Some(p)) => {
+                // mpirun outside any job cgroup; each rank a container, adopted below as the job.
+                cmd = Command::new(paths.bin.join("mpirun"));
+                cmd.args(["-n", &spec.ranks.to_string()]).args(p.rank_command(&name, &rank_env, &program));
+                cmd.envs(p.env());
+            }
+            _ => {
+                cmd = Command::new(std::env::current_exe()?);
+                cmd.arg("--socket").arg(socket).arg("--store").arg(&paths.store);
+                cmd.args(["run", "--job", &name, "--place", &spec.placement, "--"]);
+                cmd.arg(paths.bin.join("mpirun")).args(["-n", &spec.ranks.to_string(), "env"]);
+                cmd.args(rank_env.iter().map(|(k, v)| format!("{k}={v}"))).args(&program);
+            }
+        }
         if case.progress == "busy" {
             cmd.env("LOCKSTEP_MPI_BUSY_POLL", "1");
         }
         cmd.stdout(Stdio::piped()).stderr(Stdio::null());
         jobs.push((workload, name, pmpi, Instant::now(), cmd.spawn()?));
     }
+    if case.ranks_in == "container" {
+        for (_, name, _, _, _) in &jobs {
+            let containers = containers::wait_for_ranks(name, spec.ranks, Duration::from_secs(60))?;
+            let adopt = Request::Adopt { job: name.clone(), cgroups: vec![], pids: vec![], containers, row: None };
+            check(call(socket, &adopt)?)?;
+        }
+    }
     let mut runs = Vec::new();
     for (workload, job, pmpi, t0, child) in jobs {
         let out = child.wait_with_output()?;
         let wall_s = t0.elapsed().as_secs_f64();
+        if case.ranks_in == "container" {
+            let _ = call(socket, &Request::Release { job: job.clone() });
+        }
         let result = String::from_utf8_lossy(&out.stdout)
             .lines()
             .find_map(|l| serde_json::from_str::<serde_json::Value>(l).ok().filter(|v| v.get("kernel").is_some()));
@@ -170,7 +213,7 @@ fn run_case(
             session,
             policy: case.label.clone(),
             progress: case.progress.to_string(),
-            placement: "process".into(),
+            placement: case.ranks_in.to_string(),
             mix: case.mix.join("+"),
             mpl: case.mix.len() as u32,
             workload: workload.clone(),

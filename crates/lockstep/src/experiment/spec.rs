@@ -25,6 +25,9 @@ pub struct Spec {
     pub placement: String,
     /// MPI progress modes: `yield` and/or `busy`.
     pub progress: Vec<String>,
+    /// Where ranks run: `process` (bare processes in the job's cgroup) and/or `container` (one podman
+    /// container per rank, the containers adopted as the job).
+    pub ranks_in: Vec<String>,
     /// Workloads by name.
     pub workloads: BTreeMap<String, Workload>,
     /// Co-scheduling policies to compare.
@@ -78,6 +81,8 @@ struct Raw {
     placement: String,
     #[serde(default = "yield_only")]
     progress: Vec<String>,
+    #[serde(default = "process_only")]
+    ranks_in: Vec<String>,
     workloads: BTreeMap<String, Workload>,
     policies: Vec<RawPolicy>,
     #[serde(default)]
@@ -105,6 +110,9 @@ fn any() -> String {
 fn yield_only() -> Vec<String> {
     vec!["yield".into()]
 }
+fn process_only() -> Vec<String> {
+    vec!["process".into()]
+}
 
 /// Reads and validates a spec file; every problem is one usage error naming the file.
 pub fn load(path: &Path) -> Result<Spec, UsageError> {
@@ -126,6 +134,9 @@ pub fn load(path: &Path) -> Result<Spec, UsageError> {
         .ok_or_else(|| bad(format!("unknown placement {:?}", raw.placement)))?;
     if let Some(p) = raw.progress.iter().find(|p| *p != "yield" && *p != "busy") {
         return Err(bad(format!("progress mode {p:?} (expected yield or busy)")));
+    }
+    if let Some(p) = raw.ranks_in.iter().find(|p| *p != "process" && *p != "container") {
+        return Err(bad(format!("ranks_in {p:?} (expected process or container)")));
     }
     if raw.workloads.is_empty() {
         return Err(bad("no [workloads]".into()));
@@ -170,6 +181,7 @@ pub fn load(path: &Path) -> Result<Spec, UsageError> {
         repetitions: raw.repetitions,
         placement: raw.placement,
         progress: raw.progress,
+        ranks_in: raw.ranks_in,
         workloads: raw.workloads,
         policies,
         mixes,
@@ -228,6 +240,7 @@ slot = "200ms"
             (("mpl = [1, 2]", "mixes = [[\"lu\", \"bt\"]]"), "unknown workload"),
             (("mpl = [1, 2]", "mpl = [0]"), "mpl"),
             (("ranks = 2", "ranks = 2\nprogress = [\"spin\"]"), "progress mode"),
+            (("ranks = 2", "ranks = 2\nranks_in = [\"vm\"]"), "ranks_in"),
             (("ranks = 2", "ranks = [2"), "bad experiment spec"),
             (("ranks = 2", "ranks = 2\ncolour = 1"), "unknown field"),
         ] {
