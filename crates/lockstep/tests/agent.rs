@@ -294,6 +294,17 @@ fn adopted_pids_move_in_and_back_out() {
     let created: Vec<PathBuf> =
         ["freezer", "cpu"].iter().map(|c| Path::new("/sys/fs/cgroup").join(c).join("lockstep").join(&job)).collect();
     assert!(created.iter().all(|d| !d.exists()), "the agent's cgroup must be removed on release");
+    // Adopted processes that exit end their job: the agent drops it and removes its cgroup by itself.
+    let again = name("adopt-exit");
+    ok(&env.run(&["adopt", "--job", &again, "--pid", &pids[1]]));
+    let _ = sleepers[1].kill();
+    let _ = sleepers[1].wait();
+    let created: Vec<PathBuf> =
+        ["freezer", "cpu"].iter().map(|c| Path::new("/sys/fs/cgroup").join(c).join("lockstep").join(&again)).collect();
+    wait_for("the ended job's cgroup to go", || created.iter().all(|d| !d.exists()));
+    let status = env.run(&["status", "--json"]);
+    let status: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
+    assert!(status["jobs"].as_array().unwrap().is_empty(), "{status}");
     for c in &mut sleepers {
         let _ = c.kill();
         let _ = c.wait();

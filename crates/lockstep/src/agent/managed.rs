@@ -181,6 +181,15 @@ impl Managed {
         Ok(())
     }
 
+    /// Whether the job has ended: every cgroup of it is gone, or the processes the agent adopted into a cgroup of
+    /// its own have all exited.
+    pub fn ended(&self) -> bool {
+        match &self.origin {
+            Origin::Pids { created, .. } => created.pids().is_empty(),
+            _ => !self.groups.iter().any(|g| g.dirs.iter().any(|d| d.is_dir())),
+        }
+    }
+
     /// Drops the journal entries of a job whose cgroups are gone (nothing left to restore).
     pub fn forget_all(&mut self, journal: &mut Journal) -> anyhow::Result<()> {
         for g in &self.groups {

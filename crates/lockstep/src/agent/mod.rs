@@ -73,6 +73,7 @@ impl Agent {
     fn tick(&mut self, k: u64, boundary: bool) {
         let started = Instant::now();
         let started_at = crate::store::now();
+        self.drop_ended();
         let entries: Vec<Entry> =
             self.jobs.iter().map(|j| Entry { name: &j.name, pus: &j.pus, pinned: j.pinned }).collect();
         let (rows, count) = rows::assign(&entries);
@@ -115,6 +116,24 @@ impl Agent {
         self.pending.extend(decisions);
         if self.last_flush.elapsed() >= LOG_INTERVAL {
             self.flush();
+        }
+    }
+
+    /// Releases the jobs that have ended (their cgroups removed, or their adopted processes exited).
+    fn drop_ended(&mut self) {
+        let mut i = 0;
+        while i < self.jobs.len() {
+            if !self.jobs[i].ended() {
+                i += 1;
+                continue;
+            }
+            let mut job = self.jobs.remove(i);
+            if let Err(e) = job.release(&mut self.journal, &self.store) {
+                eprintln!("lockstep agent: cannot clean up ended job {}: {e:#}", job.name);
+            }
+            let _ = self.store.managed_remove(&job.name);
+            let d = self.decision(Some(&job.name), "gone", Duration::ZERO);
+            self.pending.push(d);
         }
     }
 
