@@ -74,8 +74,9 @@ impl Setup {
         ]
     }
 
-    /// The per-rank command: a shell that execs `podman run` named `<job>-r<rank>`, the program inside.
-    pub fn rank_command(&self, job: &str, env: &[(String, String)], program: &[String]) -> Vec<String> {
+    /// The per-rank command: a shell that execs `podman run` named `<job>-r<rank>`; inside, the rank waits for
+    /// the file `go` (created once the agent has adopted every container of the job), then execs the program.
+    pub fn rank_command(&self, job: &str, env: &[(String, String)], go: &Path, program: &[String]) -> Vec<String> {
         let mut podman = vec![
             "exec podman --cgroup-manager cgroupfs --runtime runc run --rm".to_string(),
             format!("--name {job}-r$OMPI_COMM_WORLD_RANK"),
@@ -90,7 +91,11 @@ impl Setup {
             podman.push(format!("--env {k}={v}"));
         }
         podman.push(format!("--rootfs {}", self.rootfs.display()));
-        podman.extend(program.iter().cloned());
+        podman.push(format!(
+            "sh -c 'while [ ! -e {} ]; do sleep 0.01; done; exec {}'",
+            go.display(),
+            program.join(" ")
+        ));
         vec!["sh".into(), "-c".into(), podman.join(" ")]
     }
 }

@@ -174,7 +174,9 @@ fn run_case(
             ("container", Some(p)) => {
                 // mpirun outside any job cgroup; each rank a container, adopted below as the job.
                 cmd = Command::new(paths.bin.join("mpirun"));
-                cmd.args(["-n", &spec.ranks.to_string()]).args(p.rank_command(&name, &rank_env, &program));
+                let go = paths.work.join(format!("{name}.go"));
+                let _ = std::fs::remove_file(&go);
+                cmd.args(["-n", &spec.ranks.to_string()]).args(p.rank_command(&name, &rank_env, &go, &program));
                 cmd.envs(p.env());
             }
             _ => {
@@ -196,6 +198,7 @@ fn run_case(
             let containers = containers::wait_for_ranks(name, spec.ranks, Duration::from_secs(60))?;
             let adopt = Request::Adopt { job: name.clone(), cgroups: vec![], pids: vec![], containers, row: None };
             check(call(socket, &adopt)?)?;
+            std::fs::write(paths.work.join(format!("{name}.go")), b"")?;
         }
     }
     let mut runs = Vec::new();
