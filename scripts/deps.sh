@@ -11,6 +11,7 @@ packages=(
   mpich libmpich-dev                 # the second MPI the kernels must build and verify with
   libssl-dev zlib1g-dev              # corebench: AES-XTS through EVP, deflate
   podman runc busybox-static         # jobs made of containers (one per rank), tested offline on a busybox rootfs
+  linux-perf                         # perf stat, the reference `lockstep stat` is tested against
 )
 
 missing=()

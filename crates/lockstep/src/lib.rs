@@ -13,6 +13,7 @@ pub mod launch;
 pub mod place;
 pub mod procfs;
 pub mod store;
+pub mod telemetry;
 pub mod topo;
 
 #[cfg(test)]

@@ -6,6 +6,7 @@ mod experiment;
 mod jobs;
 mod place;
 mod run;
+mod stat;
 mod topo;
 
 use std::path::PathBuf;
@@ -48,6 +49,8 @@ enum Command {
     Adopt(control::AdoptArgs),
     /// Stop managing a job, restoring its cgroups.
     Release(control::ReleaseArgs),
+    /// Count hardware and software events of a command or processes, like `perf stat`.
+    Stat(stat::Args),
     /// Run an experiment spec, or write its report.
     #[command(subcommand)]
     Experiment(experiment::ExperimentCommand),
@@ -83,5 +86,6 @@ pub fn main() -> anyhow::Result<i32> {
         Command::Adopt(args) => control::adopt(&args, &socket),
         Command::Release(args) => control::release(&args, &socket),
         Command::Experiment(cmd) => experiment::exec(&cmd, &store),
+        Command::Stat(args) => stat::exec(&args),
     }
 }

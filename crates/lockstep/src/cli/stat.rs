@@ -1,0 +1,192 @@
+//! `lockstep stat [-e EVENTS] [-I MS] [-x SEP] [--json] (-p PID[,PID…] | -- CMD [ARGS…])`: a subset of
+//! `perf stat` with its flags and output (on stderr, as perf prints it).
+
+use std::io::Write;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{signal, SigHandler, Signal};
+
+use crate::error::UsageError;
+use crate::telemetry::counters::{Counters, Reading};
+use crate::telemetry::events::{parse_list, DEFAULT};
+use crate::telemetry::format::{line, Style};
+
+/// Arguments of `lockstep stat`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Events, comma-separated; `{a,b}` for a group (default: perf stat's default set).
+    #[arg(short = 'e', long = "event", value_name = "EVENTS")]
+    events: Vec<String>,
+    /// Count existing processes (all their threads, and children they start).
+    #[arg(short = 'p', long = "pid", value_name = "PID[,PID...]")]
+    pid: Option<String>,
+    /// Print counts every MS milliseconds.
+    #[arg(short = 'I', long = "interval-print", value_name = "MS", value_parser = clap::value_parser!(u64).range(10..))]
+    interval: Option<u64>,
+    /// CSV output with this field separator.
+    #[arg(short = 'x', long = "field-separator", value_name = "SEP")]
+    separator: Option<String>,
+    /// JSON lines, one per event.
+    #[arg(long)]
+    json: bool,
+    /// The command to run and count.
+    #[arg(last = true, value_name = "CMD")]
+    command: Vec<String>,
+}
+
+static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_stop(_: libc::c_int) {
+    // Relaxed: a flag polled by the counting loop; no other memory is published through it.
+    STOP.store(true, Ordering::Relaxed);
+}
+
+/// Runs `lockstep stat`; returns the command's exit status (0 for `-p`).
+pub fn exec(args: &Args) -> anyhow::Result<i32> {
+    let list = if args.events.is_empty() { DEFAULT.to_string() } else { args.events.join(",") };
+    let groups = parse_list(&list)?;
+    let style = Style { csv: args.separator.clone(), json: args.json };
+    match (&args.pid, args.command.is_empty()) {
+        (Some(pids), true) => count_pids(&groups, pids, args.interval, &style),
+        (None, false) => count_command(&groups, &args.command, args.interval, &style),
+        _ => Err(UsageError::new("give exactly one target: -p PID[,PID...] or -- CMD [ARGS...]").into()),
+    }
+}
+
+/// Threads of a process.
+fn threads(pid: i32) -> Option<Vec<i32>> {
+    let dir = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
+    Some(dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok()).collect())
+}
+
+fn count_pids(
+    groups: &[Vec<crate::telemetry::events::EventSpec>],
+    list: &str,
+    interval: Option<u64>,
+    style: &Style,
+) -> anyhow::Result<i32> {
+    let mut pids = Vec::new();
+    for p in list.split(',') {
+        let pid: i32 =
+            p.trim().parse().map_err(|_| UsageError::new(format!("bad PID {p:?} in -p (expected e.g. -p 123,456)")))?;
+        pids.push(pid);
+    }
+    let mut tids = Vec::new();
+    for &pid in &pids {
+        tids.extend(threads(pid).ok_or_else(|| UsageError::new(format!("PID {pid} does not exist")))?);
+    }
+    let mut counters = Counters::open(groups, &tids, false)?;
+    for sig in [Signal::SIGINT, Signal::SIGTERM] {
+        // SAFETY: the handler only stores to an atomic.
+        unsafe { signal(sig, SigHandler::Handler(on_stop)) }?;
+    }
+    let alive = || pids.iter().any(|p| std::path::Path::new(&format!("/proc/{p}")).exists());
+    let target = format!("process id '{list}'");
+    run_loop(&mut counters, interval, style, &target, || !alive() || STOP.load(Ordering::Relaxed))?;
+    Ok(0)
+}
+
+fn count_command(
+    groups: &[Vec<crate::telemetry::events::EventSpec>],
+    command: &[String],
+    interval: Option<u64>,
+    style: &Style,
+) -> anyhow::Result<i32> {
+    use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
+    use nix::unistd::{execv, fork, ForkResult};
+    let program = crate::launch::resolve_command(&command[0])?;
+    let path = std::ffi::CString::new(program.as_os_str().as_encoded_bytes())?;
+    let argv: Vec<std::ffi::CString> =
+        command.iter().map(|a| std::ffi::CString::new(a.as_bytes())).collect::<Result<_, _>>()?;
+    let (read, write): (OwnedFd, OwnedFd) = nix::unistd::pipe()?;
+    // Like perf: Ctrl-C goes to the command, which ends the count.
+    // SAFETY: ignoring a signal installs no handler code.
+    unsafe { signal(Signal::SIGINT, SigHandler::SigIgn) }?;
+    // SAFETY: the child only calls async-signal-safe functions (close, signal, read, execv, _exit) on memory
+    // prepared before the fork.
+    let child = match unsafe { fork()? } {
+        ForkResult::Child => unsafe {
+            libc::close(write.as_raw_fd());
+            libc::signal(libc::SIGINT, libc::SIG_DFL);
+            let mut byte = 0u8;
+            // Wait until the counters are attached; they start at exec (enable_on_exec). End-of-file (the
+            // parent failed) means: do not run.
+            if libc::read(read.as_raw_fd(), (&mut byte as *mut u8).cast(), 1) == 1 {
+                let _ = execv(&path, &argv);
+            }
+            libc::_exit(127)
+        },
+        ForkResult::Parent { child } => child,
+    };
+    drop(read);
+    let mut counters = match Counters::open(groups, &[child.as_raw()], true) {
+        Ok(c) => c,
+        Err(e) => {
+            drop(write);
+            let _ = waitpid(child, None);
+            return Err(e);
+        }
+    };
+    let mut go = std::fs::File::from(write);
+    go.write_all(b"x")?;
+    drop(go);
+    let mut status = None;
+    run_loop(&mut counters, interval, style, &command.join(" "), || {
+        if status.is_none() {
+            match waitpid(child, Some(WaitPidFlag::WNOHANG)) {
+                Ok(WaitStatus::Exited(_, code)) => status = Some(code),
+                Ok(WaitStatus::Signaled(_, sig, _)) => status = Some(128 + sig as i32),
+                _ => {}
+            }
+        }
+        status.is_some()
+    })?;
+    Ok(status.unwrap_or(0))
+}
+
+/// Counts until `done()`; prints interval lines, then the summary.
+fn run_loop(
+    counters: &mut Counters,
+    interval: Option<u64>,
+    style: &Style,
+    target: &str,
+    mut done: impl FnMut() -> bool,
+) -> anyhow::Result<()> {
+    let start = Instant::now();
+    let tick = Duration::from_millis(interval.unwrap_or(50).min(50));
+    let mut last: Vec<Option<Reading>> = counters.events.iter().map(|_| Some(Reading::default())).collect();
+    let mut next = interval.map(|ms| start + Duration::from_millis(ms));
+    while !done() {
+        std::thread::sleep(tick);
+        if let (Some(at), Some(ms)) = (next, interval) {
+            if Instant::now() >= at {
+                let now = counters.read()?;
+                let stamp = start.elapsed().as_secs_f64();
+                for (i, e) in counters.events.iter().enumerate() {
+                    let delta = now[i].zip(last[i]).map(|(n, l)| n.since(&l));
+                    eprintln!("{}", line(style, Some(stamp), e, delta.as_ref()));
+                }
+                last = now;
+                next = Some(at + Duration::from_millis(ms));
+            }
+        }
+    }
+    let total = counters.read()?;
+    let elapsed = start.elapsed().as_secs_f64();
+    if interval.is_some() {
+        return Ok(());
+    }
+    let human = style.csv.is_none() && !style.json;
+    if human {
+        eprintln!("\n Performance counter stats for '{target}':\n");
+    }
+    for (e, r) in counters.events.iter().zip(&total) {
+        eprintln!("{}", line(style, None, e, r.as_ref()));
+    }
+    if human {
+        eprintln!("\n {elapsed:>17.9} seconds time elapsed\n");
+    }
+    Ok(())
+}

@@ -1,0 +1,106 @@
+//! `lockstep stat` against `perf stat` on this machine: same counts for a deterministic program, interval
+//! printing, `<not supported>` for hardware events without a PMU, and bad input.
+
+mod common;
+
+use std::process::{Command, Output};
+
+use common::Env;
+
+fn stat(env: &Env, args: &[&str]) -> Output {
+    let mut full = vec!["stat"];
+    full.extend_from_slice(args);
+    env.run(&full)
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// The first CSV field of the line for `event` in `-x,` output.
+fn csv_value(text: &str, event: &str) -> Option<f64> {
+    text.lines().find(|l| l.split(',').nth(2) == Some(event))?.split(',').next()?.parse().ok()
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+#[test]
+fn page_faults_agree_with_perf_stat() {
+    needs_root!();
+    if Command::new("perf").arg("--version").output().is_err() {
+        eprintln!("skipped: perf is not installed");
+        return;
+    }
+    let env = Env::new();
+    let (mut ours, mut perfs) = (Vec::new(), Vec::new());
+    for _ in 0..7 {
+        let o = stat(&env, &["-x,", "-e", "page-faults,task-clock", "--", "/bin/true"]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        ours.push(csv_value(&stderr(&o), "page-faults").expect("page-faults line"));
+        let p = Command::new("perf").args(["stat", "-x,", "-e", "page-faults", "--", "/bin/true"]).output().unwrap();
+        perfs.push(csv_value(&stderr(&p), "page-faults").expect("perf's page-faults line"));
+    }
+    let (a, b) = (median(ours), median(perfs));
+    assert!((a - b).abs() <= (b * 0.01).max(1.0), "lockstep {a} vs perf {b} page faults");
+}
+
+#[test]
+fn interval_mode_prints_every_interval() {
+    needs_root!();
+    let env = Env::new();
+    let o = stat(&env, &["-I", "100", "-x,", "-e", "page-faults", "--", "sleep", "0.55"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let lines: Vec<String> = stderr(&o).lines().filter(|l| l.contains("page-faults")).map(String::from).collect();
+    assert!((5..=6).contains(&lines.len()), "expected 5 or 6 intervals: {lines:?}");
+    let stamps: Vec<f64> = lines.iter().map(|l| l.split(',').next().unwrap().parse().unwrap()).collect();
+    assert!(stamps.windows(2).all(|w| (w[1] - w[0] - 0.1).abs() < 0.05), "intervals 100 ms apart: {stamps:?}");
+}
+
+#[test]
+fn hardware_events_without_a_pmu_are_not_supported() {
+    needs_root!();
+    if std::path::Path::new("/sys/bus/event_source/devices/cpu").exists()
+        || std::path::Path::new("/sys/bus/event_source/devices/cpu_core").exists()
+    {
+        eprintln!("skipped: this machine has a hardware PMU");
+        return;
+    }
+    let env = Env::new();
+    let o = stat(&env, &["-e", "cycles,page-faults", "--", "/bin/true"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(err.lines().any(|l| l.contains("<not supported>") && l.trim_end().ends_with("cycles")), "{err}");
+}
+
+#[test]
+fn kernel_side_events_and_tracepoints_count() {
+    needs_root!();
+    let env = Env::new();
+    let o = stat(&env, &["-x,", "-e", "context-switches,sched:sched_switch", "--", "sleep", "0.05"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(csv_value(&err, "context-switches").unwrap() >= 1.0, "{err}");
+    assert!(csv_value(&err, "sched:sched_switch").unwrap() >= 1.0, "{err}");
+}
+
+#[test]
+fn bad_input_is_one_line_exit_2() {
+    let env = Env::new();
+    for (args, needle) in [
+        (vec!["-e", "bogus", "--", "true"], "unknown event"),
+        (vec!["-e", "{page-faults", "--", "true"], "malformed event group"),
+        (vec!["-e", "page-faults,", "--", "true"], "malformed event list"),
+        (vec!["-p", "999999999"], "does not exist"),
+        (vec!["-e", "page-faults"], "exactly one target"),
+        (vec!["--", "/no/such/program"], "command not found"),
+    ] {
+        let o = stat(&env, &args);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+    }
+}
