@@ -95,6 +95,7 @@ fn bad_input_is_one_line_exit_2() {
         (vec!["-e", "page-faults,", "--", "true"], "malformed event list"),
         (vec!["-p", "999999999"], "does not exist"),
         (vec!["-e", "page-faults"], "exactly one target"),
+        (vec!["--job", "nobody"], "no running job"),
         (vec!["--", "/no/such/program"], "command not found"),
     ] {
         let o = stat(&env, &args);
@@ -103,4 +104,24 @@ fn bad_input_is_one_line_exit_2() {
         assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
         assert!(err.contains(needle), "{args:?}: {err}");
     }
+}
+
+#[test]
+fn a_jobs_processes_are_counted_until_it_ends() {
+    needs_root!();
+    let env = Env::new();
+    let job = common::name("stat-job");
+    let mut run = env.spawn(&["run", "--job", &job, "--place", "any", "--", "sh", "-c", "sleep 0.3; sleep 0.3"]);
+    let dirs = common::job_dirs(&job);
+    common::wait_for("the job's process", || {
+        std::fs::read_to_string(dirs[0].join("cgroup.procs")).is_ok_and(|p| !p.trim().is_empty())
+    });
+    let o = stat(&env, &["--job", &job, "-x,", "-e", "context-switches,task-clock"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    // The second sleep starts after attaching: a child of the job's shell, counted through inheritance.
+    assert!(csv_value(&stderr(&o), "context-switches").unwrap() >= 1.0, "{}", stderr(&o));
+    assert!(run.wait().unwrap().success());
+    let o = stat(&env, &["--job", &job]);
+    assert_eq!(o.status.code(), Some(2), "a job that ended: {}", stderr(&o));
+    assert!(stderr(&o).contains("no running job"));
 }

@@ -22,6 +22,9 @@ pub struct Args {
     /// Count existing processes (all their threads, and children they start).
     #[arg(short = 'p', long = "pid", value_name = "PID[,PID...]")]
     pid: Option<String>,
+    /// Count every process of a running `lockstep run` job (and the children they start), until it ends.
+    #[arg(long, value_name = "NAME")]
+    job: Option<String>,
     /// Print counts every MS milliseconds.
     #[arg(short = 'I', long = "interval-print", value_name = "MS", value_parser = clap::value_parser!(u64).range(10..))]
     interval: Option<u64>,
@@ -43,15 +46,19 @@ extern "C" fn on_stop(_: libc::c_int) {
     STOP.store(true, Ordering::Relaxed);
 }
 
-/// Runs `lockstep stat`; returns the command's exit status (0 for `-p`).
-pub fn exec(args: &Args) -> anyhow::Result<i32> {
+/// Runs `lockstep stat`; returns the command's exit status (0 for `-p` and `--job`).
+pub fn exec(args: &Args, store: &std::path::Path) -> anyhow::Result<i32> {
     let list = if args.events.is_empty() { DEFAULT.to_string() } else { args.events.join(",") };
     let groups = parse_list(&list)?;
     let style = Style { csv: args.separator.clone(), json: args.json };
-    match (&args.pid, args.command.is_empty()) {
-        (Some(pids), true) => count_pids(&groups, pids, args.interval, &style),
-        (None, false) => count_command(&groups, &args.command, args.interval, &style),
-        _ => Err(UsageError::new("give exactly one target: -p PID[,PID...] or -- CMD [ARGS...]").into()),
+    match (&args.pid, &args.job, args.command.is_empty()) {
+        (Some(pids), None, true) => count_pids(&groups, pids, args.interval, &style, format!("process id '{pids}'")),
+        (None, Some(job), true) => {
+            let pids = job_pids(store, job)?;
+            count_pids(&groups, &pids, args.interval, &style, format!("job '{job}'"))
+        }
+        (None, None, false) => count_command(&groups, &args.command, args.interval, &style),
+        _ => Err(UsageError::new("give exactly one target: -p PID[,PID...], --job NAME or -- CMD [ARGS...]").into()),
     }
 }
 
@@ -61,11 +68,25 @@ fn threads(pid: i32) -> Option<Vec<i32>> {
     Some(dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok()).collect())
 }
 
+/// The processes of a running job of this node's store, as a `-p` list.
+fn job_pids(store: &std::path::Path, job: &str) -> anyhow::Result<String> {
+    let store = crate::store::Store::open(store)?;
+    let row = store.jobs(false)?.into_iter().find(|j| j.name == job);
+    let pids = row.and_then(|j| j.cgroup).map(|cg| cg.pids()).unwrap_or_default();
+    if pids.is_empty() {
+        return Err(
+            UsageError::new(format!("no running job {job:?} with processes on this node (see lockstep jobs)")).into()
+        );
+    }
+    Ok(pids.iter().map(i32::to_string).collect::<Vec<_>>().join(","))
+}
+
 fn count_pids(
     groups: &[Vec<crate::telemetry::events::EventSpec>],
     list: &str,
     interval: Option<u64>,
     style: &Style,
+    target: String,
 ) -> anyhow::Result<i32> {
     let mut pids = Vec::new();
     for p in list.split(',') {
@@ -83,7 +104,6 @@ fn count_pids(
         unsafe { signal(sig, SigHandler::Handler(on_stop)) }?;
     }
     let alive = || pids.iter().any(|p| std::path::Path::new(&format!("/proc/{p}")).exists());
-    let target = format!("process id '{list}'");
     run_loop(&mut counters, interval, style, &target, || !alive() || STOP.load(Ordering::Relaxed))?;
     Ok(0)
 }
