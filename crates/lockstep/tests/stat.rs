@@ -125,3 +125,19 @@ fn a_jobs_processes_are_counted_until_it_ends() {
     assert_eq!(o.status.code(), Some(2), "a job that ended: {}", stderr(&o));
     assert!(stderr(&o).contains("no running job"));
 }
+
+#[test]
+fn a_group_is_read_together() {
+    needs_root!();
+    let env = Env::new();
+    let o = stat(&env, &["-x,", "-e", "{page-faults,context-switches},task-clock", "--", "sleep", "0.05"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(csv_value(&err, "page-faults").unwrap() > 0.0, "{err}");
+    assert!(csv_value(&err, "context-switches").unwrap() >= 1.0, "{err}");
+    // Members of one group share the group's enabled/running time (field 4).
+    let runtime = |event: &str| {
+        err.lines().find(|l| l.split(',').nth(2) == Some(event)).unwrap().split(',').nth(3).unwrap().to_string()
+    };
+    assert_eq!(runtime("page-faults"), runtime("context-switches"), "{err}");
+}

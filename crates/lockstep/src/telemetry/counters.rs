@@ -3,7 +3,7 @@
 
 use std::io;
 
-use perf_event::{Builder, Counter};
+use perf_event::{Builder, Counter, Group};
 
 use super::events::{EventSpec, Kind};
 use crate::error::UsageError;
@@ -48,92 +48,166 @@ impl Reading {
     }
 }
 
+/// One thread's kernel group: the dummy leader and the members.
+type ThreadGroup = (Group, Vec<Counter>);
+
+/// How one `-e` group is counted.
+enum Counting {
+    /// A lone event: one counter per thread, or `None` when this machine cannot count it.
+    Single(Option<Vec<Counter>>),
+    /// A `{a,b}` group: per thread one kernel group (a dummy leader and the members), read in one `read()`;
+    /// `None` when a member cannot be counted here.
+    Group(Option<Vec<ThreadGroup>>),
+}
+
 /// The counters of every event.
 pub struct Counters {
     /// Events in `-e` order.
     pub events: Vec<EventSpec>,
-    /// Per event, its counters (one per thread), or `None` when this machine cannot count it.
-    counters: Vec<Option<Vec<Counter>>>,
+    /// One entry per `-e` group, in order.
+    groups: Vec<(usize, Counting)>,
 }
 
-fn builder(kind: Kind) -> Builder<'static> {
-    match kind {
+/// A counter of `kind` on thread `tid`: inherited by children, kernel side included (as perf stat does for
+/// root; user space only where perf_event_paranoid forbids it).
+fn builder(kind: Kind, tid: i32) -> Builder<'static> {
+    let mut b = match kind {
         Kind::Hardware(h) => Builder::new(h),
         Kind::Software(s) => Builder::new(s),
         Kind::Tracepoint(id) => Builder::new(perf_event::events::Tracepoint::with_id(id)),
+    };
+    b.observe_pid(tid).any_cpu().inherit(true).include_kernel();
+    b
+}
+
+/// Opens with `open`; on EACCES/EPERM retries without kernel counts. Maps the errors a user can cause.
+fn build<T>(
+    e: &EventSpec,
+    tid: i32,
+    b: &mut Builder<'static>,
+    mut open: impl FnMut(&Builder<'static>) -> io::Result<T>,
+) -> anyhow::Result<Option<T>> {
+    let first = open(b).or_else(|err| match err.raw_os_error() {
+        Some(libc::EACCES) | Some(libc::EPERM) => open(b.exclude_kernel(true)),
+        _ => Err(err),
+    });
+    match first {
+        Ok(t) => Ok(Some(t)),
+        Err(err) => match err.raw_os_error() {
+            Some(libc::ESRCH) => Err(UsageError::new(format!("process/thread {tid} is gone")).into()),
+            Some(libc::EACCES) | Some(libc::EPERM) => Err(UsageError::new(format!(
+                "no permission to count {} on {tid} (run as root or lower kernel.perf_event_paranoid)",
+                e.name
+            ))
+            .into()),
+            _ if matches!(e.kind, Kind::Hardware(_)) => Ok(None),
+            _ => Err(io::Error::other(format!("cannot count {}: {err}", e.name)).into()),
+        },
     }
 }
+
+const TIMES: perf_event::ReadFormat =
+    perf_event::ReadFormat::TOTAL_TIME_ENABLED.union(perf_event::ReadFormat::TOTAL_TIME_RUNNING);
 
 impl Counters {
     /// Opens every event on every thread in `tids`. With `enable_on_exec` the counters start when the thread
     /// execs (`-- CMD`), else at once (`-p`).
     pub fn open(groups: &[Vec<EventSpec>], tids: &[i32], enable_on_exec: bool) -> anyhow::Result<Self> {
-        let events: Vec<EventSpec> = groups.iter().flatten().cloned().collect();
-        let mut counters = Vec::new();
-        for e in &events {
-            let mut per_thread = Vec::new();
-            let mut supported = true;
-            for &tid in tids {
-                let mut b = builder(e.kind);
-                // Kernel-side counts too, as perf stat does for root (the crate's default leaves them out).
-                b.observe_pid(tid).any_cpu().inherit(true).enable_on_exec(enable_on_exec).include_kernel().read_format(
-                    perf_event::ReadFormat::TOTAL_TIME_ENABLED | perf_event::ReadFormat::TOTAL_TIME_RUNNING,
-                );
-                // Where perf_event_paranoid forbids kernel counts, fall back to user space only (perf's `:u`).
-                let built = b.build().or_else(|err| match err.raw_os_error() {
-                    Some(libc::EACCES) | Some(libc::EPERM) => b.exclude_kernel(true).build(),
-                    _ => Err(err),
-                });
-                match built {
-                    Ok(mut c) => {
-                        if !enable_on_exec {
-                            c.enable()?;
+        let mut out = Vec::new();
+        let mut first = 0;
+        for g in groups {
+            let counting = if g.len() == 1 {
+                let mut per_thread = Some(Vec::new());
+                for &tid in tids {
+                    let mut b = builder(g[0].kind, tid);
+                    b.enable_on_exec(enable_on_exec).read_format(TIMES);
+                    match build(&g[0], tid, &mut b, |b| b.build())? {
+                        Some(mut c) => {
+                            if !enable_on_exec {
+                                c.enable()?;
+                            }
+                            per_thread.as_mut().expect("still counting").push(c);
                         }
-                        per_thread.push(c);
-                    }
-                    Err(err) => match err.raw_os_error() {
-                        Some(libc::ESRCH) => {
-                            return Err(UsageError::new(format!("process/thread {tid} is gone")).into());
-                        }
-                        Some(libc::EACCES) | Some(libc::EPERM) => {
-                            return Err(UsageError::new(format!(
-                                "no permission to count {} on {tid} (run as root or lower kernel.perf_event_paranoid)",
-                                e.name
-                            ))
-                            .into())
-                        }
-                        _ if matches!(e.kind, Kind::Hardware(_)) => {
-                            supported = false;
+                        None => {
+                            per_thread = None;
                             break;
                         }
-                        _ => return Err(io::Error::other(format!("cannot count {}: {err}", e.name)).into()),
-                    },
+                    }
                 }
-            }
-            counters.push(supported.then_some(per_thread));
+                Counting::Single(per_thread)
+            } else {
+                Counting::Group(open_group(g, tids, enable_on_exec)?)
+            };
+            out.push((first, counting));
+            first += g.len();
         }
-        Ok(Self { events, counters })
+        Ok(Self { events: groups.iter().flatten().cloned().collect(), groups: out })
     }
 
     /// Current totals of every event (`None`: not supported here).
     pub fn read(&mut self) -> io::Result<Vec<Option<Reading>>> {
-        let mut out = Vec::new();
-        for per_thread in &mut self.counters {
-            let Some(list) = per_thread else {
-                out.push(None);
-                continue;
-            };
-            let mut r = Reading::default();
-            for c in list.iter_mut() {
-                let d = c.read_full()?;
-                r.value += d.count();
-                r.enabled += d.time_enabled().map_or(0, |t| t.as_nanos() as u64);
-                r.running += d.time_running().map_or(0, |t| t.as_nanos() as u64);
+        let mut out = vec![None; self.events.len()];
+        for (first, counting) in &mut self.groups {
+            match counting {
+                Counting::Single(Some(list)) => {
+                    let mut r = Reading::default();
+                    for c in list.iter_mut() {
+                        let d = c.read_full()?;
+                        r.value += d.count();
+                        r.enabled += d.time_enabled().map_or(0, |t| t.as_nanos() as u64);
+                        r.running += d.time_running().map_or(0, |t| t.as_nanos() as u64);
+                    }
+                    out[*first] = Some(r);
+                }
+                Counting::Group(Some(per_thread)) => {
+                    let n = per_thread.first().map_or(0, |(_, m)| m.len());
+                    let mut sums = vec![Reading::default(); n];
+                    for (group, members) in per_thread.iter_mut() {
+                        // One read() for the whole group: every member over the same enabled/running time.
+                        let data = group.read()?;
+                        let enabled = data.time_enabled().map_or(0, |t| t.as_nanos() as u64);
+                        let running = data.time_running().map_or(0, |t| t.as_nanos() as u64);
+                        for (sum, member) in sums.iter_mut().zip(members.iter()) {
+                            sum.value += data.get(member).map_or(0, |e| e.value());
+                            sum.enabled += enabled;
+                            sum.running += running;
+                        }
+                    }
+                    for (i, r) in sums.into_iter().enumerate() {
+                        out[*first + i] = Some(r);
+                    }
+                }
+                _ => {}
             }
-            out.push(Some(r));
         }
         Ok(out)
     }
+}
+
+/// A kernel group per thread: a dummy leader carrying inheritance and enable-on-exec, the members following it.
+fn open_group(g: &[EventSpec], tids: &[i32], enable_on_exec: bool) -> anyhow::Result<Option<Vec<ThreadGroup>>> {
+    let mut per_thread = Vec::new();
+    for &tid in tids {
+        let mut leader = Group::builder();
+        leader.observe_pid(tid).any_cpu().inherit(true).include_kernel().enable_on_exec(enable_on_exec);
+        let Some(mut group) = build(&g[0], tid, &mut leader, |b| b.build_group())? else {
+            return Ok(None);
+        };
+        let mut members = Vec::new();
+        for e in g {
+            let mut b = builder(e.kind, tid);
+            b.enabled(true);
+            match build(e, tid, &mut b, |b| b.build_with_group(&mut group))? {
+                Some(c) => members.push(c),
+                None => return Ok(None),
+            }
+        }
+        if !enable_on_exec {
+            group.enable()?;
+        }
+        per_thread.push((group, members));
+    }
+    Ok(Some(per_thread))
 }
 
 #[cfg(test)]
