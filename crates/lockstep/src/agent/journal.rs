@@ -5,6 +5,7 @@ use std::io;
 use std::path::Path;
 
 use super::watchdog::Watchdog;
+use crate::cgroup::knobs::is_freeze_file;
 use crate::store::{JournalEntry, Store};
 
 /// Store + watchdog, kept in step. Entries reach the store before the change they guard; their removal after a
@@ -59,8 +60,7 @@ pub fn repair(store: &Store) -> anyhow::Result<usize> {
     let mut repaired = 0;
     let entries = store.journal()?;
     // Thaw first, as the watchdog does.
-    let (freezers, others): (Vec<_>, Vec<_>) =
-        entries.iter().partition(|e| e.file.ends_with("freezer.state") || e.file.ends_with("cgroup.freeze"));
+    let (freezers, others): (Vec<_>, Vec<_>) = entries.iter().partition(|e| is_freeze_file(Path::new(&e.file)));
     for e in freezers.into_iter().chain(others) {
         let path = Path::new(&e.file);
         match std::fs::read_to_string(path) {

@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use nix::sys::signal::{signal, SigHandler, Signal};
 use nix::unistd::{fork, pipe, ForkResult, Pid};
 
+use crate::cgroup::knobs::is_freeze_file;
 use crate::store::Store;
 
 /// The agent's end of the watchdog pipe.
@@ -85,8 +86,7 @@ fn watch(read: OwnedFd, store: &Path) -> i32 {
         return 0;
     }
     // Thaw before restoring weights, so that no job stays frozen if a later write fails.
-    let (freezers, others): (Vec<_>, Vec<_>) =
-        tracked.iter().partition(|(f, _)| f.ends_with("freezer.state") || f.ends_with("cgroup.freeze"));
+    let (freezers, others): (Vec<_>, Vec<_>) = tracked.iter().partition(|(f, _)| is_freeze_file(f));
     let mut restored = Vec::new();
     for (file, value) in freezers.into_iter().chain(others) {
         match std::fs::write(file, value) {

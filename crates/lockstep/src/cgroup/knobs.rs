@@ -63,6 +63,11 @@ pub fn weight_value(file: &Path, weight: u64) -> String {
     }
 }
 
+/// Whether `file` is a freezer file (`freezer.state` or `cgroup.freeze`): restorers thaw these first.
+pub fn is_freeze_file(file: &Path) -> bool {
+    file.file_name().is_some_and(|n| n == "freezer.state" || n == "cgroup.freeze")
+}
+
 fn is_v1(file: &Path) -> bool {
     file.file_name().is_some_and(|n| n == "freezer.state" || n == "cpu.shares")
 }
