@@ -191,7 +191,7 @@ impl Managed {
     }
 
     /// Drops the journal entries of a job whose cgroups are gone (nothing left to restore).
-    pub fn forget_all(&mut self, journal: &mut Journal) -> anyhow::Result<()> {
+    fn forget_all(&mut self, journal: &mut Journal) -> anyhow::Result<()> {
         for g in &self.groups {
             for file in [&g.knobs.freeze, &g.knobs.weight].into_iter().flatten() {
                 journal.forget(file)?;

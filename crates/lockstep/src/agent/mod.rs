@@ -104,10 +104,7 @@ impl Agent {
         }
         gone.sort_unstable();
         for i in gone.into_iter().rev() {
-            let mut job = self.jobs.remove(i);
-            let _ = job.forget_all(&mut self.journal);
-            let _ = self.store.managed_remove(&job.name);
-            decisions.push(self.decision(Some(&job.name), "gone", Duration::ZERO));
+            self.retire(i);
         }
         self.last_apply_us = started.elapsed().as_secs_f64() * 1e6;
         let mut slot_record = self.decision(None, if boundary { "slot" } else { "replan" }, started.elapsed());
@@ -121,20 +118,23 @@ impl Agent {
 
     /// Releases the jobs that have ended (their cgroups removed, or their adopted processes exited).
     fn drop_ended(&mut self) {
-        let mut i = 0;
-        while i < self.jobs.len() {
-            if !self.jobs[i].ended() {
-                i += 1;
-                continue;
+        for i in (0..self.jobs.len()).rev() {
+            if self.jobs[i].ended() {
+                self.retire(i);
             }
-            let mut job = self.jobs.remove(i);
-            if let Err(e) = job.release(&mut self.journal, &self.store) {
-                eprintln!("lockstep agent: cannot clean up ended job {}: {e:#}", job.name);
-            }
-            let _ = self.store.managed_remove(&job.name);
-            let d = self.decision(Some(&job.name), "gone", Duration::ZERO);
-            self.pending.push(d);
         }
+    }
+
+    /// Forgets job `i`, which has ended: restores what is left of it (files already gone are fine), removes the
+    /// cgroup the agent created for it, and logs `gone`.
+    fn retire(&mut self, i: usize) {
+        let mut job = self.jobs.remove(i);
+        if let Err(e) = job.release(&mut self.journal, &self.store) {
+            eprintln!("lockstep agent: cannot clean up ended job {}: {e:#}", job.name);
+        }
+        let _ = self.store.managed_remove(&job.name);
+        let d = self.decision(Some(&job.name), "gone", Duration::ZERO);
+        self.pending.push(d);
     }
 
     /// Writes pending decisions and journal removals to the store in one transaction.
