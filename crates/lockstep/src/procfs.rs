@@ -37,6 +37,12 @@ pub fn cgroups(pid: i32) -> Option<Vec<(String, String)>> {
     )
 }
 
+/// The thread ids of process `pid` (`/proc/PID/task`), or `None` if the process does not exist.
+pub fn threads(pid: i32) -> Option<Vec<i32>> {
+    let dir = fs::read_dir(format!("/proc/{pid}/task")).ok()?;
+    Some(dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok()).collect())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -49,5 +55,6 @@ mod tests {
         assert!(!alive(me, start + 1));
         assert!(cpus_allowed(me).is_some());
         assert!(!cgroups(me).expect("own cgroups readable").is_empty());
+        assert!(threads(me).expect("own threads readable").contains(&me));
     }
 }

@@ -10,7 +10,7 @@ use serde_json::Value;
 
 mod common;
 
-use common::{assert_no_cgroup, job_dirs, name, wait_for, Env, V1_CONTROLLERS};
+use common::{assert_no_cgroup, job_dirs, name, stderr, wait_for, Env, V1_CONTROLLERS};
 
 fn procs(job: &str) -> Vec<i32> {
     std::fs::read_to_string(job_dirs(job)[0].join("cgroup.procs"))
@@ -18,10 +18,6 @@ fn procs(job: &str) -> Vec<i32> {
         .lines()
         .filter_map(|l| l.parse().ok())
         .collect()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
 fn stdout(o: &Output) -> String {

@@ -5,16 +5,12 @@ mod common;
 
 use std::process::{Command, Output};
 
-use common::Env;
+use common::{stderr, Env};
 
 fn stat(env: &Env, args: &[&str]) -> Output {
     let mut full = vec!["stat"];
     full.extend_from_slice(args);
     env.run(&full)
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
 /// The first CSV field of the line for `event` in `-x,` output.

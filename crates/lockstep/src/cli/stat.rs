@@ -62,12 +62,6 @@ pub fn exec(args: &Args, store: &std::path::Path) -> anyhow::Result<i32> {
     }
 }
 
-/// Threads of a process.
-fn threads(pid: i32) -> Option<Vec<i32>> {
-    let dir = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
-    Some(dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok()).collect())
-}
-
 /// The processes of a running job of this node's store, as a `-p` list.
 fn job_pids(store: &std::path::Path, job: &str) -> anyhow::Result<String> {
     let store = crate::store::Store::open(store)?;
@@ -96,7 +90,7 @@ fn count_pids(
     }
     let mut tids = Vec::new();
     for &pid in &pids {
-        tids.extend(threads(pid).ok_or_else(|| UsageError::new(format!("PID {pid} does not exist")))?);
+        tids.extend(crate::procfs::threads(pid).ok_or_else(|| UsageError::new(format!("PID {pid} does not exist")))?);
     }
     let mut counters = Counters::open(groups, &tids, false)?;
     for sig in [Signal::SIGINT, Signal::SIGTERM] {
