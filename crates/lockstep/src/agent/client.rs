@@ -20,9 +20,20 @@ pub fn resolve_socket(flag: Option<&Path>) -> PathBuf {
 
 /// Sends one request and reads the answer. No agent listening is a usage error naming the socket.
 pub fn call(socket: &Path, request: &Request) -> anyhow::Result<Response> {
-    let mut stream = UnixStream::connect(socket).map_err(|e| {
+    let stream = UnixStream::connect(socket).map_err(|e| {
         UsageError::new(format!("no lockstep agent at {} ({e}); start one with `lockstep agent`", socket.display()))
     })?;
+    exchange(stream, request)
+}
+
+/// Sends a request when an agent listens; `None` when none does (for `lockstep run`, which works alone too).
+pub fn call_if_running(socket: &Path, request: &Request) -> Option<anyhow::Result<Response>> {
+    let stream = UnixStream::connect(socket).ok()?;
+    Some(exchange(stream, request))
+}
+
+/// One request line out, one response line back.
+fn exchange(mut stream: UnixStream, request: &Request) -> anyhow::Result<Response> {
     stream.set_read_timeout(Some(Duration::from_secs(30)))?;
     let mut line = serde_json::to_string(request)?;
     line.push('\n');
@@ -30,12 +41,6 @@ pub fn call(socket: &Path, request: &Request) -> anyhow::Result<Response> {
     let mut answer = String::new();
     BufReader::new(stream).read_line(&mut answer)?;
     Ok(serde_json::from_str(&answer)?)
-}
-
-/// Sends a request when an agent listens; `None` when none does (for `lockstep run`, which works alone too).
-pub fn call_if_running(socket: &Path, request: &Request) -> Option<anyhow::Result<Response>> {
-    UnixStream::connect(socket).ok()?;
-    Some(call(socket, request))
 }
 
 /// Turns a failed response into the matching error (usage errors exit with status 2).
