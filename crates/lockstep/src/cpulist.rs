@@ -22,6 +22,14 @@ impl CpuList {
         Self::default()
     }
 
+    /// The PUs online on this machine (`/sys/devices/system/cpu/online`); empty when unreadable.
+    pub fn online() -> Self {
+        std::fs::read_to_string("/sys/devices/system/cpu/online")
+            .ok()
+            .and_then(|t| Self::parse(t.trim()).ok())
+            .unwrap_or_default()
+    }
+
     /// Parses cpulist notation; an empty (or all-whitespace) string is the empty list.
     pub fn parse(input: &str) -> Result<Self, ParseError> {
         let err = |reason| ParseError { input: input.to_string(), reason };

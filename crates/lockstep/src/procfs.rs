@@ -43,6 +43,24 @@ pub fn threads(pid: i32) -> Option<Vec<i32>> {
     Some(dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok()).collect())
 }
 
+/// CPU time (user + system) process `pid` has used, in seconds (fields 14 and 15 of `/proc/PID/stat`).
+pub fn cpu_seconds(pid: i32) -> Option<f64> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let mut after = stat[stat.rfind(')')? + 1..].split_whitespace();
+    let utime: u64 = after.nth(11)?.parse().ok()?;
+    let stime: u64 = after.next()?.parse().ok()?;
+    // SAFETY: sysconf has no preconditions.
+    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    Some((utime + stime) as f64 / ticks.max(1) as f64)
+}
+
+/// Resident set size of process `pid` in bytes (`VmRSS` of `/proc/PID/status`).
+pub fn rss_bytes(pid: i32) -> Option<u64> {
+    let status = fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let kb: u64 = status.lines().find_map(|l| l.strip_prefix("VmRSS:"))?.trim().trim_end_matches("kB").trim().parse().ok()?;
+    Some(kb * 1024)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -56,5 +74,7 @@ mod tests {
         assert!(cpus_allowed(me).is_some());
         assert!(!cgroups(me).expect("own cgroups readable").is_empty());
         assert!(threads(me).expect("own threads readable").contains(&me));
+        assert!(cpu_seconds(me).is_some_and(|s| s >= 0.0));
+        assert!(rss_bytes(me).is_some_and(|b| b > 0));
     }
 }

@@ -108,7 +108,7 @@ fn managed(name: &str, groups: Vec<Group>, row: Option<u32>, origin: Origin) -> 
                 pids.iter().filter_map(|&p| CpuList::parse(&procfs::cpus_allowed(p)?).ok()).collect();
             (!lists.is_empty()).then(|| lists.iter().flat_map(CpuList::iter).collect())
         });
-        for pu in mine.unwrap_or_else(online_pus).iter() {
+        for pu in mine.unwrap_or_else(CpuList::online).iter() {
             pus.insert(pu);
         }
     }
@@ -121,14 +121,6 @@ fn managed(name: &str, groups: Vec<Group>, row: Option<u32>, origin: Origin) -> 
         applied: Desired::default(),
         origin,
     }
-}
-
-/// PUs online on this machine.
-fn online_pus() -> CpuList {
-    std::fs::read_to_string("/sys/devices/system/cpu/online")
-        .ok()
-        .and_then(|t| CpuList::parse(t.trim()).ok())
-        .unwrap_or_default()
 }
 
 /// `path` relative to whichever hierarchy root it lies under; a relative path stays as given.

@@ -5,8 +5,10 @@
 mod adopt;
 pub mod client;
 mod journal;
+pub mod http;
 mod managed;
 pub mod protocol;
+pub mod sampler;
 mod server;
 mod watchdog;
 
@@ -38,6 +40,10 @@ pub struct Config {
     pub policy: String,
     /// Initial slot length.
     pub slot: Duration,
+    /// What every job is counted with.
+    pub telemetry: sampler::Settings,
+    /// Where to serve `/metrics` over HTTP, if anywhere.
+    pub metrics: Option<std::net::SocketAddr>,
 }
 
 /// How often decisions reach the store (they are batched: one transaction per interval, not per slot).
@@ -62,6 +68,8 @@ pub struct Agent {
     pending: Vec<Decision>,
     last_flush: Instant,
     stop: bool,
+    /// Every job's counters.
+    telemetry: sampler::SharedTelemetry,
 }
 
 /// The shared agent and the condition the slot loop sleeps on.
@@ -129,6 +137,7 @@ impl Agent {
     /// cgroup the agent created for it, and logs `gone`.
     fn retire(&mut self, i: usize) {
         let mut job = self.jobs.remove(i);
+        self.uncount(&job.name);
         if let Err(e) = job.release(&mut self.journal, &self.store) {
             eprintln!("lockstep agent: cannot clean up ended job {}: {e:#}", job.name);
         }
@@ -174,15 +183,30 @@ impl Agent {
         self.flush();
     }
 
-    /// Takes over the jobs a previous agent managed (their cgroups still exist).
+    /// Takes over the jobs a previous agent managed (their cgroups still exist); counting restarts from zero.
     fn take_over(&mut self) -> anyhow::Result<()> {
         for (name, saved) in self.store.managed_all()? {
             match serde_json::from_str(&saved).ok().and_then(|s| Managed::restore_saved(&name, s)) {
-                Some(job) => self.jobs.push(job),
+                Some(job) => {
+                    self.count(&job);
+                    self.jobs.push(job);
+                }
                 None => self.store.managed_remove(&name)?,
             }
         }
         Ok(())
+    }
+
+    /// Starts counting `job`.
+    fn count(&self, job: &Managed) {
+        let groups: Vec<Vec<PathBuf>> = job.groups.iter().map(|g| g.dirs.clone()).collect();
+        self.telemetry.0.lock().expect("telemetry lock").attach(&job.name, &groups, &job.pus);
+    }
+
+    /// Stops counting job `name`; its final counts go to the store.
+    fn uncount(&self, name: &str) {
+        self.telemetry.0.lock().expect("telemetry lock").detach(name);
+        self.telemetry.1.notify_all();
     }
 
     /// The live table.
@@ -236,6 +260,8 @@ pub fn run(config: Config) -> anyhow::Result<i32> {
     // cross a fork).
     let watchdog = Watchdog::spawn(&config.store)?;
     let store = Store::open(&config.store)?;
+    let telemetry = sampler::Telemetry::shared(config.telemetry.clone(), &config.node);
+    let sampling = sampler::spawn(telemetry.clone(), config.store.clone())?;
     let repaired = journal::repair(&store)?;
     if repaired > 0 {
         eprintln!("lockstep agent: restored {repaired} cgroup file(s) left changed by a previous agent");
@@ -258,6 +284,7 @@ pub fn run(config: Config) -> anyhow::Result<i32> {
             pending: Vec::new(),
             last_flush: Instant::now(),
             stop: false,
+            telemetry: telemetry.clone(),
         }),
         Condvar::new(),
     ));
@@ -272,6 +299,10 @@ pub fn run(config: Config) -> anyhow::Result<i32> {
         });
     }
     server::spawn(listener, shared.clone());
+    if let Some(addr) = config.metrics {
+        let bound = http::spawn(addr, telemetry.clone(), config.store.clone())?;
+        eprintln!("lockstep agent: metrics on http://{bound}/metrics");
+    }
     eprintln!(
         "lockstep agent: node {} serving {} (store {}, policy {}, slot {})",
         config.node,
@@ -284,6 +315,8 @@ pub fn run(config: Config) -> anyhow::Result<i32> {
     let (lock, _) = &*shared;
     let mut agent = lock.lock().expect("agent lock");
     agent.restore_all();
+    drop(agent);
+    sampler::stop(&telemetry, sampling);
     let _ = std::fs::remove_file(&config.socket);
     eprintln!("lockstep agent: stopped; every job restored");
     Ok(0)

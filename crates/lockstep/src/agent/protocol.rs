@@ -110,3 +110,18 @@ pub struct JobStatus {
     /// First cgroup directory of each group.
     pub cgroups: Vec<PathBuf>,
 }
+
+/// A job's counters on one node, as the agent's HTTP API serves them (`GET /api/v1/jobs/NAME`).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct JobCounts {
+    /// Node name.
+    pub node: String,
+    /// Job name.
+    pub job: String,
+    /// Whether the agent counts the job now (false: the job has gone and these are its final counts).
+    pub counting: bool,
+    /// When the counts were read, seconds since the epoch (0 before the first read).
+    pub time: f64,
+    /// One entry per event this machine can count.
+    pub events: Vec<crate::store::Sample>,
+}

@@ -110,6 +110,7 @@ fn take(
     }
     let managed = make(agent.backend.as_ref())?;
     agent.store.managed_put(job, &serde_json::to_string(&managed.saved())?)?;
+    agent.count(&managed);
     agent.jobs.push(managed);
     agent.replan = true;
     Ok(())
@@ -120,6 +121,7 @@ fn release(agent: &mut Agent, job: &str) -> anyhow::Result<()> {
         return Err(UsageError::new(format!("no job {job:?} is managed by this agent")).into());
     };
     let mut managed = agent.jobs.remove(i);
+    agent.uncount(job);
     managed.release(&mut agent.journal, &agent.store)?;
     agent.flush();
     agent.store.managed_remove(job)?;

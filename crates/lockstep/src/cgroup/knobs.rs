@@ -20,10 +20,11 @@ pub struct Knobs {
 }
 
 impl Knobs {
-    /// Looks for the files in `dirs`.
+    /// Looks for the files in `dirs`, each name in turn over every directory (a v1 job may also have a
+    /// membership directory on the unified hierarchy, whose `cgroup.freeze` must not win over `freezer.state`).
     pub fn find(dirs: &[PathBuf]) -> Self {
         let first =
-            |names: &[&str]| dirs.iter().flat_map(|d| names.iter().map(move |n| d.join(n))).find(|p| p.exists());
+            |names: &[&str]| names.iter().flat_map(|n| dirs.iter().map(move |d| d.join(n))).find(|p| p.exists());
         Self {
             freeze: first(&["freezer.state", "cgroup.freeze"]),
             weight: first(&["cpu.shares", "cpu.weight"]),

@@ -176,6 +176,19 @@ pub fn read_procs(dir: &Path) -> Vec<i32> {
         .collect()
 }
 
+/// Every process in the cgroup `dir` and in the cgroups below it (a Slurm job's steps, a pod's containers).
+pub fn procs_below(dir: &Path) -> Vec<i32> {
+    let mut out = read_procs(dir);
+    if let Ok(entries) = fs::read_dir(dir) {
+        for e in entries.flatten() {
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                out.extend(procs_below(&e.path()));
+            }
+        }
+    }
+    out
+}
+
 impl JobCgroup {
     /// NUL-terminated paths of every `cgroup.procs` file, prepared before `fork` so that the child can join
     /// without allocating.
@@ -270,16 +283,34 @@ pub fn detect() -> anyhow::Result<Box<dyn Backend>> {
     if let Some(m) = all.iter().find(|m| m.v2 && has(m, "cpuset") && has(m, "cpu")) {
         return Ok(Box::new(V2::new(m.path.clone())));
     }
-    let v1: Vec<(String, PathBuf)> = all
+    let mut v1: Vec<(String, PathBuf)> = all
         .iter()
         .filter(|m| !m.v2)
         .flat_map(|m| m.controllers.iter().map(move |c| (c.clone(), m.path.clone())))
         .collect();
+    // perf_event not bound to v1 lives, implicitly, on the unified hierarchy: a job directory there gives
+    // per-cgroup counters (and membership) even though that hierarchy has no other controller.
+    if let Some(root) = perf_event_root_in(&all).filter(|_| !v1.iter().any(|(c, _)| c == "perf_event")) {
+        v1.push(("perf_event".into(), root));
+    }
     let v1 = V1::new(v1);
     if v1.has("cpuset") && v1.has("cpu") {
         return Ok(Box::new(v1));
     }
     anyhow::bail!("no usable cgroup hierarchy: need cgroup v2 with cpuset+cpu, or cgroup v1 cpuset and cpu mounts")
+}
+
+/// Where per-cgroup perf counters find cgroups: the v1 hierarchy with the `perf_event` controller, else the
+/// unified hierarchy (perf_event is implicitly enabled on every v2 cgroup when not bound to v1).
+fn perf_event_root_in(all: &[Mount]) -> Option<PathBuf> {
+    let v1 = all.iter().find(|m| !m.v2 && m.controllers.iter().any(|c| c == "perf_event"));
+    v1.or_else(|| all.iter().find(|m| m.v2)).map(|m| m.path.clone())
+}
+
+/// The directory among a job's cgroup `dirs` that per-cgroup perf counters can observe, if any.
+pub fn perf_event_dir(dirs: &[PathBuf]) -> Option<PathBuf> {
+    let root = perf_event_root_in(&mounts())?;
+    dirs.iter().find(|d| d.starts_with(&root)).cloned()
 }
 
 /// The cgroup v2 mount point, with or without controllers (used for membership and freezing).

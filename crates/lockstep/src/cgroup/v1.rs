@@ -9,8 +9,9 @@ use super::{
 };
 
 /// Controllers a job cgroup joins when mounted: cpuset (placement), cpu (weight), memory (limit and
-/// accounting), freezer (gang scheduling, and a clean kill).
-const USED: [&str; 4] = ["cpuset", "cpu", "memory", "freezer"];
+/// accounting), freezer (gang scheduling, and a clean kill), perf_event (per-cgroup counters; on a hybrid
+/// machine the unified hierarchy, see [`super::detect`]).
+const USED: [&str; 5] = ["cpuset", "cpu", "memory", "freezer", "perf_event"];
 
 /// The v1 backend: controller name → mount point.
 pub struct V1 {
@@ -59,6 +60,9 @@ impl Backend for V1 {
                 Some(_) => {}
                 None => return Err(CreateError::MissingController(c, "co-scheduling")),
             }
+        }
+        if let Some(m) = self.mount("perf_event").filter(|m| !roots.contains(m)) {
+            roots.push(m.clone());
         }
         for root in &roots {
             ensure_dir(&root.join(PARENT))?;

@@ -1,18 +1,23 @@
-//! `lockstep agent [--config FILE] [--policy NAME] [--slot DURATION] [--node NAME]`: the node agent, in the
+//! `lockstep agent [--config FILE] [--policy NAME] [--slot DURATION] [--node NAME] [--events LIST]
+//! [--sample-interval DURATION|none] [--retention DURATION] [--metrics [ADDR:]PORT]`: the node agent, in the
 //! foreground.
 
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
+use crate::agent::sampler::{Settings, DEFAULT_EVENTS};
 use crate::agent::{self, Config};
 use crate::cosched::slot;
+use crate::duration;
 use crate::error::UsageError;
+use crate::telemetry::events::parse_list;
 
 /// Arguments of `lockstep agent`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// TOML configuration file (keys: socket, store, node, policy, slot); flags override it.
+    /// TOML configuration file (keys: socket, store, node, policy, slot, events, sample_interval, retention,
+    /// metrics); flags override it.
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
     /// Co-scheduling policy at start: cfs, boost or gang.
@@ -24,6 +29,18 @@ pub struct Args {
     /// Node name in decisions and status (default: the host name).
     #[arg(long, value_name = "NAME")]
     node: Option<String>,
+    /// Events every job is counted with, as `lockstep stat -e` takes them ("" counts nothing).
+    #[arg(long, value_name = "EVENTS")]
+    events: Option<String>,
+    /// How often the counters are read into the store and /metrics, e.g. 1s; `none`: only when a job ends.
+    #[arg(long, value_name = "DURATION")]
+    sample_interval: Option<String>,
+    /// How long samples are kept in the store, e.g. 7d.
+    #[arg(long, value_name = "DURATION")]
+    retention: Option<String>,
+    /// Serve /metrics (Prometheus) and the counters API over HTTP on [ADDR:]PORT (ADDR defaults to 127.0.0.1).
+    #[arg(long, value_name = "[ADDR:]PORT")]
+    metrics: Option<String>,
 }
 
 /// The configuration file's contents.
@@ -35,6 +52,43 @@ struct File {
     node: Option<String>,
     policy: Option<String>,
     slot: Option<String>,
+    events: Option<String>,
+    sample_interval: Option<String>,
+    retention: Option<String>,
+    metrics: Option<String>,
+}
+
+/// Sampling interval when none is given.
+const DEFAULT_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
+/// Retention when none is given.
+const DEFAULT_RETENTION: std::time::Duration = std::time::Duration::from_secs(7 * 86400);
+
+/// `[ADDR:]PORT` → a socket address; a bare port means loopback.
+fn metrics_addr(text: &str) -> Result<std::net::SocketAddr, UsageError> {
+    use std::net::ToSocketAddrs;
+    let bad = |why: String| UsageError::new(format!("bad --metrics {text:?}: {why} (expected PORT or ADDR:PORT)"));
+    let full = if text.parse::<u16>().is_ok() { format!("127.0.0.1:{text}") } else { text.to_string() };
+    full.to_socket_addrs().map_err(|e| bad(e.to_string()))?.next().ok_or_else(|| bad("no address".into()))
+}
+
+/// The telemetry settings from flags and file.
+fn telemetry(events: Option<String>, interval: Option<String>, retention: Option<String>) -> anyhow::Result<Settings> {
+    let events = events.unwrap_or_else(|| DEFAULT_EVENTS.to_string());
+    let groups = if events.trim().is_empty() { Vec::new() } else { parse_list(&events)? };
+    let interval = match interval.as_deref() {
+        None => Some(DEFAULT_INTERVAL),
+        Some("none") => None,
+        Some(t) => Some(duration::parse(t).filter(|d| *d >= std::time::Duration::from_millis(10)).ok_or_else(|| {
+            UsageError::new(format!("bad sample interval {t:?} (expected e.g. 1s or 500ms, at least 10ms, or none)"))
+        })?),
+    };
+    let retention = match retention.as_deref() {
+        None => DEFAULT_RETENTION,
+        Some(t) => duration::parse(t)
+            .filter(|d| !d.is_zero())
+            .ok_or_else(|| UsageError::new(format!("bad retention {t:?} (expected e.g. 7d or 12h)")))?,
+    };
+    Ok(Settings { groups, interval, retention })
 }
 
 /// Runs the agent; `socket` and `store` are the global flags (or their defaults) when given.
@@ -56,6 +110,14 @@ pub fn exec(args: &Args, socket: Option<&Path>, store: Option<&Path>) -> anyhow:
         node: args.node.clone().or(file.node).unwrap_or_else(hostname),
         policy: args.policy.clone().or(file.policy).unwrap_or_else(|| "cfs".into()),
         slot: slot_text.as_deref().map(slot::parse).transpose()?.unwrap_or(slot::DEFAULT),
+        // Event names are resolved now, while the process has one thread (tracepoints may need a private
+        // tracefs mount).
+        telemetry: telemetry(
+            args.events.clone().or(file.events),
+            args.sample_interval.clone().or(file.sample_interval),
+            args.retention.clone().or(file.retention),
+        )?,
+        metrics: args.metrics.clone().or(file.metrics).as_deref().map(metrics_addr).transpose()?,
     };
     agent::run(config)
 }

@@ -86,6 +86,6 @@ pub fn main() -> anyhow::Result<i32> {
         Command::Adopt(args) => control::adopt(&args, &socket),
         Command::Release(args) => control::release(&args, &socket),
         Command::Experiment(cmd) => experiment::exec(&cmd, &store),
-        Command::Stat(args) => stat::exec(&args, &store),
+        Command::Stat(args) => stat::exec(&args, &store, &socket),
     }
 }

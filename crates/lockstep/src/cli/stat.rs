@@ -1,5 +1,5 @@
-//! `lockstep stat [-e EVENTS] [-I MS] [-x SEP] [--json] (-p PID[,PID…] | -- CMD [ARGS…])`: a subset of
-//! `perf stat` with its flags and output (on stderr, as perf prints it).
+//! `lockstep stat [-e EVENTS] [-I MS] [-x SEP] [--json] (-p PID[,PID…] | --job NAME [--nodes HOST:PORT,…] |
+//! -- CMD [ARGS…])`: a subset of `perf stat` with its flags and output (on stderr, as perf prints it).
 
 use std::io::Write;
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -8,10 +8,14 @@ use std::time::{Duration, Instant};
 
 use nix::sys::signal::{signal, SigHandler, Signal};
 
+use std::path::Path;
+
+use crate::cgroup::procs_below;
 use crate::error::UsageError;
 use crate::telemetry::counters::{Counters, Reading};
-use crate::telemetry::events::{parse_list, DEFAULT};
+use crate::telemetry::events::{parse_event, parse_list, EventSpec, DEFAULT};
 use crate::telemetry::format::{line, Style};
+use crate::telemetry::remote;
 
 /// Arguments of `lockstep stat`.
 #[derive(Debug, clap::Args)]
@@ -22,9 +26,14 @@ pub struct Args {
     /// Count existing processes (all their threads, and children they start).
     #[arg(short = 'p', long = "pid", value_name = "PID[,PID...]")]
     pid: Option<String>,
-    /// Count every process of a running `lockstep run` job (and the children they start), until it ends.
+    /// Count every process of a running job of this node (`lockstep run`, or adopted by the agent) and the
+    /// children they start, until it ends.
     #[arg(long, value_name = "NAME")]
     job: Option<String>,
+    /// With --job: sum the job's counts from the agents of these nodes (their --metrics addresses), which have
+    /// counted it since it started; follows the job until it ends everywhere.
+    #[arg(long, value_name = "HOST:PORT,...", requires = "job")]
+    nodes: Option<String>,
     /// Print counts every MS milliseconds.
     #[arg(short = 'I', long = "interval-print", value_name = "MS", value_parser = clap::value_parser!(u64).range(10..))]
     interval: Option<u64>,
@@ -47,14 +56,21 @@ extern "C" fn on_stop(_: libc::c_int) {
 }
 
 /// Runs `lockstep stat`; returns the command's exit status (0 for `-p` and `--job`).
-pub fn exec(args: &Args, store: &std::path::Path) -> anyhow::Result<i32> {
+pub fn exec(args: &Args, store: &Path, socket: &Path) -> anyhow::Result<i32> {
+    let style = Style { csv: args.separator.clone(), json: args.json };
+    if let (Some(job), Some(nodes)) = (&args.job, &args.nodes) {
+        if args.pid.is_some() || !args.command.is_empty() {
+            return Err(UsageError::new("--nodes counts a job: give --job NAME, not -p or a command").into());
+        }
+        let groups = if args.events.is_empty() { None } else { Some(parse_list(&args.events.join(","))?) };
+        return count_nodes(groups, job, nodes, args.interval, &style);
+    }
     let list = if args.events.is_empty() { DEFAULT.to_string() } else { args.events.join(",") };
     let groups = parse_list(&list)?;
-    let style = Style { csv: args.separator.clone(), json: args.json };
     match (&args.pid, &args.job, args.command.is_empty()) {
         (Some(pids), None, true) => count_pids(&groups, pids, args.interval, &style, format!("process id '{pids}'")),
         (None, Some(job), true) => {
-            let pids = job_pids(store, job)?;
+            let pids = job_pids(store, socket, job)?;
             count_pids(&groups, &pids, args.interval, &style, format!("job '{job}'"))
         }
         (None, None, false) => count_command(&groups, &args.command, args.interval, &style),
@@ -62,11 +78,19 @@ pub fn exec(args: &Args, store: &std::path::Path) -> anyhow::Result<i32> {
     }
 }
 
-/// The processes of a running job of this node's store, as a `-p` list.
-fn job_pids(store: &std::path::Path, job: &str) -> anyhow::Result<String> {
+/// The processes of a running job of this node, as a `-p` list: a `lockstep run` job of the store, else a job
+/// the local agent manages (its cgroups and the cgroups below them).
+fn job_pids(store: &Path, socket: &Path, job: &str) -> anyhow::Result<String> {
     let store = crate::store::Store::open(store)?;
     let row = store.jobs(false)?.into_iter().find(|j| j.name == job);
-    let pids = row.and_then(|j| j.cgroup).map(|cg| cg.pids()).unwrap_or_default();
+    let mut pids = row.and_then(|j| j.cgroup).map(|cg| cg.pids()).unwrap_or_default();
+    if pids.is_empty() {
+        let status = crate::agent::client::call_if_running(socket, &crate::agent::protocol::Request::Status);
+        if let Some(Ok(crate::agent::protocol::Response { status: Some(status), .. })) = status {
+            let managed = status.jobs.into_iter().find(|j| j.name == job);
+            pids = managed.map_or_else(Vec::new, |j| j.cgroups.iter().flat_map(|d| procs_below(d)).collect());
+        }
+    }
     if pids.is_empty() {
         return Err(
             UsageError::new(format!("no running job {job:?} with processes on this node (see lockstep jobs)")).into()
@@ -76,7 +100,7 @@ fn job_pids(store: &std::path::Path, job: &str) -> anyhow::Result<String> {
 }
 
 fn count_pids(
-    groups: &[Vec<crate::telemetry::events::EventSpec>],
+    groups: &[Vec<EventSpec>],
     list: &str,
     interval: Option<u64>,
     style: &Style,
@@ -93,17 +117,15 @@ fn count_pids(
         tids.extend(crate::procfs::threads(pid).ok_or_else(|| UsageError::new(format!("PID {pid} does not exist")))?);
     }
     let mut counters = Counters::open(groups, &tids, false)?;
-    for sig in [Signal::SIGINT, Signal::SIGTERM] {
-        // SAFETY: the handler only stores to an atomic.
-        unsafe { signal(sig, SigHandler::Handler(on_stop)) }?;
-    }
-    let alive = || pids.iter().any(|p| std::path::Path::new(&format!("/proc/{p}")).exists());
-    run_loop(&mut counters, interval, style, &target, || !alive() || STOP.load(Ordering::Relaxed))?;
+    stop_on_signals()?;
+    let alive = || pids.iter().any(|p| Path::new(&format!("/proc/{p}")).exists());
+    let events = counters.events.clone();
+    run_loop(&events, || Ok(counters.read()?), interval, style, &target, || !alive() || STOP.load(Ordering::Relaxed))?;
     Ok(0)
 }
 
 fn count_command(
-    groups: &[Vec<crate::telemetry::events::EventSpec>],
+    groups: &[Vec<EventSpec>],
     command: &[String],
     interval: Option<u64>,
     style: &Style,
@@ -147,7 +169,8 @@ fn count_command(
     go.write_all(b"x")?;
     drop(go);
     let mut status = None;
-    run_loop(&mut counters, interval, style, &command.join(" "), || {
+    let events = counters.events.clone();
+    run_loop(&events, || Ok(counters.read()?), interval, style, &command.join(" "), || {
         if status.is_none() {
             match waitpid(child, Some(WaitPidFlag::WNOHANG)) {
                 Ok(WaitStatus::Exited(_, code)) => status = Some(code),
@@ -160,9 +183,19 @@ fn count_command(
     Ok(status.unwrap_or(0))
 }
 
-/// Counts until `done()`; prints interval lines, then the summary.
+/// Catches SIGINT and SIGTERM: they end the count (the summary is still printed).
+fn stop_on_signals() -> anyhow::Result<()> {
+    for sig in [Signal::SIGINT, Signal::SIGTERM] {
+        // SAFETY: the handler only stores to an atomic.
+        unsafe { signal(sig, SigHandler::Handler(on_stop)) }?;
+    }
+    Ok(())
+}
+
+/// Counts `events` with `read` until `done()`; prints interval lines, then the summary.
 fn run_loop(
-    counters: &mut Counters,
+    events: &[EventSpec],
+    mut read: impl FnMut() -> anyhow::Result<Vec<Option<Reading>>>,
     interval: Option<u64>,
     style: &Style,
     target: &str,
@@ -170,15 +203,15 @@ fn run_loop(
 ) -> anyhow::Result<()> {
     let start = Instant::now();
     let tick = Duration::from_millis(interval.unwrap_or(50).min(50));
-    let mut last: Vec<Option<Reading>> = counters.events.iter().map(|_| Some(Reading::default())).collect();
+    let mut last: Vec<Option<Reading>> = events.iter().map(|_| Some(Reading::default())).collect();
     let mut next = interval.map(|ms| start + Duration::from_millis(ms));
     while !done() {
         std::thread::sleep(tick);
         if let (Some(at), Some(ms)) = (next, interval) {
             if Instant::now() >= at {
-                let now = counters.read()?;
+                let now = read()?;
                 let stamp = start.elapsed().as_secs_f64();
-                for (i, e) in counters.events.iter().enumerate() {
+                for (i, e) in events.iter().enumerate() {
                     let delta = now[i].zip(last[i]).map(|(n, l)| n.since(&l));
                     eprintln!("{}", line(style, Some(stamp), e, delta.as_ref()));
                 }
@@ -187,7 +220,7 @@ fn run_loop(
             }
         }
     }
-    let total = counters.read()?;
+    let total = read()?;
     let elapsed = start.elapsed().as_secs_f64();
     if interval.is_some() {
         return Ok(());
@@ -196,11 +229,66 @@ fn run_loop(
     if human {
         eprintln!("\n Performance counter stats for '{target}':\n");
     }
-    for (e, r) in counters.events.iter().zip(&total) {
+    for (e, r) in events.iter().zip(&total) {
         eprintln!("{}", line(style, None, e, r.as_ref()));
     }
     if human {
         eprintln!("\n {elapsed:>17.9} seconds time elapsed\n");
     }
     Ok(())
+}
+
+/// `--job NAME --nodes …`: polls every node's agent, prints the sums; ends when no node counts the job any
+/// more (its final counts are printed) or on Ctrl-C.
+fn count_nodes(
+    groups: Option<Vec<Vec<EventSpec>>>,
+    job: &str,
+    nodes: &str,
+    interval: Option<u64>,
+    style: &Style,
+) -> anyhow::Result<i32> {
+    let nodes: Vec<&str> = nodes.split(',').map(str::trim).collect();
+    if nodes.iter().any(|n| n.is_empty()) {
+        return Err(UsageError::new(format!("malformed --nodes list {nodes:?} (expected HOST:PORT,HOST:PORT)")).into());
+    }
+    let poll = || -> anyhow::Result<Vec<Option<crate::agent::protocol::JobCounts>>> {
+        nodes.iter().map(|n| remote::fetch(n, job)).collect()
+    };
+    let first = poll()?;
+    if first.iter().all(Option::is_none) {
+        return Err(UsageError::new(format!("no agent of {} has counted job {job:?}", nodes.join(","))).into());
+    }
+    let events: Vec<EventSpec> = match groups {
+        Some(g) => g.into_iter().flatten().collect(),
+        None => remote::sum(&first.iter().flatten().cloned().collect::<Vec<_>>())
+            .iter()
+            .map(|(name, _)| parse_event(name))
+            .collect::<Result<_, _>>()?,
+    };
+    stop_on_signals()?;
+    let latest = std::cell::RefCell::new(first);
+    let read = || -> anyhow::Result<Vec<Option<Reading>>> {
+        let now = poll()?;
+        let sums = remote::sum(&now.iter().flatten().cloned().collect::<Vec<_>>());
+        *latest.borrow_mut() = now;
+        Ok(events.iter().map(|e| sums.iter().find(|(n, _)| *n == e.name).map(|(_, r)| *r)).collect())
+    };
+    // Between reads the nodes are asked at most twice a second whether the job still runs anywhere.
+    let mut asked = Instant::now();
+    let done = || {
+        if STOP.load(Ordering::Relaxed) {
+            return true;
+        }
+        if asked.elapsed() >= Duration::from_millis(500) {
+            asked = Instant::now();
+            match poll() {
+                Ok(p) => *latest.borrow_mut() = p,
+                Err(e) => eprintln!("lockstep: {e:#}"),
+            }
+        }
+        latest.borrow().iter().flatten().all(|c| !c.counting)
+    };
+    let target = format!("job '{job}' on {} node(s)", nodes.len());
+    run_loop(&events, read, interval, style, &target, done)?;
+    Ok(0)
 }

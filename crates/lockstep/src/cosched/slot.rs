@@ -15,18 +15,7 @@ pub const DEFAULT: Duration = Duration::from_secs(2);
 /// Parses a slot length: a number with unit `ms` or `s` (`200ms`, `2s`, `0.5s`), from 10 ms to 60 s.
 pub fn parse(text: &str) -> Result<Duration, UsageError> {
     let bad = || UsageError::new(format!("bad slot length {text:?} (expected e.g. 200ms or 2s, from 10ms to 60s)"));
-    let (number, scale) = if let Some(n) = text.strip_suffix("ms") {
-        (n, 1e-3)
-    } else if let Some(n) = text.strip_suffix('s') {
-        (n, 1.0)
-    } else {
-        return Err(bad());
-    };
-    let seconds: f64 = number.trim().parse().map_err(|_| bad())?;
-    if !seconds.is_finite() || seconds < 0.0 {
-        return Err(bad());
-    }
-    let d = Duration::from_secs_f64(seconds * scale);
+    let d = crate::duration::parse(text).filter(|_| text.ends_with('s')).ok_or_else(bad)?;
     if d < MIN || d > MAX {
         return Err(bad());
     }

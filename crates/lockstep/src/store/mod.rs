@@ -2,9 +2,11 @@
 
 mod cosched;
 mod experiment;
+mod samples;
 
 pub use cosched::{Decision, JournalEntry};
 pub use experiment::ExperimentRun;
+pub use samples::Sample;
 
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -95,6 +97,19 @@ CREATE TABLE experiment_runs (
     started_at REAL NOT NULL
 );
 CREATE INDEX experiment_runs_name ON experiment_runs(experiment, session);
+",
+    r"
+CREATE TABLE samples (
+    job TEXT NOT NULL,
+    node TEXT NOT NULL,
+    time REAL NOT NULL,               -- seconds since the epoch
+    event TEXT NOT NULL,              -- as named in the agent's event list
+    value INTEGER NOT NULL,           -- raw count since the job was attached (not scaled)
+    enabled INTEGER NOT NULL,         -- ns the counter was enabled, summed over its targets
+    running INTEGER NOT NULL          -- ns it was counting (< enabled when multiplexed)
+);
+CREATE INDEX samples_job_time ON samples(job, time);
+CREATE INDEX samples_time ON samples(time);
 ",
 ];
 

@@ -1,6 +1,8 @@
-//! Counters for a set of threads through perf_event_open (perf-event2): one counter per event and thread,
-//! inherited by children, read with the times enabled and running so that multiplexed counts can be scaled.
+//! Counters through perf_event_open (perf-event2) on threads (inherited by their children, as `perf stat -p`)
+//! or on a cgroup per CPU (as `perf stat -G`), read with the times enabled and running so that multiplexed
+//! counts can be scaled, summed over every target.
 
+use std::fs::File;
 use std::io;
 
 use perf_event::{Builder, Counter, Group};
@@ -48,44 +50,83 @@ impl Reading {
     }
 }
 
-/// One thread's kernel group: the dummy leader and the members.
-type ThreadGroup = (Group, Vec<Counter>);
-
-/// How one `-e` group is counted.
-enum Counting {
-    /// A lone event: one counter per thread, or `None` when this machine cannot count it.
-    Single(Option<Vec<Counter>>),
-    /// A `{a,b}` group: per thread one kernel group (a dummy leader and the members), read in one `read()`;
-    /// `None` when a member cannot be counted here.
-    Group(Option<Vec<ThreadGroup>>),
+/// What one set of counters observes.
+#[derive(Clone, Copy, Debug)]
+pub enum Target<'a> {
+    /// One thread; with `inherit`, also the children it starts (their counts arrive when they exit).
+    Thread {
+        /// Thread id.
+        tid: i32,
+        /// Whether children inherit the counters.
+        inherit: bool,
+    },
+    /// Every task of a cgroup, while it runs on one CPU (perf's `-G`).
+    Cgroup {
+        /// The cgroup directory, opened.
+        cgroup: &'a File,
+        /// The CPU.
+        cpu: usize,
+    },
 }
 
-/// The counters of every event.
+/// One `-e` group opened on one target.
+enum Opened {
+    /// A lone event.
+    Single(Counter),
+    /// A kernel group: a dummy leader, read in one `read()`, and the members.
+    Group(Group, Vec<Counter>),
+}
+
+/// The counters of every event, on any number of targets, summed.
 pub struct Counters {
     /// Events in `-e` order.
     pub events: Vec<EventSpec>,
-    /// One entry per `-e` group, in order.
-    groups: Vec<(usize, Counting)>,
+    /// The `-e` groups.
+    groups: Vec<Vec<EventSpec>>,
+    /// Whether each group can be counted here (false once a hardware event of it was refused).
+    supported: Vec<bool>,
+    /// Counters start at the target's exec (`-- CMD`) rather than at once.
+    enable_on_exec: bool,
+    /// Per target key: one entry per group (`None` when not supported).
+    targets: Vec<(i64, Vec<Option<Opened>>)>,
+    /// Final counts of detached targets, per event.
+    retired: Vec<Reading>,
 }
 
-/// A counter of `kind` on thread `tid`: inherited by children, kernel side included (as perf stat does for
-/// root; user space only where perf_event_paranoid forbids it).
-fn builder(kind: Kind, tid: i32) -> Builder<'static> {
+/// A counter of `kind` on `target`, kernel side included (as perf stat does for root; user space only where
+/// perf_event_paranoid forbids it).
+fn builder<'a>(kind: Kind, target: Target<'a>) -> Builder<'a> {
     let mut b = match kind {
         Kind::Hardware(h) => Builder::new(h),
         Kind::Software(s) => Builder::new(s),
         Kind::Tracepoint(id) => Builder::new(perf_event::events::Tracepoint::with_id(id)),
     };
-    b.observe_pid(tid).any_cpu().inherit(true).include_kernel();
+    observe(&mut b, target);
+    b.include_kernel();
     b
 }
 
-/// Opens with `open`; on EACCES/EPERM retries without kernel counts. Maps the errors a user can cause.
-fn build<T>(
+fn observe<'a>(b: &mut Builder<'a>, target: Target<'a>) {
+    match target {
+        Target::Thread { tid, inherit } => b.observe_pid(tid).any_cpu().inherit(inherit),
+        Target::Cgroup { cgroup, cpu } => b.observe_cgroup(cgroup).one_cpu(cpu),
+    };
+}
+
+fn describe(target: Target) -> String {
+    match target {
+        Target::Thread { tid, .. } => format!("thread {tid}"),
+        Target::Cgroup { cpu, .. } => format!("the cgroup on CPU {cpu}"),
+    }
+}
+
+/// Opens with `open`; on EACCES/EPERM retries without kernel counts. Maps the errors a user can cause;
+/// `Ok(None)`: a hardware event this machine cannot count.
+fn build<'a, T>(
     e: &EventSpec,
-    tid: i32,
-    b: &mut Builder<'static>,
-    mut open: impl FnMut(&Builder<'static>) -> io::Result<T>,
+    target: Target<'a>,
+    b: &mut Builder<'a>,
+    mut open: impl FnMut(&Builder<'a>) -> io::Result<T>,
 ) -> anyhow::Result<Option<T>> {
     let first = open(b).or_else(|err| match err.raw_os_error() {
         Some(libc::EACCES) | Some(libc::EPERM) => open(b.exclude_kernel(true)),
@@ -94,10 +135,11 @@ fn build<T>(
     match first {
         Ok(t) => Ok(Some(t)),
         Err(err) => match err.raw_os_error() {
-            Some(libc::ESRCH) => Err(UsageError::new(format!("process/thread {tid} is gone")).into()),
+            Some(libc::ESRCH) => Err(UsageError::new(format!("process/{} is gone", describe(target))).into()),
             Some(libc::EACCES) | Some(libc::EPERM) => Err(UsageError::new(format!(
-                "no permission to count {} on {tid} (run as root or lower kernel.perf_event_paranoid)",
-                e.name
+                "no permission to count {} on {} (run as root or lower kernel.perf_event_paranoid)",
+                e.name,
+                describe(target)
             ))
             .into()),
             _ if matches!(e.kind, Kind::Hardware(_)) => Ok(None),
@@ -109,105 +151,167 @@ fn build<T>(
 const TIMES: perf_event::ReadFormat =
     perf_event::ReadFormat::TOTAL_TIME_ENABLED.union(perf_event::ReadFormat::TOTAL_TIME_RUNNING);
 
+fn nanos(t: Option<std::time::Duration>) -> u64 {
+    t.map_or(0, |t| t.as_nanos() as u64)
+}
+
 impl Counters {
-    /// Opens every event on every thread in `tids`. With `enable_on_exec` the counters start when the thread
-    /// execs (`-- CMD`), else at once (`-p`).
-    pub fn open(groups: &[Vec<EventSpec>], tids: &[i32], enable_on_exec: bool) -> anyhow::Result<Self> {
-        let mut out = Vec::new();
-        let mut first = 0;
-        for g in groups {
-            let counting = if g.len() == 1 {
-                let mut per_thread = Some(Vec::new());
-                for &tid in tids {
-                    let mut b = builder(g[0].kind, tid);
-                    b.enable_on_exec(enable_on_exec).read_format(TIMES);
-                    match build(&g[0], tid, &mut b, |b| b.build())? {
-                        Some(mut c) => {
-                            if !enable_on_exec {
-                                c.enable()?;
-                            }
-                            per_thread.as_mut().expect("still counting").push(c);
-                        }
-                        None => {
-                            per_thread = None;
-                            break;
-                        }
-                    }
-                }
-                Counting::Single(per_thread)
-            } else {
-                Counting::Group(open_group(g, tids, enable_on_exec)?)
-            };
-            out.push((first, counting));
-            first += g.len();
+    /// Counters for `groups` on no target yet. With `enable_on_exec` thread counters start when the thread
+    /// execs (`-- CMD`), else at once.
+    pub fn new(groups: &[Vec<EventSpec>], enable_on_exec: bool) -> Self {
+        let events: Vec<EventSpec> = groups.iter().flatten().cloned().collect();
+        Self {
+            retired: vec![Reading::default(); events.len()],
+            events,
+            groups: groups.to_vec(),
+            supported: vec![true; groups.len()],
+            enable_on_exec,
+            targets: Vec::new(),
         }
-        Ok(Self { events: groups.iter().flatten().cloned().collect(), groups: out })
     }
 
-    /// Current totals of every event (`None`: not supported here).
-    pub fn read(&mut self) -> io::Result<Vec<Option<Reading>>> {
-        let mut out = vec![None; self.events.len()];
-        for (first, counting) in &mut self.groups {
-            match counting {
-                Counting::Single(Some(list)) => {
-                    let mut r = Reading::default();
-                    for c in list.iter_mut() {
-                        let d = c.read_full()?;
-                        r.value += d.count();
-                        r.enabled += d.time_enabled().map_or(0, |t| t.as_nanos() as u64);
-                        r.running += d.time_running().map_or(0, |t| t.as_nanos() as u64);
-                    }
-                    out[*first] = Some(r);
-                }
-                Counting::Group(Some(per_thread)) => {
-                    let n = per_thread.first().map_or(0, |(_, m)| m.len());
-                    let mut sums = vec![Reading::default(); n];
-                    for (group, members) in per_thread.iter_mut() {
-                        // One read() for the whole group: every member over the same enabled/running time.
-                        let data = group.read()?;
-                        let enabled = data.time_enabled().map_or(0, |t| t.as_nanos() as u64);
-                        let running = data.time_running().map_or(0, |t| t.as_nanos() as u64);
-                        for (sum, member) in sums.iter_mut().zip(members.iter()) {
-                            sum.value += data.get(member).map_or(0, |e| e.value());
-                            sum.enabled += enabled;
-                            sum.running += running;
+    /// Opens every event on every thread in `tids`, children inherited (`perf stat -p` / `-- CMD`).
+    pub fn open(groups: &[Vec<EventSpec>], tids: &[i32], enable_on_exec: bool) -> anyhow::Result<Self> {
+        let mut counters = Self::new(groups, enable_on_exec);
+        for &tid in tids {
+            counters.attach(i64::from(tid), Target::Thread { tid, inherit: true })?;
+        }
+        Ok(counters)
+    }
+
+    /// Opens every group on `target`, known from now on as `key`.
+    pub fn attach(&mut self, key: i64, target: Target) -> anyhow::Result<()> {
+        let mut opened = Vec::with_capacity(self.groups.len());
+        for (g, supported) in self.groups.iter().zip(self.supported.iter_mut()) {
+            let one = if !*supported {
+                None
+            } else if g.len() == 1 {
+                let mut b = builder(g[0].kind, target);
+                b.enable_on_exec(self.enable_on_exec).read_format(TIMES);
+                build(&g[0], target, &mut b, |b| b.build())?.map(Opened::Single)
+            } else {
+                open_group(g, target, self.enable_on_exec)?
+            };
+            match one {
+                Some(mut o) => {
+                    if !self.enable_on_exec {
+                        match &mut o {
+                            Opened::Single(c) => c.enable()?,
+                            Opened::Group(leader, _) => leader.enable()?,
                         }
                     }
-                    for (i, r) in sums.into_iter().enumerate() {
-                        out[*first + i] = Some(r);
-                    }
+                    opened.push(Some(o));
                 }
-                _ => {}
+                None => {
+                    *supported = false;
+                    opened.push(None);
+                }
             }
+        }
+        self.targets.push((key, opened));
+        Ok(())
+    }
+
+    /// Keys of the targets attached.
+    pub fn keys(&self) -> impl Iterator<Item = i64> + '_ {
+        self.targets.iter().map(|(k, _)| *k)
+    }
+
+    /// Number of targets attached.
+    pub fn len(&self) -> usize {
+        self.targets.len()
+    }
+
+    /// Whether no target is attached.
+    pub fn is_empty(&self) -> bool {
+        self.targets.is_empty()
+    }
+
+    /// Takes the final counts of target `key` into the totals and closes its counters (a thread that exited).
+    pub fn detach(&mut self, key: i64) -> io::Result<()> {
+        let Some(i) = self.targets.iter().position(|(k, _)| *k == key) else { return Ok(()) };
+        let (_, mut opened) = self.targets.swap_remove(i);
+        let mut finals = vec![None; self.events.len()];
+        read_target(&self.groups, &mut opened, &mut finals)?;
+        for (sum, r) in self.retired.iter_mut().zip(finals) {
+            if let Some(r) = r {
+                sum.add(&r);
+            }
+        }
+        Ok(())
+    }
+
+    /// Current totals of every event over all targets, detached ones included (`None`: not supported here).
+    pub fn read(&mut self) -> io::Result<Vec<Option<Reading>>> {
+        let mut out: Vec<Option<Reading>> = self.retired.iter().map(|r| Some(*r)).collect();
+        for (_, opened) in &mut self.targets {
+            read_target(&self.groups, opened, &mut out)?;
+        }
+        let mut first = 0;
+        for (g, supported) in self.groups.iter().zip(&self.supported) {
+            if !supported {
+                out[first..first + g.len()].fill(None);
+            }
+            first += g.len();
         }
         Ok(out)
     }
 }
 
-/// A kernel group per thread: a dummy leader carrying inheritance and enable-on-exec, the members following it.
-fn open_group(g: &[EventSpec], tids: &[i32], enable_on_exec: bool) -> anyhow::Result<Option<Vec<ThreadGroup>>> {
-    let mut per_thread = Vec::new();
-    for &tid in tids {
-        let mut leader = Group::builder();
-        leader.observe_pid(tid).any_cpu().inherit(true).include_kernel().enable_on_exec(enable_on_exec);
-        let Some(mut group) = build(&g[0], tid, &mut leader, |b| b.build_group())? else {
-            return Ok(None);
-        };
-        let mut members = Vec::new();
-        for e in g {
-            let mut b = builder(e.kind, tid);
-            b.enabled(true);
-            match build(e, tid, &mut b, |b| b.build_with_group(&mut group))? {
-                Some(c) => members.push(c),
-                None => return Ok(None),
-            }
-        }
-        if !enable_on_exec {
-            group.enable()?;
-        }
-        per_thread.push((group, members));
+impl Reading {
+    /// Adds another reading (of another target) to this one.
+    pub fn add(&mut self, other: &Reading) {
+        self.value += other.value;
+        self.enabled += other.enabled;
+        self.running += other.running;
     }
-    Ok(Some(per_thread))
+}
+
+/// Adds one target's counts to `out` (indexed by event).
+fn read_target(groups: &[Vec<EventSpec>], opened: &mut [Option<Opened>], out: &mut [Option<Reading>]) -> io::Result<()> {
+    let mut first = 0;
+    for (g, o) in groups.iter().zip(opened.iter_mut()) {
+        match o {
+            Some(Opened::Single(c)) => {
+                let d = c.read_full()?;
+                let r = Reading { value: d.count(), enabled: nanos(d.time_enabled()), running: nanos(d.time_running()) };
+                out[first].get_or_insert_with(Reading::default).add(&r);
+            }
+            Some(Opened::Group(leader, members)) => {
+                // One read() for the whole group: every member over the same enabled/running time.
+                let data = leader.read()?;
+                let (enabled, running) = (nanos(data.time_enabled()), nanos(data.time_running()));
+                for (i, member) in members.iter().enumerate() {
+                    let value = data.get(member).map_or(0, |e| e.value());
+                    out[first + i].get_or_insert_with(Reading::default).add(&Reading { value, enabled, running });
+                }
+            }
+            None => {}
+        }
+        first += g.len();
+    }
+    Ok(())
+}
+
+/// A kernel group on `target`: a dummy leader carrying inheritance and enable-on-exec, the members following
+/// it. `None` when a member cannot be counted here.
+fn open_group(g: &[EventSpec], target: Target, enable_on_exec: bool) -> anyhow::Result<Option<Opened>> {
+    let mut leader = Group::builder();
+    observe(&mut leader, target);
+    leader.include_kernel().enable_on_exec(enable_on_exec);
+    let Some(mut group) = build(&g[0], target, &mut leader, |b| b.build_group())? else {
+        return Ok(None);
+    };
+    let mut members = Vec::new();
+    for e in g {
+        let mut b = builder(e.kind, target);
+        b.enabled(true);
+        match build(e, target, &mut b, |b| b.build_with_group(&mut group))? {
+            Some(c) => members.push(c),
+            None => return Ok(None),
+        }
+    }
+    Ok(Some(Opened::Group(group, members)))
 }
 
 #[cfg(test)]

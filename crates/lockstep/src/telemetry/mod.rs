@@ -1,6 +1,9 @@
 //! Per-job hardware-counter telemetry: event names ([`events`]), counters through perf_event_open
-//! ([`counters`]), and `perf stat`-style output ([`format`]).
+//! ([`counters`]), `perf stat`-style output ([`format`]), the agent's Prometheus exposition
+//! ([`exposition`]), and a job's counts over several nodes' agents ([`remote`]).
 
 pub mod counters;
 pub mod events;
+pub mod exposition;
 pub mod format;
+pub mod remote;

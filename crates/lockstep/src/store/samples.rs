@@ -1,0 +1,112 @@
+//! Counter samples of the agent's jobs: cumulative counts per job, event and time, kept for a retention period.
+
+use rusqlite::params;
+use serde::{Deserialize, Serialize};
+
+use super::Store;
+
+/// One event's cumulative count for one job at one time.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Sample {
+    /// Job name.
+    pub job: String,
+    /// Node name.
+    pub node: String,
+    /// Seconds since the epoch.
+    pub time: f64,
+    /// Event name.
+    pub event: String,
+    /// Raw count since the job was attached.
+    pub value: u64,
+    /// Nanoseconds enabled.
+    pub enabled: u64,
+    /// Nanoseconds running.
+    pub running: u64,
+}
+
+impl Store {
+    /// Writes a batch of samples in one transaction.
+    pub fn insert_samples(&mut self, samples: &[Sample]) -> anyhow::Result<()> {
+        let tx = self.conn.transaction()?;
+        {
+            let mut stmt = tx.prepare_cached(
+                "INSERT INTO samples (job, node, time, event, value, enabled, running) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            )?;
+            for s in samples {
+                stmt.execute(params![
+                    s.job,
+                    s.node,
+                    s.time,
+                    s.event,
+                    s.value as i64,
+                    s.enabled as i64,
+                    s.running as i64
+                ])?;
+            }
+        }
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// Deletes samples older than `before` (seconds since the epoch); returns how many.
+    pub fn expire_samples(&self, before: f64) -> anyhow::Result<usize> {
+        Ok(self.conn.execute("DELETE FROM samples WHERE time < ?1", params![before])?)
+    }
+
+    /// The samples of `job` (every node), oldest first.
+    pub fn samples(&self, job: &str) -> anyhow::Result<Vec<Sample>> {
+        let mut stmt = self.conn.prepare(
+            "SELECT job, node, time, event, value, enabled, running FROM samples WHERE job = ?1 ORDER BY time, rowid",
+        )?;
+        let rows = stmt.query_map(params![job], |r| {
+            Ok(Sample {
+                job: r.get(0)?,
+                node: r.get(1)?,
+                time: r.get(2)?,
+                event: r.get(3)?,
+                value: r.get::<_, i64>(4)? as u64,
+                enabled: r.get::<_, i64>(5)? as u64,
+                running: r.get::<_, i64>(6)? as u64,
+            })
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// The latest sample of every event of `job` on `node` (the job's final counts once it has ended).
+    pub fn latest_samples(&self, job: &str, node: &str) -> anyhow::Result<Vec<Sample>> {
+        let all: Vec<Sample> = self.samples(job)?.into_iter().filter(|s| s.node == node).collect();
+        let Some(last) = all.last().map(|s| s.time) else { return Ok(Vec::new()) };
+        Ok(all.into_iter().filter(|s| s.time == last).collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Sample;
+    use crate::store::Store;
+
+    fn sample(job: &str, time: f64, event: &str, value: u64) -> Sample {
+        Sample { job: job.into(), node: "n1".into(), time, event: event.into(), value, enabled: 10, running: 5 }
+    }
+
+    #[test]
+    fn samples_round_trip_and_expire() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = Store::open(&dir.path().join("s.db")).unwrap();
+        store
+            .insert_samples(&[
+                sample("a", 100.0, "task-clock", 1),
+                sample("a", 100.0, "page-faults", 2),
+                sample("a", 101.0, "task-clock", 3),
+                sample("a", 101.0, "page-faults", 4),
+                sample("b", 101.0, "task-clock", 9),
+            ])
+            .unwrap();
+        assert_eq!(store.samples("a").unwrap().len(), 4);
+        let latest = store.latest_samples("a", "n1").unwrap();
+        assert_eq!(latest, vec![sample("a", 101.0, "task-clock", 3), sample("a", 101.0, "page-faults", 4)]);
+        assert_eq!(store.expire_samples(100.5).unwrap(), 2);
+        assert_eq!(store.samples("a").unwrap().len(), 2);
+        assert!(store.latest_samples("nope", "n1").unwrap().is_empty());
+    }
+}
