@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Output};
 use std::time::{Duration, Instant};
 
-use common::{assert_no_cgroup, job_dirs, name, wait_for, Env};
+use common::{assert_no_cgroup, job_dirs, name, wait_for, Agent, Env};
 use lockstep::cgroup::knobs::is_frozen;
 use lockstep::cgroup::Knobs;
 use nix::sys::signal::{kill, Signal};
@@ -18,45 +18,6 @@ static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 fn serial() -> std::sync::MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-/// A running agent, killed when dropped.
-struct Agent {
-    child: Child,
-}
-
-impl Agent {
-    fn start(env: &Env, args: &[&str]) -> Self {
-        let mut full = vec!["agent"];
-        full.extend_from_slice(args);
-        let child = env.spawn(&full);
-        let socket = env.socket();
-        wait_for("the agent's socket", || std::os::unix::net::UnixStream::connect(&socket).is_ok());
-        Self { child }
-    }
-
-    fn pid(&self) -> Pid {
-        Pid::from_raw(self.child.id() as i32)
-    }
-
-    /// Stops the agent with `sig` and returns its output.
-    fn stop(mut self, sig: Signal) -> Output {
-        let _ = kill(self.pid(), sig);
-        let child = std::mem::replace(&mut self.child, dummy());
-        std::mem::forget(self);
-        child.wait_with_output().unwrap()
-    }
-}
-
-fn dummy() -> Child {
-    std::process::Command::new("true").spawn().unwrap()
-}
-
-impl Drop for Agent {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 /// A job started with `lockstep run` (a busy loop on every PU), killed and reaped when dropped.

@@ -6,6 +6,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+
 pub const V1_CONTROLLERS: [&str; 4] = ["cpuset", "cpu", "memory", "freezer"];
 
 pub struct Env {
@@ -62,14 +65,19 @@ pub fn name(test: &str) -> String {
     format!("it-{test}-{}", std::process::id())
 }
 
-/// Directories a job would own: v1 controllers that are mounted, else the v2 hierarchy.
+/// Directories a job would own: v1 controllers that are mounted (and its membership directory on the unified
+/// hierarchy of a hybrid machine, where perf_event lives), else the v2 hierarchy.
 pub fn job_dirs(job: &str) -> Vec<PathBuf> {
-    let v1: Vec<PathBuf> = V1_CONTROLLERS
+    let mut v1: Vec<PathBuf> = V1_CONTROLLERS
         .iter()
         .map(|c| Path::new("/sys/fs/cgroup").join(c))
         .filter(|m| m.join("cgroup.procs").exists())
         .map(|m| m.join("lockstep").join(job))
         .collect();
+    let unified = Path::new("/sys/fs/cgroup/unified");
+    if !v1.is_empty() && unified.join("cgroup.procs").exists() {
+        v1.push(unified.join("lockstep").join(job));
+    }
     if v1.is_empty() {
         vec![Path::new("/sys/fs/cgroup/lockstep").join(job)]
     } else {
@@ -95,3 +103,43 @@ pub fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
 pub fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
+
+/// A running agent, killed when dropped.
+pub struct Agent {
+    pub child: Child,
+}
+
+impl Agent {
+    pub fn start(env: &Env, args: &[&str]) -> Self {
+        let mut full = vec!["agent"];
+        full.extend_from_slice(args);
+        let child = env.spawn(&full);
+        let socket = env.socket();
+        wait_for("the agent's socket", || std::os::unix::net::UnixStream::connect(&socket).is_ok());
+        Self { child }
+    }
+
+    pub fn pid(&self) -> Pid {
+        Pid::from_raw(self.child.id() as i32)
+    }
+
+    /// Stops the agent with `sig` and returns its output.
+    pub fn stop(mut self, sig: Signal) -> Output {
+        let _ = kill(self.pid(), sig);
+        let child = std::mem::replace(&mut self.child, dummy());
+        std::mem::forget(self);
+        child.wait_with_output().unwrap()
+    }
+}
+
+fn dummy() -> Child {
+    std::process::Command::new("true").spawn().unwrap()
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+

@@ -1,0 +1,243 @@
+//! The agent's telemetry on this machine: samples of a job in the store, `/metrics` (checked by promtool and
+//! scraped by a real Prometheus server), the counts API summed by `lockstep stat --nodes`, and per-thread
+//! counting of an adopted cgroup. Every daemon is started on loopback with a free port and killed by PID.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{name, stderr, wait_for, Agent, Env};
+use lockstep::agent::http::get;
+use lockstep::agent::protocol::JobCounts;
+use lockstep::store::Store;
+
+/// The tests read CPU time and event counts of busy jobs on 2 PUs: one at a time.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// A loopback port nobody listens on now.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// A job that sleeps, works and sleeps again for about `seconds` in all, so that several samples see it.
+fn job_script(seconds: u32) -> String {
+    format!("for i in $(seq {seconds}); do sleep 0.5; i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done; done")
+}
+
+/// A process killed and reaped when dropped.
+struct Daemon(Child);
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `/metrics` of the agent at `addr`.
+fn metrics(addr: &str) -> String {
+    let (code, body) = get(addr, "/metrics").unwrap();
+    assert_eq!(code, 200, "{body}");
+    body
+}
+
+/// The value of the series `lockstep_job_events_total` for `job` and `event` in an exposition text.
+fn series(text: &str, job: &str, event: &str) -> Option<u64> {
+    let prefix = format!("lockstep_job_events_total{{node=\"tn1\",job=\"{job}\",event=\"{event}\"}} ");
+    text.lines().find_map(|l| l.strip_prefix(&prefix)).map(|v| v.parse().unwrap())
+}
+
+fn promtool_check(text: &str) {
+    let mut child = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("promtool (scripts/deps.sh installs the prometheus package)");
+    use std::io::Write;
+    child.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "promtool: {}{}\n{text}", String::from_utf8_lossy(&out.stdout), stderr(&out));
+}
+
+#[test]
+fn agent_samples_go_to_store_metrics_and_nodes_sum() {
+    needs_root!();
+    let _serial = serial();
+    let env = Env::new();
+    let addr = format!("127.0.0.1:{}", free_port());
+    let _agent = Agent::start(
+        &env,
+        &["--node", "tn1", "--metrics", &addr, "--events", "task-clock,page-faults,cycles", "--sample-interval", "200ms"],
+    );
+    let job = name("samples");
+    let mut run = Daemon(env.spawn(&["run", "--job", &job, "--place", "any", "--", "sh", "-c", &job_script(6)]));
+    // Counted from the start: the job is on /metrics as soon as it runs, and its counts grow.
+    wait_for("the job's task-clock on /metrics", || series(&metrics(&addr), &job, "task-clock").is_some_and(|v| v > 0));
+    let live = metrics(&addr);
+    assert!(live.contains("lockstep_agent_jobs{node=\"tn1\"} 1"), "{live}");
+    assert!(series(&live, &job, "cycles").is_none(), "cycles is not countable here and must not be exported");
+    promtool_check(&live);
+    let (code, om) = {
+        let mut s = std::net::TcpStream::connect(&addr).unwrap();
+        use std::io::{Read, Write};
+        write!(s, "GET /metrics HTTP/1.1\r\nHost: x\r\nAccept: application/openmetrics-text; version=1.0.0\r\n\r\n")
+            .unwrap();
+        let mut text = String::new();
+        s.read_to_string(&mut text).unwrap();
+        (text.contains("application/openmetrics-text"), text)
+    };
+    assert!(code && om.ends_with("# EOF\n"), "{om}");
+
+    assert!(run.0.wait().unwrap().success());
+    // The final counts: in the store, and from the counts API (no longer counting).
+    let store = Store::open(&env.store()).unwrap();
+    wait_for("the job's final sample", || {
+        let (code, body) = get(&addr, &format!("/api/v1/jobs/{job}")).unwrap();
+        code == 200 && !serde_json::from_str::<JobCounts>(&body).unwrap().counting
+    });
+    let samples = store.samples(&job).unwrap();
+    let times: std::collections::BTreeSet<u64> = samples.iter().map(|s| (s.time * 1e6) as u64).collect();
+    assert!(times.len() >= 5, "expected a sample every 200 ms over ~3 s, got {} times", times.len());
+    for event in ["task-clock", "page-faults"] {
+        let values: Vec<u64> = samples.iter().filter(|s| s.event == event).map(|s| s.value).collect();
+        assert!(values.windows(2).all(|w| w[0] <= w[1]), "{event} must not decrease: {values:?}");
+        assert!(*values.last().unwrap() > 0, "{event} counted nothing");
+    }
+    assert!(samples.iter().all(|s| s.event != "cycles" && s.node == "tn1" && s.running <= s.enabled));
+    let finals = store.latest_samples(&job, "tn1").unwrap();
+    let (_, body) = get(&addr, &format!("/api/v1/jobs/{job}")).unwrap();
+    let api: JobCounts = serde_json::from_str(&body).unwrap();
+    assert_eq!(api.events, finals);
+
+    // `lockstep stat --nodes` prints the sum of the nodes' final counts (one node here, and one that never
+    // saw the job).
+    let other = format!("127.0.0.1:{}", free_port());
+    let other_env = Env::new();
+    let _other_agent = Agent::start(&other_env, &["--node", "tn2", "--metrics", &other]);
+    let nodes = format!("{addr},{other}");
+    let out = env.run(&["stat", "--job", &job, "--nodes", &nodes, "-e", "page-faults,task-clock,cycles", "-x", ","]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stderr(&out);
+    let faults = finals.iter().find(|s| s.event == "page-faults").unwrap().value;
+    assert!(text.lines().any(|l| l == format!("{faults},,page-faults,{},100.00,,", finals[0].running)), "{text}");
+    assert!(text.contains("<not supported>,,cycles"), "{text}");
+    let out = env.run(&["stat", "--job", "no-such-job", "--nodes", &nodes]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert_eq!(stderr(&out).lines().count(), 1, "{}", stderr(&out));
+}
+
+/// URL query encoding of a PromQL expression.
+fn encode(q: &str) -> String {
+    q.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'_' | b'-' | b'.' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+#[test]
+fn prometheus_server_scrapes_the_job_counters() {
+    needs_root!();
+    let _serial = serial();
+    let env = Env::new();
+    let agent_addr = format!("127.0.0.1:{}", free_port());
+    let prom_addr = format!("127.0.0.1:{}", free_port());
+    let _agent = Agent::start(&env, &["--node", "tn1", "--metrics", &agent_addr, "--sample-interval", "200ms"]);
+    let config = env.dir.path().join("prometheus.yml");
+    std::fs::write(
+        &config,
+        format!(
+            "global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: lockstep\n    honor_labels: true\n    \
+             static_configs:\n      - targets: ['{agent_addr}']\n"
+        ),
+    )
+    .unwrap();
+    let data: PathBuf = env.dir.path().join("tsdb");
+    let prometheus = Command::new("prometheus")
+        .arg(format!("--config.file={}", config.display()))
+        .arg(format!("--storage.tsdb.path={}", data.display()))
+        .arg(format!("--web.listen-address={prom_addr}"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("prometheus (scripts/deps.sh installs it)");
+    let _prometheus = Daemon(prometheus);
+    wait_for("Prometheus ready", || get(&prom_addr, "/-/ready").is_ok_and(|(c, _)| c == 200));
+
+    let job = name("prom");
+    let _run = Daemon(env.spawn(&["run", "--job", &job, "--place", "any", "--", "sh", "-c", &job_script(16)]));
+    let query = encode(&format!("lockstep_job_events_total{{job=\"{job}\",event=\"task-clock\",node=\"tn1\"}}"));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let value = loop {
+        let (code, body) = get(&prom_addr, &format!("/api/v1/query?query={query}")).unwrap();
+        assert_eq!(code, 200, "{body}");
+        let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+        let scraped = v["data"]["result"][0]["value"][1].as_str().map(|s| s.parse::<f64>().unwrap());
+        if let Some(x) = scraped.filter(|x| *x > 0.0) {
+            break x;
+        }
+        assert!(Instant::now() < deadline, "Prometheus never saw the job's task-clock: {body}");
+        std::thread::sleep(Duration::from_millis(300));
+    };
+    assert!(value > 0.0);
+}
+
+#[test]
+fn adopted_cgroup_outside_perf_event_is_counted_per_thread() {
+    needs_root!();
+    let _serial = serial();
+    // A v1 freezer+cpu cgroup made by hand (as Slurm makes its job cgroups): not in the perf_event hierarchy.
+    let roots: Vec<PathBuf> = ["freezer", "cpu"].iter().map(|c| Path::new("/sys/fs/cgroup").join(c)).collect();
+    if !roots.iter().all(|r| r.join("cgroup.procs").exists()) {
+        eprintln!("skipped: needs the v1 freezer and cpu hierarchies");
+        return;
+    }
+    let env = Env::new();
+    let addr = format!("127.0.0.1:{}", free_port());
+    let _agent = Agent::start(&env, &["--node", "tn1", "--metrics", &addr, "--sample-interval", "200ms"]);
+    let job = name("perthread");
+    let dirs: Vec<PathBuf> = roots.iter().map(|r| r.join(&job)).collect();
+    for d in &dirs {
+        std::fs::create_dir(d).unwrap();
+    }
+    struct Cleanup(Vec<PathBuf>);
+    impl Drop for Cleanup {
+        fn drop(&mut self) {
+            for d in &self.0 {
+                let _ = std::fs::remove_dir(d);
+            }
+        }
+    }
+    let _cleanup = Cleanup(dirs.clone());
+    let mut worker = Command::new("sh");
+    worker.args(["-c", &job_script(8)]);
+    let procs: Vec<std::ffi::CString> = dirs
+        .iter()
+        .map(|d| std::ffi::CString::new(d.join("cgroup.procs").to_str().unwrap()).unwrap())
+        .collect();
+    // SAFETY: the pre-exec closure only calls `cgroup::join`, which is async-signal-safe, on prepared paths.
+    unsafe {
+        use std::os::unix::process::CommandExt;
+        worker.pre_exec(move || procs.iter().try_for_each(lockstep::cgroup::join));
+    }
+    let worker = Daemon(worker.spawn().unwrap());
+    let out = env.run(&["adopt", "--job", &job, "--cgroup", &format!("/{job}")]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    wait_for("per-thread task-clock of the adopted job", || {
+        series(&metrics(&addr), &job, "task-clock").is_some_and(|v| v > 1_000_000)
+    });
+    let out = env.run(&["release", "--job", &job]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    drop(worker);
+    let store = Store::open(&env.store()).unwrap();
+    assert!(store.latest_samples(&job, "tn1").unwrap().iter().any(|s| s.event == "task-clock" && s.value > 1_000_000));
+}
