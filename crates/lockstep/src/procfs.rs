@@ -54,11 +54,22 @@ pub fn cpu_seconds(pid: i32) -> Option<f64> {
     Some((utime + stime) as f64 / ticks.max(1) as f64)
 }
 
-/// Resident set size of process `pid` in bytes (`VmRSS` of `/proc/PID/status`).
-pub fn rss_bytes(pid: i32) -> Option<u64> {
+/// A memory field of `/proc/PID/status` (`VmRSS`, `VmHWM`, …) in bytes.
+fn status_bytes(pid: i32, field: &str) -> Option<u64> {
     let status = fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let kb: u64 = status.lines().find_map(|l| l.strip_prefix("VmRSS:"))?.trim().trim_end_matches("kB").trim().parse().ok()?;
+    let value = status.lines().find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))?;
+    let kb: u64 = value.trim().trim_end_matches("kB").trim().parse().ok()?;
     Some(kb * 1024)
+}
+
+/// Resident set size of process `pid` in bytes (`VmRSS`).
+pub fn rss_bytes(pid: i32) -> Option<u64> {
+    status_bytes(pid, "VmRSS")
+}
+
+/// Peak resident set size of process `pid` in bytes (`VmHWM`).
+pub fn peak_rss_bytes(pid: i32) -> Option<u64> {
+    status_bytes(pid, "VmHWM")
 }
 
 #[cfg(test)]
@@ -76,5 +87,6 @@ mod tests {
         assert!(threads(me).expect("own threads readable").contains(&me));
         assert!(cpu_seconds(me).is_some_and(|s| s >= 0.0));
         assert!(rss_bytes(me).is_some_and(|b| b > 0));
+        assert!(peak_rss_bytes(me) >= rss_bytes(me));
     }
 }

@@ -137,3 +137,31 @@ fn a_group_is_read_together() {
     };
     assert_eq!(runtime("page-faults"), runtime("context-switches"), "{err}");
 }
+
+#[test]
+fn pmu_events_by_sysfs_and_libpfm4_names() {
+    needs_root!();
+    let env = Env::new();
+    // The msr PMU exists on this VM (x86): its sysfs event counts; libpfm4's name of the software page-fault
+    // event counts like page-faults; Skylake's INST_RETIRED is known to libpfm4 but this machine has no Skylake
+    // PMU (nor any hardware PMU): not supported, exit 0.
+    let msr = std::path::Path::new("/sys/bus/event_source/devices/msr/events/tsc").exists();
+    let mut events = vec!["page-faults", "PERF_COUNT_SW_PAGE_FAULTS", "skl::INST_RETIRED:ANY_P"];
+    if msr {
+        events.push("msr/tsc/");
+    }
+    let o = stat(&env, &["-x,", "-e", &events.join(","), "--", "/bin/true"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = stderr(&o);
+    let (a, b) = (csv_value(&text, "page-faults").unwrap(), csv_value(&text, "PERF_COUNT_SW_PAGE_FAULTS").unwrap());
+    assert!(a > 0.0 && (a - b).abs() <= 2.0, "{text}");
+    assert!(text.lines().any(|l| l.starts_with("<not supported>,,skl::INST_RETIRED:ANY_P,")), "{text}");
+    if msr {
+        assert!(csv_value(&text, "msr/tsc/").is_some_and(|v| v > 0.0), "{text}");
+    }
+    for bad in ["NO_SUCH_EVENT_ANYWHERE", "nopmu/event=1/", "msr/no-such-event/"] {
+        let o = stat(&env, &["-e", bad, "--", "/bin/true"]);
+        assert_eq!(o.status.code(), Some(2), "{bad}: {}", stderr(&o));
+        assert_eq!(stderr(&o).lines().count(), 1, "{bad}: {}", stderr(&o));
+    }
+}

@@ -75,7 +75,16 @@ fn agent_samples_go_to_store_metrics_and_nodes_sum() {
     let addr = format!("127.0.0.1:{}", free_port());
     let _agent = Agent::start(
         &env,
-        &["--node", "tn1", "--metrics", &addr, "--events", "task-clock,page-faults,cycles", "--sample-interval", "200ms"],
+        &[
+            "--node",
+            "tn1",
+            "--metrics",
+            &addr,
+            "--events",
+            "task-clock,page-faults,cycles,sched:sched_switch",
+            "--sample-interval",
+            "200ms",
+        ],
     );
     let job = name("samples");
     let mut run = Daemon(env.spawn(&["run", "--job", &job, "--place", "any", "--", "sh", "-c", &job_script(6)]));
@@ -106,7 +115,7 @@ fn agent_samples_go_to_store_metrics_and_nodes_sum() {
     let samples = store.samples(&job).unwrap();
     let times: std::collections::BTreeSet<u64> = samples.iter().map(|s| (s.time * 1e6) as u64).collect();
     assert!(times.len() >= 5, "expected a sample every 200 ms over ~3 s, got {} times", times.len());
-    for event in ["task-clock", "page-faults"] {
+    for event in ["task-clock", "page-faults", "sched:sched_switch"] {
         let values: Vec<u64> = samples.iter().filter(|s| s.event == event).map(|s| s.value).collect();
         assert!(values.windows(2).all(|w| w[0] <= w[1]), "{event} must not decrease: {values:?}");
         assert!(*values.last().unwrap() > 0, "{event} counted nothing");
@@ -220,10 +229,8 @@ fn adopted_cgroup_outside_perf_event_is_counted_per_thread() {
     let _cleanup = Cleanup(dirs.clone());
     let mut worker = Command::new("sh");
     worker.args(["-c", &job_script(8)]);
-    let procs: Vec<std::ffi::CString> = dirs
-        .iter()
-        .map(|d| std::ffi::CString::new(d.join("cgroup.procs").to_str().unwrap()).unwrap())
-        .collect();
+    let procs: Vec<std::ffi::CString> =
+        dirs.iter().map(|d| std::ffi::CString::new(d.join("cgroup.procs").to_str().unwrap()).unwrap()).collect();
     // SAFETY: the pre-exec closure only calls `cgroup::join`, which is async-signal-safe, on prepared paths.
     unsafe {
         use std::os::unix::process::CommandExt;

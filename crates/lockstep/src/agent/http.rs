@@ -114,18 +114,11 @@ fn job_counts(job: &str, telemetry: &SharedTelemetry, store: &std::path::Path) -
         }
         t.node().to_string()
     };
-    let finals: Vec<_> =
-        crate::store::Store::open(store)?.latest_samples(job, &node)?;
+    let finals: Vec<_> = crate::store::Store::open(store)?.latest_samples(job, &node)?;
     if finals.is_empty() {
         return Ok(None);
     }
-    Ok(Some(JobCounts {
-        node,
-        job: job.to_string(),
-        counting: false,
-        time: finals[0].time,
-        events: finals,
-    }))
+    Ok(Some(JobCounts { node, job: job.to_string(), counting: false, time: finals[0].time, events: finals }))
 }
 
 /// `GET path` from the agent at `addr` (`HOST:PORT`); returns the status code and the body.

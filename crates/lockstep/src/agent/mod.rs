@@ -4,8 +4,8 @@
 
 mod adopt;
 pub mod client;
-mod journal;
 pub mod http;
+mod journal;
 mod managed;
 pub mod protocol;
 pub mod sampler;

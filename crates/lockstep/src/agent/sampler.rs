@@ -47,6 +47,8 @@ struct JobCounters {
 /// HTTP server.
 pub struct Telemetry {
     settings: Settings,
+    /// Disabled counters of every tracepoint counted, on the agent itself (see [`hold_tracepoints`]).
+    _held: Option<Counters>,
     node: String,
     jobs: BTreeMap<String, JobCounters>,
     /// Latest cumulative sample per job (what `/metrics` shows).
@@ -61,11 +63,37 @@ pub struct Telemetry {
 /// The telemetry and the condition its thread waits on.
 pub type SharedTelemetry = Arc<(Mutex<Telemetry>, Condvar)>;
 
+/// A tracepoint stays registered with the kernel while any perf event uses it, and registering one takes tens
+/// of milliseconds (the kernel patches code and waits for RCU): 41 tracepoints take 1.5 s here, which would
+/// delay every job's start, since `lockstep run` waits for the attach. The agent holds, on itself, one counter
+/// of each tracepoint it counts, never enabled (enable-on-exec, and the agent does not exec): attaching a job
+/// then registers nothing. The probes stay armed meanwhile, a call per tracepoint hit that finds no counter
+/// on that CPU and returns.
+fn hold_tracepoints(groups: &[Vec<EventSpec>]) -> Option<Counters> {
+    use crate::telemetry::events::Kind;
+    let tracepoints: Vec<Vec<EventSpec>> =
+        groups.iter().flatten().filter(|e| matches!(e.kind, Kind::Tracepoint(_))).map(|e| vec![e.clone()]).collect();
+    if tracepoints.is_empty() {
+        return None;
+    }
+    let mut held = Counters::new(&tracepoints, true);
+    // SAFETY: gettid has no preconditions.
+    let tid = unsafe { libc::gettid() };
+    match held.attach(0, Target::Thread { tid, inherit: false }) {
+        Ok(()) => Some(held),
+        Err(e) => {
+            eprintln!("lockstep agent: cannot hold tracepoints registered ({e:#}); attaching jobs will be slower");
+            None
+        }
+    }
+}
+
 impl Telemetry {
     /// Telemetry for `node` with `settings`, shared.
     pub fn shared(settings: Settings, node: &str) -> SharedTelemetry {
         Arc::new((
             Mutex::new(Self {
+                _held: hold_tracepoints(&settings.groups),
                 settings,
                 node: node.to_string(),
                 jobs: BTreeMap::new(),
@@ -120,8 +148,13 @@ impl Telemetry {
             return;
         }
         if let Ok(readings) = counters.read() {
-            let missing: Vec<&str> =
-                counters.events.iter().zip(&readings).filter(|(_, r)| r.is_none()).map(|(e, _)| e.name.as_str()).collect();
+            let missing: Vec<&str> = counters
+                .events
+                .iter()
+                .zip(&readings)
+                .filter(|(_, r)| r.is_none())
+                .map(|(e, _)| e.name.as_str())
+                .collect();
             if !missing.is_empty() {
                 eprintln!("lockstep agent: not supported on this machine, not counted: {}", missing.join(","));
             }
@@ -230,8 +263,7 @@ fn attach_cgroups(counters: &mut Counters, dirs: &[PathBuf], pus: &CpuList) -> a
 /// (their final counts stay in the totals).
 fn rescan(counters: &mut Counters, dirs: &[PathBuf]) {
     let pids: Vec<i32> = dirs.iter().flat_map(|d| crate::cgroup::procs_below(d)).collect();
-    let tids: Vec<i64> =
-        pids.iter().filter_map(|&p| crate::procfs::threads(p)).flatten().map(i64::from).collect();
+    let tids: Vec<i64> = pids.iter().filter_map(|&p| crate::procfs::threads(p)).flatten().map(i64::from).collect();
     let gone: Vec<i64> = counters.keys().filter(|k| !tids.contains(k)).collect();
     for k in gone {
         let _ = counters.detach(k);

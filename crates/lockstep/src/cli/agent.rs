@@ -78,9 +78,13 @@ fn telemetry(events: Option<String>, interval: Option<String>, retention: Option
     let interval = match interval.as_deref() {
         None => Some(DEFAULT_INTERVAL),
         Some("none") => None,
-        Some(t) => Some(duration::parse(t).filter(|d| *d >= std::time::Duration::from_millis(10)).ok_or_else(|| {
-            UsageError::new(format!("bad sample interval {t:?} (expected e.g. 1s or 500ms, at least 10ms, or none)"))
-        })?),
+        Some(t) => {
+            Some(duration::parse(t).filter(|d| *d >= std::time::Duration::from_millis(10)).ok_or_else(|| {
+                UsageError::new(format!(
+                    "bad sample interval {t:?} (expected e.g. 1s or 500ms, at least 10ms, or none)"
+                ))
+            })?)
+        }
     };
     let retention = match retention.as_deref() {
         None => DEFAULT_RETENTION,

@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::error::UsageError;
-use crate::experiment::{report, runner, spec};
+use crate::experiment::{self, counters, report, runner, AnySpec};
 use crate::store::Store;
 
 /// `lockstep experiment …`.
@@ -31,10 +31,13 @@ pub enum ExperimentCommand {
 pub fn exec(cmd: &ExperimentCommand, store: &Path) -> anyhow::Result<i32> {
     match cmd {
         ExperimentCommand::Run { spec: path, reports } => {
-            let spec = spec::load(path)?;
+            let spec = experiment::load(path)?;
             let bin = std::env::current_exe()?.parent().map(Path::to_path_buf).unwrap_or_default();
             let lib = bin.join("../lib");
-            let mut needed: Vec<PathBuf> = spec.workloads.values().map(|w| bin.join(&w.command[0])).collect();
+            let mut needed: Vec<PathBuf> = match &spec {
+                AnySpec::Mpl(s) => s.workloads.values().map(|w| bin.join(&w.command[0])).collect(),
+                AnySpec::Counters(s) => s.workloads.values().map(|w| bin.join(&w.command[0])).collect(),
+            };
             needed.push(bin.join("mpirun"));
             needed.push(lib.join("liblockstep-pmpi.so"));
             if let Some(missing) = needed.iter().find(|p| !p.exists()) {
@@ -44,16 +47,19 @@ pub fn exec(cmd: &ExperimentCommand, store: &Path) -> anyhow::Result<i32> {
                 ))
                 .into());
             }
-            let dir = reports.join(&spec.name);
+            let dir = reports.join(spec.name());
             std::fs::create_dir_all(&dir)?;
             std::fs::copy(path, dir.join("spec.toml"))?;
             let paths = runner::Paths { bin, lib, store: store.to_path_buf(), work: dir.join("work") };
-            runner::run(&spec, &paths)?;
+            match &spec {
+                AnySpec::Mpl(s) => runner::run(s, &paths)?,
+                AnySpec::Counters(s) => counters::run::run(s, &paths)?,
+            };
             write_report(&spec, store, &dir)
         }
         ExperimentCommand::Report { name, reports } => {
             let dir = reports.join(name);
-            let spec = spec::load(&dir.join("spec.toml")).map_err(|_| {
+            let spec = experiment::load(&dir.join("spec.toml")).map_err(|_| {
                 UsageError::new(format!("no experiment {name:?} in {} (run it first)", reports.display()))
             })?;
             write_report(&spec, store, &dir)
@@ -61,12 +67,15 @@ pub fn exec(cmd: &ExperimentCommand, store: &Path) -> anyhow::Result<i32> {
     }
 }
 
-fn write_report(spec: &spec::Spec, store: &Path, dir: &Path) -> anyhow::Result<i32> {
-    let runs = Store::open(store)?.experiment_runs(&spec.name)?;
+fn write_report(spec: &AnySpec, store: &Path, dir: &Path) -> anyhow::Result<i32> {
+    let runs = Store::open(store)?.experiment_runs(spec.name())?;
     if runs.is_empty() {
-        return Err(UsageError::new(format!("experiment {:?} has no runs in the store", spec.name)).into());
+        return Err(UsageError::new(format!("experiment {:?} has no runs in the store", spec.name())).into());
     }
-    let index = report::write(spec, &runs, dir)?;
+    let index = match spec {
+        AnySpec::Mpl(s) => report::write(s, &runs, dir)?,
+        AnySpec::Counters(s) => counters::report::write(s, &runs, dir)?,
+    };
     print!("{}", std::fs::read_to_string(dir.join("summary.md"))?);
     println!("\nreport: {}", index.display());
     Ok(0)

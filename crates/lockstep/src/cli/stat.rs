@@ -170,16 +170,23 @@ fn count_command(
     drop(go);
     let mut status = None;
     let events = counters.events.clone();
-    run_loop(&events, || Ok(counters.read()?), interval, style, &command.join(" "), || {
-        if status.is_none() {
-            match waitpid(child, Some(WaitPidFlag::WNOHANG)) {
-                Ok(WaitStatus::Exited(_, code)) => status = Some(code),
-                Ok(WaitStatus::Signaled(_, sig, _)) => status = Some(128 + sig as i32),
-                _ => {}
+    run_loop(
+        &events,
+        || Ok(counters.read()?),
+        interval,
+        style,
+        &command.join(" "),
+        || {
+            if status.is_none() {
+                match waitpid(child, Some(WaitPidFlag::WNOHANG)) {
+                    Ok(WaitStatus::Exited(_, code)) => status = Some(code),
+                    Ok(WaitStatus::Signaled(_, sig, _)) => status = Some(128 + sig as i32),
+                    _ => {}
+                }
             }
-        }
-        status.is_some()
-    })?;
+            status.is_some()
+        },
+    )?;
     Ok(status.unwrap_or(0))
 }
 

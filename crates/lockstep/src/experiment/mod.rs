@@ -1,7 +1,47 @@
-//! Experiments: a TOML spec ([`spec`]) is run case by case under a private agent ([`runner`]), every job's result
-//! goes to the store, and [`report`] turns the latest session into tables, SVG plots, Markdown and HTML.
+//! Experiments: a TOML spec is run case by case under a private agent, every job's result goes to the store,
+//! and a report turns the latest session into tables, plots, Markdown and HTML. Two kinds: co-scheduling
+//! experiments ([`spec`], [`runner`], [`report`]; seed 001) and counter-overhead experiments ([`counters`];
+//! seed 002), told apart by the spec's `kind` key.
 
 mod containers;
+pub mod counters;
 pub mod report;
 pub mod runner;
 pub mod spec;
+
+use std::path::Path;
+
+use crate::error::UsageError;
+
+/// A spec of either kind.
+pub enum AnySpec {
+    /// Co-scheduling (`kind = "mpl"`, the default).
+    Mpl(spec::Spec),
+    /// Counter overhead (`kind = "counters"`).
+    Counters(counters::CountersSpec),
+}
+
+impl AnySpec {
+    /// The experiment's name.
+    pub fn name(&self) -> &str {
+        match self {
+            Self::Mpl(s) => &s.name,
+            Self::Counters(s) => &s.name,
+        }
+    }
+}
+
+/// Reads a spec of either kind.
+pub fn load(path: &Path) -> Result<AnySpec, UsageError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| UsageError::new(format!("bad experiment spec {}: cannot read it ({e})", path.display())))?;
+    let kind = text.parse::<toml::Table>().ok().and_then(|t| t.get("kind")?.as_str().map(str::to_string));
+    match kind.as_deref() {
+        Some("counters") => counters::load(path).map(AnySpec::Counters),
+        None | Some("mpl") => spec::load(path).map(AnySpec::Mpl),
+        Some(other) => Err(UsageError::new(format!(
+            "bad experiment spec {}: kind = {other:?} (expected \"mpl\" or \"counters\")",
+            path.display()
+        ))),
+    }
+}

@@ -188,13 +188,7 @@ pub fn write(spec: &Spec, runs: &[ExperimentRun], dir: &Path) -> anyhow::Result<
         let _ = writeln!(md, "| {progress} | {mpl} | {policy} | {s:.2} | {change} |");
     }
 
-    let mut html = format!(
-        "<!doctype html><html><head><meta charset=\"utf-8\"><title>lockstep experiment {0}</title><style>\
-         body{{font-family:sans-serif;max-width:1200px;margin:2em auto}}table{{border-collapse:collapse}}\
-         td,th{{border:1px solid #ccc;padding:2px 6px;text-align:right}}svg{{margin:4px}}</style></head><body>\
-         <h1>{0}</h1><p>{1}</p>",
-        spec.name, spec.description
-    );
+    let mut html = html_page(&spec.name, &spec.description);
     let progresses: Vec<String> = {
         let mut p: Vec<String> = cells.keys().map(|k| k.0.clone()).collect();
         p.dedup();
@@ -233,8 +227,18 @@ pub fn write(spec: &Spec, runs: &[ExperimentRun], dir: &Path) -> anyhow::Result<
     Ok(index)
 }
 
+/// The head of a report page and its title, left open for the body.
+pub(crate) fn html_page(name: &str, description: &str) -> String {
+    format!(
+        "<!doctype html><html><head><meta charset=\"utf-8\"><title>lockstep experiment {name}</title><style>\
+         body{{font-family:sans-serif;max-width:1200px;margin:2em auto}}table{{border-collapse:collapse}}\
+         td,th{{border:1px solid #ccc;padding:2px 6px;text-align:right}}svg{{margin:4px}}</style></head><body>\
+         <h1>{name}</h1><p>{description}</p>"
+    )
+}
+
 /// The Markdown tables of the summary as HTML tables (the rest of the Markdown as paragraphs).
-fn markdown_tables_to_html(md: &str) -> String {
+pub(crate) fn markdown_tables_to_html(md: &str) -> String {
     let mut out = String::new();
     let mut in_table = false;
     for line in md.lines() {

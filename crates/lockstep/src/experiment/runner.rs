@@ -38,13 +38,14 @@ struct Case<'a> {
 }
 
 /// The agent the experiment runs its jobs under, stopped (SIGTERM, so that it restores everything) on drop.
-struct PrivateAgent {
-    child: Child,
-    socket: PathBuf,
+pub(super) struct PrivateAgent {
+    pub(super) child: Child,
+    pub(super) socket: PathBuf,
 }
 
 impl PrivateAgent {
-    fn start(paths: &Paths) -> anyhow::Result<Self> {
+    /// Starts `lockstep agent --policy cfs` with `extra` arguments on a socket in the work directory.
+    pub(super) fn start(paths: &Paths, extra: &[String]) -> anyhow::Result<Self> {
         let socket = paths.work.join("agent.sock");
         let child = Command::new(std::env::current_exe()?)
             .arg("--socket")
@@ -52,6 +53,7 @@ impl PrivateAgent {
             .arg("--store")
             .arg(&paths.store)
             .args(["agent", "--policy", "cfs"])
+            .args(extra)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()?;
@@ -79,7 +81,7 @@ pub fn run(spec: &Spec, paths: &Paths) -> anyhow::Result<f64> {
     std::fs::create_dir_all(&paths.work)?;
     let store = Store::open(&paths.store)?;
     let session = now();
-    let agent = PrivateAgent::start(paths)?;
+    let agent = PrivateAgent::start(paths, &[])?;
     let cases = plan(spec);
     let podman = if spec.ranks_in.iter().any(|r| r == "container") {
         let build = paths.bin.parent().map(Path::to_path_buf).unwrap_or_default();
@@ -228,6 +230,8 @@ fn run_case(
             verified: result.as_ref().is_some_and(|v| v["verified"] == true),
             exit_status: out.status.code(),
             started_at,
+            tool_cpu_s: None,
+            tool_rss_bytes: None,
         });
     }
     Ok(runs)

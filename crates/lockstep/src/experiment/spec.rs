@@ -70,6 +70,8 @@ impl PolicyConfig {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Raw {
+    #[serde(default = "mpl")]
+    kind: String,
     name: String,
     #[serde(default)]
     description: String,
@@ -98,6 +100,9 @@ struct RawPolicy {
     slot: Option<String>,
 }
 
+fn mpl() -> String {
+    "mpl".into()
+}
 fn two() -> u32 {
     2
 }
@@ -114,17 +119,27 @@ fn process_only() -> Vec<String> {
     vec!["process".into()]
 }
 
+/// Checks what every kind of spec has: its `kind`, a name usable as a directory and store key, and a rank count
+/// the kernels accept.
+pub(crate) fn check_common(kind: &str, expected: &str, name: &str, ranks: u32) -> Result<(), String> {
+    if kind != expected {
+        return Err(format!("kind = {kind:?} (expected {expected:?})"));
+    }
+    if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
+        return Err(format!("name {name:?} must be letters, digits, '-', '_'"));
+    }
+    if !(1..=16).contains(&ranks) || !ranks.is_power_of_two() {
+        return Err(format!("ranks = {ranks} (expected a power of two from 1 to 16)"));
+    }
+    Ok(())
+}
+
 /// Reads and validates a spec file; every problem is one usage error naming the file.
 pub fn load(path: &Path) -> Result<Spec, UsageError> {
     let bad = |what: String| UsageError::new(format!("bad experiment spec {}: {what}", path.display()));
     let text = std::fs::read_to_string(path).map_err(|e| bad(format!("cannot read it ({e})")))?;
     let raw: Raw = toml::from_str(&text).map_err(|e| bad(crate::error::toml_message(&text, &e)))?;
-    if raw.name.is_empty() || !raw.name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
-        return Err(bad(format!("name {:?} must be letters, digits, '-', '_'", raw.name)));
-    }
-    if !(1..=16).contains(&raw.ranks) || !raw.ranks.is_power_of_two() {
-        return Err(bad(format!("ranks = {} (expected a power of two from 1 to 16)", raw.ranks)));
-    }
+    check_common(&raw.kind, "mpl", &raw.name, raw.ranks).map_err(bad)?;
     if raw.repetitions == 0 {
         return Err(bad("repetitions must be at least 1".into()));
     }

@@ -40,6 +40,10 @@ pub struct ExperimentRun {
     pub exit_status: Option<i32>,
     /// Seconds since the epoch.
     pub started_at: f64,
+    /// CPU time of the counting tool during the run (counters experiments: the agent, or every `perf stat`).
+    pub tool_cpu_s: Option<f64>,
+    /// Peak resident memory of the counting tool (summed over `perf stat` processes).
+    pub tool_rss_bytes: Option<u64>,
 }
 
 impl Store {
@@ -47,8 +51,8 @@ impl Store {
     pub fn add_experiment_run(&self, r: &ExperimentRun) -> anyhow::Result<()> {
         self.conn.execute(
             "INSERT INTO experiment_runs (experiment, session, policy, progress, placement, mix, mpl, workload, job,
-                 repetition, time_s, wall_s, comm_ratio, verified, exit_status, started_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
+                 repetition, time_s, wall_s, comm_ratio, verified, exit_status, started_at, tool_cpu_s, tool_rss_bytes)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)",
             params![
                 r.experiment,
                 r.session,
@@ -65,7 +69,9 @@ impl Store {
                 r.comm_ratio,
                 r.verified,
                 r.exit_status,
-                r.started_at
+                r.started_at,
+                r.tool_cpu_s,
+                r.tool_rss_bytes.map(|b| b as i64)
             ],
         )?;
         Ok(())
@@ -75,7 +81,7 @@ impl Store {
     pub fn experiment_runs(&self, experiment: &str) -> anyhow::Result<Vec<ExperimentRun>> {
         let mut stmt = self.conn.prepare(
             "SELECT experiment, session, policy, progress, placement, mix, mpl, workload, job, repetition, time_s,
-                    wall_s, comm_ratio, verified, exit_status, started_at
+                    wall_s, comm_ratio, verified, exit_status, started_at, tool_cpu_s, tool_rss_bytes
              FROM experiment_runs
              WHERE experiment = ?1 AND session = (SELECT max(session) FROM experiment_runs WHERE experiment = ?1)
              ORDER BY id",
@@ -98,6 +104,8 @@ impl Store {
                 verified: r.get(13)?,
                 exit_status: r.get(14)?,
                 started_at: r.get(15)?,
+                tool_cpu_s: r.get(16)?,
+                tool_rss_bytes: r.get::<_, Option<i64>>(17)?.map(|b| b as u64),
             })
         })?;
         Ok(rows.collect::<Result<_, _>>()?)

@@ -111,6 +111,10 @@ CREATE TABLE samples (
 CREATE INDEX samples_job_time ON samples(job, time);
 CREATE INDEX samples_time ON samples(time);
 ",
+    r"
+ALTER TABLE experiment_runs ADD COLUMN tool_cpu_s REAL;        -- CPU time of the counting tool (agent or perf)
+ALTER TABLE experiment_runs ADD COLUMN tool_rss_bytes INTEGER; -- its resident memory (peak)
+",
 ];
 
 /// Seconds since the epoch, as a float.

@@ -93,16 +93,18 @@ pub struct Counters {
     retired: Vec<Reading>,
 }
 
-/// A counter of `kind` on `target`, kernel side included (as perf stat does for root; user space only where
-/// perf_event_paranoid forbids it).
+/// A counter of `kind` on `target`, kernel and hypervisor sides included (as perf stat does for root; some PMUs,
+/// such as msr, refuse any exclusion), user space only where perf_event_paranoid forbids more.
 fn builder<'a>(kind: Kind, target: Target<'a>) -> Builder<'a> {
     let mut b = match kind {
         Kind::Hardware(h) => Builder::new(h),
         Kind::Software(s) => Builder::new(s),
         Kind::Tracepoint(id) => Builder::new(perf_event::events::Tracepoint::with_id(id)),
+        Kind::Pmu(raw) => Builder::new(raw),
+        Kind::Absent => unreachable!("events without a PMU here are never opened"),
     };
     observe(&mut b, target);
-    b.include_kernel();
+    b.include_kernel().include_hv();
     b
 }
 
@@ -129,7 +131,7 @@ fn build<'a, T>(
     mut open: impl FnMut(&Builder<'a>) -> io::Result<T>,
 ) -> anyhow::Result<Option<T>> {
     let first = open(b).or_else(|err| match err.raw_os_error() {
-        Some(libc::EACCES) | Some(libc::EPERM) => open(b.exclude_kernel(true)),
+        Some(libc::EACCES) | Some(libc::EPERM) => open(b.exclude_kernel(true).exclude_hv(true)),
         _ => Err(err),
     });
     match first {
@@ -142,7 +144,7 @@ fn build<'a, T>(
                 describe(target)
             ))
             .into()),
-            _ if matches!(e.kind, Kind::Hardware(_)) => Ok(None),
+            _ if matches!(e.kind, Kind::Hardware(_) | Kind::Pmu(_)) => Ok(None),
             _ => Err(io::Error::other(format!("cannot count {}: {err}", e.name)).into()),
         },
     }
@@ -183,7 +185,7 @@ impl Counters {
     pub fn attach(&mut self, key: i64, target: Target) -> anyhow::Result<()> {
         let mut opened = Vec::with_capacity(self.groups.len());
         for (g, supported) in self.groups.iter().zip(self.supported.iter_mut()) {
-            let one = if !*supported {
+            let one = if !*supported || g.iter().any(|e| e.kind == Kind::Absent) {
                 None
             } else if g.len() == 1 {
                 let mut b = builder(g[0].kind, target);
@@ -268,13 +270,18 @@ impl Reading {
 }
 
 /// Adds one target's counts to `out` (indexed by event).
-fn read_target(groups: &[Vec<EventSpec>], opened: &mut [Option<Opened>], out: &mut [Option<Reading>]) -> io::Result<()> {
+fn read_target(
+    groups: &[Vec<EventSpec>],
+    opened: &mut [Option<Opened>],
+    out: &mut [Option<Reading>],
+) -> io::Result<()> {
     let mut first = 0;
     for (g, o) in groups.iter().zip(opened.iter_mut()) {
         match o {
             Some(Opened::Single(c)) => {
                 let d = c.read_full()?;
-                let r = Reading { value: d.count(), enabled: nanos(d.time_enabled()), running: nanos(d.time_running()) };
+                let r =
+                    Reading { value: d.count(), enabled: nanos(d.time_enabled()), running: nanos(d.time_running()) };
                 out[first].get_or_insert_with(Reading::default).add(&r);
             }
             Some(Opened::Group(leader, members)) => {
@@ -298,7 +305,7 @@ fn read_target(groups: &[Vec<EventSpec>], opened: &mut [Option<Opened>], out: &m
 fn open_group(g: &[EventSpec], target: Target, enable_on_exec: bool) -> anyhow::Result<Option<Opened>> {
     let mut leader = Group::builder();
     observe(&mut leader, target);
-    leader.include_kernel().enable_on_exec(enable_on_exec);
+    leader.include_kernel().include_hv().enable_on_exec(enable_on_exec);
     let Some(mut group) = build(&g[0], target, &mut leader, |b| b.build_group())? else {
         return Ok(None);
     };

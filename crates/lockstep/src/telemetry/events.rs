@@ -1,5 +1,5 @@
 //! Event names as `perf stat -e` takes them: the kernel's generic hardware and software events, tracepoints
-//! (`subsystem:name`), and `{a,b}` groups.
+//! (`subsystem:name`), PMU events (`pmu/…/` and libpfm4 names, see [`super::pmu`]), and `{a,b}` groups.
 
 use std::path::{Path, PathBuf};
 
@@ -16,6 +16,10 @@ pub enum Kind {
     Software(Software),
     /// A tracepoint, by id.
     Tracepoint(u64),
+    /// A PMU event by its attributes (sysfs, hybrid core PMU, or libpfm4).
+    Pmu(super::pmu::Raw),
+    /// A PMU event this machine has no PMU for (never opened: `<not supported>`).
+    Absent,
 }
 
 /// One event as the user named it.
@@ -81,32 +85,71 @@ pub fn mount_tracefs_privately() -> Result<PathBuf, UsageError> {
     Ok(target.to_path_buf())
 }
 
-fn tracepoint(name: &str) -> Result<Kind, UsageError> {
-    let (subsystem, event) = name.split_once(':').expect("caller checked");
+/// The tracepoint `subsystem:name`, if tracefs has it.
+fn tracepoint(name: &str) -> Result<Option<Kind>, UsageError> {
+    let Some((subsystem, event)) = name.split_once(':').filter(|(s, e)| !s.is_empty() && !e.is_empty()) else {
+        return Ok(None);
+    };
+    if subsystem.contains(['/', '.']) || event.contains(['/', '.', ':']) {
+        return Ok(None);
+    }
     let root = match tracefs() {
         Some(r) => r,
         None => mount_tracefs_privately()?,
     };
-    let id = std::fs::read_to_string(root.join("events").join(subsystem).join(event).join("id"))
-        .ok()
-        .and_then(|t| t.trim().parse().ok())
-        .ok_or_else(|| UsageError::new(format!("unknown tracepoint {name:?} (no {subsystem}/{event} in tracefs)")))?;
-    Ok(Kind::Tracepoint(id))
+    let id = std::fs::read_to_string(root.join("events").join(subsystem).join(event).join("id"));
+    Ok(id.ok().and_then(|t| t.trim().parse().ok()).map(Kind::Tracepoint))
 }
 
-/// One event by name; modifiers (`:u`, `:k`) are not supported yet and are an error.
+fn hardware(name: &str) -> Option<Hardware> {
+    match generic(name) {
+        Some(Kind::Hardware(h)) => Some(h),
+        _ => None,
+    }
+}
+
+/// One event by name: generic, `pmu/…/`, tracepoint, then libpfm4. Modifiers (`:u`, `:k`) of generic events
+/// are not supported and are an error.
 pub fn parse_event(name: &str) -> Result<EventSpec, UsageError> {
-    let kind = match generic(name) {
-        Some(k) => k,
-        None if name.contains(':') && !name.ends_with(':') && !name.starts_with(':') => tracepoint(name)?,
-        None => {
-            return Err(UsageError::new(format!(
-                "unknown event {name:?} (expected a generic event such as task-clock or cycles, or a tracepoint \
-                 subsystem:name)"
-            )))
+    let root = Path::new(super::pmu::SYSFS);
+    let kind = if let Some(k) = generic(name) {
+        k
+    } else if let Some(raw) = super::pmu::sysfs_event(root, name, hardware)? {
+        Kind::Pmu(raw)
+    } else if let Some(k) = tracepoint(name)? {
+        k
+    } else {
+        match super::pmu::libpfm_event(name) {
+            Ok(Some(super::pmu::Pfm::Event(raw))) => Kind::Pmu(raw),
+            Ok(Some(super::pmu::Pfm::Absent)) => Kind::Absent,
+            Ok(None) => {
+                return Err(UsageError::new(format!(
+                    "unknown event {name:?} (expected a generic event such as task-clock or cycles, a tracepoint \
+                     subsystem:name, pmu/event/, or a libpfm4 event name)"
+                )))
+            }
+            Err(e) => return Err(e),
         }
     };
     Ok(EventSpec { name: name.to_string(), kind })
+}
+
+/// A lone event of a `-e` list: on a hybrid CPU a generic hardware event becomes one event per core PMU
+/// (`cpu_core/cycles/`, `cpu_atom/cycles/`), as perf counts it.
+fn parse_lone(name: &str) -> Result<Vec<EventSpec>, UsageError> {
+    if let Some(h) = hardware(name) {
+        let cores = super::pmu::hybrid_pmus(Path::new(super::pmu::SYSFS));
+        if !cores.is_empty() {
+            return Ok(cores
+                .into_iter()
+                .map(|(pmu, ty)| EventSpec {
+                    name: format!("{pmu}/{name}/"),
+                    kind: Kind::Pmu(super::pmu::on_core_pmu(h, ty)),
+                })
+                .collect());
+        }
+    }
+    Ok(vec![parse_event(name)?])
 }
 
 /// A `-e` list: events separated by commas, `{a,b}` for a group. Returns the groups (a lone event is a group
@@ -131,7 +174,7 @@ pub fn parse_list(list: &str) -> Result<Vec<Vec<EventSpec>>, UsageError> {
             if name.is_empty() || name.contains('}') {
                 return Err(UsageError::new(format!("malformed event list {list:?}")));
             }
-            groups.push(vec![parse_event(name)?]);
+            groups.extend(parse_lone(name)?.into_iter().map(|e| vec![e]));
             rest = &rest[end..];
         }
         rest = match rest.strip_prefix(',') {

@@ -114,7 +114,9 @@ mod tests {
         let snap = Snapshot { node: "n1", samples: vec![&s], jobs: 1, cpu_seconds: 0.5, rss_bytes: 4096 };
         let text = render(&snap, false);
         assert!(text.contains("# TYPE lockstep_job_events_total counter\n"));
-        assert!(text.contains("lockstep_job_events_total{node=\"n1\",job=\"a\\\"b\",event=\"sched:sched_switch\"} 42\n"));
+        assert!(
+            text.contains("lockstep_job_events_total{node=\"n1\",job=\"a\\\"b\",event=\"sched:sched_switch\"} 42\n")
+        );
         assert!(text.contains("lockstep_job_event_running_seconds_total{node=\"n1\",job=\"a\\\"b\",event=\"sched:sched_switch\"} 1.000000000\n"));
         assert!(!text.contains("# EOF"));
         let om = render(&snap, true);

@@ -1,4 +1,5 @@
-//! Per-job hardware-counter telemetry: event names ([`events`]), counters through perf_event_open
+//! Per-job hardware-counter telemetry: event names ([`events`], PMU events in [`pmu`]), counters through
+//! perf_event_open
 //! ([`counters`]), `perf stat`-style output ([`format`]), the agent's Prometheus exposition
 //! ([`exposition`]), and a job's counts over several nodes' agents ([`remote`]).
 
@@ -6,4 +7,5 @@ pub mod counters;
 pub mod events;
 pub mod exposition;
 pub mod format;
+pub mod pmu;
 pub mod remote;

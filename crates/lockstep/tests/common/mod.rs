@@ -142,4 +142,3 @@ impl Drop for Agent {
         let _ = self.child.wait();
     }
 }
-
