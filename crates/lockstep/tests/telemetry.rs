@@ -242,6 +242,16 @@ fn adopted_cgroup_outside_perf_event_is_counted_per_thread() {
     wait_for("per-thread task-clock of the adopted job", || {
         series(&metrics(&addr), &job, "task-clock").is_some_and(|v| v > 1_000_000)
     });
+    // `lockstep stat --job` finds the adopted job's processes through the agent, and counts them until Ctrl-C.
+    let stat = env.spawn(&["stat", "--job", &job, "-x", ",", "-e", "task-clock"]);
+    std::thread::sleep(Duration::from_millis(1500));
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(stat.id() as i32), nix::sys::signal::Signal::SIGINT).unwrap();
+    let counted = stat.wait_with_output().unwrap();
+    assert!(counted.status.success(), "{}", stderr(&counted));
+    let text = stderr(&counted);
+    let msec: f64 =
+        text.lines().find(|l| l.contains(",task-clock,")).unwrap().split(',').next().unwrap().parse().unwrap();
+    assert!(msec > 0.0, "{text}");
     let out = env.run(&["release", "--job", &job]);
     assert!(out.status.success(), "{}", stderr(&out));
     drop(worker);

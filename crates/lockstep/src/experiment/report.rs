@@ -219,9 +219,15 @@ pub fn write(spec: &Spec, runs: &[ExperimentRun], dir: &Path) -> anyhow::Result<
         }
     }
     html += "<h2>Tables</h2>";
-    html += &markdown_tables_to_html(&md);
+    write_files(dir, &md, html)
+}
+
+/// Writes `summary.md` and `index.html` (the page begun in `html`, then the summary's tables) into `dir`;
+/// returns the HTML path.
+pub(crate) fn write_files(dir: &Path, md: &str, mut html: String) -> anyhow::Result<PathBuf> {
+    html += &markdown_tables_to_html(md);
     html += "</body></html>\n";
-    std::fs::write(dir.join("summary.md"), &md)?;
+    std::fs::write(dir.join("summary.md"), md)?;
     let index = dir.join("index.html");
     std::fs::write(&index, html)?;
     Ok(index)
@@ -238,7 +244,7 @@ pub(crate) fn html_page(name: &str, description: &str) -> String {
 }
 
 /// The Markdown tables of the summary as HTML tables (the rest of the Markdown as paragraphs).
-pub(crate) fn markdown_tables_to_html(md: &str) -> String {
+fn markdown_tables_to_html(md: &str) -> String {
     let mut out = String::new();
     let mut in_table = false;
     for line in md.lines() {

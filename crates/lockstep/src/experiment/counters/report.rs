@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use super::{configs, CountersSpec};
-use crate::experiment::report::{html_page, markdown_tables_to_html};
+use crate::experiment::report::{html_page, write_files};
 use crate::store::ExperimentRun;
 
 /// Mean and sample variance.
@@ -191,13 +191,7 @@ pub fn write(spec: &CountersSpec, runs: &[ExperimentRun], dir: &Path) -> anyhow:
     md += "\nA target is met by the point estimate; where the confidence interval is wider than the target, this \
            machine's run-to-run noise is larger than the effect and more repetitions are needed to resolve it.\n";
 
-    let mut html = html_page(&spec.name, &spec.description);
-    html += &markdown_tables_to_html(&md);
-    html += "</body></html>\n";
-    std::fs::write(dir.join("summary.md"), &md)?;
-    let index = dir.join("index.html");
-    std::fs::write(&index, html)?;
-    Ok(index)
+    write_files(dir, &md, html_page(&spec.name, &spec.description))
 }
 
 #[cfg(test)]
