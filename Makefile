@@ -36,6 +36,7 @@ bench: build
 	@scripts/bench.sh
 	@scripts/bench-kernels.sh
 	@scripts/bench-agent.sh
+	@scripts/bench-counters.sh
 
 clean:
 	$(CARGO) clean

@@ -35,7 +35,7 @@ pub struct Args {
     /// How often the counters are read into the store and /metrics, e.g. 1s; `none`: only when a job ends.
     #[arg(long, value_name = "DURATION")]
     sample_interval: Option<String>,
-    /// How long samples are kept in the store, e.g. 7d.
+    /// How long samples are kept in the store, e.g. 12h or 7d (default 1d).
     #[arg(long, value_name = "DURATION")]
     retention: Option<String>,
     /// Serve /metrics (Prometheus) and the counters API over HTTP on [ADDR:]PORT (ADDR defaults to 127.0.0.1).
@@ -61,7 +61,7 @@ struct File {
 /// Sampling interval when none is given.
 const DEFAULT_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
 /// Retention when none is given.
-const DEFAULT_RETENTION: std::time::Duration = std::time::Duration::from_secs(7 * 86400);
+const DEFAULT_RETENTION: std::time::Duration = std::time::Duration::from_secs(86400);
 
 /// `[ADDR:]PORT` → a socket address; a bare port means loopback.
 fn metrics_addr(text: &str) -> Result<std::net::SocketAddr, UsageError> {
