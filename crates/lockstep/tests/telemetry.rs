@@ -30,14 +30,31 @@ fn job_script(seconds: u32) -> String {
     format!("for i in $(seq {seconds}); do sleep 0.5; i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done; done")
 }
 
-/// A process killed and reaped when dropped.
+/// A process stopped when dropped: SIGTERM (so that `lockstep run` removes its job's cgroup and Prometheus shuts
+/// down cleanly), SIGKILL after 5 s, then reaped.
 struct Daemon(Child);
 
 impl Drop for Daemon {
     fn drop(&mut self) {
+        let pid = nix::unistd::Pid::from_raw(self.0.id() as i32);
+        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while matches!(self.0.try_wait(), Ok(None)) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
+}
+
+/// Starts an agent with `args` and waits until its HTTP endpoint at `addr` answers too (it is bound after the
+/// control socket).
+fn start_agent(env: &Env, addr: &str, args: &[&str]) -> Agent {
+    let mut full = vec!["--metrics", addr];
+    full.extend_from_slice(args);
+    let agent = Agent::start(env, &full);
+    wait_for("the agent's HTTP endpoint", || get(addr, "/metrics").is_ok());
+    agent
 }
 
 /// `/metrics` of the agent at `addr`.
@@ -73,19 +90,8 @@ fn agent_samples_go_to_store_metrics_and_nodes_sum() {
     let _serial = serial();
     let env = Env::new();
     let addr = format!("127.0.0.1:{}", free_port());
-    let _agent = Agent::start(
-        &env,
-        &[
-            "--node",
-            "tn1",
-            "--metrics",
-            &addr,
-            "--events",
-            "task-clock,page-faults,cycles,sched:sched_switch",
-            "--sample-interval",
-            "200ms",
-        ],
-    );
+    let events = "task-clock,page-faults,cycles,sched:sched_switch";
+    let _agent = start_agent(&env, &addr, &["--node", "tn1", "--events", events, "--sample-interval", "200ms"]);
     let job = name("samples");
     let mut run = Daemon(env.spawn(&["run", "--job", &job, "--place", "any", "--", "sh", "-c", &job_script(6)]));
     // Counted from the start: the job is on /metrics as soon as it runs, and its counts grow.
@@ -130,7 +136,7 @@ fn agent_samples_go_to_store_metrics_and_nodes_sum() {
     // saw the job).
     let other = format!("127.0.0.1:{}", free_port());
     let other_env = Env::new();
-    let _other_agent = Agent::start(&other_env, &["--node", "tn2", "--metrics", &other]);
+    let _other_agent = start_agent(&other_env, &other, &["--node", "tn2"]);
     let nodes = format!("{addr},{other}");
     let out = env.run(&["stat", "--job", &job, "--nodes", &nodes, "-e", "page-faults,task-clock,cycles", "-x", ","]);
     assert!(out.status.success(), "{}", stderr(&out));
@@ -160,7 +166,7 @@ fn prometheus_server_scrapes_the_job_counters() {
     let env = Env::new();
     let agent_addr = format!("127.0.0.1:{}", free_port());
     let prom_addr = format!("127.0.0.1:{}", free_port());
-    let _agent = Agent::start(&env, &["--node", "tn1", "--metrics", &agent_addr, "--sample-interval", "200ms"]);
+    let _agent = start_agent(&env, &agent_addr, &["--node", "tn1", "--sample-interval", "200ms"]);
     let config = env.dir.path().join("prometheus.yml");
     std::fs::write(
         &config,
@@ -212,17 +218,27 @@ fn adopted_cgroup_outside_perf_event_is_counted_per_thread() {
     }
     let env = Env::new();
     let addr = format!("127.0.0.1:{}", free_port());
-    let _agent = Agent::start(&env, &["--node", "tn1", "--metrics", &addr, "--sample-interval", "200ms"]);
+    let _agent = start_agent(&env, &addr, &["--node", "tn1", "--sample-interval", "200ms"]);
     let job = name("perthread");
     let dirs: Vec<PathBuf> = roots.iter().map(|r| r.join(&job)).collect();
     for d in &dirs {
         std::fs::create_dir(d).unwrap();
     }
+    /// Kills what is left in the hand-made cgroups (the worker's children) and removes them.
     struct Cleanup(Vec<PathBuf>);
     impl Drop for Cleanup {
         fn drop(&mut self) {
+            let deadline = Instant::now() + Duration::from_secs(5);
             for d in &self.0 {
-                let _ = std::fs::remove_dir(d);
+                while d.exists() && Instant::now() < deadline {
+                    for pid in lockstep::cgroup::read_procs(d) {
+                        let _ =
+                            nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
+                    }
+                    if std::fs::remove_dir(d).is_err() {
+                        std::thread::sleep(Duration::from_millis(20));
+                    }
+                }
             }
         }
     }
