@@ -248,6 +248,9 @@ impl Agent {
 pub fn run(config: Config) -> anyhow::Result<i32> {
     let policy = cosched::by_name(&config.policy)?;
     let backend = cgroup::detect()?;
+    // A client or scraper that hangs up mid-answer is an EPIPE error for that connection, never a signal.
+    // SAFETY: ignoring a signal installs no handler code.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) };
     // From the moment the socket answers, SIGINT/SIGTERM must mean "restore and exit", never a plain death:
     // block them now; the waiter thread takes them.
     let mut signals = SigSet::empty();
