@@ -14,6 +14,7 @@ packages=(
   linux-perf                         # perf stat, the reference `lockstep stat` is tested against
   libpfm4-dev                        # PMU event names (libpfm4) for lockstep stat and the agent
   prometheus                         # promtool check metrics, and the server that scrapes the agent in tests
+  slurmctld slurmd slurm-client munge  # tests/cluster: a real Slurm cluster of network namespaces on this machine
 )
 
 missing=()
