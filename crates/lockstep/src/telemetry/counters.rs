@@ -219,16 +219,6 @@ impl Counters {
         self.targets.iter().map(|(k, _)| *k)
     }
 
-    /// Number of targets attached.
-    pub fn len(&self) -> usize {
-        self.targets.len()
-    }
-
-    /// Whether no target is attached.
-    pub fn is_empty(&self) -> bool {
-        self.targets.is_empty()
-    }
-
     /// Takes the final counts of target `key` into the totals and closes its counters (a thread that exited).
     pub fn detach(&mut self, key: i64) -> io::Result<()> {
         let Some(i) = self.targets.iter().position(|(k, _)| *k == key) else { return Ok(()) };

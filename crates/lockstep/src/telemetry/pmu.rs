@@ -33,6 +33,13 @@ pub struct Raw {
     pub config2: u64,
 }
 
+impl Raw {
+    /// The event attributes of `attr`.
+    fn from_attr(attr: &perf_event_attr) -> Self {
+        Self { ty: attr.type_, config: attr.config, config1: attr.config1, config2: attr.config2 }
+    }
+}
+
 impl Event for Raw {
     fn update_attrs(self, attr: &mut perf_event_attr) {
         attr.type_ = self.ty;
@@ -116,7 +123,7 @@ pub fn sysfs_event(
     let dynamic = builder.build().map_err(|e| bad(e.to_string()))?;
     let mut attr = perf_event_attr::default();
     dynamic.update_attrs(&mut attr);
-    Ok(Some(Raw { ty: attr.type_, config: attr.config, config1: attr.config1, config2: attr.config2 }))
+    Ok(Some(Raw::from_attr(&attr)))
 }
 
 /// `0x3c` or `60`.
@@ -257,12 +264,7 @@ pub fn libpfm_event(name: &str) -> Result<Option<Pfm>, UsageError> {
         (lib.encode)(cname.as_ptr(), PFM_PLM0 | PFM_PLM3, PFM_OS_PERF_EVENT, (&mut arg as *mut PerfEncodeArg).cast())
     };
     if rc == PFM_SUCCESS {
-        return Ok(Some(Pfm::Event(Raw {
-            ty: attr.type_,
-            config: attr.config,
-            config1: attr.config1,
-            config2: attr.config2,
-        })));
+        return Ok(Some(Pfm::Event(Raw::from_attr(&attr))));
     }
     Ok(known_elsewhere(lib, name).then_some(Pfm::Absent))
 }
