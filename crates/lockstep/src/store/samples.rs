@@ -55,10 +55,24 @@ impl Store {
 
     /// The samples of `job` (every node), oldest first.
     pub fn samples(&self, job: &str) -> anyhow::Result<Vec<Sample>> {
-        let mut stmt = self.conn.prepare(
-            "SELECT job, node, time, event, value, enabled, running FROM samples WHERE job = ?1 ORDER BY time, rowid",
-        )?;
-        let rows = stmt.query_map(params![job], |r| {
+        self.query_samples("WHERE job = ?1 ORDER BY time, rowid", params![job])
+    }
+
+    /// The latest sample of every event of `job` on `node` (the job's final counts once it has ended).
+    pub fn latest_samples(&self, job: &str, node: &str) -> anyhow::Result<Vec<Sample>> {
+        self.query_samples(
+            "WHERE job = ?1 AND node = ?2
+               AND time = (SELECT max(time) FROM samples WHERE job = ?1 AND node = ?2)
+             ORDER BY rowid",
+            params![job, node],
+        )
+    }
+
+    fn query_samples(&self, filter: &str, args: impl rusqlite::Params) -> anyhow::Result<Vec<Sample>> {
+        let mut stmt = self
+            .conn
+            .prepare(&format!("SELECT job, node, time, event, value, enabled, running FROM samples {filter}"))?;
+        let rows = stmt.query_map(args, |r| {
             Ok(Sample {
                 job: r.get(0)?,
                 node: r.get(1)?,
@@ -70,13 +84,6 @@ impl Store {
             })
         })?;
         Ok(rows.collect::<Result<_, _>>()?)
-    }
-
-    /// The latest sample of every event of `job` on `node` (the job's final counts once it has ended).
-    pub fn latest_samples(&self, job: &str, node: &str) -> anyhow::Result<Vec<Sample>> {
-        let all: Vec<Sample> = self.samples(job)?.into_iter().filter(|s| s.node == node).collect();
-        let Some(last) = all.last().map(|s| s.time) else { return Ok(Vec::new()) };
-        Ok(all.into_iter().filter(|s| s.time == last).collect())
     }
 }
 
