@@ -33,8 +33,7 @@ fn reap(pid: i32, cost: &mut PerfCost) {
 }
 
 /// The rank processes (named like the kernel) in the job's cgroup now.
-fn ranks_of(job: &str, program: &str) -> Vec<i32> {
-    let Ok(backend) = crate::cgroup::detect() else { return Vec::new() };
+fn ranks_of(backend: &dyn crate::cgroup::Backend, job: &str, program: &str) -> Vec<i32> {
     let dirs = backend.existing(&Path::new(crate::cgroup::PARENT).join(job));
     let Some(dir) = dirs.first() else { return Vec::new() };
     crate::cgroup::procs_below(dir)
@@ -112,9 +111,10 @@ fn run_case(
     // perf: attach `perf stat -p` to each rank as soon as it appears, the way seed 002's driver does.
     let mut perf: Vec<i32> = Vec::new();
     if config.tool.as_deref() == Some("perf") {
+        let backend = crate::cgroup::detect()?;
         let mut attached: Vec<i32> = Vec::new();
         while child.try_wait()?.is_none() {
-            for pid in ranks_of(job, &w.command[0]) {
+            for pid in ranks_of(backend.as_ref(), job, &w.command[0]) {
                 if attached.contains(&pid) {
                     continue;
                 }
