@@ -13,6 +13,7 @@ pub mod jobs;
 pub mod launch;
 pub mod place;
 pub mod procfs;
+pub mod slurm;
 pub mod store;
 pub mod telemetry;
 pub mod topo;

@@ -99,11 +99,40 @@ pub fn from_run(name: &str, dirs: Vec<PathBuf>, row: Option<u32>) -> Managed {
     managed(name, vec![Group::new(dirs)], row, Origin::Run)
 }
 
+/// A Slurm job found in Slurm's cgroups (see [`super::slurm`]), owned by `uid`.
+pub fn from_slurm(
+    name: &str,
+    id: u64,
+    uid: u32,
+    dirs: Vec<PathBuf>,
+    groups: Vec<Vec<PathBuf>>,
+    row: Option<u32>,
+) -> Managed {
+    let mut job = managed(name, groups.into_iter().map(Group::new).collect(), row, Origin::Slurm { id, dirs });
+    job.owner = uid;
+    job
+}
+
 fn managed(name: &str, groups: Vec<Group>, row: Option<u32>, origin: Origin) -> Managed {
+    Managed {
+        name: name.to_string(),
+        pus: pus(&groups),
+        groups,
+        pinned: row,
+        row: row.unwrap_or(0),
+        applied: Desired::default(),
+        origin,
+        owner: 0,
+    }
+}
+
+/// The PUs `groups` may run on: their cpusets, else the affinity of the processes in them (and below), else
+/// every online PU.
+pub fn pus(groups: &[Group]) -> CpuList {
     let mut pus = CpuList::new();
-    for g in &groups {
+    for g in groups {
         let mine = g.knobs.pus().or_else(|| {
-            let pids = crate::cgroup::read_procs(g.dirs.first()?);
+            let pids = crate::cgroup::procs_below(g.dirs.first()?);
             let lists: Vec<CpuList> =
                 pids.iter().filter_map(|&p| CpuList::parse(&procfs::cpus_allowed(p)?).ok()).collect();
             (!lists.is_empty()).then(|| lists.iter().flat_map(CpuList::iter).collect())
@@ -112,15 +141,7 @@ fn managed(name: &str, groups: Vec<Group>, row: Option<u32>, origin: Origin) -> 
             pus.insert(pu);
         }
     }
-    Managed {
-        name: name.to_string(),
-        groups,
-        pus,
-        pinned: row,
-        row: row.unwrap_or(0),
-        applied: Desired::default(),
-        origin,
-    }
+    pus
 }
 
 /// `path` relative to whichever hierarchy root it lies under; a relative path stays as given.

@@ -29,6 +29,13 @@ pub enum Origin {
         /// The cgroup the agent created.
         created: JobCgroup,
     },
+    /// A Slurm job found in Slurm's cgroups; its groups follow its steps.
+    Slurm {
+        /// Slurm job ID.
+        id: u64,
+        /// The `job_<id>` directories: the job ends when they are gone, and is counted by them.
+        dirs: Vec<PathBuf>,
+    },
 }
 
 /// One cgroup of a job (a container group has several).
@@ -47,6 +54,42 @@ impl Group {
     pub fn new(dirs: Vec<PathBuf>) -> Self {
         let knobs = Knobs::find(&dirs);
         Self { dirs, knobs, weight_before: None }
+    }
+
+    /// Freezes or thaws the group (the journal first, so that a crash in between still restores it).
+    fn set_frozen(&self, frozen: bool, job: &str, journal: &mut Journal, store: &Store) -> anyhow::Result<()> {
+        let Some(file) = &self.knobs.freeze else { return Ok(()) };
+        if frozen {
+            journal.remember(store, job, file, freeze_value(file, false))?;
+            write(file, freeze_value(file, true))?;
+        } else {
+            write(file, freeze_value(file, false))?;
+            journal.forget(file)?;
+        }
+        Ok(())
+    }
+
+    /// Raises the group's weight to [`BOOST_WEIGHT`], or puts back the weight it had.
+    fn set_boosted(&mut self, boosted: bool, job: &str, journal: &mut Journal, store: &Store) -> anyhow::Result<()> {
+        let Some(file) = &self.knobs.weight else { return Ok(()) };
+        if boosted {
+            let before = std::fs::read_to_string(file).map_err(|_| Gone(file.clone()))?.trim().to_string();
+            journal.remember(store, job, file, &before)?;
+            write(file, &weight_value(file, BOOST_WEIGHT))?;
+            self.weight_before = Some(before);
+        } else if let Some(before) = self.weight_before.take() {
+            write(file, &before)?;
+            journal.forget(file)?;
+        }
+        Ok(())
+    }
+
+    /// Drops the group's journal entries (its files are gone: nothing left to restore).
+    fn forget(&self, journal: &mut Journal) -> anyhow::Result<()> {
+        for file in [&self.knobs.freeze, &self.knobs.weight].into_iter().flatten() {
+            journal.forget(file)?;
+        }
+        Ok(())
     }
 }
 
@@ -67,6 +110,8 @@ pub struct Managed {
     pub applied: Desired,
     /// Where it came from.
     pub origin: Origin,
+    /// UID of the job's owner: users see their own jobs through the agent socket.
+    pub owner: u32,
 }
 
 /// What the store keeps of a managed job, to take it over again after a restart.
@@ -80,6 +125,9 @@ pub struct Saved {
     pub pus: String,
     /// Row given from outside.
     pub pinned: Option<u32>,
+    /// Owner's UID.
+    #[serde(default)]
+    pub owner: u32,
 }
 
 /// A cgroup of the job is gone: the job ended.
@@ -102,6 +150,7 @@ impl Managed {
             groups: self.groups.iter().map(|g| g.dirs.clone()).collect(),
             pus: self.pus.to_string(),
             pinned: self.pinned,
+            owner: self.owner,
         }
     }
 
@@ -120,6 +169,7 @@ impl Managed {
             row: saved.pinned.unwrap_or(0),
             applied: Desired::default(),
             origin: saved.origin,
+            owner: saved.owner,
         })
     }
 
@@ -128,35 +178,43 @@ impl Managed {
         let mut actions = Vec::new();
         if want.frozen != self.applied.frozen {
             for g in &self.groups {
-                let Some(file) = &g.knobs.freeze else { continue };
-                if want.frozen {
-                    journal.remember(store, &self.name, file, freeze_value(file, false))?;
-                    write(file, freeze_value(file, true))?;
-                } else {
-                    write(file, freeze_value(file, false))?;
-                    journal.forget(file)?;
-                }
+                g.set_frozen(want.frozen, &self.name, journal, store)?;
             }
             actions.push(if want.frozen { "freeze" } else { "thaw" });
             self.applied.frozen = want.frozen;
         }
         if want.boosted != self.applied.boosted {
             for g in &mut self.groups {
-                let Some(file) = &g.knobs.weight else { continue };
-                if want.boosted {
-                    let before = std::fs::read_to_string(file).map_err(|_| Gone(file.clone()))?.trim().to_string();
-                    journal.remember(store, &self.name, file, &before)?;
-                    write(file, &weight_value(file, BOOST_WEIGHT))?;
-                    g.weight_before = Some(before);
-                } else if let Some(before) = g.weight_before.take() {
-                    write(file, &before)?;
-                    journal.forget(file)?;
-                }
+                g.set_boosted(want.boosted, &self.name, journal, store)?;
             }
             actions.push(if want.boosted { "boost" } else { "unboost" });
             self.applied.boosted = want.boosted;
         }
         Ok(actions)
+    }
+
+    /// Adds a cgroup to the job (a Slurm step that started) in the state the job is in.
+    pub fn add_group(&mut self, dirs: Vec<PathBuf>, journal: &mut Journal, store: &Store) -> anyhow::Result<()> {
+        let mut g = Group::new(dirs);
+        if self.applied.frozen {
+            g.set_frozen(true, &self.name, journal, store)?;
+        }
+        if self.applied.boosted {
+            g.set_boosted(true, &self.name, journal, store)?;
+        }
+        self.groups.push(g);
+        Ok(())
+    }
+
+    /// Drops the cgroups that are gone (a step that ended) with their journal entries, while the job goes on.
+    pub fn prune(&mut self, journal: &mut Journal) -> anyhow::Result<()> {
+        let (gone, kept): (Vec<Group>, Vec<Group>) =
+            std::mem::take(&mut self.groups).into_iter().partition(|g| !g.dirs.iter().any(|d| d.is_dir()));
+        self.groups = kept;
+        for g in &gone {
+            g.forget(journal)?;
+        }
+        Ok(())
     }
 
     /// Puts everything back (thaw, weights) and, for adopted processes, moves them back where they were and
@@ -186,6 +244,7 @@ impl Managed {
     pub fn ended(&self) -> bool {
         match &self.origin {
             Origin::Pids { created, .. } => created.pids().is_empty(),
+            Origin::Slurm { dirs, .. } => !dirs.iter().any(|d| d.is_dir()),
             _ => !self.groups.iter().any(|g| g.dirs.iter().any(|d| d.is_dir())),
         }
     }
@@ -193,9 +252,7 @@ impl Managed {
     /// Drops the journal entries of a job whose cgroups are gone (nothing left to restore).
     fn forget_all(&mut self, journal: &mut Journal) -> anyhow::Result<()> {
         for g in &self.groups {
-            for file in [&g.knobs.freeze, &g.knobs.weight].into_iter().flatten() {
-                journal.forget(file)?;
-            }
+            g.forget(journal)?;
         }
         self.applied = Desired::default();
         Ok(())

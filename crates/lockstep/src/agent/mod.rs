@@ -10,8 +10,10 @@ mod managed;
 pub mod protocol;
 pub mod sampler;
 mod server;
+mod slurm;
 mod watchdog;
 
+use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
@@ -21,7 +23,7 @@ use nix::sys::signal::{SigSet, Signal};
 use crate::cgroup::{self, Backend};
 use crate::cosched::rows::{self, Entry};
 use crate::cosched::{self, slot, JobView, Policy};
-use crate::store::{Decision, Store};
+use crate::store::{Decision, SlurmJob, Store};
 use journal::Journal;
 use managed::{Gone, Managed};
 use protocol::{JobStatus, Status};
@@ -44,6 +46,8 @@ pub struct Config {
     pub telemetry: sampler::Settings,
     /// Where to serve `/metrics` over HTTP, if anywhere.
     pub metrics: Option<std::net::SocketAddr>,
+    /// This node's name in Slurm (`slurm_<name>` in Slurm's cgroup paths).
+    pub slurm_node: String,
 }
 
 /// How often decisions reach the store (they are batched: one transaction per interval, not per slot).
@@ -70,6 +74,10 @@ pub struct Agent {
     stop: bool,
     /// Every job's counters.
     telemetry: sampler::SharedTelemetry,
+    /// Slurm jobs the prolog announced, by ID.
+    slurm: HashMap<u64, SlurmJob>,
+    /// Slurm jobs whose epilog ran, while their cgroups are still there.
+    slurm_done: HashSet<u64>,
 }
 
 /// The shared agent and the condition the slot loop sleeps on.
@@ -124,9 +132,13 @@ impl Agent {
         }
     }
 
-    /// Releases the jobs that have ended (their cgroups removed, or their adopted processes exited).
+    /// Releases the jobs that have ended (their cgroups removed, or their adopted processes exited), and drops the
+    /// cgroups that are gone from the jobs that go on.
     fn drop_ended(&mut self) {
         for i in (0..self.jobs.len()).rev() {
+            if let Err(e) = self.jobs[i].prune(&mut self.journal) {
+                eprintln!("lockstep agent: job {}: {e:#}", self.jobs[i].name);
+            }
             if self.jobs[i].ended() {
                 self.retire(i);
             }
@@ -199,7 +211,10 @@ impl Agent {
 
     /// Starts counting `job`.
     fn count(&self, job: &Managed) {
-        let groups: Vec<Vec<PathBuf>> = job.groups.iter().map(|g| g.dirs.clone()).collect();
+        let groups: Vec<Vec<PathBuf>> = match &job.origin {
+            managed::Origin::Slurm { dirs, .. } => vec![dirs.clone()],
+            _ => job.groups.iter().map(|g| g.dirs.clone()).collect(),
+        };
         self.telemetry.0.lock().expect("telemetry lock").attach(&job.name, &groups, &job.pus);
     }
 
@@ -209,8 +224,8 @@ impl Agent {
         self.telemetry.1.notify_all();
     }
 
-    /// The live table.
-    fn status(&self) -> Status {
+    /// The live table; `viewer` set (a user other than root) lists only that user's jobs.
+    fn status(&self, viewer: Option<u32>) -> Status {
         Status {
             node: self.node.clone(),
             pid: std::process::id() as i32,
@@ -224,6 +239,7 @@ impl Agent {
             jobs: self
                 .jobs
                 .iter()
+                .filter(|j| viewer.is_none_or(|uid| j.owner == uid))
                 .map(|j| JobStatus {
                     name: j.name.clone(),
                     row: j.row,
@@ -235,8 +251,10 @@ impl Agent {
                         managed::Origin::Run => "run",
                         managed::Origin::Cgroup => "cgroup",
                         managed::Origin::Pids { .. } => "pids",
+                        managed::Origin::Slurm { .. } => "slurm",
                     }
                     .to_string(),
+                    owner: j.owner,
                     cgroups: j.groups.iter().filter_map(|g| g.dirs.first().cloned()).collect(),
                 })
                 .collect(),
@@ -288,10 +306,16 @@ pub fn run(config: Config) -> anyhow::Result<i32> {
             last_flush: Instant::now(),
             stop: false,
             telemetry: telemetry.clone(),
+            slurm: HashMap::new(),
+            slurm_done: HashSet::new(),
         }),
         Condvar::new(),
     ));
-    shared.0.lock().expect("agent lock").take_over()?;
+    {
+        let mut agent = shared.0.lock().expect("agent lock");
+        agent.take_over()?;
+        agent.slurm = agent.store.slurm_all()?.into_iter().map(|j| (j.id, j)).collect();
+    }
     {
         let shared = shared.clone();
         std::thread::spawn(move || {
@@ -302,6 +326,7 @@ pub fn run(config: Config) -> anyhow::Result<i32> {
         });
     }
     server::spawn(listener, shared.clone());
+    slurm::spawn_discovery(shared.clone(), config.slurm_node.clone());
     if let Some(addr) = config.metrics {
         let bound = http::spawn(addr, telemetry.clone(), config.store.clone())?;
         eprintln!("lockstep agent: metrics on http://{bound}/metrics");

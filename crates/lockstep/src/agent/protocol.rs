@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 
 /// A request to the agent.
 #[derive(Clone, Debug, Serialize, Deserialize)]
-#[serde(tag = "op", rename_all = "lowercase")]
+#[serde(tag = "op", rename_all = "snake_case")]
 pub enum Request {
     /// The live table.
     Status,
@@ -46,6 +46,20 @@ pub enum Request {
     Release {
         /// Job name.
         job: String,
+    },
+    /// The Slurm prolog: job `id` of user `uid` starts on this node, in row `row` if the controller gave one.
+    SlurmProlog {
+        /// Slurm job ID.
+        id: u64,
+        /// Owner's UID.
+        uid: u32,
+        /// Co-scheduling row (the same on every node of the job).
+        row: Option<u32>,
+    },
+    /// The Slurm epilog: job `id` has ended on this node.
+    SlurmEpilog {
+        /// Slurm job ID.
+        id: u64,
     },
 }
 
@@ -105,10 +119,13 @@ pub struct JobStatus {
     pub frozen: bool,
     /// Boosted now.
     pub boosted: bool,
-    /// run, cgroup or pids.
+    /// run, cgroup, pids or slurm.
     pub origin: String,
     /// First cgroup directory of each group.
     pub cgroups: Vec<PathBuf>,
+    /// UID of the job's owner.
+    #[serde(default)]
+    pub owner: u32,
 }
 
 /// A job's counters on one node, as the agent's HTTP API serves them (`GET /api/v1/jobs/NAME`).

@@ -6,13 +6,16 @@ use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::Path;
 use std::time::Duration;
 
+use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
+
 use super::protocol::{Request, Response};
 use super::{adopt, Agent, Shared};
 use crate::cosched::{self, slot};
 use crate::error::UsageError;
 use crate::launch::check_job_name;
+use crate::store::SlurmJob;
 
-/// Binds the socket; an agent already answering there is a usage error, a stale socket file is replaced.
+/// Binds the socket (open to every user; see [`handle`] for what each may do); an agent already answering there is a usage error, a stale socket file is replaced.
 pub fn bind(path: &Path) -> anyhow::Result<UnixListener> {
     if UnixStream::connect(path).is_ok() {
         return Err(UsageError::new(format!("an agent is already running at {}", path.display())).into());
@@ -23,7 +26,8 @@ pub fn bind(path: &Path) -> anyhow::Result<UnixListener> {
     let _ = std::fs::remove_file(path);
     let listener =
         UnixListener::bind(path).map_err(|e| UsageError::new(format!("cannot listen on {}: {e}", path.display())))?;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
+    // Anyone may connect: each request is checked against the caller's credentials (SO_PEERCRED).
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o666))?;
     Ok(listener)
 }
 
@@ -36,15 +40,22 @@ pub fn spawn(listener: UnixListener, shared: Shared) {
     });
 }
 
+/// The UID of the process at the other end of `stream` (`SO_PEERCRED`).
+fn peer_uid(stream: &UnixStream) -> std::io::Result<u32> {
+    let cred = getsockopt(stream, PeerCredentials).map_err(std::io::Error::from)?;
+    Ok(cred.uid())
+}
+
 fn serve(stream: UnixStream, shared: &Shared) -> std::io::Result<()> {
     stream.set_read_timeout(Some(Duration::from_secs(5)))?;
+    let uid = peer_uid(&stream)?;
     let mut line = String::new();
     BufReader::new(&stream).read_line(&mut line)?;
     let response = match serde_json::from_str::<Request>(&line) {
         Ok(request) => {
             let (lock, cvar) = &**shared;
             let mut agent = lock.lock().expect("agent lock");
-            let r = handle(&mut agent, request);
+            let r = handle(&mut agent, request, uid);
             cvar.notify_all();
             r
         }
@@ -65,9 +76,19 @@ fn done() -> Response {
     Response { ok: true, ..Default::default() }
 }
 
-fn handle(agent: &mut Agent, request: Request) -> Response {
+/// Carries out `request` for user `uid`: root may do everything; another user sees only their own jobs in the
+/// status and may change nothing.
+fn handle(agent: &mut Agent, request: Request, uid: u32) -> Response {
+    if uid != 0 && !matches!(request, Request::Status) {
+        return failure(anyhow::anyhow!(
+            "permission denied: only root may change what the agent does (UID {uid} may query its own jobs)"
+        ));
+    }
     let result = match request {
-        Request::Status => return Response { ok: true, status: Some(agent.status()), ..Default::default() },
+        Request::Status => {
+            let viewer = (uid != 0).then_some(uid);
+            return Response { ok: true, status: Some(agent.status(viewer)), ..Default::default() };
+        }
         Request::Policy { name, slot_ms } => set_policy(agent, &name, slot_ms),
         Request::Adopt { job, cgroups, pids, containers, row } => {
             take(agent, &job, |backend| match (cgroups.is_empty(), pids.is_empty(), containers.is_empty()) {
@@ -79,6 +100,8 @@ fn handle(agent: &mut Agent, request: Request) -> Response {
         }
         Request::Register { job, dirs, row } => take(agent, &job, |_| Ok(adopt::from_run(&job, dirs, row))),
         Request::Release { job } => release(agent, &job),
+        Request::SlurmProlog { id, uid, row } => agent.slurm_prolog(SlurmJob { id, uid, row }),
+        Request::SlurmEpilog { id } => agent.slurm_epilog(id),
     };
     match result {
         Ok(()) => done(),

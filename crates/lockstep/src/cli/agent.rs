@@ -1,6 +1,6 @@
 //! `lockstep agent [--config FILE] [--policy NAME] [--slot DURATION] [--node NAME] [--events LIST]
-//! [--sample-interval DURATION|none] [--retention DURATION] [--metrics [ADDR:]PORT]`: the node agent, in the
-//! foreground.
+//! [--sample-interval DURATION|none] [--retention DURATION] [--metrics [ADDR:]PORT] [--slurm-node NAME]`: the node
+//! agent, in the foreground.
 
 use std::path::{Path, PathBuf};
 
@@ -17,7 +17,7 @@ use crate::telemetry::events::parse_list;
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// TOML configuration file (keys: socket, store, node, policy, slot, events, sample_interval, retention,
-    /// metrics); flags override it.
+    /// metrics, slurm_node); flags override it.
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
     /// Co-scheduling policy at start: cfs, boost or gang.
@@ -41,6 +41,9 @@ pub struct Args {
     /// Serve /metrics (Prometheus) and the counters API over HTTP on [ADDR:]PORT (ADDR defaults to 127.0.0.1).
     #[arg(long, value_name = "[ADDR:]PORT")]
     metrics: Option<String>,
+    /// This node's NodeName in Slurm, whose job cgroups the agent takes on (default: the node name).
+    #[arg(long, value_name = "NAME")]
+    slurm_node: Option<String>,
 }
 
 /// The configuration file's contents.
@@ -56,6 +59,7 @@ struct File {
     sample_interval: Option<String>,
     retention: Option<String>,
     metrics: Option<String>,
+    slurm_node: Option<String>,
 }
 
 /// Sampling interval when none is given.
@@ -108,10 +112,12 @@ pub fn exec(args: &Args, socket: Option<&Path>, store: Option<&Path>) -> anyhow:
         None => File::default(),
     };
     let slot_text = args.slot.clone().or(file.slot);
+    let node = args.node.clone().or(file.node).unwrap_or_else(hostname);
     let config = Config {
         socket: agent::client::resolve_socket(socket.or(file.socket.as_deref())),
         store: crate::store::resolve_path(store.or(file.store.as_deref())),
-        node: args.node.clone().or(file.node).unwrap_or_else(hostname),
+        slurm_node: args.slurm_node.clone().or(file.slurm_node).unwrap_or_else(|| node.clone()),
+        node,
         policy: args.policy.clone().or(file.policy).unwrap_or_else(|| "cfs".into()),
         slot: slot_text.as_deref().map(slot::parse).transpose()?.unwrap_or(slot::DEFAULT),
         // Event names are resolved now, while the process has one thread (tracepoints may need a private

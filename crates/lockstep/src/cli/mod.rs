@@ -6,6 +6,7 @@ mod experiment;
 mod jobs;
 mod place;
 mod run;
+mod slurm;
 mod stat;
 mod topo;
 
@@ -54,6 +55,9 @@ enum Command {
     /// Run an experiment spec, or write its report.
     #[command(subcommand)]
     Experiment(experiment::ExperimentCommand),
+    /// Slurm's prolog and epilog: tell the agent about each job (see deploy/slurm/).
+    #[command(subcommand)]
+    Slurm(slurm::SlurmCommand),
 }
 
 /// Parses arguments and runs the command; returns the process exit status.
@@ -87,5 +91,6 @@ pub fn main() -> anyhow::Result<i32> {
         Command::Release(args) => control::release(&args, &socket),
         Command::Experiment(cmd) => experiment::exec(&cmd, &store),
         Command::Stat(args) => stat::exec(&args, &store, &socket),
+        Command::Slurm(cmd) => slurm::exec(&cmd, &socket),
     }
 }

@@ -31,9 +31,13 @@ pub struct Args {
     #[arg(long, value_name = "NAME")]
     job: Option<String>,
     /// With --job: sum the job's counts from the agents of these nodes (their --metrics addresses), which have
-    /// counted it since it started; follows the job until it ends everywhere.
+    /// counted it since it started; follows the job until it ends everywhere. For a Slurm job (`--job slurm-ID`)
+    /// the nodes come from `scontrol show job` when this is not given.
     #[arg(long, value_name = "HOST:PORT,...", requires = "job")]
     nodes: Option<String>,
+    /// The agents' metrics port, for the nodes of a Slurm job.
+    #[arg(long, value_name = "PORT", default_value_t = DEFAULT_METRICS_PORT, requires = "job")]
+    metrics_port: u16,
     /// Print counts every MS milliseconds.
     #[arg(short = 'I', long = "interval-print", value_name = "MS", value_parser = clap::value_parser!(u64).range(10..))]
     interval: Option<u64>,
@@ -48,6 +52,9 @@ pub struct Args {
     command: Vec<String>,
 }
 
+/// Metrics port of the agents of a Slurm cluster when none is given (deploy/slurm/ starts them on it).
+const DEFAULT_METRICS_PORT: u16 = 9464;
+
 static STOP: AtomicBool = AtomicBool::new(false);
 
 extern "C" fn on_stop(_: libc::c_int) {
@@ -58,7 +65,11 @@ extern "C" fn on_stop(_: libc::c_int) {
 /// Runs `lockstep stat`; returns the command's exit status (0 for `-p` and `--job`).
 pub fn exec(args: &Args, store: &Path, socket: &Path) -> anyhow::Result<i32> {
     let style = Style { csv: args.separator.clone(), json: args.json };
-    if let (Some(job), Some(nodes)) = (&args.job, &args.nodes) {
+    let nodes = match (&args.job, &args.nodes) {
+        (Some(job), None) => crate::slurm::job_id(job).map(|id| slurm_nodes(id, args.metrics_port)).transpose()?,
+        (_, nodes) => nodes.clone(),
+    };
+    if let (Some(job), Some(nodes)) = (&args.job, &nodes) {
         if args.pid.is_some() || !args.command.is_empty() {
             return Err(UsageError::new("--nodes counts a job: give --job NAME, not -p or a command").into());
         }
@@ -76,6 +87,21 @@ pub fn exec(args: &Args, store: &Path, socket: &Path) -> anyhow::Result<i32> {
         (None, None, false) => count_command(&groups, &args.command, args.interval, &style),
         _ => Err(UsageError::new("give exactly one target: -p PID[,PID...], --job NAME or -- CMD [ARGS...]").into()),
     }
+}
+
+/// The agents (`ADDR:PORT,…`) of the nodes Slurm job `id` runs on.
+fn slurm_nodes(id: u64, port: u16) -> anyhow::Result<String> {
+    let job = crate::slurm::show_job(id)?
+        .ok_or_else(|| UsageError::new(format!("Slurm does not know job {id} (see squeue)")))?;
+    if job.nodes.is_empty() {
+        return Err(UsageError::new(format!("Slurm job {id} has no nodes ({})", job.state)).into());
+    }
+    let addrs: Vec<String> = job
+        .nodes
+        .iter()
+        .map(|n| crate::slurm::node_addr(n).map(|a| format!("{a}:{port}")))
+        .collect::<anyhow::Result<_>>()?;
+    Ok(addrs.join(","))
 }
 
 /// The processes of a running job of this node, as a `-p` list: a `lockstep run` job of the store, else a job

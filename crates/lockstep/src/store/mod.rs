@@ -3,10 +3,12 @@
 mod cosched;
 mod experiment;
 mod samples;
+mod slurm;
 
 pub use cosched::{Decision, JournalEntry};
 pub use experiment::ExperimentRun;
 pub use samples::Sample;
+pub use slurm::SlurmJob;
 
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -114,6 +116,14 @@ CREATE INDEX samples_time ON samples(time);
     r"
 ALTER TABLE experiment_runs ADD COLUMN tool_cpu_s REAL;        -- CPU time of the counting tool (agent or perf)
 ALTER TABLE experiment_runs ADD COLUMN tool_rss_bytes INTEGER; -- its resident memory (peak)
+",
+    r"
+CREATE TABLE slurm_jobs (
+    id INTEGER PRIMARY KEY,           -- a Slurm job the prolog announced on this node
+    uid INTEGER NOT NULL,             -- its owner
+    row INTEGER,                      -- its co-scheduling row (the same on every node of the job), if given
+    since REAL NOT NULL
+);
 ",
 ];
 

@@ -1,0 +1,96 @@
+//! `lockstep slurm prolog|epilog|prolog-slurmctld`: what Slurm runs at each job's start and end (see
+//! deploy/slurm/). Each takes the job from Slurm's environment (`SLURM_JOB_ID`, `SLURM_JOB_UID`) and never fails
+//! the job: a failing prolog drains the node, so problems are reported on stderr (slurmd's or slurmctld's log)
+//! and the exit status stays 0. Only a missing or malformed job ID, which means it was run by hand, is exit 2.
+
+use std::path::Path;
+
+use crate::agent::client::{call_if_running, check};
+use crate::agent::protocol::Request;
+use crate::error::UsageError;
+use crate::slurm;
+
+/// `lockstep slurm …`.
+#[derive(Debug, clap::Subcommand)]
+pub enum SlurmCommand {
+    /// slurm.conf `Prolog=`: tell this node's agent that the job starts here (its owner, and its row if the
+    /// controller's prolog gave one).
+    Prolog(JobArgs),
+    /// slurm.conf `Epilog=`: tell this node's agent that the job has ended here.
+    Epilog(JobArgs),
+    /// slurm.conf `PrologSlurmctld=`: give the job the lowest co-scheduling row free on all its nodes (the same
+    /// row on every node; jobs sharing a node get different rows), kept in its AdminComment.
+    PrologSlurmctld(JobArgs),
+}
+
+/// The job a prolog or epilog is for.
+#[derive(Debug, clap::Args)]
+pub struct JobArgs {
+    /// Slurm job ID [default: $SLURM_JOB_ID].
+    #[arg(long, value_name = "ID")]
+    job_id: Option<u64>,
+}
+
+impl JobArgs {
+    fn id(&self) -> Result<u64, UsageError> {
+        if let Some(id) = self.job_id {
+            return Ok(id);
+        }
+        let text = std::env::var("SLURM_JOB_ID").map_err(|_| {
+            UsageError::new("no job: SLURM_JOB_ID is not set (run by Slurm as a prolog/epilog, or give --job-id ID)")
+        })?;
+        text.parse().map_err(|_| UsageError::new(format!("bad SLURM_JOB_ID {text:?} (expected a job number)")))
+    }
+}
+
+/// Runs a `lockstep slurm` command.
+pub fn exec(cmd: &SlurmCommand, socket: &Path) -> anyhow::Result<i32> {
+    let (what, result) = match cmd {
+        SlurmCommand::Prolog(args) => {
+            let id = args.id()?;
+            ("prolog", prolog(id, socket).map(|row| format!("job {id} announced, row {}", show_row(row))))
+        }
+        SlurmCommand::Epilog(args) => {
+            let id = args.id()?;
+            ("epilog", tell(socket, &Request::SlurmEpilog { id }).map(|()| format!("job {id} ended")))
+        }
+        SlurmCommand::PrologSlurmctld(args) => {
+            let id = args.id()?;
+            ("prolog-slurmctld", slurm::assign_row(id).map(|row| format!("job {id} row {row}")))
+        }
+    };
+    match result {
+        Ok(msg) => eprintln!("lockstep slurm {what}: {msg}"),
+        Err(e) => eprintln!("lockstep slurm {what}: {e:#} (the job goes on without lockstep's help)"),
+    }
+    Ok(0)
+}
+
+fn show_row(row: Option<u32>) -> String {
+    row.map_or_else(|| "from the job-ID hash".into(), |r| r.to_string())
+}
+
+/// Announces job `id` to the agent; returns its row.
+fn prolog(id: u64, socket: &Path) -> anyhow::Result<Option<u32>> {
+    let uid = match std::env::var("SLURM_JOB_UID").ok().and_then(|u| u.parse().ok()) {
+        Some(uid) => uid,
+        None => anyhow::bail!("SLURM_JOB_UID is not set or not a number"),
+    };
+    let row = match slurm::show_job(id) {
+        Ok(job) => job.and_then(|j| j.row()),
+        Err(e) => {
+            eprintln!("lockstep slurm prolog: cannot read job {id}'s row ({e:#}); using the job-ID hash");
+            None
+        }
+    };
+    tell(socket, &Request::SlurmProlog { id, uid, row })?;
+    Ok(row)
+}
+
+/// Sends a request to the agent; no agent running is fine (the job runs without co-scheduling).
+fn tell(socket: &Path, request: &Request) -> anyhow::Result<()> {
+    match call_if_running(socket, request) {
+        Some(answer) => check(answer?).map(drop),
+        None => anyhow::bail!("no agent at {}", socket.display()),
+    }
+}

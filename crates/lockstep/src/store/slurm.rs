@@ -1,0 +1,63 @@
+//! Slurm jobs the prolog announced to the agent: owner and row, kept until the epilog, so that an agent
+//! restarted mid-job still gives the job the row every other node gives it.
+
+use rusqlite::params;
+
+use super::{now, Store};
+
+/// A job as the prolog announced it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SlurmJob {
+    /// Slurm job ID.
+    pub id: u64,
+    /// Owner's UID.
+    pub uid: u32,
+    /// Co-scheduling row, when the controller's prolog assigned one.
+    pub row: Option<u32>,
+}
+
+impl Store {
+    /// Records (or replaces) an announced job.
+    pub fn slurm_put(&self, job: &SlurmJob) -> anyhow::Result<()> {
+        self.conn.execute(
+            "INSERT OR REPLACE INTO slurm_jobs (id, uid, row, since) VALUES (?1, ?2, ?3, ?4)",
+            params![job.id as i64, job.uid, job.row, now()],
+        )?;
+        Ok(())
+    }
+
+    /// Forgets an announced job (its epilog ran).
+    pub fn slurm_remove(&self, id: u64) -> anyhow::Result<()> {
+        self.conn.execute("DELETE FROM slurm_jobs WHERE id = ?1", params![id as i64])?;
+        Ok(())
+    }
+
+    /// Every announced job.
+    pub fn slurm_all(&self) -> anyhow::Result<Vec<SlurmJob>> {
+        let mut stmt = self.conn.prepare("SELECT id, uid, row FROM slurm_jobs ORDER BY id")?;
+        let rows = stmt.query_map([], |r| {
+            Ok(SlurmJob { id: r.get::<_, i64>(0)? as u64, uid: r.get(1)?, row: r.get(2)? })
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn announced_jobs_round_trip() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("s.db")).unwrap();
+        store.slurm_put(&SlurmJob { id: 7, uid: 1000, row: Some(1) }).unwrap();
+        store.slurm_put(&SlurmJob { id: 9, uid: 0, row: None }).unwrap();
+        store.slurm_put(&SlurmJob { id: 7, uid: 1000, row: Some(2) }).unwrap();
+        assert_eq!(
+            store.slurm_all().unwrap(),
+            vec![SlurmJob { id: 7, uid: 1000, row: Some(2) }, SlurmJob { id: 9, uid: 0, row: None }]
+        );
+        store.slurm_remove(7).unwrap();
+        assert_eq!(store.slurm_all().unwrap().len(), 1);
+    }
+}
