@@ -99,16 +99,22 @@ pub fn from_run(name: &str, dirs: Vec<PathBuf>, row: Option<u32>) -> Managed {
     managed(name, vec![Group::new(dirs)], row, Origin::Run)
 }
 
-/// A Slurm job found in Slurm's cgroups (see [`super::slurm`]), owned by `uid`.
+/// A Slurm job found in Slurm's cgroups (see [`super::slurm`]), owned by `uid`; `weight_dir` joins its first
+/// group.
 pub fn from_slurm(
     name: &str,
     id: u64,
     uid: u32,
     dirs: Vec<PathBuf>,
-    groups: Vec<Vec<PathBuf>>,
+    mut groups: Vec<Vec<PathBuf>>,
+    weight_dir: Option<PathBuf>,
     row: Option<u32>,
 ) -> Managed {
-    let mut job = managed(name, groups.into_iter().map(Group::new).collect(), row, Origin::Slurm { id, dirs });
+    if let (Some(w), Some(first)) = (&weight_dir, groups.first_mut()) {
+        first.push(w.clone());
+    }
+    let origin = Origin::Slurm { id, dirs, weight_dir };
+    let mut job = managed(name, groups.into_iter().map(Group::new).collect(), row, origin);
     job.owner = uid;
     job
 }

@@ -35,6 +35,10 @@ pub enum Origin {
         id: u64,
         /// The `job_<id>` directories: the job ends when they are gone, and is counted by them.
         dirs: Vec<PathBuf>,
+        /// On cgroup v1, where Slurm uses no cpu controller: the agent's `cpu/lockstep/slurm-<id>`, which the
+        /// job's processes are moved into so that `boost` has a weight to raise.
+        #[serde(default)]
+        weight_dir: Option<PathBuf>,
     },
 }
 
@@ -218,7 +222,8 @@ impl Managed {
     }
 
     /// Puts everything back (thaw, weights) and, for adopted processes, moves them back where they were and
-    /// removes the cgroup the agent created. Files already gone are fine.
+    /// removes the cgroup the agent created (for an ended Slurm job, its weight cgroup). Files already gone are
+    /// fine.
     pub fn release(&mut self, journal: &mut Journal, store: &Store) -> anyhow::Result<()> {
         match self.apply(Desired::default(), journal, store) {
             Err(e) if e.is::<Gone>() => self.forget_all(journal)?,
@@ -235,6 +240,11 @@ impl Managed {
             for dir in &created.dirs {
                 let _ = remove_dir(dir);
             }
+        }
+        // rmdir fails while processes are in it: a job that still runs keeps them there (the next agent takes
+        // it over); an ended one has left it empty.
+        if let Origin::Slurm { weight_dir: Some(dir), .. } = &self.origin {
+            let _ = remove_dir(dir);
         }
         Ok(())
     }

@@ -14,6 +14,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use super::managed::Origin;
 use super::{adopt, Agent, Shared};
 use crate::cgroup::{self, Version};
 use crate::slurm::job_name;
@@ -109,6 +110,19 @@ fn scan_v2(root: &Path, node: &str) -> Vec<Found> {
         .collect()
 }
 
+/// Moves the processes of a Slurm job (in `job_dirs` and below) that are not yet in `weight_dir` into it; a
+/// process moved there stays in Slurm's own cgroups of every other controller.
+fn gather(job_dirs: &[PathBuf], weight_dir: &Path) {
+    let there = cgroup::read_procs(weight_dir);
+    let procs = weight_dir.join("cgroup.procs");
+    for pid in job_dirs.iter().flat_map(|d| cgroup::procs_below(d)) {
+        if !there.contains(&pid) {
+            // A process that exited meanwhile is fine.
+            let _ = fs::write(&procs, pid.to_string());
+        }
+    }
+}
+
 /// The owner of the first process in `dirs` (or below them).
 fn process_owner(dirs: &[PathBuf]) -> Option<u32> {
     let pid = dirs.iter().flat_map(|d| cgroup::procs_below(d)).next()?;
@@ -116,9 +130,9 @@ fn process_owner(dirs: &[PathBuf]) -> Option<u32> {
 }
 
 impl Agent {
-    /// Takes on the Slurm jobs found, adds the steps that started since the last scan, and keeps each job's PUs
+    /// Takes on the Slurm jobs of node `node` found, adds the steps that started since the last scan, and keeps each job's PUs
     /// current. Jobs whose epilog ran are left alone; a job someone adopted by hand is not taken twice.
-    pub(super) fn sync_slurm(&mut self, found: Vec<Found>) {
+    pub(super) fn sync_slurm(&mut self, node: &str, found: Vec<Found>) {
         self.slurm_done.retain(|id| found.iter().any(|f| f.id == *id));
         let mut changed = false;
         for f in found {
@@ -136,6 +150,9 @@ impl Agent {
                         changed = true;
                     }
                 }
+                if let Origin::Slurm { dirs, weight_dir: Some(w), .. } = &job.origin {
+                    gather(dirs, w);
+                }
                 let pus = adopt::pus(&job.groups);
                 if pus != job.pus {
                     job.pus = pus;
@@ -143,15 +160,30 @@ impl Agent {
                 }
                 continue;
             }
-            let adopted_by_hand =
-                self.jobs.iter().any(|j| j.groups.iter().flat_map(|g| &g.dirs).any(|d| f.job_dirs.iter().any(|jd| d.starts_with(jd))));
+            let adopted_by_hand = self
+                .jobs
+                .iter()
+                .any(|j| j.groups.iter().flat_map(|g| &g.dirs).any(|d| f.job_dirs.iter().any(|jd| d.starts_with(jd))));
             if adopted_by_hand {
                 continue;
             }
             let uid = hint.map(|h| h.uid).or(f.uid).or_else(|| process_owner(&f.job_dirs)).unwrap_or(0);
-            let job = adopt::from_slurm(&name, f.id, uid, f.job_dirs, f.groups, hint.and_then(|h| h.row));
-            match serde_json::to_string(&job.saved()).map_err(anyhow::Error::from).and_then(|s| self.store.managed_put(&name, &s)) {
+            let weight_dir = match self.weight_dir(node, &f) {
+                Ok(dir) => dir,
+                Err(e) => {
+                    eprintln!("lockstep agent: Slurm job {}: no CPU weight to boost ({e})", f.id);
+                    None
+                }
+            };
+            let job = adopt::from_slurm(&name, f.id, uid, f.job_dirs, f.groups, weight_dir, hint.and_then(|h| h.row));
+            match serde_json::to_string(&job.saved())
+                .map_err(anyhow::Error::from)
+                .and_then(|s| self.store.managed_put(&name, &s))
+            {
                 Ok(()) => {
+                    if let Origin::Slurm { dirs, weight_dir: Some(w), .. } = &job.origin {
+                        gather(dirs, w);
+                    }
                     self.count(&job);
                     self.jobs.push(job);
                     changed = true;
@@ -159,9 +191,43 @@ impl Agent {
                 Err(e) => eprintln!("lockstep agent: cannot take on Slurm job {}: {e:#}", f.id),
             }
         }
+        self.sweep_weight_dirs(node);
         if changed {
             self.replan = true;
         }
+    }
+
+    /// The v1 cpu hierarchy's root, if mounted.
+    fn v1_cpu_root(&self) -> Option<PathBuf> {
+        self.backend.roots().into_iter().find(|r| r.join("cpu.shares").exists())
+    }
+
+    /// Removes the weight cgroups of node `node` whose job the agent no longer manages, once they are empty (a
+    /// job's last processes may still be exiting when its epilog runs; an agent may have died before cleaning up).
+    fn sweep_weight_dirs(&self, node: &str) {
+        let Some(root) = self.v1_cpu_root() else { return };
+        let prefix = format!("slurm_{node}_job_");
+        for (id, dir) in numbered(&root.join(cgroup::PARENT), &prefix) {
+            if !self.jobs.iter().any(|j| j.name == job_name(id)) && cgroup::read_procs(&dir).is_empty() {
+                let _ = cgroup::remove_dir(&dir);
+            }
+        }
+    }
+
+    /// On cgroup v1, where Slurm's job cgroups have no cpu controller: creates
+    /// `cpu/lockstep/slurm_<node>_job_<id>` (named like Slurm's, by node, as several slurmd may share a host) for
+    /// the job's processes. `None` when the job's cgroups have a CPU weight of their own, or no cpu hierarchy
+    /// exists.
+    fn weight_dir(&self, node: &str, found: &Found) -> std::io::Result<Option<PathBuf>> {
+        let has_weight =
+            found.groups.iter().flatten().any(|d| d.join("cpu.shares").exists() || d.join("cpu.weight").exists());
+        if has_weight || self.backend.version() != Version::V1 {
+            return Ok(None);
+        }
+        let Some(root) = self.v1_cpu_root() else { return Ok(None) };
+        let dir = root.join(cgroup::PARENT).join(format!("slurm_{node}_job_{}", found.id));
+        fs::create_dir_all(&dir)?;
+        Ok(Some(dir))
     }
 
     /// The prolog announced job `job` on this node: remember its owner and row (a job already found gets the
@@ -211,7 +277,7 @@ pub fn spawn_discovery(shared: Shared, node: String) {
             if agent.stop {
                 return;
             }
-            agent.sync_slurm(found);
+            agent.sync_slurm(&node, found);
             if agent.replan {
                 cvar.notify_all();
             }
@@ -235,7 +301,10 @@ mod tests {
     fn v1_jobs_of_this_node_across_controllers() {
         let t = tempfile::tempdir().unwrap();
         let (freezer, cpuset) = (t.path().join("freezer"), t.path().join("cpuset"));
-        mkdirs(&freezer, &["slurm_n1/uid_0/job_7/step_0", "slurm_n1/uid_1000/job_9/step_batch", "slurm_n2/uid_0/job_8"]);
+        mkdirs(
+            &freezer,
+            &["slurm_n1/uid_0/job_7/step_0", "slurm_n1/uid_1000/job_9/step_batch", "slurm_n2/uid_0/job_8"],
+        );
         mkdirs(&cpuset, &["slurm_n1/uid_0/job_7/step_0", "slurm_n1/uid_0/not_a_job"]);
         let found = scan(Version::V1, &[freezer.clone(), cpuset.clone()], "n1");
         assert_eq!(found.len(), 2);
@@ -245,7 +314,7 @@ mod tests {
         assert_eq!(found[0].job_dirs, both);
         assert_eq!(found[0].groups, vec![both]);
         assert_eq!((found[1].id, found[1].uid), (9, Some(1000)));
-        assert!(scan(Version::V1, &[freezer.clone()], "n3").is_empty());
+        assert!(scan(Version::V1, std::slice::from_ref(&freezer), "n3").is_empty());
     }
 
     #[test]

@@ -7,7 +7,7 @@ use crate::error::UsageError;
 pub fn expand(list: &str) -> Result<Vec<String>, UsageError> {
     let bad = |why: &str| UsageError::new(format!("bad hostlist {list:?}: {why} (expected e.g. n[1-4,7],login1)"));
     let mut hosts = Vec::new();
-    for item in split_top(list).map_err(|w| bad(w))? {
+    for item in split_top(list).map_err(&bad)? {
         if item.is_empty() {
             return Err(bad("empty host name"));
         }

@@ -90,9 +90,10 @@ pub fn fields(line: &str) -> Vec<(String, String)> {
 
 /// Runs `scontrol ARGS`; its standard output.
 fn scontrol(args: &[&str]) -> anyhow::Result<String> {
-    let out = Command::new("scontrol").args(args).output().map_err(|e| {
-        UsageError::new(format!("cannot run scontrol ({e}); Slurm's client commands must be on PATH"))
-    })?;
+    let out = Command::new("scontrol")
+        .args(args)
+        .output()
+        .map_err(|e| UsageError::new(format!("cannot run scontrol ({e}); Slurm's client commands must be on PATH")))?;
     if !out.status.success() {
         anyhow::bail!("scontrol {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr).trim());
     }
@@ -143,7 +144,8 @@ fn with_row(comment: &str, row: u32) -> String {
 
 /// Lock file that serialises row assignment when slurmctld runs several prologs at once.
 fn lock_path() -> PathBuf {
-    std::env::var_os("LOCKSTEP_SLURM_LOCK").map_or_else(|| PathBuf::from("/run/lock/lockstep-slurm-rows.lock"), PathBuf::from)
+    std::env::var_os("LOCKSTEP_SLURM_LOCK")
+        .map_or_else(|| PathBuf::from("/run/lock/lockstep-slurm-rows.lock"), PathBuf::from)
 }
 
 /// Gives job `id` the lowest row free on all its nodes and records it in its `AdminComment`; returns the row (a

@@ -35,9 +35,8 @@ impl Store {
     /// Every announced job.
     pub fn slurm_all(&self) -> anyhow::Result<Vec<SlurmJob>> {
         let mut stmt = self.conn.prepare("SELECT id, uid, row FROM slurm_jobs ORDER BY id")?;
-        let rows = stmt.query_map([], |r| {
-            Ok(SlurmJob { id: r.get::<_, i64>(0)? as u64, uid: r.get(1)?, row: r.get(2)? })
-        })?;
+        let rows =
+            stmt.query_map([], |r| Ok(SlurmJob { id: r.get::<_, i64>(0)? as u64, uid: r.get(1)?, row: r.get(2)? }))?;
         Ok(rows.collect::<Result<_, _>>()?)
     }
 }

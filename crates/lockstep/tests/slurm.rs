@@ -1,0 +1,369 @@
+//! lockstep inside a real Slurm cluster on this machine (`tests/cluster/up`: munge, slurmctld, two slurmd nodes
+//! in network namespaces, an agent each): MPI jobs over TCP between the nodes are found and co-scheduled in step by
+//! both agents; an agent killed mid-job and a job cancelled mid-slot leave nothing frozen or boosted; the cluster
+//! comes down without a trace. Each test brings up its own cluster and takes it down, pass or fail.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{stderr, wait_for};
+use lockstep::agent::protocol::Status;
+use lockstep::cgroup::knobs::is_frozen;
+
+/// One cluster at a time: the bridge, namespaces and ports are fixed.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// The directory of the MPI kernels (`make build` installs them; `make test` says where).
+fn kernels() -> Option<PathBuf> {
+    let dir = std::env::var_os("LOCKSTEP_BIN").map_or_else(|| repo().join("build/bin"), PathBuf::from);
+    dir.join("lu").exists().then_some(dir)
+}
+
+/// Whether this machine can run the cluster; says why not.
+fn can_run() -> bool {
+    if !common::is_root() {
+        eprintln!("skipped: needs root (network namespaces, cgroups)");
+        return false;
+    }
+    let missing: Vec<&str> = ["munged", "slurmctld", "slurmd", "srun", "mpirun"]
+        .into_iter()
+        .filter(|c| {
+            !Command::new("sh").args(["-c", &format!("command -v {c}")]).output().is_ok_and(|o| o.status.success())
+        })
+        .collect();
+    if !missing.is_empty() || kernels().is_none() {
+        eprintln!("skipped: needs {missing:?} (scripts/deps.sh) and the MPI kernels (make build)");
+        return false;
+    }
+    true
+}
+
+/// A cluster of two nodes, taken down when dropped.
+struct Cluster {
+    dir: tempfile::TempDir,
+    /// Every daemon's PID, as `up` recorded them.
+    pids: Vec<(String, i32)>,
+}
+
+impl Cluster {
+    fn up() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let out = Command::new(repo().join("tests/cluster/up"))
+            .arg("2")
+            .env("LOCKSTEP_CLUSTER_DIR", dir.path())
+            .env("LOCKSTEP", env!("CARGO_BIN_EXE_lockstep"))
+            .output()
+            .unwrap();
+        let mut cluster = Self { dir, pids: Vec::new() };
+        assert!(out.status.success(), "cluster/up failed: {}", stderr(&out));
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(text.contains("export SLURM_CONF="), "up must say how to reach the cluster: {text}");
+        let pids = std::fs::read_to_string(cluster.dir.path().join("pids")).unwrap();
+        cluster.pids = pids
+            .lines()
+            .filter_map(|l| l.split_once(' ').and_then(|(n, p)| Some((n.to_string(), p.parse().ok()?))))
+            .collect();
+        cluster
+    }
+
+    fn socket(&self, node: u32) -> PathBuf {
+        self.dir.path().join(format!("n{node}/agent.sock"))
+    }
+
+    fn store(&self, node: u32) -> PathBuf {
+        self.dir.path().join(format!("n{node}/lockstep.db"))
+    }
+
+    /// `lockstep` on node `node`'s agent.
+    fn lockstep(&self, node: u32, args: &[&str]) -> Output {
+        let out = Command::new(env!("CARGO_BIN_EXE_lockstep"))
+            .arg("--socket")
+            .arg(self.socket(node))
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "lockstep {args:?} on n{node}: {}", stderr(&out));
+        out
+    }
+
+    fn status(&self, node: u32) -> Status {
+        serde_json::from_slice(&self.lockstep(node, &["status", "--json"]).stdout).unwrap()
+    }
+
+    fn slurm(&self, program: &str) -> Command {
+        let mut c = Command::new(program);
+        c.env("SLURM_CONF", self.dir.path().join("slurm.conf"))
+            .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+            .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+            .env("OMPI_MCA_btl", "self,tcp")
+            .env("OMPI_MCA_btl_tcp_if_include", "eth0")
+            .env("OMPI_MCA_mpi_yield_when_idle", "1");
+        c
+    }
+
+    /// `srun -N2 -n2 KERNEL --class CLASS` in the background.
+    fn srun(&self, kernel: &str, class: &str) -> Child {
+        self.slurm("srun")
+            .args(["-N2", "-n2", "--job-name", kernel])
+            .arg(kernels().unwrap().join(kernel))
+            .args(["--class", class])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    }
+
+    /// IDs of the jobs in the queue.
+    fn queue(&self) -> Vec<u64> {
+        let out = self.slurm("squeue").args(["-h", "-o", "%i"]).output().unwrap();
+        String::from_utf8_lossy(&out.stdout).lines().filter_map(|l| l.trim().parse().ok()).collect()
+    }
+
+    fn policy(&self, policy: &str, slot: &str) {
+        for node in [1, 2] {
+            self.lockstep(node, &["policy", "set", policy, "--slot", slot]);
+        }
+    }
+
+    /// Every daemon `up` started that is still alive.
+    fn alive(&self) -> Vec<String> {
+        self.pids
+            .iter()
+            .filter(|(_, pid)| Path::new(&format!("/proc/{pid}")).exists() && !zombie(*pid))
+            .map(|(n, _)| n.clone())
+            .collect()
+    }
+}
+
+fn zombie(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .is_ok_and(|s| s.rsplit(')').next().is_some_and(|r| r.trim_start().starts_with('Z')))
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let _ = Command::new(repo().join("tests/cluster/down")).env("LOCKSTEP_CLUSTER_DIR", self.dir.path()).output();
+    }
+}
+
+/// Waits for an srun and checks that the NPB-style kernel verified.
+fn verified(child: Child, what: &str) {
+    let out = child.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{what}: srun failed: {}{}", text, stderr(&out));
+    assert!(text.contains("SUCCESSFUL"), "{what} did not verify: {text}");
+}
+
+/// Every freezer file of the cluster's Slurm jobs, and the weight files of the agents' Slurm weight cgroups.
+fn slurm_files() -> (Vec<PathBuf>, Vec<PathBuf>) {
+    let mut freeze = Vec::new();
+    for node in ["n1", "n2"] {
+        let user_dirs = Path::new("/sys/fs/cgroup/freezer").join(format!("slurm_{node}"));
+        for d in std::fs::read_dir(&user_dirs).into_iter().flatten().flatten() {
+            for job in std::fs::read_dir(d.path()).into_iter().flatten().flatten() {
+                freeze.push(job.path().join("freezer.state"));
+            }
+        }
+    }
+    let weights = std::fs::read_dir("/sys/fs/cgroup/cpu/lockstep")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("slurm_n"))
+        .map(|e| e.path().join("cpu.shares"))
+        .collect();
+    (freeze, weights)
+}
+
+/// No Slurm job cgroup frozen, no weight cgroup boosted.
+fn nothing_frozen_or_boosted() {
+    let (freeze, weights) = slurm_files();
+    for f in freeze {
+        assert!(!is_frozen(&f).unwrap_or(false), "{} left frozen", f.display());
+    }
+    for w in weights {
+        let shares = std::fs::read_to_string(&w).unwrap_or_default();
+        assert!(shares.trim().is_empty() || shares.trim() == "1024", "{} left boosted ({shares})", w.display());
+    }
+}
+
+/// `(slot, time)` of every slot switch an agent logged.
+fn slot_times(store: &Path) -> std::collections::BTreeMap<i64, f64> {
+    let db = rusqlite::Connection::open(store).unwrap();
+    let mut stmt = db.prepare("SELECT slot, time FROM decisions WHERE action = 'slot'").unwrap();
+    let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?))).unwrap();
+    rows.map(Result::unwrap).collect()
+}
+
+/// `(first, last)` time an agent froze or thawed job `job`.
+fn acted_on(store: &Path, job: &str) -> (f64, f64) {
+    let db = rusqlite::Connection::open(store).unwrap();
+    db.query_row(
+        "SELECT min(time), max(time) FROM decisions WHERE job = ?1 AND action IN ('freeze', 'thaw')",
+        [job],
+        |r| Ok((r.get::<_, Option<f64>>(0)?.unwrap_or(0.0), r.get::<_, Option<f64>>(1)?.unwrap_or(0.0))),
+    )
+    .unwrap()
+}
+
+#[test]
+fn mpi_jobs_span_both_nodes_and_are_gang_scheduled_in_step() {
+    if !can_run() {
+        return;
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let cluster = Cluster::up();
+    cluster.policy("gang", "100ms");
+    let lu = cluster.srun("lu", "W");
+    let cg = cluster.srun("cg", "A");
+    // Both agents find both jobs, with the row the controller's prolog gave each: the same on both nodes,
+    // different for the two jobs.
+    let mut rows = Vec::new();
+    wait_for("both agents to see both jobs", || {
+        let (s1, s2) = (cluster.status(1), cluster.status(2));
+        rows = s1
+            .jobs
+            .iter()
+            .filter_map(|a| {
+                s2.jobs.iter().find(|b| b.name == a.name).map(|b| (a.name.clone(), a.row, b.row, a.pinned && b.pinned))
+            })
+            .collect();
+        rows.len() == 2 && rows.iter().all(|r| r.3) && s1.jobs.iter().chain(&s2.jobs).all(|j| j.origin == "slurm")
+    });
+    for (job, r1, r2, pinned) in &rows {
+        assert!(job.starts_with("slurm-"), "{job}");
+        assert_eq!(r1, r2, "job {job}: row {r1} on n1, {r2} on n2");
+        assert!(pinned, "job {job}: the row must come from the prolog");
+    }
+    assert_ne!(rows[0].1, rows[1].1, "two jobs sharing the nodes got the same row: {rows:?}");
+    verified(lu, "lu");
+    verified(cg, "cg");
+    wait_for("the agents to let the jobs go", || {
+        cluster.status(1).jobs.is_empty() && cluster.status(2).jobs.is_empty()
+    });
+    std::thread::sleep(Duration::from_millis(1200)); // decisions reach the store once a second
+                                                     // Slot switches while the jobs ran, on both nodes.
+    let (t1, t2) = (slot_times(&cluster.store(1)), slot_times(&cluster.store(2)));
+    let (from, to) = rows
+        .iter()
+        .map(|(job, ..)| acted_on(&cluster.store(1), job))
+        .fold((f64::MAX, 0.0f64), |(a, b), (f, t)| (a.min(f), b.max(t)));
+    let skews: Vec<f64> = t1
+        .iter()
+        .filter(|(_, t)| (from..=to).contains(*t))
+        .filter_map(|(k, a)| t2.get(k).map(|b| (a - b).abs() * 1e3))
+        .collect();
+    assert!(skews.len() >= 5, "expected several slot switches while the jobs ran, got {}", skews.len());
+    let worst = skews.iter().cloned().fold(0.0, f64::max);
+    eprintln!("slot switch skew between n1 and n2 under two MPI jobs: max {worst:.3} ms over {} slots", skews.len());
+    assert!(worst < 5.0, "slot switches {worst:.3} ms apart");
+    nothing_frozen_or_boosted();
+}
+
+#[test]
+fn an_agent_killed_mid_job_loses_nothing() {
+    if !can_run() {
+        return;
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let cluster = Cluster::up();
+    cluster.policy("gang", "100ms");
+    let lu = cluster.srun("lu", "W");
+    let cg = cluster.srun("cg", "A");
+    wait_for("a frozen job on n2", || cluster.status(2).jobs.iter().any(|j| j.frozen));
+    let agent = cluster.pids.iter().find(|(n, _)| n == "agent-n2").unwrap().1;
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(agent), nix::sys::signal::Signal::SIGKILL).unwrap();
+    let killed = Instant::now();
+    // The watchdog thaws what the agent froze on n2; n1 goes on co-scheduling.
+    let n2_frozen = || {
+        slurm_files()
+            .0
+            .iter()
+            .filter(|f| f.to_string_lossy().contains("slurm_n2"))
+            .any(|f| is_frozen(f).unwrap_or(false))
+    };
+    while n2_frozen() {
+        assert!(killed.elapsed() < Duration::from_secs(2), "n2's jobs still frozen 2 s after its agent died");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    verified(lu, "lu");
+    verified(cg, "cg");
+    nothing_frozen_or_boosted();
+}
+
+#[test]
+fn a_job_cancelled_mid_slot_leaves_nothing_frozen_or_boosted() {
+    if !can_run() {
+        return;
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let cluster = Cluster::up();
+    for (policy, slot) in [("gang", "300ms"), ("boost", "300ms")] {
+        cluster.policy(policy, slot);
+        let mut a = cluster.srun("lu", "A");
+        let mut b = cluster.srun("lu", "A");
+        wait_for("both jobs co-scheduled", || {
+            let s = cluster.status(1);
+            s.jobs.len() == 2 && s.jobs.iter().any(|j| j.frozen || j.boosted)
+        });
+        // Cancel the job that is frozen (gang) or boosted (boost) right now, in the middle of its slot.
+        let held = cluster.status(1).jobs.into_iter().find(|j| j.frozen || j.boosted).unwrap();
+        let id = held.name.strip_prefix("slurm-").unwrap().to_string();
+        let out = cluster.slurm("scancel").arg(&id).output().unwrap();
+        assert!(out.status.success(), "scancel: {}", stderr(&out));
+        wait_for("the cancelled job to leave the queue", || !cluster.queue().contains(&id.parse().unwrap()));
+        wait_for("the agents to let it go", || {
+            [1, 2].iter().all(|&n| cluster.status(n).jobs.iter().all(|j| j.name != held.name))
+        });
+        let other = cluster.queue();
+        let out = cluster.slurm("scancel").args(other.iter().map(u64::to_string)).output().unwrap();
+        assert!(out.status.success(), "scancel: {}", stderr(&out));
+        wait_for("the queue to empty", || cluster.queue().is_empty());
+        wait_for("the agents to let every job go", || {
+            cluster.status(1).jobs.is_empty() && cluster.status(2).jobs.is_empty()
+        });
+        let _ = (a.wait(), b.wait());
+        nothing_frozen_or_boosted();
+        wait_for("Slurm and the agents to remove the job cgroups", || {
+            let (f, w) = slurm_files();
+            f.is_empty() && w.is_empty()
+        });
+    }
+}
+
+#[test]
+fn the_cluster_comes_down_without_a_trace() {
+    if !can_run() {
+        return;
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let cluster = Cluster::up();
+    let names: Vec<String> = cluster.alive();
+    for daemon in ["munged", "slurmctld", "slurmd-n1", "slurmd-n2", "agent-n1", "agent-n2"] {
+        assert!(names.iter().any(|n| n == daemon), "{daemon} not running after up: {names:?}");
+    }
+    // A job still running when the cluster goes down is cancelled with it.
+    let job = cluster.srun("lu", "A");
+    wait_for("the job to run", || cluster.status(1).jobs.len() == 1);
+    let out = Command::new(repo().join("tests/cluster/down"))
+        .env("LOCKSTEP_CLUSTER_DIR", cluster.dir.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "down: {}", stderr(&out));
+    let _ = job.wait_with_output();
+    assert!(cluster.alive().is_empty(), "left running: {:?}", cluster.alive());
+    let netns = Command::new("ip").args(["netns", "list"]).output().unwrap();
+    assert!(!String::from_utf8_lossy(&netns.stdout).contains("ls-n"), "namespaces left");
+    assert!(!Path::new("/sys/class/net/lsbr0").exists(), "bridge left");
+    let (freeze, weights) = slurm_files();
+    assert!(freeze.is_empty() && weights.is_empty(), "cgroups left: {freeze:?} {weights:?}");
+    assert!(!Path::new("/sys/fs/cgroup/freezer/slurm_n1").exists(), "Slurm's cgroup tree left");
+    assert!(!cluster.dir.path().join("pids").exists(), "cluster files left");
+}
