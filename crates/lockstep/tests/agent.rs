@@ -482,3 +482,55 @@ fn containers_are_one_job_and_take_turns_under_gang() {
     assert!(!frozen(&fa1) && !frozen(&fa2) && !frozen(&fb), "release must thaw the containers");
     usage_error(&env.run(&["adopt", "--job", "x", "--container", "no-such-container"]), "not running under podman");
 }
+
+/// `lockstep ARGS` as user nobody (65534) on `env`'s agent.
+fn as_nobody(env: &Env, args: &[&str]) -> Output {
+    std::process::Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", env!("CARGO_BIN_EXE_lockstep"), "--socket"])
+        .arg(env.socket())
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn users_see_only_their_own_jobs_and_change_nothing() {
+    needs_root!();
+    let _serial = serial();
+    let env = Env::new();
+    // Other users must reach the socket's directory (the socket itself is open to all).
+    std::fs::set_permissions(env.dir.path(), std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let _agent = Agent::start(&env, &["--policy", "cfs"]);
+    let mut theirs = std::process::Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "sleep", "60"])
+        .spawn()
+        .unwrap();
+    let mut roots = std::process::Command::new("sleep").arg("60").spawn().unwrap();
+    let (mine, other) = (name("nobody"), name("root"));
+    ok(&env.run(&["adopt", "--job", &mine, "--pid", &theirs.id().to_string()]));
+    ok(&env.run(&["adopt", "--job", &other, "--pid", &roots.id().to_string()]));
+    let names = |out: &Output| -> Vec<String> {
+        ok(out);
+        let status: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        status["jobs"].as_array().unwrap().iter().map(|j| j["name"].as_str().unwrap().to_string()).collect()
+    };
+    assert_eq!(names(&as_nobody(&env, &["status", "--json"])), [mine.clone()]);
+    let mut all = names(&env.run(&["status", "--json"]));
+    all.sort();
+    let mut expected = vec![mine.clone(), other.clone()];
+    expected.sort();
+    assert_eq!(all, expected, "root sees every job");
+    for args in [vec!["policy", "set", "gang"], vec!["release", "--job", &mine]] {
+        let out = as_nobody(&env, &args);
+        assert!(!out.status.success(), "{args:?} by nobody must be refused");
+        assert!(String::from_utf8_lossy(&out.stderr).contains("permission denied"), "{}", common::stderr(&out));
+    }
+    let status: serde_json::Value = serde_json::from_slice(&env.run(&["status", "--json"]).stdout).unwrap();
+    assert_eq!(status["policy"], "cfs", "a refused request changes nothing");
+    ok(&env.run(&["release", "--job", &mine]));
+    ok(&env.run(&["release", "--job", &other]));
+    for c in [&mut theirs, &mut roots] {
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+}

@@ -1,5 +1,6 @@
 //! Turning an adopt or register request into a managed job: which cgroups, which PUs.
 
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -115,12 +116,16 @@ pub fn from_slurm(
     }
     let origin = Origin::Slurm { id, dirs, weight_dir };
     let mut job = managed(name, groups.into_iter().map(Group::new).collect(), row, origin);
+    // The prolog's word, or Slurm's path, over a process's owner (a step's first process may be root's).
     job.owner = uid;
     job
 }
 
+/// A job over `groups`, owned by whoever owns its first process (root when it has none yet).
 fn managed(name: &str, groups: Vec<Group>, row: Option<u32>, origin: Origin) -> Managed {
+    let dirs: Vec<PathBuf> = groups.iter().filter_map(|g| g.dirs.first().cloned()).collect();
     Managed {
+        owner: process_owner(&dirs).unwrap_or(0),
         name: name.to_string(),
         pus: pus(&groups),
         groups,
@@ -128,8 +133,13 @@ fn managed(name: &str, groups: Vec<Group>, row: Option<u32>, origin: Origin) -> 
         row: row.unwrap_or(0),
         applied: Desired::default(),
         origin,
-        owner: 0,
     }
+}
+
+/// The owner of the first process in `dirs` (or below them).
+pub fn process_owner(dirs: &[PathBuf]) -> Option<u32> {
+    let pid = dirs.iter().flat_map(|d| crate::cgroup::procs_below(d)).next()?;
+    std::fs::metadata(format!("/proc/{pid}")).ok().map(|m| m.uid())
 }
 
 /// The PUs `groups` may run on: their cpusets, else the affinity of the processes in them (and below), else

@@ -10,7 +10,6 @@
 
 use std::collections::BTreeMap;
 use std::fs;
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -123,12 +122,6 @@ fn gather(job_dirs: &[PathBuf], weight_dir: &Path) {
     }
 }
 
-/// The owner of the first process in `dirs` (or below them).
-fn process_owner(dirs: &[PathBuf]) -> Option<u32> {
-    let pid = dirs.iter().flat_map(|d| cgroup::procs_below(d)).next()?;
-    fs::metadata(format!("/proc/{pid}")).ok().map(|m| m.uid())
-}
-
 impl Agent {
     /// Takes on the Slurm jobs of node `node` found, adds the steps that started since the last scan, and keeps each job's PUs
     /// current. Jobs whose epilog ran are left alone; a job someone adopted by hand is not taken twice.
@@ -167,7 +160,7 @@ impl Agent {
             if adopted_by_hand {
                 continue;
             }
-            let uid = hint.map(|h| h.uid).or(f.uid).or_else(|| process_owner(&f.job_dirs)).unwrap_or(0);
+            let uid = hint.map(|h| h.uid).or(f.uid).or_else(|| adopt::process_owner(&f.job_dirs)).unwrap_or(0);
             let weight_dir = match self.weight_dir(node, &f) {
                 Ok(dir) => dir,
                 Err(e) => {
