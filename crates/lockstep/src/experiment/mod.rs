@@ -7,6 +7,7 @@ mod containers;
 pub mod counters;
 pub mod report;
 pub mod runner;
+mod slurm;
 pub mod spec;
 
 use std::path::Path;

@@ -41,16 +41,22 @@ fn median(v: &mut [f64]) -> f64 {
     }
 }
 
+/// A job's time: the kernel's timed section; for a Slurm job its wall time from `srun` to exit, since Slurm's
+/// gang scheduling may keep a job suspended before and during its timed section.
 fn time_of(r: &ExperimentRun) -> f64 {
-    r.time_s.unwrap_or(r.wall_s)
+    if r.placement == "slurm" {
+        r.wall_s
+    } else {
+        r.time_s.unwrap_or(r.wall_s)
+    }
 }
 
-/// The run's mode: MPI progress, and `+container` when its ranks ran in containers.
+/// The run's mode: MPI progress, and `+container` / `+slurm` when its ranks ran in containers / as a Slurm job.
 fn mode(r: &ExperimentRun) -> String {
-    if r.placement == "container" {
-        format!("{}+container", r.progress)
-    } else {
+    if r.placement == "process" {
         r.progress.clone()
+    } else {
+        format!("{}+{}", r.progress, r.placement)
     }
 }
 
@@ -112,6 +118,52 @@ pub fn comm_heavy_means(spec: &Spec, cells: &BTreeMap<Key, Cell>) -> BTreeMap<(S
     acc.into_iter().map(|(k, v)| (k, v.iter().sum::<f64>() / v.len() as f64)).collect()
 }
 
+/// Experiments on the Slurm test cluster: lockstep's best policy against Slurm's gang scheduling (mean slowdown
+/// of the communication-heavy jobs), jobs lost per policy, and the cross-node skew of the agents' slot switches.
+fn slurm_section(runs: &[ExperimentRun], means: &BTreeMap<(String, String, u32), f64>) -> String {
+    let slurm_gang = |p: &str| p.starts_with(super::spec::SLURM_GANG);
+    let lockstep = |p: &str| p.starts_with("boost/") || p.starts_with("gang/");
+    let mut md = "\n## lockstep against Slurm's gang scheduling\n\nMean slowdown of the communication-heavy jobs; \
+                  target: lockstep's best policy below Slurm's gang scheduling, and no job lost.\n\n"
+        .to_string();
+    md +=
+        "| progress | MPL | lockstep's best | its mean slowdown | Slurm gang | its mean slowdown | lockstep better |\n";
+    md += "|---|---|---|---|---|---|---|\n";
+    for ((progress, policy, mpl), s) in means.iter().filter(|((_, p, _), _)| slurm_gang(p)) {
+        let best = means
+            .iter()
+            .filter(|((pr, p, m), _)| pr == progress && m == mpl && lockstep(p))
+            .min_by(|a, b| a.1.total_cmp(b.1));
+        let Some(((_, best_policy, _), best_s)) = best else { continue };
+        let better = if best_s < s { format!("yes ({:+.1} %)", (best_s - s) / s * 100.0) } else { "no".into() };
+        let _ = writeln!(md, "| {progress} | {mpl} | {best_policy} | {best_s:.2} | {policy} | {s:.2} | {better} |");
+    }
+    md += "\n| policy | jobs | verified | lost (failed or unverified) |\n|---|---|---|---|\n";
+    let mut per_policy: BTreeMap<&str, (usize, usize)> = BTreeMap::new();
+    for r in runs {
+        let e = per_policy.entry(r.policy.as_str()).or_default();
+        e.0 += 1;
+        e.1 += usize::from(r.verified && r.exit_status == Some(0));
+    }
+    for (policy, (n, ok)) in &per_policy {
+        let _ = writeln!(md, "| {policy} | {n} | {ok} | {} |", n - ok);
+    }
+    md += "\n### Cross-node skew of slot switches\n\nPer case: the largest gap between the nodes' agents switching \
+           the same slot while the case ran.\n\n| policy | cases | median (ms) | worst (ms) |\n|---|---|---|---|\n";
+    let mut skews: BTreeMap<&str, BTreeMap<(String, u32), f64>> = BTreeMap::new();
+    for r in runs {
+        if let Some(s) = r.slot_skew_ms {
+            skews.entry(r.policy.as_str()).or_default().insert((format!("{} {}", r.progress, r.mix), r.repetition), s);
+        }
+    }
+    for (policy, cases) in skews {
+        let mut v: Vec<f64> = cases.into_values().collect();
+        let worst = v.iter().cloned().fold(0.0, f64::max);
+        let _ = writeln!(md, "| {policy} | {} | {:.3} | {worst:.3} |", v.len(), median(&mut v));
+    }
+    md
+}
+
 /// One line chart: x = MPL, one series per policy.
 fn chart(title: &str, y_label: &str, series: &BTreeMap<String, Vec<(u32, f64)>>) -> String {
     let mut svg = String::new();
@@ -156,8 +208,8 @@ pub fn write(spec: &Spec, runs: &[ExperimentRun], dir: &Path) -> anyhow::Result<
     let _ = writeln!(
         md,
         "{} job runs; {} ranks per job; placement `{}`; repetitions {}; MPI progress: `yield` = \
-         `mpi_yield_when_idle 1`, `busy` = busy polling; `+container`: one podman container per rank. \
-         Slowdown = median kernel time / median dedicated time (the workload alone on the node); spread = min–max over jobs and repetitions; comm = PMPI time in MPI / \
+         `mpi_yield_when_idle 1`, `busy` = busy polling; `+container`: one podman container per rank; `+slurm`: one `srun` across the \
+         test cluster's nodes, timed from submission to exit. Slowdown = median kernel time / median dedicated time (the workload alone on the node); spread = min–max over jobs and repetitions; comm = PMPI time in MPI / \
          wall time, mean over ranks and jobs.\n",
         runs.len(),
         spec.ranks,
@@ -186,6 +238,10 @@ pub fn write(spec: &Spec, runs: &[ExperimentRun], dir: &Path) -> anyhow::Result<
         let cfs = means.get(&(progress.clone(), "cfs".into(), *mpl));
         let change = cfs.map_or("-".into(), |c| format!("{:+.1} %", (s - c) / c * 100.0));
         let _ = writeln!(md, "| {progress} | {mpl} | {policy} | {s:.2} | {change} |");
+    }
+
+    if runs.iter().any(|r| r.placement == "slurm") {
+        md += &slurm_section(runs, &means);
     }
 
     let mut html = html_page(&spec.name, &spec.description);

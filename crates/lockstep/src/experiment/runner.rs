@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use super::containers;
+use super::slurm::Cluster;
 use super::spec::{PolicyConfig, Spec};
 use crate::agent::client::{call, check};
 use crate::agent::protocol::Request;
@@ -81,7 +82,11 @@ pub fn run(spec: &Spec, paths: &Paths) -> anyhow::Result<f64> {
     std::fs::create_dir_all(&paths.work)?;
     let store = Store::open(&paths.store)?;
     let session = now();
-    let agent = PrivateAgent::start(paths, &[])?;
+    // Jobs run under a private agent, or on the test cluster's nodes under their agents.
+    let mut cluster =
+        if spec.ranks_in.iter().any(|r| r == "slurm") { Some(Cluster::new(paths, spec.nodes)?) } else { None };
+    let agent = if cluster.is_none() { Some(PrivateAgent::start(paths, &[])?) } else { None };
+    let socket = agent.as_ref().map(|a| a.socket.clone()).unwrap_or_default();
     let cases = plan(spec);
     let podman = if spec.ranks_in.iter().any(|r| r == "container") {
         let build = paths.bin.parent().map(Path::to_path_buf).unwrap_or_default();
@@ -104,15 +109,21 @@ pub fn run(spec: &Spec, paths: &Paths) -> anyhow::Result<f64> {
             case.mix.join("+"),
             case.repetition
         ));
-        let slot_ms = (case.policy.name != "cfs").then_some(case.policy.slot.as_millis() as u64);
-        check(call(&agent.socket, &Request::Policy { name: case.policy.name.clone(), slot_ms })?)?;
-        for run in run_case(spec, paths, &agent.socket, podman.as_ref(), case, session)? {
+        match &mut cluster {
+            Some(c) => c.apply(&case.policy)?,
+            None => {
+                let slot_ms = (case.policy.name != "cfs").then_some(case.policy.slot.as_millis() as u64);
+                check(call(&socket, &Request::Policy { name: case.policy.name.clone(), slot_ms })?)?;
+            }
+        }
+        for run in run_case(spec, paths, &socket, podman.as_ref(), cluster.as_ref(), case, session)? {
             store.add_experiment_run(&run)?;
         }
         bar.inc(1);
     }
     bar.finish_with_message("done");
     drop(agent);
+    drop(cluster);
     Ok(session)
 }
 
@@ -154,6 +165,7 @@ fn run_case(
     paths: &Paths,
     socket: &Path,
     podman: Option<&containers::Setup>,
+    cluster: Option<&Cluster>,
     case: &Case<'_>,
     session: f64,
 ) -> anyhow::Result<Vec<ExperimentRun>> {
@@ -172,8 +184,16 @@ fn run_case(
             ("LOCKSTEP_PMPI_OUT".to_string(), pmpi.display().to_string()),
         ];
         let mut cmd;
-        match (case.ranks_in, podman) {
-            ("container", Some(p)) => {
+        match (case.ranks_in, podman, cluster) {
+            ("slurm", _, Some(c)) => {
+                // Every task, on every node, runs `env … PROGRAM`.
+                let mut task = vec!["env".to_string()];
+                task.extend(rank_env.iter().map(|(k, v)| format!("{k}={v}")));
+                task.extend(program.iter().cloned());
+                let _ = std::fs::remove_file(slurm_output(paths, &name));
+                cmd = c.sbatch(&name, spec.ranks, case.progress == "busy", &slurm_output(paths, &name), &task);
+            }
+            ("container", Some(p), _) => {
                 // mpirun outside any job cgroup; each rank a container, adopted below as the job.
                 cmd = Command::new(paths.bin.join("mpirun"));
                 let go = paths.work.join(format!("{name}.go"));
@@ -193,7 +213,7 @@ fn run_case(
             cmd.env("LOCKSTEP_MPI_BUSY_POLL", "1");
         }
         cmd.stdout(Stdio::piped()).stderr(Stdio::null());
-        jobs.push((workload, name, pmpi, Instant::now(), cmd.spawn()?));
+        jobs.push((workload, name, pmpi, (Instant::now(), now()), cmd.spawn()?));
     }
     if case.ranks_in == "container" {
         for (_, name, _, _, _) in &jobs {
@@ -204,13 +224,34 @@ fn run_case(
         }
     }
     let mut runs = Vec::new();
-    for (workload, job, pmpi, t0, child) in jobs {
+    let mut outputs = Vec::new();
+    for (workload, job, pmpi, (t0, submitted), child) in jobs {
         let out = child.wait_with_output()?;
-        let wall_s = t0.elapsed().as_secs_f64();
+        let mut wall_s = t0.elapsed().as_secs_f64();
+        if case.ranks_in == "slurm" {
+            let text = std::fs::read_to_string(slurm_output(paths, &job)).unwrap_or_default();
+            if let Some(end) = Cluster::end_time(&text) {
+                wall_s = end - submitted;
+            }
+        }
+        outputs.push((workload, job, pmpi, wall_s, out));
+    }
+    // The agents' slot switches on the nodes, while lockstep co-scheduled the case's jobs.
+    let slot_skew_ms = match cluster {
+        Some(c) if crate::cosched::NAMES.contains(&case.policy.name.as_str()) && case.policy.name != "cfs" => {
+            c.skew_ms(started_at, now())?
+        }
+        _ => None,
+    };
+    for (workload, job, pmpi, wall_s, out) in outputs {
         if case.ranks_in == "container" {
             let _ = call(socket, &Request::Release { job: job.clone() });
         }
-        let result = String::from_utf8_lossy(&out.stdout)
+        let stdout = match case.ranks_in {
+            "slurm" => std::fs::read(slurm_output(paths, &job)).unwrap_or_default(),
+            _ => out.stdout,
+        };
+        let result = String::from_utf8_lossy(&stdout)
             .lines()
             .find_map(|l| serde_json::from_str::<serde_json::Value>(l).ok().filter(|v| v.get("kernel").is_some()));
         runs.push(ExperimentRun {
@@ -232,9 +273,15 @@ fn run_case(
             started_at,
             tool_cpu_s: None,
             tool_rss_bytes: None,
+            slot_skew_ms,
         });
     }
     Ok(runs)
+}
+
+/// Where a Slurm job of the experiment writes its output.
+fn slurm_output(paths: &Paths, job: &str) -> PathBuf {
+    paths.work.join(format!("{job}.out"))
 }
 
 /// Mean communication share over the ranks in a PMPI output file.

@@ -28,6 +28,8 @@ pub struct Spec {
     /// Where ranks run: `process` (bare processes in the job's cgroup) and/or `container` (one podman
     /// container per rank, the containers adopted as the job).
     pub ranks_in: Vec<String>,
+    /// Nodes of the test cluster each job spans (`ranks_in = ["slurm"]`; 1 otherwise).
+    pub nodes: u32,
     /// Workloads by name.
     pub workloads: BTreeMap<String, Workload>,
     /// Co-scheduling policies to compare.
@@ -85,6 +87,7 @@ struct Raw {
     progress: Vec<String>,
     #[serde(default = "process_only")]
     ranks_in: Vec<String>,
+    nodes: Option<u32>,
     workloads: BTreeMap<String, Workload>,
     policies: Vec<RawPolicy>,
     #[serde(default)]
@@ -121,6 +124,14 @@ fn process_only() -> Vec<String> {
 
 /// Checks what every kind of spec has: its `kind`, a name usable as a directory and store key, and a rank count
 /// the kernels accept.
+/// Where a job's ranks run: processes under `lockstep run`, one podman container per rank, or a Slurm job
+/// (`srun`) on the test cluster of `tests/cluster/up`.
+const RANKS_IN: [&str; 3] = ["process", "container", "slurm"];
+
+/// The policy that is Slurm's own gang scheduling (`PreemptMode=GANG`, its slot the `SchedulerTimeSlice`), with
+/// the agents at `cfs`.
+pub const SLURM_GANG: &str = "slurm-gang";
+
 pub(crate) fn check_common(kind: &str, expected: &str, name: &str, ranks: u32) -> Result<(), String> {
     if kind != expected {
         return Err(format!("kind = {kind:?} (expected {expected:?})"));
@@ -150,8 +161,20 @@ pub fn load(path: &Path) -> Result<Spec, UsageError> {
     if let Some(p) = raw.progress.iter().find(|p| *p != "yield" && *p != "busy") {
         return Err(bad(format!("progress mode {p:?} (expected yield or busy)")));
     }
-    if let Some(p) = raw.ranks_in.iter().find(|p| *p != "process" && *p != "container") {
-        return Err(bad(format!("ranks_in {p:?} (expected process or container)")));
+    if let Some(p) = raw.ranks_in.iter().find(|p| !RANKS_IN.contains(&p.as_str())) {
+        return Err(bad(format!("ranks_in {p:?} (expected process, container or slurm)")));
+    }
+    let slurm = raw.ranks_in.iter().any(|r| r == "slurm");
+    if slurm && raw.ranks_in.len() > 1 {
+        return Err(bad("ranks_in = [\"slurm\"] runs on its own test cluster: give it alone".into()));
+    }
+    let nodes = match (slurm, raw.nodes) {
+        (false, None | Some(1)) => 1,
+        (false, Some(_)) => return Err(bad("nodes is for ranks_in = [\"slurm\"] (the test cluster)".into())),
+        (true, n) => n.unwrap_or(2),
+    };
+    if !(1..=4).contains(&nodes) || raw.ranks % nodes != 0 {
+        return Err(bad(format!("nodes = {nodes} (expected 1 to 4, dividing ranks = {})", raw.ranks)));
     }
     if raw.workloads.is_empty() {
         return Err(bad("no [workloads]".into()));
@@ -163,11 +186,23 @@ pub fn load(path: &Path) -> Result<Spec, UsageError> {
     }
     let mut policies = Vec::new();
     for p in &raw.policies {
-        cosched::by_name(&p.name).map_err(|e| bad(e.to_string()))?;
+        if p.name == SLURM_GANG {
+            if !slurm {
+                return Err(bad(format!("policy {SLURM_GANG} needs ranks_in = [\"slurm\"]")));
+            }
+        } else {
+            cosched::by_name(&p.name).map_err(|e| bad(e.to_string()))?;
+        }
         let slot = match &p.slot {
             Some(s) => slot::parse(s).map_err(|e| bad(e.to_string()))?,
             None => slot::DEFAULT,
         };
+        if p.name == SLURM_GANG && (slot.subsec_nanos() != 0 || slot.as_secs() < 5) {
+            return Err(bad(format!(
+                "policy {SLURM_GANG}: slot {} is Slurm's SchedulerTimeSlice (expected whole seconds, at least 5s)",
+                slot::format(slot)
+            )));
+        }
         policies.push(PolicyConfig { name: p.name.clone(), slot });
     }
     if policies.is_empty() {
@@ -197,6 +232,7 @@ pub fn load(path: &Path) -> Result<Spec, UsageError> {
         placement: raw.placement,
         progress: raw.progress,
         ranks_in: raw.ranks_in,
+        nodes,
         workloads: raw.workloads,
         policies,
         mixes,
@@ -247,6 +283,18 @@ slot = "200ms"
     }
 
     #[test]
+    fn slurm_specs_span_nodes_and_take_slurm_gang() {
+        let text = GOOD.replace("ranks = 2", "ranks = 2\nranks_in = [\"slurm\"]")
+            + "[[policies]]\nname = \"slurm-gang\"\nslot = \"5s\"\n";
+        let spec = parse(&text).unwrap();
+        assert_eq!(spec.nodes, 2);
+        assert!(spec.policies.iter().any(|p| p.name == super::SLURM_GANG && p.slot.as_secs() == 5));
+        assert_eq!(parse(GOOD).unwrap().nodes, 1);
+        let err = parse(&text.replace("slot = \"5s\"", "slot = \"2s\"")).unwrap_err();
+        assert!(err.contains("SchedulerTimeSlice"), "{err}");
+    }
+
+    #[test]
     fn bad_specs_name_the_problem() {
         for (change, needle) in [
             (("name = \"cfs\"", "name = \"rr\""), "unknown co-scheduling policy"),
@@ -258,6 +306,10 @@ slot = "200ms"
             (("ranks = 2", "ranks = 2\nranks_in = [\"vm\"]"), "ranks_in"),
             (("ranks = 2", "ranks = [2"), "bad experiment spec"),
             (("ranks = 2", "ranks = 2\ncolour = 1"), "unknown field"),
+            (("ranks = 2", "ranks = 2\nnodes = 2"), "nodes is for"),
+            (("ranks = 2", "ranks = 2\nranks_in = [\"slurm\", \"process\"]"), "alone"),
+            (("ranks = 2", "ranks = 2\nranks_in = [\"slurm\"]\nnodes = 4"), "dividing ranks"),
+            (("name = \"cfs\"", "name = \"slurm-gang\""), "needs ranks_in"),
         ] {
             let err = parse(&GOOD.replace(change.0, change.1)).unwrap_err();
             assert!(err.contains(needle), "{change:?}: {err}");

@@ -44,6 +44,9 @@ pub struct ExperimentRun {
     pub tool_cpu_s: Option<f64>,
     /// Peak resident memory of the counting tool (summed over `perf stat` processes).
     pub tool_rss_bytes: Option<u64>,
+    /// Jobs on several nodes: the largest gap between the nodes' agents switching the same slot while the job's
+    /// case ran, in milliseconds.
+    pub slot_skew_ms: Option<f64>,
 }
 
 impl Store {
@@ -51,8 +54,8 @@ impl Store {
     pub fn add_experiment_run(&self, r: &ExperimentRun) -> anyhow::Result<()> {
         self.conn.execute(
             "INSERT INTO experiment_runs (experiment, session, policy, progress, placement, mix, mpl, workload, job,
-                 repetition, time_s, wall_s, comm_ratio, verified, exit_status, started_at, tool_cpu_s, tool_rss_bytes)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)",
+                 repetition, time_s, wall_s, comm_ratio, verified, exit_status, started_at, tool_cpu_s, tool_rss_bytes, slot_skew_ms)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19)",
             params![
                 r.experiment,
                 r.session,
@@ -71,7 +74,8 @@ impl Store {
                 r.exit_status,
                 r.started_at,
                 r.tool_cpu_s,
-                r.tool_rss_bytes.map(|b| b as i64)
+                r.tool_rss_bytes.map(|b| b as i64),
+                r.slot_skew_ms
             ],
         )?;
         Ok(())
@@ -81,7 +85,7 @@ impl Store {
     pub fn experiment_runs(&self, experiment: &str) -> anyhow::Result<Vec<ExperimentRun>> {
         let mut stmt = self.conn.prepare(
             "SELECT experiment, session, policy, progress, placement, mix, mpl, workload, job, repetition, time_s,
-                    wall_s, comm_ratio, verified, exit_status, started_at, tool_cpu_s, tool_rss_bytes
+                    wall_s, comm_ratio, verified, exit_status, started_at, tool_cpu_s, tool_rss_bytes, slot_skew_ms
              FROM experiment_runs
              WHERE experiment = ?1 AND session = (SELECT max(session) FROM experiment_runs WHERE experiment = ?1)
              ORDER BY id",
@@ -106,6 +110,7 @@ impl Store {
                 started_at: r.get(15)?,
                 tool_cpu_s: r.get(16)?,
                 tool_rss_bytes: r.get::<_, Option<i64>>(17)?.map(|b| b as u64),
+                slot_skew_ms: r.get(18)?,
             })
         })?;
         Ok(rows.collect::<Result<_, _>>()?)

@@ -125,6 +125,9 @@ CREATE TABLE slurm_jobs (
     since REAL NOT NULL
 );
 ",
+    r"
+ALTER TABLE experiment_runs ADD COLUMN slot_skew_ms REAL;      -- multi-node jobs: worst gap between nodes' slot switches
+",
 ];
 
 /// Seconds since the epoch, as a float.

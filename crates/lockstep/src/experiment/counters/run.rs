@@ -169,5 +169,6 @@ fn run_case(
         started_at,
         tool_cpu_s,
         tool_rss_bytes,
+        slot_skew_ms: None,
     })
 }
