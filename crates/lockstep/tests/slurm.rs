@@ -45,6 +45,23 @@ fn can_run() -> bool {
     true
 }
 
+/// The cluster of a test, up, with the lock that keeps other tests' clusters away; `None` (test skipped) when
+/// this machine cannot run it.
+fn start(hooks: bool) -> Option<(std::sync::MutexGuard<'static, ()>, Cluster)> {
+    if !can_run() {
+        return None;
+    }
+    let serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    Some((serial, Cluster::up(hooks)))
+}
+
+/// Gang scheduling with 100 ms slots on both nodes, and two MPI jobs over both: lu (about 1 s alone) and cg
+/// (about 1.5 s alone).
+fn two_jobs_under_gang(cluster: &Cluster) -> (Child, Child) {
+    cluster.policy("gang", "100ms");
+    (cluster.srun("lu", "W"), cluster.srun("cg", "A"))
+}
+
 /// A cluster of two nodes, taken down when dropped.
 struct Cluster {
     dir: tempfile::TempDir,
@@ -53,10 +70,12 @@ struct Cluster {
 }
 
 impl Cluster {
-    fn up() -> Self {
+    /// Two nodes, with lockstep's prolog and epilog when `hooks`.
+    fn up(hooks: bool) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let out = Command::new(repo().join("tests/cluster/up"))
             .arg("2")
+            .env("LOCKSTEP_CLUSTER_HOOKS", if hooks { "yes" } else { "no" })
             .env("LOCKSTEP_CLUSTER_DIR", dir.path())
             .env("LOCKSTEP", env!("CARGO_BIN_EXE_lockstep"))
             .output()
@@ -215,14 +234,8 @@ fn acted_on(store: &Path, job: &str) -> (f64, f64) {
 
 #[test]
 fn mpi_jobs_span_both_nodes_and_are_gang_scheduled_in_step() {
-    if !can_run() {
-        return;
-    }
-    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-    let cluster = Cluster::up();
-    cluster.policy("gang", "100ms");
-    let lu = cluster.srun("lu", "W");
-    let cg = cluster.srun("cg", "A");
+    let Some((_serial, cluster)) = start(true) else { return };
+    let (lu, cg) = two_jobs_under_gang(&cluster);
     // Both agents find both jobs, with the row the controller's prolog gave each: the same on both nodes,
     // different for the two jobs.
     let mut rows = Vec::new();
@@ -277,15 +290,28 @@ fn mpi_jobs_span_both_nodes_and_are_gang_scheduled_in_step() {
 }
 
 #[test]
+fn without_the_prolog_the_agents_find_the_jobs_and_agree_on_rows() {
+    let Some((_serial, cluster)) = start(false) else { return };
+    let (lu, cg) = two_jobs_under_gang(&cluster);
+    wait_for("both agents to see both jobs, in the same rows", || {
+        let (s1, s2) = (cluster.status(1), cluster.status(2));
+        let row = |s: &Status, name: &str| s.jobs.iter().find(|j| j.name == name).map(|j| (j.row, j.pinned));
+        s1.jobs.len() == 2
+            && s1.jobs.iter().all(|j| row(&s2, &j.name) == Some((j.row, false)))
+            && s1.jobs[0].row != s1.jobs[1].row
+    });
+    verified(lu, "lu");
+    verified(cg, "cg");
+    wait_for("the agents to let the jobs go", || {
+        cluster.status(1).jobs.is_empty() && cluster.status(2).jobs.is_empty()
+    });
+    nothing_frozen_or_boosted();
+}
+
+#[test]
 fn an_agent_killed_mid_job_loses_nothing() {
-    if !can_run() {
-        return;
-    }
-    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-    let cluster = Cluster::up();
-    cluster.policy("gang", "100ms");
-    let lu = cluster.srun("lu", "W");
-    let cg = cluster.srun("cg", "A");
+    let Some((_serial, cluster)) = start(true) else { return };
+    let (lu, cg) = two_jobs_under_gang(&cluster);
     wait_for("a frozen job on n2", || cluster.status(2).jobs.iter().any(|j| j.frozen));
     let agent = cluster.pids.iter().find(|(n, _)| n == "agent-n2").unwrap().1;
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(agent), nix::sys::signal::Signal::SIGKILL).unwrap();
@@ -309,11 +335,7 @@ fn an_agent_killed_mid_job_loses_nothing() {
 
 #[test]
 fn a_job_cancelled_mid_slot_leaves_nothing_frozen_or_boosted() {
-    if !can_run() {
-        return;
-    }
-    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-    let cluster = Cluster::up();
+    let Some((_serial, cluster)) = start(true) else { return };
     for (policy, slot) in [("gang", "300ms"), ("boost", "300ms")] {
         cluster.policy(policy, slot);
         let mut a = cluster.srun("lu", "A");
@@ -349,11 +371,7 @@ fn a_job_cancelled_mid_slot_leaves_nothing_frozen_or_boosted() {
 
 #[test]
 fn the_cluster_comes_down_without_a_trace() {
-    if !can_run() {
-        return;
-    }
-    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-    let cluster = Cluster::up();
+    let Some((_serial, cluster)) = start(true) else { return };
     let names: Vec<String> = cluster.alive();
     for daemon in ["munged", "slurmctld", "slurmd-n1", "slurmd-n2", "agent-n1", "agent-n2"] {
         assert!(names.iter().any(|n| n == daemon), "{daemon} not running after up: {names:?}");

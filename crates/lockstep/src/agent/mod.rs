@@ -352,16 +352,18 @@ pub fn run(config: Config) -> anyhow::Result<i32> {
 
 /// Real-time priority of the slot thread: above every ordinary task, so that a slot switch is not late behind
 /// the jobs it switches (agents on different nodes must switch within milliseconds), and low among real-time
-/// priorities. The thread sleeps between switches; a switch takes well under a millisecond.
+/// priorities. The thread sleeps between switches; a switch takes well under a millisecond. The Slurm discovery
+/// thread, which takes the agent's lock five times a second, runs at it too: a lock holder preempted by the jobs
+/// would delay the switch (std's mutex does not inherit priority).
 const SLOT_PRIORITY: i32 = 10;
 
-/// Moves the calling thread to `SCHED_FIFO` at [`SLOT_PRIORITY`]; says so when it cannot.
-fn realtime_slot_thread() {
+/// Moves the calling thread to `SCHED_FIFO` at [`SLOT_PRIORITY`]; says so, naming `role`, when it cannot.
+fn realtime_thread(role: &str) {
     let param = libc::sched_param { sched_priority: SLOT_PRIORITY };
     // SAFETY: pid 0 is the calling thread; `param` is a valid sched_param.
     if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) } != 0 {
         eprintln!(
-            "lockstep agent: cannot use SCHED_FIFO for slot switches ({}); switches may lag under load",
+            "lockstep agent: cannot use SCHED_FIFO for {role} ({}); slot switches may lag under load",
             std::io::Error::last_os_error()
         );
     }
@@ -369,7 +371,7 @@ fn realtime_slot_thread() {
 
 /// Applies the policy at every slot boundary (and at once when asked to replan) until told to stop.
 fn slot_loop(shared: &Shared) {
-    realtime_slot_thread();
+    realtime_thread("slot switches");
     let (lock, cvar) = &**shared;
     let mut agent = lock.lock().expect("agent lock");
     let mut k = slot::index(slot::realtime_ns(), agent.slot);

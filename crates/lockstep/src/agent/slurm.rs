@@ -123,8 +123,8 @@ fn gather(job_dirs: &[PathBuf], weight_dir: &Path) {
 }
 
 impl Agent {
-    /// Takes on the Slurm jobs of node `node` found, adds the steps that started since the last scan, and keeps each job's PUs
-    /// current. Jobs whose epilog ran are left alone; a job someone adopted by hand is not taken twice.
+    /// Takes on the Slurm jobs found on node `node`, adds the steps that started since the last scan, and keeps
+    /// each job's PUs current. Jobs whose epilog ran are left alone; a job adopted by hand is not taken twice.
     pub(super) fn sync_slurm(&mut self, node: &str, found: Vec<Found>) {
         self.slurm_done.retain(|id| found.iter().any(|f| f.id == *id));
         let mut changed = false;
@@ -256,9 +256,10 @@ impl Agent {
 }
 
 /// Looks for Slurm jobs of node `node` every [`SCAN_INTERVAL`] until the agent stops; wakes the slot loop when
-/// something changed.
+/// something changed. The thread runs at the slot thread's real-time priority, as it takes the agent's lock.
 pub fn spawn_discovery(shared: Shared, node: String) {
     std::thread::spawn(move || {
+        super::realtime_thread("Slurm job discovery");
         let (version, roots) = {
             let agent = shared.0.lock().expect("agent lock");
             (agent.backend.version(), agent.backend.roots())

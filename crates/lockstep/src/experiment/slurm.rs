@@ -1,7 +1,7 @@
 //! Experiments on the test Slurm cluster of `tests/cluster/up` (`ranks_in = ["slurm"]`): every job is a batch
-//! job whose `srun` spans the cluster's nodes, co-scheduled by the nodes' agents — or, under the policy `slurm-gang`, time-sliced
-//! by Slurm itself (`PreemptMode=GANG`, the policy's slot as `SchedulerTimeSlice`) with the agents at `cfs`. The
-//! cluster is brought up in the mode the case needs and taken down at the end.
+//! job whose `srun` spans the cluster's nodes, co-scheduled by the nodes' agents — or, under the policy
+//! `slurm-gang`, time-sliced by Slurm itself (`PreemptMode=GANG`, the policy's slot as `SchedulerTimeSlice`) with
+//! the agents at `cfs`. The cluster is brought up in the mode the case needs and taken down at the end.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -42,7 +42,7 @@ impl Cluster {
     /// Brings the cluster into the mode `policy` needs — restarted when Slurm's gang scheduling is switched on or
     /// off or its time slice changes — and sets every agent's policy (`cfs` under Slurm's gang scheduling).
     pub fn apply(&mut self, policy: &PolicyConfig) -> anyhow::Result<()> {
-        let gang = (policy.name == SLURM_GANG).then(|| policy.slot.as_secs());
+        let gang = (policy.name == SLURM_GANG).then_some(policy.slot.as_secs());
         if self.mode != Some(gang) {
             self.down();
             let mut up = Command::new(self.scripts.join("up"));
@@ -78,10 +78,12 @@ impl Cluster {
     /// script that runs `srun PROGRAM…` over every node, `ranks` ranks spread evenly, the tasks of a node holding
     /// all its CPUs (so that jobs share cores, which is what Slurm time-slices and the agents co-schedule), MPI
     /// over TCP between the nodes' network namespaces (also between ranks of one node), in MPI progress mode
-    /// `busy` or yield; the job's output goes to `output`, ending with the time the job ended ([`end_time`]:
-    /// `sbatch --wait` itself notices the end only at its next poll, seconds later). A batch job, not a bare `srun`: srun retries the step
-    /// of a job that Slurm's gang scheduler suspended at its start with a backoff of up to minutes, which would be
-    /// measured as Slurm's cost.
+    /// `busy` or yield; the job's output goes to `output`, ending with the time the job ended
+    /// ([`Self::end_time`]: `sbatch --wait` itself notices the end only at its next poll, seconds later). A batch
+    /// job, as Slurm users run MPI jobs, rather than a bare `srun`, which waits out a job suspended at its start
+    /// with a step-creation backoff of up to minutes. (The `srun` inside backs off the same way when the gang
+    /// scheduler suspends the job just as the step starts: that delay is part of what Slurm's gang scheduling
+    /// costs.)
     pub fn sbatch(&self, job: &str, ranks: u32, busy: bool, output: &Path, program: &[String]) -> Command {
         let per_node = ranks / self.nodes;
         let cpus = (crate::cpulist::CpuList::online().iter().count() as u32 / per_node).max(1);
