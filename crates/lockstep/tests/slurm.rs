@@ -267,6 +267,14 @@ fn mpi_jobs_span_both_nodes_and_are_gang_scheduled_in_step() {
     let text = stderr(&stat);
     assert!(stat.status.success(), "stat --job {}: {text}", rows[0].0);
     assert!(text.contains("on 2 node(s)") && text.contains("task-clock"), "{text}");
+    // A job Slurm does not know is bad input.
+    let unknown = Command::new(env!("CARGO_BIN_EXE_lockstep"))
+        .args(["stat", "--job", "slurm-999999", "--metrics-port", "19464"])
+        .env("SLURM_CONF", cluster.dir.path().join("slurm.conf"))
+        .output()
+        .unwrap();
+    assert_eq!(unknown.status.code(), Some(2), "{}", stderr(&unknown));
+    assert!(stderr(&unknown).contains("does not know job 999999"), "{}", stderr(&unknown));
     wait_for("the agents to let the jobs go", || {
         cluster.status(1).jobs.is_empty() && cluster.status(2).jobs.is_empty()
     });
@@ -393,4 +401,33 @@ fn the_cluster_comes_down_without_a_trace() {
     assert!(freeze.is_empty() && weights.is_empty(), "cgroups left: {freeze:?} {weights:?}");
     assert!(!Path::new("/sys/fs/cgroup/freezer/slurm_n1").exists(), "Slurm's cgroup tree left");
     assert!(!cluster.dir.path().join("pids").exists(), "cluster files left");
+}
+
+#[test]
+fn the_hooks_never_fail_a_job_and_refuse_to_guess_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let hook = |args: &[&str], id: Option<&str>| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_lockstep"));
+        c.arg("--socket").arg(dir.path().join("none.sock")).args(["slurm"]).args(args).env_remove("SLURM_JOB_ID");
+        // No Slurm reachable: scontrol is not on PATH.
+        c.env("PATH", dir.path()).env("SLURM_JOB_UID", "0");
+        if let Some(id) = id {
+            c.env("SLURM_JOB_ID", id);
+        }
+        c.output().unwrap()
+    };
+    // Run by hand without a job: bad input, one line, exit 2.
+    for (id, needle) in [(None, "SLURM_JOB_ID is not set"), (Some("abc"), "bad SLURM_JOB_ID")] {
+        let out = hook(&["prolog"], id);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(err.contains(needle) && err.trim().lines().count() == 1, "{err}");
+    }
+    // Run by Slurm with no agent and no reachable controller: the job goes on (exit 0), the log says why.
+    for hook_name in ["prolog", "epilog", "prolog-slurmctld"] {
+        let out = hook(&[hook_name], Some("7"));
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(0), "{hook_name}: {err}");
+        assert!(err.contains("goes on without lockstep"), "{hook_name}: {err}");
+    }
 }

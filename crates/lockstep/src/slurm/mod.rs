@@ -6,7 +6,8 @@ pub mod hostlist;
 
 use std::fs::OpenOptions;
 use std::path::PathBuf;
-use std::process::Command;
+use std::process::{Command, Stdio};
+use std::time::Duration;
 
 use anyhow::Context;
 use nix::fcntl::{Flock, FlockArg};
@@ -88,12 +89,29 @@ pub fn fields(line: &str) -> Vec<(String, String)> {
     out
 }
 
-/// Runs `scontrol ARGS`; its standard output.
+/// How long an `scontrol` call may take: a prolog must not hold a job up when slurmctld does not answer.
+const SCONTROL_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Runs `scontrol ARGS`; its standard output. Killed after [`SCONTROL_TIMEOUT`].
 fn scontrol(args: &[&str]) -> anyhow::Result<String> {
-    let out = Command::new("scontrol")
-        .args(args)
-        .output()
-        .map_err(|e| UsageError::new(format!("cannot run scontrol ({e}); Slurm's client commands must be on PATH")))?;
+    let child =
+        Command::new("scontrol").args(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().map_err(|e| {
+            UsageError::new(format!("cannot run scontrol ({e}); Slurm's client commands must be on PATH"))
+        })?;
+    // The output is read while waiting (a long job list fills a pipe), on a thread, so that the wait can end.
+    let pid = child.id() as i32;
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    let out = match rx.recv_timeout(SCONTROL_TIMEOUT) {
+        Ok(out) => out?,
+        Err(_) => {
+            // The reader thread reaps it once killed.
+            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
+            anyhow::bail!("scontrol {} did not answer within {} s", args.join(" "), SCONTROL_TIMEOUT.as_secs());
+        }
+    };
     if !out.status.success() {
         anyhow::bail!("scontrol {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr).trim());
     }
