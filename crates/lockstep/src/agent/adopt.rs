@@ -100,12 +100,12 @@ pub fn from_run(name: &str, dirs: Vec<PathBuf>, row: Option<u32>) -> Managed {
     managed(name, vec![Group::new(dirs)], row, Origin::Run)
 }
 
-/// A Slurm job found in Slurm's cgroups (see [`super::slurm`]), owned by `uid`; `weight_dir` joins its first
-/// group.
+/// A Slurm job found in Slurm's cgroups (see [`super::slurm`]), owned by `uid` when the prolog or Slurm's path
+/// says (else by its first process's owner); `weight_dir` joins its first group.
 pub fn from_slurm(
     name: &str,
     id: u64,
-    uid: u32,
+    uid: Option<u32>,
     dirs: Vec<PathBuf>,
     mut groups: Vec<Vec<PathBuf>>,
     weight_dir: Option<PathBuf>,
@@ -117,7 +117,9 @@ pub fn from_slurm(
     let origin = Origin::Slurm { id, dirs, weight_dir };
     let mut job = managed(name, groups.into_iter().map(Group::new).collect(), row, origin);
     // The prolog's word, or Slurm's path, over a process's owner (a step's first process may be root's).
-    job.owner = uid;
+    if let Some(uid) = uid {
+        job.owner = uid;
+    }
     job
 }
 
@@ -137,7 +139,7 @@ fn managed(name: &str, groups: Vec<Group>, row: Option<u32>, origin: Origin) -> 
 }
 
 /// The owner of the first process in `dirs` (or below them).
-pub fn process_owner(dirs: &[PathBuf]) -> Option<u32> {
+fn process_owner(dirs: &[PathBuf]) -> Option<u32> {
     let pid = dirs.iter().flat_map(|d| crate::cgroup::procs_below(d)).next()?;
     std::fs::metadata(format!("/proc/{pid}")).ok().map(|m| m.uid())
 }

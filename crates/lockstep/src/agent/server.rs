@@ -15,7 +15,8 @@ use crate::error::UsageError;
 use crate::launch::check_job_name;
 use crate::store::SlurmJob;
 
-/// Binds the socket (open to every user; see [`handle`] for what each may do); an agent already answering there is a usage error, a stale socket file is replaced.
+/// Binds the socket (open to every user; see [`handle`] for what each may do); an agent already answering there
+/// is a usage error, a stale socket file is replaced.
 pub fn bind(path: &Path) -> anyhow::Result<UnixListener> {
     if UnixStream::connect(path).is_ok() {
         return Err(UsageError::new(format!("an agent is already running at {}", path.display())).into());

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use super::managed::Origin;
 use super::{adopt, Agent, Shared};
-use crate::cgroup::{self, Version};
+use crate::cgroup::{self, Knobs, Version};
 use crate::slurm::job_name;
 use crate::store::SlurmJob;
 
@@ -123,8 +123,8 @@ fn gather(job_dirs: &[PathBuf], weight_dir: &Path) {
 }
 
 impl Agent {
-    /// Takes on the Slurm jobs found on node `node`, adds the steps that started since the last scan, and keeps
-    /// each job's PUs current. Jobs whose epilog ran are left alone; a job adopted by hand is not taken twice.
+    /// Takes on the Slurm jobs found on node `node`, adds the steps that started since the last scan, keeps each
+    /// job's PUs current and gathers its new processes into its weight cgroup. Jobs whose epilog ran are left alone; a job adopted by hand is not taken twice.
     pub(super) fn sync_slurm(&mut self, node: &str, found: Vec<Found>) {
         self.slurm_done.retain(|id| found.iter().any(|f| f.id == *id));
         let mut changed = false;
@@ -143,9 +143,6 @@ impl Agent {
                         changed = true;
                     }
                 }
-                if let Origin::Slurm { dirs, weight_dir: Some(w), .. } = &job.origin {
-                    gather(dirs, w);
-                }
                 let pus = adopt::pus(&job.groups);
                 if pus != job.pus {
                     job.pus = pus;
@@ -160,7 +157,7 @@ impl Agent {
             if adopted_by_hand {
                 continue;
             }
-            let uid = hint.map(|h| h.uid).or(f.uid).or_else(|| adopt::process_owner(&f.job_dirs)).unwrap_or(0);
+            let uid = hint.map(|h| h.uid).or(f.uid);
             let weight_dir = match self.weight_dir(node, &f) {
                 Ok(dir) => dir,
                 Err(e) => {
@@ -174,14 +171,16 @@ impl Agent {
                 .and_then(|s| self.store.managed_put(&name, &s))
             {
                 Ok(()) => {
-                    if let Origin::Slurm { dirs, weight_dir: Some(w), .. } = &job.origin {
-                        gather(dirs, w);
-                    }
                     self.count(&job);
                     self.jobs.push(job);
                     changed = true;
                 }
                 Err(e) => eprintln!("lockstep agent: cannot take on Slurm job {}: {e:#}", f.id),
+            }
+        }
+        for job in &self.jobs {
+            if let Origin::Slurm { dirs, weight_dir: Some(w), .. } = &job.origin {
+                gather(dirs, w);
             }
         }
         self.sweep_weight_dirs(node);
@@ -212,8 +211,7 @@ impl Agent {
     /// the job's processes. `None` when the job's cgroups have a CPU weight of their own, or no cpu hierarchy
     /// exists.
     fn weight_dir(&self, node: &str, found: &Found) -> std::io::Result<Option<PathBuf>> {
-        let has_weight =
-            found.groups.iter().flatten().any(|d| d.join("cpu.shares").exists() || d.join("cpu.weight").exists());
+        let has_weight = found.groups.iter().any(|g| Knobs::find(g).weight.is_some());
         if has_weight || self.backend.version() != Version::V1 {
             return Ok(None);
         }

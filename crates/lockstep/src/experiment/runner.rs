@@ -228,13 +228,15 @@ fn run_case(
     for (workload, job, pmpi, (t0, submitted), child) in jobs {
         let out = child.wait_with_output()?;
         let mut wall_s = t0.elapsed().as_secs_f64();
-        if case.ranks_in == "slurm" {
-            let text = std::fs::read_to_string(slurm_output(paths, &job)).unwrap_or_default();
-            if let Some(end) = Cluster::end_time(&text) {
-                wall_s = end - submitted;
-            }
+        // A Slurm job's output, with the time it ended, is in its output file.
+        let stdout = match case.ranks_in {
+            "slurm" => std::fs::read_to_string(slurm_output(paths, &job)).unwrap_or_default(),
+            _ => String::from_utf8_lossy(&out.stdout).into_owned(),
+        };
+        if let Some(end) = Cluster::end_time(&stdout) {
+            wall_s = end - submitted;
         }
-        outputs.push((workload, job, pmpi, wall_s, out));
+        outputs.push((workload, job, pmpi, wall_s, out.status, stdout));
     }
     // The agents' slot switches on the nodes, while lockstep co-scheduled the case's jobs.
     let slot_skew_ms = match cluster {
@@ -243,15 +245,11 @@ fn run_case(
         }
         _ => None,
     };
-    for (workload, job, pmpi, wall_s, out) in outputs {
+    for (workload, job, pmpi, wall_s, status, stdout) in outputs {
         if case.ranks_in == "container" {
             let _ = call(socket, &Request::Release { job: job.clone() });
         }
-        let stdout = match case.ranks_in {
-            "slurm" => std::fs::read(slurm_output(paths, &job)).unwrap_or_default(),
-            _ => out.stdout,
-        };
-        let result = String::from_utf8_lossy(&stdout)
+        let result = stdout
             .lines()
             .find_map(|l| serde_json::from_str::<serde_json::Value>(l).ok().filter(|v| v.get("kernel").is_some()));
         runs.push(ExperimentRun {
@@ -269,7 +267,7 @@ fn run_case(
             wall_s,
             comm_ratio: comm_ratio(&pmpi),
             verified: result.as_ref().is_some_and(|v| v["verified"] == true),
-            exit_status: out.status.code(),
+            exit_status: status.code(),
             started_at,
             tool_cpu_s: None,
             tool_rss_bytes: None,
