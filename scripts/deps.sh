@@ -15,6 +15,7 @@ packages=(
   libpfm4-dev                        # PMU event names (libpfm4) for lockstep stat and the agent
   prometheus                         # promtool check metrics, and the server that scrapes the agent in tests
   slurmctld slurmd slurm-client munge  # tests/cluster: a real Slurm cluster of network namespaces on this machine
+  clang libelf-dev                   # dcs: the eBPF program (clang -target bpf) and libbpf, built from source by libbpf-sys
 )
 
 missing=()

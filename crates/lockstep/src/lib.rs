@@ -6,6 +6,7 @@ pub mod cgroup;
 pub mod cli;
 pub mod cosched;
 pub mod cpulist;
+pub mod dcs;
 pub mod duration;
 pub mod error;
 pub mod experiment;

@@ -134,6 +134,7 @@ fn managed(name: &str, groups: Vec<Group>, row: Option<u32>, origin: Origin) -> 
         pinned: row,
         row: row.unwrap_or(0),
         applied: Desired::default(),
+        planned: Desired::default(),
         origin,
     }
 }

@@ -4,6 +4,7 @@
 use std::io;
 use std::path::Path;
 
+use super::dcs::threads;
 use super::watchdog::Watchdog;
 use crate::cgroup::knobs::is_freeze_file;
 use crate::store::{JournalEntry, Store};
@@ -54,15 +55,45 @@ impl Journal {
     }
 }
 
+/// The order journaled targets are put back in: thaw first (no job stays frozen if a later write fails), then
+/// threads (a real-time budget cannot be taken from a group that still holds real-time threads), then the other
+/// files, deepest first (a parent group's budget only after its children's).
+pub fn restore_order(target: &Path) -> (u8, std::cmp::Reverse<usize>) {
+    let rank = if is_freeze_file(target) {
+        0
+    } else if threads::is_thread_target(target) {
+        1
+    } else {
+        2
+    };
+    (rank, std::cmp::Reverse(target.components().count()))
+}
+
+/// Puts one journaled target back: a thread's scheduling, or a cgroup file's value. Gone is fine.
+pub fn put_back(target: &Path, value: &str) -> io::Result<()> {
+    let result =
+        if threads::is_thread_target(target) { threads::restore(target, value) } else { std::fs::write(target, value) };
+    match result {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        other => other,
+    }
+}
+
 /// Writes back every journaled value left by a previous agent (crash with the watchdog gone too, or a reboot
-/// of the agent's host) and empties the journal. Returns how many files needed repair (held another value).
+/// of the agent's host) and empties the journal. Returns how many targets needed repair (held another value;
+/// threads count when they still exist).
 pub fn repair(store: &Store) -> anyhow::Result<usize> {
     let mut repaired = 0;
-    let entries = store.journal()?;
-    // Thaw first, as the watchdog does.
-    let (freezers, others): (Vec<_>, Vec<_>) = entries.iter().partition(|e| is_freeze_file(Path::new(&e.file)));
-    for e in freezers.into_iter().chain(others) {
+    let mut entries = store.journal()?;
+    entries.sort_by_key(|e| restore_order(Path::new(&e.file)));
+    for e in &entries {
         let path = Path::new(&e.file);
+        if threads::is_thread_target(path) {
+            put_back(path, &e.value)?;
+            repaired += 1;
+            store.journal_remove(&e.file)?;
+            continue;
+        }
         match std::fs::read_to_string(path) {
             Ok(current) if current.trim() == e.value => {}
             Ok(_) => {

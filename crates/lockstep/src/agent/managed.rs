@@ -112,6 +112,8 @@ pub struct Managed {
     pub row: u32,
     /// State applied now.
     pub applied: Desired,
+    /// State the slot policy wants (what `dcs` puts back after raising the weight).
+    pub planned: Desired,
     /// Where it came from.
     pub origin: Origin,
     /// UID of the job's owner: users see their own jobs through the agent socket.
@@ -172,6 +174,7 @@ impl Managed {
             pinned: saved.pinned,
             row: saved.pinned.unwrap_or(0),
             applied: Desired::default(),
+            planned: Desired::default(),
             origin: saved.origin,
             owner: saved.owner,
         })
@@ -256,6 +259,16 @@ impl Managed {
             Origin::Pids { created, .. } => created.pids().is_empty(),
             Origin::Slurm { dirs, .. } => !dirs.iter().any(|d| d.is_dir()),
             _ => !self.groups.iter().any(|g| g.dirs.iter().any(|d| d.is_dir())),
+        }
+    }
+
+    /// The job's processes on this node.
+    pub fn pids(&self) -> Vec<i32> {
+        match &self.origin {
+            Origin::Pids { created, .. } => created.pids(),
+            _ => {
+                self.groups.iter().filter_map(|g| g.dirs.first()).flat_map(|d| crate::cgroup::procs_below(d)).collect()
+            }
         }
     }
 

@@ -4,6 +4,7 @@
 
 mod adopt;
 pub mod client;
+pub mod dcs;
 pub mod http;
 mod journal;
 mod managed;
@@ -15,7 +16,7 @@ mod watchdog;
 
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::{SigSet, Signal};
@@ -48,6 +49,8 @@ pub struct Config {
     pub metrics: Option<std::net::SocketAddr>,
     /// This node's name in Slurm (`slurm_<name>` in Slurm's cgroup paths).
     pub slurm_node: String,
+    /// How `dcs` runs.
+    pub dcs: dcs::Settings,
 }
 
 /// How often decisions reach the store (they are batched: one transaction per interval, not per slot).
@@ -78,10 +81,19 @@ pub struct Agent {
     slurm: HashMap<u64, SlurmJob>,
     /// Slurm jobs whose epilog ran, while their cgroups are still there.
     slurm_done: HashSet<u64>,
+    /// Message-driven raises, while a `dcs` policy is in force.
+    dcs: Option<dcs::Engine>,
+    /// How `dcs` runs when a policy asks for it.
+    dcs_settings: dcs::Settings,
+    /// The agent itself, for the threads it starts later (`dcs`).
+    me: Weak<SharedInner>,
 }
 
-/// The shared agent and the condition the slot loop sleeps on.
-pub type Shared = Arc<(Mutex<Agent>, Condvar)>;
+/// The agent and the condition the slot loop sleeps on.
+pub type SharedInner = (Mutex<Agent>, Condvar);
+
+/// The shared agent.
+pub type Shared = Arc<SharedInner>;
 
 impl Agent {
     /// Applies the policy for slot `k` to every job; logs the decisions, the tick itself as `slot` at a slot
@@ -100,7 +112,12 @@ impl Agent {
         self.current_slot = k;
         self.active_row = (k % u64::from(count)) as u32;
         let views: Vec<JobView> = self.jobs.iter().map(|j| JobView { row: j.row, pus: &j.pus }).collect();
-        let plan = self.policy.plan(self.active_row, &views);
+        let mut plan = self.policy.plan(self.active_row, &views);
+        for (j, p) in self.jobs.iter_mut().zip(plan.iter_mut()) {
+            j.planned = *p;
+            // A job dcs raised by weight keeps it until its quantum is over.
+            p.boosted |= self.dcs.as_ref().is_some_and(|d| d.holds_weight(&j.name));
+        }
         // Thaw and boost before freezing and lowering, so that no two sharing jobs are ever frozen together.
         let mut order: Vec<usize> = (0..self.jobs.len()).collect();
         order.sort_by_key(|&i| plan[i].frozen || (!plan[i].boosted && self.jobs[i].applied.boosted));
@@ -149,6 +166,7 @@ impl Agent {
     /// cgroup the agent created for it, and logs `gone`.
     fn retire(&mut self, i: usize) {
         let mut job = self.jobs.remove(i);
+        self.dcs_leave(&mut job);
         self.uncount(&job.name);
         if let Err(e) = job.release(&mut self.journal, &self.store) {
             eprintln!("lockstep agent: cannot clean up ended job {}: {e:#}", job.name);
@@ -182,9 +200,35 @@ impl Agent {
         }
     }
 
+    /// Lowers `job`, which leaves the agent, if `dcs` raised it, and drops what `dcs` keeps of it.
+    fn dcs_leave(&mut self, job: &mut Managed) {
+        if let Some(engine) = self.dcs.as_mut() {
+            engine.leave(job, dcs::Ctx { journal: &mut self.journal, store: &self.store });
+        }
+    }
+
+    /// Switches `dcs` to `want` (the policy's [`Policy::raise`]): started (probe loaded and attached, or the error saying what is
+    /// missing, with nothing changed), stopped (every raise put back), or kept.
+    fn switch_dcs(&mut self, want: Option<cosched::Raise>) -> anyhow::Result<()> {
+        if self.dcs.as_ref().map(|e| e.raise) == want {
+            return Ok(());
+        }
+        let started = match want {
+            Some(raise) => Some(dcs::Engine::start(self.me.clone(), raise, &self.dcs_settings)?),
+            None => None,
+        };
+        if let Some(old) = std::mem::replace(&mut self.dcs, started) {
+            old.stop(&mut self.jobs, dcs::Ctx { journal: &mut self.journal, store: &self.store });
+        }
+        Ok(())
+    }
+
     /// Restores every job's cgroups on the way out. Jobs stay in the store, so that the next agent takes them
     /// over; adopted processes stay in the agent's cgroups for the same reason.
     fn restore_all(&mut self) {
+        if let Some(old) = self.dcs.take() {
+            old.stop(&mut self.jobs, dcs::Ctx { journal: &mut self.journal, store: &self.store });
+        }
         for job in &mut self.jobs {
             if let Err(e) = job.apply(cosched::Desired::default(), &mut self.journal, &self.store) {
                 if !e.is::<Gone>() {
@@ -236,6 +280,7 @@ impl Agent {
             active_row: self.active_row,
             rows: self.rows,
             last_apply_us: self.last_apply_us,
+            dcs: self.dcs.as_ref().map(dcs::Engine::status),
             jobs: self
                 .jobs
                 .iter()
@@ -288,32 +333,39 @@ pub fn run(config: Config) -> anyhow::Result<i32> {
         eprintln!("lockstep agent: restored {repaired} cgroup file(s) left changed by a previous agent");
     }
 
-    let shared: Shared = Arc::new((
-        Mutex::new(Agent {
-            policy,
-            slot: config.slot,
-            jobs: Vec::new(),
-            journal: Journal::new(watchdog),
-            store,
-            backend,
-            node: config.node.clone(),
-            current_slot: 0,
-            active_row: 0,
-            rows: 1,
-            last_apply_us: 0.0,
-            replan: false,
-            pending: Vec::new(),
-            last_flush: Instant::now(),
-            stop: false,
-            telemetry: telemetry.clone(),
-            slurm: HashMap::new(),
-            slurm_done: HashSet::new(),
-        }),
-        Condvar::new(),
-    ));
+    let shared: Shared = Arc::new_cyclic(|me| {
+        (
+            Mutex::new(Agent {
+                policy,
+                slot: config.slot,
+                jobs: Vec::new(),
+                journal: Journal::new(watchdog),
+                store,
+                backend,
+                node: config.node.clone(),
+                current_slot: 0,
+                active_row: 0,
+                rows: 1,
+                last_apply_us: 0.0,
+                replan: false,
+                pending: Vec::new(),
+                last_flush: Instant::now(),
+                stop: false,
+                telemetry: telemetry.clone(),
+                slurm: HashMap::new(),
+                slurm_done: HashSet::new(),
+                dcs: None,
+                dcs_settings: config.dcs.clone(),
+                me: me.clone(),
+            }),
+            Condvar::new(),
+        )
+    });
     {
         let mut agent = shared.0.lock().expect("agent lock");
         agent.take_over()?;
+        let raise = agent.policy.raise();
+        agent.switch_dcs(raise)?;
         agent.slurm = agent.store.slurm_all()?.into_iter().map(|j| (j.id, j)).collect();
     }
     {
@@ -358,7 +410,7 @@ pub fn run(config: Config) -> anyhow::Result<i32> {
 const SLOT_PRIORITY: i32 = 10;
 
 /// Moves the calling thread to `SCHED_FIFO` at [`SLOT_PRIORITY`]; says so, naming `role`, when it cannot.
-fn realtime_thread(role: &str) {
+pub(crate) fn realtime_thread(role: &str) {
     let param = libc::sched_param { sched_priority: SLOT_PRIORITY };
     // SAFETY: pid 0 is the calling thread; `param` is a valid sched_param.
     if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) } != 0 {

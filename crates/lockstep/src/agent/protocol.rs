@@ -100,6 +100,9 @@ pub struct Status {
     pub rows: u32,
     /// Time the last slot switch took, in microseconds.
     pub last_apply_us: f64,
+    /// Message-driven raises, while a `dcs` policy is in force.
+    #[serde(default)]
+    pub dcs: Option<super::dcs::DcsStatus>,
     /// Managed jobs.
     pub jobs: Vec<JobStatus>,
 }

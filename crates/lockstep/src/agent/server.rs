@@ -32,9 +32,11 @@ pub fn bind(path: &Path) -> anyhow::Result<UnixListener> {
     Ok(listener)
 }
 
-/// Serves requests on a thread of its own.
+/// Serves requests on a thread of its own, at the slot thread's real-time priority: it takes the agent's lock,
+/// and a holder preempted by the jobs (or by threads `dcs:rr` raised) would delay slot switches and lowering.
 pub fn spawn(listener: UnixListener, shared: Shared) {
     std::thread::spawn(move || {
+        super::realtime_thread("the control socket");
         for stream in listener.incoming().flatten() {
             let _ = serve(stream, &shared);
         }
@@ -116,6 +118,7 @@ fn set_policy(agent: &mut Agent, name: &str, slot_ms: Option<u64>) -> anyhow::Re
         Some(ms) => slot::parse(&format!("{ms}ms"))?,
         None => agent.slot,
     };
+    agent.switch_dcs(policy.raise())?;
     agent.policy = policy;
     agent.slot = slot;
     agent.replan = true;
@@ -145,6 +148,7 @@ fn release(agent: &mut Agent, job: &str) -> anyhow::Result<()> {
         return Err(UsageError::new(format!("no job {job:?} is managed by this agent")).into());
     };
     let mut managed = agent.jobs.remove(i);
+    agent.dcs_leave(&mut managed);
     agent.uncount(job);
     managed.release(&mut agent.journal, &agent.store)?;
     agent.flush();

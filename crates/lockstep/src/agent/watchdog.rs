@@ -1,7 +1,7 @@
 //! The watchdog: a process forked by the agent at start, holding the read end of a pipe. The agent tells it,
 //! before every change, which file to restore to which value; when the pipe reaches end-of-file — the agent
 //! exited, crashed or was SIGKILLed — the watchdog writes every value back (thawing frozen jobs, restoring
-//! weights), clears those entries from the store's journal, and exits.
+//! weights, returning threads `dcs` raised to their class), clears those entries from the store's journal, and exits.
 
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use nix::sys::signal::{signal, SigHandler, Signal};
 use nix::unistd::{fork, pipe, ForkResult, Pid};
 
-use crate::cgroup::knobs::is_freeze_file;
+use super::journal::{put_back, restore_order};
 use crate::store::Store;
 
 /// The agent's end of the watchdog pipe.
@@ -85,15 +85,13 @@ fn watch(read: OwnedFd, store: &Path) -> i32 {
     if tracked.is_empty() {
         return 0;
     }
-    // Thaw before restoring weights, so that no job stays frozen if a later write fails.
-    let (freezers, others): (Vec<_>, Vec<_>) = tracked.iter().partition(|(f, _)| is_freeze_file(f));
+    let mut entries: Vec<(&PathBuf, &String)> = tracked.iter().collect();
+    entries.sort_by_key(|(f, _)| restore_order(f));
     let mut restored = Vec::new();
-    for (file, value) in freezers.into_iter().chain(others) {
-        match std::fs::write(file, value) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                eprintln!("lockstep watchdog: cannot restore {} to {value}: {e}", file.display());
-            }
-            _ => restored.push(file),
+    for (file, value) in entries {
+        match put_back(file, value) {
+            Err(e) => eprintln!("lockstep watchdog: cannot restore {} to {value}: {e}", file.display()),
+            Ok(()) => restored.push(file),
         }
     }
     // Only then the journal: the store may be busy (the agent died inside a transaction), and nothing may wait
@@ -104,7 +102,7 @@ fn watch(read: OwnedFd, store: &Path) -> i32 {
         }
     }
     let failed = tracked.len() - restored.len();
-    eprintln!("lockstep watchdog: agent gone; restored {} cgroup file(s)", tracked.len() - failed);
+    eprintln!("lockstep watchdog: agent gone; restored {} cgroup file(s) and thread(s)", tracked.len() - failed);
     i32::from(failed > 0)
 }
 

@@ -1,6 +1,6 @@
 //! `lockstep agent [--config FILE] [--policy NAME] [--slot DURATION] [--node NAME] [--events LIST]
-//! [--sample-interval DURATION|none] [--retention DURATION] [--metrics [ADDR:]PORT] [--slurm-node NAME]`: the node
-//! agent, in the foreground.
+//! [--sample-interval DURATION|none] [--retention DURATION] [--metrics [ADDR:]PORT] [--slurm-node NAME]
+//! [--dcs-quantum DURATION] [--btf FILE]`: the node agent, in the foreground.
 
 use std::path::{Path, PathBuf};
 
@@ -17,10 +17,10 @@ use crate::telemetry::events::parse_list;
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// TOML configuration file (keys: socket, store, node, policy, slot, events, sample_interval, retention,
-    /// metrics, slurm_node); flags override it.
+    /// metrics, slurm_node, dcs_quantum, btf); flags override it.
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
-    /// Co-scheduling policy at start: cfs, boost or gang.
+    /// Co-scheduling policy at start: cfs, boost, gang, dcs or dcs+boost (dcs raises as `:weight`, `:rr`, `:nice`).
     #[arg(long, value_name = "NAME")]
     policy: Option<String>,
     /// Slot length, e.g. 200ms or 2s (10ms to 60s).
@@ -44,6 +44,12 @@ pub struct Args {
     /// This node's NodeName in Slurm, whose job cgroups the agent takes on (default: the node name).
     #[arg(long, value_name = "NAME")]
     slurm_node: Option<String>,
+    /// How long `dcs` raises a job a message arrived for, e.g. 5ms (1ms to 1s; default 5ms).
+    #[arg(long, value_name = "DURATION")]
+    dcs_quantum: Option<String>,
+    /// BTF file the `dcs` eBPF program is loaded against (default: the kernel's, /sys/kernel/btf/vmlinux).
+    #[arg(long, value_name = "FILE")]
+    btf: Option<PathBuf>,
 }
 
 /// The configuration file's contents.
@@ -60,6 +66,8 @@ struct File {
     retention: Option<String>,
     metrics: Option<String>,
     slurm_node: Option<String>,
+    dcs_quantum: Option<String>,
+    btf: Option<PathBuf>,
 }
 
 /// Sampling interval when none is given.
@@ -99,6 +107,20 @@ fn telemetry(events: Option<String>, interval: Option<String>, retention: Option
     Ok(Settings { groups, interval, retention })
 }
 
+/// The `dcs` quantum when none is given: seed 004 raised a receiver for a few milliseconds.
+const DEFAULT_QUANTUM: std::time::Duration = std::time::Duration::from_millis(5);
+
+/// The `dcs` settings from flags and file.
+fn dcs(quantum: Option<String>, btf: Option<PathBuf>) -> Result<agent::dcs::Settings, UsageError> {
+    let quantum = match quantum {
+        None => DEFAULT_QUANTUM,
+        Some(t) => duration::parse(&t)
+            .filter(|d| (std::time::Duration::from_millis(1)..=std::time::Duration::from_secs(1)).contains(d))
+            .ok_or_else(|| UsageError::new(format!("bad dcs quantum {t:?} (expected e.g. 5ms, 1ms to 1s)")))?,
+    };
+    Ok(agent::dcs::Settings { quantum, btf })
+}
+
 /// Runs the agent; `socket` and `store` are the global flags (or their defaults) when given.
 pub fn exec(args: &Args, socket: Option<&Path>, store: Option<&Path>) -> anyhow::Result<i32> {
     let file: File = match &args.config {
@@ -128,6 +150,7 @@ pub fn exec(args: &Args, socket: Option<&Path>, store: Option<&Path>) -> anyhow:
             args.retention.clone().or(file.retention),
         )?,
         metrics: args.metrics.clone().or(file.metrics).as_deref().map(metrics_addr).transpose()?,
+        dcs: dcs(args.dcs_quantum.clone().or(file.dcs_quantum), args.btf.clone().or(file.btf))?,
     };
     agent::run(config)
 }

@@ -95,6 +95,32 @@ fn render(s: &Status) -> String {
             j.cgroups.first().map(|p| p.display().to_string()).unwrap_or_default()
         );
     }
+    if let Some(d) = &s.dcs {
+        out += &format!(
+            "dcs: raise {}  quantum {:.1} ms  events {}  raises {}  arrival to raise p50 {:.0} us  p99 {:.0} us  \
+             max {:.0} us  longest raise {:.1} ms\n",
+            d.raise,
+            d.quantum_ms,
+            d.events,
+            d.raises,
+            d.latency_p50_us,
+            d.latency_p99_us,
+            d.latency_max_us,
+            d.held_max_us / 1e3
+        );
+        out += &format!("{:<24} {:>5} {:>10} {:>12} {:>8} RAISED\n", "JOB", "PORTS", "PACKETS", "BYTES", "RAISES");
+        for j in &d.jobs {
+            out += &format!(
+                "{:<24} {:>5} {:>10} {:>12} {:>8} {}\n",
+                j.name,
+                j.ports,
+                j.packets,
+                j.bytes,
+                j.raises,
+                if j.raised { "yes" } else { "no" }
+            );
+        }
+    }
     out
 }
 

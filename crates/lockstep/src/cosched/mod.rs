@@ -6,12 +6,14 @@
 
 mod boost;
 mod cfs;
+mod dcs;
 mod gang;
 pub mod rows;
 pub mod slot;
 
 pub use boost::Boost;
 pub use cfs::Cfs;
+pub use dcs::Dcs;
 pub use gang::Gang;
 
 use serde::{Deserialize, Serialize};
@@ -19,8 +21,34 @@ use serde::{Deserialize, Serialize};
 use crate::cpulist::CpuList;
 use crate::error::UsageError;
 
-/// Names of every policy, for help and error messages.
+/// Names of every slot policy (`dcs` adds [`Dcs::NAMES`]), for help and error messages.
 pub const NAMES: [&str; 3] = ["cfs", "boost", "gang"];
+
+/// How `dcs` raises a job a message arrived for, for one quantum.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Raise {
+    /// The job's CPU weight, as `boost` raises it.
+    Weight,
+    /// Its threads to `SCHED_RR` (seed 004's choice), bounded by the kernel's real-time throttling.
+    Rr,
+    /// Its threads' nice value to -20.
+    Nice,
+}
+
+impl Raise {
+    /// What plain `dcs` uses: the best of the three in `experiments/dcs.toml`.
+    pub const DEFAULT: Raise = Raise::Rr;
+
+    /// `weight`, `rr` or `nice`.
+    pub fn parse(name: &str) -> Option<Self> {
+        match name {
+            "weight" => Some(Self::Weight),
+            "rr" => Some(Self::Rr),
+            "nice" => Some(Self::Nice),
+            _ => None,
+        }
+    }
+}
 
 /// CPU weight (cgroup v2 scale) of a boosted job; unboosted jobs keep their own weight.
 pub const BOOST_WEIGHT: u64 = 10_000;
@@ -49,6 +77,10 @@ pub trait Policy: Send {
     fn name(&self) -> &'static str;
     /// The desired state of every job in a slot whose active row is `active`, in the order of `jobs`.
     fn plan(&self, active: u32, jobs: &[JobView<'_>]) -> Vec<Desired>;
+    /// Whether, and how, the job a message arrives for is raised (`dcs` only).
+    fn raise(&self) -> Option<Raise> {
+        None
+    }
 }
 
 /// The policy called `name`.
@@ -57,10 +89,14 @@ pub fn by_name(name: &str) -> Result<Box<dyn Policy>, UsageError> {
         "cfs" => Ok(Box::new(Cfs)),
         "boost" => Ok(Box::new(Boost)),
         "gang" => Ok(Box::new(Gang)),
-        _ => Err(UsageError::new(format!(
-            "unknown co-scheduling policy {name:?} (expected one of {})",
-            NAMES.join(", ")
-        ))),
+        _ => match Dcs::parse(name) {
+            Some(dcs) => Ok(Box::new(dcs)),
+            None => Err(UsageError::new(format!(
+                "unknown co-scheduling policy {name:?} (expected one of {}, {})",
+                NAMES.join(", "),
+                Dcs::NAMES.join(", ")
+            ))),
+        },
     }
 }
 

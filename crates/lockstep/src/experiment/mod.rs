@@ -5,6 +5,7 @@
 
 mod containers;
 pub mod counters;
+mod dcs_report;
 pub mod report;
 pub mod runner;
 mod slurm;

@@ -43,7 +43,7 @@ fn median(v: &mut [f64]) -> f64 {
 
 /// A job's time: the kernel's timed section; for a Slurm job its wall time from `srun` to exit, since Slurm's
 /// gang scheduling may keep a job suspended before and during its timed section.
-fn time_of(r: &ExperimentRun) -> f64 {
+pub(crate) fn time_of(r: &ExperimentRun) -> f64 {
     if r.placement == "slurm" {
         r.wall_s
     } else {
@@ -51,13 +51,17 @@ fn time_of(r: &ExperimentRun) -> f64 {
     }
 }
 
-/// The run's mode: MPI progress, and `+container` / `+slurm` when its ranks ran in containers / as a Slurm job.
+/// The run's mode: MPI progress, `+container` / `+slurm` when its ranks ran in containers / as a Slurm job, and
+/// `+loaded` when background load (`[name]` in the mix) ran beside it.
 fn mode(r: &ExperimentRun) -> String {
-    if r.placement == "process" {
-        r.progress.clone()
-    } else {
-        format!("{}+{}", r.progress, r.placement)
+    let mut m = r.progress.clone();
+    if r.placement != "process" {
+        m = format!("{m}+{}", r.placement);
     }
+    if r.mix.contains('[') {
+        m += "+loaded";
+    }
+    m
 }
 
 /// Aggregates runs into cells; the dedicated runs are the MPL-1 row of every policy.
@@ -74,20 +78,25 @@ pub fn cells(runs: &[ExperimentRun]) -> BTreeMap<Key, Cell> {
         p.dedup();
         p
     };
-    for r in runs {
-        if r.policy == "dedicated" {
-            // The dedicated run is every policy's MPL 1.
-            for p in &policies {
-                groups.entry((mode(r), p.clone(), r.workload.clone(), 1)).or_default().push(r);
+    for r in runs.iter().filter(|r| r.policy != "dedicated") {
+        groups.entry((mode(r), r.policy.clone(), r.workload.clone(), r.mpl)).or_default().push(r);
+    }
+    // The dedicated run is the MPL 1 of every policy that did not run the workload alone itself (`unloaded`).
+    let own: std::collections::BTreeSet<Key> = groups.keys().cloned().collect();
+    for r in runs.iter().filter(|r| r.policy == "dedicated") {
+        for p in &policies {
+            let key = (mode(r), p.clone(), r.workload.clone(), 1);
+            if !own.contains(&key) {
+                groups.entry(key).or_default().push(r);
             }
-        } else {
-            groups.entry((mode(r), r.policy.clone(), r.workload.clone(), r.mpl)).or_default().push(r);
         }
     }
     groups
         .into_iter()
         .map(|(key, rs)| {
-            let b = base.get(&(key.0.clone(), key.2.clone())).copied().unwrap_or(f64::NAN);
+            // A job under background load is compared with its dedicated run without it.
+            let unloaded_mode = key.0.trim_end_matches("+loaded").to_string();
+            let b = base.get(&(unloaded_mode, key.2.clone())).copied().unwrap_or(f64::NAN);
             let mut times: Vec<f64> = rs.iter().map(|r| time_of(r)).collect();
             let mut slow: Vec<f64> = times.iter().map(|t| t / b).collect();
             let comms: Vec<f64> = rs.iter().filter_map(|r| r.comm_ratio).collect();
@@ -242,6 +251,9 @@ pub fn write(spec: &Spec, runs: &[ExperimentRun], dir: &Path) -> anyhow::Result<
 
     if runs.iter().any(|r| r.placement == "slurm") {
         md += &slurm_section(runs, &means);
+    }
+    if runs.iter().any(|r| r.policy.starts_with("dcs")) {
+        md += &super::dcs_report::section(runs);
     }
 
     let mut html = html_page(&spec.name, &spec.description);

@@ -135,7 +135,7 @@ fn plan(spec: &Spec) -> Vec<Case<'_>> {
     for (progress, ranks_in) in spec.progress.iter().flat_map(|p| spec.ranks_in.iter().map(move |r| (p, r))) {
         let mut alone: Vec<&[String]> = Vec::new();
         for mix in &spec.mixes {
-            for w in mix {
+            for w in mix.iter().filter(|w| !spec.workloads[*w].background) {
                 if !alone.iter().any(|a| a[0] == *w) {
                     alone.push(std::slice::from_ref(w));
                 }
@@ -148,7 +148,7 @@ fn plan(spec: &Spec) -> Vec<Case<'_>> {
             }
         }
         for policy in &spec.policies {
-            for mix in spec.mixes.iter().filter(|m| m.len() > 1) {
+            for mix in spec.mixes.iter().filter(|m| m.len() > 1 || spec.unloaded) {
                 for repetition in 1..=spec.repetitions {
                     let label = policy.label();
                     cases.push(Case { mix, policy: policy.clone(), label, progress, ranks_in, repetition });
@@ -171,7 +171,10 @@ fn run_case(
 ) -> anyhow::Result<Vec<ExperimentRun>> {
     let started_at = now();
     let mut jobs = Vec::new();
-    for (i, workload) in case.mix.iter().enumerate() {
+    // Background load first, so that the measured jobs start under it.
+    let mut order: Vec<(usize, &String)> = case.mix.iter().enumerate().collect();
+    order.sort_by_key(|(_, w)| !spec.workloads[*w].background);
+    for (i, workload) in order {
         let name = format!("{}-{}-{}", spec.name, workload, i);
         let pmpi = paths.work.join(format!("{name}.pmpi.jsonl"));
         let _ = std::fs::remove_file(&pmpi);
@@ -223,6 +226,7 @@ fn run_case(
             std::fs::write(paths.work.join(format!("{name}.go")), b"")?;
         }
     }
+    let (background, jobs): (Vec<_>, Vec<_>) = jobs.into_iter().partition(|j| spec.workloads[j.0].background);
     let mut runs = Vec::new();
     let mut outputs = Vec::new();
     for (workload, job, pmpi, (t0, submitted), child) in jobs {
@@ -238,13 +242,41 @@ fn run_case(
         }
         outputs.push((workload, job, pmpi, wall_s, out.status, stdout));
     }
-    // The agents' slot switches on the nodes, while lockstep co-scheduled the case's jobs.
-    let slot_skew_ms = match cluster {
-        Some(c) if crate::cosched::NAMES.contains(&case.policy.name.as_str()) && case.policy.name != "cfs" => {
-            c.skew_ms(started_at, now())?
+    for (_, job, _, _, mut child) in background {
+        match cluster {
+            Some(c) => c.cancel(&job),
+            None => {
+                let _ = nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(child.id() as i32),
+                    nix::sys::signal::Signal::SIGTERM,
+                );
+            }
         }
+        let _ = child.wait();
+    }
+    let ended_at = now();
+    // The agents' slot switches on the nodes, while lockstep co-scheduled the case's jobs.
+    let slotted = case.policy.name != "cfs"
+        && crate::cosched::by_name(&case.policy.name)
+            .is_ok_and(|p| p.raise().is_none() || case.policy.name.starts_with("dcs+boost"));
+    let slot_skew_ms = match cluster {
+        Some(c) if slotted => c.skew_ms(started_at, ended_at)?,
         _ => None,
     };
+    // Arrival-to-raise latency of the case's dcs raises, from the agents' decisions.
+    let dcs = if case.policy.name.starts_with("dcs") {
+        let stores = cluster.map_or_else(|| vec![paths.store.clone()], Cluster::stores);
+        dcs_latency(&stores, started_at, ended_at)?
+    } else {
+        None
+    };
+    let mix = case
+        .mix
+        .iter()
+        .map(|w| if spec.workloads[w].background { format!("[{w}]") } else { w.clone() })
+        .collect::<Vec<_>>()
+        .join("+");
+    let mpl = case.mix.iter().filter(|w| !spec.workloads[*w].background).count() as u32;
     for (workload, job, pmpi, wall_s, status, stdout) in outputs {
         if case.ranks_in == "container" {
             let _ = call(socket, &Request::Release { job: job.clone() });
@@ -258,8 +290,8 @@ fn run_case(
             policy: case.label.clone(),
             progress: case.progress.to_string(),
             placement: case.ranks_in.to_string(),
-            mix: case.mix.join("+"),
-            mpl: case.mix.len() as u32,
+            mix: mix.clone(),
+            mpl,
             workload: workload.clone(),
             job,
             repetition: case.repetition,
@@ -272,9 +304,33 @@ fn run_case(
             tool_cpu_s: None,
             tool_rss_bytes: None,
             slot_skew_ms,
+            dcs_raises: dcs.map(|d| d.0),
+            dcs_p50_us: dcs.map(|d| d.1),
+            dcs_p99_us: dcs.map(|d| d.2),
         });
     }
     Ok(runs)
+}
+
+/// Raises `dcs` made in `[from, to]` (seconds since the epoch) in the agents' stores, with the median and 99th
+/// percentile of their arrival-to-raise latency in microseconds; `None` when there were none.
+fn dcs_latency(stores: &[PathBuf], from: f64, to: f64) -> anyhow::Result<Option<(u64, f64, f64)>> {
+    // The agents write decisions once a second: wait for the last ones.
+    std::thread::sleep(Duration::from_millis(1100));
+    let mut us = Vec::new();
+    for db in stores {
+        let db = rusqlite::Connection::open(db)?;
+        let mut stmt =
+            db.prepare("SELECT duration_us FROM decisions WHERE action = 'dcs-raise' AND time BETWEEN ?1 AND ?2")?;
+        let rows = stmt.query_map([from, to], |r| r.get::<_, f64>(0))?;
+        us.extend(rows.collect::<Result<Vec<f64>, _>>()?);
+    }
+    if us.is_empty() {
+        return Ok(None);
+    }
+    us.sort_by(f64::total_cmp);
+    let pct = |p: f64| us[((us.len() - 1) as f64 * p).round() as usize];
+    Ok(Some((us.len() as u64, pct(0.5), pct(0.99))))
 }
 
 /// Where a Slurm job of the experiment writes its output.

@@ -106,6 +106,16 @@ impl Cluster {
         cmd
     }
 
+    /// Cancels the job named `job` (background load whose measured jobs are done).
+    pub fn cancel(&self, job: &str) {
+        let _ = Command::new("scancel").args(["--name", job]).env("SLURM_CONF", self.dir.join("slurm.conf")).output();
+    }
+
+    /// The nodes' agent stores.
+    pub fn stores(&self) -> Vec<PathBuf> {
+        (1..=self.nodes).map(|node| self.dir.join(format!("n{node}/lockstep.db"))).collect()
+    }
+
     /// When the job whose output is `text` ended (seconds since the epoch), as its batch script wrote it.
     pub fn end_time(text: &str) -> Option<f64> {
         text.lines().rev().find_map(|l| l.strip_prefix(END_MARK)?.trim().parse().ok())
@@ -117,8 +127,8 @@ impl Cluster {
         // The agents write decisions once a second: wait for the last ones.
         std::thread::sleep(std::time::Duration::from_millis(1100));
         let mut per_node = Vec::new();
-        for node in 1..=self.nodes {
-            let db = rusqlite::Connection::open(self.dir.join(format!("n{node}/lockstep.db")))?;
+        for db in self.stores() {
+            let db = rusqlite::Connection::open(db)?;
             let mut stmt =
                 db.prepare("SELECT slot, time FROM decisions WHERE action = 'slot' AND time BETWEEN ?1 AND ?2")?;
             let rows = stmt.query_map([from, to], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, f64>(1)?)))?;

@@ -36,6 +36,9 @@ pub struct Spec {
     pub policies: Vec<PolicyConfig>,
     /// The cases: the workloads that run together.
     pub mixes: Vec<Vec<String>>,
+    /// Whether single-workload mixes also run under every policy (what a policy costs on an unloaded node), not
+    /// only as the dedicated baseline.
+    pub unloaded: bool,
 }
 
 /// One workload: a program of `build/bin/` and its arguments.
@@ -47,6 +50,9 @@ pub struct Workload {
     /// Whether it counts as communication-heavy in the summary.
     #[serde(default)]
     pub communication: bool,
+    /// Background load: started first, stopped when the case's other jobs end, never measured (e.g. CPU hogs).
+    #[serde(default)]
+    pub background: bool,
 }
 
 /// One policy setting to compare.
@@ -59,10 +65,10 @@ pub struct PolicyConfig {
 }
 
 impl PolicyConfig {
-    /// `cfs`, `boost/2s`, `gang/200ms`.
+    /// `cfs`, `boost/2s`, `gang/200ms`, `dcs`, `dcs+boost/200ms`: the slot where the policy has slots.
     pub fn label(&self) -> String {
-        if self.name == "cfs" {
-            "cfs".into()
+        if self.name == "cfs" || (self.name.starts_with("dcs") && !self.name.starts_with("dcs+boost")) {
+            self.name.clone()
         } else {
             format!("{}/{}", self.name, slot::format(self.slot))
         }
@@ -94,6 +100,8 @@ struct Raw {
     mpl: Vec<u32>,
     #[serde(default)]
     mixes: Vec<Vec<String>>,
+    #[serde(default)]
+    unloaded: bool,
 }
 
 #[derive(Deserialize)]
@@ -220,8 +228,8 @@ pub fn load(path: &Path) -> Result<Spec, UsageError> {
         if let Some(w) = mix.iter().find(|w| !raw.workloads.contains_key(*w)) {
             return Err(bad(format!("mix names unknown workload {w:?}")));
         }
-        if mix.is_empty() {
-            return Err(bad("empty mix".into()));
+        if !mix.iter().any(|w| !raw.workloads[w].background) {
+            return Err(bad(format!("mix {mix:?} has no workload to measure (all are background)")));
         }
     }
     Ok(Spec {
@@ -236,6 +244,7 @@ pub fn load(path: &Path) -> Result<Spec, UsageError> {
         workloads: raw.workloads,
         policies,
         mixes,
+        unloaded: raw.unloaded,
     })
 }
 
@@ -292,6 +301,16 @@ slot = "200ms"
         assert_eq!(parse(GOOD).unwrap().nodes, 1);
         let err = parse(&text.replace("slot = \"5s\"", "slot = \"2s\"")).unwrap_err();
         assert!(err.contains("SchedulerTimeSlice"), "{err}");
+    }
+
+    #[test]
+    fn background_workloads_need_a_measured_one() {
+        let spec = GOOD.replace("mpl = [1, 2]", "mixes = [[\"lu\", \"hog\"]]")
+            + "[workloads.hog]\ncommand = [\"pi\"]\nbackground = true\n";
+        let s = parse(&spec).unwrap();
+        assert!(s.workloads["hog"].background && !s.unloaded);
+        let only = spec.replace("[[\"lu\", \"hog\"]]", "[[\"hog\"]]");
+        assert!(parse(&only).unwrap_err().contains("no workload to measure"));
     }
 
     #[test]

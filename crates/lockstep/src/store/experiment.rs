@@ -47,6 +47,12 @@ pub struct ExperimentRun {
     /// Jobs on several nodes: the largest gap between the nodes' agents switching the same slot while the job's
     /// case ran, in milliseconds.
     pub slot_skew_ms: Option<f64>,
+    /// `dcs` policies: raises the agents made while the job's case ran.
+    pub dcs_raises: Option<u64>,
+    /// Their arrival-to-raise latency, median, in microseconds.
+    pub dcs_p50_us: Option<f64>,
+    /// Their arrival-to-raise latency, 99th percentile, in microseconds.
+    pub dcs_p99_us: Option<f64>,
 }
 
 impl Store {
@@ -54,8 +60,9 @@ impl Store {
     pub fn add_experiment_run(&self, r: &ExperimentRun) -> anyhow::Result<()> {
         self.conn.execute(
             "INSERT INTO experiment_runs (experiment, session, policy, progress, placement, mix, mpl, workload, job,
-                 repetition, time_s, wall_s, comm_ratio, verified, exit_status, started_at, tool_cpu_s, tool_rss_bytes, slot_skew_ms)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19)",
+                 repetition, time_s, wall_s, comm_ratio, verified, exit_status, started_at, tool_cpu_s, tool_rss_bytes, slot_skew_ms,
+                 dcs_raises, dcs_p50_us, dcs_p99_us)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22)",
             params![
                 r.experiment,
                 r.session,
@@ -75,7 +82,10 @@ impl Store {
                 r.started_at,
                 r.tool_cpu_s,
                 r.tool_rss_bytes.map(|b| b as i64),
-                r.slot_skew_ms
+                r.slot_skew_ms,
+                r.dcs_raises.map(|n| n as i64),
+                r.dcs_p50_us,
+                r.dcs_p99_us
             ],
         )?;
         Ok(())
@@ -85,7 +95,8 @@ impl Store {
     pub fn experiment_runs(&self, experiment: &str) -> anyhow::Result<Vec<ExperimentRun>> {
         let mut stmt = self.conn.prepare(
             "SELECT experiment, session, policy, progress, placement, mix, mpl, workload, job, repetition, time_s,
-                    wall_s, comm_ratio, verified, exit_status, started_at, tool_cpu_s, tool_rss_bytes, slot_skew_ms
+                    wall_s, comm_ratio, verified, exit_status, started_at, tool_cpu_s, tool_rss_bytes, slot_skew_ms,
+                    dcs_raises, dcs_p50_us, dcs_p99_us
              FROM experiment_runs
              WHERE experiment = ?1 AND session = (SELECT max(session) FROM experiment_runs WHERE experiment = ?1)
              ORDER BY id",
@@ -111,6 +122,9 @@ impl Store {
                 tool_cpu_s: r.get(16)?,
                 tool_rss_bytes: r.get::<_, Option<i64>>(17)?.map(|b| b as u64),
                 slot_skew_ms: r.get(18)?,
+                dcs_raises: r.get::<_, Option<i64>>(19)?.map(|n| n as u64),
+                dcs_p50_us: r.get(20)?,
+                dcs_p99_us: r.get(21)?,
             })
         })?;
         Ok(rows.collect::<Result<_, _>>()?)

@@ -128,6 +128,11 @@ CREATE TABLE slurm_jobs (
     r"
 ALTER TABLE experiment_runs ADD COLUMN slot_skew_ms REAL;      -- multi-node jobs: worst gap between nodes' slot switches
 ",
+    r"
+ALTER TABLE experiment_runs ADD COLUMN dcs_raises INTEGER;     -- dcs policies: raises while the case ran
+ALTER TABLE experiment_runs ADD COLUMN dcs_p50_us REAL;        -- their arrival-to-raise latency, median
+ALTER TABLE experiment_runs ADD COLUMN dcs_p99_us REAL;        -- and 99th percentile
+",
 ];
 
 /// Seconds since the epoch, as a float.

@@ -170,5 +170,8 @@ fn run_case(
         tool_cpu_s,
         tool_rss_bytes,
         slot_skew_ms: None,
+        dcs_raises: None,
+        dcs_p50_us: None,
+        dcs_p99_us: None,
     })
 }

@@ -1,0 +1,286 @@
+//! The `dcs` policy on this machine's kernel: the eBPF probe loads and attaches (no kprobes), messages between
+//! two processes of a managed job over TCP raise the job for a quantum and no longer, SIGKILL of the agent leaves
+//! nothing raised, and a missing BTF or missing privileges are clear errors that leave the other policies working.
+//! Every test starts its own agent and job and stops them, pass or fail.
+
+mod common;
+
+use std::path::PathBuf;
+use std::process::{Child, Output};
+use std::time::{Duration, Instant};
+
+use common::{assert_no_cgroup, job_dirs, name, stderr, wait_for, Agent, Env};
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+
+/// One agent at a time: the tests watch scheduling classes and weights of the whole machine's job cgroups.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Two processes of one job exchanging 64-byte messages over loopback TCP once the file `go` exists, `rounds`
+/// round trips `gap` seconds apart (0: back to back).
+const PINGPONG: &str = r#"
+import os, socket, sys, time
+go, rounds, gap = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+listener = socket.socket(); listener.bind(("127.0.0.1", 0)); listener.listen()
+port = listener.getsockname()[1]
+if os.fork() == 0:
+    c = socket.create_connection(("127.0.0.1", port))
+    while not os.path.exists(go): time.sleep(0.01)
+    for _ in range(rounds):
+        c.sendall(b"x" * 64); c.recv(64)
+        if gap: time.sleep(gap)
+    os._exit(0)
+a, _ = listener.accept()
+while True:
+    d = a.recv(64)
+    if not d: break
+    a.sendall(d)
+os.wait()
+"#;
+
+/// A job of two processes talking over TCP, started with `lockstep run`; killed and reaped when dropped.
+struct Talkers {
+    name: String,
+    go: PathBuf,
+    child: Child,
+}
+
+impl Talkers {
+    fn start(env: &Env, test: &str, rounds: u32, gap: f64) -> Self {
+        let name = name(test);
+        let go = env.dir.path().join(format!("{name}.go"));
+        let child = env.spawn(&[
+            "run",
+            "--job",
+            &name,
+            "--place",
+            "any",
+            "--",
+            "python3",
+            "-c",
+            PINGPONG,
+            go.to_str().unwrap(),
+            &rounds.to_string(),
+            &gap.to_string(),
+        ]);
+        let dirs = job_dirs(&name);
+        wait_for("both processes of the job", || lockstep::cgroup::procs_below(&dirs[0]).len() >= 2);
+        Self { name, go, child }
+    }
+
+    /// Starts the messages.
+    fn go(&self) {
+        std::fs::write(&self.go, b"").unwrap();
+    }
+
+    fn threads(&self) -> Vec<i32> {
+        lockstep::cgroup::procs_below(&job_dirs(&self.name)[0])
+            .into_iter()
+            .flat_map(|pid| lockstep::procfs::threads(pid).unwrap_or_default())
+            .collect()
+    }
+
+    /// Threads of the job in a real-time class now.
+    fn realtime(&self) -> usize {
+        // SAFETY: sched_getscheduler has no preconditions; a thread gone meanwhile gives -1.
+        self.threads()
+            .into_iter()
+            .filter(|&t| matches!(unsafe { libc::sched_getscheduler(t) }, libc::SCHED_RR | libc::SCHED_FIFO))
+            .count()
+    }
+
+    fn weight_file(&self) -> PathBuf {
+        lockstep::cgroup::Knobs::find(&job_dirs(&self.name)).weight.unwrap()
+    }
+
+    fn weight(&self) -> String {
+        std::fs::read_to_string(self.weight_file()).unwrap_or_default().trim().to_string()
+    }
+
+    /// Whether the job's processes have all exited.
+    fn child_exited(&self) -> bool {
+        lockstep::cgroup::procs_below(&job_dirs(&self.name)[0]).is_empty()
+    }
+
+    /// Waits for the job to end by itself.
+    fn finish(mut self) -> Output {
+        let child = std::mem::replace(&mut self.child, std::process::Command::new("true").spawn().unwrap());
+        let out = child.wait_with_output().unwrap();
+        drop(self);
+        out
+    }
+}
+
+impl Drop for Talkers {
+    fn drop(&mut self) {
+        let _ = kill(Pid::from_raw(self.child.id() as i32), Signal::SIGTERM);
+        let _ = self.child.wait();
+        assert_no_cgroup(&self.name);
+    }
+}
+
+/// The agent's status as JSON.
+fn status(env: &Env) -> serde_json::Value {
+    let out = env.run(&["status", "--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// The `dcs` section's entry for `job`.
+fn dcs_job(env: &Env, job: &str) -> serde_json::Value {
+    let s = status(env);
+    s["dcs"]["jobs"].as_array().and_then(|j| j.iter().find(|j| j["name"] == job).cloned()).unwrap_or_default()
+}
+
+/// Decisions `action` the agent logged for `job`, with their durations in microseconds.
+fn decisions(env: &Env, job: &str, action: &str) -> Vec<f64> {
+    let db = rusqlite::Connection::open(env.store()).unwrap();
+    let mut stmt = db.prepare("SELECT duration_us FROM decisions WHERE job = ?1 AND action = ?2").unwrap();
+    stmt.query_map([job, action], |r| r.get(0)).unwrap().map(Result::unwrap).collect()
+}
+
+/// The real-time budget of the agent's parent CPU group (v1 with real-time group scheduling), if there is one.
+fn parent_budget() -> Option<String> {
+    std::fs::read_to_string("/sys/fs/cgroup/cpu/lockstep/cpu.rt_runtime_us").ok().map(|s| s.trim().to_string())
+}
+
+/// Raises the job by `raise` while it talks; returns (raised state seen during the talk, status entry).
+fn talk_under(env: &Env, raise: &str, test: &str, seen: impl Fn(&Talkers) -> bool) -> (bool, serde_json::Value) {
+    let agent = Agent::start(env, &["--policy", &format!("dcs:{raise}"), "--dcs-quantum", "5ms"]);
+    let job = Talkers::start(env, test, 300, 0.01);
+    wait_for("the probe to watch the job's ports", || dcs_job(env, &job.name)["ports"].as_u64() >= Some(2));
+    job.go();
+    let mut raised = false;
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(2) && !raised {
+        raised = seen(&job);
+    }
+    let name = job.name.clone();
+    let entry = loop {
+        let e = dcs_job(env, &name);
+        if e["packets"].as_u64() >= Some(300) || job.child_exited() {
+            break e;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let out = job.finish();
+    assert!(out.status.success(), "the job failed: {}", stderr(&out));
+    let stopped = agent.stop(Signal::SIGTERM);
+    assert!(stopped.status.success(), "{}", stderr(&stopped));
+    (raised, entry)
+}
+
+#[test]
+fn messages_raise_the_job_to_realtime_for_one_quantum() {
+    needs_root!();
+    let _serial = serial();
+    let env = Env::new();
+    let before = parent_budget();
+    let (raised, entry) = talk_under(&env, "rr", "dcs-rr", |j| j.realtime() > 0);
+    assert!(raised, "no thread of the job was ever SCHED_RR while messages arrived");
+    assert!(entry["packets"].as_u64() >= Some(300), "the probe counted too few data packets: {entry}");
+    assert!(entry["raises"].as_u64() >= Some(10), "too few raises: {entry}");
+    let name = entry["name"].as_str().unwrap().to_string();
+    let raises = decisions(&env, &name, "dcs-raise");
+    let lowers = decisions(&env, &name, "dcs-lower");
+    assert!(!raises.is_empty() && raises.len() == lowers.len(), "{} raises, {} lowers", raises.len(), lowers.len());
+    // No raise outlives its quantum by more than a scheduling delay (the agent's thread is real-time).
+    let longest = lowers.iter().fold(0.0, |a: f64, &b| a.max(b));
+    assert!(longest < 5_000.0 + 20_000.0, "a raise of a 5 ms quantum lasted {longest} us");
+    assert_eq!(parent_budget(), before, "the real-time budget of the agent's parent group was not put back");
+}
+
+#[test]
+fn messages_raise_the_job_weight_and_put_it_back() {
+    needs_root!();
+    let _serial = serial();
+    let env = Env::new();
+    let weight = std::cell::RefCell::new(None);
+    let (raised, entry) = talk_under(&env, "weight", "dcs-weight", |j| {
+        let w = j.weight();
+        let first = weight.borrow_mut().get_or_insert_with(|| w.clone()).clone();
+        w != first
+    });
+    assert!(raised, "the job's weight never changed while messages arrived");
+    assert!(entry["raises"].as_u64() >= Some(10), "too few raises: {entry}");
+}
+
+#[test]
+fn sigkill_of_the_agent_leaves_no_thread_realtime_and_no_weight_raised() {
+    needs_root!();
+    let _serial = serial();
+    for raise in ["rr", "weight"] {
+        let env = Env::new();
+        let agent = Agent::start(&env, &["--policy", &format!("dcs:{raise}"), "--dcs-quantum", "50ms"]);
+        // Back-to-back messages: the job is raised nearly all the time.
+        let job = Talkers::start(&env, &format!("dcs-kill-{raise}"), 1_000_000, 0.0);
+        let normal_weight = job.weight();
+        wait_for("the probe to watch the job's ports", || dcs_job(&env, &job.name)["ports"].as_u64() >= Some(2));
+        job.go();
+        let raised = |j: &Talkers| if raise == "rr" { j.realtime() > 0 } else { j.weight() != normal_weight };
+        wait_for("the job raised", || raised(&job));
+        drop(agent.stop(Signal::SIGKILL));
+        let killed = Instant::now();
+        while raised(&job) {
+            assert!(killed.elapsed() < Duration::from_secs(2), "dcs:{raise}: still raised 2 s after SIGKILL");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        // It stays lowered: nothing raises it any more.
+        std::thread::sleep(Duration::from_millis(200));
+        assert!(!raised(&job), "dcs:{raise}: raised again after the agent died");
+        assert_eq!(job.weight(), normal_weight);
+    }
+}
+
+#[test]
+fn without_btf_dcs_is_refused_and_the_other_policies_keep_working() {
+    needs_root!();
+    let _serial = serial();
+    let env = Env::new();
+    let missing = env.dir.path().join("no-such-vmlinux");
+    let agent = Agent::start(&env, &["--policy", "cfs", "--btf", missing.to_str().unwrap()]);
+    let out = env.run(&["policy", "set", "dcs"]);
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(err.contains("BTF") && err.contains("no-such-vmlinux"), "the error must name the missing BTF: {err}");
+    assert_eq!(status(&env)["policy"], "cfs", "a refused dcs must leave the policy as it was");
+    let out = env.run(&["policy", "set", "boost", "--slot", "100ms"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(status(&env)["policy"], "boost");
+    drop(agent.stop(Signal::SIGTERM));
+    // An agent told to start with dcs and no BTF says so and does not start.
+    let out = env.run(&["agent", "--policy", "dcs", "--btf", missing.to_str().unwrap()]);
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("BTF"), "{}", stderr(&out));
+}
+
+#[test]
+fn without_bpf_privileges_dcs_is_refused_and_the_other_policies_keep_working() {
+    needs_root!();
+    let _serial = serial();
+    let env = Env::new();
+    // Root without CAP_BPF, CAP_SYS_ADMIN and CAP_PERFMON: an unprivileged loader, as in a locked-down container.
+    let mut cmd = std::process::Command::new("setpriv");
+    cmd.args(["--bounding-set", "-bpf,-sys_admin,-perfmon", "--inh-caps", "-bpf,-sys_admin,-perfmon", "--"])
+        .arg(env!("CARGO_BIN_EXE_lockstep"))
+        .args(["agent", "--policy", "cfs"])
+        .env("LOCKSTEP_STORE", env.store())
+        .env("LOCKSTEP_SOCKET", env.socket())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let agent = Agent { child: cmd.spawn().unwrap() };
+    let socket = env.socket();
+    wait_for("the agent's socket", || std::os::unix::net::UnixStream::connect(&socket).is_ok());
+    let out = env.run(&["policy", "set", "dcs"]);
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(err.contains("CAP_BPF"), "the error must name the missing privilege: {err}");
+    let out = env.run(&["policy", "set", "gang", "--slot", "100ms"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(status(&env)["policy"], "gang");
+    drop(agent.stop(Signal::SIGTERM));
+}
