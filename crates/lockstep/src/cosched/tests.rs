@@ -90,3 +90,25 @@ fn slots_come_from_the_wall_clock() {
     assert_eq!(slot::index(1_000_250_000_000, l), 10_002);
     assert_eq!(slot::start_ns(10_002, l), 1_000_200_000_000);
 }
+
+#[test]
+fn dcs_names_parse_to_their_slot_plan_and_raise() {
+    use super::{Dcs, Raise};
+    for name in Dcs::NAMES {
+        let p = by_name(name).unwrap();
+        assert!(p.name().starts_with(name) && p.name().contains(':'), "{name} is {}", p.name());
+        assert!(p.raise().is_some());
+    }
+    assert_eq!(by_name("dcs").unwrap().raise(), Some(Raise::DEFAULT));
+    assert_eq!(by_name("dcs:nice").unwrap().raise(), Some(Raise::Nice));
+    let all = pus("0-1");
+    let jobs = [JobView { row: 0, pus: &all }, JobView { row: 1, pus: &all }];
+    let plain = by_name("dcs:weight").unwrap().plan(0, &jobs);
+    assert!(plain.iter().all(|d| *d == Desired::default()), "dcs alone plans like cfs");
+    let with_boost = by_name("dcs+boost").unwrap().plan(1, &jobs);
+    assert!(!with_boost[0].boosted && with_boost[1].boosted, "dcs+boost plans like boost");
+    assert!(by_name("cfs").unwrap().raise().is_none());
+    for bad in ["dcs:fifo", "dcs+gang", "dcs:"] {
+        assert!(by_name(bad).unwrap_err().to_string().contains("dcs+boost:nice"), "{bad}");
+    }
+}

@@ -106,9 +106,23 @@ impl Cluster {
         cmd
     }
 
-    /// Cancels the job named `job` (background load whose measured jobs are done).
+    /// Cancels the job named `job` (background load whose measured jobs are done) and waits, up to a minute,
+    /// until Slurm no longer lists it (`sbatch --wait` would notice only at its next poll, up to a minute later).
     pub fn cancel(&self, job: &str) {
-        let _ = Command::new("scancel").args(["--name", job]).env("SLURM_CONF", self.dir.join("slurm.conf")).output();
+        let conf = self.dir.join("slurm.conf");
+        let _ = Command::new("scancel").args(["--name", job]).env("SLURM_CONF", &conf).output();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while std::time::Instant::now() < deadline {
+            let listed = Command::new("squeue")
+                .args(["-h", "-o", "%i", "--name", job])
+                .env("SLURM_CONF", &conf)
+                .output()
+                .map_or(false, |o| !o.stdout.trim_ascii().is_empty());
+            if !listed {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(200));
+        }
     }
 
     /// The nodes' agent stores.

@@ -2,11 +2,12 @@
 //! the quantum, then back.
 //!
 //! Bounded twice: the agent lowers the job after one quantum, and the kernel throttles real-time threads
-//! (`kernel.sched_rt_runtime_us`: this mechanism refuses to run when it is -1, unbounded). Where the kernel
-//! schedules real-time groups (cgroup v1 `cpu.rt_runtime_us`; a group with no budget may not hold real-time
-//! threads), the job's CPU cgroup gets a budget of its own — the agent's parent group half the root's, each job
-//! a quarter of that — so that a job raised for too long is throttled by the kernel, whatever the agent does.
-//! Budgets are journaled like every other change and put back when the job leaves `dcs`.
+//! (`kernel.sched_rt_runtime_us`, by default 95 % of each CPU: this mechanism refuses to run when it is -1,
+//! unbounded). Where the kernel schedules real-time groups (cgroup v1 `cpu.rt_runtime_us`), a group without a
+//! budget may not hold real-time threads at all; there the budget follows the raises: the agent's parent group
+//! gets the root's budget (the same bound as on a kernel without group scheduling), and the jobs raised at a
+//! given moment share it equally — a job alone gets all of it, two raised together half each — while every
+//! job not raised has none. Budgets are journaled like every other change and put back when the job is lowered.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -19,8 +20,13 @@ use crate::agent::managed::Managed;
 #[derive(Default)]
 pub struct Rr {
     journaled: Journaled,
-    /// Budget files written per job, with the value to put back.
+    /// Budget file of every job raised so far, with the value to put back (real-time group scheduling only);
+    /// journaled once, until the job leaves (the value it names is the one a lowered job has).
     budgets: HashMap<String, (PathBuf, String)>,
+    /// Jobs holding a share of the budget now.
+    holding: Vec<String>,
+    /// The budget the jobs share: the root's.
+    total: u64,
     /// The agent's parent group's budget file, with the value to put back, if this agent raised it.
     parent: Option<(PathBuf, String)>,
 }
@@ -34,35 +40,36 @@ const RT_RUNTIME: &str = "/proc/sys/kernel/sched_rt_runtime_us";
 /// Budget file of real-time group scheduling.
 const BUDGET: &str = "cpu.rt_runtime_us";
 
-/// Jobs that can hold a real-time budget at once under the agent's parent group.
-const JOBS_PER_PARENT: u64 = 4;
-
 impl Raiser for Rr {
     fn raise(&mut self, target: Target<'_>, ctx: &mut Ctx<'_>) -> anyhow::Result<Raised> {
         let job = target.job;
         if std::fs::read_to_string(RT_RUNTIME).is_ok_and(|v| v.trim() == "-1") {
             anyhow::bail!("{RT_RUNTIME} is -1 (real-time threads unbounded): dcs:rr refuses to raise without it");
         }
-        if !self.budgets.contains_key(&job.name) {
-            if let Some(dir) = cpu_dir(job) {
-                self.give_budget(&job.name, &dir, ctx)?;
-            }
+        if let Some(dir) = cpu_dir(job) {
+            self.give_budget(&job.name, &dir, ctx)?;
         }
         let to = |before: &Sched| Sched { policy: libc::SCHED_RR, priority: RAISED_PRIORITY, ..*before };
         let name = &job.name;
-        let threads = threads::raise(name, target.threads, to, ctx.journal, ctx.store, self.journaled.of(name))?;
-        Ok(Raised { threads })
+        match threads::raise(name, target.threads, to, ctx.journal, ctx.store, self.journaled.of(name)) {
+            Ok(threads) => Ok(Raised { threads }),
+            Err(e) => {
+                self.take_budget(name)?;
+                Err(e)
+            }
+        }
     }
 
-    fn lower(&mut self, _job: &mut Managed, raised: Raised, _ctx: &mut Ctx<'_>) -> anyhow::Result<()> {
+    fn lower(&mut self, job: &mut Managed, raised: Raised, _ctx: &mut Ctx<'_>) -> anyhow::Result<()> {
         threads::lower(&raised.threads);
-        Ok(())
+        self.take_budget(&job.name)
     }
 
     fn leave(&mut self, job: &str, ctx: &mut Ctx<'_>) -> anyhow::Result<()> {
         self.journaled.forget(job, ctx.journal)?;
-        if let Some((file, before)) = self.budgets.remove(job) {
-            put_back(&file, &before, ctx)?;
+        self.take_budget(job)?;
+        if let Some((file, _)) = self.budgets.remove(job) {
+            ctx.journal.forget(&file)?;
         }
         Ok(())
     }
@@ -76,35 +83,58 @@ impl Raiser for Rr {
 }
 
 impl Rr {
-    /// Gives the job's CPU cgroup `dir` a real-time budget (and the agent's parent group one, the first time).
+    /// Gives the job's CPU cgroup `dir` its share of the real-time budget (and the agent's parent group the root's
+    /// budget, the first time), shrinking the shares of the jobs holding one already first.
     fn give_budget(&mut self, job: &str, dir: &Path, ctx: &mut Ctx<'_>) -> anyhow::Result<()> {
-        let file = dir.join(BUDGET);
-        let parent = dir.parent().map(|p| p.join(BUDGET)).filter(|p| p.is_file());
-        let root = find_root(dir).map(|r| r.join(BUDGET));
-        let (Some(parent), Some(root)) = (parent, root) else { return Ok(()) };
-        let root_budget = read_us(&root)?;
-        let parent_budget = root_budget / 2;
-        // A parent that has the budget already is left as it is, and not put back later: an admin, or another
-        // agent on this host (the test cluster's nodes), gave it.
-        let before = read_us(&parent)?;
-        if before < parent_budget {
-            ctx.journal.remember(ctx.store, job, &parent, &before.to_string())?;
-            std::fs::write(&parent, parent_budget.to_string())
-                .map_err(|e| anyhow::anyhow!("cannot give {} a real-time budget: {e}", parent.display()))?;
-            self.parent.get_or_insert((parent, before.to_string()));
+        if !self.budgets.contains_key(job) {
+            let file = dir.join(BUDGET);
+            let parent = dir.parent().map(|p| p.join(BUDGET)).filter(|p| p.is_file());
+            let root = find_root(dir).map(|r| r.join(BUDGET));
+            let (Some(parent), Some(root)) = (parent, root) else { return Ok(()) };
+            self.total = read_us(&root)?;
+            // A parent that has the budget already is left as it is, and not put back later: an admin, or another
+            // agent on this host (the test cluster's nodes), gave it.
+            let before = read_us(&parent)?;
+            if before < self.total {
+                ctx.journal.remember(ctx.store, job, &parent, &before.to_string())?;
+                std::fs::write(&parent, self.total.to_string())
+                    .map_err(|e| anyhow::anyhow!("cannot give {} a real-time budget: {e}", parent.display()))?;
+                self.parent.get_or_insert((parent, before.to_string()));
+            }
+            let before = read_us(&file)?.to_string();
+            ctx.journal.remember(ctx.store, job, &file, &before)?;
+            self.budgets.insert(job.to_string(), (file, before));
         }
-        let before = read_us(&file)?;
-        let budget = parent_budget / JOBS_PER_PARENT;
-        if before < budget {
-            ctx.journal.remember(ctx.store, job, &file, &before.to_string())?;
-            std::fs::write(&file, budget.to_string()).map_err(|e| {
-                anyhow::anyhow!(
-                    "cannot give {} a real-time budget of {budget} us (at most {JOBS_PER_PARENT} jobs at once): {e}",
-                    file.display()
-                )
+        if !self.holding.iter().any(|j| j == job) {
+            self.holding.push(job.to_string());
+            self.share()?;
+        }
+        Ok(())
+    }
+
+    /// Takes the job's share back (its threads are normal again) and gives the others their larger shares.
+    fn take_budget(&mut self, job: &str) -> anyhow::Result<()> {
+        let Some(i) = self.holding.iter().position(|j| j == job) else { return Ok(()) };
+        self.holding.remove(i);
+        if let Some((file, before)) = self.budgets.get(job) {
+            std::fs::write(file, before).or_else(|e| match e.kind() {
+                std::io::ErrorKind::NotFound => Ok(()),
+                _ => Err(anyhow::anyhow!("cannot put back {} to {before}: {e}", file.display())),
             })?;
         }
-        self.budgets.insert(job.to_string(), (file, before.to_string()));
+        self.share()
+    }
+
+    /// Gives every job holding a share an equal part of the total. A newcomer is last in `holding`, so the others
+    /// shrink before it grows and the children's sum never exceeds the parent's (the kernel refuses that).
+    fn share(&self) -> anyhow::Result<()> {
+        let Some(n) = u64::try_from(self.holding.len()).ok().filter(|n| *n > 0) else { return Ok(()) };
+        let each = self.total / n;
+        for job in &self.holding {
+            let Some((file, _)) = self.budgets.get(job) else { continue };
+            std::fs::write(file, each.to_string())
+                .map_err(|e| anyhow::anyhow!("cannot give {} a real-time budget of {each} us: {e}", file.display()))?;
+        }
         Ok(())
     }
 }
