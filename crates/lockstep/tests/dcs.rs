@@ -89,7 +89,10 @@ impl Talkers {
         // SAFETY: sched_getscheduler has no preconditions; a thread gone meanwhile gives -1.
         self.threads()
             .into_iter()
-            .filter(|&t| matches!(unsafe { libc::sched_getscheduler(t) }, libc::SCHED_RR | libc::SCHED_FIFO))
+            .filter(|&t| {
+                let policy = unsafe { libc::sched_getscheduler(t) } & !libc::SCHED_RESET_ON_FORK;
+                matches!(policy, libc::SCHED_RR | libc::SCHED_FIFO)
+            })
             .count()
     }
 
@@ -156,7 +159,7 @@ fn talk_under(env: &Env, raise: &str, test: &str, seen: impl Fn(&Talkers) -> boo
     job.go();
     let mut raised = false;
     let start = Instant::now();
-    while start.elapsed() < Duration::from_secs(2) && !raised {
+    while start.elapsed() < Duration::from_secs(5) && !raised {
         raised = seen(&job);
     }
     let name = job.name.clone();

@@ -16,7 +16,9 @@ const RAISED_NICE: i32 = -20;
 
 impl Raiser for Nice {
     fn raise(&mut self, target: Target<'_>, ctx: &mut Ctx<'_>) -> anyhow::Result<Raised> {
-        let to = |before: &Sched| Sched { nice: RAISED_NICE, ..*before };
+        // Reset on fork: a child forked while its parent is raised starts at nice 0.
+        let to =
+            |before: &Sched| Sched { policy: before.policy | libc::SCHED_RESET_ON_FORK, nice: RAISED_NICE, ..*before };
         let name = &target.job.name;
         let threads = threads::raise(name, target.threads, to, ctx.journal, ctx.store, self.journaled.of(name))?;
         Ok(Raised { threads })

@@ -49,7 +49,10 @@ impl Raiser for Rr {
         if let Some(dir) = cpu_dir(job) {
             self.give_budget(&job.name, &dir, ctx)?;
         }
-        let to = |before: &Sched| Sched { policy: libc::SCHED_RR, priority: RAISED_PRIORITY, ..*before };
+        // Reset on fork: a child forked while its parent is raised starts normal (it is not in the raise, so
+        // nothing would lower it).
+        let policy = libc::SCHED_RR | libc::SCHED_RESET_ON_FORK;
+        let to = |before: &Sched| Sched { policy, priority: RAISED_PRIORITY, ..*before };
         let name = &job.name;
         match threads::raise(name, target.threads, to, ctx.journal, ctx.store, self.journaled.of(name)) {
             Ok(threads) => Ok(Raised { threads }),
@@ -125,11 +128,24 @@ impl Rr {
         self.share()
     }
 
-    /// Gives every job holding a share an equal part of the total. A newcomer is last in `holding`, so the others
-    /// shrink before it grows and the children's sum never exceeds the parent's (the kernel refuses that).
+    /// Gives every job holding a share an equal part of what the parent group's other children (another
+    /// agent's jobs on this host) leave of the total. A newcomer is last in `holding`, so the others shrink
+    /// before it grows and the children's sum never exceeds the parent's (the kernel refuses that).
     fn share(&self) -> anyhow::Result<()> {
         let Some(n) = u64::try_from(self.holding.len()).ok().filter(|n| *n > 0) else { return Ok(()) };
-        let each = self.total / n;
+        let ours: Vec<&PathBuf> = self.budgets.values().map(|(f, _)| f).collect();
+        let parent = ours.first().and_then(|f| f.parent()?.parent());
+        let others: u64 = parent
+            .and_then(|p| std::fs::read_dir(p).ok())
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.path().join(BUDGET))
+            .filter(|f| !ours.contains(&f))
+            .filter_map(|f| read_us(&f).ok())
+            .sum();
+        let each = self.total.saturating_sub(others) / n;
+        anyhow::ensure!(each > 0, "no real-time budget left: other groups hold all {} us", self.total);
         for job in &self.holding {
             let Some((file, _)) = self.budgets.get(job) else { continue };
             std::fs::write(file, each.to_string())
