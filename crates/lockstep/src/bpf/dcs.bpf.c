@@ -53,11 +53,13 @@ struct job_state {
 	__u64 last_event_ns;
 };
 
-/// What the agent reads: arrival time (CLOCK_MONOTONIC ns), job slot, payload bytes of the packet.
+/// What the agent reads: arrival time (CLOCK_MONOTONIC ns), job slot, payload bytes of the packet, and the
+/// socket it arrived for (so that the agent can raise just the receiving process).
 struct event {
 	__u64 arrived_ns;
 	__u32 job;
 	__u32 bytes;
+	struct port_key socket;
 };
 
 /// Settings the agent writes before attaching.
@@ -158,6 +160,7 @@ int dcs_ingress(struct __sk_buff *skb)
 	e->arrived_ns = now;
 	e->job = *job;
 	e->bytes = bytes;
+	e->socket = key;
 	bpf_ringbuf_submit(e, 0);
 	return 1;
 }

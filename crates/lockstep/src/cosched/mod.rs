@@ -36,8 +36,9 @@ pub enum Raise {
 }
 
 impl Raise {
-    /// What plain `dcs` uses: the best of the three in `experiments/dcs.toml`.
-    pub const DEFAULT: Raise = Raise::Rr;
+    /// What plain `dcs` uses: the best of the three in `experiments/dcs-raise.toml` (weight; see
+    /// docs/policies/dcs.md for why `rr` and `nice` lose on polling MPI ranks).
+    pub const DEFAULT: Raise = Raise::Weight;
 
     /// `weight`, `rr` or `nice`.
     pub fn parse(name: &str) -> Option<Self> {

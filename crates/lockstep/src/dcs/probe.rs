@@ -27,6 +27,8 @@ pub struct Arrival {
     pub arrived_ns: u64,
     /// The job's slot.
     pub job: u32,
+    /// The socket it arrived for.
+    pub socket: PortKey,
 }
 
 /// What the program counted for one job slot.
@@ -109,10 +111,17 @@ impl Probe {
         let map = find_map(&self.object, "events")?;
         let mut builder = RingBufferBuilder::new();
         builder.add(&map, move |data: &[u8]| {
-            if let (Some(t), Some(j)) = (data.get(0..8), data.get(8..12)) {
+            // struct event: arrived_ns u64, job u32, bytes u32, socket { netns u32, port u16, pad u16 }.
+            if let (Some(t), Some(j), Some(n), Some(p)) =
+                (data.get(0..8), data.get(8..12), data.get(16..20), data.get(20..22))
+            {
                 sink.borrow_mut().push(Arrival {
                     arrived_ns: u64::from_ne_bytes(t.try_into().unwrap_or([0; 8])),
                     job: u32::from_ne_bytes(j.try_into().unwrap_or([0; 4])),
+                    socket: PortKey {
+                        netns: u32::from_ne_bytes(n.try_into().unwrap_or([0; 4])),
+                        port: u16::from_ne_bytes(p.try_into().unwrap_or([0; 2])),
+                    },
                 });
             }
             0

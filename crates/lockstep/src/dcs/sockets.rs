@@ -22,28 +22,28 @@ impl PortKey {
     }
 }
 
-/// The TCP ports (listening and connected) of the sockets `pids` hold, in their own network namespaces.
-/// Processes that are gone are skipped.
-pub fn tcp_ports(pids: &[i32]) -> Vec<PortKey> {
-    // Socket inodes per network namespace, and a process in each to read the namespace's tables through.
-    let mut by_netns: HashMap<u32, (i32, HashSet<u64>)> = HashMap::new();
+/// The TCP ports (listening and connected) of the sockets `pids` hold, in their own network namespaces, each with
+/// the process holding it (a port shared by several processes appears once per process). Processes that are gone
+/// are skipped.
+pub fn tcp_ports(pids: &[i32]) -> Vec<(PortKey, i32)> {
+    // Socket inodes per process, and a process in each network namespace to read its tables through.
+    let mut inodes: Vec<(i32, u32, HashSet<u64>)> = Vec::new();
+    let mut readers: HashMap<u32, i32> = HashMap::new();
     for &pid in pids {
         let Some(netns) = link_number(&format!("/proc/{pid}/ns/net"), "net:[") else { continue };
         let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else { continue };
-        let entry = by_netns.entry(netns as u32).or_insert_with(|| (pid, HashSet::new()));
-        for fd in fds.flatten() {
-            if let Some(inode) = link_number(&fd.path().to_string_lossy(), "socket:[") {
-                entry.1.insert(inode);
-            }
-        }
+        let netns = netns as u32;
+        readers.entry(netns).or_insert(pid);
+        let own = fds.flatten().filter_map(|fd| link_number(&fd.path().to_string_lossy(), "socket:[")).collect();
+        inodes.push((pid, netns, own));
     }
     let mut keys = Vec::new();
-    for (netns, (pid, inodes)) in by_netns {
+    for (netns, reader) in readers {
         for table in ["tcp", "tcp6"] {
-            let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/net/{table}")) else { continue };
+            let Ok(text) = std::fs::read_to_string(format!("/proc/{reader}/net/{table}")) else { continue };
             for (inode, port) in parse_table(&text) {
-                if inodes.contains(&inode) {
-                    keys.push(PortKey { netns, port });
+                for (pid, _, _) in inodes.iter().filter(|(_, n, own)| *n == netns && own.contains(&inode)) {
+                    keys.push((PortKey { netns, port }, *pid));
                 }
             }
         }
@@ -89,7 +89,8 @@ mod tests {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
         let keys = tcp_ports(&[std::process::id() as i32]);
-        assert!(keys.iter().any(|k| k.port == port), "port {port} not in {keys:?}");
+        let me = std::process::id() as i32;
+        assert!(keys.iter().any(|(k, pid)| k.port == port && *pid == me), "port {port} not in {keys:?}");
         assert!(tcp_ports(&[i32::MAX]).is_empty());
     }
 

@@ -22,7 +22,8 @@ use serde::{Deserialize, Serialize};
 use super::managed::Managed;
 use super::realtime_thread;
 use crate::cosched::Raise;
-use crate::dcs::{sockets, Arrival, JobCounts, Probe, Tables, MAX_JOBS};
+use crate::dcs::sockets::{self, PortKey};
+use crate::dcs::{Arrival, JobCounts, Probe, Tables, MAX_JOBS};
 pub use raiser::Ctx;
 use raiser::{Raised, Raiser, Target};
 use threads::Thread;
@@ -36,8 +37,9 @@ pub struct Settings {
     pub btf: Option<PathBuf>,
 }
 
-/// How often the probe's port table is brought in step with the jobs' sockets.
-const SCAN_INTERVAL: Duration = Duration::from_millis(250);
+/// How often the probe's port table is brought in step with the jobs' sockets (a scan reads every descriptor
+/// of every job process: at 250 ms it cost a few percent of a CPU per agent with Slurm jobs).
+const SCAN_INTERVAL: Duration = Duration::from_millis(500);
 
 /// Longest the thread sleeps in the ring buffer when no raise is due to end.
 const IDLE_POLL: Duration = Duration::from_millis(50);
@@ -99,14 +101,33 @@ pub struct Engine {
     raised: HashMap<String, (Instant, Raised)>,
     /// Per job: ports watched, probe counts, raises.
     seen: HashMap<String, (usize, JobCounts, u64)>,
-    /// Per job: its threads on this node, as last scanned.
-    threads: HashMap<String, Vec<Thread>>,
+    /// Per job: its processes' threads on this node, and which processes hold each watched socket, as last
+    /// scanned.
+    threads: HashMap<String, Processes>,
     events: u64,
     raises: u64,
     latencies_us: VecDeque<f64>,
     held_max: Duration,
     /// Jobs whose raise failed (said once each).
     failed: std::collections::HashSet<String>,
+}
+
+/// A job's processes as the scan found them: threads per process, and the processes holding each socket.
+#[derive(Debug, Default)]
+pub struct Processes {
+    threads: HashMap<i32, Vec<Thread>>,
+    owners: HashMap<PortKey, Vec<i32>>,
+}
+
+impl Processes {
+    /// The threads to raise for a message to `socket`: those of the processes holding it (the receiver), or of
+    /// every process of the job when the socket is not known yet.
+    fn receivers(&self, socket: &PortKey) -> Vec<Thread> {
+        match self.owners.get(socket) {
+            Some(pids) => pids.iter().filter_map(|p| self.threads.get(p)).flatten().copied().collect(),
+            None => self.threads.values().flatten().copied().collect(),
+        }
+    }
 }
 
 /// A decision to log: job, action, duration.
@@ -162,8 +183,8 @@ impl Engine {
             if job.applied.frozen {
                 continue;
             }
-            let threads = self.threads.get(&name).map_or(&[][..], Vec::as_slice);
-            match self.raiser.raise(Target { job, threads }, &mut ctx) {
+            let threads = self.threads.get(&name).map(|p| p.receivers(&a.socket)).unwrap_or_default();
+            match self.raiser.raise(Target { job, threads: &threads }, &mut ctx) {
                 Ok(r) => {
                     let latency = Duration::from_nanos(monotonic_ns().saturating_sub(a.arrived_ns));
                     self.record(latency);
@@ -354,8 +375,15 @@ fn scan(agent: Weak<super::SharedInner>, mut tables: Tables, stop: Arc<AtomicBoo
                 let _ = tables.reset_job(slot);
             }
             let keys = sockets::tcp_ports(&pids);
-            found.push((slot, keys.len(), tables.counts(slot).unwrap_or_default(), threads::of(&pids)));
-            ports.extend(keys.into_iter().map(|k| (k, slot)));
+            let mut procs = Processes::default();
+            for (key, pid) in &keys {
+                procs.owners.entry(*key).or_default().push(*pid);
+            }
+            for pid in pids {
+                procs.threads.insert(pid, threads::of(&[pid]));
+            }
+            found.push((slot, procs.owners.len(), tables.counts(slot).unwrap_or_default(), procs));
+            ports.extend(keys.into_iter().map(|(k, _)| (k, slot)));
         }
         if let Err(e) = tables.set_ports(&ports) {
             eprintln!("lockstep agent: dcs cannot update its port table: {e:#}");
@@ -366,12 +394,12 @@ fn scan(agent: Weak<super::SharedInner>, mut tables: Tables, stop: Arc<AtomicBoo
                 return;
             }
             let Some(engine) = guard.dcs.as_mut() else { return };
-            for (slot, n, counts, threads) in found {
+            for (slot, n, counts, procs) in found {
                 if let Some(name) = engine.slots.iter().find(|(_, s)| **s == slot).map(|(n, _)| n.clone()) {
                     let entry = engine.seen.entry(name.clone()).or_default();
                     entry.0 = n;
                     entry.1 = counts;
-                    engine.threads.insert(name, threads);
+                    engine.threads.insert(name, procs);
                 }
             }
         }
