@@ -126,6 +126,30 @@ impl Drop for Talkers {
     }
 }
 
+/// Another job on the same PUs (dcs raises a job only above others), sleeping; killed when dropped.
+struct Neighbour {
+    name: String,
+    child: Child,
+}
+
+impl Neighbour {
+    fn start(env: &Env, test: &str) -> Self {
+        let name = name(&format!("{test}-nb"));
+        let child = env.spawn(&["run", "--job", &name, "--place", "any", "--", "sleep", "600"]);
+        let dirs = job_dirs(&name);
+        wait_for("the neighbour's process", || !lockstep::cgroup::procs_below(&dirs[0]).is_empty());
+        Self { name, child }
+    }
+}
+
+impl Drop for Neighbour {
+    fn drop(&mut self) {
+        let _ = kill(Pid::from_raw(self.child.id() as i32), Signal::SIGTERM);
+        let _ = self.child.wait();
+        assert_no_cgroup(&self.name);
+    }
+}
+
 /// The agent's status as JSON.
 fn status(env: &Env) -> serde_json::Value {
     let out = env.run(&["status", "--json"]);
@@ -154,6 +178,7 @@ fn parent_budget() -> Option<String> {
 /// Raises the job by `raise` while it talks; returns (raised state seen during the talk, status entry).
 fn talk_under(env: &Env, raise: &str, test: &str, seen: impl Fn(&Talkers) -> bool) -> (bool, serde_json::Value) {
     let agent = Agent::start(env, &["--policy", &format!("dcs:{raise}"), "--dcs-quantum", "5ms"]);
+    let _neighbour = Neighbour::start(env, test);
     let job = Talkers::start(env, test, 300, 0.01);
     wait_for("the probe to watch the job's ports", || dcs_job(env, &job.name)["ports"].as_u64() >= Some(2));
     job.go();
@@ -198,6 +223,22 @@ fn messages_raise_the_job_to_realtime_for_one_quantum() {
 }
 
 #[test]
+fn a_job_alone_on_its_pus_is_not_watched() {
+    needs_root!();
+    let _serial = serial();
+    let env = Env::new();
+    let agent = Agent::start(&env, &["--policy", "dcs"]);
+    let job = Talkers::start(&env, "dcs-alone", 100, 0.0);
+    std::thread::sleep(Duration::from_millis(1200));
+    assert_eq!(dcs_job(&env, &job.name)["ports"].as_u64().unwrap_or(0), 0, "a job alone must not be watched");
+    job.go();
+    let out = job.finish();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(status(&env)["dcs"]["raises"], 0, "a job alone must never be raised");
+    drop(agent.stop(Signal::SIGTERM));
+}
+
+#[test]
 fn messages_raise_the_job_weight_and_put_it_back() {
     needs_root!();
     let _serial = serial();
@@ -220,6 +261,7 @@ fn sigkill_of_the_agent_leaves_no_thread_realtime_and_no_weight_raised() {
         let env = Env::new();
         let agent = Agent::start(&env, &["--policy", &format!("dcs:{raise}"), "--dcs-quantum", "50ms"]);
         // Back-to-back messages: the job is raised nearly all the time.
+        let _neighbour = Neighbour::start(&env, &format!("dcs-kill-{raise}"));
         let job = Talkers::start(&env, &format!("dcs-kill-{raise}"), 1_000_000, 0.0);
         let normal_weight = job.weight();
         wait_for("the probe to watch the job's ports", || dcs_job(&env, &job.name)["ports"].as_u64() >= Some(2));

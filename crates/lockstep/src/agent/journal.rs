@@ -1,6 +1,7 @@
 //! The restore journal: before the agent changes a cgroup file, the value to put back goes to the store and to
 //! the watchdog; after it is put back, both forget it. Whatever happens to the agent, one of them restores.
 
+use std::collections::HashMap;
 use std::io;
 use std::path::Path;
 
@@ -13,13 +14,16 @@ use crate::store::{JournalEntry, Store};
 /// restore is batched into the next store transaction (a stale entry only restores a value already in place).
 pub struct Journal {
     watchdog: Watchdog,
-    restored: Vec<String>,
+    /// Values of the entries in force, by file.
+    live: HashMap<String, String>,
+    /// Entries restored since the last [`Journal::take_restored`], still in the store, with their values.
+    restored: HashMap<String, String>,
 }
 
 impl Journal {
     /// A journal over a running watchdog.
     pub fn new(watchdog: Watchdog) -> Self {
-        Self { watchdog, restored: Vec::new() }
+        Self { watchdog, live: HashMap::new(), restored: HashMap::new() }
     }
 
     /// The watchdog's PID.
@@ -29,15 +33,15 @@ impl Journal {
 
     /// Records that `file` must go back to `value`, before the caller changes it.
     pub fn remember(&mut self, store: &Store, job: &str, file: &Path, value: &str) -> anyhow::Result<()> {
-        // A removal still pending for this file must not delete the entry written now.
-        let name = file.to_string_lossy();
-        self.restored.retain(|f| *f != name);
-        store.journal_add(&JournalEntry {
-            file: file.to_string_lossy().into_owned(),
-            value: value.to_string(),
-            job: job.to_string(),
-        })?;
+        let name = file.to_string_lossy().into_owned();
+        // A removal still pending for this file must not delete the entry written now; when the entry in the
+        // store holds this very value (a file changed again and again, as `dcs` does), it stays as it is.
+        let in_store = self.restored.remove(&name).is_some_and(|v| v == value);
+        if !in_store {
+            store.journal_add(&JournalEntry { file: name.clone(), value: value.to_string(), job: job.to_string() })?;
+        }
         self.watchdog.track(file, value)?;
+        self.live.insert(name, value.to_string());
         Ok(())
     }
 
@@ -45,13 +49,15 @@ impl Journal {
     /// store.
     pub fn forget(&mut self, file: &Path) -> anyhow::Result<()> {
         self.watchdog.untrack(file)?;
-        self.restored.push(file.to_string_lossy().into_owned());
+        let name = file.to_string_lossy().into_owned();
+        let value = self.live.remove(&name).unwrap_or_default();
+        self.restored.insert(name, value);
         Ok(())
     }
 
     /// The files restored since the last call, for the caller's own store transaction.
     pub fn take_restored(&mut self) -> Vec<String> {
-        std::mem::take(&mut self.restored)
+        std::mem::take(&mut self.restored).into_keys().collect()
     }
 }
 

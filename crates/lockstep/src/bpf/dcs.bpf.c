@@ -6,8 +6,8 @@
 // local socket, before the socket's owner is woken. The agent fills `ports` with the listening and connected
 // TCP ports of every managed job, keyed by the network namespace (its inode number, as /proc/PID/ns/net shows it)
 // and the local port, so a job is recognised whatever cgroup its sockets were created in. Packets without payload
-// (ACKs, handshakes) are not messages and are skipped. Events are rate-limited per job to one per `gap_ns`: a
-// boost lasts a quantum, and a new event halfway through extends it.
+// (ACKs, handshakes) are not messages and are skipped. Events are rate-limited per job to one per `gap_ns` (the
+// agent sets the quantum: a raise lasts one quantum and is not extended).
 //
 // Kernel structures are read with CO-RE (BPF_CORE_READ against the running kernel's BTF), through minimal
 // definitions of the few fields used, so the program needs no generated vmlinux.h and loads on any kernel with BTF.
