@@ -1,0 +1,50 @@
+/*
+ * liblockstep-locks: one small API over several mutual-exclusion algorithms, chosen by name at run time.
+ *
+ *   ls_lock *l = ls_lock_create("mcs");   // NULL (errno EINVAL) for an unknown name
+ *   ls_lock_acquire(l); ... ls_lock_release(l);
+ *   if (ls_lock_tryacquire(l) == 0) { ... ls_lock_release(l); }
+ *   ls_lock_destroy(l);
+ *
+ * Names: see ls_lock_names(). Every lock may be held by one thread at a time and released only by the thread that
+ * holds it; a thread may hold several different locks at once (up to LS_MAX_HELD queue-based ones).
+ */
+#ifndef LOCKSTEP_LOCKS_H
+#define LOCKSTEP_LOCKS_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Most queue-based locks one thread may hold at the same time. */
+#define LS_MAX_HELD 32
+
+/* An opaque lock. */
+typedef struct ls_lock ls_lock;
+
+/* A new, unheld lock of the algorithm called `name`, or NULL with errno set (EINVAL: unknown name, ENOMEM). */
+ls_lock *ls_lock_create(const char *name);
+
+/* Waits until the calling thread holds `l`. Returns 0. */
+int ls_lock_acquire(ls_lock *l);
+
+/* Takes `l` if no thread holds it: 0 when taken, EBUSY otherwise. */
+int ls_lock_tryacquire(ls_lock *l);
+
+/* Releases `l`, which the calling thread holds. */
+void ls_lock_release(ls_lock *l);
+
+/* Frees an unheld lock. */
+void ls_lock_destroy(ls_lock *l);
+
+/* The algorithm `l` runs. */
+const char *ls_lock_name(const ls_lock *l);
+
+/* NULL-terminated list of every algorithm name. */
+const char *const *ls_lock_names(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,63 @@
+/*
+ * liblockstep-locks: the registry of algorithms and the generic entry points.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lock_impl.h"
+
+static const struct ls_ops *const all[] = { &ls_pthread_ops, &ls_ttas_ops, &ls_ticket_ops, &ls_mcs_ops };
+
+static const char *const names[] = { "pthread", "ttas", "ticket", "mcs", NULL };
+
+const char *const *ls_lock_names(void)
+{
+	return names;
+}
+
+ls_lock *ls_lock_create(const char *name)
+{
+	for (size_t i = 0; name && i < sizeof all / sizeof all[0]; i++) {
+		if (strcmp(all[i]->name, name) != 0)
+			continue;
+		ls_lock *l = aligned_alloc(64, (sizeof(ls_lock) + all[i]->size + 63) / 64 * 64);
+		if (!l) {
+			errno = ENOMEM;
+			return NULL;
+		}
+		l->ops = all[i];
+		l->ops->init(l->state);
+		return l;
+	}
+	errno = EINVAL;
+	return NULL;
+}
+
+int ls_lock_acquire(ls_lock *l)
+{
+	return l->ops->acquire(l->state);
+}
+
+int ls_lock_tryacquire(ls_lock *l)
+{
+	return l->ops->tryacquire(l->state);
+}
+
+void ls_lock_release(ls_lock *l)
+{
+	l->ops->release(l->state);
+}
+
+void ls_lock_destroy(ls_lock *l)
+{
+	if (!l)
+		return;
+	l->ops->destroy(l->state);
+	free(l);
+}
+
+const char *ls_lock_name(const ls_lock *l)
+{
+	return l->ops->name;
+}
