@@ -5,17 +5,8 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use super::report::time_of;
+use super::report::{median, time_of};
 use crate::store::ExperimentRun;
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    match v.len() {
-        0 => f64::NAN,
-        n if n % 2 == 1 => v[n / 2],
-        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
-    }
-}
 
 /// Slowdowns per policy, per (scenario, progress, mix, measured job).
 type Table<'a> = BTreeMap<(&'a str, &'a str, &'a str, &'a str), BTreeMap<&'a str, Vec<f64>>>;
@@ -41,7 +32,7 @@ pub fn section(runs: &[ExperimentRun]) -> String {
         for r in runs.iter().filter(|r| r.policy == "dedicated") {
             d.entry((r.progress.as_str(), r.workload.as_str())).or_default().push(time_of(r));
         }
-        d.into_iter().map(|(k, v)| (k, median(v))).collect()
+        d.into_iter().map(|(k, mut v)| (k, median(&mut v))).collect()
     };
     let mut policies: Vec<&str> = runs.iter().filter(|r| r.policy != "dedicated").map(|r| r.policy.as_str()).collect();
     policies.sort_unstable();
@@ -66,7 +57,7 @@ pub fn section(runs: &[ExperimentRun]) -> String {
     let mut verdicts = Vec::new();
     for ((scen, progress, mix, workload), per) in &table {
         let medians: Vec<(&str, f64)> =
-            policies.iter().filter_map(|p| per.get(p).map(|v| (*p, median(v.clone())))).collect();
+            policies.iter().filter_map(|p| per.get(p).map(|v| (*p, median(&mut v.clone())))).collect();
         let best = medians.iter().min_by(|a, b| a.1.total_cmp(&b.1)).map(|b| b.0).unwrap_or("-");
         let cells: Vec<String> = policies
             .iter()
@@ -119,7 +110,7 @@ pub fn section(runs: &[ExperimentRun]) -> String {
     }
     for (policy, cases) in lat {
         let raises: u64 = cases.values().map(|c| c.0).sum();
-        let p50 = median(cases.values().map(|c| c.1).collect());
+        let p50 = median(&mut cases.values().map(|c| c.1).collect::<Vec<f64>>());
         let p99 = cases.values().map(|c| c.2).fold(0.0, f64::max);
         let _ = writeln!(md, "| {policy} | {} | {raises} | {p50:.0} | {p99:.0} |", cases.len());
     }

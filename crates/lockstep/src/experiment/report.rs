@@ -29,7 +29,8 @@ pub struct Cell {
 /// Key of a cell: mode (MPI progress, `+container` for containerised ranks), policy label, workload, MPL.
 type Key = (String, String, String, u32);
 
-fn median(v: &mut [f64]) -> f64 {
+/// Median of `v` (sorted in place); NaN when empty.
+pub(crate) fn median(v: &mut [f64]) -> f64 {
     v.sort_by(f64::total_cmp);
     let n = v.len();
     if n == 0 {

@@ -257,12 +257,18 @@ fn run_case(
     let slotted = case.policy.name != "cfs"
         && crate::cosched::by_name(&case.policy.name)
             .is_ok_and(|p| p.raise().is_none() || case.policy.name.starts_with("dcs+boost"));
-    let slot_skew_ms = match cluster {
-        Some(c) if slotted => c.skew_ms(started_at, ended_at)?,
-        _ => None,
+    let skew = cluster.filter(|_| slotted);
+    let raises = case.policy.name.starts_with("dcs");
+    if skew.is_some() || raises {
+        // The agents write decisions once a second: wait for the case's last ones (once for both readings).
+        std::thread::sleep(Duration::from_millis(1100));
+    }
+    let slot_skew_ms = match skew {
+        Some(c) => c.skew_ms(started_at, ended_at)?,
+        None => None,
     };
     // Arrival-to-raise latency of the case's dcs raises, from the agents' decisions.
-    let dcs = if case.policy.name.starts_with("dcs") {
+    let dcs = if raises {
         let stores = cluster.map_or_else(|| vec![paths.store.clone()], Cluster::stores);
         dcs_latency(&stores, started_at, ended_at)?
     } else {
@@ -311,10 +317,9 @@ fn run_case(
 }
 
 /// Raises `dcs` made in `[from, to]` (seconds since the epoch) in the agents' stores, with the median and 99th
-/// percentile of their arrival-to-raise latency in microseconds; `None` when there were none.
+/// percentile of their arrival-to-raise latency in microseconds; `None` when there were none. The agents' last
+/// decisions of the interval must have been written (they flush once a second).
 fn dcs_latency(stores: &[PathBuf], from: f64, to: f64) -> anyhow::Result<Option<(u64, f64, f64)>> {
-    // The agents write decisions once a second: wait for the last ones.
-    std::thread::sleep(Duration::from_millis(1100));
     let mut us = Vec::new();
     for db in stores {
         let db = rusqlite::Connection::open(db)?;

@@ -136,10 +136,9 @@ impl Cluster {
     }
 
     /// The largest gap, in milliseconds, between the nodes' agents switching the same slot within
-    /// `[from, to]` (seconds since the epoch); `None` when fewer than two nodes switched any slot then.
+    /// `[from, to]` (seconds since the epoch); `None` when fewer than two nodes switched any slot then. The
+    /// agents' last decisions of the interval must have been written (they flush once a second).
     pub fn skew_ms(&self, from: f64, to: f64) -> anyhow::Result<Option<f64>> {
-        // The agents write decisions once a second: wait for the last ones.
-        std::thread::sleep(std::time::Duration::from_millis(1100));
         let mut per_node = Vec::new();
         for db in self.stores() {
             let db = rusqlite::Connection::open(db)?;

@@ -177,7 +177,7 @@ impl Engine {
         let mut logged = Vec::new();
         for a in arrivals {
             self.events += 1;
-            let Some(name) = self.slots.iter().find(|(_, s)| **s == a.job).map(|(n, _)| n.clone()) else { continue };
+            let Some(name) = self.job_in(a.job) else { continue };
             if self.raised.contains_key(&name) {
                 continue;
             }
@@ -272,6 +272,11 @@ impl Engine {
             out.push((slot, job.pids(), new));
         }
         out
+    }
+
+    /// The job holding probe slot `slot`.
+    fn job_in(&self, slot: u32) -> Option<String> {
+        self.slots.iter().find(|(_, s)| **s == slot).map(|(n, _)| n.clone())
     }
 
     fn record(&mut self, latency: Duration) {
@@ -400,7 +405,7 @@ fn scan(agent: Weak<super::SharedInner>, mut tables: Tables, stop: Arc<AtomicBoo
             }
             let Some(engine) = guard.dcs.as_mut() else { return };
             for (slot, n, counts, procs) in found {
-                if let Some(name) = engine.slots.iter().find(|(_, s)| **s == slot).map(|(n, _)| n.clone()) {
+                if let Some(name) = engine.job_in(slot) {
                     let entry = engine.seen.entry(name.clone()).or_default();
                     entry.0 = n;
                     entry.1 = counts;

@@ -120,10 +120,7 @@ impl Rr {
         let Some(i) = self.holding.iter().position(|j| j == job) else { return Ok(()) };
         self.holding.remove(i);
         if let Some((file, before)) = self.budgets.get(job) {
-            std::fs::write(file, before).or_else(|e| match e.kind() {
-                std::io::ErrorKind::NotFound => Ok(()),
-                _ => Err(anyhow::anyhow!("cannot put back {} to {before}: {e}", file.display())),
-            })?;
+            write_back(file, before)?;
         }
         self.share()
     }
@@ -175,12 +172,18 @@ fn read_us(file: &Path) -> anyhow::Result<u64> {
     text.trim().parse().map_err(|_| anyhow::anyhow!("{} holds {:?}, not microseconds", file.display(), text.trim()))
 }
 
-/// Writes a budget back and drops its journal entry.
-fn put_back(file: &Path, before: &str, ctx: &mut Ctx<'_>) -> anyhow::Result<()> {
+/// Writes a budget back (a group that is gone needs nothing).
+fn write_back(file: &Path, before: &str) -> anyhow::Result<()> {
     match std::fs::write(file, before) {
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
             anyhow::bail!("cannot put back {} to {before}: {e}", file.display())
         }
-        _ => ctx.journal.forget(file),
+        _ => Ok(()),
     }
+}
+
+/// Writes a budget back and drops its journal entry.
+fn put_back(file: &Path, before: &str, ctx: &mut Ctx<'_>) -> anyhow::Result<()> {
+    write_back(file, before)?;
+    ctx.journal.forget(file)
 }
