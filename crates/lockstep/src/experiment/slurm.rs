@@ -117,7 +117,7 @@ impl Cluster {
                 .args(["-h", "-o", "%i", "--name", job])
                 .env("SLURM_CONF", &conf)
                 .output()
-                .map_or(false, |o| !o.stdout.trim_ascii().is_empty());
+                .is_ok_and(|o| !o.stdout.trim_ascii().is_empty());
             if !listed {
                 return;
             }
