@@ -27,7 +27,31 @@ struct ls_lock {
 	alignas(64) unsigned char state[];
 };
 
-extern const struct ls_ops ls_pthread_ops, ls_ttas_ops, ls_ticket_ops, ls_mcs_ops;
+extern const struct ls_ops ls_pthread_ops, ls_ttas_ops, ls_ticket_ops, ls_mcs_ops, ls_cna_ops, ls_mcs_pt_ops,
+	ls_cna_pt_ops;
+
+/* The `destroy` of algorithms whose state holds no resources. */
+void ls_nothing(void *state);
+
+/* CPUs and NUMA nodes a LOCKSTEP_NUMA_MAP may name. */
+#define LS_NUMA_MAX_CPUS 4096
+#define LS_NUMA_MAX_NODES 1024
+
+/* The NUMA node of the CPU the calling thread runs on (numa.c). */
+int ls_numa_node(void);
+
+/* Why LOCKSTEP_NUMA_MAP was ignored, or NULL. */
+const char *ls_numa_error(void);
+
+/* A pause hint for a spin loop. */
+static inline void ls_pause(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	__asm__ volatile("yield");
+#endif
+}
 
 /* Spins of a waiter before it starts yielding its CPU on every further round: without it, a waiter that
  * preempted the holder (more threads than CPUs) would burn its whole time slice before the holder can run. */
@@ -36,15 +60,10 @@ extern const struct ls_ops ls_pthread_ops, ls_ttas_ops, ls_ticket_ops, ls_mcs_op
 /* One round of waiting: a pause hint, and from round LS_SPIN_BEFORE_YIELD on a sched_yield. */
 static inline void ls_wait_round(unsigned *rounds)
 {
-	if (++*rounds < LS_SPIN_BEFORE_YIELD) {
-#if defined(__x86_64__) || defined(__i386__)
-		__builtin_ia32_pause();
-#elif defined(__aarch64__)
-		__asm__ volatile("yield");
-#endif
-	} else {
+	if (++*rounds < LS_SPIN_BEFORE_YIELD)
+		ls_pause();
+	else
 		sched_yield();
-	}
 }
 
 #endif

@@ -6,10 +6,12 @@
 #include <string.h>
 
 #include "lock_impl.h"
+#include "queue.h"
 
-static const struct ls_ops *const all[] = { &ls_pthread_ops, &ls_ttas_ops, &ls_ticket_ops, &ls_mcs_ops };
+static const struct ls_ops *const all[] = { &ls_pthread_ops, &ls_ttas_ops,   &ls_ticket_ops, &ls_mcs_ops,
+					    &ls_cna_ops,     &ls_mcs_pt_ops, &ls_cna_pt_ops };
 
-static const char *const names[] = { "pthread", "ttas", "ticket", "mcs", NULL };
+static const char *const names[] = { "pthread", "ttas", "ticket", "mcs", "cna", "mcs-pt", "cna-pt", NULL };
 
 const char *const *ls_lock_names(void)
 {
@@ -60,4 +62,15 @@ void ls_lock_destroy(ls_lock *l)
 const char *ls_lock_name(const ls_lock *l)
 {
 	return l->ops->name;
+}
+
+const char *ls_lock_config_error(void)
+{
+	const char *why = ls_numa_error();
+	return why ? why : ls_cna_bound_error();
+}
+
+void ls_nothing(void *state)
+{
+	(void)state;
 }

@@ -56,9 +56,4 @@ static void release(void *s)
 	atomic_store_explicit(&l->locked, 0, memory_order_release);
 }
 
-static void destroy(void *s)
-{
-	(void)s;
-}
-
-const struct ls_ops ls_ttas_ops = { "ttas", sizeof(struct ttas), init, acquire, tryacquire, release, destroy };
+const struct ls_ops ls_ttas_ops = { "ttas", sizeof(struct ttas), init, acquire, tryacquire, release, ls_nothing };

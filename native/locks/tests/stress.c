@@ -1,33 +1,43 @@
 /*
- * stress: mutual exclusion of one lock under contention. THREADS threads each enter the critical section ROUNDS
- * times (every eighth time through tryacquire, retried until it succeeds); inside, a plain shared counter is
- * incremented and two plain variables are moved apart and back, with the invariant a == b checked on entry.
- * Exit 0 when the counter is THREADS * ROUNDS and the invariant always held, 1 otherwise, 2 on bad arguments.
+ * stress: mutual exclusion of one lock under contention. THREADS threads take the lock for SECONDS seconds (every
+ * eighth time through tryacquire, retried until it succeeds); inside, a plain shared counter is incremented, two
+ * plain variables are moved apart and back with the invariant a == b checked on entry, and hand-overs between
+ * threads are counted. Exit 0 when the counter equals the sum of the threads' own counts, the invariant always
+ * held and (with several threads) the lock changed hands at least 100 times; 1 otherwise; 2 on bad arguments.
  *
- *   stress LOCK THREADS ROUNDS
+ *   stress LOCK THREADS SECONDS
  */
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "lockstep_locks.h"
 
 static ls_lock *lock;
-static long rounds;
-static long counter;
+static atomic_int stop;
+static long counter, handovers;
 static volatile long a, b;
+static long last = -1;
 static int broken;
 static pthread_barrier_t start;
 
-static void *worker(void *arg)
+struct worker {
+	pthread_t thread;
+	long id, ops;
+};
+
+static void *run(void *arg)
 {
-	(void)arg;
+	struct worker *w = arg;
 	/* Everyone starts together, so that the threads really contend. */
 	pthread_barrier_wait(&start);
-	for (long i = 0; i < rounds; i++) {
-		if (i % 8 == 7) {
+	/* Relaxed: the flag only ends the loop; the counts are read after join. */
+	while (!atomic_load_explicit(&stop, memory_order_relaxed)) {
+		if (w->ops % 8 == 7) {
 			while (ls_lock_tryacquire(lock) != 0)
 				sched_yield();
 		} else {
@@ -37,8 +47,12 @@ static void *worker(void *arg)
 			broken = 1;
 		a = a + 1;
 		counter++;
+		if (last != w->id)
+			handovers++;
+		last = w->id;
 		b = b + 1;
 		ls_lock_release(lock);
+		w->ops++;
 	}
 	return NULL;
 }
@@ -46,13 +60,14 @@ static void *worker(void *arg)
 int main(int argc, char **argv)
 {
 	if (argc != 4) {
-		fprintf(stderr, "usage: stress LOCK THREADS ROUNDS\n");
+		fprintf(stderr, "usage: stress LOCK THREADS SECONDS\n");
 		return 2;
 	}
 	int threads = atoi(argv[2]);
-	rounds = atol(argv[3]);
-	if (threads < 1 || threads > 1024 || rounds < 1) {
-		fprintf(stderr, "stress: bad THREADS %s or ROUNDS %s (expected 1-1024 and at least 1)\n", argv[2], argv[3]);
+	double seconds = atof(argv[3]);
+	if (threads < 1 || threads > 1024 || !(seconds > 0 && seconds <= 600)) {
+		fprintf(stderr, "stress: bad THREADS %s or SECONDS %s (expected 1-1024 and more than 0, at most 600)\n",
+			argv[2], argv[3]);
 		return 2;
 	}
 	lock = ls_lock_create(argv[1]);
@@ -60,19 +75,28 @@ int main(int argc, char **argv)
 		fprintf(stderr, "stress: cannot create lock %s: %s\n", argv[1], strerror(errno));
 		return 2;
 	}
-	pthread_t *t = calloc((size_t)threads, sizeof *t);
-	pthread_barrier_init(&start, NULL, (unsigned)threads);
-	for (int i = 0; i < threads; i++)
-		pthread_create(&t[i], NULL, worker, NULL);
-	for (int i = 0; i < threads; i++)
-		pthread_join(t[i], NULL);
-	long want = (long)threads * rounds;
-	int ok = counter == want && !broken && ls_lock_tryacquire(lock) == 0;
-	printf("%s: %d threads x %ld rounds: counter %ld (want %ld), invariant %s\n", argv[1], threads, rounds,
-	       counter, want, broken ? "BROKEN" : "held");
+	struct worker *w = calloc((size_t)threads, sizeof *w);
+	pthread_barrier_init(&start, NULL, (unsigned)threads + 1);
+	for (int i = 0; i < threads; i++) {
+		w[i].id = i;
+		pthread_create(&w[i].thread, NULL, run, &w[i]);
+	}
+	pthread_barrier_wait(&start);
+	struct timespec d = { (time_t)seconds, (long)((seconds - (double)(time_t)seconds) * 1e9) };
+	nanosleep(&d, NULL);
+	atomic_store_explicit(&stop, 1, memory_order_relaxed);
+	long want = 0;
+	for (int i = 0; i < threads; i++) {
+		pthread_join(w[i].thread, NULL);
+		want += w[i].ops;
+	}
+	int contended = threads == 1 || handovers >= 100;
+	int ok = counter == want && !broken && contended && ls_lock_tryacquire(lock) == 0;
+	printf("%s: %d threads, %.1f s: counter %ld (want %ld), invariant %s, %ld hand-overs between threads\n", argv[1],
+	       threads, seconds, counter, want, broken ? "BROKEN" : "held", handovers);
 	ls_lock_release(lock);
 	ls_lock_destroy(lock);
 	pthread_barrier_destroy(&start);
-	free(t);
+	free(w);
 	return ok ? 0 : 1;
 }

@@ -1,0 +1,97 @@
+/*
+ * The queues of the queue-based locks (mcs, cna and their preemption-tolerant variants): queue nodes, the
+ * per-thread pool they come from, and the hand-over rules. A waiter spins on a flag in its own node, so that a
+ * hand-over touches one remote cache line.
+ */
+#ifndef LOCKSTEP_QUEUE_H
+#define LOCKSTEP_QUEUE_H
+
+#include <stdatomic.h>
+
+/* One waiter in a lock's queue, on a cache line of its own. */
+struct ls_qnode {
+	/* The waiter queued behind this one: written by that waiter when it links itself (and rewritten by a cna
+	 * holder that sets waiters aside), read by this node's owner when it heads the queue. */
+	_Atomic(struct ls_qnode *) next;
+	/* What the owner waits for; its values belong to the lock (mcs and cna: 0 waiting, 1 granted). */
+	atomic_int state;
+	/* The NUMA node the owner ran on when it queued (cna). */
+	int numa;
+} __attribute__((aligned(64)));
+
+/* A free node of the calling thread's pool; aborts with a message when the thread already uses LS_MAX_HELD. */
+struct ls_qnode *ls_qnode_get(void);
+
+/* Gives `n`, taken by the calling thread, back to its pool. */
+void ls_qnode_put(struct ls_qnode *n);
+
+
+/*
+ * Hand-over rules, shared by a lock and its preemption-tolerant variant: FIFO (mcs, mcs-pt) and compact
+ * NUMA-aware (cna, cna-pt). A rule is called by the thread whose node heads the queue and which holds the lock;
+ * it returns the waiter that comes next, or NULL when the queue ended at the caller and is now empty.
+ */
+
+/* Waiters from other NUMA nodes set aside by cna, in queue order; only the lock's holder touches it. */
+struct ls_cna_secondary {
+	struct ls_qnode *head, *tail;
+	/* Hand-overs to local waiters since the first waiter was set aside. */
+	unsigned handovers;
+};
+
+/* A hand-over rule: `me` is the calling thread's node, at the head of the queue whose last node is *tail. */
+typedef struct ls_qnode *(*ls_pass_fn)(struct ls_cna_secondary *sec, _Atomic(struct ls_qnode *) *tail,
+				       struct ls_qnode *me);
+
+/* FIFO: the waiter queued behind `me`. */
+struct ls_qnode *ls_pass_fifo(struct ls_cna_secondary *sec, _Atomic(struct ls_qnode *) *tail, struct ls_qnode *me);
+
+/* CNA: the first waiter on `me`'s NUMA node, the waiters before it set aside; the set-aside ones first when
+ * no local waiter is queued or after ls_cna_bound() local hand-overs. */
+struct ls_qnode *ls_pass_cna(struct ls_cna_secondary *sec, _Atomic(struct ls_qnode *) *tail, struct ls_qnode *me);
+
+/* Local hand-overs after which cna serves the set-aside waiters: LOCKSTEP_CNA_BOUND, LS_CNA_DEFAULT_BOUND when it
+ * is unset or malformed. */
+unsigned ls_cna_bound(void);
+
+/* The default of ls_cna_bound(). */
+#define LS_CNA_DEFAULT_BOUND 256
+
+/* Why LOCKSTEP_CNA_BOUND was ignored, or NULL. */
+const char *ls_cna_bound_error(void);
+
+/* The state of an mcs or cna lock (in this header for the deterministic cna test, which watches the tail). */
+struct ls_qlock {
+	_Atomic(struct ls_qnode *) tail;
+	/* The holder's node: written by the holder after it acquired, read by it at release. */
+	struct ls_qnode *holder;
+	struct ls_cna_secondary sec;
+};
+
+/* The spinning queue lock behind mcs and cna (qlock.c). `numa` is the caller's NUMA node (0 when unused). */
+void ls_qlock_init(struct ls_qlock *l);
+int ls_qlock_acquire(struct ls_qlock *l, int numa);
+int ls_qlock_tryacquire(struct ls_qlock *l, int numa);
+void ls_qlock_release(struct ls_qlock *l, ls_pass_fn pass);
+
+/* The state of an mcs-pt or cna-pt lock (ptlock.c). */
+struct ls_ptlock {
+	/* PT_FREE, PT_HELD or PT_HELD_PARKED: the lock itself, taken by whoever runs (the queue's head, or a thread
+	 * arriving when nobody queues or the head is not running). */
+	atomic_int word;
+	/* The queue of threads waiting to become its head. */
+	_Atomic(struct ls_qnode *) tail;
+	/* CLOCK_MONOTONIC ns at which the head last showed it was running (spinning on the word); 0: no running
+	 * head (none, parked, or not yet started spinning). */
+	atomic_long head_seen;
+	/* cna-pt's set-aside waiters, guarded by the word. */
+	struct ls_cna_secondary sec;
+};
+
+/* The preemption-tolerant lock behind mcs-pt and cna-pt (ptlock.c); `numa` as for ls_qlock_acquire. */
+void ls_ptlock_init(struct ls_ptlock *l);
+int ls_ptlock_acquire(struct ls_ptlock *l, int numa, ls_pass_fn pass);
+int ls_ptlock_tryacquire(struct ls_ptlock *l);
+void ls_ptlock_release(struct ls_ptlock *l);
+
+#endif
