@@ -28,6 +28,9 @@ demo: build
 test: build
 	LOCKSTEP_BIN=$(BIN) $(CARGO) test --release --locked
 	ctest --test-dir $(NATIVE) --output-on-failure
+	cmake -S native/locks -B $(BUILD)/locks-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_FLAGS=-fsanitize=thread >/dev/null
+	cmake --build $(BUILD)/locks-tsan -j 2 >/dev/null
+	TSAN_OPTIONS=halt_on_error=1 ctest --test-dir $(BUILD)/locks-tsan --output-on-failure -R '^locks_|^cna_'
 	cmake -S native -B $(BUILD)/native-$(OTHER_MPI) -DLOCKSTEP_MPI=$(OTHER_MPI) >/dev/null
 	cmake --build $(BUILD)/native-$(OTHER_MPI) -j 2 >/dev/null
 	ctest --test-dir $(BUILD)/native-$(OTHER_MPI) --output-on-failure -R '_S_np2$$|^pmpi_'

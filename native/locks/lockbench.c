@@ -1,16 +1,28 @@
 /*
- * lockbench: fixed-duration lock benchmark (issue 9). THREADS threads take the lock for DURATION seconds, each
- * round a critical section of CS loop iterations on shared data, then NCS iterations of private work; optional
- * CORUNNERS processes spin on the CPUs to preempt holders and waiters as a host preempts vCPUs. Output: total
- * operations, throughput, Jain's fairness index over the threads' counts, acquire latency p50/p99/p99.9 (sampled
- * every 16th acquisition), per-thread counts; --json prints one object.
+ * lockbench: fixed-duration lock benchmark (issue 9). THREADS threads run one workload for DURATION seconds:
  *
- *   lockbench --lock NAME --threads N --duration SECONDS [--cs N] [--ncs N] [--corunners N] [--json]
+ *   counter      take the lock, a critical section of CS loop iterations and CS_LINES cache lines written on
+ *                shared data, release, then NCS iterations of private work (latency: the acquisition)
+ *   rename       FxMark's MWRL: each thread renames its own file back and forth inside one shared directory on
+ *                tmpfs, so that the kernel's directory lock is what is measured (no user-space lock; latency: the
+ *                rename)
+ *   rename-user  its user-space twin: the same renames in an in-memory directory (a hash table of names) guarded
+ *                by the chosen lock (latency: the rename)
+ *
+ * Optional CORUNNERS processes spin on the CPUs to preempt holders and waiters as a host preempts vCPUs; a NUMA map
+ * (--numa-map, or LOCKSTEP_NUMA_MAP) emulates NUMA nodes for cna and cna-pt. Output: operations, throughput,
+ * Jain's fairness index over the threads' counts, latency p50/p99/p99.9 (every 16th operation), per-thread counts;
+ * --json prints one object.
+ *
+ *   lockbench --lock NAME --threads N --duration SECONDS [--cs N] [--cs-lines N] [--ncs N] [--corunners N]
+ *             [--workload counter|rename|rename-user] [--numa-map MAP] [--dir DIR] [--json]
  *   lockbench --list
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
+#include <linux/magic.h>
 #include <math.h>
 #include <pthread.h>
 #include <signal.h>
@@ -18,28 +30,44 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/vfs.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "lockstep_locks.h"
 
-/* Acquire latencies kept per thread (every SAMPLE_EVERY-th acquisition). */
+/* Latencies kept per thread (every SAMPLE_EVERY-th operation). */
 #define SAMPLES 65536
 #define SAMPLE_EVERY 16
+/* Most cache lines a critical section may touch. */
+#define MAX_LINES 4096
+/* Buckets of the in-memory directory, and the other names it holds (a directory is rarely empty). */
+#define BUCKETS 1024
+#define BYSTANDERS 4096
 
 struct worker {
 	pthread_t thread;
-	long ops;
-	long nsamples;
+	long id, ops, nsamples;
 	unsigned long *samples;
+	/* rename-user: this thread's entry; rename: which of its two names the file has now. */
+	struct entry *entry;
+	int flip;
+};
+
+/* A name in the in-memory directory. */
+struct entry {
+	struct entry *next;
+	char name[32];
 };
 
 static ls_lock *lock;
-static long cs_iters, ncs_iters;
+static long cs_iters, cs_lines, ncs_iters;
 static atomic_int stop;
 static pthread_barrier_t start;
-static volatile unsigned long shared_data[8];
+static volatile unsigned long shared_data[MAX_LINES * 8] __attribute__((aligned(64)));
+static int dir_fd = -1;
+static struct entry *buckets[BUCKETS];
 
 static unsigned long now_ns(void)
 {
@@ -48,6 +76,81 @@ static unsigned long now_ns(void)
 	return (unsigned long)ts.tv_sec * 1000000000ul + (unsigned long)ts.tv_nsec;
 }
 
+static void counter_op(struct worker *w, int sample)
+{
+	unsigned long t0 = sample ? now_ns() : 0;
+	ls_lock_acquire(lock);
+	if (sample)
+		w->samples[w->nsamples++] = now_ns() - t0;
+	for (long i = 0; i < cs_iters; i++)
+		shared_data[i % 8]++;
+	for (long i = 0; i < cs_lines; i++)
+		shared_data[i * 8]++;
+	ls_lock_release(lock);
+}
+
+/* The file name of thread `id` with its flip `f`. */
+static void file_name(char *out, size_t size, long id, int f)
+{
+	snprintf(out, size, "lockbench-%ld.%c", id, f ? 'b' : 'a');
+}
+
+static void rename_op(struct worker *w, int sample)
+{
+	char from[48], to[48];
+	file_name(from, sizeof from, w->id, w->flip);
+	file_name(to, sizeof to, w->id, !w->flip);
+	unsigned long t0 = sample ? now_ns() : 0;
+	if (renameat(dir_fd, from, dir_fd, to) != 0) {
+		perror("lockbench: rename");
+		exit(1);
+	}
+	if (sample)
+		w->samples[w->nsamples++] = now_ns() - t0;
+	w->flip = !w->flip;
+}
+
+static unsigned bucket_of(const char *name)
+{
+	unsigned h = 2166136261u; /* FNV-1a */
+	for (; *name; name++)
+		h = (h ^ (unsigned char)*name) * 16777619u;
+	return h % BUCKETS;
+}
+
+static void dir_insert(struct entry *e)
+{
+	unsigned b = bucket_of(e->name);
+	e->next = buckets[b];
+	buckets[b] = e;
+}
+
+static void rename_user_op(struct worker *w, int sample)
+{
+	struct entry *e = w->entry;
+	char to[32];
+	file_name(to, sizeof to, w->id, !w->flip);
+	unsigned long t0 = sample ? now_ns() : 0;
+	ls_lock_acquire(lock);
+	/* Look the old name up as a directory would, unlink it, rename, link the new name. */
+	struct entry **p = &buckets[bucket_of(e->name)];
+	while (*p && strcmp((*p)->name, e->name) != 0)
+		p = &(*p)->next;
+	if (*p != e) {
+		fprintf(stderr, "lockbench: %s vanished from the in-memory directory\n", e->name);
+		exit(1);
+	}
+	*p = e->next;
+	memcpy(e->name, to, sizeof to);
+	dir_insert(e);
+	ls_lock_release(lock);
+	if (sample)
+		w->samples[w->nsamples++] = now_ns() - t0;
+	w->flip = !w->flip;
+}
+
+static void (*op)(struct worker *, int);
+
 static void *run(void *arg)
 {
 	struct worker *w = arg;
@@ -55,14 +158,7 @@ static void *run(void *arg)
 	pthread_barrier_wait(&start);
 	/* Relaxed: the flag only ends the loop; nothing is published through it. */
 	while (!atomic_load_explicit(&stop, memory_order_relaxed)) {
-		int sample = w->ops % SAMPLE_EVERY == 0 && w->nsamples < SAMPLES;
-		unsigned long t0 = sample ? now_ns() : 0;
-		ls_lock_acquire(lock);
-		if (sample)
-			w->samples[w->nsamples++] = now_ns() - t0;
-		for (long i = 0; i < cs_iters; i++)
-			shared_data[i % 8]++;
-		ls_lock_release(lock);
+		op(w, w->ops % SAMPLE_EVERY == 0 && w->nsamples < SAMPLES);
 		for (long i = 0; i < ncs_iters; i++)
 			private = private * 31 + (unsigned long)i;
 		w->ops++;
@@ -79,34 +175,84 @@ static int cmp(const void *a, const void *b)
 
 static void usage(const char *why)
 {
-	fprintf(stderr, "lockbench: %s (usage: lockbench --lock NAME --threads N --duration SECONDS [--cs N] [--ncs N] "
-			"[--corunners N] [--json] | --list)\n", why);
+	fprintf(stderr, "lockbench: %s (usage: lockbench --lock NAME --threads N --duration SECONDS [--cs N] "
+			"[--cs-lines N] [--ncs N] [--corunners N] [--workload counter|rename|rename-user] "
+			"[--numa-map MAP] [--dir DIR] [--json] | --list)\n", why);
 	exit(2);
 }
 
-static long number(const char *flag, const char *text, long min)
+static long number(const char *flag, const char *text, long min, long max)
 {
 	char *end;
 	errno = 0;
 	long v = strtol(text, &end, 10);
-	if (errno || *end || v < min) {
-		char why[128];
-		snprintf(why, sizeof why, "bad %s %s (expected an integer of at least %ld)", flag, text, min);
+	if (errno || *end || end == text || v < min || v > max) {
+		char why[160];
+		snprintf(why, sizeof why, "bad %s %s (expected an integer from %ld to %ld)", flag, text, min, max);
 		usage(why);
 	}
 	return v;
 }
 
+/* rename: the shared directory (DIR, or a new one under /dev/shm) with one file per thread; 1 if created. */
+static int rename_setup(const char *dir, char *made, size_t size, long threads, int *tmpfs)
+{
+	int created = 0;
+	if (!dir) {
+		snprintf(made, size, "/dev/shm/lockbench.XXXXXX");
+		if (!mkdtemp(made)) {
+			fprintf(stderr, "lockbench: cannot create a directory under /dev/shm: %s\n", strerror(errno));
+			exit(1);
+		}
+		dir = made;
+		created = 1;
+	}
+	dir_fd = open(dir, O_RDONLY | O_DIRECTORY);
+	if (dir_fd < 0) {
+		char why[320];
+		snprintf(why, sizeof why, "bad --dir %s (%s; expected a directory, on tmpfs)", dir, strerror(errno));
+		usage(why);
+	}
+	struct statfs fs;
+	*tmpfs = fstatfs(dir_fd, &fs) == 0 && fs.f_type == TMPFS_MAGIC;
+	for (long i = 0; i < threads; i++) {
+		char name[48];
+		file_name(name, sizeof name, i, 0);
+		int fd = openat(dir_fd, name, O_CREAT | O_WRONLY | O_TRUNC, 0600);
+		if (fd < 0) {
+			fprintf(stderr, "lockbench: cannot create %s/%s: %s\n", dir, name, strerror(errno));
+			exit(1);
+		}
+		close(fd);
+	}
+	return created;
+}
+
+/* rename: removes the threads' files, and the directory if lockbench created it. */
+static void rename_cleanup(struct worker *w, long threads, const char *made)
+{
+	for (long i = 0; i < threads; i++) {
+		char name[48];
+		file_name(name, sizeof name, i, w[i].flip);
+		unlinkat(dir_fd, name, 0);
+	}
+	close(dir_fd);
+	if (*made)
+		rmdir(made);
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{ "lock", required_argument, 0, 'l' },    { "threads", required_argument, 0, 't' },
+		{ "lock", required_argument, 0, 'l' },     { "threads", required_argument, 0, 't' },
 		{ "duration", required_argument, 0, 'd' }, { "cs", required_argument, 0, 'c' },
-		{ "ncs", required_argument, 0, 'n' },      { "corunners", required_argument, 0, 'r' },
+		{ "cs-lines", required_argument, 0, 'C' }, { "ncs", required_argument, 0, 'n' },
+		{ "corunners", required_argument, 0, 'r' }, { "workload", required_argument, 0, 'w' },
+		{ "numa-map", required_argument, 0, 'm' }, { "dir", required_argument, 0, 'D' },
 		{ "json", no_argument, 0, 'j' },           { "list", no_argument, 0, 'L' },
 		{ 0, 0, 0, 0 },
 	};
-	const char *name = NULL;
+	const char *name = NULL, *workload = "counter", *dir = NULL;
 	long threads = 0, corunners = 0;
 	double duration = 0;
 	int json = 0, c;
@@ -115,7 +261,7 @@ int main(int argc, char **argv)
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (c) {
 		case 'l': name = optarg; break;
-		case 't': threads = number("--threads", optarg, 1); break;
+		case 't': threads = number("--threads", optarg, 1, 4096); break;
 		case 'd': {
 			char *end;
 			duration = strtod(optarg, &end);
@@ -123,9 +269,13 @@ int main(int argc, char **argv)
 				usage("bad --duration (expected seconds, more than 0, at most 3600)");
 			break;
 		}
-		case 'c': cs_iters = number("--cs", optarg, 0); break;
-		case 'n': ncs_iters = number("--ncs", optarg, 0); break;
-		case 'r': corunners = number("--corunners", optarg, 0); break;
+		case 'c': cs_iters = number("--cs", optarg, 0, 1000000000); break;
+		case 'C': cs_lines = number("--cs-lines", optarg, 0, MAX_LINES); break;
+		case 'n': ncs_iters = number("--ncs", optarg, 0, 1000000000); break;
+		case 'r': corunners = number("--corunners", optarg, 0, 1024); break;
+		case 'w': workload = optarg; break;
+		case 'm': setenv("LOCKSTEP_NUMA_MAP", optarg, 1); break;
+		case 'D': dir = optarg; break;
 		case 'j': json = 1; break;
 		case 'L':
 			for (const char *const *n = ls_lock_names(); *n; n++)
@@ -136,15 +286,47 @@ int main(int argc, char **argv)
 	}
 	if (optind < argc)
 		usage("unexpected argument");
-	if (!name || !threads || duration == 0)
-		usage("--lock, --threads and --duration are required");
-	if (threads > 4096)
-		usage("bad --threads (at most 4096)");
-	lock = ls_lock_create(name);
-	if (!lock) {
-		char why[160];
-		snprintf(why, sizeof why, "unknown lock %s (lockbench --list names them)", name);
-		usage(why);
+	int kernel = strcmp(workload, "rename") == 0;
+	if (kernel)
+		op = rename_op;
+	else if (strcmp(workload, "rename-user") == 0)
+		op = rename_user_op;
+	else if (strcmp(workload, "counter") == 0)
+		op = counter_op;
+	else
+		usage("bad --workload (expected counter, rename or rename-user)");
+	if (kernel && name)
+		usage("--lock does not apply to --workload rename (it measures the kernel's directory lock)");
+	if (!kernel && dir)
+		usage("--dir applies only to --workload rename");
+	if ((!name && !kernel) || !threads || duration == 0)
+		usage("--lock (except for --workload rename), --threads and --duration are required");
+	if (name) {
+		lock = ls_lock_create(name);
+		if (!lock) {
+			char why[160];
+			snprintf(why, sizeof why, "unknown lock %s (lockbench --list names them)", name);
+			usage(why);
+		}
+		if (ls_lock_config_error())
+			usage(ls_lock_config_error());
+	}
+	struct worker *w = calloc((size_t)threads, sizeof *w);
+	char made[64] = "";
+	int tmpfs = 0;
+	if (kernel)
+		rename_setup(dir, made, sizeof made, threads, &tmpfs);
+	if (op == rename_user_op) {
+		for (long i = 0; i < BYSTANDERS; i++) {
+			struct entry *e = calloc(1, sizeof *e);
+			snprintf(e->name, sizeof e->name, "bystander-%ld", i);
+			dir_insert(e);
+		}
+		for (long i = 0; i < threads; i++) {
+			w[i].entry = calloc(1, sizeof *w[i].entry);
+			file_name(w[i].entry->name, sizeof w[i].entry->name, i, 0);
+			dir_insert(w[i].entry);
+		}
 	}
 	pid_t *co = calloc((size_t)corunners + 1, sizeof *co);
 	for (long i = 0; i < corunners; i++) {
@@ -154,9 +336,9 @@ int main(int argc, char **argv)
 				;
 		}
 	}
-	struct worker *w = calloc((size_t)threads, sizeof *w);
 	pthread_barrier_init(&start, NULL, (unsigned)threads + 1);
 	for (long i = 0; i < threads; i++) {
+		w[i].id = i;
 		w[i].samples = malloc(SAMPLES * sizeof *w[i].samples);
 		pthread_create(&w[i].thread, NULL, run, &w[i]);
 	}
@@ -172,6 +354,8 @@ int main(int argc, char **argv)
 		kill(co[i], SIGKILL);
 		waitpid(co[i], NULL, 0);
 	}
+	if (kernel)
+		rename_cleanup(w, threads, made);
 	long ops = 0, n = 0;
 	double sum = 0, sumsq = 0;
 	for (long i = 0; i < threads; i++) {
@@ -187,20 +371,30 @@ int main(int argc, char **argv)
 	qsort(all, (size_t)n, sizeof *all, cmp);
 #define PCT(p) (n ? all[(long)((double)(n - 1) * (p))] : 0)
 	double jain = sumsq > 0 ? sum * sum / ((double)threads * sumsq) : 0;
+	const char *lock_label = name ? name : "kernel";
+	const char *map = getenv("LOCKSTEP_NUMA_MAP");
+	const char *latency = op == counter_op ? "acquire" : "rename";
 	if (json) {
-		printf("{\"lock\":\"%s\",\"threads\":%ld,\"duration_s\":%.3f,\"cs\":%ld,\"ncs\":%ld,\"corunners\":%ld,"
-		       "\"ops\":%ld,\"throughput_ops_s\":%.1f,\"fairness_jain\":%.4f,\"p50_ns\":%lu,\"p99_ns\":%lu,"
-		       "\"p999_ns\":%lu,\"per_thread\":[",
-		       name, threads, elapsed, cs_iters, ncs_iters, corunners, ops, (double)ops / elapsed, jain,
-		       PCT(0.5), PCT(0.99), PCT(0.999));
+		printf("{\"lock\":\"%s\",\"threads\":%ld,\"workload\":\"%s\",\"duration_s\":%.3f,\"cs\":%ld,"
+		       "\"cs_lines\":%ld,\"ncs\":%ld,\"corunners\":%ld,\"numa_map\":\"%s\",\"ops\":%ld,"
+		       "\"throughput_ops_s\":%.1f,\"fairness_jain\":%.4f,\"latency\":\"%s\",\"p50_ns\":%lu,"
+		       "\"p99_ns\":%lu,\"p999_ns\":%lu,",
+		       lock_label, threads, workload, elapsed, cs_iters, cs_lines, ncs_iters, corunners, map ? map : "",
+		       ops, (double)ops / elapsed, jain, latency, PCT(0.5), PCT(0.99), PCT(0.999));
+		if (kernel)
+			printf("\"tmpfs\":%s,", tmpfs ? "true" : "false");
+		printf("\"per_thread\":[");
 		for (long i = 0; i < threads; i++)
 			printf("%s%ld", i ? "," : "", w[i].ops);
 		printf("]}\n");
 	} else {
-		printf("lock %s, %ld threads, %.2f s, cs %ld, ncs %ld, corunners %ld\n", name, threads, elapsed, cs_iters,
-		       ncs_iters, corunners);
+		printf("%s, lock %s, %ld threads, %.2f s, cs %ld (+%ld lines), ncs %ld, corunners %ld%s%s\n", workload,
+		       lock_label, threads, elapsed, cs_iters, cs_lines, ncs_iters, corunners, map ? ", numa map " : "",
+		       map ? map : "");
 		printf("  ops %ld  throughput %.0f ops/s  fairness (Jain) %.3f\n", ops, (double)ops / elapsed, jain);
-		printf("  acquire latency p50 %lu ns  p99 %lu ns  p99.9 %lu ns\n", PCT(0.5), PCT(0.99), PCT(0.999));
+		printf("  %s latency p50 %lu ns  p99 %lu ns  p99.9 %lu ns\n", latency, PCT(0.5), PCT(0.99), PCT(0.999));
+		if (kernel && !tmpfs)
+			printf("  note: the directory is not on tmpfs; the file system's own costs are measured too\n");
 	}
 	return 0;
 }

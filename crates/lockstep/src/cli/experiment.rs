@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::error::UsageError;
-use crate::experiment::{self, counters, report, runner, AnySpec};
+use crate::experiment::{self, counters, locks, report, runner, AnySpec};
 use crate::store::Store;
 
 /// `lockstep experiment …`.
@@ -34,12 +34,12 @@ pub fn exec(cmd: &ExperimentCommand, store: &Path) -> anyhow::Result<i32> {
             let spec = experiment::load(path)?;
             let bin = std::env::current_exe()?.parent().map(Path::to_path_buf).unwrap_or_default();
             let lib = bin.join("../lib");
-            let mut needed: Vec<PathBuf> = match &spec {
-                AnySpec::Mpl(s) => s.workloads.values().map(|w| bin.join(&w.command[0])).collect(),
-                AnySpec::Counters(s) => s.workloads.values().map(|w| bin.join(&w.command[0])).collect(),
+            let mpi = [bin.join("mpirun"), lib.join("liblockstep-pmpi.so")];
+            let needed: Vec<PathBuf> = match &spec {
+                AnySpec::Mpl(s) => s.workloads.values().map(|w| bin.join(&w.command[0])).chain(mpi).collect(),
+                AnySpec::Counters(s) => s.workloads.values().map(|w| bin.join(&w.command[0])).chain(mpi).collect(),
+                AnySpec::Locks(_) => vec![bin.join("lockbench")],
             };
-            needed.push(bin.join("mpirun"));
-            needed.push(lib.join("liblockstep-pmpi.so"));
             if let Some(missing) = needed.iter().find(|p| !p.exists()) {
                 return Err(UsageError::new(format!(
                     "{} not found (run `make build` and use build/bin/lockstep)",
@@ -54,6 +54,7 @@ pub fn exec(cmd: &ExperimentCommand, store: &Path) -> anyhow::Result<i32> {
             match &spec {
                 AnySpec::Mpl(s) => runner::run(s, &paths)?,
                 AnySpec::Counters(s) => counters::run::run(s, &paths)?,
+                AnySpec::Locks(s) => locks::run::run(s, &paths)?,
             };
             write_report(&spec, store, &dir)
         }
@@ -68,15 +69,21 @@ pub fn exec(cmd: &ExperimentCommand, store: &Path) -> anyhow::Result<i32> {
 }
 
 fn write_report(spec: &AnySpec, store: &Path, dir: &Path) -> anyhow::Result<i32> {
-    let runs = Store::open(store)?.experiment_runs(spec.name())?;
-    if runs.is_empty() {
-        return Err(UsageError::new(format!("experiment {:?} has no runs in the store", spec.name())).into());
-    }
+    let store = Store::open(store)?;
     let index = match spec {
-        AnySpec::Mpl(s) => report::write(s, &runs, dir)?,
-        AnySpec::Counters(s) => counters::report::write(s, &runs, dir)?,
+        AnySpec::Mpl(s) => report::write(s, &some(spec, store.experiment_runs(&s.name)?)?, dir)?,
+        AnySpec::Counters(s) => counters::report::write(s, &some(spec, store.experiment_runs(&s.name)?)?, dir)?,
+        AnySpec::Locks(s) => locks::report::write(s, &some(spec, store.lock_runs(&s.name)?)?, dir)?,
     };
     print!("{}", std::fs::read_to_string(dir.join("summary.md"))?);
     println!("\nreport: {}", index.display());
     Ok(0)
+}
+
+/// `runs`, or a usage error when the experiment has none.
+fn some<T>(spec: &AnySpec, runs: Vec<T>) -> Result<Vec<T>, UsageError> {
+    if runs.is_empty() {
+        return Err(UsageError::new(format!("experiment {:?} has no runs in the store", spec.name())));
+    }
+    Ok(runs)
 }

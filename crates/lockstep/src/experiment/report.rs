@@ -174,8 +174,8 @@ fn slurm_section(runs: &[ExperimentRun], means: &BTreeMap<(String, String, u32),
     md
 }
 
-/// One line chart: x = MPL, one series per policy.
-fn chart(title: &str, y_label: &str, series: &BTreeMap<String, Vec<(u32, f64)>>) -> String {
+/// One line chart: x = `x_label` (MPL, threads), one series per key (policy, lock).
+pub(crate) fn chart(title: &str, x_label: &str, y_label: &str, series: &BTreeMap<String, Vec<(u32, f64)>>) -> String {
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, (560, 340)).into_drawing_area();
@@ -194,7 +194,7 @@ fn chart(title: &str, y_label: &str, series: &BTreeMap<String, Vec<(u32, f64)>>)
             Ok(c) => c,
             Err(_) => return String::new(),
         };
-        let _ = chart.configure_mesh().x_desc("MPL (jobs per node)").y_desc(y_label).x_labels(x1 as usize).draw();
+        let _ = chart.configure_mesh().x_desc(x_label).y_desc(y_label).x_labels(x1 as usize).draw();
         for (i, (policy, points)) in series.iter().enumerate() {
             let color = Palette99::pick(i).to_rgba();
             let pts: Vec<(f64, f64)> = points.iter().filter(|p| p.1.is_finite()).map(|p| (p.0 as f64, p.1)).collect();
@@ -281,7 +281,7 @@ pub fn write(spec: &Spec, runs: &[ExperimentRun], dir: &Path) -> anyhow::Result<
                 continue;
             }
             for (kind, data, label) in [("slowdown", &slow, "slowdown (x)"), ("comm", &comm, "time in MPI (%)")] {
-                let svg = chart(&format!("{w}: {kind} vs MPL ({progress})"), label, data);
+                let svg = chart(&format!("{w}: {kind} vs MPL ({progress})"), "MPL (jobs per node)", label, data);
                 std::fs::write(dir.join(format!("{w}-{kind}-{progress}.svg")), &svg)?;
                 html += &svg;
             }

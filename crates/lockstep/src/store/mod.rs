@@ -2,11 +2,13 @@
 
 mod cosched;
 mod experiment;
+mod locks;
 mod samples;
 mod slurm;
 
 pub use cosched::{Decision, JournalEntry};
 pub use experiment::ExperimentRun;
+pub use locks::LockRun;
 pub use samples::Sample;
 pub use slurm::SlurmJob;
 
@@ -132,6 +134,31 @@ ALTER TABLE experiment_runs ADD COLUMN slot_skew_ms REAL;      -- multi-node job
 ALTER TABLE experiment_runs ADD COLUMN dcs_raises INTEGER;     -- dcs policies: raises while the case ran
 ALTER TABLE experiment_runs ADD COLUMN dcs_p50_us REAL;        -- their arrival-to-raise latency, median
 ALTER TABLE experiment_runs ADD COLUMN dcs_p99_us REAL;        -- and 99th percentile
+",
+    r"
+CREATE TABLE lock_runs (
+    id INTEGER PRIMARY KEY,
+    experiment TEXT NOT NULL,
+    session REAL NOT NULL,            -- start of the `experiment run` invocation
+    scenario TEXT NOT NULL,           -- the spec's scenario name
+    workload TEXT NOT NULL,           -- counter | rename | rename-user
+    lock TEXT NOT NULL,               -- lock name (kernel: rename's directory lock)
+    threads INTEGER NOT NULL,
+    threads_per_cpu REAL NOT NULL,
+    corunners INTEGER NOT NULL,       -- co-runner processes
+    numa TEXT NOT NULL,               -- real | emulated-N
+    numa_policy TEXT NOT NULL,        -- default | bind | preferred | interleave
+    repetition INTEGER NOT NULL,
+    ops INTEGER,
+    throughput_ops_s REAL,
+    fairness_jain REAL,
+    p50_ns INTEGER,
+    p99_ns INTEGER,
+    p999_ns INTEGER,
+    exit_status INTEGER,
+    started_at REAL NOT NULL
+);
+CREATE INDEX lock_runs_name ON lock_runs(experiment, session);
 ",
 ];
 
