@@ -4,17 +4,19 @@
  * bounded time (LS_PT_SPIN_NS) and then park on a futex, so that a preempted lock holder gets their CPU back; and
  * the lock is never handed to a thread, only the place at the head of the queue is: the head takes the word
  * itself when it runs. The head is woken when it becomes head, so its wake-up overlaps the holder's critical
- * section. While the head does not run (parked, woken but not yet scheduled, or preempted: it has not shown a
- * time stamp for LS_PT_STALE_NS), a thread that arrives may take the free word ahead of the queue, as in
+ * section. The head shows it runs by a time stamp; while it does not (parked, woken but not yet scheduled, or
+ * preempted: no stamp for LS_PT_STALE_NS), any running thread may take the free word out of turn, as in
  * time-published queue locks (He, Scherer and Scott, "Preemption adaptivity in time-published queue-based spin
- * locks", HiPC 2005) — so no waiter that is not running holds up the lock. With every thread running the queue
- * is served in the order of its hand-over rule (FIFO or CNA, queue.h). The holder leaves the queue when it takes
- * the word, so release needs no queue node.
+ * locks", HiPC 2005): a thread that arrives, or a queued waiter, which then leaves the queue — its node stays in
+ * place, marked LS_PT_LEFT, until the hand-over that reaches it skips it. So no thread that is not running holds up
+ * the lock, and with every thread running the queue is served in the order of its hand-over rule (FIFO or CNA,
+ * queue.h). The holder is out of the queue once it has the word, so release needs no queue node.
  *
  * Memory orders: the word is the lock (acquire on taking it, release on freeing it); the queue's links follow
- * qlock.c; the move of the head's place (a node's state) is a release/acquire pair so that the previous head's
- * last write of head_seen (0) is ordered before the new head's first; head_seen is otherwise a hint (relaxed):
- * whoever takes the word by compare-exchange holds the lock, however it judged the head.
+ * qlock.c; a node's state moves by release/acquire pairs (the new head must see the previous head's last write of
+ * head_seen, 0, before it writes its own; a skipping hand-over must be done with a left node before its owner
+ * reuses it); head_seen is otherwise a hint (relaxed): whoever takes the word by compare-exchange holds the lock,
+ * however it judged the head.
  */
 #include <errno.h>
 #include <stdatomic.h>
@@ -23,15 +25,12 @@
 #include "park.h"
 #include "queue.h"
 
-/* Values of the word. */
-enum { PT_FREE, PT_HELD, PT_HELD_PARKED };
-
-/* Values of a queue node's state. */
-enum { PT_WAITING, PT_HEAD, PT_PARKED };
+/* How a queued waiter's wait ended. */
+enum turn { HEAD, HEAD_WITH_WORD, LEFT_WITH_WORD };
 
 void ls_ptlock_init(struct ls_ptlock *l)
 {
-	atomic_init(&l->word, PT_FREE);
+	atomic_init(&l->word, LS_PT_FREE);
 	atomic_init(&l->tail, NULL);
 	atomic_init(&l->head_seen, 0);
 	l->sec.head = l->sec.tail = NULL;
@@ -41,51 +40,65 @@ void ls_ptlock_init(struct ls_ptlock *l)
 /* Takes the word if it is free: 1 when taken. */
 static int take(struct ls_ptlock *l)
 {
-	int expected = PT_FREE;
+	int expected = LS_PT_FREE;
 	/* Relaxed load: look before the compare-exchange, so that waiters do not pull the line while it is held.
 	 * Acquire on success: pairs with the release in ls_ptlock_release. Relaxed on failure: nothing taken. */
-	return atomic_load_explicit(&l->word, memory_order_relaxed) == PT_FREE &&
-	       atomic_compare_exchange_strong_explicit(&l->word, &expected, PT_HELD, memory_order_acquire,
+	return atomic_load_explicit(&l->word, memory_order_relaxed) == LS_PT_FREE &&
+	       atomic_compare_exchange_strong_explicit(&l->word, &expected, LS_PT_HELD, memory_order_acquire,
 						       memory_order_relaxed);
+}
+
+/* Whether the queue's head has shown within LS_PT_STALE_NS of `now` that it runs. */
+static int head_runs(struct ls_ptlock *l, long now)
+{
+	/* Relaxed: a hint (see the top of the file). */
+	long seen = atomic_load_explicit(&l->head_seen, memory_order_relaxed);
+	return seen && now - seen <= LS_PT_STALE_NS;
 }
 
 /* Whether a thread arriving now may take the word ahead of the queue: nobody queues, or the head is not running. */
 static int may_barge(struct ls_ptlock *l)
 {
-	/* Relaxed: hints (see the top of the file). */
-	if (!atomic_load_explicit(&l->tail, memory_order_relaxed))
-		return 1;
-	long seen = atomic_load_explicit(&l->head_seen, memory_order_relaxed);
-	return !seen || ls_now_ns() - seen > LS_PT_STALE_NS;
+	/* Relaxed: a hint (see the top of the file). */
+	return !atomic_load_explicit(&l->tail, memory_order_relaxed) || !head_runs(l, ls_now_ns());
 }
 
-/* Waits until `n` heads the queue: spins for LS_PT_SPIN_NS, then parks until the previous head wakes it. */
-static void wait_turn(struct ls_qnode *n)
+/* Waits until `n` heads the queue: spins for LS_PT_SPIN_NS, then parks until the previous head wakes it. While it
+ * spins, it takes the free word out of turn if the head does not run, and leaves the queue. */
+static enum turn wait_turn(struct ls_ptlock *l, struct ls_qnode *n)
 {
 	long start = 0;
 	unsigned rounds = 0;
 	/* Acquire: pairs with the release exchange in pass_head. */
-	while (atomic_load_explicit(&n->state, memory_order_acquire) == PT_WAITING) {
+	while (atomic_load_explicit(&n->state, memory_order_acquire) == LS_PT_WAITING) {
 		ls_pause();
 		if (++rounds % LS_PT_CLOCK_EVERY)
 			continue;
 		long now = ls_now_ns();
-		if (!start) {
+		if (!start)
 			start = now;
-			continue;
+		if (!head_runs(l, now) && ls_qnode_may_leave() && take(l)) {
+			int expected = LS_PT_WAITING;
+			/* Acq_rel on success, acquire on failure: as the load above (C wants no weaker order on
+			 * success); the skipping hand-over reads LS_PT_LEFT by its exchange on this same location. */
+			if (atomic_compare_exchange_strong_explicit(&n->state, &expected, LS_PT_LEFT, memory_order_acq_rel,
+								    memory_order_acquire))
+				return LEFT_WITH_WORD;
+			return HEAD_WITH_WORD; /* made head meanwhile */
 		}
 		if (now - start < LS_PT_SPIN_NS)
 			continue;
-		int expected = PT_WAITING;
-		/* Acquire on failure: the state became PT_HEAD, as for the load above (C wants no weaker order on
-		 * success; parking itself publishes nothing: the previous head sees PT_PARKED by its exchange). */
-		if (atomic_compare_exchange_strong_explicit(&n->state, &expected, PT_PARKED, memory_order_acquire,
+		int expected = LS_PT_WAITING;
+		/* Acquire on failure: the state became LS_PT_HEAD, as for the load above (C wants no weaker order on
+		 * success; parking itself publishes nothing: the previous head sees LS_PT_PARKED by its exchange). */
+		if (atomic_compare_exchange_strong_explicit(&n->state, &expected, LS_PT_PARKED, memory_order_acquire,
 							    memory_order_acquire)) {
 			/* Acquire: as the load above. */
-			while (atomic_load_explicit(&n->state, memory_order_acquire) == PT_PARKED)
-				ls_park(&n->state, PT_PARKED);
+			while (atomic_load_explicit(&n->state, memory_order_acquire) == LS_PT_PARKED)
+				ls_park(&n->state, LS_PT_PARKED);
 		}
 	}
+	return HEAD;
 }
 
 /* The head's wait for the word: spins for LS_PT_SPIN_NS showing a fresh head_seen, then parks on the word. */
@@ -105,21 +118,31 @@ static void take_as_head(struct ls_ptlock *l)
 		}
 		/* Parked: arriving threads may take the word meanwhile. */
 		atomic_store_explicit(&l->head_seen, 0, memory_order_relaxed);
-		/* Acquire: when the word was free we now hold the lock (as in take). Marking it PT_HELD_PARKED makes
+		/* Acquire: when the word was free we now hold the lock (as in take). Marking it LS_PT_HELD_PARKED makes
 		 * its holder's release wake us. */
-		while (atomic_exchange_explicit(&l->word, PT_HELD_PARKED, memory_order_acquire) != PT_FREE)
-			ls_park(&l->word, PT_HELD_PARKED);
+		while (atomic_exchange_explicit(&l->word, LS_PT_HELD_PARKED, memory_order_acquire) != LS_PT_FREE)
+			ls_park(&l->word, LS_PT_HELD_PARKED);
 		break;
 	}
 	atomic_store_explicit(&l->head_seen, 0, memory_order_relaxed);
 }
 
-/* Makes `n` the head of the queue, waking it if it parked. */
-static void pass_head(struct ls_qnode *n)
+/* Moves the head's place from `me` (which holds the word) to the waiter the hand-over rule picks, waking it if it
+ * parked; a waiter that left the queue is skipped, the rule applied again from its node. */
+static void pass_head(struct ls_ptlock *l, struct ls_qnode *me, ls_pass_fn pass)
 {
-	/* Release: see the top of the file. */
-	if (atomic_exchange_explicit(&n->state, PT_HEAD, memory_order_release) == PT_PARKED)
-		ls_unpark(&n->state);
+	for (struct ls_qnode *next = pass(&l->sec, &l->tail, me); next;) {
+		/* Release: see the top of the file. Acquire: a left node's owner is done with it. */
+		int was = atomic_exchange_explicit(&next->state, LS_PT_HEAD, memory_order_acq_rel);
+		if (was == LS_PT_PARKED)
+			ls_unpark(&next->state);
+		if (was != LS_PT_LEFT)
+			return;
+		struct ls_qnode *gone = next;
+		next = pass(&l->sec, &l->tail, gone);
+		/* Release: done with the node; its owner may reuse it (ls_qnode_leave). */
+		atomic_store_explicit(&gone->state, LS_QNODE_SKIPPED, memory_order_release);
+	}
 }
 
 int ls_ptlock_acquire(struct ls_ptlock *l, int numa, ls_pass_fn pass)
@@ -129,20 +152,26 @@ int ls_ptlock_acquire(struct ls_ptlock *l, int numa, ls_pass_fn pass)
 	struct ls_qnode *n = ls_qnode_get();
 	/* Relaxed: the node is published by the exchange of the tail (release half). */
 	atomic_store_explicit(&n->next, NULL, memory_order_relaxed);
-	atomic_store_explicit(&n->state, PT_WAITING, memory_order_relaxed);
+	atomic_store_explicit(&n->state, LS_PT_WAITING, memory_order_relaxed);
 	n->numa = numa;
 	/* Acq_rel: release publishes the node to the predecessor that links it; acquire orders a link reset by the
 	 * hand-over rule (which swapped the tail with release) before our write of that link. */
 	struct ls_qnode *prev = atomic_exchange_explicit(&l->tail, n, memory_order_acq_rel);
+	enum turn turn = HEAD;
 	if (prev) {
 		/* Release: the predecessor reads its link with acquire and then reads our node. */
 		atomic_store_explicit(&prev->next, n, memory_order_release);
-		wait_turn(n);
+		turn = wait_turn(l, n);
 	}
-	take_as_head(l);
-	struct ls_qnode *next = pass(&l->sec, &l->tail, n);
-	if (next)
-		pass_head(next);
+	if (turn == LEFT_WITH_WORD) {
+		ls_qnode_leave(n);
+		return 0;
+	}
+	if (turn == HEAD)
+		take_as_head(l);
+	else
+		atomic_store_explicit(&l->head_seen, 0, memory_order_relaxed);
+	pass_head(l, n, pass);
 	ls_qnode_put(n);
 	return 0;
 }
@@ -155,6 +184,6 @@ int ls_ptlock_tryacquire(struct ls_ptlock *l)
 void ls_ptlock_release(struct ls_ptlock *l)
 {
 	/* Release: hands the critical section's writes to the next taker's acquire. */
-	if (atomic_exchange_explicit(&l->word, PT_FREE, memory_order_release) == PT_HELD_PARKED)
+	if (atomic_exchange_explicit(&l->word, LS_PT_FREE, memory_order_release) == LS_PT_HELD_PARKED)
 		ls_unpark(&l->word);
 }

@@ -25,6 +25,18 @@ struct ls_qnode *ls_qnode_get(void);
 /* Gives `n`, taken by the calling thread, back to its pool. */
 void ls_qnode_put(struct ls_qnode *n);
 
+/* A node's state once a hand-over has skipped it (whatever the lock's other values). */
+#define LS_QNODE_SKIPPED (-1)
+
+/* The calling thread stops waiting on `n`, which stays in its queue until a hand-over skips it and sets its state
+ * to LS_QNODE_SKIPPED (release); the pool takes it back then. A thread that exits with such nodes waits for that
+ * first (the node's memory is the thread's). */
+void ls_qnode_leave(struct ls_qnode *n);
+
+/* Whether the calling thread may leave another node (fewer than half its pool are left in queues), so that
+ * nodes left behind never exhaust the pool. */
+int ls_qnode_may_leave(void);
+
 
 /*
  * Hand-over rules, shared by a lock and its preemption-tolerant variant: FIFO (mcs, mcs-pt) and compact
@@ -74,10 +86,17 @@ int ls_qlock_acquire(struct ls_qlock *l, int numa);
 int ls_qlock_tryacquire(struct ls_qlock *l, int numa);
 void ls_qlock_release(struct ls_qlock *l, ls_pass_fn pass);
 
+/* Values of an mcs-pt or cna-pt lock's word. */
+enum { LS_PT_FREE, LS_PT_HELD, LS_PT_HELD_PARKED };
+
+/* Values of a queue node's state in an mcs-pt or cna-pt lock (and LS_QNODE_SKIPPED): waiting to be head, head,
+ * parked until made head, left the queue with the lock taken out of turn. */
+enum { LS_PT_WAITING, LS_PT_HEAD, LS_PT_PARKED, LS_PT_LEFT };
+
 /* The state of an mcs-pt or cna-pt lock (ptlock.c). */
 struct ls_ptlock {
-	/* PT_FREE, PT_HELD or PT_HELD_PARKED: the lock itself, taken by whoever runs (the queue's head, or a thread
-	 * arriving when nobody queues or the head is not running). */
+	/* LS_PT_FREE, LS_PT_HELD or LS_PT_HELD_PARKED: the lock itself, taken by whoever runs (the queue's head, or a
+	 * thread arriving when nobody queues or the head is not running, or a waiter when the head is not running). */
 	atomic_int word;
 	/* The queue of threads waiting to become its head. */
 	_Atomic(struct ls_qnode *) tail;

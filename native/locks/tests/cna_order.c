@@ -3,7 +3,7 @@
  * two-node machine. Two CPUs of the affinity mask become node 0 and node 1 (LOCKSTEP_NUMA_MAP); a holder on node
  * 0 takes the lock, then the waiters of SPEC queue in that order (L: a thread pinned to the node-0 CPU, R: to the
  * node-1 CPU; each queues only after the previous one is in the queue, seen from the lock's tail), then the holder
- * releases. Each waiter writes its label (L1, L2, ..., R1, ...) inside its critical section. Exit 0 when the
+ * releases (cna-pt: once every waiter has parked, so that none takes the lock out of turn). Each waiter writes its label (L1, L2, ..., R1, ...) inside its critical section. Exit 0 when the
  * labels come in the order EXPECTED, 1 otherwise, 77 (skipped) with fewer than two CPUs, 2 on bad arguments.
  *
  *   cna_order cna|cna-pt SPEC EXPECTED        e.g. cna_order cna RLLRL "L1 L2 L3 R1 R2"
@@ -53,12 +53,32 @@ static void *wait_and_record(void *arg)
 	return NULL;
 }
 
-/* The lock's queue tail (the state of cna and cna-pt starts with other fields; see queue.h). */
+/* The lock's state, by kind (queue.h). */
+static struct ls_qlock *qlock(void)
+{
+	return (struct ls_qlock *)(void *)lock->state;
+}
+static struct ls_ptlock *ptlock(void)
+{
+	return strcmp(ls_lock_name(lock), "cna-pt") == 0 ? (struct ls_ptlock *)(void *)lock->state : NULL;
+}
+
+/* The lock's queue tail. */
 static struct ls_qnode *tail(void)
 {
-	_Atomic(struct ls_qnode *) *t = strcmp(ls_lock_name(lock), "cna") == 0 ? &((struct ls_qlock *)(void *)lock->state)->tail
-									       : &((struct ls_ptlock *)(void *)lock->state)->tail;
-	return atomic_load(t);
+	return atomic_load(ptlock() ? &ptlock()->tail : &qlock()->tail);
+}
+
+/* cna-pt: whether the first waiter heads the queue parked on the word and every other one is parked, so that
+ * none can take the lock out of turn when the holder releases it. */
+static int all_parked(struct ls_qnode **nodes, size_t n)
+{
+	if (atomic_load(&ptlock()->word) != LS_PT_HELD_PARKED)
+		return 0;
+	for (size_t i = 1; i < n; i++)
+		if (atomic_load(&nodes[i]->state) != LS_PT_PARKED)
+			return 0;
+	return 1;
 }
 
 int main(int argc, char **argv)
@@ -86,6 +106,7 @@ int main(int argc, char **argv)
 	ls_lock_acquire(lock);
 	size_t n = strlen(argv[2]);
 	struct waiter w[MAX_WAITERS];
+	struct ls_qnode *nodes[MAX_WAITERS];
 	unsigned char counts[2] = { 0, 0 };
 	for (size_t i = 0; i < n; i++) {
 		w[i].node = argv[2][i] == 'R';
@@ -94,7 +115,10 @@ int main(int argc, char **argv)
 		pthread_create(&w[i].thread, NULL, wait_and_record, &w[i]);
 		while (tail() == before)
 			sched_yield();
+		nodes[i] = tail();
 	}
+	while (ptlock() && !all_parked(nodes, n))
+		sched_yield();
 	ls_lock_release(lock);
 	for (size_t i = 0; i < n; i++)
 		pthread_join(w[i].thread, NULL);

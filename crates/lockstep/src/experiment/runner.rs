@@ -94,12 +94,7 @@ pub fn run(spec: &Spec, paths: &Paths) -> anyhow::Result<f64> {
     } else {
         None
     };
-    let bar = ProgressBar::new(cases.len() as u64);
-    bar.set_style(
-        ProgressStyle::with_template("{elapsed_precise} [{bar:30}] {pos}/{len} {msg}")
-            .expect("valid template")
-            .progress_chars("=> "),
-    );
+    let bar = progress_bar(cases.len());
     for case in &cases {
         bar.set_message(format!(
             "{} {} {} {} #{}",
@@ -349,4 +344,15 @@ fn comm_ratio(file: &Path) -> Option<f64> {
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok()?["comm_ratio"].as_f64())
         .collect();
     (!ratios.is_empty()).then(|| ratios.iter().sum::<f64>() / ratios.len() as f64)
+}
+
+/// The progress bar of an experiment run: elapsed time, bar, cases done, the current case.
+pub(crate) fn progress_bar(cases: usize) -> ProgressBar {
+    let bar = ProgressBar::new(cases as u64);
+    bar.set_style(
+        ProgressStyle::with_template("{elapsed_precise} [{bar:30}] {pos}/{len} {msg}")
+            .expect("valid template")
+            .progress_chars("=> "),
+    );
+    bar
 }

@@ -6,10 +6,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use indicatif::{ProgressBar, ProgressStyle};
 
 use super::{interval_text, plan, Config, CountersSpec};
-use crate::experiment::runner::{Paths, PrivateAgent};
+use crate::experiment::runner::{progress_bar, Paths, PrivateAgent};
 use crate::store::{now, ExperimentRun, Store};
 
 /// CPU time and peak memory of the `perf stat` processes of one job.
@@ -48,12 +47,7 @@ pub fn run(spec: &CountersSpec, paths: &Paths) -> anyhow::Result<f64> {
     let store = Store::open(&paths.store)?;
     let session = now();
     let cases = plan(spec);
-    let bar = ProgressBar::new(cases.len() as u64);
-    bar.set_style(
-        ProgressStyle::with_template("{elapsed_precise} [{bar:30}] {pos}/{len} {msg}")
-            .expect("valid template")
-            .progress_chars("=> "),
-    );
+    let bar = progress_bar(cases.len());
     for (i, (repetition, workload, config)) in cases.iter().enumerate() {
         bar.set_message(format!("{workload} {} #{repetition}", config.label(spec)));
         let job = format!("{}-{workload}-{i}", spec.name);

@@ -5,11 +5,10 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use indicatif::{ProgressBar, ProgressStyle};
 
 use super::{emulated_nodes, numa_map, per_cpu, plan, Case, LocksSpec};
 use crate::cpulist::CpuList;
-use crate::experiment::runner::Paths;
+use crate::experiment::runner::{progress_bar, Paths};
 use crate::store::{now, LockRun, Store};
 
 /// numactl's arguments for a memory policy (`None`: run lockbench directly).
@@ -28,12 +27,7 @@ pub fn run(spec: &LocksSpec, paths: &Paths) -> anyhow::Result<f64> {
     let store = Store::open(&paths.store)?;
     let session = now();
     let cases = plan(spec);
-    let bar = ProgressBar::new(cases.len() as u64);
-    bar.set_style(
-        ProgressStyle::with_template("{elapsed_precise} [{bar:30}] {pos}/{len} {msg}")
-            .expect("valid template")
-            .progress_chars("=> "),
-    );
+    let bar = progress_bar(cases.len());
     for case in &cases {
         let s = &spec.scenarios[case.scenario];
         bar.set_message(format!(
