@@ -30,6 +30,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/vfs.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -332,6 +333,13 @@ int main(int argc, char **argv)
 	for (long i = 0; i < corunners; i++) {
 		co[i] = fork();
 		if (co[i] == 0) {
+			/* A co-runner dies with lockbench, and does not hold its output open. */
+			prctl(PR_SET_PDEATHSIG, SIGKILL);
+			if (getppid() == 1)
+				_exit(0);
+			int null = open("/dev/null", O_WRONLY);
+			dup2(null, 1);
+			dup2(null, 2);
 			for (volatile unsigned long x = 0;; x++)
 				;
 		}

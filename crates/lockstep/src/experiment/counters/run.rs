@@ -6,7 +6,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-
 use super::{interval_text, plan, Config, CountersSpec};
 use crate::experiment::runner::{progress_bar, Paths, PrivateAgent};
 use crate::store::{now, ExperimentRun, Store};

@@ -1,10 +1,10 @@
 //! Runs a locks experiment: one `lockbench --json` per case (under numactl for a memory policy other than the
 //! default, with LOCKSTEP_NUMA_MAP for an emulated topology), every result into the store.
 
+use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
 
 use super::{emulated_nodes, numa_map, per_cpu, plan, Case, LocksSpec};
 use crate::cpulist::CpuList;
@@ -66,7 +66,8 @@ fn run_case(spec: &LocksSpec, bin: &Path, cpus: &[usize], case: &Case, session: 
     if let Some(nodes) = emulated_nodes(&case.numa).map_err(anyhow::Error::msg)? {
         cmd.args(["--numa-map", &numa_map(cpus, nodes)]);
     }
-    cmd.stdout(Stdio::piped()).stderr(Stdio::inherit());
+    // Its own process group, so that a run killed for hanging takes its co-runners along.
+    cmd.stdout(Stdio::piped()).stderr(Stdio::inherit()).process_group(0);
     let started_at = now();
     let mut child = cmd.spawn()?;
     // A run that does not end well after its duration is killed (and recorded as failed).
@@ -75,7 +76,9 @@ fn run_case(spec: &LocksSpec, bin: &Path, cpus: &[usize], case: &Case, session: 
         std::thread::sleep(Duration::from_millis(20));
     }
     if child.try_wait()?.is_none() {
-        let _ = child.kill();
+        eprintln!("lockstep: {} did not end {} s after its duration; killed", lockbench.display(), 60);
+        // SAFETY: kill(2) on the process group we created for the child; no memory is involved.
+        unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
     }
     let out = child.wait_with_output()?;
     let json: Option<serde_json::Value> =
