@@ -195,10 +195,9 @@ static long number(const char *flag, const char *text, long min, long max)
 	return v;
 }
 
-/* rename: the shared directory (DIR, or a new one under /dev/shm) with one file per thread; 1 if created. */
-static int rename_setup(const char *dir, char *made, size_t size, long threads, int *tmpfs)
+/* rename: the shared directory (DIR, or a new one under /dev/shm, named in `made`) with one file per thread. */
+static void rename_setup(const char *dir, char *made, size_t size, long threads, int *tmpfs)
 {
-	int created = 0;
 	if (!dir) {
 		snprintf(made, size, "/dev/shm/lockbench.XXXXXX");
 		if (!mkdtemp(made)) {
@@ -206,7 +205,6 @@ static int rename_setup(const char *dir, char *made, size_t size, long threads, 
 			exit(1);
 		}
 		dir = made;
-		created = 1;
 	}
 	dir_fd = open(dir, O_RDONLY | O_DIRECTORY);
 	if (dir_fd < 0) {
@@ -226,7 +224,6 @@ static int rename_setup(const char *dir, char *made, size_t size, long threads, 
 		}
 		close(fd);
 	}
-	return created;
 }
 
 /* rename: removes the threads' files, and the directory if lockbench created it. */

@@ -2,6 +2,7 @@
  * liblockstep-locks: the registry of algorithms and the generic entry points.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -11,16 +12,26 @@
 static const struct ls_ops *const all[] = { &ls_pthread_ops, &ls_ttas_ops,   &ls_ticket_ops, &ls_mcs_ops,
 					    &ls_cna_ops,     &ls_mcs_pt_ops, &ls_cna_pt_ops };
 
-static const char *const names[] = { "pthread", "ttas", "ticket", "mcs", "cna", "mcs-pt", "cna-pt", NULL };
+#define COUNT (sizeof all / sizeof all[0])
+
+static const char *names[COUNT + 1];
+static pthread_once_t names_once = PTHREAD_ONCE_INIT;
+
+static void list_names(void)
+{
+	for (size_t i = 0; i < COUNT; i++)
+		names[i] = all[i]->name;
+}
 
 const char *const *ls_lock_names(void)
 {
+	pthread_once(&names_once, list_names);
 	return names;
 }
 
 ls_lock *ls_lock_create(const char *name)
 {
-	for (size_t i = 0; name && i < sizeof all / sizeof all[0]; i++) {
+	for (size_t i = 0; name && i < COUNT; i++) {
 		if (strcmp(all[i]->name, name) != 0)
 			continue;
 		ls_lock *l = aligned_alloc(64, (sizeof(ls_lock) + all[i]->size + 63) / 64 * 64);

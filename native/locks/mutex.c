@@ -129,13 +129,19 @@ static int replaceable(const pthread_mutex_t *m)
 	return kind == PTHREAD_MUTEX_TIMED_NP || kind == PTHREAD_MUTEX_ADAPTIVE_NP;
 }
 
+/* Where a replaced mutex keeps its lock: glibc's robust-list field. */
+static _Atomic(ls_lock *) *slot_of(pthread_mutex_t *m)
+{
+	return (_Atomic(ls_lock *) *)(void *)&m->__data.__list;
+}
+
 /* The lock behind `m`, created at its first use; NULL when `m` stays glibc's. */
 static ls_lock *lock_of(pthread_mutex_t *m)
 {
 	pthread_once(&once, setup);
 	if (!lock_name || !replaceable(m))
 		return NULL;
-	_Atomic(ls_lock *) *slot = (_Atomic(ls_lock *) *)(void *)&m->__data.__list;
+	_Atomic(ls_lock *) *slot = slot_of(m);
 	/* Acquire: pairs with the release below, so the lock's initialisation by the thread that created it is seen. */
 	ls_lock *l = atomic_load_explicit(slot, memory_order_acquire);
 	if (l)
@@ -165,12 +171,9 @@ int pthread_mutex_init(pthread_mutex_t *m, const pthread_mutexattr_t *attr)
 int pthread_mutex_destroy(pthread_mutex_t *m)
 {
 	pthread_once(&once, setup);
-	if (lock_name) {
-		_Atomic(ls_lock *) *slot = (_Atomic(ls_lock *) *)(void *)&m->__data.__list;
-		/* Relaxed: destroying a mutex another thread still uses is undefined; the destroyer owns it. */
-		if (replaceable(m))
-			ls_lock_destroy(atomic_exchange_explicit(slot, NULL, memory_order_relaxed));
-	}
+	/* Relaxed: destroying a mutex another thread still uses is undefined; the destroyer owns it. */
+	if (lock_name && replaceable(m))
+		ls_lock_destroy(atomic_exchange_explicit(slot_of(m), NULL, memory_order_relaxed));
 	return real.destroy(m);
 }
 
@@ -186,10 +189,16 @@ int pthread_mutex_trylock(pthread_mutex_t *m)
 	return l ? ls_lock_tryacquire(l) : real.trylock(m);
 }
 
+/* Whether `deadline` is malformed (POSIX: EINVAL). */
+static int malformed(const struct timespec *deadline)
+{
+	return deadline->tv_nsec < 0 || deadline->tv_nsec >= 1000000000;
+}
+
 /* Tries `l` every 50 µs until `clock` reaches `deadline`: 0, ETIMEDOUT, or EINVAL for a malformed deadline. */
 static int poll_lock(ls_lock *l, clockid_t clock, const struct timespec *deadline)
 {
-	if (deadline->tv_nsec < 0 || deadline->tv_nsec >= 1000000000)
+	if (malformed(deadline))
 		return EINVAL;
 	for (;;) {
 		if (ls_lock_tryacquire(l) == 0)
@@ -260,7 +269,7 @@ int pthread_cond_destroy(pthread_cond_t *c)
 /* Waits on `c` with `m` released, until a signal or (if `deadline`) `clock` reaches it: 0 or ETIMEDOUT. */
 static int wait_on(struct cond *c, pthread_mutex_t *m, clockid_t clock, const struct timespec *deadline)
 {
-	if (deadline && (deadline->tv_nsec < 0 || deadline->tv_nsec >= 1000000000))
+	if (deadline && malformed(deadline))
 		return EINVAL;
 	if (clock != CLOCK_REALTIME && clock != CLOCK_MONOTONIC)
 		return EINVAL;

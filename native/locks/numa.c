@@ -88,12 +88,9 @@ static void load(void)
 	const char *map = getenv("LOCKSTEP_NUMA_MAP");
 	if (!map)
 		return;
-	if (parse(map) == 0) {
-		mapped = 1;
-	} else {
+	mapped = 1;
+	if (parse(map) != 0)
 		memset(node_of, 0, sizeof node_of);
-		mapped = 1;
-	}
 }
 
 int ls_numa_node(void)

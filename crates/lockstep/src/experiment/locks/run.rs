@@ -81,10 +81,13 @@ fn run_case(spec: &LocksSpec, bin: &Path, cpus: &[usize], case: &Case, session: 
         unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
     }
     let out = child.wait_with_output()?;
-    let json: Option<serde_json::Value> =
-        String::from_utf8_lossy(&out.stdout).lines().find_map(|l| serde_json::from_str(l).ok());
+    // A failed run has no measures, whatever it printed.
+    let json: Option<serde_json::Value> = out
+        .status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).lines().find_map(|l| serde_json::from_str(l).ok()))
+        .flatten();
     let field = |k: &str| json.as_ref().and_then(|j| j.get(k).cloned());
-    let ok = out.status.success();
     Ok(LockRun {
         experiment: spec.name.clone(),
         session,
@@ -97,12 +100,12 @@ fn run_case(spec: &LocksSpec, bin: &Path, cpus: &[usize], case: &Case, session: 
         numa: case.numa.clone(),
         numa_policy: case.policy.clone(),
         repetition: case.repetition,
-        ops: field("ops").and_then(|v| v.as_u64()).filter(|_| ok),
-        throughput_ops_s: field("throughput_ops_s").and_then(|v| v.as_f64()).filter(|_| ok),
-        fairness_jain: field("fairness_jain").and_then(|v| v.as_f64()).filter(|_| ok),
-        p50_ns: field("p50_ns").and_then(|v| v.as_u64()).filter(|_| ok),
-        p99_ns: field("p99_ns").and_then(|v| v.as_u64()).filter(|_| ok),
-        p999_ns: field("p999_ns").and_then(|v| v.as_u64()).filter(|_| ok),
+        ops: field("ops").and_then(|v| v.as_u64()),
+        throughput_ops_s: field("throughput_ops_s").and_then(|v| v.as_f64()),
+        fairness_jain: field("fairness_jain").and_then(|v| v.as_f64()),
+        p50_ns: field("p50_ns").and_then(|v| v.as_u64()),
+        p99_ns: field("p99_ns").and_then(|v| v.as_u64()),
+        p999_ns: field("p999_ns").and_then(|v| v.as_u64()),
         exit_status: out.status.code(),
         started_at,
     })
