@@ -16,17 +16,20 @@ deps:
 	@scripts/deps.sh
 
 build: deps
-	$(CARGO) build --release --locked
+	$(CARGO) build --release --locked --workspace
 	cmake -S native -B $(NATIVE) -DLOCKSTEP_MPI=$(MPI) -DCMAKE_INSTALL_PREFIX=$(BUILD) >/dev/null
 	cmake --build $(NATIVE) -j 2
 	cmake --install $(NATIVE) >/dev/null
 	install -D -m 755 target/release/lockstep $(BIN)/lockstep
+	install -D -m 755 target/release/lockstepd $(BIN)/lockstepd
 
 demo: build
 	@scripts/demo.sh "$(FIXTURE)"
 
 test: build
-	LOCKSTEP_BIN=$(BIN) $(CARGO) test --release --locked
+	$(CARGO) fmt --all --check
+	$(CARGO) clippy --release --locked --workspace --all-targets -- -D warnings
+	LOCKSTEP_BIN=$(BIN) LOCKSTEP_REQUIRE_ROOT=1 $(CARGO) test --release --locked --workspace -- --include-ignored
 	ctest --test-dir $(NATIVE) --output-on-failure
 	cmake -S native/locks -B $(BUILD)/locks-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_FLAGS=-fsanitize=thread >/dev/null
 	cmake --build $(BUILD)/locks-tsan -j 2 >/dev/null

@@ -1,6 +1,6 @@
-//! The `lockstep` command.
+//! The `lockstep` command: parses the command line and hands each subcommand to the crate that does it.
 
-use lockstep::error::{UsageError, EXIT_USAGE};
+mod cli;
 
 fn main() {
     // Like other command-line tools, end quietly when a reader such as `head` closes the pipe (Rust ignores
@@ -8,16 +8,5 @@ fn main() {
     // client that hangs up must not kill it.
     // SAFETY: restoring a default disposition installs no handler code.
     unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
-    let status = match lockstep::cli::main() {
-        Ok(status) => status,
-        Err(e) if e.is::<UsageError>() => {
-            eprintln!("lockstep: {e}");
-            EXIT_USAGE
-        }
-        Err(e) => {
-            eprintln!("lockstep: error: {e:#}");
-            1
-        }
-    };
-    std::process::exit(status);
+    std::process::exit(cli::main());
 }

@@ -8,8 +8,8 @@ use std::process::{Child, Output};
 use std::time::{Duration, Instant};
 
 use common::{assert_no_cgroup, job_dirs, name, wait_for, Agent, Env};
-use lockstep::cgroup::knobs::is_frozen;
-use lockstep::cgroup::Knobs;
+use lockstep_cgroup::knobs::is_frozen;
+use lockstep_cgroup::Knobs;
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
@@ -17,7 +17,7 @@ use nix::unistd::Pid;
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 fn serial() -> std::sync::MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    SERIAL.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// A job started with `lockstep run` (a busy loop on every PU), killed and reaped when dropped.
@@ -52,7 +52,7 @@ impl Job {
     }
 
     fn pids(&self) -> Vec<i32> {
-        lockstep::cgroup::read_procs(&job_dirs(&self.name)[0])
+        lockstep_cgroup::read_procs(&job_dirs(&self.name)[0])
     }
 }
 
@@ -60,7 +60,7 @@ impl Drop for Job {
     fn drop(&mut self) {
         // Thaw first: a frozen job cannot die.
         if let Some(f) = self.knobs().freeze {
-            let _ = std::fs::write(&f, lockstep::cgroup::knobs::freeze_value(&f, false));
+            let _ = std::fs::write(&f, lockstep_cgroup::knobs::freeze_value(&f, false));
         }
         let _ = kill(Pid::from_raw(self.child.id() as i32), Signal::SIGTERM);
         let _ = self.child.wait();
@@ -141,7 +141,7 @@ fn boost_alternates_weights_and_cfs_writes_nothing() {
     ok(&env.run(&["policy", "set", "cfs"]));
     wait_for("weights restored", || a.weight() == default && b.weight() == default);
     let db = rusqlite::Connection::open(env.store()).unwrap();
-    let since = lockstep::store::now();
+    let since = lockstep_store::now();
     // Decisions reach the store once a second.
     std::thread::sleep(Duration::from_millis(2200));
     assert_eq!((a.weight(), b.weight()), (default.to_string(), default.to_string()));
@@ -220,7 +220,7 @@ fn two_agents_switch_slots_within_5_ms() {
     let (t1, t2) = (slot_times(&n1.store()), slot_times(&n2.store()));
     let common: Vec<f64> = t1.iter().filter_map(|(k, a)| t2.get(k).map(|b| (a - b).abs() * 1e3)).collect();
     assert!(common.len() >= 10, "expected ~20 common slots, got {}", common.len());
-    let worst = common.iter().cloned().fold(0.0, f64::max);
+    let worst = common.iter().copied().fold(0.0, f64::max);
     eprintln!("slot switch skew between the two agents: max {worst:.3} ms over {} slots", common.len());
     assert!(worst < 5.0, "slot switches {worst:.3} ms apart");
     drop(jobs);

@@ -17,7 +17,7 @@ use nix::unistd::Pid;
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 fn serial() -> std::sync::MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    SERIAL.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// Two processes of one job exchanging 64-byte messages over loopback TCP once the file `go` exists, `rounds`
@@ -68,7 +68,7 @@ impl Talkers {
             &gap.to_string(),
         ]);
         let dirs = job_dirs(&name);
-        wait_for("both processes of the job", || lockstep::cgroup::procs_below(&dirs[0]).len() >= 2);
+        wait_for("both processes of the job", || lockstep_cgroup::procs_below(&dirs[0]).len() >= 2);
         Self { name, go, child }
     }
 
@@ -78,9 +78,9 @@ impl Talkers {
     }
 
     fn threads(&self) -> Vec<i32> {
-        lockstep::cgroup::procs_below(&job_dirs(&self.name)[0])
+        lockstep_cgroup::procs_below(&job_dirs(&self.name)[0])
             .into_iter()
-            .flat_map(|pid| lockstep::procfs::threads(pid).unwrap_or_default())
+            .flat_map(|pid| lockstep_cgroup::procfs::threads(pid).unwrap_or_default())
             .collect()
     }
 
@@ -97,7 +97,7 @@ impl Talkers {
     }
 
     fn weight_file(&self) -> PathBuf {
-        lockstep::cgroup::Knobs::find(&job_dirs(&self.name)).weight.unwrap()
+        lockstep_cgroup::Knobs::find(&job_dirs(&self.name)).weight.unwrap()
     }
 
     fn weight(&self) -> String {
@@ -106,7 +106,7 @@ impl Talkers {
 
     /// Whether the job's processes have all exited.
     fn child_exited(&self) -> bool {
-        lockstep::cgroup::procs_below(&job_dirs(&self.name)[0]).is_empty()
+        lockstep_cgroup::procs_below(&job_dirs(&self.name)[0]).is_empty()
     }
 
     /// Waits for the job to end by itself.
@@ -137,7 +137,7 @@ impl Neighbour {
         let name = name(&format!("{test}-nb"));
         let child = env.spawn(&["run", "--job", &name, "--place", "any", "--", "sleep", "600"]);
         let dirs = job_dirs(&name);
-        wait_for("the neighbour's process", || !lockstep::cgroup::procs_below(&dirs[0]).is_empty());
+        wait_for("the neighbour's process", || !lockstep_cgroup::procs_below(&dirs[0]).is_empty());
         Self { name, child }
     }
 }

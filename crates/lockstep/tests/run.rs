@@ -5,7 +5,7 @@ use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Output};
 
-use lockstep::cpulist::CpuList;
+use lockstep_core::cpulist::CpuList;
 use serde_json::Value;
 
 mod common;

@@ -10,8 +10,8 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{stderr, wait_for};
-use lockstep::agent::protocol::Status;
-use lockstep::cgroup::knobs::is_frozen;
+use lockstep_cgroup::knobs::is_frozen;
+use lockstep_proto::protocol::Status;
 
 /// One cluster at a time: the bridge, namespaces and ports are fixed.
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
@@ -51,7 +51,7 @@ fn start(hooks: bool) -> Option<(std::sync::MutexGuard<'static, ()>, Cluster)> {
     if !can_run() {
         return None;
     }
-    let serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let serial = SERIAL.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     Some((serial, Cluster::up(hooks)))
 }
 
@@ -291,7 +291,7 @@ fn mpi_jobs_span_both_nodes_and_are_gang_scheduled_in_step() {
         .filter_map(|(k, a)| t2.get(k).map(|b| (a - b).abs() * 1e3))
         .collect();
     assert!(skews.len() >= 5, "expected several slot switches while the jobs ran, got {}", skews.len());
-    let worst = skews.iter().cloned().fold(0.0, f64::max);
+    let worst = skews.iter().copied().fold(0.0, f64::max);
     eprintln!("slot switch skew between n1 and n2 under two MPI jobs: max {worst:.3} ms over {} slots", skews.len());
     assert!(worst < 5.0, "slot switches {worst:.3} ms apart");
     nothing_frozen_or_boosted();

@@ -9,15 +9,15 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{name, stderr, wait_for, Agent, Env};
-use lockstep::agent::http::get;
-use lockstep::agent::protocol::JobCounts;
-use lockstep::store::Store;
+use lockstep_store::Store;
+use lockstep_telemetry::remote::get;
+use lockstep_telemetry::remote::JobCounts;
 
 /// The tests read CPU time and event counts of busy jobs on 2 PUs: one at a time.
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 fn serial() -> std::sync::MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    SERIAL.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// A loopback port nobody listens on now.
@@ -231,7 +231,7 @@ fn adopted_cgroup_outside_perf_event_is_counted_per_thread() {
             let deadline = Instant::now() + Duration::from_secs(5);
             for d in &self.0 {
                 while d.exists() && Instant::now() < deadline {
-                    for pid in lockstep::cgroup::read_procs(d) {
+                    for pid in lockstep_cgroup::read_procs(d) {
                         let _ =
                             nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
                     }
@@ -250,7 +250,7 @@ fn adopted_cgroup_outside_perf_event_is_counted_per_thread() {
     // SAFETY: the pre-exec closure only calls `cgroup::join`, which is async-signal-safe, on prepared paths.
     unsafe {
         use std::os::unix::process::CommandExt;
-        worker.pre_exec(move || procs.iter().try_for_each(lockstep::cgroup::join));
+        worker.pre_exec(move || procs.iter().try_for_each(lockstep_cgroup::join));
     }
     let worker = Daemon(worker.spawn().unwrap());
     let out = env.run(&["adopt", "--job", &job, "--cgroup", &format!("/{job}")]);

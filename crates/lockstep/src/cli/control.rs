@@ -2,9 +2,9 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::agent::client::{call, check};
-use crate::agent::protocol::{Request, Status};
-use crate::cosched::slot;
+use lockstep_core::cosched::slot;
+use lockstep_proto::client::{call, check};
+use lockstep_proto::protocol::{Request, Status};
 
 /// Arguments of `lockstep status`.
 #[derive(Debug, clap::Args)]
@@ -127,7 +127,7 @@ fn render(s: &Status) -> String {
 /// Runs `lockstep policy set`.
 pub fn policy(cmd: &PolicyCommand, socket: &Path) -> anyhow::Result<i32> {
     let PolicyCommand::Set { name, slot } = cmd;
-    crate::cosched::by_name(name)?;
+    lockstep_core::cosched::by_name(name)?;
     let slot_ms = slot.as_deref().map(slot::parse).transpose()?.map(|d| d.as_millis() as u64);
     check(call(socket, &Request::Policy { name: name.clone(), slot_ms })?)?;
     Ok(0)
@@ -135,7 +135,7 @@ pub fn policy(cmd: &PolicyCommand, socket: &Path) -> anyhow::Result<i32> {
 
 /// Runs `lockstep adopt`.
 pub fn adopt(args: &AdoptArgs, socket: &Path) -> anyhow::Result<i32> {
-    crate::launch::check_job_name(&args.job)?;
+    lockstep_proto::names::check_job_name(&args.job)?;
     let request = Request::Adopt {
         job: args.job.clone(),
         cgroups: args.cgroup.clone(),

@@ -2,9 +2,9 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::error::UsageError;
-use crate::experiment::{self, counters, locks, report, runner, AnySpec};
-use crate::store::Store;
+use lockstep_core::error::UsageError;
+use lockstep_lab::{self as experiment, counters, locks, report, runner, AnySpec};
+use lockstep_store::Store;
 
 /// `lockstep experiment …`.
 #[derive(Debug, clap::Subcommand)]

@@ -2,8 +2,8 @@
 
 use std::path::Path;
 
-use crate::jobs::{liveness, reconcile, Liveness};
-use crate::store::Store;
+use lockstep_jobs::reconcile::{liveness, reconcile, Liveness};
+use lockstep_store::Store;
 
 /// Arguments of `lockstep jobs`.
 #[derive(Debug, clap::Args)]
@@ -21,7 +21,7 @@ pub fn exec(args: &Args, store: &Path) -> anyhow::Result<i32> {
     let store = Store::open(store)?;
     reconcile(&store)?;
     let jobs = store.jobs(args.all)?;
-    let state = |j: &crate::store::JobRow| {
+    let state = |j: &lockstep_store::JobRow| {
         if j.state == "running" && liveness(j) == Liveness::Orphaned {
             "orphaned".to_string()
         } else {

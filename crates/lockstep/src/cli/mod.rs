@@ -1,6 +1,5 @@
 //! Command-line interface: argument parsing and one module per subcommand.
 
-mod agent;
 mod control;
 mod experiment;
 mod jobs;
@@ -39,8 +38,14 @@ enum Command {
     Run(run::Args),
     /// List the jobs of this node.
     Jobs(jobs::Args),
-    /// Run the node agent in the foreground (co-scheduling, watchdog, control socket).
-    Agent(agent::Args),
+    /// Run the node agent in the foreground (co-scheduling, watchdog, control socket): `lockstepd`, beside
+    /// this program, with the same arguments (`lockstep agent --help` lists them).
+    #[command(disable_help_flag = true)]
+    Agent {
+        /// Arguments for lockstepd.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, value_name = "ARGS")]
+        args: Vec<std::ffi::OsString>,
+    },
     /// Show the agent's live table: policy, slot, rows, and each job's state.
     Status(control::StatusArgs),
     /// Change the agent's co-scheduling policy.
@@ -61,30 +66,22 @@ enum Command {
 }
 
 /// Parses arguments and runs the command; returns the process exit status.
-pub fn main() -> anyhow::Result<i32> {
-    let cli = match Cli::try_parse() {
-        Ok(cli) => cli,
-        Err(e) if e.use_stderr() => {
-            // One line, as for every other bad input: clap's first line names the problem.
-            // clap's message runs up to the first blank line (a list of missing arguments is indented below).
-            let text = e.render().to_string();
-            let message: Vec<&str> = text.lines().take_while(|l| !l.trim().is_empty()).map(str::trim).collect();
-            eprintln!("lockstep: {}", message.join(" ").trim_start_matches("error: "));
-            return Ok(crate::error::EXIT_USAGE);
-        }
-        Err(e) => {
-            e.print()?;
-            return Ok(0);
-        }
-    };
-    let store = crate::store::resolve_path(cli.store.as_deref());
-    let socket = crate::agent::client::resolve_socket(cli.socket.as_deref());
+pub fn main() -> i32 {
+    match Cli::try_parse() {
+        Ok(cli) => lockstep_core::error::exit_status("lockstep", exec(cli)),
+        Err(e) => lockstep_core::error::clap_exit("lockstep", &e.render().to_string(), e.use_stderr()),
+    }
+}
+
+fn exec(cli: Cli) -> anyhow::Result<i32> {
+    let store = lockstep_store::resolve_path(cli.store.as_deref());
+    let socket = lockstep_proto::client::resolve_socket(cli.socket.as_deref());
     match cli.command {
         Command::Topo(args) => topo::exec(&args),
         Command::Place(args) => place::exec(&args),
         Command::Run(args) => run::exec(&args, &store, &socket),
         Command::Jobs(args) => jobs::exec(&args, &store),
-        Command::Agent(args) => agent::exec(&args, cli.socket.as_deref(), cli.store.as_deref()),
+        Command::Agent { args } => agent(cli.store.as_deref(), cli.socket.as_deref(), &args),
         Command::Status(args) => control::status(&args, &socket),
         Command::Policy(cmd) => control::policy(&cmd, &socket),
         Command::Adopt(args) => control::adopt(&args, &socket),
@@ -93,4 +90,24 @@ pub fn main() -> anyhow::Result<i32> {
         Command::Stat(args) => stat::exec(&args, &store, &socket),
         Command::Slurm(cmd) => slurm::exec(&cmd, &socket),
     }
+}
+
+/// `lockstep agent ARGS`: replaces this process with `lockstepd` from the same directory (so the daemon keeps
+/// this PID and links none of the experiment code), passing `--store`/`--socket` given before `agent`.
+fn agent(
+    store: Option<&std::path::Path>,
+    socket: Option<&std::path::Path>,
+    args: &[std::ffi::OsString],
+) -> anyhow::Result<i32> {
+    use std::os::unix::process::CommandExt;
+    let daemon = std::env::current_exe()?.with_file_name("lockstepd");
+    let mut cmd = std::process::Command::new(&daemon);
+    if let Some(store) = store {
+        cmd.arg("--store").arg(store);
+    }
+    if let Some(socket) = socket {
+        cmd.arg("--socket").arg(socket);
+    }
+    let e = cmd.args(args).exec();
+    anyhow::bail!("cannot run the agent {}: {e} (make build installs it beside lockstep)", daemon.display())
 }

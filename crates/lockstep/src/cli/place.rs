@@ -1,7 +1,7 @@
 //! `lockstep place --policy POLICY [--cpus N] [--xml FILE] [--json]`.
 
 use super::topo::Source;
-use crate::place::{place, POLICY_NAMES};
+use lockstep_core::place::{place, POLICY_NAMES};
 
 /// Arguments of `lockstep place`.
 #[derive(Debug, clap::Args)]

@@ -2,10 +2,10 @@
 
 use std::path::Path;
 
-use crate::launch::{self, Request};
-use crate::place::place;
-use crate::store::Store;
-use crate::topo::Machine;
+use lockstep_core::place::place;
+use lockstep_core::topo::Machine;
+use lockstep_jobs::launch::{self, Request};
+use lockstep_store::Store;
 
 /// Arguments of `lockstep run`.
 #[derive(Debug, clap::Args)]
@@ -52,7 +52,7 @@ fn parse_bytes(s: &str) -> Result<u64, String> {
 
 /// Runs `lockstep run`; returns the command's exit status.
 pub fn exec(args: &Args, store: &Path, socket: &Path) -> anyhow::Result<i32> {
-    launch::check_job_name(&args.job)?;
+    lockstep_proto::names::check_job_name(&args.job)?;
     let placement = place(&Machine::live()?, &args.place, args.cpus)?;
     let mut store = Store::open(store)?;
     launch::run(

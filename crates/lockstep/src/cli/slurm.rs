@@ -5,10 +5,10 @@
 
 use std::path::Path;
 
-use crate::agent::client::{call_if_running, check};
-use crate::agent::protocol::Request;
-use crate::error::UsageError;
-use crate::slurm;
+use lockstep_core::error::UsageError;
+use lockstep_proto::client::{call_if_running, check};
+use lockstep_proto::protocol::Request;
+use lockstep_slurm as slurm;
 
 /// `lockstep slurm …`.
 #[derive(Debug, clap::Subcommand)]

@@ -10,12 +10,12 @@ use nix::sys::signal::{signal, SigHandler, Signal};
 
 use std::path::Path;
 
-use crate::cgroup::procs_below;
-use crate::error::UsageError;
-use crate::telemetry::counters::{Counters, Reading};
-use crate::telemetry::events::{parse_event, parse_list, EventSpec, DEFAULT};
-use crate::telemetry::format::{line, Style};
-use crate::telemetry::remote;
+use lockstep_cgroup::procs_below;
+use lockstep_core::error::UsageError;
+use lockstep_telemetry::counters::{Counters, Reading};
+use lockstep_telemetry::events::{parse_event, parse_list, EventSpec, DEFAULT};
+use lockstep_telemetry::format::{line, Style};
+use lockstep_telemetry::remote;
 
 /// Arguments of `lockstep stat`.
 #[derive(Debug, clap::Args)]
@@ -66,7 +66,7 @@ extern "C" fn on_stop(_: libc::c_int) {
 pub fn exec(args: &Args, store: &Path, socket: &Path) -> anyhow::Result<i32> {
     let style = Style { csv: args.separator.clone(), json: args.json };
     let nodes = match (&args.job, &args.nodes) {
-        (Some(job), None) => crate::slurm::job_id(job).map(|id| slurm_nodes(id, args.metrics_port)).transpose()?,
+        (Some(job), None) => lockstep_slurm::job_id(job).map(|id| slurm_nodes(id, args.metrics_port)).transpose()?,
         (_, nodes) => nodes.clone(),
     };
     if let (Some(job), Some(nodes)) = (&args.job, &nodes) {
@@ -91,7 +91,7 @@ pub fn exec(args: &Args, store: &Path, socket: &Path) -> anyhow::Result<i32> {
 
 /// The agents (`ADDR:PORT,…`) of the nodes Slurm job `id` runs on.
 fn slurm_nodes(id: u64, port: u16) -> anyhow::Result<String> {
-    let job = crate::slurm::show_job(id)?
+    let job = lockstep_slurm::show_job(id)?
         .ok_or_else(|| UsageError::new(format!("Slurm does not know job {id} (see squeue)")))?;
     if job.nodes.is_empty() {
         return Err(UsageError::new(format!("Slurm job {id} has no nodes ({})", job.state)).into());
@@ -99,7 +99,7 @@ fn slurm_nodes(id: u64, port: u16) -> anyhow::Result<String> {
     let addrs: Vec<String> = job
         .nodes
         .iter()
-        .map(|n| crate::slurm::node_addr(n).map(|a| format!("{a}:{port}")))
+        .map(|n| lockstep_slurm::node_addr(n).map(|a| format!("{a}:{port}")))
         .collect::<anyhow::Result<_>>()?;
     Ok(addrs.join(","))
 }
@@ -107,12 +107,12 @@ fn slurm_nodes(id: u64, port: u16) -> anyhow::Result<String> {
 /// The processes of a running job of this node, as a `-p` list: a `lockstep run` job of the store, else a job
 /// the local agent manages (its cgroups and the cgroups below them).
 fn job_pids(store: &Path, socket: &Path, job: &str) -> anyhow::Result<String> {
-    let store = crate::store::Store::open(store)?;
+    let store = lockstep_store::Store::open(store)?;
     let row = store.jobs(false)?.into_iter().find(|j| j.name == job);
     let mut pids = row.and_then(|j| j.cgroup).map(|cg| cg.pids()).unwrap_or_default();
     if pids.is_empty() {
-        let status = crate::agent::client::call_if_running(socket, &crate::agent::protocol::Request::Status);
-        if let Some(Ok(crate::agent::protocol::Response { status: Some(status), .. })) = status {
+        let status = lockstep_proto::client::call_if_running(socket, &lockstep_proto::protocol::Request::Status);
+        if let Some(Ok(lockstep_proto::protocol::Response { status: Some(status), .. })) = status {
             let managed = status.jobs.into_iter().find(|j| j.name == job);
             pids = managed.map_or_else(Vec::new, |j| j.cgroups.iter().flat_map(|d| procs_below(d)).collect());
         }
@@ -140,7 +140,10 @@ fn count_pids(
     }
     let mut tids = Vec::new();
     for &pid in &pids {
-        tids.extend(crate::procfs::threads(pid).ok_or_else(|| UsageError::new(format!("PID {pid} does not exist")))?);
+        tids.extend(
+            lockstep_cgroup::procfs::threads(pid)
+                .ok_or_else(|| UsageError::new(format!("PID {pid} does not exist")))?,
+        );
     }
     let mut counters = Counters::open(groups, &tids, false)?;
     stop_on_signals()?;
@@ -158,7 +161,7 @@ fn count_command(
 ) -> anyhow::Result<i32> {
     use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
     use nix::unistd::{execv, fork, ForkResult};
-    let program = crate::launch::resolve_command(&command[0])?;
+    let program = lockstep_jobs::launch::resolve_command(&command[0])?;
     let path = std::ffi::CString::new(program.as_os_str().as_encoded_bytes())?;
     let argv: Vec<std::ffi::CString> =
         command.iter().map(|a| std::ffi::CString::new(a.as_bytes())).collect::<Result<_, _>>()?;
@@ -175,7 +178,7 @@ fn count_command(
             let mut byte = 0u8;
             // Wait until the counters are attached; they start at exec (enable_on_exec). End-of-file (the
             // parent failed) means: do not run.
-            if libc::read(read.as_raw_fd(), (&mut byte as *mut u8).cast(), 1) == 1 {
+            if libc::read(read.as_raw_fd(), (&raw mut byte).cast(), 1) == 1 {
                 let _ = execv(&path, &argv);
             }
             libc::_exit(127)
@@ -284,7 +287,7 @@ fn count_nodes(
     if nodes.iter().any(|n| n.is_empty()) {
         return Err(UsageError::new(format!("malformed --nodes list {nodes:?} (expected HOST:PORT,HOST:PORT)")).into());
     }
-    let poll = || -> anyhow::Result<Vec<Option<crate::agent::protocol::JobCounts>>> {
+    let poll = || -> anyhow::Result<Vec<Option<lockstep_telemetry::remote::JobCounts>>> {
         nodes.iter().map(|n| remote::fetch(n, job)).collect()
     };
     let first = poll()?;

@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use crate::topo::Machine;
+use lockstep_core::topo::Machine;
 
 /// Where a topology comes from and how to print the result; shared by `topo` and `place`.
 #[derive(Debug, clap::Args)]

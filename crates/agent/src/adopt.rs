@@ -1,0 +1,193 @@
+//! Turning an adopt or register request into a managed job: which cgroups, which PUs.
+
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use super::managed::{Group, Managed, Origin};
+use lockstep_cgroup::procfs;
+use lockstep_cgroup::{Backend, CreateError};
+use lockstep_core::cosched::Desired;
+use lockstep_core::cpulist::CpuList;
+use lockstep_core::error::UsageError;
+
+/// A job over existing cgroup paths (absolute, or relative to the hierarchy roots).
+pub fn from_cgroups(backend: &dyn Backend, name: &str, paths: &[PathBuf], row: Option<u32>) -> anyhow::Result<Managed> {
+    let mut groups = Vec::new();
+    for path in paths {
+        let relative = relative_to_roots(backend, path);
+        let dirs = backend.existing(&relative);
+        if dirs.is_empty() {
+            return Err(UsageError::new(format!(
+                "cgroup {} does not exist in any mounted hierarchy (expected a path like /slurm_node/uid_0/job_1/step_0)",
+                path.display()
+            ))
+            .into());
+        }
+        groups.push(Group::new(dirs));
+    }
+    Ok(managed(name, groups, row, Origin::Cgroup))
+}
+
+/// A job over the cgroups of podman containers (the v1 freezer or v2 cgroup of each container's init process).
+pub fn from_containers(backend: &dyn Backend, name: &str, ids: &[String], row: Option<u32>) -> anyhow::Result<Managed> {
+    let mut paths = Vec::new();
+    for id in ids {
+        let out = Command::new("podman").args(["inspect", "--format", "{{.State.Pid}}", id]).output();
+        let pid: Option<i32> = out
+            .ok()
+            .filter(|o| o.status.success())
+            .and_then(|o| String::from_utf8_lossy(&o.stdout).trim().parse().ok())
+            .filter(|&p| p > 0);
+        let Some(pid) = pid else {
+            return Err(UsageError::new(format!(
+                "container {id:?} is not running under podman (podman inspect found no PID)"
+            ))
+            .into());
+        };
+        paths.push(PathBuf::from(
+            process_cgroup(pid)
+                .ok_or_else(|| UsageError::new(format!("cannot read the cgroup of container {id:?} (PID {pid})")))?,
+        ));
+    }
+    from_cgroups(backend, name, &paths, row)
+}
+
+/// A job over processes moved into a new cgroup `lockstep/<name>` of the agent's (freezer and cpu only on v1).
+pub fn from_pids(backend: &dyn Backend, name: &str, pids: &[i32], row: Option<u32>) -> anyhow::Result<Managed> {
+    let mut before = Vec::new();
+    for &pid in pids {
+        let cgroups = procfs::cgroups(pid)
+            .ok_or_else(|| UsageError::new(format!("PID {pid} does not exist (expected running processes)")))?;
+        before.push((pid, cgroups));
+    }
+    let created = backend.create_control(name).map_err(|e| match e {
+        CreateError::Exists(_) => {
+            UsageError::new(format!("job name {name:?} is in use (cgroup lockstep/{name} exists)")).into()
+        }
+        e if e.is_usage() => anyhow::Error::from(UsageError::new(e.to_string())),
+        e => anyhow::Error::from(e),
+    })?;
+    let roots = backend.roots();
+    let mut moved = Vec::new();
+    for (pid, cgroups) in before {
+        // Where the PID was in each hierarchy the new cgroup spans, to move it back on release.
+        let mut back = Vec::new();
+        for dir in &created.dirs {
+            let Some(root) = roots.iter().filter(|r| dir.starts_with(r)).max_by_key(|r| r.as_os_str().len()) else {
+                continue;
+            };
+            if let Some(path) = original_path(root, &cgroups) {
+                back.push(root.join(path.trim_start_matches('/')).join("cgroup.procs"));
+            }
+        }
+        for dir in &created.dirs {
+            if let Err(e) = std::fs::write(dir.join("cgroup.procs"), pid.to_string()) {
+                for d in &created.dirs {
+                    let _ = lockstep_cgroup::remove_dir(d);
+                }
+                return Err(UsageError::new(format!("cannot move PID {pid} into {}: {e}", dir.display())).into());
+            }
+        }
+        moved.push((pid, back));
+    }
+    let group = Group::new(created.dirs.clone());
+    Ok(managed(name, vec![group], row, Origin::Pids { moved, created }))
+}
+
+/// A job registered by `lockstep run` with its cgroup directories.
+pub fn from_run(name: &str, dirs: Vec<PathBuf>, row: Option<u32>) -> Managed {
+    managed(name, vec![Group::new(dirs)], row, Origin::Run)
+}
+
+/// A Slurm job found in Slurm's cgroups (see [`super::slurm`]), owned by `uid` when the prolog or Slurm's path
+/// says (else by its first process's owner); `weight_dir` joins its first group.
+pub fn from_slurm(
+    name: &str,
+    id: u64,
+    uid: Option<u32>,
+    dirs: Vec<PathBuf>,
+    mut groups: Vec<Vec<PathBuf>>,
+    weight_dir: Option<PathBuf>,
+    row: Option<u32>,
+) -> Managed {
+    if let (Some(w), Some(first)) = (&weight_dir, groups.first_mut()) {
+        first.push(w.clone());
+    }
+    let origin = Origin::Slurm { id, dirs, weight_dir };
+    let mut job = managed(name, groups.into_iter().map(Group::new).collect(), row, origin);
+    // The prolog's word, or Slurm's path, over a process's owner (a step's first process may be root's).
+    if let Some(uid) = uid {
+        job.owner = uid;
+    }
+    job
+}
+
+/// A job over `groups`, owned by whoever owns its first process (root when it has none yet).
+fn managed(name: &str, groups: Vec<Group>, row: Option<u32>, origin: Origin) -> Managed {
+    let dirs: Vec<PathBuf> = groups.iter().filter_map(|g| g.dirs.first().cloned()).collect();
+    Managed {
+        owner: process_owner(&dirs).unwrap_or(0),
+        name: name.to_string(),
+        pus: pus(&groups),
+        groups,
+        pinned: row,
+        row: row.unwrap_or(0),
+        applied: Desired::default(),
+        planned: Desired::default(),
+        origin,
+    }
+}
+
+/// The owner of the first process in `dirs` (or below them).
+fn process_owner(dirs: &[PathBuf]) -> Option<u32> {
+    let pid = dirs.iter().flat_map(|d| lockstep_cgroup::procs_below(d)).next()?;
+    std::fs::metadata(format!("/proc/{pid}")).ok().map(|m| m.uid())
+}
+
+/// The PUs `groups` may run on: their cpusets, else the affinity of the processes in them (and below), else
+/// every online PU.
+pub fn pus(groups: &[Group]) -> CpuList {
+    let mut pus = CpuList::new();
+    for g in groups {
+        let mine = g.knobs.pus().or_else(|| {
+            let pids = lockstep_cgroup::procs_below(g.dirs.first()?);
+            let lists: Vec<CpuList> =
+                pids.iter().filter_map(|&p| CpuList::parse(&procfs::cpus_allowed(p)?).ok()).collect();
+            (!lists.is_empty()).then(|| lists.iter().flat_map(CpuList::iter).collect())
+        });
+        for pu in mine.unwrap_or_else(CpuList::online).iter() {
+            pus.insert(pu);
+        }
+    }
+    pus
+}
+
+/// `path` relative to whichever hierarchy root it lies under; a relative path stays as given.
+fn relative_to_roots(backend: &dyn Backend, path: &Path) -> PathBuf {
+    backend
+        .roots()
+        .iter()
+        .filter_map(|r| path.strip_prefix(r).ok())
+        .min_by_key(|p| p.as_os_str().len()).map_or_else(|| path.to_path_buf(), Path::to_path_buf)
+}
+
+/// The cgroup path of `pid` in the freezer hierarchy (v1) or the unified one (v2).
+fn process_cgroup(pid: i32) -> Option<String> {
+    let cgroups = procfs::cgroups(pid)?;
+    cgroups
+        .iter()
+        .find(|(c, _)| c.split(',').any(|x| x == "freezer"))
+        .or_else(|| cgroups.iter().find(|(c, _)| c.is_empty()))
+        .map(|(_, p)| p.clone())
+}
+
+/// The path, in `/proc/PID/cgroup` terms, of the hierarchy mounted at `root`.
+fn original_path(root: &Path, cgroups: &[(String, String)]) -> Option<String> {
+    let name = root.file_name()?.to_string_lossy().into_owned();
+    cgroups
+        .iter()
+        .find(|(c, _)| !c.is_empty() && name.split(',').all(|n| c.split(',').any(|x| x == n)))
+        .or_else(|| cgroups.iter().find(|(c, _)| c.is_empty()))
+        .map(|(_, p)| p.clone())
+}

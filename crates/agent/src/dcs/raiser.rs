@@ -1,0 +1,75 @@
+//! How `dcs` raises a job a message arrived for: one trait, one file per mechanism ([`Raise`]).
+
+use std::collections::HashMap;
+
+use super::super::journal::Journal;
+use super::super::managed::Managed;
+use super::threads::{Before, Changed, Thread};
+use lockstep_core::cosched::Raise;
+use lockstep_store::Store;
+
+/// What the agent's journal and store are, for a raiser's changes.
+pub struct Ctx<'a> {
+    /// The restore journal (every change goes through it first).
+    pub journal: &'a mut Journal,
+    /// The store behind it.
+    pub store: &'a Store,
+}
+
+/// The job to raise, with its threads on this node as last scanned.
+pub struct Target<'a> {
+    /// The job.
+    pub job: &'a mut Managed,
+    /// Its threads.
+    pub threads: &'a [Thread],
+}
+
+/// What one raise changed, to be put back by [`Raiser::lower`].
+#[derive(Debug, Default)]
+pub struct Raised {
+    /// Threads changed, with their scheduling before (per-thread mechanisms).
+    pub threads: Changed,
+}
+
+/// A boost mechanism.
+pub trait Raiser: Send {
+    /// Raises a job for one quantum.
+    fn raise(&mut self, target: Target<'_>, ctx: &mut Ctx<'_>) -> anyhow::Result<Raised>;
+    /// Puts back what `raise` changed.
+    fn lower(&mut self, job: &mut Managed, raised: Raised, ctx: &mut Ctx<'_>) -> anyhow::Result<()>;
+    /// The job leaves `dcs` (it ended, or the policy changed), lowered already: puts back what stays changed
+    /// between raises and drops its journal entries.
+    fn leave(&mut self, job: &str, ctx: &mut Ctx<'_>) -> anyhow::Result<()>;
+    /// `dcs` stops, every job has left: puts back what the mechanism changed for all jobs.
+    fn stop(&mut self, _ctx: &mut Ctx<'_>) -> anyhow::Result<()> {
+        Ok(())
+    }
+}
+
+/// The raiser for `raise`.
+pub fn for_kind(raise: Raise) -> Box<dyn Raiser> {
+    match raise {
+        Raise::Weight => Box::new(super::weight::Weight),
+        Raise::Rr => Box::new(super::rr::Rr::default()),
+        Raise::Nice => Box::new(super::nice::Nice::default()),
+    }
+}
+
+/// The threads a per-thread mechanism journaled, per job, with their scheduling before, until the job leaves.
+#[derive(Debug, Default)]
+pub struct Journaled(HashMap<String, Before>);
+
+impl Journaled {
+    /// The job's threads, to add to.
+    pub fn of(&mut self, job: &str) -> &mut Before {
+        self.0.entry(job.to_string()).or_default()
+    }
+
+    /// Drops the job's entries from the journal (its threads are back already).
+    pub fn forget(&mut self, job: &str, journal: &mut Journal) -> anyhow::Result<()> {
+        for thread in self.0.remove(job).unwrap_or_default().into_keys() {
+            journal.forget(&thread.target())?;
+        }
+        Ok(())
+    }
+}

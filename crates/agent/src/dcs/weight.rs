@@ -1,0 +1,26 @@
+//! Raising by CPU weight: the job's cgroups get [`lockstep_core::cosched::BOOST_WEIGHT`] for the quantum, as `boost`
+//! gives the active row; lowering puts back what the slot plan wants.
+
+use super::raiser::{Ctx, Raised, Raiser, Target};
+use crate::managed::Managed;
+use lockstep_core::cosched::Desired;
+
+/// The weight mechanism.
+pub struct Weight;
+
+impl Raiser for Weight {
+    fn raise(&mut self, target: Target<'_>, ctx: &mut Ctx<'_>) -> anyhow::Result<Raised> {
+        let job = target.job;
+        job.apply(Desired { frozen: job.applied.frozen, boosted: true }, ctx.journal, ctx.store)?;
+        Ok(Raised::default())
+    }
+
+    fn lower(&mut self, job: &mut Managed, _raised: Raised, ctx: &mut Ctx<'_>) -> anyhow::Result<()> {
+        job.apply(Desired { frozen: job.applied.frozen, boosted: job.planned.boosted }, ctx.journal, ctx.store)?;
+        Ok(())
+    }
+
+    fn leave(&mut self, _job: &str, _ctx: &mut Ctx<'_>) -> anyhow::Result<()> {
+        Ok(())
+    }
+}

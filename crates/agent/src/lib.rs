@@ -1,0 +1,458 @@
+//! The node agent: manages jobs' cgroups under a co-scheduling policy, switching at wall-clock slot
+//! boundaries, serving the CLI on a Unix socket, with a watchdog and a restore journal so that no job is left
+//! frozen or boosted whatever happens to it.
+
+mod adopt;
+pub mod dcs;
+pub mod http;
+mod journal;
+mod managed;
+pub mod sampler;
+mod server;
+mod slurm;
+mod watchdog;
+
+use std::collections::{HashMap, HashSet};
+use std::path::PathBuf;
+use std::sync::{Arc, Condvar, Mutex, Weak};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{SigSet, Signal};
+
+use journal::Journal;
+use lockstep_cgroup::Backend;
+use lockstep_core::cosched::rows::{self, Entry};
+use lockstep_core::cosched::{self, slot, JobView, Policy};
+use lockstep_proto::protocol::{JobStatus, Status};
+use lockstep_store::{Decision, SlurmJob, Store};
+use managed::{Gone, Managed};
+use watchdog::Watchdog;
+
+/// How the agent starts.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Unix socket to serve.
+    pub socket: PathBuf,
+    /// Store path.
+    pub store: PathBuf,
+    /// Node name (decisions and status carry it).
+    pub node: String,
+    /// Initial policy.
+    pub policy: String,
+    /// Initial slot length.
+    pub slot: Duration,
+    /// What every job is counted with.
+    pub telemetry: sampler::Settings,
+    /// Where to serve `/metrics` over HTTP, if anywhere.
+    pub metrics: Option<std::net::SocketAddr>,
+    /// This node's name in Slurm (`slurm_<name>` in Slurm's cgroup paths).
+    pub slurm_node: String,
+    /// How `dcs` runs.
+    pub dcs: dcs::Settings,
+}
+
+/// How often decisions reach the store (they are batched: one transaction per interval, not per slot).
+const LOG_INTERVAL: Duration = Duration::from_secs(1);
+
+/// Everything the slot loop and the socket server share.
+pub struct Agent {
+    policy: Box<dyn Policy>,
+    slot: Duration,
+    jobs: Vec<Managed>,
+    journal: Journal,
+    store: Store,
+    backend: Box<dyn Backend>,
+    node: String,
+    current_slot: u64,
+    active_row: u32,
+    rows: u32,
+    last_apply_us: f64,
+    /// Set by the server when the plan must be redone at once (policy change, new or released job).
+    replan: bool,
+    /// Decisions not yet in the store, and when they were last written.
+    pending: Vec<Decision>,
+    last_flush: Instant,
+    stop: bool,
+    /// Every job's counters.
+    telemetry: sampler::SharedTelemetry,
+    /// Slurm jobs the prolog announced, by ID.
+    slurm: HashMap<u64, SlurmJob>,
+    /// Slurm jobs whose epilog ran, while their cgroups are still there.
+    slurm_done: HashSet<u64>,
+    /// Message-driven raises, while a `dcs` policy is in force.
+    dcs: Option<dcs::Engine>,
+    /// How `dcs` runs when a policy asks for it.
+    dcs_settings: dcs::Settings,
+    /// The agent itself, for the threads it starts later (`dcs`).
+    me: Weak<SharedInner>,
+}
+
+/// The agent and the condition the slot loop sleeps on.
+pub type SharedInner = (Mutex<Agent>, Condvar);
+
+/// The shared agent.
+pub type Shared = Arc<SharedInner>;
+
+impl Agent {
+    /// Applies the policy for slot `k` to every job; logs the decisions, the tick itself as `slot` at a slot
+    /// boundary and as `replan` when jobs or the policy changed within a slot.
+    fn tick(&mut self, k: u64, boundary: bool) {
+        let started = Instant::now();
+        let started_at = lockstep_store::now();
+        self.drop_ended();
+        let entries: Vec<Entry> =
+            self.jobs.iter().map(|j| Entry { name: &j.name, pus: &j.pus, pinned: j.pinned }).collect();
+        let (rows, count) = rows::assign(&entries);
+        for (j, r) in self.jobs.iter_mut().zip(&rows) {
+            j.row = *r;
+        }
+        self.rows = count;
+        self.current_slot = k;
+        self.active_row = (k % u64::from(count)) as u32;
+        let views: Vec<JobView> = self.jobs.iter().map(|j| JobView { row: j.row, pus: &j.pus }).collect();
+        let mut plan = self.policy.plan(self.active_row, &views);
+        for (j, p) in self.jobs.iter_mut().zip(plan.iter_mut()) {
+            j.planned = *p;
+            // A job dcs raised by weight keeps it until its quantum is over.
+            p.boosted |= self.dcs.as_ref().is_some_and(|d| d.holds_weight(&j.name));
+        }
+        // Thaw and boost before freezing and lowering, so that no two sharing jobs are ever frozen together.
+        let mut order: Vec<usize> = (0..self.jobs.len()).collect();
+        order.sort_by_key(|&i| plan[i].frozen || (!plan[i].boosted && self.jobs[i].applied.boosted));
+        let mut decisions = Vec::new();
+        let mut gone = Vec::new();
+        for i in order {
+            let t0 = Instant::now();
+            match self.jobs[i].apply(plan[i], &mut self.journal, &self.store) {
+                Ok(actions) => {
+                    for a in actions {
+                        decisions.push(self.decision(Some(&self.jobs[i].name), a, t0.elapsed()));
+                    }
+                }
+                Err(e) if e.is::<Gone>() => gone.push(i),
+                Err(e) => eprintln!("lockstep agent: job {}: {e:#}", self.jobs[i].name),
+            }
+        }
+        gone.sort_unstable();
+        for i in gone.into_iter().rev() {
+            self.retire(i);
+        }
+        self.last_apply_us = started.elapsed().as_secs_f64() * 1e6;
+        let mut slot_record = self.decision(None, if boundary { "slot" } else { "replan" }, started.elapsed());
+        slot_record.time = started_at;
+        decisions.insert(0, slot_record);
+        self.pending.extend(decisions);
+        if self.last_flush.elapsed() >= LOG_INTERVAL {
+            self.flush();
+        }
+    }
+
+    /// Releases the jobs that have ended (their cgroups removed, or their adopted processes exited), and drops the
+    /// cgroups that are gone from the jobs that go on.
+    fn drop_ended(&mut self) {
+        for i in (0..self.jobs.len()).rev() {
+            if let Err(e) = self.jobs[i].prune(&mut self.journal) {
+                eprintln!("lockstep agent: job {}: {e:#}", self.jobs[i].name);
+            }
+            if self.jobs[i].ended() {
+                self.retire(i);
+            }
+        }
+    }
+
+    /// Forgets job `i`, which has ended: restores what is left of it (files already gone are fine), removes the
+    /// cgroup the agent created for it, and logs `gone`.
+    fn retire(&mut self, i: usize) {
+        let mut job = self.jobs.remove(i);
+        self.dcs_leave(&mut job);
+        self.uncount(&job.name);
+        if let Err(e) = job.release(&mut self.journal, &self.store) {
+            eprintln!("lockstep agent: cannot clean up ended job {}: {e:#}", job.name);
+        }
+        let _ = self.store.managed_remove(&job.name);
+        let d = self.decision(Some(&job.name), "gone", Duration::ZERO);
+        self.pending.push(d);
+    }
+
+    /// Writes pending decisions and journal removals to the store in one transaction.
+    fn flush(&mut self) {
+        let restored = self.journal.take_restored();
+        if let Err(e) = self.store.log_decisions(&self.pending, &restored) {
+            eprintln!("lockstep agent: cannot log decisions: {e:#}");
+        }
+        self.pending.clear();
+        self.last_flush = Instant::now();
+    }
+
+    fn decision(&self, job: Option<&str>, action: &str, took: Duration) -> Decision {
+        Decision {
+            time: lockstep_store::now(),
+            node: self.node.clone(),
+            policy: self.policy.name().to_string(),
+            slot: self.current_slot,
+            active_row: self.active_row,
+            rows: self.rows,
+            job: job.map(str::to_string),
+            action: action.to_string(),
+            duration_us: took.as_secs_f64() * 1e6,
+        }
+    }
+
+    /// Lowers `job`, which leaves the agent, if `dcs` raised it, and drops what `dcs` keeps of it.
+    fn dcs_leave(&mut self, job: &mut Managed) {
+        if let Some(engine) = self.dcs.as_mut() {
+            engine.leave(job, dcs::Ctx { journal: &mut self.journal, store: &self.store });
+        }
+    }
+
+    /// Switches `dcs` to `want` (the policy's [`Policy::raise`]): started (probe loaded and attached, or the error saying what is
+    /// missing, with nothing changed), stopped (every raise put back), or kept.
+    fn switch_dcs(&mut self, want: Option<cosched::Raise>) -> anyhow::Result<()> {
+        if self.dcs.as_ref().map(|e| e.raise) == want {
+            return Ok(());
+        }
+        let started = match want {
+            Some(raise) => Some(dcs::Engine::start(self.me.clone(), raise, &self.dcs_settings)?),
+            None => None,
+        };
+        if let Some(old) = std::mem::replace(&mut self.dcs, started) {
+            old.stop(&mut self.jobs, dcs::Ctx { journal: &mut self.journal, store: &self.store });
+        }
+        Ok(())
+    }
+
+    /// Restores every job's cgroups on the way out. Jobs stay in the store, so that the next agent takes them
+    /// over; adopted processes stay in the agent's cgroups for the same reason.
+    fn restore_all(&mut self) {
+        if let Some(old) = self.dcs.take() {
+            old.stop(&mut self.jobs, dcs::Ctx { journal: &mut self.journal, store: &self.store });
+        }
+        for job in &mut self.jobs {
+            if let Err(e) = job.apply(cosched::Desired::default(), &mut self.journal, &self.store) {
+                if !e.is::<Gone>() {
+                    eprintln!("lockstep agent: cannot restore job {}: {e:#}", job.name);
+                }
+            }
+        }
+        self.flush();
+    }
+
+    /// Takes over the jobs a previous agent managed (their cgroups still exist); counting restarts from zero.
+    fn take_over(&mut self) -> anyhow::Result<()> {
+        for (name, saved) in self.store.managed_all()? {
+            match serde_json::from_str(&saved).ok().and_then(|s| Managed::restore_saved(&name, s)) {
+                Some(job) => {
+                    self.count(&job);
+                    self.jobs.push(job);
+                }
+                None => self.store.managed_remove(&name)?,
+            }
+        }
+        Ok(())
+    }
+
+    /// Starts counting `job`.
+    fn count(&self, job: &Managed) {
+        let groups: Vec<Vec<PathBuf>> = match &job.origin {
+            managed::Origin::Slurm { dirs, .. } => vec![dirs.clone()],
+            _ => job.groups.iter().map(|g| g.dirs.clone()).collect(),
+        };
+        self.telemetry.0.lock().expect("telemetry lock").attach(&job.name, &groups, &job.pus);
+    }
+
+    /// Stops counting job `name`; its final counts go to the store.
+    fn uncount(&self, name: &str) {
+        self.telemetry.0.lock().expect("telemetry lock").detach(name);
+        self.telemetry.1.notify_all();
+    }
+
+    /// The live table; `viewer` set (a user other than root) lists only that user's jobs.
+    fn status(&self, viewer: Option<u32>) -> Status {
+        Status {
+            node: self.node.clone(),
+            pid: std::process::id() as i32,
+            watchdog_pid: self.journal.watchdog_pid(),
+            policy: self.policy.name().to_string(),
+            slot_ms: self.slot.as_millis() as u64,
+            slot: self.current_slot,
+            active_row: self.active_row,
+            rows: self.rows,
+            last_apply_us: self.last_apply_us,
+            dcs: self.dcs.as_ref().map(dcs::Engine::status),
+            jobs: self
+                .jobs
+                .iter()
+                .filter(|j| viewer.is_none_or(|uid| j.owner == uid))
+                .map(|j| JobStatus {
+                    name: j.name.clone(),
+                    row: j.row,
+                    pinned: j.pinned.is_some(),
+                    pus: j.pus.to_string(),
+                    frozen: j.applied.frozen,
+                    boosted: j.applied.boosted,
+                    origin: match j.origin {
+                        managed::Origin::Run => "run",
+                        managed::Origin::Cgroup => "cgroup",
+                        managed::Origin::Pids { .. } => "pids",
+                        managed::Origin::Slurm { .. } => "slurm",
+                    }
+                    .to_string(),
+                    owner: j.owner,
+                    cgroups: j.groups.iter().filter_map(|g| g.dirs.first().cloned()).collect(),
+                })
+                .collect(),
+        }
+    }
+}
+
+/// Runs the agent in the foreground until SIGINT or SIGTERM; returns the exit status.
+pub fn run(config: Config) -> anyhow::Result<i32> {
+    let policy = cosched::by_name(&config.policy)?;
+    let backend = lockstep_cgroup::detect()?;
+    // A client or scraper that hangs up mid-answer is an EPIPE error for that connection, never a signal.
+    // SAFETY: ignoring a signal installs no handler code.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) };
+    // From the moment the socket answers, SIGINT/SIGTERM must mean "restore and exit", never a plain death:
+    // block them now; the waiter thread takes them.
+    let mut signals = SigSet::empty();
+    for s in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP] {
+        signals.add(s);
+    }
+    signals.thread_block()?;
+    let listener = server::bind(&config.socket)?;
+    // Fork the watchdog while this process has one thread and no store connection (SQLite state must not
+    // cross a fork).
+    let watchdog = Watchdog::spawn(&config.store)?;
+    let store = Store::open(&config.store)?;
+    let telemetry = sampler::Telemetry::shared(config.telemetry.clone(), &config.node);
+    let sampling = sampler::spawn(telemetry.clone(), config.store.clone())?;
+    let repaired = journal::repair(&store)?;
+    if repaired > 0 {
+        eprintln!("lockstep agent: restored {repaired} cgroup file(s) left changed by a previous agent");
+    }
+
+    let shared: Shared = Arc::new_cyclic(|me| {
+        (
+            Mutex::new(Agent {
+                policy,
+                slot: config.slot,
+                jobs: Vec::new(),
+                journal: Journal::new(watchdog),
+                store,
+                backend,
+                node: config.node.clone(),
+                current_slot: 0,
+                active_row: 0,
+                rows: 1,
+                last_apply_us: 0.0,
+                replan: false,
+                pending: Vec::new(),
+                last_flush: Instant::now(),
+                stop: false,
+                telemetry: telemetry.clone(),
+                slurm: HashMap::new(),
+                slurm_done: HashSet::new(),
+                dcs: None,
+                dcs_settings: config.dcs.clone(),
+                me: me.clone(),
+            }),
+            Condvar::new(),
+        )
+    });
+    {
+        let mut agent = shared.0.lock().expect("agent lock");
+        agent.take_over()?;
+        let raise = agent.policy.raise();
+        agent.switch_dcs(raise)?;
+        agent.slurm = agent.store.slurm_all()?.into_iter().map(|j| (j.id, j)).collect();
+    }
+    {
+        let shared = shared.clone();
+        std::thread::spawn(move || {
+            let _ = signals.wait();
+            let (lock, cvar) = &*shared;
+            lock.lock().expect("agent lock").stop = true;
+            cvar.notify_all();
+        });
+    }
+    server::spawn(listener, shared.clone());
+    slurm::spawn_discovery(shared.clone(), config.slurm_node.clone());
+    if let Some(addr) = config.metrics {
+        let bound = http::spawn(addr, telemetry.clone(), config.store.clone())?;
+        eprintln!("lockstep agent: metrics on http://{bound}/metrics");
+    }
+    eprintln!(
+        "lockstep agent: node {} serving {} (store {}, policy {}, slot {})",
+        config.node,
+        config.socket.display(),
+        config.store.display(),
+        config.policy,
+        slot::format(config.slot)
+    );
+    slot_loop(&shared);
+    let (lock, _) = &*shared;
+    let mut agent = lock.lock().expect("agent lock");
+    agent.restore_all();
+    drop(agent);
+    sampler::stop(&telemetry, sampling);
+    let _ = std::fs::remove_file(&config.socket);
+    eprintln!("lockstep agent: stopped; every job restored");
+    Ok(0)
+}
+
+/// Real-time priority of the slot thread: above every ordinary task, so that a slot switch is not late behind
+/// the jobs it switches (agents on different nodes must switch within milliseconds), and low among real-time
+/// priorities. The thread sleeps between switches; a switch takes well under a millisecond. The Slurm discovery
+/// thread, which takes the agent's lock five times a second, runs at it too: a lock holder preempted by the jobs
+/// would delay the switch (std's mutex does not inherit priority).
+const SLOT_PRIORITY: i32 = 10;
+
+/// Moves the calling thread to `SCHED_FIFO` at [`SLOT_PRIORITY`]; says so, naming `role`, when it cannot.
+pub(crate) fn realtime_thread(role: &str) {
+    let param = libc::sched_param { sched_priority: SLOT_PRIORITY };
+    // SAFETY: pid 0 is the calling thread; `param` is a valid sched_param.
+    if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &raw const param) } != 0 {
+        eprintln!(
+            "lockstep agent: cannot use SCHED_FIFO for {role} ({}); slot switches may lag under load",
+            std::io::Error::last_os_error()
+        );
+    }
+}
+
+/// Applies the policy at every slot boundary (and at once when asked to replan) until told to stop.
+fn slot_loop(shared: &Shared) {
+    realtime_thread("slot switches");
+    let (lock, cvar) = &**shared;
+    let mut agent = lock.lock().expect("agent lock");
+    let mut k = slot::index(slot::realtime_ns(), agent.slot);
+    agent.tick(k, false);
+    loop {
+        let next = slot::start_ns(k + 1, agent.slot);
+        // Wait on the condition variable until close to the boundary, then sleep the rest precisely.
+        loop {
+            if agent.stop {
+                return;
+            }
+            if agent.replan {
+                agent.replan = false;
+                k = slot::index(slot::realtime_ns(), agent.slot);
+                agent.tick(k, false);
+                break;
+            }
+            let now = slot::realtime_ns();
+            if now >= next {
+                k = slot::index(now, agent.slot);
+                agent.tick(k, true);
+                break;
+            }
+            let left = Duration::from_nanos(next - now);
+            if left <= Duration::from_millis(2) {
+                drop(agent);
+                slot::sleep_until(next);
+                agent = lock.lock().expect("agent lock");
+                continue;
+            }
+            agent = cvar.wait_timeout(agent, left.checked_sub(Duration::from_millis(1)).unwrap()).expect("agent lock").0;
+        }
+    }
+}

@@ -1,0 +1,181 @@
+//! `lockstepd [--store PATH] [--socket PATH] [--config FILE] [--policy NAME] [--slot DURATION] [--node NAME] [--events LIST]
+//! [--sample-interval DURATION|none] [--retention DURATION] [--metrics [ADDR:]PORT] [--slurm-node NAME]
+//! [--dcs-quantum DURATION] [--btf FILE]`: the node agent, in the foreground (`lockstep agent` runs it with the same arguments).
+
+use std::path::PathBuf;
+
+use serde::Deserialize;
+
+use clap::Parser;
+use lockstep_core::cosched::slot;
+use lockstep_core::duration;
+use lockstep_core::error::UsageError;
+use lockstep_telemetry::events::parse_list;
+use lockstepd::sampler::{Settings, DEFAULT_EVENTS};
+use lockstepd::{self as agent, Config};
+
+/// lockstepd: the lockstep node agent (co-scheduling, watchdog, control socket, counters), in the foreground.
+#[derive(Debug, Parser)]
+#[command(name = "lockstepd", version, about)]
+struct Args {
+    /// SQLite store of this node [env: LOCKSTEP_STORE] [default: /var/lib/lockstep/lockstep.db]
+    #[arg(long, value_name = "PATH")]
+    store: Option<PathBuf>,
+    /// Socket to serve [env: LOCKSTEP_SOCKET] [default: /run/lockstep/agent.sock]
+    #[arg(long, value_name = "PATH")]
+    socket: Option<PathBuf>,
+    /// TOML configuration file (keys: socket, store, node, policy, slot, events, sample_interval, retention,
+    /// metrics, slurm_node, dcs_quantum, btf); flags override it.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Co-scheduling policy at start: cfs, boost, gang, dcs or dcs+boost (dcs raises as `:weight`, `:rr`, `:nice`).
+    #[arg(long, value_name = "NAME")]
+    policy: Option<String>,
+    /// Slot length, e.g. 200ms or 2s (10ms to 60s).
+    #[arg(long, value_name = "DURATION")]
+    slot: Option<String>,
+    /// Node name in decisions and status (default: the host name).
+    #[arg(long, value_name = "NAME")]
+    node: Option<String>,
+    /// Events every job is counted with, as `lockstep stat -e` takes them ("" counts nothing).
+    #[arg(long, value_name = "EVENTS")]
+    events: Option<String>,
+    /// How often the counters are read into the store and /metrics, e.g. 1s; `none`: only when a job ends.
+    #[arg(long, value_name = "DURATION")]
+    sample_interval: Option<String>,
+    /// How long samples are kept in the store, e.g. 12h or 7d (default 1d).
+    #[arg(long, value_name = "DURATION")]
+    retention: Option<String>,
+    /// Serve /metrics (Prometheus) and the counters API over HTTP on [ADDR:]PORT (ADDR defaults to 127.0.0.1).
+    #[arg(long, value_name = "[ADDR:]PORT")]
+    metrics: Option<String>,
+    /// This node's NodeName in Slurm, whose job cgroups the agent takes on (default: the node name).
+    #[arg(long, value_name = "NAME")]
+    slurm_node: Option<String>,
+    /// How long `dcs` raises a job a message arrived for, e.g. 5ms (1ms to 1s; default 5ms).
+    #[arg(long, value_name = "DURATION")]
+    dcs_quantum: Option<String>,
+    /// BTF file the `dcs` eBPF program is loaded against (default: the kernel's, /sys/kernel/btf/vmlinux).
+    #[arg(long, value_name = "FILE")]
+    btf: Option<PathBuf>,
+}
+
+/// The configuration file's contents.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct File {
+    socket: Option<PathBuf>,
+    store: Option<PathBuf>,
+    node: Option<String>,
+    policy: Option<String>,
+    slot: Option<String>,
+    events: Option<String>,
+    sample_interval: Option<String>,
+    retention: Option<String>,
+    metrics: Option<String>,
+    slurm_node: Option<String>,
+    dcs_quantum: Option<String>,
+    btf: Option<PathBuf>,
+}
+
+/// Sampling interval when none is given.
+const DEFAULT_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
+/// Retention when none is given.
+const DEFAULT_RETENTION: std::time::Duration = std::time::Duration::from_hours(24);
+
+/// `[ADDR:]PORT` → a socket address; a bare port means loopback.
+fn metrics_addr(text: &str) -> Result<std::net::SocketAddr, UsageError> {
+    use std::net::ToSocketAddrs;
+    let bad = |why: String| UsageError::new(format!("bad --metrics {text:?}: {why} (expected PORT or ADDR:PORT)"));
+    let full = if text.parse::<u16>().is_ok() { format!("127.0.0.1:{text}") } else { text.to_string() };
+    full.to_socket_addrs().map_err(|e| bad(e.to_string()))?.next().ok_or_else(|| bad("no address".into()))
+}
+
+/// The telemetry settings from flags and file.
+fn telemetry(events: Option<String>, interval: Option<String>, retention: Option<String>) -> anyhow::Result<Settings> {
+    let events = events.unwrap_or_else(|| DEFAULT_EVENTS.to_string());
+    let groups = if events.trim().is_empty() { Vec::new() } else { parse_list(&events)? };
+    let interval = match interval.as_deref() {
+        None => Some(DEFAULT_INTERVAL),
+        Some("none") => None,
+        Some(t) => {
+            Some(duration::parse(t).filter(|d| *d >= std::time::Duration::from_millis(10)).ok_or_else(|| {
+                UsageError::new(format!(
+                    "bad sample interval {t:?} (expected e.g. 1s or 500ms, at least 10ms, or none)"
+                ))
+            })?)
+        }
+    };
+    let retention = match retention.as_deref() {
+        None => DEFAULT_RETENTION,
+        Some(t) => duration::parse(t)
+            .filter(|d| !d.is_zero())
+            .ok_or_else(|| UsageError::new(format!("bad retention {t:?} (expected e.g. 7d or 12h)")))?,
+    };
+    Ok(Settings { groups, interval, retention })
+}
+
+/// The `dcs` quantum when none is given: seed 004 raised a receiver for a few milliseconds.
+const DEFAULT_QUANTUM: std::time::Duration = std::time::Duration::from_millis(5);
+
+/// The `dcs` settings from flags and file.
+fn dcs(quantum: Option<String>, btf: Option<PathBuf>) -> Result<agent::dcs::Settings, UsageError> {
+    let quantum = match quantum {
+        None => DEFAULT_QUANTUM,
+        Some(t) => duration::parse(&t)
+            .filter(|d| (std::time::Duration::from_millis(1)..=std::time::Duration::from_secs(1)).contains(d))
+            .ok_or_else(|| UsageError::new(format!("bad dcs quantum {t:?} (expected e.g. 5ms, 1ms to 1s)")))?,
+    };
+    Ok(agent::dcs::Settings { quantum, btf })
+}
+
+/// Runs the agent with the flags and the configuration file; returns the exit status.
+fn exec(args: &Args) -> anyhow::Result<i32> {
+    let (socket, store) = (args.socket.as_deref(), args.store.as_deref());
+    let file: File = match &args.config {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| UsageError::new(format!("cannot read config {}: {e}", path.display())))?;
+            toml::from_str(&text).map_err(|e| {
+                UsageError::new(format!(
+                    "bad config {}: {}",
+                    path.display(),
+                    lockstep_core::error::toml_message(&text, &e)
+                ))
+            })?
+        }
+        None => File::default(),
+    };
+    let slot_text = args.slot.clone().or(file.slot);
+    let node = args.node.clone().or(file.node).unwrap_or_else(hostname);
+    let config = Config {
+        socket: lockstep_proto::client::resolve_socket(socket.or(file.socket.as_deref())),
+        store: lockstep_store::resolve_path(store.or(file.store.as_deref())),
+        slurm_node: args.slurm_node.clone().or(file.slurm_node).unwrap_or_else(|| node.clone()),
+        node,
+        policy: args.policy.clone().or(file.policy).unwrap_or_else(|| "cfs".into()),
+        slot: slot_text.as_deref().map(slot::parse).transpose()?.unwrap_or(slot::DEFAULT),
+        // Event names are resolved now, while the process has one thread (tracepoints may need a private
+        // tracefs mount).
+        telemetry: telemetry(
+            args.events.clone().or(file.events),
+            args.sample_interval.clone().or(file.sample_interval),
+            args.retention.clone().or(file.retention),
+        )?,
+        metrics: args.metrics.clone().or(file.metrics).as_deref().map(metrics_addr).transpose()?,
+        dcs: dcs(args.dcs_quantum.clone().or(file.dcs_quantum), args.btf.clone().or(file.btf))?,
+    };
+    agent::run(config)
+}
+
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname").map_or_else(|_| "localhost".into(), |h| h.trim().to_string())
+}
+
+fn main() {
+    let status = match Args::try_parse() {
+        Ok(args) => lockstep_core::error::exit_status("lockstepd", exec(&args)),
+        Err(e) => lockstep_core::error::clap_exit("lockstepd", &e.render().to_string(), e.use_stderr()),
+    };
+    std::process::exit(status);
+}

@@ -1,0 +1,286 @@
+//! A job the agent manages: its cgroups, its PUs and row, and the state applied to it. Every change goes
+//! through the journal first.
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use super::journal::Journal;
+use lockstep_cgroup::knobs::{freeze_value, weight_value};
+use lockstep_cgroup::{remove_dir, JobCgroup, Knobs};
+use lockstep_core::cosched::{Desired, BOOST_WEIGHT};
+use lockstep_core::cpulist::CpuList;
+use lockstep_store::Store;
+
+/// Where a managed job came from.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase", tag = "kind")]
+pub enum Origin {
+    /// `lockstep run` registered it.
+    Run,
+    /// Adopted as existing cgroups (given by path, or the cgroups of containers).
+    Cgroup,
+    /// Adopted as processes moved into a cgroup the agent created; each PID with the `cgroup.procs` files it
+    /// came from, to go back on release.
+    Pids {
+        /// (PID, original `cgroup.procs` files).
+        moved: Vec<(i32, Vec<PathBuf>)>,
+        /// The cgroup the agent created.
+        created: JobCgroup,
+    },
+    /// A Slurm job found in Slurm's cgroups; its groups follow its steps.
+    Slurm {
+        /// Slurm job ID.
+        id: u64,
+        /// The `job_<id>` directories: the job ends when they are gone, and is counted by them.
+        dirs: Vec<PathBuf>,
+        /// On cgroup v1, where Slurm uses no cpu controller: the agent's `cpu/lockstep/slurm-<id>`, which the
+        /// job's processes are moved into so that `boost` has a weight to raise.
+        #[serde(default)]
+        weight_dir: Option<PathBuf>,
+    },
+}
+
+/// One cgroup of a job (a container group has several).
+#[derive(Clone, Debug)]
+pub struct Group {
+    /// Its directories (one per v1 hierarchy, or one v2 directory).
+    pub dirs: Vec<PathBuf>,
+    /// Files co-scheduling writes.
+    pub knobs: Knobs,
+    /// The weight file's value before boosting.
+    weight_before: Option<String>,
+}
+
+impl Group {
+    /// A group over `dirs`.
+    pub fn new(dirs: Vec<PathBuf>) -> Self {
+        let knobs = Knobs::find(&dirs);
+        Self { dirs, knobs, weight_before: None }
+    }
+
+    /// Freezes or thaws the group (the journal first, so that a crash in between still restores it).
+    fn set_frozen(&self, frozen: bool, job: &str, journal: &mut Journal, store: &Store) -> anyhow::Result<()> {
+        let Some(file) = &self.knobs.freeze else { return Ok(()) };
+        if frozen {
+            journal.remember(store, job, file, freeze_value(file, false))?;
+            write(file, freeze_value(file, true))?;
+        } else {
+            write(file, freeze_value(file, false))?;
+            journal.forget(file)?;
+        }
+        Ok(())
+    }
+
+    /// Raises the group's weight to [`BOOST_WEIGHT`], or puts back the weight it had.
+    fn set_boosted(&mut self, boosted: bool, job: &str, journal: &mut Journal, store: &Store) -> anyhow::Result<()> {
+        let Some(file) = &self.knobs.weight else { return Ok(()) };
+        if boosted {
+            let before = std::fs::read_to_string(file).map_err(|_| Gone(file.clone()))?.trim().to_string();
+            journal.remember(store, job, file, &before)?;
+            write(file, &weight_value(file, BOOST_WEIGHT))?;
+            self.weight_before = Some(before);
+        } else if let Some(before) = self.weight_before.take() {
+            write(file, &before)?;
+            journal.forget(file)?;
+        }
+        Ok(())
+    }
+
+    /// Drops the group's journal entries (its files are gone: nothing left to restore).
+    fn forget(&self, journal: &mut Journal) -> anyhow::Result<()> {
+        for file in [&self.knobs.freeze, &self.knobs.weight].into_iter().flatten() {
+            journal.forget(file)?;
+        }
+        Ok(())
+    }
+}
+
+/// A job under co-scheduling.
+#[derive(Debug)]
+pub struct Managed {
+    /// Job name.
+    pub name: String,
+    /// Its cgroups.
+    pub groups: Vec<Group>,
+    /// PUs it may run on.
+    pub pus: CpuList,
+    /// Row given from outside.
+    pub pinned: Option<u32>,
+    /// Row in force.
+    pub row: u32,
+    /// State applied now.
+    pub applied: Desired,
+    /// State the slot policy wants (what `dcs` puts back after raising the weight).
+    pub planned: Desired,
+    /// Where it came from.
+    pub origin: Origin,
+    /// UID of the job's owner: users see their own jobs through the agent socket.
+    pub owner: u32,
+}
+
+/// What the store keeps of a managed job, to take it over again after a restart.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Saved {
+    /// Where it came from.
+    pub origin: Origin,
+    /// Each group's directories.
+    pub groups: Vec<Vec<PathBuf>>,
+    /// PUs.
+    pub pus: String,
+    /// Row given from outside.
+    pub pinned: Option<u32>,
+    /// Owner's UID.
+    #[serde(default)]
+    pub owner: u32,
+}
+
+/// A cgroup of the job is gone: the job ended.
+#[derive(Debug, thiserror::Error)]
+#[error("cgroup file {0} is gone")]
+pub struct Gone(pub PathBuf);
+
+fn write(file: &Path, value: &str) -> anyhow::Result<()> {
+    std::fs::write(file, value).map_err(|e| match e.kind() {
+        io::ErrorKind::NotFound => Gone(file.to_path_buf()).into(),
+        _ => anyhow::anyhow!("cannot write {value} to {}: {e}", file.display()),
+    })
+}
+
+impl Managed {
+    /// The description the store keeps.
+    pub fn saved(&self) -> Saved {
+        Saved {
+            origin: self.origin.clone(),
+            groups: self.groups.iter().map(|g| g.dirs.clone()).collect(),
+            pus: self.pus.to_string(),
+            pinned: self.pinned,
+            owner: self.owner,
+        }
+    }
+
+    /// The job again from its description, unless every one of its cgroups is gone.
+    pub fn restore_saved(name: &str, saved: Saved) -> Option<Self> {
+        let groups: Vec<Group> =
+            saved.groups.into_iter().filter(|d| d.iter().any(|p| p.is_dir())).map(Group::new).collect();
+        if groups.is_empty() {
+            return None;
+        }
+        Some(Self {
+            name: name.to_string(),
+            groups,
+            pus: CpuList::parse(&saved.pus).unwrap_or_default(),
+            pinned: saved.pinned,
+            row: saved.pinned.unwrap_or(0),
+            applied: Desired::default(),
+            planned: Desired::default(),
+            origin: saved.origin,
+            owner: saved.owner,
+        })
+    }
+
+    /// Brings the job's cgroups to `want`; returns the actions taken (`freeze`, `thaw`, `boost`, `unboost`).
+    pub fn apply(&mut self, want: Desired, journal: &mut Journal, store: &Store) -> anyhow::Result<Vec<&'static str>> {
+        let mut actions = Vec::new();
+        if want.frozen != self.applied.frozen {
+            for g in &self.groups {
+                g.set_frozen(want.frozen, &self.name, journal, store)?;
+            }
+            actions.push(if want.frozen { "freeze" } else { "thaw" });
+            self.applied.frozen = want.frozen;
+        }
+        if want.boosted != self.applied.boosted {
+            for g in &mut self.groups {
+                g.set_boosted(want.boosted, &self.name, journal, store)?;
+            }
+            actions.push(if want.boosted { "boost" } else { "unboost" });
+            self.applied.boosted = want.boosted;
+        }
+        Ok(actions)
+    }
+
+    /// Adds a cgroup to the job (a Slurm step that started) in the state the job is in.
+    pub fn add_group(&mut self, dirs: Vec<PathBuf>, journal: &mut Journal, store: &Store) -> anyhow::Result<()> {
+        let mut g = Group::new(dirs);
+        if self.applied.frozen {
+            g.set_frozen(true, &self.name, journal, store)?;
+        }
+        if self.applied.boosted {
+            g.set_boosted(true, &self.name, journal, store)?;
+        }
+        self.groups.push(g);
+        Ok(())
+    }
+
+    /// Drops the cgroups that are gone (a step that ended) with their journal entries, while the job goes on.
+    pub fn prune(&mut self, journal: &mut Journal) -> anyhow::Result<()> {
+        let (gone, kept): (Vec<Group>, Vec<Group>) =
+            std::mem::take(&mut self.groups).into_iter().partition(|g| !g.dirs.iter().any(|d| d.is_dir()));
+        self.groups = kept;
+        for g in &gone {
+            g.forget(journal)?;
+        }
+        Ok(())
+    }
+
+    /// Puts everything back (thaw, weights) and, for adopted processes, moves them back where they were and
+    /// removes the cgroup the agent created (for an ended Slurm job, its weight cgroup). Files already gone are
+    /// fine.
+    pub fn release(&mut self, journal: &mut Journal, store: &Store) -> anyhow::Result<()> {
+        match self.apply(Desired::default(), journal, store) {
+            Err(e) if e.is::<Gone>() => self.forget_all(journal)?,
+            other => {
+                other?;
+            }
+        }
+        if let Origin::Pids { moved, created } = &self.origin {
+            for (pid, procs) in moved {
+                for p in procs {
+                    let _ = std::fs::write(p, pid.to_string());
+                }
+            }
+            for dir in &created.dirs {
+                let _ = remove_dir(dir);
+            }
+        }
+        // rmdir fails while processes are in it: a job that still runs keeps them there (the next agent takes
+        // it over); an ended one has left it empty.
+        if let Origin::Slurm { weight_dir: Some(dir), .. } = &self.origin {
+            let _ = remove_dir(dir);
+        }
+        Ok(())
+    }
+
+    /// Whether the job has ended: every cgroup of it is gone, or the processes the agent adopted into a cgroup of
+    /// its own have all exited.
+    pub fn ended(&self) -> bool {
+        match &self.origin {
+            Origin::Pids { created, .. } => created.pids().is_empty(),
+            Origin::Slurm { dirs, .. } => !dirs.iter().any(|d| d.is_dir()),
+            _ => !self.groups.iter().any(|g| g.dirs.iter().any(|d| d.is_dir())),
+        }
+    }
+
+    /// The job's processes on this node.
+    pub fn pids(&self) -> Vec<i32> {
+        match &self.origin {
+            Origin::Pids { created, .. } => created.pids(),
+            _ => self
+                .groups
+                .iter()
+                .filter_map(|g| g.dirs.first())
+                .flat_map(|d| lockstep_cgroup::procs_below(d))
+                .collect(),
+        }
+    }
+
+    /// Drops the journal entries of a job whose cgroups are gone (nothing left to restore).
+    fn forget_all(&mut self, journal: &mut Journal) -> anyhow::Result<()> {
+        for g in &self.groups {
+            g.forget(journal)?;
+        }
+        self.applied = Desired::default();
+        Ok(())
+    }
+}

@@ -1,0 +1,330 @@
+//! Per-job counters in the agent. A job is attached when the agent takes it on (before `lockstep run` starts
+//! the command, so it is counted from its start), read every interval into the store and the `/metrics`
+//! snapshot, and its final counts are written when it goes.
+//!
+//! Two ways to count a job, picked per job:
+//! - **per cgroup** (perf's `-G`): one counter per event on each PU the job may use, observing every task of
+//!   the job's cgroup (and its descendants) on that PU. Cost: events × PUs of the job, whatever its thread
+//!   count; exact from the first instruction; processes that enter the cgroup later are counted with no
+//!   action. Used whenever the job has a directory in the hierarchy that carries perf_event.
+//! - **per thread**: one counter per event on each thread of the job, re-listed every interval; a thread that
+//!   exits keeps its final count. Cost: events × threads; threads that live shorter than one interval are
+//!   missed. Used for adopted cgroups outside the perf_event hierarchy (e.g. Slurm's v1 job cgroups).
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::path::PathBuf;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use lockstep_core::cpulist::CpuList;
+use lockstep_store::Store;
+use lockstep_telemetry::counters::{Counters, Target};
+use lockstep_telemetry::events::EventSpec;
+use lockstep_telemetry::Sample;
+
+/// What the agent counts, and how often.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// The event groups (as `-e` takes them).
+    pub groups: Vec<Vec<EventSpec>>,
+    /// Read interval; `None`: counters are read only when a job goes (its totals).
+    pub interval: Option<Duration>,
+    /// Samples older than this are deleted.
+    pub retention: Duration,
+}
+
+/// The agent's default events: perf stat's software events and the two hardware ones seed 002 starts from.
+pub const DEFAULT_EVENTS: &str = "task-clock,context-switches,cpu-migrations,page-faults,cycles,instructions";
+
+/// One job's counters.
+struct JobCounters {
+    counters: Counters,
+    /// Per-thread counting: the cgroup directories whose processes' threads are counted.
+    threads_of: Option<Vec<PathBuf>>,
+}
+
+/// The counters of every job and the latest sample of each, shared by the agent, the sampling thread and the
+/// HTTP server.
+pub struct Telemetry {
+    settings: Settings,
+    /// Disabled counters of every tracepoint counted, on the agent itself (see [`hold_tracepoints`]).
+    _held: Option<Counters>,
+    node: String,
+    jobs: BTreeMap<String, JobCounters>,
+    /// Latest cumulative sample per job (what `/metrics` shows).
+    latest: BTreeMap<String, Vec<Sample>>,
+    /// Final samples of jobs that went, not yet written.
+    finals: Vec<Sample>,
+    /// Events this machine cannot count (said once).
+    unsupported_said: bool,
+    stop: bool,
+}
+
+/// The telemetry and the condition its thread waits on.
+pub type SharedTelemetry = Arc<(Mutex<Telemetry>, Condvar)>;
+
+/// A tracepoint stays registered with the kernel while any perf event uses it, and registering one takes tens
+/// of milliseconds (the kernel patches code and waits for RCU): 41 tracepoints take 1.5 s here, which would
+/// delay every job's start, since `lockstep run` waits for the attach. The agent holds, on itself, one counter
+/// of each tracepoint it counts, never enabled (enable-on-exec, and the agent does not exec): attaching a job
+/// then registers nothing. The probes stay armed meanwhile, a call per tracepoint hit that finds no counter
+/// on that CPU and returns.
+fn hold_tracepoints(groups: &[Vec<EventSpec>]) -> Option<Counters> {
+    use lockstep_telemetry::events::Kind;
+    let tracepoints: Vec<Vec<EventSpec>> =
+        groups.iter().flatten().filter(|e| matches!(e.kind, Kind::Tracepoint(_))).map(|e| vec![e.clone()]).collect();
+    if tracepoints.is_empty() {
+        return None;
+    }
+    let mut held = Counters::new(&tracepoints, true);
+    // SAFETY: gettid has no preconditions.
+    let tid = unsafe { libc::gettid() };
+    match held.attach(0, Target::Thread { tid, inherit: false }) {
+        Ok(()) => Some(held),
+        Err(e) => {
+            eprintln!("lockstep agent: cannot hold tracepoints registered ({e:#}); attaching jobs will be slower");
+            None
+        }
+    }
+}
+
+impl Telemetry {
+    /// Telemetry for `node` with `settings`, shared.
+    pub fn shared(settings: Settings, node: &str) -> SharedTelemetry {
+        Arc::new((
+            Mutex::new(Self {
+                _held: hold_tracepoints(&settings.groups),
+                settings,
+                node: node.to_string(),
+                jobs: BTreeMap::new(),
+                latest: BTreeMap::new(),
+                finals: Vec::new(),
+                unsupported_said: false,
+                stop: false,
+            }),
+            Condvar::new(),
+        ))
+    }
+
+    /// The node name.
+    pub fn node(&self) -> &str {
+        &self.node
+    }
+
+    /// Starts counting job `name`, whose cgroups are `groups` (one list of directories per cgroup) and which
+    /// may run on `pus`. Per cgroup when possible, else per thread; a failure is reported and the job runs
+    /// uncounted.
+    pub fn attach(&mut self, name: &str, groups: &[Vec<PathBuf>], pus: &CpuList) {
+        if self.settings.groups.is_empty() || self.jobs.contains_key(name) {
+            return;
+        }
+        let mut counters = Counters::new(&self.settings.groups, false);
+        let perf_dirs: Vec<PathBuf> = groups.iter().filter_map(|d| lockstep_cgroup::perf_event_dir(d)).collect();
+        let result = if perf_dirs.len() == groups.len() {
+            let pus = if pus.is_empty() { CpuList::online() } else { pus.clone() };
+            attach_cgroups(&mut counters, &perf_dirs, &pus).map(|()| None)
+        } else {
+            let dirs: Vec<PathBuf> = groups.iter().filter_map(|d| d.first().cloned()).collect();
+            rescan(&mut counters, &dirs);
+            Ok(Some(dirs))
+        };
+        match result {
+            Ok(threads_of) => {
+                self.say_unsupported(&mut counters);
+                let mut job = JobCounters { counters, threads_of };
+                // A first (zero) sample, so that the job and its events show at once.
+                if let Some(samples) = self.read_job(name, &mut job, lockstep_store::now()) {
+                    self.latest.insert(name.to_string(), samples);
+                }
+                self.jobs.insert(name.to_string(), job);
+            }
+            Err(e) => eprintln!("lockstep agent: job {name} is not counted: {e:#}"),
+        }
+    }
+
+    /// Names, once, the events this machine cannot count.
+    fn say_unsupported(&mut self, counters: &mut Counters) {
+        if self.unsupported_said {
+            return;
+        }
+        if let Ok(readings) = counters.read() {
+            let missing: Vec<&str> = counters
+                .events
+                .iter()
+                .zip(&readings)
+                .filter(|(_, r)| r.is_none())
+                .map(|(e, _)| e.name.as_str())
+                .collect();
+            if !missing.is_empty() {
+                eprintln!("lockstep agent: not supported on this machine, not counted: {}", missing.join(","));
+            }
+            self.unsupported_said = true;
+        }
+    }
+
+    /// Stops counting job `name`: its final counts are queued for the store.
+    pub fn detach(&mut self, name: &str) {
+        let Some(mut job) = self.jobs.remove(name) else { return };
+        let time = lockstep_store::now();
+        if let Some(samples) = self.read_job(name, &mut job, time) {
+            self.finals.extend(samples);
+        }
+        self.latest.remove(name);
+    }
+
+    /// Detaches every job (the agent is stopping).
+    pub fn detach_all(&mut self) {
+        let names: Vec<String> = self.jobs.keys().cloned().collect();
+        for name in names {
+            self.detach(&name);
+        }
+    }
+
+    fn read_job(&self, name: &str, job: &mut JobCounters, time: f64) -> Option<Vec<Sample>> {
+        let readings = match job.counters.read() {
+            Ok(r) => r,
+            Err(e) => {
+                eprintln!("lockstep agent: cannot read the counters of job {name}: {e}");
+                return None;
+            }
+        };
+        Some(
+            job.counters
+                .events
+                .iter()
+                .zip(readings)
+                .filter_map(|(e, r)| {
+                    let r = r?;
+                    Some(Sample {
+                        job: name.to_string(),
+                        node: self.node.clone(),
+                        time,
+                        event: e.name.clone(),
+                        value: r.value,
+                        enabled: r.enabled,
+                        running: r.running,
+                    })
+                })
+                .collect(),
+        )
+    }
+
+    /// Reads every job (re-listing the threads of per-thread jobs first); returns the samples.
+    fn sample(&mut self) -> Vec<Sample> {
+        let time = lockstep_store::now();
+        let mut jobs = std::mem::take(&mut self.jobs);
+        let mut out = Vec::new();
+        for (name, job) in &mut jobs {
+            if let Some(dirs) = &job.threads_of {
+                rescan(&mut job.counters, dirs);
+            }
+            if let Some(samples) = self.read_job(name, job, time) {
+                self.latest.insert(name.clone(), samples.clone());
+                out.extend(samples);
+            }
+        }
+        self.jobs = jobs;
+        out
+    }
+
+    /// The latest samples of every job, for `/metrics`.
+    pub fn latest(&self) -> impl Iterator<Item = &Sample> {
+        self.latest.values().flatten()
+    }
+
+    /// The latest samples of job `name`, if the agent counts it now.
+    pub fn latest_of(&self, name: &str) -> Option<&[Sample]> {
+        if !self.jobs.contains_key(name) {
+            return None;
+        }
+        Some(self.latest.get(name).map_or(&[], Vec::as_slice))
+    }
+
+    /// Number of jobs counted.
+    pub fn job_count(&self) -> usize {
+        self.jobs.len()
+    }
+}
+
+/// Opens the counters of `dirs` (perf_event cgroups) on each PU.
+fn attach_cgroups(counters: &mut Counters, dirs: &[PathBuf], pus: &CpuList) -> anyhow::Result<()> {
+    for (i, dir) in dirs.iter().enumerate() {
+        let cgroup = File::open(dir).map_err(|e| anyhow::anyhow!("cannot open {}: {e}", dir.display()))?;
+        for cpu in pus.iter() {
+            // Keys: cgroup index × 2^20 + CPU, distinct from any other target of this job.
+            counters.attach(((i as i64) << 20) | cpu as i64, Target::Cgroup { cgroup: &cgroup, cpu })?;
+        }
+        // The kernel holds the cgroup for as long as its counters live; the directory fd may go.
+    }
+    Ok(())
+}
+
+/// Attaches to the threads now in `dirs` (and below) that are not counted yet; detaches threads that exited
+/// (their final counts stay in the totals).
+fn rescan(counters: &mut Counters, dirs: &[PathBuf]) {
+    let pids: Vec<i32> = dirs.iter().flat_map(|d| lockstep_cgroup::procs_below(d)).collect();
+    let tids: Vec<i64> =
+        pids.iter().filter_map(|&p| lockstep_cgroup::procfs::threads(p)).flatten().map(i64::from).collect();
+    let gone: Vec<i64> = counters.keys().filter(|k| !tids.contains(k)).collect();
+    for k in gone {
+        let _ = counters.detach(k);
+    }
+    let known: Vec<i64> = counters.keys().collect();
+    for tid in tids.into_iter().filter(|t| !known.contains(t)) {
+        // A thread may exit between listing and attaching: skip it.
+        let _ = counters.attach(tid, Target::Thread { tid: tid as i32, inherit: false });
+    }
+}
+
+/// Samples every interval (and writes final samples as jobs go) on a thread of its own, with its own store
+/// connection; deletes samples past the retention once a minute.
+pub fn spawn(telemetry: SharedTelemetry, store_path: PathBuf) -> anyhow::Result<std::thread::JoinHandle<()>> {
+    let mut store = Store::open(&store_path)?;
+    Ok(std::thread::spawn(move || {
+        let (lock, cvar) = &*telemetry;
+        let mut t = lock.lock().expect("telemetry lock");
+        let interval = t.settings.interval;
+        let retention = t.settings.retention;
+        let mut next = interval.map(|i| Instant::now() + i);
+        let mut next_expiry = Instant::now();
+        loop {
+            let mut batch = std::mem::take(&mut t.finals);
+            if let Some(at) = next.filter(|at| Instant::now() >= *at) {
+                batch.extend(t.sample());
+                next = interval.map(|i| at + i);
+            }
+            let stop = t.stop;
+            drop(t);
+            if !batch.is_empty() {
+                if let Err(e) = store.insert_samples(&batch) {
+                    eprintln!("lockstep agent: cannot store samples: {e:#}");
+                }
+            }
+            if Instant::now() >= next_expiry {
+                let _ = store.expire_samples(lockstep_store::now() - retention.as_secs_f64());
+                next_expiry = Instant::now() + Duration::from_mins(1);
+            }
+            if stop {
+                return;
+            }
+            t = lock.lock().expect("telemetry lock");
+            if t.finals.is_empty() && !t.stop {
+                let wait = next.map_or(Duration::from_mins(1), |at| at.saturating_duration_since(Instant::now()));
+                t = cvar.wait_timeout(t, wait).expect("telemetry lock").0;
+            }
+        }
+    }))
+}
+
+/// Tells the sampling thread to write what is left and stop; waits for it.
+pub fn stop(telemetry: &SharedTelemetry, thread: std::thread::JoinHandle<()>) {
+    let (lock, cvar) = &**telemetry;
+    {
+        let mut t = lock.lock().expect("telemetry lock");
+        t.detach_all();
+        t.stop = true;
+    }
+    cvar.notify_all();
+    let _ = thread.join();
+}

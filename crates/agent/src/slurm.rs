@@ -1,0 +1,341 @@
+//! Slurm jobs on this node, found by the layout of Slurm's own cgroups, and what the prolog and epilog tell the
+//! agent about them. Each Slurm job is one lockstep job named `slurm-<id>` on every node it runs on.
+//!
+//! - cgroup v1 (`CgroupPlugin=cgroup/v1`): `<controller>/slurm_<node>/uid_<u>/job_<id>` (`slurm/` on a host
+//!   with one slurmd). The job directory is the group: the v1 freezer is hierarchical, so freezing it freezes every
+//!   step below, and slurmstepd itself lives outside the freezer's step cgroups.
+//! - cgroup v2 (`cgroup/v2`): `system.slice/<node>_slurmstepd.scope/job_<id>` (`slurmstepd.scope` with one
+//!   slurmd). `job_<id>` also holds each step's slurmstepd (`step_<n>/slurm`), which must never freeze: the groups
+//!   are the steps' `step_<n>/user` directories, added as steps start.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use super::managed::Origin;
+use super::{adopt, Agent, Shared};
+use lockstep_cgroup::{self as cgroup, Knobs, Version};
+use lockstep_slurm::job_name;
+use lockstep_store::SlurmJob;
+
+/// How often the agent looks for new Slurm jobs and steps.
+pub const SCAN_INTERVAL: Duration = Duration::from_millis(200);
+
+/// A Slurm job found in the cgroup tree.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Found {
+    /// Slurm job ID.
+    pub id: u64,
+    /// Owner, when the layout says (v1's `uid_<u>`).
+    pub uid: Option<u32>,
+    /// The `job_<id>` directory in every hierarchy that has one (what the job is counted by).
+    pub job_dirs: Vec<PathBuf>,
+    /// The cgroups co-scheduling acts on, each as its directories.
+    pub groups: Vec<Vec<PathBuf>>,
+}
+
+/// Every Slurm job of node `node` under the hierarchy `roots` (v1: one per controller; v2: the unified one).
+pub fn scan(version: Version, roots: &[PathBuf], node: &str) -> Vec<Found> {
+    match version {
+        Version::V1 => scan_v1(roots, node),
+        Version::V2 => roots.first().map(|r| scan_v2(r, node)).unwrap_or_default(),
+    }
+}
+
+/// The first of `names` that exists under any of `roots`: a node's own directory before the single-slurmd one.
+fn base<'a>(roots: &[PathBuf], names: &'a [String]) -> Option<&'a str> {
+    names.iter().find(|n| roots.iter().any(|r| r.join(n).is_dir())).map(String::as_str)
+}
+
+/// `(number, path)` of the entries of `dir` named `<prefix><number>`.
+fn numbered(dir: &Path, prefix: &str) -> Vec<(u64, PathBuf)> {
+    let Ok(entries) = fs::read_dir(dir) else { return Vec::new() };
+    let mut out: Vec<(u64, PathBuf)> = entries
+        .flatten()
+        .filter_map(|e| {
+            let n = e.file_name().to_str()?.strip_prefix(prefix)?.parse().ok()?;
+            e.file_type().ok()?.is_dir().then(|| (n, e.path()))
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+fn scan_v1(roots: &[PathBuf], node: &str) -> Vec<Found> {
+    let names = [format!("slurm_{node}"), "slurm".to_string()];
+    let Some(base) = base(roots, &names) else { return Vec::new() };
+    let mut jobs: BTreeMap<u64, Found> = BTreeMap::new();
+    for root in roots {
+        for (uid, user_dir) in numbered(&root.join(base), "uid_") {
+            for (id, dir) in numbered(&user_dir, "job_") {
+                let found = jobs.entry(id).or_insert_with(|| Found {
+                    id,
+                    uid: u32::try_from(uid).ok(),
+                    job_dirs: Vec::new(),
+                    groups: Vec::new(),
+                });
+                if !found.job_dirs.contains(&dir) {
+                    found.job_dirs.push(dir);
+                }
+            }
+        }
+    }
+    jobs.into_values()
+        .map(|mut f| {
+            f.groups = vec![f.job_dirs.clone()];
+            f
+        })
+        .collect()
+}
+
+fn scan_v2(root: &Path, node: &str) -> Vec<Found> {
+    let names = [format!("system.slice/{node}_slurmstepd.scope"), "system.slice/slurmstepd.scope".to_string()];
+    let Some(base) = base(&[root.to_path_buf()], &names) else { return Vec::new() };
+    numbered(&root.join(base), "job_")
+        .into_iter()
+        .filter_map(|(id, dir)| {
+            let mut groups: Vec<Vec<PathBuf>> = fs::read_dir(&dir)
+                .ok()?
+                .flatten()
+                .filter(|e| e.file_name().to_str().is_some_and(|n| n.starts_with("step_")))
+                .map(|e| e.path().join("user"))
+                .filter(|u| u.is_dir())
+                .map(|u| vec![u])
+                .collect();
+            groups.sort();
+            (!groups.is_empty()).then(|| Found { id, uid: None, job_dirs: vec![dir], groups })
+        })
+        .collect()
+}
+
+/// Moves the processes of a Slurm job (in `job_dirs` and below) that are not yet in `weight_dir` into it; a
+/// process moved there stays in Slurm's own cgroups of every other controller.
+fn gather(job_dirs: &[PathBuf], weight_dir: &Path) {
+    let there = cgroup::read_procs(weight_dir);
+    let procs = weight_dir.join("cgroup.procs");
+    for pid in job_dirs.iter().flat_map(|d| cgroup::procs_below(d)) {
+        if !there.contains(&pid) {
+            // A process that exited meanwhile is fine.
+            let _ = fs::write(&procs, pid.to_string());
+        }
+    }
+}
+
+impl Agent {
+    /// Takes on the Slurm jobs found on node `node`, adds the steps that started since the last scan, keeps each
+    /// job's PUs current and gathers its new processes into its weight cgroup. Jobs whose epilog ran are left alone; a job adopted by hand is not taken twice.
+    pub(super) fn sync_slurm(&mut self, node: &str, found: Vec<Found>) {
+        self.slurm_done.retain(|id| found.iter().any(|f| f.id == *id));
+        let mut changed = false;
+        for f in found {
+            if self.slurm_done.contains(&f.id) {
+                continue;
+            }
+            let name = job_name(f.id);
+            let hint = self.slurm.get(&f.id).copied();
+            if let Some(job) = self.jobs.iter_mut().find(|j| j.name == name) {
+                for dirs in f.groups {
+                    if !job.groups.iter().any(|g| g.dirs == dirs) {
+                        if let Err(e) = job.add_group(dirs, &mut self.journal, &self.store) {
+                            eprintln!("lockstep agent: job {name}: {e:#}");
+                        }
+                        changed = true;
+                    }
+                }
+                let pus = adopt::pus(&job.groups);
+                if pus != job.pus {
+                    job.pus = pus;
+                    changed = true;
+                }
+                continue;
+            }
+            let adopted_by_hand = self
+                .jobs
+                .iter()
+                .any(|j| j.groups.iter().flat_map(|g| &g.dirs).any(|d| f.job_dirs.iter().any(|jd| d.starts_with(jd))));
+            if adopted_by_hand {
+                continue;
+            }
+            let uid = hint.map(|h| h.uid).or(f.uid);
+            let weight_dir = match self.weight_dir(node, &f) {
+                Ok(dir) => dir,
+                Err(e) => {
+                    eprintln!("lockstep agent: Slurm job {}: no CPU weight to boost ({e})", f.id);
+                    None
+                }
+            };
+            let job = adopt::from_slurm(&name, f.id, uid, f.job_dirs, f.groups, weight_dir, hint.and_then(|h| h.row));
+            match serde_json::to_string(&job.saved())
+                .map_err(anyhow::Error::from)
+                .and_then(|s| self.store.managed_put(&name, &s))
+            {
+                Ok(()) => {
+                    self.count(&job);
+                    self.jobs.push(job);
+                    changed = true;
+                }
+                Err(e) => eprintln!("lockstep agent: cannot take on Slurm job {}: {e:#}", f.id),
+            }
+        }
+        for job in &self.jobs {
+            if let Origin::Slurm { dirs, weight_dir: Some(w), .. } = &job.origin {
+                gather(dirs, w);
+            }
+        }
+        self.sweep_weight_dirs(node);
+        if changed {
+            self.replan = true;
+        }
+    }
+
+    /// The v1 cpu hierarchy's root, if mounted.
+    fn v1_cpu_root(&self) -> Option<PathBuf> {
+        self.backend.roots().into_iter().find(|r| r.join("cpu.shares").exists())
+    }
+
+    /// Removes the weight cgroups of node `node` whose job the agent no longer manages, once they are empty (a
+    /// job's last processes may still be exiting when its epilog runs; an agent may have died before cleaning up).
+    fn sweep_weight_dirs(&self, node: &str) {
+        let Some(root) = self.v1_cpu_root() else { return };
+        let prefix = format!("slurm_{node}_job_");
+        for (id, dir) in numbered(&root.join(cgroup::PARENT), &prefix) {
+            if !self.jobs.iter().any(|j| j.name == job_name(id)) && cgroup::read_procs(&dir).is_empty() {
+                let _ = cgroup::remove_dir(&dir);
+            }
+        }
+    }
+
+    /// On cgroup v1, where Slurm's job cgroups have no cpu controller: creates
+    /// `cpu/lockstep/slurm_<node>_job_<id>` (named like Slurm's, by node, as several slurmd may share a host) for
+    /// the job's processes. `None` when the job's cgroups have a CPU weight of their own, or no cpu hierarchy
+    /// exists.
+    fn weight_dir(&self, node: &str, found: &Found) -> std::io::Result<Option<PathBuf>> {
+        let has_weight = found.groups.iter().any(|g| Knobs::find(g).weight.is_some());
+        if has_weight || self.backend.version() != Version::V1 {
+            return Ok(None);
+        }
+        let Some(root) = self.v1_cpu_root() else { return Ok(None) };
+        let dir = root.join(cgroup::PARENT).join(format!("slurm_{node}_job_{}", found.id));
+        fs::create_dir_all(&dir)?;
+        Ok(Some(dir))
+    }
+
+    /// The prolog announced job `job` on this node: remember its owner and row (a job already found gets the
+    /// row at once).
+    pub(super) fn slurm_prolog(&mut self, job: SlurmJob) -> anyhow::Result<()> {
+        self.store.slurm_put(&job)?;
+        self.slurm.insert(job.id, job);
+        self.slurm_done.remove(&job.id);
+        let name = job_name(job.id);
+        if let Some(m) = self.jobs.iter_mut().find(|j| j.name == name) {
+            m.pinned = job.row;
+            m.owner = job.uid;
+            self.store.managed_put(&name, &serde_json::to_string(&m.saved())?)?;
+            self.replan = true;
+        }
+        Ok(())
+    }
+
+    /// The epilog ran for job `id`: its processes are gone; restore and forget it, and do not take it on again
+    /// while Slurm removes its cgroups.
+    pub(super) fn slurm_epilog(&mut self, id: u64) -> anyhow::Result<()> {
+        self.store.slurm_remove(id)?;
+        self.slurm.remove(&id);
+        self.slurm_done.insert(id);
+        let name = job_name(id);
+        if let Some(i) = self.jobs.iter().position(|j| j.name == name) {
+            self.retire(i);
+            self.flush();
+            self.replan = true;
+        }
+        Ok(())
+    }
+}
+
+/// Looks for Slurm jobs of node `node` every [`SCAN_INTERVAL`] until the agent stops; wakes the slot loop when
+/// something changed. The thread runs at the slot thread's real-time priority, as it takes the agent's lock.
+pub fn spawn_discovery(shared: Shared, node: String) {
+    std::thread::spawn(move || {
+        super::realtime_thread("Slurm job discovery");
+        let (version, roots) = {
+            let agent = shared.0.lock().expect("agent lock");
+            (agent.backend.version(), agent.backend.roots())
+        };
+        loop {
+            let found = scan(version, &roots, &node);
+            let (lock, cvar) = &*shared;
+            let mut agent = lock.lock().expect("agent lock");
+            if agent.stop {
+                return;
+            }
+            agent.sync_slurm(&node, found);
+            if agent.replan {
+                cvar.notify_all();
+            }
+            drop(agent);
+            std::thread::sleep(SCAN_INTERVAL);
+        }
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mkdirs(root: &Path, paths: &[&str]) {
+        for p in paths {
+            fs::create_dir_all(root.join(p)).unwrap();
+        }
+    }
+
+    #[test]
+    fn v1_jobs_of_this_node_across_controllers() {
+        let t = tempfile::tempdir().unwrap();
+        let (freezer, cpuset) = (t.path().join("freezer"), t.path().join("cpuset"));
+        mkdirs(
+            &freezer,
+            &["slurm_n1/uid_0/job_7/step_0", "slurm_n1/uid_1000/job_9/step_batch", "slurm_n2/uid_0/job_8"],
+        );
+        mkdirs(&cpuset, &["slurm_n1/uid_0/job_7/step_0", "slurm_n1/uid_0/not_a_job"]);
+        let found = scan(Version::V1, &[freezer.clone(), cpuset.clone()], "n1");
+        assert_eq!(found.len(), 2);
+        assert_eq!(found[0].id, 7);
+        assert_eq!(found[0].uid, Some(0));
+        let both = vec![freezer.join("slurm_n1/uid_0/job_7"), cpuset.join("slurm_n1/uid_0/job_7")];
+        assert_eq!(found[0].job_dirs, both);
+        assert_eq!(found[0].groups, vec![both]);
+        assert_eq!((found[1].id, found[1].uid), (9, Some(1000)));
+        assert!(scan(Version::V1, std::slice::from_ref(&freezer), "n3").is_empty());
+    }
+
+    #[test]
+    fn v1_single_slurmd_layout() {
+        let t = tempfile::tempdir().unwrap();
+        mkdirs(t.path(), &["slurm/uid_5/job_3/step_0"]);
+        let found = scan(Version::V1, &[t.path().to_path_buf()], "anything");
+        assert_eq!((found[0].id, found[0].uid), (3, Some(5)));
+    }
+
+    #[test]
+    fn v2_groups_are_the_steps_user_cgroups() {
+        let t = tempfile::tempdir().unwrap();
+        let scope = "system.slice/n1_slurmstepd.scope";
+        mkdirs(
+            t.path(),
+            &[
+                &format!("{scope}/job_4/step_0/slurm"),
+                &format!("{scope}/job_4/step_0/user/task_0"),
+                &format!("{scope}/job_4/step_batch/user/task_special"),
+                &format!("{scope}/job_5/step_0/slurm"),
+                "system.slice/slurmstepd.scope/job_6/step_0/user",
+            ],
+        );
+        let found = scan(Version::V2, &[t.path().to_path_buf()], "n1");
+        assert_eq!(found.len(), 1, "job 5 has no task cgroup yet; job 6 belongs to the single-slurmd scope");
+        let job = t.path().join(scope).join("job_4");
+        assert_eq!(found[0].job_dirs, vec![job.clone()]);
+        assert_eq!(found[0].groups, vec![vec![job.join("step_0/user")], vec![job.join("step_batch/user")]]);
+        assert_eq!(scan(Version::V2, &[t.path().to_path_buf()], "n9")[0].id, 6);
+    }
+}

@@ -1,0 +1,74 @@
+//! The interface files co-scheduling writes in a job's cgroup, found by what each directory holds, so that they
+//! work for cgroups lockstep created and for adopted ones (Slurm steps, containers) alike.
+
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use super::weight_to_shares;
+use lockstep_core::cpulist::CpuList;
+
+/// Freezer and CPU-weight files of one cgroup (v1: across its controller directories; v2: one directory).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Knobs {
+    /// `freezer.state` (v1) or `cgroup.freeze` (v2).
+    pub freeze: Option<PathBuf>,
+    /// `cpu.shares` (v1) or `cpu.weight` (v2).
+    pub weight: Option<PathBuf>,
+    /// The effective cpuset file, to learn the cgroup's PUs.
+    pub cpus: Option<PathBuf>,
+}
+
+impl Knobs {
+    /// Looks for the files in `dirs`, each name in turn over every directory (a v1 job may also have a
+    /// membership directory on the unified hierarchy, whose `cgroup.freeze` must not win over `freezer.state`).
+    pub fn find(dirs: &[PathBuf]) -> Self {
+        let first =
+            |names: &[&str]| names.iter().flat_map(|n| dirs.iter().map(move |d| d.join(n))).find(|p| p.exists());
+        Self {
+            freeze: first(&["freezer.state", "cgroup.freeze"]),
+            weight: first(&["cpu.shares", "cpu.weight"]),
+            cpus: first(&["cpuset.effective_cpus", "cpuset.cpus.effective", "cpuset.cpus"]),
+        }
+    }
+
+    /// The PUs the cgroup may use, when its cpuset is readable.
+    pub fn pus(&self) -> Option<CpuList> {
+        let text = fs::read_to_string(self.cpus.as_ref()?).ok()?;
+        CpuList::parse(text.trim()).ok().filter(|l| !l.is_empty())
+    }
+}
+
+/// What to write to a freezer file to freeze (`true`) or thaw the cgroup.
+pub fn freeze_value(file: &Path, frozen: bool) -> &'static str {
+    match (is_v1(file), frozen) {
+        (true, true) => "FROZEN",
+        (true, false) => "THAWED",
+        (false, true) => "1",
+        (false, false) => "0",
+    }
+}
+
+/// Whether the freezer file says the cgroup is frozen or freezing.
+pub fn is_frozen(file: &Path) -> io::Result<bool> {
+    let state = fs::read_to_string(file)?;
+    Ok(matches!(state.trim(), "FROZEN" | "FREEZING" | "1"))
+}
+
+/// What to write to a weight file for a CPU weight on the v2 scale (v1 files take `cpu.shares`).
+pub fn weight_value(file: &Path, weight: u64) -> String {
+    if is_v1(file) {
+        weight_to_shares(weight).to_string()
+    } else {
+        weight.to_string()
+    }
+}
+
+/// Whether `file` is a freezer file (`freezer.state` or `cgroup.freeze`): restorers thaw these first.
+pub fn is_freeze_file(file: &Path) -> bool {
+    file.file_name().is_some_and(|n| n == "freezer.state" || n == "cgroup.freeze")
+}
+
+fn is_v1(file: &Path) -> bool {
+    file.file_name().is_some_and(|n| n == "freezer.state" || n == "cpu.shares")
+}

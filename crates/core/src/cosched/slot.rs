@@ -1,0 +1,59 @@
+//! Wall-clock slots: slot `k` covers `[k·L, (k+1)·L)` of `CLOCK_REALTIME`, so agents with synchronised clocks
+//! switch together without talking.
+
+use std::time::Duration;
+
+use crate::error::UsageError;
+
+/// Shortest slot.
+pub const MIN: Duration = Duration::from_millis(10);
+/// Longest slot.
+pub const MAX: Duration = Duration::from_mins(1);
+/// Slot length when none is given (seed 001).
+pub const DEFAULT: Duration = Duration::from_secs(2);
+
+/// Parses a slot length: a number with unit `ms` or `s` (`200ms`, `2s`, `0.5s`), from 10 ms to 60 s.
+pub fn parse(text: &str) -> Result<Duration, UsageError> {
+    let bad = || UsageError::new(format!("bad slot length {text:?} (expected e.g. 200ms or 2s, from 10ms to 60s)"));
+    let d = crate::duration::parse(text).filter(|_| text.ends_with('s')).ok_or_else(bad)?;
+    if d < MIN || d > MAX {
+        return Err(bad());
+    }
+    Ok(d)
+}
+
+/// Formats a slot length the way [`parse`] reads it.
+pub fn format(d: Duration) -> String {
+    if d.subsec_millis() == 0 && d.subsec_nanos() == 0 {
+        format!("{}s", d.as_secs())
+    } else {
+        format!("{}ms", d.as_millis())
+    }
+}
+
+/// Nanoseconds since the epoch (`CLOCK_REALTIME`).
+pub fn realtime_ns() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
+}
+
+/// The slot that contains `now_ns`.
+pub fn index(now_ns: u64, slot: Duration) -> u64 {
+    now_ns / slot.as_nanos() as u64
+}
+
+/// Start of slot `k`, in nanoseconds since the epoch.
+pub fn start_ns(k: u64, slot: Duration) -> u64 {
+    k * slot.as_nanos() as u64
+}
+
+/// Sleeps until `deadline_ns` of `CLOCK_REALTIME` (absolute), or returns at once if it has passed.
+pub fn sleep_until(deadline_ns: u64) {
+    let ts = libc::timespec {
+        tv_sec: (deadline_ns / 1_000_000_000) as libc::time_t,
+        tv_nsec: (deadline_ns % 1_000_000_000) as libc::c_long,
+    };
+    // SAFETY: `ts` is a valid timespec; a null remainder is allowed with TIMER_ABSTIME.
+    while unsafe { libc::clock_nanosleep(libc::CLOCK_REALTIME, libc::TIMER_ABSTIME, &raw const ts, std::ptr::null_mut()) }
+        == libc::EINTR
+    {}
+}

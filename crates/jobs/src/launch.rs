@@ -1,0 +1,171 @@
+//! `lockstep run`: create the job's cgroup, start the command inside it, forward signals, wait, clean up.
+
+use std::ffi::CString;
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use nix::sys::signal::{kill, SigSet, Signal};
+use nix::unistd::Pid;
+
+use crate::reconcile;
+use lockstep_cgroup::procfs;
+use lockstep_cgroup::{self as cgroup, Limits};
+use lockstep_core::error::{usage, UsageError};
+use lockstep_core::place::Placement;
+use lockstep_proto::client;
+use lockstep_proto::protocol;
+use lockstep_store::{NameInUse, NewJob, Store};
+
+/// Signals `lockstep run` passes on to its command instead of dying from them.
+const FORWARDED: [Signal; 4] = [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP, Signal::SIGQUIT];
+
+/// How long leftover processes of a job get to die before cleanup gives up.
+const DESTROY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A validated `lockstep run` request.
+pub struct Request {
+    /// Job name.
+    pub name: String,
+    /// Where the job goes.
+    pub placement: Placement,
+    /// `--cpus`, if given.
+    pub requested_cpus: Option<usize>,
+    /// CPU weight (cgroup v2 scale).
+    pub weight: Option<u64>,
+    /// Memory limit in bytes.
+    pub mem_limit: Option<u64>,
+    /// argv.
+    pub command: Vec<String>,
+    /// Row for co-scheduling, when the node's agent manages the job.
+    pub row: Option<u32>,
+    /// The agent's socket; the job is registered there when an agent listens.
+    pub socket: PathBuf,
+}
+
+/// Finds `program` as `execvp` would; a usage error if it is not an executable file.
+pub fn resolve_command(program: &str) -> Result<PathBuf, UsageError> {
+    let executable = |p: &Path| p.is_file() && p.metadata().is_ok_and(|m| m.permissions().mode() & 0o111 != 0);
+    let found = if program.contains('/') {
+        Some(PathBuf::from(program)).filter(|p| executable(p))
+    } else {
+        std::env::var_os("PATH")
+            .and_then(|path| std::env::split_paths(&path).map(|d| d.join(program)).find(|p| executable(p)))
+    };
+    found.ok_or_else(|| UsageError::new(format!("command not found or not executable: {program}")))
+}
+
+/// Runs the job to its end and returns the exit status lockstep should exit with (the command's, or
+/// 128+signal when a signal killed it).
+pub fn run(store: &mut Store, req: &Request) -> anyhow::Result<i32> {
+    lockstep_proto::names::check_job_name(&req.name)?;
+    let program = resolve_command(&req.command[0])?;
+    reconcile::reconcile(store)?;
+
+    let me = std::process::id() as i32;
+    let id = match store.insert_job(&NewJob {
+        name: &req.name,
+        command: &req.command,
+        placement: &req.placement,
+        requested_cpus: req.requested_cpus,
+        weight: req.weight,
+        mem_limit: req.mem_limit,
+        supervisor: (me, procfs::start_time(me).unwrap_or(0)),
+    }) {
+        Ok(id) => id,
+        Err(e) if e.is::<NameInUse>() => return usage(e.to_string()),
+        Err(e) => return Err(e),
+    };
+
+    let limits = Limits {
+        cpus: Some(req.placement.pus.clone()),
+        mems: Some(req.placement.mems.clone()),
+        weight: req.weight,
+        mem_limit: req.mem_limit,
+    };
+    let created = cgroup::detect().and_then(|backend| Ok(backend.create(&req.name, &limits)?));
+    let cg = match created {
+        Ok(cg) => cg,
+        Err(e) => {
+            store.finish(id, "failed", None, Some(&e.to_string()))?;
+            if e.downcast_ref::<cgroup::CreateError>().is_some_and(cgroup::CreateError::is_usage) {
+                return usage(e.to_string());
+            }
+            return Err(e);
+        }
+    };
+    store.set_cgroup(id, &cg)?;
+    let registered = client::call_if_running(
+        &req.socket,
+        &protocol::Request::Register { job: req.name.clone(), dirs: cg.dirs.clone(), row: req.row },
+    );
+    let managed = match registered.map(|r| r.and_then(client::check)) {
+        None => false,
+        Some(Ok(_)) => true,
+        Some(Err(e)) => {
+            let _ = cg.destroy(DESTROY_TIMEOUT);
+            store.finish(id, "failed", None, Some(&format!("the agent refused the job: {e:#}")))?;
+            return Err(e);
+        }
+    };
+
+    let outcome = supervise(&program, req, &cg.procs_paths(), store, id);
+    if managed {
+        let release = protocol::Request::Release { job: req.name.clone() };
+        let _ = client::call_if_running(&req.socket, &release);
+    }
+    let destroyed = cg.destroy(DESTROY_TIMEOUT);
+    match (&outcome, destroyed) {
+        (Ok(status), Ok(())) => store.finish(id, "done", Some(*status), None)?,
+        (Ok(status), Err(e)) => {
+            store.finish(id, "done", Some(*status), Some(&format!("cgroup cleanup failed: {e}")))?;
+            eprintln!("lockstep: job {}: cgroup cleanup failed: {e}", req.name);
+        }
+        (Err(e), _) => store.finish(id, "failed", None, Some(&e.to_string()))?,
+    }
+    outcome
+}
+
+/// Starts the command in the cgroup (joined between fork and exec), forwards signals to it, and waits.
+fn supervise(program: &Path, req: &Request, procs: &[CString], store: &Store, id: i64) -> anyhow::Result<i32> {
+    let mut forwarded = SigSet::empty();
+    for sig in FORWARDED {
+        forwarded.add(sig);
+    }
+    // Blocked here, these signals wait for the forwarding thread's sigwait; the child unblocks them.
+    forwarded.thread_block()?;
+    let procs = procs.to_vec();
+    let mut cmd = Command::new(program);
+    cmd.arg0(&req.command[0]).args(&req.command[1..]);
+    // SAFETY: the closure runs in the forked child before exec and only calls async-signal-safe functions
+    // (sigprocmask, open, write, close) on memory prepared before the fork.
+    unsafe {
+        cmd.pre_exec(move || {
+            SigSet::empty().thread_set_mask().map_err(std::io::Error::from)?;
+            for path in &procs {
+                cgroup::join(path)?;
+            }
+            Ok(())
+        });
+    }
+    let spawned = cmd.spawn();
+    let mut child = match spawned {
+        Ok(child) => child,
+        Err(e) => {
+            forwarded.thread_unblock()?;
+            return usage(format!("cannot start {}: {e}", req.command[0]));
+        }
+    };
+    store.set_pid(id, child.id() as i32)?;
+
+    let pid = Pid::from_raw(child.id() as i32);
+    std::thread::spawn(move || loop {
+        if let Ok(sig) = forwarded.wait() {
+            let _ = kill(pid, sig);
+        }
+    });
+    let status = child.wait()?;
+    Ok(status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(0)))
+}

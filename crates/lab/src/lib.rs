@@ -1,0 +1,54 @@
+//! Experiments: a TOML spec is run case by case under a private agent, every job's result goes to the store,
+//! and a report turns the latest session into tables, plots, Markdown and HTML. Three kinds: co-scheduling
+//! experiments ([`spec`], [`runner`], [`report`]; seeds 001 and 004), counter-overhead experiments ([`counters`];
+//! seed 002) and lock experiments ([`locks`]; seed 003), told apart by the spec's `kind` key.
+
+mod containers;
+pub mod counters;
+mod dcs_report;
+pub mod locks;
+pub mod report;
+pub mod runner;
+mod slurm;
+pub mod spec;
+
+use std::path::Path;
+
+use lockstep_core::error::UsageError;
+
+/// A spec of any kind.
+pub enum AnySpec {
+    /// Co-scheduling (`kind = "mpl"`, the default).
+    Mpl(spec::Spec),
+    /// Counter overhead (`kind = "counters"`).
+    Counters(counters::CountersSpec),
+    /// Locks (`kind = "locks"`).
+    Locks(locks::LocksSpec),
+}
+
+impl AnySpec {
+    /// The experiment's name.
+    pub fn name(&self) -> &str {
+        match self {
+            Self::Mpl(s) => &s.name,
+            Self::Counters(s) => &s.name,
+            Self::Locks(s) => &s.name,
+        }
+    }
+}
+
+/// Reads a spec of any kind.
+pub fn load(path: &Path) -> Result<AnySpec, UsageError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| UsageError::new(format!("bad experiment spec {}: cannot read it ({e})", path.display())))?;
+    let kind = text.parse::<toml::Table>().ok().and_then(|t| t.get("kind")?.as_str().map(str::to_string));
+    match kind.as_deref() {
+        Some("counters") => counters::load(path).map(AnySpec::Counters),
+        Some("locks") => locks::load(path).map(AnySpec::Locks),
+        None | Some("mpl") => spec::load(path).map(AnySpec::Mpl),
+        Some(other) => Err(UsageError::new(format!(
+            "bad experiment spec {}: kind = {other:?} (expected \"mpl\", \"counters\" or \"locks\")",
+            path.display()
+        ))),
+    }
+}

@@ -1,0 +1,297 @@
+//! Lock experiments (seed 003, `kind = "locks"`): `lockbench` over every lock of liblockstep-locks, from a few
+//! threads to several per CPU, with and without co-runner processes, on the real topology and on an emulated
+//! NUMA map, under numactl memory policies; the report shows throughput against threads, fairness and tail
+//! latency, and checks issue 9's targets.
+
+pub mod report;
+pub mod run;
+
+use std::path::Path;
+
+use serde::Deserialize;
+
+use lockstep_core::error::UsageError;
+
+/// Every lock of liblockstep-locks (`lockbench --list`).
+pub const LOCKS: &[&str] = &["pthread", "ttas", "ticket", "mcs", "cna", "mcs-pt", "cna-pt"];
+
+/// numactl memory policies a scenario may run under.
+pub const NUMA_POLICIES: &[&str] = &["default", "bind", "preferred", "interleave"];
+
+/// A parsed, validated locks spec.
+#[derive(Clone, Debug)]
+pub struct LocksSpec {
+    /// Experiment name.
+    pub name: String,
+    /// What it reproduces.
+    pub description: String,
+    /// Length of one run, in seconds.
+    pub duration_s: f64,
+    /// Repetitions of every case.
+    pub repetitions: u32,
+    /// Locks compared.
+    pub locks: Vec<String>,
+    /// Scenarios, in spec order.
+    pub scenarios: Vec<Scenario>,
+}
+
+/// One scenario: a workload and the axes it is run over.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scenario {
+    /// Name, shown in the report.
+    pub name: String,
+    /// `counter`, `rename` or `rename-user`.
+    pub workload: String,
+    /// Critical section: loop iterations on shared data.
+    #[serde(default = "hundred")]
+    pub cs: u64,
+    /// Critical section: cache lines written.
+    #[serde(default)]
+    pub cs_lines: u64,
+    /// Non-critical section: loop iterations of private work.
+    #[serde(default = "hundred")]
+    pub ncs: u64,
+    /// Threads, as multiples of the machine's CPUs (at least one thread).
+    pub threads_per_cpu: Vec<f64>,
+    /// Co-runner processes, as multiples of the CPUs (0: none).
+    #[serde(default = "no_corunners")]
+    pub corunners_per_cpu: Vec<f64>,
+    /// `real`, or `emulated-N`: the CPUs split into N nodes in order.
+    #[serde(default = "real")]
+    pub numa: Vec<String>,
+    /// numactl memory policies.
+    #[serde(default = "default_policy")]
+    pub numa_policies: Vec<String>,
+}
+
+/// One run of lockbench.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Case {
+    /// Index of the scenario.
+    pub scenario: usize,
+    /// Lock name (`kernel` for `rename`).
+    pub lock: String,
+    /// Threads per CPU.
+    pub threads_per_cpu: f64,
+    /// Co-runners per CPU.
+    pub corunners_per_cpu: f64,
+    /// `real` or `emulated-N`.
+    pub numa: String,
+    /// numactl memory policy.
+    pub policy: String,
+    /// Repetition, from 1.
+    pub repetition: u32,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Raw {
+    kind: String,
+    name: String,
+    #[serde(default)]
+    description: String,
+    duration_s: f64,
+    #[serde(default = "one")]
+    repetitions: u32,
+    #[serde(default)]
+    locks: Option<Vec<String>>,
+    scenarios: Vec<Scenario>,
+}
+
+fn one() -> u32 {
+    1
+}
+fn hundred() -> u64 {
+    100
+}
+fn no_corunners() -> Vec<f64> {
+    vec![0.0]
+}
+fn real() -> Vec<String> {
+    vec!["real".into()]
+}
+fn default_policy() -> Vec<String> {
+    vec!["default".into()]
+}
+
+/// Nodes of an `emulated-N` label (N from 2 to 64), `None` for `real`, an error otherwise.
+pub fn emulated_nodes(numa: &str) -> Result<Option<usize>, String> {
+    if numa == "real" {
+        return Ok(None);
+    }
+    numa.strip_prefix("emulated-")
+        .and_then(|n| n.parse::<usize>().ok())
+        .filter(|n| (2..=64).contains(n))
+        .map(Some)
+        .ok_or_else(|| format!("numa {numa:?} (expected real, or emulated-N with N from 2 to 64)"))
+}
+
+/// A `LOCKSTEP_NUMA_MAP` that splits `cpus` (in order) into `nodes` nodes of nearly equal size.
+pub fn numa_map(cpus: &[usize], nodes: usize) -> String {
+    let per = cpus.len().div_ceil(nodes).max(1);
+    cpus.chunks(per)
+        .enumerate()
+        .map(|(node, chunk)| format!("{node}:{}", chunk.iter().map(std::string::ToString::to_string).collect::<Vec<_>>().join(",")))
+        .collect::<Vec<_>>()
+        .join(";")
+}
+
+/// Reads and validates a locks spec; every problem is one usage error naming the file.
+pub fn load(path: &Path) -> Result<LocksSpec, UsageError> {
+    let bad = |what: String| UsageError::new(format!("bad experiment spec {}: {what}", path.display()));
+    let text = std::fs::read_to_string(path).map_err(|e| bad(format!("cannot read it ({e})")))?;
+    let raw: Raw = toml::from_str(&text).map_err(|e| bad(lockstep_core::error::toml_message(&text, &e)))?;
+    crate::spec::check_common(&raw.kind, "locks", &raw.name, 1).map_err(bad)?;
+    if !(raw.duration_s > 0.0 && raw.duration_s <= 600.0) {
+        return Err(bad(format!("duration_s = {} (expected seconds, more than 0, at most 600)", raw.duration_s)));
+    }
+    if raw.repetitions == 0 {
+        return Err(bad("repetitions must be at least 1".into()));
+    }
+    let locks = raw.locks.unwrap_or_else(|| LOCKS.iter().map(std::string::ToString::to_string).collect());
+    if let Some(l) = locks.iter().find(|l| !LOCKS.contains(&l.as_str())) {
+        return Err(bad(format!("lock {l:?} (expected some of {})", LOCKS.join(", "))));
+    }
+    if locks.is_empty() || raw.scenarios.is_empty() {
+        return Err(bad("locks and [[scenarios]] must be non-empty".into()));
+    }
+    for s in &raw.scenarios {
+        let what = |w: String| bad(format!("scenario {:?}: {w}", s.name));
+        if !["counter", "rename", "rename-user"].contains(&s.workload.as_str()) {
+            return Err(what(format!("workload {:?} (expected counter, rename or rename-user)", s.workload)));
+        }
+        if s.threads_per_cpu.is_empty() || s.threads_per_cpu.iter().any(|t| !(*t > 0.0 && *t <= 64.0)) {
+            return Err(what("threads_per_cpu must be non-empty, each more than 0 and at most 64".into()));
+        }
+        if s.corunners_per_cpu.is_empty() || s.corunners_per_cpu.iter().any(|c| !(*c >= 0.0 && *c <= 16.0)) {
+            return Err(what("corunners_per_cpu must be non-empty, each from 0 to 16".into()));
+        }
+        if s.cs_lines > 4096 {
+            return Err(what(format!("cs_lines = {} (at most 4096)", s.cs_lines)));
+        }
+        for n in &s.numa {
+            emulated_nodes(n).map_err(what)?;
+        }
+        if s.numa.is_empty() || s.numa_policies.is_empty() {
+            return Err(what("numa and numa_policies must be non-empty".into()));
+        }
+        if let Some(p) = s.numa_policies.iter().find(|p| !NUMA_POLICIES.contains(&p.as_str())) {
+            return Err(what(format!("numa policy {p:?} (expected some of {})", NUMA_POLICIES.join(", "))));
+        }
+    }
+    Ok(LocksSpec {
+        name: raw.name,
+        description: raw.description,
+        duration_s: raw.duration_s,
+        repetitions: raw.repetitions,
+        locks,
+        scenarios: raw.scenarios,
+    })
+}
+
+/// Every run, repetition by repetition; within a repetition scenario by scenario, every configuration with the
+/// locks side by side (so that slow drifts of the machine hit every lock alike).
+pub fn plan(spec: &LocksSpec) -> Vec<Case> {
+    let mut cases = Vec::new();
+    for repetition in 1..=spec.repetitions {
+        for (i, s) in spec.scenarios.iter().enumerate() {
+            let locks: Vec<String> = if s.workload == "rename" { vec!["kernel".into()] } else { spec.locks.clone() };
+            for numa in &s.numa {
+                for policy in &s.numa_policies {
+                    for &corunners_per_cpu in &s.corunners_per_cpu {
+                        for &threads_per_cpu in &s.threads_per_cpu {
+                            for lock in &locks {
+                                cases.push(Case {
+                                    scenario: i,
+                                    lock: lock.clone(),
+                                    threads_per_cpu,
+                                    corunners_per_cpu,
+                                    numa: numa.clone(),
+                                    policy: policy.clone(),
+                                    repetition,
+                                });
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    cases
+}
+
+/// `count` × `cpus`, rounded, at least `min`.
+pub fn per_cpu(count: f64, cpus: usize, min: u32) -> u32 {
+    ((count * cpus as f64).round() as u32).max(min)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(text: &str) -> (tempfile::TempDir, std::path::PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("l.toml");
+        std::fs::write(&path, text).unwrap();
+        (dir, path)
+    }
+
+    const SPEC: &str = r#"kind = "locks"
+name = "l"
+duration_s = 0.5
+repetitions = 2
+locks = ["mcs", "cna-pt"]
+[[scenarios]]
+name = "counter"
+workload = "counter"
+threads_per_cpu = [1, 2]
+corunners_per_cpu = [0, 1]
+numa = ["real", "emulated-2"]
+[[scenarios]]
+name = "rename"
+workload = "rename"
+threads_per_cpu = [1]
+numa_policies = ["default", "interleave"]
+"#;
+
+    #[test]
+    fn plan_covers_every_axis_and_rename_runs_once_per_configuration() {
+        let (_d, path) = write(SPEC);
+        let spec = load(&path).unwrap();
+        let cases = plan(&spec);
+        // counter: 2 numa × 1 policy × 2 corunners × 2 threads × 2 locks; rename: 2 policies × 1 × 1 × kernel.
+        assert_eq!(cases.len(), 2 * (2 * 2 * 2 * 2 + 2));
+        assert!(cases.iter().filter(|c| c.scenario == 1).all(|c| c.lock == "kernel"));
+        assert_eq!(cases.iter().filter(|c| c.repetition == 2).count(), cases.len() / 2);
+        assert_eq!(cases[0].lock, "mcs");
+        assert_eq!(cases[1].lock, "cna-pt");
+    }
+
+    #[test]
+    fn bad_values_are_named() {
+        for (from, to, says) in [
+            ("\"cna-pt\"]", "\"cna-xx\"]", "lock \"cna-xx\""),
+            ("\"emulated-2\"", "\"emulated-1\"", "emulated-N"),
+            ("\"interleave\"", "\"spread\"", "numa policy \"spread\""),
+            ("workload = \"rename\"", "workload = \"move\"", "workload \"move\""),
+            ("duration_s = 0.5", "duration_s = 0", "duration_s"),
+        ] {
+            let (_d, path) = write(&SPEC.replace(from, to));
+            let err = load(&path).unwrap_err().to_string();
+            assert!(err.contains(says), "{err}");
+        }
+    }
+
+    #[test]
+    fn emulated_map_splits_the_cpus_in_order() {
+        assert_eq!(numa_map(&[0, 1, 2, 3], 2), "0:0,1;1:2,3");
+        assert_eq!(numa_map(&[0, 1], 2), "0:0;1:1");
+        assert_eq!(numa_map(&[0, 1, 2], 2), "0:0,1;1:2");
+        assert_eq!(emulated_nodes("real"), Ok(None));
+        assert_eq!(emulated_nodes("emulated-4"), Ok(Some(4)));
+        assert_eq!(per_cpu(0.5, 2, 1), 1);
+        assert_eq!(per_cpu(0.0, 2, 0), 0);
+        assert_eq!(per_cpu(0.25, 2, 1), 1);
+    }
+}

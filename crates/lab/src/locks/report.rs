@@ -1,0 +1,278 @@
+//! The locks report: per scenario and configuration (NUMA map, memory policy, co-runners) throughput against
+//! threads for every lock (table and plot), fairness and p99 latency; then issue 9's targets, checked on the
+//! `counter` scenarios; and what this machine cannot show.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use super::LocksSpec;
+use crate::report::{chart, html_page, median, write_files};
+use lockstep_store::LockRun;
+
+/// A configuration of a scenario: scenario, NUMA, memory policy, co-runners.
+type Config = (String, String, String, u32);
+
+/// Thread count → [throughput, fairness, p99 ns] of every successful repetition.
+type ByThreads = BTreeMap<u32, Vec<[f64; 3]>>;
+
+/// Medians over repetitions, per lock and thread count.
+#[derive(Default)]
+struct Table {
+    /// lock → its measures.
+    cells: BTreeMap<String, ByThreads>,
+    /// threads → threads per CPU.
+    per_cpu: BTreeMap<u32, f64>,
+}
+
+impl Table {
+    /// Median of measure `m` (0 throughput, 1 fairness, 2 p99) of `lock` at `threads`.
+    fn median(&self, lock: &str, threads: u32, m: usize) -> Option<f64> {
+        let v = self.cells.get(lock)?.get(&threads)?;
+        let mut xs: Vec<f64> = v.iter().map(|c| c[m]).collect();
+        (!xs.is_empty()).then(|| median(&mut xs))
+    }
+
+    /// The best median throughput at `threads`.
+    fn best(&self, threads: u32) -> Option<f64> {
+        self.cells.keys().filter_map(|l| self.median(l, threads, 0)).reduce(f64::max)
+    }
+
+    /// The thread count run at `per_cpu` threads per CPU.
+    fn threads_at(&self, per_cpu: f64) -> Option<u32> {
+        self.per_cpu.iter().find(|(_, p)| (**p - per_cpu).abs() < 1e-9).map(|(t, _)| *t)
+    }
+}
+
+fn tables(runs: &[LockRun]) -> BTreeMap<Config, Table> {
+    let mut out: BTreeMap<Config, Table> = BTreeMap::new();
+    for r in runs {
+        let key = (r.scenario.clone(), r.numa.clone(), r.numa_policy.clone(), r.corunners);
+        let t = out.entry(key).or_default();
+        t.per_cpu.insert(r.threads, r.threads_per_cpu);
+        let cell = t.cells.entry(r.lock.clone()).or_default().entry(r.threads).or_default();
+        if let (Some(x), Some(f), Some(p)) = (r.throughput_ops_s, r.fairness_jain, r.p99_ns) {
+            cell.push([x, f, p as f64]);
+        }
+    }
+    out
+}
+
+/// The locks of `t` in the spec's order (then `kernel`).
+fn locks_of<'a>(spec: &'a LocksSpec, t: &Table) -> Vec<&'a str> {
+    spec.locks.iter().map(String::as_str).chain(["kernel"]).filter(|l| t.cells.contains_key(*l)).collect()
+}
+
+fn section(md: &mut String, spec: &LocksSpec, t: &Table, m: usize, title: &str, show: impl Fn(f64) -> String) {
+    let threads: Vec<u32> = t.per_cpu.keys().copied().collect();
+    let _ = write!(md, "{title}\n\n| lock |");
+    for th in &threads {
+        let _ = write!(md, " {th} ({}×) |", t.per_cpu[th]);
+    }
+    md.push_str("\n|---|");
+    md.push_str(&"---|".repeat(threads.len()));
+    md.push('\n');
+    for lock in locks_of(spec, t) {
+        let _ = write!(md, "| {lock} |");
+        for &th in &threads {
+            let v = t.median(lock, th, m);
+            let best = m == 0 && v.is_some() && v == t.best(th);
+            let text = v.map_or("-".to_string(), &show);
+            let _ = write!(md, " {} |", if best { format!("**{text}**") } else { text });
+        }
+        md.push('\n');
+    }
+    md.push('\n');
+}
+
+/// Writes `summary.md`, `index.html` and one SVG plot per configuration into `dir`; returns the HTML path.
+pub fn write(spec: &LocksSpec, runs: &[LockRun], dir: &Path) -> anyhow::Result<PathBuf> {
+    std::fs::create_dir_all(dir)?;
+    let tables = tables(runs);
+    let failed = runs.iter().filter(|r| r.throughput_ops_s.is_none()).count();
+    let cpus = lockstep_core::cpulist::CpuList::online().len();
+    let nodes = std::fs::read_dir("/sys/devices/system/node")
+        .map_or(1, |d| d.flatten().filter(|e| e.file_name().to_string_lossy().starts_with("node")).count())
+        .max(1);
+    let mut md = format!("# {} — {}\n\n", spec.name, spec.description);
+    let _ = writeln!(
+        md,
+        "{} lockbench runs ({failed} failed, left out) of {} s each, {} repetitions; medians over the repetitions. \
+         Machine: {cpus} CPUs, {nodes} NUMA node(s). Threads and co-runner processes are multiples of the CPUs \
+         (co-runners spin, preempting lock holders and waiters as a host preempts vCPUs). Latency: acquisition \
+         for `counter`, the whole rename for the rename workloads. **Bold**: the best throughput of a column.\n",
+        runs.len(),
+        spec.duration_s,
+        spec.repetitions
+    );
+    if nodes == 1 {
+        md.push_str(
+            "**What this machine cannot show.** It has one real NUMA node: `emulated-N` splits its CPUs into N \
+             nodes with LOCKSTEP_NUMA_MAP, which changes only whom cna and cna-pt treat as local (the hand-over \
+             order), not the cost of moving a cache line between sockets, so the locality gain seed 003 measured \
+             on real sockets cannot appear here; and the numactl policies (bind, preferred, interleave) all place \
+             memory on the one node, so they differ only by noise.\n\n",
+        );
+    }
+    let mut html = html_page(&spec.name, &spec.description);
+    for ((scenario, numa, policy, corunners), t) in &tables {
+        let title = format!("{scenario} — numa {numa}, memory {policy}, {corunners} co-runners");
+        let _ = writeln!(md, "## {title}\n");
+        section(&mut md, spec, t, 0, "Throughput (M ops/s)", |v| format!("{:.3}", v / 1e6));
+        section(&mut md, spec, t, 1, "Fairness (Jain's index)", |v| format!("{v:.3}"));
+        section(&mut md, spec, t, 2, "p99 latency (µs)", |v| format!("{:.1}", v / 1e3));
+        let series: BTreeMap<String, Vec<(u32, f64)>> = locks_of(spec, t)
+            .into_iter()
+            .map(|l| {
+                let points = t.per_cpu.keys().filter_map(|&th| Some((th, t.median(l, th, 0)? / 1e6))).collect();
+                (l.to_string(), points)
+            })
+            .collect();
+        let svg = chart(&title, "threads", "throughput (M ops/s)", &series);
+        let slug: String = title.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '-' }).collect();
+        std::fs::write(dir.join(format!("{slug}.svg")), &svg)?;
+        html += &svg;
+    }
+    md += &targets(spec, &tables);
+    html += "<h2>Tables</h2>";
+    write_files(dir, &md, html)
+}
+
+/// Issue 9's targets on every `counter` configuration without co-runners (and its co-runner twin).
+fn targets(spec: &LocksSpec, tables: &BTreeMap<Config, Table>) -> String {
+    let mut md = String::from("## Targets\n\n");
+    let counter: Vec<&str> =
+        spec.scenarios.iter().filter(|s| s.workload == "counter").map(|s| s.name.as_str()).collect();
+    let verdict = |ok: bool| if ok { "met" } else { "**not met**" };
+    for ((scenario, numa, policy, corunners), t) in tables {
+        if *corunners != 0 || !counter.contains(&scenario.as_str()) {
+            continue;
+        }
+        let _ = writeln!(md, "### {scenario} — numa {numa}, memory {policy}\n");
+        // 1. At ≤ 1× threads per CPU, every lock within 5 % of the best.
+        md.push_str(
+            "At ≤ 1 thread per CPU, every lock within 5 % of the best (worst ratio over those thread counts):\n\n",
+        );
+        md.push_str("| lock | worst throughput / best | at threads | |\n|---|---|---|---|\n");
+        for lock in locks_of(spec, t) {
+            let worst = t
+                .per_cpu
+                .iter()
+                .filter(|(_, p)| **p <= 1.0)
+                .filter_map(|(&th, _)| Some((t.median(lock, th, 0)? / t.best(th)?, th)))
+                .min_by(|a, b| a.0.total_cmp(&b.0));
+            if let Some((ratio, th)) = worst {
+                let _ = writeln!(md, "| {lock} | {ratio:.3} | {th} | {} |", verdict(ratio >= 0.95));
+            }
+        }
+        // 2. Oversubscribed (2×) and with co-runners, against 1×.
+        let one = t.threads_at(1.0);
+        let two = t.threads_at(2.0);
+        let co = tables
+            .iter()
+            .find(|((s, n, p, c), _)| s == scenario && n == numa && p == policy && *c > 0)
+            .map(|(_, ct)| ct);
+        md.push_str(
+            "\nUnder preemption, throughput against the lock's own at 1 thread per CPU (cna-pt must keep ≥ 80 %; \
+             plain mcs, ticket and cna are expected to collapse):\n\n",
+        );
+        md.push_str("| lock | 1× (M ops/s) | 2× threads / 1× | 1× + co-runners / 1× | |\n|---|---|---|---|---|\n");
+        for lock in locks_of(spec, t) {
+            let Some(base) = one.and_then(|th| t.median(lock, th, 0)) else { continue };
+            let over = two.and_then(|th| t.median(lock, th, 0)).map(|v| v / base);
+            let with_co = co.and_then(|ct| ct.median(lock, one?, 0)).map(|v| v / base);
+            let ratios: Vec<f64> = [over, with_co].into_iter().flatten().collect();
+            let worst = ratios.iter().copied().reduce(f64::min);
+            let note = match (lock, worst) {
+                ("cna-pt", Some(w)) => format!("≥ 0.8: {}", verdict(w >= 0.8)),
+                ("mcs" | "ticket" | "cna", Some(w)) => {
+                    (if w < 0.5 { "collapses (< 0.5)" } else { "holds up (≥ 0.5)" }).to_string()
+                }
+                _ => String::new(),
+            };
+            let show = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.3}"));
+            let _ = writeln!(md, "| {lock} | {:.3} | {} | {} | {note} |", base / 1e6, show(over), show(with_co));
+        }
+        // 3. CNA's fairness with its default flush bound.
+        md.push_str(
+            "\nFairness of cna with its default flush bound (Jain's index ≥ 0.9 at ≤ 1 thread per CPU; the lowest \
+             over all thread counts for information):\n\n",
+        );
+        for lock in ["cna", "cna-pt"] {
+            let lowest = |max: f64| {
+                t.per_cpu
+                    .iter()
+                    .filter(|(_, p)| **p <= max)
+                    .filter_map(|(&th, _)| Some((t.median(lock, th, 1)?, th)))
+                    .min_by(|a, b| a.0.total_cmp(&b.0))
+            };
+            if let (Some((j, th)), Some((all, all_th))) = (lowest(1.0), lowest(f64::MAX)) {
+                let _ = writeln!(
+                    md,
+                    "- {lock}: {j:.3} (at {th} threads): {}; over all thread counts {all:.3} (at {all_th})",
+                    verdict(j >= 0.9)
+                );
+            }
+        }
+        md.push('\n');
+    }
+    md
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(lock: &str, threads: u32, per_cpu: f64, corunners: u32, throughput: f64, jain: f64) -> LockRun {
+        LockRun {
+            experiment: "l".into(),
+            session: 1.0,
+            scenario: "counter".into(),
+            workload: "counter".into(),
+            lock: lock.into(),
+            threads,
+            threads_per_cpu: per_cpu,
+            corunners,
+            numa: "emulated-2".into(),
+            numa_policy: "default".into(),
+            repetition: 1,
+            ops: Some(1),
+            throughput_ops_s: Some(throughput),
+            fairness_jain: Some(jain),
+            p50_ns: Some(100),
+            p99_ns: Some(2000),
+            p999_ns: Some(5000),
+            exit_status: Some(0),
+            started_at: 1.0,
+        }
+    }
+
+    #[test]
+    fn targets_are_judged_from_the_medians() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("l.toml");
+        std::fs::write(
+            &path,
+            "kind = \"locks\"\nname = \"l\"\nduration_s = 1\nlocks = [\"mcs\", \"cna-pt\"]\n[[scenarios]]\n\
+             name = \"counter\"\nworkload = \"counter\"\nthreads_per_cpu = [1, 2]\ncorunners_per_cpu = [0, 1]\n",
+        )
+        .unwrap();
+        let spec = super::super::load(&path).unwrap();
+        let runs = vec![
+            run("mcs", 2, 1.0, 0, 4e6, 0.99),
+            run("cna-pt", 2, 1.0, 0, 3.9e6, 0.95),
+            run("mcs", 4, 2.0, 0, 0.1e6, 0.8),
+            run("cna-pt", 4, 2.0, 0, 3.5e6, 0.97),
+            run("mcs", 2, 1.0, 2, 0.2e6, 0.9),
+            run("cna-pt", 2, 1.0, 2, 3.0e6, 0.99),
+        ];
+        let index = write(&spec, &runs, dir.path()).unwrap();
+        let md = std::fs::read_to_string(dir.path().join("summary.md")).unwrap();
+        assert!(index.exists());
+        assert!(md.contains("| mcs | **4.000** | 0.100 |"), "{md}");
+        assert!(md.contains("| cna-pt | 0.975 | 2 | met |"), "{md}");
+        assert!(md.contains("| mcs | 4.000 | 0.025 | 0.050 | collapses (< 0.5) |"), "{md}");
+        assert!(md.contains("| cna-pt | 3.900 | 0.897 | 0.769 | ≥ 0.8: **not met** |"), "{md}");
+        assert!(md.contains("- cna-pt: 0.950 (at 2 threads): met; over all thread counts 0.950 (at 2)"), "{md}");
+    }
+}

@@ -1,0 +1,349 @@
+//! The experiment report: per workload × MPL × policy × progress mode, runtime, slowdown against the dedicated
+//! run, and communication share, with their spread over repetitions; SVG plots of slowdown and communication
+//! share against MPL (one line per policy); a Markdown summary and a self-contained HTML page.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use plotters::prelude::*;
+
+use super::spec::Spec;
+use lockstep_store::ExperimentRun;
+
+/// Statistics of one cell of the table.
+#[derive(Clone, Debug, Default)]
+pub struct Cell {
+    /// Jobs measured.
+    pub n: usize,
+    /// Median time (s).
+    pub time: f64,
+    /// Median, min and max slowdown against the dedicated median.
+    pub slowdown: (f64, f64, f64),
+    /// Mean communication share.
+    pub comm: Option<f64>,
+    /// Whether every job verified.
+    pub verified: bool,
+}
+
+/// Key of a cell: mode (MPI progress, `+container` for containerised ranks), policy label, workload, MPL.
+type Key = (String, String, String, u32);
+
+/// Median of `v` (sorted in place); NaN when empty.
+pub(crate) fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n == 0 {
+        f64::NAN
+    } else if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        f64::midpoint(v[n / 2 - 1], v[n / 2])
+    }
+}
+
+/// A job's time: the kernel's timed section; for a Slurm job its wall time from `srun` to exit, since Slurm's
+/// gang scheduling may keep a job suspended before and during its timed section.
+pub(crate) fn time_of(r: &ExperimentRun) -> f64 {
+    if r.placement == "slurm" {
+        r.wall_s
+    } else {
+        r.time_s.unwrap_or(r.wall_s)
+    }
+}
+
+/// The run's mode: MPI progress, `+container` / `+slurm` when its ranks ran in containers / as a Slurm job, and
+/// `+loaded` when background load (`[name]` in the mix) ran beside it.
+fn mode(r: &ExperimentRun) -> String {
+    let mut m = r.progress.clone();
+    if r.placement != "process" {
+        m = format!("{m}+{}", r.placement);
+    }
+    if r.mix.contains('[') {
+        m += "+loaded";
+    }
+    m
+}
+
+/// Aggregates runs into cells; the dedicated runs are the MPL-1 row of every policy.
+pub fn cells(runs: &[ExperimentRun]) -> BTreeMap<Key, Cell> {
+    let mut dedicated: BTreeMap<(String, String), Vec<f64>> = BTreeMap::new();
+    for r in runs.iter().filter(|r| r.policy == "dedicated") {
+        dedicated.entry((mode(r), r.workload.clone())).or_default().push(time_of(r));
+    }
+    let base: BTreeMap<(String, String), f64> = dedicated.into_iter().map(|(k, mut v)| (k, median(&mut v))).collect();
+    let mut groups: BTreeMap<Key, Vec<&ExperimentRun>> = BTreeMap::new();
+    let policies: Vec<String> = {
+        let mut p: Vec<String> = runs.iter().filter(|r| r.policy != "dedicated").map(|r| r.policy.clone()).collect();
+        p.sort();
+        p.dedup();
+        p
+    };
+    for r in runs.iter().filter(|r| r.policy != "dedicated") {
+        groups.entry((mode(r), r.policy.clone(), r.workload.clone(), r.mpl)).or_default().push(r);
+    }
+    // The dedicated run is the MPL 1 of every policy that did not run the workload alone itself (`unloaded`).
+    let own: std::collections::BTreeSet<Key> = groups.keys().cloned().collect();
+    for r in runs.iter().filter(|r| r.policy == "dedicated") {
+        for p in &policies {
+            let key = (mode(r), p.clone(), r.workload.clone(), 1);
+            if !own.contains(&key) {
+                groups.entry(key).or_default().push(r);
+            }
+        }
+    }
+    groups
+        .into_iter()
+        .map(|(key, rs)| {
+            // A job under background load is compared with its dedicated run without it.
+            let unloaded_mode = key.0.trim_end_matches("+loaded").to_string();
+            let b = base.get(&(unloaded_mode, key.2.clone())).copied().unwrap_or(f64::NAN);
+            let mut times: Vec<f64> = rs.iter().map(|r| time_of(r)).collect();
+            let mut slow: Vec<f64> = times.iter().map(|t| t / b).collect();
+            let comms: Vec<f64> = rs.iter().filter_map(|r| r.comm_ratio).collect();
+            let cell = Cell {
+                n: rs.len(),
+                time: median(&mut times),
+                slowdown: (
+                    median(&mut slow),
+                    slow.iter().copied().fold(f64::INFINITY, f64::min),
+                    slow.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+                ),
+                comm: (!comms.is_empty()).then(|| comms.iter().sum::<f64>() / comms.len() as f64),
+                verified: rs.iter().all(|r| r.verified),
+            };
+            (key, cell)
+        })
+        .collect()
+}
+
+/// Mean slowdown of the communication-heavy workloads, per (progress, policy, MPL ≥ 2).
+pub fn comm_heavy_means(spec: &Spec, cells: &BTreeMap<Key, Cell>) -> BTreeMap<(String, String, u32), f64> {
+    let mut acc: BTreeMap<(String, String, u32), Vec<f64>> = BTreeMap::new();
+    for ((progress, policy, workload, mpl), c) in cells {
+        if *mpl >= 2 && spec.workloads.get(workload).is_some_and(|w| w.communication) {
+            acc.entry((progress.clone(), policy.clone(), *mpl)).or_default().push(c.slowdown.0);
+        }
+    }
+    acc.into_iter().map(|(k, v)| (k, v.iter().sum::<f64>() / v.len() as f64)).collect()
+}
+
+/// Experiments on the Slurm test cluster: lockstep's best policy against Slurm's gang scheduling (mean slowdown
+/// of the communication-heavy jobs), jobs lost per policy, and the cross-node skew of the agents' slot switches.
+fn slurm_section(runs: &[ExperimentRun], means: &BTreeMap<(String, String, u32), f64>) -> String {
+    let slurm_gang = |p: &str| p.starts_with(super::spec::SLURM_GANG);
+    let lockstep = |p: &str| p.starts_with("boost/") || p.starts_with("gang/");
+    let mut md = "\n## lockstep against Slurm's gang scheduling\n\nMean slowdown of the communication-heavy jobs; \
+                  target: lockstep's best policy below Slurm's gang scheduling, and no job lost.\n\n"
+        .to_string();
+    md +=
+        "| progress | MPL | lockstep's best | its mean slowdown | Slurm gang | its mean slowdown | lockstep better |\n";
+    md += "|---|---|---|---|---|---|---|\n";
+    for ((progress, policy, mpl), s) in means.iter().filter(|((_, p, _), _)| slurm_gang(p)) {
+        let best = means
+            .iter()
+            .filter(|((pr, p, m), _)| pr == progress && m == mpl && lockstep(p))
+            .min_by(|a, b| a.1.total_cmp(b.1));
+        let Some(((_, best_policy, _), best_s)) = best else { continue };
+        let better = if best_s < s { format!("yes ({:+.1} %)", (best_s - s) / s * 100.0) } else { "no".into() };
+        let _ = writeln!(md, "| {progress} | {mpl} | {best_policy} | {best_s:.2} | {policy} | {s:.2} | {better} |");
+    }
+    md += "\n| policy | jobs | verified | lost (failed or unverified) |\n|---|---|---|---|\n";
+    let mut per_policy: BTreeMap<&str, (usize, usize)> = BTreeMap::new();
+    for r in runs {
+        let e = per_policy.entry(r.policy.as_str()).or_default();
+        e.0 += 1;
+        e.1 += usize::from(r.verified && r.exit_status == Some(0));
+    }
+    for (policy, (n, ok)) in &per_policy {
+        let _ = writeln!(md, "| {policy} | {n} | {ok} | {} |", n - ok);
+    }
+    md += "\n### Cross-node skew of slot switches\n\nPer case: the largest gap between the nodes' agents switching \
+           the same slot while the case ran.\n\n| policy | cases | median (ms) | worst (ms) |\n|---|---|---|---|\n";
+    let mut skews: BTreeMap<&str, BTreeMap<(String, u32), f64>> = BTreeMap::new();
+    for r in runs {
+        if let Some(s) = r.slot_skew_ms {
+            skews.entry(r.policy.as_str()).or_default().insert((format!("{} {}", r.progress, r.mix), r.repetition), s);
+        }
+    }
+    for (policy, cases) in skews {
+        let mut v: Vec<f64> = cases.into_values().collect();
+        let worst = v.iter().copied().fold(0.0, f64::max);
+        let _ = writeln!(md, "| {policy} | {} | {:.3} | {worst:.3} |", v.len(), median(&mut v));
+    }
+    md
+}
+
+/// One line chart: x = `x_label` (MPL, threads), one series per key (policy, lock).
+pub(crate) fn chart(title: &str, x_label: &str, y_label: &str, series: &BTreeMap<String, Vec<(u32, f64)>>) -> String {
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (560, 340)).into_drawing_area();
+        let _ = root.fill(&WHITE);
+        let xs: Vec<u32> = series.values().flatten().map(|p| p.0).collect();
+        let ys: Vec<f64> = series.values().flatten().map(|p| p.1).filter(|y| y.is_finite()).collect();
+        let (x0, x1) = (xs.iter().min().copied().unwrap_or(1), xs.iter().max().copied().unwrap_or(2).max(2));
+        let y1 = ys.iter().copied().fold(0.0, f64::max) * 1.1 + 1e-9;
+        let mut chart = match ChartBuilder::on(&root)
+            .caption(title, ("sans-serif", 16))
+            .margin(10)
+            .x_label_area_size(36)
+            .y_label_area_size(50)
+            .build_cartesian_2d(f64::from(x0) - 0.2..f64::from(x1) + 0.2, 0.0..y1)
+        {
+            Ok(c) => c,
+            Err(_) => return String::new(),
+        };
+        let _ = chart.configure_mesh().x_desc(x_label).y_desc(y_label).x_labels(x1 as usize).draw();
+        for (i, (policy, points)) in series.iter().enumerate() {
+            let color = Palette99::pick(i).to_rgba();
+            let pts: Vec<(f64, f64)> = points.iter().filter(|p| p.1.is_finite()).map(|p| (f64::from(p.0), p.1)).collect();
+            if let Ok(s) = chart.draw_series(LineSeries::new(pts.clone(), color.stroke_width(2))) {
+                s.label(policy.clone()).legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], color));
+            }
+            let _ = chart.draw_series(pts.into_iter().map(|p| Circle::new(p, 3, color.filled())));
+        }
+        let _ = chart.configure_series_labels().border_style(BLACK).background_style(WHITE.mix(0.8)).draw();
+        let _ = root.present();
+    }
+    svg
+}
+
+/// Writes `summary.md`, `index.html` and the SVG plots into `dir`; returns the HTML path.
+pub fn write(spec: &Spec, runs: &[ExperimentRun], dir: &Path) -> anyhow::Result<PathBuf> {
+    std::fs::create_dir_all(dir)?;
+    let cells = cells(runs);
+    let means = comm_heavy_means(spec, &cells);
+    let mut md = format!("# {} — {}\n\n", spec.name, spec.description);
+    let _ = writeln!(
+        md,
+        "{} job runs; {} ranks per job; placement `{}`; repetitions {}; MPI progress: `yield` = \
+         `mpi_yield_when_idle 1`, `busy` = busy polling; `+container`: one podman container per rank; `+slurm`: one `srun` across the \
+         test cluster's nodes, timed from submission to exit. Slowdown = median kernel time / median dedicated time (the workload alone on the node); spread = min–max over jobs and repetitions; comm = PMPI time in MPI / \
+         wall time, mean over ranks and jobs.\n",
+        runs.len(),
+        spec.ranks,
+        spec.placement,
+        spec.repetitions
+    );
+    md +=
+        "| progress | policy | workload | MPL | jobs | median time (s) | slowdown | spread | comm share | verified |\n";
+    md += "|---|---|---|---|---|---|---|---|---|---|\n";
+    for ((progress, policy, workload, mpl), c) in &cells {
+        let _ = writeln!(
+            md,
+            "| {progress} | {policy} | {workload} | {mpl} | {} | {:.2} | {:.2} | {:.2}–{:.2} | {} | {} |",
+            c.n,
+            c.time,
+            c.slowdown.0,
+            c.slowdown.1,
+            c.slowdown.2,
+            c.comm.map_or("-".into(), |v| format!("{:.1} %", v * 100.0)),
+            if c.verified { "yes" } else { "NO" }
+        );
+    }
+    md += "\n## Communication-heavy workloads: mean slowdown, and change against cfs\n\n";
+    md += "| progress | MPL | policy | mean slowdown | vs cfs |\n|---|---|---|---|---|\n";
+    for ((progress, policy, mpl), s) in &means {
+        let cfs = means.get(&(progress.clone(), "cfs".into(), *mpl));
+        let change = cfs.map_or("-".into(), |c| format!("{:+.1} %", (s - c) / c * 100.0));
+        let _ = writeln!(md, "| {progress} | {mpl} | {policy} | {s:.2} | {change} |");
+    }
+
+    if runs.iter().any(|r| r.placement == "slurm") {
+        md += &slurm_section(runs, &means);
+    }
+    if runs.iter().any(|r| r.policy.starts_with("dcs")) {
+        md += &super::dcs_report::section(runs);
+    }
+
+    let mut html = html_page(&spec.name, &spec.description);
+    let progresses: Vec<String> = {
+        let mut p: Vec<String> = cells.keys().map(|k| k.0.clone()).collect();
+        p.dedup();
+        p
+    };
+    let workloads: Vec<String> = spec.workloads.keys().cloned().collect();
+    for progress in &progresses {
+        let _ = write!(html, "<h2>MPI progress: {progress}</h2>");
+        for w in &workloads {
+            let mut slow: BTreeMap<String, Vec<(u32, f64)>> = BTreeMap::new();
+            let mut comm: BTreeMap<String, Vec<(u32, f64)>> = BTreeMap::new();
+            for ((p, policy, workload, mpl), c) in &cells {
+                if p == progress && workload == w {
+                    slow.entry(policy.clone()).or_default().push((*mpl, c.slowdown.0));
+                    if let Some(v) = c.comm {
+                        comm.entry(policy.clone()).or_default().push((*mpl, v * 100.0));
+                    }
+                }
+            }
+            if slow.is_empty() {
+                continue;
+            }
+            for (kind, data, label) in [("slowdown", &slow, "slowdown (x)"), ("comm", &comm, "time in MPI (%)")] {
+                let svg = chart(&format!("{w}: {kind} vs MPL ({progress})"), "MPL (jobs per node)", label, data);
+                std::fs::write(dir.join(format!("{w}-{kind}-{progress}.svg")), &svg)?;
+                html += &svg;
+            }
+        }
+    }
+    html += "<h2>Tables</h2>";
+    write_files(dir, &md, html)
+}
+
+/// Writes `summary.md` and `index.html` (the page begun in `html`, then the summary's tables) into `dir`;
+/// returns the HTML path.
+pub(crate) fn write_files(dir: &Path, md: &str, mut html: String) -> anyhow::Result<PathBuf> {
+    html += &markdown_tables_to_html(md);
+    html += "</body></html>\n";
+    std::fs::write(dir.join("summary.md"), md)?;
+    let index = dir.join("index.html");
+    std::fs::write(&index, html)?;
+    Ok(index)
+}
+
+/// The head of a report page and its title, left open for the body.
+pub(crate) fn html_page(name: &str, description: &str) -> String {
+    format!(
+        "<!doctype html><html><head><meta charset=\"utf-8\"><title>lockstep experiment {name}</title><style>\
+         body{{font-family:sans-serif;max-width:1200px;margin:2em auto}}table{{border-collapse:collapse}}\
+         td,th{{border:1px solid #ccc;padding:2px 6px;text-align:right}}svg{{margin:4px}}</style></head><body>\
+         <h1>{name}</h1><p>{description}</p>"
+    )
+}
+
+/// The Markdown tables of the summary as HTML tables (the rest of the Markdown as paragraphs).
+fn markdown_tables_to_html(md: &str) -> String {
+    let mut out = String::new();
+    let mut in_table = false;
+    for line in md.lines() {
+        if line.starts_with('|') {
+            if line.starts_with("|---") {
+                continue;
+            }
+            if !in_table {
+                out += "<table>";
+                in_table = true;
+            }
+            out += "<tr>";
+            for cell in line.trim_matches('|').split('|') {
+                let _ = write!(out, "<td>{}</td>", cell.trim());
+            }
+            out += "</tr>";
+        } else {
+            if in_table {
+                out += "</table>";
+                in_table = false;
+            }
+            if let Some(h) = line.strip_prefix("## ") {
+                let _ = write!(out, "<h3>{h}</h3>");
+            } else if !line.is_empty() && !line.starts_with("# ") {
+                let _ = write!(out, "<p>{line}</p>");
+            }
+        }
+    }
+    if in_table {
+        out += "</table>";
+    }
+    out
+}

@@ -1,0 +1,175 @@
+//! Experiments on the test Slurm cluster of `tests/cluster/up` (`ranks_in = ["slurm"]`): every job is a batch
+//! job whose `srun` spans the cluster's nodes, co-scheduled by the nodes' agents — or, under the policy
+//! `slurm-gang`, time-sliced by Slurm itself (`PreemptMode=GANG`, the policy's slot as `SchedulerTimeSlice`) with
+//! the agents at `cfs`. The cluster is brought up in the mode the case needs and taken down at the end.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::Context;
+
+use super::runner::Paths;
+use super::spec::{PolicyConfig, SLURM_GANG};
+use lockstep_proto::client::{call, check};
+use lockstep_proto::protocol::Request;
+
+/// What a batch job's last output line starts with: the time its `srun` ended.
+const END_MARK: &str = "lockstep-job-end";
+
+/// The test cluster an experiment runs its jobs on.
+pub struct Cluster {
+    /// `tests/cluster` of the source tree.
+    scripts: PathBuf,
+    /// `LOCKSTEP_CLUSTER_DIR`.
+    dir: PathBuf,
+    nodes: u32,
+    /// Slurm's gang time slice (seconds) the cluster runs with, when it is up; `Some(None)`: up without gang.
+    mode: Option<Option<u64>>,
+}
+
+impl Cluster {
+    /// A cluster of `nodes` nodes, not up yet, with its files under the experiment's work directory.
+    pub fn new(paths: &Paths, nodes: u32) -> anyhow::Result<Self> {
+        let scripts = paths.bin.join("../../tests/cluster");
+        anyhow::ensure!(
+            scripts.join("up").exists(),
+            "ranks_in = [\"slurm\"] needs the source tree's tests/cluster/up (not found at {})",
+            scripts.display()
+        );
+        Ok(Self { scripts, dir: std::path::absolute(paths.work.join("cluster"))?, nodes, mode: None })
+    }
+
+    /// Brings the cluster into the mode `policy` needs — restarted when Slurm's gang scheduling is switched on or
+    /// off or its time slice changes — and sets every agent's policy (`cfs` under Slurm's gang scheduling).
+    pub fn apply(&mut self, policy: &PolicyConfig) -> anyhow::Result<()> {
+        let gang = (policy.name == SLURM_GANG).then_some(policy.slot.as_secs());
+        if self.mode != Some(gang) {
+            self.down();
+            let mut up = Command::new(self.scripts.join("up"));
+            up.arg(self.nodes.to_string())
+                .env("LOCKSTEP_CLUSTER_DIR", &self.dir)
+                .env("LOCKSTEP", std::env::current_exe()?);
+            if let Some(seconds) = gang {
+                up.env("LOCKSTEP_CLUSTER_GANG", seconds.to_string());
+            }
+            let out = up.output().context("cannot run tests/cluster/up")?;
+            anyhow::ensure!(
+                out.status.success(),
+                "tests/cluster/up failed: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+            self.mode = Some(gang);
+        }
+        let (name, slot_ms) = match gang {
+            Some(_) => ("cfs".to_string(), None),
+            None => (policy.name.clone(), (policy.name != "cfs").then_some(policy.slot.as_millis() as u64)),
+        };
+        for node in 1..=self.nodes {
+            check(call(&self.socket(node), &Request::Policy { name: name.clone(), slot_ms })?)?;
+        }
+        Ok(())
+    }
+
+    fn socket(&self, node: u32) -> PathBuf {
+        self.dir.join(format!("n{node}/agent.sock"))
+    }
+
+    /// One job submitted with `sbatch --wait` (which returns when the job ends, with its exit status): a batch
+    /// script that runs `srun PROGRAM…` over every node, `ranks` ranks spread evenly, the tasks of a node holding
+    /// all its CPUs (so that jobs share cores, which is what Slurm time-slices and the agents co-schedule), MPI
+    /// over TCP between the nodes' network namespaces (also between ranks of one node), in MPI progress mode
+    /// `busy` or yield; the job's output goes to `output`, ending with the time the job ended
+    /// ([`Self::end_time`]: `sbatch --wait` itself notices the end only at its next poll, seconds later). A batch
+    /// job, as Slurm users run MPI jobs, rather than a bare `srun`, which waits out a job suspended at its start
+    /// with a step-creation backoff of up to minutes. (The `srun` inside backs off the same way when the gang
+    /// scheduler suspends the job just as the step starts: that delay is part of what Slurm's gang scheduling
+    /// costs.)
+    pub fn sbatch(&self, job: &str, ranks: u32, busy: bool, output: &Path, program: &[String]) -> Command {
+        let per_node = ranks / self.nodes;
+        let cpus = (lockstep_core::cpulist::CpuList::online().iter().count() as u32 / per_node).max(1);
+        let quoted: Vec<String> = program.iter().map(|a| format!("'{}'", a.replace('\'', "'\\''"))).collect();
+        let mut cmd = Command::new("sbatch");
+        cmd.args(["--wait", "--quiet", "-N", &self.nodes.to_string(), "-n", &ranks.to_string()])
+            .args(["--ntasks-per-node", &per_node.to_string(), "-c", &cpus.to_string()])
+            .args(["--job-name", job, "--output"])
+            .arg(output)
+            .arg(format!(
+                "--wrap=srun --kill-on-bad-exit=1 {}; rc=$?; echo \"{END_MARK} $(date +%s.%N)\"; exit $rc",
+                quoted.join(" ")
+            ))
+            .env("SLURM_CONF", self.dir.join("slurm.conf"))
+            .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+            .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+            .env("OMPI_MCA_btl", "self,tcp")
+            .env("OMPI_MCA_btl_tcp_if_include", "eth0")
+            .env("OMPI_MCA_mpi_yield_when_idle", if busy { "0" } else { "1" });
+        cmd
+    }
+
+    /// Cancels the job named `job` (background load whose measured jobs are done) and waits, up to a minute,
+    /// until Slurm no longer lists it (`sbatch --wait` would notice only at its next poll, up to a minute later).
+    pub fn cancel(&self, job: &str) {
+        let conf = self.dir.join("slurm.conf");
+        let _ = Command::new("scancel").args(["--name", job]).env("SLURM_CONF", &conf).output();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_mins(1);
+        while std::time::Instant::now() < deadline {
+            let listed = Command::new("squeue")
+                .args(["-h", "-o", "%i", "--name", job])
+                .env("SLURM_CONF", &conf)
+                .output()
+                .is_ok_and(|o| !o.stdout.trim_ascii().is_empty());
+            if !listed {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(200));
+        }
+    }
+
+    /// The nodes' agent stores.
+    pub fn stores(&self) -> Vec<PathBuf> {
+        (1..=self.nodes).map(|node| self.dir.join(format!("n{node}/lockstep.db"))).collect()
+    }
+
+    /// When the job whose output is `text` ended (seconds since the epoch), as its batch script wrote it.
+    pub fn end_time(text: &str) -> Option<f64> {
+        text.lines().rev().find_map(|l| l.strip_prefix(END_MARK)?.trim().parse().ok())
+    }
+
+    /// The largest gap, in milliseconds, between the nodes' agents switching the same slot within
+    /// `[from, to]` (seconds since the epoch); `None` when fewer than two nodes switched any slot then. The
+    /// agents' last decisions of the interval must have been written (they flush once a second).
+    pub fn skew_ms(&self, from: f64, to: f64) -> anyhow::Result<Option<f64>> {
+        let mut per_node = Vec::new();
+        for db in self.stores() {
+            let db = rusqlite::Connection::open(db)?;
+            let mut stmt =
+                db.prepare("SELECT slot, time FROM decisions WHERE action = 'slot' AND time BETWEEN ?1 AND ?2")?;
+            let rows = stmt.query_map([from, to], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, f64>(1)?)))?;
+            per_node.push(rows.collect::<Result<std::collections::BTreeMap<i64, f64>, _>>()?);
+        }
+        let Some((first, rest)) = per_node.split_first() else { return Ok(None) };
+        let gaps: Vec<f64> = first
+            .iter()
+            .filter_map(|(slot, t)| {
+                let times: Vec<f64> = rest.iter().filter_map(|m| m.get(slot).copied()).collect();
+                (times.len() == rest.len() && !times.is_empty()).then(|| {
+                    times.iter().chain([t]).fold(f64::MIN, |a, &b| a.max(b))
+                        - times.iter().chain([t]).fold(f64::MAX, |a, &b| a.min(b))
+                })
+            })
+            .collect();
+        Ok((!gaps.is_empty()).then(|| gaps.iter().fold(0.0, |a: f64, &b| a.max(b)) * 1e3))
+    }
+
+    fn down(&mut self) {
+        if self.mode.take().is_some() {
+            let _ = Command::new(self.scripts.join("down")).env("LOCKSTEP_CLUSTER_DIR", &self.dir).output();
+        }
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        self.down();
+    }
+}

@@ -1,0 +1,338 @@
+//! Experiment specs (TOML): workloads, MPL levels or explicit mixes, co-scheduling policies, MPI progress modes,
+//! repetitions.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use lockstep_core::cosched::{self, slot};
+use lockstep_core::error::UsageError;
+
+/// A parsed, validated spec.
+#[derive(Clone, Debug)]
+pub struct Spec {
+    /// Experiment name (report directory, store key).
+    pub name: String,
+    /// One line saying what it reproduces.
+    pub description: String,
+    /// MPI ranks per job.
+    pub ranks: u32,
+    /// Repetitions of every case.
+    pub repetitions: u32,
+    /// Placement policy of every job.
+    pub placement: String,
+    /// MPI progress modes: `yield` and/or `busy`.
+    pub progress: Vec<String>,
+    /// Where ranks run: `process` (bare processes in the job's cgroup) and/or `container` (one podman
+    /// container per rank, the containers adopted as the job).
+    pub ranks_in: Vec<String>,
+    /// Nodes of the test cluster each job spans (`ranks_in = ["slurm"]`; 1 otherwise).
+    pub nodes: u32,
+    /// Workloads by name.
+    pub workloads: BTreeMap<String, Workload>,
+    /// Co-scheduling policies to compare.
+    pub policies: Vec<PolicyConfig>,
+    /// The cases: the workloads that run together.
+    pub mixes: Vec<Vec<String>>,
+    /// Whether single-workload mixes also run under every policy (what a policy costs on an unloaded node), not
+    /// only as the dedicated baseline.
+    pub unloaded: bool,
+}
+
+/// One workload: a program of `build/bin/` and its arguments.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Workload {
+    /// Program and arguments, e.g. `["lu", "--class", "B"]`.
+    pub command: Vec<String>,
+    /// Whether it counts as communication-heavy in the summary.
+    #[serde(default)]
+    pub communication: bool,
+    /// Background load: started first, stopped when the case's other jobs end, never measured (e.g. CPU hogs).
+    #[serde(default)]
+    pub background: bool,
+}
+
+/// One policy setting to compare.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PolicyConfig {
+    /// cfs, boost or gang.
+    pub name: String,
+    /// Slot length (ignored by cfs).
+    pub slot: Duration,
+}
+
+impl PolicyConfig {
+    /// `cfs`, `boost/2s`, `gang/200ms`, `dcs`, `dcs+boost/200ms`: the slot where the policy has slots.
+    pub fn label(&self) -> String {
+        if self.name == "cfs" || (self.name.starts_with("dcs") && !self.name.starts_with("dcs+boost")) {
+            self.name.clone()
+        } else {
+            format!("{}/{}", self.name, slot::format(self.slot))
+        }
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Raw {
+    #[serde(default = "mpl")]
+    kind: String,
+    name: String,
+    #[serde(default)]
+    description: String,
+    #[serde(default = "two")]
+    ranks: u32,
+    #[serde(default = "one")]
+    repetitions: u32,
+    #[serde(default = "any")]
+    placement: String,
+    #[serde(default = "yield_only")]
+    progress: Vec<String>,
+    #[serde(default = "process_only")]
+    ranks_in: Vec<String>,
+    nodes: Option<u32>,
+    workloads: BTreeMap<String, Workload>,
+    policies: Vec<RawPolicy>,
+    #[serde(default)]
+    mpl: Vec<u32>,
+    #[serde(default)]
+    mixes: Vec<Vec<String>>,
+    #[serde(default)]
+    unloaded: bool,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPolicy {
+    name: String,
+    slot: Option<String>,
+}
+
+fn mpl() -> String {
+    "mpl".into()
+}
+fn two() -> u32 {
+    2
+}
+fn one() -> u32 {
+    1
+}
+fn any() -> String {
+    "any".into()
+}
+fn yield_only() -> Vec<String> {
+    vec!["yield".into()]
+}
+fn process_only() -> Vec<String> {
+    vec!["process".into()]
+}
+
+/// Checks what every kind of spec has: its `kind`, a name usable as a directory and store key, and a rank count
+/// the kernels accept.
+/// Where a job's ranks run: processes under `lockstep run`, one podman container per rank, or a Slurm job
+/// (`srun`) on the test cluster of `tests/cluster/up`.
+const RANKS_IN: [&str; 3] = ["process", "container", "slurm"];
+
+/// The policy that is Slurm's own gang scheduling (`PreemptMode=GANG`, its slot the `SchedulerTimeSlice`), with
+/// the agents at `cfs`.
+pub const SLURM_GANG: &str = "slurm-gang";
+
+pub(crate) fn check_common(kind: &str, expected: &str, name: &str, ranks: u32) -> Result<(), String> {
+    if kind != expected {
+        return Err(format!("kind = {kind:?} (expected {expected:?})"));
+    }
+    if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
+        return Err(format!("name {name:?} must be letters, digits, '-', '_'"));
+    }
+    if !(1..=16).contains(&ranks) || !ranks.is_power_of_two() {
+        return Err(format!("ranks = {ranks} (expected a power of two from 1 to 16)"));
+    }
+    Ok(())
+}
+
+/// Reads and validates a spec file; every problem is one usage error naming the file.
+pub fn load(path: &Path) -> Result<Spec, UsageError> {
+    let bad = |what: String| UsageError::new(format!("bad experiment spec {}: {what}", path.display()));
+    let text = std::fs::read_to_string(path).map_err(|e| bad(format!("cannot read it ({e})")))?;
+    let raw: Raw = toml::from_str(&text).map_err(|e| bad(lockstep_core::error::toml_message(&text, &e)))?;
+    check_common(&raw.kind, "mpl", &raw.name, raw.ranks).map_err(bad)?;
+    if raw.repetitions == 0 {
+        return Err(bad("repetitions must be at least 1".into()));
+    }
+    lockstep_core::place::POLICY_NAMES
+        .contains(&raw.placement.as_str())
+        .then_some(())
+        .ok_or_else(|| bad(format!("unknown placement {:?}", raw.placement)))?;
+    if let Some(p) = raw.progress.iter().find(|p| *p != "yield" && *p != "busy") {
+        return Err(bad(format!("progress mode {p:?} (expected yield or busy)")));
+    }
+    if let Some(p) = raw.ranks_in.iter().find(|p| !RANKS_IN.contains(&p.as_str())) {
+        return Err(bad(format!("ranks_in {p:?} (expected process, container or slurm)")));
+    }
+    let slurm = raw.ranks_in.iter().any(|r| r == "slurm");
+    if slurm && raw.ranks_in.len() > 1 {
+        return Err(bad("ranks_in = [\"slurm\"] runs on its own test cluster: give it alone".into()));
+    }
+    let nodes = match (slurm, raw.nodes) {
+        (false, None | Some(1)) => 1,
+        (false, Some(_)) => return Err(bad("nodes is for ranks_in = [\"slurm\"] (the test cluster)".into())),
+        (true, n) => n.unwrap_or(2),
+    };
+    if !(1..=4).contains(&nodes) || !raw.ranks.is_multiple_of(nodes) {
+        return Err(bad(format!("nodes = {nodes} (expected 1 to 4, dividing ranks = {})", raw.ranks)));
+    }
+    if raw.workloads.is_empty() {
+        return Err(bad("no [workloads]".into()));
+    }
+    for (name, w) in &raw.workloads {
+        if w.command.is_empty() {
+            return Err(bad(format!("workload {name} has an empty command")));
+        }
+    }
+    let mut policies = Vec::new();
+    for p in &raw.policies {
+        if p.name == SLURM_GANG {
+            if !slurm {
+                return Err(bad(format!("policy {SLURM_GANG} needs ranks_in = [\"slurm\"]")));
+            }
+        } else {
+            cosched::by_name(&p.name).map_err(|e| bad(e.to_string()))?;
+        }
+        let slot = match &p.slot {
+            Some(s) => slot::parse(s).map_err(|e| bad(e.to_string()))?,
+            None => slot::DEFAULT,
+        };
+        if p.name == SLURM_GANG && (slot.subsec_nanos() != 0 || slot.as_secs() < 5) {
+            return Err(bad(format!(
+                "policy {SLURM_GANG}: slot {} is Slurm's SchedulerTimeSlice (expected whole seconds, at least 5s)",
+                slot::format(slot)
+            )));
+        }
+        policies.push(PolicyConfig { name: p.name.clone(), slot });
+    }
+    if policies.is_empty() {
+        return Err(bad("no [[policies]]".into()));
+    }
+    let mixes: Vec<Vec<String>> = if raw.mixes.is_empty() {
+        if raw.mpl.is_empty() || raw.mpl.contains(&0) {
+            return Err(bad("give mpl = [levels ≥ 1] or mixes = [[workloads…]]".into()));
+        }
+        raw.workloads.keys().flat_map(|w| raw.mpl.iter().map(move |&m| vec![w.clone(); m as usize])).collect()
+    } else {
+        raw.mixes.clone()
+    };
+    for mix in &mixes {
+        if let Some(w) = mix.iter().find(|w| !raw.workloads.contains_key(*w)) {
+            return Err(bad(format!("mix names unknown workload {w:?}")));
+        }
+        if !mix.iter().any(|w| !raw.workloads[w].background) {
+            return Err(bad(format!("mix {mix:?} has no workload to measure (all are background)")));
+        }
+    }
+    Ok(Spec {
+        name: raw.name,
+        description: raw.description,
+        ranks: raw.ranks,
+        repetitions: raw.repetitions,
+        placement: raw.placement,
+        progress: raw.progress,
+        ranks_in: raw.ranks_in,
+        nodes,
+        workloads: raw.workloads,
+        policies,
+        mixes,
+        unloaded: raw.unloaded,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::load;
+
+    const GOOD: &str = r#"
+name = "t"
+ranks = 2
+mpl = [1, 2]
+[workloads.lu]
+command = ["lu", "--class", "S"]
+communication = true
+[workloads.ep]
+command = ["ep", "--class", "S"]
+[[policies]]
+name = "cfs"
+[[policies]]
+name = "gang"
+slot = "200ms"
+"#;
+
+    fn parse(text: &str) -> Result<super::Spec, String> {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("spec.toml");
+        std::fs::write(&path, text).unwrap();
+        load(&path).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn mpl_levels_become_homogeneous_mixes() {
+        let spec = parse(GOOD).unwrap();
+        assert_eq!(spec.mixes.len(), 4);
+        assert!(spec.mixes.contains(&vec!["lu".to_string(), "lu".to_string()]));
+        assert_eq!(spec.policies[1].label(), "gang/200ms");
+        assert_eq!(spec.policies[0].label(), "cfs");
+        assert_eq!(spec.progress, ["yield"]);
+    }
+
+    #[test]
+    fn explicit_mixes_are_kept() {
+        let spec = parse(&GOOD.replace("mpl = [1, 2]", r#"mixes = [["lu", "ep"]]"#)).unwrap();
+        assert_eq!(spec.mixes, vec![vec!["lu".to_string(), "ep".to_string()]]);
+    }
+
+    #[test]
+    fn slurm_specs_span_nodes_and_take_slurm_gang() {
+        let text = GOOD.replace("ranks = 2", "ranks = 2\nranks_in = [\"slurm\"]")
+            + "[[policies]]\nname = \"slurm-gang\"\nslot = \"5s\"\n";
+        let spec = parse(&text).unwrap();
+        assert_eq!(spec.nodes, 2);
+        assert!(spec.policies.iter().any(|p| p.name == super::SLURM_GANG && p.slot.as_secs() == 5));
+        assert_eq!(parse(GOOD).unwrap().nodes, 1);
+        let err = parse(&text.replace("slot = \"5s\"", "slot = \"2s\"")).unwrap_err();
+        assert!(err.contains("SchedulerTimeSlice"), "{err}");
+    }
+
+    #[test]
+    fn background_workloads_need_a_measured_one() {
+        let spec = GOOD.replace("mpl = [1, 2]", "mixes = [[\"lu\", \"hog\"]]")
+            + "[workloads.hog]\ncommand = [\"pi\"]\nbackground = true\n";
+        let s = parse(&spec).unwrap();
+        assert!(s.workloads["hog"].background && !s.unloaded);
+        let only = spec.replace("[[\"lu\", \"hog\"]]", "[[\"hog\"]]");
+        assert!(parse(&only).unwrap_err().contains("no workload to measure"));
+    }
+
+    #[test]
+    fn bad_specs_name_the_problem() {
+        for (change, needle) in [
+            (("name = \"cfs\"", "name = \"rr\""), "unknown co-scheduling policy"),
+            (("slot = \"200ms\"", "slot = \"5ms\""), "slot length"),
+            (("ranks = 2", "ranks = 3"), "power of two"),
+            (("mpl = [1, 2]", "mixes = [[\"lu\", \"bt\"]]"), "unknown workload"),
+            (("mpl = [1, 2]", "mpl = [0]"), "mpl"),
+            (("ranks = 2", "ranks = 2\nprogress = [\"spin\"]"), "progress mode"),
+            (("ranks = 2", "ranks = 2\nranks_in = [\"vm\"]"), "ranks_in"),
+            (("ranks = 2", "ranks = [2"), "bad experiment spec"),
+            (("ranks = 2", "ranks = 2\ncolour = 1"), "unknown field"),
+            (("ranks = 2", "ranks = 2\nnodes = 2"), "nodes is for"),
+            (("ranks = 2", "ranks = 2\nranks_in = [\"slurm\", \"process\"]"), "alone"),
+            (("ranks = 2", "ranks = 2\nranks_in = [\"slurm\"]\nnodes = 4"), "dividing ranks"),
+            (("name = \"cfs\"", "name = \"slurm-gang\""), "needs ranks_in"),
+        ] {
+            let err = parse(&GOOD.replace(change.0, change.1)).unwrap_err();
+            assert!(err.contains(needle), "{change:?}: {err}");
+            assert_eq!(err.lines().count(), 1, "{err}");
+        }
+    }
+}

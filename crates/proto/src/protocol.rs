@@ -1,0 +1,172 @@
+//! The agent's socket protocol: one JSON request per line, one JSON response per line.
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+/// A request to the agent.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum Request {
+    /// The live table.
+    Status,
+    /// Switch policy and/or slot length.
+    Policy {
+        /// Policy name.
+        name: String,
+        /// Slot length in milliseconds (unchanged if absent).
+        slot_ms: Option<u64>,
+    },
+    /// Manage existing cgroups, processes or containers as job `job`.
+    Adopt {
+        /// Job name.
+        job: String,
+        /// Cgroup paths (relative to the hierarchy roots, or absolute).
+        #[serde(default)]
+        cgroups: Vec<PathBuf>,
+        /// PIDs to move into a cgroup of the agent's.
+        #[serde(default)]
+        pids: Vec<i32>,
+        /// podman container names or IDs (one cgroup each).
+        #[serde(default)]
+        containers: Vec<String>,
+        /// Row given from outside.
+        row: Option<u32>,
+    },
+    /// A job started by `lockstep run`, with its cgroup directories.
+    Register {
+        /// Job name.
+        job: String,
+        /// The job's cgroup directories.
+        dirs: Vec<PathBuf>,
+        /// Row given from outside.
+        row: Option<u32>,
+    },
+    /// Stop managing a job, restoring its cgroups.
+    Release {
+        /// Job name.
+        job: String,
+    },
+    /// The Slurm prolog: job `id` of user `uid` starts on this node, in row `row` if the controller gave one.
+    SlurmProlog {
+        /// Slurm job ID.
+        id: u64,
+        /// Owner's UID.
+        uid: u32,
+        /// Co-scheduling row (the same on every node of the job).
+        row: Option<u32>,
+    },
+    /// The Slurm epilog: job `id` has ended on this node.
+    SlurmEpilog {
+        /// Slurm job ID.
+        id: u64,
+    },
+}
+
+/// The agent's answer.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Response {
+    /// Whether the request was carried out.
+    pub ok: bool,
+    /// One-line reason when not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Whether the failure was bad input (exit status 2).
+    #[serde(default)]
+    pub usage: bool,
+    /// The status table, for `status`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub status: Option<Status>,
+}
+
+/// The agent's live state.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Status {
+    /// Node name.
+    pub node: String,
+    /// Agent PID.
+    pub pid: i32,
+    /// Watchdog PID.
+    pub watchdog_pid: i32,
+    /// Policy in force.
+    pub policy: String,
+    /// Slot length in milliseconds.
+    pub slot_ms: u64,
+    /// Current slot index.
+    pub slot: u64,
+    /// Active row.
+    pub active_row: u32,
+    /// Number of rows.
+    pub rows: u32,
+    /// Time the last slot switch took, in microseconds.
+    pub last_apply_us: f64,
+    /// Message-driven raises, while a `dcs` policy is in force.
+    #[serde(default)]
+    pub dcs: Option<DcsStatus>,
+    /// Managed jobs.
+    pub jobs: Vec<JobStatus>,
+}
+
+/// One managed job in the status table.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct JobStatus {
+    /// Job name.
+    pub name: String,
+    /// Its row.
+    pub row: u32,
+    /// Whether the row was given from outside.
+    pub pinned: bool,
+    /// PUs.
+    pub pus: String,
+    /// Frozen now.
+    pub frozen: bool,
+    /// Boosted now.
+    pub boosted: bool,
+    /// run, cgroup, pids or slurm.
+    pub origin: String,
+    /// First cgroup directory of each group.
+    pub cgroups: Vec<PathBuf>,
+    /// UID of the job's owner.
+    #[serde(default)]
+    pub owner: u32,
+}
+
+/// What `status` shows of `dcs`.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct DcsStatus {
+    /// Raise mechanism.
+    pub raise: String,
+    /// Quantum in milliseconds.
+    pub quantum_ms: f64,
+    /// Arrival events the probe sent.
+    pub events: u64,
+    /// Raises applied.
+    pub raises: u64,
+    /// Arrival → raise applied, microseconds: median, 99th percentile, maximum (of the last raises).
+    pub latency_p50_us: f64,
+    /// See `latency_p50_us`.
+    pub latency_p99_us: f64,
+    /// See `latency_p50_us`.
+    pub latency_max_us: f64,
+    /// Longest a raise was held, microseconds.
+    pub held_max_us: f64,
+    /// Per job: data packets seen, payload bytes, raises.
+    pub jobs: Vec<DcsJob>,
+}
+
+/// One job in [`DcsStatus`].
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct DcsJob {
+    /// Job name.
+    pub name: String,
+    /// TCP ports of the job the probe watches.
+    pub ports: usize,
+    /// Data packets that arrived for it.
+    pub packets: u64,
+    /// Their payload bytes.
+    pub bytes: u64,
+    /// Raises it got.
+    pub raises: u64,
+    /// Raised now.
+    pub raised: bool,
+}

@@ -1,0 +1,100 @@
+//! Counter samples of the agent's jobs: cumulative counts per job, event and time, kept for a retention period.
+
+use lockstep_telemetry::Sample;
+use rusqlite::params;
+
+use super::Store;
+
+impl Store {
+    /// Writes a batch of samples in one transaction.
+    pub fn insert_samples(&mut self, samples: &[Sample]) -> anyhow::Result<()> {
+        let tx = self.conn.transaction()?;
+        {
+            let mut stmt = tx.prepare_cached(
+                "INSERT INTO samples (job, node, time, event, value, enabled, running) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            )?;
+            for s in samples {
+                stmt.execute(params![
+                    s.job,
+                    s.node,
+                    s.time,
+                    s.event,
+                    s.value as i64,
+                    s.enabled as i64,
+                    s.running as i64
+                ])?;
+            }
+        }
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// Deletes samples older than `before` (seconds since the epoch); returns how many.
+    pub fn expire_samples(&self, before: f64) -> anyhow::Result<usize> {
+        Ok(self.conn.execute("DELETE FROM samples WHERE time < ?1", params![before])?)
+    }
+
+    /// The samples of `job` (every node), oldest first.
+    pub fn samples(&self, job: &str) -> anyhow::Result<Vec<Sample>> {
+        self.query_samples("WHERE job = ?1 ORDER BY time, rowid", params![job])
+    }
+
+    /// The latest sample of every event of `job` on `node` (the job's final counts once it has ended).
+    pub fn latest_samples(&self, job: &str, node: &str) -> anyhow::Result<Vec<Sample>> {
+        self.query_samples(
+            "WHERE job = ?1 AND node = ?2
+               AND time = (SELECT max(time) FROM samples WHERE job = ?1 AND node = ?2)
+             ORDER BY rowid",
+            params![job, node],
+        )
+    }
+
+    fn query_samples(&self, filter: &str, args: impl rusqlite::Params) -> anyhow::Result<Vec<Sample>> {
+        let mut stmt = self
+            .conn
+            .prepare(&format!("SELECT job, node, time, event, value, enabled, running FROM samples {filter}"))?;
+        let rows = stmt.query_map(args, |r| {
+            Ok(Sample {
+                job: r.get(0)?,
+                node: r.get(1)?,
+                time: r.get(2)?,
+                event: r.get(3)?,
+                value: r.get::<_, i64>(4)? as u64,
+                enabled: r.get::<_, i64>(5)? as u64,
+                running: r.get::<_, i64>(6)? as u64,
+            })
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Sample;
+    use crate::Store;
+
+    fn sample(job: &str, time: f64, event: &str, value: u64) -> Sample {
+        Sample { job: job.into(), node: "n1".into(), time, event: event.into(), value, enabled: 10, running: 5 }
+    }
+
+    #[test]
+    fn samples_round_trip_and_expire() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = Store::open(&dir.path().join("s.db")).unwrap();
+        store
+            .insert_samples(&[
+                sample("a", 100.0, "task-clock", 1),
+                sample("a", 100.0, "page-faults", 2),
+                sample("a", 101.0, "task-clock", 3),
+                sample("a", 101.0, "page-faults", 4),
+                sample("b", 101.0, "task-clock", 9),
+            ])
+            .unwrap();
+        assert_eq!(store.samples("a").unwrap().len(), 4);
+        let latest = store.latest_samples("a", "n1").unwrap();
+        assert_eq!(latest, vec![sample("a", 101.0, "task-clock", 3), sample("a", 101.0, "page-faults", 4)]);
+        assert_eq!(store.expire_samples(100.5).unwrap(), 2);
+        assert_eq!(store.samples("a").unwrap().len(), 2);
+        assert!(store.latest_samples("nope", "n1").unwrap().is_empty());
+    }
+}

@@ -1,0 +1,111 @@
+//! A job's counts summed over the agents of several nodes (`lockstep stat --job NAME --nodes HOST:PORT,…`):
+//! each agent has counted the job since it started there, so nothing is attached now and nothing delays it.
+
+use std::io::Write;
+use std::net::TcpStream;
+use std::time::Duration;
+
+use lockstep_core::error::UsageError;
+use serde::{Deserialize, Serialize};
+
+use crate::counters::Reading;
+use crate::Sample;
+
+/// A job's counters on one node, as the agent's HTTP API serves them (`GET /api/v1/jobs/NAME`).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct JobCounts {
+    /// Node name.
+    pub node: String,
+    /// Job name.
+    pub job: String,
+    /// Whether the agent counts the job now (false: the job has gone and these are its final counts).
+    pub counting: bool,
+    /// When the counts were read, seconds since the epoch (0 before the first read).
+    pub time: f64,
+    /// One entry per event this machine can count.
+    pub events: Vec<Sample>,
+}
+
+/// One node's counts of `job`; `None` when that agent has not counted it.
+pub fn fetch(addr: &str, job: &str) -> anyhow::Result<Option<JobCounts>> {
+    let (code, body) = get(addr, &format!("/api/v1/jobs/{job}"))?;
+    match code {
+        200 => Ok(Some(serde_json::from_str(&body).map_err(|e| anyhow::anyhow!("bad answer from {addr}: {e}"))?)),
+        404 => Ok(None),
+        _ => anyhow::bail!("the agent at {addr} answered {code}: {}", body.trim()),
+    }
+}
+
+/// Every event's counts summed over the nodes, in the order the first node lists them.
+pub fn sum(nodes: &[JobCounts]) -> Vec<(String, Reading)> {
+    let mut out: Vec<(String, Reading)> = Vec::new();
+    for s in nodes.iter().flat_map(|n| &n.events) {
+        let r = Reading { value: s.value, enabled: s.enabled, running: s.running };
+        match out.iter_mut().find(|(e, _)| *e == s.event) {
+            Some((_, total)) => total.add(&r),
+            None => out.push((s.event.clone(), r)),
+        }
+    }
+    out
+}
+
+/// `GET path` from the agent at `addr` (`HOST:PORT`); returns the status code and the body.
+pub fn get(addr: &str, path: &str) -> anyhow::Result<(u16, String)> {
+    use std::io::Read;
+    use std::net::ToSocketAddrs;
+    let target = addr
+        .to_socket_addrs()
+        .map_err(|e| UsageError::new(format!("bad node address {addr:?}: {e} (expected HOST:PORT)")))?
+        .next()
+        .ok_or_else(|| UsageError::new(format!("node address {addr:?} resolves to nothing")))?;
+    let mut stream = TcpStream::connect_timeout(&target, Duration::from_secs(5))
+        .map_err(|e| anyhow::anyhow!("cannot reach the agent at {addr}: {e}"))?;
+    stream.set_read_timeout(Some(Duration::from_secs(10)))?;
+    write!(stream, "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n")?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response)?;
+    let (head, body) = response.split_once("\r\n\r\n").unwrap_or((&response, ""));
+    let code = head.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+    Ok((code, body.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::sum;
+    use super::JobCounts;
+    use crate::counters::Reading;
+    use crate::Sample;
+
+    fn node(name: &str, values: &[(&str, u64)]) -> JobCounts {
+        JobCounts {
+            node: name.into(),
+            job: "j".into(),
+            counting: true,
+            time: 1.0,
+            events: values
+                .iter()
+                .map(|(e, v)| Sample {
+                    job: "j".into(),
+                    node: name.into(),
+                    time: 1.0,
+                    event: e.to_string(),
+                    value: *v,
+                    enabled: 10,
+                    running: 10,
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn sums_events_over_nodes() {
+        let total = sum(&[node("a", &[("task-clock", 5), ("page-faults", 1)]), node("b", &[("page-faults", 2)])]);
+        assert_eq!(
+            total,
+            vec![
+                ("task-clock".to_string(), Reading { value: 5, enabled: 10, running: 10 }),
+                ("page-faults".to_string(), Reading { value: 3, enabled: 20, running: 20 }),
+            ]
+        );
+    }
+}
