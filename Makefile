@@ -29,7 +29,7 @@ demo: build
 test: build
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --release --locked --workspace --all-targets -- -D warnings
-	LOCKSTEP_BIN=$(BIN) LOCKSTEP_REQUIRE_ROOT=1 $(CARGO) test --release --locked --workspace -- --include-ignored
+	LOCKSTEP_BIN=$(BIN) LOCKSTEP_REQUIRE_ALL=1 $(CARGO) test --release --locked --workspace -- --include-ignored
 	ctest --test-dir $(NATIVE) --output-on-failure
 	cmake -S native/locks -B $(BUILD)/locks-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_FLAGS=-fsanitize=thread >/dev/null
 	cmake --build $(BUILD)/locks-tsan -j 2 >/dev/null

@@ -169,7 +169,8 @@ fn relative_to_roots(backend: &dyn Backend, path: &Path) -> PathBuf {
         .roots()
         .iter()
         .filter_map(|r| path.strip_prefix(r).ok())
-        .min_by_key(|p| p.as_os_str().len()).map_or_else(|| path.to_path_buf(), Path::to_path_buf)
+        .min_by_key(|p| p.as_os_str().len())
+        .map_or_else(|| path.to_path_buf(), Path::to_path_buf)
 }
 
 /// The cgroup path of `pid` in the freezer hierarchy (v1) or the unified one (v2).

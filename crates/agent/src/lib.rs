@@ -452,7 +452,8 @@ fn slot_loop(shared: &Shared) {
                 agent = lock.lock().expect("agent lock");
                 continue;
             }
-            agent = cvar.wait_timeout(agent, left.checked_sub(Duration::from_millis(1)).unwrap()).expect("agent lock").0;
+            agent =
+                cvar.wait_timeout(agent, left.checked_sub(Duration::from_millis(1)).unwrap()).expect("agent lock").0;
         }
     }
 }

@@ -197,7 +197,8 @@ pub(crate) fn chart(title: &str, x_label: &str, y_label: &str, series: &BTreeMap
         let _ = chart.configure_mesh().x_desc(x_label).y_desc(y_label).x_labels(x1 as usize).draw();
         for (i, (policy, points)) in series.iter().enumerate() {
             let color = Palette99::pick(i).to_rgba();
-            let pts: Vec<(f64, f64)> = points.iter().filter(|p| p.1.is_finite()).map(|p| (f64::from(p.0), p.1)).collect();
+            let pts: Vec<(f64, f64)> =
+                points.iter().filter(|p| p.1.is_finite()).map(|p| (f64::from(p.0), p.1)).collect();
             if let Ok(s) = chart.draw_series(LineSeries::new(pts.clone(), color.stroke_width(2))) {
                 s.label(policy.clone()).legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], color));
             }

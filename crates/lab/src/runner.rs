@@ -104,7 +104,9 @@ pub fn run(spec: &Spec, paths: &Paths) -> anyhow::Result<f64> {
             case.mix.join("+"),
             case.repetition
         ));
-        if let Some(c) = &mut cluster { c.apply(&case.policy)? } else {
+        if let Some(c) = &mut cluster {
+            c.apply(&case.policy)?
+        } else {
             let slot_ms = (case.policy.name != "cfs").then_some(case.policy.slot.as_millis() as u64);
             check(call(&socket, &Request::Policy { name: case.policy.name.clone(), slot_ms })?)?;
         }

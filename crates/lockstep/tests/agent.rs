@@ -91,8 +91,9 @@ fn usage_error(out: &Output, needle: &str) {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn gang_alternates_and_never_freezes_both() {
-    needs_root!();
+    common::require_root();
     let _serial = serial();
     let env = Env::new();
     let agent = Agent::start(&env, &["--policy", "gang", "--slot", "200ms"]);
@@ -119,8 +120,9 @@ fn gang_alternates_and_never_freezes_both() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn boost_alternates_weights_and_cfs_writes_nothing() {
-    needs_root!();
+    common::require_root();
     let _serial = serial();
     let env = Env::new();
     let _agent = Agent::start(&env, &["--policy", "boost", "--slot", "200ms"]);
@@ -156,8 +158,9 @@ fn boost_alternates_weights_and_cfs_writes_nothing() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn sigkill_of_the_agent_thaws_and_restores_within_two_seconds() {
-    needs_root!();
+    common::require_root();
     let _serial = serial();
     let env = Env::new();
     let agent = Agent::start(&env, &["--policy", "gang", "--slot", "500ms"]);
@@ -204,8 +207,9 @@ fn slot_times(store: &Path) -> std::collections::BTreeMap<i64, f64> {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn two_agents_switch_slots_within_5_ms() {
-    needs_root!();
+    common::require_root();
     let _serial = serial();
     let (n1, n2) = (Env::new(), Env::new());
     let a1 = Agent::start(&n1, &["--policy", "gang", "--slot", "100ms", "--node", "node1"]);
@@ -227,8 +231,9 @@ fn two_agents_switch_slots_within_5_ms() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn adopted_pids_move_in_and_back_out() {
-    needs_root!();
+    common::require_root();
     let _serial = serial();
     let env = Env::new();
     let _agent = Agent::start(&env, &["--policy", "gang", "--slot", "100ms"]);
@@ -273,8 +278,9 @@ fn adopted_pids_move_in_and_back_out() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn bad_input_is_one_line_exit_2_and_changes_nothing() {
-    needs_root!();
+    common::require_root();
     let _serial = serial();
     let env = Env::new();
     usage_error(&env.run(&["agent", "--slot", "5ms"]), "slot length");
@@ -307,12 +313,13 @@ fn bad_input_is_one_line_exit_2_and_changes_nothing() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn an_experiment_runs_end_to_end_and_reports() {
-    needs_root!();
+    common::require_root();
     let _serial = serial();
     let bin = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../build/bin");
     if !bin.join("lu").exists() {
-        eprintln!("skipped: build/bin has no kernels (run make build)");
+        common::missing("build/bin has no kernels (run make build)");
         return;
     }
     let env = Env::new();
@@ -445,11 +452,12 @@ impl Drop for Podman {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn containers_are_one_job_and_take_turns_under_gang() {
-    needs_root!();
+    common::require_root();
     let _serial = serial();
     let Some(mut podman) = Podman::new() else {
-        eprintln!("skipped: podman or busybox missing (scripts/deps.sh installs them)");
+        common::missing("podman or busybox missing (scripts/deps.sh installs them)");
         return;
     };
     let env = Env::new();
@@ -494,8 +502,9 @@ fn as_nobody(env: &Env, args: &[&str]) -> Output {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn users_see_only_their_own_jobs_and_change_nothing() {
-    needs_root!();
+    common::require_root();
     let _serial = serial();
     let env = Env::new();
     // Other users must reach the socket's directory (the socket itself is open to all).

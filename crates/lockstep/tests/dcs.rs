@@ -203,8 +203,9 @@ fn talk_under(env: &Env, raise: &str, test: &str, seen: impl Fn(&Talkers) -> boo
 }
 
 #[test]
+#[ignore = "needs root"]
 fn messages_raise_the_job_to_realtime_for_one_quantum() {
-    needs_root!();
+    common::require_root();
     let _serial = serial();
     let env = Env::new();
     let before = parent_budget();
@@ -223,8 +224,9 @@ fn messages_raise_the_job_to_realtime_for_one_quantum() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn a_job_alone_on_its_pus_is_not_watched() {
-    needs_root!();
+    common::require_root();
     let _serial = serial();
     let env = Env::new();
     let agent = Agent::start(&env, &["--policy", "dcs"]);
@@ -239,8 +241,9 @@ fn a_job_alone_on_its_pus_is_not_watched() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn messages_raise_the_job_weight_and_put_it_back() {
-    needs_root!();
+    common::require_root();
     let _serial = serial();
     let env = Env::new();
     let weight = std::cell::RefCell::new(None);
@@ -254,8 +257,9 @@ fn messages_raise_the_job_weight_and_put_it_back() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn sigkill_of_the_agent_leaves_no_thread_realtime_and_no_weight_raised() {
-    needs_root!();
+    common::require_root();
     let _serial = serial();
     for raise in ["rr", "weight"] {
         let env = Env::new();
@@ -282,8 +286,9 @@ fn sigkill_of_the_agent_leaves_no_thread_realtime_and_no_weight_raised() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn without_btf_dcs_is_refused_and_the_other_policies_keep_working() {
-    needs_root!();
+    common::require_root();
     let _serial = serial();
     let env = Env::new();
     let missing = env.dir.path().join("no-such-vmlinux");
@@ -304,8 +309,9 @@ fn without_btf_dcs_is_refused_and_the_other_policies_keep_working() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn without_bpf_privileges_dcs_is_refused_and_the_other_policies_keep_working() {
-    needs_root!();
+    common::require_root();
     let _serial = serial();
     let env = Env::new();
     // Root without CAP_BPF, CAP_SYS_ADMIN and CAP_PERFMON: an unprivileged loader, as in a locked-down container.

@@ -12,7 +12,7 @@ use common::{stderr, Env};
 fn a_locks_experiment_runs_end_to_end_and_reports() {
     let bin = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../build/bin");
     if !bin.join("lockbench").exists() {
-        eprintln!("skipped: build/bin has no lockbench (run make build)");
+        common::missing("build/bin has no lockbench (run make build)");
         return;
     }
     let env = Env::new();

@@ -31,8 +31,9 @@ fn placement(env: &Env, policy: &str, cpus: &str) -> Value {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn command_runs_inside_its_cgroup_with_the_placement() {
-    needs_root!();
+    common::require_root();
     let env = Env::new();
     let job = name("inside");
     let script =
@@ -59,8 +60,9 @@ fn command_runs_inside_its_cgroup_with_the_placement() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn weight_and_memory_limit_reach_the_cgroup() {
-    needs_root!();
+    common::require_root();
     let env = Env::new();
     let job = name("limits");
     let v1 = Path::new("/sys/fs/cgroup/cpu/cgroup.procs").exists();
@@ -92,8 +94,9 @@ fn weight_and_memory_limit_reach_the_cgroup() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn exit_status_is_the_commands() {
-    needs_root!();
+    common::require_root();
     let env = Env::new();
     let job = name("status");
     let out = env.run(&["run", "--job", &job, "--place", "any", "--", "sh", "-c", "exit 7"]);
@@ -116,8 +119,9 @@ fn start_sleeper(env: &Env, job: &str) -> (Child, i32) {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn cgroup_is_removed_when_the_command_is_killed() {
-    needs_root!();
+    common::require_root();
     let env = Env::new();
     let job = name("sigkill-cmd");
     let (mut child, pid) = start_sleeper(&env, &job);
@@ -129,8 +133,9 @@ fn cgroup_is_removed_when_the_command_is_killed() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn sigint_and_sigterm_are_forwarded_and_cleaned_up() {
-    needs_root!();
+    common::require_root();
     for sig in [libc::SIGINT, libc::SIGTERM] {
         let env = Env::new();
         let job = name(&format!("sig{sig}"));
@@ -149,8 +154,9 @@ fn sigint_and_sigterm_are_forwarded_and_cleaned_up() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn leftover_processes_are_killed_when_the_command_ends() {
-    needs_root!();
+    common::require_root();
     let env = Env::new();
     let job = name("leftover");
     let out =
@@ -167,8 +173,9 @@ fn is_zombie(pid: i32) -> bool {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn supervisor_killed_leaves_an_orphan_that_reconcile_removes() {
-    needs_root!();
+    common::require_root();
     let env = Env::new();
     let job = name("orphan");
     let (mut child, pid) = start_sleeper(&env, &job);
@@ -197,8 +204,9 @@ fn rejected(env: &Env, job: &str, args: &[&str], needle: &str) {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn bad_input_is_one_line_exit_2_and_changes_nothing() {
-    needs_root!();
+    common::require_root();
     let env = Env::new();
     let job = name("bad");
     rejected(&env, &job, &["run", "--job", &job, "--place", "fastest", "--", "true"], "unknown placement policy");
@@ -215,8 +223,9 @@ fn bad_input_is_one_line_exit_2_and_changes_nothing() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn job_name_in_use_is_rejected_and_the_running_job_is_untouched() {
-    needs_root!();
+    common::require_root();
     let env = Env::new();
     let job = name("inuse");
     let (mut child, pid) = start_sleeper(&env, &job);
@@ -231,8 +240,9 @@ fn job_name_in_use_is_rejected_and_the_running_job_is_untouched() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn a_cgroup_lockstep_does_not_own_is_not_touched() {
-    needs_root!();
+    common::require_root();
     let env = Env::new();
     let job = name("foreign");
     let foreign = &job_dirs(&job)[0];
@@ -247,8 +257,9 @@ fn a_cgroup_lockstep_does_not_own_is_not_touched() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn no_permission_is_a_clear_error() {
-    needs_root!();
+    common::require_root();
     let env = Env::new();
     // The store directory must be usable by the unprivileged user; the cgroup tree must not be.
     std::fs::set_permissions(env.dir.path(), std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();

@@ -26,12 +26,9 @@ fn kernels() -> Option<PathBuf> {
     dir.join("lu").exists().then_some(dir)
 }
 
-/// Whether this machine can run the cluster; says why not.
+/// Whether this machine can run the cluster (root is required); says what is missing when not.
 fn can_run() -> bool {
-    if !common::is_root() {
-        eprintln!("skipped: needs root (network namespaces, cgroups)");
-        return false;
-    }
+    common::require_root();
     let missing: Vec<&str> = ["munged", "slurmctld", "slurmd", "srun", "mpirun"]
         .into_iter()
         .filter(|c| {
@@ -39,7 +36,7 @@ fn can_run() -> bool {
         })
         .collect();
     if !missing.is_empty() || kernels().is_none() {
-        eprintln!("skipped: needs {missing:?} (scripts/deps.sh) and the MPI kernels (make build)");
+        common::missing(&format!("needs {missing:?} (scripts/deps.sh) and the MPI kernels (make build)"));
         return false;
     }
     true
@@ -233,6 +230,7 @@ fn acted_on(store: &Path, job: &str) -> (f64, f64) {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn mpi_jobs_span_both_nodes_and_are_gang_scheduled_in_step() {
     let Some((_serial, cluster)) = start(true) else { return };
     let (lu, cg) = two_jobs_under_gang(&cluster);
@@ -298,6 +296,7 @@ fn mpi_jobs_span_both_nodes_and_are_gang_scheduled_in_step() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn without_the_prolog_the_agents_find_the_jobs_and_agree_on_rows() {
     let Some((_serial, cluster)) = start(false) else { return };
     let (lu, cg) = two_jobs_under_gang(&cluster);
@@ -317,6 +316,7 @@ fn without_the_prolog_the_agents_find_the_jobs_and_agree_on_rows() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn an_agent_killed_mid_job_loses_nothing() {
     let Some((_serial, cluster)) = start(true) else { return };
     let (lu, cg) = two_jobs_under_gang(&cluster);
@@ -342,6 +342,7 @@ fn an_agent_killed_mid_job_loses_nothing() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn a_job_cancelled_mid_slot_leaves_nothing_frozen_or_boosted() {
     let Some((_serial, cluster)) = start(true) else { return };
     for (policy, slot) in [("gang", "300ms"), ("boost", "300ms")] {
@@ -378,6 +379,7 @@ fn a_job_cancelled_mid_slot_leaves_nothing_frozen_or_boosted() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn the_cluster_comes_down_without_a_trace() {
     let Some((_serial, cluster)) = start(true) else { return };
     let names: Vec<String> = cluster.alive();

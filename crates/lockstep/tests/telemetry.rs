@@ -85,8 +85,9 @@ fn promtool_check(text: &str) {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn agent_samples_go_to_store_metrics_and_nodes_sum() {
-    needs_root!();
+    common::require_root();
     let _serial = serial();
     let env = Env::new();
     let addr = format!("127.0.0.1:{}", free_port());
@@ -160,8 +161,9 @@ fn encode(q: &str) -> String {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn prometheus_server_scrapes_the_job_counters() {
-    needs_root!();
+    common::require_root();
     let _serial = serial();
     let env = Env::new();
     let agent_addr = format!("127.0.0.1:{}", free_port());
@@ -207,13 +209,14 @@ fn prometheus_server_scrapes_the_job_counters() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn adopted_cgroup_outside_perf_event_is_counted_per_thread() {
-    needs_root!();
+    common::require_root();
     let _serial = serial();
     // A v1 freezer+cpu cgroup made by hand (as Slurm makes its job cgroups): not in the perf_event hierarchy.
     let roots: Vec<PathBuf> = ["freezer", "cpu"].iter().map(|c| Path::new("/sys/fs/cgroup").join(c)).collect();
     if !roots.iter().all(|r| r.join("cgroup.procs").exists()) {
-        eprintln!("skipped: needs the v1 freezer and cpu hierarchies");
+        common::missing("needs the v1 freezer and cpu hierarchies");
         return;
     }
     let env = Env::new();

@@ -104,7 +104,9 @@ fn scontrol(args: &[&str]) -> anyhow::Result<String> {
     std::thread::spawn(move || {
         let _ = tx.send(child.wait_with_output());
     });
-    let out = if let Ok(out) = rx.recv_timeout(SCONTROL_TIMEOUT) { out? } else {
+    let out = if let Ok(out) = rx.recv_timeout(SCONTROL_TIMEOUT) {
+        out?
+    } else {
         // The reader thread reaps it once killed.
         let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
         anyhow::bail!("scontrol {} did not answer within {} s", args.join(" "), SCONTROL_TIMEOUT.as_secs());

@@ -260,9 +260,7 @@ pub fn libpfm_event(name: &str) -> Result<Option<Pfm>, UsageError> {
         pad0: 0,
     };
     // SAFETY: `cname` is NUL-terminated; `arg` points to a live attr and has its size set, as libpfm4 requires.
-    let rc = unsafe {
-        (lib.encode)(cname.as_ptr(), PFM_PLM0 | PFM_PLM3, PFM_OS_PERF_EVENT, (&raw mut arg).cast())
-    };
+    let rc = unsafe { (lib.encode)(cname.as_ptr(), PFM_PLM0 | PFM_PLM3, PFM_OS_PERF_EVENT, (&raw mut arg).cast()) };
     if rc == PFM_SUCCESS {
         return Ok(Some(Pfm::Event(Raw::from_attr(&attr))));
     }

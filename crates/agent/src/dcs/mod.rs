@@ -222,7 +222,9 @@ impl Engine {
         let mut out = Vec::new();
         let shares = |i: usize| jobs.iter().enumerate().any(|(k, o)| k != i && o.pus.intersects(&jobs[i].pus));
         for (_, job) in jobs.iter().enumerate().filter(|(i, _)| shares(*i)) {
-            let (slot, new) = if let Some(s) = self.slots.get(&job.name) { (*s, false) } else {
+            let (slot, new) = if let Some(s) = self.slots.get(&job.name) {
+                (*s, false)
+            } else {
                 let Some(free) = (0..MAX_JOBS).find(|s| !self.slots.values().any(|v| v == s)) else { continue };
                 self.slots.insert(job.name.clone(), free);
                 (free, true)

@@ -150,7 +150,9 @@ pub fn raise(
 ) -> anyhow::Result<Changed> {
     let mut changed = Vec::new();
     for thread in threads {
-        let before = if let Some(b) = known.get(thread) { *b } else {
+        let before = if let Some(b) = known.get(thread) {
+            *b
+        } else {
             let Ok(b) = thread.read() else { continue };
             journal.remember(store, job, &thread.target(), &b.encode())?;
             known.insert(*thread, b);

@@ -53,7 +53,8 @@ pub fn sleep_until(deadline_ns: u64) {
         tv_nsec: (deadline_ns % 1_000_000_000) as libc::c_long,
     };
     // SAFETY: `ts` is a valid timespec; a null remainder is allowed with TIMER_ABSTIME.
-    while unsafe { libc::clock_nanosleep(libc::CLOCK_REALTIME, libc::TIMER_ABSTIME, &raw const ts, std::ptr::null_mut()) }
-        == libc::EINTR
+    while unsafe {
+        libc::clock_nanosleep(libc::CLOCK_REALTIME, libc::TIMER_ABSTIME, &raw const ts, std::ptr::null_mut())
+    } == libc::EINTR
     {}
 }

@@ -167,7 +167,9 @@ impl Machine {
                 Core {
                     kind: pu_kind(first),
                     numa: numa.iter().position(|n| n.pus.contains(first)),
-                    package: core.first_ancestor_with_type(ObjectType::Package).map_or(0, hwlocality::object::TopologyObject::logical_index),
+                    package: core
+                        .first_ancestor_with_type(ObjectType::Package)
+                        .map_or(0, hwlocality::object::TopologyObject::logical_index),
                     pus,
                 }
             })
@@ -254,7 +256,10 @@ fn read_numa_distances(topo: &Topology, numa: &[NumaNode]) -> Option<Vec<Vec<u64
         .or_else(|| matrices.first())?;
     let order: Vec<usize> = best
         .objects()
-        .map(|o| o.and_then(hwlocality::object::TopologyObject::os_index).and_then(|os| numa.iter().position(|n| n.os_index == os)))
+        .map(|o| {
+            o.and_then(hwlocality::object::TopologyObject::os_index)
+                .and_then(|os| numa.iter().position(|n| n.os_index == os))
+        })
         .collect::<Option<_>>()?;
     let n = numa.len();
     if order.len() != n {

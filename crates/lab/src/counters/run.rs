@@ -130,7 +130,9 @@ fn run_case(
     for pid in perf.iter().copied() {
         reap(pid, &mut cost);
     }
-    let (tool_cpu_s, tool_rss_bytes) = if let Some("perf") = config.tool.as_deref() { (Some(cost.cpu_s), Some(cost.rss_bytes)) } else {
+    let (tool_cpu_s, tool_rss_bytes) = if let Some("perf") = config.tool.as_deref() {
+        (Some(cost.cpu_s), Some(cost.rss_bytes))
+    } else {
         let pid = agent.child.id() as i32;
         (lockstep_cgroup::procfs::cpu_seconds(pid), lockstep_cgroup::procfs::peak_rss_bytes(pid))
     };

@@ -132,7 +132,9 @@ pub fn numa_map(cpus: &[usize], nodes: usize) -> String {
     let per = cpus.len().div_ceil(nodes).max(1);
     cpus.chunks(per)
         .enumerate()
-        .map(|(node, chunk)| format!("{node}:{}", chunk.iter().map(std::string::ToString::to_string).collect::<Vec<_>>().join(",")))
+        .map(|(node, chunk)| {
+            format!("{node}:{}", chunk.iter().map(std::string::ToString::to_string).collect::<Vec<_>>().join(","))
+        })
         .collect::<Vec<_>>()
         .join(";")
 }

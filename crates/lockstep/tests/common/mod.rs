@@ -51,14 +51,18 @@ pub fn is_root() -> bool {
     unsafe { libc::geteuid() == 0 }
 }
 
-#[macro_export]
-macro_rules! needs_root {
-    () => {
-        if !common::is_root() {
-            eprintln!("skipped: needs root for real cgroups");
-            return;
-        }
-    };
+/// The first line of every test marked `#[ignore = "needs root"]`: such a test runs only when asked for
+/// (`--include-ignored`, as `make test` does), and then fails, rather than passing unseen, without root.
+pub fn require_root() {
+    assert!(is_root(), "this test needs root (real cgroups, namespaces): run it as root, e.g. with `make test`");
+}
+
+/// Says that a prerequisite (a tool from scripts/deps.sh, a program from `make build`) is missing: the test is
+/// skipped with a line on stderr, or fails when `LOCKSTEP_REQUIRE_ALL=1` (set by `make test`, where everything
+/// must be present). Returns so that the caller can `return`.
+pub fn missing(what: &str) {
+    assert!(std::env::var_os("LOCKSTEP_REQUIRE_ALL").is_none_or(|v| v != "1"), "prerequisite missing: {what}");
+    eprintln!("skipped: {what}");
 }
 
 pub fn name(test: &str) -> String {
