@@ -22,9 +22,9 @@ use nix::sys::signal::{SigSet, Signal};
 use journal::Journal;
 use lockstep_cgroup::Backend;
 use lockstep_core::cosched::rows::{self, Entry};
-use lockstep_core::cosched::{self, slot, JobView, Policy};
+use lockstep_core::cosched::{self, slot, JobView, Policy, PolicySpec};
 use lockstep_proto::protocol::{JobStatus, Status};
-use lockstep_store::{Decision, SlurmJob, Store};
+use lockstep_store::{Action, Decision, SlurmJob, Store};
 use managed::{Gone, Managed};
 use watchdog::Watchdog;
 
@@ -38,7 +38,7 @@ pub struct Config {
     /// Node name (decisions and status carry it).
     pub node: String,
     /// Initial policy.
-    pub policy: String,
+    pub policy: PolicySpec,
     /// Initial slot length.
     pub slot: Duration,
     /// What every job is counted with.
@@ -56,7 +56,9 @@ const LOG_INTERVAL: Duration = Duration::from_secs(1);
 
 /// Everything the slot loop and the socket server share.
 pub struct Agent {
-    policy: Box<dyn Policy>,
+    /// The policy in force, and its slot planner.
+    policy: PolicySpec,
+    planner: Box<dyn Policy>,
     slot: Duration,
     jobs: Vec<Managed>,
     journal: Journal,
@@ -110,7 +112,7 @@ impl Agent {
         self.current_slot = k;
         self.active_row = (k % u64::from(count)) as u32;
         let views: Vec<JobView> = self.jobs.iter().map(|j| JobView { row: j.row, pus: &j.pus }).collect();
-        let mut plan = self.policy.plan(self.active_row, &views);
+        let mut plan = self.planner.plan(self.active_row, &views);
         for (j, p) in self.jobs.iter_mut().zip(plan.iter_mut()) {
             j.planned = *p;
             // A job dcs raised by weight keeps it until its quantum is over.
@@ -138,7 +140,8 @@ impl Agent {
             self.retire(i);
         }
         self.last_apply_us = started.elapsed().as_secs_f64() * 1e6;
-        let mut slot_record = self.decision(None, if boundary { "slot" } else { "replan" }, started.elapsed());
+        let mut slot_record =
+            self.decision(None, if boundary { Action::Slot } else { Action::Replan }, started.elapsed());
         slot_record.time = started_at;
         decisions.insert(0, slot_record);
         self.pending.extend(decisions);
@@ -170,7 +173,7 @@ impl Agent {
             eprintln!("lockstep agent: cannot clean up ended job {}: {e:#}", job.name);
         }
         let _ = self.store.managed_remove(&job.name);
-        let d = self.decision(Some(&job.name), "gone", Duration::ZERO);
+        let d = self.decision(Some(&job.name), Action::Gone, Duration::ZERO);
         self.pending.push(d);
     }
 
@@ -184,7 +187,7 @@ impl Agent {
         self.last_flush = Instant::now();
     }
 
-    fn decision(&self, job: Option<&str>, action: &str, took: Duration) -> Decision {
+    fn decision(&self, job: Option<&str>, action: Action, took: Duration) -> Decision {
         Decision {
             time: lockstep_store::now(),
             node: self.node.clone(),
@@ -193,7 +196,7 @@ impl Agent {
             active_row: self.active_row,
             rows: self.rows,
             job: job.map(str::to_string),
-            action: action.to_string(),
+            action,
             duration_us: took.as_secs_f64() * 1e6,
         }
     }
@@ -205,7 +208,7 @@ impl Agent {
         }
     }
 
-    /// Switches `dcs` to `want` (the policy's [`Policy::raise`]): started (probe loaded and attached, or the error saying what is
+    /// Switches `dcs` to `want` (the policy's [`PolicySpec::raises`]): started (probe loaded and attached, or the error saying what is
     /// missing, with nothing changed), stopped (every raise put back), or kept.
     fn switch_dcs(&mut self, want: Option<cosched::Raise>) -> anyhow::Result<()> {
         if self.dcs.as_ref().map(|e| e.raise) == want {
@@ -307,7 +310,6 @@ impl Agent {
 
 /// Runs the agent in the foreground until SIGINT or SIGTERM; returns the exit status.
 pub fn run(config: Config) -> anyhow::Result<i32> {
-    let policy = cosched::by_name(&config.policy)?;
     let backend = lockstep_cgroup::detect()?;
     // A client or scraper that hangs up mid-answer is an EPIPE error for that connection, never a signal.
     // SAFETY: ignoring a signal installs no handler code.
@@ -334,7 +336,8 @@ pub fn run(config: Config) -> anyhow::Result<i32> {
     let shared: Shared = Arc::new_cyclic(|me| {
         (
             Mutex::new(Agent {
-                policy,
+                policy: config.policy,
+                planner: config.policy.build(),
                 slot: config.slot,
                 jobs: Vec::new(),
                 journal: Journal::new(watchdog),
@@ -362,7 +365,7 @@ pub fn run(config: Config) -> anyhow::Result<i32> {
     {
         let mut agent = shared.0.lock().expect("agent lock");
         agent.take_over()?;
-        let raise = agent.policy.raise();
+        let raise = agent.policy.raises();
         agent.switch_dcs(raise)?;
         agent.slurm = agent.store.slurm_all()?.into_iter().map(|j| (j.id, j)).collect();
     }

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use serde::Deserialize;
 
 use clap::Parser;
-use lockstep_core::cosched::slot;
+use lockstep_core::cosched::{slot, PolicySpec};
 use lockstep_core::duration;
 use lockstep_core::error::UsageError;
 use lockstep_telemetry::events::parse_list;
@@ -153,7 +153,7 @@ fn exec(args: &Args) -> anyhow::Result<i32> {
         store: lockstep_store::resolve_path(store.or(file.store.as_deref())),
         slurm_node: args.slurm_node.clone().or(file.slurm_node).unwrap_or_else(|| node.clone()),
         node,
-        policy: args.policy.clone().or(file.policy).unwrap_or_else(|| "cfs".into()),
+        policy: args.policy.clone().or(file.policy).as_deref().map(str::parse).transpose()?.unwrap_or(PolicySpec::Cfs),
         slot: slot_text.as_deref().map(slot::parse).transpose()?.unwrap_or(slot::DEFAULT),
         // Event names are resolved now, while the process has one thread (tracepoints may need a private
         // tracefs mount).

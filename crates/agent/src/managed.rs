@@ -11,7 +11,7 @@ use lockstep_cgroup::knobs::{freeze_value, weight_value};
 use lockstep_cgroup::{remove_dir, JobCgroup, Knobs};
 use lockstep_core::cosched::{Desired, BOOST_WEIGHT};
 use lockstep_core::cpulist::CpuList;
-use lockstep_store::Store;
+use lockstep_store::{Action, Store};
 
 /// Where a managed job came from.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -180,21 +180,21 @@ impl Managed {
         })
     }
 
-    /// Brings the job's cgroups to `want`; returns the actions taken (`freeze`, `thaw`, `boost`, `unboost`).
-    pub fn apply(&mut self, want: Desired, journal: &mut Journal, store: &Store) -> anyhow::Result<Vec<&'static str>> {
+    /// Brings the job's cgroups to `want`; returns the actions taken (freeze or thaw, boost or unboost).
+    pub fn apply(&mut self, want: Desired, journal: &mut Journal, store: &Store) -> anyhow::Result<Vec<Action>> {
         let mut actions = Vec::new();
         if want.frozen != self.applied.frozen {
             for g in &self.groups {
                 g.set_frozen(want.frozen, &self.name, journal, store)?;
             }
-            actions.push(if want.frozen { "freeze" } else { "thaw" });
+            actions.push(if want.frozen { Action::Freeze } else { Action::Thaw });
             self.applied.frozen = want.frozen;
         }
         if want.boosted != self.applied.boosted {
             for g in &mut self.groups {
                 g.set_boosted(want.boosted, &self.name, journal, store)?;
             }
-            actions.push(if want.boosted { "boost" } else { "unboost" });
+            actions.push(if want.boosted { Action::Boost } else { Action::Unboost });
             self.applied.boosted = want.boosted;
         }
         Ok(actions)

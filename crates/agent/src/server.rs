@@ -9,7 +9,7 @@ use std::time::Duration;
 use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
 
 use super::{adopt, Agent, Shared};
-use lockstep_core::cosched::{self, slot};
+use lockstep_core::cosched::{slot, PolicySpec};
 use lockstep_core::error::UsageError;
 use lockstep_proto::names::check_job_name;
 use lockstep_proto::protocol::{Request, Response};
@@ -113,12 +113,13 @@ fn handle(agent: &mut Agent, request: Request, uid: u32) -> Response {
 }
 
 fn set_policy(agent: &mut Agent, name: &str, slot_ms: Option<u64>) -> anyhow::Result<()> {
-    let policy = cosched::by_name(name)?;
+    let policy: PolicySpec = name.parse()?;
     let slot = match slot_ms {
         Some(ms) => slot::parse(&format!("{ms}ms"))?,
         None => agent.slot,
     };
-    agent.switch_dcs(policy.raise())?;
+    agent.switch_dcs(policy.raises())?;
+    agent.planner = policy.build();
     agent.policy = policy;
     agent.slot = slot;
     agent.replan = true;

@@ -35,7 +35,7 @@ fn weight_converts_like_systemd() {
     assert_eq!(weight_to_shares(100), 1024);
     assert_eq!(weight_to_shares(200), 2048);
     assert_eq!(weight_to_shares(1), 10);
-    assert_eq!(weight_to_shares(10000), 102400);
+    assert_eq!(weight_to_shares(10_000), 102_400);
 }
 
 #[test]

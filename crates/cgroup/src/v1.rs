@@ -34,7 +34,7 @@ impl V1 {
     }
 
     /// A v1 cpuset child is unusable until its cpus and mems are set: give `lockstep/` its parent's.
-    fn init_cpuset_parent(&self, root: &std::path::Path) -> Result<(), CreateError> {
+    fn init_cpuset_parent(root: &std::path::Path) -> Result<(), CreateError> {
         let parent = root.join(PARENT);
         for knob in ["cpuset.cpus", "cpuset.mems"] {
             let current = fs::read_to_string(parent.join(knob)).unwrap_or_default();
@@ -110,7 +110,7 @@ impl Backend for V1 {
         }
         let cpuset_root = self.mount("cpuset").cloned();
         if let Some(root) = &cpuset_root {
-            self.init_cpuset_parent(root)?;
+            Self::init_cpuset_parent(root)?;
             check_within("cpus", limits.cpus.as_ref(), &root.join(PARENT).join("cpuset.cpus"))?;
             check_within("mems", limits.mems.as_ref(), &root.join(PARENT).join("cpuset.mems"))?;
         }

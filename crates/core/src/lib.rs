@@ -6,6 +6,7 @@ pub mod cosched;
 pub mod cpulist;
 pub mod duration;
 pub mod error;
+pub mod names;
 pub mod place;
 pub mod topo;
 

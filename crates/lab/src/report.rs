@@ -184,15 +184,14 @@ pub(crate) fn chart(title: &str, x_label: &str, y_label: &str, series: &BTreeMap
         let ys: Vec<f64> = series.values().flatten().map(|p| p.1).filter(|y| y.is_finite()).collect();
         let (x0, x1) = (xs.iter().min().copied().unwrap_or(1), xs.iter().max().copied().unwrap_or(2).max(2));
         let y1 = ys.iter().copied().fold(0.0, f64::max) * 1.1 + 1e-9;
-        let mut chart = match ChartBuilder::on(&root)
+        let Ok(mut chart) = ChartBuilder::on(&root)
             .caption(title, ("sans-serif", 16))
             .margin(10)
             .x_label_area_size(36)
             .y_label_area_size(50)
             .build_cartesian_2d(f64::from(x0) - 0.2..f64::from(x1) + 0.2, 0.0..y1)
-        {
-            Ok(c) => c,
-            Err(_) => return String::new(),
+        else {
+            return String::new();
         };
         let _ = chart.configure_mesh().x_desc(x_label).y_desc(y_label).x_labels(x1 as usize).draw();
         for (i, (policy, points)) in series.iter().enumerate() {

@@ -9,11 +9,11 @@ use indicatif::{ProgressBar, ProgressStyle};
 
 use super::containers;
 use super::slurm::Cluster;
-use super::spec::{PolicyConfig, Spec};
-use lockstep_core::cosched::slot;
+use super::spec::{PolicyConfig, Progress, RanksIn, Scheduler, Spec};
+use lockstep_core::cosched::{slot, PolicySpec};
 use lockstep_proto::client::{call, check};
 use lockstep_proto::protocol::Request;
-use lockstep_store::{now, ExperimentRun, Store};
+use lockstep_store::{now, Action, ExperimentRun, Store};
 
 /// Where the experiment's programs, store and files are.
 #[derive(Clone, Debug)]
@@ -33,8 +33,8 @@ struct Case<'a> {
     mix: &'a [String],
     policy: PolicyConfig,
     label: String,
-    progress: &'a str,
-    ranks_in: &'a str,
+    progress: Progress,
+    ranks_in: RanksIn,
     repetition: u32,
 }
 
@@ -84,11 +84,11 @@ pub fn run(spec: &Spec, paths: &Paths) -> anyhow::Result<f64> {
     let session = now();
     // Jobs run under a private agent, or on the test cluster's nodes under their agents.
     let mut cluster =
-        if spec.ranks_in.iter().any(|r| r == "slurm") { Some(Cluster::new(paths, spec.nodes)?) } else { None };
+        if spec.ranks_in.contains(&RanksIn::Slurm) { Some(Cluster::new(paths, spec.nodes)?) } else { None };
     let agent = if cluster.is_none() { Some(PrivateAgent::start(paths, &[])?) } else { None };
     let socket = agent.as_ref().map(|a| a.socket.clone()).unwrap_or_default();
     let cases = plan(spec);
-    let podman = if spec.ranks_in.iter().any(|r| r == "container") {
+    let podman = if spec.ranks_in.contains(&RanksIn::Container) {
         let build = paths.bin.parent().map(Path::to_path_buf).unwrap_or_default();
         Some(containers::Setup::new(&paths.work, &[build, paths.work.clone()])?)
     } else {
@@ -105,12 +105,13 @@ pub fn run(spec: &Spec, paths: &Paths) -> anyhow::Result<f64> {
             case.repetition
         ));
         if let Some(c) = &mut cluster {
-            c.apply(&case.policy)?
+            c.apply(&case.policy)?;
         } else {
-            let slot_ms = (case.policy.name != "cfs").then_some(case.policy.slot.as_millis() as u64);
-            check(call(&socket, &Request::Policy { name: case.policy.name.clone(), slot_ms })?)?;
+            let name = case.policy.scheduler.agents().name().to_string();
+            check(call(&socket, &Request::Policy { name, slot_ms: case.policy.agent_slot_ms() })?)?;
         }
-        for run in run_case(spec, paths, &socket, podman.as_ref(), cluster.as_ref(), case, session)? {
+        let site = Site { socket: &socket, podman: podman.as_ref(), cluster: cluster.as_ref() };
+        for run in run_case(spec, paths, &site, case, session)? {
             store.add_experiment_run(&run)?;
         }
         bar.inc(1);
@@ -124,9 +125,9 @@ pub fn run(spec: &Spec, paths: &Paths) -> anyhow::Result<f64> {
 /// The dedicated baseline (each workload alone, under cfs), then every mix of two or more jobs under every
 /// policy, for every progress mode and repetition.
 fn plan(spec: &Spec) -> Vec<Case<'_>> {
-    let cfs = PolicyConfig { name: "cfs".into(), slot: slot::DEFAULT };
+    let cfs = PolicyConfig { scheduler: Scheduler::Lockstep(PolicySpec::Cfs), slot: slot::DEFAULT };
     let mut cases = Vec::new();
-    for (progress, ranks_in) in spec.progress.iter().flat_map(|p| spec.ranks_in.iter().map(move |r| (p, r))) {
+    for (progress, ranks_in) in spec.progress.iter().flat_map(|&p| spec.ranks_in.iter().map(move |&r| (p, r))) {
         let mut alone: Vec<&[String]> = Vec::new();
         for mix in &spec.mixes {
             for w in mix.iter().filter(|w| !spec.workloads[*w].background) {
@@ -138,14 +139,14 @@ fn plan(spec: &Spec) -> Vec<Case<'_>> {
         for repetition in 1..=spec.repetitions {
             for mix in &alone {
                 let label = "dedicated".into();
-                cases.push(Case { mix, policy: cfs.clone(), label, progress, ranks_in, repetition });
+                cases.push(Case { mix, policy: cfs, label, progress, ranks_in, repetition });
             }
         }
         for policy in &spec.policies {
             for mix in spec.mixes.iter().filter(|m| m.len() > 1 || spec.unloaded) {
                 for repetition in 1..=spec.repetitions {
                     let label = policy.label();
-                    cases.push(Case { mix, policy: policy.clone(), label, progress, ranks_in, repetition });
+                    cases.push(Case { mix, policy: *policy, label, progress, ranks_in, repetition });
                 }
             }
         }
@@ -153,121 +154,214 @@ fn plan(spec: &Spec) -> Vec<Case<'_>> {
     cases
 }
 
-/// Starts every job of the case at once and waits for all of them.
+/// Where the case's jobs run: the private agent's socket, the podman setup, the test cluster.
+struct Site<'a> {
+    socket: &'a Path,
+    podman: Option<&'a containers::Setup>,
+    cluster: Option<&'a Cluster>,
+}
+
+/// A job of the case, started.
+struct Started {
+    workload: String,
+    name: String,
+    /// Its PMPI profile.
+    pmpi: PathBuf,
+    /// When it started (for its wall time) and when it was submitted (seconds since the epoch).
+    t0: Instant,
+    submitted: f64,
+    child: Child,
+}
+
+/// A measured job, ended.
+struct Ended {
+    workload: String,
+    name: String,
+    pmpi: PathBuf,
+    wall_s: f64,
+    status: std::process::ExitStatus,
+    stdout: String,
+}
+
+/// What the agents recorded while the case ran: the worst cross-node slot skew, and the dcs raises with their
+/// arrival-to-raise latency (count, p50, p99 in microseconds).
+struct AgentRecords {
+    slot_skew_ms: Option<f64>,
+    dcs: Option<(u64, f64, f64)>,
+}
+
+/// Starts every job of the case at once, waits for the measured ones, and returns their runs.
 fn run_case(
     spec: &Spec,
     paths: &Paths,
-    socket: &Path,
-    podman: Option<&containers::Setup>,
-    cluster: Option<&Cluster>,
+    site: &Site<'_>,
     case: &Case<'_>,
     session: f64,
 ) -> anyhow::Result<Vec<ExperimentRun>> {
     let started_at = now();
-    let mut jobs = Vec::new();
-    // Background load first, so that the measured jobs start under it.
+    let jobs = start_jobs(spec, paths, site, case)?;
+    if case.ranks_in == RanksIn::Container {
+        for job in &jobs {
+            let containers = containers::wait_for_ranks(&job.name, spec.ranks, Duration::from_mins(1))?;
+            let adopt = Request::Adopt { job: job.name.clone(), cgroups: vec![], pids: vec![], containers, row: None };
+            check(call(site.socket, &adopt)?)?;
+            std::fs::write(paths.work.join(format!("{}.go", job.name)), b"")?;
+        }
+    }
+    let ended = wait_for_jobs(spec, paths, site.cluster, case, jobs)?;
+    let records = agent_records(paths, site.cluster, case, started_at, now())?;
+    Ok(ended.into_iter().map(|e| to_run(spec, site, case, session, started_at, &records, e)).collect())
+}
+
+/// Starts the case's jobs, background load first so that the measured jobs start under it.
+fn start_jobs(spec: &Spec, paths: &Paths, site: &Site<'_>, case: &Case<'_>) -> anyhow::Result<Vec<Started>> {
     let mut order: Vec<(usize, &String)> = case.mix.iter().enumerate().collect();
     order.sort_by_key(|(_, w)| !spec.workloads[*w].background);
+    let mut jobs = Vec::new();
     for (i, workload) in order {
         let name = format!("{}-{}-{}", spec.name, workload, i);
         let pmpi = paths.work.join(format!("{name}.pmpi.jsonl"));
         let _ = std::fs::remove_file(&pmpi);
-        let w = &spec.workloads[workload];
-        let mut program = vec![paths.bin.join(&w.command[0]).display().to_string()];
-        program.extend(w.command[1..].iter().cloned());
-        program.push("--json".into());
-        let rank_env = vec![
-            ("LD_PRELOAD".to_string(), paths.lib.join("liblockstep-pmpi.so").display().to_string()),
-            ("LOCKSTEP_PMPI_OUT".to_string(), pmpi.display().to_string()),
-        ];
-        let mut cmd;
-        match (case.ranks_in, podman, cluster) {
-            ("slurm", _, Some(c)) => {
-                // Every task, on every node, runs `env … PROGRAM`.
-                let mut task = vec!["env".to_string()];
-                task.extend(rank_env.iter().map(|(k, v)| format!("{k}={v}")));
-                task.extend(program.iter().cloned());
-                let _ = std::fs::remove_file(slurm_output(paths, &name));
-                cmd = c.sbatch(&name, spec.ranks, case.progress == "busy", &slurm_output(paths, &name), &task);
-            }
-            ("container", Some(p), _) => {
-                // mpirun outside any job cgroup; each rank a container, adopted below as the job.
-                cmd = Command::new(paths.bin.join("mpirun"));
-                let go = paths.work.join(format!("{name}.go"));
-                let _ = std::fs::remove_file(&go);
-                cmd.args(["-n", &spec.ranks.to_string()]).args(p.rank_command(&name, &rank_env, &go, &program));
-                cmd.envs(p.env());
-            }
-            _ => {
-                cmd = Command::new(std::env::current_exe()?);
-                cmd.arg("--socket").arg(socket).arg("--store").arg(&paths.store);
-                cmd.args(["run", "--job", &name, "--place", &spec.placement, "--"]);
-                cmd.arg(paths.bin.join("mpirun")).args(["-n", &spec.ranks.to_string(), "env"]);
-                cmd.args(rank_env.iter().map(|(k, v)| format!("{k}={v}"))).args(&program);
-            }
-        }
-        if case.progress == "busy" {
+        let mut cmd = job_command(spec, paths, site, case, workload, &name, &pmpi)?;
+        if case.progress == Progress::Busy {
             cmd.env("LOCKSTEP_MPI_BUSY_POLL", "1");
         }
         cmd.stdout(Stdio::piped()).stderr(Stdio::null());
-        jobs.push((workload, name, pmpi, (Instant::now(), now()), cmd.spawn()?));
+        let (t0, submitted) = (Instant::now(), now());
+        jobs.push(Started { workload: workload.clone(), name, pmpi, t0, submitted, child: cmd.spawn()? });
     }
-    if case.ranks_in == "container" {
-        for (_, name, _, _, _) in &jobs {
-            let containers = containers::wait_for_ranks(name, spec.ranks, Duration::from_mins(1))?;
-            let adopt = Request::Adopt { job: name.clone(), cgroups: vec![], pids: vec![], containers, row: None };
-            check(call(socket, &adopt)?)?;
-            std::fs::write(paths.work.join(format!("{name}.go")), b"")?;
+    Ok(jobs)
+}
+
+/// The command that runs one job of the case where its ranks run, the PMPI profiler preloaded into every rank.
+fn job_command(
+    spec: &Spec,
+    paths: &Paths,
+    site: &Site<'_>,
+    case: &Case<'_>,
+    workload: &str,
+    name: &str,
+    pmpi: &Path,
+) -> anyhow::Result<Command> {
+    let w = &spec.workloads[workload];
+    let mut program = vec![paths.bin.join(&w.command[0]).display().to_string()];
+    program.extend(w.command[1..].iter().cloned());
+    program.push("--json".into());
+    let rank_env = vec![
+        ("LD_PRELOAD".to_string(), paths.lib.join("liblockstep-pmpi.so").display().to_string()),
+        ("LOCKSTEP_PMPI_OUT".to_string(), pmpi.display().to_string()),
+    ];
+    let cmd = match (case.ranks_in, site.podman, site.cluster) {
+        (RanksIn::Slurm, _, Some(c)) => {
+            // Every task, on every node, runs `env … PROGRAM`.
+            let mut task = vec!["env".to_string()];
+            task.extend(rank_env.iter().map(|(k, v)| format!("{k}={v}")));
+            task.extend(program.iter().cloned());
+            let output = slurm_output(paths, name);
+            let _ = std::fs::remove_file(&output);
+            c.sbatch(name, spec.ranks, case.progress == Progress::Busy, &output, &task)
         }
-    }
-    let (background, jobs): (Vec<_>, Vec<_>) = jobs.into_iter().partition(|j| spec.workloads[j.0].background);
-    let mut runs = Vec::new();
-    let mut outputs = Vec::new();
-    for (workload, job, pmpi, (t0, submitted), child) in jobs {
-        let out = child.wait_with_output()?;
-        let mut wall_s = t0.elapsed().as_secs_f64();
+        (RanksIn::Container, Some(p), _) => {
+            // mpirun outside any job cgroup; each rank a container, adopted as the job once all are up.
+            let mut cmd = Command::new(paths.bin.join("mpirun"));
+            let go = paths.work.join(format!("{name}.go"));
+            let _ = std::fs::remove_file(&go);
+            cmd.args(["-n", &spec.ranks.to_string()]).args(p.rank_command(name, &rank_env, &go, &program));
+            cmd.envs(p.env());
+            cmd
+        }
+        _ => {
+            let mut cmd = Command::new(std::env::current_exe()?);
+            cmd.arg("--socket").arg(site.socket).arg("--store").arg(&paths.store);
+            cmd.args(["run", "--job", name, "--place", spec.placement.name(), "--"]);
+            cmd.arg(paths.bin.join("mpirun")).args(["-n", &spec.ranks.to_string(), "env"]);
+            cmd.args(rank_env.iter().map(|(k, v)| format!("{k}={v}"))).args(&program);
+            cmd
+        }
+    };
+    Ok(cmd)
+}
+
+/// Waits for the measured jobs, then stops the background load; returns the measured jobs' outcomes.
+fn wait_for_jobs(
+    spec: &Spec,
+    paths: &Paths,
+    cluster: Option<&Cluster>,
+    case: &Case<'_>,
+    jobs: Vec<Started>,
+) -> anyhow::Result<Vec<Ended>> {
+    let (background, measured): (Vec<_>, Vec<_>) =
+        jobs.into_iter().partition(|j| spec.workloads[&j.workload].background);
+    let mut ended = Vec::new();
+    for job in measured {
+        let out = job.child.wait_with_output()?;
+        let mut wall_s = job.t0.elapsed().as_secs_f64();
         // A Slurm job's output, with the time it ended, is in its output file.
         let stdout = match case.ranks_in {
-            "slurm" => std::fs::read_to_string(slurm_output(paths, &job)).unwrap_or_default(),
+            RanksIn::Slurm => std::fs::read_to_string(slurm_output(paths, &job.name)).unwrap_or_default(),
             _ => String::from_utf8_lossy(&out.stdout).into_owned(),
         };
         if let Some(end) = Cluster::end_time(&stdout) {
-            wall_s = end - submitted;
+            wall_s = end - job.submitted;
         }
-        outputs.push((workload, job, pmpi, wall_s, out.status, stdout));
+        let Started { workload, name, pmpi, .. } = job;
+        ended.push(Ended { workload, name, pmpi, wall_s, status: out.status, stdout });
     }
-    for (_, job, _, _, mut child) in background {
+    for mut job in background {
         // The Slurm job cancelled and gone, its `sbatch --wait` is not worth waiting for; `lockstep run` passes
         // SIGTERM on to the job.
         if let Some(c) = cluster {
-            c.cancel(&job);
+            c.cancel(&job.name);
         }
-        let _ =
-            nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), nix::sys::signal::Signal::SIGTERM);
-        let _ = child.wait();
+        let pid = nix::unistd::Pid::from_raw(job.child.id() as i32);
+        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
+        let _ = job.child.wait();
     }
-    let ended_at = now();
-    // The agents' slot switches on the nodes, while lockstep co-scheduled the case's jobs.
-    let slotted = case.policy.name != "cfs"
-        && lockstep_core::cosched::by_name(&case.policy.name)
-            .is_ok_and(|p| p.raise().is_none() || case.policy.name.starts_with("dcs+boost"));
-    let skew = cluster.filter(|_| slotted);
-    let raises = case.policy.name.starts_with("dcs");
+    Ok(ended)
+}
+
+/// What the agents recorded within `[from, to]`: slot skew across the cluster's nodes (slotted policies on the
+/// cluster), dcs raises (dcs policies).
+fn agent_records(
+    paths: &Paths,
+    cluster: Option<&Cluster>,
+    case: &Case<'_>,
+    from: f64,
+    to: f64,
+) -> anyhow::Result<AgentRecords> {
+    let policy = case.policy.scheduler.agents();
+    let skew = cluster.filter(|_| policy.slotted());
+    let raises = policy.raises().is_some();
     if skew.is_some() || raises {
         // The agents write decisions once a second: wait for the case's last ones (once for both readings).
         std::thread::sleep(Duration::from_millis(1100));
     }
     let slot_skew_ms = match skew {
-        Some(c) => c.skew_ms(started_at, ended_at)?,
+        Some(c) => c.skew_ms(from, to)?,
         None => None,
     };
-    // Arrival-to-raise latency of the case's dcs raises, from the agents' decisions.
     let dcs = if raises {
         let stores = cluster.map_or_else(|| vec![paths.store.clone()], Cluster::stores);
-        dcs_latency(&stores, started_at, ended_at)?
+        dcs_latency(&stores, from, to)?
     } else {
         None
     };
+    Ok(AgentRecords { slot_skew_ms, dcs })
+}
+
+/// The stored run of one measured job.
+fn to_run(
+    spec: &Spec,
+    site: &Site<'_>,
+    case: &Case<'_>,
+    session: f64,
+    started_at: f64,
+    records: &AgentRecords,
+    job: Ended,
+) -> ExperimentRun {
+    if case.ranks_in == RanksIn::Container {
+        let _ = call(site.socket, &Request::Release { job: job.name.clone() });
+    }
     let mix = case
         .mix
         .iter()
@@ -275,39 +369,34 @@ fn run_case(
         .collect::<Vec<_>>()
         .join("+");
     let mpl = case.mix.iter().filter(|w| !spec.workloads[*w].background).count() as u32;
-    for (workload, job, pmpi, wall_s, status, stdout) in outputs {
-        if case.ranks_in == "container" {
-            let _ = call(socket, &Request::Release { job: job.clone() });
-        }
-        let result = stdout
-            .lines()
-            .find_map(|l| serde_json::from_str::<serde_json::Value>(l).ok().filter(|v| v.get("kernel").is_some()));
-        runs.push(ExperimentRun {
-            experiment: spec.name.clone(),
-            session,
-            policy: case.label.clone(),
-            progress: case.progress.to_string(),
-            placement: case.ranks_in.to_string(),
-            mix: mix.clone(),
-            mpl,
-            workload: workload.clone(),
-            job,
-            repetition: case.repetition,
-            time_s: result.as_ref().and_then(|v| v["time_s"].as_f64()),
-            wall_s,
-            comm_ratio: comm_ratio(&pmpi),
-            verified: result.as_ref().is_some_and(|v| v["verified"] == true),
-            exit_status: status.code(),
-            started_at,
-            tool_cpu_s: None,
-            tool_rss_bytes: None,
-            slot_skew_ms,
-            dcs_raises: dcs.map(|d| d.0),
-            dcs_p50_us: dcs.map(|d| d.1),
-            dcs_p99_us: dcs.map(|d| d.2),
-        });
+    let result = job
+        .stdout
+        .lines()
+        .find_map(|l| serde_json::from_str::<serde_json::Value>(l).ok().filter(|v| v.get("kernel").is_some()));
+    ExperimentRun {
+        experiment: spec.name.clone(),
+        session,
+        policy: case.label.clone(),
+        progress: case.progress.to_string(),
+        placement: case.ranks_in.to_string(),
+        mix,
+        mpl,
+        workload: job.workload,
+        job: job.name,
+        repetition: case.repetition,
+        time_s: result.as_ref().and_then(|v| v["time_s"].as_f64()),
+        wall_s: job.wall_s,
+        comm_ratio: comm_ratio(&job.pmpi),
+        verified: result.as_ref().is_some_and(|v| v["verified"] == true),
+        exit_status: job.status.code(),
+        started_at,
+        tool_cpu_s: None,
+        tool_rss_bytes: None,
+        slot_skew_ms: records.slot_skew_ms,
+        dcs_raises: records.dcs.map(|d| d.0),
+        dcs_p50_us: records.dcs.map(|d| d.1),
+        dcs_p99_us: records.dcs.map(|d| d.2),
     }
-    Ok(runs)
 }
 
 /// Raises `dcs` made in `[from, to]` (seconds since the epoch) in the agents' stores, with the median and 99th
@@ -316,11 +405,7 @@ fn run_case(
 fn dcs_latency(stores: &[PathBuf], from: f64, to: f64) -> anyhow::Result<Option<(u64, f64, f64)>> {
     let mut us = Vec::new();
     for db in stores {
-        let db = rusqlite::Connection::open(db)?;
-        let mut stmt =
-            db.prepare("SELECT duration_us FROM decisions WHERE action = 'dcs-raise' AND time BETWEEN ?1 AND ?2")?;
-        let rows = stmt.query_map([from, to], |r| r.get::<_, f64>(0))?;
-        us.extend(rows.collect::<Result<Vec<f64>, _>>()?);
+        us.extend(Store::open(db)?.decisions_between(Action::DcsRaise, from, to)?.into_iter().map(|d| d.duration_us));
     }
     if us.is_empty() {
         return Ok(None);

@@ -9,12 +9,22 @@ use std::process::Command;
 use anyhow::Context;
 
 use super::runner::Paths;
-use super::spec::{PolicyConfig, SLURM_GANG};
+use super::spec::{PolicyConfig, Scheduler};
 use lockstep_proto::client::{call, check};
 use lockstep_proto::protocol::Request;
+use lockstep_store::{Action, Store};
 
 /// What a batch job's last output line starts with: the time its `srun` ended.
 const END_MARK: &str = "lockstep-job-end";
+
+/// Whether the test cluster is up, and with which of Slurm's own scheduling.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mode {
+    /// Not started, or taken down.
+    Down,
+    /// Up; with Slurm's gang scheduling at this time slice (seconds) when `Some`.
+    Up(Option<u64>),
+}
 
 /// The test cluster an experiment runs its jobs on.
 pub struct Cluster {
@@ -23,8 +33,8 @@ pub struct Cluster {
     /// `LOCKSTEP_CLUSTER_DIR`.
     dir: PathBuf,
     nodes: u32,
-    /// Slurm's gang time slice (seconds) the cluster runs with, when it is up; `Some(None)`: up without gang.
-    mode: Option<Option<u64>>,
+    /// How the cluster runs now.
+    mode: Mode,
 }
 
 impl Cluster {
@@ -36,14 +46,14 @@ impl Cluster {
             "ranks_in = [\"slurm\"] needs the source tree's tests/cluster/up (not found at {})",
             scripts.display()
         );
-        Ok(Self { scripts, dir: std::path::absolute(paths.work.join("cluster"))?, nodes, mode: None })
+        Ok(Self { scripts, dir: std::path::absolute(paths.work.join("cluster"))?, nodes, mode: Mode::Down })
     }
 
     /// Brings the cluster into the mode `policy` needs — restarted when Slurm's gang scheduling is switched on or
     /// off or its time slice changes — and sets every agent's policy (`cfs` under Slurm's gang scheduling).
     pub fn apply(&mut self, policy: &PolicyConfig) -> anyhow::Result<()> {
-        let gang = (policy.name == SLURM_GANG).then_some(policy.slot.as_secs());
-        if self.mode != Some(gang) {
+        let gang = (policy.scheduler == Scheduler::SlurmGang).then_some(policy.slot.as_secs());
+        if self.mode != Mode::Up(gang) {
             self.down();
             let mut up = Command::new(self.scripts.join("up"));
             up.arg(self.nodes.to_string())
@@ -58,12 +68,10 @@ impl Cluster {
                 "tests/cluster/up failed: {}",
                 String::from_utf8_lossy(&out.stderr).trim()
             );
-            self.mode = Some(gang);
+            self.mode = Mode::Up(gang);
         }
-        let (name, slot_ms) = match gang {
-            Some(_) => ("cfs".to_string(), None),
-            None => (policy.name.clone(), (policy.name != "cfs").then_some(policy.slot.as_millis() as u64)),
-        };
+        let name = policy.scheduler.agents().name().to_string();
+        let slot_ms = policy.agent_slot_ms();
         for node in 1..=self.nodes {
             check(call(&self.socket(node), &Request::Policy { name: name.clone(), slot_ms })?)?;
         }
@@ -141,11 +149,9 @@ impl Cluster {
     pub fn skew_ms(&self, from: f64, to: f64) -> anyhow::Result<Option<f64>> {
         let mut per_node = Vec::new();
         for db in self.stores() {
-            let db = rusqlite::Connection::open(db)?;
-            let mut stmt =
-                db.prepare("SELECT slot, time FROM decisions WHERE action = 'slot' AND time BETWEEN ?1 AND ?2")?;
-            let rows = stmt.query_map([from, to], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, f64>(1)?)))?;
-            per_node.push(rows.collect::<Result<std::collections::BTreeMap<i64, f64>, _>>()?);
+            let switches = Store::open(&db)?.decisions_between(Action::Slot, from, to)?;
+            per_node
+                .push(switches.into_iter().map(|d| (d.slot, d.time)).collect::<std::collections::BTreeMap<u64, f64>>());
         }
         let Some((first, rest)) = per_node.split_first() else { return Ok(None) };
         let gaps: Vec<f64> = first
@@ -162,7 +168,7 @@ impl Cluster {
     }
 
     fn down(&mut self) {
-        if self.mode.take().is_some() {
+        if std::mem::replace(&mut self.mode, Mode::Down) != Mode::Down {
             let _ = Command::new(self.scripts.join("down")).env("LOCKSTEP_CLUSTER_DIR", &self.dir).output();
         }
     }

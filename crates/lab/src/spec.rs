@@ -7,8 +7,10 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use lockstep_core::cosched::{self, slot};
+use lockstep_core::cosched::{slot, PolicySpec};
 use lockstep_core::error::UsageError;
+use lockstep_core::names::Names;
+use lockstep_core::place::PlacementKind;
 
 /// A parsed, validated spec.
 #[derive(Clone, Debug)]
@@ -22,12 +24,11 @@ pub struct Spec {
     /// Repetitions of every case.
     pub repetitions: u32,
     /// Placement policy of every job.
-    pub placement: String,
-    /// MPI progress modes: `yield` and/or `busy`.
-    pub progress: Vec<String>,
-    /// Where ranks run: `process` (bare processes in the job's cgroup) and/or `container` (one podman
-    /// container per rank, the containers adopted as the job).
-    pub ranks_in: Vec<String>,
+    pub placement: PlacementKind,
+    /// MPI progress modes.
+    pub progress: Vec<Progress>,
+    /// Where ranks run.
+    pub ranks_in: Vec<RanksIn>,
     /// Nodes of the test cluster each job spans (`ranks_in = ["slurm"]`; 1 otherwise).
     pub nodes: u32,
     /// Workloads by name.
@@ -55,23 +56,96 @@ pub struct Workload {
     pub background: bool,
 }
 
+/// MPI progress mode of a case's ranks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Progress {
+    /// Ranks yield the CPU while they wait (`mpi_yield_when_idle`).
+    Yield,
+    /// Ranks poll without yielding.
+    Busy,
+}
+
+/// The names of [`Progress`].
+pub const PROGRESS: Names<Progress> = Names(&[("yield", Progress::Yield), ("busy", Progress::Busy)]);
+
+/// Where a job's ranks run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RanksIn {
+    /// Bare processes under `lockstep run`, in the job's cgroup.
+    Process,
+    /// One podman container per rank, the containers adopted as the job.
+    Container,
+    /// A Slurm batch job (`srun`) on the test cluster of `tests/cluster/up`.
+    Slurm,
+}
+
+/// The names of [`RanksIn`].
+pub const RANKS_IN: Names<RanksIn> =
+    Names(&[("process", RanksIn::Process), ("container", RanksIn::Container), ("slurm", RanksIn::Slurm)]);
+
+/// What schedules a case's jobs: a lockstep policy, or Slurm's own gang scheduling with the agents at `cfs`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scheduler {
+    /// The agents' policy.
+    Lockstep(PolicySpec),
+    /// Slurm's `PreemptMode=GANG`, its `SchedulerTimeSlice` the case's slot.
+    SlurmGang,
+}
+
+/// The name of Slurm's gang scheduling in specs and reports.
+pub const SLURM_GANG: &str = "slurm-gang";
+
+impl Scheduler {
+    /// The name a spec gives it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Lockstep(p) => p.name(),
+            Self::SlurmGang => SLURM_GANG,
+        }
+    }
+
+    /// The policy the agents run: `cfs` under Slurm's gang scheduling.
+    pub fn agents(self) -> PolicySpec {
+        match self {
+            Self::Lockstep(p) => p,
+            Self::SlurmGang => PolicySpec::Cfs,
+        }
+    }
+}
+
+macro_rules! display_by_name {
+    ($($t:ty => $table:expr),*) => {$(
+        impl std::fmt::Display for $t {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str($table.name(*self))
+            }
+        }
+    )*};
+}
+display_by_name!(Progress => PROGRESS, RanksIn => RANKS_IN);
+
 /// One policy setting to compare.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct PolicyConfig {
-    /// cfs, boost or gang.
-    pub name: String,
-    /// Slot length (ignored by cfs).
+    /// What schedules the jobs.
+    pub scheduler: Scheduler,
+    /// Slot length (for the policies that have slots, and Slurm's time slice).
     pub slot: Duration,
 }
 
 impl PolicyConfig {
-    /// `cfs`, `boost/2s`, `gang/200ms`, `dcs`, `dcs+boost/200ms`: the slot where the policy has slots.
+    /// `cfs`, `boost/2s`, `gang/200ms`, `dcs:weight`, `dcs+boost:weight/200ms`, `slurm-gang/5s`: the slot where
+    /// the policy has slots.
     pub fn label(&self) -> String {
-        if self.name == "cfs" || (self.name.starts_with("dcs") && !self.name.starts_with("dcs+boost")) {
-            self.name.clone()
-        } else {
-            format!("{}/{}", self.name, slot::format(self.slot))
+        match self.scheduler {
+            Scheduler::Lockstep(p) if !p.slotted() => p.name().to_string(),
+            s => format!("{}/{}", s.name(), slot::format(self.slot)),
         }
+    }
+
+    /// The slot length to send to the agents (`None`: leave it, the policy has no slots).
+    pub fn agent_slot_ms(&self) -> Option<u64> {
+        self.scheduler.agents().slotted().then_some(self.slot.as_millis() as u64)
     }
 }
 
@@ -132,14 +206,6 @@ fn process_only() -> Vec<String> {
 
 /// Checks what every kind of spec has: its `kind`, a name usable as a directory and store key, and a rank count
 /// the kernels accept.
-/// Where a job's ranks run: processes under `lockstep run`, one podman container per rank, or a Slurm job
-/// (`srun`) on the test cluster of `tests/cluster/up`.
-const RANKS_IN: [&str; 3] = ["process", "container", "slurm"];
-
-/// The policy that is Slurm's own gang scheduling (`PreemptMode=GANG`, its slot the `SchedulerTimeSlice`), with
-/// the agents at `cfs`.
-pub const SLURM_GANG: &str = "slurm-gang";
-
 pub(crate) fn check_common(kind: &str, expected: &str, name: &str, ranks: u32) -> Result<(), String> {
     if kind != expected {
         return Err(format!("kind = {kind:?} (expected {expected:?})"));
@@ -162,17 +228,19 @@ pub fn load(path: &Path) -> Result<Spec, UsageError> {
     if raw.repetitions == 0 {
         return Err(bad("repetitions must be at least 1".into()));
     }
-    lockstep_core::place::POLICY_NAMES
-        .contains(&raw.placement.as_str())
-        .then_some(())
-        .ok_or_else(|| bad(format!("unknown placement {:?}", raw.placement)))?;
-    if let Some(p) = raw.progress.iter().find(|p| *p != "yield" && *p != "busy") {
-        return Err(bad(format!("progress mode {p:?} (expected yield or busy)")));
-    }
-    if let Some(p) = raw.ranks_in.iter().find(|p| !RANKS_IN.contains(&p.as_str())) {
-        return Err(bad(format!("ranks_in {p:?} (expected process, container or slurm)")));
-    }
-    let slurm = raw.ranks_in.iter().any(|r| r == "slurm");
+    let placement: PlacementKind =
+        raw.placement.parse().map_err(|_| bad(format!("unknown placement {:?}", raw.placement)))?;
+    let progress = raw
+        .progress
+        .iter()
+        .map(|p| PROGRESS.parse(p).ok_or_else(|| bad(format!("progress mode {p:?} (expected yield or busy)"))))
+        .collect::<Result<Vec<_>, _>>()?;
+    let ranks_in = raw
+        .ranks_in
+        .iter()
+        .map(|r| RANKS_IN.parse(r).ok_or_else(|| bad(format!("ranks_in {r:?} (expected process, container or slurm)"))))
+        .collect::<Result<Vec<_>, _>>()?;
+    let slurm = ranks_in.contains(&RanksIn::Slurm);
     if slurm && raw.ranks_in.len() > 1 {
         return Err(bad("ranks_in = [\"slurm\"] runs on its own test cluster: give it alone".into()));
     }
@@ -194,24 +262,25 @@ pub fn load(path: &Path) -> Result<Spec, UsageError> {
     }
     let mut policies = Vec::new();
     for p in &raw.policies {
-        if p.name == SLURM_GANG {
+        let scheduler = if p.name == SLURM_GANG {
             if !slurm {
                 return Err(bad(format!("policy {SLURM_GANG} needs ranks_in = [\"slurm\"]")));
             }
+            Scheduler::SlurmGang
         } else {
-            cosched::by_name(&p.name).map_err(|e| bad(e.to_string()))?;
-        }
+            Scheduler::Lockstep(p.name.parse().map_err(|e: UsageError| bad(e.to_string()))?)
+        };
         let slot = match &p.slot {
             Some(s) => slot::parse(s).map_err(|e| bad(e.to_string()))?,
             None => slot::DEFAULT,
         };
-        if p.name == SLURM_GANG && (slot.subsec_nanos() != 0 || slot.as_secs() < 5) {
+        if scheduler == Scheduler::SlurmGang && (slot.subsec_nanos() != 0 || slot.as_secs() < 5) {
             return Err(bad(format!(
                 "policy {SLURM_GANG}: slot {} is Slurm's SchedulerTimeSlice (expected whole seconds, at least 5s)",
                 slot::format(slot)
             )));
         }
-        policies.push(PolicyConfig { name: p.name.clone(), slot });
+        policies.push(PolicyConfig { scheduler, slot });
     }
     if policies.is_empty() {
         return Err(bad("no [[policies]]".into()));
@@ -237,9 +306,9 @@ pub fn load(path: &Path) -> Result<Spec, UsageError> {
         description: raw.description,
         ranks: raw.ranks,
         repetitions: raw.repetitions,
-        placement: raw.placement,
-        progress: raw.progress,
-        ranks_in: raw.ranks_in,
+        placement,
+        progress,
+        ranks_in,
         nodes,
         workloads: raw.workloads,
         policies,
@@ -282,7 +351,7 @@ slot = "200ms"
         assert!(spec.mixes.contains(&vec!["lu".to_string(), "lu".to_string()]));
         assert_eq!(spec.policies[1].label(), "gang/200ms");
         assert_eq!(spec.policies[0].label(), "cfs");
-        assert_eq!(spec.progress, ["yield"]);
+        assert_eq!(spec.progress, [super::Progress::Yield]);
     }
 
     #[test]
@@ -297,7 +366,7 @@ slot = "200ms"
             + "[[policies]]\nname = \"slurm-gang\"\nslot = \"5s\"\n";
         let spec = parse(&text).unwrap();
         assert_eq!(spec.nodes, 2);
-        assert!(spec.policies.iter().any(|p| p.name == super::SLURM_GANG && p.slot.as_secs() == 5));
+        assert!(spec.policies.iter().any(|p| p.scheduler == super::Scheduler::SlurmGang && p.slot.as_secs() == 5));
         assert_eq!(parse(GOOD).unwrap().nodes, 1);
         let err = parse(&text.replace("slot = \"5s\"", "slot = \"2s\"")).unwrap_err();
         assert!(err.contains("SchedulerTimeSlice"), "{err}");

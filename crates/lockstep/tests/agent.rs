@@ -523,7 +523,7 @@ fn users_see_only_their_own_jobs_and_change_nothing() {
         let status: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
         status["jobs"].as_array().unwrap().iter().map(|j| j["name"].as_str().unwrap().to_string()).collect()
     };
-    assert_eq!(names(&as_nobody(&env, &["status", "--json"])), [mine.clone()]);
+    assert_eq!(names(&as_nobody(&env, &["status", "--json"])), std::slice::from_ref(&mine));
     let mut all = names(&env.run(&["status", "--json"]));
     all.sort();
     let mut expected = vec![mine.clone(), other.clone()];

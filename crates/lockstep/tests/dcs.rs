@@ -214,11 +214,11 @@ fn messages_raise_the_job_to_realtime_for_one_quantum() {
     assert!(entry["packets"].as_u64() >= Some(300), "the probe counted too few data packets: {entry}");
     assert!(entry["raises"].as_u64() >= Some(10), "too few raises: {entry}");
     let name = entry["name"].as_str().unwrap().to_string();
-    let raises = decisions(&env, &name, "dcs-raise");
-    let lowers = decisions(&env, &name, "dcs-lower");
-    assert!(!raises.is_empty() && raises.len() == lowers.len(), "{} raises, {} lowers", raises.len(), lowers.len());
+    let ups = decisions(&env, &name, "dcs-raise");
+    let downs = decisions(&env, &name, "dcs-lower");
+    assert!(!ups.is_empty() && ups.len() == downs.len(), "{} raises, {} lowers", ups.len(), downs.len());
     // No raise outlives its quantum by more than a scheduling delay (the agent's thread is real-time).
-    let longest = lowers.iter().fold(0.0, |a: f64, &b| a.max(b));
+    let longest = downs.iter().fold(0.0, |a: f64, &b| a.max(b));
     assert!(longest < 5_000.0 + 20_000.0, "a raise of a 5 ms quantum lasted {longest} us");
     assert_eq!(parent_budget(), before, "the real-time budget of the agent's parent group was not put back");
 }

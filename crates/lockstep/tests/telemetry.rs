@@ -4,6 +4,7 @@
 
 mod common;
 
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -78,7 +79,6 @@ fn promtool_check(text: &str) {
         .stderr(Stdio::piped())
         .spawn()
         .expect("promtool (scripts/deps.sh installs the prometheus package)");
-    use std::io::Write;
     child.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
     let out = child.wait_with_output().unwrap();
     assert!(out.status.success(), "promtool: {}{}\n{text}", String::from_utf8_lossy(&out.stdout), stderr(&out));
@@ -103,7 +103,6 @@ fn agent_samples_go_to_store_metrics_and_nodes_sum() {
     promtool_check(&live);
     let (code, om) = {
         let mut s = std::net::TcpStream::connect(&addr).unwrap();
-        use std::io::{Read, Write};
         write!(s, "GET /metrics HTTP/1.1\r\nHost: x\r\nAccept: application/openmetrics-text; version=1.0.0\r\n\r\n")
             .unwrap();
         let mut text = String::new();
@@ -208,6 +207,24 @@ fn prometheus_server_scrapes_the_job_counters() {
     assert!(value > 0.0);
 }
 
+/// Kills what is left in the hand-made cgroups (the worker's children) and removes them.
+struct Cleanup(Vec<PathBuf>);
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        for d in &self.0 {
+            while d.exists() && Instant::now() < deadline {
+                for pid in lockstep_cgroup::read_procs(d) {
+                    let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
+                }
+                if std::fs::remove_dir(d).is_err() {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+            }
+        }
+    }
+}
+
 #[test]
 #[ignore = "needs root"]
 fn adopted_cgroup_outside_perf_event_is_counted_per_thread() {
@@ -226,24 +243,6 @@ fn adopted_cgroup_outside_perf_event_is_counted_per_thread() {
     let dirs: Vec<PathBuf> = roots.iter().map(|r| r.join(&job)).collect();
     for d in &dirs {
         std::fs::create_dir(d).unwrap();
-    }
-    /// Kills what is left in the hand-made cgroups (the worker's children) and removes them.
-    struct Cleanup(Vec<PathBuf>);
-    impl Drop for Cleanup {
-        fn drop(&mut self) {
-            let deadline = Instant::now() + Duration::from_secs(5);
-            for d in &self.0 {
-                while d.exists() && Instant::now() < deadline {
-                    for pid in lockstep_cgroup::read_procs(d) {
-                        let _ =
-                            nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
-                    }
-                    if std::fs::remove_dir(d).is_err() {
-                        std::thread::sleep(Duration::from_millis(20));
-                    }
-                }
-            }
-        }
     }
     let _cleanup = Cleanup(dirs.clone());
     let mut worker = Command::new("sh");

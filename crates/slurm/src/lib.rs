@@ -148,7 +148,8 @@ pub fn free_row(job: &JobInfo, others: &[JobInfo]) -> u32 {
         .filter(|o| o.id != job.id && o.holds_nodes() && o.nodes.iter().any(|n| job.nodes.contains(n)))
         .filter_map(JobInfo::row)
         .collect();
-    (0..).find(|r| !taken.contains(r)).expect("a free row exists")
+    // Among the `taken.len() + 1` lowest rows one is free.
+    (0..=taken.len() as u32).find(|r| !taken.contains(r)).expect("a free row exists")
 }
 
 /// `comment` with its row set to `row` (other words kept).

@@ -1,10 +1,74 @@
 //! What the agent keeps in the store: the restore journal (every cgroup file it changed, with the value to put
 //! back, written before the change) and the decision log.
 
+use lockstep_core::names::Names;
 use rusqlite::params;
+use rusqlite::types::{FromSql, FromSqlError, FromSqlResult, ToSql, ToSqlOutput, ValueRef};
 use serde::Serialize;
 
 use super::{now, Store};
+
+/// What a decision record says the agent did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Action {
+    /// A slot began: the policy was applied at its boundary (the record has no job).
+    Slot,
+    /// The policy was applied again within a slot: jobs or the policy changed (no job).
+    Replan,
+    /// The job was frozen.
+    Freeze,
+    /// The job was thawed.
+    Thaw,
+    /// The job's CPU weight was raised.
+    Boost,
+    /// The job's CPU weight was put back.
+    Unboost,
+    /// The job ended and was forgotten.
+    Gone,
+    /// `dcs` raised the job a message arrived for (duration: arrival to raise applied).
+    DcsRaise,
+    /// `dcs` lowered it again (duration: how long it was raised).
+    DcsLower,
+}
+
+/// The names of [`Action`], as the `decisions` table stores them.
+pub const ACTIONS: Names<Action> = Names(&[
+    ("slot", Action::Slot),
+    ("replan", Action::Replan),
+    ("freeze", Action::Freeze),
+    ("thaw", Action::Thaw),
+    ("boost", Action::Boost),
+    ("unboost", Action::Unboost),
+    ("gone", Action::Gone),
+    ("dcs-raise", Action::DcsRaise),
+    ("dcs-lower", Action::DcsLower),
+]);
+
+impl Action {
+    /// The stored name.
+    pub fn name(self) -> &'static str {
+        ACTIONS.name(self)
+    }
+}
+
+impl Serialize for Action {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
+    }
+}
+
+impl ToSql for Action {
+    fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
+        Ok(ToSqlOutput::from(self.name()))
+    }
+}
+
+impl FromSql for Action {
+    fn column_result(value: ValueRef<'_>) -> FromSqlResult<Self> {
+        let name = value.as_str()?;
+        ACTIONS.parse(name).ok_or_else(|| FromSqlError::Other(format!("unknown decision action {name:?}").into()))
+    }
+}
 
 /// One file the agent changed and must restore.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -34,8 +98,8 @@ pub struct Decision {
     pub rows: u32,
     /// The job acted on; `None` for the slot's own record.
     pub job: Option<String>,
-    /// slot, replan, freeze, thaw, boost, unboost or gone.
-    pub action: String,
+    /// What was done.
+    pub action: Action,
     /// Time the action took, in microseconds.
     pub duration_us: f64,
 }
@@ -117,11 +181,20 @@ impl Store {
 
     /// Decisions at or after `since` (seconds since the epoch), oldest first.
     pub fn decisions(&self, since: f64) -> anyhow::Result<Vec<Decision>> {
-        let mut stmt = self.conn.prepare(
-            "SELECT time, node, policy, slot, active_row, rows, job, action, duration_us FROM decisions
-             WHERE time >= ?1 ORDER BY rowid",
-        )?;
-        let rows = stmt.query_map(params![since], |r| {
+        self.select_decisions("time >= ?1 ORDER BY rowid", params![since])
+    }
+
+    /// Decisions of kind `action` taken within `[from, to]` (seconds since the epoch), oldest first.
+    pub fn decisions_between(&self, action: Action, from: f64, to: f64) -> anyhow::Result<Vec<Decision>> {
+        self.select_decisions("action = ?1 AND time BETWEEN ?2 AND ?3 ORDER BY rowid", params![action, from, to])
+    }
+
+    /// The decisions that `filter` (an SQL condition over `decisions`, with its ordering) selects.
+    fn select_decisions(&self, filter: &str, args: &[&dyn ToSql]) -> anyhow::Result<Vec<Decision>> {
+        let mut stmt = self.conn.prepare(&format!(
+            "SELECT time, node, policy, slot, active_row, rows, job, action, duration_us FROM decisions WHERE {filter}"
+        ))?;
+        let rows = stmt.query_map(args, |r| {
             Ok(Decision {
                 time: r.get(0)?,
                 node: r.get(1)?,

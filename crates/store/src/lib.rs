@@ -6,7 +6,7 @@ mod locks;
 mod samples;
 mod slurm;
 
-pub use cosched::{Decision, JournalEntry};
+pub use cosched::{Action, Decision, JournalEntry, ACTIONS};
 pub use experiment::ExperimentRun;
 pub use locks::LockRun;
 pub use slurm::SlurmJob;

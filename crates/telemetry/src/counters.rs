@@ -41,6 +41,7 @@ impl Reading {
     }
 
     /// The difference from an earlier reading.
+    #[must_use]
     pub fn since(&self, earlier: &Reading) -> Reading {
         Reading {
             value: self.value.saturating_sub(earlier.value),
@@ -309,6 +310,7 @@ fn open_group(g: &[EventSpec], target: Target, enable_on_exec: bool) -> anyhow::
 }
 
 #[cfg(test)]
+#[allow(clippy::float_cmp)] // the scaled values are exact in binary
 mod tests {
     use super::Reading;
 

@@ -52,12 +52,15 @@ impl Family<'_> {
     }
 }
 
+/// One per-event metric family: name, unit, help, and the sample's value as exposed.
+type EventFamily = (&'static str, Option<&'static str>, &'static str, fn(&Sample) -> String);
+
 /// Renders `snap`; OpenMetrics when `openmetrics`, else the Prometheus text format.
 pub fn render(snap: &Snapshot, openmetrics: bool) -> String {
     let mut out = String::new();
     let mut f = Family { out: &mut out, openmetrics };
     let node = snap.node;
-    let per_event: [(&str, Option<&str>, &str, fn(&Sample) -> String); 3] = [
+    let per_event: [EventFamily; 3] = [
         (
             "lockstep_job_events",
             None,

@@ -99,7 +99,7 @@ mod tests {
     fn lines_look_like_perf_stat() {
         let pf = parse_event("page-faults").unwrap();
         let tc = parse_event("task-clock").unwrap();
-        let r = Reading { value: 1234567, enabled: 10, running: 10 };
+        let r = Reading { value: 1_234_567, enabled: 10, running: 10 };
         assert_eq!(line(&Style::default(), None, &pf, Some(&r)), "         1,234,567      page-faults");
         let clock = Reading { value: 1_234_560_000, enabled: 10, running: 10 };
         assert_eq!(line(&Style::default(), None, &tc, Some(&clock)), "          1,234.56 msec task-clock");

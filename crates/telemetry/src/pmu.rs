@@ -194,11 +194,20 @@ struct EventInfo {
 
 /// The libpfm4 functions lockstep uses, resolved from `libpfm.so.4`.
 struct Lib {
-    encode: unsafe extern "C" fn(*const c_char, c_int, c_int, *mut c_void) -> c_int,
-    pmu_info: unsafe extern "C" fn(c_int, *mut PmuInfo) -> c_int,
-    event_info: unsafe extern "C" fn(c_int, c_int, *mut EventInfo) -> c_int,
-    event_next: unsafe extern "C" fn(c_int) -> c_int,
+    encode: EncodeFn,
+    pmu_info: PmuInfoFn,
+    event_info: EventInfoFn,
+    event_next: EventNextFn,
 }
+
+/// `pfm_get_os_event_encoding(name, privilege levels, OS, argument)`.
+type EncodeFn = unsafe extern "C" fn(*const c_char, c_int, c_int, *mut c_void) -> c_int;
+/// `pfm_get_pmu_info(pmu, info)`.
+type PmuInfoFn = unsafe extern "C" fn(c_int, *mut PmuInfo) -> c_int;
+/// `pfm_get_event_info(event, OS, info)`.
+type EventInfoFn = unsafe extern "C" fn(c_int, c_int, *mut EventInfo) -> c_int;
+/// `pfm_get_event_next(event)`.
+type EventNextFn = unsafe extern "C" fn(c_int) -> c_int;
 
 // SAFETY: function pointers into a library that is never unloaded; libpfm4 is initialised once, before use.
 unsafe impl Send for Lib {}
@@ -233,10 +242,10 @@ fn lib() -> Result<&'static Lib, &'static str> {
                 return Err("libpfm4 failed to initialise".to_string());
             }
             Ok(Lib {
-                encode: std::mem::transmute::<*mut c_void, _>(encode),
-                pmu_info: std::mem::transmute::<*mut c_void, _>(pmu_info),
-                event_info: std::mem::transmute::<*mut c_void, _>(event_info),
-                event_next: std::mem::transmute::<*mut c_void, _>(event_next),
+                encode: std::mem::transmute::<*mut c_void, EncodeFn>(encode),
+                pmu_info: std::mem::transmute::<*mut c_void, PmuInfoFn>(pmu_info),
+                event_info: std::mem::transmute::<*mut c_void, EventInfoFn>(event_info),
+                event_next: std::mem::transmute::<*mut c_void, EventNextFn>(event_next),
             })
         }
     })

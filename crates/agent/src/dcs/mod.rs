@@ -12,7 +12,7 @@ pub mod threads;
 mod weight;
 
 use std::cell::RefCell;
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::path::PathBuf;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -23,6 +23,7 @@ use crate::managed::Managed;
 use crate::realtime_thread;
 use lockstep_core::cosched::Raise;
 use lockstep_proto::protocol::{DcsJob, DcsStatus};
+use lockstep_store::Action;
 use probe::{Arrival, JobCounts, Probe, Tables, MAX_JOBS};
 pub use raiser::Ctx;
 use raiser::{Raised, Raiser, Target};
@@ -83,8 +84,8 @@ pub struct Processes {
 impl Processes {
     /// The threads to raise for a message to `socket`: those of the processes holding it (the receiver), or of
     /// every process of the job when the socket is not known yet.
-    fn receivers(&self, socket: &PortKey) -> Vec<Thread> {
-        match self.owners.get(socket) {
+    fn receivers(&self, socket: PortKey) -> Vec<Thread> {
+        match self.owners.get(&socket) {
             Some(pids) => pids.iter().filter_map(|p| self.threads.get(p)).flatten().copied().collect(),
             None => self.threads.values().flatten().copied().collect(),
         }
@@ -92,7 +93,7 @@ impl Processes {
 }
 
 /// A decision to log: job, action, duration.
-pub type Logged = (String, &'static str, Duration);
+pub type Logged = (String, Action, Duration);
 
 impl Engine {
     /// Loads and attaches the probe (errors name what is missing) and starts the thread that serves it.
@@ -122,7 +123,7 @@ impl Engine {
             raises: 0,
             latencies_us: VecDeque::new(),
             held_max: Duration::ZERO,
-            failed: Default::default(),
+            failed: HashSet::default(),
         })
     }
 
@@ -146,7 +147,7 @@ impl Engine {
             if job.applied.frozen {
                 continue;
             }
-            let threads = self.threads.get(&name).map(|p| p.receivers(&a.socket)).unwrap_or_default();
+            let threads = self.threads.get(&name).map(|p| p.receivers(a.socket)).unwrap_or_default();
             match self.raiser.raise(Target { job, threads: &threads }, &mut ctx) {
                 Ok(r) => {
                     let latency = Duration::from_nanos(monotonic_ns().saturating_sub(a.arrived_ns));
@@ -155,7 +156,7 @@ impl Engine {
                         s.2 += 1;
                     }
                     self.raised.insert(name.clone(), (Instant::now(), r));
-                    logged.push((name, "dcs-raise", latency));
+                    logged.push((name, Action::DcsRaise, latency));
                 }
                 Err(e) => {
                     if self.failed.insert(name.clone()) {
@@ -172,7 +173,7 @@ impl Engine {
             .collect();
         for name in due {
             if let Some(held) = self.lower(&name, jobs, &mut ctx) {
-                logged.push((name, "dcs-lower", held));
+                logged.push((name, Action::DcsLower, held));
             }
         }
         let next = self.raised.values().map(|(since, _)| self.quantum.saturating_sub(since.elapsed())).min();

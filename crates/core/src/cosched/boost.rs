@@ -6,10 +6,6 @@ use super::{Desired, JobView, Policy};
 pub struct Boost;
 
 impl Policy for Boost {
-    fn name(&self) -> &'static str {
-        "boost"
-    }
-
     fn plan(&self, active: u32, jobs: &[JobView<'_>]) -> Vec<Desired> {
         jobs.iter().map(|j| Desired { frozen: false, boosted: j.row == active }).collect()
     }

@@ -6,10 +6,6 @@ use super::{Desired, JobView, Policy};
 pub struct Cfs;
 
 impl Policy for Cfs {
-    fn name(&self) -> &'static str {
-        "cfs"
-    }
-
     fn plan(&self, _active: u32, jobs: &[JobView<'_>]) -> Vec<Desired> {
         vec![Desired::default(); jobs.len()]
     }

@@ -7,10 +7,6 @@ use super::{Desired, JobView, Policy};
 pub struct Gang;
 
 impl Policy for Gang {
-    fn name(&self) -> &'static str {
-        "gang"
-    }
-
     fn plan(&self, active: u32, jobs: &[JobView<'_>]) -> Vec<Desired> {
         jobs.iter()
             .map(|j| Desired {

@@ -20,16 +20,14 @@ use serde::{Deserialize, Serialize};
 
 use crate::cpulist::CpuList;
 use crate::error::UsageError;
-
-/// Names of every slot policy (`dcs` adds [`Dcs::NAMES`]), for help and error messages.
-pub const NAMES: [&str; 3] = ["cfs", "boost", "gang"];
+use crate::names::Names;
 
 /// How `dcs` raises a job a message arrived for, for one quantum.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Raise {
     /// The job's CPU weight, as `boost` raises it.
     Weight,
-    /// Its threads to `SCHED_RR` (seed 004's choice), bounded by the kernel's real-time throttling.
+    /// Its threads to `SCHED_RR`, bounded by the kernel's real-time throttling.
     Rr,
     /// Its threads' nice value to -20.
     Nice,
@@ -39,15 +37,87 @@ impl Raise {
     /// What plain `dcs` uses: the best of the three in `experiments/dcs-raise.toml` (weight; see
     /// docs/policies/dcs.md for why `rr` and `nice` lose on polling MPI ranks).
     pub const DEFAULT: Raise = Raise::Weight;
+}
 
-    /// `weight`, `rr` or `nice`.
-    pub fn parse(name: &str) -> Option<Self> {
-        match name {
-            "weight" => Some(Self::Weight),
-            "rr" => Some(Self::Rr),
-            "nice" => Some(Self::Nice),
+/// A co-scheduling policy as users name it (`lockstep policy set`, `--policy`, experiment specs): the one place
+/// where names and policies meet. Code asks it what the policy does ([`PolicySpec::slotted`],
+/// [`PolicySpec::raises`]) and builds the slot planner with [`PolicySpec::build`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PolicySpec {
+    /// Leave every job to the kernel.
+    Cfs,
+    /// Weight-based co-scheduling in slots.
+    Boost,
+    /// Freezer-based time slicing in slots.
+    Gang,
+    /// Message-driven raises, over `cfs` slots or (`with_boost`) `boost` slots.
+    Dcs {
+        /// `dcs+boost`: the slots boost the active row as `boost` does.
+        with_boost: bool,
+        /// How an arrival raises the job.
+        raise: Raise,
+    },
+}
+
+/// Every policy name; a value's first name is the one it is shown by (`dcs` is shown as `dcs:weight`).
+pub const POLICIES: Names<PolicySpec> = Names(&[
+    ("cfs", PolicySpec::Cfs),
+    ("boost", PolicySpec::Boost),
+    ("gang", PolicySpec::Gang),
+    ("dcs:weight", PolicySpec::Dcs { with_boost: false, raise: Raise::Weight }),
+    ("dcs", PolicySpec::Dcs { with_boost: false, raise: Raise::DEFAULT }),
+    ("dcs:rr", PolicySpec::Dcs { with_boost: false, raise: Raise::Rr }),
+    ("dcs:nice", PolicySpec::Dcs { with_boost: false, raise: Raise::Nice }),
+    ("dcs+boost:weight", PolicySpec::Dcs { with_boost: true, raise: Raise::Weight }),
+    ("dcs+boost", PolicySpec::Dcs { with_boost: true, raise: Raise::DEFAULT }),
+    ("dcs+boost:rr", PolicySpec::Dcs { with_boost: true, raise: Raise::Rr }),
+    ("dcs+boost:nice", PolicySpec::Dcs { with_boost: true, raise: Raise::Nice }),
+]);
+
+impl PolicySpec {
+    /// The name it is shown by.
+    pub fn name(self) -> &'static str {
+        POLICIES.name(self)
+    }
+
+    /// Whether the policy acts at slot boundaries (boosts or freezes a row per slot): `boost`, `gang`,
+    /// `dcs+boost`.
+    pub fn slotted(self) -> bool {
+        matches!(self, Self::Boost | Self::Gang | Self::Dcs { with_boost: true, .. })
+    }
+
+    /// How the job a message arrives for is raised, for the `dcs` policies.
+    pub fn raises(self) -> Option<Raise> {
+        match self {
+            Self::Dcs { raise, .. } => Some(raise),
             _ => None,
         }
+    }
+
+    /// The slot planner of the policy.
+    pub fn build(self) -> Box<dyn Policy> {
+        match self {
+            Self::Cfs => Box::new(Cfs),
+            Self::Boost => Box::new(Boost),
+            Self::Gang => Box::new(Gang),
+            Self::Dcs { with_boost, .. } => Box::new(Dcs { with_boost }),
+        }
+    }
+}
+
+impl std::str::FromStr for PolicySpec {
+    type Err = UsageError;
+
+    fn from_str(name: &str) -> Result<Self, UsageError> {
+        POLICIES.parse(name).ok_or_else(|| {
+            UsageError::new(format!("unknown co-scheduling policy {name:?} (expected one of {})", POLICIES.list()))
+        })
+    }
+}
+
+impl std::fmt::Display for PolicySpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
     }
 }
 
@@ -72,33 +142,10 @@ pub struct Desired {
     pub boosted: bool,
 }
 
-/// A co-scheduling policy.
+/// The slot plan of a co-scheduling policy.
 pub trait Policy: Send {
-    /// The policy's name, as `lockstep policy set` takes it.
-    fn name(&self) -> &'static str;
     /// The desired state of every job in a slot whose active row is `active`, in the order of `jobs`.
     fn plan(&self, active: u32, jobs: &[JobView<'_>]) -> Vec<Desired>;
-    /// Whether, and how, the job a message arrives for is raised (`dcs` only).
-    fn raise(&self) -> Option<Raise> {
-        None
-    }
-}
-
-/// The policy called `name`.
-pub fn by_name(name: &str) -> Result<Box<dyn Policy>, UsageError> {
-    match name {
-        "cfs" => Ok(Box::new(Cfs)),
-        "boost" => Ok(Box::new(Boost)),
-        "gang" => Ok(Box::new(Gang)),
-        _ => match Dcs::parse(name) {
-            Some(dcs) => Ok(Box::new(dcs)),
-            None => Err(UsageError::new(format!(
-                "unknown co-scheduling policy {name:?} (expected one of {}, {})",
-                NAMES.join(", "),
-                Dcs::NAMES.join(", ")
-            ))),
-        },
-    }
 }
 
 #[cfg(test)]

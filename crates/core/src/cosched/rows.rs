@@ -30,7 +30,8 @@ pub fn assign(entries: &[Entry<'_>]) -> (Vec<u32>, u32) {
             .filter(|&j| j != i && entries[j].pus.intersects(entries[i].pus))
             .filter_map(|j| rows[j])
             .collect();
-        rows[i] = Some((0..).find(|r| !taken.contains(r)).expect("a free row exists"));
+        // Among the `taken.len() + 1` lowest rows one is free.
+        rows[i] = (0..=taken.len() as u32).find(|r| !taken.contains(r));
     }
     let rows: Vec<u32> = rows.into_iter().map(|r| r.expect("every row assigned")).collect();
     let count = rows.iter().max().map_or(1, |m| m + 1);

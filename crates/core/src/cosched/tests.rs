@@ -1,7 +1,7 @@
 use std::time::Duration;
 
 use super::rows::{assign, Entry};
-use super::{by_name, slot, Desired, JobView};
+use super::{slot, Desired, JobView, PolicySpec, Raise, POLICIES};
 use crate::cpulist::CpuList;
 
 fn pus(s: &str) -> CpuList {
@@ -53,7 +53,7 @@ fn rows_do_not_depend_on_input_order() {
 fn gang_freezes_only_jobs_sharing_pus_with_the_active_row() {
     let (a, b, c) = (pus("0-1"), pus("0-1"), pus("2-3"));
     let jobs = [JobView { row: 0, pus: &a }, JobView { row: 1, pus: &b }, JobView { row: 1, pus: &c }];
-    let gang = by_name("gang").unwrap();
+    let gang = by_name("gang").build();
     let plan = gang.plan(0, &jobs);
     assert_eq!(plan.iter().map(|d| d.frozen).collect::<Vec<_>>(), [false, true, false]);
     let plan = gang.plan(1, &jobs);
@@ -64,11 +64,10 @@ fn gang_freezes_only_jobs_sharing_pus_with_the_active_row() {
 fn boost_raises_the_active_row_and_cfs_does_nothing() {
     let a = pus("0-1");
     let jobs = [JobView { row: 0, pus: &a }, JobView { row: 1, pus: &a }];
-    let boost = by_name("boost").unwrap().plan(1, &jobs);
+    let boost = by_name("boost").build().plan(1, &jobs);
     assert_eq!(boost.iter().map(|d| d.boosted).collect::<Vec<_>>(), [false, true]);
     assert!(boost.iter().all(|d| !d.frozen));
-    assert_eq!(by_name("cfs").unwrap().plan(0, &jobs), vec![Desired::default(); 2]);
-    assert!(by_name("round-robin").is_err());
+    assert_eq!(by_name("cfs").build().plan(0, &jobs), vec![Desired::default(); 2]);
 }
 
 #[test]
@@ -92,24 +91,36 @@ fn slots_come_from_the_wall_clock() {
 }
 
 #[test]
-fn dcs_names_parse_to_their_slot_plan_and_raise() {
-    use super::{Dcs, Raise};
-    for name in Dcs::NAMES {
-        let p = by_name(name).unwrap();
-        assert!(p.name().starts_with(name) && p.name().contains(':'), "{name} is {}", p.name());
-        assert!(p.raise().is_some());
+fn every_policy_name_parses_and_every_policy_has_its_name() {
+    for (name, spec) in POLICIES.0 {
+        assert_eq!(name.parse::<PolicySpec>().unwrap(), *spec);
+        assert_eq!(spec.name().parse::<PolicySpec>().unwrap(), *spec, "{name} shows as {}", spec.name());
     }
-    assert_eq!(by_name("dcs").unwrap().raise(), Some(Raise::DEFAULT));
-    assert_eq!(by_name("dcs:nice").unwrap().raise(), Some(Raise::Nice));
+    assert_eq!(by_name("dcs").name(), "dcs:weight", "plain dcs shows its raise");
+}
+
+#[test]
+fn dcs_names_parse_to_their_slot_plan_and_raise() {
+    for (name, spec) in POLICIES.0.iter().filter(|(n, _)| n.starts_with("dcs")) {
+        assert!(spec.raises().is_some(), "{name}");
+        assert_eq!(spec.slotted(), name.starts_with("dcs+boost"), "{name}");
+    }
+    assert_eq!(by_name("dcs").raises(), Some(Raise::DEFAULT));
+    assert_eq!(by_name("dcs:nice").raises(), Some(Raise::Nice));
     let all = pus("0-1");
     let jobs = [JobView { row: 0, pus: &all }, JobView { row: 1, pus: &all }];
-    let plain = by_name("dcs:weight").unwrap().plan(0, &jobs);
+    let plain = by_name("dcs:weight").build().plan(0, &jobs);
     assert!(plain.iter().all(|d| *d == Desired::default()), "dcs alone plans like cfs");
-    let with_boost = by_name("dcs+boost").unwrap().plan(1, &jobs);
+    let with_boost = by_name("dcs+boost").build().plan(1, &jobs);
     assert!(!with_boost[0].boosted && with_boost[1].boosted, "dcs+boost plans like boost");
-    assert!(by_name("cfs").unwrap().raise().is_none());
-    for bad in ["dcs:fifo", "dcs+gang", "dcs:"] {
-        let err = by_name(bad).err().map(|e| e.to_string()).unwrap_or_default();
+    assert!(by_name("cfs").raises().is_none() && !by_name("cfs").slotted());
+    assert!(by_name("gang").slotted() && by_name("boost").slotted());
+    for bad in ["dcs:fifo", "dcs+gang", "dcs:", "round-robin"] {
+        let err = bad.parse::<PolicySpec>().err().map(|e| e.to_string()).unwrap_or_default();
         assert!(err.contains("dcs+boost:nice"), "{bad}: {err}");
     }
+}
+
+fn by_name(name: &str) -> PolicySpec {
+    name.parse().unwrap()
 }

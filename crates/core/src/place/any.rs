@@ -8,10 +8,6 @@ use crate::topo::Machine;
 pub struct Any;
 
 impl PlacementPolicy for Any {
-    fn name(&self) -> &'static str {
-        "any"
-    }
-
     fn order(&self, m: &Machine, _cpus: Option<usize>) -> Result<CoreOrder, UsageError> {
         Ok(CoreOrder { cores: (0..m.core_list.len()).collect(), mems: MemPolicy::All })
     }

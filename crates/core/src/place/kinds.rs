@@ -1,6 +1,6 @@
 //! Policies by core kind (seed 000's container groups): `p-only` (Cp), `e-only` (Ce), `mixed` (Cm).
 
-use super::{CoreOrder, MemPolicy, PlacementPolicy};
+use super::{CoreOrder, MemPolicy, PlacementKind, PlacementPolicy};
 use crate::error::UsageError;
 use crate::topo::Machine;
 
@@ -18,7 +18,7 @@ fn cores_of(m: &Machine, keep: impl Fn(usize) -> bool) -> Vec<usize> {
     cores
 }
 
-fn need_two_kinds(m: &Machine, policy: &str) -> Result<(), UsageError> {
+fn need_two_kinds(m: &Machine, policy: PlacementKind) -> Result<(), UsageError> {
     if m.kinds.len() < 2 {
         return Err(UsageError::new(format!(
             "policy {policy} needs efficiency cores, but this topology has one core kind (try p-only or any)"
@@ -28,35 +28,23 @@ fn need_two_kinds(m: &Machine, policy: &str) -> Result<(), UsageError> {
 }
 
 impl PlacementPolicy for POnly {
-    fn name(&self) -> &'static str {
-        "p-only"
-    }
-
     fn order(&self, m: &Machine, _cpus: Option<usize>) -> Result<CoreOrder, UsageError> {
         Ok(CoreOrder { cores: cores_of(m, |k| k == 0), mems: MemPolicy::Local })
     }
 }
 
 impl PlacementPolicy for EOnly {
-    fn name(&self) -> &'static str {
-        "e-only"
-    }
-
     fn order(&self, m: &Machine, _cpus: Option<usize>) -> Result<CoreOrder, UsageError> {
-        need_two_kinds(m, self.name())?;
+        need_two_kinds(m, PlacementKind::EOnly)?;
         Ok(CoreOrder { cores: cores_of(m, |k| k > 0), mems: MemPolicy::Local })
     }
 }
 
 impl PlacementPolicy for Mixed {
-    fn name(&self) -> &'static str {
-        "mixed"
-    }
-
     /// Pairs the i-th performance core with the i-th efficiency core, as many pairs as the scarcer side has,
     /// so that any prefix of whole pairs holds as many cores of each side.
     fn order(&self, m: &Machine, _cpus: Option<usize>) -> Result<CoreOrder, UsageError> {
-        need_two_kinds(m, self.name())?;
+        need_two_kinds(m, PlacementKind::Mixed)?;
         let p = cores_of(m, |k| k == 0);
         let e = cores_of(m, |k| k > 0);
         let cores = p.iter().zip(&e).flat_map(|(&a, &b)| [a, b]).collect();

@@ -12,6 +12,7 @@ use serde::Serialize;
 
 use crate::cpulist::CpuList;
 use crate::error::UsageError;
+use crate::names::Names;
 use crate::topo::Machine;
 
 /// How a policy binds memory.
@@ -34,31 +35,70 @@ pub struct CoreOrder {
 
 /// One placement policy.
 pub trait PlacementPolicy {
-    /// The name users type (`p-only`, …).
-    fn name(&self) -> &'static str;
     /// Eligible cores in the order to take them, for a request of `cpus` PUs (all eligible if `None`).
     fn order(&self, m: &Machine, cpus: Option<usize>) -> Result<CoreOrder, UsageError>;
 }
 
-/// Names of every placement policy, for help and error messages.
-pub const POLICY_NAMES: [&str; 6] = ["p-only", "e-only", "mixed", "numa-local", "spread", "any"];
+/// A placement policy as users name it (`--place`, `--policy`, experiment specs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PlacementKind {
+    /// All PUs of the most performant core kind.
+    POnly,
+    /// The other kinds, E before LP-E.
+    EOnly,
+    /// Equal numbers of P cores and efficiency cores.
+    Mixed,
+    /// All PUs of one NUMA node.
+    NumaLocal,
+    /// Cores round-robin over NUMA nodes.
+    Spread,
+    /// Every PU.
+    Any,
+}
 
-/// Looks a policy up by name.
-pub fn policy(name: &str) -> Result<Box<dyn PlacementPolicy>, UsageError> {
-    Ok(match name {
-        "p-only" => Box::new(kinds::POnly),
-        "e-only" => Box::new(kinds::EOnly),
-        "mixed" => Box::new(kinds::Mixed),
-        "numa-local" => Box::new(numa::NumaLocal),
-        "spread" => Box::new(numa::Spread),
-        "any" => Box::new(any::Any),
-        other => {
-            return Err(UsageError::new(format!(
-                "unknown placement policy {other:?} (expected one of: {})",
-                POLICY_NAMES.join(", ")
-            )))
+/// Every placement policy's name.
+pub const PLACEMENTS: Names<PlacementKind> = Names(&[
+    ("p-only", PlacementKind::POnly),
+    ("e-only", PlacementKind::EOnly),
+    ("mixed", PlacementKind::Mixed),
+    ("numa-local", PlacementKind::NumaLocal),
+    ("spread", PlacementKind::Spread),
+    ("any", PlacementKind::Any),
+]);
+
+impl PlacementKind {
+    /// The name users type.
+    pub fn name(self) -> &'static str {
+        PLACEMENTS.name(self)
+    }
+
+    /// The policy's core order.
+    fn policy(self) -> Box<dyn PlacementPolicy> {
+        match self {
+            Self::POnly => Box::new(kinds::POnly),
+            Self::EOnly => Box::new(kinds::EOnly),
+            Self::Mixed => Box::new(kinds::Mixed),
+            Self::NumaLocal => Box::new(numa::NumaLocal),
+            Self::Spread => Box::new(numa::Spread),
+            Self::Any => Box::new(any::Any),
         }
-    })
+    }
+}
+
+impl std::str::FromStr for PlacementKind {
+    type Err = UsageError;
+
+    fn from_str(name: &str) -> Result<Self, UsageError> {
+        PLACEMENTS.parse(name).ok_or_else(|| {
+            UsageError::new(format!("unknown placement policy {name:?} (expected one of: {})", PLACEMENTS.list()))
+        })
+    }
+}
+
+impl std::fmt::Display for PlacementKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
 }
 
 /// The PUs and memory nodes a job gets.
@@ -80,9 +120,9 @@ fn as_string<S: serde::Serializer>(list: &CpuList, s: S) -> Result<S::Ok, S::Err
     s.collect_str(list)
 }
 
-/// Places a job of `cpus` PUs (all the policy allows if `None`) with the policy named `name`.
-pub fn place(m: &Machine, name: &str, cpus: Option<usize>) -> Result<Placement, UsageError> {
-    let policy = policy(name)?;
+/// Places a job of `cpus` PUs (all the policy allows if `None`) with policy `kind`.
+pub fn place(m: &Machine, kind: PlacementKind, cpus: Option<usize>) -> Result<Placement, UsageError> {
+    let policy = kind.policy();
     if cpus == Some(0) {
         return Err(UsageError::new("--cpus 0: a job needs at least one PU"));
     }
@@ -91,8 +131,7 @@ pub fn place(m: &Machine, name: &str, cpus: Option<usize>) -> Result<Placement, 
     let wanted = cpus.unwrap_or(available);
     if wanted > available {
         return Err(UsageError::new(format!(
-            "--cpus {wanted}: policy {} offers only {available} PU(s) on this topology",
-            policy.name()
+            "--cpus {wanted}: policy {kind} offers only {available} PU(s) on this topology"
         )));
     }
     let mut pus = CpuList::new();
@@ -110,7 +149,7 @@ pub fn place(m: &Machine, name: &str, cpus: Option<usize>) -> Result<Placement, 
         MemPolicy::All => m.numa.iter().map(|n| n.os_index).collect(),
         MemPolicy::Local => m.numa.iter().filter(|n| n.pus.intersects(&pus)).map(|n| n.os_index).collect(),
     };
-    Ok(Placement { policy: policy.name().to_string(), pus, mems, cores })
+    Ok(Placement { policy: kind.name().to_string(), pus, mems, cores })
 }
 
 #[cfg(test)]

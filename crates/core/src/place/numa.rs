@@ -23,10 +23,6 @@ fn pus_of(m: &Machine, cores: &[usize]) -> usize {
 }
 
 impl PlacementPolicy for NumaLocal {
-    fn name(&self) -> &'static str {
-        "numa-local"
-    }
-
     fn order(&self, m: &Machine, cpus: Option<usize>) -> Result<CoreOrder, UsageError> {
         let by_node = cores_by_node(m);
         let wanted = cpus.unwrap_or(1);
@@ -41,10 +37,6 @@ impl PlacementPolicy for NumaLocal {
 }
 
 impl PlacementPolicy for Spread {
-    fn name(&self) -> &'static str {
-        "spread"
-    }
-
     fn order(&self, m: &Machine, _cpus: Option<usize>) -> Result<CoreOrder, UsageError> {
         let by_node = cores_by_node(m);
         let depth = by_node.iter().map(Vec::len).max().unwrap_or(0);

@@ -4,7 +4,8 @@ use super::{place, Placement};
 use crate::testutil::fixture;
 
 fn pl(fixture_name: &str, policy: &str, cpus: Option<usize>) -> Placement {
-    place(&fixture(fixture_name), policy, cpus).unwrap_or_else(|e| panic!("{fixture_name} {policy} {cpus:?}: {e}"))
+    place(&fixture(fixture_name), policy.parse().unwrap(), cpus)
+        .unwrap_or_else(|e| panic!("{fixture_name} {policy} {cpus:?}: {e}"))
 }
 
 fn check(fixture_name: &str, policy: &str, cpus: Option<usize>, pus: &str, mems: &str, cores: usize) {
@@ -17,7 +18,7 @@ fn check(fixture_name: &str, policy: &str, cpus: Option<usize>, pus: &str, mems:
 }
 
 fn rejects(fixture_name: &str, policy: &str, cpus: Option<usize>) -> String {
-    place(&fixture(fixture_name), policy, cpus).expect_err("must be rejected").to_string()
+    policy.parse().and_then(|kind| place(&fixture(fixture_name), kind, cpus)).expect_err("must be rejected").to_string()
 }
 
 const RPL: &str = "intel-raptorlake-i7-1370p";

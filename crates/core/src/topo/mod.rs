@@ -153,7 +153,7 @@ impl Machine {
         let mut core_objects: Vec<&TopologyObject> = topo.objects_with_type(ObjectType::Core).collect();
         // Some architectures expose PUs without Core objects: then every PU is its own core.
         if core_objects.is_empty() {
-            core_objects = pu_objects.clone();
+            core_objects.clone_from(&pu_objects);
         }
         let core_list: Vec<Core> = core_objects
             .iter()

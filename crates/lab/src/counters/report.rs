@@ -50,41 +50,86 @@ fn cell(o: Option<(f64, f64)>) -> String {
     o.map_or("-".into(), |(p, h)| format!("{p:+.2} % ± {h:.2}"))
 }
 
+/// Times per configuration label, per workload.
+type PerLabel<'a, T> = BTreeMap<&'a str, BTreeMap<&'a str, Vec<T>>>;
+
+/// The runs of a session, grouped for the tables.
+struct Tally<'a> {
+    workloads: Vec<String>,
+    /// Kernel times and wall times over repetitions.
+    times: PerLabel<'a, f64>,
+    walls: PerLabel<'a, f64>,
+    /// Per label and repetition: the sum of kernel times over workloads, and how many workloads it covers.
+    totals: BTreeMap<&'a str, BTreeMap<u32, (f64, usize)>>,
+    /// Per label: the counting tool's CPU seconds, the job's wall time and the tool's peak RSS, per run.
+    cost: BTreeMap<&'a str, Vec<(f64, f64, u64)>>,
+    /// Runs left out (failed or unverified).
+    failed: usize,
+}
+
+impl<'a> Tally<'a> {
+    fn of(spec: &CountersSpec, runs: &'a [ExperimentRun]) -> Self {
+        let mut tally = Tally {
+            workloads: spec.workloads.keys().cloned().collect(),
+            times: BTreeMap::new(),
+            walls: BTreeMap::new(),
+            totals: BTreeMap::new(),
+            cost: BTreeMap::new(),
+            failed: 0,
+        };
+        for r in runs {
+            let Some(t) = r.time_s.filter(|_| r.verified) else {
+                tally.failed += 1;
+                continue;
+            };
+            tally.times.entry(&r.policy).or_default().entry(&r.workload).or_default().push(t);
+            tally.walls.entry(&r.policy).or_default().entry(&r.workload).or_default().push(r.wall_s);
+            let total = tally.totals.entry(&r.policy).or_default().entry(r.repetition).or_default();
+            total.0 += t;
+            total.1 += 1;
+            if let (Some(c), Some(m)) = (r.tool_cpu_s, r.tool_rss_bytes) {
+                tally.cost.entry(&r.policy).or_default().push((c, r.wall_s, m));
+            }
+        }
+        tally
+    }
+
+    /// The per-repetition totals of `label`; a repetition counts only when every workload verified in it.
+    fn total_of(&self, label: &str) -> Vec<f64> {
+        self.totals.get(label).map_or_else(Vec::new, |m| {
+            m.values().filter(|(_, n)| *n == self.workloads.len()).map(|(t, _)| *t).collect()
+        })
+    }
+}
+
+/// The values of `label` for workload `w` in a table.
+fn series(m: &PerLabel<'_, f64>, label: &str, w: &str) -> Vec<f64> {
+    m.get(label).and_then(|x| x.get(w)).cloned().unwrap_or_default()
+}
+
+/// Mean of the values, NaN for none.
+fn mean_or_nan(v: &[f64]) -> f64 {
+    if v.is_empty() {
+        f64::NAN
+    } else {
+        mean_var(v).0
+    }
+}
+
+/// `yes` / `no` for a comparison that could be made, `-` otherwise.
+fn yes_no(b: Option<bool>) -> &'static str {
+    match b {
+        Some(true) => "yes",
+        Some(false) => "no",
+        None => "-",
+    }
+}
+
 /// Writes `summary.md` and `index.html` into `dir`; returns the HTML path.
 pub fn write(spec: &CountersSpec, runs: &[ExperimentRun], dir: &Path) -> anyhow::Result<PathBuf> {
     std::fs::create_dir_all(dir)?;
-    let workloads: Vec<String> = spec.workloads.keys().cloned().collect();
     let labels: Vec<String> = configs(spec).iter().map(|c| c.label(spec)).collect();
-    // times[label][workload] = kernel times over repetitions; totals[label][rep] = sum over workloads.
-    let mut times: BTreeMap<&str, BTreeMap<&str, Vec<f64>>> = BTreeMap::new();
-    let mut walls: BTreeMap<&str, BTreeMap<&str, Vec<f64>>> = BTreeMap::new();
-    let mut totals: BTreeMap<&str, BTreeMap<u32, (f64, usize)>> = BTreeMap::new();
-    let mut cost: BTreeMap<&str, Vec<(f64, f64, u64)>> = BTreeMap::new();
-    let mut failed = 0;
-    for r in runs {
-        let Some(t) = r.time_s.filter(|_| r.verified) else {
-            failed += 1;
-            continue;
-        };
-        times.entry(&r.policy).or_default().entry(&r.workload).or_default().push(t);
-        walls.entry(&r.policy).or_default().entry(&r.workload).or_default().push(r.wall_s);
-        let total = totals.entry(&r.policy).or_default().entry(r.repetition).or_default();
-        total.0 += t;
-        total.1 += 1;
-        if let (Some(c), Some(m)) = (r.tool_cpu_s, r.tool_rss_bytes) {
-            cost.entry(&r.policy).or_default().push((c, r.wall_s, m));
-        }
-    }
-    // A repetition's total counts only when every workload verified in it.
-    let total_of = |label: &str| -> Vec<f64> {
-        totals
-            .get(label)
-            .map_or_else(Vec::new, |m| m.values().filter(|(_, n)| *n == workloads.len()).map(|(t, _)| *t).collect())
-    };
-    let series = |m: &BTreeMap<&str, BTreeMap<&str, Vec<f64>>>, label: &str, w: &str| -> Vec<f64> {
-        m.get(label).and_then(|x| x.get(w)).cloned().unwrap_or_default()
-    };
-
+    let tally = Tally::of(spec, runs);
     let mut md = format!("# {} — {}\n\n", spec.name, spec.description);
     let _ = writeln!(
         md,
@@ -92,10 +137,10 @@ pub fn write(spec: &CountersSpec, runs: &[ExperimentRun], dir: &Path) -> anyhow:
          cases in a random order (seed {}). Time = the kernels' own timed sections, summed over the runs of a job. \
          Overhead = mean counted time / mean uncounted time − 1, with the half-width of a 95 % confidence interval \
          (Welch). `lockstep` = the node agent counting the job from its start (per-cgroup counters on the job's PUs); \
-         `perf` = one `perf stat -p` per rank, attached as the rank appears (seed 002). Intervals: `none` = counts \
-         read once at the end. Event sets: {}.\n",
+         `perf` = one `perf stat -p` per rank, attached as the rank appears (the comparison the counters experiment \
+         makes). Intervals: `none` = counts read once at the end. Event sets: {}.\n",
         runs.len(),
-        failed,
+        tally.failed,
         spec.ranks,
         spec.repetitions,
         spec.seed,
@@ -105,40 +150,58 @@ pub fn write(spec: &CountersSpec, runs: &[ExperimentRun], dir: &Path) -> anyhow:
             .collect::<Vec<_>>()
             .join(", ")
     );
-    md += "## Uncounted time (s), mean over repetitions\n\n| | ";
-    md += &workloads.join(" | ");
-    md += " | sum |\n|---|";
-    md += &"---|".repeat(workloads.len() + 1);
-    md += "\n| none |";
-    for w in &workloads {
-        let v = series(&times, "none", w);
-        let _ = write!(md, " {:.2} |", if v.is_empty() { f64::NAN } else { mean_var(&v).0 });
-    }
-    let base_total = total_of("none");
-    let _ = writeln!(md, " {:.2} |\n", if base_total.is_empty() { f64::NAN } else { mean_var(&base_total).0 });
+    uncounted_section(&mut md, &tally);
+    overhead_sections(&mut md, &tally, &labels);
+    cost_section(&mut md, &tally, &labels);
+    targets_section(&mut md, spec, &tally);
+    write_files(dir, &md, html_page(&spec.name, &spec.description))
+}
 
-    for (title, table, with_total) in [("kernel time", &times, true), ("wall time (launch to exit)", &walls, false)] {
+/// The uncounted times: the baseline every overhead is measured against.
+fn uncounted_section(md: &mut String, tally: &Tally<'_>) {
+    let workloads = &tally.workloads;
+    *md += "## Uncounted time (s), mean over repetitions\n\n| | ";
+    *md += &workloads.join(" | ");
+    *md += " | sum |\n|---|";
+    *md += &"---|".repeat(workloads.len() + 1);
+    *md += "\n| none |";
+    for w in workloads {
+        let _ = write!(md, " {:.2} |", mean_or_nan(&series(&tally.times, "none", w)));
+    }
+    let _ = writeln!(md, " {:.2} |\n", mean_or_nan(&tally.total_of("none")));
+}
+
+/// Overhead on kernel time and on wall time, per workload and (kernel time) in total.
+fn overhead_sections(md: &mut String, tally: &Tally<'_>, labels: &[String]) {
+    let workloads = &tally.workloads;
+    let base_total = tally.total_of("none");
+    for (title, table, with_total) in
+        [("kernel time", &tally.times, true), ("wall time (launch to exit)", &tally.walls, false)]
+    {
         let _ = writeln!(md, "## Overhead on {title}, per workload and in total\n");
-        md += "| configuration | ";
-        md += &workloads.join(" | ");
-        md += " | total |\n|---|";
-        md += &"---|".repeat(workloads.len() + 1);
-        md += "\n";
+        *md += "| configuration | ";
+        *md += &workloads.join(" | ");
+        *md += " | total |\n|---|";
+        *md += &"---|".repeat(workloads.len() + 1);
+        *md += "\n";
         for label in labels.iter().skip(1) {
             let _ = write!(md, "| {label} |");
-            for w in &workloads {
+            for w in workloads {
                 let _ = write!(md, " {} |", cell(overhead(&series(table, "none", w), &series(table, label, w))));
             }
-            let total = if with_total { cell(overhead(&base_total, &total_of(label))) } else { "-".into() };
+            let total = if with_total { cell(overhead(&base_total, &tally.total_of(label))) } else { "-".into() };
             let _ = writeln!(md, " {total} |");
         }
-        md += "\n";
+        *md += "\n";
     }
+}
 
-    md += "## Cost of the counting tool, mean per job\n\n";
-    md += "| configuration | CPU time (s) | CPU time / job wall time | peak RSS (MiB) |\n|---|---|---|---|\n";
-    for label in &labels {
-        if let Some(c) = cost.get(label.as_str()).filter(|c| !c.is_empty()) {
+/// What the counting tool itself cost: CPU time and memory.
+fn cost_section(md: &mut String, tally: &Tally<'_>, labels: &[String]) {
+    *md += "## Cost of the counting tool, mean per job\n\n";
+    *md += "| configuration | CPU time (s) | CPU time / job wall time | peak RSS (MiB) |\n|---|---|---|---|\n";
+    for label in labels {
+        if let Some(c) = tally.cost.get(label.as_str()).filter(|c| !c.is_empty()) {
             let n = c.len() as f64;
             let cpu = c.iter().map(|x| x.0).sum::<f64>() / n;
             let share = c.iter().map(|x| x.0 / x.1).sum::<f64>() / n * 100.0;
@@ -146,38 +209,24 @@ pub fn write(spec: &CountersSpec, runs: &[ExperimentRun], dir: &Path) -> anyhow:
             let _ = writeln!(md, "| {label} | {cpu:.3} | {share:.3} % | {rss:.1} |");
         }
     }
-    md += "\n(`none` and `perf` rows: the agent runs but counts nothing; for `perf` the row is the sum over its \
-           `perf stat` processes.)\n\n";
+    *md += "\n(`none` and `perf` rows: the agent runs but counts nothing; for `perf` the row is the sum over its \
+            `perf stat` processes.)\n\n";
+}
 
-    md += "## Targets (total kernel-time overhead)\n\n";
-    md += "| event set | interval | lockstep | perf | target | lockstep within target | lockstep ≤ perf |\n\
-           |---|---|---|---|---|---|---|\n";
+/// Per event set and interval: lockstep's and perf's total overhead against the spec's target.
+fn targets_section(md: &mut String, spec: &CountersSpec, tally: &Tally<'_>) {
+    let base_total = tally.total_of("none");
+    *md += "## Targets (total kernel-time overhead)\n\n";
+    *md += "| event set | interval | lockstep | perf | target | lockstep within target | lockstep ≤ perf |\n\
+            |---|---|---|---|---|---|---|\n";
     for (set, (name, _)) in spec.event_sets.iter().enumerate() {
         for &interval in &spec.intervals {
             let label = |tool: &str| format!("{tool}/{name}/{}", super::interval_text(interval));
-            let ours = overhead(&base_total, &total_of(&label("lockstep")));
-            let theirs = overhead(&base_total, &total_of(&label("perf")));
+            let ours = overhead(&base_total, &tally.total_of(&label("lockstep")));
+            let theirs = overhead(&base_total, &tally.total_of(&label("perf")));
             let target = spec.targets[set];
-            let within = match (ours, target) {
-                (Some((p, _)), Some(t)) => {
-                    if p <= t {
-                        "yes"
-                    } else {
-                        "no"
-                    }
-                }
-                _ => "-",
-            };
-            let below = match (ours, theirs) {
-                (Some((a, _)), Some((b, _))) => {
-                    if a <= b {
-                        "yes"
-                    } else {
-                        "no"
-                    }
-                }
-                _ => "-",
-            };
+            let within = yes_no(ours.zip(target).map(|((p, _), t)| p <= t));
+            let below = yes_no(ours.zip(theirs).map(|((a, _), (b, _))| a <= b));
             let _ = writeln!(
                 md,
                 "| {name} | {} | {} | {} | {} | {within} | {below} |",
@@ -188,10 +237,8 @@ pub fn write(spec: &CountersSpec, runs: &[ExperimentRun], dir: &Path) -> anyhow:
             );
         }
     }
-    md += "\nA target is met by the point estimate; where the confidence interval is wider than the target, this \
-           machine's run-to-run noise is larger than the effect and more repetitions are needed to resolve it.\n";
-
-    write_files(dir, &md, html_page(&spec.name, &spec.description))
+    *md += "\nA target is met by the point estimate; where the confidence interval is wider than the target, this \
+            machine's run-to-run noise is larger than the effect and more repetitions are needed to resolve it.\n";
 }
 
 #[cfg(test)]

@@ -1,8 +1,9 @@
 //! The commands that talk to the agent: `status`, `policy set`, `adopt`, `release`.
 
+use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use lockstep_core::cosched::slot;
+use lockstep_core::cosched::{slot, PolicySpec};
 use lockstep_proto::client::{call, check};
 use lockstep_proto::protocol::{Request, Status};
 
@@ -80,11 +81,15 @@ fn render(s: &Status) -> String {
         s.rows,
         s.last_apply_us
     );
-    out +=
-        &format!("{:<24} {:>4} {:<12} {:<7} {:<7} {:<7} CGROUP\n", "JOB", "ROW", "PUS", "FROZEN", "BOOSTED", "ORIGIN");
+    let _ = writeln!(
+        out,
+        "{:<24} {:>4} {:<12} {:<7} {:<7} {:<7} CGROUP",
+        "JOB", "ROW", "PUS", "FROZEN", "BOOSTED", "ORIGIN"
+    );
     for j in &s.jobs {
-        out += &format!(
-            "{:<24} {:>3}{} {:<12} {:<7} {:<7} {:<7} {}\n",
+        let _ = writeln!(
+            out,
+            "{:<24} {:>3}{} {:<12} {:<7} {:<7} {:<7} {}",
             j.name,
             j.row,
             if j.pinned { "*" } else { " " },
@@ -96,9 +101,10 @@ fn render(s: &Status) -> String {
         );
     }
     if let Some(d) = &s.dcs {
-        out += &format!(
+        let _ = writeln!(
+            out,
             "dcs: raise {}  quantum {:.1} ms  events {}  raises {}  arrival to raise p50 {:.0} us  p99 {:.0} us  \
-             max {:.0} us  longest raise {:.1} ms\n",
+             max {:.0} us  longest raise {:.1} ms",
             d.raise,
             d.quantum_ms,
             d.events,
@@ -108,10 +114,11 @@ fn render(s: &Status) -> String {
             d.latency_max_us,
             d.held_max_us / 1e3
         );
-        out += &format!("{:<24} {:>5} {:>10} {:>12} {:>8} RAISED\n", "JOB", "PORTS", "PACKETS", "BYTES", "RAISES");
+        let _ = writeln!(out, "{:<24} {:>5} {:>10} {:>12} {:>8} RAISED", "JOB", "PORTS", "PACKETS", "BYTES", "RAISES");
         for j in &d.jobs {
-            out += &format!(
-                "{:<24} {:>5} {:>10} {:>12} {:>8} {}\n",
+            let _ = writeln!(
+                out,
+                "{:<24} {:>5} {:>10} {:>12} {:>8} {}",
                 j.name,
                 j.ports,
                 j.packets,
@@ -127,7 +134,7 @@ fn render(s: &Status) -> String {
 /// Runs `lockstep policy set`.
 pub fn policy(cmd: &PolicyCommand, socket: &Path) -> anyhow::Result<i32> {
     let PolicyCommand::Set { name, slot } = cmd;
-    lockstep_core::cosched::by_name(name)?;
+    name.parse::<PolicySpec>()?;
     let slot_ms = slot.as_deref().map(slot::parse).transpose()?.map(|d| d.as_millis() as u64);
     check(call(socket, &Request::Policy { name: name.clone(), slot_ms })?)?;
     Ok(0)

@@ -53,7 +53,7 @@ fn parse_bytes(s: &str) -> Result<u64, String> {
 /// Runs `lockstep run`; returns the command's exit status.
 pub fn exec(args: &Args, store: &Path, socket: &Path) -> anyhow::Result<i32> {
     lockstep_proto::names::check_job_name(&args.job)?;
-    let placement = place(&Machine::live()?, &args.place, args.cpus)?;
+    let placement = place(&Machine::live()?, args.place.parse()?, args.cpus)?;
     let mut store = Store::open(store)?;
     launch::run(
         &mut store,

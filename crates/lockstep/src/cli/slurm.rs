@@ -72,9 +72,8 @@ fn show_row(row: Option<u32>) -> String {
 
 /// Announces job `id` to the agent; returns its row.
 fn prolog(id: u64, socket: &Path) -> anyhow::Result<Option<u32>> {
-    let uid = match std::env::var("SLURM_JOB_UID").ok().and_then(|u| u.parse().ok()) {
-        Some(uid) => uid,
-        None => anyhow::bail!("SLURM_JOB_UID is not set or not a number"),
+    let Some(uid) = std::env::var("SLURM_JOB_UID").ok().and_then(|u| u.parse().ok()) else {
+        anyhow::bail!("SLURM_JOB_UID is not set or not a number")
     };
     let row = match slurm::show_job(id) {
         Ok(job) => job.and_then(|j| j.row()),
