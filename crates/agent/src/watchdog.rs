@@ -7,12 +7,12 @@ use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{BufRead, BufReader, Write};
 use std::os::fd::{AsRawFd, OwnedFd};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use nix::sys::signal::{signal, SigHandler, Signal};
 use nix::unistd::{fork, pipe, ForkResult, Pid};
 
-use super::journal::{put_back, restore_order};
+use crate::restore::Target;
 use lockstep_store::Store;
 
 /// The agent's end of the watchdog pipe.
@@ -46,14 +46,14 @@ impl Watchdog {
         self.pid
     }
 
-    /// Tells the watchdog to restore `file` to `value` if the agent dies.
-    pub fn track(&mut self, file: &Path, value: &str) -> std::io::Result<()> {
-        writeln!(self.pipe, "track\t{}\t{}", file.display(), value)
+    /// Tells the watchdog to restore `target` (a [`Target`]'s text form) to `value` if the agent dies.
+    pub fn track(&mut self, target: &str, value: &str) -> std::io::Result<()> {
+        writeln!(self.pipe, "track\t{target}\t{value}")
     }
 
-    /// Tells the watchdog that `file` was restored.
-    pub fn untrack(&mut self, file: &Path) -> std::io::Result<()> {
-        writeln!(self.pipe, "untrack\t{}", file.display())
+    /// Tells the watchdog that `target` was restored.
+    pub fn untrack(&mut self, target: &str) -> std::io::Result<()> {
+        writeln!(self.pipe, "untrack\t{target}")
     }
 }
 
@@ -68,16 +68,16 @@ fn watch(read: OwnedFd, store: &Path) -> i32 {
     // SAFETY: PR_SET_NAME with a NUL-terminated name of at most 16 bytes.
     unsafe { libc::prctl(libc::PR_SET_NAME, c"lockstep-watch".as_ptr()) };
     close_other_fds(read.as_raw_fd());
-    let mut tracked: BTreeMap<PathBuf, String> = BTreeMap::new();
+    let mut tracked: BTreeMap<String, String> = BTreeMap::new();
     for line in BufReader::new(File::from(read)).lines() {
         let Ok(line) = line else { break };
         let mut parts = line.splitn(3, '\t');
         match (parts.next(), parts.next(), parts.next()) {
             (Some("track"), Some(file), Some(value)) => {
-                tracked.entry(PathBuf::from(file)).or_insert_with(|| value.to_string());
+                tracked.entry(file.to_string()).or_insert_with(|| value.to_string());
             }
             (Some("untrack"), Some(file), None) => {
-                tracked.remove(Path::new(file));
+                tracked.remove(file);
             }
             _ => {}
         }
@@ -85,12 +85,13 @@ fn watch(read: OwnedFd, store: &Path) -> i32 {
     if tracked.is_empty() {
         return 0;
     }
-    let mut entries: Vec<(&PathBuf, &String)> = tracked.iter().collect();
-    entries.sort_by_key(|(f, _)| restore_order(f));
+    let mut entries: Vec<(Target, &String, &String)> =
+        tracked.iter().map(|(file, value)| (Target::decode(file), file, value)).collect();
+    entries.sort_by_key(|(target, _, _)| target.order());
     let mut restored = Vec::new();
-    for (file, value) in entries {
-        match put_back(file, value) {
-            Err(e) => eprintln!("lockstep watchdog: cannot restore {} to {value}: {e}", file.display()),
+    for (target, file, value) in entries {
+        match target.put_back(value) {
+            Err(e) => eprintln!("lockstep watchdog: cannot restore {file} to {value}: {e}"),
             Ok(()) => restored.push(file),
         }
     }
@@ -98,7 +99,7 @@ fn watch(read: OwnedFd, store: &Path) -> i32 {
     // on it before the jobs run again. A restarted agent finds these files already restored either way.
     if let Ok(s) = Store::open(store) {
         for file in &restored {
-            let _ = s.journal_remove(&file.to_string_lossy());
+            let _ = s.journal_remove(file);
         }
     }
     let failed = tracked.len() - restored.len();

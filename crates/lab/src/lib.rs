@@ -11,8 +11,9 @@ pub mod report;
 pub mod runner;
 mod slurm;
 pub mod spec;
+mod stats;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use lockstep_core::error::UsageError;
 
@@ -51,4 +52,17 @@ pub fn load(path: &Path) -> Result<AnySpec, UsageError> {
             path.display()
         ))),
     }
+}
+
+/// Where the experiment's programs, store and files are.
+#[derive(Clone, Debug)]
+pub struct Paths {
+    /// `build/bin` (kernels, mpirun, lockstep).
+    pub bin: PathBuf,
+    /// `build/lib` (the PMPI profiler).
+    pub lib: PathBuf,
+    /// The node store.
+    pub store: PathBuf,
+    /// Working directory of this experiment (agent socket, PMPI output).
+    pub work: PathBuf,
 }

@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use plotters::prelude::*;
 
 use super::spec::Spec;
+use crate::stats::{median, time_of};
 use lockstep_store::ExperimentRun;
 
 /// Statistics of one cell of the table.
@@ -28,29 +29,6 @@ pub struct Cell {
 
 /// Key of a cell: mode (MPI progress, `+container` for containerised ranks), policy label, workload, MPL.
 type Key = (String, String, String, u32);
-
-/// Median of `v` (sorted in place); NaN when empty.
-pub(crate) fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    if n == 0 {
-        f64::NAN
-    } else if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        f64::midpoint(v[n / 2 - 1], v[n / 2])
-    }
-}
-
-/// A job's time: the kernel's timed section; for a Slurm job its wall time from `srun` to exit, since Slurm's
-/// gang scheduling may keep a job suspended before and during its timed section.
-pub(crate) fn time_of(r: &ExperimentRun) -> f64 {
-    if r.placement == "slurm" {
-        r.wall_s
-    } else {
-        r.time_s.unwrap_or(r.wall_s)
-    }
-}
 
 /// The run's mode: MPI progress, `+container` / `+slurm` when its ranks ran in containers / as a Slurm job, and
 /// `+loaded` when background load (`[name]` in the mix) ran beside it.

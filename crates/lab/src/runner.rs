@@ -10,23 +10,11 @@ use indicatif::{ProgressBar, ProgressStyle};
 use super::containers;
 use super::slurm::Cluster;
 use super::spec::{PolicyConfig, Progress, RanksIn, Scheduler, Spec};
+use crate::Paths;
 use lockstep_core::cosched::{slot, PolicySpec};
 use lockstep_proto::client::{call, check};
 use lockstep_proto::protocol::Request;
 use lockstep_store::{now, Action, ExperimentRun, Store};
-
-/// Where the experiment's programs, store and files are.
-#[derive(Clone, Debug)]
-pub struct Paths {
-    /// `build/bin` (kernels, mpirun, lockstep).
-    pub bin: PathBuf,
-    /// `build/lib` (the PMPI profiler).
-    pub lib: PathBuf,
-    /// The node store.
-    pub store: PathBuf,
-    /// Working directory of this experiment (agent socket, PMPI output).
-    pub work: PathBuf,
-}
 
 /// One case to run: jobs together under a policy.
 struct Case<'a> {

@@ -8,8 +8,8 @@ use std::process::Command;
 
 use anyhow::Context;
 
-use super::runner::Paths;
 use super::spec::{PolicyConfig, Scheduler};
+use crate::Paths;
 use lockstep_proto::client::{call, check};
 use lockstep_proto::protocol::Request;
 use lockstep_store::{Action, Store};

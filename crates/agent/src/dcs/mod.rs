@@ -21,6 +21,7 @@ use std::time::{Duration, Instant};
 
 use crate::managed::Managed;
 use crate::realtime_thread;
+use crate::sched::{self, Thread};
 use lockstep_core::cosched::Raise;
 use lockstep_proto::protocol::{DcsJob, DcsStatus};
 use lockstep_store::Action;
@@ -28,7 +29,6 @@ use probe::{Arrival, JobCounts, Probe, Tables, MAX_JOBS};
 pub use raiser::Ctx;
 use raiser::{Raised, Raiser, Target};
 use sockets::PortKey;
-use threads::Thread;
 
 /// How `dcs` runs on this agent.
 #[derive(Clone, Debug)]
@@ -48,6 +48,15 @@ const IDLE_POLL: Duration = Duration::from_millis(50);
 
 /// Latencies kept for the percentiles.
 const LATENCIES_KEPT: usize = 100_000;
+
+/// The raiser for `raise`.
+fn for_kind(raise: Raise) -> Box<dyn Raiser> {
+    match raise {
+        Raise::Weight => Box::new(weight::Weight),
+        Raise::Rr => Box::new(rr::Rr::default()),
+        Raise::Nice => Box::new(nice::Nice::default()),
+    }
+}
 
 /// `dcs` while a `dcs` policy is in force.
 pub struct Engine {
@@ -112,7 +121,7 @@ impl Engine {
         std::thread::Builder::new().name("lockstep-dcs-scan".into()).spawn(move || scan(agent, tables, s))?;
         Ok(Self {
             raise,
-            raiser: raiser::for_kind(raise),
+            raiser: for_kind(raise),
             quantum: settings.quantum,
             stop,
             slots: HashMap::new(),
@@ -351,7 +360,7 @@ fn scan(agent: Weak<super::SharedInner>, mut tables: Tables, stop: Arc<AtomicBoo
                 procs.owners.entry(*key).or_default().push(*pid);
             }
             for pid in pids {
-                procs.threads.insert(pid, threads::of(&[pid]));
+                procs.threads.insert(pid, sched::of(&[pid]));
             }
             found.push((slot, procs.owners.len(), tables.counts(slot).unwrap_or_default(), procs));
             ports.extend(keys.into_iter().map(|(k, _)| (k, slot)));

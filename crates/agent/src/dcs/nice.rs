@@ -2,8 +2,9 @@
 //! within their CPU cgroup only, so it cannot lift a job that has a cgroup of its own above others.
 
 use super::raiser::{Ctx, Journaled, Raised, Raiser, Target};
-use super::threads::{self, Sched};
+use super::threads;
 use crate::managed::Managed;
+use crate::sched::Sched;
 
 /// The nice mechanism.
 #[derive(Default)]

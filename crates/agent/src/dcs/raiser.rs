@@ -2,10 +2,10 @@
 
 use std::collections::HashMap;
 
-use super::super::journal::Journal;
-use super::super::managed::Managed;
-use super::threads::{Before, Changed, Thread};
-use lockstep_core::cosched::Raise;
+use super::threads::{Before, Changed};
+use crate::journal::Journal;
+use crate::managed::Managed;
+use crate::sched::Thread;
 use lockstep_store::Store;
 
 /// What the agent's journal and store are, for a raiser's changes.
@@ -46,15 +46,6 @@ pub trait Raiser: Send {
     }
 }
 
-/// The raiser for `raise`.
-pub fn for_kind(raise: Raise) -> Box<dyn Raiser> {
-    match raise {
-        Raise::Weight => Box::new(super::weight::Weight),
-        Raise::Rr => Box::new(super::rr::Rr::default()),
-        Raise::Nice => Box::new(super::nice::Nice::default()),
-    }
-}
-
 /// The threads a per-thread mechanism journaled, per job, with their scheduling before, until the job leaves.
 #[derive(Debug, Default)]
 pub struct Journaled(HashMap<String, Before>);
@@ -68,7 +59,7 @@ impl Journaled {
     /// Drops the job's entries from the journal (its threads are back already).
     pub fn forget(&mut self, job: &str, journal: &mut Journal) -> anyhow::Result<()> {
         for thread in self.0.remove(job).unwrap_or_default().into_keys() {
-            journal.forget(&thread.target())?;
+            journal.forget_thread(thread)?;
         }
         Ok(())
     }

@@ -13,8 +13,9 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use super::raiser::{Ctx, Journaled, Raised, Raiser, Target};
-use super::threads::{self, Sched};
+use super::threads;
 use crate::managed::Managed;
+use crate::sched::Sched;
 
 /// The real-time mechanism.
 #[derive(Default)]

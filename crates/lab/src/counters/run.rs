@@ -7,7 +7,8 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use super::{interval_text, plan, Config, CountersSpec};
-use crate::runner::{progress_bar, Paths, PrivateAgent};
+use crate::runner::{progress_bar, PrivateAgent};
+use crate::Paths;
 use lockstep_store::{now, ExperimentRun, Store};
 
 /// CPU time and peak memory of the `perf stat` processes of one job.

@@ -7,7 +7,8 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use super::LocksSpec;
-use crate::report::{chart, html_page, median, write_files};
+use crate::report::{chart, html_page, write_files};
+use crate::stats::median;
 use lockstep_store::LockRun;
 
 /// A configuration of a scenario: scenario, NUMA, memory policy, co-runners.

@@ -7,7 +7,8 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use super::{emulated_nodes, numa_map, per_cpu, plan, Case, LocksSpec};
-use crate::runner::{progress_bar, Paths};
+use crate::runner::progress_bar;
+use crate::Paths;
 use lockstep_core::cpulist::CpuList;
 use lockstep_store::{now, LockRun, Store};
 

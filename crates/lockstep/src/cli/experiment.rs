@@ -50,7 +50,7 @@ pub fn exec(cmd: &ExperimentCommand, store: &Path) -> anyhow::Result<i32> {
             let dir = reports.join(spec.name());
             std::fs::create_dir_all(&dir)?;
             std::fs::copy(path, dir.join("spec.toml"))?;
-            let paths = runner::Paths { bin, lib, store: store.to_path_buf(), work: dir.join("work") };
+            let paths = experiment::Paths { bin, lib, store: store.to_path_buf(), work: dir.join("work") };
             match &spec {
                 AnySpec::Mpl(s) => runner::run(s, &paths)?,
                 AnySpec::Counters(s) => counters::run::run(s, &paths)?,

@@ -1,0 +1,118 @@
+//! The scheduling class and nice value of threads: read and changed with only the system calls a change needs.
+//! A thread is named by its ID and start time, so that a reused ID is never mistaken for it.
+
+use std::io;
+
+use lockstep_cgroup::procfs;
+
+/// A thread's scheduling: policy (`SCHED_OTHER`, `SCHED_RR`, ...), real-time priority, nice value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Sched {
+    /// Scheduling policy.
+    pub policy: i32,
+    /// Real-time priority (0 for the normal classes).
+    pub priority: i32,
+    /// Nice value.
+    pub nice: i32,
+}
+
+impl Sched {
+    /// As the journal keeps it: `policy priority nice`.
+    pub fn encode(&self) -> String {
+        format!("{} {} {}", self.policy, self.priority, self.nice)
+    }
+
+    /// Reads what [`Sched::encode`] wrote.
+    pub fn decode(value: &str) -> Option<Self> {
+        let mut it = value.split_whitespace().map(str::parse::<i32>);
+        Some(Self { policy: it.next()?.ok()?, priority: it.next()?.ok()?, nice: it.next()?.ok()? })
+    }
+
+    /// Whether the thread is in a real-time class already (the job's own choice: never raised, never lowered).
+    pub fn is_realtime(&self) -> bool {
+        matches!(self.policy, libc::SCHED_FIFO | libc::SCHED_RR | libc::SCHED_DEADLINE)
+    }
+}
+
+/// A thread of a job, named so that a reused ID is not mistaken for it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Thread {
+    /// Thread ID.
+    pub tid: i32,
+    /// Its start time (clock ticks since boot).
+    pub start: u64,
+}
+
+impl Thread {
+    /// Its scheduling now.
+    pub fn read(&self) -> io::Result<Sched> {
+        // SAFETY: plain system calls on a thread ID; `param` is a valid out-parameter.
+        unsafe {
+            let policy = libc::sched_getscheduler(self.tid);
+            if policy < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            let mut param = libc::sched_param { sched_priority: 0 };
+            if libc::sched_getparam(self.tid, &raw mut param) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            // getpriority may legitimately return -1: errno tells an error apart.
+            *libc::__errno_location() = 0;
+            let nice = libc::getpriority(libc::PRIO_PROCESS, self.tid as libc::id_t);
+            if nice == -1 && *libc::__errno_location() != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(Sched { policy: policy & !libc::SCHED_RESET_ON_FORK, priority: param.sched_priority, nice })
+        }
+    }
+
+    /// Changes its scheduling from `from` (what it is now) to `to`, with only the system calls the difference
+    /// needs: class and priority, then nice (a real-time thread keeps its nice value for when it returns to the
+    /// normal class).
+    pub fn change(&self, from: Option<&Sched>, to: &Sched) -> io::Result<()> {
+        let param = libc::sched_param { sched_priority: to.priority };
+        // SAFETY: plain system calls on a thread ID with a valid sched_param.
+        unsafe {
+            if from.is_none_or(|f| (f.policy, f.priority) != (to.policy, to.priority))
+                && libc::sched_setscheduler(self.tid, to.policy, &raw const param) != 0
+            {
+                return Err(io::Error::last_os_error());
+            }
+            if from.is_none_or(|f| f.nice != to.nice)
+                && libc::setpriority(libc::PRIO_PROCESS, self.tid as libc::id_t, to.nice) != 0
+            {
+                return Err(io::Error::last_os_error());
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Thread {
+    /// Whether the thread still runs (its ID not reused by another).
+    pub fn alive(&self) -> bool {
+        procfs::alive(self.tid, self.start)
+    }
+}
+
+/// Every thread of the processes `pids`.
+pub fn of(pids: &[i32]) -> Vec<Thread> {
+    pids.iter()
+        .flat_map(|&pid| procfs::threads(pid).unwrap_or_default())
+        .filter_map(|tid| Some(Thread { tid, start: procfs::start_time(tid)? }))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_round_trip_and_this_thread_reads_as_normal() {
+        let s = Sched { policy: libc::SCHED_RR, priority: 1, nice: -3 };
+        assert_eq!(Sched::decode(&s.encode()), Some(s));
+        let me = of(&[std::process::id() as i32]);
+        assert!(!me.is_empty() && me[0].alive());
+        assert!(!me[0].read().unwrap().is_realtime());
+    }
+}
