@@ -28,6 +28,7 @@ demo: build
 
 test: build
 	$(CARGO) fmt --all --check
+	scripts/module-cycles.py crates
 	$(CARGO) clippy --release --locked --workspace --all-targets -- -D warnings
 	LOCKSTEP_BIN=$(BIN) LOCKSTEP_REQUIRE_ALL=1 $(CARGO) test --release --locked --workspace -- --include-ignored
 	ctest --test-dir $(NATIVE) --output-on-failure

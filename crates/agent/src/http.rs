@@ -74,7 +74,7 @@ fn route(path: &str, openmetrics: bool, telemetry: &SharedTelemetry, store: &std
     let path = path.split('?').next().unwrap_or(path);
     if path == "/metrics" {
         let me = std::process::id() as i32;
-        let t = telemetry.0.lock().expect("telemetry lock");
+        let t = telemetry.lock();
         let snap = Snapshot {
             node: t.node(),
             samples: t.latest().collect(),
@@ -102,7 +102,7 @@ fn route(path: &str, openmetrics: bool, telemetry: &SharedTelemetry, store: &std
 /// The job's latest counts: live when the agent counts it, else its final counts from the store.
 fn job_counts(job: &str, telemetry: &SharedTelemetry, store: &std::path::Path) -> anyhow::Result<Option<JobCounts>> {
     let node = {
-        let t = telemetry.0.lock().expect("telemetry lock");
+        let t = telemetry.lock();
         if let Some(latest) = t.latest_of(job) {
             return Ok(Some(JobCounts {
                 node: t.node().to_string(),

@@ -4,6 +4,7 @@
 
 mod adopt;
 pub mod dcs;
+mod guarded;
 pub mod http;
 mod journal;
 mod managed;
@@ -16,15 +17,17 @@ mod watchdog;
 
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
-use std::sync::{Arc, Condvar, Mutex, Weak};
+use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::{SigSet, Signal};
 
+use guarded::Guarded;
 use journal::Journal;
 use lockstep_cgroup::Backend;
 use lockstep_core::cosched::rows::{self, Entry};
 use lockstep_core::cosched::{self, slot, JobView, Policy, PolicySpec};
+use lockstep_core::error::UsageError;
 use lockstep_proto::protocol::{JobStatus, Status};
 use lockstep_store::{Action, Decision, SlurmJob, Store};
 use managed::{Gone, Managed};
@@ -76,7 +79,8 @@ pub struct Agent {
     /// Decisions not yet in the store, and when they were last written.
     pending: Vec<Decision>,
     last_flush: Instant,
-    stop: bool,
+    /// Where the agent is in its life.
+    lifecycle: Lifecycle,
     /// Every job's counters.
     telemetry: sampler::SharedTelemetry,
     /// Slurm jobs the prolog announced, by ID.
@@ -88,14 +92,22 @@ pub struct Agent {
     /// How `dcs` runs when a policy asks for it.
     dcs_settings: dcs::Settings,
     /// The agent itself, for the threads it starts later (`dcs`).
-    me: Weak<SharedInner>,
+    me: Weak<Guarded<Agent>>,
 }
 
-/// The agent and the condition the slot loop sleeps on.
-pub type SharedInner = (Mutex<Agent>, Condvar);
+/// The agent, shared by the slot loop (which sleeps on it between slots) and the threads that change it: the
+/// control socket, `dcs`, Slurm discovery, the signal waiter. They change it only through its methods.
+pub type Shared = Arc<Guarded<Agent>>;
 
-/// The shared agent.
-pub type Shared = Arc<SharedInner>;
+/// Where the agent is in its life. Every cgroup change is undone on the way from `Running` to `Stopping`
+/// ([`Agent::restore_all`]), on a crash by the watchdog, and on the next start by the journal's repair.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Lifecycle {
+    /// Applying the policy at every slot.
+    Running,
+    /// Told to stop (SIGINT, SIGTERM, SIGHUP): the slot loop ends and everything is restored.
+    Stopping,
+}
 
 impl Agent {
     /// Applies the policy for slot `k` to every job; logs the decisions, the tick itself as `slot` at a slot
@@ -203,6 +215,62 @@ impl Agent {
         }
     }
 
+    /// Switches to `policy` (and slot length `slot`, when given) at once: `dcs` is started or stopped as the
+    /// policy asks (a `dcs` that cannot start leaves everything as it was), and the plan is redone.
+    pub fn set_policy(&mut self, policy: PolicySpec, slot: Option<Duration>) -> anyhow::Result<()> {
+        self.switch_dcs(policy.raises())?;
+        self.planner = policy.build();
+        self.policy = policy;
+        if let Some(slot) = slot {
+            self.slot = slot;
+        }
+        self.replan = true;
+        Ok(())
+    }
+
+    /// Takes on a job built by `make` (from this agent's cgroup backend) unless its name is taken: recorded in
+    /// the store to be taken over after a restart, counted, and planned at once.
+    pub fn add_job(
+        &mut self,
+        name: &str,
+        make: impl FnOnce(&dyn Backend) -> anyhow::Result<Managed>,
+    ) -> anyhow::Result<()> {
+        if self.jobs.iter().any(|j| j.name == name) {
+            return Err(UsageError::new(format!("job name {name:?} is already managed by this agent")).into());
+        }
+        let job = make(self.backend.as_ref())?;
+        self.store.managed_put(name, &serde_json::to_string(&job.saved())?)?;
+        self.count(&job);
+        self.jobs.push(job);
+        self.replan = true;
+        Ok(())
+    }
+
+    /// Stops managing job `name`: lowered if `dcs` raised it, its cgroups restored, forgotten by the store.
+    pub fn release(&mut self, name: &str) -> anyhow::Result<()> {
+        let Some(i) = self.jobs.iter().position(|j| j.name == name) else {
+            return Err(UsageError::new(format!("no job {name:?} is managed by this agent")).into());
+        };
+        let mut job = self.jobs.remove(i);
+        self.dcs_leave(&mut job);
+        self.uncount(name);
+        job.release(&mut self.journal, &self.store)?;
+        self.flush();
+        self.store.managed_remove(name)?;
+        self.replan = true;
+        Ok(())
+    }
+
+    /// Tells the slot loop to end; [`run`] then restores every job.
+    pub fn stop(&mut self) {
+        self.lifecycle = Lifecycle::Stopping;
+    }
+
+    /// Whether the agent has been told to stop (threads that take the lock end then).
+    pub fn stopping(&self) -> bool {
+        self.lifecycle == Lifecycle::Stopping
+    }
+
     /// Lowers `job`, which leaves the agent, if `dcs` raised it, and drops what `dcs` keeps of it.
     fn dcs_leave(&mut self, job: &mut Managed) {
         if let Some(engine) = self.dcs.as_mut() {
@@ -262,13 +330,13 @@ impl Agent {
             managed::Origin::Slurm { dirs, .. } => vec![dirs.clone()],
             _ => job.groups.iter().map(|g| g.dirs.clone()).collect(),
         };
-        self.telemetry.0.lock().expect("telemetry lock").attach(&job.name, &groups, &job.pus);
+        self.telemetry.lock().attach(&job.name, &groups, &job.pus);
     }
 
     /// Stops counting job `name`; its final counts go to the store.
     fn uncount(&self, name: &str) {
-        self.telemetry.0.lock().expect("telemetry lock").detach(name);
-        self.telemetry.1.notify_all();
+        self.telemetry.lock().detach(name);
+        self.telemetry.notify();
     }
 
     /// The live table; `viewer` set (a user other than root) lists only that user's jobs.
@@ -336,36 +404,33 @@ pub fn run(config: Config) -> anyhow::Result<i32> {
     }
 
     let shared: Shared = Arc::new_cyclic(|me| {
-        (
-            Mutex::new(Agent {
-                policy: config.policy,
-                planner: config.policy.build(),
-                slot: config.slot,
-                jobs: Vec::new(),
-                journal: Journal::new(watchdog),
-                store,
-                backend,
-                node: config.node.clone(),
-                current_slot: 0,
-                active_row: 0,
-                rows: 1,
-                last_apply_us: 0.0,
-                replan: false,
-                pending: Vec::new(),
-                last_flush: Instant::now(),
-                stop: false,
-                telemetry: telemetry.clone(),
-                slurm: HashMap::new(),
-                slurm_done: HashSet::new(),
-                dcs: None,
-                dcs_settings: config.dcs.clone(),
-                me: me.clone(),
-            }),
-            Condvar::new(),
-        )
+        Guarded::new(Agent {
+            policy: config.policy,
+            planner: config.policy.build(),
+            slot: config.slot,
+            jobs: Vec::new(),
+            journal: Journal::new(watchdog),
+            store,
+            backend,
+            node: config.node.clone(),
+            current_slot: 0,
+            active_row: 0,
+            rows: 1,
+            last_apply_us: 0.0,
+            replan: false,
+            pending: Vec::new(),
+            last_flush: Instant::now(),
+            lifecycle: Lifecycle::Running,
+            telemetry: telemetry.clone(),
+            slurm: HashMap::new(),
+            slurm_done: HashSet::new(),
+            dcs: None,
+            dcs_settings: config.dcs.clone(),
+            me: me.clone(),
+        })
     });
     {
-        let mut agent = shared.0.lock().expect("agent lock");
+        let mut agent = shared.lock();
         agent.take_over()?;
         let raise = agent.policy.raises();
         agent.switch_dcs(raise)?;
@@ -375,9 +440,8 @@ pub fn run(config: Config) -> anyhow::Result<i32> {
         let shared = shared.clone();
         std::thread::spawn(move || {
             let _ = signals.wait();
-            let (lock, cvar) = &*shared;
-            lock.lock().expect("agent lock").stop = true;
-            cvar.notify_all();
+            shared.lock().stop();
+            shared.notify();
         });
     }
     server::spawn(listener, shared.clone());
@@ -395,8 +459,7 @@ pub fn run(config: Config) -> anyhow::Result<i32> {
         slot::format(config.slot)
     );
     slot_loop(&shared);
-    let (lock, _) = &*shared;
-    let mut agent = lock.lock().expect("agent lock");
+    let mut agent = shared.lock();
     agent.restore_all();
     drop(agent);
     sampler::stop(&telemetry, sampling);
@@ -427,15 +490,14 @@ pub(crate) fn realtime_thread(role: &str) {
 /// Applies the policy at every slot boundary (and at once when asked to replan) until told to stop.
 fn slot_loop(shared: &Shared) {
     realtime_thread("slot switches");
-    let (lock, cvar) = &**shared;
-    let mut agent = lock.lock().expect("agent lock");
+    let mut agent = shared.lock();
     let mut k = slot::index(slot::realtime_ns(), agent.slot);
     agent.tick(k, false);
     loop {
         let next = slot::start_ns(k + 1, agent.slot);
         // Wait on the condition variable until close to the boundary, then sleep the rest precisely.
         loop {
-            if agent.stop {
+            if agent.stopping() {
                 return;
             }
             if agent.replan {
@@ -454,11 +516,10 @@ fn slot_loop(shared: &Shared) {
             if left <= Duration::from_millis(2) {
                 drop(agent);
                 slot::sleep_until(next);
-                agent = lock.lock().expect("agent lock");
+                agent = shared.lock();
                 continue;
             }
-            agent =
-                cvar.wait_timeout(agent, left.checked_sub(Duration::from_millis(1)).unwrap()).expect("agent lock").0;
+            agent = shared.wait(agent, left.checked_sub(Duration::from_millis(1)).unwrap());
         }
     }
 }

@@ -14,7 +14,9 @@
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::path::PathBuf;
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::Arc;
+
+use crate::guarded::Guarded;
 use std::time::{Duration, Instant};
 
 use lockstep_core::cpulist::CpuList;
@@ -62,7 +64,7 @@ pub struct Telemetry {
 }
 
 /// The telemetry and the condition its thread waits on.
-pub type SharedTelemetry = Arc<(Mutex<Telemetry>, Condvar)>;
+pub type SharedTelemetry = Arc<Guarded<Telemetry>>;
 
 /// A tracepoint stays registered with the kernel while any perf event uses it, and registering one takes tens
 /// of milliseconds (the kernel patches code and waits for RCU): 41 tracepoints take 1.5 s here, which would
@@ -92,19 +94,16 @@ fn hold_tracepoints(groups: &[Vec<EventSpec>]) -> Option<Counters> {
 impl Telemetry {
     /// Telemetry for `node` with `settings`, shared.
     pub fn shared(settings: Settings, node: &str) -> SharedTelemetry {
-        Arc::new((
-            Mutex::new(Self {
-                _held: hold_tracepoints(&settings.groups),
-                settings,
-                node: node.to_string(),
-                jobs: BTreeMap::new(),
-                latest: BTreeMap::new(),
-                finals: Vec::new(),
-                unsupported_said: false,
-                stop: false,
-            }),
-            Condvar::new(),
-        ))
+        Arc::new(Guarded::new(Self {
+            _held: hold_tracepoints(&settings.groups),
+            settings,
+            node: node.to_string(),
+            jobs: BTreeMap::new(),
+            latest: BTreeMap::new(),
+            finals: Vec::new(),
+            unsupported_said: false,
+            stop: false,
+        }))
     }
 
     /// The node name.
@@ -282,8 +281,7 @@ fn rescan(counters: &mut Counters, dirs: &[PathBuf]) {
 pub fn spawn(telemetry: SharedTelemetry, store_path: PathBuf) -> anyhow::Result<std::thread::JoinHandle<()>> {
     let mut store = Store::open(&store_path)?;
     Ok(std::thread::spawn(move || {
-        let (lock, cvar) = &*telemetry;
-        let mut t = lock.lock().expect("telemetry lock");
+        let mut t = telemetry.lock();
         let interval = t.settings.interval;
         let retention = t.settings.retention;
         let mut next = interval.map(|i| Instant::now() + i);
@@ -308,10 +306,10 @@ pub fn spawn(telemetry: SharedTelemetry, store_path: PathBuf) -> anyhow::Result<
             if stop {
                 return;
             }
-            t = lock.lock().expect("telemetry lock");
+            t = telemetry.lock();
             if t.finals.is_empty() && !t.stop {
                 let wait = next.map_or(Duration::from_mins(1), |at| at.saturating_duration_since(Instant::now()));
-                t = cvar.wait_timeout(t, wait).expect("telemetry lock").0;
+                t = telemetry.wait(t, wait);
             }
         }
     }))
@@ -319,12 +317,11 @@ pub fn spawn(telemetry: SharedTelemetry, store_path: PathBuf) -> anyhow::Result<
 
 /// Tells the sampling thread to write what is left and stop; waits for it.
 pub fn stop(telemetry: &SharedTelemetry, thread: std::thread::JoinHandle<()>) {
-    let (lock, cvar) = &**telemetry;
     {
-        let mut t = lock.lock().expect("telemetry lock");
+        let mut t = telemetry.lock();
         t.detach_all();
         t.stop = true;
     }
-    cvar.notify_all();
+    telemetry.notify();
     let _ = thread.join();
 }

@@ -56,10 +56,8 @@ fn serve(stream: UnixStream, shared: &Shared) -> std::io::Result<()> {
     BufReader::new(&stream).read_line(&mut line)?;
     let response = match serde_json::from_str::<Request>(&line) {
         Ok(request) => {
-            let (lock, cvar) = &**shared;
-            let mut agent = lock.lock().expect("agent lock");
-            let r = handle(&mut agent, request, uid);
-            cvar.notify_all();
+            let r = handle(&mut shared.lock(), request, uid);
+            shared.notify();
             r
         }
         Err(e) => {
@@ -92,19 +90,7 @@ fn handle(agent: &mut Agent, request: Request, uid: u32) -> Response {
             let viewer = (uid != 0).then_some(uid);
             return Response { ok: true, status: Some(agent.status(viewer)), ..Default::default() };
         }
-        Request::Policy { name, slot_ms } => set_policy(agent, &name, slot_ms),
-        Request::Adopt { job, cgroups, pids, containers, row } => {
-            take(agent, &job, |backend| match (cgroups.is_empty(), pids.is_empty(), containers.is_empty()) {
-                (false, true, true) => adopt::from_cgroups(backend, &job, &cgroups, row),
-                (true, false, true) => adopt::from_pids(backend, &job, &pids, row),
-                (true, true, false) => adopt::from_containers(backend, &job, &containers, row),
-                _ => Err(UsageError::new("adopt needs exactly one of --cgroup, --pid, --container").into()),
-            })
-        }
-        Request::Register { job, dirs, row } => take(agent, &job, |_| Ok(adopt::from_run(&job, dirs, row))),
-        Request::Release { job } => release(agent, &job),
-        Request::SlurmProlog { id, uid, row } => agent.slurm_prolog(SlurmJob { id, uid, row }),
-        Request::SlurmEpilog { id } => agent.slurm_epilog(id),
+        request => change(agent, request),
     };
     match result {
         Ok(()) => done(),
@@ -112,48 +98,32 @@ fn handle(agent: &mut Agent, request: Request, uid: u32) -> Response {
     }
 }
 
+/// Carries out a request that changes what the agent does (root's only).
+fn change(agent: &mut Agent, request: Request) -> anyhow::Result<()> {
+    match request {
+        Request::Status => Ok(()),
+        Request::Policy { name, slot_ms } => set_policy(agent, &name, slot_ms),
+        Request::Adopt { job, cgroups, pids, containers, row } => {
+            check_job_name(&job)?;
+            agent.add_job(&job, |backend| match (cgroups.is_empty(), pids.is_empty(), containers.is_empty()) {
+                (false, true, true) => adopt::from_cgroups(backend, &job, &cgroups, row),
+                (true, false, true) => adopt::from_pids(backend, &job, &pids, row),
+                (true, true, false) => adopt::from_containers(backend, &job, &containers, row),
+                _ => Err(UsageError::new("adopt needs exactly one of --cgroup, --pid, --container").into()),
+            })
+        }
+        Request::Register { job, dirs, row } => {
+            check_job_name(&job)?;
+            agent.add_job(&job, |_| Ok(adopt::from_run(&job, dirs, row)))
+        }
+        Request::Release { job } => agent.release(&job),
+        Request::SlurmProlog { id, uid, row } => agent.slurm_prolog(SlurmJob { id, uid, row }),
+        Request::SlurmEpilog { id } => agent.slurm_epilog(id),
+    }
+}
+
 fn set_policy(agent: &mut Agent, name: &str, slot_ms: Option<u64>) -> anyhow::Result<()> {
     let policy: PolicySpec = name.parse()?;
-    let slot = match slot_ms {
-        Some(ms) => slot::parse(&format!("{ms}ms"))?,
-        None => agent.slot,
-    };
-    agent.switch_dcs(policy.raises())?;
-    agent.planner = policy.build();
-    agent.policy = policy;
-    agent.slot = slot;
-    agent.replan = true;
-    Ok(())
-}
-
-/// Adds a job built by `make` unless its name is taken.
-fn take(
-    agent: &mut Agent,
-    job: &str,
-    make: impl FnOnce(&dyn lockstep_cgroup::Backend) -> anyhow::Result<super::Managed>,
-) -> anyhow::Result<()> {
-    check_job_name(job)?;
-    if agent.jobs.iter().any(|j| j.name == job) {
-        return Err(UsageError::new(format!("job name {job:?} is already managed by this agent")).into());
-    }
-    let managed = make(agent.backend.as_ref())?;
-    agent.store.managed_put(job, &serde_json::to_string(&managed.saved())?)?;
-    agent.count(&managed);
-    agent.jobs.push(managed);
-    agent.replan = true;
-    Ok(())
-}
-
-fn release(agent: &mut Agent, job: &str) -> anyhow::Result<()> {
-    let Some(i) = agent.jobs.iter().position(|j| j.name == job) else {
-        return Err(UsageError::new(format!("no job {job:?} is managed by this agent")).into());
-    };
-    let mut managed = agent.jobs.remove(i);
-    agent.dcs_leave(&mut managed);
-    agent.uncount(job);
-    managed.release(&mut agent.journal, &agent.store)?;
-    agent.flush();
-    agent.store.managed_remove(job)?;
-    agent.replan = true;
-    Ok(())
+    let slot = slot_ms.map(|ms| slot::parse(&format!("{ms}ms"))).transpose()?;
+    agent.set_policy(policy, slot)
 }

@@ -259,19 +259,18 @@ pub fn spawn_discovery(shared: Shared, node: String) {
     std::thread::spawn(move || {
         super::realtime_thread("Slurm job discovery");
         let (version, roots) = {
-            let agent = shared.0.lock().expect("agent lock");
+            let agent = shared.lock();
             (agent.backend.version(), agent.backend.roots())
         };
         loop {
             let found = scan(version, &roots, &node);
-            let (lock, cvar) = &*shared;
-            let mut agent = lock.lock().expect("agent lock");
-            if agent.stop {
+            let mut agent = shared.lock();
+            if agent.stopping() {
                 return;
             }
             agent.sync_slurm(&node, found);
             if agent.replan {
-                cvar.notify_all();
+                shared.notify();
             }
             drop(agent);
             std::thread::sleep(SCAN_INTERVAL);

@@ -19,9 +19,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
+use crate::guarded::Guarded;
 use crate::managed::Managed;
 use crate::realtime_thread;
 use crate::sched::{self, Thread};
+use crate::Agent;
 use lockstep_core::cosched::Raise;
 use lockstep_proto::protocol::{DcsJob, DcsStatus};
 use lockstep_store::Action;
@@ -106,7 +108,7 @@ pub type Logged = (String, Action, Duration);
 
 impl Engine {
     /// Loads and attaches the probe (errors name what is missing) and starts the thread that serves it.
-    pub fn start(agent: Weak<super::SharedInner>, raise: Raise, settings: &Settings) -> anyhow::Result<Self> {
+    pub fn start(agent: Weak<Guarded<Agent>>, raise: Raise, settings: &Settings) -> anyhow::Result<Self> {
         let unified = lockstep_cgroup::unified_mount().ok_or_else(|| {
             anyhow::anyhow!("dcs needs the unified (v2) cgroup hierarchy mounted (its eBPF program attaches there)")
         })?;
@@ -299,7 +301,7 @@ fn monotonic_ns() -> u64 {
 
 /// The engine's event thread: polls the probe, hands arrivals to the engine under the agent's lock; exits when
 /// the engine stops or the agent is gone (dropping the probe detaches it).
-fn serve(agent: Weak<super::SharedInner>, probe: Probe, stop: Arc<AtomicBool>) {
+fn serve(agent: Weak<Guarded<Agent>>, probe: Probe, stop: Arc<AtomicBool>) {
     realtime_thread("dcs raises");
     let sink: Rc<RefCell<Vec<Arrival>>> = Rc::default();
     let events = match probe.events(sink.clone()) {
@@ -314,39 +316,67 @@ fn serve(agent: Weak<super::SharedInner>, probe: Probe, stop: Arc<AtomicBool>) {
         let _ = events.poll(timeout);
         let arrivals = std::mem::take(&mut *sink.borrow_mut());
         let Some(shared) = agent.upgrade() else { return };
-        let mut guard = shared.0.lock().expect("agent lock");
+        let mut guard = shared.lock();
         let agent = &mut *guard;
         // Acquire: pairs with the Release in Engine::stop (made under this same lock).
         if stop.load(Ordering::Acquire) {
             return;
         }
-        let Some(engine) = agent.dcs.as_mut() else { return };
-        let (logged, next) =
-            engine.step(&arrivals, &mut agent.jobs, Ctx { journal: &mut agent.journal, store: &agent.store });
+        let Some(next) = agent.dcs_arrivals(&arrivals) else { return };
         timeout = next;
+    }
+}
+
+impl Agent {
+    /// Hands the probe's arrivals to `dcs` (raises, and lowers what is due), logging what it did; returns how
+    /// long the event thread may wait for the next arrival, `None` when `dcs` is off.
+    fn dcs_arrivals(&mut self, arrivals: &[Arrival]) -> Option<Duration> {
+        let engine = self.dcs.as_mut()?;
+        let (logged, next) =
+            engine.step(arrivals, &mut self.jobs, Ctx { journal: &mut self.journal, store: &self.store });
         for (job, action, took) in logged {
-            let d = agent.decision(Some(&job), action, took);
-            agent.pending.push(d);
+            let d = self.decision(Some(&job), action, took);
+            self.pending.push(d);
         }
+        Some(next)
+    }
+
+    /// The jobs' probe slots for a port scan (see [`Engine::assign`]), `None` when `dcs` is off.
+    fn dcs_assign(&mut self) -> Option<Vec<(u32, Vec<i32>, bool)>> {
+        let jobs = &self.jobs;
+        self.dcs.as_mut().map(|engine| engine.assign(jobs))
+    }
+
+    /// What a port scan found, per probe slot, into `dcs`; false when `dcs` is off.
+    fn dcs_found(&mut self, found: Vec<(u32, usize, JobCounts, Processes)>) -> bool {
+        let Some(engine) = self.dcs.as_mut() else { return false };
+        for (slot, n, counts, procs) in found {
+            if let Some(name) = engine.job_in(slot) {
+                let entry = engine.seen.entry(name.clone()).or_default();
+                entry.0 = n;
+                entry.1 = counts;
+                engine.threads.insert(name, procs);
+            }
+        }
+        true
     }
 }
 
 /// The engine's scan thread: every [`SCAN_INTERVAL`], the jobs' TCP ports into the probe's table, their threads
 /// and the probe's counts into the engine. At the slot thread's real-time priority like every thread that takes
 /// the agent's lock: a holder preempted by threads `dcs:rr` raised would keep the event thread from lowering them.
-fn scan(agent: Weak<super::SharedInner>, mut tables: Tables, stop: Arc<AtomicBool>) {
+fn scan(agent: Weak<Guarded<Agent>>, mut tables: Tables, stop: Arc<AtomicBool>) {
     realtime_thread("dcs port scans");
     loop {
         let Some(shared) = agent.upgrade() else { return };
         let work = {
-            let mut guard = shared.0.lock().expect("agent lock");
-            let agent = &mut *guard;
+            let mut agent = shared.lock();
             // Acquire: as in `serve`.
             if stop.load(Ordering::Acquire) {
                 return;
             }
-            let Some(engine) = agent.dcs.as_mut() else { return };
-            engine.assign(&agent.jobs)
+            let Some(work) = agent.dcs_assign() else { return };
+            work
         };
         let mut ports = Vec::new();
         let mut found = Vec::new();
@@ -369,18 +399,9 @@ fn scan(agent: Weak<super::SharedInner>, mut tables: Tables, stop: Arc<AtomicBoo
             eprintln!("lockstep agent: dcs cannot update its port table: {e:#}");
         }
         {
-            let mut guard = shared.0.lock().expect("agent lock");
-            if stop.load(Ordering::Acquire) {
+            let mut agent = shared.lock();
+            if stop.load(Ordering::Acquire) || !agent.dcs_found(found) {
                 return;
-            }
-            let Some(engine) = guard.dcs.as_mut() else { return };
-            for (slot, n, counts, procs) in found {
-                if let Some(name) = engine.job_in(slot) {
-                    let entry = engine.seen.entry(name.clone()).or_default();
-                    entry.0 = n;
-                    entry.1 = counts;
-                    engine.threads.insert(name, procs);
-                }
             }
         }
         drop(shared);
