@@ -6,7 +6,7 @@ use rusqlite::params;
 use rusqlite::types::{FromSql, FromSqlError, FromSqlResult, ToSql, ToSqlOutput, ValueRef};
 use serde::Serialize;
 
-use super::{now, Store};
+use crate::{now, Store};
 
 /// What a decision record says the agent did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

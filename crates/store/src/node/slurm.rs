@@ -3,7 +3,7 @@
 
 use rusqlite::params;
 
-use super::{now, Store};
+use crate::{now, Store};
 
 /// A job as the prolog announced it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

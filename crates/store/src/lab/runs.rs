@@ -3,7 +3,7 @@
 use rusqlite::params;
 use serde::Serialize;
 
-use super::Store;
+use crate::Store;
 
 /// One job's run in an experiment.
 #[derive(Clone, Debug, Serialize)]

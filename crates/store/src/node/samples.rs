@@ -3,7 +3,7 @@
 use lockstep_telemetry::Sample;
 use rusqlite::params;
 
-use super::Store;
+use crate::Store;
 
 impl Store {
     /// Writes a batch of samples in one transaction.

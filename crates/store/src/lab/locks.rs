@@ -3,7 +3,7 @@
 use rusqlite::params;
 use serde::Serialize;
 
-use super::Store;
+use crate::Store;
 
 /// One `lockbench` run.
 #[derive(Clone, Debug, PartialEq, Serialize)]

@@ -1,0 +1,170 @@
+//! Jobs started by `lockstep run`: their placement, cgroup, PID and outcome.
+
+use rusqlite::{params, ErrorCode};
+use serde::Serialize;
+
+use crate::{now, Store};
+use lockstep_cgroup::JobCgroup;
+use lockstep_core::place::Placement;
+
+/// A new job, as `lockstep run` records it before creating its cgroup.
+pub struct NewJob<'a> {
+    /// Job name.
+    pub name: &'a str,
+    /// argv of the command.
+    pub command: &'a [String],
+    /// Where the job goes.
+    pub placement: &'a Placement,
+    /// `--cpus`, if given.
+    pub requested_cpus: Option<usize>,
+    /// `--weight`.
+    pub weight: Option<u64>,
+    /// `--mem-limit`.
+    pub mem_limit: Option<u64>,
+    /// PID and start time of the supervising process.
+    pub supervisor: (i32, u64),
+}
+
+/// One row of `lockstep jobs`.
+#[derive(Clone, Debug, Serialize)]
+pub struct JobRow {
+    /// Store id.
+    pub id: i64,
+    /// Job name.
+    pub name: String,
+    /// running, done, failed or lost.
+    pub state: String,
+    /// argv.
+    pub command: Vec<String>,
+    /// The command's PID.
+    pub pid: Option<i32>,
+    /// PID of the `lockstep run` supervising it.
+    pub supervisor_pid: i32,
+    /// Start time of the supervisor, in clock ticks since boot.
+    #[serde(skip)]
+    pub supervisor_start: u64,
+    /// Placement policy.
+    pub policy: String,
+    /// PUs (cpulist).
+    pub pus: String,
+    /// Memory nodes (cpulist).
+    pub mems: String,
+    /// Cores used.
+    pub cores: usize,
+    /// CPU weight.
+    pub weight: Option<u64>,
+    /// Memory limit in bytes.
+    pub mem_limit: Option<u64>,
+    /// The job's cgroup.
+    pub cgroup: Option<JobCgroup>,
+    /// Start time (seconds since the epoch).
+    pub started_at: f64,
+    /// End time.
+    pub ended_at: Option<f64>,
+    /// Exit status (128+signal when killed).
+    pub exit_status: Option<i32>,
+    /// Why the job failed or was lost.
+    pub note: Option<String>,
+}
+
+/// A job name already taken by a running job.
+#[derive(Debug, thiserror::Error)]
+#[error("job name {0:?} is in use by a running job (pick another name, or wait for it to end)")]
+pub struct NameInUse(pub String);
+
+impl Store {
+    /// Records a running job and its placement; fails with [`NameInUse`] if a running job has the name.
+    pub fn insert_job(&mut self, job: &NewJob<'_>) -> anyhow::Result<i64> {
+        let tx = self.conn.transaction()?;
+        let inserted = tx.execute(
+            "INSERT INTO jobs (name, state, command, supervisor_pid, supervisor_start, weight, mem_limit, started_at)
+             VALUES (?1, 'running', ?2, ?3, ?4, ?5, ?6, ?7)",
+            params![
+                job.name,
+                serde_json::to_string(job.command)?,
+                job.supervisor.0,
+                job.supervisor.1 as i64,
+                job.weight.map(|w| w as i64),
+                job.mem_limit.map(|m| m as i64),
+                now()
+            ],
+        );
+        match inserted {
+            Err(rusqlite::Error::SqliteFailure(e, _)) if e.code == ErrorCode::ConstraintViolation => {
+                return Err(NameInUse(job.name.to_string()).into())
+            }
+            other => other?,
+        };
+        let id = tx.last_insert_rowid();
+        let p = job.placement;
+        tx.execute(
+            "INSERT INTO placements (job_id, policy, requested_cpus, pus, mems, cores) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            params![
+                id,
+                p.policy,
+                job.requested_cpus.map(|c| c as i64),
+                p.pus.to_string(),
+                p.mems.to_string(),
+                p.cores as i64
+            ],
+        )?;
+        tx.commit()?;
+        Ok(id)
+    }
+
+    /// Records the job's cgroup once created.
+    pub fn set_cgroup(&self, id: i64, cgroup: &JobCgroup) -> anyhow::Result<()> {
+        self.conn.execute("UPDATE jobs SET cgroup = ?2 WHERE id = ?1", params![id, serde_json::to_string(cgroup)?])?;
+        Ok(())
+    }
+
+    /// Records the PID of the job's command.
+    pub fn set_pid(&self, id: i64, pid: i32) -> anyhow::Result<()> {
+        self.conn.execute("UPDATE jobs SET pid = ?2 WHERE id = ?1", params![id, pid])?;
+        Ok(())
+    }
+
+    /// Ends a job with its final state, exit status and note.
+    pub fn finish(&self, id: i64, state: &str, exit_status: Option<i32>, note: Option<&str>) -> anyhow::Result<()> {
+        self.conn.execute(
+            "UPDATE jobs SET state = ?2, exit_status = ?3, note = ?4, ended_at = ?5 WHERE id = ?1",
+            params![id, state, exit_status, note, now()],
+        )?;
+        Ok(())
+    }
+
+    /// Jobs, newest first: running ones only unless `all`.
+    pub fn jobs(&self, all: bool) -> anyhow::Result<Vec<JobRow>> {
+        let mut stmt = self.conn.prepare(
+            "SELECT j.id, j.name, j.state, j.command, j.pid, j.supervisor_pid, j.supervisor_start, p.policy, p.pus,
+                    p.mems, p.cores, j.weight, j.mem_limit, j.cgroup, j.started_at, j.ended_at, j.exit_status, j.note
+             FROM jobs j JOIN placements p ON p.job_id = j.id
+             WHERE ?1 OR j.state = 'running' ORDER BY j.id DESC",
+        )?;
+        let rows = stmt.query_map(params![all], |r| {
+            let command: String = r.get(3)?;
+            let cgroup: Option<String> = r.get(13)?;
+            Ok(JobRow {
+                id: r.get(0)?,
+                name: r.get(1)?,
+                state: r.get(2)?,
+                command: serde_json::from_str(&command).unwrap_or_default(),
+                pid: r.get(4)?,
+                supervisor_pid: r.get(5)?,
+                supervisor_start: r.get::<_, i64>(6)? as u64,
+                policy: r.get(7)?,
+                pus: r.get(8)?,
+                mems: r.get(9)?,
+                cores: r.get::<_, i64>(10)? as usize,
+                weight: r.get::<_, Option<i64>>(11)?.map(|w| w as u64),
+                mem_limit: r.get::<_, Option<i64>>(12)?.map(|m| m as u64),
+                cgroup: cgroup.and_then(|c| serde_json::from_str(&c).ok()),
+                started_at: r.get(14)?,
+                ended_at: r.get(15)?,
+                exit_status: r.get(16)?,
+                note: r.get(17)?,
+            })
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+}

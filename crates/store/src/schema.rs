@@ -1,0 +1,206 @@
+//! The store's schema as numbered migrations. `PRAGMA user_version` records how many a store has had; opening
+//! a store runs the ones it lacks, in one transaction, so a store written by an older build opens in a newer one.
+//! Migrations are only ever appended: a released step is never edited.
+
+/// Schema, applied in order; `PRAGMA user_version` records how many steps a store has.
+pub(crate) const MIGRATIONS: &[&str] = &[
+    r"
+CREATE TABLE jobs (
+    id INTEGER PRIMARY KEY,
+    name TEXT NOT NULL,
+    state TEXT NOT NULL,              -- running | done | failed | lost
+    command TEXT NOT NULL,            -- JSON array of argv
+    supervisor_pid INTEGER NOT NULL,  -- the `lockstep run` process
+    supervisor_start INTEGER NOT NULL,-- its start time (clock ticks since boot), against PID reuse
+    pid INTEGER,                      -- the command's PID
+    cgroup TEXT,                      -- JSON JobCgroup
+    weight INTEGER,
+    mem_limit INTEGER,
+    started_at REAL NOT NULL,
+    ended_at REAL,
+    exit_status INTEGER,
+    note TEXT
+);
+CREATE UNIQUE INDEX jobs_running_name ON jobs(name) WHERE state = 'running';
+CREATE TABLE placements (
+    job_id INTEGER NOT NULL REFERENCES jobs(id),
+    policy TEXT NOT NULL,
+    requested_cpus INTEGER,
+    pus TEXT NOT NULL,
+    mems TEXT NOT NULL,
+    cores INTEGER NOT NULL
+);
+",
+    r"
+CREATE TABLE restore_journal (
+    file TEXT PRIMARY KEY,            -- a cgroup interface file the agent changed
+    value TEXT NOT NULL,              -- what to write back
+    job TEXT NOT NULL,
+    since REAL NOT NULL
+);
+CREATE TABLE decisions (
+    time REAL NOT NULL,               -- seconds since the epoch when the action was taken
+    node TEXT NOT NULL,
+    policy TEXT NOT NULL,
+    slot INTEGER NOT NULL,
+    active_row INTEGER NOT NULL,
+    rows INTEGER NOT NULL,
+    job TEXT,                         -- NULL for the slot's own record
+    action TEXT NOT NULL,             -- slot | replan | freeze | thaw | boost | unboost | gone
+    duration_us REAL NOT NULL
+);
+CREATE INDEX decisions_slot ON decisions(slot);
+",
+    r"
+CREATE TABLE managed (
+    name TEXT PRIMARY KEY,            -- a job the agent manages, to take over again after a restart
+    saved TEXT NOT NULL               -- JSON: origin, cgroup directories, row, moved PIDs
+);
+",
+    r"
+CREATE TABLE experiment_runs (
+    id INTEGER PRIMARY KEY,
+    experiment TEXT NOT NULL,
+    session REAL NOT NULL,            -- start of the `experiment run` that made it
+    policy TEXT NOT NULL,             -- cfs | boost/2s | gang/200ms | dedicated
+    progress TEXT NOT NULL,           -- MPI progress: yield | busy
+    placement TEXT NOT NULL,          -- process | container
+    mix TEXT NOT NULL,                -- workloads run together, e.g. lu+ep
+    mpl INTEGER NOT NULL,
+    workload TEXT NOT NULL,
+    job TEXT NOT NULL,
+    repetition INTEGER NOT NULL,
+    time_s REAL,                      -- the kernel's own timed section
+    wall_s REAL NOT NULL,             -- launch to exit
+    comm_ratio REAL,                  -- PMPI: mean over ranks of time in MPI / wall time
+    verified INTEGER NOT NULL,
+    exit_status INTEGER,
+    started_at REAL NOT NULL
+);
+CREATE INDEX experiment_runs_name ON experiment_runs(experiment, session);
+",
+    r"
+CREATE TABLE samples (
+    job TEXT NOT NULL,
+    node TEXT NOT NULL,
+    time REAL NOT NULL,               -- seconds since the epoch
+    event TEXT NOT NULL,              -- as named in the agent's event list
+    value INTEGER NOT NULL,           -- raw count since the job was attached (not scaled)
+    enabled INTEGER NOT NULL,         -- ns the counter was enabled, summed over its targets
+    running INTEGER NOT NULL          -- ns it was counting (< enabled when multiplexed)
+);
+CREATE INDEX samples_job_time ON samples(job, time);
+CREATE INDEX samples_time ON samples(time);
+",
+    r"
+ALTER TABLE experiment_runs ADD COLUMN tool_cpu_s REAL;        -- CPU time of the counting tool (agent or perf)
+ALTER TABLE experiment_runs ADD COLUMN tool_rss_bytes INTEGER; -- its resident memory (peak)
+",
+    r"
+CREATE TABLE slurm_jobs (
+    id INTEGER PRIMARY KEY,           -- a Slurm job the prolog announced on this node
+    uid INTEGER NOT NULL,             -- its owner
+    row INTEGER,                      -- its co-scheduling row (the same on every node of the job), if given
+    since REAL NOT NULL
+);
+",
+    r"
+ALTER TABLE experiment_runs ADD COLUMN slot_skew_ms REAL;      -- multi-node jobs: worst gap between nodes' slot switches
+",
+    r"
+ALTER TABLE experiment_runs ADD COLUMN dcs_raises INTEGER;     -- dcs policies: raises while the case ran
+ALTER TABLE experiment_runs ADD COLUMN dcs_p50_us REAL;        -- their arrival-to-raise latency, median
+ALTER TABLE experiment_runs ADD COLUMN dcs_p99_us REAL;        -- and 99th percentile
+",
+    r"
+CREATE TABLE lock_runs (
+    id INTEGER PRIMARY KEY,
+    experiment TEXT NOT NULL,
+    session REAL NOT NULL,            -- start of the `experiment run` invocation
+    scenario TEXT NOT NULL,           -- the spec's scenario name
+    workload TEXT NOT NULL,           -- counter | rename | rename-user
+    lock TEXT NOT NULL,               -- lock name (kernel: rename's directory lock)
+    threads INTEGER NOT NULL,
+    threads_per_cpu REAL NOT NULL,
+    corunners INTEGER NOT NULL,       -- co-runner processes
+    numa TEXT NOT NULL,               -- real | emulated-N
+    numa_policy TEXT NOT NULL,        -- default | bind | preferred | interleave
+    repetition INTEGER NOT NULL,
+    ops INTEGER,
+    throughput_ops_s REAL,
+    fairness_jain REAL,
+    p50_ns INTEGER,
+    p99_ns INTEGER,
+    p999_ns INTEGER,
+    exit_status INTEGER,
+    started_at REAL NOT NULL
+);
+CREATE INDEX lock_runs_name ON lock_runs(experiment, session);
+",
+];
+
+#[cfg(test)]
+mod tests {
+    use rusqlite::{params, Connection};
+
+    use super::MIGRATIONS;
+    use crate::{Action, Decision, JournalEntry, Store};
+
+    /// A store written by a build that knew only the first `steps` migrations, holding a job and a journal entry.
+    fn old_store(path: &std::path::Path, steps: usize) {
+        let conn = Connection::open(path).unwrap();
+        for step in &MIGRATIONS[..steps] {
+            conn.execute_batch(step).unwrap();
+        }
+        conn.pragma_update(None, "user_version", steps).unwrap();
+        conn.execute(
+            "INSERT INTO jobs (name, state, command, supervisor_pid, supervisor_start, started_at)
+             VALUES ('old', 'done', '[\"true\"]', 1, 2, 3.0)",
+            [],
+        )
+        .unwrap();
+        conn.execute("INSERT INTO placements (job_id, policy, pus, mems, cores) VALUES (1, 'any', '0-1', '0', 2)", [])
+            .unwrap();
+        conn.execute(
+            "INSERT INTO restore_journal (file, value, job, since) VALUES ('/x/cpu.shares', '1024', 'old', 1.0)",
+            params![],
+        )
+        .unwrap();
+    }
+
+    #[test]
+    fn a_store_of_an_older_build_opens_with_its_data_and_every_table() {
+        for steps in [2, 5, MIGRATIONS.len() - 1] {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("old.db");
+            old_store(&path, steps);
+            let mut store = Store::open(&path).unwrap();
+            let version: usize = store.conn.pragma_query_value(None, "user_version", |r| r.get(0)).unwrap();
+            assert_eq!(version, MIGRATIONS.len(), "from {steps} steps");
+            let jobs = store.jobs(true).unwrap();
+            assert_eq!((jobs.len(), jobs[0].name.as_str(), jobs[0].pus.as_str()), (1, "old", "0-1"));
+            let journal = store.journal().unwrap();
+            let expected = JournalEntry { file: "/x/cpu.shares".into(), value: "1024".into(), job: "old".into() };
+            assert_eq!(journal, [expected]);
+            // The tables later migrations added take rows.
+            let d = Decision {
+                time: 5.0,
+                node: "n".into(),
+                policy: "gang".into(),
+                slot: 7,
+                active_row: 0,
+                rows: 2,
+                job: None,
+                action: Action::Slot,
+                duration_us: 1.0,
+            };
+            store.log_decisions(&[d], &[]).unwrap();
+            assert_eq!(store.decisions_between(Action::Slot, 4.0, 6.0).unwrap()[0].slot, 7);
+            assert!(store.lock_runs("none").unwrap().is_empty());
+            assert!(store.experiment_runs("none").unwrap().is_empty());
+            drop(store);
+            // Opening again changes nothing.
+            assert_eq!(Store::open(&path).unwrap().jobs(true).unwrap().len(), 1);
+        }
+    }
+}
