@@ -27,7 +27,7 @@ use crate::Agent;
 use lockstep_core::cosched::Raise;
 use lockstep_proto::protocol::{DcsJob, DcsStatus};
 use lockstep_store::Action;
-use probe::{Arrival, JobCounts, Probe, Tables, MAX_JOBS};
+use probe::{Arrival, JobCounts, Probe, Tables};
 pub use raiser::Ctx;
 use raiser::{Raised, Raiser, Target};
 use sockets::PortKey;
@@ -70,6 +70,8 @@ pub struct Engine {
     stop: Arc<AtomicBool>,
     /// Job slots of the probe, by job name.
     slots: HashMap<String, u32>,
+    /// How many slots the probe has.
+    max_jobs: u32,
     /// Jobs raised now: since when, and what to put back.
     raised: HashMap<String, (Instant, Raised)>,
     /// Per job: ports watched, probe counts, raises.
@@ -116,6 +118,7 @@ impl Engine {
         // would only wake the agent.
         let probe = Probe::load(&unified, settings.btf.as_deref(), settings.quantum)?;
         let tables = probe.tables()?;
+        let max_jobs = probe.max_jobs()?;
         let stop = Arc::new(AtomicBool::new(false));
         let (a, s) = (agent.clone(), stop.clone());
         std::thread::Builder::new().name("lockstep-dcs".into()).spawn(move || serve(a, probe, s))?;
@@ -127,6 +130,7 @@ impl Engine {
             quantum: settings.quantum,
             stop,
             slots: HashMap::new(),
+            max_jobs,
             raised: HashMap::new(),
             seen: HashMap::new(),
             threads: HashMap::new(),
@@ -237,7 +241,7 @@ impl Engine {
             let (slot, new) = if let Some(s) = self.slots.get(&job.name) {
                 (*s, false)
             } else {
-                let Some(free) = (0..MAX_JOBS).find(|s| !self.slots.values().any(|v| v == s)) else { continue };
+                let Some(free) = (0..self.max_jobs).find(|s| !self.slots.values().any(|v| v == s)) else { continue };
                 self.slots.insert(job.name.clone(), free);
                 (free, true)
             };

@@ -12,16 +12,6 @@ pub struct PortKey {
     pub port: u16,
 }
 
-impl PortKey {
-    /// The key as the program's `struct port_key` lays it out.
-    pub fn bytes(&self) -> [u8; 8] {
-        let mut b = [0u8; 8];
-        b[..4].copy_from_slice(&self.netns.to_ne_bytes());
-        b[4..6].copy_from_slice(&self.port.to_ne_bytes());
-        b
-    }
-}
-
 /// The TCP ports (listening and connected) of the sockets `pids` hold, in their own network namespaces, each with
 /// the process holding it (a port shared by several processes appears once per process). Processes that are gone
 /// are skipped.
@@ -92,11 +82,5 @@ mod tests {
         let me = std::process::id() as i32;
         assert!(keys.iter().any(|(k, pid)| k.port == port && *pid == me), "port {port} not in {keys:?}");
         assert!(tcp_ports(&[i32::MAX]).is_empty());
-    }
-
-    #[test]
-    fn keys_match_the_program_layout() {
-        let k = PortKey { netns: 0x0403_0201, port: 0x0605 };
-        assert_eq!(k.bytes(), [1, 2, 3, 4, 5, 6, 0, 0]);
     }
 }

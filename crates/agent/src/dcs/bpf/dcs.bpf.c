@@ -7,7 +7,8 @@
 // TCP ports of every managed job, keyed by the network namespace (its inode number, as /proc/PID/ns/net shows it)
 // and the local port, so a job is recognised whatever cgroup its sockets were created in. Packets without payload
 // (ACKs, handshakes) are not messages and are skipped. Events are rate-limited per job to one per `gap_ns` (the
-// agent sets the quantum: a raise lasts one quantum and is not extended).
+// agent sets the quantum, read-only once loaded: a raise lasts one quantum and is not extended). The layouts the
+// agent reads are in dcs_intf.h.
 //
 // Kernel structures are read with CO-RE (BPF_CORE_READ against the running kernel's BTF), through minimal
 // definitions of the few fields used, so the program needs no generated vmlinux.h and loads on any kernel with BTF.
@@ -17,8 +18,7 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_core_read.h>
 
-/// Most jobs one agent manages at once (slots of `jobs`).
-#define MAX_JOBS 1024
+#include "dcs_intf.h"
 
 struct ns_common {
 	unsigned int inum;
@@ -39,58 +39,30 @@ struct sock {
 	struct sock_common __sk_common;
 } __attribute__((preserve_access_index));
 
-/// A job's socket: network namespace inode and local port (host byte order); `pad` is always 0.
-struct port_key {
-	__u32 netns;
-	__u16 port;
-	__u16 pad;
-};
+/// Shortest gap between two events of one job, in ns (the agent sets it before loading: one raise quantum).
+const volatile __u64 gap_ns = 0;
 
-/// Per-job counters, and when the last event went out.
-struct job_state {
-	__u64 packets;
-	__u64 bytes;
-	__u64 last_event_ns;
-};
-
-/// What the agent reads: arrival time (CLOCK_MONOTONIC ns), job slot, payload bytes of the packet, and the
-/// socket it arrived for (so that the agent can raise just the receiving process).
-struct event {
-	__u64 arrived_ns;
-	__u32 job;
-	__u32 bytes;
-	struct port_key socket;
-};
-
-/// Settings the agent writes before attaching.
-struct config {
-	__u64 gap_ns;
-};
+/// Never read: makes clang emit the BTF of `struct event` (only ring-buffer records have it otherwise), from
+/// which the agent's skeleton types are generated.
+const volatile struct event event_layout = {};
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 65536);
+	__uint(max_entries, DCS_MAX_PORTS);
 	__type(key, struct port_key);
 	__type(value, __u32);
 } ports SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, MAX_JOBS);
+	__uint(max_entries, DCS_MAX_JOBS);
 	__type(key, __u32);
 	__type(value, struct job_state);
 } jobs SEC(".maps");
 
 struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct config);
-} config SEC(".maps");
-
-struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, 1 << 16);
+	__uint(max_entries, DCS_EVENT_BYTES);
 } events SEC(".maps");
 
 /// TCP payload bytes of the packet (0 for pure ACKs and control segments, or what cannot be parsed).
@@ -122,10 +94,9 @@ int dcs_ingress(struct __sk_buff *skb)
 	struct bpf_sock *sk = skb->sk;
 	struct port_key key = {};
 	struct job_state *st;
-	struct config *cfg;
 	struct event *e;
 	struct sock *s;
-	__u32 *job, bytes, zero = 0;
+	__u32 *job, bytes;
 	__u64 now;
 
 	if (!sk)
@@ -143,15 +114,14 @@ int dcs_ingress(struct __sk_buff *skb)
 	if (!bytes)
 		return 1;
 	st = bpf_map_lookup_elem(&jobs, job);
-	cfg = bpf_map_lookup_elem(&config, &zero);
-	if (!st || !cfg)
+	if (!st)
 		return 1;
 	// Counters only: atomic adds (packets on several CPUs at once), no ordering with anything else needed.
 	__sync_fetch_and_add(&st->packets, 1);
 	__sync_fetch_and_add(&st->bytes, bytes);
 	now = bpf_ktime_get_ns();
 	// Plain load and store: two CPUs racing here both send an event, which only extends the same boost twice.
-	if (now - st->last_event_ns < cfg->gap_ns)
+	if (now - st->last_event_ns < gap_ns)
 		return 1;
 	st->last_event_ns = now;
 	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
