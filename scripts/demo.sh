@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # `make demo`: this machine's topology, a hybrid machine's topology and placements (from a bundled hwloc XML),
-# a real parallel computation run as a lockstep job under a placement policy, and seed 001's co-scheduling
+# a real parallel computation run as a lockstep job under a placement policy, and the MPL paper's co-scheduling
 # experiment in miniature (lu + ep sharing the node under cfs, boost and gang; about 2 minutes on 2 cores).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,7 +14,7 @@ section "lockstep topo   (this machine)"
 $lockstep topo
 section "lockstep topo --xml $fixture"
 $lockstep topo --xml "$fixture"
-section "placements on $fixture (seed 000's Cp, Ce, Cm)"
+section "placements on $fixture (the hybrid-CPU paper's Cp, Ce, Cm)"
 for policy in p-only e-only mixed; do
   printf '%-7s ' "$policy"; $lockstep place --xml "$fixture" --policy "$policy" --json
 done

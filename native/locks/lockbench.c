@@ -1,5 +1,5 @@
 /*
- * lockbench: fixed-duration lock benchmark (issue 9). THREADS threads run one workload for DURATION seconds:
+ * lockbench: fixed-duration lock benchmark (docs/locks.md). THREADS threads run one workload for DURATION seconds:
  *
  *   counter      take the lock, a critical section of CS loop iterations and CS_LINES cache lines written on
  *                shared data, release, then NCS iterations of private work (latency: the acquisition)

@@ -1,6 +1,7 @@
-//! `lockstepd [--store PATH] [--socket PATH] [--config FILE] [--policy NAME] [--slot DURATION] [--node NAME] [--events LIST]
-//! [--sample-interval DURATION|none] [--retention DURATION] [--metrics [ADDR:]PORT] [--slurm-node NAME]
-//! [--dcs-quantum DURATION] [--btf FILE]`: the node agent, in the foreground (`lockstep agent` runs it with the same arguments).
+//! `lockstepd [--store PATH] [--socket PATH] [--config FILE] [--policy NAME] [--slot DURATION] [--node NAME] [--events
+//! LIST] [--sample-interval DURATION|none] [--retention DURATION] [--metrics [ADDR:]PORT] [--slurm-node NAME]
+//! [--dcs-quantum DURATION] [--btf FILE]`: the node agent, in the foreground (`lockstep agent` runs it with the same
+//! arguments).
 
 use std::path::PathBuf;
 
@@ -115,7 +116,7 @@ fn telemetry(events: Option<String>, interval: Option<String>, retention: Option
     Ok(Settings { groups, interval, retention })
 }
 
-/// The `dcs` quantum when none is given: seed 004 raised a receiver for a few milliseconds.
+/// The `dcs` quantum when none is given: the DCS paper raised a receiver for a few milliseconds.
 const DEFAULT_QUANTUM: std::time::Duration = std::time::Duration::from_millis(5);
 
 /// The `dcs` settings from flags and file.

@@ -36,7 +36,7 @@ pub struct Settings {
     pub retention: Duration,
 }
 
-/// The agent's default events: perf stat's software events and the two hardware ones seed 002 starts from.
+/// The agent's default events: perf stat's software events and the two hardware ones the counters paper starts from.
 pub const DEFAULT_EVENTS: &str = "task-clock,context-switches,cpu-migrations,page-faults,cycles,instructions";
 
 /// One job's counters.

@@ -1,4 +1,4 @@
-//! Ranks in podman containers (seed 001's setting): `mpirun` starts one `podman run` per rank; each container
+//! Ranks in podman containers (the MPL paper's setting): `mpirun` starts one `podman run` per rank; each container
 //! shares the host's network, IPC and PID namespaces (so that Open MPI's shared-memory transport works between
 //! containers) and sees the host's `/usr`, `/etc`, `/tmp` and the build tree read from a skeleton root file
 //! system — no image, no registry. The job's containers are then adopted by the agent as one job.

@@ -1,4 +1,4 @@
-//! The report's `dcs` section (seed 004): each measured job's slowdown per scenario under every policy — with
+//! The report's `dcs` section (the DCS paper): each measured job's slowdown per scenario under every policy — with
 //! background load (`[name]` in the mix), beside another job, and alone (`unloaded`) — the policy that wins each,
 //! and the arrival-to-raise latency of the `dcs` policies.
 
@@ -48,7 +48,7 @@ pub fn section(runs: &[ExperimentRun]) -> String {
             .or_default()
             .push(time_of(r) / b);
     }
-    let mut md = "\n## dcs: message-driven co-scheduling (seed 004)\n\nMedian slowdown of each measured job against \
+    let mut md = "\n## dcs: message-driven co-scheduling (the DCS paper)\n\nMedian slowdown of each measured job against \
                   its dedicated run (alone under cfs), per scenario; **bold**: the best policy of the row. \
                   `[name]`: background load, not measured.\n\n"
         .to_string();

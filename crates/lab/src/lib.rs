@@ -1,7 +1,7 @@
 //! Experiments: a TOML spec is run case by case under a private agent, every job's result goes to the store,
 //! and a report turns the latest session into tables, plots, Markdown and HTML. Three kinds: co-scheduling
-//! experiments ([`spec`], [`runner`], [`report`]; seeds 001 and 004), counter-overhead experiments ([`counters`];
-//! seed 002) and lock experiments ([`locks`]; seed 003), told apart by the spec's `kind` key.
+//! experiments ([`spec`], [`runner`], [`report`]; the MPL and DCS papers), counter-overhead experiments ([`counters`];
+//! the counters paper) and lock experiments ([`locks`]; the CNA-in-VMs paper), told apart by the spec's `kind` key.
 
 mod containers;
 pub mod counters;

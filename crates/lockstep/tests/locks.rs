@@ -1,5 +1,5 @@
-//! `lockstep experiment run` with a locks spec (seed 003): lockbench over locks, thread counts, co-runners, an
-//! emulated NUMA map and numactl policies, every run in the store, the report with its targets; bad specs.
+//! `lockstep experiment run` with a locks spec (the CNA-in-VMs paper): lockbench over locks, thread counts, co-runners,
+//! an emulated NUMA map and numactl policies, every run in the store, the report with its targets; bad specs.
 
 mod common;
 

@@ -1,4 +1,4 @@
-//! Raising to the real-time class (seed 004): every normal-class thread of the job to `SCHED_RR` priority 1 for
+//! Raising to the real-time class (the DCS paper): every normal-class thread of the job to `SCHED_RR` priority 1 for
 //! the quantum, then back.
 //!
 //! Bounded twice: the agent lowers the job after one quantum, and the kernel throttles real-time threads

@@ -1,4 +1,4 @@
-//! `boost` (seed 001): in each slot the jobs of the active row get a high CPU weight, the others their own.
+//! `boost` (the MPL paper): in each slot the jobs of the active row get a high CPU weight, the others their own.
 
 use super::{Desired, JobView, Policy};
 

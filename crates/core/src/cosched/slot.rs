@@ -9,7 +9,7 @@ use crate::error::UsageError;
 pub const MIN: Duration = Duration::from_millis(10);
 /// Longest slot.
 pub const MAX: Duration = Duration::from_mins(1);
-/// Slot length when none is given (seed 001).
+/// Slot length when none is given (the MPL paper).
 pub const DEFAULT: Duration = Duration::from_secs(2);
 
 /// Parses a slot length: a number with unit `ms` or `s` (`200ms`, `2s`, `0.5s`), from 10 ms to 60 s.

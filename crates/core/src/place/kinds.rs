@@ -1,4 +1,4 @@
-//! Policies by core kind (seed 000's container groups): `p-only` (Cp), `e-only` (Ce), `mixed` (Cm).
+//! Policies by core kind (the hybrid-CPU paper's container groups): `p-only` (Cp), `e-only` (Ce), `mixed` (Cm).
 
 use super::{CoreOrder, MemPolicy, PlacementKind, PlacementPolicy};
 use crate::error::UsageError;

@@ -32,7 +32,7 @@ fn hybrid_intel_by_kind() {
     for f in [RPL, RPL_LINUX] {
         check(f, "p-only", None, "0-11", "0", 6);
         check(f, "e-only", None, "12-19", "0", 8);
-        // Seed 000's Cm: as many P-cores as E-cores (6 + 6 here), all PUs of those cores.
+        // The hybrid-CPU paper's Cm: as many P-cores as E-cores (6 + 6 here), all PUs of those cores.
         check(f, "mixed", None, "0-17", "0", 12);
         check(f, "any", None, "0-19", "0", 14);
         check(f, "numa-local", None, "0-19", "0", 14);

@@ -1,4 +1,4 @@
-//! Counter-overhead experiments (seed 002, `kind = "counters"`): every workload alone, uncounted and counted
+//! Counter-overhead experiments (the counters paper, `kind = "counters"`): every workload alone, uncounted and counted
 //! with each event set at each sampling interval, by the lockstep agent and, side by side, by `perf stat -p`
 //! attached to every rank; repetitions interleaved in a random order; overhead with a confidence interval.
 

@@ -1,4 +1,4 @@
-//! The counters report, shaped like seed 002's table: per workload the uncounted time and, per configuration,
+//! The counters report, shaped like the counters paper's table: per workload the uncounted time and, per configuration,
 //! the overhead against it with a 95 % confidence interval (Welch), the same for the sum over workloads, the
 //! counting tool's CPU time and memory, and whether each target is met.
 

@@ -1,6 +1,6 @@
 //! Runs a counters experiment: for every case a fresh private agent (counting the case's events at its
 //! interval, or nothing), the job through `lockstep run`, and for `perf` cases one `perf stat -p` per rank,
-//! attached as the ranks appear, as seed 002 does. Every job's result goes to the store.
+//! attached as the ranks appear, as the counters paper does. Every job's result goes to the store.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -102,7 +102,7 @@ fn run_case(
     let started_at = now();
     let t0 = Instant::now();
     let mut child = cmd.spawn()?;
-    // perf: attach `perf stat -p` to each rank as soon as it appears, the way seed 002's driver does.
+    // perf: attach `perf stat -p` to each rank as soon as it appears, the way the counters paper's driver does.
     let mut perf: Vec<i32> = Vec::new();
     if config.tool.as_deref() == Some("perf") {
         let backend = lockstep_cgroup::detect()?;

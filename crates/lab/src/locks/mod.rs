@@ -1,7 +1,7 @@
-//! Lock experiments (seed 003, `kind = "locks"`): `lockbench` over every lock of liblockstep-locks, from a few
-//! threads to several per CPU, with and without co-runner processes, on the real topology and on an emulated
-//! NUMA map, under numactl memory policies; the report shows throughput against threads, fairness and tail
-//! latency, and checks issue 9's targets.
+//! Lock experiments (the CNA-in-VMs paper, `kind = "locks"`): `lockbench` over every lock of liblockstep-locks, from a
+//! few threads to several per CPU, with and without co-runner processes, on the real topology and on an emulated NUMA
+//! map, under numactl memory policies; the report shows throughput against threads, fairness and tail latency, and
+//! checks the lock targets (docs/locks.md).
 
 pub mod report;
 pub mod run;

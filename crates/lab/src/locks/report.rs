@@ -1,5 +1,5 @@
-//! The locks report: per scenario and configuration (NUMA map, memory policy, co-runners) throughput against
-//! threads for every lock (table and plot), fairness and p99 latency; then issue 9's targets, checked on the
+//! The locks report: per scenario and configuration (NUMA map, memory policy, co-runners) throughput against threads
+//! for every lock (table and plot), fairness and p99 latency; then the lock targets (docs/locks.md), checked on the
 //! `counter` scenarios; and what this machine cannot show.
 
 use std::collections::BTreeMap;
@@ -110,7 +110,7 @@ pub fn write(spec: &LocksSpec, runs: &[LockRun], dir: &Path) -> anyhow::Result<P
         md.push_str(
             "**What this machine cannot show.** It has one real NUMA node: `emulated-N` splits its CPUs into N \
              nodes with LOCKSTEP_NUMA_MAP, which changes only whom cna and cna-pt treat as local (the hand-over \
-             order), not the cost of moving a cache line between sockets, so the locality gain seed 003 measured \
+             order), not the cost of moving a cache line between sockets, so the locality gain the CNA-in-VMs paper measured \
              on real sockets cannot appear here; and the numactl policies (bind, preferred, interleave) all place \
              memory on the one node, so they differ only by noise.\n\n",
         );
@@ -139,7 +139,7 @@ pub fn write(spec: &LocksSpec, runs: &[LockRun], dir: &Path) -> anyhow::Result<P
     write_files(dir, &md, html)
 }
 
-/// Issue 9's targets on every `counter` configuration without co-runners (and its co-runner twin).
+/// The lock targets (docs/locks.md) on every `counter` configuration without co-runners (and its co-runner twin).
 fn targets(spec: &LocksSpec, tables: &BTreeMap<Config, Table>) -> String {
     let mut md = String::from("## Targets\n\n");
     let counter: Vec<&str> =
