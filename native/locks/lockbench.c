@@ -239,7 +239,18 @@ static void rename_cleanup(struct worker *w, long threads, const char *made)
 		rmdir(made);
 }
 
-int main(int argc, char **argv)
+/* What the command line asks for (the workload's parameters are globals, read by the threads). */
+struct config {
+	const char *name, *workload, *dir;
+	long threads, corunners;
+	double duration;
+	int json;
+	/* --workload rename: the kernel's directory lock, no lock of ours. */
+	int kernel;
+};
+
+/* Parses the command line into `cfg` and the workload globals; --list prints the locks and exits. */
+static void parse_args(int argc, char **argv, struct config *cfg)
 {
 	static const struct option opts[] = {
 		{ "lock", required_argument, 0, 'l' },     { "threads", required_argument, 0, 't' },
@@ -250,84 +261,90 @@ int main(int argc, char **argv)
 		{ "json", no_argument, 0, 'j' },           { "list", no_argument, 0, 'L' },
 		{ 0, 0, 0, 0 },
 	};
-	const char *name = NULL, *workload = "counter", *dir = NULL;
-	long threads = 0, corunners = 0;
-	double duration = 0;
-	int json = 0, c;
+	int c;
+	*cfg = (struct config){ .workload = "counter" };
 	cs_iters = 100;
 	ncs_iters = 100;
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (c) {
-		case 'l': name = optarg; break;
-		case 't': threads = number("--threads", optarg, 1, 4096); break;
+		case 'l': cfg->name = optarg; break;
+		case 't': cfg->threads = number("--threads", optarg, 1, 4096); break;
 		case 'd': {
 			char *end;
-			duration = strtod(optarg, &end);
-			if (*end || !(duration > 0) || duration > 3600)
+			cfg->duration = strtod(optarg, &end);
+			if (*end || !(cfg->duration > 0) || cfg->duration > 3600)
 				usage("bad --duration (expected seconds, more than 0, at most 3600)");
 			break;
 		}
 		case 'c': cs_iters = number("--cs", optarg, 0, 1000000000); break;
 		case 'C': cs_lines = number("--cs-lines", optarg, 0, MAX_LINES); break;
 		case 'n': ncs_iters = number("--ncs", optarg, 0, 1000000000); break;
-		case 'r': corunners = number("--corunners", optarg, 0, 1024); break;
-		case 'w': workload = optarg; break;
+		case 'r': cfg->corunners = number("--corunners", optarg, 0, 1024); break;
+		case 'w': cfg->workload = optarg; break;
 		case 'm': setenv("LOCKSTEP_NUMA_MAP", optarg, 1); break;
-		case 'D': dir = optarg; break;
-		case 'j': json = 1; break;
+		case 'D': cfg->dir = optarg; break;
+		case 'j': cfg->json = 1; break;
 		case 'L':
 			for (const char *const *n = ls_lock_names(); *n; n++)
 				puts(*n);
-			return 0;
+			exit(0);
 		default: usage("unknown option");
 		}
 	}
 	if (optind < argc)
 		usage("unexpected argument");
-	int kernel = strcmp(workload, "rename") == 0;
-	if (kernel)
+}
+
+/* Checks the options against each other and sets the workload's operation and lock. */
+static void choose_workload(struct config *cfg)
+{
+	cfg->kernel = strcmp(cfg->workload, "rename") == 0;
+	if (cfg->kernel)
 		op = rename_op;
-	else if (strcmp(workload, "rename-user") == 0)
+	else if (strcmp(cfg->workload, "rename-user") == 0)
 		op = rename_user_op;
-	else if (strcmp(workload, "counter") == 0)
+	else if (strcmp(cfg->workload, "counter") == 0)
 		op = counter_op;
 	else
 		usage("bad --workload (expected counter, rename or rename-user)");
-	if (kernel && name)
+	if (cfg->kernel && cfg->name)
 		usage("--lock does not apply to --workload rename (it measures the kernel's directory lock)");
-	if (!kernel && dir)
+	if (!cfg->kernel && cfg->dir)
 		usage("--dir applies only to --workload rename");
-	if ((!name && !kernel) || !threads || duration == 0)
+	if ((!cfg->name && !cfg->kernel) || !cfg->threads || cfg->duration == 0)
 		usage("--lock (except for --workload rename), --threads and --duration are required");
-	if (name) {
-		lock = ls_lock_create(name);
+	if (cfg->name) {
+		lock = ls_lock_create(cfg->name);
 		if (!lock) {
 			char why[160];
-			snprintf(why, sizeof why, "unknown lock %s (lockbench --list names them)", name);
+			snprintf(why, sizeof why, "unknown lock %s (lockbench --list names them)", cfg->name);
 			usage(why);
 		}
 		if (ls_lock_config_error())
 			usage(ls_lock_config_error());
 	}
-	struct worker *w = calloc((size_t)threads, sizeof *w);
-	char made[64] = "";
-	int tmpfs = 0;
-	if (kernel)
-		rename_setup(dir, made, sizeof made, threads, &tmpfs);
-	if (op == rename_user_op) {
-		for (long i = 0; i < BYSTANDERS; i++) {
-			struct entry *e = calloc(1, sizeof *e);
-			snprintf(e->name, sizeof e->name, "bystander-%ld", i);
-			dir_insert(e);
-		}
-		for (long i = 0; i < threads; i++) {
-			w[i].entry = calloc(1, sizeof *w[i].entry);
-			file_name(w[i].entry->name, sizeof w[i].entry->name, i, 0);
-			dir_insert(w[i].entry);
-		}
+}
+
+/* rename-user: the user-space directory, bystander entries and one entry per thread. */
+static void rename_user_setup(struct worker *w, long threads)
+{
+	for (long i = 0; i < BYSTANDERS; i++) {
+		struct entry *e = calloc(1, sizeof *e);
+		snprintf(e->name, sizeof e->name, "bystander-%ld", i);
+		dir_insert(e);
 	}
-	pid_t *co = calloc((size_t)corunners + 1, sizeof *co);
-	for (long i = 0; i < corunners; i++) {
+	for (long i = 0; i < threads; i++) {
+		w[i].entry = calloc(1, sizeof *w[i].entry);
+		file_name(w[i].entry->name, sizeof w[i].entry->name, i, 0);
+		dir_insert(w[i].entry);
+	}
+}
+
+/* Forks `n` co-runners that spin until killed (or until lockbench dies); returns their PIDs. */
+static pid_t *start_corunners(long n)
+{
+	pid_t *co = calloc((size_t)n + 1, sizeof *co);
+	for (long i = 0; i < n; i++) {
 		co[i] = fork();
 		if (co[i] == 0) {
 			/* A co-runner dies with lockbench, and does not hold its output open. */
@@ -341,6 +358,22 @@ int main(int argc, char **argv)
 				;
 		}
 	}
+	return co;
+}
+
+/* Kills and reaps the co-runners. */
+static void stop_corunners(pid_t *co, long n)
+{
+	for (long i = 0; i < n; i++) {
+		kill(co[i], SIGKILL);
+		waitpid(co[i], NULL, 0);
+	}
+	free(co);
+}
+
+/* Runs the threads for `duration` seconds from a common start; returns the seconds they ran. */
+static double measure(struct worker *w, long threads, double duration)
+{
 	pthread_barrier_init(&start, NULL, (unsigned)threads + 1);
 	for (long i = 0; i < threads; i++) {
 		w[i].id = i;
@@ -354,14 +387,13 @@ int main(int argc, char **argv)
 	atomic_store_explicit(&stop, 1, memory_order_relaxed);
 	for (long i = 0; i < threads; i++)
 		pthread_join(w[i].thread, NULL);
-	double elapsed = (double)(now_ns() - t0) / 1e9;
-	for (long i = 0; i < corunners; i++) {
-		kill(co[i], SIGKILL);
-		waitpid(co[i], NULL, 0);
-	}
-	if (kernel)
-		rename_cleanup(w, threads, made);
-	long ops = 0, n = 0;
+	return (double)(now_ns() - t0) / 1e9;
+}
+
+/* Prints throughput, fairness and latency percentiles, as one JSON object or as text. */
+static void report(const struct config *cfg, struct worker *w, double elapsed, int tmpfs)
+{
+	long threads = cfg->threads, ops = 0, n = 0;
 	double sum = 0, sumsq = 0;
 	for (long i = 0; i < threads; i++) {
 		ops += w[i].ops;
@@ -376,30 +408,52 @@ int main(int argc, char **argv)
 	qsort(all, (size_t)n, sizeof *all, cmp);
 #define PCT(p) (n ? all[(long)((double)(n - 1) * (p))] : 0)
 	double jain = sumsq > 0 ? sum * sum / ((double)threads * sumsq) : 0;
-	const char *lock_label = name ? name : "kernel";
+	const char *lock_label = cfg->name ? cfg->name : "kernel";
 	const char *map = getenv("LOCKSTEP_NUMA_MAP");
 	const char *latency = op == counter_op ? "acquire" : "rename";
-	if (json) {
+	if (cfg->json) {
 		printf("{\"lock\":\"%s\",\"threads\":%ld,\"workload\":\"%s\",\"duration_s\":%.3f,\"cs\":%ld,"
 		       "\"cs_lines\":%ld,\"ncs\":%ld,\"corunners\":%ld,\"numa_map\":\"%s\",\"ops\":%ld,"
 		       "\"throughput_ops_s\":%.1f,\"fairness_jain\":%.4f,\"latency\":\"%s\",\"p50_ns\":%lu,"
 		       "\"p99_ns\":%lu,\"p999_ns\":%lu,",
-		       lock_label, threads, workload, elapsed, cs_iters, cs_lines, ncs_iters, corunners, map ? map : "",
-		       ops, (double)ops / elapsed, jain, latency, PCT(0.5), PCT(0.99), PCT(0.999));
-		if (kernel)
+		       lock_label, threads, cfg->workload, elapsed, cs_iters, cs_lines, ncs_iters, cfg->corunners,
+		       map ? map : "", ops, (double)ops / elapsed, jain, latency, PCT(0.5), PCT(0.99), PCT(0.999));
+		if (cfg->kernel)
 			printf("\"tmpfs\":%s,", tmpfs ? "true" : "false");
 		printf("\"per_thread\":[");
 		for (long i = 0; i < threads; i++)
 			printf("%s%ld", i ? "," : "", w[i].ops);
 		printf("]}\n");
 	} else {
-		printf("%s, lock %s, %ld threads, %.2f s, cs %ld (+%ld lines), ncs %ld, corunners %ld%s%s\n", workload,
-		       lock_label, threads, elapsed, cs_iters, cs_lines, ncs_iters, corunners, map ? ", numa map " : "",
-		       map ? map : "");
+		printf("%s, lock %s, %ld threads, %.2f s, cs %ld (+%ld lines), ncs %ld, corunners %ld%s%s\n",
+		       cfg->workload, lock_label, threads, elapsed, cs_iters, cs_lines, ncs_iters, cfg->corunners,
+		       map ? ", numa map " : "", map ? map : "");
 		printf("  ops %ld  throughput %.0f ops/s  fairness (Jain) %.3f\n", ops, (double)ops / elapsed, jain);
 		printf("  %s latency p50 %lu ns  p99 %lu ns  p99.9 %lu ns\n", latency, PCT(0.5), PCT(0.99), PCT(0.999));
-		if (kernel && !tmpfs)
+		if (cfg->kernel && !tmpfs)
 			printf("  note: the directory is not on tmpfs; the file system's own costs are measured too\n");
 	}
+#undef PCT
+	free(all);
+}
+
+int main(int argc, char **argv)
+{
+	struct config cfg;
+	parse_args(argc, argv, &cfg);
+	choose_workload(&cfg);
+	struct worker *w = calloc((size_t)cfg.threads, sizeof *w);
+	char made[64] = "";
+	int tmpfs = 0;
+	if (cfg.kernel)
+		rename_setup(cfg.dir, made, sizeof made, cfg.threads, &tmpfs);
+	if (op == rename_user_op)
+		rename_user_setup(w, cfg.threads);
+	pid_t *co = start_corunners(cfg.corunners);
+	double elapsed = measure(w, cfg.threads, cfg.duration);
+	stop_corunners(co, cfg.corunners);
+	if (cfg.kernel)
+		rename_cleanup(w, cfg.threads, made);
+	report(&cfg, w, elapsed, tmpfs);
 	return 0;
 }

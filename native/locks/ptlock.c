@@ -17,6 +17,26 @@
  * head_seen, 0, before it writes its own; a skipping hand-over must be done with a left node before its owner
  * reuses it); head_seen is otherwise a hint (relaxed): whoever takes the word by compare-exchange holds the lock,
  * however it judged the head.
+ *
+ * States. Each step below names its transition of the pair (word, state of the caller's queue node), the node
+ * "-" when the caller has none (it took the word without queueing, or it has the word and is out of the queue).
+ * Word: F free, H held, P held with the queue's head parked on the word (the release must wake it). Node (queue.h):
+ * W waiting to be head, K parked until made head, D head, L left the queue with the word, S skipped (back to the
+ * pool).
+ *
+ *   arrive    (F,-) -take-------------------------------------------------> (H,-)   nobody queues / head not running
+ *             (x,-) -exchange tail: a predecessor-------------------------> (x,W)   else (x,D): head at once
+ *   wait      (x,W) -compare-exchange W->K (spun LS_PT_SPIN_NS)----------> (x,K)   sleeps on the node
+ *             (x,W|K) -previous head's exchange ->D (and wake if K)------> (x,D)
+ *             (F,W) -take, then compare-exchange W->L--------------------> (H,L)   head not running: out of turn
+ *             (F,W) -take, then the compare-exchange finds D-------------> (H,D)   made head meanwhile
+ *   head      (F,D) -take-------------------------------------------------> (H,D)
+ *             (H,D) -exchange word ->P, returns H or P (sleeps on word)---> (P,D)   spun LS_PT_SPIN_NS
+ *             (F,D) -exchange word ->P, returns F-------------------------> (P,D)   holds it (the release wakes nobody)
+ *   hand over (H|P,D) -exchange next's node ->D, store S on L nodes------> (H|P,-)
+ *   release   (H|P,-) -exchange word ->F (and wake the head if P)--------> (F,-)
+ *   left      (H,L) ... its owner's release as above; the hand-over that reaches L stores S, and only then does
+ *             the pool take the node back (ls_qnode_leave).
  */
 #include <errno.h>
 #include <stdatomic.h>
@@ -37,7 +57,7 @@ void ls_ptlock_init(struct ls_ptlock *l)
 	l->sec.handovers = 0;
 }
 
-/* Takes the word if it is free: 1 when taken. */
+/* Takes the word if it is free: 1 when taken. (F,n) -> (H,n); the word unchanged otherwise. */
 static int take(struct ls_ptlock *l)
 {
 	int expected = LS_PT_FREE;
@@ -64,7 +84,8 @@ static int may_barge(struct ls_ptlock *l)
 }
 
 /* Waits until `n` heads the queue: spins for LS_PT_SPIN_NS, then parks until the previous head wakes it. While it
- * spins, it takes the free word out of turn if the head does not run, and leaves the queue. */
+ * spins, it takes the free word out of turn if the head does not run, and leaves the queue.
+ * (x,W) -> (x,D) [HEAD], (F,W) -> (H,D) [HEAD_WITH_WORD], (F,W) -> (H,L) [LEFT_WITH_WORD]; via (x,K) when parked. */
 static enum turn wait_turn(struct ls_ptlock *l, struct ls_qnode *n)
 {
 	long start = 0;
@@ -78,6 +99,7 @@ static enum turn wait_turn(struct ls_ptlock *l, struct ls_qnode *n)
 		if (!start)
 			start = now;
 		if (!head_runs(l, now) && ls_qnode_may_leave() && take(l)) {
+			/* (H,W) -> (H,L), or finds (H,D). */
 			int expected = LS_PT_WAITING;
 			/* Acq_rel on success, acquire on failure: as the load above (C wants no weaker order on
 			 * success); the skipping hand-over reads LS_PT_LEFT by its exchange on this same location. */
@@ -88,6 +110,7 @@ static enum turn wait_turn(struct ls_ptlock *l, struct ls_qnode *n)
 		}
 		if (now - start < LS_PT_SPIN_NS)
 			continue;
+		/* (x,W) -> (x,K), or finds (x,D). */
 		int expected = LS_PT_WAITING;
 		/* Acquire on failure: the state became LS_PT_HEAD, as for the load above (C wants no weaker order on
 		 * success; parking itself publishes nothing: the previous head sees LS_PT_PARKED by its exchange). */
@@ -101,7 +124,8 @@ static enum turn wait_turn(struct ls_ptlock *l, struct ls_qnode *n)
 	return HEAD;
 }
 
-/* The head's wait for the word: spins for LS_PT_SPIN_NS showing a fresh head_seen, then parks on the word. */
+/* The head's wait for the word: spins for LS_PT_SPIN_NS showing a fresh head_seen, then parks on the word.
+ * (F,D) -> (H,D) by take, or (x,D) -> (P,D) by the exchange below once parked. */
 static void take_as_head(struct ls_ptlock *l)
 {
 	long start = ls_now_ns();
@@ -118,7 +142,8 @@ static void take_as_head(struct ls_ptlock *l)
 		}
 		/* Parked: arriving threads may take the word meanwhile. */
 		atomic_store_explicit(&l->head_seen, 0, memory_order_relaxed);
-		/* Acquire: when the word was free we now hold the lock (as in take). Marking it LS_PT_HELD_PARKED makes
+		/* (H|P,D) -> (P,D) asleep until released; (F,D) -> (P,D) holding. Acquire: when the word was free we
+		 * now hold the lock (as in take). Marking it LS_PT_HELD_PARKED makes
 		 * its holder's release wake us. */
 		while (atomic_exchange_explicit(&l->word, LS_PT_HELD_PARKED, memory_order_acquire) != LS_PT_FREE)
 			ls_park(&l->word, LS_PT_HELD_PARKED);
@@ -128,11 +153,13 @@ static void take_as_head(struct ls_ptlock *l)
 }
 
 /* Moves the head's place from `me` (which holds the word) to the waiter the hand-over rule picks, waking it if it
- * parked; a waiter that left the queue is skipped, the rule applied again from its node. */
+ * parked; a waiter that left the queue is skipped, the rule applied again from its node.
+ * Caller (H|P,D) -> (H|P,-); next W|K -> D, or L -> D -> S when skipped. */
 static void pass_head(struct ls_ptlock *l, struct ls_qnode *me, ls_pass_fn pass)
 {
 	for (struct ls_qnode *next = pass(&l->sec, &l->tail, me); next;) {
-		/* Release: see the top of the file. Acquire: a left node's owner is done with it. */
+		/* next: W|K -> D, or L -> D (then S below). Release: see the top of the file. Acquire: a left node's
+		 * owner is done with it. */
 		int was = atomic_exchange_explicit(&next->state, LS_PT_HEAD, memory_order_acq_rel);
 		if (was == LS_PT_PARKED)
 			ls_unpark(&next->state);
@@ -140,11 +167,13 @@ static void pass_head(struct ls_ptlock *l, struct ls_qnode *me, ls_pass_fn pass)
 			return;
 		struct ls_qnode *gone = next;
 		next = pass(&l->sec, &l->tail, gone);
-		/* Release: done with the node; its owner may reuse it (ls_qnode_leave). */
+		/* skipped: D -> S. Release: done with the node; its owner may reuse it (ls_qnode_leave). */
 		atomic_store_explicit(&gone->state, LS_QNODE_SKIPPED, memory_order_release);
 	}
 }
 
+/* (F,-) -> (H,-) without queueing; otherwise (x,-) -> (x,W) or (x,D), then wait_turn, take_as_head, pass_head:
+ * ends (H|P,-) holding the lock. */
 int ls_ptlock_acquire(struct ls_ptlock *l, int numa, ls_pass_fn pass)
 {
 	if (may_barge(l) && take(l))
@@ -154,7 +183,8 @@ int ls_ptlock_acquire(struct ls_ptlock *l, int numa, ls_pass_fn pass)
 	atomic_store_explicit(&n->next, NULL, memory_order_relaxed);
 	atomic_store_explicit(&n->state, LS_PT_WAITING, memory_order_relaxed);
 	n->numa = numa;
-	/* Acq_rel: release publishes the node to the predecessor that links it; acquire orders a link reset by the
+	/* (x,-) -> (x,W) behind a predecessor, else (x,D). Acq_rel: release publishes the node to the predecessor
+	 * that links it; acquire orders a link reset by the
 	 * hand-over rule (which swapped the tail with release) before our write of that link. */
 	struct ls_qnode *prev = atomic_exchange_explicit(&l->tail, n, memory_order_acq_rel);
 	enum turn turn = HEAD;
@@ -181,6 +211,7 @@ int ls_ptlock_tryacquire(struct ls_ptlock *l)
 	return take(l) ? 0 : EBUSY;
 }
 
+/* (H|P,-) -> (F,-), waking the head parked on the word when it was P. */
 void ls_ptlock_release(struct ls_ptlock *l)
 {
 	/* Release: hands the critical section's writes to the next taker's acquire. */

@@ -5,6 +5,14 @@
  * the waiter its hand-over rule picks (queue.h). The holder's node is kept in the lock so that release(lock)
  * finds it. A granted waiter that is not running holds up everyone behind it: this lock collapses when threads
  * outnumber CPUs (see ptlock.c for the variant that does not).
+ *
+ * States, as (tail, state of the caller's node): tail N null, Q a queue; node W waiting, G granted (holds the lock).
+ *
+ *   acquire    (N,-) -exchange tail---------------------------------> (Q,G)   the queue was empty: holds it
+ *              (Q,-) -exchange tail, link behind the predecessor-----> (Q,W) -predecessor's grant-> (Q,G)
+ *   tryacquire (N,-) -compare-exchange tail N->node-----------------> (Q,G);  (Q,-) unchanged: EBUSY
+ *   release    (Q,G) -the rule picks a waiter: store G on its node---> (Q,-)
+ *              (Q,G) -the rule finds none: compare-exchange tail->N--> (N,-)
  */
 #include <errno.h>
 #include <stdatomic.h>
@@ -12,6 +20,7 @@
 #include "lock_impl.h"
 #include "queue.h"
 
+/* Values of a node's state: WAITING written by its owner before it queues, GRANTED by the previous holder. */
 enum { WAITING, GRANTED };
 
 void ls_qlock_init(struct ls_qlock *l)
@@ -33,6 +42,7 @@ static struct ls_qnode *fresh(int numa)
 	return n;
 }
 
+/* (N,-) -> (Q,G) at once, or (Q,-) -> (Q,W) -> (Q,G) when the predecessor grants. */
 int ls_qlock_acquire(struct ls_qlock *l, int numa)
 {
 	struct ls_qnode *n = fresh(numa);
@@ -51,6 +61,7 @@ int ls_qlock_acquire(struct ls_qlock *l, int numa)
 	return 0;
 }
 
+/* (N,-) -> (Q,G); with a queue, nothing changes and the answer is EBUSY. */
 int ls_qlock_tryacquire(struct ls_qlock *l, int numa)
 {
 	struct ls_qnode *n = fresh(numa);
@@ -66,11 +77,12 @@ int ls_qlock_tryacquire(struct ls_qlock *l, int numa)
 	return 0;
 }
 
+/* (Q,G) -> (Q,-), the next waiter W -> G; or (Q,G) -> (N,-) when the rule empties the queue (pass.c). */
 void ls_qlock_release(struct ls_qlock *l, ls_pass_fn pass)
 {
 	struct ls_qnode *n = l->holder;
 	struct ls_qnode *next = pass(&l->sec, &l->tail, n);
-	/* Release: hands the critical section's writes to the waiter's acquire load of its state. */
+	/* next: W -> G. Release: hands the critical section's writes to the waiter's acquire load of its state. */
 	if (next)
 		atomic_store_explicit(&next->state, GRANTED, memory_order_release);
 	ls_qnode_put(n);

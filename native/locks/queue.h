@@ -86,12 +86,28 @@ int ls_qlock_acquire(struct ls_qlock *l, int numa);
 int ls_qlock_tryacquire(struct ls_qlock *l, int numa);
 void ls_qlock_release(struct ls_qlock *l, ls_pass_fn pass);
 
-/* Values of an mcs-pt or cna-pt lock's word. */
-enum { LS_PT_FREE, LS_PT_HELD, LS_PT_HELD_PARKED };
+/* Values of an mcs-pt or cna-pt lock's word (the state graph is at the top of ptlock.c). */
+enum {
+	/* Written by the release (exchange). */
+	LS_PT_FREE,
+	/* Written by whoever takes the free word (compare-exchange): an arriving thread, a waiter, the head. */
+	LS_PT_HELD,
+	/* Written by the head before it parks on the word (exchange); the release that sees it wakes the head. */
+	LS_PT_HELD_PARKED,
+};
 
-/* Values of a queue node's state in an mcs-pt or cna-pt lock (and LS_QNODE_SKIPPED): waiting to be head, head,
- * parked until made head, left the queue with the lock taken out of turn. */
-enum { LS_PT_WAITING, LS_PT_HEAD, LS_PT_PARKED, LS_PT_LEFT };
+/* Values of a queue node's state in an mcs-pt or cna-pt lock (and LS_QNODE_SKIPPED). */
+enum {
+	/* Written by the node's owner when it queues (before publishing the node). */
+	LS_PT_WAITING,
+	/* Written by the previous head's hand-over (exchange), or at once by the owner when the queue was empty. */
+	LS_PT_HEAD,
+	/* Written by the owner before it parks (compare-exchange from LS_PT_WAITING). */
+	LS_PT_PARKED,
+	/* Written by the owner that took the word out of turn (compare-exchange from LS_PT_WAITING); the hand-over
+	 * that reaches the node then writes LS_QNODE_SKIPPED. */
+	LS_PT_LEFT,
+};
 
 /* The state of an mcs-pt or cna-pt lock (ptlock.c). */
 struct ls_ptlock {
