@@ -48,10 +48,11 @@ pub fn section(runs: &[ExperimentRun]) -> String {
             .or_default()
             .push(time_of(r) / b);
     }
-    let mut md = "\n## dcs: message-driven co-scheduling (the DCS paper)\n\nMedian slowdown of each measured job against \
+    let mut md =
+        "\n## dcs: message-driven co-scheduling (the DCS paper)\n\nMedian slowdown of each measured job against \
                   its dedicated run (alone under cfs), per scenario; **bold**: the best policy of the row. \
                   `[name]`: background load, not measured.\n\n"
-        .to_string();
+            .to_string();
     let _ = writeln!(md, "| scenario | progress | mix | job | {} | best |", policies.join(" | "));
     let _ = writeln!(md, "|---|---|---|---|{}---|", "---|".repeat(policies.len()));
     let mut verdicts = Vec::new();

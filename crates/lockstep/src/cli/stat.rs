@@ -14,7 +14,7 @@ use lockstep_cgroup::procs_below;
 use lockstep_core::error::UsageError;
 use lockstep_telemetry::counters::{Counters, Reading};
 use lockstep_telemetry::events::{parse_event, parse_list, EventSpec, DEFAULT};
-use lockstep_telemetry::format::{line, Style};
+use lockstep_telemetry::format::Style;
 use lockstep_telemetry::remote;
 
 /// Arguments of `lockstep stat`.
@@ -149,7 +149,14 @@ fn count_pids(
     stop_on_signals()?;
     let alive = || pids.iter().any(|p| Path::new(&format!("/proc/{p}")).exists());
     let events = counters.events.clone();
-    run_loop(&events, || Ok(counters.read()?), interval, style, &target, || !alive() || STOP.load(Ordering::Relaxed))?;
+    lockstep_telemetry::stat::count(
+        &events,
+        || Ok(counters.read()?),
+        interval,
+        style,
+        &target,
+        || !alive() || STOP.load(Ordering::Relaxed),
+    )?;
     Ok(0)
 }
 
@@ -199,7 +206,7 @@ fn count_command(
     drop(go);
     let mut status = None;
     let events = counters.events.clone();
-    run_loop(
+    lockstep_telemetry::stat::count(
         &events,
         || Ok(counters.read()?),
         interval,
@@ -224,52 +231,6 @@ fn stop_on_signals() -> anyhow::Result<()> {
     for sig in [Signal::SIGINT, Signal::SIGTERM] {
         // SAFETY: the handler only stores to an atomic.
         unsafe { signal(sig, SigHandler::Handler(on_stop)) }?;
-    }
-    Ok(())
-}
-
-/// Counts `events` with `read` until `done()`; prints interval lines, then the summary.
-fn run_loop(
-    events: &[EventSpec],
-    mut read: impl FnMut() -> anyhow::Result<Vec<Option<Reading>>>,
-    interval: Option<u64>,
-    style: &Style,
-    target: &str,
-    mut done: impl FnMut() -> bool,
-) -> anyhow::Result<()> {
-    let start = Instant::now();
-    let tick = Duration::from_millis(interval.unwrap_or(50).min(50));
-    let mut last: Vec<Option<Reading>> = events.iter().map(|_| Some(Reading::default())).collect();
-    let mut next = interval.map(|ms| start + Duration::from_millis(ms));
-    while !done() {
-        std::thread::sleep(tick);
-        if let (Some(at), Some(ms)) = (next, interval) {
-            if Instant::now() >= at {
-                let now = read()?;
-                let stamp = start.elapsed().as_secs_f64();
-                for (i, e) in events.iter().enumerate() {
-                    let delta = now[i].zip(last[i]).map(|(n, l)| n.since(&l));
-                    eprintln!("{}", line(style, Some(stamp), e, delta.as_ref()));
-                }
-                last = now;
-                next = Some(at + Duration::from_millis(ms));
-            }
-        }
-    }
-    let total = read()?;
-    let elapsed = start.elapsed().as_secs_f64();
-    if interval.is_some() {
-        return Ok(());
-    }
-    let human = style.csv.is_none() && !style.json;
-    if human {
-        eprintln!("\n Performance counter stats for '{target}':\n");
-    }
-    for (e, r) in events.iter().zip(&total) {
-        eprintln!("{}", line(style, None, e, r.as_ref()));
-    }
-    if human {
-        eprintln!("\n {elapsed:>17.9} seconds time elapsed\n");
     }
     Ok(())
 }
@@ -325,6 +286,6 @@ fn count_nodes(
         latest.borrow().iter().flatten().all(|c| !c.counting)
     };
     let target = format!("job '{job}' on {} node(s)", nodes.len());
-    run_loop(&events, read, interval, style, &target, done)?;
+    lockstep_telemetry::stat::count(&events, read, interval, style, &target, done)?;
     Ok(0)
 }
