@@ -321,21 +321,8 @@ pub fn load(path: &Path) -> Result<Spec, UsageError> {
 mod tests {
     use super::load;
 
-    const GOOD: &str = r#"
-name = "t"
-ranks = 2
-mpl = [1, 2]
-[workloads.lu]
-command = ["lu", "--class", "S"]
-communication = true
-[workloads.ep]
-command = ["ep", "--class", "S"]
-[[policies]]
-name = "cfs"
-[[policies]]
-name = "gang"
-slot = "200ms"
-"#;
+    /// The spec the integration test runs too.
+    const GOOD: &str = include_str!("../../../fixtures/specs/mpl-small.toml");
 
     fn parse(text: &str) -> Result<super::Spec, String> {
         let dir = tempfile::tempdir().unwrap();

@@ -327,26 +327,9 @@ fn an_experiment_runs_end_to_end_and_reports() {
     // Ranks as bare processes, and in podman containers where podman is installed (scripts/deps.sh does).
     let containers = Podman::new().is_some();
     let ranks_in = if containers { r#"["process", "container"]"# } else { r#"["process"]"# };
-    std::fs::write(
-        &spec,
-        format!("ranks_in = {ranks_in}\n")
-            + r#"
-name = "it-experiment"
-description = "integration test"
-mixes = [["lu", "ep"]]
-[workloads.lu]
-command = ["lu", "--class", "S"]
-communication = true
-[workloads.ep]
-command = ["ep", "--class", "S"]
-[[policies]]
-name = "cfs"
-[[policies]]
-name = "gang"
-slot = "50ms"
-"#,
-    )
-    .unwrap();
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/specs/mpl-small.toml");
+    let text = std::fs::read_to_string(fixture).unwrap().replace("mpl = [1, 2]", r#"mixes = [["lu", "ep"]]"#);
+    std::fs::write(&spec, format!("ranks_in = {ranks_in}\n{text}")).unwrap();
     let reports = env.dir.path().join("reports");
     // The experiment needs the kernels beside the binary: run the installed copy.
     let out = std::process::Command::new(bin.join("lockstep"))

@@ -17,31 +17,8 @@ fn a_locks_experiment_runs_end_to_end_and_reports() {
     }
     let env = Env::new();
     let spec = env.dir.path().join("spec.toml");
-    std::fs::write(
-        &spec,
-        r#"kind = "locks"
-name = "it-locks"
-description = "integration test"
-duration_s = 0.2
-locks = ["mcs", "cna-pt"]
-[[scenarios]]
-name = "counter"
-workload = "counter"
-threads_per_cpu = [1, 2]
-corunners_per_cpu = [0, 1]
-numa = ["real", "emulated-2"]
-[[scenarios]]
-name = "rename"
-workload = "rename"
-threads_per_cpu = [1]
-[[scenarios]]
-name = "rename-user"
-workload = "rename-user"
-threads_per_cpu = [1]
-numa_policies = ["default", "interleave"]
-"#,
-    )
-    .unwrap();
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/specs/locks-small.toml");
+    std::fs::copy(fixture, &spec).unwrap();
     let reports = env.dir.path().join("reports");
     // lockbench lives beside the installed binary: run that copy.
     let out = Command::new(bin.join("lockstep"))

@@ -239,31 +239,17 @@ mod tests {
         (dir, path)
     }
 
-    const SPEC: &str = r#"kind = "locks"
-name = "l"
-duration_s = 0.5
-repetitions = 2
-locks = ["mcs", "cna-pt"]
-[[scenarios]]
-name = "counter"
-workload = "counter"
-threads_per_cpu = [1, 2]
-corunners_per_cpu = [0, 1]
-numa = ["real", "emulated-2"]
-[[scenarios]]
-name = "rename"
-workload = "rename"
-threads_per_cpu = [1]
-numa_policies = ["default", "interleave"]
-"#;
+    /// The spec the integration test runs too.
+    const SPEC: &str = include_str!("../../../../fixtures/specs/locks-small.toml");
 
     #[test]
     fn plan_covers_every_axis_and_rename_runs_once_per_configuration() {
-        let (_d, path) = write(SPEC);
+        let (_d, path) = write(&SPEC.replace("duration_s = 0.2", "duration_s = 0.2\nrepetitions = 2"));
         let spec = load(&path).unwrap();
         let cases = plan(&spec);
-        // counter: 2 numa × 1 policy × 2 corunners × 2 threads × 2 locks; rename: 2 policies × 1 × 1 × kernel.
-        assert_eq!(cases.len(), 2 * (2 * 2 * 2 * 2 + 2));
+        // counter: 2 numa × 1 policy × 2 corunners × 2 threads × 2 locks; rename: 1 policy × the kernel;
+        // rename-user: 2 policies × 2 locks; all twice.
+        assert_eq!(cases.len(), 2 * (2 * 2 * 2 * 2 + 1 + 2 * 2));
         assert!(cases.iter().filter(|c| c.scenario == 1).all(|c| c.lock == "kernel"));
         assert_eq!(cases.iter().filter(|c| c.repetition == 2).count(), cases.len() / 2);
         assert_eq!(cases[0].lock, "mcs");
@@ -277,7 +263,7 @@ numa_policies = ["default", "interleave"]
             ("\"emulated-2\"", "\"emulated-1\"", "emulated-N"),
             ("\"interleave\"", "\"spread\"", "numa policy \"spread\""),
             ("workload = \"rename\"", "workload = \"move\"", "workload \"move\""),
-            ("duration_s = 0.5", "duration_s = 0", "duration_s"),
+            ("duration_s = 0.2", "duration_s = 0", "duration_s"),
         ] {
             let (_d, path) = write(&SPEC.replace(from, to));
             let err = load(&path).unwrap_err().to_string();
