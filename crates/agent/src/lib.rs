@@ -3,17 +3,20 @@
 //! frozen or boosted whatever happens to it.
 
 mod adopt;
-pub mod dcs;
+mod dcs;
 mod guarded;
-pub mod http;
+mod http;
 mod journal;
 mod managed;
 mod restore;
-pub mod sampler;
+mod sampler;
 mod sched;
 mod server;
 mod slurm;
 mod watchdog;
+
+pub use dcs::Settings as DcsSettings;
+pub use sampler::{Settings as TelemetrySettings, DEFAULT_EVENTS};
 
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
@@ -60,7 +63,7 @@ pub struct Config {
 const LOG_INTERVAL: Duration = Duration::from_secs(1);
 
 /// Everything the slot loop and the socket server share.
-pub struct Agent {
+pub(crate) struct Agent {
     /// The policy in force, and its slot planner.
     policy: PolicySpec,
     planner: Box<dyn Policy>,
@@ -97,7 +100,7 @@ pub struct Agent {
 
 /// The agent, shared by the slot loop (which sleeps on it between slots) and the threads that change it: the
 /// control socket, `dcs`, Slurm discovery, the signal waiter. They change it only through its methods.
-pub type Shared = Arc<Guarded<Agent>>;
+pub(crate) type Shared = Arc<Guarded<Agent>>;
 
 /// Where the agent is in its life. Every cgroup change is undone on the way from `Running` to `Stopping`
 /// ([`Agent::restore_all`]), on a crash by the watchdog, and on the next start by the journal's repair.

@@ -12,8 +12,8 @@ use lockstep_core::cosched::{slot, PolicySpec};
 use lockstep_core::duration;
 use lockstep_core::error::UsageError;
 use lockstep_telemetry::events::parse_list;
-use lockstepd::sampler::{Settings, DEFAULT_EVENTS};
 use lockstepd::{self as agent, Config};
+use lockstepd::{DcsSettings, TelemetrySettings as Settings, DEFAULT_EVENTS};
 
 /// lockstepd: the lockstep node agent (co-scheduling, watchdog, control socket, counters), in the foreground.
 #[derive(Debug, Parser)]
@@ -120,14 +120,14 @@ fn telemetry(events: Option<String>, interval: Option<String>, retention: Option
 const DEFAULT_QUANTUM: std::time::Duration = std::time::Duration::from_millis(5);
 
 /// The `dcs` settings from flags and file.
-fn dcs(quantum: Option<String>, btf: Option<PathBuf>) -> Result<agent::dcs::Settings, UsageError> {
+fn dcs(quantum: Option<String>, btf: Option<PathBuf>) -> Result<DcsSettings, UsageError> {
     let quantum = match quantum {
         None => DEFAULT_QUANTUM,
         Some(t) => duration::parse(&t)
             .filter(|d| (std::time::Duration::from_millis(1)..=std::time::Duration::from_secs(1)).contains(d))
             .ok_or_else(|| UsageError::new(format!("bad dcs quantum {t:?} (expected e.g. 5ms, 1ms to 1s)")))?,
     };
-    Ok(agent::dcs::Settings { quantum, btf })
+    Ok(DcsSettings { quantum, btf })
 }
 
 /// Runs the agent with the flags and the configuration file; returns the exit status.
