@@ -113,16 +113,7 @@ impl Scheduler {
     }
 }
 
-macro_rules! display_by_name {
-    ($($t:ty => $table:expr),*) => {$(
-        impl std::fmt::Display for $t {
-            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str($table.name(*self))
-            }
-        }
-    )*};
-}
-display_by_name!(Progress => PROGRESS, RanksIn => RANKS_IN);
+lockstep_core::display_by_name!(Progress => PROGRESS, RanksIn => RANKS_IN);
 
 /// One policy setting to compare.
 #[derive(Clone, Copy, Debug, PartialEq)]

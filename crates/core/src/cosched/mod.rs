@@ -109,17 +109,11 @@ impl std::str::FromStr for PolicySpec {
     type Err = UsageError;
 
     fn from_str(name: &str) -> Result<Self, UsageError> {
-        POLICIES.parse(name).ok_or_else(|| {
-            UsageError::new(format!("unknown co-scheduling policy {name:?} (expected one of {})", POLICIES.list()))
-        })
+        POLICIES.parse_or_usage("co-scheduling policy", name)
     }
 }
 
-impl std::fmt::Display for PolicySpec {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
-}
+crate::display_by_name!(PolicySpec => POLICIES);
 
 /// CPU weight (cgroup v2 scale) of a boosted job; unboosted jobs keep their own weight.
 pub const BOOST_WEIGHT: u64 = 10_000;

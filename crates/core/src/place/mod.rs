@@ -89,17 +89,11 @@ impl std::str::FromStr for PlacementKind {
     type Err = UsageError;
 
     fn from_str(name: &str) -> Result<Self, UsageError> {
-        PLACEMENTS.parse(name).ok_or_else(|| {
-            UsageError::new(format!("unknown placement policy {name:?} (expected one of: {})", PLACEMENTS.list()))
-        })
+        PLACEMENTS.parse_or_usage("placement policy", name)
     }
 }
 
-impl std::fmt::Display for PlacementKind {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
-}
+crate::display_by_name!(PlacementKind => PLACEMENTS);
 
 /// The PUs and memory nodes a job gets.
 #[derive(Clone, Debug, Serialize, PartialEq, Eq)]
