@@ -31,7 +31,7 @@ use lockstep_cgroup::Backend;
 use lockstep_core::cosched::rows::{self, Entry};
 use lockstep_core::cosched::{self, slot, JobView, Policy, PolicySpec};
 use lockstep_core::error::UsageError;
-use lockstep_proto::protocol::{JobStatus, Status};
+use lockstep_proto::protocol::{JobOrigin, JobStatus, Status};
 use lockstep_store::{Action, Decision, SlurmJob, Store};
 use managed::{Gone, Managed};
 use watchdog::Watchdog;
@@ -367,12 +367,11 @@ impl Agent {
                     frozen: j.applied.frozen,
                     boosted: j.applied.boosted,
                     origin: match j.origin {
-                        managed::Origin::Run => "run",
-                        managed::Origin::Cgroup => "cgroup",
-                        managed::Origin::Pids { .. } => "pids",
-                        managed::Origin::Slurm { .. } => "slurm",
-                    }
-                    .to_string(),
+                        managed::Origin::Run => JobOrigin::Run,
+                        managed::Origin::Cgroup => JobOrigin::Cgroup,
+                        managed::Origin::Pids { .. } => JobOrigin::Pids,
+                        managed::Origin::Slurm { .. } => JobOrigin::Slurm,
+                    },
                     owner: j.owner,
                     cgroups: j.groups.iter().filter_map(|g| g.dirs.first().cloned()).collect(),
                 })

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use crate::stats::{median, time_of};
+use crate::stats::{median, raises, time_of};
 use lockstep_store::ExperimentRun;
 
 /// Slowdowns per policy, per (scenario, progress, mix, measured job).
@@ -70,11 +70,11 @@ pub fn section(runs: &[ExperimentRun]) -> String {
             .collect();
         let _ = writeln!(md, "| {scen} | {progress} | {mix} | {workload} | {} | {best} |", cells.join(" | "));
         let of = |name: &str| medians.iter().find(|m| m.0 == name).map(|m| m.1);
-        let best_dcs = medians.iter().filter(|m| m.0.starts_with("dcs")).min_by(|a, b| a.1.total_cmp(&b.1));
-        let best_other = medians.iter().filter(|m| !m.0.starts_with("dcs")).min_by(|a, b| a.1.total_cmp(&b.1));
+        let best_dcs = medians.iter().filter(|m| raises(m.0)).min_by(|a, b| a.1.total_cmp(&b.1));
+        let best_other = medians.iter().filter(|m| !raises(m.0)).min_by(|a, b| a.1.total_cmp(&b.1));
         match (*scen, best_dcs, best_other) {
             ("unloaded", _, _) => {
-                for (p, s) in medians.iter().filter(|m| m.0.starts_with("dcs")) {
+                for (p, s) in medians.iter().filter(|m| raises(m.0)) {
                     if let Some(c) = of("cfs") {
                         verdicts.push(format!(
                             "- unloaded, {workload}: {p} costs {:+.1} % against cfs (target ≤ 2 %)",

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use plotters::prelude::*;
 
 use super::spec::Spec;
-use crate::stats::{median, time_of};
+use crate::stats::{median, raises, time_of};
 use lockstep_store::ExperimentRun;
 
 /// Statistics of one cell of the table.
@@ -231,7 +231,7 @@ pub fn write(spec: &Spec, runs: &[ExperimentRun], dir: &Path) -> anyhow::Result<
     if runs.iter().any(|r| r.placement == "slurm") {
         md += &slurm_section(runs, &means);
     }
-    if runs.iter().any(|r| r.policy.starts_with("dcs")) {
+    if runs.iter().any(|r| raises(&r.policy)) {
         md += &super::dcs_report::section(runs);
     }
 

@@ -1,5 +1,6 @@
 //! Statistics every report takes of stored runs.
 
+use lockstep_core::cosched::PolicySpec;
 use lockstep_store::ExperimentRun;
 
 /// Median of `v` (sorted in place); NaN when empty.
@@ -23,4 +24,11 @@ pub(crate) fn time_of(r: &ExperimentRun) -> f64 {
     } else {
         r.time_s.unwrap_or(r.wall_s)
     }
+}
+
+/// Whether a stored policy label (`dcs:weight`, `dcs+boost:rr/200ms`, `gang/200ms`, `dedicated`, …) names a policy
+/// that raises jobs on message arrival.
+pub(crate) fn raises(label: &str) -> bool {
+    let name = label.split('/').next().unwrap_or_default();
+    name.parse::<PolicySpec>().is_ok_and(|p| p.raises().is_some())
 }

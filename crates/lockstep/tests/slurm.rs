@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use common::{stderr, wait_for};
 use lockstep_cgroup::knobs::is_frozen;
-use lockstep_proto::protocol::Status;
+use lockstep_proto::protocol::{JobOrigin, Status};
 
 /// One cluster at a time: the bridge, namespaces and ports are fixed.
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
@@ -246,7 +246,9 @@ fn mpi_jobs_span_both_nodes_and_are_gang_scheduled_in_step() {
                 s2.jobs.iter().find(|b| b.name == a.name).map(|b| (a.name.clone(), a.row, b.row, a.pinned && b.pinned))
             })
             .collect();
-        rows.len() == 2 && rows.iter().all(|r| r.3) && s1.jobs.iter().chain(&s2.jobs).all(|j| j.origin == "slurm")
+        rows.len() == 2
+            && rows.iter().all(|r| r.3)
+            && s1.jobs.iter().chain(&s2.jobs).all(|j| j.origin == JobOrigin::Slurm)
     });
     for (job, r1, r2, pinned) in &rows {
         assert!(job.starts_with("slurm-"), "{job}");

@@ -2,6 +2,7 @@
 
 use std::path::PathBuf;
 
+use lockstep_core::names::Names;
 use serde::{Deserialize, Serialize};
 
 /// A request to the agent.
@@ -107,6 +108,31 @@ pub struct Status {
     pub jobs: Vec<JobStatus>,
 }
 
+/// How a job came under the agent, as `status` shows it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum JobOrigin {
+    /// `lockstep run` registered it.
+    #[default]
+    Run,
+    /// Adopted as existing cgroups (or the cgroups of containers).
+    Cgroup,
+    /// Adopted as processes, moved into a cgroup the agent made.
+    Pids,
+    /// A Slurm job the agent found in Slurm's cgroups.
+    Slurm,
+}
+
+/// The names of [`JobOrigin`], as `status` prints them (serde's lowercase names; a test holds them equal).
+pub const ORIGINS: Names<JobOrigin> = Names(&[
+    ("run", JobOrigin::Run),
+    ("cgroup", JobOrigin::Cgroup),
+    ("pids", JobOrigin::Pids),
+    ("slurm", JobOrigin::Slurm),
+]);
+
+lockstep_core::display_by_name!(JobOrigin => ORIGINS);
+
 /// One managed job in the status table.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct JobStatus {
@@ -122,8 +148,8 @@ pub struct JobStatus {
     pub frozen: bool,
     /// Boosted now.
     pub boosted: bool,
-    /// run, cgroup, pids or slurm.
-    pub origin: String,
+    /// How the agent came to manage it.
+    pub origin: JobOrigin,
     /// First cgroup directory of each group.
     pub cgroups: Vec<PathBuf>,
     /// UID of the job's owner.
@@ -169,4 +195,17 @@ pub struct DcsJob {
     pub raises: u64,
     /// Raised now.
     pub raised: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ORIGINS;
+
+    #[test]
+    fn origins_print_as_they_travel() {
+        for (name, origin) in ORIGINS.0 {
+            assert_eq!(serde_json::to_value(origin).unwrap(), *name);
+            assert_eq!(origin.to_string(), *name);
+        }
+    }
 }
