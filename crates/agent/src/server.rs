@@ -9,7 +9,7 @@ use std::time::Duration;
 use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
 
 use super::{adopt, Agent, Shared};
-use lockstep_core::cosched::{slot, PolicySpec};
+use lockstep_core::cosched::{rows, slot, PolicySpec};
 use lockstep_core::error::UsageError;
 use lockstep_proto::names::check_job_name;
 use lockstep_proto::protocol::{Request, Response};
@@ -105,6 +105,7 @@ fn change(agent: &mut Agent, request: Request) -> anyhow::Result<()> {
         Request::Policy { name, slot_ms } => set_policy(agent, &name, slot_ms),
         Request::Adopt { job, cgroups, pids, containers, row } => {
             check_job_name(&job)?;
+            rows::check(row)?;
             agent.add_job(&job, |backend| match (cgroups.is_empty(), pids.is_empty(), containers.is_empty()) {
                 (false, true, true) => adopt::from_cgroups(backend, &job, &cgroups, row),
                 (true, false, true) => adopt::from_pids(backend, &job, &pids, row),
@@ -114,10 +115,14 @@ fn change(agent: &mut Agent, request: Request) -> anyhow::Result<()> {
         }
         Request::Register { job, dirs, row } => {
             check_job_name(&job)?;
+            rows::check(row)?;
             agent.add_job(&job, |_| Ok(adopt::from_run(&job, dirs, row)))
         }
         Request::Release { job } => agent.release(&job),
-        Request::SlurmProlog { id, uid, row } => agent.slurm_prolog(SlurmJob { id, uid, row }),
+        Request::SlurmProlog { id, uid, row } => {
+            rows::check(row)?;
+            agent.slurm_prolog(SlurmJob { id, uid, row })
+        }
         Request::SlurmEpilog { id } => agent.slurm_epilog(id),
     }
 }

@@ -140,9 +140,15 @@ fn supervise(program: &Path, req: &Request, procs: &[CString], store: &Store, id
     let mut cmd = Command::new(program);
     cmd.arg0(&req.command[0]).args(&req.command[1..]);
     // SAFETY: the closure runs in the forked child before exec and only calls async-signal-safe functions
-    // (sigprocmask, open, write, close) on memory prepared before the fork.
+    // (sigaction, sigprocmask, open, write, close) on memory prepared before the fork.
     unsafe {
         cmd.pre_exec(move || {
+            // The signals this process forwards must reach the command with their default action, even when
+            // `lockstep run` itself was started with them ignored (a background job of a shell, nohup): an
+            // ignored disposition would survive exec.
+            for sig in FORWARDED {
+                nix::sys::signal::signal(sig, nix::sys::signal::SigHandler::SigDfl).map_err(std::io::Error::from)?;
+            }
             SigSet::empty().thread_set_mask().map_err(std::io::Error::from)?;
             for path in &procs {
                 cgroup::join(path)?;

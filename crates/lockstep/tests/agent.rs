@@ -298,6 +298,9 @@ fn bad_input_is_one_line_exit_2_and_changes_nothing() {
     usage_error(&env.run(&["adopt", "--job", "x", "--pid", "999999999"]), "PID 999999999 does not exist");
     usage_error(&env.run(&["adopt", "--job", "bad/name", "--pid", "1"]), "invalid job name");
     usage_error(&env.run(&["release", "--job", "nobody"]), "no job \"nobody\"");
+    // A row out of range would leave the agent no rows to cycle through.
+    usage_error(&env.run(&["adopt", "--job", "x", "--pid", "1", "--row", "4294967295"]), "--row");
+    usage_error(&env.run(&["run", "--job", "x", "--row", "4294967295", "--", "true"]), "--row");
     usage_error(&env.run(&["agent"]), "already running");
     let after = env.run(&["status", "--json"]);
     let strip = |o: &Output| {

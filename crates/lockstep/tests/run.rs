@@ -120,6 +120,36 @@ fn start_sleeper(env: &Env, job: &str) -> (Child, i32) {
 
 #[test]
 #[ignore = "needs root"]
+fn sigint_reaches_the_command_when_lockstep_run_was_started_with_it_ignored() {
+    use std::os::unix::process::CommandExt;
+    common::require_root();
+    let env = Env::new();
+    let job = name("sigign");
+    let mut cmd = env.cmd();
+    cmd.args(["run", "--job", &job, "--place", "any", "--", "sh", "-c", "echo $$; exec sleep 60"]);
+    cmd.stdout(std::process::Stdio::piped());
+    // As a background job of a non-interactive shell starts it (or nohup, for SIGHUP).
+    // SAFETY: signal() is async-signal-safe; nothing else runs between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::signal(libc::SIGINT, libc::SIG_IGN);
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.as_mut().unwrap()).read_line(&mut line).unwrap();
+    let pid: i32 = line.trim().parse().unwrap();
+    wait_for("the command in its cgroup", || procs(&job).contains(&pid));
+    // SAFETY: kill has no memory preconditions.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(128 + libc::SIGINT), "the forwarded SIGINT must end the command");
+    assert_no_cgroup(&job);
+}
+
+#[test]
+#[ignore = "needs root"]
 fn cgroup_is_removed_when_the_command_is_killed() {
     common::require_root();
     let env = Env::new();

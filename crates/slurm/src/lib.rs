@@ -43,7 +43,10 @@ pub struct JobInfo {
 impl JobInfo {
     /// The row the controller's prolog gave the job.
     pub fn row(&self) -> Option<u32> {
-        self.admin_comment.split_whitespace().find_map(|w| w.strip_prefix(ROW_KEY)?.parse().ok())
+        self.admin_comment
+            .split_whitespace()
+            .find_map(|w| w.strip_prefix(ROW_KEY)?.parse().ok())
+            .filter(|&r| r < lockstep_core::cosched::rows::MAX_ROWS)
     }
 
     /// Whether the job holds its nodes now (so its row is taken there).

@@ -3,6 +3,21 @@
 //! the order of a stable hash of their names, each in the lowest row no PU-sharing job holds.
 
 use crate::cpulist::CpuList;
+use crate::error::UsageError;
+
+/// Rows a node can have: a row given from outside must be below it. (With more jobs sharing PUs than this, each
+/// would run for less than a thousandth of the time anyway.)
+pub const MAX_ROWS: u32 = 1024;
+
+/// Checks a row given from outside (`--row`, a request, a Slurm prolog).
+pub fn check(row: Option<u32>) -> Result<(), UsageError> {
+    match row {
+        Some(r) if r >= MAX_ROWS => {
+            Err(UsageError::new(format!("row {r} is out of range (expected 0 to {})", MAX_ROWS - 1)))
+        }
+        _ => Ok(()),
+    }
+}
 
 /// One job to place in a row.
 #[derive(Clone, Copy, Debug)]
@@ -22,7 +37,8 @@ pub fn stable_hash(name: &str) -> u64 {
 
 /// Assigns rows; returns each entry's row (in input order) and the number of rows.
 pub fn assign(entries: &[Entry<'_>]) -> (Vec<u32>, u32) {
-    let mut rows: Vec<Option<u32>> = entries.iter().map(|e| e.pinned).collect();
+    // A pinned row out of range (a store written before rows were checked) counts as no pin.
+    let mut rows: Vec<Option<u32>> = entries.iter().map(|e| e.pinned.filter(|&r| r < MAX_ROWS)).collect();
     let mut order: Vec<usize> = (0..entries.len()).filter(|&i| rows[i].is_none()).collect();
     order.sort_by_key(|&i| (stable_hash(entries[i].name), entries[i].name));
     for i in order {

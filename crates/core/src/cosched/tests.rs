@@ -124,3 +124,15 @@ fn dcs_names_parse_to_their_slot_plan_and_raise() {
 fn by_name(name: &str) -> PolicySpec {
     name.parse().unwrap()
 }
+
+#[test]
+fn rows_from_outside_are_bounded_and_never_make_zero_rows() {
+    use super::rows::{assign, check, Entry, MAX_ROWS};
+    assert!(check(Some(MAX_ROWS - 1)).is_ok() && check(None).is_ok());
+    assert!(check(Some(u32::MAX)).unwrap_err().to_string().contains("out of range"));
+    let all = pus("0-1");
+    let entries =
+        [Entry { name: "a", pus: &all, pinned: Some(u32::MAX) }, Entry { name: "b", pus: &all, pinned: None }];
+    let (rows, count) = assign(&entries);
+    assert!(count >= 2 && rows.iter().all(|&r| r < count), "{rows:?} of {count}");
+}

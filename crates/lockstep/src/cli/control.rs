@@ -1,5 +1,6 @@
 //! The commands that talk to the agent: `status`, `policy set`, `adopt`, `release`.
 
+use lockstep_core::cosched::rows::MAX_ROWS;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
@@ -45,7 +46,7 @@ pub struct AdoptArgs {
     #[arg(long, value_name = "ID", num_args = 1..)]
     container: Vec<String>,
     /// Row in the co-scheduling matrix (the same on every node of the job); a name hash otherwise.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(..i64::from(MAX_ROWS)))]
     row: Option<u32>,
 }
 

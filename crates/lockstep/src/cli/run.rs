@@ -1,5 +1,6 @@
 //! `lockstep run --job NAME --place POLICY [--cpus N] [--weight W] [--mem-limit BYTES] -- CMD [ARGS…]`.
 
+use lockstep_core::cosched::rows::MAX_ROWS;
 use std::path::Path;
 
 use lockstep_core::place::place;
@@ -26,7 +27,7 @@ pub struct Args {
     #[arg(long, value_name = "BYTES", value_parser = parse_bytes)]
     mem_limit: Option<u64>,
     /// Row in the agent's co-scheduling matrix (the same on every node of the job); a name hash otherwise.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(..i64::from(MAX_ROWS)))]
     row: Option<u32>,
     /// The command and its arguments.
     #[arg(last = true, required = true, value_name = "CMD")]
