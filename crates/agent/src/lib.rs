@@ -4,6 +4,7 @@
 
 mod adopt;
 mod dcs;
+mod doors;
 mod guarded;
 mod http;
 mod journal;
@@ -446,10 +447,18 @@ pub fn run(config: Config) -> anyhow::Result<i32> {
             shared.notify();
         });
     }
-    server::spawn(listener, shared.clone());
+    // The doors' threads come and go with the load: say it once if they cannot be real-time.
+    let said = std::sync::Once::new();
+    let doors = doors::Doors::new(move || {
+        if let Err(e) = try_realtime() {
+            said.call_once(|| eprintln!("lockstep agent: cannot use SCHED_FIFO for the control socket ({e})"));
+        }
+    })?;
+    doors.unix(listener, doors::CONTROL, server::handler(shared.clone()))?;
     slurm::spawn_discovery(shared.clone(), config.slurm_node.clone());
     if let Some(addr) = config.metrics {
-        let bound = http::spawn(addr, telemetry.clone(), config.store.clone())?;
+        let bound =
+            doors.tcp(http::bind(addr)?, doors::METRICS, http::handler(telemetry.clone(), config.store.clone()))?;
         eprintln!("lockstep agent: metrics on http://{bound}/metrics");
     }
     eprintln!(
@@ -479,13 +488,19 @@ const SLOT_PRIORITY: i32 = 10;
 
 /// Moves the calling thread to `SCHED_FIFO` at [`SLOT_PRIORITY`]; says so, naming `role`, when it cannot.
 pub(crate) fn realtime_thread(role: &str) {
+    if let Err(e) = try_realtime() {
+        eprintln!("lockstep agent: cannot use SCHED_FIFO for {role} ({e}); slot switches may lag under load");
+    }
+}
+
+/// Moves the calling thread to `SCHED_FIFO` at [`SLOT_PRIORITY`].
+fn try_realtime() -> std::io::Result<()> {
     let param = libc::sched_param { sched_priority: SLOT_PRIORITY };
     // SAFETY: pid 0 is the calling thread; `param` is a valid sched_param.
-    if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &raw const param) } != 0 {
-        eprintln!(
-            "lockstep agent: cannot use SCHED_FIFO for {role} ({}); slot switches may lag under load",
-            std::io::Error::last_os_error()
-        );
+    if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &raw const param) } == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
     }
 }
 

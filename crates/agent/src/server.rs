@@ -1,16 +1,18 @@
-//! The agent's socket server: one connection at a time, one request line, one response line.
+//! The agent's control API: what each request does, for whom. The door it comes through (HTTP over the Unix
+//! socket, caps and deadlines) is `doors`.
 
-use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::Path;
-use std::time::Duration;
+use std::sync::Arc;
 
-use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
+use hyper::{Method, StatusCode};
 
 use super::{adopt, Agent, Shared};
+use crate::doors::{Caller, Handler, Reply};
 use lockstep_core::cosched::{rows, slot, PolicySpec};
 use lockstep_core::error::UsageError;
+use lockstep_proto::client::REQUEST_PATH;
 use lockstep_proto::names::check_job_name;
 use lockstep_proto::protocol::{Request, Response};
 use lockstep_store::SlurmJob;
@@ -32,41 +34,36 @@ pub fn bind(path: &Path) -> anyhow::Result<UnixListener> {
     Ok(listener)
 }
 
-/// Serves requests on a thread of its own, at the slot thread's real-time priority: it takes the agent's lock,
-/// and a holder preempted by the jobs (or by threads `dcs:rr` raised) would delay slot switches and lowering.
-pub fn spawn(listener: UnixListener, shared: Shared) {
-    std::thread::spawn(move || {
-        super::realtime_thread("the control socket");
-        for stream in listener.incoming().flatten() {
-            let _ = serve(stream, &shared);
+/// The control API's handler: `POST /v1/request` with one JSON request; the answer is the JSON response, with
+/// the HTTP status saying how it went (200 done, 400 bad input, 403 not allowed, 500 failed).
+pub fn handler(shared: Shared) -> Handler {
+    Arc::new(move |caller, parts, body| {
+        let Caller::Local { uid } = caller else {
+            return Reply::text(StatusCode::FORBIDDEN, "the control API is served on the Unix socket only");
+        };
+        if parts.uri.path() != REQUEST_PATH {
+            return Reply::text(StatusCode::NOT_FOUND, &format!("not found (the control API is POST {REQUEST_PATH})"));
         }
-    });
-}
-
-/// The UID of the process at the other end of `stream` (`SO_PEERCRED`).
-fn peer_uid(stream: &UnixStream) -> std::io::Result<u32> {
-    let cred = getsockopt(stream, PeerCredentials).map_err(std::io::Error::from)?;
-    Ok(cred.uid())
-}
-
-fn serve(stream: UnixStream, shared: &Shared) -> std::io::Result<()> {
-    stream.set_read_timeout(Some(Duration::from_secs(5)))?;
-    let uid = peer_uid(&stream)?;
-    let mut line = String::new();
-    BufReader::new(&stream).read_line(&mut line)?;
-    let response = match serde_json::from_str::<Request>(&line) {
-        Ok(request) => {
-            let r = handle(&mut shared.lock(), request, uid);
-            shared.notify();
-            r
+        if parts.method != Method::POST {
+            return Reply::text(StatusCode::METHOD_NOT_ALLOWED, &format!("POST {REQUEST_PATH} only"));
         }
-        Err(e) => {
-            failure(UsageError::new(format!("malformed request ({e}); expected one JSON object per line")).into())
-        }
-    };
-    let mut out = serde_json::to_string(&response).unwrap_or_else(|_| r#"{"ok":false}"#.into());
-    out.push('\n');
-    (&stream).write_all(out.as_bytes())
+        let response = match serde_json::from_slice::<Request>(&body) {
+            Ok(request) => {
+                let response = handle(&mut shared.lock(), request, uid);
+                shared.notify();
+                response
+            }
+            Err(e) => failure(UsageError::new(format!("malformed request ({e}); expected one JSON request")).into()),
+        };
+        let status = match (&response.ok, response.usage, &response.error) {
+            (true, _, _) => StatusCode::OK,
+            (false, true, _) => StatusCode::BAD_REQUEST,
+            (false, false, Some(e)) if e.starts_with("permission denied") => StatusCode::FORBIDDEN,
+            (false, false, _) => StatusCode::INTERNAL_SERVER_ERROR,
+        };
+        let body = serde_json::to_vec(&response).unwrap_or_else(|_| br#"{"ok":false}"#.to_vec());
+        Reply { status, content_type: "application/json", body }
+    })
 }
 
 fn failure(e: anyhow::Error) -> Response {

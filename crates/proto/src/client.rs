@@ -1,11 +1,10 @@
-//! The CLI side of the agent socket.
+//! The client side of the agent's control socket: one JSON request as an HTTP POST, one JSON response back.
 
-use std::io::{BufRead, BufReader, Write};
-use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use super::protocol::{Request, Response};
+use crate::http::{self, HttpError, Target};
+use crate::protocol::{Request, Response};
 use lockstep_core::error::UsageError;
 
 /// Default socket path.
@@ -18,29 +17,35 @@ pub fn resolve_socket(flag: Option<&Path>) -> PathBuf {
         .unwrap_or_else(|| PathBuf::from(DEFAULT_SOCKET))
 }
 
+/// Path of the control API on the agent's socket (`POST`, one JSON [`Request`] in, one JSON [`Response`] out).
+pub const REQUEST_PATH: &str = "/v1/request";
+
+/// How long a request may take, connection to answer.
+const DEADLINE: Duration = Duration::from_secs(30);
+
 /// Sends one request and reads the answer. No agent listening is a usage error naming the socket.
 pub fn call(socket: &Path, request: &Request) -> anyhow::Result<Response> {
-    let stream = UnixStream::connect(socket).map_err(|e| {
-        UsageError::new(format!("no lockstep agent at {} ({e}); start one with `lockstep agent`", socket.display()))
-    })?;
-    exchange(stream, request)
+    call_if_running(socket, request).unwrap_or_else(|| {
+        Err(UsageError::new(format!("no lockstep agent at {}; start one with `lockstep agent`", socket.display()))
+            .into())
+    })
 }
 
 /// Sends a request when an agent listens; `None` when none does (for `lockstep run`, which works alone too).
 pub fn call_if_running(socket: &Path, request: &Request) -> Option<anyhow::Result<Response>> {
-    let stream = UnixStream::connect(socket).ok()?;
-    Some(exchange(stream, request))
-}
-
-/// One request line out, one response line back.
-fn exchange(mut stream: UnixStream, request: &Request) -> anyhow::Result<Response> {
-    stream.set_read_timeout(Some(Duration::from_secs(30)))?;
-    let mut line = serde_json::to_string(request)?;
-    line.push('\n');
-    stream.write_all(line.as_bytes())?;
-    let mut answer = String::new();
-    BufReader::new(stream).read_line(&mut answer)?;
-    Ok(serde_json::from_str(&answer)?)
+    let body = match serde_json::to_vec(request) {
+        Ok(b) => b,
+        Err(e) => return Some(Err(e.into())),
+    };
+    let answer = match http::request(Target::Unix(socket), REQUEST_PATH, Some(body), DEADLINE) {
+        Ok(answer) => answer,
+        Err(HttpError::Connect(_)) => return None,
+        Err(e) => return Some(Err(anyhow::anyhow!("the lockstep agent at {}: {e}", socket.display()))),
+    };
+    Some(serde_json::from_slice(&answer.body).map_err(|e| {
+        let text = String::from_utf8_lossy(&answer.body);
+        anyhow::anyhow!("the lockstep agent answered {} {:?} ({e})", answer.status, text.trim())
+    }))
 }
 
 /// Turns a failed response into the matching error (usage errors exit with status 2).

@@ -1,11 +1,10 @@
 //! A job's counts summed over the agents of several nodes (`lockstep stat --job NAME --nodes HOST:PORT,…`):
 //! each agent has counted the job since it started there, so nothing is attached now and nothing delays it.
 
-use std::io::Write;
-use std::net::TcpStream;
 use std::time::Duration;
 
 use lockstep_core::error::UsageError;
+use lockstep_proto::http::{self, Target};
 use serde::{Deserialize, Serialize};
 
 use crate::counters::Reading;
@@ -49,24 +48,17 @@ pub fn sum(nodes: &[JobCounts]) -> Vec<(String, Reading)> {
     out
 }
 
-/// `GET path` from the agent at `addr` (`HOST:PORT`); returns the status code and the body.
+/// `GET path` from the HTTP server at `addr` (`HOST:PORT`: an agent's metrics address); returns the status code
+/// and the body. A malformed address is a usage error; the exchange has a 10 s deadline.
 pub fn get(addr: &str, path: &str) -> anyhow::Result<(u16, String)> {
-    use std::io::Read;
     use std::net::ToSocketAddrs;
-    let target = addr
-        .to_socket_addrs()
+    addr.to_socket_addrs()
         .map_err(|e| UsageError::new(format!("bad node address {addr:?}: {e} (expected HOST:PORT)")))?
         .next()
         .ok_or_else(|| UsageError::new(format!("node address {addr:?} resolves to nothing")))?;
-    let mut stream = TcpStream::connect_timeout(&target, Duration::from_secs(5))
+    let answer = http::request(Target::Tcp(addr), path, None, Duration::from_secs(10))
         .map_err(|e| anyhow::anyhow!("cannot reach the agent at {addr}: {e}"))?;
-    stream.set_read_timeout(Some(Duration::from_secs(10)))?;
-    write!(stream, "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n")?;
-    let mut response = String::new();
-    stream.read_to_string(&mut response)?;
-    let (head, body) = response.split_once("\r\n\r\n").unwrap_or((&response, ""));
-    let code = head.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
-    Ok((code, body.to_string()))
+    Ok((answer.status, String::from_utf8_lossy(&answer.body).into_owned()))
 }
 
 #[cfg(test)]

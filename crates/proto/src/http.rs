@@ -1,0 +1,95 @@
+//! The HTTP client of the agent's two doors: the control API (HTTP/1.1 over the agent's Unix socket, the way
+//! podman's and Docker's APIs are served) and the metrics and counters API over TCP. One request per connection,
+//! a total deadline, and a cap on the size of the answer; the parsing is hyper's.
+
+use std::path::Path;
+use std::time::Duration;
+
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Bytes;
+use hyper::{header, Method, Request};
+use hyper_util::rt::TokioIo;
+use tokio::io::{AsyncRead, AsyncWrite};
+
+/// Largest answer read (a status table of thousands of jobs fits many times over).
+pub const MAX_ANSWER: usize = 16 << 20;
+
+/// Where a request goes.
+#[derive(Clone, Copy, Debug)]
+pub enum Target<'a> {
+    /// An agent's control socket.
+    Unix(&'a Path),
+    /// An agent's metrics address, `HOST:PORT`.
+    Tcp(&'a str),
+}
+
+/// What came back.
+#[derive(Clone, Debug)]
+pub struct Answer {
+    /// HTTP status code.
+    pub status: u16,
+    /// The body.
+    pub body: Vec<u8>,
+}
+
+/// Why a request got no answer.
+#[derive(Debug, thiserror::Error)]
+pub enum HttpError {
+    /// Nothing listens there (or the address does not resolve).
+    #[error("cannot connect: {0}")]
+    Connect(std::io::Error),
+    /// No complete answer within the deadline.
+    #[error("no answer within {0:?}")]
+    Deadline(Duration),
+    /// The exchange failed (the peer closed, sent something that is not HTTP, or too much).
+    #[error("{0}")]
+    Exchange(String),
+}
+
+/// Sends one request (`body` for POST, none for GET) and reads the answer, all within `deadline`.
+pub fn request(target: Target<'_>, path: &str, body: Option<Vec<u8>>, deadline: Duration) -> Result<Answer, HttpError> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| HttpError::Exchange(format!("cannot start the client: {e}")))?;
+    runtime.block_on(async {
+        tokio::time::timeout(deadline, async {
+            match target {
+                Target::Unix(socket) => {
+                    let io = tokio::net::UnixStream::connect(socket).await.map_err(HttpError::Connect)?;
+                    exchange(io, "localhost", path, body).await
+                }
+                Target::Tcp(addr) => {
+                    let io = tokio::net::TcpStream::connect(addr).await.map_err(HttpError::Connect)?;
+                    exchange(io, addr, path, body).await
+                }
+            }
+        })
+        .await
+        .map_err(|_| HttpError::Deadline(deadline))?
+    })
+}
+
+/// One request over `io`, one answer back.
+async fn exchange<I>(io: I, host: &str, path: &str, body: Option<Vec<u8>>) -> Result<Answer, HttpError>
+where
+    I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let failed = |e: &dyn std::fmt::Display| HttpError::Exchange(e.to_string());
+    let (mut sender, connection) =
+        hyper::client::conn::http1::handshake(TokioIo::new(io)).await.map_err(|e| failed(&e))?;
+    let driver = tokio::spawn(connection);
+    let request = Request::builder()
+        .method(if body.is_some() { Method::POST } else { Method::GET })
+        .uri(path)
+        .header(header::HOST, host)
+        .header(header::CONNECTION, "close")
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Full::new(Bytes::from(body.unwrap_or_default())))
+        .map_err(|e| failed(&e))?;
+    let response = sender.send_request(request).await.map_err(|e| failed(&e))?;
+    let status = response.status().as_u16();
+    let body = Limited::new(response.into_body(), MAX_ANSWER).collect().await.map_err(|e| failed(&e))?.to_bytes();
+    driver.abort();
+    Ok(Answer { status, body: body.to_vec() })
+}
