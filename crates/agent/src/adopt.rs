@@ -11,11 +11,75 @@ use lockstep_core::cosched::Desired;
 use lockstep_core::cpulist::CpuList;
 use lockstep_core::error::UsageError;
 
-/// A job over existing cgroup paths (absolute, or relative to the hierarchy roots).
-pub fn from_cgroups(backend: &dyn Backend, name: &str, paths: &[PathBuf], row: Option<u32>) -> anyhow::Result<Managed> {
+/// What an adoption must not take: the processes the agent stands on (init, the agent, its watchdog) and the
+/// cgroups and processes other jobs hold. A cgroup or a process belongs to one job at most.
+#[derive(Debug, Default)]
+pub struct Claims {
+    /// Processes no job may hold, with what each is.
+    pub protected: Vec<(i32, &'static str)>,
+    /// The managed jobs' cgroup directories, by job.
+    pub taken: Vec<(String, Vec<PathBuf>)>,
+}
+
+impl Claims {
+    /// Refuses `pid` when it is (a thread of) a protected process or in another job's cgroups.
+    fn check_pid(&self, pid: i32) -> Result<(), UsageError> {
+        let process = thread_group(pid).unwrap_or(pid);
+        if let Some((_, what)) = self.protected.iter().find(|(p, _)| *p == process) {
+            return Err(UsageError::new(format!("PID {pid} is {what}: it cannot be part of a job")));
+        }
+        if let Some((job, _)) =
+            self.taken.iter().find(|(_, dirs)| dirs.iter().any(|d| lockstep_cgroup::procs_below(d).contains(&process)))
+        {
+            return Err(UsageError::new(format!("PID {pid} belongs to job {job:?} already")));
+        }
+        Ok(())
+    }
+
+    /// Refuses `dir` when it is, holds or lies within another job's cgroup, or holds a protected process.
+    fn check_dir(&self, dir: &Path) -> Result<(), UsageError> {
+        let overlaps = |d: &PathBuf| d.starts_with(dir) || dir.starts_with(d);
+        if let Some((job, _)) = self.taken.iter().find(|(_, dirs)| dirs.iter().any(overlaps)) {
+            return Err(UsageError::new(format!("cgroup {} overlaps the cgroups of job {job:?}", dir.display())));
+        }
+        let inside = lockstep_cgroup::procs_below(dir);
+        if let Some((pid, what)) = self.protected.iter().find(|(p, _)| inside.contains(p)) {
+            return Err(UsageError::new(format!(
+                "cgroup {} holds {what} (PID {pid}): it cannot be part of a job",
+                dir.display()
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// The process (thread group) thread `tid` belongs to.
+fn thread_group(tid: i32) -> Option<i32> {
+    let status = std::fs::read_to_string(format!("/proc/{tid}/status")).ok()?;
+    status.lines().find_map(|l| l.strip_prefix("Tgid:")?.trim().parse().ok())
+}
+
+/// A job over existing cgroup paths (absolute, or relative to the hierarchy roots). Paths must name cgroups below
+/// a hierarchy's root (no `..`, not the root itself) that no other job holds.
+pub fn from_cgroups(
+    backend: &dyn Backend,
+    claims: &Claims,
+    name: &str,
+    paths: &[PathBuf],
+    row: Option<u32>,
+) -> anyhow::Result<Managed> {
     let mut groups = Vec::new();
     for path in paths {
         let relative = relative_to_roots(backend, path);
+        let plain =
+            relative.components().all(|c| matches!(c, std::path::Component::Normal(_) | std::path::Component::RootDir));
+        if !plain || relative.components().all(|c| matches!(c, std::path::Component::RootDir)) {
+            return Err(UsageError::new(format!(
+                "cgroup {} is not a cgroup below a hierarchy's root (expected a path like /slurm_node/uid_0/job_1/step_0)",
+                path.display()
+            ))
+            .into());
+        }
         let dirs = backend.existing(&relative);
         if dirs.is_empty() {
             return Err(UsageError::new(format!(
@@ -24,13 +88,22 @@ pub fn from_cgroups(backend: &dyn Backend, name: &str, paths: &[PathBuf], row: O
             ))
             .into());
         }
+        for dir in &dirs {
+            claims.check_dir(dir)?;
+        }
         groups.push(Group::new(dirs));
     }
     Ok(managed(name, groups, row, Origin::Cgroup))
 }
 
 /// A job over the cgroups of podman containers (the v1 freezer or v2 cgroup of each container's init process).
-pub fn from_containers(backend: &dyn Backend, name: &str, ids: &[String], row: Option<u32>) -> anyhow::Result<Managed> {
+pub fn from_containers(
+    backend: &dyn Backend,
+    claims: &Claims,
+    name: &str,
+    ids: &[String],
+    row: Option<u32>,
+) -> anyhow::Result<Managed> {
     let mut paths = Vec::new();
     for id in ids {
         let out = Command::new("podman").args(["inspect", "--format", "{{.State.Pid}}", id]).output();
@@ -50,15 +123,23 @@ pub fn from_containers(backend: &dyn Backend, name: &str, ids: &[String], row: O
                 .ok_or_else(|| UsageError::new(format!("cannot read the cgroup of container {id:?} (PID {pid})")))?,
         ));
     }
-    from_cgroups(backend, name, &paths, row)
+    from_cgroups(backend, claims, name, &paths, row)
 }
 
 /// A job over processes moved into a new cgroup `lockstep/<name>` of the agent's (freezer and cpu only on v1).
-pub fn from_pids(backend: &dyn Backend, name: &str, pids: &[i32], row: Option<u32>) -> anyhow::Result<Managed> {
+/// When a process cannot be moved, those moved already go back and the new cgroup is removed: nothing changes.
+pub fn from_pids(
+    backend: &dyn Backend,
+    claims: &Claims,
+    name: &str,
+    pids: &[i32],
+    row: Option<u32>,
+) -> anyhow::Result<Managed> {
     let mut before = Vec::new();
     for &pid in pids {
         let cgroups = procfs::cgroups(pid)
             .ok_or_else(|| UsageError::new(format!("PID {pid} does not exist (expected running processes)")))?;
+        claims.check_pid(pid)?;
         before.push((pid, cgroups));
     }
     let created = backend.create_control(name).map_err(|e| match e {
@@ -81,18 +162,28 @@ pub fn from_pids(backend: &dyn Backend, name: &str, pids: &[i32], row: Option<u3
                 back.push(root.join(path.trim_start_matches('/')).join("cgroup.procs"));
             }
         }
+        moved.push((pid, back));
         for dir in &created.dirs {
             if let Err(e) = std::fs::write(dir.join("cgroup.procs"), pid.to_string()) {
-                for d in &created.dirs {
-                    let _ = lockstep_cgroup::remove_dir(d);
-                }
+                undo_moves(&moved, &created.dirs);
                 return Err(UsageError::new(format!("cannot move PID {pid} into {}: {e}", dir.display())).into());
             }
         }
-        moved.push((pid, back));
     }
     let group = Group::new(created.dirs.clone());
     Ok(managed(name, vec![group], row, Origin::Pids { moved, created }))
+}
+
+/// Puts the processes of a failed adoption back where they were and removes the cgroup made for them.
+fn undo_moves(moved: &[(i32, Vec<PathBuf>)], dirs: &[PathBuf]) {
+    for (pid, back) in moved {
+        for procs in back {
+            let _ = std::fs::write(procs, pid.to_string());
+        }
+    }
+    for d in dirs {
+        let _ = lockstep_cgroup::remove_dir(d);
+    }
 }
 
 /// A job registered by `lockstep run` with its cgroup directories.

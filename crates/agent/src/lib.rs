@@ -232,18 +232,35 @@ impl Agent {
         Ok(())
     }
 
-    /// Takes on a job built by `make` (from this agent's cgroup backend) unless its name is taken: recorded in
-    /// the store to be taken over after a restart, counted, and planned at once.
+    /// Takes on a job built by `make` (from this agent's cgroup backend, within what other jobs and the agent
+    /// itself hold) unless its name is taken: recorded in the store to be taken over after a restart, counted, and
+    /// planned at once.
     pub fn add_job(
         &mut self,
         name: &str,
-        make: impl FnOnce(&dyn Backend) -> anyhow::Result<Managed>,
+        make: impl FnOnce(&dyn Backend, &adopt::Claims) -> anyhow::Result<Managed>,
     ) -> anyhow::Result<()> {
         if self.jobs.iter().any(|j| j.name == name) {
             return Err(UsageError::new(format!("job name {name:?} is already managed by this agent")).into());
         }
-        let job = make(self.backend.as_ref())?;
-        self.store.managed_put(name, &serde_json::to_string(&job.saved())?)?;
+        let claims = adopt::Claims {
+            protected: vec![
+                (1, "init"),
+                (std::process::id() as i32, "the lockstep agent"),
+                (self.journal.watchdog_pid(), "the agent's watchdog"),
+            ],
+            taken: self
+                .jobs
+                .iter()
+                .map(|j| (j.name.clone(), j.groups.iter().flat_map(|g| g.dirs.clone()).collect()))
+                .collect(),
+        };
+        let mut job = make(self.backend.as_ref(), &claims)?;
+        if let Err(e) = self.store.managed_put(name, &serde_json::to_string(&job.saved())?) {
+            // Nothing may stay changed by a request that failed.
+            let _ = job.release(&mut self.journal, &self.store);
+            return Err(e);
+        }
         self.count(&job);
         self.jobs.push(job);
         self.replan = true;

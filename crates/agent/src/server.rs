@@ -103,17 +103,17 @@ fn change(agent: &mut Agent, request: Request) -> anyhow::Result<()> {
         Request::Adopt { job, cgroups, pids, containers, row } => {
             check_job_name(&job)?;
             rows::check(row)?;
-            agent.add_job(&job, |backend| match (cgroups.is_empty(), pids.is_empty(), containers.is_empty()) {
-                (false, true, true) => adopt::from_cgroups(backend, &job, &cgroups, row),
-                (true, false, true) => adopt::from_pids(backend, &job, &pids, row),
-                (true, true, false) => adopt::from_containers(backend, &job, &containers, row),
+            agent.add_job(&job, |backend, claims| match (cgroups.is_empty(), pids.is_empty(), containers.is_empty()) {
+                (false, true, true) => adopt::from_cgroups(backend, claims, &job, &cgroups, row),
+                (true, false, true) => adopt::from_pids(backend, claims, &job, &pids, row),
+                (true, true, false) => adopt::from_containers(backend, claims, &job, &containers, row),
                 _ => Err(UsageError::new("adopt needs exactly one of --cgroup, --pid, --container").into()),
             })
         }
         Request::Register { job, dirs, row } => {
             check_job_name(&job)?;
             rows::check(row)?;
-            agent.add_job(&job, |_| Ok(adopt::from_run(&job, dirs, row)))
+            agent.add_job(&job, |_, _| Ok(adopt::from_run(&job, dirs, row)))
         }
         Request::Release { job } => agent.release(&job),
         Request::SlurmProlog { id, uid, row } => {

@@ -529,3 +529,37 @@ fn users_see_only_their_own_jobs_and_change_nothing() {
         let _ = c.wait();
     }
 }
+
+#[test]
+#[ignore = "needs root"]
+fn adoption_takes_nothing_it_must_not_and_a_failed_one_changes_nothing() {
+    common::require_root();
+    let _serial = serial();
+    let env = Env::new();
+    let agent = Agent::start(&env, &["--policy", "gang", "--slot", "100ms"]);
+    let status: serde_json::Value = serde_json::from_slice(&env.run(&["status", "--json"]).stdout).unwrap();
+    let watchdog = status["watchdog_pid"].as_i64().unwrap().to_string();
+    let me = agent.pid().as_raw().to_string();
+    usage_error(&env.run(&["adopt", "--job", "x", "--pid", "1"]), "is init");
+    usage_error(&env.run(&["adopt", "--job", "x", "--pid", &me]), "the lockstep agent");
+    usage_error(&env.run(&["adopt", "--job", "x", "--pid", &watchdog]), "watchdog");
+    usage_error(&env.run(&["adopt", "--job", "x", "--cgroup", "../../../../etc"]), "below a hierarchy's root");
+    usage_error(&env.run(&["adopt", "--job", "x", "--cgroup", "/"]), "below a hierarchy's root");
+    // A request that fails half-way leaves the process where it was and no cgroup behind; the name stays free.
+    let mut sleeper = std::process::Command::new("sleep").arg("60").spawn().unwrap();
+    let pid = sleeper.id().to_string();
+    let before = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap();
+    let job = name("half");
+    let out = env.run(&["adopt", "--job", &job, "--pid", &pid, "2"]);
+    assert_eq!(out.status.code(), Some(2), "{}", common::stderr(&out));
+    assert_eq!(std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap(), before, "the process was left moved");
+    assert_no_cgroup(&job);
+    // One job per process: the first adoption holds it.
+    ok(&env.run(&["adopt", "--job", &job, "--pid", &pid]));
+    usage_error(&env.run(&["adopt", "--job", &name("second"), "--pid", &pid]), "belongs to job");
+    ok(&env.run(&["release", "--job", &job]));
+    assert_eq!(std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap(), before, "release put it back");
+    let _ = sleeper.kill();
+    let _ = sleeper.wait();
+    assert_no_cgroup(&job);
+}
