@@ -12,7 +12,9 @@ pub use node::{Action, Decision, JobRow, JournalEntry, NameInUse, NewJob, SlurmJ
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use anyhow::Context;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+
+use lockstep_core::error::UsageError;
 use rusqlite::Connection;
 
 use schema::MIGRATIONS;
@@ -39,13 +41,19 @@ pub struct Store {
 
 impl Store {
     /// Opens (creating it and its directory if needed) the store at `path`.
+    ///
+    /// The store holds job command lines, which may hold secrets: a new store, its directory and SQLite's WAL
+    /// files are readable by their owner only (0600, the directory 0700), and a store of this user's made wider
+    /// by an older build is narrowed. A path that is not a regular file, or cannot be created, is a usage error.
     pub fn open(path: &Path) -> anyhow::Result<Self> {
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).with_context(|| format!("cannot create store directory {}", dir.display()))?;
-        }
-        let mut conn = Connection::open(path).with_context(|| format!("cannot open store {}", path.display()))?;
+        prepare(path)?;
+        let mut conn = Connection::open(path)
+            .map_err(|e| UsageError::new(format!("cannot open store {}: {e}", path.display())))?;
         conn.busy_timeout(std::time::Duration::from_secs(10))?;
-        conn.pragma_update(None, "journal_mode", "WAL")?;
+        conn.pragma_update(None, "journal_mode", "WAL").map_err(|e| {
+            UsageError::new(format!("store {} is not a SQLite database lockstep can use: {e}", path.display()))
+        })?;
+        narrow(path);
         // In WAL mode NORMAL survives any crash of the process (not of the OS) without an fsync per commit; the
         // agent commits at every slot switch.
         conn.pragma_update(None, "synchronous", "NORMAL")?;
@@ -57,5 +65,85 @@ impl Store {
         }
         tx.commit()?;
         Ok(Self { conn })
+    }
+}
+
+/// Checks that `path` is a regular file, or creates it (0600) and its directory (0700).
+fn prepare(path: &Path) -> Result<(), UsageError> {
+    let bad = |what: String| UsageError::new(format!("bad store {}: {what}", path.display()));
+    match std::fs::symlink_metadata(path) {
+        Ok(meta) if meta.is_file() => return Ok(()),
+        Ok(_) => return Err(bad("not a regular file (expected a SQLite file, or a path to create one)".into())),
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(bad(e.to_string())),
+        Err(_) => {}
+    }
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty() && !d.exists()) {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .map_err(|e| bad(format!("cannot create its directory {}: {e}", dir.display())))?;
+    }
+    match std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(path) {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(bad(format!("cannot create it: {e}"))),
+    }
+}
+
+/// Narrows the store and its WAL files to 0600 where this user owns them and they are wider.
+fn narrow(path: &Path) {
+    // SAFETY: geteuid has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    let mut wal = path.as_os_str().to_owned();
+    wal.push("-wal");
+    let mut shm = path.as_os_str().to_owned();
+    shm.push("-shm");
+    for file in [path.to_path_buf(), PathBuf::from(wal), PathBuf::from(shm)] {
+        if let Ok(meta) = std::fs::metadata(&file) {
+            if meta.uid() == me && meta.mode() & 0o077 != 0 {
+                let _ = std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::PermissionsExt;
+
+    use super::Store;
+
+    fn mode(path: &std::path::Path) -> u32 {
+        std::fs::metadata(path).unwrap().permissions().mode() & 0o777
+    }
+
+    #[test]
+    fn a_new_store_and_its_files_are_its_owners_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("new/dir/lockstep.db");
+        let store = Store::open(&path).unwrap();
+        store.jobs(true).unwrap();
+        assert_eq!(mode(&path), 0o600);
+        assert_eq!(mode(&dir.path().join("new/dir")), 0o700);
+        for suffix in ["-wal", "-shm"] {
+            let file = dir.path().join(format!("new/dir/lockstep.db{suffix}"));
+            assert!(!file.exists() || mode(&file) == 0o600, "{suffix}: {:o}", mode(&file));
+        }
+        drop(store);
+        // An older build's store, readable by all, is narrowed when opened.
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        drop(Store::open(&path).unwrap());
+        assert_eq!(mode(&path), 0o600);
+    }
+
+    #[test]
+    fn a_store_path_that_is_not_a_file_is_a_usage_error_and_creates_nothing() {
+        let err = Store::open(std::path::Path::new("/dev/null")).err().unwrap();
+        assert!(err.is::<lockstep_core::error::UsageError>(), "{err}");
+        assert!(err.to_string().contains("not a regular file"), "{err}");
+        let dir = tempfile::tempdir().unwrap();
+        let err = Store::open(dir.path()).err().unwrap();
+        assert!(err.is::<lockstep_core::error::UsageError>(), "{err}");
     }
 }
