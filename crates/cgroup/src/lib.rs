@@ -191,6 +191,19 @@ pub fn procs_below(dir: &Path) -> Vec<i32> {
 }
 
 impl JobCgroup {
+    /// Processes of the job the kernel's OOM killer killed for its memory limit (v2 `memory.events`, v1
+    /// `memory.oom_control`); 0 when the job has no memory cgroup or it cannot be read.
+    pub fn oom_kills(&self) -> u64 {
+        self.dirs
+            .iter()
+            .flat_map(|d| [d.join("memory.events"), d.join("memory.oom_control")])
+            .filter_map(|f| fs::read_to_string(f).ok())
+            .flat_map(|text| {
+                text.lines().filter_map(|l| l.strip_prefix("oom_kill ")?.trim().parse::<u64>().ok()).collect::<Vec<_>>()
+            })
+            .sum()
+    }
+
     /// NUL-terminated paths of every `cgroup.procs` file, prepared before `fork` so that the child can join
     /// without allocating.
     pub fn procs_paths(&self) -> Vec<CString> {

@@ -112,6 +112,14 @@ pub fn run(store: &mut Store, req: &Request) -> anyhow::Result<i32> {
     };
 
     let outcome = supervise(&program, req, &cg.procs_paths(), store, id);
+    let oom_kills = cg.oom_kills();
+    if oom_kills > 0 {
+        eprintln!(
+            "lockstep: job {}: the kernel's OOM killer killed {oom_kills} process(es) at the memory limit ({} bytes)",
+            req.name,
+            req.mem_limit.unwrap_or_default()
+        );
+    }
     if managed {
         let release = protocol::Request::Release { job: req.name.clone() };
         let _ = client::call_if_running(&req.socket, &release);

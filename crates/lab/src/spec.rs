@@ -197,6 +197,32 @@ fn process_only() -> Vec<String> {
 
 /// Checks what every kind of spec has: its `kind`, a name usable as a directory and store key, and a rank count
 /// the kernels accept.
+/// Most repetitions of a case a spec may ask for.
+pub(crate) const MAX_REPETITIONS: u32 = 1000;
+
+/// Highest MPL level (jobs sharing the node at once).
+const MAX_MPL: u32 = 16;
+
+/// Checks a repetition count: from `min` to [`MAX_REPETITIONS`].
+pub(crate) fn check_repetitions(repetitions: u32, min: u32) -> Result<(), String> {
+    if (min..=MAX_REPETITIONS).contains(&repetitions) {
+        Ok(())
+    } else {
+        Err(format!("repetitions = {repetitions} (expected {min} to {MAX_REPETITIONS})"))
+    }
+}
+
+/// Checks a workload's command: a program of `build/bin` by its file name (no path), and its arguments.
+pub(crate) fn check_command(workload: &str, command: &[String]) -> Result<(), String> {
+    match command.first().map(String::as_str) {
+        None => Err(format!("workload {workload} has an empty command")),
+        Some(p) if p.is_empty() || p.contains('/') || p == "." || p == ".." => Err(format!(
+            "workload {workload}: program {p:?} (expected the name of a program in build/bin, without a path)"
+        )),
+        Some(_) => Ok(()),
+    }
+}
+
 pub(crate) fn check_common(kind: &str, expected: &str, name: &str, ranks: u32) -> Result<(), String> {
     if kind != expected {
         return Err(format!("kind = {kind:?} (expected {expected:?})"));
@@ -216,9 +242,7 @@ pub fn load(path: &Path) -> Result<Spec, UsageError> {
     let text = std::fs::read_to_string(path).map_err(|e| bad(format!("cannot read it ({e})")))?;
     let raw: Raw = toml::from_str(&text).map_err(|e| bad(lockstep_core::error::toml_message(&text, &e)))?;
     check_common(&raw.kind, "mpl", &raw.name, raw.ranks).map_err(bad)?;
-    if raw.repetitions == 0 {
-        return Err(bad("repetitions must be at least 1".into()));
-    }
+    check_repetitions(raw.repetitions, 1).map_err(bad)?;
     let placement: PlacementKind =
         raw.placement.parse().map_err(|_| bad(format!("unknown placement {:?}", raw.placement)))?;
     let progress = raw
@@ -247,9 +271,7 @@ pub fn load(path: &Path) -> Result<Spec, UsageError> {
         return Err(bad("no [workloads]".into()));
     }
     for (name, w) in &raw.workloads {
-        if w.command.is_empty() {
-            return Err(bad(format!("workload {name} has an empty command")));
-        }
+        check_command(name, &w.command).map_err(bad)?;
     }
     let mut policies = Vec::new();
     for p in &raw.policies {
@@ -277,14 +299,17 @@ pub fn load(path: &Path) -> Result<Spec, UsageError> {
         return Err(bad("no [[policies]]".into()));
     }
     let mixes: Vec<Vec<String>> = if raw.mixes.is_empty() {
-        if raw.mpl.is_empty() || raw.mpl.contains(&0) {
-            return Err(bad("give mpl = [levels ≥ 1] or mixes = [[workloads…]]".into()));
+        if raw.mpl.is_empty() || raw.mpl.iter().any(|m| !(1..=MAX_MPL).contains(m)) {
+            return Err(bad(format!("give mpl = [levels from 1 to {MAX_MPL}] or mixes = [[workloads…]]")));
         }
         raw.workloads.keys().flat_map(|w| raw.mpl.iter().map(move |&m| vec![w.clone(); m as usize])).collect()
     } else {
         raw.mixes.clone()
     };
     for mix in &mixes {
+        if mix.len() > MAX_MPL as usize {
+            return Err(bad(format!("mix {mix:?} has more than {MAX_MPL} workloads")));
+        }
         if let Some(w) = mix.iter().find(|w| !raw.workloads.contains_key(*w)) {
             return Err(bad(format!("mix names unknown workload {w:?}")));
         }
@@ -368,6 +393,9 @@ mod tests {
             (("ranks = 2", "ranks = 3"), "power of two"),
             (("mpl = [1, 2]", "mixes = [[\"lu\", \"bt\"]]"), "unknown workload"),
             (("mpl = [1, 2]", "mpl = [0]"), "mpl"),
+            (("mpl = [1, 2]", "mpl = [4294967295]"), "mpl"),
+            (("[\"lu\", \"--class\"", "[\"../../bin/sh\", \"--class\""), "without a path"),
+            (("ranks = 2", "ranks = 2\nrepetitions = 4294967295"), "repetitions"),
             (("ranks = 2", "ranks = 2\nprogress = [\"spin\"]"), "progress mode"),
             (("ranks = 2", "ranks = 2\nranks_in = [\"vm\"]"), "ranks_in"),
             (("ranks = 2", "ranks = [2"), "bad experiment spec"),

@@ -120,9 +120,8 @@ pub fn load(path: &Path) -> Result<CountersSpec, UsageError> {
     let text = std::fs::read_to_string(path).map_err(|e| bad(format!("cannot read it ({e})")))?;
     let raw: Raw = toml::from_str(&text).map_err(|e| bad(lockstep_core::error::toml_message(&text, &e)))?;
     crate::spec::check_common(&raw.kind, "counters", &raw.name, raw.ranks).map_err(bad)?;
-    if raw.repetitions < 2 {
-        return Err(bad("repetitions must be at least 2 (a confidence interval needs two)".into()));
-    }
+    // At least two: a confidence interval needs two.
+    crate::spec::check_repetitions(raw.repetitions, 2).map_err(bad)?;
     if raw.event_sets.is_empty() || raw.intervals.is_empty() || raw.tools.is_empty() || raw.workloads.is_empty() {
         return Err(bad("event_sets, intervals, tools and [workloads] must all be non-empty".into()));
     }
@@ -145,8 +144,9 @@ pub fn load(path: &Path) -> Result<CountersSpec, UsageError> {
         return Err(bad(format!("tool {t:?} (expected lockstep or perf)")));
     }
     for (name, w) in &raw.workloads {
-        if w.command.is_empty() || w.repeat == 0 {
-            return Err(bad(format!("workload {name} needs a command and repeat >= 1")));
+        crate::spec::check_command(name, &w.command).map_err(bad)?;
+        if !(1..=crate::spec::MAX_REPETITIONS).contains(&w.repeat) {
+            return Err(bad(format!("workload {name}: repeat = {} (expected 1 to 1000)", w.repeat)));
         }
     }
     Ok(CountersSpec {

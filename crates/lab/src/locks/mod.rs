@@ -148,9 +148,7 @@ pub fn load(path: &Path) -> Result<LocksSpec, UsageError> {
     if !(raw.duration_s > 0.0 && raw.duration_s <= 600.0) {
         return Err(bad(format!("duration_s = {} (expected seconds, more than 0, at most 600)", raw.duration_s)));
     }
-    if raw.repetitions == 0 {
-        return Err(bad("repetitions must be at least 1".into()));
-    }
+    crate::spec::check_repetitions(raw.repetitions, 1).map_err(bad)?;
     let locks = raw.locks.unwrap_or_else(|| LOCKS.iter().map(std::string::ToString::to_string).collect());
     if let Some(l) = locks.iter().find(|l| !LOCKS.contains(&l.as_str())) {
         return Err(bad(format!("lock {l:?} (expected some of {})", LOCKS.join(", "))));

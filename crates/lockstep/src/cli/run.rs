@@ -35,6 +35,9 @@ pub struct Args {
 }
 
 /// Parses `123`, `64K`, `512M`, `4G`, `1T`.
+/// The least `--mem-limit`.
+const MIN_MEM_LIMIT: u64 = 4 << 20;
+
 fn parse_bytes(s: &str) -> Result<u64, String> {
     let (digits, shift) = match s.as_bytes().last().map(u8::to_ascii_uppercase) {
         Some(b'K') => (&s[..s.len() - 1], 10),
@@ -47,8 +50,11 @@ fn parse_bytes(s: &str) -> Result<u64, String> {
         .parse::<u64>()
         .ok()
         .and_then(|n| n.checked_mul(1 << shift))
-        .filter(|&n| n > 0)
         .ok_or_else(|| format!("{s:?} is not a byte count (expected e.g. 1073741824, 512M, 4G)"))
+        .and_then(|n| {
+            // Below a few MiB no program starts: the job would only be OOM-killed.
+            (n >= MIN_MEM_LIMIT).then_some(n).ok_or_else(|| format!("{s:?} is below the least memory limit, 4M"))
+        })
 }
 
 /// Runs `lockstep run`; returns the command's exit status.
