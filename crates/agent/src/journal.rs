@@ -2,7 +2,7 @@
 //! the watchdog; after it is put back, both forget it. Whatever happens to the agent, one of them restores.
 
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use crate::restore::Target;
 use crate::sched::Thread;
@@ -13,6 +13,8 @@ use lockstep_store::{JournalEntry, Store};
 /// restore is batched into the next store transaction (a stale entry only restores a value already in place).
 pub struct Journal {
     watchdog: Watchdog,
+    /// The store the watchdog clears entries from (a new watchdog is started with it).
+    store_path: PathBuf,
     /// Values of the entries in force, by file.
     live: HashMap<String, String>,
     /// Entries restored since the last [`Journal::take_restored`], still in the store, with their values.
@@ -20,14 +22,37 @@ pub struct Journal {
 }
 
 impl Journal {
-    /// A journal over a running watchdog.
-    pub fn new(watchdog: Watchdog) -> Self {
-        Self { watchdog, live: HashMap::new(), restored: HashMap::new() }
+    /// A journal over a running watchdog started with `store_path`.
+    pub fn new(watchdog: Watchdog, store_path: PathBuf) -> Self {
+        Self { watchdog, store_path, live: HashMap::new(), restored: HashMap::new() }
     }
 
     /// The watchdog's PID.
     pub fn watchdog_pid(&self) -> i32 {
-        self.watchdog.pid().as_raw()
+        self.watchdog.pid()
+    }
+
+    /// Tells the watchdog the agent runs; starts a new one first if it died.
+    pub fn heartbeat(&mut self) {
+        if !self.watchdog.alive() {
+            if let Err(e) = self.respawn() {
+                eprintln!("lockstep agent: the watchdog died and cannot be started again: {e:#}");
+                return;
+            }
+        }
+        // A full pipe (a stopped watchdog) drops this beat: the next one tells it as much.
+        let _ = self.watchdog.beat();
+    }
+
+    /// Starts a new watchdog and tells it every entry in force.
+    fn respawn(&mut self) -> anyhow::Result<()> {
+        let mut watchdog = Watchdog::spawn(&self.store_path)?;
+        for (target, value) in &self.live {
+            watchdog.track(target, value)?;
+        }
+        eprintln!("lockstep agent: the watchdog died; started a new one (PID {})", watchdog.pid());
+        self.watchdog = watchdog;
+        Ok(())
     }
 
     /// Records that cgroup file `file` must go back to `value`, before the caller changes it.
@@ -48,28 +73,32 @@ impl Journal {
         if !in_store {
             store.journal_add(&JournalEntry { file: name.clone(), value: value.to_string(), job: job.to_string() })?;
         }
-        self.watchdog.track(&name, value)?;
+        if self.watchdog.track(&name, value).is_err() {
+            // The watchdog died (or is stuck): a new one takes this entry with the others, or the change is not made.
+            self.respawn()?;
+            self.watchdog.track(&name, value)?;
+        }
         self.live.insert(name, value.to_string());
         Ok(())
     }
 
     /// Forgets cgroup file `file` once restored: at once for the watchdog, at the next
     /// [`Journal::take_restored`] for the store.
-    pub fn forget(&mut self, file: &Path) -> anyhow::Result<()> {
-        self.forget_target(&Target::from(file))
+    pub fn forget(&mut self, file: &Path) {
+        self.forget_target(&Target::from(file));
     }
 
     /// Forgets `thread` once restored, as [`Journal::forget`] does a file.
-    pub fn forget_thread(&mut self, thread: Thread) -> anyhow::Result<()> {
-        self.forget_target(&Target::Thread(thread))
+    pub fn forget_thread(&mut self, thread: Thread) {
+        self.forget_target(&Target::Thread(thread));
     }
 
-    fn forget_target(&mut self, target: &Target) -> anyhow::Result<()> {
+    fn forget_target(&mut self, target: &Target) {
         let name = target.encode();
-        self.watchdog.untrack(&name)?;
+        // A watchdog that cannot be told only restores a value already in place.
+        let _ = self.watchdog.untrack(&name);
         let value = self.live.remove(&name).unwrap_or_default();
         self.restored.insert(name, value);
-        Ok(())
     }
 
     /// The files restored since the last call, for the caller's own store transaction.

@@ -18,6 +18,7 @@ mod watchdog;
 
 pub use dcs::Settings as DcsSettings;
 pub use sampler::{Settings as TelemetrySettings, DEFAULT_EVENTS};
+pub use watchdog::watch as watchdog_main;
 
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
@@ -85,6 +86,8 @@ pub(crate) struct Agent {
     last_flush: Instant,
     /// Where the agent is in its life.
     lifecycle: Lifecycle,
+    /// When the slot loop last beat for the watchdog.
+    last_beat: Instant,
     /// Every job's counters.
     telemetry: sampler::SharedTelemetry,
     /// Slurm jobs the prolog announced, by ID.
@@ -172,9 +175,7 @@ impl Agent {
     /// cgroups that are gone from the jobs that go on.
     fn drop_ended(&mut self) {
         for i in (0..self.jobs.len()).rev() {
-            if let Err(e) = self.jobs[i].prune(&mut self.journal) {
-                eprintln!("lockstep agent: job {}: {e:#}", self.jobs[i].name);
-            }
+            self.jobs[i].prune(&mut self.journal);
             if self.jobs[i].ended() {
                 self.retire(i);
             }
@@ -280,6 +281,23 @@ impl Agent {
         self.store.managed_remove(name)?;
         self.replan = true;
         Ok(())
+    }
+
+    /// Beats for the watchdog (starting a new one if it died). After a gap longer than the watchdog waits (the
+    /// agent was stopped), the watchdog has put every job back: the jobs are taken as restored and planned again.
+    fn heartbeat(&mut self) {
+        if self.last_beat.elapsed() >= watchdog::BEAT_TIMEOUT {
+            eprintln!(
+                "lockstep agent: did not run for {:.1} s; the watchdog restored every job, planning again",
+                self.last_beat.elapsed().as_secs_f64()
+            );
+            for job in &mut self.jobs {
+                job.applied = cosched::Desired::default();
+            }
+            self.replan = true;
+        }
+        self.journal.heartbeat();
+        self.last_beat = Instant::now();
     }
 
     /// Tells the slot loop to end; [`run`] then restores every job.
@@ -412,8 +430,7 @@ pub fn run(config: Config) -> anyhow::Result<i32> {
     }
     signals.thread_block()?;
     let listener = server::bind(&config.socket)?;
-    // Fork the watchdog while this process has one thread and no store connection (SQLite state must not
-    // cross a fork).
+    // The watchdog first: from now on, every change is journaled before it is made.
     let watchdog = Watchdog::spawn(&config.store)?;
     let store = Store::open(&config.store)?;
     let telemetry = sampler::Telemetry::shared(config.telemetry.clone(), &config.node);
@@ -429,7 +446,7 @@ pub fn run(config: Config) -> anyhow::Result<i32> {
             planner: config.policy.build(),
             slot: config.slot,
             jobs: Vec::new(),
-            journal: Journal::new(watchdog),
+            journal: Journal::new(watchdog, config.store.clone()),
             store,
             backend,
             node: config.node.clone(),
@@ -440,6 +457,7 @@ pub fn run(config: Config) -> anyhow::Result<i32> {
             replan: false,
             pending: Vec::new(),
             last_flush: Instant::now(),
+            last_beat: Instant::now(),
             lifecycle: Lifecycle::Running,
             telemetry: telemetry.clone(),
             slurm: HashMap::new(),
@@ -529,10 +547,14 @@ fn slot_loop(shared: &Shared) {
     agent.tick(k, false);
     loop {
         let next = slot::start_ns(k + 1, agent.slot);
-        // Wait on the condition variable until close to the boundary, then sleep the rest precisely.
+        // Wait on the condition variable until close to the boundary (waking to beat for the watchdog at least
+        // every BEAT_INTERVAL), then sleep the rest precisely.
         loop {
             if agent.stopping() {
                 return;
+            }
+            if agent.last_beat.elapsed() >= watchdog::BEAT_INTERVAL {
+                agent.heartbeat();
             }
             if agent.replan {
                 agent.replan = false;
@@ -553,7 +575,8 @@ fn slot_loop(shared: &Shared) {
                 agent = shared.lock();
                 continue;
             }
-            agent = shared.wait(agent, left.checked_sub(Duration::from_millis(1)).unwrap());
+            let wait = left.saturating_sub(Duration::from_millis(1)).min(watchdog::BEAT_INTERVAL);
+            agent = shared.wait(agent, wait);
         }
     }
 }

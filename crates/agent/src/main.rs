@@ -25,6 +25,9 @@ struct Args {
     /// Socket to serve [env: LOCKSTEP_SOCKET] [default: /run/lockstep/agent.sock]
     #[arg(long, value_name = "PATH")]
     socket: Option<PathBuf>,
+    /// Run as the agent's watchdog over store STORE (the agent starts it so; not for users).
+    #[arg(long, value_name = "STORE", hide = true)]
+    watchdog: Option<PathBuf>,
     /// TOML configuration file (keys: socket, store, node, policy, slot, events, sample_interval, retention,
     /// metrics, slurm_node, dcs_quantum, btf); flags override it.
     #[arg(long, value_name = "FILE")]
@@ -175,6 +178,7 @@ fn hostname() -> String {
 
 fn main() {
     let status = match Args::try_parse() {
+        Ok(Args { watchdog: Some(store), .. }) => lockstepd::watchdog_main(&store),
         Ok(args) => lockstep_core::error::exit_status("lockstepd", exec(&args)),
         Err(e) => lockstep_core::error::clap_exit("lockstepd", &e.render().to_string(), e.use_stderr()),
     };

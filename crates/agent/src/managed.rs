@@ -68,7 +68,7 @@ impl Group {
             write(file, freeze_value(file, true))?;
         } else {
             write(file, freeze_value(file, false))?;
-            journal.forget(file)?;
+            journal.forget(file);
         }
         Ok(())
     }
@@ -83,17 +83,16 @@ impl Group {
             self.weight_before = Some(before);
         } else if let Some(before) = self.weight_before.take() {
             write(file, &before)?;
-            journal.forget(file)?;
+            journal.forget(file);
         }
         Ok(())
     }
 
     /// Drops the group's journal entries (its files are gone: nothing left to restore).
-    fn forget(&self, journal: &mut Journal) -> anyhow::Result<()> {
+    fn forget(&self, journal: &mut Journal) {
         for file in [&self.knobs.freeze, &self.knobs.weight].into_iter().flatten() {
-            journal.forget(file)?;
+            journal.forget(file);
         }
-        Ok(())
     }
 }
 
@@ -214,14 +213,13 @@ impl Managed {
     }
 
     /// Drops the cgroups that are gone (a step that ended) with their journal entries, while the job goes on.
-    pub fn prune(&mut self, journal: &mut Journal) -> anyhow::Result<()> {
+    pub fn prune(&mut self, journal: &mut Journal) {
         let (gone, kept): (Vec<Group>, Vec<Group>) =
             std::mem::take(&mut self.groups).into_iter().partition(|g| !g.dirs.iter().any(|d| d.is_dir()));
         self.groups = kept;
         for g in &gone {
-            g.forget(journal)?;
+            g.forget(journal);
         }
-        Ok(())
     }
 
     /// Puts everything back (thaw, weights) and, for adopted processes, moves them back where they were and
@@ -229,7 +227,7 @@ impl Managed {
     /// fine.
     pub fn release(&mut self, journal: &mut Journal, store: &Store) -> anyhow::Result<()> {
         match self.apply(Desired::default(), journal, store) {
-            Err(e) if e.is::<Gone>() => self.forget_all(journal)?,
+            Err(e) if e.is::<Gone>() => self.forget_all(journal),
             other => {
                 other?;
             }
@@ -276,11 +274,10 @@ impl Managed {
     }
 
     /// Drops the journal entries of a job whose cgroups are gone (nothing left to restore).
-    fn forget_all(&mut self, journal: &mut Journal) -> anyhow::Result<()> {
+    fn forget_all(&mut self, journal: &mut Journal) {
         for g in &self.groups {
-            g.forget(journal)?;
+            g.forget(journal);
         }
         self.applied = Desired::default();
-        Ok(())
     }
 }

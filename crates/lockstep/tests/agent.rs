@@ -563,3 +563,45 @@ fn adoption_takes_nothing_it_must_not_and_a_failed_one_changes_nothing() {
     let _ = sleeper.wait();
     assert_no_cgroup(&job);
 }
+
+/// The watchdog's PID as the agent's status gives it.
+fn watchdog_pid(env: &Env) -> i32 {
+    let status: serde_json::Value = serde_json::from_slice(&env.run(&["status", "--json"]).stdout).unwrap();
+    status["watchdog_pid"].as_i64().unwrap() as i32
+}
+
+#[test]
+#[ignore = "needs root"]
+fn a_killed_watchdog_is_replaced_and_a_stopped_agent_leaves_no_job_frozen() {
+    common::require_root();
+    let _serial = serial();
+    let env = Env::new();
+    let agent = Agent::start(&env, &["--policy", "gang", "--slot", "300ms"]);
+    let a = Job::start(&env, &name("wd-a"), &[]);
+    let b = Job::start(&env, &name("wd-b"), &[]);
+    wait_for("one job frozen", || a.frozen() || b.frozen());
+    // SIGKILL of the watchdog: a new one takes over, and gang goes on.
+    let first = watchdog_pid(&env);
+    kill(Pid::from_raw(first), Signal::SIGKILL).unwrap();
+    wait_for("a new watchdog", || watchdog_pid(&env) != first);
+    wait_for("gang going on: a frozen", || a.frozen());
+    wait_for("gang going on: b frozen", || b.frozen());
+    // SIGSTOP of the agent: the watchdog thaws the jobs within its beat timeout (3 s), and after SIGCONT the agent
+    // plans again from there.
+    wait_for("one job frozen", || a.frozen() || b.frozen());
+    kill(agent.pid(), Signal::SIGSTOP).unwrap();
+    let stopped = Instant::now();
+    while a.frozen() || b.frozen() {
+        assert!(stopped.elapsed() < Duration::from_secs(6), "a job still frozen 6 s after the agent stopped");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let thawed = stopped.elapsed();
+    eprintln!("jobs thawed {thawed:?} after SIGSTOP of the agent");
+    kill(agent.pid(), Signal::SIGCONT).unwrap();
+    wait_for("gang again after SIGCONT: a frozen", || a.frozen());
+    wait_for("gang again after SIGCONT: b frozen", || b.frozen());
+    // And the replacement watchdog restores on SIGKILL of the agent like the first one.
+    wait_for("one job frozen", || a.frozen() || b.frozen());
+    drop(agent.stop(Signal::SIGKILL));
+    wait_for("every job thawed after SIGKILL", || !a.frozen() && !b.frozen());
+}

@@ -244,7 +244,12 @@ fn bad_input_is_one_line_exit_2_and_changes_nothing() {
     rejected(&env, &job, &["run", "--job", &job, "--place", "any", "--cpus", "100000", "--", "true"], "--cpus 100000");
     rejected(&env, &job, &["run", "--job", &job, "--place", "any", "--weight", "0", "--", "true"], "weight");
     rejected(&env, &job, &["run", "--job", &job, "--place", "any", "--mem-limit", "lots", "--", "true"], "byte count");
-    rejected(&env, &job, &["run", "--job", &job, "--place", "any", "--mem-limit", "1", "--", "true"], "least memory limit");
+    rejected(
+        &env,
+        &job,
+        &["run", "--job", &job, "--place", "any", "--mem-limit", "1", "--", "true"],
+        "least memory limit",
+    );
     rejected(&env, &job, &["run", "--job", "a/b", "--place", "any", "--", "true"], "invalid job name");
     rejected(&env, &job, &["run", "--job", &job, "--place", "any"], "CMD");
     rejected(&env, &job, &["place", "--policy", "any", "--xml", "/nonexistent.xml"], "does not exist");

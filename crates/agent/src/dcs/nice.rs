@@ -31,6 +31,7 @@ impl Raiser for Nice {
     }
 
     fn leave(&mut self, job: &str, ctx: &mut Ctx<'_>) -> anyhow::Result<()> {
-        self.journaled.forget(job, ctx.journal)
+        self.journaled.forget(job, ctx.journal);
+        Ok(())
     }
 }

@@ -57,10 +57,9 @@ impl Journaled {
     }
 
     /// Drops the job's entries from the journal (its threads are back already).
-    pub fn forget(&mut self, job: &str, journal: &mut Journal) -> anyhow::Result<()> {
+    pub fn forget(&mut self, job: &str, journal: &mut Journal) {
         for thread in self.0.remove(job).unwrap_or_default().into_keys() {
-            journal.forget_thread(thread)?;
+            journal.forget_thread(thread);
         }
-        Ok(())
     }
 }
