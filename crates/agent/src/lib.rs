@@ -495,6 +495,12 @@ pub fn run(config: Config) -> anyhow::Result<i32> {
         let bound =
             doors.tcp(http::bind(addr)?, doors::METRICS, http::handler(telemetry.clone(), config.store.clone()))?;
         eprintln!("lockstep agent: metrics on http://{bound}/metrics");
+        if !bound.ip().is_loopback() {
+            eprintln!(
+                "lockstep agent: warning: {bound} is reachable from the network: every job's name and counts are \
+                 readable there (bind 127.0.0.1 and scrape through a proxy, or firewall the port)"
+            );
+        }
     }
     eprintln!(
         "lockstep agent: node {} serving {} (store {}, policy {}, slot {})",

@@ -1,7 +1,7 @@
 //! The agent's control API: what each request does, for whom. The door it comes through (HTTP over the Unix
 //! socket, caps and deadlines) is `doors`.
 
-use std::os::unix::fs::PermissionsExt;
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::Path;
 use std::sync::Arc;
@@ -23,8 +23,9 @@ pub fn bind(path: &Path) -> anyhow::Result<UnixListener> {
     if UnixStream::connect(path).is_ok() {
         return Err(UsageError::new(format!("an agent is already running at {}", path.display())).into());
     }
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir)?;
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty() && !d.exists()) {
+        // Every user must reach the socket: its directory is searchable by all, writable by the agent only.
+        std::fs::DirBuilder::new().recursive(true).mode(0o755).create(dir)?;
     }
     let _ = std::fs::remove_file(path);
     let listener =

@@ -83,7 +83,8 @@ mod tests {
 
     #[test]
     fn byte_counts() {
-        assert_eq!(parse_bytes("4096"), Ok(4096));
+        assert_eq!(parse_bytes("4194304"), Ok(4 << 20));
+        assert!(parse_bytes("4096").unwrap_err().contains("least memory limit"));
         assert_eq!(parse_bytes("512M"), Ok(512 << 20));
         assert_eq!(parse_bytes("4g"), Ok(4 << 30));
         assert!(parse_bytes("x").is_err());
