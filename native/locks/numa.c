@@ -40,7 +40,7 @@ static long number(const char **p, long max)
 /* Fills node_of from `map`; 0, or -1 with `error` set. */
 static int parse(const char *map)
 {
-	static unsigned char seen[LS_NUMA_MAX_CPUS];
+	unsigned char seen[LS_NUMA_MAX_CPUS] = { 0 };
 	const char *p = map;
 	if (!*p)
 		goto bad;

@@ -42,11 +42,16 @@ impl AnySpec {
 pub fn load(path: &Path) -> Result<AnySpec, UsageError> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| UsageError::new(format!("bad experiment spec {}: cannot read it ({e})", path.display())))?;
+    parse(path, &text)
+}
+
+/// A spec of any kind from its `text`, as read from `path` (which messages name).
+pub fn parse(path: &Path, text: &str) -> Result<AnySpec, UsageError> {
     let kind = text.parse::<toml::Table>().ok().and_then(|t| t.get("kind")?.as_str().map(str::to_string));
     match kind.as_deref() {
-        Some("counters") => counters::load(path).map(AnySpec::Counters),
-        Some("locks") => locks::load(path).map(AnySpec::Locks),
-        None | Some("mpl") => spec::load(path).map(AnySpec::Mpl),
+        Some("counters") => counters::parse(path, text).map(AnySpec::Counters),
+        Some("locks") => locks::parse(path, text).map(AnySpec::Locks),
+        None | Some("mpl") => spec::parse(path, text).map(AnySpec::Mpl),
         Some(other) => Err(UsageError::new(format!(
             "bad experiment spec {}: kind = {other:?} (expected \"mpl\", \"counters\" or \"locks\")",
             path.display()

@@ -236,11 +236,10 @@ pub(crate) fn check_common(kind: &str, expected: &str, name: &str, ranks: u32) -
     Ok(())
 }
 
-/// Reads and validates a spec file; every problem is one usage error naming the file.
-pub fn load(path: &Path) -> Result<Spec, UsageError> {
+/// Validates a spec, `text` as read from `path` (which messages name); every problem is one usage error.
+pub fn parse(path: &Path, text: &str) -> Result<Spec, UsageError> {
     let bad = |what: String| UsageError::new(format!("bad experiment spec {}: {what}", path.display()));
-    let text = std::fs::read_to_string(path).map_err(|e| bad(format!("cannot read it ({e})")))?;
-    let raw: Raw = toml::from_str(&text).map_err(|e| bad(lockstep_core::error::toml_message(&text, &e)))?;
+    let raw: Raw = toml::from_str(text).map_err(|e| bad(lockstep_core::error::toml_message(text, &e)))?;
     check_common(&raw.kind, "mpl", &raw.name, raw.ranks).map_err(bad)?;
     check_repetitions(raw.repetitions, 1).map_err(bad)?;
     let placement: PlacementKind =
@@ -335,7 +334,10 @@ pub fn load(path: &Path) -> Result<Spec, UsageError> {
 
 #[cfg(test)]
 mod tests {
-    use super::load;
+    /// Reads a spec file as the CLI does.
+    fn load(path: &std::path::Path) -> Result<super::Spec, lockstep_core::error::UsageError> {
+        super::parse(path, &std::fs::read_to_string(path).unwrap())
+    }
 
     /// The spec the integration test runs too.
     const GOOD: &str = include_str!("../../../fixtures/specs/mpl-small.toml");

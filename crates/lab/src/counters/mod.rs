@@ -113,12 +113,11 @@ fn two() -> u32 {
     2
 }
 
-/// Reads and validates a counters spec; every problem is one usage error naming the file. Event names are
-/// resolved here, so that a bad one stops the experiment before it starts.
-pub fn load(path: &Path) -> Result<CountersSpec, UsageError> {
+/// Validates a counters spec, `text` as read from `path` (which messages name); every problem is one usage
+/// error. Event names are resolved here, so that a bad one stops the experiment before it starts.
+pub fn parse(path: &Path, text: &str) -> Result<CountersSpec, UsageError> {
     let bad = |what: String| UsageError::new(format!("bad experiment spec {}: {what}", path.display()));
-    let text = std::fs::read_to_string(path).map_err(|e| bad(format!("cannot read it ({e})")))?;
-    let raw: Raw = toml::from_str(&text).map_err(|e| bad(lockstep_core::error::toml_message(&text, &e)))?;
+    let raw: Raw = toml::from_str(text).map_err(|e| bad(lockstep_core::error::toml_message(text, &e)))?;
     crate::spec::check_common(&raw.kind, "counters", &raw.name, raw.ranks).map_err(bad)?;
     // At least two: a confidence interval needs two.
     crate::spec::check_repetitions(raw.repetitions, 2).map_err(bad)?;
@@ -205,6 +204,11 @@ pub fn plan(spec: &CountersSpec) -> Vec<(u32, String, Config)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Reads a spec file as the CLI does.
+    fn load(path: &Path) -> Result<CountersSpec, UsageError> {
+        parse(path, &std::fs::read_to_string(path).unwrap())
+    }
 
     fn spec() -> CountersSpec {
         let dir = tempfile::tempdir().unwrap();

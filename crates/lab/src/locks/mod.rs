@@ -139,11 +139,10 @@ pub fn numa_map(cpus: &[usize], nodes: usize) -> String {
         .join(";")
 }
 
-/// Reads and validates a locks spec; every problem is one usage error naming the file.
-pub fn load(path: &Path) -> Result<LocksSpec, UsageError> {
+/// Validates a locks spec, `text` as read from `path` (which messages name); every problem is one usage error.
+pub fn parse(path: &Path, text: &str) -> Result<LocksSpec, UsageError> {
     let bad = |what: String| UsageError::new(format!("bad experiment spec {}: {what}", path.display()));
-    let text = std::fs::read_to_string(path).map_err(|e| bad(format!("cannot read it ({e})")))?;
-    let raw: Raw = toml::from_str(&text).map_err(|e| bad(lockstep_core::error::toml_message(&text, &e)))?;
+    let raw: Raw = toml::from_str(text).map_err(|e| bad(lockstep_core::error::toml_message(text, &e)))?;
     crate::spec::check_common(&raw.kind, "locks", &raw.name, 1).map_err(bad)?;
     if !(raw.duration_s > 0.0 && raw.duration_s <= 600.0) {
         return Err(bad(format!("duration_s = {} (expected seconds, more than 0, at most 600)", raw.duration_s)));
@@ -229,6 +228,11 @@ pub fn per_cpu(count: f64, cpus: usize, min: u32) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Reads a spec file as the CLI does.
+    fn load(path: &Path) -> Result<LocksSpec, UsageError> {
+        parse(path, &std::fs::read_to_string(path).unwrap())
+    }
 
     fn write(text: &str) -> (tempfile::TempDir, std::path::PathBuf) {
         let dir = tempfile::tempdir().unwrap();

@@ -258,7 +258,7 @@ mod tests {
              name = \"counter\"\nworkload = \"counter\"\nthreads_per_cpu = [1, 2]\ncorunners_per_cpu = [0, 1]\n",
         )
         .unwrap();
-        let spec = super::super::load(&path).unwrap();
+        let spec = super::super::parse(&path, &std::fs::read_to_string(&path).unwrap()).unwrap();
         let runs = vec![
             run("mcs", 2, 1.0, 0, 4e6, 0.99),
             run("cna-pt", 2, 1.0, 0, 3.9e6, 0.95),

@@ -118,19 +118,16 @@ impl Agent {
     /// `sys_admin,bpf,…`: the bounding set of the agent's process) when it is set, as `make test` does to prove
     /// the agent needs no more than docs/security.md says.
     pub fn start(env: &Env, args: &[&str]) -> Self {
-        let child = match std::env::var("LOCKSTEP_AGENT_CAPS") {
-            Ok(caps) => {
-                let bounding = format!("-all,{}", caps.split(',').map(|c| format!("+{c}")).collect::<Vec<_>>().join(","));
-                let mut c = Command::new("setpriv");
-                c.args(["--bounding-set", &bounding, "--", env!("CARGO_BIN_EXE_lockstep"), "agent"]).args(args);
-                c.env("LOCKSTEP_STORE", env.store()).env("LOCKSTEP_SOCKET", env.socket());
-                c.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap()
-            }
-            Err(_) => {
-                let mut full = vec!["agent"];
-                full.extend_from_slice(args);
-                env.spawn(&full)
-            }
+        let child = if let Ok(caps) = std::env::var("LOCKSTEP_AGENT_CAPS") {
+            let bounding = format!("-all,{}", caps.split(',').map(|c| format!("+{c}")).collect::<Vec<_>>().join(","));
+            let mut c = Command::new("setpriv");
+            c.args(["--bounding-set", &bounding, "--", env!("CARGO_BIN_EXE_lockstep"), "agent"]).args(args);
+            c.env("LOCKSTEP_STORE", env.store()).env("LOCKSTEP_SOCKET", env.socket());
+            c.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap()
+        } else {
+            let mut full = vec!["agent"];
+            full.extend_from_slice(args);
+            env.spawn(&full)
         };
         let socket = env.socket();
         wait_for("the agent's socket", || std::os::unix::net::UnixStream::connect(&socket).is_ok());
