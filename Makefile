@@ -5,10 +5,12 @@ BIN    := $(BUILD)/bin
 FIXTURE ?= fixtures/topology/intel-raptorlake-i7-1370p.xml
 # MPI the kernels and the profiler are built with (openmpi or mpich); `make test` also verifies the other one.
 MPI    ?= openmpi
+# The capabilities the agent needs (docs/security.md); make test runs the agent's tests with only these.
+AGENT_CAPS := sys_admin,bpf,perfmon,net_admin,sys_nice,sys_ptrace
 OTHER_MPI := $(if $(filter mpich,$(MPI)),openmpi,mpich)
 NATIVE := $(BUILD)/native-$(MPI)
 
-.PHONY: all deps build demo test bench clean
+.PHONY: all deps build demo test bench fuzz clean
 
 all: build
 
@@ -31,6 +33,9 @@ test: build
 	scripts/module-cycles.py crates
 	$(CARGO) clippy --release --locked --workspace --all-targets -- -D warnings
 	LOCKSTEP_BIN=$(BIN) LOCKSTEP_REQUIRE_ALL=1 $(CARGO) test --release --locked --workspace -- --include-ignored
+	LOCKSTEP_BIN=$(BIN) LOCKSTEP_REQUIRE_ALL=1 LOCKSTEP_AGENT_CAPS=$(AGENT_CAPS) $(CARGO) test --release --locked \
+		-p lockstep --test agent --test dcs --test telemetry --test doors -- --include-ignored
+	scripts/fuzz.sh smoke 5
 	ctest --test-dir $(NATIVE) --output-on-failure
 	cmake -S native/locks -B $(BUILD)/locks-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_FLAGS=-fsanitize=thread >/dev/null
 	cmake --build $(BUILD)/locks-tsan -j 2 >/dev/null
@@ -44,6 +49,9 @@ bench: build
 	@scripts/bench-kernels.sh
 	@scripts/bench-agent.sh
 	@scripts/bench-counters.sh
+
+fuzz: build
+	scripts/fuzz.sh full
 
 clean:
 	$(CARGO) clean

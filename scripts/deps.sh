@@ -16,6 +16,7 @@ packages=(
   prometheus                         # promtool check metrics, and the server that scrapes the agent in tests
   slurmctld slurmd slurm-client munge  # tests/cluster: a real Slurm cluster of network namespaces on this machine
   clang libelf-dev                   # dcs: the eBPF program (clang -target bpf) and libbpf, built from source by libbpf-sys
+  libclang-rt-14-dev                 # libFuzzer and AddressSanitizer for the C fuzz targets (scripts/fuzz.sh)
   numactl xz-utils                   # locks: lockbench's memory policies; xz, a real program the interposer is tested under
 )
 

@@ -46,8 +46,9 @@ static int parse(const char *map)
 		goto bad;
 	for (;;) {
 		long node = number(&p, LS_NUMA_MAX_NODES - 1);
-		if (node < 0 || *p++ != ':')
+		if (node < 0 || *p != ':')
 			goto bad;
+		p++;
 		for (;;) {
 			long first = number(&p, LS_NUMA_MAX_CPUS - 1), last = first;
 			if (first < 0)

@@ -186,17 +186,23 @@ where
     };
     tokio::spawn(async move {
         let _ticket = ticket;
-        let service = service_fn(move |request: Request<Incoming>| {
-            let handler = handler.clone();
-            async move { Ok::<_, Infallible>(answer(request, caller, limits.max_body, handler).await) }
-        });
-        let connection = http1::Builder::new()
-            .keep_alive(false)
-            .max_buf_size(MAX_HEAD)
-            .serve_connection(TokioIo::new(stream), service);
-        // The deadline covers the whole exchange: a client that trickles its request is cut off with it.
-        let _ = tokio::time::timeout(limits.deadline, connection).await;
+        connection(stream, caller, limits, handler).await;
     });
+}
+
+/// One connection, one request, served by hyper within the door's caps and deadline.
+pub async fn connection<S>(stream: S, caller: Caller, limits: Limits, handler: Handler)
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let service = service_fn(move |request: Request<Incoming>| {
+        let handler = handler.clone();
+        async move { Ok::<_, Infallible>(answer(request, caller, limits.max_body, handler).await) }
+    });
+    let connection =
+        http1::Builder::new().keep_alive(false).max_buf_size(MAX_HEAD).serve_connection(TokioIo::new(stream), service);
+    // The deadline covers the whole exchange: a client that trickles its request is cut off with it.
+    let _ = tokio::time::timeout(limits.deadline, connection).await;
 }
 
 /// The answer to a connection over its caller's cap, written without reading the request.

@@ -5,6 +5,7 @@
 mod adopt;
 mod dcs;
 mod doors;
+pub mod fuzz;
 mod guarded;
 mod http;
 mod journal;

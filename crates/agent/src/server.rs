@@ -6,6 +6,7 @@ use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::Path;
 use std::sync::Arc;
 
+use hyper::http::request::Parts;
 use hyper::{Method, StatusCode};
 
 use super::{adopt, Agent, Shared};
@@ -42,29 +43,43 @@ pub fn handler(shared: Shared) -> Handler {
         let Caller::Local { uid } = caller else {
             return Reply::text(StatusCode::FORBIDDEN, "the control API is served on the Unix socket only");
         };
-        if parts.uri.path() != REQUEST_PATH {
-            return Reply::text(StatusCode::NOT_FOUND, &format!("not found (the control API is POST {REQUEST_PATH})"));
-        }
-        if parts.method != Method::POST {
-            return Reply::text(StatusCode::METHOD_NOT_ALLOWED, &format!("POST {REQUEST_PATH} only"));
-        }
-        let response = match serde_json::from_slice::<Request>(&body) {
+        let response = match parse(parts, &body) {
             Ok(request) => {
                 let response = handle(&mut shared.lock(), request, uid);
                 shared.notify();
                 response
             }
-            Err(e) => failure(UsageError::new(format!("malformed request ({e}); expected one JSON request")).into()),
+            Err(reply) => return reply,
         };
+        reply(&response)
+    })
+}
+
+/// The request a control API call carries; else the answer to give (wrong path or method, malformed JSON).
+pub fn parse(parts: &Parts, body: &[u8]) -> Result<Request, Reply> {
+    if parts.uri.path() != REQUEST_PATH {
+        return Err(Reply::text(StatusCode::NOT_FOUND, &format!("not found (the control API is POST {REQUEST_PATH})")));
+    }
+    if parts.method != Method::POST {
+        return Err(Reply::text(StatusCode::METHOD_NOT_ALLOWED, &format!("POST {REQUEST_PATH} only")));
+    }
+    serde_json::from_slice::<Request>(body).map_err(|e| {
+        reply(&failure(UsageError::new(format!("malformed request ({e}); expected one JSON request")).into()))
+    })
+}
+
+/// The HTTP answer carrying `response`, its status saying how it went.
+pub fn reply(response: &Response) -> Reply {
+    {
         let status = match (&response.ok, response.usage, &response.error) {
             (true, _, _) => StatusCode::OK,
             (false, true, _) => StatusCode::BAD_REQUEST,
             (false, false, Some(e)) if e.starts_with("permission denied") => StatusCode::FORBIDDEN,
             (false, false, _) => StatusCode::INTERNAL_SERVER_ERROR,
         };
-        let body = serde_json::to_vec(&response).unwrap_or_else(|_| br#"{"ok":false}"#.to_vec());
+        let body = serde_json::to_vec(response).unwrap_or_else(|_| br#"{"ok":false}"#.to_vec());
         Reply { status, content_type: "application/json", body }
-    })
+    }
 }
 
 fn failure(e: anyhow::Error) -> Response {

@@ -5,6 +5,9 @@ use std::collections::BTreeSet;
 use std::fmt;
 
 /// An ordered set of CPU (or NUMA node) OS indexes.
+/// Indexes a cpulist may hold: below this.
+pub const MAX_INDEX: usize = 1 << 16;
+
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct CpuList(BTreeSet<usize>);
 
@@ -30,7 +33,8 @@ impl CpuList {
             .unwrap_or_default()
     }
 
-    /// Parses cpulist notation; an empty (or all-whitespace) string is the empty list.
+    /// Parses cpulist notation; an empty (or all-whitespace) string is the empty list. Indexes are below
+    /// [`MAX_INDEX`] (Linux's own limit on CPUs is far lower), so that no list can ask for billions of entries.
     pub fn parse(input: &str) -> Result<Self, ParseError> {
         let err = |reason| ParseError { input: input.to_string(), reason };
         let mut set = BTreeSet::new();
@@ -43,6 +47,9 @@ impl CpuList {
             let hi: usize = hi.trim().parse().map_err(|_| err("not a number"))?;
             if hi < lo {
                 return Err(err("range end before its start"));
+            }
+            if hi >= MAX_INDEX {
+                return Err(err("index too large (CPU and node numbers are below 65536)"));
             }
             set.extend(lo..=hi);
         }
@@ -132,5 +139,13 @@ mod tests {
         assert!(CpuList::parse("a").is_err());
         assert!(CpuList::parse("3-1").is_err());
         assert!(CpuList::parse("1-").is_err());
+    }
+
+    #[test]
+    fn a_range_of_billions_is_refused_at_once() {
+        // Found by fuzzing: the list was expanded index by index.
+        let e = CpuList::parse("0-11169881698").unwrap_err();
+        assert!(e.to_string().contains("too large"), "{e}");
+        assert!(CpuList::parse("0-65535").is_ok());
     }
 }

@@ -3,6 +3,9 @@
 
 use lockstep_core::error::UsageError;
 
+/// Most host names one expression may expand to (Slurm's largest clusters have tens of thousands of nodes).
+pub const MAX_HOSTS: usize = 1 << 16;
+
 /// Expands a hostlist expression; ranges keep their zero padding (`n[08-10]` → n08 n09 n10).
 pub fn expand(list: &str) -> Result<Vec<String>, UsageError> {
     let bad = |why: &str| UsageError::new(format!("bad hostlist {list:?}: {why} (expected e.g. n[1-4,7],login1)"));
@@ -18,6 +21,9 @@ pub fn expand(list: &str) -> Result<Vec<String>, UsageError> {
             let prefix = &rest[..open];
             let mut next = Vec::new();
             let suffixes = ranges(&rest[open + 1..close]).ok_or_else(|| bad("bad range"))?;
+            if names.len().saturating_mul(suffixes.len()) + hosts.len() > MAX_HOSTS {
+                return Err(bad(&format!("more than {MAX_HOSTS} hosts")));
+            }
             for n in &names {
                 for s in &suffixes {
                     next.push(format!("{n}{prefix}{s}"));
@@ -55,7 +61,7 @@ fn split_top(list: &str) -> Result<Vec<&str>, &'static str> {
     Ok(out)
 }
 
-/// `1-3,07,10-11` → `1 2 3 07 10 11`.
+/// `1-3,07,10-11` → `1 2 3 07 10 11`; `None` when malformed or longer than [`MAX_HOSTS`].
 fn ranges(spec: &str) -> Option<Vec<String>> {
     let mut out = Vec::new();
     for part in spec.split(',') {
@@ -63,6 +69,9 @@ fn ranges(spec: &str) -> Option<Vec<String>> {
         let width = lo.len();
         let (a, b): (u64, u64) = (lo.parse().ok()?, hi.parse().ok()?);
         if a > b || b - a > 65_536 {
+            return None;
+        }
+        if out.len() as u64 + (b - a) >= MAX_HOSTS as u64 {
             return None;
         }
         out.extend((a..=b).map(|n| format!("{n:0width$}")));
@@ -87,5 +96,13 @@ mod tests {
         for bad in ["n[1-", "n1]", "n[3-1]", "n[a]", "n1,,n2", ""] {
             assert!(expand(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn expansions_past_the_largest_cluster_are_refused() {
+        // Found by fuzzing: nested ranges multiplied into gigabytes of names.
+        assert!(expand("n[0-141][1-22][1-122][0-99]").unwrap_err().to_string().contains("hosts"));
+        assert!(expand(&format!("n[{}]", vec!["0-65000"; 8].join(","))).is_err());
+        assert_eq!(expand("n[1-200][1-300]").unwrap().len(), 60_000);
     }
 }

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Coverage-guided fuzzing of every parser of outside input (docs/security.md).
+#
+#   scripts/fuzz.sh smoke [SECONDS]   each target for SECONDS (default 5): part of `make test`
+#   scripts/fuzz.sh full [RUNS]       each target for RUNS executions (default 1000000): `make fuzz`
+#
+# Rust targets (fuzz/fuzz_targets/) are built with libFuzzer (the libfuzzer-sys crate) and its coverage
+# instrumentation, which stable Rust provides through `-C passes=sancov-module`; C targets (fuzz/c/) with clang's
+# -fsanitize=fuzzer,address. Each run starts from the seeds in fuzz/corpus/TARGET (copied, so the tree is not
+# changed) and keeps crashing inputs in build/fuzz/artifacts/. One summary line per target; exit 1 on a finding.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+mode=${1:-smoke}
+case $mode in
+  smoke) limit=(-max_total_time="${2:-5}") ;;
+  full) limit=(-runs="${2:-1000000}") ;;
+  *) echo "fuzz.sh: unknown mode $mode (expected smoke or full)" >&2; exit 2 ;;
+esac
+out=build/fuzz
+mkdir -p "$out/artifacts" "$out/corpus" "$out/bin"
+
+coverage="-Cpasses=sancov-module -Cllvm-args=-sanitizer-coverage-level=4 \
+-Cllvm-args=-sanitizer-coverage-inline-8bit-counters -Cllvm-args=-sanitizer-coverage-pc-table \
+-Cllvm-args=-sanitizer-coverage-trace-compares --cfg fuzzing"
+# With --target, the flags reach the fuzzed code only, not build scripts.
+triple=$(rustc -vV | sed -n 's/^host: //p')
+RUSTFLAGS="$coverage" cargo build --release --locked --quiet --manifest-path fuzz/Cargo.toml \
+  --target "$triple" --target-dir "$out/target" --bins
+rust_targets=$(sed -n 's/^name = "\([a-z_]*\)"$/\1/p' fuzz/Cargo.toml | grep -v '^lockstep-fuzz$')
+for t in $rust_targets; do cp "$out/target/$triple/release/$t" "$out/bin/$t"; done
+c_targets=""
+for src in fuzz/c/*.c; do
+  t=$(basename "$src" .c)
+  clang -g -O1 -D_GNU_SOURCE -fsanitize=fuzzer,address,undefined -Inative/locks -Inative/locks/include "$src" -o "$out/bin/$t" -lpthread
+  c_targets="$c_targets $t"
+done
+
+# hwloc 2.9 itself (Debian 12's libhwloc) crashes on some malformed XML within seconds of fuzzing
+# (fuzz/findings/hwloc-2.9-crash.xml): the smoke run leaves that target to `make fuzz`, which reports it.
+smoke_skip="topology_xml"
+failed=0
+for t in $rust_targets $c_targets; do
+  if [ "$mode" = smoke ] && [[ " $smoke_skip " == *" $t "* ]]; then
+    echo "fuzz: $t: skipped in the smoke run (hwloc's own crashes; see docs/security.md)"
+    continue
+  fi
+  rm -rf "$out/corpus/$t"
+  mkdir -p "$out/corpus/$t"
+  if [ -d "fuzz/corpus/$t" ]; then cp fuzz/corpus/"$t"/* "$out/corpus/$t/" 2>/dev/null || true; fi
+  log="$out/$t.log"
+  if "$out/bin/$t" "${limit[@]}" -max_len=65536 -timeout=10 -rss_limit_mb=2048 \
+       -artifact_prefix="$out/artifacts/$t-" "$out/corpus/$t" >"$log" 2>&1; then
+    result=ok
+  else
+    result=FOUND
+    failed=1
+  fi
+  stats=$( (grep -E '^#[0-9]+' "$log" | tail -1 | sed -E 's/^#([0-9]+)[[:space:]]+[A-Z]+[[:space:]]+cov: ([0-9]+) ft: ([0-9]+).*exec\/s: ([0-9]+).*/\1 runs, cov \2, features \3, \4 exec\/s/') || true)
+  echo "fuzz: $t: $result, ${stats:-no stats} (log: $log)"
+done
+exit $failed
