@@ -26,7 +26,7 @@ pub const BEAT_INTERVAL: Duration = Duration::from_millis(500);
 
 /// How long without a beat until the watchdog restores everything: the longest a stopped agent leaves a job
 /// frozen or boosted.
-pub const BEAT_TIMEOUT: Duration = Duration::from_secs(3);
+pub const BEAT_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Longest line the watchdog accepts; a longer one (which the agent never writes) is dropped.
 const MAX_LINE: usize = 64 * 1024;

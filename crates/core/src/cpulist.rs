@@ -4,10 +4,10 @@
 use std::collections::BTreeSet;
 use std::fmt;
 
-/// An ordered set of CPU (or NUMA node) OS indexes.
 /// Indexes a cpulist may hold: below this.
 pub const MAX_INDEX: usize = 1 << 16;
 
+/// An ordered set of CPU (or NUMA node) OS indexes.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct CpuList(BTreeSet<usize>);
 

@@ -586,7 +586,7 @@ fn a_killed_watchdog_is_replaced_and_a_stopped_agent_leaves_no_job_frozen() {
     wait_for("a new watchdog", || watchdog_pid(&env) != first);
     wait_for("gang going on: a frozen", || a.frozen());
     wait_for("gang going on: b frozen", || b.frozen());
-    // SIGSTOP of the agent: the watchdog thaws the jobs within its beat timeout (3 s), and after SIGCONT the agent
+    // SIGSTOP of the agent: the watchdog thaws the jobs within its beat timeout (2 s), and after SIGCONT the agent
     // plans again from there.
     wait_for("one job frozen", || a.frozen() || b.frozen());
     kill(agent.pid(), Signal::SIGSTOP).unwrap();
