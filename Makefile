@@ -10,7 +10,7 @@ AGENT_CAPS := sys_admin,bpf,perfmon,net_admin,sys_nice,sys_ptrace
 OTHER_MPI := $(if $(filter mpich,$(MPI)),openmpi,mpich)
 NATIVE := $(BUILD)/native-$(MPI)
 
-.PHONY: all deps build demo test bench fuzz clean
+.PHONY: all deps build demo test bench fuzz chaos soak clean
 
 all: build
 
@@ -36,6 +36,7 @@ test: build
 	LOCKSTEP_BIN=$(BIN) LOCKSTEP_REQUIRE_ALL=1 LOCKSTEP_AGENT_CAPS=$(AGENT_CAPS) $(CARGO) test --release --locked \
 		-p lockstep --test agent --test dcs --test telemetry --test doors -- --include-ignored
 	scripts/fuzz.sh smoke 5
+	scripts/soak-agent.sh 2
 	ctest --test-dir $(NATIVE) --output-on-failure
 	cmake -S native/locks -B $(BUILD)/locks-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_FLAGS=-fsanitize=thread >/dev/null
 	cmake --build $(BUILD)/locks-tsan -j 2 >/dev/null
@@ -52,6 +53,12 @@ bench: build
 
 fuzz: build
 	scripts/fuzz.sh full
+
+chaos: build
+	scripts/chaos-agent.sh 100
+
+soak: build
+	scripts/soak-agent.sh 60
 
 clean:
 	$(CARGO) clean

@@ -23,7 +23,7 @@ cleanup() {
   for p in "${job_pids[@]}"; do wait "$p" 2>/dev/null || true; done
   rm -rf "$dir"
 }
-trap cleanup EXIT
+trap cleanup EXIT INT TERM
 
 start_agent() { # POLICY
   lk agent --policy "$1" --slot 100ms 2>>"$dir/agent.log" &

@@ -101,6 +101,13 @@ impl Journal {
         self.restored.insert(name, value);
     }
 
+    /// Gives back files [`Journal::take_restored`] returned whose removal from the store failed, for the next try.
+    pub fn restore_pending(&mut self, files: Vec<String>) {
+        for file in files {
+            self.restored.entry(file).or_default();
+        }
+    }
+
     /// The files restored since the last call, for the caller's own store transaction.
     pub fn take_restored(&mut self) -> Vec<String> {
         std::mem::take(&mut self.restored).into_keys().collect()

@@ -62,6 +62,13 @@ pub struct Config {
     pub dcs: dcs::Settings,
 }
 
+/// Decisions kept while the store cannot take them.
+const MAX_PENDING: usize = 100_000;
+
+/// How long a store write of the agent's may wait for a lock another process holds: the slot loop makes them,
+/// and must not stall behind a `sqlite3` session (the default wait is 10 s).
+const STORE_BUSY: Duration = Duration::from_millis(200);
+
 /// How often decisions reach the store (they are batched: one transaction per interval, not per slot).
 const LOG_INTERVAL: Duration = Duration::from_secs(1);
 
@@ -89,6 +96,8 @@ pub(crate) struct Agent {
     lifecycle: Lifecycle,
     /// When the slot loop last beat for the watchdog.
     last_beat: Instant,
+    /// Faults said once, until they clear.
+    faults: Faults,
     /// Every job's counters.
     telemetry: sampler::SharedTelemetry,
     /// Slurm jobs the prolog announced, by ID.
@@ -106,6 +115,28 @@ pub(crate) struct Agent {
 /// The agent, shared by the slot loop (which sleeps on it between slots) and the threads that change it: the
 /// control socket, `dcs`, Slurm discovery, the signal waiter. They change it only through its methods.
 pub(crate) type Shared = Arc<Guarded<Agent>>;
+
+/// Faults the agent has said, by where they happen: each is one line when it starts and one when it clears,
+/// not a line per slot.
+#[derive(Debug, Default)]
+struct Faults(HashMap<String, String>);
+
+impl Faults {
+    /// Says `what` failed at `place`, unless that is what was said last for it.
+    fn report(&mut self, place: &str, what: &str) {
+        if self.0.get(place).is_none_or(|said| said != what) {
+            eprintln!("lockstep agent: {place}: {what}");
+            self.0.insert(place.to_string(), what.to_string());
+        }
+    }
+
+    /// Says `place` works again, if it had failed.
+    fn clear(&mut self, place: &str) {
+        if self.0.remove(place).is_some() {
+            eprintln!("lockstep agent: {place}: works again");
+        }
+    }
+}
 
 /// Where the agent is in its life. Every cgroup change is undone on the way from `Running` to `Stopping`
 /// ([`Agent::restore_all`]), on a crash by the watchdog, and on the next start by the journal's repair.
@@ -149,12 +180,19 @@ impl Agent {
             let t0 = Instant::now();
             match self.jobs[i].apply(plan[i], &mut self.journal, &self.store) {
                 Ok(actions) => {
+                    // A job works again when a change of its went through (not when nothing was to be done).
+                    if !actions.is_empty() && !self.faults.0.is_empty() {
+                        self.faults.clear(&format!("job {}", self.jobs[i].name));
+                    }
                     for a in actions {
                         decisions.push(self.decision(Some(&self.jobs[i].name), a, t0.elapsed()));
                     }
                 }
                 Err(e) if e.is::<Gone>() => gone.push(i),
-                Err(e) => eprintln!("lockstep agent: job {}: {e:#}", self.jobs[i].name),
+                Err(e) => {
+                    let name = self.jobs[i].name.clone();
+                    self.faults.report(&format!("job {name}"), &format!("{e:#}"));
+                }
             }
         }
         gone.sort_unstable();
@@ -198,12 +236,22 @@ impl Agent {
     }
 
     /// Writes pending decisions and journal removals to the store in one transaction.
+    /// Written decisions are dropped; when the store cannot take them (locked, read-only, full), they wait for
+    /// the next flush, the oldest dropped past [`MAX_PENDING`].
     fn flush(&mut self) {
         let restored = self.journal.take_restored();
-        if let Err(e) = self.store.log_decisions(&self.pending, &restored) {
-            eprintln!("lockstep agent: cannot log decisions: {e:#}");
+        match self.store.log_decisions(&self.pending, &restored) {
+            Ok(()) => {
+                self.pending.clear();
+                self.faults.clear("store");
+            }
+            Err(e) => {
+                self.journal.restore_pending(restored);
+                self.faults.report("store", &format!("cannot log decisions: {e:#}"));
+                let excess = self.pending.len().saturating_sub(MAX_PENDING);
+                self.pending.drain(..excess);
+            }
         }
-        self.pending.clear();
         self.last_flush = Instant::now();
     }
 
@@ -299,6 +347,12 @@ impl Agent {
         }
         self.journal.heartbeat();
         self.last_beat = Instant::now();
+        if let Some(file) = std::env::var_os("LOCKSTEP_CLOCK_SKEW_FILE") {
+            // The test seam for wall-clock steps: nanoseconds to add to the clock, re-read at every beat.
+            if let Some(ns) = std::fs::read_to_string(file).ok().and_then(|t| t.trim().parse::<i64>().ok()) {
+                slot::set_clock_offset(ns);
+            }
+        }
     }
 
     /// Tells the slot loop to end; [`run`] then restores every job.
@@ -434,6 +488,7 @@ pub fn run(config: Config) -> anyhow::Result<i32> {
     // The watchdog first: from now on, every change is journaled before it is made.
     let watchdog = Watchdog::spawn(&config.store)?;
     let store = Store::open(&config.store)?;
+    store.set_busy_timeout(STORE_BUSY)?;
     let telemetry = sampler::Telemetry::shared(config.telemetry.clone(), &config.node);
     let sampling = sampler::spawn(telemetry.clone(), config.store.clone())?;
     let repaired = journal::repair(&store)?;
@@ -459,6 +514,7 @@ pub fn run(config: Config) -> anyhow::Result<i32> {
             pending: Vec::new(),
             last_flush: Instant::now(),
             last_beat: Instant::now(),
+            faults: Faults::default(),
             lifecycle: Lifecycle::Running,
             telemetry: telemetry.clone(),
             slurm: HashMap::new(),
@@ -546,6 +602,11 @@ fn try_realtime() -> std::io::Result<()> {
     }
 }
 
+/// A slot's length in nanoseconds.
+fn slot_ns(slot: Duration) -> u64 {
+    slot.as_nanos() as u64
+}
+
 /// Applies the policy at every slot boundary (and at once when asked to replan) until told to stop.
 fn slot_loop(shared: &Shared) {
     realtime_thread("slot switches");
@@ -570,6 +631,14 @@ fn slot_loop(shared: &Shared) {
                 break;
             }
             let now = slot::realtime_ns();
+            // The wall clock stepped back by more than a slot: start again from the slot it says it is, rather
+            // than wait (perhaps an hour) for the boundary the old time was heading to.
+            if now.saturating_add(slot_ns(agent.slot)) < next {
+                eprintln!("lockstep agent: the wall clock stepped back; slots follow it");
+                k = slot::index(now, agent.slot);
+                agent.tick(k, true);
+                break;
+            }
             if now >= next {
                 k = slot::index(now, agent.slot);
                 agent.tick(k, true);

@@ -47,7 +47,7 @@ struct Args {
     /// How often the counters are read into the store and /metrics, e.g. 1s; `none`: only when a job ends.
     #[arg(long, value_name = "DURATION")]
     sample_interval: Option<String>,
-    /// How long samples are kept in the store, e.g. 12h or 7d (default 1d).
+    /// How long counter samples and decisions are kept in the store, e.g. 12h or 7d (default 1d).
     #[arg(long, value_name = "DURATION")]
     retention: Option<String>,
     /// Serve /metrics (Prometheus) and the counters API over HTTP on [ADDR:]PORT (ADDR defaults to 127.0.0.1).

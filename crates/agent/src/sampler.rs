@@ -32,7 +32,7 @@ pub struct Settings {
     pub groups: Vec<Vec<EventSpec>>,
     /// Read interval; `None`: counters are read only when a job goes (its totals).
     pub interval: Option<Duration>,
-    /// Samples older than this are deleted.
+    /// Samples and decisions older than this are deleted.
     pub retention: Duration,
 }
 
@@ -300,7 +300,9 @@ pub fn spawn(telemetry: SharedTelemetry, store_path: PathBuf) -> anyhow::Result<
                 }
             }
             if Instant::now() >= next_expiry {
-                let _ = store.expire_samples(lockstep_store::now() - retention.as_secs_f64());
+                let before = lockstep_store::now() - retention.as_secs_f64();
+                let _ = store.expire_samples(before);
+                let _ = store.expire_decisions(before);
                 next_expiry = Instant::now() + Duration::from_mins(1);
             }
             if stop {

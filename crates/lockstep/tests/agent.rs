@@ -605,3 +605,62 @@ fn a_killed_watchdog_is_replaced_and_a_stopped_agent_leaves_no_job_frozen() {
     drop(agent.stop(Signal::SIGKILL));
     wait_for("every job thawed after SIGKILL", || !a.frozen() && !b.frozen());
 }
+
+/// Waits until gang has frozen `a` and then `b` (the slots go on).
+fn alternating(a: &Job, b: &Job, what: &str) {
+    wait_for(&format!("{what}: a frozen"), || a.frozen());
+    wait_for(&format!("{what}: b frozen"), || b.frozen());
+}
+
+#[test]
+#[ignore = "needs root"]
+fn slots_follow_the_wall_clock_when_it_steps_an_hour() {
+    common::require_root();
+    let _serial = serial();
+    let env = Env::new();
+    let skew = env.dir.path().join("clock-skew-ns");
+    std::fs::write(&skew, "0").unwrap();
+    let agent = Agent::start_with(
+        &env,
+        &["--policy", "gang", "--slot", "200ms"],
+        &[("LOCKSTEP_CLOCK_SKEW_FILE", skew.as_os_str())],
+    );
+    let a = Job::start(&env, &name("clock-a"), &[]);
+    let b = Job::start(&env, &name("clock-b"), &[]);
+    alternating(&a, &b, "before");
+    std::fs::write(&skew, "3600000000000").unwrap();
+    alternating(&a, &b, "an hour ahead");
+    std::fs::write(&skew, "-3600000000000").unwrap();
+    alternating(&a, &b, "an hour behind");
+    std::fs::write(&skew, "0").unwrap();
+    alternating(&a, &b, "back");
+    let out = agent.stop(Signal::SIGTERM);
+    ok(&out);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("stepped back"), "the step back must be said");
+}
+
+#[test]
+#[ignore = "needs root"]
+fn a_locked_store_leaves_every_job_runnable_and_the_agent_recovers() {
+    common::require_root();
+    let _serial = serial();
+    let env = Env::new();
+    let agent = Agent::start(&env, &["--policy", "gang", "--slot", "200ms"]);
+    let a = Job::start(&env, &name("lock-a"), &[]);
+    let b = Job::start(&env, &name("lock-b"), &[]);
+    alternating(&a, &b, "before");
+    // Another process holds the store's write lock (a sqlite3 session left open, say) for 3 s.
+    let db = rusqlite::Connection::open(env.store()).unwrap();
+    db.execute_batch("BEGIN EXCLUSIVE").unwrap();
+    // The agent cannot journal a freeze, so it makes none: both jobs run.
+    wait_for("both jobs running while the store is locked", || !a.frozen() && !b.frozen());
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(!a.frozen() && !b.frozen(), "a job was frozen without a journal entry");
+    db.execute_batch("COMMIT").unwrap();
+    alternating(&a, &b, "after the lock");
+    let out = agent.stop(Signal::SIGTERM);
+    ok(&out);
+    let log = String::from_utf8_lossy(&out.stderr);
+    let lines = log.lines().filter(|l| l.contains("locked")).count();
+    assert!((1..=4).contains(&lines), "one line per fault and place, not one per slot: {log}");
+}

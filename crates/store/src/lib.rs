@@ -66,6 +66,12 @@ impl Store {
         tx.commit()?;
         Ok(Self { conn })
     }
+
+    /// How long a write waits for a lock another connection holds before it fails (10 s when opened).
+    pub fn set_busy_timeout(&self, wait: std::time::Duration) -> anyhow::Result<()> {
+        self.conn.busy_timeout(wait)?;
+        Ok(())
+    }
 }
 
 /// Checks that `path` is a regular file, or creates it (0600) and its directory (0700).

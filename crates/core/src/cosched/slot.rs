@@ -1,6 +1,7 @@
 //! Wall-clock slots: slot `k` covers `[k·L, (k+1)·L)` of `CLOCK_REALTIME`, so agents with synchronised clocks
 //! switch together without talking.
 
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
 
 use crate::error::UsageError;
@@ -31,9 +32,25 @@ pub fn format(d: Duration) -> String {
     }
 }
 
-/// Nanoseconds since the epoch (`CLOCK_REALTIME`).
+/// A shift of the clock slots are read from, in nanoseconds: the one seam through which a test steps the wall
+/// clock (the agent sets it from the file `LOCKSTEP_CLOCK_SKEW_FILE` names; 0 otherwise).
+static CLOCK_OFFSET_NS: AtomicI64 = AtomicI64::new(0);
+
+/// Shifts the slots' clock by `ns` (see [`CLOCK_OFFSET_NS`]).
+pub fn set_clock_offset(ns: i64) {
+    // Relaxed: a single value, read on its own; nothing else is published with it.
+    CLOCK_OFFSET_NS.store(ns, Ordering::Relaxed);
+}
+
+/// The clock shift in force.
+fn clock_offset() -> i64 {
+    CLOCK_OFFSET_NS.load(Ordering::Relaxed)
+}
+
+/// Nanoseconds since the epoch (`CLOCK_REALTIME`, shifted by the test seam).
 pub fn realtime_ns() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
+    now.saturating_add_signed(clock_offset())
 }
 
 /// The slot that contains `now_ns`.
@@ -48,6 +65,7 @@ pub fn start_ns(k: u64, slot: Duration) -> u64 {
 
 /// Sleeps until `deadline_ns` of `CLOCK_REALTIME` (absolute), or returns at once if it has passed.
 pub fn sleep_until(deadline_ns: u64) {
+    let deadline_ns = deadline_ns.saturating_add_signed(-clock_offset());
     let ts = libc::timespec {
         tv_sec: (deadline_ns / 1_000_000_000) as libc::time_t,
         tv_nsec: (deadline_ns % 1_000_000_000) as libc::c_long,

@@ -134,6 +134,17 @@ impl Agent {
         Self { child }
     }
 
+    /// Starts `lockstep agent ARGS` with extra environment variables (fault seams such as
+    /// `LOCKSTEP_CLOCK_SKEW_FILE`).
+    pub fn start_with(env: &Env, args: &[&str], vars: &[(&str, &std::ffi::OsStr)]) -> Self {
+        let mut cmd = env.cmd();
+        cmd.arg("agent").args(args).envs(vars.iter().copied());
+        let child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+        let socket = env.socket();
+        wait_for("the agent's socket", || std::os::unix::net::UnixStream::connect(&socket).is_ok());
+        Self { child }
+    }
+
     pub fn pid(&self) -> Pid {
         Pid::from_raw(self.child.id() as i32)
     }

@@ -179,6 +179,12 @@ impl Store {
         Ok(())
     }
 
+    /// Deletes the decisions taken before `before` (seconds since the epoch); returns how many. The agent keeps
+    /// them as long as its counter samples (`--retention`), so that the store does not grow with uptime.
+    pub fn expire_decisions(&self, before: f64) -> anyhow::Result<usize> {
+        Ok(self.conn.execute("DELETE FROM decisions WHERE time < ?1", params![before])?)
+    }
+
     /// Decisions at or after `since` (seconds since the epoch), oldest first.
     pub fn decisions(&self, since: f64) -> anyhow::Result<Vec<Decision>> {
         self.select_decisions("time >= ?1 ORDER BY rowid", params![since])
