@@ -26,7 +26,8 @@ cleanup() {
 trap cleanup EXIT INT TERM
 
 start_agent() { # POLICY
-  lk agent --policy "$1" --slot 100ms 2>>"$dir/agent.log" &
+  # Started directly, not through lk, so that $! is the agent itself (lockstep execs lockstepd).
+  "$bin" --store "$store" --socket "$socket" agent --policy "$1" --slot 100ms 2>>"$dir/agent.log" &
   agent_pid=$!
   for _ in $(seq 200); do [ -S "$socket" ] && lk status >/dev/null 2>&1 && return; sleep 0.02; done
   echo "chaos-agent.sh: the agent did not start" >&2; exit 1
@@ -63,13 +64,21 @@ jobs=()
 for i in 1 2 3 4; do
   j=chaos-$$-$i
   jobs+=("$j")
-  lk run --job "$j" --place any -- sh -c 'while :; do :; done' >/dev/null 2>&1 &
+  "$bin" --store "$store" --socket "$socket" run --job "$j" --place any -- sh -c 'while :; do :; done' \
+    >/dev/null 2>&1 &
   job_pids+=($!)
 done
 for j in "${jobs[@]}"; do
   for _ in $(seq 200); do [ -n "$(freeze_file "$j")" ] && break; sleep 0.02; done
 done
-procs_before=$(for j in "${jobs[@]}"; do cat /sys/fs/cgroup/*/lockstep/"$j"/cgroup.procs /sys/fs/cgroup/lockstep/"$j"/cgroup.procs 2>/dev/null; done | sort -u | wc -l)
+count_procs() { # processes in the jobs' cgroups
+  local j f
+  for j in "${jobs[@]}"; do
+    f=$(freeze_file "$j")
+    [ -n "$f" ] && cat "$(dirname "$f")/cgroup.procs"
+  done | sort -u | wc -l
+}
+procs_before=$(count_procs)
 
 times=() within=0 lost=0
 for i in $(seq "$n"); do
@@ -85,10 +94,10 @@ for i in $(seq "$n"); do
   esac
   t0=$(now_ms)
   case $what in
-    agent) kill -KILL "$agent_pid" ;;
-    watchdog) kill -KILL "$watchdog" ;;
-    both) kill -KILL "$agent_pid" "$watchdog" ;;
-    sigstop) kill -STOP "$agent_pid" ;;
+    agent) kill -KILL "$agent_pid" || true ;;
+    watchdog) kill -KILL "$watchdog" || true ;;
+    both) kill -KILL "$agent_pid" "$watchdog" || true ;;
+    sigstop) kill -STOP "$agent_pid" || true ;;
   esac
   if [ "$what" = both ]; then
     wait "$agent_pid" 2>/dev/null || true
@@ -98,7 +107,7 @@ for i in $(seq "$n"); do
   if [ "$what" = watchdog ]; then
     # The agent replaces its watchdog and goes on: the measure is that it still acts, then a SIGKILL of it.
     sleep 0.6
-    kill -KILL "$agent_pid"
+    kill -KILL "$agent_pid" || true
   fi
   until restored; do
     [ $(( $(now_ms) - t0 )) -gt 15000 ] && break
@@ -108,11 +117,10 @@ for i in $(seq "$n"); do
   [ "$what" = watchdog ] && took=$(( took - 600 ))
   times+=("$took")
   [ "$took" -le 3000 ] && within=$((within + 1))
-  [ "$what" = sigstop ] && { sleep 10; kill -CONT "$agent_pid"; kill -KILL "$agent_pid"; }
+  [ "$what" = sigstop ] && { sleep 10; kill -CONT "$agent_pid" || true; kill -KILL "$agent_pid" || true; }
   wait "$agent_pid" 2>/dev/null || true
   agent_pid=""
-  [ "$what" = both ] || true
-  procs_now=$(for j in "${jobs[@]}"; do cat /sys/fs/cgroup/*/lockstep/"$j"/cgroup.procs /sys/fs/cgroup/lockstep/"$j"/cgroup.procs 2>/dev/null; done | sort -u | wc -l)
+  procs_now=$(count_procs)
   [ "$procs_now" -lt "$procs_before" ] && lost=$((lost + procs_before - procs_now)) && procs_before=$procs_now
   echo "chaos: $i/$n $policy, kill $what: restored after $took ms" >&2
 done

@@ -57,8 +57,10 @@ impl Store {
         // In WAL mode NORMAL survives any crash of the process (not of the OS) without an fsync per commit; the
         // agent commits at every slot switch.
         conn.pragma_update(None, "synchronous", "NORMAL")?;
-        let version: usize = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
-        let tx = conn.transaction()?;
+        // Several processes may open a new store at once (four `lockstep run` started together): the version is
+        // read inside a write transaction, so that one of them migrates and the others find it done.
+        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        let version: usize = tx.pragma_query_value(None, "user_version", |r| r.get(0))?;
         for (i, step) in MIGRATIONS.iter().enumerate().skip(version) {
             tx.execute_batch(step)?;
             tx.pragma_update(None, "user_version", i + 1)?;

@@ -203,4 +203,19 @@ mod tests {
             assert_eq!(Store::open(&path).unwrap().jobs(true).unwrap().len(), 1);
         }
     }
+
+    #[test]
+    fn processes_opening_a_new_store_at_once_all_succeed() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("new.db");
+        let openers: Vec<_> = (0..8)
+            .map(|_| {
+                let path = path.clone();
+                std::thread::spawn(move || Store::open(&path).map(|s| s.jobs(true).unwrap().len()))
+            })
+            .collect();
+        for o in openers {
+            assert_eq!(o.join().unwrap().unwrap(), 0);
+        }
+    }
 }
