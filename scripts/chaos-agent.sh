@@ -118,6 +118,8 @@ for i in $(seq "$n"); do
   times+=("$took")
   [ "$took" -le 3000 ] && within=$((within + 1))
   [ "$what" = sigstop ] && { sleep 10; kill -CONT "$agent_pid" || true; kill -KILL "$agent_pid" || true; }
+  # Whatever still runs (the agent started again after "both") is stopped before the next round.
+  kill -TERM "$agent_pid" 2>/dev/null || true
   wait "$agent_pid" 2>/dev/null || true
   agent_pid=""
   procs_now=$(count_procs)
