@@ -664,3 +664,50 @@ fn a_locked_store_leaves_every_job_runnable_and_the_agent_recovers() {
     let lines = log.lines().filter(|l| l.contains("locked")).count();
     assert!((1..=4).contains(&lines), "one line per fault and place, not one per slot: {log}");
 }
+
+/// Unmounts a test's tmpfs when the test ends, pass or fail.
+struct Unmount(PathBuf);
+
+impl Drop for Unmount {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount").arg("-l").arg(&self.0).status();
+    }
+}
+
+#[test]
+#[ignore = "needs root"]
+fn a_full_store_leaves_every_job_runnable_and_the_agent_recovers() {
+    common::require_root();
+    let _serial = serial();
+    let env = Env::new();
+    // The store on a tmpfs of its own, small enough to fill.
+    let disk = env.dir.path().join("disk");
+    std::fs::create_dir(&disk).unwrap();
+    let mounted = std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=4m", "lockstep-test", disk.to_str().unwrap()])
+        .status()
+        .unwrap();
+    assert!(mounted.success(), "cannot mount a tmpfs");
+    let _unmount = Unmount(disk.clone());
+    let store = disk.join("lockstep.db");
+    let agent = Agent::start_with(
+        &env,
+        &["--store", store.to_str().unwrap(), "--policy", "gang", "--slot", "200ms", "--events", ""],
+        &[],
+    );
+    let a = Job::start(&env, &name("full-a"), &[]);
+    let b = Job::start(&env, &name("full-b"), &[]);
+    alternating(&a, &b, "before");
+    // Fill the disk: the agent cannot journal a freeze, so it makes none.
+    let filler = disk.join("filler");
+    let _ = std::fs::write(&filler, vec![0u8; 8 << 20]);
+    wait_for("both jobs running while the store is full", || !a.frozen() && !b.frozen());
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(!a.frozen() && !b.frozen(), "a job was frozen without a journal entry");
+    std::fs::remove_file(&filler).unwrap();
+    alternating(&a, &b, "after space came back");
+    drop(a);
+    drop(b);
+    let out = agent.stop(Signal::SIGTERM);
+    ok(&out);
+}
