@@ -98,6 +98,8 @@ pub(crate) struct Agent {
     last_beat: Instant,
     /// Faults said once, until they clear.
     faults: Faults,
+    /// The file `LOCKSTEP_CLOCK_SKEW_FILE` names, read at start: the test seam for wall-clock steps.
+    clock_skew_file: Option<PathBuf>,
     /// Every job's counters.
     telemetry: sampler::SharedTelemetry,
     /// Slurm jobs the prolog announced, by ID.
@@ -347,7 +349,7 @@ impl Agent {
         }
         self.journal.heartbeat();
         self.last_beat = Instant::now();
-        if let Some(file) = std::env::var_os("LOCKSTEP_CLOCK_SKEW_FILE") {
+        if let Some(file) = &self.clock_skew_file {
             // The test seam for wall-clock steps: nanoseconds to add to the clock, re-read at every beat.
             if let Some(ns) = std::fs::read_to_string(file).ok().and_then(|t| t.trim().parse::<i64>().ok()) {
                 slot::set_clock_offset(ns);
@@ -515,6 +517,7 @@ pub fn run(config: Config) -> anyhow::Result<i32> {
             last_flush: Instant::now(),
             last_beat: Instant::now(),
             faults: Faults::default(),
+            clock_skew_file: std::env::var_os("LOCKSTEP_CLOCK_SKEW_FILE").map(PathBuf::from),
             lifecycle: Lifecycle::Running,
             telemetry: telemetry.clone(),
             slurm: HashMap::new(),

@@ -70,16 +70,14 @@ pub fn parse(parts: &Parts, body: &[u8]) -> Result<Request, Reply> {
 
 /// The HTTP answer carrying `response`, its status saying how it went.
 pub fn reply(response: &Response) -> Reply {
-    {
-        let status = match (&response.ok, response.usage, &response.error) {
-            (true, _, _) => StatusCode::OK,
-            (false, true, _) => StatusCode::BAD_REQUEST,
-            (false, false, Some(e)) if e.starts_with("permission denied") => StatusCode::FORBIDDEN,
-            (false, false, _) => StatusCode::INTERNAL_SERVER_ERROR,
-        };
-        let body = serde_json::to_vec(response).unwrap_or_else(|_| br#"{"ok":false}"#.to_vec());
-        Reply { status, content_type: "application/json", body }
-    }
+    let status = match (response.ok, response.usage, &response.error) {
+        (true, _, _) => StatusCode::OK,
+        (false, true, _) => StatusCode::BAD_REQUEST,
+        (false, false, Some(e)) if e.starts_with("permission denied") => StatusCode::FORBIDDEN,
+        (false, false, _) => StatusCode::INTERNAL_SERVER_ERROR,
+    };
+    let body = serde_json::to_vec(response).unwrap_or_else(|_| br#"{"ok":false}"#.to_vec());
+    Reply { status, content_type: "application/json", body }
 }
 
 fn failure(e: anyhow::Error) -> Response {
