@@ -74,12 +74,12 @@ impl Setup {
         ]
     }
 
-    /// The per-rank command: a shell that execs `podman run` named `<job>-r<rank>`; inside, the rank waits for
+    /// The per-rank command: a shell that execs `podman run` named `<prefix>-r<rank>`; inside, the rank waits for
     /// the file `go` (created once the agent has adopted every container of the job), then execs the program.
-    pub fn rank_command(&self, job: &str, env: &[(String, String)], go: &Path, program: &[String]) -> Vec<String> {
+    pub fn rank_command(&self, prefix: &str, env: &[(String, String)], go: &Path, program: &[String]) -> Vec<String> {
         let mut podman = vec![
             "exec podman --cgroup-manager cgroupfs --runtime runc run --rm".to_string(),
-            format!("--name {job}-r$OMPI_COMM_WORLD_RANK"),
+            format!("--name {prefix}-r$OMPI_COMM_WORLD_RANK"),
             "--network host --ipc host --pid host".into(),
             "--env 'OMPI_*' --env 'PMIX_*' --env 'OPAL_*'".into(),
             "-v /usr:/usr:ro -v /etc:/etc:ro -v /tmp:/tmp".into(),
@@ -100,9 +100,9 @@ impl Setup {
     }
 }
 
-/// Waits until `ranks` containers named `<job>-r<N>` run; returns their names.
-pub fn wait_for_ranks(job: &str, ranks: u32, timeout: Duration) -> anyhow::Result<Vec<String>> {
-    let want: Vec<String> = (0..ranks).map(|r| format!("{job}-r{r}")).collect();
+/// Waits until `ranks` containers named `<prefix>-r<N>` run; returns their names.
+pub fn wait_for_ranks(prefix: &str, ranks: u32, timeout: Duration) -> anyhow::Result<Vec<String>> {
+    let want: Vec<String> = (0..ranks).map(|r| format!("{prefix}-r{r}")).collect();
     let deadline = Instant::now() + timeout;
     loop {
         let out = Command::new("podman").args(["ps", "--format", "{{.Names}}"]).output()?;
@@ -110,7 +110,7 @@ pub fn wait_for_ranks(job: &str, ranks: u32, timeout: Duration) -> anyhow::Resul
         if want.iter().all(|w| running.lines().any(|l| l == w)) {
             return Ok(want);
         }
-        anyhow::ensure!(Instant::now() < deadline, "the containers of job {job} did not start");
+        anyhow::ensure!(Instant::now() < deadline, "the containers {prefix}-r* did not start");
         std::thread::sleep(Duration::from_millis(50));
     }
 }

@@ -71,3 +71,24 @@ pub struct Paths {
     /// Working directory of this experiment (agent socket, PMPI output).
     pub work: PathBuf,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_shipped_spec_is_valid() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../experiments");
+        let mut n = 0;
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|e| e == "toml") {
+                if let Err(e) = load(&path) {
+                    panic!("{e}");
+                }
+                n += 1;
+            }
+        }
+        assert!(n >= 10, "only {n} specs under experiments/");
+    }
+}

@@ -24,6 +24,9 @@ struct Case<'a> {
     progress: Progress,
     ranks_in: RanksIn,
     repetition: u32,
+    /// Its place in the plan, which tells its containers from those of earlier cases (podman may still be
+    /// removing those when the next case starts).
+    number: usize,
 }
 
 /// The agent the experiment runs its jobs under, stopped (SIGTERM, so that it restores everything) on drop.
@@ -127,14 +130,16 @@ fn plan(spec: &Spec) -> Vec<Case<'_>> {
         for repetition in 1..=spec.repetitions {
             for mix in &alone {
                 let label = "dedicated".into();
-                cases.push(Case { mix, policy: cfs, label, progress, ranks_in, repetition });
+                let number = cases.len();
+                cases.push(Case { mix, policy: cfs, label, progress, ranks_in, repetition, number });
             }
         }
         for policy in &spec.policies {
             for mix in spec.mixes.iter().filter(|m| m.len() > 1 || spec.unloaded) {
                 for repetition in 1..=spec.repetitions {
                     let label = policy.label();
-                    cases.push(Case { mix, policy: *policy, label, progress, ranks_in, repetition });
+                    let number = cases.len();
+                    cases.push(Case { mix, policy: *policy, label, progress, ranks_in, repetition, number });
                 }
             }
         }
@@ -190,7 +195,8 @@ fn run_case(
     let jobs = start_jobs(spec, paths, site, case)?;
     if case.ranks_in == RanksIn::Container {
         for job in &jobs {
-            let containers = containers::wait_for_ranks(&job.name, spec.ranks, Duration::from_mins(1))?;
+            let pods = container_prefix(&job.name, case);
+            let containers = containers::wait_for_ranks(&pods, spec.ranks, Duration::from_mins(1))?;
             let adopt = Request::Adopt { job: job.name.clone(), cgroups: vec![], pids: vec![], containers, row: None };
             check(call(site.socket, &adopt)?)?;
             std::fs::write(paths.work.join(format!("{}.go", job.name)), b"")?;
@@ -254,7 +260,12 @@ fn job_command(
             let mut cmd = Command::new(paths.bin.join("mpirun"));
             let go = paths.work.join(format!("{name}.go"));
             let _ = std::fs::remove_file(&go);
-            cmd.args(["-n", &spec.ranks.to_string()]).args(p.rank_command(name, &rank_env, &go, &program));
+            cmd.args(["-n", &spec.ranks.to_string()]).args(p.rank_command(
+                &container_prefix(name, case),
+                &rank_env,
+                &go,
+                &program,
+            ));
             cmd.envs(p.env());
             cmd
         }
@@ -268,6 +279,11 @@ fn job_command(
         }
     };
     Ok(cmd)
+}
+
+/// The names of a containerised job's rank containers in a case: `<prefix>-r<rank>`.
+fn container_prefix(job: &str, case: &Case<'_>) -> String {
+    format!("{job}-{}", case.number)
 }
 
 /// Waits for the measured jobs, then stops the background load; returns the measured jobs' outcomes.

@@ -195,8 +195,6 @@ fn process_only() -> Vec<String> {
     vec!["process".into()]
 }
 
-/// Checks what every kind of spec has: its `kind`, a name usable as a directory and store key, and a rank count
-/// the kernels accept.
 /// Most repetitions of a case a spec may ask for.
 pub(crate) const MAX_REPETITIONS: u32 = 1000;
 
@@ -212,8 +210,26 @@ pub(crate) fn check_repetitions(repetitions: u32, min: u32) -> Result<(), String
     }
 }
 
-/// Checks a workload's command: a program of `build/bin` by its file name (no path), and its arguments.
+/// Longest name of a spec. A job's name (`<spec>-<workload>-<position>`, at most 64 characters for the agent) is
+/// made of it and of a workload's name.
+const MAX_NAME: usize = 32;
+
+/// Longest name of a workload.
+const MAX_WORKLOAD_NAME: usize = 16;
+
+/// Whether `name` is 1 to `max` letters, digits, '-' and '_'.
+fn is_short_name(name: &str, max: usize) -> bool {
+    (1..=max).contains(&name.len()) && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+}
+
+/// Checks a workload: its name, and its command (a program of `build/bin` by its file name, no path, and its
+/// arguments).
 pub(crate) fn check_command(workload: &str, command: &[String]) -> Result<(), String> {
+    if !is_short_name(workload, MAX_WORKLOAD_NAME) {
+        return Err(format!(
+            "workload name {workload:?} (expected 1 to {MAX_WORKLOAD_NAME} letters, digits, '-', '_')"
+        ));
+    }
     match command.first().map(String::as_str) {
         None => Err(format!("workload {workload} has an empty command")),
         Some(p) if p.is_empty() || p.contains('/') || p == "." || p == ".." => Err(format!(
@@ -223,12 +239,14 @@ pub(crate) fn check_command(workload: &str, command: &[String]) -> Result<(), St
     }
 }
 
+/// Checks what every kind of spec has: its `kind`, a name usable as a directory and store key, and a rank count
+/// the kernels accept.
 pub(crate) fn check_common(kind: &str, expected: &str, name: &str, ranks: u32) -> Result<(), String> {
     if kind != expected {
         return Err(format!("kind = {kind:?} (expected {expected:?})"));
     }
-    if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
-        return Err(format!("name {name:?} must be letters, digits, '-', '_'"));
+    if !is_short_name(name, MAX_NAME) {
+        return Err(format!("name {name:?} (expected 1 to {MAX_NAME} letters, digits, '-', '_')"));
     }
     if !(1..=16).contains(&ranks) || !ranks.is_power_of_two() {
         return Err(format!("ranks = {ranks} (expected a power of two from 1 to 16)"));
@@ -406,6 +424,8 @@ mod tests {
             (("ranks = 2", "ranks = 2\nranks_in = [\"slurm\", \"process\"]"), "alone"),
             (("ranks = 2", "ranks = 2\nranks_in = [\"slurm\"]\nnodes = 4"), "dividing ranks"),
             (("name = \"cfs\"", "name = \"slurm-gang\""), "needs ranks_in"),
+            (("name = \"it-experiment\"", "name = \"it-experiment-with-a-very-long-name\""), "1 to 32"),
+            (("[workloads.lu]", "[workloads.lu-with-a-long-name]"), "workload name"),
         ] {
             let err = parse(&GOOD.replace(change.0, change.1)).unwrap_err();
             assert!(err.contains(needle), "{change:?}: {err}");

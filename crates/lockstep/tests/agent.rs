@@ -355,7 +355,32 @@ fn an_experiment_runs_end_to_end_and_reports() {
         .unwrap();
     // Dedicated lu and ep, then lu+ep under cfs and gang: 2 + 2 + 2 jobs, per rank placement.
     let n = if containers { 12 } else { 6 };
-    assert_eq!((runs, verified, with_comm), (n, n, n));
+    if (runs, verified, with_comm) != (n, n, n) {
+        let mut rows = db
+            .prepare("SELECT job, policy, placement, exit_status, verified, comm_ratio FROM experiment_runs")
+            .unwrap();
+        let rows: Vec<String> = rows
+            .query_map([], |r| {
+                Ok(format!(
+                    "{} {} {} exit {:?} verified {} comm {:?}",
+                    r.get::<_, String>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, String>(2)?,
+                    r.get::<_, Option<i64>>(3)?,
+                    r.get::<_, bool>(4)?,
+                    r.get::<_, Option<f64>>(5)?
+                ))
+            })
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        let work = std::fs::read_dir(env.dir.path()).unwrap().map(|e| e.unwrap().path()).collect::<Vec<_>>();
+        panic!(
+            "{runs} runs, {verified} verified, {with_comm} with comm shares, {n} expected:\n{}\n{work:?}\n{}",
+            rows.join("\n"),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
     if containers {
         assert!(std::fs::read_to_string(dir.join("summary.md")).unwrap().contains("yield+container"));
     }
