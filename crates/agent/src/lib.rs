@@ -121,11 +121,11 @@ pub(crate) type Shared = Arc<Guarded<Agent>>;
 /// Faults the agent has said, by where they happen: each is one line when it starts and one when it clears,
 /// not a line per slot.
 #[derive(Debug, Default)]
-struct Faults(HashMap<String, String>);
+pub(crate) struct Faults(HashMap<String, String>);
 
 impl Faults {
     /// Says `what` failed at `place`, unless that is what was said last for it.
-    fn report(&mut self, place: &str, what: &str) {
+    pub(crate) fn report(&mut self, place: &str, what: &str) {
         if self.0.get(place).is_none_or(|said| said != what) {
             eprintln!("lockstep agent: {place}: {what}");
             self.0.insert(place.to_string(), what.to_string());
@@ -133,7 +133,7 @@ impl Faults {
     }
 
     /// Says `place` works again, if it had failed.
-    fn clear(&mut self, place: &str) {
+    pub(crate) fn clear(&mut self, place: &str) {
         if self.0.remove(place).is_some() {
             eprintln!("lockstep agent: {place}: works again");
         }

@@ -286,6 +286,7 @@ pub fn spawn(telemetry: SharedTelemetry, store_path: PathBuf) -> anyhow::Result<
         let retention = t.settings.retention;
         let mut next = interval.map(|i| Instant::now() + i);
         let mut next_expiry = Instant::now();
+        let mut faults = crate::Faults::default();
         loop {
             let mut batch = std::mem::take(&mut t.finals);
             if let Some(at) = next.filter(|at| Instant::now() >= *at) {
@@ -295,8 +296,9 @@ pub fn spawn(telemetry: SharedTelemetry, store_path: PathBuf) -> anyhow::Result<
             let stop = t.stop;
             drop(t);
             if !batch.is_empty() {
-                if let Err(e) = store.insert_samples(&batch) {
-                    eprintln!("lockstep agent: cannot store samples: {e:#}");
+                match store.insert_samples(&batch) {
+                    Ok(()) => faults.clear("samples"),
+                    Err(e) => faults.report("samples", &format!("cannot store them: {e:#}")),
                 }
             }
             if Instant::now() >= next_expiry {

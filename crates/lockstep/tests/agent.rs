@@ -689,3 +689,145 @@ fn a_locked_store_leaves_every_job_runnable_and_the_agent_recovers() {
     let lines = log.lines().filter(|l| l.contains("locked")).count();
     assert!((1..=4).contains(&lines), "one line per fault and place, not one per slot: {log}");
 }
+
+/// The capabilities docs/security.md gives the agent (the Makefile's `AGENT_CAPS`): no CAP_DAC_OVERRIDE, so that
+/// file modes bind it as they bind any owner.
+const AGENT_CAPS: &str = "sys_admin,bpf,perfmon,net_admin,sys_nice,sys_ptrace";
+
+#[test]
+#[ignore = "needs root"]
+fn a_refused_cgroup_write_leaves_every_job_runnable_and_heals() {
+    common::require_root();
+    let _serial = serial();
+    let env = Env::new();
+    let caps = std::env::var("LOCKSTEP_AGENT_CAPS").unwrap_or_else(|_| AGENT_CAPS.into());
+    let agent = Agent::start_with_caps(&env, &["--policy", "gang", "--slot", "200ms"], &caps);
+    let a = Job::start(&env, &name("eacces-a"), &[]);
+    let b = Job::start(&env, &name("eacces-b"), &[]);
+    alternating(&a, &b, "before");
+    // a's freeze knob handed to another user while a runs (a delegated cgroup, say): the agent's writes to it fail
+    // with EACCES.
+    let knob = a.knobs().freeze.unwrap();
+    wait_for("b frozen, a running", || b.frozen() && !a.frozen());
+    std::os::unix::fs::chown(&knob, Some(65534), Some(65534)).unwrap();
+    // a cannot be frozen any more, and b is not held frozen for it.
+    let start = Instant::now();
+    let mut b_ran = false;
+    while start.elapsed() < Duration::from_secs(2) {
+        assert!(!a.frozen(), "a frozen through a knob the agent may not write");
+        b_ran |= !b.frozen();
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(b_ran, "b held frozen while a could not be");
+    std::os::unix::fs::chown(&knob, Some(0), Some(0)).unwrap();
+    alternating(&a, &b, "after the knob came back");
+    drop(a);
+    drop(b);
+    let out = agent.stop(Signal::SIGTERM);
+    ok(&out);
+    let log = String::from_utf8_lossy(&out.stderr);
+    let lines = log.lines().filter(|l| l.contains("denied")).count();
+    assert!((1..=4).contains(&lines), "one line per fault and place, not one per slot: {log}");
+}
+
+/// A 16 MiB ext4 file system in a file on a loop device (small enough to fill, and with the immutable flag that
+/// makes files already open read-only); unmounted and detached when dropped.
+struct SmallDisk {
+    dir: PathBuf,
+    dev: String,
+}
+
+impl SmallDisk {
+    /// The disk under `at`, or `None` when e2fsprogs or loop devices are missing.
+    fn new(at: &Path) -> Option<Self> {
+        let image = at.join("disk.img");
+        std::fs::File::create(&image).unwrap().set_len(16 << 20).unwrap();
+        let run = |cmd: &mut std::process::Command| cmd.output().ok().filter(|o| o.status.success());
+        run(std::process::Command::new("mkfs.ext4").args(["-q", "-F"]).arg(&image))?;
+        let dev = run(std::process::Command::new("losetup").args(["--find", "--show"]).arg(&image))?;
+        let dev = String::from_utf8_lossy(&dev.stdout).trim().to_string();
+        let dir = at.join("disk");
+        std::fs::create_dir(&dir).unwrap();
+        let disk = Self { dir, dev };
+        run(std::process::Command::new("mount").arg(&disk.dev).arg(&disk.dir))?;
+        Some(disk)
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("chattr").arg("-R").arg("-i").arg(&self.dir).status();
+        let _ = std::process::Command::new("umount").arg(&self.dir).status();
+        let _ = std::process::Command::new("losetup").args(["-d", &self.dev]).status();
+    }
+}
+
+/// Sets (`+i`) or clears (`-i`) the immutable flag of a store and its WAL on ext4 (a [`SmallDisk`]): writes, even
+/// through descriptors already open, fail with EPERM while it is set. (Not of the `-shm` index, which SQLite
+/// maps: a write to an immutable file through a shared mapping is SIGBUS, which no disk does to a process.)
+fn chattr(flag: &str, store: &Path) {
+    let wal = PathBuf::from(format!("{}-wal", store.display()));
+    let files = [store, wal.as_path()];
+    let st = std::process::Command::new("chattr").arg(flag).args(files).status().unwrap();
+    assert!(st.success(), "chattr {flag} failed");
+}
+
+/// Checks for 3 s that the jobs stay runnable while `what`: never both frozen, neither frozen for longer than
+/// a second (a 200 ms slot and the time of a failing write). Whether the agent freezes at all depends on whether
+/// its journal entry could be written (a full disk still takes overwrites of the store's existing pages).
+fn both_runnable(a: &Job, b: &Job, what: &str) {
+    let start = Instant::now();
+    let mut since = [None::<Instant>, None];
+    while start.elapsed() < Duration::from_secs(3) {
+        let frozen = [a.frozen(), b.frozen()];
+        assert!(!(frozen[0] && frozen[1]), "both jobs frozen while {what}");
+        for (f, s) in frozen.iter().zip(&mut since) {
+            match (f, *s) {
+                (true, None) => *s = Some(Instant::now()),
+                (true, Some(t)) => assert!(t.elapsed() < Duration::from_secs(1), "a job held frozen while {what}"),
+                (false, _) => *s = None,
+            }
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+#[ignore = "needs root"]
+fn a_full_or_read_only_store_leaves_every_job_runnable_and_the_agent_recovers() {
+    common::require_root();
+    let _serial = serial();
+    let env = Env::new();
+    let Some(disk) = SmallDisk::new(env.dir.path()) else {
+        common::missing("mkfs.ext4 and a loop device (e2fsprogs, util-linux)");
+        return;
+    };
+    let store = disk.dir.join("lockstep.db");
+    let agent = Agent::start(&env, &["--store", store.to_str().unwrap(), "--policy", "gang", "--slot", "200ms"]);
+    let a = Job::start(&env, &name("disk-a"), &[]);
+    let b = Job::start(&env, &name("disk-b"), &[]);
+    alternating(&a, &b, "before");
+    // Full (ENOSPC): the agent cannot journal a freeze, so it makes none.
+    let filler = disk.dir.join("filler");
+    let _ = std::fs::write(&filler, vec![0u8; 32 << 20]);
+    both_runnable(&a, &b, "the store's disk is full");
+    std::fs::remove_file(&filler).unwrap();
+    alternating(&a, &b, "after space came back");
+    // Read-only (the store's files made immutable): the same.
+    chattr("+i", &store);
+    both_runnable(&a, &b, "the store is read-only");
+    chattr("-i", &store);
+    alternating(&a, &b, "after the store was writable again");
+    drop(a);
+    drop(b);
+    let out = agent.stop(Signal::SIGTERM);
+    ok(&out);
+    // One line when a fault starts and one when it clears, per place: each line at most once per fault.
+    let log = String::from_utf8_lossy(&out.stderr);
+    let mut said = std::collections::HashMap::<&str, usize>::new();
+    for l in log.lines() {
+        *said.entry(l).or_default() += 1;
+    }
+    assert!(said.values().all(|n| *n <= 2), "a fault said more than once: {log}");
+    assert!(log.contains("works again"), "the recovery must be said: {log}");
+}

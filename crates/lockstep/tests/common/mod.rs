@@ -118,26 +118,33 @@ impl Agent {
     /// `sys_admin,bpf,…`: the bounding set of the agent's process) when it is set, as `make test` does to prove
     /// the agent needs no more than docs/security.md says.
     pub fn start(env: &Env, args: &[&str]) -> Self {
-        let child = if let Ok(caps) = std::env::var("LOCKSTEP_AGENT_CAPS") {
-            let bounding = format!("-all,{}", caps.split(',').map(|c| format!("+{c}")).collect::<Vec<_>>().join(","));
-            let mut c = Command::new("setpriv");
-            c.args(["--bounding-set", &bounding, "--", env!("CARGO_BIN_EXE_lockstep"), "agent"]).args(args);
-            c.env("LOCKSTEP_STORE", env.store()).env("LOCKSTEP_SOCKET", env.socket());
-            c.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap()
-        } else {
-            let mut full = vec!["agent"];
-            full.extend_from_slice(args);
-            env.spawn(&full)
-        };
-        let socket = env.socket();
-        wait_for("the agent's socket", || std::os::unix::net::UnixStream::connect(&socket).is_ok());
-        Self { child }
+        Self::start_with(env, args, &[])
     }
 
-    /// Starts `lockstep agent ARGS` with extra environment variables (fault seams such as
-    /// `LOCKSTEP_CLOCK_SKEW_FILE`).
+    /// Starts `lockstep agent ARGS` as [`Agent::start`] does, with extra environment variables (fault seams such
+    /// as `LOCKSTEP_CLOCK_SKEW_FILE`).
     pub fn start_with(env: &Env, args: &[&str], vars: &[(&str, &std::ffi::OsStr)]) -> Self {
-        let mut cmd = env.cmd();
+        Self::launch(env, args, vars, std::env::var("LOCKSTEP_AGENT_CAPS").ok().as_deref())
+    }
+
+    /// Starts `lockstep agent ARGS` with only the capabilities `caps` lists (comma-separated, as setpriv takes
+    /// them) in its bounding set.
+    pub fn start_with_caps(env: &Env, args: &[&str], caps: &str) -> Self {
+        Self::launch(env, args, &[], Some(caps))
+    }
+
+    fn launch(env: &Env, args: &[&str], vars: &[(&str, &std::ffi::OsStr)], caps: Option<&str>) -> Self {
+        let mut cmd = match caps {
+            Some(caps) => {
+                let bounding =
+                    format!("-all,{}", caps.split(',').map(|c| format!("+{c}")).collect::<Vec<_>>().join(","));
+                let mut c = Command::new("setpriv");
+                c.args(["--bounding-set", &bounding, "--", env!("CARGO_BIN_EXE_lockstep")]);
+                c.env("LOCKSTEP_STORE", env.store()).env("LOCKSTEP_SOCKET", env.socket());
+                c
+            }
+            None => env.cmd(),
+        };
         cmd.arg("agent").args(args).envs(vars.iter().copied());
         let child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
         let socket = env.socket();
