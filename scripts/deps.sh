@@ -18,6 +18,7 @@ packages=(
   clang libelf-dev                   # dcs: the eBPF program (clang -target bpf) and libbpf, built from source by libbpf-sys
   libclang-rt-14-dev                 # libFuzzer and AddressSanitizer for the C fuzz targets (scripts/fuzz.sh)
   numactl xz-utils                   # locks: lockbench's memory policies; xz, a real program the interposer is tested under
+  qemu-system-x86 linux-image-amd64 cpio e2fsprogs  # tests/vm: guests with cgroup v2 and vNUMA (busybox-static above for their initramfs); loop-disk faults
 )
 
 missing=()

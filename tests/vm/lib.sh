@@ -1,0 +1,88 @@
+# Shared by tests/vm/run and tests/vm/up: the guest kernel and initramfs, prepared once under build/vm/, and the
+# qemu command line of one guest. Sourced, not run.
+#
+# A guest boots Debian's own kernel (linux-image-amd64, installed beside the host's) uncompressed, so that TCG does
+# not spend seconds decompressing it; its root file system is this host's, read-only over virtio-9p, under an
+# overlay whose upper layer is a tmpfs (every installed package and the project's build/ are there, nothing to
+# build); a second, writable 9p share (build/vm/NAME/) carries the command in and its status and files out.
+
+vm_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+vm_dir=$vm_root/build/vm
+
+# Says what is wrong with the arguments, and exits 2.
+vm_usage() {
+  echo "$vm_prog: $1" >&2
+  exit 2
+}
+
+# Checks that $2 (the value of option $1) is an integer from $3 to $4.
+vm_int() {
+  [[ $2 =~ ^[0-9]+$ ]] && (( 10#$2 >= $3 && 10#$2 <= $4 )) || vm_usage "$1 $2 (expected an integer from $3 to $4)"
+}
+
+# The guest kernel's release (the newest Debian kernel under /boot), its uncompressed image and the initramfs,
+# made once per kernel: sets vm_kver, vm_vmlinux, vm_initrd.
+vm_prepare() {
+  local vmlinuz
+  vmlinuz=$(ls -1 /boot/vmlinuz-* 2>/dev/null | sort -V | tail -n 1 || true)
+  [[ -n $vmlinuz ]] || { echo "$vm_prog: no guest kernel under /boot (scripts/deps.sh installs linux-image-amd64)" >&2; exit 1; }
+  command -v qemu-system-x86_64 >/dev/null || { echo "$vm_prog: qemu-system-x86_64 missing (scripts/deps.sh installs it)" >&2; exit 1; }
+  vm_kver=${vmlinuz#/boot/vmlinuz-}
+  mkdir -p "$vm_dir"
+  vm_vmlinux=$vm_dir/vmlinux-$vm_kver
+  vm_initrd=$vm_dir/initramfs-$vm_kver.cpio
+  if [[ ! -s $vm_vmlinux ]]; then
+    # The bzImage's payload is one XZ stream: decompress from its magic on.
+    python3 - "$vmlinuz" "$vm_vmlinux.tmp" <<'PY'
+import lzma, sys
+data = open(sys.argv[1], "rb").read()
+at = data.find(b"\xfd7zXZ\x00")
+if at < 0:
+    sys.exit(f"{sys.argv[1]}: no XZ payload (expected Debian's XZ-compressed kernel)")
+image = lzma.LZMADecompressor().decompress(data[at:])
+if image[:4] != b"\x7fELF":
+    sys.exit(f"{sys.argv[1]}: the payload is not an ELF image")
+open(sys.argv[2], "wb").write(image)
+PY
+    mv "$vm_vmlinux.tmp" "$vm_vmlinux"
+  fi
+  if [[ ! -s $vm_initrd || $vm_root/tests/vm/init -nt $vm_initrd ]]; then
+    local tree
+    tree=$(mktemp -d)
+    mkdir -p "$tree/bin" "$tree/modules" "$tree/proc" "$tree/sys" "$tree/dev" "$tree/lower" "$tree/upper" "$tree/newroot"
+    cp /bin/busybox "$tree/bin/busybox"
+    cp "$vm_root/tests/vm/init" "$tree/init"
+    chmod 0755 "$tree/init"
+    local m ko
+    for m in virtio_pci 9pnet_virtio 9p overlay virtio_net; do
+      for ko in $(modprobe -S "$vm_kver" --show-depends "$m" | awk '$1 == "insmod" { print $2 }'); do
+        if ! grep -qx "$(basename "$ko")" "$tree/modules/order" 2>/dev/null; then
+          cp "$ko" "$tree/modules/"
+          basename "$ko" >> "$tree/modules/order"
+        fi
+      done
+    done
+    (cd "$tree" && find . | cpio -o -H newc --quiet) > "$vm_initrd.tmp"
+    rm -rf "$tree"
+    mv "$vm_initrd.tmp" "$vm_initrd"
+  fi
+}
+
+# The qemu command of one guest: vm_qemu NAME VCPUS NUMA MEM_MIB SHARE [NETDEV…]; sets the array vm_cmd.
+vm_qemu() {
+  local name=$1 vcpus=$2 numa=$3 mem=$4 share=$5
+  shift 5
+  local per=$((vcpus / numa)) node_mem=$((mem / numa)) n
+  vm_cmd=(qemu-system-x86_64 -name "$name" -accel tcg -cpu max -bios /usr/share/qemu/qboot.rom
+    -nodefaults -no-user-config -nographic -serial stdio -no-reboot
+    -smp "$vcpus,sockets=$numa,cores=$per,threads=1" -m "${mem}M"
+    -kernel "$vm_vmlinux" -initrd "$vm_initrd"
+    -append "console=ttyS0 quiet panic=-1 cryptomgr.notests no_timer_check tsc=reliable mitigations=off cgroup_no_v1=all lockstep_vm=$name"
+    -virtfs "local,path=/,mount_tag=root,security_model=none,readonly=on,multidevs=remap"
+    -virtfs "local,path=$share,mount_tag=share,security_model=none,multidevs=remap")
+  for ((n = 0; n < numa; n++)); do
+    vm_cmd+=(-object "memory-backend-ram,id=m$n,size=${node_mem}M"
+      -numa "node,nodeid=$n,cpus=$((n * per))-$((n * per + per - 1)),memdev=m$n")
+  done
+  vm_cmd+=("$@")
+}
