@@ -257,17 +257,13 @@ fn adopted_pids_move_in_and_back_out() {
     usage_error(&env.run(&["adopt", "--job", &job, "--pid", &pids[1]]), "already managed");
     ok(&env.run(&["release", "--job", &job]));
     assert_eq!(std::fs::read_to_string(format!("/proc/{}/cgroup", pids[0])).unwrap(), before);
-    let created: Vec<PathBuf> =
-        ["freezer", "cpu"].iter().map(|c| Path::new("/sys/fs/cgroup").join(c).join("lockstep").join(&job)).collect();
-    assert!(created.iter().all(|d| !d.exists()), "the agent's cgroup must be removed on release");
+    assert!(job_dirs(&job).iter().all(|d| !d.exists()), "the agent's cgroup must be removed on release");
     // Adopted processes that exit end their job: the agent drops it and removes its cgroup by itself.
     let again = name("adopt-exit");
     ok(&env.run(&["adopt", "--job", &again, "--pid", &pids[1]]));
     let _ = sleepers[1].kill();
     let _ = sleepers[1].wait();
-    let created: Vec<PathBuf> =
-        ["freezer", "cpu"].iter().map(|c| Path::new("/sys/fs/cgroup").join(c).join("lockstep").join(&again)).collect();
-    wait_for("the ended job's cgroup to go", || created.iter().all(|d| !d.exists()));
+    wait_for("the ended job's cgroup to go", || job_dirs(&again).iter().all(|d| !d.exists()));
     let status = env.run(&["status", "--json"]);
     let status: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
     assert!(status["jobs"].as_array().unwrap().is_empty(), "{status}");
