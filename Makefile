@@ -36,6 +36,7 @@ test: build
 	LOCKSTEP_BIN=$(BIN) LOCKSTEP_REQUIRE_ALL=1 LOCKSTEP_AGENT_CAPS=$(AGENT_CAPS) $(CARGO) test --release --locked \
 		-p lockstep --test agent --test dcs --test telemetry --test doors -- --include-ignored
 	tests/vm/cgroup-v2
+	tests/vm/systemd-unit
 	scripts/fuzz.sh smoke 5
 	scripts/soak-agent.sh 2
 	ctest --test-dir $(NATIVE) --output-on-failure

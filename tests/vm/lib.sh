@@ -68,16 +68,19 @@ PY
   fi
 }
 
-# The qemu command of one guest: vm_qemu NAME VCPUS NUMA MEM_MIB SHARE [NETDEV…]; sets the array vm_cmd.
+# The qemu command of one guest: vm_qemu NAME VCPUS NUMA MEM_MIB SHARE INIT [NETDEV…] (INIT: "shell" or
+# "systemd", what runs the second stage); sets the array vm_cmd.
 vm_qemu() {
-  local name=$1 vcpus=$2 numa=$3 mem=$4 share=$5
-  shift 5
+  local name=$1 vcpus=$2 numa=$3 mem=$4 share=$5 init=$6
+  shift 6
+  local systemd=""
+  [[ $init == shell ]] || systemd=" systemd.unit=lockstep-vm.service systemd.show_status=0"
   local per=$((vcpus / numa)) node_mem=$((mem / numa)) n
   vm_cmd=(qemu-system-x86_64 -name "$name" -accel tcg -cpu max -bios /usr/share/qemu/qboot.rom
     -nodefaults -no-user-config -nographic -serial stdio -no-reboot
     -smp "$vcpus,sockets=$numa,cores=$per,threads=1" -m "${mem}M"
     -kernel "$vm_vmlinux" -initrd "$vm_initrd"
-    -append "console=ttyS0 quiet panic=-1 cryptomgr.notests no_timer_check tsc=reliable mitigations=off cgroup_no_v1=all lockstep_vm=$name"
+    -append "console=ttyS0 quiet panic=-1 cryptomgr.notests no_timer_check tsc=reliable mitigations=off cgroup_no_v1=all lockstep_init=$init$systemd"
     -virtfs "local,path=/,mount_tag=root,security_model=none,readonly=on,multidevs=remap"
     -virtfs "local,path=$share,mount_tag=share,security_model=none,multidevs=remap")
   for ((n = 0; n < numa; n++)); do
