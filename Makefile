@@ -37,6 +37,7 @@ test: build
 		-p lockstep --test agent --test dcs --test telemetry --test doors -- --include-ignored
 	tests/vm/cgroup-v2
 	tests/vm/systemd-unit
+	tests/vm/slurm-v2
 	scripts/fuzz.sh smoke 5
 	scripts/soak-agent.sh 2
 	ctest --test-dir $(NATIVE) --output-on-failure
