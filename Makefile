@@ -38,6 +38,7 @@ test: build
 	tests/vm/cgroup-v2
 	tests/vm/systemd-unit
 	tests/vm/slurm-v2
+	tests/vm/two-nodes
 	scripts/fuzz.sh smoke 5
 	scripts/soak-agent.sh 2
 	ctest --test-dir $(NATIVE) --output-on-failure

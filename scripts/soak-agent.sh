@@ -3,7 +3,7 @@
 # jobs started and ended all the time (lockstep run), processes adopted and released, the policy changed every
 # 10 s (cfs, boost, gang), /metrics scraped every second, and hostile clients (user nobody's idle connections, a
 # client streaming garbage). Reports the agent's resident memory, open descriptors, threads and store size after
-# a warm-up and at the end, and every error; ends with one line:
+# a warm-up (a quarter of the run, at most 5 min) and at the end, and every error; ends with one line:
 #   soak: J jobs, A adoptions, P policy changes, S scrapes in M min; RSS a->b KiB, fds a->b, threads a->b,
 #   store a->b KiB; errors E
 # and exits 1 when something grew by more than 10 % (the store: beyond what the retention bounds), a call failed
@@ -29,7 +29,7 @@ trap cleanup EXIT INT TERM
 
 # Started directly (not through a function), so that $! is the agent itself (lockstep execs lockstepd).
 "$bin" --store "$store" --socket "$socket" agent --policy gang --slot 200ms --metrics "$port" --sample-interval 1s \
-  --retention 1m 2>"$dir/agent.log" &
+  --retention 1m --job-history 1m 2>"$dir/agent.log" &
 agent=$!
 pids+=("$agent")
 for _ in $(seq 250); do lk status >/dev/null 2>&1 && break; sleep 0.02; done
@@ -66,9 +66,11 @@ while time.time() < end:
 hostile+=($!)
 pids+=("${hostile[@]}")
 
-sleep 5
-read -r rss0 fds0 threads0 store0 < <(measure)
+# The baseline is taken once every kind of work has run for a while (a quarter of the run, at most 5 min): the
+# allocator's arenas, the doors' threads and the store's WAL reach their working size in the first minutes.
 start=$(date +%s) end=$(( $(date +%s) + minutes * 60 ))
+warm=$(( minutes * 60 / 4 < 300 ? minutes * 60 / 4 : 300 ))
+rss0=""
 jobs=0 adoptions=0 changes=0 scrapes=0 last_change=$start next=0
 policies=(cfs boost gang)
 runs=()
@@ -100,8 +102,12 @@ while [ "$(date +%s)" -lt "$end" ]; do
   scrapes=$((scrapes + 1))
   sleep 1
   kill -0 "$agent" 2>/dev/null || { fail "the agent died"; break; }
+  if [ -z "$rss0" ] && [ $(( $(date +%s) - start )) -ge "$warm" ]; then
+    read -r rss0 fds0 threads0 store0 < <(measure)
+  fi
 done
 for p in "${runs[@]}"; do wait "$p" || fail "a lockstep run job"; done
+[ -n "$rss0" ] || { fail "the run ended before its warm-up"; rss0=0 fds0=0 threads0=0 store0=0; }
 kill "${hostile[@]}" 2>/dev/null || true
 sleep 2
 read -r rss1 fds1 threads1 store1 < <(measure)

@@ -50,6 +50,9 @@ struct Args {
     /// How long counter samples and decisions are kept in the store, e.g. 12h or 7d (default 1d).
     #[arg(long, value_name = "DURATION")]
     retention: Option<String>,
+    /// How long ended jobs stay in the store (`lockstep jobs --all`), e.g. 30d (default 30d).
+    #[arg(long, value_name = "DURATION")]
+    job_history: Option<String>,
     /// Serve /metrics (Prometheus) and the counters API over HTTP on [ADDR:]PORT (ADDR defaults to 127.0.0.1).
     #[arg(long, value_name = "[ADDR:]PORT")]
     metrics: Option<String>,
@@ -76,6 +79,7 @@ struct File {
     events: Option<String>,
     sample_interval: Option<String>,
     retention: Option<String>,
+    job_history: Option<String>,
     metrics: Option<String>,
     slurm_node: Option<String>,
     dcs_quantum: Option<String>,
@@ -86,6 +90,18 @@ struct File {
 const DEFAULT_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
 /// Retention when none is given.
 const DEFAULT_RETENTION: std::time::Duration = std::time::Duration::from_hours(24);
+/// Job history when none is given.
+const DEFAULT_JOB_HISTORY: std::time::Duration = std::time::Duration::from_hours(30 * 24);
+
+/// A retention-like duration from its flag or file key `what`, or `default`: never zero.
+fn keep_for(what: &str, text: Option<&str>, default: std::time::Duration) -> Result<std::time::Duration, UsageError> {
+    match text {
+        None => Ok(default),
+        Some(t) => duration::parse(t)
+            .filter(|d| !d.is_zero())
+            .ok_or_else(|| UsageError::new(format!("bad {what} {t:?} (expected e.g. 7d or 12h)"))),
+    }
+}
 
 /// `[ADDR:]PORT` → a socket address; a bare port means loopback.
 fn metrics_addr(text: &str) -> Result<std::net::SocketAddr, UsageError> {
@@ -95,8 +111,13 @@ fn metrics_addr(text: &str) -> Result<std::net::SocketAddr, UsageError> {
     full.to_socket_addrs().map_err(|e| bad(e.to_string()))?.next().ok_or_else(|| bad("no address".into()))
 }
 
-/// The telemetry settings from flags and file.
-fn telemetry(events: Option<String>, interval: Option<String>, retention: Option<String>) -> anyhow::Result<Settings> {
+/// The telemetry settings from flags and file: events, sample interval, retention, job history.
+fn telemetry(
+    events: Option<String>,
+    interval: Option<String>,
+    retention: Option<String>,
+    job_history: Option<String>,
+) -> anyhow::Result<Settings> {
     let events = events.unwrap_or_else(|| DEFAULT_EVENTS.to_string());
     let groups = if events.trim().is_empty() { Vec::new() } else { parse_list(&events)? };
     let interval = match interval.as_deref() {
@@ -110,13 +131,9 @@ fn telemetry(events: Option<String>, interval: Option<String>, retention: Option
             })?)
         }
     };
-    let retention = match retention.as_deref() {
-        None => DEFAULT_RETENTION,
-        Some(t) => duration::parse(t)
-            .filter(|d| !d.is_zero())
-            .ok_or_else(|| UsageError::new(format!("bad retention {t:?} (expected e.g. 7d or 12h)")))?,
-    };
-    Ok(Settings { groups, interval, retention })
+    let retention = keep_for("retention", retention.as_deref(), DEFAULT_RETENTION)?;
+    let job_history = keep_for("job history", job_history.as_deref(), DEFAULT_JOB_HISTORY)?;
+    Ok(Settings { groups, interval, retention, job_history })
 }
 
 /// The `dcs` quantum when none is given: the DCS paper raised a receiver for a few milliseconds.
@@ -165,6 +182,7 @@ fn exec(args: &Args) -> anyhow::Result<i32> {
             args.events.clone().or(file.events),
             args.sample_interval.clone().or(file.sample_interval),
             args.retention.clone().or(file.retention),
+            args.job_history.clone().or(file.job_history),
         )?,
         metrics: args.metrics.clone().or(file.metrics).as_deref().map(metrics_addr).transpose()?,
         dcs: dcs(args.dcs_quantum.clone().or(file.dcs_quantum), args.btf.clone().or(file.btf))?,

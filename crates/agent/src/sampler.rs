@@ -34,6 +34,8 @@ pub struct Settings {
     pub interval: Option<Duration>,
     /// Samples and decisions older than this are deleted.
     pub retention: Duration,
+    /// Jobs that ended longer ago than this leave the store (`lockstep jobs --all`).
+    pub job_history: Duration,
 }
 
 /// The agent's default events: perf stat's software events and the two hardware ones the counters paper starts from.
@@ -277,13 +279,14 @@ fn rescan(counters: &mut Counters, dirs: &[PathBuf]) {
 }
 
 /// Samples every interval (and writes final samples as jobs go) on a thread of its own, with its own store
-/// connection; deletes samples past the retention once a minute.
+/// connection; deletes samples and decisions past the retention, and ended jobs past the job history, once a
+/// minute.
 pub fn spawn(telemetry: SharedTelemetry, store_path: PathBuf) -> anyhow::Result<std::thread::JoinHandle<()>> {
     let mut store = Store::open(&store_path)?;
     Ok(std::thread::spawn(move || {
         let mut t = telemetry.lock();
         let interval = t.settings.interval;
-        let retention = t.settings.retention;
+        let (retention, job_history) = (t.settings.retention, t.settings.job_history);
         let mut next = interval.map(|i| Instant::now() + i);
         let mut next_expiry = Instant::now();
         let mut faults = crate::Faults::default();
@@ -305,6 +308,7 @@ pub fn spawn(telemetry: SharedTelemetry, store_path: PathBuf) -> anyhow::Result<
                 let before = lockstep_store::now() - retention.as_secs_f64();
                 let _ = store.expire_samples(before);
                 let _ = store.expire_decisions(before);
+                let _ = store.expire_jobs(lockstep_store::now() - job_history.as_secs_f64());
                 next_expiry = Instant::now() + Duration::from_mins(1);
             }
             if stop {

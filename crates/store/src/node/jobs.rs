@@ -133,6 +133,20 @@ impl Store {
         Ok(())
     }
 
+    /// Deletes the jobs that ended before `before` (seconds since the epoch), with their placements; returns how
+    /// many. Running jobs are kept however old.
+    pub fn expire_jobs(&mut self, before: f64) -> anyhow::Result<usize> {
+        let tx = self.conn.transaction()?;
+        tx.execute(
+            "DELETE FROM placements WHERE job_id IN
+               (SELECT id FROM jobs WHERE state != 'running' AND ended_at < ?1)",
+            params![before],
+        )?;
+        let n = tx.execute("DELETE FROM jobs WHERE state != 'running' AND ended_at < ?1", params![before])?;
+        tx.commit()?;
+        Ok(n)
+    }
+
     /// Jobs, newest first: running ones only unless `all`.
     pub fn jobs(&self, all: bool) -> anyhow::Result<Vec<JobRow>> {
         let mut stmt = self.conn.prepare(
@@ -166,5 +180,45 @@ impl Store {
             })
         })?;
         Ok(rows.collect::<Result<_, _>>()?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use rusqlite::params;
+
+    #[test]
+    fn ended_jobs_leave_after_their_history_and_running_ones_stay() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = crate::Store::open(&dir.path().join("lockstep.db")).unwrap();
+        for (name, state, ended) in
+            [("old", "done", Some(100.0)), ("new", "failed", Some(300.0)), ("run", "running", None)]
+        {
+            store
+                .conn
+                .execute(
+                    "INSERT INTO jobs (name, state, command, supervisor_pid, supervisor_start, started_at, ended_at)
+                     VALUES (?1, ?2, '[]', 1, 1, 50.0, ?3)",
+                    params![name, state, ended],
+                )
+                .unwrap();
+            let id = store.conn.last_insert_rowid();
+            store
+                .conn
+                .execute(
+                    "INSERT INTO placements (job_id, policy, pus, mems, cores) VALUES (?1, 'any', '0', '0', 1)",
+                    [id],
+                )
+                .unwrap();
+        }
+        assert_eq!(store.expire_jobs(200.0).unwrap(), 1);
+        let mut names: Vec<String> = store.jobs(true).unwrap().into_iter().map(|j| j.name).collect();
+        names.sort();
+        assert_eq!(names, ["new", "run"]);
+        let placements: i64 = store.conn.query_row("SELECT count(*) FROM placements", [], |r| r.get(0)).unwrap();
+        assert_eq!(placements, 2);
+        // A running job is kept however old.
+        assert_eq!(store.expire_jobs(1e12).unwrap(), 1);
+        assert_eq!(store.jobs(true).unwrap().len(), 1);
     }
 }
