@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Coverage-guided fuzzing of every parser of outside input (docs/security.md).
 #
-#   scripts/fuzz.sh smoke [SECONDS]   each target for SECONDS (default 5): part of `make test`
-#   scripts/fuzz.sh full [RUNS]       each target for RUNS executions (default 1000000): `make fuzz`
+#   scripts/fuzz.sh smoke [SECONDS] [TARGET…]   each target for SECONDS (default 5): part of `make test`
+#   scripts/fuzz.sh full [RUNS] [TARGET…]       each target for RUNS executions (default 1000000): `make fuzz`
+# (every target unless some are named)
 #
 # Rust targets (fuzz/fuzz_targets/) are built with libFuzzer (the libfuzzer-sys crate) and its coverage
 # instrumentation, which stable Rust provides through `-C passes=sancov-module`; C targets (fuzz/c/) with clang's
@@ -16,6 +17,8 @@ case $mode in
   full) limit=(-runs="${2:-1000000}") ;;
   *) echo "fuzz.sh: unknown mode $mode (expected smoke or full)" >&2; exit 2 ;;
 esac
+shift $(( $# < 2 ? $# : 2 ))
+only=" $* "
 out=build/fuzz
 mkdir -p "$out/artifacts" "$out/corpus" "$out/bin"
 
@@ -38,8 +41,13 @@ done
 # hwloc 2.9 itself (Debian 12's libhwloc) crashes on some malformed XML within seconds of fuzzing
 # (fuzz/findings/hwloc-2.9-crash.xml): the smoke run leaves that target to `make fuzz`, which reports it.
 smoke_skip="topology_xml"
+all=" $(echo $rust_targets $c_targets) "
+for t in $only; do
+  [[ $all == *" $t "* ]] || { echo "fuzz.sh: no target $t (expected one of:$all)" >&2; exit 2; }
+done
 failed=0
 for t in $rust_targets $c_targets; do
+  if [ "$only" != "  " ] && [[ $only != *" $t "* ]]; then continue; fi
   if [ "$mode" = smoke ] && [[ " $smoke_skip " == *" $t "* ]]; then
     echo "fuzz: $t: skipped in the smoke run (hwloc's own crashes; see docs/security.md)"
     continue

@@ -6,7 +6,7 @@ use std::io::Write;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    let mut file = tempfile();
+    let file = tempfile();
     file.as_file().set_len(0).unwrap();
     file.as_file().write_all(data).unwrap();
     let _ = lockstep_core::topo::Machine::from_xml(file.path());
