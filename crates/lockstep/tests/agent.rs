@@ -775,7 +775,8 @@ fn both_runnable(a: &Job, b: &Job, what: &str) {
     let start = Instant::now();
     let mut since = [None::<Instant>, None];
     while start.elapsed() < Duration::from_secs(3) {
-        let frozen = [a.frozen(), b.frozen()];
+        let (fa, fb) = snapshot(a, b, Job::frozen);
+        let frozen = [fa, fb];
         assert!(!(frozen[0] && frozen[1]), "both jobs frozen while {what}");
         for (f, s) in frozen.iter().zip(&mut since) {
             match (f, *s) {
