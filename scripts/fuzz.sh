@@ -17,6 +17,10 @@ case $mode in
   full) limit=(-runs="${2:-1000000}") ;;
   *) echo "fuzz.sh: unknown mode $mode (expected smoke or full)" >&2; exit 2 ;;
 esac
+if [ $# -ge 2 ] && ! [[ $2 =~ ^[1-9][0-9]*$ ]]; then
+  echo "fuzz.sh: $2 is not a count (expected $mode's SECONDS or RUNS as a positive integer, then TARGET…)" >&2
+  exit 2
+fi
 shift $(( $# < 2 ? $# : 2 ))
 only=" $* "
 out=build/fuzz
