@@ -305,10 +305,10 @@ pub fn spawn(telemetry: SharedTelemetry, store_path: PathBuf) -> anyhow::Result<
                 }
             }
             if Instant::now() >= next_expiry {
-                let before = lockstep_store::now() - retention.as_secs_f64();
-                let _ = store.expire_samples(before);
-                let _ = store.expire_decisions(before);
-                let _ = store.expire_jobs(lockstep_store::now() - job_history.as_secs_f64());
+                let now = lockstep_store::now();
+                let _ = store.expire_samples(now - retention.as_secs_f64());
+                let _ = store.expire_decisions(now - retention.as_secs_f64());
+                let _ = store.expire_jobs(now - job_history.as_secs_f64());
                 next_expiry = Instant::now() + Duration::from_mins(1);
             }
             if stop {
