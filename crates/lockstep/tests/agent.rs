@@ -79,6 +79,20 @@ fn snapshot<T: PartialEq>(a: &Job, b: &Job, read: impl Fn(&Job) -> T) -> (T, T) 
     }
 }
 
+/// Stops the agent with SIGTERM, checks that it exited 0, and returns what it logged.
+fn stopped_log(agent: Agent) -> String {
+    let out = agent.stop(Signal::SIGTERM);
+    ok(&out);
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// Checks that the fault `needle` names was said once per place (a line when it starts, one when it clears), not
+/// once per slot.
+fn said_per_fault(log: &str, needle: &str) {
+    let lines = log.lines().filter(|l| l.contains(needle)).count();
+    assert!((1..=4).contains(&lines), "one line per fault and place, not one per slot: {log}");
+}
+
 fn ok(out: &Output) {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
 }
@@ -114,8 +128,7 @@ fn gang_alternates_and_never_freezes_both() {
     }
     let switches = samples.windows(2).filter(|w| w[0] != w[1]).count();
     assert!(switches >= 10, "expected ~15 slot switches in 3 s of 200 ms slots, saw {switches}");
-    let out = agent.stop(Signal::SIGTERM);
-    ok(&out);
+    stopped_log(agent);
     assert!(!a.frozen() && !b.frozen(), "SIGTERM must thaw every job");
 }
 
@@ -189,9 +202,7 @@ fn sigkill_of_the_agent_thaws_and_restores_within_two_seconds() {
     }
     // A restart finds nothing to repair.
     let agent = Agent::start(&env, &["--policy", "cfs"]);
-    let out = agent.stop(Signal::SIGTERM);
-    ok(&out);
-    let log = String::from_utf8_lossy(&out.stderr);
+    let log = stopped_log(agent);
     assert!(!log.contains("left changed by a previous agent"), "a restart after the watchdog must find nothing: {log}");
     let db = rusqlite::Connection::open(env.store()).unwrap();
     let left: i64 = db.query_row("SELECT count(*) FROM restore_journal", [], |r| r.get(0)).unwrap();
@@ -655,9 +666,7 @@ fn slots_follow_the_wall_clock_when_it_steps_an_hour() {
     alternating(&a, &b, "an hour behind");
     std::fs::write(&skew, "0").unwrap();
     alternating(&a, &b, "back");
-    let out = agent.stop(Signal::SIGTERM);
-    ok(&out);
-    assert!(String::from_utf8_lossy(&out.stderr).contains("stepped back"), "the step back must be said");
+    assert!(stopped_log(agent).contains("stepped back"), "the step back must be said");
 }
 
 #[test]
@@ -679,11 +688,7 @@ fn a_locked_store_leaves_every_job_runnable_and_the_agent_recovers() {
     assert!(!a.frozen() && !b.frozen(), "a job was frozen without a journal entry");
     db.execute_batch("COMMIT").unwrap();
     alternating(&a, &b, "after the lock");
-    let out = agent.stop(Signal::SIGTERM);
-    ok(&out);
-    let log = String::from_utf8_lossy(&out.stderr);
-    let lines = log.lines().filter(|l| l.contains("locked")).count();
-    assert!((1..=4).contains(&lines), "one line per fault and place, not one per slot: {log}");
+    said_per_fault(&stopped_log(agent), "locked");
 }
 
 /// The capabilities docs/security.md gives the agent (the Makefile's `AGENT_CAPS`): no CAP_DAC_OVERRIDE, so that
@@ -719,11 +724,7 @@ fn a_refused_cgroup_write_leaves_every_job_runnable_and_heals() {
     alternating(&a, &b, "after the knob came back");
     drop(a);
     drop(b);
-    let out = agent.stop(Signal::SIGTERM);
-    ok(&out);
-    let log = String::from_utf8_lossy(&out.stderr);
-    let lines = log.lines().filter(|l| l.contains("denied")).count();
-    assert!((1..=4).contains(&lines), "one line per fault and place, not one per slot: {log}");
+    said_per_fault(&stopped_log(agent), "denied");
 }
 
 /// A 16 MiB ext4 file system in a file on a loop device (small enough to fill, and with the immutable flag that
@@ -817,10 +818,8 @@ fn a_full_or_read_only_store_leaves_every_job_runnable_and_the_agent_recovers() 
     alternating(&a, &b, "after the store was writable again");
     drop(a);
     drop(b);
-    let out = agent.stop(Signal::SIGTERM);
-    ok(&out);
     // One line when a fault starts and one when it clears, per place: each line at most once per fault.
-    let log = String::from_utf8_lossy(&out.stderr);
+    let log = stopped_log(agent);
     let mut said = std::collections::HashMap::<&str, usize>::new();
     for l in log.lines() {
         *said.entry(l).or_default() += 1;
