@@ -1,5 +1,5 @@
 # Shared by tests/vm/run and tests/vm/up: the guest kernel and initramfs, prepared once under build/vm/, and the
-# qemu command line of one guest. Sourced, not run.
+# qemu command line of one guest; and by the scripts that run inside a guest, their checks. Sourced, not run.
 #
 # A guest boots Debian's own kernel (linux-image-amd64, installed beside the host's) uncompressed, so that TCG does
 # not spend seconds decompressing it; its root file system is this host's, read-only over virtio-9p, under an
@@ -88,4 +88,34 @@ vm_qemu() {
       -numa "node,nodeid=$n,cpus=$((n * per))-$((n * per + per - 1)),memdev=m$n")
   done
   vm_cmd+=("$@")
+}
+
+# For the scripts that run inside a guest (tests/vm/systemd-unit, slurm-v2): each defines `fail MESSAGE`, which
+# says what went wrong and exits 1.
+
+# Waits up to 60 s for the shell condition $2 (what it waits for: $1), or fails.
+vm_until() {
+  local what=$1 cond=$2 deadline=$((SECONDS + 60))
+  until eval "$cond"; do
+    ((SECONDS < deadline)) || fail "timed out (60 s) waiting for $what"
+    sleep 0.1
+  done
+}
+
+# Whether the cgroup v2 directory $1 is frozen, as its cgroup.events says. Read with builtins: a guest under TCG
+# forks slowly, and vm_never_both_frozen's three reads must fall within one slot.
+vm_frozen() {
+  local line
+  while read -r line; do [[ $line == "frozen 1" ]] && return 0; done < "$1/cgroup.events"
+  return 1
+} 2> /dev/null
+
+# Checks 100 times that the cgroups $1 and $2 are never frozen at once, or fails. Both count as frozen only if $1
+# reads frozen before and after $2 does: the reads are not one atomic look and a slot boundary may fall between
+# them, but not two (slots of 200 ms).
+vm_never_both_frozen() {
+  local i
+  for ((i = 0; i < 100; i++)); do
+    ! { vm_frozen "$1" && vm_frozen "$2" && vm_frozen "$1"; } || fail "both jobs frozen at once"
+  done
 }
