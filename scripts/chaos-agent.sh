@@ -9,12 +9,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 n=${1:-100}
-bin=build/bin/lockstep
-[ -x "$bin" ] || { echo "chaos-agent.sh: $bin missing (run make build)" >&2; exit 2; }
-[ "$(id -u)" = 0 ] || { echo "chaos-agent.sh: needs root (real cgroups)" >&2; exit 2; }
-dir=$(mktemp -d /tmp/lockstep-chaos.XXXXXX)
-store=$dir/lockstep.db socket=$dir/agent.sock
-lk() { "$bin" --store "$store" --socket "$socket" "$@"; }
+. scripts/agent-scratch.sh
+agent_scratch chaos-agent.sh chaos N "$n"
 agent_pid="" job_pids=()
 
 cleanup() {

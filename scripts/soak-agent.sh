@@ -11,14 +11,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 minutes=${1:-60}
-bin=build/bin/lockstep
-[ -x "$bin" ] || { echo "soak-agent.sh: $bin missing (run make build)" >&2; exit 2; }
-[ "$(id -u)" = 0 ] || { echo "soak-agent.sh: needs root (real cgroups)" >&2; exit 2; }
-dir=$(mktemp -d /tmp/lockstep-soak.XXXXXX)
+. scripts/agent-scratch.sh
+agent_scratch soak-agent.sh soak MINUTES "$minutes"
+# Searchable by user nobody, whose hostile clients connect to the socket.
 chmod 711 "$dir"
-store=$dir/lockstep.db socket=$dir/agent.sock
 port=$(( 20000 + RANDOM % 20000 ))
-lk() { "$bin" --store "$store" --socket "$socket" "$@"; }
 pids=()
 cleanup() {
   for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
