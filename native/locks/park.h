@@ -13,9 +13,19 @@
 
 #include "lock_impl.h"
 
-/* How long a waiter spins before it parks: long enough to cover the hand-overs of a lock whose holders all run,
- * short against a scheduler time slice (a preempted holder comes back only after one). */
+/* The longest a waiter spins before it parks, whatever the hold times: long enough to cover the hand-overs of a
+ * lock whose holders all run, short against a scheduler time slice (a preempted holder comes back only after one). */
 #define LS_PT_SPIN_NS 50000L
+
+/* The shortest spin budget: a hand-over to a running waiter, with the wake-up of the next head overlapped. */
+#define LS_PT_MIN_SPIN_NS 5000L
+
+/* The spin budget in recent waits for the lock: a waiter spins up to this many times the average time the queue's
+ * head waited for the lock word. */
+#define LS_PT_SPIN_HOLDS 4
+
+/* How often a spinning waiter looks at whether the holder runs (its CPU time advanced since the last look). */
+#define LS_PT_LOOK_NS 1000L
 
 /* A head that has not shown it runs for this long is taken for preempted: arriving threads may take the lock. */
 #define LS_PT_STALE_NS 20000L
@@ -30,6 +40,40 @@ static inline long ls_now_ns(void)
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return ts.tv_sec * 1000000000L + ts.tv_nsec;
 }
+
+/* What every taker of a preemption-tolerant lock's word publishes about itself (spin.c). */
+struct ls_holder {
+	/* Its kernel thread id, and the CPU it ran on when it took the word. */
+	atomic_int tid, cpu;
+};
+
+/* A waiter's view of the lock's holder, by which it decides whether spinning still pays (spin.c): spin only while
+ * the holder runs, and no longer than recent waits for the lock suggest; otherwise park at once. */
+struct ls_spin {
+	/* When the wait began, and when the holder was last looked at (CLOCK_MONOTONIC ns). */
+	long start, looked;
+	/* The holder's thread id and CPU time (ns; -1: unreadable) at that look. */
+	int holder;
+	long holder_cpu;
+};
+
+/* Publishes the calling thread, which has just taken the lock word, as the lock's holder. */
+void ls_holder_publish(struct ls_holder *holder);
+
+/* Starts a wait at `now`. */
+void ls_spin_begin(struct ls_spin *s, long now);
+
+/* Whether a waiter should go on spinning at `now`: it has spun for less than `budget` ns, it does not run on the
+ * CPU the holder published, and the holder has run since the last look at its CPU time (looks at most every
+ * LS_PT_LOOK_NS; a new holder counts as running). */
+int ls_spin_pays(struct ls_spin *s, long now, struct ls_holder *holder, long budget);
+
+/* A waiter's spin budget from a lock's average wait of its head (*hold_ns), within LS_PT_MIN_SPIN_NS and
+ * LS_PT_SPIN_NS. */
+long ls_spin_budget(atomic_long *hold_ns);
+
+/* Folds one wait of the head for the lock word (ns) into *hold_ns (a moving average over about 8 waits). */
+void ls_hold_note(atomic_long *hold_ns, long waited);
 
 /* Sleeps while *word == value (returns at once otherwise, or spuriously). Private futex: the locks are not
  * shared between processes. */

@@ -1,7 +1,8 @@
 /*
  * The preemption-tolerant lock behind mcs-pt and cna-pt. Its shape is that of the kernel's paravirtual queued
- * spinlock (a lock word, and an MCS queue of threads waiting to be the one that takes it): waiters spin for a
- * bounded time (LS_PT_SPIN_NS) and then park on a futex, so that a preempted lock holder gets their CPU back; and
+ * spinlock (a lock word, and an MCS queue of threads waiting to be the one that takes it): waiters spin only while
+ * the holder runs and for a few recent waits at most (park.h, spin.c), and otherwise park on a futex, so that a
+ * holder that is preempted, or blocks inside its critical section, gets their CPU back; and
  * the lock is never handed to a thread, only the place at the head of the queue is: the head takes the word
  * itself when it runs. The head is woken when it becomes head, so its wake-up overlaps the holder's critical
  * section. The head shows it runs by a time stamp; while it does not (parked, woken but not yet scheduled, or
@@ -26,12 +27,12 @@
  *
  *   arrive    (F,-) -take-------------------------------------------------> (H,-)   nobody queues / head not running
  *             (x,-) -exchange tail: a predecessor-------------------------> (x,W)   else (x,D): head at once
- *   wait      (x,W) -compare-exchange W->K (spun LS_PT_SPIN_NS)----------> (x,K)   sleeps on the node
+ *   wait      (x,W) -compare-exchange W->K (spinning stopped paying)--> (x,K)   sleeps on the node
  *             (x,W|K) -previous head's exchange ->D (and wake if K)------> (x,D)
  *             (F,W) -take, then compare-exchange W->L--------------------> (H,L)   head not running: out of turn
  *             (F,W) -take, then the compare-exchange finds D-------------> (H,D)   made head meanwhile
  *   head      (F,D) -take-------------------------------------------------> (H,D)
- *             (H,D) -exchange word ->P, returns H or P (sleeps on word)---> (P,D)   spun LS_PT_SPIN_NS
+ *             (H,D) -exchange word ->P, returns H or P (sleeps on word)---> (P,D)   spinning stopped paying
  *             (F,D) -exchange word ->P, returns F-------------------------> (P,D)   holds it (the release wakes nobody)
  *   hand over (H|P,D) -exchange next's node ->D, store S on L nodes------> (H|P,-)
  *   release   (H|P,-) -exchange word ->F (and wake the head if P)--------> (F,-)
@@ -53,6 +54,10 @@ void ls_ptlock_init(struct ls_ptlock *l)
 	atomic_init(&l->word, LS_PT_FREE);
 	atomic_init(&l->tail, NULL);
 	atomic_init(&l->head_seen, 0);
+	atomic_init(&l->holder.tid, 0);
+	atomic_init(&l->holder.cpu, -1);
+	atomic_init(&l->hold_ns, 0);
+	l->sleeping_head = NULL;
 	l->sec.head = l->sec.tail = NULL;
 	l->sec.handovers = 0;
 }
@@ -63,9 +68,12 @@ static int take(struct ls_ptlock *l)
 	int expected = LS_PT_FREE;
 	/* Relaxed load: look before the compare-exchange, so that waiters do not pull the line while it is held.
 	 * Acquire on success: pairs with the release in ls_ptlock_release. Relaxed on failure: nothing taken. */
-	return atomic_load_explicit(&l->word, memory_order_relaxed) == LS_PT_FREE &&
-	       atomic_compare_exchange_strong_explicit(&l->word, &expected, LS_PT_HELD, memory_order_acquire,
-						       memory_order_relaxed);
+	if (atomic_load_explicit(&l->word, memory_order_relaxed) != LS_PT_FREE ||
+	    !atomic_compare_exchange_strong_explicit(&l->word, &expected, LS_PT_HELD, memory_order_acquire,
+						     memory_order_relaxed))
+		return 0;
+	ls_holder_publish(&l->holder);
+	return 1;
 }
 
 /* Whether the queue's head has shown within LS_PT_STALE_NS of `now` that it runs. */
@@ -83,21 +91,21 @@ static int may_barge(struct ls_ptlock *l)
 	return !atomic_load_explicit(&l->tail, memory_order_relaxed) || !head_runs(l, ls_now_ns());
 }
 
-/* Waits until `n` heads the queue: spins for LS_PT_SPIN_NS, then parks until the previous head wakes it. While it
- * spins, it takes the free word out of turn if the head does not run, and leaves the queue.
+/* Waits until `n` heads the queue: spins while spinning pays (spin.c), then parks until the previous head wakes it.
+ * While it spins, it takes the free word out of turn if the head does not run, and leaves the queue.
  * (x,W) -> (x,D) [HEAD], (F,W) -> (H,D) [HEAD_WITH_WORD], (F,W) -> (H,L) [LEFT_WITH_WORD]; via (x,K) when parked. */
 static enum turn wait_turn(struct ls_ptlock *l, struct ls_qnode *n)
 {
-	long start = 0;
+	struct ls_spin spin;
+	long budget = ls_spin_budget(&l->hold_ns);
 	unsigned rounds = 0;
+	ls_spin_begin(&spin, ls_now_ns());
 	/* Acquire: pairs with the release exchange in pass_head. */
 	while (atomic_load_explicit(&n->state, memory_order_acquire) == LS_PT_WAITING) {
 		ls_pause();
 		if (++rounds % LS_PT_CLOCK_EVERY)
 			continue;
 		long now = ls_now_ns();
-		if (!start)
-			start = now;
 		if (!head_runs(l, now) && ls_qnode_may_leave() && take(l)) {
 			/* (H,W) -> (H,L), or finds (H,D). */
 			int expected = LS_PT_WAITING;
@@ -108,7 +116,7 @@ static enum turn wait_turn(struct ls_ptlock *l, struct ls_qnode *n)
 				return LEFT_WITH_WORD;
 			return HEAD_WITH_WORD; /* made head meanwhile */
 		}
-		if (now - start < LS_PT_SPIN_NS)
+		if (ls_spin_pays(&spin, now, &l->holder, budget))
 			continue;
 		/* (x,W) -> (x,K), or finds (x,D). */
 		int expected = LS_PT_WAITING;
@@ -124,19 +132,23 @@ static enum turn wait_turn(struct ls_ptlock *l, struct ls_qnode *n)
 	return HEAD;
 }
 
-/* The head's wait for the word: spins for LS_PT_SPIN_NS showing a fresh head_seen, then parks on the word.
- * (F,D) -> (H,D) by take, or (x,D) -> (P,D) by the exchange below once parked. */
+/* The head's wait for the word: spins showing a fresh head_seen while spinning pays (spin.c), then parks on the
+ * word; the time it waited goes into the lock's average. (F,D) -> (H,D) by take, or (x,D) -> (P,D) by the exchange
+ * below once parked. */
 static void take_as_head(struct ls_ptlock *l)
 {
 	long start = ls_now_ns();
+	struct ls_spin spin;
+	long budget = ls_spin_budget(&l->hold_ns);
 	unsigned rounds = 0;
 	atomic_store_explicit(&l->head_seen, start, memory_order_relaxed);
+	ls_spin_begin(&spin, start);
 	while (!take(l)) {
 		ls_pause();
 		if (++rounds % LS_PT_CLOCK_EVERY)
 			continue;
 		long now = ls_now_ns();
-		if (now - start < LS_PT_SPIN_NS) {
+		if (ls_spin_pays(&spin, now, &l->holder, budget)) {
 			atomic_store_explicit(&l->head_seen, now, memory_order_relaxed);
 			continue;
 		}
@@ -147,9 +159,11 @@ static void take_as_head(struct ls_ptlock *l)
 		 * its holder's release wake us. */
 		while (atomic_exchange_explicit(&l->word, LS_PT_HELD_PARKED, memory_order_acquire) != LS_PT_FREE)
 			ls_park(&l->word, LS_PT_HELD_PARKED);
+		ls_holder_publish(&l->holder);
 		break;
 	}
 	atomic_store_explicit(&l->head_seen, 0, memory_order_relaxed);
+	ls_hold_note(&l->hold_ns, ls_now_ns() - start);
 }
 
 /* Moves the head's place from `me` (which holds the word) to the waiter the hand-over rule picks, waking it if it
@@ -161,8 +175,10 @@ static void pass_head(struct ls_ptlock *l, struct ls_qnode *me, ls_pass_fn pass)
 		/* next: W|K -> D, or L -> D (then S below). Release: see the top of the file. Acquire: a left node's
 		 * owner is done with it. */
 		int was = atomic_exchange_explicit(&next->state, LS_PT_HEAD, memory_order_acq_rel);
-		if (was == LS_PT_PARKED)
-			ls_unpark(&next->state);
+		if (was == LS_PT_PARKED) {
+			l->sleeping_head = next;
+			atomic_store_explicit(&l->word, LS_PT_HELD_PARKED, memory_order_relaxed);
+		}
 		if (was != LS_PT_LEFT)
 			return;
 		struct ls_qnode *gone = next;
@@ -215,6 +231,12 @@ int ls_ptlock_tryacquire(struct ls_ptlock *l)
 void ls_ptlock_release(struct ls_ptlock *l)
 {
 	/* Release: hands the critical section's writes to the next taker's acquire. */
-	if (atomic_exchange_explicit(&l->word, LS_PT_FREE, memory_order_release) == LS_PT_HELD_PARKED)
-		ls_unpark(&l->word);
+	struct ls_qnode *sleeper = l->sleeping_head;
+	l->sleeping_head = NULL;
+	if (atomic_exchange_explicit(&l->word, LS_PT_FREE, memory_order_release) == LS_PT_HELD_PARKED) {
+		if (sleeper)
+			ls_unpark(&sleeper->state);
+		else
+			ls_unpark(&l->word);
+	}
 }

@@ -6,7 +6,10 @@
 #ifndef LOCKSTEP_QUEUE_H
 #define LOCKSTEP_QUEUE_H
 
+#include <stdalign.h>
 #include <stdatomic.h>
+
+#include "park.h"
 
 /* One waiter in a lock's queue, on a cache line of its own. */
 struct ls_qnode {
@@ -111,16 +114,24 @@ enum {
 
 /* The state of an mcs-pt or cna-pt lock (ptlock.c). */
 struct ls_ptlock {
+	/* Written by whoever holds or takes the lock, on one cache line. */
 	/* LS_PT_FREE, LS_PT_HELD or LS_PT_HELD_PARKED: the lock itself, taken by whoever runs (the queue's head, or a
 	 * thread arriving when nobody queues or the head is not running, or a waiter when the head is not running). */
 	atomic_int word;
-	/* The queue of threads waiting to become its head. */
-	_Atomic(struct ls_qnode *) tail;
-	/* CLOCK_MONOTONIC ns at which the head last showed it was running (spinning on the word); 0: no running
-	 * head (none, parked, or not yet started spinning). */
-	atomic_long head_seen;
+	/* The last thread that took the word (park.h: waiters spin only while it runs). */
+	struct ls_holder holder;
+	/* The queue's head when it is asleep on its node and the release must wake it, guarded by the word. */
+	struct ls_qnode *sleeping_head;
 	/* cna-pt's set-aside waiters, guarded by the word. */
 	struct ls_cna_secondary sec;
+	/* The queue of threads waiting to become its head, written by arriving threads: a line of its own. */
+	alignas(64) _Atomic(struct ls_qnode *) tail;
+	/* Written by the queue's head while it waits, read by spinning waiters: a line of its own. */
+	/* CLOCK_MONOTONIC ns at which the head last showed it was running (spinning on the word); 0: no running
+	 * head (none, parked, or not yet started spinning). */
+	alignas(64) atomic_long head_seen;
+	/* The head's average wait for the word in ns (park.h: how long waiters spin at most). */
+	atomic_long hold_ns;
 };
 
 /* The preemption-tolerant lock behind mcs-pt and cna-pt (ptlock.c); `numa` as for ls_qlock_acquire. */
