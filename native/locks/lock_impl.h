@@ -28,7 +28,7 @@ struct ls_lock {
 };
 
 extern const struct ls_ops ls_pthread_ops, ls_ttas_ops, ls_ticket_ops, ls_mcs_ops, ls_cna_ops, ls_mcs_pt_ops,
-	ls_cna_pt_ops;
+	ls_cna_pt_ops, ls_shfl_ops;
 
 /* The `destroy` of algorithms whose state holds no resources. */
 void ls_nothing(void *state);

@@ -2,7 +2,8 @@
  * lockbench: fixed-duration lock benchmark (docs/locks.md). THREADS threads run one workload for DURATION seconds:
  *
  *   counter      take the lock, a critical section of CS loop iterations and CS_LINES cache lines written on
- *                shared data, release, then NCS iterations of private work (latency: the acquisition)
+ *                shared data (and, with --cs-block, a step that takes the holder off its CPU), release, then NCS
+ *                iterations of private work (latency: the acquisition)
  *   rename       FxMark's MWRL: each thread renames its own file back and forth inside one shared directory on
  *                tmpfs, so that the kernel's directory lock is what is measured (no user-space lock; latency: the
  *                rename)
@@ -15,7 +16,12 @@
  * --json prints one object.
  *
  *   lockbench --lock NAME --threads N --duration SECONDS [--cs N] [--cs-lines N] [--ncs N] [--corunners N]
- *             [--workload counter|rename|rename-user] [--numa-map MAP] [--dir DIR] [--json]
+ *             [--cs-block yield|sleep:MICROSECONDS|write|fault] [--workload counter|rename|rename-user]
+ *             [--numa-map MAP] [--dir DIR] [--json]
+ *
+ * --cs-block: inside every critical section the holder yields its CPU (sched_yield), sleeps (nanosleep), writes
+ * 4 KiB to a file (pwrite to an unlinked file under $TMPDIR or /tmp) or touches a fresh page (madvise DONTNEED, then
+ * a write: a page fault) — what real holders do when they wait for I/O, sleep or fault.
  *   lockbench --list
  */
 #define _GNU_SOURCE
@@ -30,6 +36,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/vfs.h>
 #include <sys/wait.h>
@@ -68,6 +75,14 @@ static atomic_int stop;
 static pthread_barrier_t start;
 static volatile unsigned long shared_data[MAX_LINES * 8] __attribute__((aligned(64)));
 static int dir_fd = -1;
+/* --cs-block: what the holder does inside the critical section to leave its CPU. */
+static enum { BLOCK_NONE, BLOCK_YIELD, BLOCK_SLEEP, BLOCK_WRITE, BLOCK_FAULT } cs_block;
+static const char *cs_block_name = "none";
+static struct timespec block_sleep;
+static int block_fd = -1;
+/* The page BLOCK_WRITE writes and BLOCK_FAULT drops and touches again. */
+static char *block_page;
+static long page_size;
 static struct entry *buckets[BUCKETS];
 
 static unsigned long now_ns(void)
@@ -75,6 +90,26 @@ static unsigned long now_ns(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (unsigned long)ts.tv_sec * 1000000000ul + (unsigned long)ts.tv_nsec;
+}
+
+/* The holder's step off its CPU (--cs-block). */
+static void block_in_cs(void)
+{
+	switch (cs_block) {
+	case BLOCK_NONE: break;
+	case BLOCK_YIELD: sched_yield(); break;
+	case BLOCK_SLEEP: nanosleep(&block_sleep, NULL); break;
+	case BLOCK_WRITE:
+		if (pwrite(block_fd, block_page, (size_t)page_size, 0) < 0) {
+			perror("lockbench: --cs-block write");
+			exit(1);
+		}
+		break;
+	case BLOCK_FAULT:
+		madvise(block_page, (size_t)page_size, MADV_DONTNEED);
+		block_page[0]++;
+		break;
+	}
 }
 
 static void counter_op(struct worker *w, int sample)
@@ -87,6 +122,7 @@ static void counter_op(struct worker *w, int sample)
 		shared_data[i % 8]++;
 	for (long i = 0; i < cs_lines; i++)
 		shared_data[i * 8]++;
+	block_in_cs();
 	ls_lock_release(lock);
 }
 
@@ -177,7 +213,8 @@ static int cmp(const void *a, const void *b)
 static void usage(const char *why)
 {
 	fprintf(stderr, "lockbench: %s (usage: lockbench --lock NAME --threads N --duration SECONDS [--cs N] "
-			"[--cs-lines N] [--ncs N] [--corunners N] [--workload counter|rename|rename-user] "
+			"[--cs-lines N] [--ncs N] [--corunners N] [--cs-block yield|sleep:MICROSECONDS|write|fault] "
+			"[--workload counter|rename|rename-user] "
 			"[--numa-map MAP] [--dir DIR] [--json] | --list)\n", why);
 	exit(2);
 }
@@ -239,6 +276,42 @@ static void rename_cleanup(struct worker *w, long threads, const char *made)
 		rmdir(made);
 }
 
+/* Parses --cs-block's value and prepares what the step needs; a bad value is a usage error. */
+static void block_setup(const char *text)
+{
+	cs_block_name = text;
+	page_size = sysconf(_SC_PAGESIZE);
+	if (strcmp(text, "none") == 0) {
+		cs_block = BLOCK_NONE;
+	} else if (strcmp(text, "yield") == 0) {
+		cs_block = BLOCK_YIELD;
+	} else if (strncmp(text, "sleep:", 6) == 0) {
+		long us = number("--cs-block sleep:", text + 6, 1, 1000000);
+		cs_block = BLOCK_SLEEP;
+		block_sleep = (struct timespec){ .tv_sec = us / 1000000, .tv_nsec = us % 1000000 * 1000 };
+	} else if (strcmp(text, "write") == 0 || strcmp(text, "fault") == 0) {
+		cs_block = text[0] == 'w' ? BLOCK_WRITE : BLOCK_FAULT;
+		block_page = mmap(NULL, (size_t)page_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (block_page == MAP_FAILED) {
+			perror("lockbench: mmap");
+			exit(1);
+		}
+		if (cs_block == BLOCK_WRITE) {
+			const char *tmp = getenv("TMPDIR");
+			char path[4096];
+			snprintf(path, sizeof path, "%s/lockbench-write.XXXXXX", tmp && *tmp ? tmp : "/tmp");
+			block_fd = mkstemp(path);
+			if (block_fd < 0) {
+				fprintf(stderr, "lockbench: cannot create %s: %s\n", path, strerror(errno));
+				exit(1);
+			}
+			unlink(path);
+		}
+	} else {
+		usage("bad --cs-block (expected yield, sleep:MICROSECONDS, write or fault)");
+	}
+}
+
 /* What the command line asks for (the workload's parameters are globals, read by the threads). */
 struct config {
 	const char *name, *workload, *dir;
@@ -259,6 +332,7 @@ static void parse_args(int argc, char **argv, struct config *cfg)
 		{ "corunners", required_argument, 0, 'r' }, { "workload", required_argument, 0, 'w' },
 		{ "numa-map", required_argument, 0, 'm' }, { "dir", required_argument, 0, 'D' },
 		{ "json", no_argument, 0, 'j' },           { "list", no_argument, 0, 'L' },
+		{ "cs-block", required_argument, 0, 'b' },
 		{ 0, 0, 0, 0 },
 	};
 	int c;
@@ -283,6 +357,7 @@ static void parse_args(int argc, char **argv, struct config *cfg)
 		case 'w': cfg->workload = optarg; break;
 		case 'm': setenv("LOCKSTEP_NUMA_MAP", optarg, 1); break;
 		case 'D': cfg->dir = optarg; break;
+		case 'b': block_setup(optarg); break;
 		case 'j': cfg->json = 1; break;
 		case 'L':
 			for (const char *const *n = ls_lock_names(); *n; n++)
@@ -311,6 +386,8 @@ static void choose_workload(struct config *cfg)
 		usage("--lock does not apply to --workload rename (it measures the kernel's directory lock)");
 	if (!cfg->kernel && cfg->dir)
 		usage("--dir applies only to --workload rename");
+	if (op != counter_op && cs_block != BLOCK_NONE)
+		usage("--cs-block applies only to --workload counter");
 	if ((!cfg->name && !cfg->kernel) || !cfg->threads || cfg->duration == 0)
 		usage("--lock (except for --workload rename), --threads and --duration are required");
 	if (cfg->name) {
@@ -413,11 +490,11 @@ static void report(const struct config *cfg, struct worker *w, double elapsed, i
 	const char *latency = op == counter_op ? "acquire" : "rename";
 	if (cfg->json) {
 		printf("{\"lock\":\"%s\",\"threads\":%ld,\"workload\":\"%s\",\"duration_s\":%.3f,\"cs\":%ld,"
-		       "\"cs_lines\":%ld,\"ncs\":%ld,\"corunners\":%ld,\"numa_map\":\"%s\",\"ops\":%ld,"
+		       "\"cs_lines\":%ld,\"cs_block\":\"%s\",\"ncs\":%ld,\"corunners\":%ld,\"numa_map\":\"%s\",\"ops\":%ld,"
 		       "\"throughput_ops_s\":%.1f,\"fairness_jain\":%.4f,\"latency\":\"%s\",\"p50_ns\":%lu,"
 		       "\"p99_ns\":%lu,\"p999_ns\":%lu,",
-		       lock_label, threads, cfg->workload, elapsed, cs_iters, cs_lines, ncs_iters, cfg->corunners,
-		       map ? map : "", ops, (double)ops / elapsed, jain, latency, PCT(0.5), PCT(0.99), PCT(0.999));
+		       lock_label, threads, cfg->workload, elapsed, cs_iters, cs_lines, cs_block_name, ncs_iters,
+		       cfg->corunners, map ? map : "", ops, (double)ops / elapsed, jain, latency, PCT(0.5), PCT(0.99), PCT(0.999));
 		if (cfg->kernel)
 			printf("\"tmpfs\":%s,", tmpfs ? "true" : "false");
 		printf("\"per_thread\":[");
@@ -425,9 +502,10 @@ static void report(const struct config *cfg, struct worker *w, double elapsed, i
 			printf("%s%ld", i ? "," : "", w[i].ops);
 		printf("]}\n");
 	} else {
-		printf("%s, lock %s, %ld threads, %.2f s, cs %ld (+%ld lines), ncs %ld, corunners %ld%s%s\n",
-		       cfg->workload, lock_label, threads, elapsed, cs_iters, cs_lines, ncs_iters, cfg->corunners,
-		       map ? ", numa map " : "", map ? map : "");
+		printf("%s, lock %s, %ld threads, %.2f s, cs %ld (+%ld lines%s%s), ncs %ld, corunners %ld%s%s\n",
+		       cfg->workload, lock_label, threads, elapsed, cs_iters, cs_lines,
+		       cs_block == BLOCK_NONE ? "" : ", block ", cs_block == BLOCK_NONE ? "" : cs_block_name, ncs_iters,
+		       cfg->corunners, map ? ", numa map " : "", map ? map : "");
 		printf("  ops %ld  throughput %.0f ops/s  fairness (Jain) %.3f\n", ops, (double)ops / elapsed, jain);
 		printf("  %s latency p50 %lu ns  p99 %lu ns  p99.9 %lu ns\n", latency, PCT(0.5), PCT(0.99), PCT(0.999));
 		if (cfg->kernel && !tmpfs)

@@ -9,8 +9,9 @@
 #include "lock_impl.h"
 #include "queue.h"
 
-static const struct ls_ops *const all[] = { &ls_pthread_ops, &ls_ttas_ops,   &ls_ticket_ops, &ls_mcs_ops,
-					    &ls_cna_ops,     &ls_mcs_pt_ops, &ls_cna_pt_ops };
+static const struct ls_ops *const all[] = { &ls_pthread_ops, &ls_ttas_ops,   &ls_ticket_ops,
+					    &ls_mcs_ops,     &ls_cna_ops,    &ls_mcs_pt_ops,
+					    &ls_cna_pt_ops,  &ls_shfl_ops };
 
 #define COUNT (sizeof all / sizeof all[0])
 

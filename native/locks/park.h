@@ -82,10 +82,11 @@ static inline void ls_park(atomic_int *word, int value)
 	syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, value, NULL, NULL, 0);
 }
 
-/* Wakes one thread parked on `word`. */
-static inline void ls_unpark(atomic_int *word)
+/* Wakes one thread parked on `word`; returns how many were woken (0 or 1; 0 on error). */
+static inline int ls_unpark(atomic_int *word)
 {
-	syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+	long woken = syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+	return woken > 0 ? (int)woken : 0;
 }
 
 #endif

@@ -4,9 +4,11 @@
  * the holder runs and for a few recent waits at most (park.h, spin.c), and otherwise park on a futex, so that a
  * holder that is preempted, or blocks inside its critical section, gets their CPU back; and
  * the lock is never handed to a thread, only the place at the head of the queue is: the head takes the word
- * itself when it runs. The head is woken when it becomes head, so its wake-up overlaps the holder's critical
- * section. The head shows it runs by a time stamp; while it does not (parked, woken but not yet scheduled, or
- * preempted: no stamp for LS_PT_STALE_NS), any running thread may take the free word out of turn, as in
+ * itself when it runs. A waiter that parked and is made head is woken by the holder's release, as glibc wakes a
+ * waiter at unlock: it parked because the holder did not run or the lock's waits were long, and a wake-up at the
+ * hand-over would only put one more thread on the CPUs to find the lock still held. The head shows it runs by a
+ * time stamp; while it does not (parked, woken but not yet scheduled, or preempted: no stamp for LS_PT_STALE_NS),
+ * any running thread may take the free word out of turn, as in
  * time-published queue locks (He, Scherer and Scott, "Preemption adaptivity in time-published queue-based spin
  * locks", HiPC 2005): a thread that arrives, or a queued waiter, which then leaves the queue — its node stays in
  * place, marked LS_PT_LEFT, until the hand-over that reaches it skips it. So no thread that is not running holds up
@@ -34,8 +36,8 @@
  *   head      (F,D) -take-------------------------------------------------> (H,D)
  *             (H,D) -exchange word ->P, returns H or P (sleeps on word)---> (P,D)   spinning stopped paying
  *             (F,D) -exchange word ->P, returns F-------------------------> (P,D)   holds it (the release wakes nobody)
- *   hand over (H|P,D) -exchange next's node ->D, store S on L nodes------> (H|P,-)
- *   release   (H|P,-) -exchange word ->F (and wake the head if P)--------> (F,-)
+ *   hand over (H|P,D) -exchange next's node ->D, store S on L nodes------> (H|P,-)   (P if next was K)
+ *   release   (H|P,-) -exchange word ->F (and wake the head if P)--------> (F,-)   on its node if it was K
  *   left      (H,L) ... its owner's release as above; the hand-over that reaches L stores S, and only then does
  *             the pool take the node back (ls_qnode_leave).
  */
@@ -234,9 +236,6 @@ void ls_ptlock_release(struct ls_ptlock *l)
 	struct ls_qnode *sleeper = l->sleeping_head;
 	l->sleeping_head = NULL;
 	if (atomic_exchange_explicit(&l->word, LS_PT_FREE, memory_order_release) == LS_PT_HELD_PARKED) {
-		if (sleeper)
-			ls_unpark(&sleeper->state);
-		else
-			ls_unpark(&l->word);
+		ls_unpark_head(sleeper, &l->word);
 	}
 }

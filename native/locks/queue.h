@@ -18,9 +18,22 @@ struct ls_qnode {
 	_Atomic(struct ls_qnode *) next;
 	/* What the owner waits for; its values belong to the lock (mcs and cna: 0 waiting, 1 granted). */
 	atomic_int state;
-	/* The NUMA node the owner ran on when it queued (cna). */
+	/* The NUMA node the owner ran on when it queued (cna, shfl). */
 	int numa;
+	/* shfl: whether the owner holds the shuffler role (written by the previous holder of the role), and the
+	 * node's place in its batch of same-node waiters (written by the shuffler that grouped it). */
+	atomic_int shuffler;
+	unsigned batch;
 } __attribute__((aligned(64)));
+
+/* The release's wake of a lock's head (ptlock.c, shfl.c): the head made head while it slept on its node
+ * (`sleeper`, NULL if none) is woken there; if it was no longer asleep there it may have gone on to park on the
+ * lock's word, which the release has freed before this call, so the word is woken too. */
+static inline void ls_unpark_head(struct ls_qnode *sleeper, atomic_int *word)
+{
+	if (!sleeper || !ls_unpark(&sleeper->state))
+		ls_unpark(word);
+}
 
 /* A free node of the calling thread's pool; aborts with a message when the thread already uses LS_MAX_HELD. */
 struct ls_qnode *ls_qnode_get(void);

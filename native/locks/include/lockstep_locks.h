@@ -6,14 +6,15 @@
  *   if (ls_lock_tryacquire(l) == 0) { ... ls_lock_release(l); }
  *   ls_lock_destroy(l);
  *
- * Names: see ls_lock_names() — pthread, ttas, ticket, mcs, cna, mcs-pt, cna-pt. Every lock may be held by one
+ * Names: see ls_lock_names() — pthread, ttas, ticket, mcs, cna, mcs-pt, cna-pt, shfl. Every lock may be held by one
  * thread at a time and released only by the thread that holds it; a thread may hold several different locks at
  * once (up to LS_MAX_HELD mcs or cna locks).
  *
  * Environment, read at the first use:
  *   LOCKSTEP_NUMA_MAP   CPU-to-NUMA-node map for cna and cna-pt, "NODE:CPULIST;NODE:CPULIST..." (e.g.
  *                       "0:0-3;1:4-7"); unset: the node of the CPU, from the kernel
- *   LOCKSTEP_CNA_BOUND  local hand-overs after which cna and cna-pt serve waiters of other nodes (default 256)
+ *   LOCKSTEP_CNA_BOUND  local hand-overs after which cna and cna-pt serve waiters of other nodes, and the most
+ *                       waiters of one node shfl groups in a row (default 256)
  * A malformed value is ignored (every CPU node 0; the default bound) and reported by ls_lock_config_error().
  */
 #ifndef LOCKSTEP_LOCKS_H

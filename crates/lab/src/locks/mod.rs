@@ -13,7 +13,7 @@ use serde::Deserialize;
 use lockstep_core::error::UsageError;
 
 /// Every lock of liblockstep-locks (`lockbench --list`).
-pub const LOCKS: &[&str] = &["pthread", "ttas", "ticket", "mcs", "cna", "mcs-pt", "cna-pt"];
+pub const LOCKS: &[&str] = &["pthread", "ttas", "ticket", "mcs", "cna", "mcs-pt", "cna-pt", "shfl"];
 
 /// numactl memory policies a scenario may run under.
 pub const NUMA_POLICIES: &[&str] = &["default", "bind", "preferred", "interleave"];
@@ -49,6 +49,10 @@ pub struct Scenario {
     /// Critical section: cache lines written.
     #[serde(default)]
     pub cs_lines: u64,
+    /// Critical section (`counter` only): how the holder leaves its CPU inside it, lockbench's `--cs-block`:
+    /// `none`, `yield`, `sleep:MICROSECONDS`, `write` or `fault`.
+    #[serde(default = "no_block")]
+    pub cs_block: String,
     /// Non-critical section: loop iterations of private work.
     #[serde(default = "hundred")]
     pub ncs: u64,
@@ -105,6 +109,9 @@ fn one() -> u32 {
 fn hundred() -> u64 {
     100
 }
+fn no_block() -> String {
+    "none".into()
+}
 fn no_corunners() -> Vec<f64> {
     vec![0.0]
 }
@@ -139,6 +146,14 @@ pub fn numa_map(cpus: &[usize], nodes: usize) -> String {
         .join(";")
 }
 
+/// Whether `b` is a value of lockbench's `--cs-block` (or `none`).
+fn cs_block_valid(b: &str) -> bool {
+    match b.strip_prefix("sleep:") {
+        Some(us) => us.parse::<u64>().is_ok_and(|us| (1..=1_000_000).contains(&us)),
+        None => ["none", "yield", "write", "fault"].contains(&b),
+    }
+}
+
 /// Validates a locks spec, `text` as read from `path` (which messages name); every problem is one usage error.
 pub fn parse(path: &Path, text: &str) -> Result<LocksSpec, UsageError> {
     let bad = |what: String| UsageError::new(format!("bad experiment spec {}: {what}", path.display()));
@@ -165,6 +180,15 @@ pub fn parse(path: &Path, text: &str) -> Result<LocksSpec, UsageError> {
         }
         if s.corunners_per_cpu.is_empty() || s.corunners_per_cpu.iter().any(|c| !(*c >= 0.0 && *c <= 16.0)) {
             return Err(what("corunners_per_cpu must be non-empty, each from 0 to 16".into()));
+        }
+        if !cs_block_valid(&s.cs_block) {
+            return Err(what(format!(
+                "cs_block {:?} (expected none, yield, sleep:MICROSECONDS with 1 to 1000000, write or fault)",
+                s.cs_block
+            )));
+        }
+        if s.cs_block != "none" && s.workload != "counter" {
+            return Err(what("cs_block applies only to workload counter".into()));
         }
         if s.cs_lines > 4096 {
             return Err(what(format!("cs_lines = {} (at most 4096)", s.cs_lines)));
@@ -266,6 +290,8 @@ mod tests {
             ("\"interleave\"", "\"spread\"", "numa policy \"spread\""),
             ("workload = \"rename\"", "workload = \"move\"", "workload \"move\""),
             ("duration_s = 0.2", "duration_s = 0", "duration_s"),
+            ("workload = \"counter\"", "workload = \"counter\"\ncs_block = \"sleep:0\"", "cs_block \"sleep:0\""),
+            ("workload = \"rename\"", "workload = \"rename\"\ncs_block = \"yield\"", "only to workload counter"),
         ] {
             let (_d, path) = write(&SPEC.replace(from, to));
             let err = load(&path).unwrap_err().to_string();

@@ -62,6 +62,9 @@ fn run_case(spec: &LocksSpec, bin: &Path, cpus: &[usize], case: &Case, session: 
     cmd.args(["--workload", &s.workload, "--threads", &threads.to_string()]);
     cmd.args(["--duration", &spec.duration_s.to_string(), "--corunners", &corunners.to_string()]);
     cmd.args(["--cs", &s.cs.to_string(), "--cs-lines", &s.cs_lines.to_string(), "--ncs", &s.ncs.to_string()]);
+    if s.cs_block != "none" {
+        cmd.args(["--cs-block", &s.cs_block]);
+    }
     cmd.arg("--json");
     cmd.env_remove("LOCKSTEP_NUMA_MAP").env_remove("LOCKSTEP_CNA_BOUND");
     if let Some(nodes) = emulated_nodes(&case.numa).map_err(anyhow::Error::msg)? {
