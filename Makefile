@@ -10,7 +10,7 @@ AGENT_CAPS := sys_admin,bpf,perfmon,net_admin,sys_nice,sys_ptrace
 OTHER_MPI := $(if $(filter mpich,$(MPI)),openmpi,mpich)
 NATIVE := $(BUILD)/native-$(MPI)
 
-.PHONY: all deps build demo test bench fuzz chaos soak clean
+.PHONY: all deps build demo test bench bench-locks fuzz chaos soak clean
 
 all: build
 
@@ -55,6 +55,10 @@ bench: build
 	@scripts/bench-kernels.sh
 	@scripts/bench-agent.sh
 	@scripts/bench-counters.sh
+
+# Third-party programs (sysbench, pigz, memcached) under every lock of the interposer, glibc beside (docs/locks.md).
+bench-locks: build
+	scripts/bench-locks.py
 
 fuzz: build
 	scripts/fuzz.sh full

@@ -18,6 +18,7 @@ packages=(
   clang libelf-dev                   # dcs: the eBPF program (clang -target bpf) and libbpf, built from source by libbpf-sys
   libclang-rt-14-dev                 # libFuzzer and AddressSanitizer for the C fuzz targets (scripts/fuzz.sh)
   numactl xz-utils                   # locks: lockbench's memory policies; xz, a real program the interposer is tested under
+  sysbench pigz memcached libmemcached-tools  # make bench-locks: third-party programs under the interposer
   qemu-system-x86 linux-image-amd64 cpio e2fsprogs  # tests/vm: guests with cgroup v2 and vNUMA (busybox-static above for their initramfs); loop-disk faults
 )
 
@@ -37,6 +38,10 @@ if [ ${#missing[@]} -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  # memcached's package starts a server on port 11211; the benchmark starts its own, on a port of its own.
+  if [[ " ${missing[*]} " == *" memcached "* ]] && command -v systemctl >/dev/null 2>&1; then
+    systemctl disable --now memcached >/dev/null 2>&1 || true
+  fi
 fi
 
 if ! command -v cargo >/dev/null 2>&1; then

@@ -11,9 +11,11 @@
  *                by the chosen lock (latency: the rename)
  *
  * Optional CORUNNERS processes spin on the CPUs to preempt holders and waiters as a host preempts vCPUs; a NUMA map
- * (--numa-map, or LOCKSTEP_NUMA_MAP) emulates NUMA nodes for cna and cna-pt. Output: operations, throughput,
+ * (--numa-map, or LOCKSTEP_NUMA_MAP) emulates NUMA nodes for cna, cna-pt and shfl. Output: operations, throughput,
  * Jain's fairness index over the threads' counts, latency p50/p99/p99.9 (every 16th operation), per-thread counts;
- * --json prints one object.
+ * on a machine with several real NUMA nodes, `counter` also counts the hand-overs between threads and how many
+ * stayed on one node (getcpu inside the critical section: the order a NUMA-aware lock achieves, where the cost of
+ * remote memory cannot be measured, as in a VM); --json prints one object.
  *
  *   lockbench --lock NAME --threads N --duration SECONDS [--cs N] [--cs-lines N] [--ncs N] [--corunners N]
  *             [--cs-block yield|sleep:MICROSECONDS|write|fault] [--workload counter|rename|rename-user]
@@ -74,6 +76,10 @@ static long cs_iters, cs_lines, ncs_iters;
 static atomic_int stop;
 static pthread_barrier_t start;
 static volatile unsigned long shared_data[MAX_LINES * 8] __attribute__((aligned(64)));
+/* counter on several real NUMA nodes: hand-overs between threads and those on one node, under the lock. */
+static int track_nodes;
+static long handovers, local_handovers, last_holder = -1;
+static unsigned last_node;
 static int dir_fd = -1;
 /* --cs-block: what the holder does inside the critical section to leave its CPU. */
 static enum { BLOCK_NONE, BLOCK_YIELD, BLOCK_SLEEP, BLOCK_WRITE, BLOCK_FAULT } cs_block;
@@ -122,6 +128,16 @@ static void counter_op(struct worker *w, int sample)
 		shared_data[i % 8]++;
 	for (long i = 0; i < cs_lines; i++)
 		shared_data[i * 8]++;
+	if (track_nodes) {
+		unsigned cpu, node;
+		getcpu(&cpu, &node);
+		if (last_holder >= 0 && last_holder != w->id) {
+			handovers++;
+			local_handovers += node == last_node;
+		}
+		last_holder = w->id;
+		last_node = node;
+	}
 	block_in_cs();
 	ls_lock_release(lock);
 }
@@ -378,8 +394,10 @@ static void choose_workload(struct config *cfg)
 		op = rename_op;
 	else if (strcmp(cfg->workload, "rename-user") == 0)
 		op = rename_user_op;
-	else if (strcmp(cfg->workload, "counter") == 0)
+	else if (strcmp(cfg->workload, "counter") == 0) {
 		op = counter_op;
+		track_nodes = access("/sys/devices/system/node/node1", F_OK) == 0;
+	}
 	else
 		usage("bad --workload (expected counter, rename or rename-user)");
 	if (cfg->kernel && cfg->name)
@@ -497,6 +515,8 @@ static void report(const struct config *cfg, struct worker *w, double elapsed, i
 		       cfg->corunners, map ? map : "", ops, (double)ops / elapsed, jain, latency, PCT(0.5), PCT(0.99), PCT(0.999));
 		if (cfg->kernel)
 			printf("\"tmpfs\":%s,", tmpfs ? "true" : "false");
+		if (track_nodes)
+			printf("\"handovers\":%ld,\"local_handovers\":%ld,", handovers, local_handovers);
 		printf("\"per_thread\":[");
 		for (long i = 0; i < threads; i++)
 			printf("%s%ld", i ? "," : "", w[i].ops);
@@ -508,6 +528,9 @@ static void report(const struct config *cfg, struct worker *w, double elapsed, i
 		       cfg->corunners, map ? ", numa map " : "", map ? map : "");
 		printf("  ops %ld  throughput %.0f ops/s  fairness (Jain) %.3f\n", ops, (double)ops / elapsed, jain);
 		printf("  %s latency p50 %lu ns  p99 %lu ns  p99.9 %lu ns\n", latency, PCT(0.5), PCT(0.99), PCT(0.999));
+		if (track_nodes)
+			printf("  hand-overs between threads %ld, on one NUMA node %.1f %%\n", handovers,
+			       handovers ? 100.0 * (double)local_handovers / (double)handovers : 0.0);
 		if (cfg->kernel && !tmpfs)
 			printf("  note: the directory is not on tmpfs; the file system's own costs are measured too\n");
 	}

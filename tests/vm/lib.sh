@@ -93,6 +93,21 @@ vm_qemu() {
 # For the scripts that run inside a guest (tests/vm/systemd-unit, slurm-v2): each defines `fail MESSAGE`, which
 # says what went wrong and exits 1.
 
+# Prints the path of a chronyd for the guests, unpacked once from Debian's chrony package under build/vm/chrony/
+# (not installed: the host's own time service stays as it is); exits 1 when the package cannot be had.
+vm_chronyd() {
+  local to=$vm_dir/chrony
+  if [[ ! -x $to/usr/sbin/chronyd ]]; then
+    local tmp
+    tmp=$(mktemp -d)
+    (cd "$tmp" && { apt-get download -qq chrony 2> /dev/null || { apt-get update -qq && apt-get download -qq chrony; }; })       > /dev/null 2>&1 || { rm -rf "$tmp"; echo "$vm_prog: cannot download Debian's chrony package" >&2; exit 1; }
+    mkdir -p "$to"
+    dpkg-deb -x "$tmp"/chrony_*.deb "$to"
+    rm -rf "$tmp"
+  fi
+  echo "$to/usr/sbin/chronyd"
+}
+
 # Waits up to 60 s for the shell condition $2 (what it waits for: $1), or fails.
 vm_until() {
   local what=$1 cond=$2 deadline=$((SECONDS + 60))

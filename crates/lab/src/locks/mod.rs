@@ -33,6 +33,26 @@ pub struct LocksSpec {
     pub locks: Vec<String>,
     /// Scenarios, in spec order.
     pub scenarios: Vec<Scenario>,
+    /// Run every case inside qemu guests instead of on the host (`[guests]`).
+    pub guests: Option<Guests>,
+}
+
+/// `[guests]`: every case runs in 1, 2, … guests at once (tests/vm/up), lockbench in each guest at the same time,
+/// threads per CPU counted in the guest's vCPUs.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Guests {
+    /// Numbers of guests run at once (each from 1 to 8).
+    pub counts: Vec<u32>,
+    /// vCPUs of each guest.
+    #[serde(default = "two")]
+    pub vcpus: u32,
+    /// Virtual NUMA nodes of each guest (dividing `vcpus`).
+    #[serde(default = "one")]
+    pub numa: u32,
+    /// Memory of each guest, MiB.
+    #[serde(default = "guest_mem")]
+    pub mem_mib: u32,
 }
 
 /// One scenario: a workload and the axes it is run over.
@@ -86,6 +106,8 @@ pub struct Case {
     pub policy: String,
     /// Repetition, from 1.
     pub repetition: u32,
+    /// Guests run at once (0: on the host).
+    pub guests: u32,
 }
 
 #[derive(Deserialize)]
@@ -101,10 +123,18 @@ struct Raw {
     #[serde(default)]
     locks: Option<Vec<String>>,
     scenarios: Vec<Scenario>,
+    #[serde(default)]
+    guests: Option<Guests>,
 }
 
 fn one() -> u32 {
     1
+}
+fn two() -> u32 {
+    2
+}
+fn guest_mem() -> u32 {
+    1024
 }
 fn hundred() -> u64 {
     100
@@ -202,6 +232,27 @@ pub fn parse(path: &Path, text: &str) -> Result<LocksSpec, UsageError> {
         if let Some(p) = s.numa_policies.iter().find(|p| !NUMA_POLICIES.contains(&p.as_str())) {
             return Err(what(format!("numa policy {p:?} (expected some of {})", NUMA_POLICIES.join(", "))));
         }
+        if raw.guests.is_some() && (s.numa != real() || s.numa_policies != default_policy() || s.workload == "rename") {
+            return Err(what(
+                "with [guests], numa must be real, the memory policy default, and rename (the host \
+                             kernel's directory lock) is not run"
+                    .into(),
+            ));
+        }
+    }
+    if let Some(g) = &raw.guests {
+        if g.counts.is_empty() || g.counts.iter().any(|c| !(1..=8).contains(c)) {
+            return Err(bad("[guests] counts must be non-empty, each from 1 to 8".into()));
+        }
+        if !(1..=64).contains(&g.vcpus) || g.numa == 0 || g.numa > 8 || g.vcpus % g.numa != 0 {
+            return Err(bad(format!(
+                "[guests] vcpus = {}, numa = {} (expected 1 to 64 vCPUs in 1 to 8 nodes that divide them)",
+                g.vcpus, g.numa
+            )));
+        }
+        if !(256..=65536).contains(&g.mem_mib) {
+            return Err(bad(format!("[guests] mem_mib = {} (expected 256 to 65536)", g.mem_mib)));
+        }
     }
     Ok(LocksSpec {
         name: raw.name,
@@ -210,12 +261,20 @@ pub fn parse(path: &Path, text: &str) -> Result<LocksSpec, UsageError> {
         repetitions: raw.repetitions,
         locks,
         scenarios: raw.scenarios,
+        guests: raw.guests,
     })
 }
 
 /// Every run, repetition by repetition; within a repetition scenario by scenario, every configuration with the
-/// locks side by side (so that slow drifts of the machine hit every lock alike).
+/// locks side by side (so that slow drifts of the machine hit every lock alike). With `[guests]`, all that once per
+/// number of guests (booted once for all its cases).
 pub fn plan(spec: &LocksSpec) -> Vec<Case> {
+    let counts = spec.guests.as_ref().map_or(vec![0], |g| g.counts.clone());
+    counts.into_iter().flat_map(|guests| plan_on(spec, guests)).collect()
+}
+
+/// The cases of `plan` on `guests` guests (0: the host).
+fn plan_on(spec: &LocksSpec, guests: u32) -> Vec<Case> {
     let mut cases = Vec::new();
     for repetition in 1..=spec.repetitions {
         for (i, s) in spec.scenarios.iter().enumerate() {
@@ -233,6 +292,7 @@ pub fn plan(spec: &LocksSpec) -> Vec<Case> {
                                     numa: numa.clone(),
                                     policy: policy.clone(),
                                     repetition,
+                                    guests,
                                 });
                             }
                         }

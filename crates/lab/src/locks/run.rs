@@ -1,12 +1,15 @@
 //! Runs a locks experiment: one `lockbench --json` per case (under numactl for a memory policy other than the
-//! default, with LOCKSTEP_NUMA_MAP for an emulated topology), every result into the store.
+//! default, with LOCKSTEP_NUMA_MAP for an emulated topology), every result into the store. With `[guests]`, the
+//! cases of each number of guests run in that many qemu guests booted for them (tests/vm/up), one lockbench per
+//! guest at the same time, and are stored as one run: per-guest mean throughput, Jain's index over every thread of
+//! every guest, the highest latency percentiles.
 
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use super::{emulated_nodes, numa_map, per_cpu, plan, Case, LocksSpec};
+use super::{emulated_nodes, numa_map, per_cpu, plan, Case, Guests, LocksSpec};
 use crate::runner::progress_bar;
 use crate::Paths;
 use lockstep_core::cpulist::CpuList;
@@ -29,15 +32,34 @@ pub fn run(spec: &LocksSpec, paths: &Paths) -> anyhow::Result<f64> {
     let session = now();
     let cases = plan(spec);
     let bar = progress_bar(cases.len());
+    let mut up: Option<GuestsUp> = None;
     for case in &cases {
         let s = &spec.scenarios[case.scenario];
         bar.set_message(format!(
-            "{} {} {}x/cpu co {}x {} {} #{}",
-            s.name, case.lock, case.threads_per_cpu, case.corunners_per_cpu, case.numa, case.policy, case.repetition
+            "{} {} {}x/cpu co {}x {} {} #{}{}",
+            s.name,
+            case.lock,
+            case.threads_per_cpu,
+            case.corunners_per_cpu,
+            case.numa,
+            case.policy,
+            case.repetition,
+            if case.guests > 0 { format!(" in {} guest(s)", case.guests) } else { String::new() }
         ));
-        store.add_lock_run(&run_case(spec, &paths.bin, &cpus, case, session)?)?;
+        let run = match &spec.guests {
+            None => run_case(spec, &paths.bin, &cpus, case, session)?,
+            Some(g) => {
+                if up.as_ref().is_none_or(|u| u.count != case.guests) {
+                    drop(up.take());
+                    up = Some(GuestsUp::boot(&paths.bin, g, case.guests)?);
+                }
+                run_in_guests(spec, &paths.bin, g, case, session)?
+            }
+        };
+        store.add_lock_run(&run)?;
         bar.inc(1);
     }
+    drop(up);
     bar.finish_with_message("done");
     Ok(session)
 }
@@ -113,4 +135,157 @@ fn run_case(spec: &LocksSpec, bin: &Path, cpus: &[usize], case: &Case, session: 
         exit_status: out.status.code(),
         started_at,
     })
+}
+
+/// Guests booted by tests/vm/up, shut down by tests/vm/down when dropped (on every exit path).
+struct GuestsUp {
+    /// How many.
+    count: u32,
+    /// The project's root (tests/vm lives there).
+    root: std::path::PathBuf,
+}
+
+impl GuestsUp {
+    /// Boots `count` guests shaped as `g` says.
+    fn boot(bin: &Path, g: &Guests, count: u32) -> anyhow::Result<Self> {
+        let root = project_root(bin)?;
+        let status = Command::new(root.join("tests/vm/up"))
+            .args([count.to_string(), "--vcpus".into(), g.vcpus.to_string(), "--numa".into(), g.numa.to_string()])
+            .args(["--mem".to_string(), g.mem_mib.to_string()])
+            .current_dir(&root)
+            .stdout(Stdio::null())
+            .status()?;
+        let up = GuestsUp { count, root };
+        anyhow::ensure!(status.success(), "tests/vm/up {count} failed ({status})");
+        Ok(up)
+    }
+}
+
+impl Drop for GuestsUp {
+    fn drop(&mut self) {
+        let _ = Command::new(self.root.join("tests/vm/down")).current_dir(&self.root).stdout(Stdio::null()).status();
+    }
+}
+
+/// The project's root: `bin` is its `build/bin`.
+fn project_root(bin: &Path) -> anyhow::Result<std::path::PathBuf> {
+    let root = bin.canonicalize()?.join("../..").canonicalize()?;
+    anyhow::ensure!(root.join("tests/vm/up").exists(), "no tests/vm/up under {}", root.display());
+    Ok(root)
+}
+
+/// One case in every guest at once (tests/vm/exec), stored as one run.
+fn run_in_guests(spec: &LocksSpec, bin: &Path, g: &Guests, case: &Case, session: f64) -> anyhow::Result<LockRun> {
+    let s = &spec.scenarios[case.scenario];
+    let root = project_root(bin)?;
+    let threads = per_cpu(case.threads_per_cpu, g.vcpus as usize, 1);
+    let lockbench = bin.canonicalize()?.join("lockbench");
+    let started_at = now();
+    let children: Vec<_> = (1..=case.guests)
+        .map(|i| {
+            let mut cmd = Command::new(root.join("tests/vm/exec"));
+            cmd.arg(format!("node{i}")).args(["--timeout", &((spec.duration_s * 20.0) as u64 + 120).to_string()]);
+            cmd.arg("--").arg(&lockbench).args(["--lock", &case.lock, "--workload", &s.workload]);
+            cmd.args(["--threads", &threads.to_string(), "--duration", &spec.duration_s.to_string()]);
+            cmd.args(["--cs", &s.cs.to_string(), "--cs-lines", &s.cs_lines.to_string(), "--ncs", &s.ncs.to_string()]);
+            if s.cs_block != "none" {
+                cmd.args(["--cs-block", &s.cs_block]);
+            }
+            cmd.arg("--json").current_dir(&root).stdout(Stdio::piped()).stderr(Stdio::inherit());
+            cmd.spawn()
+        })
+        .collect::<Result<_, _>>()?;
+    let mut results = Vec::new();
+    let mut status = Some(0);
+    for child in children {
+        let out = child.wait_with_output()?;
+        let json = out
+            .status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).lines().find_map(|l| serde_json::from_str(l).ok()))
+            .flatten();
+        if !out.status.success() {
+            status = out.status.code();
+        }
+        results.push(json);
+    }
+    let all: Option<Vec<serde_json::Value>> = results.into_iter().collect();
+    let measures = all.as_deref().and_then(guests_measures);
+    Ok(LockRun {
+        experiment: spec.name.clone(),
+        session,
+        scenario: s.name.clone(),
+        workload: s.workload.clone(),
+        lock: case.lock.clone(),
+        threads,
+        threads_per_cpu: case.threads_per_cpu,
+        corunners: 0,
+        numa: format!("guests-{}", case.guests),
+        numa_policy: case.policy.clone(),
+        repetition: case.repetition,
+        ops: measures.as_ref().map(|m| m.ops),
+        throughput_ops_s: measures.as_ref().map(|m| m.throughput),
+        fairness_jain: measures.as_ref().map(|m| m.jain),
+        p50_ns: measures.as_ref().map(|m| m.p[0]),
+        p99_ns: measures.as_ref().map(|m| m.p[1]),
+        p999_ns: measures.as_ref().map(|m| m.p[2]),
+        exit_status: status,
+        started_at,
+    })
+}
+
+/// What several guests' lockbench runs measured together.
+struct GuestsMeasures {
+    /// Operations of every guest.
+    ops: u64,
+    /// Mean throughput per guest.
+    throughput: f64,
+    /// Jain's index over every thread of every guest.
+    jain: f64,
+    /// The highest p50, p99 and p99.9.
+    p: [u64; 3],
+}
+
+/// Combines the guests' `lockbench --json` objects; `None` when one lacks a measure.
+fn guests_measures(runs: &[serde_json::Value]) -> Option<GuestsMeasures> {
+    let mut ops = 0;
+    let mut throughput = 0.0;
+    let mut per_thread = Vec::new();
+    let mut p = [0u64; 3];
+    for r in runs {
+        ops += r.get("ops")?.as_u64()?;
+        throughput += r.get("throughput_ops_s")?.as_f64()?;
+        for t in r.get("per_thread")?.as_array()? {
+            per_thread.push(t.as_f64()?);
+        }
+        for (slot, key) in p.iter_mut().zip(["p50_ns", "p99_ns", "p999_ns"]) {
+            *slot = (*slot).max(r.get(key)?.as_u64()?);
+        }
+    }
+    let sum: f64 = per_thread.iter().sum();
+    let sumsq: f64 = per_thread.iter().map(|x| x * x).sum();
+    let jain = if sumsq > 0.0 { sum * sum / (per_thread.len() as f64 * sumsq) } else { 0.0 };
+    (!runs.is_empty()).then(|| GuestsMeasures { ops, throughput: throughput / runs.len() as f64, jain, p })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn guests_combine_into_one_run() {
+        let a = serde_json::json!({"ops": 100, "throughput_ops_s": 100.0, "per_thread": [50, 50],
+            "p50_ns": 10, "p99_ns": 100, "p999_ns": 1000});
+        let b = serde_json::json!({"ops": 300, "throughput_ops_s": 300.0, "per_thread": [150, 150],
+            "p50_ns": 20, "p99_ns": 50, "p999_ns": 2000});
+        let m = guests_measures(&[a.clone(), b]).unwrap();
+        assert_eq!(m.ops, 400);
+        assert!((m.throughput - 200.0).abs() < 1e-9);
+        // Threads 50, 50, 150, 150: 400² / (4 × 50000) = 0.8.
+        assert!((m.jain - 0.8).abs() < 1e-9);
+        assert_eq!(m.p, [20, 100, 2000]);
+        let mut broken = a;
+        broken.as_object_mut().unwrap().remove("per_thread");
+        assert!(guests_measures(&[broken]).is_none());
+    }
 }
