@@ -39,6 +39,7 @@ test: build
 	tests/vm/systemd-unit
 	tests/vm/slurm-v2
 	tests/vm/two-nodes
+	tests/vm/slurm-two
 	tests/vm/numa
 	scripts/fuzz.sh smoke 5
 	scripts/soak-agent.sh 2
