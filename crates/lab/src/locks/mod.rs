@@ -200,6 +200,20 @@ pub fn parse(path: &Path, text: &str) -> Result<LocksSpec, UsageError> {
     if locks.is_empty() || raw.scenarios.is_empty() {
         return Err(bad("locks and [[scenarios]] must be non-empty".into()));
     }
+    if let Some(g) = &raw.guests {
+        if g.counts.is_empty() || g.counts.iter().any(|c| !(1..=8).contains(c)) {
+            return Err(bad("[guests] counts must be non-empty, each from 1 to 8".into()));
+        }
+        if !(1..=64).contains(&g.vcpus) || g.numa == 0 || g.numa > 8 || g.vcpus % g.numa != 0 {
+            return Err(bad(format!(
+                "[guests] vcpus = {}, numa = {} (expected 1 to 64 vCPUs in 1 to 8 nodes that divide them)",
+                g.vcpus, g.numa
+            )));
+        }
+        if !(256..=65536).contains(&g.mem_mib) {
+            return Err(bad(format!("[guests] mem_mib = {} (expected 256 to 65536)", g.mem_mib)));
+        }
+    }
     for s in &raw.scenarios {
         let what = |w: String| bad(format!("scenario {:?}: {w}", s.name));
         if !["counter", "rename", "rename-user"].contains(&s.workload.as_str()) {
@@ -238,20 +252,6 @@ pub fn parse(path: &Path, text: &str) -> Result<LocksSpec, UsageError> {
                              kernel's directory lock) is not run"
                     .into(),
             ));
-        }
-    }
-    if let Some(g) = &raw.guests {
-        if g.counts.is_empty() || g.counts.iter().any(|c| !(1..=8).contains(c)) {
-            return Err(bad("[guests] counts must be non-empty, each from 1 to 8".into()));
-        }
-        if !(1..=64).contains(&g.vcpus) || g.numa == 0 || g.numa > 8 || g.vcpus % g.numa != 0 {
-            return Err(bad(format!(
-                "[guests] vcpus = {}, numa = {} (expected 1 to 64 vCPUs in 1 to 8 nodes that divide them)",
-                g.vcpus, g.numa
-            )));
-        }
-        if !(256..=65536).contains(&g.mem_mib) {
-            return Err(bad(format!("[guests] mem_mib = {} (expected 256 to 65536)", g.mem_mib)));
         }
     }
     Ok(LocksSpec {
@@ -352,6 +352,9 @@ mod tests {
             ("duration_s = 0.2", "duration_s = 0", "duration_s"),
             ("workload = \"counter\"", "workload = \"counter\"\ncs_block = \"sleep:0\"", "cs_block \"sleep:0\""),
             ("workload = \"rename\"", "workload = \"rename\"\ncs_block = \"yield\"", "only to workload counter"),
+            ("cna-pt\"]\n", "cna-pt\"]\n[guests]\ncounts = [9]\n", "counts must be"),
+            ("cna-pt\"]\n", "cna-pt\"]\n[guests]\ncounts = [2]\nvcpus = 3\nnuma = 2\n", "vcpus = 3"),
+            ("cna-pt\"]\n", "cna-pt\"]\n[guests]\ncounts = [2]\n", "with [guests], numa must be real"),
         ] {
             let (_d, path) = write(&SPEC.replace(from, to));
             let err = load(&path).unwrap_err().to_string();
