@@ -66,7 +66,6 @@ pub fn run(spec: &LocksSpec, paths: &Paths) -> anyhow::Result<f64> {
 
 /// One lockbench run.
 fn run_case(spec: &LocksSpec, bin: &Path, cpus: &[usize], case: &Case, session: f64) -> anyhow::Result<LockRun> {
-    let s = &spec.scenarios[case.scenario];
     let threads = per_cpu(case.threads_per_cpu, cpus.len(), 1);
     let corunners = per_cpu(case.corunners_per_cpu, cpus.len(), 0);
     let lockbench = bin.join("lockbench");
@@ -78,16 +77,8 @@ fn run_case(spec: &LocksSpec, bin: &Path, cpus: &[usize], case: &Case, session: 
         }
         None => Command::new(&lockbench),
     };
-    if s.workload != "rename" {
-        cmd.args(["--lock", &case.lock]);
-    }
-    cmd.args(["--workload", &s.workload, "--threads", &threads.to_string()]);
-    cmd.args(["--duration", &spec.duration_s.to_string(), "--corunners", &corunners.to_string()]);
-    cmd.args(["--cs", &s.cs.to_string(), "--cs-lines", &s.cs_lines.to_string(), "--ncs", &s.ncs.to_string()]);
-    if s.cs_block != "none" {
-        cmd.args(["--cs-block", &s.cs_block]);
-    }
-    cmd.arg("--json");
+    workload_args(&mut cmd, spec, case, threads);
+    cmd.args(["--corunners", &corunners.to_string()]);
     cmd.env_remove("LOCKSTEP_NUMA_MAP").env_remove("LOCKSTEP_CNA_BOUND");
     if let Some(nodes) = emulated_nodes(&case.numa).map_err(anyhow::Error::msg)? {
         cmd.args(["--numa-map", &numa_map(cpus, nodes)]);
@@ -107,34 +98,74 @@ fn run_case(spec: &LocksSpec, bin: &Path, cpus: &[usize], case: &Case, session: 
         unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
     }
     let out = child.wait_with_output()?;
-    // A failed run has no measures, whatever it printed.
-    let json: Option<serde_json::Value> = out
-        .status
+    let measures = json_line(&out).and_then(|j| Measures::of(&[j]));
+    Ok(lock_run(
+        spec,
+        case,
+        (threads, corunners, case.numa.clone()),
+        measures,
+        out.status.code(),
+        (session, started_at),
+    ))
+}
+
+/// lockbench's arguments for `case`'s scenario with `threads` threads, `--json` included (`--lock` unless the
+/// workload is `rename`, which measures the kernel's lock).
+fn workload_args(cmd: &mut Command, spec: &LocksSpec, case: &Case, threads: u32) {
+    let s = &spec.scenarios[case.scenario];
+    if s.workload != "rename" {
+        cmd.args(["--lock", &case.lock]);
+    }
+    cmd.args(["--workload", &s.workload, "--threads", &threads.to_string()]);
+    cmd.args(["--duration", &spec.duration_s.to_string()]);
+    cmd.args(["--cs", &s.cs.to_string(), "--cs-lines", &s.cs_lines.to_string(), "--ncs", &s.ncs.to_string()]);
+    if s.cs_block != "none" {
+        cmd.args(["--cs-block", &s.cs_block]);
+    }
+    cmd.arg("--json");
+}
+
+/// The JSON object a successful lockbench printed; `None` for a failed run, whatever it printed.
+fn json_line(out: &std::process::Output) -> Option<serde_json::Value> {
+    out.status
         .success()
         .then(|| String::from_utf8_lossy(&out.stdout).lines().find_map(|l| serde_json::from_str(l).ok()))
-        .flatten();
-    let field = |k: &str| json.as_ref().and_then(|j| j.get(k).cloned());
-    Ok(LockRun {
+        .flatten()
+}
+
+/// The stored run of `case`: `shape` is (threads, co-runners, numa label), `times` (session, start).
+fn lock_run(
+    spec: &LocksSpec,
+    case: &Case,
+    shape: (u32, u32, String),
+    measures: Option<Measures>,
+    exit_status: Option<i32>,
+    times: (f64, f64),
+) -> LockRun {
+    let s = &spec.scenarios[case.scenario];
+    let (threads, corunners, numa) = shape;
+    let m = measures.as_ref();
+    LockRun {
         experiment: spec.name.clone(),
-        session,
+        session: times.0,
         scenario: s.name.clone(),
         workload: s.workload.clone(),
         lock: case.lock.clone(),
         threads,
         threads_per_cpu: case.threads_per_cpu,
         corunners,
-        numa: case.numa.clone(),
+        numa,
         numa_policy: case.policy.clone(),
         repetition: case.repetition,
-        ops: field("ops").and_then(|v| v.as_u64()),
-        throughput_ops_s: field("throughput_ops_s").and_then(|v| v.as_f64()),
-        fairness_jain: field("fairness_jain").and_then(|v| v.as_f64()),
-        p50_ns: field("p50_ns").and_then(|v| v.as_u64()),
-        p99_ns: field("p99_ns").and_then(|v| v.as_u64()),
-        p999_ns: field("p999_ns").and_then(|v| v.as_u64()),
-        exit_status: out.status.code(),
-        started_at,
-    })
+        ops: m.map(|m| m.ops),
+        throughput_ops_s: m.map(|m| m.throughput),
+        fairness_jain: m.map(|m| m.jain),
+        p50_ns: m.map(|m| m.p[0]),
+        p99_ns: m.map(|m| m.p[1]),
+        p999_ns: m.map(|m| m.p[2]),
+        exit_status,
+        started_at: times.1,
+    }
 }
 
 /// Guests booted by tests/vm/up, shut down by tests/vm/down when dropped (on every exit path).
@@ -176,7 +207,6 @@ fn project_root(bin: &Path) -> anyhow::Result<std::path::PathBuf> {
 
 /// One case in every guest at once (tests/vm/exec), stored as one run.
 fn run_in_guests(spec: &LocksSpec, bin: &Path, g: &Guests, case: &Case, session: f64) -> anyhow::Result<LockRun> {
-    let s = &spec.scenarios[case.scenario];
     let root = project_root(bin)?;
     let threads = per_cpu(case.threads_per_cpu, g.vcpus as usize, 1);
     let lockbench = bin.canonicalize()?.join("lockbench");
@@ -185,13 +215,9 @@ fn run_in_guests(spec: &LocksSpec, bin: &Path, g: &Guests, case: &Case, session:
         .map(|i| {
             let mut cmd = Command::new(root.join("tests/vm/exec"));
             cmd.arg(format!("node{i}")).args(["--timeout", &((spec.duration_s * 20.0) as u64 + 120).to_string()]);
-            cmd.arg("--").arg(&lockbench).args(["--lock", &case.lock, "--workload", &s.workload]);
-            cmd.args(["--threads", &threads.to_string(), "--duration", &spec.duration_s.to_string()]);
-            cmd.args(["--cs", &s.cs.to_string(), "--cs-lines", &s.cs_lines.to_string(), "--ncs", &s.ncs.to_string()]);
-            if s.cs_block != "none" {
-                cmd.args(["--cs-block", &s.cs_block]);
-            }
-            cmd.arg("--json").current_dir(&root).stdout(Stdio::piped()).stderr(Stdio::inherit());
+            cmd.arg("--").arg(&lockbench);
+            workload_args(&mut cmd, spec, case, threads);
+            cmd.current_dir(&root).stdout(Stdio::piped()).stderr(Stdio::inherit());
             cmd.spawn()
         })
         .collect::<Result<_, _>>()?;
@@ -199,43 +225,19 @@ fn run_in_guests(spec: &LocksSpec, bin: &Path, g: &Guests, case: &Case, session:
     let mut status = Some(0);
     for child in children {
         let out = child.wait_with_output()?;
-        let json = out
-            .status
-            .success()
-            .then(|| String::from_utf8_lossy(&out.stdout).lines().find_map(|l| serde_json::from_str(l).ok()))
-            .flatten();
         if !out.status.success() {
             status = out.status.code();
         }
-        results.push(json);
+        results.push(json_line(&out));
     }
     let all: Option<Vec<serde_json::Value>> = results.into_iter().collect();
-    let measures = all.as_deref().and_then(guests_measures);
-    Ok(LockRun {
-        experiment: spec.name.clone(),
-        session,
-        scenario: s.name.clone(),
-        workload: s.workload.clone(),
-        lock: case.lock.clone(),
-        threads,
-        threads_per_cpu: case.threads_per_cpu,
-        corunners: 0,
-        numa: format!("guests-{}", case.guests),
-        numa_policy: case.policy.clone(),
-        repetition: case.repetition,
-        ops: measures.as_ref().map(|m| m.ops),
-        throughput_ops_s: measures.as_ref().map(|m| m.throughput),
-        fairness_jain: measures.as_ref().map(|m| m.jain),
-        p50_ns: measures.as_ref().map(|m| m.p[0]),
-        p99_ns: measures.as_ref().map(|m| m.p[1]),
-        p999_ns: measures.as_ref().map(|m| m.p[2]),
-        exit_status: status,
-        started_at,
-    })
+    let measures = all.as_deref().and_then(Measures::of);
+    let numa = format!("guests-{}", case.guests);
+    Ok(lock_run(spec, case, (threads, 0, numa), measures, status, (session, started_at)))
 }
 
-/// What several guests' lockbench runs measured together.
-struct GuestsMeasures {
+/// What one lockbench run, or several at once (one per guest), measured.
+struct Measures {
     /// Operations of every guest.
     ops: u64,
     /// Mean throughput per guest.
@@ -246,26 +248,28 @@ struct GuestsMeasures {
     p: [u64; 3],
 }
 
-/// Combines the guests' `lockbench --json` objects; `None` when one lacks a measure.
-fn guests_measures(runs: &[serde_json::Value]) -> Option<GuestsMeasures> {
-    let mut ops = 0;
-    let mut throughput = 0.0;
-    let mut per_thread = Vec::new();
-    let mut p = [0u64; 3];
-    for r in runs {
-        ops += r.get("ops")?.as_u64()?;
-        throughput += r.get("throughput_ops_s")?.as_f64()?;
-        for t in r.get("per_thread")?.as_array()? {
-            per_thread.push(t.as_f64()?);
+impl Measures {
+    /// Combines `lockbench --json` objects; `None` when one lacks a measure.
+    fn of(runs: &[serde_json::Value]) -> Option<Measures> {
+        let mut ops = 0;
+        let mut throughput = 0.0;
+        let mut per_thread = Vec::new();
+        let mut p = [0u64; 3];
+        for r in runs {
+            ops += r.get("ops")?.as_u64()?;
+            throughput += r.get("throughput_ops_s")?.as_f64()?;
+            for t in r.get("per_thread")?.as_array()? {
+                per_thread.push(t.as_f64()?);
+            }
+            for (slot, key) in p.iter_mut().zip(["p50_ns", "p99_ns", "p999_ns"]) {
+                *slot = (*slot).max(r.get(key)?.as_u64()?);
+            }
         }
-        for (slot, key) in p.iter_mut().zip(["p50_ns", "p99_ns", "p999_ns"]) {
-            *slot = (*slot).max(r.get(key)?.as_u64()?);
-        }
+        let sum: f64 = per_thread.iter().sum();
+        let sumsq: f64 = per_thread.iter().map(|x| x * x).sum();
+        let jain = if sumsq > 0.0 { sum * sum / (per_thread.len() as f64 * sumsq) } else { 0.0 };
+        (!runs.is_empty()).then(|| Measures { ops, throughput: throughput / runs.len() as f64, jain, p })
     }
-    let sum: f64 = per_thread.iter().sum();
-    let sumsq: f64 = per_thread.iter().map(|x| x * x).sum();
-    let jain = if sumsq > 0.0 { sum * sum / (per_thread.len() as f64 * sumsq) } else { 0.0 };
-    (!runs.is_empty()).then(|| GuestsMeasures { ops, throughput: throughput / runs.len() as f64, jain, p })
 }
 
 #[cfg(test)]
@@ -278,7 +282,7 @@ mod tests {
             "p50_ns": 10, "p99_ns": 100, "p999_ns": 1000});
         let b = serde_json::json!({"ops": 300, "throughput_ops_s": 300.0, "per_thread": [150, 150],
             "p50_ns": 20, "p99_ns": 50, "p999_ns": 2000});
-        let m = guests_measures(&[a.clone(), b]).unwrap();
+        let m = Measures::of(&[a.clone(), b]).unwrap();
         assert_eq!(m.ops, 400);
         assert!((m.throughput - 200.0).abs() < 1e-9);
         // Threads 50, 50, 150, 150: 400² / (4 × 50000) = 0.8.
@@ -286,6 +290,6 @@ mod tests {
         assert_eq!(m.p, [20, 100, 2000]);
         let mut broken = a;
         broken.as_object_mut().unwrap().remove("per_thread");
-        assert!(guests_measures(&[broken]).is_none());
+        assert!(Measures::of(&[broken]).is_none());
     }
 }
