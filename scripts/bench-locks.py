@@ -81,17 +81,30 @@ def pigz(threads, env, work):
     return work["input_mb"] / got[0] if got else 0.0
 
 
+def port_taken():
+    """Whether something already listens on PORT (a server left over would be measured instead of ours)."""
+    try:
+        socket.create_connection(("127.0.0.1", PORT), timeout=0.1).close()
+        return True
+    except OSError:
+        return False
+
+
 def memcached(threads, env, _work):
+    if port_taken():
+        fail(f"port {PORT} is taken: another memcached? (expected it free for the benchmark's own server)")
     server = subprocess.Popen(["memcached", "-u", "root", "-U", "0", "-l", "127.0.0.1", "-p", str(PORT),
                                "-t", str(threads), "-m", "64"], env=env, stdout=subprocess.DEVNULL,
                               stderr=subprocess.DEVNULL)
     try:
         for _ in range(100):
-            try:
-                socket.create_connection(("127.0.0.1", PORT), timeout=0.1).close()
+            if server.poll() is not None:
+                return 0.0
+            if port_taken():
                 break
-            except OSError:
-                time.sleep(0.05)
+            time.sleep(0.05)
+        else:
+            return 0.0
         sets = 10000
         got = timed(["memcslap", "-s", f"127.0.0.1:{PORT}", "-c", str(threads), "-t", "set", "-e", str(sets)],
                     env_for(None, None))
