@@ -383,17 +383,21 @@ mod tests {
         }
     }
 
+    /// The spec `text`, written into `dir` and parsed as the CLI does.
+    fn spec(dir: &Path, text: &str) -> LocksSpec {
+        let path = dir.join("l.toml");
+        std::fs::write(&path, text).unwrap();
+        super::super::parse(&path, text).unwrap()
+    }
+
     #[test]
     fn targets_are_judged_from_the_medians() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("l.toml");
-        std::fs::write(
-            &path,
+        let spec = spec(
+            dir.path(),
             "kind = \"locks\"\nname = \"l\"\nduration_s = 1\nlocks = [\"mcs\", \"cna-pt\"]\n[[scenarios]]\n\
              name = \"counter\"\nworkload = \"counter\"\nthreads_per_cpu = [1, 2]\ncorunners_per_cpu = [0, 1]\n",
-        )
-        .unwrap();
-        let spec = super::super::parse(&path, &std::fs::read_to_string(&path).unwrap()).unwrap();
+        );
         let runs = vec![
             run("mcs", 2, 1.0, 0, 4e6, 0.99),
             run("cna-pt", 2, 1.0, 0, 3.9e6, 0.95),
@@ -415,15 +419,12 @@ mod tests {
     #[test]
     fn guests_are_on_the_x_axis_and_judged_against_one_guest() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("l.toml");
-        std::fs::write(
-            &path,
+        let spec = spec(
+            dir.path(),
             "kind = \"locks\"\nname = \"l\"\nduration_s = 1\nlocks = [\"pthread\", \"mcs\", \"cna-pt\", \"shfl\"]\n\
              [guests]\ncounts = [1, 2]\n[[scenarios]]\nname = \"counter\"\nworkload = \"counter\"\n\
              threads_per_cpu = [1]\n",
-        )
-        .unwrap();
-        let spec = super::super::parse(&path, &std::fs::read_to_string(&path).unwrap()).unwrap();
+        );
         let in_guests = |lock: &str, guests: u32, throughput: f64| LockRun {
             numa: format!("guests-{guests}"),
             ..run(lock, 2, 1.0, 0, throughput, 1.0)

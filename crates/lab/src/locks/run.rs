@@ -53,7 +53,7 @@ pub fn run(spec: &LocksSpec, paths: &Paths) -> anyhow::Result<f64> {
                     drop(up.take());
                     up = Some(GuestsUp::boot(&paths.bin, g, case.guests)?);
                 }
-                run_in_guests(spec, &paths.bin, g, case, session)?
+                run_in_guests(spec, up.as_ref().expect("booted above"), g, case, session)?
             }
         };
         store.add_lock_run(&run)?;
@@ -174,6 +174,8 @@ struct GuestsUp {
     count: u32,
     /// The project's root (tests/vm lives there).
     root: std::path::PathBuf,
+    /// lockbench, by the absolute path the guests see too (their root file system is the host's).
+    lockbench: std::path::PathBuf,
 }
 
 impl GuestsUp {
@@ -186,7 +188,7 @@ impl GuestsUp {
             .current_dir(&root)
             .stdout(Stdio::null())
             .status()?;
-        let up = GuestsUp { count, root };
+        let up = GuestsUp { count, lockbench: bin.canonicalize()?.join("lockbench"), root };
         anyhow::ensure!(status.success(), "tests/vm/up {count} failed ({status})");
         Ok(up)
     }
@@ -206,18 +208,16 @@ fn project_root(bin: &Path) -> anyhow::Result<std::path::PathBuf> {
 }
 
 /// One case in every guest at once (tests/vm/exec), stored as one run.
-fn run_in_guests(spec: &LocksSpec, bin: &Path, g: &Guests, case: &Case, session: f64) -> anyhow::Result<LockRun> {
-    let root = project_root(bin)?;
+fn run_in_guests(spec: &LocksSpec, up: &GuestsUp, g: &Guests, case: &Case, session: f64) -> anyhow::Result<LockRun> {
     let threads = per_cpu(case.threads_per_cpu, g.vcpus as usize, 1);
-    let lockbench = bin.canonicalize()?.join("lockbench");
     let started_at = now();
     let children: Vec<_> = (1..=case.guests)
         .map(|i| {
-            let mut cmd = Command::new(root.join("tests/vm/exec"));
+            let mut cmd = Command::new(up.root.join("tests/vm/exec"));
             cmd.arg(format!("node{i}")).args(["--timeout", &((spec.duration_s * 20.0) as u64 + 120).to_string()]);
-            cmd.arg("--").arg(&lockbench);
+            cmd.arg("--").arg(&up.lockbench);
             workload_args(&mut cmd, spec, case, threads);
-            cmd.current_dir(&root).stdout(Stdio::piped()).stderr(Stdio::inherit());
+            cmd.current_dir(&up.root).stdout(Stdio::piped()).stderr(Stdio::inherit());
             cmd.spawn()
         })
         .collect::<Result<_, _>>()?;
