@@ -27,9 +27,13 @@ struct Scratch {
 
 impl Scratch {
     fn new() -> Self {
+        use std::os::fd::AsRawFd;
         let dir = if std::path::Path::new("/dev/shm").is_dir() { "/dev/shm" } else { "/tmp" };
-        let path = std::path::PathBuf::from(format!("{dir}/lockstep-fuzz-topo-{}.xml", std::process::id()));
-        let file = std::fs::OpenOptions::new().create(true).write(true).truncate(true).open(&path).unwrap();
+        let name = std::path::PathBuf::from(format!("{dir}/lockstep-fuzz-topo-{}.xml", std::process::id()));
+        let file = std::fs::OpenOptions::new().create(true).write(true).truncate(true).open(&name).unwrap();
+        // Unlinked at once, read through /proc: nothing is left behind when the fuzzer is stopped.
+        std::fs::remove_file(&name).unwrap();
+        let path = std::path::PathBuf::from(format!("/proc/self/fd/{}", file.as_raw_fd()));
         Self { path, file }
     }
 

@@ -12,6 +12,13 @@
  * ~30 ns for clock_gettime in a VM), converted to seconds by calibrating against CLOCK_MONOTONIC over the whole
  * run; elsewhere with clock_gettime.
  *
+ * While the run lasts, each rank also publishes a live count of the calls that make progress (every intercepted
+ * call but the polling ones: MPI_Test*, MPI_Iprobe) in a 64-byte file /dev/shm/lockstep-pmpi.<pid> (mode 0600,
+ * removed at MPI_Finalize or exit): the lockstep agent's `auto` policy reads it to tell how fast the job
+ * progresses (a rank spinning in MPI_Wait burns CPU but completes no more calls). LOCKSTEP_PMPI_LIVE=0 turns it
+ * off. Layout: "LSPMPI1\0", the process's start time (clock ticks since boot, /proc/self/stat field 22), the
+ * count; native-endian 64-bit words.
+ *
  * Bytes are the payload this rank hands to MPI to send (for Recv: the bytes actually received; for Irecv: the
  * posted size). Counters are plain per-process integers: with MPI_THREAD_MULTIPLE and concurrent calls they are
  * approximate.
@@ -24,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -48,6 +56,17 @@ struct counter {
 };
 
 static struct counter counters[NFUNCTIONS];
+
+/* The live count the agent reads (see the top of this file). */
+struct live {
+    char magic[8];
+    uint64_t start_time;
+    uint64_t calls;
+    uint64_t reserved[5];
+};
+static struct live *live;
+static uint64_t live_calls;
+static char live_path[64];
 static uint64_t init_ns, init_ticks;
 static int thread_level = -1;
 static int use_tsc;
@@ -89,12 +108,79 @@ static int tsc_usable(void)
 #endif
 }
 
+/* This process's start time in clock ticks since boot (field 22 of /proc/self/stat), 0 if unreadable. */
+static uint64_t start_time(void)
+{
+    char buf[1024];
+    int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
+    if (fd >= 0)
+        close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = 0;
+    char *p = strrchr(buf, ')'); /* the command name may hold spaces and parentheses */
+    for (int field = 2; p && field < 22; field++)
+        p = strchr(p + 1, ' ');
+    return p ? strtoull(p + 1, NULL, 10) : 0;
+}
+
+static void live_stop(void)
+{
+    if (!live)
+        return;
+    munmap(live, sizeof *live);
+    live = NULL;
+    unlink(live_path);
+}
+
+/* Opens this rank's live file; a file left by a dead process of ours with the same PID is replaced. */
+static void live_start(void)
+{
+    const char *on = getenv("LOCKSTEP_PMPI_LIVE");
+    if (live || (on && strcmp(on, "0") == 0))
+        return;
+    snprintf(live_path, sizeof live_path, "/dev/shm/lockstep-pmpi.%ld", (long)getpid());
+    int flags = O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
+    int fd = open(live_path, flags, 0600);
+    if (fd < 0 && errno == EEXIST) {
+        struct stat st;
+        int old = open(live_path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        if (old >= 0 && fstat(old, &st) == 0 && st.st_uid == geteuid())
+            unlink(live_path);
+        if (old >= 0)
+            close(old);
+        fd = open(live_path, flags, 0600);
+    }
+    if (fd < 0)
+        return; /* no /dev/shm, or taken by someone else: the agent falls back to CPU time */
+    void *map = MAP_FAILED;
+    if (ftruncate(fd, sizeof *live) == 0)
+        map = mmap(NULL, sizeof *live, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (map == MAP_FAILED) {
+        unlink(live_path);
+        return;
+    }
+    live = map;
+    live->start_time = start_time();
+    memcpy(live->magic, "LSPMPI1", 8);
+    atexit(live_stop);
+}
+
 /* Marks the start of the measured run: called when MPI_Init returns. */
 static void start_clock(void)
 {
     use_tsc = tsc_usable();
     init_ns = now_ns();
     init_ticks = ticks();
+    live_start();
+}
+
+/* Whether a call of f counts as progress in the live count (polling calls do not). */
+static inline int makes_progress(enum function f)
+{
+    return f != F_Iprobe && f != F_Test && f != F_Testall && f != F_Testany && f != F_Testsome;
 }
 
 static inline void record(enum function f, uint64_t t0, uint64_t bytes)
@@ -103,6 +189,8 @@ static inline void record(enum function f, uint64_t t0, uint64_t bytes)
     c->ticks += ticks() - t0;
     c->calls++;
     c->bytes += bytes;
+    if (live && makes_progress(f))
+        __atomic_store_n(&live->calls, ++live_calls, __ATOMIC_RELAXED);
 }
 
 static inline uint64_t nbytes(int count, MPI_Datatype type)
@@ -231,6 +319,7 @@ static void write_report(uint64_t end_ns, uint64_t end_ticks)
 int MPI_Finalize(void)
 {
     uint64_t end_ticks = ticks();
+    live_stop();
     write_report(now_ns(), end_ticks);
     return PMPI_Finalize();
 }

@@ -10,6 +10,7 @@ mod guarded;
 mod http;
 mod journal;
 mod managed;
+mod progress;
 mod restore;
 mod sampler;
 mod sched;
@@ -91,6 +92,10 @@ pub(crate) struct Agent {
     replan: bool,
     /// Decisions not yet in the store, and when they were last written.
     pending: Vec<Decision>,
+    /// What `auto` chose or started trying, not yet in the store (time, record).
+    choices: Vec<(f64, cosched::auto::Choice)>,
+    /// The origin of the monotonic times `auto` measures with.
+    epoch: Instant,
     last_flush: Instant,
     /// Where the agent is in its life.
     lifecycle: Lifecycle,
@@ -166,7 +171,17 @@ impl Agent {
         self.rows = count;
         self.current_slot = k;
         self.active_row = (k % u64::from(count)) as u32;
-        let views: Vec<JobView> = self.jobs.iter().map(|j| JobView { row: j.row, pus: &j.pus }).collect();
+        let views: Vec<JobView> =
+            self.jobs.iter().map(|j| JobView { name: &j.name, row: j.row, pus: &j.pus }).collect();
+        if let Some(auto) = self.planner.measuring().filter(|_| boundary) {
+            let samples: Vec<_> = self.jobs.iter().map(|j| progress::sample(&j.count_dirs(), self.epoch)).collect();
+            for c in auto.observe(k, self.slot, &views, &samples) {
+                if !c.trying {
+                    eprintln!("lockstep agent: auto: {} -> {}: {}", c.jobs.join(" "), c.policy, c.why);
+                }
+                self.choices.push((lockstep_store::now(), c));
+            }
+        }
         let mut plan = self.planner.plan(self.active_row, &views);
         for (j, p) in self.jobs.iter_mut().zip(plan.iter_mut()) {
             j.planned = *p;
@@ -242,9 +257,14 @@ impl Agent {
     /// the next flush, the oldest dropped past [`MAX_PENDING`].
     fn flush(&mut self) {
         let restored = self.journal.take_restored();
-        match self.store.log_decisions(&self.pending, &restored) {
+        let logged = self
+            .store
+            .log_decisions(&self.pending, &restored)
+            .and_then(|()| self.store.log_auto(&self.node, &self.choices));
+        match logged {
             Ok(()) => {
                 self.pending.clear();
+                self.choices.clear();
                 self.faults.clear("store");
             }
             Err(e) => {
@@ -252,6 +272,8 @@ impl Agent {
                 self.faults.report("store", &format!("cannot log decisions: {e:#}"));
                 let excess = self.pending.len().saturating_sub(MAX_PENDING);
                 self.pending.drain(..excess);
+                let excess = self.choices.len().saturating_sub(MAX_PENDING);
+                self.choices.drain(..excess);
             }
         }
         self.last_flush = Instant::now();
@@ -448,6 +470,7 @@ impl Agent {
             rows: self.rows,
             last_apply_us: self.last_apply_us,
             dcs: self.dcs.as_ref().map(dcs::Engine::status),
+            groups: self.planner.choices(),
             jobs: self
                 .jobs
                 .iter()
@@ -514,6 +537,8 @@ pub fn run(config: Config) -> anyhow::Result<i32> {
             last_apply_us: 0.0,
             replan: false,
             pending: Vec::new(),
+            choices: Vec::new(),
+            epoch: Instant::now(),
             last_flush: Instant::now(),
             last_beat: Instant::now(),
             faults: Faults::default(),

@@ -148,6 +148,15 @@ fn write(file: &Path, value: &str) -> anyhow::Result<()> {
 }
 
 impl Managed {
+    /// One cgroup directory per group of the job's processes (for a Slurm job, its `job_<id>` directory), to
+    /// read what they use.
+    pub fn count_dirs(&self) -> Vec<&Path> {
+        match &self.origin {
+            Origin::Slurm { dirs, .. } => dirs.first().map(PathBuf::as_path).into_iter().collect(),
+            _ => self.groups.iter().filter_map(|g| g.dirs.first().map(PathBuf::as_path)).collect(),
+        }
+    }
+
     /// The description the store keeps.
     pub fn saved(&self) -> Saved {
         Saved {

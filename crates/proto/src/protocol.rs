@@ -104,6 +104,9 @@ pub struct Status {
     /// Message-driven raises, while a `dcs` policy is in force.
     #[serde(default)]
     pub dcs: Option<DcsStatus>,
+    /// Under `auto`: the policy in force for every set of jobs sharing PUs, and why.
+    #[serde(default)]
+    pub groups: Vec<lockstep_core::cosched::auto::Choice>,
     /// Managed jobs.
     pub jobs: Vec<JobStatus>,
 }

@@ -137,6 +137,16 @@ CREATE TABLE lock_runs (
 );
 CREATE INDEX lock_runs_name ON lock_runs(experiment, session);
 ",
+    r"
+CREATE TABLE auto_choices (
+    time REAL NOT NULL,               -- seconds since the epoch
+    node TEXT NOT NULL,
+    policy TEXT NOT NULL,             -- what `auto` put in force for the group: cfs | gang
+    trying INTEGER NOT NULL,          -- 1 while it measures a candidate, 0 when it chose
+    choice TEXT NOT NULL              -- JSON: jobs, policy, why, per-candidate per-job rates
+);
+CREATE INDEX auto_choices_time ON auto_choices(time);
+",
 ];
 
 #[cfg(test)]

@@ -4,6 +4,7 @@
 //! active ones. A policy turns (active row, jobs) into a [`Desired`] state per job; the agent applies the
 //! difference to the cgroups.
 
+pub mod auto;
 mod boost;
 mod cfs;
 mod dcs;
@@ -11,6 +12,7 @@ mod gang;
 pub mod rows;
 pub mod slot;
 
+pub use auto::Auto;
 pub use boost::Boost;
 pub use cfs::Cfs;
 pub use dcs::Dcs;
@@ -50,6 +52,8 @@ pub enum PolicySpec {
     Boost,
     /// Freezer-based time slicing in slots.
     Gang,
+    /// `cfs` or `gang` per set of jobs sharing PUs, whichever they are measured to progress faster under.
+    Auto,
     /// Message-driven raises, over `cfs` slots or (`with_boost`) `boost` slots.
     Dcs {
         /// `dcs+boost`: the slots boost the active row as `boost` does.
@@ -64,6 +68,7 @@ pub const POLICIES: Names<PolicySpec> = Names(&[
     ("cfs", PolicySpec::Cfs),
     ("boost", PolicySpec::Boost),
     ("gang", PolicySpec::Gang),
+    ("auto", PolicySpec::Auto),
     ("dcs:weight", PolicySpec::Dcs { with_boost: false, raise: Raise::Weight }),
     ("dcs", PolicySpec::Dcs { with_boost: false, raise: Raise::DEFAULT }),
     ("dcs:rr", PolicySpec::Dcs { with_boost: false, raise: Raise::Rr }),
@@ -80,10 +85,10 @@ impl PolicySpec {
         POLICIES.name(self)
     }
 
-    /// Whether the policy acts at slot boundaries (boosts or freezes a row per slot): `boost`, `gang`,
+    /// Whether the policy acts at slot boundaries (boosts or freezes a row per slot): `boost`, `gang`, `auto`,
     /// `dcs+boost`.
     pub fn slotted(self) -> bool {
-        matches!(self, Self::Boost | Self::Gang | Self::Dcs { with_boost: true, .. })
+        matches!(self, Self::Boost | Self::Gang | Self::Auto | Self::Dcs { with_boost: true, .. })
     }
 
     /// How the job a message arrives for is raised, for the `dcs` policies.
@@ -100,6 +105,7 @@ impl PolicySpec {
             Self::Cfs => Box::new(Cfs),
             Self::Boost => Box::new(Boost),
             Self::Gang => Box::new(Gang),
+            Self::Auto => Box::new(Auto::default()),
             Self::Dcs { with_boost, .. } => Box::new(Dcs { with_boost }),
         }
     }
@@ -121,6 +127,8 @@ pub const BOOST_WEIGHT: u64 = 10_000;
 /// What a policy sees of one job.
 #[derive(Clone, Copy, Debug)]
 pub struct JobView<'a> {
+    /// The job's name.
+    pub name: &'a str,
     /// The job's row.
     pub row: u32,
     /// PUs the job may run on.
@@ -140,6 +148,17 @@ pub struct Desired {
 pub trait Policy: Send {
     /// The desired state of every job in a slot whose active row is `active`, in the order of `jobs`.
     fn plan(&self, active: u32, jobs: &[JobView<'_>]) -> Vec<Desired>;
+
+    /// The measuring policy (`auto`), which takes the jobs' progress at every slot boundary; `None` for the
+    /// others.
+    fn measuring(&mut self) -> Option<&mut Auto> {
+        None
+    }
+
+    /// What the policy chose per set of jobs sharing PUs, and why (only `auto` chooses).
+    fn choices(&self) -> Vec<auto::Choice> {
+        Vec::new()
+    }
 }
 
 #[cfg(test)]

@@ -52,7 +52,11 @@ fn rows_do_not_depend_on_input_order() {
 #[test]
 fn gang_freezes_only_jobs_sharing_pus_with_the_active_row() {
     let (a, b, c) = (pus("0-1"), pus("0-1"), pus("2-3"));
-    let jobs = [JobView { row: 0, pus: &a }, JobView { row: 1, pus: &b }, JobView { row: 1, pus: &c }];
+    let jobs = [
+        JobView { name: "j", row: 0, pus: &a },
+        JobView { name: "j", row: 1, pus: &b },
+        JobView { name: "j", row: 1, pus: &c },
+    ];
     let gang = by_name("gang").build();
     let plan = gang.plan(0, &jobs);
     assert_eq!(plan.iter().map(|d| d.frozen).collect::<Vec<_>>(), [false, true, false]);
@@ -63,7 +67,7 @@ fn gang_freezes_only_jobs_sharing_pus_with_the_active_row() {
 #[test]
 fn boost_raises_the_active_row_and_cfs_does_nothing() {
     let a = pus("0-1");
-    let jobs = [JobView { row: 0, pus: &a }, JobView { row: 1, pus: &a }];
+    let jobs = [JobView { name: "j", row: 0, pus: &a }, JobView { name: "j", row: 1, pus: &a }];
     let boost = by_name("boost").build().plan(1, &jobs);
     assert_eq!(boost.iter().map(|d| d.boosted).collect::<Vec<_>>(), [false, true]);
     assert!(boost.iter().all(|d| !d.frozen));
@@ -108,7 +112,7 @@ fn dcs_names_parse_to_their_slot_plan_and_raise() {
     assert_eq!(by_name("dcs").raises(), Some(Raise::DEFAULT));
     assert_eq!(by_name("dcs:nice").raises(), Some(Raise::Nice));
     let all = pus("0-1");
-    let jobs = [JobView { row: 0, pus: &all }, JobView { row: 1, pus: &all }];
+    let jobs = [JobView { name: "j", row: 0, pus: &all }, JobView { name: "j", row: 1, pus: &all }];
     let plain = by_name("dcs:weight").build().plan(0, &jobs);
     assert!(plain.iter().all(|d| *d == Desired::default()), "dcs alone plans like cfs");
     let with_boost = by_name("dcs+boost").build().plan(1, &jobs);
@@ -135,4 +139,151 @@ fn rows_from_outside_are_bounded_and_never_make_zero_rows() {
         [Entry { name: "a", pus: &all, pinned: Some(u32::MAX) }, Entry { name: "b", pus: &all, pinned: None }];
     let (rows, count) = assign(&entries);
     assert!(count >= 2 && rows.iter().all(|&r| r < count), "{rows:?} of {count}");
+}
+
+mod auto {
+    //! `auto`'s decision on measurements the agent recorded on this machine (2 vCPUs, two 2-rank lu class A
+    //! jobs, Open MPI, the PMPI profiler preloaded; rates per job over a 400 ms window, from the store's
+    //! `auto_choices`), and its trial as slots go by.
+    use std::time::Duration;
+
+    use super::pus;
+    use crate::cosched::auto::{decide, groups, window_slots, Auto, Rate, Sample, CANDIDATES};
+    use crate::cosched::{Desired, JobView, Policy, PolicySpec};
+
+    fn r(calls_s: f64, cpu_s: f64) -> Rate {
+        Rate { calls_s: Some(calls_s), cpu_s }
+    }
+
+    fn names(n: &[&str]) -> Vec<String> {
+        n.iter().map(ToString::to_string).collect()
+    }
+
+    const SLOT: Duration = Duration::from_millis(200);
+
+    #[test]
+    fn busy_polling_pair_is_ganged() {
+        let cfs = vec![r(249.99, 0.987), r(247.50, 0.977)];
+        let gang = vec![r(36035.07, 0.886), r(44866.77, 0.997)];
+        let (i, why) = decide(&names(&["lu1", "lu2"]), &[cfs, gang]);
+        assert_eq!(CANDIDATES[i], PolicySpec::Gang, "{why}");
+    }
+
+    #[test]
+    fn yielding_pair_is_ganged_when_it_measures_faster() {
+        // mpi_yield_when_idle 1: gang made both jobs 1.25x faster.
+        let cfs = vec![r(35149.85, 0.990), r(35429.72, 0.993)];
+        let gang = vec![r(43911.35, 0.993), r(44123.67, 0.997)];
+        let (i, why) = decide(&names(&["lu3", "lu4"]), &[cfs, gang]);
+        assert_eq!(CANDIDATES[i], PolicySpec::Gang, "{why}");
+        assert!(why.contains("1.25x"), "{why}");
+    }
+
+    #[test]
+    fn pair_that_never_waits_is_left_to_the_kernel() {
+        // Two ep jobs (no communication: no calls, CPU time is the progress): 1.01x is within the margin.
+        let cfs = vec![Rate { calls_s: Some(0.0), cpu_s: 0.980 }, Rate { calls_s: Some(0.0), cpu_s: 0.985 }];
+        let gang = vec![Rate { calls_s: Some(0.0), cpu_s: 0.985 }, Rate { calls_s: Some(0.0), cpu_s: 0.998 }];
+        let (i, why) = decide(&names(&["ep1", "ep2"]), &[cfs, gang]);
+        assert_eq!(CANDIDATES[i], PolicySpec::Cfs, "{why}");
+    }
+
+    #[test]
+    fn a_job_without_calls_counts_by_cpu_and_a_stalled_job_vetoes() {
+        // A spinning lu beside ep (no profiler: calls None): lu's 144x outweighs ep's unchanged CPU share.
+        let ep = |cpu| Rate { calls_s: None, cpu_s: cpu };
+        let (i, _) = decide(&names(&["ep", "lu"]), &[vec![ep(0.98), r(250.0, 0.99)], vec![ep(0.97), r(36035.0, 0.89)]]);
+        assert_eq!(CANDIDATES[i], PolicySpec::Gang);
+        // A job that got no CPU at all under gang (calls in no window, so counted by CPU) rules it out.
+        let idle = |cpu| Rate { calls_s: Some(0.0), cpu_s: cpu };
+        let (i, _) = decide(&names(&["a", "b"]), &[vec![r(100.0, 1.0), idle(1.0)], vec![r(1e6, 1.0), idle(0.0)]]);
+        assert_eq!(CANDIDATES[i], PolicySpec::Cfs);
+    }
+
+    #[test]
+    fn windows_are_whole_rounds_of_rows_and_at_least_400_ms() {
+        assert_eq!(window_slots(2, SLOT), 2);
+        assert_eq!(window_slots(3, SLOT), 3);
+        assert_eq!(window_slots(2, Duration::from_millis(50)), 8);
+        assert_eq!(window_slots(1, Duration::from_secs(2)), 1);
+    }
+
+    #[test]
+    fn groups_are_jobs_that_share_pus_through_each_other() {
+        let (a, b, c, d) = (pus("0-1"), pus("1-2"), pus("2-3"), pus("5"));
+        let jobs = [
+            JobView { name: "a", row: 0, pus: &a },
+            JobView { name: "d", row: 0, pus: &d },
+            JobView { name: "c", row: 0, pus: &c },
+            JobView { name: "b", row: 1, pus: &b },
+        ];
+        assert_eq!(groups(&jobs), vec![vec![0, 2, 3]]);
+    }
+
+    /// Samples after `t` seconds of progress at the given calls/s per job.
+    fn at(t: f64, rates: &[f64]) -> Vec<Sample> {
+        rates
+            .iter()
+            .map(|&c| Sample {
+                at_ns: (t * 1e9) as u64,
+                cpu_ns: (t * 1e9) as u64,
+                calls: Some((c * t) as u64),
+                publishers: 2,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_pair_is_tried_under_cfs_then_gang_then_ganged_until_it_changes() {
+        let (x, y, z) = (pus("0-1"), pus("0-1"), pus("3"));
+        let jobs = [JobView { name: "x", row: 0, pus: &x }, JobView { name: "y", row: 1, pus: &y }];
+        let mut auto = Auto::default();
+        let first = auto.observe(10, SLOT, &jobs, &at(0.0, &[0.0, 0.0]));
+        assert!(first[0].trying && first[0].policy == "cfs");
+        assert_eq!(auto.plan(0, &jobs), vec![Desired::default(); 2]);
+        // Half a window: nothing changes.
+        assert!(auto.observe(11, SLOT, &jobs, &at(0.2, &[100.0, 100.0])).is_empty());
+        // cfs measured at 100 calls/s; gang is tried.
+        let tried = auto.observe(12, SLOT, &jobs, &at(0.4, &[100.0, 100.0]));
+        assert!(tried[0].trying && tried[0].policy == "gang");
+        assert_eq!(auto.plan(0, &jobs), vec![Desired::default(), Desired { frozen: true, boosted: false }]);
+        // Gang measured twice as fast: chosen.
+        let cum = |t: f64| {
+            at(t, &[0.0, 0.0])
+                .iter()
+                .map(|s| Sample { calls: Some((40.0 + 200.0 * (t - 0.4)) as u64), ..*s })
+                .collect::<Vec<_>>()
+        };
+        let chosen = auto.observe(14, SLOT, &jobs, &cum(0.8));
+        assert!(!chosen[0].trying && chosen[0].policy == "gang", "{chosen:?}");
+        assert_eq!(chosen[0].rates.len(), 2);
+        assert_eq!(auto.choices()[0].policy, "gang");
+        // Progress stays as measured: kept.
+        assert!(auto.observe(16, SLOT, &jobs, &cum(1.2)).is_empty());
+        // A third job on other PUs is left alone and does not disturb the pair.
+        let more = [jobs[0], jobs[1], JobView { name: "z", row: 0, pus: &z }];
+        let mut s = cum(1.6);
+        s.push(Sample::default());
+        assert!(auto.observe(18, SLOT, &more, &s).is_empty());
+        assert_eq!(auto.plan(1, &more)[2], Desired::default());
+        // Progress halves: tried again from cfs.
+        let slow = at(2.0, &[0.0, 0.0]).iter().map(|s| Sample { calls: Some(40 + 240 + 40), ..*s }).collect::<Vec<_>>();
+        let again = auto.observe(20, SLOT, &jobs, &slow);
+        assert!(again[0].trying && again[0].policy == "cfs" && again[0].why.contains("drifted"), "{again:?}");
+        // One job gone: no group is left, every job under cfs.
+        assert!(auto.observe(22, SLOT, &jobs[..1], &slow[..1]).is_empty());
+        assert!(auto.choices().is_empty());
+    }
+
+    #[test]
+    fn a_job_whose_processes_change_restarts_the_trial() {
+        let (x, y) = (pus("0-1"), pus("0-1"));
+        let jobs = [JobView { name: "x", row: 0, pus: &x }, JobView { name: "y", row: 1, pus: &y }];
+        let mut auto = Auto::default();
+        auto.observe(0, SLOT, &jobs, &at(0.0, &[0.0, 0.0]));
+        let mut s = at(0.4, &[100.0, 100.0]);
+        s[1].publishers = 1;
+        let c = auto.observe(2, SLOT, &jobs, &s);
+        assert!(c[0].trying && c[0].policy == "cfs" && c[0].why.contains("changed"), "{c:?}");
+    }
 }

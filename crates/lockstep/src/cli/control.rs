@@ -101,6 +101,16 @@ fn render(s: &Status) -> String {
             j.cgroups.first().map(|p| p.display().to_string()).unwrap_or_default()
         );
     }
+    for g in &s.groups {
+        let _ = writeln!(
+            out,
+            "auto: {} -> {}{}: {}",
+            g.jobs.join(" "),
+            g.policy,
+            if g.trying { " (trying)" } else { "" },
+            g.why
+        );
+    }
     if let Some(d) = &s.dcs {
         let _ = writeln!(
             out,

@@ -1,6 +1,7 @@
 //! What the agent keeps in the store: the restore journal (every cgroup file it changed, with the value to put
 //! back, written before the change) and the decision log.
 
+use lockstep_core::cosched::auto::Choice;
 use lockstep_core::names::Names;
 use rusqlite::params;
 use rusqlite::types::{FromSql, FromSqlError, FromSqlResult, ToSql, ToSqlOutput, ValueRef};
@@ -182,7 +183,43 @@ impl Store {
     /// Deletes the decisions taken before `before` (seconds since the epoch); returns how many. The agent keeps
     /// them as long as its counter samples (`--retention`), so that the store does not grow with uptime.
     pub fn expire_decisions(&self, before: f64) -> anyhow::Result<usize> {
+        self.conn.execute("DELETE FROM auto_choices WHERE time < ?1", params![before])?;
         Ok(self.conn.execute("DELETE FROM decisions WHERE time < ?1", params![before])?)
+    }
+
+    /// Logs what `auto` chose or started trying, each with the time (seconds since the epoch) it happened.
+    pub fn log_auto(&mut self, node: &str, records: &[(f64, Choice)]) -> anyhow::Result<()> {
+        if records.is_empty() {
+            return Ok(());
+        }
+        let tx = self.conn.transaction()?;
+        {
+            let mut stmt = tx.prepare_cached(
+                "INSERT INTO auto_choices (time, node, policy, trying, choice) VALUES (?1, ?2, ?3, ?4, ?5)",
+            )?;
+            for (time, c) in records {
+                stmt.execute(params![time, node, c.policy, c.trying, serde_json::to_string(c)?])?;
+            }
+        }
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// What `auto` chose (not what it tried) between `from` and `to` (seconds since the epoch), oldest first.
+    pub fn auto_choices(&self, from: f64, to: f64) -> anyhow::Result<Vec<(f64, Choice)>> {
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT time, choice FROM auto_choices WHERE trying = 0 AND time >= ?1 AND time <= ?2 ORDER BY rowid",
+        )?;
+        let rows = stmt.query_map(params![from, to], |r| Ok((r.get::<_, f64>(0)?, r.get::<_, String>(1)?)))?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (time, json) = row?;
+            // A record another version wrote in another shape is skipped, not fatal.
+            if let Ok(c) = serde_json::from_str(&json) {
+                out.push((time, c));
+            }
+        }
+        Ok(out)
     }
 
     /// Decisions at or after `since` (seconds since the epoch), oldest first.

@@ -1,0 +1,335 @@
+//! `auto`: for each set of jobs that share PUs, try `cfs` and `gang` for a short window each, measure how fast
+//! every job progresses under each, and keep the one under which the jobs progress fastest — `cfs` unless `gang`
+//! is clearly better. Re-decided when the set of jobs changes, when the measured progress drifts, and at least
+//! every [`MAX_EXPLOIT`]. docs/policies/auto.md gives the rule and the data behind it.
+//!
+//! A job's progress is the rate of the MPI calls that move data or synchronise (the PMPI profiler's live count,
+//! when every rank of the job publishes it), else the CPU time its processes get: a rank that spins in
+//! `MPI_Wait` burns CPU without progress, but still completes the same calls per iteration.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use super::{Cfs, Desired, Gang, JobView, Policy, PolicySpec};
+
+/// The policies `auto` tries, in the order it tries them (jobs start under `cfs`).
+pub const CANDIDATES: [PolicySpec; 2] = [PolicySpec::Cfs, PolicySpec::Gang];
+
+/// The least time a measurement window lasts (it is a whole number of rounds of the group's rows).
+pub const MIN_WINDOW: Duration = Duration::from_millis(400);
+
+/// How much faster, on the mean over the jobs, a policy must make them progress than `cfs` to be chosen.
+pub const MARGIN: f64 = 0.05;
+
+/// A mean change of the chosen policy's progress rates, against what was measured when choosing it, beyond which
+/// `auto` tries again.
+pub const DRIFT: f64 = 0.30;
+
+/// The longest a choice is kept without trying again.
+pub const MAX_EXPLOIT: Duration = Duration::from_secs(30);
+
+/// What the agent reads of one job at a slot boundary: running totals.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Sample {
+    /// When it was read (monotonic clock, ns).
+    pub at_ns: u64,
+    /// CPU time the job's processes have had (ns).
+    pub cpu_ns: u64,
+    /// MPI calls that make progress (all but the polling ones), summed over the processes that publish the
+    /// count; `None` when none does.
+    pub calls: Option<u64>,
+    /// How many of the job's processes publish it.
+    pub publishers: u32,
+}
+
+/// One job's progress over a window.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Rate {
+    /// MPI calls per second (when counted at both ends).
+    pub calls_s: Option<f64>,
+    /// CPU seconds per second.
+    pub cpu_s: f64,
+}
+
+impl Rate {
+    /// The rate between two samples; `None` when the window is empty or a count went backwards (a process of
+    /// the job restarted).
+    fn between(a: &Sample, b: &Sample) -> Option<Self> {
+        let dt = b.at_ns.checked_sub(a.at_ns).filter(|&d| d > 0)? as f64 / 1e9;
+        let cpu = b.cpu_ns.checked_sub(a.cpu_ns)? as f64 / 1e9;
+        let calls_s = match (a.calls, b.calls) {
+            (Some(x), Some(y)) => Some(y.checked_sub(x)? as f64 / dt),
+            _ => None,
+        };
+        Some(Self { calls_s, cpu_s: cpu / dt })
+    }
+}
+
+/// What `auto` chose for a group of jobs, and why: said in `lockstep status` and kept in the store.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Choice {
+    /// The jobs of the group (sorted).
+    pub jobs: Vec<String>,
+    /// The policy in force for them now.
+    pub policy: String,
+    /// Whether it is being tried (`true`) or was chosen.
+    pub trying: bool,
+    /// One line: why.
+    pub why: String,
+    /// The measurements behind a choice: per candidate, per job (in `jobs` order), the rates.
+    pub rates: BTreeMap<String, Vec<Rate>>,
+}
+
+/// Where a group is.
+#[derive(Debug)]
+enum Phase {
+    /// Trying `CANDIDATES[next]` since the window's start.
+    Explore { next: usize, rates: Vec<Vec<Rate>> },
+    /// Keeping the choice until slot `until`; `explored` is its rates when chosen.
+    Exploit { until: u64, explored: Vec<Rate> },
+}
+
+/// One set of jobs that share PUs.
+#[derive(Debug)]
+struct Group {
+    phase: Phase,
+    /// The policy in force.
+    policy: PolicySpec,
+    /// The window's first slot and the samples there.
+    start: (u64, Vec<Sample>),
+    why: String,
+    rates: BTreeMap<String, Vec<Rate>>,
+}
+
+impl Group {
+    fn explore(slot: u64, samples: Vec<Sample>, why: &str) -> Self {
+        Self {
+            phase: Phase::Explore { next: 0, rates: Vec::new() },
+            policy: CANDIDATES[0],
+            start: (slot, samples),
+            why: why.to_string(),
+            rates: BTreeMap::new(),
+        }
+    }
+}
+
+/// The `auto` policy's state: a [`Group`] per set of jobs that share PUs, keyed by their sorted names.
+#[derive(Debug, Default)]
+pub struct Auto {
+    groups: BTreeMap<Vec<String>, Group>,
+}
+
+/// The sets of jobs that share PUs, directly or through each other, with more than one job: indices into
+/// `jobs`, each set sorted, sets in order of their first job.
+pub fn groups(jobs: &[JobView<'_>]) -> Vec<Vec<usize>> {
+    fn root(parent: &mut [usize], mut i: usize) -> usize {
+        while parent[i] != i {
+            parent[i] = parent[parent[i]];
+            i = parent[i];
+        }
+        i
+    }
+    let mut parent: Vec<usize> = (0..jobs.len()).collect();
+    for i in 0..jobs.len() {
+        for j in i + 1..jobs.len() {
+            if jobs[i].pus.intersects(jobs[j].pus) {
+                let (a, b) = (root(&mut parent, i), root(&mut parent, j));
+                parent[a.max(b)] = a.min(b);
+            }
+        }
+    }
+    let mut sets: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
+    for i in 0..jobs.len() {
+        let r = root(&mut parent, i);
+        sets.entry(r).or_default().push(i);
+    }
+    sets.into_values().filter(|s| s.len() > 1).collect()
+}
+
+/// Slots in a measurement window for a group whose jobs hold `rows` rows: whole rounds of the rows, at least
+/// [`MIN_WINDOW`].
+pub fn window_slots(rows: u32, slot: Duration) -> u64 {
+    let round = u64::from(rows.max(1));
+    let round_ns = (slot.as_nanos() as u64).max(1) * round;
+    round * (MIN_WINDOW.as_nanos() as u64).div_ceil(round_ns).max(1)
+}
+
+/// Each job's progress rate in every window: calls per second where every window counted calls and saw some,
+/// CPU seconds per second otherwise. `windows[c][j]` is job `j` under candidate `c`.
+fn progress(windows: &[Vec<Rate>]) -> Vec<Vec<f64>> {
+    let jobs = windows.first().map_or(0, Vec::len);
+    let by_calls: Vec<bool> =
+        (0..jobs).map(|j| windows.iter().all(|w| w[j].calls_s.is_some_and(|c| c > 0.0))).collect();
+    windows
+        .iter()
+        .map(|w| {
+            w.iter().zip(&by_calls).map(|(r, &calls)| if calls { r.calls_s.unwrap_or(0.0) } else { r.cpu_s }).collect()
+        })
+        .collect()
+}
+
+/// The decision on measured windows (`windows[c]` under `CANDIDATES[c]`): the candidate under which the jobs'
+/// mean slowdown relative to `cfs` is lowest, if it is below `1 - MARGIN`; `cfs` otherwise. Returns its index and
+/// the line saying why.
+pub fn decide(names: &[String], windows: &[Vec<Rate>]) -> (usize, String) {
+    let rates = progress(windows);
+    let base = &rates[0];
+    // Mean over the jobs of (rate under cfs / rate under c): c's slowdown relative to cfs.
+    let relative: Vec<f64> = rates
+        .iter()
+        .map(|r| {
+            let each = base.iter().zip(r).map(|(&b, &x)| if x > 0.0 { b / x } else { f64::INFINITY });
+            each.sum::<f64>() / base.len().max(1) as f64
+        })
+        .collect();
+    let (best, &score) =
+        relative.iter().enumerate().skip(1).min_by(|a, b| a.1.total_cmp(b.1)).expect("more than one candidate");
+    let mut why = String::new();
+    let chosen = if score < 1.0 - MARGIN { best } else { 0 };
+    let _ = write!(
+        why,
+        "{} progress {:.2}x of cfs's",
+        CANDIDATES[best].name(),
+        if score > 0.0 { 1.0 / score } else { 0.0 }
+    );
+    for (j, name) in names.iter().enumerate() {
+        let x = rates[best][j];
+        let _ = write!(
+            why,
+            "{}{name} {:.2}x",
+            if j == 0 { " (" } else { ", " },
+            if base[j] > 0.0 { x / base[j] } else { 0.0 }
+        );
+    }
+    let _ = write!(why, "); margin {:.0} %", MARGIN * 100.0);
+    (chosen, why)
+}
+
+impl Auto {
+    /// Takes the samples read at the boundary of slot `slot` (one per job of `jobs`), moves every group's
+    /// trial on, and returns the choices made or started now (to be logged).
+    pub fn observe(&mut self, slot: u64, slot_len: Duration, jobs: &[JobView<'_>], samples: &[Sample]) -> Vec<Choice> {
+        let mut said = Vec::new();
+        let mut kept = BTreeMap::new();
+        for members in groups(jobs) {
+            let names: Vec<String> = members.iter().map(|&i| jobs[i].name.to_string()).collect();
+            let now: Vec<Sample> = members.iter().map(|&i| samples[i]).collect();
+            let rows = {
+                let mut r: Vec<u32> = members.iter().map(|&i| jobs[i].row).collect();
+                r.sort_unstable();
+                r.dedup();
+                r.len() as u32
+            };
+            let group = if let Some(mut g) = self.groups.remove(&names) {
+                if slot.saturating_sub(g.start.0) >= window_slots(rows, slot_len) {
+                    said.extend(step(&mut g, slot, slot_len, &now, &names));
+                }
+                g
+            } else {
+                let g = Group::explore(slot, now, "new set of jobs: trying cfs");
+                said.push(choice(&names, &g));
+                g
+            };
+            kept.insert(names, group);
+        }
+        self.groups = kept;
+        said
+    }
+
+    /// What is in force for every group, and why.
+    pub fn choices(&self) -> Vec<Choice> {
+        self.groups.iter().map(|(names, g)| choice(names, g)).collect()
+    }
+
+    /// The policy in force for every job (`cfs` for a job that shares PUs with nobody).
+    fn policy_of(&self, jobs: &[JobView<'_>]) -> Vec<PolicySpec> {
+        let mut out = vec![PolicySpec::Cfs; jobs.len()];
+        for members in groups(jobs) {
+            let names: Vec<String> = members.iter().map(|&i| jobs[i].name.to_string()).collect();
+            if let Some(g) = self.groups.get(&names) {
+                for &i in &members {
+                    out[i] = g.policy;
+                }
+            }
+        }
+        out
+    }
+}
+
+/// The record of `g`'s state.
+fn choice(names: &[String], g: &Group) -> Choice {
+    Choice {
+        jobs: names.to_vec(),
+        policy: g.policy.name().to_string(),
+        trying: matches!(g.phase, Phase::Explore { .. }),
+        why: g.why.clone(),
+        rates: g.rates.clone(),
+    }
+}
+
+/// Ends `g`'s window at `slot` with samples `now`: records the rates, and tries the next candidate, decides, or
+/// checks the choice for drift. Returns the record when the policy in force changes or is confirmed.
+fn step(g: &mut Group, slot: u64, slot_len: Duration, now: &[Sample], names: &[String]) -> Option<Choice> {
+    let rates: Option<Vec<Rate>> = g.start.1.iter().zip(now).map(|(a, b)| Rate::between(a, b)).collect();
+    let same_sources = g.start.1.iter().zip(now).all(|(a, b)| a.publishers == b.publishers);
+    let Some(rates) = rates.filter(|_| same_sources) else {
+        // A job's processes changed (started publishing, restarted): measure again from here.
+        *g = Group::explore(slot, now.to_vec(), "a job's processes changed: trying again");
+        return Some(choice(names, g));
+    };
+    g.start = (slot, now.to_vec());
+    match &mut g.phase {
+        Phase::Explore { next, rates: measured } => {
+            g.rates.insert(CANDIDATES[*next].name().to_string(), rates.clone());
+            measured.push(rates);
+            *next += 1;
+            if *next < CANDIDATES.len() {
+                g.policy = CANDIDATES[*next];
+                g.why = format!("trying {}", g.policy.name());
+                return Some(choice(names, g));
+            }
+            let (best, why) = decide(names, measured);
+            let explored = measured[best].clone();
+            g.policy = CANDIDATES[best];
+            g.why = why;
+            let until = slot + (MAX_EXPLOIT.as_nanos() as u64).div_ceil((slot_len.as_nanos() as u64).max(1));
+            g.phase = Phase::Exploit { until, explored };
+            Some(choice(names, g))
+        }
+        Phase::Exploit { until, explored } => {
+            let was = progress(&[explored.clone(), rates.clone()]);
+            let drift =
+                was[0].iter().zip(&was[1]).map(|(&a, &b)| if a > 0.0 { (b / a - 1.0).abs() } else { 1.0 }).sum::<f64>()
+                    / was[0].len().max(1) as f64;
+            let why = if drift > DRIFT {
+                format!("progress under {} drifted by {:.0} %: trying again", g.policy.name(), drift * 100.0)
+            } else if slot >= *until {
+                format!("{} s since the last trial: trying again", MAX_EXPLOIT.as_secs())
+            } else {
+                return None;
+            };
+            *g = Group::explore(slot, now.to_vec(), &why);
+            Some(choice(names, g))
+        }
+    }
+}
+
+impl Policy for Auto {
+    fn plan(&self, active: u32, jobs: &[JobView<'_>]) -> Vec<Desired> {
+        let policies = self.policy_of(jobs);
+        let gang = Gang.plan(active, jobs);
+        let cfs = Cfs.plan(active, jobs);
+        policies.iter().enumerate().map(|(i, p)| if *p == PolicySpec::Gang { gang[i] } else { cfs[i] }).collect()
+    }
+
+    fn measuring(&mut self) -> Option<&mut Auto> {
+        Some(self)
+    }
+
+    fn choices(&self) -> Vec<Choice> {
+        Auto::choices(self)
+    }
+}
