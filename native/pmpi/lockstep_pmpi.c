@@ -13,18 +13,23 @@
  * run; elsewhere with clock_gettime.
  *
  * While the run lasts, each rank also publishes a live count of the calls that make progress (every intercepted
- * call but the polling ones: MPI_Test*, MPI_Iprobe) in a 64-byte file /dev/shm/lockstep-pmpi.<pid> (mode 0600,
- * removed at MPI_Finalize or exit): the lockstep agent's `auto` policy reads it to tell how fast the job
- * progresses (a rank spinning in MPI_Wait burns CPU but completes no more calls). LOCKSTEP_PMPI_LIVE=0 turns it
- * off. Layout: "LSPMPI1\0", the process's start time (clock ticks since boot, /proc/self/stat field 22), the
- * count; native-endian 64-bit words.
+ * call but the polling ones: MPI_Test*, MPI_Iprobe) in a 64-byte file /dev/shm/lockstep-pmpi.<pid>, removed at
+ * MPI_Finalize, at exit, or on a terminating signal the process had left at its default (the file is removed,
+ * then the signal is raised again); files that killed ranks of the same user left behind are removed when the
+ * next rank starts. The lockstep agent's `auto` policy reads it to tell how fast the job progresses (a rank
+ * spinning in MPI_Wait burns CPU but completes no more calls). Mode 0644: a count, as readable as /proc/PID/stat,
+ * so that an agent without CAP_DAC_READ_SEARCH reads every user's. LOCKSTEP_PMPI_LIVE=0 turns it off. Layout:
+ * "LSPMPI1\0", the process's start time (clock ticks since boot, /proc/self/stat field 22), the count;
+ * native-endian 64-bit words.
  *
  * Bytes are the payload this rank hands to MPI to send (for Recv: the bytes actually received; for Irecv: the
  * posted size). Counters are plain per-process integers: with MPI_THREAD_MULTIPLE and concurrent calls they are
  * approximate.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <mpi.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -134,6 +139,35 @@ static void live_stop(void)
     unlink(live_path);
 }
 
+/* A terminating signal: the live file goes, then the signal does what it would have done. */
+static void live_signal(int sig)
+{
+    unlink(live_path);
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+/* Removes the live files of this user's processes that are gone (ranks killed by a signal that gave no chance). */
+static void live_sweep(void)
+{
+    DIR *dir = opendir("/dev/shm");
+    struct dirent *e;
+    while (dir && (e = readdir(dir))) {
+        char *end;
+        if (strncmp(e->d_name, "lockstep-pmpi.", 14) != 0)
+            continue;
+        long pid = strtol(e->d_name + 14, &end, 10);
+        struct stat st;
+        if (*end || pid <= 0 || fstatat(dirfd(dir), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+            st.st_uid != geteuid() || !S_ISREG(st.st_mode))
+            continue;
+        if (kill((pid_t)pid, 0) != 0 && errno == ESRCH)
+            unlinkat(dirfd(dir), e->d_name, 0);
+    }
+    if (dir)
+        closedir(dir);
+}
+
 /* Opens this rank's live file; a file left by a dead process of ours with the same PID is replaced. */
 static void live_start(void)
 {
@@ -142,7 +176,7 @@ static void live_start(void)
         return;
     snprintf(live_path, sizeof live_path, "/dev/shm/lockstep-pmpi.%ld", (long)getpid());
     int flags = O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
-    int fd = open(live_path, flags, 0600);
+    int fd = open(live_path, flags, 0644);
     if (fd < 0 && errno == EEXIST) {
         struct stat st;
         int old = open(live_path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
@@ -150,7 +184,7 @@ static void live_start(void)
             unlink(live_path);
         if (old >= 0)
             close(old);
-        fd = open(live_path, flags, 0600);
+        fd = open(live_path, flags, 0644);
     }
     if (fd < 0)
         return; /* no /dev/shm, or taken by someone else: the agent falls back to CPU time */
@@ -166,6 +200,13 @@ static void live_start(void)
     live->start_time = start_time();
     memcpy(live->magic, "LSPMPI1", 8);
     atexit(live_stop);
+    const int terminating[] = { SIGTERM, SIGINT, SIGHUP };
+    for (size_t i = 0; i < sizeof terminating / sizeof *terminating; i++) {
+        struct sigaction old;
+        if (sigaction(terminating[i], NULL, &old) == 0 && old.sa_handler == SIG_DFL && !(old.sa_flags & SA_SIGINFO))
+            signal(terminating[i], live_signal);
+    }
+    live_sweep();
 }
 
 /* Marks the start of the measured run: called when MPI_Init returns. */

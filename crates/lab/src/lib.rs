@@ -7,6 +7,7 @@ mod containers;
 pub mod counters;
 mod dcs_report;
 pub mod locks;
+mod mix_report;
 pub mod report;
 pub mod runner;
 mod slurm;

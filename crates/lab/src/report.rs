@@ -32,7 +32,7 @@ type Key = (String, String, String, u32);
 
 /// The run's mode: MPI progress, `+container` / `+slurm` when its ranks ran in containers / as a Slurm job, and
 /// `+loaded` when background load (`[name]` in the mix) ran beside it.
-fn mode(r: &ExperimentRun) -> String {
+pub(crate) fn mode(r: &ExperimentRun) -> String {
     let mut m = r.progress.clone();
     if r.placement != "process" {
         m = format!("{m}+{}", r.placement);
@@ -43,13 +43,18 @@ fn mode(r: &ExperimentRun) -> String {
     m
 }
 
-/// Aggregates runs into cells; the dedicated runs are the MPL-1 row of every policy.
-pub fn cells(runs: &[ExperimentRun]) -> BTreeMap<Key, Cell> {
+/// The median dedicated time of every (mode, workload).
+pub(crate) fn dedicated_medians(runs: &[ExperimentRun]) -> BTreeMap<(String, String), f64> {
     let mut dedicated: BTreeMap<(String, String), Vec<f64>> = BTreeMap::new();
     for r in runs.iter().filter(|r| r.policy == "dedicated") {
         dedicated.entry((mode(r), r.workload.clone())).or_default().push(time_of(r));
     }
-    let base: BTreeMap<(String, String), f64> = dedicated.into_iter().map(|(k, mut v)| (k, median(&mut v))).collect();
+    dedicated.into_iter().map(|(k, mut v)| (k, median(&mut v))).collect()
+}
+
+/// Aggregates runs into cells; the dedicated runs are the MPL-1 row of every policy.
+pub fn cells(runs: &[ExperimentRun]) -> BTreeMap<Key, Cell> {
+    let base = dedicated_medians(runs);
     let mut groups: BTreeMap<Key, Vec<&ExperimentRun>> = BTreeMap::new();
     let policies: Vec<String> = {
         let mut p: Vec<String> = runs.iter().filter(|r| r.policy != "dedicated").map(|r| r.policy.clone()).collect();
@@ -231,11 +236,18 @@ pub fn write(spec: &Spec, runs: &[ExperimentRun], dir: &Path) -> anyhow::Result<
     if runs.iter().any(|r| r.placement == "slurm") {
         md += &slurm_section(runs, &means);
     }
+    md += &super::mix_report::section(runs);
     if runs.iter().any(|r| raises(&r.policy)) {
         md += &super::dcs_report::section(runs);
     }
+    md += &super::mix_report::headline(runs);
 
     let mut html = html_page(&spec.name, &spec.description);
+    let bars = super::mix_report::bar_chart(runs);
+    if !bars.is_empty() {
+        std::fs::write(dir.join("slowdown-per-policy.svg"), &bars)?;
+        html += &bars;
+    }
     let progresses: Vec<String> = {
         let mut p: Vec<String> = cells.keys().map(|k| k.0.clone()).collect();
         p.dedup();

@@ -11,6 +11,7 @@ use super::containers;
 use super::slurm::Cluster;
 use super::spec::{PolicyConfig, Progress, RanksIn, Scheduler, Spec};
 use crate::Paths;
+use lockstep_core::cosched::auto::Choice;
 use lockstep_core::cosched::{slot, PolicySpec};
 use lockstep_proto::client::{call, check};
 use lockstep_proto::protocol::Request;
@@ -181,6 +182,8 @@ struct Ended {
 struct AgentRecords {
     slot_skew_ms: Option<f64>,
     dcs: Option<(u64, f64, f64)>,
+    /// `auto`'s choices (not its trials) while the case ran.
+    auto: Vec<Choice>,
 }
 
 /// Starts every job of the case at once, waits for the measured ones, and returns their runs.
@@ -217,7 +220,7 @@ fn start_jobs(spec: &Spec, paths: &Paths, site: &Site<'_>, case: &Case<'_>) -> a
         let pmpi = paths.work.join(format!("{name}.pmpi.jsonl"));
         let _ = std::fs::remove_file(&pmpi);
         let mut cmd = job_command(spec, paths, site, case, workload, &name, &pmpi)?;
-        if case.progress == Progress::Busy {
+        if spec.workloads[workload].progress_in(case.progress) == Progress::Busy {
             cmd.env("LOCKSTEP_MPI_BUSY_POLL", "1");
         }
         cmd.stdout(Stdio::piped()).stderr(Stdio::null());
@@ -253,7 +256,7 @@ fn job_command(
             task.extend(program.iter().cloned());
             let output = slurm_output(paths, name);
             let _ = std::fs::remove_file(&output);
-            c.sbatch(name, spec.ranks, case.progress == Progress::Busy, &output, &task)
+            c.sbatch(name, spec.ranks, w.progress_in(case.progress) == Progress::Busy, &output, &task)
         }
         (RanksIn::Container, Some(p), _) => {
             // mpirun outside any job cgroup; each rank a container, adopted as the job once all are up.
@@ -336,7 +339,8 @@ fn agent_records(
     let policy = case.policy.scheduler.agents();
     let skew = cluster.filter(|_| policy.slotted());
     let raises = policy.raises().is_some();
-    if skew.is_some() || raises {
+    let auto = policy == PolicySpec::Auto;
+    if skew.is_some() || raises || auto {
         // The agents write decisions once a second: wait for the case's last ones (once for both readings).
         std::thread::sleep(Duration::from_millis(1100));
     }
@@ -344,13 +348,15 @@ fn agent_records(
         Some(c) => c.skew_ms(from, to)?,
         None => None,
     };
-    let dcs = if raises {
-        let stores = cluster.map_or_else(|| vec![paths.store.clone()], Cluster::stores);
-        dcs_latency(&stores, from, to)?
-    } else {
-        None
-    };
-    Ok(AgentRecords { slot_skew_ms, dcs })
+    let stores = cluster.map_or_else(|| vec![paths.store.clone()], Cluster::stores);
+    let dcs = if raises { dcs_latency(&stores, from, to)? } else { None };
+    let mut choices = Vec::new();
+    if auto {
+        for db in &stores {
+            choices.extend(Store::open(db)?.auto_choices(from, to)?.into_iter().map(|(_, c)| c));
+        }
+    }
+    Ok(AgentRecords { slot_skew_ms, dcs, auto: choices })
 }
 
 /// The stored run of one measured job.
@@ -377,6 +383,7 @@ fn to_run(
         .stdout
         .lines()
         .find_map(|l| serde_json::from_str::<serde_json::Value>(l).ok().filter(|v| v.get("kernel").is_some()));
+    let auto_chose = (case.policy.scheduler.agents() == PolicySpec::Auto).then(|| auto_chose(&records.auto, &job.name));
     ExperimentRun {
         experiment: spec.name.clone(),
         session,
@@ -400,6 +407,23 @@ fn to_run(
         dcs_raises: records.dcs.map(|d| d.0),
         dcs_p50_us: records.dcs.map(|d| d.1),
         dcs_p99_us: records.dcs.map(|d| d.2),
+        auto_chose,
+    }
+}
+
+/// What `auto` chose for the groups job `name` was in, in order, repeats dropped (`gang`, `gang, cfs`); `cfs`
+/// when it never shared PUs long enough to be measured.
+fn auto_chose(choices: &[Choice], name: &str) -> String {
+    let mut chose: Vec<&str> = Vec::new();
+    for c in choices.iter().filter(|c| c.jobs.iter().any(|j| j == name)) {
+        if chose.last() != Some(&c.policy.as_str()) {
+            chose.push(&c.policy);
+        }
+    }
+    if chose.is_empty() {
+        "cfs (never measured)".to_string()
+    } else {
+        chose.join(", ")
     }
 }
 

@@ -54,6 +54,17 @@ pub struct Workload {
     /// Background load: started first, stopped when the case's other jobs end, never measured (e.g. CPU hogs).
     #[serde(default)]
     pub background: bool,
+    /// The MPI progress mode of this workload's ranks in every case (`yield` or `busy`), whatever the case's:
+    /// for mixes of a busy-polling job beside a yielding one.
+    #[serde(default)]
+    pub progress: Option<String>,
+}
+
+impl Workload {
+    /// The progress mode its ranks run in, in a case of mode `case`.
+    pub fn progress_in(&self, case: Progress) -> Progress {
+        self.progress.as_deref().and_then(|p| PROGRESS.parse(p)).unwrap_or(case)
+    }
 }
 
 /// MPI progress mode of a case's ranks.
@@ -289,6 +300,9 @@ pub fn parse(path: &Path, text: &str) -> Result<Spec, UsageError> {
     }
     for (name, w) in &raw.workloads {
         check_command(name, &w.command).map_err(bad)?;
+        if let Some(p) = w.progress.as_deref().filter(|p| PROGRESS.parse(p).is_none()) {
+            return Err(bad(format!("workload {name}: progress {p:?} (expected yield or busy)")));
+        }
     }
     let mut policies = Vec::new();
     for p in &raw.policies {

@@ -31,7 +31,21 @@ impl Job {
         let mut args = vec!["run", "--job", name, "--place", "any"];
         args.extend_from_slice(extra);
         args.extend_from_slice(&["--", "sh", "-c", "while :; do :; done"]);
-        let child = env.spawn(&args);
+        Self::started(env.spawn(&args), name)
+    }
+
+    /// `lockstep run` of `command` (with the environment `vars`) as job `name`.
+    fn start_command(env: &Env, name: &str, vars: &[(&str, &str)], command: &[&str]) -> Self {
+        let mut cmd = env.cmd();
+        cmd.envs(vars.iter().copied()).args(["run", "--job", name, "--place", "any", "--"]).args(command);
+        Self::started(
+            cmd.stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null()).spawn().unwrap(),
+            name,
+        )
+    }
+
+    /// Waits for the job's first process in its cgroup.
+    fn started(child: Child, name: &str) -> Self {
         let dirs = job_dirs(name);
         wait_for("the job's process", || {
             std::fs::read_to_string(dirs[0].join("cgroup.procs")).is_ok_and(|p| !p.trim().is_empty())
@@ -130,6 +144,86 @@ fn gang_alternates_and_never_freezes_both() {
     assert!(switches >= 10, "expected ~15 slot switches in 3 s of 200 ms slots, saw {switches}");
     stopped_log(agent);
     assert!(!a.frozen() && !b.frozen(), "SIGTERM must thaw every job");
+}
+
+/// What `auto` chose (not what it is trying) for the group of jobs `a` and `b`, as `status --json` says it.
+fn auto_choice(env: &Env, a: &Job, b: &Job) -> serde_json::Value {
+    let mut choice = serde_json::Value::Null;
+    wait_for("auto's choice", || {
+        let out = env.run(&["status", "--json"]);
+        let status: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+        let found = status["groups"].as_array().into_iter().flatten().find(|g| {
+            g["trying"] == false
+                && [&a.name, &b.name].iter().all(|n| g["jobs"].as_array().unwrap().contains(&(*n).as_str().into()))
+        });
+        choice = found.cloned().unwrap_or_default();
+        found.is_some()
+    });
+    choice
+}
+
+#[test]
+#[ignore = "needs root"]
+fn auto_gangs_a_spinning_mpi_pair_and_leaves_a_pair_that_never_waits_to_the_kernel() {
+    common::require_root();
+    let _serial = serial();
+    let build = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../build");
+    if !build.join("bin/pingpong").exists() {
+        common::missing("build/bin has no pingpong (run make build)");
+        return;
+    }
+    let env = Env::new();
+    let agent = Agent::start(&env, &["--policy", "auto", "--slot", "100ms"]);
+    // Two MPI jobs whose ranks poll without yielding and exchange messages without end, the profiler preloaded.
+    let (mpirun, pingpong) = (build.join("bin/mpirun"), build.join("bin/pingpong"));
+    let preload = format!("LD_PRELOAD={}", build.join("lib/liblockstep-pmpi.so").display());
+    let spinning = |n: &str| {
+        Job::start_command(
+            &env,
+            &name(n),
+            &[("LOCKSTEP_MPI_BUSY_POLL", "1")],
+            &[
+                mpirun.to_str().unwrap(),
+                "-n",
+                "2",
+                "env",
+                &preload,
+                pingpong.to_str().unwrap(),
+                "--iterations",
+                "1000000000",
+                "--repeats",
+                "1",
+            ],
+        )
+    };
+    let (a, b) = (spinning("auto-spin-a"), spinning("auto-spin-b"));
+    let choice = auto_choice(&env, &a, &b);
+    assert_eq!(choice["policy"], "gang", "{choice}");
+    assert_eq!(choice["rates"].as_object().unwrap().len(), 2, "both candidates measured: {choice}");
+    let mut samples = Vec::new();
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(1) {
+        samples.push(snapshot(&a, &b, Job::frozen));
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(samples.iter().all(|&(x, y)| !(x && y)), "both jobs frozen at once: {samples:?}");
+    assert!(samples.iter().any(|s| s.0) && samples.iter().any(|s| s.1), "gang takes turns: {samples:?}");
+    drop((a, b));
+    // Two jobs that never wait (busy loops, no MPI): gang cannot make them faster; they stay with the kernel.
+    let (c, d) = (Job::start(&env, &name("auto-loop-c"), &[]), Job::start(&env, &name("auto-loop-d"), &[]));
+    let choice = auto_choice(&env, &c, &d);
+    assert_eq!(choice["policy"], "cfs", "{choice}");
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_millis(500) {
+        assert!(!c.frozen() && !d.frozen(), "a job left to the kernel is never frozen");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let log = stopped_log(agent);
+    assert!(log.contains("auto:") && log.contains("-> gang") && log.contains("-> cfs"), "{log}");
+    assert!(!c.frozen() && !d.frozen(), "SIGTERM must thaw every job");
+    let db = rusqlite::Connection::open(env.store()).unwrap();
+    let chosen: i64 = db.query_row("SELECT count(*) FROM auto_choices WHERE trying = 0", [], |r| r.get(0)).unwrap();
+    assert!(chosen >= 2, "both choices are in the store");
 }
 
 #[test]

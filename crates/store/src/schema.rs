@@ -146,6 +146,7 @@ CREATE TABLE auto_choices (
     choice TEXT NOT NULL              -- JSON: jobs, policy, why, per-candidate per-job rates
 );
 CREATE INDEX auto_choices_time ON auto_choices(time);
+ALTER TABLE experiment_runs ADD COLUMN auto_chose TEXT;     -- auto: the policies it chose for the job's group
 ",
 ];
 

@@ -166,5 +166,6 @@ fn run_case(
         dcs_raises: None,
         dcs_p50_us: None,
         dcs_p99_us: None,
+        auto_chose: None,
     })
 }

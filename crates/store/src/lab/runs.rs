@@ -53,6 +53,8 @@ pub struct ExperimentRun {
     pub dcs_p50_us: Option<f64>,
     /// Their arrival-to-raise latency, 99th percentile, in microseconds.
     pub dcs_p99_us: Option<f64>,
+    /// `auto`: what it chose for the set of jobs this one was in, in order (`gang`, `cfs, gang`).
+    pub auto_chose: Option<String>,
 }
 
 impl Store {
@@ -61,8 +63,9 @@ impl Store {
         self.conn.execute(
             "INSERT INTO experiment_runs (experiment, session, policy, progress, placement, mix, mpl, workload, job,
                  repetition, time_s, wall_s, comm_ratio, verified, exit_status, started_at, tool_cpu_s, tool_rss_bytes, slot_skew_ms,
-                 dcs_raises, dcs_p50_us, dcs_p99_us)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22)",
+                 dcs_raises, dcs_p50_us, dcs_p99_us, auto_chose)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22,
+                     ?23)",
             params![
                 r.experiment,
                 r.session,
@@ -85,7 +88,8 @@ impl Store {
                 r.slot_skew_ms,
                 r.dcs_raises.map(|n| n as i64),
                 r.dcs_p50_us,
-                r.dcs_p99_us
+                r.dcs_p99_us,
+                r.auto_chose
             ],
         )?;
         Ok(())
@@ -96,7 +100,7 @@ impl Store {
         let mut stmt = self.conn.prepare(
             "SELECT experiment, session, policy, progress, placement, mix, mpl, workload, job, repetition, time_s,
                     wall_s, comm_ratio, verified, exit_status, started_at, tool_cpu_s, tool_rss_bytes, slot_skew_ms,
-                    dcs_raises, dcs_p50_us, dcs_p99_us
+                    dcs_raises, dcs_p50_us, dcs_p99_us, auto_chose
              FROM experiment_runs
              WHERE experiment = ?1 AND session = (SELECT max(session) FROM experiment_runs WHERE experiment = ?1)
              ORDER BY id",
@@ -125,6 +129,7 @@ impl Store {
                 dcs_raises: r.get::<_, Option<i64>>(19)?.map(|n| n as u64),
                 dcs_p50_us: r.get(20)?,
                 dcs_p99_us: r.get(21)?,
+                auto_chose: r.get(22)?,
             })
         })?;
         Ok(rows.collect::<Result<_, _>>()?)
