@@ -173,7 +173,7 @@ impl Agent {
         self.active_row = (k % u64::from(count)) as u32;
         let views: Vec<JobView> =
             self.jobs.iter().map(|j| JobView { name: &j.name, row: j.row, pus: &j.pus }).collect();
-        if let Some(auto) = self.planner.measuring().filter(|_| boundary) {
+        if let Some(auto) = self.planner.measuring() {
             let samples: Vec<_> = self.jobs.iter().map(|j| progress::sample(&j.count_dirs(), self.epoch)).collect();
             for c in auto.observe(k, self.slot, &views, &samples) {
                 if !c.trying {

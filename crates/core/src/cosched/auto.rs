@@ -1,6 +1,7 @@
-//! `auto`: for each set of jobs that share PUs, try `cfs` and `gang` for a short window each, measure how fast
-//! every job progresses under each, and keep the one under which the jobs progress fastest — `cfs` unless `gang`
-//! is clearly better. Re-decided when the set of jobs changes, when the measured progress drifts, and at least
+//! `auto`: for each set of jobs that share PUs, try `gang` and then `cfs` for a short window each, measure how
+//! fast every job progresses under each, and keep the one under which the jobs progress fastest — `cfs` unless
+//! `gang` is clearly better. `gang` goes first: ranks that spin while their partner waits for a CPU lose several
+//! times their speed under `cfs`, while jobs that `gang` does not help lose a few percent under it. Re-decided when the set of jobs changes, when the measured progress drifts, and at least
 //! every [`MAX_EXPLOIT`]. docs/policies/auto.md gives the rule and the data behind it.
 //!
 //! A job's progress is the rate of the MPI calls that move data or synchronise (the PMPI profiler's live count,
@@ -15,11 +16,15 @@ use serde::{Deserialize, Serialize};
 
 use super::{Cfs, Desired, Gang, JobView, Policy, PolicySpec};
 
-/// The policies `auto` tries, in the order it tries them (jobs start under `cfs`).
-pub const CANDIDATES: [PolicySpec; 2] = [PolicySpec::Cfs, PolicySpec::Gang];
+/// The policies `auto` tries, in the order it tries them.
+pub const CANDIDATES: [PolicySpec; 2] = [PolicySpec::Gang, PolicySpec::Cfs];
 
-/// The least time a measurement window lasts (it is a whole number of rounds of the group's rows).
+/// The least time a window under `gang`, and a window checking a choice for drift, lasts (it is a whole number of
+/// rounds of the group's rows, so that every job has had its slots).
 pub const MIN_WINDOW: Duration = Duration::from_millis(400);
+
+/// The least time the trial of `cfs` lasts: it has no rounds, and is the costly trial for spinning ranks.
+pub const MIN_CFS_WINDOW: Duration = Duration::from_millis(200);
 
 /// How much faster, on the mean over the jobs, a policy must make them progress than `cfs` to be chosen.
 pub const MARGIN: f64 = 0.05;
@@ -30,6 +35,9 @@ pub const DRIFT: f64 = 0.30;
 
 /// The longest a choice is kept without trying again.
 pub const MAX_EXPLOIT: Duration = Duration::from_secs(30);
+
+/// Where `cfs` is among the [`CANDIDATES`]: the baseline every other is compared with.
+const CFS: usize = 1;
 
 /// What the agent reads of one job at a slot boundary: running totals.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -105,6 +113,14 @@ struct Group {
 }
 
 impl Group {
+    /// The rows a window of the group's current phase goes round: none for the trial of `cfs`.
+    fn rounds(&self, rows: u32) -> u32 {
+        match self.phase {
+            Phase::Explore { next, .. } if CANDIDATES[next] == PolicySpec::Cfs => 0,
+            _ => rows,
+        }
+    }
+
     fn explore(slot: u64, samples: Vec<Sample>, why: &str) -> Self {
         Self {
             phase: Phase::Explore { next: 0, rates: Vec::new() },
@@ -152,6 +168,10 @@ pub fn groups(jobs: &[JobView<'_>]) -> Vec<Vec<usize>> {
 /// Slots in a measurement window for a group whose jobs hold `rows` rows: whole rounds of the rows, at least
 /// [`MIN_WINDOW`].
 pub fn window_slots(rows: u32, slot: Duration) -> u64 {
+    if rows == 0 {
+        // No rounds (cfs's trial).
+        return (MIN_CFS_WINDOW.as_nanos() as u64).div_ceil((slot.as_nanos() as u64).max(1)).max(1);
+    }
     let round = u64::from(rows.max(1));
     let round_ns = (slot.as_nanos() as u64).max(1) * round;
     round * (MIN_WINDOW.as_nanos() as u64).div_ceil(round_ns).max(1)
@@ -176,7 +196,7 @@ fn progress(windows: &[Vec<Rate>]) -> Vec<Vec<f64>> {
 /// the line saying why.
 pub fn decide(names: &[String], windows: &[Vec<Rate>]) -> (usize, String) {
     let rates = progress(windows);
-    let base = &rates[0];
+    let base = &rates[CFS];
     // Mean over the jobs of (rate under cfs / rate under c): c's slowdown relative to cfs.
     let relative: Vec<f64> = rates
         .iter()
@@ -185,10 +205,14 @@ pub fn decide(names: &[String], windows: &[Vec<Rate>]) -> (usize, String) {
             each.sum::<f64>() / base.len().max(1) as f64
         })
         .collect();
-    let (best, &score) =
-        relative.iter().enumerate().skip(1).min_by(|a, b| a.1.total_cmp(b.1)).expect("more than one candidate");
+    let (best, &score) = relative
+        .iter()
+        .enumerate()
+        .filter(|&(i, _)| i != CFS)
+        .min_by(|a, b| a.1.total_cmp(b.1))
+        .expect("more than one candidate");
     let mut why = String::new();
-    let chosen = if score < 1.0 - MARGIN { best } else { 0 };
+    let chosen = if score < 1.0 - MARGIN { best } else { CFS };
     let _ = write!(
         why,
         "{} progress {:.2}x of cfs's",
@@ -209,7 +233,7 @@ pub fn decide(names: &[String], windows: &[Vec<Rate>]) -> (usize, String) {
 }
 
 impl Auto {
-    /// Takes the samples read at the boundary of slot `slot` (one per job of `jobs`), moves every group's
+    /// Takes the samples read in slot `slot` (at its boundary, or when jobs came or went; one per job of `jobs`), moves every group's
     /// trial on, and returns the choices made or started now (to be logged).
     pub fn observe(&mut self, slot: u64, slot_len: Duration, jobs: &[JobView<'_>], samples: &[Sample]) -> Vec<Choice> {
         let mut said = Vec::new();
@@ -224,12 +248,12 @@ impl Auto {
                 r.len() as u32
             };
             let group = if let Some(mut g) = self.groups.remove(&names) {
-                if slot.saturating_sub(g.start.0) >= window_slots(rows, slot_len) {
+                if slot.saturating_sub(g.start.0) >= window_slots(g.rounds(rows), slot_len) {
                     said.extend(step(&mut g, slot, slot_len, &now, &names));
                 }
                 g
             } else {
-                let g = Group::explore(slot, now, "new set of jobs: trying cfs");
+                let g = Group::explore(slot, now, "new set of jobs: trying gang");
                 said.push(choice(&names, &g));
                 g
             };
@@ -275,7 +299,13 @@ fn choice(names: &[String], g: &Group) -> Choice {
 fn step(g: &mut Group, slot: u64, slot_len: Duration, now: &[Sample], names: &[String]) -> Option<Choice> {
     let rates: Option<Vec<Rate>> = g.start.1.iter().zip(now).map(|(a, b)| Rate::between(a, b)).collect();
     let same_sources = g.start.1.iter().zip(now).all(|(a, b)| a.publishers == b.publishers);
+    let fewer_only = g.start.1.iter().zip(now).all(|(a, b)| a.publishers >= b.publishers);
     let Some(rates) = rates.filter(|_| same_sources) else {
+        if fewer_only && matches!(g.phase, Phase::Exploit { .. }) {
+            // Ranks ending (their job is about to): the choice stands, the next window starts here.
+            g.start = (slot, now.to_vec());
+            return None;
+        }
         // A job's processes changed (started publishing, restarted): measure again from here.
         *g = Group::explore(slot, now.to_vec(), "a job's processes changed: trying again");
         return Some(choice(names, g));

@@ -165,7 +165,7 @@ mod auto {
     fn busy_polling_pair_is_ganged() {
         let cfs = vec![r(249.99, 0.987), r(247.50, 0.977)];
         let gang = vec![r(36035.07, 0.886), r(44866.77, 0.997)];
-        let (i, why) = decide(&names(&["lu1", "lu2"]), &[cfs, gang]);
+        let (i, why) = decide(&names(&["lu1", "lu2"]), &[gang, cfs]);
         assert_eq!(CANDIDATES[i], PolicySpec::Gang, "{why}");
     }
 
@@ -174,7 +174,7 @@ mod auto {
         // mpi_yield_when_idle 1: gang made both jobs 1.25x faster.
         let cfs = vec![r(35149.85, 0.990), r(35429.72, 0.993)];
         let gang = vec![r(43911.35, 0.993), r(44123.67, 0.997)];
-        let (i, why) = decide(&names(&["lu3", "lu4"]), &[cfs, gang]);
+        let (i, why) = decide(&names(&["lu3", "lu4"]), &[gang, cfs]);
         assert_eq!(CANDIDATES[i], PolicySpec::Gang, "{why}");
         assert!(why.contains("1.25x"), "{why}");
     }
@@ -184,7 +184,7 @@ mod auto {
         // Two ep jobs (no communication: no calls, CPU time is the progress): 1.01x is within the margin.
         let cfs = vec![Rate { calls_s: Some(0.0), cpu_s: 0.980 }, Rate { calls_s: Some(0.0), cpu_s: 0.985 }];
         let gang = vec![Rate { calls_s: Some(0.0), cpu_s: 0.985 }, Rate { calls_s: Some(0.0), cpu_s: 0.998 }];
-        let (i, why) = decide(&names(&["ep1", "ep2"]), &[cfs, gang]);
+        let (i, why) = decide(&names(&["ep1", "ep2"]), &[gang, cfs]);
         assert_eq!(CANDIDATES[i], PolicySpec::Cfs, "{why}");
     }
 
@@ -192,11 +192,11 @@ mod auto {
     fn a_job_without_calls_counts_by_cpu_and_a_stalled_job_vetoes() {
         // A spinning lu beside ep (no profiler: calls None): lu's 144x outweighs ep's unchanged CPU share.
         let ep = |cpu| Rate { calls_s: None, cpu_s: cpu };
-        let (i, _) = decide(&names(&["ep", "lu"]), &[vec![ep(0.98), r(250.0, 0.99)], vec![ep(0.97), r(36035.0, 0.89)]]);
+        let (i, _) = decide(&names(&["ep", "lu"]), &[vec![ep(0.97), r(36035.0, 0.89)], vec![ep(0.98), r(250.0, 0.99)]]);
         assert_eq!(CANDIDATES[i], PolicySpec::Gang);
         // A job that got no CPU at all under gang (calls in no window, so counted by CPU) rules it out.
         let idle = |cpu| Rate { calls_s: Some(0.0), cpu_s: cpu };
-        let (i, _) = decide(&names(&["a", "b"]), &[vec![r(100.0, 1.0), idle(1.0)], vec![r(1e6, 1.0), idle(0.0)]]);
+        let (i, _) = decide(&names(&["a", "b"]), &[vec![r(1e6, 1.0), idle(0.0)], vec![r(100.0, 1.0), idle(1.0)]]);
         assert_eq!(CANDIDATES[i], PolicySpec::Cfs);
     }
 
@@ -206,6 +206,10 @@ mod auto {
         assert_eq!(window_slots(3, SLOT), 3);
         assert_eq!(window_slots(2, Duration::from_millis(50)), 8);
         assert_eq!(window_slots(1, Duration::from_secs(2)), 1);
+        // cfs's trial has no rounds: 200 ms.
+        assert_eq!(window_slots(0, SLOT), 1);
+        assert_eq!(window_slots(0, Duration::from_millis(50)), 4);
+        assert_eq!(CANDIDATES.iter().filter(|&&c| c == PolicySpec::Cfs).count(), 1);
     }
 
     #[test]
@@ -220,59 +224,51 @@ mod auto {
         assert_eq!(groups(&jobs), vec![vec![0, 2, 3]]);
     }
 
-    /// Samples after `t` seconds of progress at the given calls/s per job.
-    fn at(t: f64, rates: &[f64]) -> Vec<Sample> {
-        rates
+    /// Samples at `t` seconds with `calls` calls so far per job.
+    fn calls_at(t: f64, calls: &[u64]) -> Vec<Sample> {
+        calls
             .iter()
-            .map(|&c| Sample {
-                at_ns: (t * 1e9) as u64,
-                cpu_ns: (t * 1e9) as u64,
-                calls: Some((c * t) as u64),
-                publishers: 2,
-            })
+            .map(|&c| Sample { at_ns: (t * 1e9) as u64, cpu_ns: (t * 1e9) as u64, calls: Some(c), publishers: 2 })
             .collect()
     }
 
     #[test]
-    fn a_pair_is_tried_under_cfs_then_gang_then_ganged_until_it_changes() {
+    fn a_pair_is_tried_under_gang_then_cfs_then_ganged_until_it_changes() {
         let (x, y, z) = (pus("0-1"), pus("0-1"), pus("3"));
         let jobs = [JobView { name: "x", row: 0, pus: &x }, JobView { name: "y", row: 1, pus: &y }];
+        let frozen_y = vec![Desired::default(), Desired { frozen: true, boosted: false }];
         let mut auto = Auto::default();
-        let first = auto.observe(10, SLOT, &jobs, &at(0.0, &[0.0, 0.0]));
-        assert!(first[0].trying && first[0].policy == "cfs");
+        let first = auto.observe(10, SLOT, &jobs, &calls_at(0.0, &[0, 0]));
+        assert!(first[0].trying && first[0].policy == "gang");
+        assert_eq!(auto.plan(0, &jobs), frozen_y);
+        // Half of gang's window (two rows: two slots): nothing changes.
+        assert!(auto.observe(11, SLOT, &jobs, &calls_at(0.2, &[40, 40])).is_empty());
+        // gang measured at 200 calls/s; cfs is tried, for one slot.
+        let tried = auto.observe(12, SLOT, &jobs, &calls_at(0.4, &[80, 80]));
+        assert!(tried[0].trying && tried[0].policy == "cfs");
         assert_eq!(auto.plan(0, &jobs), vec![Desired::default(); 2]);
-        // Half a window: nothing changes.
-        assert!(auto.observe(11, SLOT, &jobs, &at(0.2, &[100.0, 100.0])).is_empty());
-        // cfs measured at 100 calls/s; gang is tried.
-        let tried = auto.observe(12, SLOT, &jobs, &at(0.4, &[100.0, 100.0]));
-        assert!(tried[0].trying && tried[0].policy == "gang");
-        assert_eq!(auto.plan(0, &jobs), vec![Desired::default(), Desired { frozen: true, boosted: false }]);
-        // Gang measured twice as fast: chosen.
-        let cum = |t: f64| {
-            at(t, &[0.0, 0.0])
-                .iter()
-                .map(|s| Sample { calls: Some((40.0 + 200.0 * (t - 0.4)) as u64), ..*s })
-                .collect::<Vec<_>>()
-        };
-        let chosen = auto.observe(14, SLOT, &jobs, &cum(0.8));
+        // cfs half as fast: gang chosen.
+        let chosen = auto.observe(13, SLOT, &jobs, &calls_at(0.6, &[100, 100]));
         assert!(!chosen[0].trying && chosen[0].policy == "gang", "{chosen:?}");
+        assert!(chosen[0].why.starts_with("gang progress 2.00x of cfs's"), "{chosen:?}");
         assert_eq!(chosen[0].rates.len(), 2);
         assert_eq!(auto.choices()[0].policy, "gang");
+        assert_eq!(auto.plan(0, &jobs), frozen_y);
         // Progress stays as measured: kept.
-        assert!(auto.observe(16, SLOT, &jobs, &cum(1.2)).is_empty());
+        assert!(auto.observe(15, SLOT, &jobs, &calls_at(1.0, &[180, 180])).is_empty());
         // A third job on other PUs is left alone and does not disturb the pair.
         let more = [jobs[0], jobs[1], JobView { name: "z", row: 0, pus: &z }];
-        let mut s = cum(1.6);
+        let mut s = calls_at(1.4, &[260, 260]);
         s.push(Sample::default());
-        assert!(auto.observe(18, SLOT, &more, &s).is_empty());
+        assert!(auto.observe(17, SLOT, &more, &s).is_empty());
         assert_eq!(auto.plan(1, &more)[2], Desired::default());
-        // Progress halves: tried again from cfs.
-        let slow = at(2.0, &[0.0, 0.0]).iter().map(|s| Sample { calls: Some(40 + 240 + 40), ..*s }).collect::<Vec<_>>();
-        let again = auto.observe(20, SLOT, &jobs, &slow);
-        assert!(again[0].trying && again[0].policy == "cfs" && again[0].why.contains("drifted"), "{again:?}");
+        // Progress halves: tried again from gang.
+        let again = auto.observe(19, SLOT, &jobs, &calls_at(1.8, &[300, 300]));
+        assert!(again[0].trying && again[0].policy == "gang" && again[0].why.contains("drifted"), "{again:?}");
         // One job gone: no group is left, every job under cfs.
-        assert!(auto.observe(22, SLOT, &jobs[..1], &slow[..1]).is_empty());
+        assert!(auto.observe(21, SLOT, &jobs[..1], &calls_at(2.2, &[340])).is_empty());
         assert!(auto.choices().is_empty());
+        assert_eq!(auto.plan(0, &jobs[..1]), vec![Desired::default()]);
     }
 
     #[test]
@@ -280,10 +276,19 @@ mod auto {
         let (x, y) = (pus("0-1"), pus("0-1"));
         let jobs = [JobView { name: "x", row: 0, pus: &x }, JobView { name: "y", row: 1, pus: &y }];
         let mut auto = Auto::default();
-        auto.observe(0, SLOT, &jobs, &at(0.0, &[0.0, 0.0]));
-        let mut s = at(0.4, &[100.0, 100.0]);
+        auto.observe(0, SLOT, &jobs, &calls_at(0.0, &[0, 0]));
+        let mut s = calls_at(0.4, &[40, 40]);
         s[1].publishers = 1;
         let c = auto.observe(2, SLOT, &jobs, &s);
-        assert!(c[0].trying && c[0].policy == "cfs" && c[0].why.contains("changed"), "{c:?}");
+        assert!(c[0].trying && c[0].policy == "gang" && c[0].why.contains("changed"), "{c:?}");
+        // Both publish again: measured again, gang chosen (twice as fast as cfs); then a job's ranks end: the
+        // choice stands.
+        assert!(auto.observe(4, SLOT, &jobs, &calls_at(0.8, &[100, 100]))[0].trying);
+        assert!(auto.observe(6, SLOT, &jobs, &calls_at(1.2, &[180, 180]))[0].trying);
+        assert!(!auto.observe(7, SLOT, &jobs, &calls_at(1.4, &[200, 200]))[0].trying);
+        let mut ending = calls_at(1.8, &[280, 280]);
+        ending[0].publishers = 1;
+        assert!(auto.observe(9, SLOT, &jobs, &ending).is_empty());
+        assert_eq!(auto.choices()[0].policy, "gang");
     }
 }
