@@ -32,7 +32,8 @@ struct Args {
     /// metrics, slurm_node, dcs_quantum, btf); flags override it.
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
-    /// Co-scheduling policy at start: cfs, boost, gang, dcs or dcs+boost (dcs raises as `:weight`, `:rr`, `:nice`).
+    /// Co-scheduling policy at start: cfs, boost, gang, auto, dcs or dcs+boost (dcs raises as `:weight`, `:rr`,
+    /// `:nice`).
     #[arg(long, value_name = "NAME")]
     policy: Option<String>,
     /// Slot length, e.g. 200ms or 2s (10ms to 60s).

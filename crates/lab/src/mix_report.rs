@@ -133,7 +133,8 @@ pub fn bar_chart(runs: &[ExperimentRun]) -> String {
         return String::new();
     }
     let modes: Vec<&String> = means.keys().collect();
-    let top = means.values().flat_map(|p| p.values()).copied().fold(0.0, f64::max) * 1.15 + 1e-9;
+    // Headroom above the bars for the legend.
+    let top = means.values().flat_map(|p| p.values()).copied().fold(0.0, f64::max) * 1.6 + 1e-9;
     let width = 1.0 / (policies.len() as f64 + 1.0);
     let mut svg = String::new();
     {

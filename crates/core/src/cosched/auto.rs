@@ -177,12 +177,18 @@ pub fn window_slots(rows: u32, slot: Duration) -> u64 {
     round * (MIN_WINDOW.as_nanos() as u64).div_ceil(round_ns).max(1)
 }
 
-/// Each job's progress rate in every window: calls per second where every window counted calls and saw some,
-/// CPU seconds per second otherwise. `windows[c][j]` is job `j` under candidate `c`.
+/// Each job's progress rate in every window: calls per second where every window counted calls and one saw some
+/// (a window with none is a stall: spinning ranks can complete no call at all while their partners wait for a
+/// CPU), CPU seconds per second otherwise (a job that does not communicate). `windows[c][j]` is job `j` under
+/// candidate `c`.
 fn progress(windows: &[Vec<Rate>]) -> Vec<Vec<f64>> {
     let jobs = windows.first().map_or(0, Vec::len);
-    let by_calls: Vec<bool> =
-        (0..jobs).map(|j| windows.iter().all(|w| w[j].calls_s.is_some_and(|c| c > 0.0))).collect();
+    let by_calls: Vec<bool> = (0..jobs)
+        .map(|j| {
+            windows.iter().all(|w| w[j].calls_s.is_some())
+                && windows.iter().any(|w| w[j].calls_s.is_some_and(|c| c > 0.0))
+        })
+        .collect();
     windows
         .iter()
         .map(|w| {

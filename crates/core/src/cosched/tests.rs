@@ -198,6 +198,11 @@ mod auto {
         let idle = |cpu| Rate { calls_s: Some(0.0), cpu_s: cpu };
         let (i, _) = decide(&names(&["a", "b"]), &[vec![r(1e6, 1.0), idle(0.0)], vec![r(100.0, 1.0), idle(1.0)]]);
         assert_eq!(CANDIDATES[i], PolicySpec::Cfs);
+        // Spinning ranks that complete no call at all in cfs's window (a 2-rank is class B pair, busy polling):
+        // a stall, not a job without communication.
+        let (i, why) =
+            decide(&names(&["is1", "is2"]), &[vec![r(90.0, 0.9), r(85.0, 0.9)], vec![r(0.0, 1.0), r(0.0, 1.0)]]);
+        assert_eq!(CANDIDATES[i], PolicySpec::Gang, "{why}");
     }
 
     #[test]
@@ -289,6 +294,15 @@ mod auto {
         let mut ending = calls_at(1.8, &[280, 280]);
         ending[0].publishers = 1;
         assert!(auto.observe(9, SLOT, &jobs, &ending).is_empty());
+        assert_eq!(auto.choices()[0].policy, "gang");
+        // A job that had made no call when the choice was made begins to: tried again.
+        let mut quiet = Auto::default();
+        let calls = |t: f64, c: [u64; 2]| calls_at(t, &c);
+        quiet.observe(0, SLOT, &jobs, &calls(0.0, [0, 0]));
+        quiet.observe(2, SLOT, &jobs, &calls(0.4, [0, 0]));
+        assert_eq!(quiet.observe(3, SLOT, &jobs, &calls(0.6, [0, 0]))[0].policy, "cfs");
+        let again = quiet.observe(5, SLOT, &jobs, &calls(1.0, [50, 50]));
+        assert!(again[0].trying && again[0].why.contains("drifted"), "{again:?}");
         assert_eq!(auto.choices()[0].policy, "gang");
     }
 }

@@ -19,7 +19,8 @@ pub struct StatusArgs {
 /// `lockstep policy set NAME [--slot DURATION]`.
 #[derive(Debug, clap::Subcommand)]
 pub enum PolicyCommand {
-    /// Switch the agent's co-scheduling policy (cfs, boost, gang, dcs, dcs+boost; dcs:weight, dcs:rr, dcs:nice).
+    /// Switch the agent's co-scheduling policy (cfs, boost, gang, auto, dcs, dcs+boost; dcs:weight, dcs:rr,
+    /// dcs:nice).
     Set {
         /// Policy name.
         name: String,
