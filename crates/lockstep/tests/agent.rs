@@ -146,6 +146,17 @@ fn gang_alternates_and_never_freezes_both() {
     assert!(!a.frozen() && !b.frozen(), "SIGTERM must thaw every job");
 }
 
+/// `build/`, when `make build` has put `program` in `build/bin` (otherwise it says what is missing).
+fn built(program: &str) -> Option<PathBuf> {
+    let build = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../build");
+    if build.join("bin").join(program).exists() {
+        Some(build)
+    } else {
+        common::missing(&format!("build/bin has no {program} (run make build)"));
+        None
+    }
+}
+
 /// What `auto` chose (not what it is trying) for the group of jobs `a` and `b`, as `status --json` says it.
 fn auto_choice(env: &Env, a: &Job, b: &Job) -> serde_json::Value {
     let mut choice = serde_json::Value::Null;
@@ -167,11 +178,7 @@ fn auto_choice(env: &Env, a: &Job, b: &Job) -> serde_json::Value {
 fn auto_gangs_a_spinning_mpi_pair_and_leaves_a_pair_that_never_waits_to_the_kernel() {
     common::require_root();
     let _serial = serial();
-    let build = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../build");
-    if !build.join("bin/pingpong").exists() {
-        common::missing("build/bin has no pingpong (run make build)");
-        return;
-    }
+    let Some(build) = built("pingpong") else { return };
     let env = Env::new();
     let agent = Agent::start(&env, &["--policy", "auto", "--slot", "100ms"]);
     // Two MPI jobs whose ranks poll without yielding and exchange messages without end, the profiler preloaded.
@@ -421,11 +428,8 @@ fn bad_input_is_one_line_exit_2_and_changes_nothing() {
 fn an_experiment_runs_end_to_end_and_reports() {
     common::require_root();
     let _serial = serial();
-    let bin = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../build/bin");
-    if !bin.join("lu").exists() {
-        common::missing("build/bin has no kernels (run make build)");
-        return;
-    }
+    let Some(build) = built("lu") else { return };
+    let bin = build.join("bin");
     let env = Env::new();
     let spec = env.dir.path().join("spec.toml");
     // Ranks as bare processes, and in podman containers where podman is installed (scripts/deps.sh does).

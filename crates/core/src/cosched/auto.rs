@@ -33,6 +33,14 @@ pub const MARGIN: f64 = 0.05;
 /// `auto` tries again.
 pub const DRIFT: f64 = 0.30;
 
+/// Calls a communicating job must make in a window for its rate to be read from them: is class B makes ~4 calls
+/// per iteration and rank, so that 160 calls over 2 ranks are 20 iterations, a whole iteration more or less
+/// ±5 %.
+pub const MIN_CALLS: u64 = 160;
+
+/// How many times its least length a window may stretch to collect [`MIN_CALLS`].
+pub const MAX_STRETCH: u64 = 4;
+
 /// The longest a choice is kept without trying again.
 pub const MAX_EXPLOIT: Duration = Duration::from_secs(30);
 
@@ -119,6 +127,32 @@ impl Group {
             Phase::Explore { next, .. } if CANDIDATES[next] == PolicySpec::Cfs => 0,
             _ => rows,
         }
+    }
+
+    /// Whether the window begun at `self.start` is over in slot `slot` (samples `now`): it has lasted its least
+    /// length, and every job that communicates made [`MIN_CALLS`] calls in it — or would have at the rate it
+    /// showed before, so that fewer is itself the measurement (a stall) — or the window has lasted
+    /// [`MAX_STRETCH`] times its least length. It stretches by whole least lengths (whole rounds of the rows).
+    fn window_done(&self, slot: u64, rows: u32, slot_len: Duration, now: &[Sample]) -> bool {
+        let least = window_slots(self.rounds(rows), slot_len);
+        let elapsed = slot.saturating_sub(self.start.0);
+        if elapsed < least || elapsed >= least * MAX_STRETCH {
+            return elapsed >= least;
+        }
+        if !elapsed.is_multiple_of(least) {
+            return false;
+        }
+        let known: Vec<&Vec<Rate>> = match &self.phase {
+            Phase::Explore { rates, .. } => rates.iter().collect(),
+            Phase::Exploit { explored, .. } => vec![explored],
+        };
+        self.start.1.iter().zip(now).enumerate().all(|(j, (a, b))| {
+            let (Some(x), Some(y)) = (a.calls, b.calls) else { return true };
+            let got = y.saturating_sub(x);
+            let before = known.iter().filter_map(|w| w.get(j)?.calls_s).fold(0.0, f64::max);
+            let seconds = b.at_ns.saturating_sub(a.at_ns) as f64 / 1e9;
+            got >= MIN_CALLS || before * seconds >= MIN_CALLS as f64 || (got == 0 && before == 0.0)
+        })
     }
 
     fn explore(slot: u64, samples: Vec<Sample>, why: &str) -> Self {
@@ -254,7 +288,7 @@ impl Auto {
                 r.len() as u32
             };
             let group = if let Some(mut g) = self.groups.remove(&names) {
-                if slot.saturating_sub(g.start.0) >= window_slots(g.rounds(rows), slot_len) {
+                if g.window_done(slot, rows, slot_len, &now) {
                     said.extend(step(&mut g, slot, slot_len, &now, &names));
                 }
                 g
