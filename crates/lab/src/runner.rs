@@ -182,7 +182,7 @@ struct Ended {
 struct AgentRecords {
     slot_skew_ms: Option<f64>,
     dcs: Option<(u64, f64, f64)>,
-    /// `auto`'s choices (not its trials) while the case ran.
+    /// `auto`'s choices and trials while the case ran.
     auto: Vec<Choice>,
 }
 
@@ -411,19 +411,22 @@ fn to_run(
     }
 }
 
-/// What `auto` chose for the groups job `name` was in, in order, repeats dropped (`gang`, `gang, cfs`); `cfs`
-/// when it never shared PUs long enough to be measured.
-fn auto_chose(choices: &[Choice], name: &str) -> String {
+/// What `auto` chose for the groups job `name` was in, in order, repeats dropped (`gang`, `gang, cfs`); what it
+/// was doing when the job ended before any choice (its trial), or that the job never shared PUs.
+fn auto_chose(records: &[Choice], name: &str) -> String {
+    let mine: Vec<&Choice> = records.iter().filter(|c| c.jobs.iter().any(|j| j == name)).collect();
     let mut chose: Vec<&str> = Vec::new();
-    for c in choices.iter().filter(|c| c.jobs.iter().any(|j| j == name)) {
+    for c in mine.iter().filter(|c| !c.trying) {
         if chose.last() != Some(&c.policy.as_str()) {
             chose.push(&c.policy);
         }
     }
-    if chose.is_empty() {
-        "cfs (never measured)".to_string()
-    } else {
+    if !chose.is_empty() {
         chose.join(", ")
+    } else if mine.is_empty() {
+        "cfs (shared no PUs)".to_string()
+    } else {
+        "ended during the trial".to_string()
     }
 }
 

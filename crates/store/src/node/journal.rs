@@ -205,11 +205,11 @@ impl Store {
         Ok(())
     }
 
-    /// What `auto` chose (not what it tried) between `from` and `to` (seconds since the epoch), oldest first.
+    /// What `auto` chose and tried between `from` and `to` (seconds since the epoch), oldest first.
     pub fn auto_choices(&self, from: f64, to: f64) -> anyhow::Result<Vec<(f64, Choice)>> {
-        let mut stmt = self.conn.prepare_cached(
-            "SELECT time, choice FROM auto_choices WHERE trying = 0 AND time >= ?1 AND time <= ?2 ORDER BY rowid",
-        )?;
+        let mut stmt = self
+            .conn
+            .prepare_cached("SELECT time, choice FROM auto_choices WHERE time >= ?1 AND time <= ?2 ORDER BY rowid")?;
         let rows = stmt.query_map(params![from, to], |r| Ok((r.get::<_, f64>(0)?, r.get::<_, String>(1)?)))?;
         let mut out = Vec::new();
         for row in rows {
