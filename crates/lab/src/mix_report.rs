@@ -7,8 +7,7 @@ use std::fmt::Write as _;
 
 use plotters::prelude::*;
 
-use crate::report::{dedicated_medians, mode};
-use crate::stats::time_of;
+use crate::stats::{dedicated_medians, mode, time_of};
 use lockstep_store::ExperimentRun;
 
 /// Mean slowdown per (mode, mix), per policy label.

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use plotters::prelude::*;
 
 use super::spec::Spec;
-use crate::stats::{median, raises, time_of};
+use crate::stats::{dedicated_medians, median, mode, raises, time_of};
 use lockstep_store::ExperimentRun;
 
 /// Statistics of one cell of the table.
@@ -29,28 +29,6 @@ pub struct Cell {
 
 /// Key of a cell: mode (MPI progress, `+container` for containerised ranks), policy label, workload, MPL.
 type Key = (String, String, String, u32);
-
-/// The run's mode: MPI progress, `+container` / `+slurm` when its ranks ran in containers / as a Slurm job, and
-/// `+loaded` when background load (`[name]` in the mix) ran beside it.
-pub(crate) fn mode(r: &ExperimentRun) -> String {
-    let mut m = r.progress.clone();
-    if r.placement != "process" {
-        m = format!("{m}+{}", r.placement);
-    }
-    if r.mix.contains('[') {
-        m += "+loaded";
-    }
-    m
-}
-
-/// The median dedicated time of every (mode, workload).
-pub(crate) fn dedicated_medians(runs: &[ExperimentRun]) -> BTreeMap<(String, String), f64> {
-    let mut dedicated: BTreeMap<(String, String), Vec<f64>> = BTreeMap::new();
-    for r in runs.iter().filter(|r| r.policy == "dedicated") {
-        dedicated.entry((mode(r), r.workload.clone())).or_default().push(time_of(r));
-    }
-    dedicated.into_iter().map(|(k, mut v)| (k, median(&mut v))).collect()
-}
 
 /// Aggregates runs into cells; the dedicated runs are the MPL-1 row of every policy.
 pub fn cells(runs: &[ExperimentRun]) -> BTreeMap<Key, Cell> {

@@ -1,5 +1,7 @@
 //! Statistics every report takes of stored runs.
 
+use std::collections::BTreeMap;
+
 use lockstep_core::cosched::PolicySpec;
 use lockstep_store::ExperimentRun;
 
@@ -31,4 +33,26 @@ pub(crate) fn time_of(r: &ExperimentRun) -> f64 {
 pub(crate) fn raises(label: &str) -> bool {
     let name = label.split('/').next().unwrap_or_default();
     name.parse::<PolicySpec>().is_ok_and(|p| p.raises().is_some())
+}
+
+/// The run's mode: MPI progress, `+container` / `+slurm` when its ranks ran in containers / as a Slurm job, and
+/// `+loaded` when background load (`[name]` in the mix) ran beside it.
+pub(crate) fn mode(r: &ExperimentRun) -> String {
+    let mut m = r.progress.clone();
+    if r.placement != "process" {
+        m = format!("{m}+{}", r.placement);
+    }
+    if r.mix.contains('[') {
+        m += "+loaded";
+    }
+    m
+}
+
+/// The median dedicated time of every (mode, workload).
+pub(crate) fn dedicated_medians(runs: &[ExperimentRun]) -> BTreeMap<(String, String), f64> {
+    let mut dedicated: BTreeMap<(String, String), Vec<f64>> = BTreeMap::new();
+    for r in runs.iter().filter(|r| r.policy == "dedicated") {
+        dedicated.entry((mode(r), r.workload.clone())).or_default().push(time_of(r));
+    }
+    dedicated.into_iter().map(|(k, mut v)| (k, median(&mut v))).collect()
 }
