@@ -87,6 +87,60 @@ fn kernel_side_events_and_tracepoints_count() {
     assert!(csv_value(&err, "sched:sched_switch").unwrap() >= 1.0, "{err}");
 }
 
+/// The value on the human summary line that ends with `label` (e.g. "seconds user").
+fn summary_value(text: &str, label: &str) -> Option<f64> {
+    text.lines().find(|l| l.trim_end().ends_with(label))?.split_whitespace().next()?.parse().ok()
+}
+
+#[test]
+#[ignore = "needs root"]
+fn user_and_sys_seconds_are_the_commands_own() {
+    common::require_root();
+    let env = Env::new();
+    // About 0.3 s of user time (a busy loop), then 0.2 s asleep: user near 0.3, sys small, elapsed above 0.5.
+    let script = "i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done; sleep 0.2";
+    let o = stat(&env, &["-e", "task-clock", "--", "sh", "-c", script]);
+    let err = stderr(&o);
+    assert!(o.status.success(), "{err}");
+    let (user, sys) = (summary_value(&err, "seconds user").unwrap(), summary_value(&err, "seconds sys").unwrap());
+    let elapsed = summary_value(&err, "seconds time elapsed").unwrap();
+    let clock = err.lines().find(|l| l.contains("task-clock")).unwrap();
+    let clock_ms: f64 = clock.split_whitespace().next().unwrap().replace(',', "").parse().unwrap();
+    assert!(user > 0.05 && sys < user, "user {user} sys {sys}: {err}");
+    // task-clock counts the same CPU time as user + sys (rusage has 1 ms or tick resolution).
+    assert!(
+        (user + sys - clock_ms / 1e3).abs() < 0.05 + 0.1 * user,
+        "user+sys {} vs task-clock {clock_ms} ms",
+        user + sys
+    );
+    assert!(elapsed >= user + 0.19, "elapsed {elapsed} includes the 0.2 s sleep: {err}");
+}
+
+#[test]
+#[ignore = "needs root"]
+fn repeats_print_the_mean_with_its_noise_and_the_last_status() {
+    common::require_root();
+    let env = Env::new();
+    let o = stat(&env, &["-r", "4", "-e", "task-clock,page-faults", "--", "sh", "-c", "sleep 0.05; exit 3"]);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(3), "{err}");
+    assert!(err.contains("Performance counter stats for 'sh -c sleep 0.05; exit 3' (4 runs):"), "{err}");
+    for event in ["task-clock", "page-faults"] {
+        let l = err.lines().find(|l| l.contains(event)).unwrap();
+        assert!(l.contains("( +- ") && l.ends_with("% )"), "noise on {event}'s line: {l}");
+    }
+    let elapsed = err.lines().find(|l| l.contains("seconds time elapsed")).unwrap();
+    let words: Vec<&str> = elapsed.split_whitespace().collect();
+    assert_eq!(words[1], "+-", "{elapsed}");
+    let mean: f64 = words[0].parse().unwrap();
+    assert!((0.05..0.5).contains(&mean), "mean of four 50 ms runs: {elapsed}");
+    assert!(!err.contains("seconds user"), "perf prints user/sys only for a single run: {err}");
+    // CSV carries the noise after the event name, as perf's does.
+    let o = stat(&env, &["-r", "2", "-x,", "-e", "page-faults", "--", "true"]);
+    let line = stderr(&o).lines().find(|l| l.contains("page-faults")).map(String::from).unwrap();
+    assert!(line.split(',').nth(3).is_some_and(|f| f.ends_with('%')), "{line}");
+}
+
 #[test]
 fn bad_input_is_one_line_exit_2() {
     let env = Env::new();
@@ -98,6 +152,8 @@ fn bad_input_is_one_line_exit_2() {
         (vec!["-e", "page-faults"], "exactly one target"),
         (vec!["--job", "nobody"], "no running job"),
         (vec!["--", "/no/such/program"], "command not found"),
+        (vec!["-r", "3", "-p", "1"], "-r N repeats a command"),
+        (vec!["-r", "0", "--", "true"], "0 is not in 1..=100000"),
     ] {
         let o = stat(&env, &args);
         let err = stderr(&o);

@@ -1,5 +1,5 @@
 //! `lockstep stat [-e EVENTS] [-I MS] [-x SEP] [--json] (-p PID[,PID…] | --job NAME [--nodes HOST:PORT,…] |
-//! -- CMD [ARGS…])`: a subset of `perf stat` with its flags and output (on stderr, as perf prints it).
+//! [-r N] -- CMD [ARGS…])`: a subset of `perf stat` with its flags and output (on stderr, as perf prints it).
 
 use std::io::Write;
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -16,6 +16,7 @@ use lockstep_telemetry::counters::{Counters, Reading};
 use lockstep_telemetry::events::{parse_event, parse_list, EventSpec, DEFAULT};
 use lockstep_telemetry::format::Style;
 use lockstep_telemetry::remote;
+use lockstep_telemetry::stat;
 
 /// Arguments of `lockstep stat`.
 #[derive(Debug, clap::Args)]
@@ -47,6 +48,11 @@ pub struct Args {
     /// JSON lines, one per event.
     #[arg(long)]
     json: bool,
+    /// Run the command N times and print the mean of each count with its noise (the standard error of the
+    /// mean, relative to it).
+    #[arg(short = 'r', long = "repeat", value_name = "N", default_value_t = 1,
+          value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    repeat: u32,
     /// The command to run and count.
     #[arg(last = true, value_name = "CMD")]
     command: Vec<String>,
@@ -76,6 +82,9 @@ pub fn exec(args: &Args, store: &Path, socket: &Path) -> anyhow::Result<i32> {
         let groups = if args.events.is_empty() { None } else { Some(parse_list(&args.events.join(","))?) };
         return count_nodes(groups, job, nodes, args.interval, &style);
     }
+    if args.repeat > 1 && (args.command.is_empty() || args.interval.is_some()) {
+        return Err(UsageError::new("-r N repeats a command: give -- CMD [ARGS...], without -I").into());
+    }
     let list = if args.events.is_empty() { DEFAULT.to_string() } else { args.events.join(",") };
     let groups = parse_list(&list)?;
     match (&args.pid, &args.job, args.command.is_empty()) {
@@ -84,7 +93,7 @@ pub fn exec(args: &Args, store: &Path, socket: &Path) -> anyhow::Result<i32> {
             let pids = job_pids(store, socket, job)?;
             count_pids(&groups, &pids, args.interval, &style, format!("job '{job}'"))
         }
-        (None, None, false) => count_command(&groups, &args.command, args.interval, &style),
+        (None, None, false) => repeat_command(&groups, &args.command, args.repeat, args.interval, &style),
         _ => Err(UsageError::new("give exactly one target: -p PID[,PID...], --job NAME or -- CMD [ARGS...]").into()),
     }
 }
@@ -149,15 +158,55 @@ fn count_pids(
     stop_on_signals()?;
     let alive = || pids.iter().any(|p| Path::new(&format!("/proc/{p}")).exists());
     let events = counters.events.clone();
-    lockstep_telemetry::stat::count(
-        &events,
-        || Ok(counters.read()?),
-        interval,
-        style,
-        &target,
-        || !alive() || STOP.load(Ordering::Relaxed),
-    )?;
+    let done = |wait| {
+        std::thread::sleep(wait);
+        !alive() || STOP.load(Ordering::Relaxed)
+    };
+    let run = stat::count(&events, || Ok(counters.read()?), interval, style, done)?;
+    if interval.is_none() {
+        stat::summary(&events, &[run], style, &target, None);
+    }
     Ok(0)
+}
+
+/// Counts `command` `repeat` times (stopping early on Ctrl-C) and prints the summary; returns the exit status
+/// of the last run.
+fn repeat_command(
+    groups: &[Vec<EventSpec>],
+    command: &[String],
+    repeat: u32,
+    interval: Option<u64>,
+    style: &Style,
+) -> anyhow::Result<i32> {
+    let mut runs = Vec::new();
+    let mut events = Vec::new();
+    let mut status = 0;
+    let mut times = None;
+    for _ in 0..repeat {
+        let counted = count_command(groups, command, interval, style)?;
+        events = counted.events;
+        runs.push(counted.run);
+        status = counted.status;
+        times = Some(counted.times);
+        if counted.interrupted {
+            break;
+        }
+    }
+    if interval.is_none() {
+        stat::summary(&events, &runs, style, &command.join(" "), times);
+    }
+    Ok(status)
+}
+
+/// One counted run of a command.
+struct Counted {
+    events: Vec<EventSpec>,
+    run: stat::Run,
+    /// Its exit status (128 + the signal's number when a signal ended it).
+    status: i32,
+    times: stat::CpuTimes,
+    /// Whether Ctrl-C ended it (no more repeats).
+    interrupted: bool,
 }
 
 fn count_command(
@@ -165,15 +214,14 @@ fn count_command(
     command: &[String],
     interval: Option<u64>,
     style: &Style,
-) -> anyhow::Result<i32> {
-    use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
+) -> anyhow::Result<Counted> {
     use nix::unistd::{execv, fork, ForkResult};
     let program = lockstep_jobs::launch::resolve_command(&command[0])?;
     let path = std::ffi::CString::new(program.as_os_str().as_encoded_bytes())?;
     let argv: Vec<std::ffi::CString> =
         command.iter().map(|a| std::ffi::CString::new(a.as_bytes())).collect::<Result<_, _>>()?;
     let (read, write): (OwnedFd, OwnedFd) = nix::unistd::pipe()?;
-    // Like perf: Ctrl-C goes to the command, which ends the count.
+    // Like perf: Ctrl-C goes to the command, which ends the count (and the repeats).
     // SAFETY: ignoring a signal installs no handler code.
     unsafe { signal(Signal::SIGINT, SigHandler::SigIgn) }?;
     // SAFETY: the child only calls async-signal-safe functions (close, signal, read, execv, _exit) on memory
@@ -190,40 +238,76 @@ fn count_command(
             }
             libc::_exit(127)
         },
-        ForkResult::Parent { child } => child,
+        ForkResult::Parent { child } => child.as_raw(),
     };
     drop(read);
-    let mut counters = match Counters::open(groups, &[child.as_raw()], true) {
+    let mut counters = match Counters::open(groups, &[child], true) {
         Ok(c) => c,
         Err(e) => {
             drop(write);
-            let _ = waitpid(child, None);
+            let _ = reap(child, 0);
             return Err(e);
         }
     };
     let mut go = std::fs::File::from(write);
     go.write_all(b"x")?;
     drop(go);
-    let mut status = None;
+    let mut ended = None;
     let events = counters.events.clone();
-    lockstep_telemetry::stat::count(
-        &events,
-        || Ok(counters.read()?),
-        interval,
-        style,
-        &command.join(" "),
-        || {
-            if status.is_none() {
-                match waitpid(child, Some(WaitPidFlag::WNOHANG)) {
-                    Ok(WaitStatus::Exited(_, code)) => status = Some(code),
-                    Ok(WaitStatus::Signaled(_, sig, _)) => status = Some(128 + sig as i32),
-                    _ => {}
+    // SAFETY: pidfd_open takes a PID and flags and returns a new descriptor or -1; the child is not yet reaped.
+    let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, child, 0) } as i32;
+    // SAFETY: a descriptor pidfd_open just returned, owned from here on.
+    let pidfd = (pidfd >= 0).then(|| unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(pidfd) });
+    let done = |wait: Duration| {
+        if ended.is_none() {
+            // The pidfd turns readable when the child exits; without one (kernels before 5.3), sleep.
+            match &pidfd {
+                Some(fd) => {
+                    let mut p = libc::pollfd { fd: fd.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+                    // SAFETY: one valid pollfd, for at most `wait`.
+                    unsafe { libc::poll(&raw mut p, 1, wait.as_millis() as i32) };
                 }
+                None => std::thread::sleep(wait),
             }
-            status.is_some()
-        },
-    )?;
-    Ok(status.unwrap_or(0))
+            ended = reap(child, libc::WNOHANG);
+        }
+        ended.is_some()
+    };
+    let run = stat::count(&events, || Ok(counters.read()?), interval, style, done)?;
+    let (wait_status, usage) = ended.unwrap_or_default();
+    let seconds = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    let (status, interrupted) = if libc::WIFSIGNALED(wait_status) {
+        let sig = libc::WTERMSIG(wait_status);
+        (128 + sig, sig == libc::SIGINT)
+    } else {
+        (libc::WEXITSTATUS(wait_status), false)
+    };
+    Ok(Counted {
+        events,
+        run,
+        status,
+        times: stat::CpuTimes { user: seconds(usage.ru_utime), sys: seconds(usage.ru_stime) },
+        interrupted,
+    })
+}
+
+/// Waits for the child `pid` (`flags`: 0 or `WNOHANG`) and returns its wait status and resource usage once it
+/// ended (`None` while it runs).
+fn reap(pid: i32, flags: i32) -> Option<(i32, libc::rusage)> {
+    let mut status = 0;
+    // SAFETY: an all-zero rusage is a valid value of the plain C struct wait4 fills.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    loop {
+        // SAFETY: wait4 writes only to the two locals passed.
+        let r = unsafe { libc::wait4(pid, &raw mut status, flags, &raw mut usage) };
+        if r == pid {
+            return Some((status, usage));
+        }
+        if r == -1 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
+            continue;
+        }
+        return None;
+    }
 }
 
 /// Catches SIGINT and SIGTERM: they end the count (the summary is still printed).
@@ -272,7 +356,8 @@ fn count_nodes(
     };
     // Between reads the nodes are asked at most twice a second whether the job still runs anywhere.
     let mut asked = Instant::now();
-    let done = || {
+    let done = |wait| {
+        std::thread::sleep(wait);
         if STOP.load(Ordering::Relaxed) {
             return true;
         }
@@ -286,6 +371,9 @@ fn count_nodes(
         latest.borrow().iter().flatten().all(|c| !c.counting)
     };
     let target = format!("job '{job}' on {} node(s)", nodes.len());
-    lockstep_telemetry::stat::count(&events, read, interval, style, &target, done)?;
+    let run = stat::count(&events, read, interval, style, done)?;
+    if interval.is_none() {
+        stat::summary(&events, &[run], style, &target, None);
+    }
     Ok(0)
 }
