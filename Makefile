@@ -10,7 +10,7 @@ AGENT_CAPS := sys_admin,bpf,perfmon,net_admin,sys_nice,sys_ptrace
 OTHER_MPI := $(if $(filter mpich,$(MPI)),openmpi,mpich)
 NATIVE := $(BUILD)/native-$(MPI)
 
-.PHONY: all deps build demo test bench bench-locks fuzz chaos soak clean
+.PHONY: all deps build install uninstall demo test bench bench-locks fuzz chaos soak clean
 
 all: build
 
@@ -21,9 +21,25 @@ build: deps
 	$(CARGO) build --release --locked --workspace
 	cmake -S native -B $(NATIVE) -DLOCKSTEP_MPI=$(MPI) -DCMAKE_INSTALL_PREFIX=$(BUILD) >/dev/null
 	cmake --build $(NATIVE) -j 2
-	cmake --install $(NATIVE) >/dev/null
+	DESTDIR= cmake --install $(NATIVE) >/dev/null
 	install -D -m 755 target/release/lockstep $(BIN)/lockstep
 	install -D -m 755 target/release/lockstepd $(BIN)/lockstepd
+	$(BIN)/lockstep man $(BUILD)/share/man/man1
+	$(BIN)/lockstepd --man $(BUILD)/share/man/man8
+	mkdir -p $(BUILD)/share/completions
+	$(BIN)/lockstep completion bash > $(BUILD)/share/completions/lockstep.bash
+	$(BIN)/lockstep completion zsh > $(BUILD)/share/completions/_lockstep
+	$(BIN)/lockstep completion fish > $(BUILD)/share/completions/lockstep.fish
+
+# The binaries, libraries, lab programs, systemd unit, Slurm hooks, man pages and completions (scripts/install.sh
+# lists where each goes); PREFIX (/usr/local), SYSCONFDIR (/etc), DESTDIR as usual.
+PREFIX ?= /usr/local
+SYSCONFDIR ?= /etc
+install: build
+	PREFIX=$(PREFIX) SYSCONFDIR=$(SYSCONFDIR) DESTDIR=$(DESTDIR) scripts/install.sh install
+
+uninstall:
+	PREFIX=$(PREFIX) SYSCONFDIR=$(SYSCONFDIR) DESTDIR=$(DESTDIR) scripts/install.sh uninstall
 
 demo: build
 	@scripts/demo.sh "$(FIXTURE)"
@@ -31,6 +47,7 @@ demo: build
 test: build
 	$(CARGO) fmt --all --check
 	scripts/module-cycles.py crates
+	tests/install
 	$(CARGO) clippy --release --locked --workspace --all-targets -- -D warnings
 	LOCKSTEP_BIN=$(BIN) LOCKSTEP_REQUIRE_ALL=1 $(CARGO) test --release --locked --workspace -- --include-ignored
 	LOCKSTEP_BIN=$(BIN) LOCKSTEP_REQUIRE_ALL=1 LOCKSTEP_AGENT_CAPS=$(AGENT_CAPS) $(CARGO) test --release --locked \

@@ -12,6 +12,7 @@ packages=(
   libssl-dev zlib1g-dev              # corebench: AES-XTS through EVP, deflate
   podman runc busybox-static         # jobs made of containers (one per rank), tested offline on a busybox rootfs
   linux-perf                         # perf stat, the reference `lockstep stat` is tested against
+  man-db                             # make test renders the man pages make install puts in place (man -l)
   libpfm4-dev                        # PMU event names (libpfm4) for lockstep stat and the agent
   prometheus                         # promtool check metrics, and the server that scrapes the agent in tests
   slurmctld slurmd slurm-client munge  # tests/cluster: a real Slurm cluster of network namespaces on this machine

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use serde::Deserialize;
 
-use clap::Parser;
+use clap::{CommandFactory, FromArgMatches, Parser};
 use lockstep_core::cosched::{slot, PolicySpec};
 use lockstep_core::duration;
 use lockstep_core::error::UsageError;
@@ -28,6 +28,9 @@ struct Args {
     /// Run as the agent's watchdog over store STORE (the agent starts it so; not for users).
     #[arg(long, value_name = "STORE", hide = true)]
     watchdog: Option<PathBuf>,
+    /// Write the manual page lockstepd.8 into DIR and exit (make install runs it).
+    #[arg(long, value_name = "DIR", hide = true)]
+    man: Option<PathBuf>,
     /// TOML configuration file (keys: socket, store, node, policy, slot, events, sample_interval, retention,
     /// metrics, slurm_node, dcs_quantum, btf); flags override it.
     #[arg(long, value_name = "FILE")]
@@ -195,9 +198,23 @@ fn hostname() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname").map_or_else(|_| "localhost".into(), |h| h.trim().to_string())
 }
 
+/// Writes lockstepd.8 into `dir`.
+fn man(dir: &std::path::Path) -> anyhow::Result<i32> {
+    let page = clap_mangen::Man::new(Args::command()).section("8");
+    std::fs::create_dir_all(dir)
+        .and_then(|()| page.generate_to(dir).map(drop))
+        .map_err(|e| anyhow::anyhow!("cannot write lockstepd.8 into {}: {e}", dir.display()))?;
+    Ok(0)
+}
+
 fn main() {
-    let status = match Args::try_parse() {
+    let mut cmd = Args::command();
+    if std::env::args_os().any(|a| a == "--version") {
+        cmd = cmd.long_version(lockstep_version::text());
+    }
+    let status = match cmd.try_get_matches().and_then(|m| Args::from_arg_matches(&m)) {
         Ok(Args { watchdog: Some(store), .. }) => lockstepd::watchdog_main(&store),
+        Ok(Args { man: Some(dir), .. }) => lockstep_core::error::exit_status("lockstepd", man(&dir)),
         Ok(args) => lockstep_core::error::exit_status("lockstepd", exec(&args)),
         Err(e) => lockstep_core::error::clap_exit("lockstepd", &e.render().to_string(), e.use_stderr()),
     };

@@ -253,6 +253,11 @@ fn lib() -> Result<&'static Lib, &'static str> {
     .map_err(String::as_str)
 }
 
+/// Whether libpfm4 is loadable and initialised on this machine (`Err` says why not).
+pub fn libpfm_status() -> Result<(), &'static str> {
+    lib().map(|_| ())
+}
+
 /// Encodes `name` with libpfm4 for this machine's PMUs; `Ok(None)` when libpfm4 does not know it at all.
 pub fn libpfm_event(name: &str) -> Result<Option<Pfm>, UsageError> {
     let lib = lib().map_err(|why| UsageError::new(format!("cannot resolve PMU event {name:?}: {why}")))?;

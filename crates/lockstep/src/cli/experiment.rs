@@ -27,13 +27,27 @@ pub enum ExperimentCommand {
     },
 }
 
+/// Where the lab's programs (kernels, mpirun wrapper, lockbench) and libraries are: as `make install` lays them
+/// out (PREFIX/libexec/lockstep, PREFIX/lib/lockstep beside PREFIX/bin/lockstep), else as the build tree does
+/// (build/bin beside this binary, build/lib).
+fn lab_dirs() -> anyhow::Result<(PathBuf, PathBuf)> {
+    let exe = std::env::current_exe()?;
+    let here = exe.parent().map(Path::to_path_buf).unwrap_or_default();
+    let installed = here.join("../libexec/lockstep");
+    Ok(if installed.join("mpirun").exists() {
+        (installed, here.join("../lib/lockstep"))
+    } else {
+        let lib = here.join("../lib");
+        (here, lib)
+    })
+}
+
 /// Runs `lockstep experiment`.
 pub fn exec(cmd: &ExperimentCommand, store: &Path) -> anyhow::Result<i32> {
     match cmd {
         ExperimentCommand::Run { spec: path, reports } => {
             let spec = experiment::load(path)?;
-            let bin = std::env::current_exe()?.parent().map(Path::to_path_buf).unwrap_or_default();
-            let lib = bin.join("../lib");
+            let (bin, lib) = lab_dirs()?;
             let mpi = [bin.join("mpirun"), lib.join("liblockstep-pmpi.so")];
             let needed: Vec<PathBuf> = match &spec {
                 AnySpec::Mpl(s) => s.workloads.values().map(|w| bin.join(&w.command[0])).chain(mpi).collect(),

@@ -11,7 +11,7 @@ mod topo;
 
 use std::path::PathBuf;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 /// lockstep: place, co-schedule and measure parallel jobs that share HPC nodes.
 #[derive(Debug, Parser)]
@@ -40,7 +40,7 @@ enum Command {
     Jobs(jobs::Args),
     /// Run the node agent in the foreground (co-scheduling, watchdog, control socket): `lockstepd`, beside
     /// this program, with the same arguments (`lockstep agent --help` lists them).
-    #[command(disable_help_flag = true)]
+    #[command(disable_help_flag = true, disable_version_flag = true)]
     Agent {
         /// Arguments for lockstepd.
         #[arg(trailing_var_arg = true, allow_hyphen_values = true, value_name = "ARGS")]
@@ -63,11 +63,34 @@ enum Command {
     /// Slurm's prolog and epilog: tell the agent about each job (see deploy/slurm/).
     #[command(subcommand)]
     Slurm(slurm::SlurmCommand),
+    /// Print the completion script of a shell, e.g. `lockstep completion bash > /etc/bash_completion.d/lockstep`.
+    Completion {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Write the manual pages (lockstep.1 and one per subcommand, lockstep-SUBCOMMAND.1) into a directory.
+    Man {
+        /// Directory to write them into (created if missing).
+        #[arg(value_name = "DIR")]
+        dir: PathBuf,
+    },
+}
+
+/// The command line's definition, with the long version text (`--version`: the git commit, the features built
+/// in and what the machine provides) when it is asked for; it probes the machine, so only then.
+fn definition() -> clap::Command {
+    let cmd = Cli::command();
+    if std::env::args_os().any(|a| a == "--version") {
+        cmd.long_version(lockstep_version::text())
+    } else {
+        cmd
+    }
 }
 
 /// Parses arguments and runs the command; returns the process exit status.
 pub fn main() -> i32 {
-    match Cli::try_parse() {
+    match definition().try_get_matches().and_then(|m| Cli::from_arg_matches(&m)) {
         Ok(cli) => lockstep_core::error::exit_status("lockstep", exec(cli)),
         Err(e) => lockstep_core::error::clap_exit("lockstep", &e.render().to_string(), e.use_stderr()),
     }
@@ -89,6 +112,16 @@ fn exec(cli: Cli) -> anyhow::Result<i32> {
         Command::Experiment(cmd) => experiment::exec(&cmd, &store),
         Command::Stat(args) => stat::exec(&args, &store, &socket),
         Command::Slurm(cmd) => slurm::exec(&cmd, &socket),
+        Command::Completion { shell } => {
+            clap_complete::generate(shell, &mut Cli::command(), "lockstep", &mut std::io::stdout());
+            Ok(0)
+        }
+        Command::Man { dir } => {
+            std::fs::create_dir_all(&dir)
+                .and_then(|()| clap_mangen::generate_to(Cli::command(), &dir))
+                .map_err(|e| anyhow::anyhow!("cannot write the manual pages into {}: {e}", dir.display()))?;
+            Ok(0)
+        }
     }
 }
 
