@@ -103,14 +103,34 @@ struct lu {
     double dt;
     struct dir dx, dy, dz;
     double *u, *rsd, *frct;
-    double *blk;                  /* one plane's Jacobian blocks: (k-neighbour, j-, i-, diagonal) x 25 per point */
+    double *rho;                  /* 1 / density of the field being evaluated, per point (reciprocals()) */
+    double *dlu;                  /* the factored diagonal blocks of the interior points (diag_at()) */
     double *buf;                  /* message buffer */
 };
+
+static inline int local(const struct lu *s, int i, int j);
+
+/* The local index of point (i, j, k). */
+static inline long idx(const struct lu *s, int i, int j, int k)
+{
+    return ((long)k * s->ly + (j - s->j0 + H)) * s->lx + (i - s->i0 + H);
+}
 
 /* The 5 unknowns of point (i, j, k) of field g. */
 static inline double *at(const struct lu *s, double *g, int i, int j, int k)
 {
-    return g + (((long)k * s->ly + (j - s->j0 + H)) * s->lx + (i - s->i0 + H)) * NC;
+    return g + idx(s, i, j, k) * NC;
+}
+
+/* 1 / density at every local point of the grid, of the field the residual is evaluated on (u, or the exact
+ * solution for the forcing): the fluxes and the Jacobians divide by it often. */
+static void reciprocals(struct lu *s, double *w)
+{
+    for (int k = 0; k < s->n; k++)
+        for (int j = s->j0 - H; j < s->j0 + s->nj + H; j++)
+            for (int i = s->i0 - H; i < s->i0 + s->ni + H; i++)
+                if (local(s, i, j))
+                    s->rho[idx(s, i, j, k)] = 1.0 / at(s, w, i, j, k)[0];
 }
 
 /* The exact solution at grid point (i, j, k). */
@@ -135,18 +155,20 @@ static inline int local(const struct lu *s, int i, int j)
 /*
  * Adds L(w) at the interior points of one grid line: the central difference of the convective flux, the viscous
  * flux difference with the second-order diffusion, and the fourth-order dissipation, in the direction whose
- * momentum is component v. `w` and `r` point at the line's point of global index `lo` (its first interior
- * point here), `stride` apart; the line's interior points here are lo .. hi, and w is valid two points beyond.
+ * momentum is component v. `w`, `rho` (its reciprocal densities) and `r` point at the line's point of global
+ * index `lo` (its first interior point here), points `stride` apart; the line's interior points here are lo .. hi,
+ * and w is valid two points beyond.
  */
-static void line(const struct lu *s, const double *w, double *r, long stride, int lo, int hi, int v,
-                 const struct dir *d)
+static void line(const struct lu *s, const double *w, const double *rho, double *r, long stride, int lo, int hi,
+                 int v, const struct dir *d)
 {
     int count = hi - lo + 3;
     double f[count][NC], g[count][NC]; /* fluxes at lo-1 .. hi+1 (index 0 is lo-1) */
-#define W(t) (w + (long)((t) - lo) * stride)
+#define W(t) (w + (long)((t) - lo) * stride * NC)
+#define RHO(t) (rho[(long)((t) - lo) * stride])
     for (int t = lo - 1; t <= hi + 1; t++) {
         const double *p = W(t);
-        double *fl = f[t - lo + 1], ri = 1.0 / p[0], vel = p[v] * ri;
+        double *fl = f[t - lo + 1], ri = RHO(t), vel = p[v] * ri;
         double q = 0.5 * (p[1] * p[1] + p[2] * p[2] + p[3] * p[3]) * ri;
         fl[0] = p[v];
         for (int m = 1; m < 4; m++)
@@ -156,7 +178,7 @@ static void line(const struct lu *s, const double *w, double *r, long stride, in
     }
     for (int t = lo; t <= hi + 1; t++) {
         const double *p = W(t), *pm = W(t - 1);
-        double ri = 1.0 / p[0], rim = 1.0 / pm[0], sq = 0.0, sqm = 0.0, *gl = g[t - lo + 1];
+        double ri = RHO(t), rim = RHO(t - 1), sq = 0.0, sqm = 0.0, *gl = g[t - lo + 1];
         for (int m = 1; m < 4; m++) {
             double a = p[m] * ri, b = pm[m] * rim;
             gl[m] = (m == v ? 4.0 / 3.0 : 1.0) * d->t3 * (a - b);
@@ -171,7 +193,7 @@ static void line(const struct lu *s, const double *w, double *r, long stride, in
     for (int t = lo; t <= hi; t++) {
         const double *pm2 = t >= 2 ? W(t - 2) : NULL, *pm = W(t - 1), *p = W(t), *pp = W(t + 1);
         const double *pp2 = t <= n - 3 ? W(t + 2) : NULL;
-        double *o = r + (long)(t - lo) * stride;
+        double *o = r + (long)(t - lo) * stride * NC;
         const double *fa = f[t - lo + 2], *fb = f[t - lo], *ga = g[t - lo + 2], *gb = g[t - lo + 1];
         for (int m = 0; m < NC; m++) {
             double diff = pm[m] - 2.0 * p[m] + pp[m];
@@ -193,21 +215,24 @@ static void line(const struct lu *s, const double *w, double *r, long stride, in
         }
     }
 #undef W
+#undef RHO
 }
 
-/* r += L(w) at every interior point of this rank, line by line in x, then y, then z. */
+/* r += L(w) at every interior point of this rank, line by line in x, then y, then z; s->rho must be w's. */
 static void apply_l(struct lu *s, double *w, double *r)
 {
-    long sy = s->lx * NC, sz = s->lx * s->ly * NC;
+    long sy = s->lx, sz = s->lx * s->ly;
     for (int k = 1; k <= s->n - 2; k++)
         for (int j = s->jlo; j <= s->jhi; j++)
-            line(s, at(s, w, s->ilo, j, k), at(s, r, s->ilo, j, k), NC, s->ilo, s->ihi, 1, &s->dx);
+            line(s, at(s, w, s->ilo, j, k), s->rho + idx(s, s->ilo, j, k), at(s, r, s->ilo, j, k), 1, s->ilo,
+                 s->ihi, 1, &s->dx);
     for (int k = 1; k <= s->n - 2; k++)
         for (int i = s->ilo; i <= s->ihi; i++)
-            line(s, at(s, w, i, s->jlo, k), at(s, r, i, s->jlo, k), sy, s->jlo, s->jhi, 2, &s->dy);
+            line(s, at(s, w, i, s->jlo, k), s->rho + idx(s, i, s->jlo, k), at(s, r, i, s->jlo, k), sy, s->jlo,
+                 s->jhi, 2, &s->dy);
     for (int j = s->jlo; j <= s->jhi; j++)
         for (int i = s->ilo; i <= s->ihi; i++)
-            line(s, at(s, w, i, j, 1), at(s, r, i, j, 1), sz, 1, s->n - 2, 3, &s->dz);
+            line(s, at(s, w, i, j, 1), s->rho + idx(s, i, j, 1), at(s, r, i, j, 1), sz, 1, s->n - 2, 3, &s->dz);
 }
 
 /* Copies `w` columns (x = const) starting at x index `i` (for y in j .. j+nj-1, every k) to or from buf. */
@@ -269,6 +294,7 @@ static void exchange(struct lu *s)
 static void residual(struct lu *s)
 {
     exchange(s);
+    reciprocals(s, s->u);
     for (int k = 1; k <= s->n - 2; k++)
         for (int j = s->jlo; j <= s->jhi; j++)
             for (int i = s->ilo; i <= s->ihi; i++) {
@@ -298,102 +324,121 @@ static void rms(struct lu *s, double *v, int minus_exact, double out[NC])
         out[m] = sqrt(out[m] / interior);
 }
 
+/* The viscous terms' constants: c3 c4 and c1 c3 c4 c5; the 4/3 of the normal stress. */
+static const double C34 = C3 * C4, C1345 = C1 * C3 * C4 * C5, R43 = 4.0 / 3.0;
+
 /*
  * The block coupling a point to its neighbour p in direction d (momentum component v), for the implicit operator:
  * sign * dt * t2 * (the convective flux Jacobian at p) - dt * t1 * (the viscous flux Jacobian at p + diffusion).
- * sign is -1 for the lower neighbours (i-1, j-1, k-1) and +1 for the upper ones.
+ * sign is -1 for the lower neighbours (i-1, j-1, k-1) and +1 for the upper ones. The Jacobians are the analytic
+ * derivatives of the fluxes `line` differences, written out entry by entry (most are zero); r is 1 / density.
  */
-static void coupling(const struct lu *s, const double *p, int v, const struct dir *d, double sign, double b[NC][NC])
+static inline __attribute__((always_inline)) void coupling(const struct lu *s, const double *p, double r, int v, const struct dir *d, double sign,
+                     double b[NC][NC])
 {
-    double r = 1.0 / p[0], r2 = r * r, r3 = r2 * r;
-    double q = 0.5 * (p[1] * p[1] + p[2] * p[2] + p[3] * p[3]) * r;
-    double c34 = C3 * C4, c1345 = C1 * C3 * C4 * C5;
-    double jac[NC][NC] = { { 0 } }, vis[NC][NC] = { { 0 } };
-    jac[0][v] = 1.0;
+    double r2 = r * r, r3 = r2 * r;
+    double q = 0.5 * (p[1] * p[1] + p[2] * p[2] + p[3] * p[3]) * r, uv = p[v] * r;
+    double cv = sign * s->dt * d->t2, cd = s->dt * d->t1;
+    memset(b, 0, sizeof(double[NC][NC]));
+    b[0][0] = -cd * d->dd[0];
+    b[0][v] = cv;
+    double e0 = 0.0;
     for (int m = 1; m < 4; m++) {
-        double cm = m == v ? 4.0 / 3.0 : 1.0;
+        double k = (m == v ? R43 : 1.0) * C34 - C1345;
         if (m != v) {
-            jac[m][0] = -(p[m] * p[v]) * r2;
-            jac[m][v] = p[m] * r;
-            jac[m][m] = p[v] * r;
-            jac[v][m] = -C2 * (p[m] * r);
-            jac[4][m] = -C2 * (p[m] * p[v]) * r2;
+            b[m][0] = cv * (-(p[m] * p[v]) * r2) - cd * (-C34 * r2 * p[m]);
+            b[m][v] = cv * (p[m] * r);
+            b[m][m] = cv * uv - cd * (C34 * r) - cd * d->dd[m];
+            b[v][m] = cv * (-C2 * (p[m] * r));
+            b[4][m] = cv * (-C2 * (p[m] * p[v]) * r2) - cd * (k * r2 * p[m]);
         }
-        vis[m][0] = -cm * c34 * r2 * p[m];
-        vis[m][m] = cm * c34 * r;
-        vis[4][0] -= (cm * c34 - c1345) * r3 * (p[m] * p[m]);
-        vis[4][m] = (cm * c34 - c1345) * r2 * p[m];
+        e0 += k * r3 * (p[m] * p[m]);
     }
-    jac[v][0] = -(p[v] * r) * (p[v] * r) + C2 * q * r;
-    jac[v][v] = (2.0 - C2) * (p[v] * r);
-    jac[v][4] = C2;
-    jac[4][0] = (C2 * 2.0 * q - C1 * p[4]) * (p[v] * r2);
-    jac[4][v] = C1 * (p[4] * r) - C2 * (q * r + p[v] * p[v] * r2);
-    jac[4][4] = C1 * (p[v] * r);
-    vis[4][0] -= c1345 * r2 * p[4];
-    vis[4][4] = c1345 * r;
-    for (int a = 0; a < NC; a++)
-        for (int c = 0; c < NC; c++)
-            b[a][c] = sign * s->dt * d->t2 * jac[a][c] - s->dt * d->t1 * (vis[a][c] + (a == c ? d->dd[a] : 0.0));
+    b[v][0] = cv * (-uv * uv + C2 * q * r) - cd * (-R43 * C34 * r2 * p[v]);
+    b[v][v] = cv * ((2.0 - C2) * uv) - cd * (R43 * C34 * r) - cd * d->dd[v];
+    b[v][4] = cv * C2;
+    b[4][0] = cv * ((C2 * 2.0 * q - C1 * p[4]) * (p[v] * r2)) - cd * (-e0 - C1345 * r2 * p[4]);
+    b[4][v] = cv * (C1 * (p[4] * r) - C2 * (q * r + p[v] * p[v] * r2)) - cd * ((R43 * C34 - C1345) * r2 * p[v]);
+    b[4][4] = cv * (C1 * uv) - cd * (C1345 * r) - cd * d->dd[4];
 }
 
-/* The diagonal block at p: the identity plus 2 dt times the viscous Jacobians and diffusion of all three
- * directions (their t1 weights). */
-static void diagonal(const struct lu *s, const double *p, double b[NC][NC])
+/* The diagonal block at p: the identity plus 2 dt times the viscous Jacobians and diffusion of the three
+ * directions, each weighted by its t1 (the 4/3 goes with the direction's own momentum). */
+static void diagonal(const struct lu *s, const double *p, double r, double b[NC][NC])
 {
     const struct dir *dirs[3] = { &s->dx, &s->dy, &s->dz };
-    double sum[NC][NC] = { { 0 } }, part[NC][NC];
-    for (int v = 1; v <= 3; v++) {
-        /* The viscous part of coupling() with t2 = 0 is -dt t1 (vis + diffusion). */
-        struct dir d = *dirs[v - 1];
-        d.t2 = 0.0;
-        coupling(s, p, v, &d, 0.0, part);
-        for (int a = 0; a < NC; a++)
-            for (int c = 0; c < NC; c++)
-                sum[a][c] += part[a][c];
+    double r2 = r * r, r3 = r2 * r, w = 2.0 * s->dt;
+    double t1 = s->dx.t1 + s->dy.t1 + s->dz.t1, diff[NC] = { 0 };
+    for (int m = 0; m < NC; m++)
+        for (int x = 0; x < 3; x++)
+            diff[m] += dirs[x]->t1 * dirs[x]->dd[m];
+    memset(b, 0, sizeof(double[NC][NC]));
+    double e0 = 0.0;
+    for (int m = 1; m < 4; m++) {
+        double cm = t1 + (R43 - 1.0) * dirs[m - 1]->t1; /* sum over directions of t1 times 4/3 or 1 */
+        double k = cm * C34 - t1 * C1345;
+        b[m][0] = w * (-cm * C34 * r2 * p[m]);
+        b[m][m] = 1.0 + w * (cm * C34 * r) + w * diff[m];
+        b[4][m] = w * (k * r2 * p[m]);
+        e0 += k * r3 * (p[m] * p[m]);
     }
-    for (int a = 0; a < NC; a++)
-        for (int c = 0; c < NC; c++)
-            b[a][c] = (a == c ? 1.0 : 0.0) - 2.0 * sum[a][c];
+    b[0][0] = 1.0 + w * diff[0];
+    b[4][0] = -w * (e0 + t1 * C1345 * r2 * p[4]);
+    b[4][4] = 1.0 + w * (t1 * C1345 * r) + w * diff[4];
 }
 
-/* Solves the 5x5 system m x = x in place (Gaussian elimination without pivoting: m is diagonally dominant). */
-static void solve(double m[NC][NC], double x[NC])
+/* Factors the 5x5 block m in place (Gaussian elimination without pivoting: m is diagonally dominant): below the
+ * diagonal the multipliers, above it U, on it the pivots' reciprocals. */
+static inline void factor(double m[NC][NC])
 {
-    for (int p = 0; p < NC - 1; p++) {
+#pragma GCC unroll 5
+    for (int p = 0; p < NC; p++) {
         double inv = 1.0 / m[p][p];
+        m[p][p] = inv;
+#pragma GCC unroll 5
         for (int r = p + 1; r < NC; r++) {
             double f = inv * m[r][p];
+            m[r][p] = f;
+#pragma GCC unroll 5
             for (int c = p + 1; c < NC; c++)
                 m[r][c] -= f * m[p][c];
-            x[r] -= x[p] * f;
         }
     }
+}
+
+/* Solves f x = x in place, f a block factor() made. */
+static inline void solve(double f[NC][NC], double x[NC])
+{
+#pragma GCC unroll 5
+    for (int p = 0; p < NC; p++)
+#pragma GCC unroll 5
+        for (int r = p + 1; r < NC; r++)
+            x[r] -= x[p] * f[r][p];
+#pragma GCC unroll 5
     for (int r = NC - 1; r >= 0; r--) {
         double t = x[r];
+#pragma GCC unroll 5
         for (int c = r + 1; c < NC; c++)
-            t -= m[r][c] * x[c];
-        x[r] = t / m[r][r];
+            t -= f[r][c] * x[c];
+        x[r] = t * f[r][r];
     }
 }
 
-/* The four blocks of point (i, j) of a plane: index 0 couples to the k neighbour, 1 to j, 2 to i, 3 is D. */
-static inline double (*blocks(const struct lu *s, int i, int j))[NC][NC]
+/* The factored diagonal block of interior point (i, j, k): made by the lower sweep, used again by the upper one
+ * (u does not change in between). */
+static inline double (*diag_at(const struct lu *s, int i, int j, int k))[NC]
 {
-    return (double (*)[NC][NC])(s->blk + (((long)(j - s->jlo) * (s->ihi - s->ilo + 1) + (i - s->ilo)) * 4 * NC * NC));
+    long ni = s->ihi - s->ilo + 1, nj = s->jhi - s->jlo + 1;
+    return (double (*)[NC])(s->dlu + ((((long)k - 1) * nj + (j - s->jlo)) * ni + (i - s->ilo)) * NC * NC);
 }
 
-/* The Jacobian blocks of plane k toward the lower (dir -1) or upper (+1) neighbours. */
-static void jacobians(struct lu *s, int k, int dir)
+/* The three blocks of point (i, j, k) toward the lower (dir -1) or upper (+1) neighbours: index 0 couples to the
+ * k neighbour, 1 to j, 2 to i. */
+static inline __attribute__((always_inline)) void jacobians(const struct lu *s, int i, int j, int k, int dir, double b[3][NC][NC])
 {
-    for (int j = s->jlo; j <= s->jhi; j++)
-        for (int i = s->ilo; i <= s->ihi; i++) {
-            double (*b)[NC][NC] = blocks(s, i, j);
-            coupling(s, at(s, s->u, i, j, k + dir), 3, &s->dz, dir, b[0]);
-            coupling(s, at(s, s->u, i, j + dir, k), 2, &s->dy, dir, b[1]);
-            coupling(s, at(s, s->u, i + dir, j, k), 1, &s->dx, dir, b[2]);
-            diagonal(s, at(s, s->u, i, j, k), b[3]);
-        }
+    coupling(s, at(s, s->u, i, j, k + dir), s->rho[idx(s, i, j, k + dir)], 3, &s->dz, dir, b[0]);
+    coupling(s, at(s, s->u, i, j + dir, k), s->rho[idx(s, i, j + dir, k)], 2, &s->dy, dir, b[1]);
+    coupling(s, at(s, s->u, i + dir, j, k), s->rho[idx(s, i + dir, j, k)], 1, &s->dx, dir, b[2]);
 }
 
 /* Sends (recv 0) or receives (recv 1) the rsd column x = i, or row y = j, of plane k's interior points. */
@@ -416,11 +461,13 @@ static void edge(struct lu *s, int column, int idx, int k, int peer, int recv)
 }
 
 /* r - omega (b0 n0 + b1 n1 + b2 n2), the start of both sweeps' point update (`r` NULL: 0). */
-static void couple(double (*b)[NC][NC], const double *r, const double *n0, const double *n1, const double *n2,
-                   double out[NC])
+static inline void couple(double b[3][NC][NC], const double *r, const double *n0, const double *n1,
+                          const double *n2, double out[NC])
 {
+#pragma GCC unroll 5
     for (int m = 0; m < NC; m++) {
         double t = 0.0;
+#pragma GCC unroll 5
         for (int c = 0; c < NC; c++)
             t += b[0][m][c] * n0[c] + b[1][m][c] * n1[c] + b[2][m][c] * n2[c];
         out[m] = (r ? r[m] : 0.0) - OMEGA * t;
@@ -434,9 +481,11 @@ static void lower(struct lu *s, int k)
     edge(s, 0, s->jlo - 1, k, s->south, 1);
     for (int j = s->jlo; j <= s->jhi; j++)
         for (int i = s->ilo; i <= s->ihi; i++) {
-            double (*b)[NC][NC] = blocks(s, i, j), d[NC][NC], *r = at(s, s->rsd, i, j, k);
+            double b[3][NC][NC], (*d)[NC] = diag_at(s, i, j, k), *r = at(s, s->rsd, i, j, k);
+            jacobians(s, i, j, k, -1, b);
+            diagonal(s, at(s, s->u, i, j, k), s->rho[idx(s, i, j, k)], d);
+            factor(d);
             couple(b, r, at(s, s->rsd, i, j, k - 1), at(s, s->rsd, i, j - 1, k), at(s, s->rsd, i - 1, j, k), r);
-            memcpy(d, b[3], sizeof d);
             solve(d, r);
         }
     edge(s, 1, s->ihi, k, s->east, 0);
@@ -450,12 +499,12 @@ static void upper(struct lu *s, int k)
     edge(s, 0, s->jhi + 1, k, s->north, 1);
     for (int j = s->jhi; j >= s->jlo; j--)
         for (int i = s->ihi; i >= s->ilo; i--) {
-            double (*b)[NC][NC] = blocks(s, i, j), d[NC][NC], t[NC], *r = at(s, s->rsd, i, j, k);
+            double b[3][NC][NC], t[NC], *r = at(s, s->rsd, i, j, k);
+            jacobians(s, i, j, k, 1, b);
             couple(b, NULL, at(s, s->rsd, i, j, k + 1), at(s, s->rsd, i, j + 1, k), at(s, s->rsd, i + 1, j, k), t);
-            memcpy(d, b[3], sizeof d);
             for (int m = 0; m < NC; m++)
                 t[m] = -t[m];
-            solve(d, t);
+            solve(diag_at(s, i, j, k), t);
             for (int m = 0; m < NC; m++)
                 r[m] -= t[m];
         }
@@ -510,11 +559,11 @@ static void setup(struct lu *s)
     s->u = calloc(total, sizeof(double));
     s->rsd = calloc(total, sizeof(double));
     s->frct = calloc(total, sizeof(double));
-    long plane = (long)(s->ihi - s->ilo + 1) * (s->jhi - s->jlo + 1);
-    s->blk = malloc(plane * 4 * NC * NC * sizeof(double));
+    s->rho = calloc(total / NC, sizeof(double));
+    s->dlu = malloc((size_t)(s->ihi - s->ilo + 1) * (s->jhi - s->jlo + 1) * (s->n - 2) * NC * NC * sizeof(double));
     long face = (long)H * NC * s->n * ((s->ni > s->nj ? s->ni : s->nj) + 2 * H);
     s->buf = malloc(face * sizeof(double));
-    if (!s->u || !s->rsd || !s->frct || !s->blk || !s->buf)
+    if (!s->u || !s->rsd || !s->frct || !s->rho || !s->dlu || !s->buf)
         kernel_usage(s->k, "out of memory for a %d^3 grid on %d processes", s->n, s->k->nprocs);
     int n = s->n;
     double h = 1.0 / (n - 1);
@@ -524,6 +573,7 @@ static void setup(struct lu *s)
             for (int i = s->i0 - H; i < s->i0 + s->ni + H; i++)
                 if (local(s, i, j))
                     exact(s, i, j, k, at(s, s->rsd, i, j, k));
+    reciprocals(s, s->rsd);
     apply_l(s, s->rsd, s->frct);
     memset(s->rsd, 0, total * sizeof(double));
     for (int k = 0; k < n; k++)
@@ -603,14 +653,10 @@ int main(int argc, char **argv)
                 for (int i = s.ilo; i <= s.ihi; i++)
                     for (int m = 0; m < NC; m++)
                         at(&s, s.rsd, i, j, kk)[m] *= s.dt;
-        for (int kk = 1; kk <= s.n - 2; kk++) {
-            jacobians(&s, kk, -1);
+        for (int kk = 1; kk <= s.n - 2; kk++)
             lower(&s, kk);
-        }
-        for (int kk = s.n - 2; kk >= 1; kk--) {
-            jacobians(&s, kk, 1);
+        for (int kk = s.n - 2; kk >= 1; kk--)
             upper(&s, kk);
-        }
         for (int kk = 1; kk <= s.n - 2; kk++)
             for (int j = s.jlo; j <= s.jhi; j++)
                 for (int i = s.ilo; i <= s.ihi; i++)
