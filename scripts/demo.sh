@@ -2,7 +2,7 @@
 # `make demo`: this machine's topology, a hybrid machine's topology and placements (from a bundled hwloc XML),
 # a real parallel computation run as a lockstep job under a placement policy, and the MPL paper's co-scheduling
 # experiment in miniature (lu + ep sharing the node in both MPI progress modes under cfs, gang and auto, ending
-# with how much slower the jobs ran together under each; about 3 minutes on 2 cores).
+# with how much slower the jobs ran together under each; about a minute on 2 cores).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 fixture=${1:-fixtures/topology/intel-raptorlake-i7-1370p.xml}
