@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # `make bench`, part 2: the workloads themselves.
-#  - every MPI kernel, classes A and B, 2 ranks, 3 runs each -> build/bench/kernels.md (median time, Mop/s)
+#  - every MPI kernel, classes A and B, 2 ranks, 3 runs each -> build/bench/kernels.md (median time, Mop/s, and
+#    the Mop/s of the previous `make bench` on this machine beside them, kept in build/bench/kernels.json)
 #  - the PMPI profiler's cost: ping-pong latency with and without it -> build/bench/pmpi.md
 #  - corebench, single- and multi-thread on this node's PUs -> build/bench/corebench.md
-# BENCH_CLASSES / BENCH_RUNS / BENCH_RANKS override the defaults (A B / 3 / 2).
+# BENCH_CLASSES / BENCH_RUNS / BENCH_RANKS override the defaults (A B / 3 / 2; BENCH_RANKS may list several, "1 2").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=build/bin
@@ -19,29 +20,46 @@ trap 'rm -rf "$tmp"' EXIT
 echo "bench: kernels ($classes) with $ranks ranks, $runs runs each ($mpi, idle ranks yield)" >&2
 for kernel in ep cg is mg lu; do
   for cls in $classes; do
-    for ((r = 1; r <= runs; r++)); do
-      printf '  %s %s run %d/%d\r' "$kernel" "$cls" "$r" "$runs" >&2
-      $bin/mpirun -n "$ranks" $bin/$kernel --class "$cls" --json >>"$tmp/kernels.jsonl"
+    for n in $ranks; do
+      for ((r = 1; r <= runs; r++)); do
+        printf '  %s %s %s ranks run %d/%d\r' "$kernel" "$cls" "$n" "$r" "$runs" >&2
+        $bin/mpirun -n "$n" $bin/$kernel --class "$cls" --json >>"$tmp/kernels.jsonl"
+      done
     done
   done
 done
 echo >&2
-python3 - "$tmp/kernels.jsonl" "$out/kernels.md" "$ranks" "$runs" "$mpi" "$(nproc)" <<'PY'
-import json, statistics, sys
-src, dst, ranks, runs, mpi, pus = sys.argv[1:]
+commit=$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
+python3 - "$tmp/kernels.jsonl" "$out" "$runs" "$mpi" "$(nproc)" "$commit" <<'PY'
+import datetime, json, os, statistics, sys
+src, out, runs, mpi, pus, commit = sys.argv[1:]
 rows = {}
 for line in open(src):
     r = json.loads(line)
-    rows.setdefault((r["kernel"], r["class"]), []).append(r)
-lines = [f"# Kernels: {ranks} ranks, median of {runs} runs ({mpi}, {pus} PUs)", "",
-         "| kernel | class | size | iterations | median time (s) | Mop/s total | Mop/s/process | verified |",
-         "|---|---|---|---|---|---|---|---|"]
-for (k, c), rs in rows.items():
+    rows.setdefault((r["kernel"], r["class"], r["processes"]), []).append(r)
+# The previous run's medians, by kernel, class and rank count (absent the first time).
+history = os.path.join(out, "kernels.json")
+try:
+    before = json.load(open(history))
+    previous = {(p["kernel"], p["class"], p["ranks"]): p for p in before["rows"]}
+    since = f"{before['date']}, commit {before['commit']}"
+except (OSError, ValueError, KeyError):
+    previous, since = {}, "none"
+lines = [f"# Kernels: median of {runs} runs ({mpi}, {pus} PUs); previous run: {since}", "",
+         "| kernel | class | ranks | size | iterations | median time (s) | Mop/s total | previous Mop/s | change | Mop/s/process | verified |",
+         "|---|---|---|---|---|---|---|---|---|---|---|"]
+now = []
+for (k, c, n), rs in rows.items():
     t = statistics.median(r["time_s"] for r in rs)
     m = statistics.median(r["mops_total"] for r in rs)
     ok = "all" if all(r["verified"] for r in rs) else "NO"
-    lines.append(f"| {k} | {c} | {rs[0]['size']} | {rs[0]['iterations']} | {t:.2f} | {m:.1f} | {m / int(ranks):.1f} | {ok} |")
-open(dst, "w").write("\n".join(lines) + "\n")
+    p = previous.get((k, c, n))
+    prev, change = (f"{p['mops']:.1f}", f"{(m / p['mops'] - 1) * 100:+.1f} %") if p and p["mops"] > 0 else ("—", "—")
+    lines.append(f"| {k} | {c} | {n} | {rs[0]['size']} | {rs[0]['iterations']} | {t:.2f} | {m:.1f} | {prev} | {change} | {m / n:.1f} | {ok} |")
+    now.append({"kernel": k, "class": c, "ranks": n, "time_s": t, "mops": m, "verified": ok == "all"})
+date = datetime.datetime.now().astimezone().isoformat(timespec="seconds")
+json.dump({"date": date, "commit": commit, "mpi": mpi, "rows": now}, open(history, "w"), indent=1)
+open(os.path.join(out, "kernels.md"), "w").write("\n".join(lines) + "\n")
 print("\n".join(lines))
 PY
 

@@ -11,6 +11,7 @@ packages=(
   mpich libmpich-dev                 # the second MPI the kernels must build and verify with
   libssl-dev zlib1g-dev              # corebench: AES-XTS through EVP, deflate
   podman runc busybox-static         # jobs made of containers (one per rank), tested offline on a busybox rootfs
+  charliecloud-runtime               # ch-run: ranks in Charliecloud containers (the HPC runtime with Singularity's model)
   linux-perf                         # perf stat, the reference `lockstep stat` is tested against
   man-db                             # make test renders the man pages make install puts in place (man -l)
   libpfm4-dev                        # PMU event names (libpfm4) for lockstep stat and the agent

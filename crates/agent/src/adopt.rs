@@ -96,7 +96,12 @@ pub fn from_cgroups(
     Ok(managed(name, groups, row, Origin::Cgroup))
 }
 
-/// A job over the cgroups of podman containers (the v1 freezer or v2 cgroup of each container's init process).
+/// The prefix of a Charliecloud container in `adopt`: `charliecloud:PID`, the process `ch-run` became.
+const CHARLIECLOUD: &str = "charliecloud:";
+
+/// A job over containers: podman containers by name or ID (the v1 freezer or v2 cgroup of each container's init
+/// process), or Charliecloud containers as `charliecloud:PID` (processes, moved into a cgroup of the agent's, as
+/// `from_pids` does: Charliecloud makes no cgroup of its own). One job is all of one kind.
 pub fn from_containers(
     backend: &dyn Backend,
     claims: &Claims,
@@ -104,8 +109,19 @@ pub fn from_containers(
     ids: &[String],
     row: Option<u32>,
 ) -> anyhow::Result<Managed> {
+    let charliecloud = ids.iter().filter(|id| id.starts_with(CHARLIECLOUD)).count();
+    if charliecloud == ids.len() {
+        let pids: Vec<i32> = ids.iter().map(|id| charliecloud_pid(id)).collect::<Result<_, _>>()?;
+        return from_pids(backend, claims, name, &pids, row);
+    }
+    if charliecloud > 0 {
+        return Err(UsageError::new("a job's containers are all podman or all charliecloud:PID, not both").into());
+    }
     let mut paths = Vec::new();
     for id in ids {
+        if id.starts_with('-') || id.is_empty() {
+            return Err(UsageError::new(format!("bad container {id:?} (expected a podman name or ID)")).into());
+        }
         let out = Command::new("podman").args(["inspect", "--format", "{{.State.Pid}}", id]).output();
         let pid: Option<i32> = out
             .ok()
@@ -124,6 +140,25 @@ pub fn from_containers(
         ));
     }
     from_cgroups(backend, claims, name, &paths, row)
+}
+
+/// The PID of `charliecloud:PID`, checked to be a process ch-run started (its environment has `CH_RUNNING`).
+fn charliecloud_pid(id: &str) -> Result<i32, UsageError> {
+    use std::io::Read;
+    let bad = || UsageError::new(format!("bad container {id:?} (expected charliecloud:PID, the PID ch-run became)"));
+    let pid: i32 = id[CHARLIECLOUD.len()..].parse().map_err(|_| bad())?;
+    if pid <= 0 {
+        return Err(bad());
+    }
+    // An environment is at most a few hundred KiB (ARG_MAX); read no more than 1 MiB of it.
+    let mut env = Vec::new();
+    std::fs::File::open(format!("/proc/{pid}/environ")).and_then(|f| f.take(1 << 20).read_to_end(&mut env)).map_err(
+        |_| UsageError::new(format!("PID {pid} does not exist (expected a running Charliecloud container)")),
+    )?;
+    if !env.split(|&b| b == 0).any(|v| v.starts_with(b"CH_RUNNING=")) {
+        return Err(UsageError::new(format!("PID {pid} is not in a Charliecloud container (no CH_RUNNING)")));
+    }
+    Ok(pid)
 }
 
 /// A job over processes moved into a new cgroup `lockstep/<name>` of the agent's (freezer and cpu only on v1).

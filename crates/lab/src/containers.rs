@@ -1,28 +1,48 @@
-//! Ranks in podman containers (the MPL paper's setting): `mpirun` starts one `podman run` per rank; each container
-//! shares the host's network, IPC and PID namespaces (so that Open MPI's shared-memory transport works between
-//! containers) and sees the host's `/usr`, `/etc`, `/tmp` and the build tree read from a skeleton root file
-//! system — no image, no registry. The job's containers are then adopted by the agent as one job.
+//! Ranks in containers (the MPL paper's setting, and the hybrid-CPU paper's Singularity): `mpirun` starts one
+//! container per rank — `podman run`, or Charliecloud's `ch-run`, the unprivileged HPC runtime with Singularity's
+//! model (an image directory, no daemon, the host's network and MPI). Each container shares the host's network and
+//! IPC (so that Open MPI's shared-memory transport works between containers) and sees the host's `/usr`, `/etc`,
+//! `/tmp` and the build tree over a skeleton image directory — no registry. The job's containers are then adopted
+//! by the agent as one job: podman's by name, Charliecloud's (which have none) as `charliecloud:PID`.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-/// What podman needs on this kind of machine, prepared once per experiment.
+/// A container runtime the ranks can run in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Runtime {
+    /// podman with runc, each rank a container named `<prefix>-r<rank>`.
+    Podman,
+    /// Charliecloud's `ch-run`, each rank a process tree rooted in the image directory, marked with the
+    /// environment variable `LOCKSTEP_CONTAINER=<prefix>-r<rank>`.
+    Charliecloud,
+}
+
+/// The environment variable that names a Charliecloud rank's container, for finding its process.
+const MARK: &str = "LOCKSTEP_CONTAINER";
+
+/// What a runtime needs on this kind of machine, prepared once per experiment.
 pub struct Setup {
+    runtime: Runtime,
     rootfs: PathBuf,
     conf: PathBuf,
     mounts: Vec<PathBuf>,
 }
 
 impl Setup {
-    /// Prepares a skeleton root file system and a `containers.conf` under `work`; `mounts` are host
+    /// Prepares a skeleton image directory (and for podman a `containers.conf`) under `work`; `mounts` are host
     /// directories the ranks need besides `/usr`, `/etc` and `/tmp` (the build tree, the experiment's files).
-    pub fn new(work: &Path, mounts: &[PathBuf]) -> anyhow::Result<Self> {
+    pub fn new(runtime: Runtime, work: &Path, mounts: &[PathBuf]) -> anyhow::Result<Self> {
+        let (program, spec, dir) = match runtime {
+            Runtime::Podman => ("podman", "container", "rootfs"),
+            Runtime::Charliecloud => ("ch-run", "charliecloud", "ch-image"),
+        };
         anyhow::ensure!(
-            Command::new("podman").arg("--version").output().is_ok_and(|o| o.status.success()),
-            "ranks_in = container needs podman (scripts/deps.sh installs it)"
+            Command::new(program).arg("--version").env("USER", user()).output().is_ok_and(|o| o.status.success()),
+            "ranks_in = {spec} needs {program} (scripts/deps.sh installs it)"
         );
-        let rootfs = work.join("rootfs");
+        let rootfs = work.join(dir);
         for d in ["usr", "etc", "tmp", "proc", "sys", "dev", "run", "root"] {
             std::fs::create_dir_all(rootfs.join(d))?;
         }
@@ -43,6 +63,13 @@ impl Setup {
         for m in &all {
             std::fs::create_dir_all(rootfs.join(m.strip_prefix("/").unwrap_or(m)))?;
         }
+        // ch-run binds the host's passwd and group (and hosts, resolv.conf) onto files that must exist.
+        for f in ["passwd", "group", "hosts", "resolv.conf"] {
+            let file = rootfs.join("etc").join(f);
+            if !file.exists() {
+                std::fs::write(file, b"")?;
+            }
+        }
         // Podman raises RLIMIT_NOFILE and RLIMIT_NPROC beyond our hard limits by default, which fails without
         // CAP_SYS_RESOURCE: keep ours.
         let limits = std::fs::read_to_string("/proc/self/limits")?;
@@ -62,21 +89,35 @@ impl Setup {
             &conf,
             format!("[containers]\ndefault_ulimits = [\"nofile={nofile}:{nofile}\", \"nproc={nproc}:{nproc}\"]\n"),
         )?;
-        Ok(Self { rootfs, conf, mounts: all })
+        Ok(Self { runtime, rootfs, conf, mounts: all })
     }
 
     /// Environment the launcher (`mpirun`) needs for containerised ranks.
     pub fn env(&self) -> Vec<(String, String)> {
-        vec![
-            ("CONTAINERS_CONF".into(), self.conf.display().to_string()),
-            // Ranks in different containers may not ptrace each other: no single-copy (CMA) transfers.
-            ("OMPI_MCA_btl_vader_single_copy_mechanism".into(), "none".into()),
-        ]
+        // Ranks in different containers may not ptrace each other: no single-copy (CMA) transfers.
+        let mut env = vec![("OMPI_MCA_btl_vader_single_copy_mechanism".to_string(), "none".to_string())];
+        match self.runtime {
+            Runtime::Podman => env.push(("CONTAINERS_CONF".into(), self.conf.display().to_string())),
+            // ch-run refuses to start without $USER.
+            Runtime::Charliecloud => env.push(("USER".into(), user())),
+        }
+        env
     }
 
-    /// The per-rank command: a shell that execs `podman run` named `<prefix>-r<rank>`; inside, the rank waits for
-    /// the file `go` (created once the agent has adopted every container of the job), then execs the program.
+    /// The per-rank command: a shell that execs the runtime, the container named `<prefix>-r<rank>`; inside, the
+    /// rank waits for the file `go` (created once the agent has adopted every container of the job), then execs
+    /// the program.
     pub fn rank_command(&self, prefix: &str, env: &[(String, String)], go: &Path, program: &[String]) -> Vec<String> {
+        let inside =
+            format!("sh -c 'while [ ! -e {} ]; do sleep 0.01; done; exec {}'", go.display(), program.join(" "));
+        if self.runtime == Runtime::Charliecloud {
+            let mut ch = vec![format!("exec env {MARK}={prefix}-r$OMPI_COMM_WORLD_RANK")];
+            ch.extend(env.iter().map(|(k, v)| format!("{k}={v}")));
+            ch.push("ch-run -b /usr:/usr -b /etc:/etc -b /tmp:/tmp".into());
+            ch.extend(self.mounts.iter().map(|m| format!("-b {0}:{0}", m.display())));
+            ch.push(format!("{} -- {inside}", self.rootfs.display()));
+            return vec!["sh".into(), "-c".into(), ch.join(" ")];
+        }
         let mut podman = vec![
             "exec podman --cgroup-manager cgroupfs --runtime runc run --rm".to_string(),
             format!("--name {prefix}-r$OMPI_COMM_WORLD_RANK"),
@@ -91,26 +132,54 @@ impl Setup {
             podman.push(format!("--env {k}={v}"));
         }
         podman.push(format!("--rootfs {}", self.rootfs.display()));
-        podman.push(format!(
-            "sh -c 'while [ ! -e {} ]; do sleep 0.01; done; exec {}'",
-            go.display(),
-            program.join(" ")
-        ));
+        podman.push(inside);
         vec!["sh".into(), "-c".into(), podman.join(" ")]
+    }
+
+    /// Waits until the `ranks` containers named `<prefix>-r<N>` run; returns them as the agent's `adopt`
+    /// takes them: podman's names, or `charliecloud:PID` for each rank's process.
+    pub fn wait_for_ranks(&self, prefix: &str, ranks: u32, timeout: Duration) -> anyhow::Result<Vec<String>> {
+        let want: Vec<String> = (0..ranks).map(|r| format!("{prefix}-r{r}")).collect();
+        let deadline = Instant::now() + timeout;
+        loop {
+            let found = match self.runtime {
+                Runtime::Podman => {
+                    let out = Command::new("podman").args(["ps", "--format", "{{.Names}}"]).output()?;
+                    let running = String::from_utf8_lossy(&out.stdout).into_owned();
+                    want.iter().all(|w| running.lines().any(|l| l == w)).then(|| want.clone())
+                }
+                Runtime::Charliecloud => {
+                    let pids: Vec<Option<i32>> = want.iter().map(|w| charliecloud_rank(w)).collect();
+                    pids.into_iter()
+                        .collect::<Option<Vec<i32>>>()
+                        .map(|p| p.into_iter().map(|pid| format!("charliecloud:{pid}")).collect())
+                }
+            };
+            if let Some(found) = found {
+                return Ok(found);
+            }
+            anyhow::ensure!(Instant::now() < deadline, "the containers {prefix}-r* did not start");
+            std::thread::sleep(Duration::from_millis(50));
+        }
     }
 }
 
-/// Waits until `ranks` containers named `<prefix>-r<N>` run; returns their names.
-pub fn wait_for_ranks(prefix: &str, ranks: u32, timeout: Duration) -> anyhow::Result<Vec<String>> {
-    let want: Vec<String> = (0..ranks).map(|r| format!("{prefix}-r{r}")).collect();
-    let deadline = Instant::now() + timeout;
-    loop {
-        let out = Command::new("podman").args(["ps", "--format", "{{.Names}}"]).output()?;
-        let running = String::from_utf8_lossy(&out.stdout).into_owned();
-        if want.iter().all(|w| running.lines().any(|l| l == w)) {
-            return Ok(want);
-        }
-        anyhow::ensure!(Instant::now() < deadline, "the containers {prefix}-r* did not start");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+/// The process of the Charliecloud rank `name`: the one whose environment has `LOCKSTEP_CONTAINER=name` and
+/// `CH_RUNNING` (set by ch-run once it runs the command inside the image).
+fn charliecloud_rank(name: &str) -> Option<i32> {
+    let mark = format!("{MARK}={name}");
+    std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
+        let pid: i32 = e.file_name().to_str()?.parse().ok()?;
+        let env = std::fs::read(e.path().join("environ")).ok()?;
+        let vars: Vec<&[u8]> = env.split(|&b| b == 0).collect();
+        let marked = vars.contains(&mark.as_bytes());
+        (marked && vars.iter().any(|v| v.starts_with(b"CH_RUNNING="))).then_some(pid)
+    })
+}
+
+/// The name of the user running this program ($USER, else from the password database; "root" if neither).
+fn user() -> String {
+    std::env::var("USER").ok().filter(|u| !u.is_empty()).unwrap_or_else(|| {
+        nix::unistd::User::from_uid(nix::unistd::getuid()).ok().flatten().map_or_else(|| "root".into(), |u| u.name)
+    })
 }

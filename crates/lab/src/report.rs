@@ -179,7 +179,7 @@ pub fn write(spec: &Spec, runs: &[ExperimentRun], dir: &Path) -> anyhow::Result<
     let _ = writeln!(
         md,
         "{} job runs; {} ranks per job; placement `{}`; repetitions {}; MPI progress: `yield` = \
-         `mpi_yield_when_idle 1`, `busy` = busy polling; `+container`: one podman container per rank; `+slurm`: one `srun` across the \
+         `mpi_yield_when_idle 1`, `busy` = busy polling; `+container`: one podman container per rank; `+charliecloud`: one Charliecloud `ch-run` per rank; `+slurm`: one `srun` across the \
          test cluster's nodes, timed from submission to exit. Slowdown = median kernel time / median dedicated time (the workload alone on the node); spread = min–max over jobs and repetitions; comm = PMPI time in MPI / \
          wall time, mean over ranks and jobs.\n",
         runs.len(),

@@ -80,12 +80,13 @@ pub fn run(spec: &Spec, paths: &Paths) -> anyhow::Result<f64> {
     let agent = if cluster.is_none() { Some(PrivateAgent::start(paths, &[])?) } else { None };
     let socket = agent.as_ref().map(|a| a.socket.clone()).unwrap_or_default();
     let cases = plan(spec);
-    let podman = if spec.ranks_in.contains(&RanksIn::Container) {
-        let build = paths.bin.parent().map(Path::to_path_buf).unwrap_or_default();
-        Some(containers::Setup::new(&paths.work, &[build, paths.work.clone()])?)
-    } else {
-        None
+    let build = paths.bin.parent().map(Path::to_path_buf).unwrap_or_default();
+    let setup = |ranks_in, runtime| -> anyhow::Result<Option<containers::Setup>> {
+        let wanted = spec.ranks_in.contains(&ranks_in);
+        wanted.then(|| containers::Setup::new(runtime, &paths.work, &[build.clone(), paths.work.clone()])).transpose()
     };
+    let podman = setup(RanksIn::Container, containers::Runtime::Podman)?;
+    let charliecloud = setup(RanksIn::Charliecloud, containers::Runtime::Charliecloud)?;
     let bar = progress_bar(cases.len());
     for case in &cases {
         bar.set_message(format!(
@@ -102,7 +103,12 @@ pub fn run(spec: &Spec, paths: &Paths) -> anyhow::Result<f64> {
             let name = case.policy.scheduler.agents().name().to_string();
             check(call(&socket, &Request::Policy { name, slot_ms: case.policy.agent_slot_ms() })?)?;
         }
-        let site = Site { socket: &socket, podman: podman.as_ref(), cluster: cluster.as_ref() };
+        let containers = match case.ranks_in {
+            RanksIn::Container => podman.as_ref(),
+            RanksIn::Charliecloud => charliecloud.as_ref(),
+            _ => None,
+        };
+        let site = Site { socket: &socket, containers, cluster: cluster.as_ref() };
         for run in run_case(spec, paths, &site, case, session)? {
             store.add_experiment_run(&run)?;
         }
@@ -148,10 +154,10 @@ fn plan(spec: &Spec) -> Vec<Case<'_>> {
     cases
 }
 
-/// Where the case's jobs run: the private agent's socket, the podman setup, the test cluster.
+/// Where the case's jobs run: the private agent's socket, the container runtime of its ranks, the test cluster.
 struct Site<'a> {
     socket: &'a Path,
-    podman: Option<&'a containers::Setup>,
+    containers: Option<&'a containers::Setup>,
     cluster: Option<&'a Cluster>,
 }
 
@@ -196,10 +202,10 @@ fn run_case(
 ) -> anyhow::Result<Vec<ExperimentRun>> {
     let started_at = now();
     let jobs = start_jobs(spec, paths, site, case)?;
-    if case.ranks_in == RanksIn::Container {
+    if let Some(setup) = site.containers {
         for job in &jobs {
             let pods = container_prefix(&job.name, case);
-            let containers = containers::wait_for_ranks(&pods, spec.ranks, Duration::from_mins(1))?;
+            let containers = setup.wait_for_ranks(&pods, spec.ranks, Duration::from_mins(1))?;
             let adopt = Request::Adopt { job: job.name.clone(), cgroups: vec![], pids: vec![], containers, row: None };
             check(call(site.socket, &adopt)?)?;
             std::fs::write(paths.work.join(format!("{}.go", job.name)), b"")?;
@@ -248,7 +254,7 @@ fn job_command(
         ("LD_PRELOAD".to_string(), paths.lib.join("liblockstep-pmpi.so").display().to_string()),
         ("LOCKSTEP_PMPI_OUT".to_string(), pmpi.display().to_string()),
     ];
-    let cmd = match (case.ranks_in, site.podman, site.cluster) {
+    let cmd = match (case.ranks_in, site.containers, site.cluster) {
         (RanksIn::Slurm, _, Some(c)) => {
             // Every task, on every node, runs `env … PROGRAM`.
             let mut task = vec!["env".to_string()];
@@ -258,7 +264,7 @@ fn job_command(
             let _ = std::fs::remove_file(&output);
             c.sbatch(name, spec.ranks, w.progress_in(case.progress) == Progress::Busy, &output, &task)
         }
-        (RanksIn::Container, Some(p), _) => {
+        (RanksIn::Container | RanksIn::Charliecloud, Some(p), _) => {
             // mpirun outside any job cgroup; each rank a container, adopted as the job once all are up.
             let mut cmd = Command::new(paths.bin.join("mpirun"));
             let go = paths.work.join(format!("{name}.go"));
@@ -369,7 +375,7 @@ fn to_run(
     records: &AgentRecords,
     job: Ended,
 ) -> ExperimentRun {
-    if case.ranks_in == RanksIn::Container {
+    if site.containers.is_some() {
         let _ = call(site.socket, &Request::Release { job: job.name.clone() });
     }
     let mix = case

@@ -86,13 +86,19 @@ pub enum RanksIn {
     Process,
     /// One podman container per rank, the containers adopted as the job.
     Container,
+    /// One Charliecloud container (`ch-run`) per rank, the containers adopted as the job.
+    Charliecloud,
     /// A Slurm batch job (`srun`) on the test cluster of `tests/cluster/up`.
     Slurm,
 }
 
 /// The names of [`RanksIn`].
-pub const RANKS_IN: Names<RanksIn> =
-    Names(&[("process", RanksIn::Process), ("container", RanksIn::Container), ("slurm", RanksIn::Slurm)]);
+pub const RANKS_IN: Names<RanksIn> = Names(&[
+    ("process", RanksIn::Process),
+    ("container", RanksIn::Container),
+    ("charliecloud", RanksIn::Charliecloud),
+    ("slurm", RanksIn::Slurm),
+]);
 
 /// What schedules a case's jobs: a lockstep policy, or Slurm's own gang scheduling with the agents at `cfs`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -281,7 +287,11 @@ pub fn parse(path: &Path, text: &str) -> Result<Spec, UsageError> {
     let ranks_in = raw
         .ranks_in
         .iter()
-        .map(|r| RANKS_IN.parse(r).ok_or_else(|| bad(format!("ranks_in {r:?} (expected process, container or slurm)"))))
+        .map(|r| {
+            RANKS_IN
+                .parse(r)
+                .ok_or_else(|| bad(format!("ranks_in {r:?} (expected process, container, charliecloud or slurm)")))
+        })
         .collect::<Result<Vec<_>, _>>()?;
     let slurm = ranks_in.contains(&RanksIn::Slurm);
     if slurm && raw.ranks_in.len() > 1 {

@@ -434,9 +434,17 @@ fn an_experiment_runs_end_to_end_and_reports() {
     let bin = build.join("bin");
     let env = Env::new();
     let spec = env.dir.path().join("spec.toml");
-    // Ranks as bare processes, and in podman containers where podman is installed (scripts/deps.sh does).
-    let containers = Podman::new().is_some();
-    let ranks_in = if containers { r#"["process", "container"]"# } else { r#"["process"]"# };
+    // Ranks as bare processes, and in podman and Charliecloud containers where they are installed
+    // (scripts/deps.sh installs both).
+    let mut ranks_in = vec!["\"process\""];
+    if Podman::new().is_some() {
+        ranks_in.push("\"container\"");
+    }
+    if std::process::Command::new("ch-run").arg("--version").env("USER", "root").output().is_ok() {
+        ranks_in.push("\"charliecloud\"");
+    }
+    let kinds = ranks_in.len() as i64;
+    let ranks_in = format!("[{}]", ranks_in.join(", "));
     let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/specs/mpl-small.toml");
     let text = std::fs::read_to_string(fixture).unwrap().replace("mpl = [1, 2]", r#"mixes = [["lu", "ep"]]"#);
     std::fs::write(&spec, format!("ranks_in = {ranks_in}\n{text}")).unwrap();
@@ -460,8 +468,8 @@ fn an_experiment_runs_end_to_end_and_reports() {
             |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
         )
         .unwrap();
-    // Dedicated lu and ep, then lu+ep under cfs and gang: 2 + 2 + 2 jobs, per rank placement.
-    let n = if containers { 12 } else { 6 };
+    // Dedicated lu and ep, then lu+ep under cfs and gang: 2 + 2 + 2 jobs, per kind of rank.
+    let n = 6 * kinds;
     if (runs, verified, with_comm) != (n, n, n) {
         let mut rows = db
             .prepare("SELECT job, policy, placement, exit_status, verified, comm_ratio FROM experiment_runs")
@@ -488,8 +496,9 @@ fn an_experiment_runs_end_to_end_and_reports() {
             String::from_utf8_lossy(&out.stderr)
         );
     }
-    if containers {
-        assert!(std::fs::read_to_string(dir.join("summary.md")).unwrap().contains("yield+container"));
+    let summary = std::fs::read_to_string(dir.join("summary.md")).unwrap();
+    for kind in ["container", "charliecloud"] {
+        assert_eq!(ranks_in.contains(kind), summary.contains(&format!("yield+{kind}")), "{kind}: {summary}");
     }
     let again = env.run(&["experiment", "report", "it-experiment", "--reports", reports.to_str().unwrap()]);
     ok(&again);
@@ -566,6 +575,73 @@ impl Drop for Podman {
         for n in &self.names {
             let _ = self.podman().args(["rm", "-f", "-t", "0", n]).output();
         }
+    }
+}
+
+/// Starts `ch-run IMAGE -- sleep 60` over a skeleton image in `dir` (the host's /usr and /etc bound in) and
+/// returns it once ch-run runs the command inside (its PID is the container's: ch-run execs).
+fn charliecloud(dir: &Path) -> Child {
+    let image = dir.join("image");
+    for d in ["usr", "etc", "tmp", "proc", "sys", "dev"] {
+        std::fs::create_dir_all(image.join(d)).unwrap();
+    }
+    for d in ["bin", "lib", "lib64", "sbin"] {
+        let _ = std::os::unix::fs::symlink(format!("usr/{d}"), image.join(d));
+    }
+    // ch-run binds the host's passwd and group (and hosts, resolv.conf) onto files that must exist.
+    for f in ["passwd", "group", "hosts", "resolv.conf"] {
+        std::fs::write(image.join("etc").join(f), b"").unwrap();
+    }
+    let child = std::process::Command::new("ch-run")
+        .args(["-b", "/usr:/usr", "-b", "/etc:/etc"])
+        .arg(&image)
+        .args(["--", "sleep", "60"])
+        .env("USER", "root")
+        .spawn()
+        .unwrap();
+    let environ = format!("/proc/{}/environ", child.id());
+    wait_for("ch-run to start its command", || {
+        std::fs::read(&environ).is_ok_and(|e| e.split(|&b| b == 0).any(|v| v.starts_with(b"CH_RUNNING=")))
+    });
+    child
+}
+
+#[test]
+#[ignore = "needs root"]
+fn charliecloud_containers_are_adopted_by_pid_and_go_back_on_release() {
+    common::require_root();
+    let _serial = serial();
+    if std::process::Command::new("ch-run").arg("--version").env("USER", "root").output().is_err() {
+        common::missing("Charliecloud's ch-run is not installed (scripts/deps.sh installs charliecloud-runtime)");
+        return;
+    }
+    let env = Env::new();
+    let _agent = Agent::start(&env, &["--policy", "gang", "--slot", "100ms"]);
+    let mut ranks: Vec<Child> = (0..2).map(|_| charliecloud(env.dir.path())).collect();
+    let ids: Vec<String> = ranks.iter().map(|c| format!("charliecloud:{}", c.id())).collect();
+    let before = std::fs::read_to_string(format!("/proc/{}/cgroup", ranks[0].id())).unwrap();
+    let job = name("ch");
+    ok(&env.run(&["adopt", "--job", &job, "--container", &ids[0], &ids[1]]));
+    let status = env.run(&["status", "--json"]);
+    let status: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
+    let entry = status["jobs"].as_array().unwrap().iter().find(|j| j["name"] == job.as_str()).unwrap().clone();
+    assert_eq!(entry["origin"], "pids", "{entry}");
+    for rank in &ranks {
+        let inside = std::fs::read_to_string(format!("/proc/{}/cgroup", rank.id())).unwrap();
+        assert!(inside.contains(&format!("/lockstep/{job}")), "{inside}");
+    }
+    ok(&env.run(&["release", "--job", &job]));
+    assert_eq!(std::fs::read_to_string(format!("/proc/{}/cgroup", ranks[0].id())).unwrap(), before);
+    // A process outside Charliecloud, a malformed PID, and a mix of runtimes are refused, changing nothing.
+    let mut plain = std::process::Command::new("sleep").arg("60").spawn().unwrap();
+    let outside = format!("charliecloud:{}", plain.id());
+    usage_error(&env.run(&["adopt", "--job", &job, "--container", &outside]), "not in a Charliecloud container");
+    usage_error(&env.run(&["adopt", "--job", &job, "--container", "charliecloud:x1"]), "expected charliecloud:PID");
+    usage_error(&env.run(&["adopt", "--job", &job, "--container", &ids[0], "some-pod"]), "not both");
+    assert_eq!(std::fs::read_to_string(format!("/proc/{}/cgroup", ranks[0].id())).unwrap(), before);
+    for c in ranks.iter_mut().chain(std::iter::once(&mut plain)) {
+        let _ = c.kill();
+        let _ = c.wait();
     }
 }
 

@@ -43,7 +43,8 @@ pub struct AdoptArgs {
     /// Processes to move into a cgroup of the agent's.
     #[arg(long, value_name = "PID", num_args = 1..)]
     pid: Vec<i32>,
-    /// podman containers (one cgroup each), e.g. the ranks of one MPI job.
+    /// Containers, e.g. the ranks of one MPI job: podman names or IDs (one cgroup each), or Charliecloud
+    /// containers as charliecloud:PID (the process ch-run became; moved into a cgroup of the agent's).
     #[arg(long, value_name = "ID", num_args = 1..)]
     container: Vec<String>,
     /// Row in the co-scheduling matrix (the same on every node of the job); a name hash otherwise.
