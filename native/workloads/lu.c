@@ -235,31 +235,17 @@ static void apply_l(struct lu *s, double *w, double *r)
             line(s, at(s, w, i, j, 1), s->rho + idx(s, i, j, 1), at(s, r, i, j, 1), sz, 1, s->n - 2, 3, &s->dz);
 }
 
-/* Copies `w` columns (x = const) starting at x index `i` (for y in j .. j+nj-1, every k) to or from buf. */
-static void pack_columns(struct lu *s, double *g, int i, int w, int j, int nj, int unpack)
+/* Copies the box x in [i, i+w), y in [j, j+h), every k, of field g to (unpack 0) or from (1) buf. */
+static void pack_box(struct lu *s, double *g, int i, int w, int j, int h, int unpack)
 {
     double *b = s->buf;
     for (int k = 0; k < s->n; k++)
-        for (int y = j; y < j + nj; y++, b += (long)w * NC) {
+        for (int y = j; y < j + h; y++, b += (long)w * NC) {
             double *p = at(s, g, i, y, k);
             if (unpack)
                 memcpy(p, b, (size_t)w * NC * sizeof(double));
             else
                 memcpy(b, p, (size_t)w * NC * sizeof(double));
-        }
-}
-
-/* Copies `h` rows (y = const) starting at y index `j` (for x in i .. i+ni-1, every k) to or from buf. */
-static void pack_rows(struct lu *s, double *g, int j, int h, int i, int ni, int unpack)
-{
-    double *b = s->buf;
-    for (int k = 0; k < s->n; k++)
-        for (int y = j; y < j + h; y++, b += (long)ni * NC) {
-            double *p = at(s, g, i, y, k);
-            if (unpack)
-                memcpy(p, b, (size_t)ni * NC * sizeof(double));
-            else
-                memcpy(b, p, (size_t)ni * NC * sizeof(double));
         }
 }
 
@@ -269,16 +255,16 @@ static void swap(struct lu *s, int x, int send_at, int recv_at, int to, int from
     int i = s->i0 - H, ni = s->ni + 2 * H; /* rows carry the x halos too: the corners come along */
     long count = (long)H * NC * s->n * (x ? s->nj : ni);
     if (x)
-        pack_columns(s, s->u, send_at, H, s->j0, s->nj, 0);
+        pack_box(s, s->u, send_at, H, s->j0, s->nj, 0);
     else
-        pack_rows(s, s->u, send_at, H, i, ni, 0);
+        pack_box(s, s->u, i, ni, send_at, H, 0);
     MPI_Sendrecv_replace(s->buf, (int)count, MPI_DOUBLE, to, tag, from, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
     if (from == MPI_PROC_NULL)
         return;
     if (x)
-        pack_columns(s, s->u, recv_at, H, s->j0, s->nj, 1);
+        pack_box(s, s->u, recv_at, H, s->j0, s->nj, 1);
     else
-        pack_rows(s, s->u, recv_at, H, i, ni, 1);
+        pack_box(s, s->u, i, ni, recv_at, H, 1);
 }
 
 /* Fills u's two-deep halos (corners included) with the neighbours' values. */
