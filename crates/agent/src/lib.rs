@@ -174,7 +174,17 @@ impl Agent {
         let views: Vec<JobView> =
             self.jobs.iter().map(|j| JobView { name: &j.name, row: j.row, pus: &j.pus }).collect();
         if let Some(auto) = self.planner.measuring() {
-            let samples: Vec<_> = self.jobs.iter().map(|j| progress::sample(&j.count_dirs(), self.epoch)).collect();
+            // Only jobs that share PUs with another are measured; a job alone is left to the kernel.
+            let grouped: HashSet<usize> = cosched::auto::groups(&views).into_iter().flatten().collect();
+            let samples: Vec<_> = (self.jobs.iter().enumerate())
+                .map(|(i, j)| {
+                    if grouped.contains(&i) {
+                        progress::sample(&j.count_dirs(), self.epoch)
+                    } else {
+                        cosched::auto::Sample::default()
+                    }
+                })
+                .collect();
             for c in auto.observe(k, self.slot, &views, &samples) {
                 if !c.trying {
                     eprintln!("lockstep agent: auto: {} -> {}: {}", c.jobs.join(" "), c.policy, c.why);
@@ -252,29 +262,30 @@ impl Agent {
         self.pending.push(d);
     }
 
-    /// Writes pending decisions and journal removals to the store in one transaction.
-    /// Written decisions are dropped; when the store cannot take them (locked, read-only, full), they wait for
-    /// the next flush, the oldest dropped past [`MAX_PENDING`].
+    /// Writes pending decisions and journal removals to the store in one transaction, then `auto`'s pending
+    /// choices in another. What was written is dropped, each batch on its own (decisions written are never written
+    /// again because the choices failed); when the store cannot take a batch (locked, read-only, full), it waits
+    /// for the next flush, the oldest dropped past [`MAX_PENDING`].
     fn flush(&mut self) {
         let restored = self.journal.take_restored();
-        let logged = self
-            .store
-            .log_decisions(&self.pending, &restored)
-            .and_then(|()| self.store.log_auto(&self.node, &self.choices));
-        match logged {
-            Ok(()) => {
-                self.pending.clear();
-                self.choices.clear();
-                self.faults.clear("store");
-            }
-            Err(e) => {
-                self.journal.restore_pending(restored);
-                self.faults.report("store", &format!("cannot log decisions: {e:#}"));
-                let excess = self.pending.len().saturating_sub(MAX_PENDING);
-                self.pending.drain(..excess);
-                let excess = self.choices.len().saturating_sub(MAX_PENDING);
-                self.choices.drain(..excess);
-            }
+        let decisions = self.store.log_decisions(&self.pending, &restored);
+        if decisions.is_ok() {
+            self.pending.clear();
+        } else {
+            self.journal.restore_pending(restored);
+            let excess = self.pending.len().saturating_sub(MAX_PENDING);
+            self.pending.drain(..excess);
+        }
+        let choices = self.store.log_auto(&self.node, &self.choices);
+        if choices.is_ok() {
+            self.choices.clear();
+        } else {
+            let excess = self.choices.len().saturating_sub(MAX_PENDING);
+            self.choices.drain(..excess);
+        }
+        match decisions.and(choices) {
+            Ok(()) => self.faults.clear("store"),
+            Err(e) => self.faults.report("store", &format!("cannot log decisions: {e:#}")),
         }
         self.last_flush = Instant::now();
     }

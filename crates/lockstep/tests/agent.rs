@@ -93,6 +93,17 @@ fn snapshot<T: PartialEq>(a: &Job, b: &Job, read: impl Fn(&Job) -> T) -> (T, T) 
     }
 }
 
+/// Snapshots of `read` on both jobs every 10 ms for `span`.
+fn sample_both<T: PartialEq>(a: &Job, b: &Job, read: impl Fn(&Job) -> T, span: Duration) -> Vec<(T, T)> {
+    let mut samples = Vec::new();
+    let start = Instant::now();
+    while start.elapsed() < span {
+        samples.push(snapshot(a, b, &read));
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    samples
+}
+
 /// Stops the agent with SIGTERM, checks that it exited 0, and returns what it logged.
 fn stopped_log(agent: Agent) -> String {
     let out = agent.stop(Signal::SIGTERM);
@@ -128,12 +139,7 @@ fn gang_alternates_and_never_freezes_both() {
     let a = Job::start(&env, &name("gang-a"), &[]);
     let b = Job::start(&env, &name("gang-b"), &[]);
     std::thread::sleep(Duration::from_millis(300));
-    let mut samples = Vec::new();
-    let start = Instant::now();
-    while start.elapsed() < Duration::from_secs(3) {
-        samples.push(snapshot(&a, &b, Job::frozen));
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    let samples = sample_both(&a, &b, Job::frozen, Duration::from_secs(3));
     assert!(samples.iter().all(|&(x, y)| !(x && y)), "both jobs frozen at once: {samples:?}");
     let mut running_together = 0;
     for &(x, y) in &samples {
@@ -210,12 +216,7 @@ fn auto_gangs_a_spinning_mpi_pair_and_leaves_a_pair_that_never_waits_to_the_kern
     let (a, b) = (spinning("auto-spin-a"), spinning("auto-spin-b"));
     let choice = auto_choice(&env, &a, &b, "gang");
     assert_eq!(choice["rates"].as_object().unwrap().len(), 2, "both candidates measured: {choice}");
-    let mut samples = Vec::new();
-    let start = Instant::now();
-    while start.elapsed() < Duration::from_secs(1) {
-        samples.push(snapshot(&a, &b, Job::frozen));
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    let samples = sample_both(&a, &b, Job::frozen, Duration::from_secs(1));
     assert!(samples.iter().all(|&(x, y)| !(x && y)), "both jobs frozen at once: {samples:?}");
     assert!(samples.iter().any(|s| s.0) && samples.iter().any(|s| s.1), "gang takes turns: {samples:?}");
     drop((a, b));
@@ -246,12 +247,7 @@ fn boost_alternates_weights_and_cfs_writes_nothing() {
     let b = Job::start(&env, &name("boost-b"), &[]);
     let default = if a.knobs().weight.unwrap().ends_with("cpu.shares") { "1024" } else { "100" };
     let boosted = if default == "1024" { "102400" } else { "10000" };
-    let mut samples = Vec::new();
-    let start = Instant::now();
-    while start.elapsed() < Duration::from_secs(2) {
-        samples.push(snapshot(&a, &b, Job::weight));
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    let samples = sample_both(&a, &b, Job::weight, Duration::from_secs(2));
     assert!(samples.iter().all(|(x, y)| (x == boosted) != (y == boosted)), "exactly one boosted: {samples:?}");
     assert!(samples.iter().all(|(x, y)| [x, y].iter().all(|w| *w == default || *w == boosted)));
     assert!(samples.windows(2).filter(|w| w[0] != w[1]).count() >= 6, "weights must alternate: {samples:?}");
