@@ -144,18 +144,15 @@ pub fn from_containers(
 
 /// The PID of `charliecloud:PID`, checked to be a process ch-run started (its environment has `CH_RUNNING`).
 fn charliecloud_pid(id: &str) -> Result<i32, UsageError> {
-    use std::io::Read;
     let bad = || UsageError::new(format!("bad container {id:?} (expected charliecloud:PID, the PID ch-run became)"));
     let pid: i32 = id[CHARLIECLOUD.len()..].parse().map_err(|_| bad())?;
     if pid <= 0 {
         return Err(bad());
     }
-    // An environment is at most a few hundred KiB (ARG_MAX); read no more than 1 MiB of it.
-    let mut env = Vec::new();
-    std::fs::File::open(format!("/proc/{pid}/environ")).and_then(|f| f.take(1 << 20).read_to_end(&mut env)).map_err(
-        |_| UsageError::new(format!("PID {pid} does not exist (expected a running Charliecloud container)")),
-    )?;
-    if !env.split(|&b| b == 0).any(|v| v.starts_with(b"CH_RUNNING=")) {
+    let env = procfs::environ(pid).ok_or_else(|| {
+        UsageError::new(format!("PID {pid} does not exist (expected a running Charliecloud container)"))
+    })?;
+    if !env.iter().any(|v| v.starts_with(b"CH_RUNNING=")) {
         return Err(UsageError::new(format!("PID {pid} is not in a Charliecloud container (no CH_RUNNING)")));
     }
     Ok(pid)

@@ -3,6 +3,7 @@
 //! A [`Backend`] knows one hierarchy layout and creates job cgroups with their limits; the resulting
 //! [`JobCgroup`] is the only handle lockstep acts on afterwards (join, list, kill, remove).
 
+pub mod bandwidth;
 pub mod knobs;
 pub mod procfs;
 mod v1;
@@ -158,10 +159,14 @@ fn on_cgroupfs(path: &Path) -> bool {
     statfs(path).is_ok_and(|s| s.filesystem_type() == CGROUP_SUPER_MAGIC || s.filesystem_type() == CGROUP2_SUPER_MAGIC)
 }
 
-/// Removes one cgroup directory. On cgroupfs `rmdir` drops the interface files with it; a scratch tree
-/// (tests) holds them as plain files, so it is removed recursively to the same effect.
+/// Removes one cgroup directory with the cgroups below it (a job's own, an experiment's per-kind children),
+/// deepest first. On cgroupfs `rmdir` drops the interface files with it; a scratch tree (tests) holds them as
+/// plain files, so it is removed recursively to the same effect.
 pub fn remove_dir(path: &Path) -> io::Result<()> {
     if on_cgroupfs(path) {
+        for child in fs::read_dir(path)?.flatten().filter(|e| e.file_type().is_ok_and(|t| t.is_dir())) {
+            remove_dir(&child.path())?;
+        }
         fs::remove_dir(path)
     } else {
         fs::remove_dir_all(path)
@@ -213,9 +218,9 @@ impl JobCgroup {
             .collect()
     }
 
-    /// Processes in the job's cgroup.
+    /// Processes in the job's cgroup and in the cgroups below it.
     pub fn pids(&self) -> Vec<i32> {
-        self.dirs.first().map(|d| read_procs(d)).unwrap_or_default()
+        self.dirs.first().map(|d| procs_below(d)).unwrap_or_default()
     }
 
     /// Whether any directory of the job still exists.

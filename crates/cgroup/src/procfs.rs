@@ -43,6 +43,24 @@ pub fn threads(pid: i32) -> Option<Vec<i32>> {
     Some(dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok()).collect())
 }
 
+/// Most bytes of a process's environment read: an environment is at most a few hundred KiB (`ARG_MAX`).
+const MAX_ENVIRON: u64 = 1 << 20;
+
+/// The environment of process `pid` (`/proc/PID/environ`, at most 1 MiB of it) as `NAME=value` entries, or
+/// `None` if it cannot be read (no such process, or not ours to read).
+pub fn environ(pid: i32) -> Option<Vec<Vec<u8>>> {
+    use std::io::Read;
+    let mut env = Vec::new();
+    fs::File::open(format!("/proc/{pid}/environ")).ok()?.take(MAX_ENVIRON).read_to_end(&mut env).ok()?;
+    Some(env.split(|&b| b == 0).filter(|v| !v.is_empty()).map(<[u8]>::to_vec).collect())
+}
+
+/// The parent of process `pid` (field 4 of `/proc/PID/stat`).
+pub fn parent(pid: i32) -> Option<i32> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat[stat.rfind(')')? + 1..].split_whitespace().nth(1)?.parse().ok()
+}
+
 /// CPU time (user + system) process `pid` has used, in seconds (fields 14 and 15 of `/proc/PID/stat`).
 pub fn cpu_seconds(pid: i32) -> Option<f64> {
     let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
@@ -86,6 +104,11 @@ mod tests {
         assert!(!cgroups(me).expect("own cgroups readable").is_empty());
         assert!(threads(me).expect("own threads readable").contains(&me));
         assert!(cpu_seconds(me).is_some_and(|s| s >= 0.0));
+        assert_eq!(parent(me), Some(std::os::unix::process::parent_id() as i32));
+        let env = environ(me).expect("own environment readable");
+        assert!(env.iter().all(|v| !v.is_empty()));
+        assert_eq!(env.len(), std::env::vars_os().count());
+        assert_eq!(environ(-1), None);
         // Resident memory first: the peak read after it is at least that (other tests' threads allocate meanwhile).
         let rss = rss_bytes(me);
         assert!(rss.is_some_and(|b| b > 0));

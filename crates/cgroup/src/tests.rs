@@ -128,3 +128,94 @@ fn v2_membership_on_the_real_unified_hierarchy() {
     assert!(!child.wait().unwrap().success());
     assert!(!root.join("lockstep").join(&name).exists());
 }
+
+/// The machine's own hierarchy (v1 here, v2 in the test guest): a job's processes split into per-kind children,
+/// one limited; the job's cgroup and its children go away together when it is destroyed.
+#[test]
+fn split_limits_one_kind_and_destroy_removes_the_children() {
+    let Some(backend) = detect().ok().filter(|_| nix::unistd::geteuid().is_root()) else {
+        eprintln!("skipped: needs root and the cpu controller");
+        return;
+    };
+    let name = format!("unit-split-{}", std::process::id());
+    let cg = backend.create(&name, &Limits { weight: Some(100), ..Limits::default() }).unwrap();
+    let procs = cg.procs_paths();
+    let spawn = || {
+        let procs = procs.clone();
+        let mut cmd = Command::new("sleep");
+        cmd.arg("30");
+        // SAFETY: `join` is async-signal-safe and uses memory prepared before the fork.
+        unsafe {
+            cmd.pre_exec(move || procs.iter().try_for_each(join));
+        }
+        cmd.spawn().unwrap()
+    };
+    let (mut fast, mut slow, mut other) = (spawn(), spawn(), spawn());
+    let (version, dir) = bandwidth::cpu_cgroup(slow.id() as i32).expect("a cpu cgroup");
+    assert!(dir.ends_with(format!("lockstep/{name}")), "{}", dir.display());
+    let children = [
+        bandwidth::Child { name: "P".into(), pids: vec![fast.id() as i32], cpus: None },
+        bandwidth::Child { name: "E".into(), pids: vec![slow.id() as i32], cpus: Some(0.5) },
+    ];
+    let dirs = bandwidth::split(version, &dir, &children).unwrap();
+    assert_eq!(bandwidth::cpu_cgroup(slow.id() as i32).unwrap().1, dirs[1]);
+    assert_eq!(bandwidth::cpu_cgroup(fast.id() as i32).unwrap().1, dirs[0]);
+    match version {
+        Version::V2 => {
+            assert_eq!(read(&dirs[1].join("cpu.max")).trim(), "50000 100000");
+            assert_eq!(read(&dirs[0].join("cpu.max")).trim(), "max 100000");
+            // No process may stay beside children that have the controller: the other one joined the first.
+            assert_eq!(bandwidth::cpu_cgroup(other.id() as i32).unwrap().1, dirs[0]);
+        }
+        Version::V1 => {
+            assert_eq!(read(&dirs[1].join("cpu.cfs_quota_us")).trim(), "50000");
+            assert_eq!(read(&dirs[0].join("cpu.cfs_quota_us")).trim(), "-1");
+            assert_eq!(bandwidth::cpu_cgroup(other.id() as i32).unwrap().1, dir);
+        }
+    }
+    let mut all = cg.pids();
+    all.sort_unstable();
+    let mut want = vec![fast.id() as i32, slow.id() as i32, other.id() as i32];
+    want.sort_unstable();
+    assert_eq!(all, want, "pids() sees the children's processes");
+    cg.destroy(Duration::from_secs(5)).unwrap();
+    for child in [&mut fast, &mut slow, &mut other] {
+        assert!(!child.wait().unwrap().success());
+    }
+    assert!(!dir.exists());
+}
+
+/// `unsplit` puts live processes back and removes the children; a split that cannot be done changes nothing.
+#[test]
+fn unsplit_returns_processes_and_a_failed_split_leaves_nothing() {
+    let Some(backend) = detect().ok().filter(|_| nix::unistd::geteuid().is_root()) else {
+        eprintln!("skipped: needs root and the cpu controller");
+        return;
+    };
+    let name = format!("unit-unsplit-{}", std::process::id());
+    let cg = backend.create(&name, &Limits { weight: Some(100), ..Limits::default() }).unwrap();
+    let procs = cg.procs_paths();
+    let mut cmd = Command::new("sleep");
+    cmd.arg("30");
+    // SAFETY: as above.
+    unsafe {
+        cmd.pre_exec(move || procs.iter().try_for_each(join));
+    }
+    let mut child = cmd.spawn().unwrap();
+    let pid = child.id() as i32;
+    let (version, dir) = bandwidth::cpu_cgroup(pid).unwrap();
+    let bad = [
+        bandwidth::Child { name: "E".into(), pids: vec![pid], cpus: Some(0.5) },
+        bandwidth::Child { name: "X".into(), pids: vec![i32::MAX], cpus: None },
+    ];
+    assert!(bandwidth::split(version, &dir, &bad).is_err());
+    assert_eq!(bandwidth::cpu_cgroup(pid).unwrap().1, dir);
+    assert!(!dir.join("E").exists() && !dir.join("X").exists());
+    let dirs = bandwidth::split(version, &dir, &bad[..1]).unwrap();
+    assert_eq!(bandwidth::cpu_cgroup(pid).unwrap().1, dirs[0]);
+    bandwidth::unsplit(version, &dirs);
+    assert_eq!(bandwidth::cpu_cgroup(pid).unwrap().1, dir);
+    assert!(!dirs[0].exists());
+    cg.destroy(Duration::from_secs(5)).unwrap();
+    assert!(!child.wait().unwrap().success());
+}

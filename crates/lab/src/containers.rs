@@ -19,7 +19,8 @@ pub enum Runtime {
     Charliecloud,
 }
 
-/// The environment variable that names a Charliecloud rank's container, for finding its process.
+/// The environment variable that names a rank (`<prefix>-r<rank>`: its container, or a bare rank's name), for
+/// finding its process.
 const MARK: &str = "LOCKSTEP_CONTAINER";
 
 /// What a runtime needs on this kind of machine, prepared once per experiment.
@@ -108,8 +109,7 @@ impl Setup {
     /// rank waits for the file `go` (created once the agent has adopted every container of the job), then execs
     /// the program.
     pub fn rank_command(&self, prefix: &str, env: &[(String, String)], go: &Path, program: &[String]) -> Vec<String> {
-        let inside =
-            format!("sh -c 'while [ ! -e {} ]; do sleep 0.01; done; exec {}'", go.display(), program.join(" "));
+        let inside = gated(go, program);
         if self.runtime == Runtime::Charliecloud {
             let mut ch = vec![format!("exec env {MARK}={prefix}-r$OMPI_COMM_WORLD_RANK")];
             ch.extend(env.iter().map(|(k, v)| format!("{k}={v}")));
@@ -121,6 +121,7 @@ impl Setup {
         let mut podman = vec![
             "exec podman --cgroup-manager cgroupfs --runtime runc run --rm".to_string(),
             format!("--name {prefix}-r$OMPI_COMM_WORLD_RANK"),
+            format!("--env {MARK}={prefix}-r$OMPI_COMM_WORLD_RANK"),
             "--network host --ipc host --pid host".into(),
             "--env 'OMPI_*' --env 'PMIX_*' --env 'OPAL_*'".into(),
             "-v /usr:/usr:ro -v /etc:/etc:ro -v /tmp:/tmp".into(),
@@ -148,12 +149,8 @@ impl Setup {
                     let running = String::from_utf8_lossy(&out.stdout).into_owned();
                     want.iter().all(|w| running.lines().any(|l| l == w)).then(|| want.clone())
                 }
-                Runtime::Charliecloud => {
-                    let pids: Vec<Option<i32>> = want.iter().map(|w| charliecloud_rank(w)).collect();
-                    pids.into_iter()
-                        .collect::<Option<Vec<i32>>>()
-                        .map(|p| p.into_iter().map(|pid| format!("charliecloud:{pid}")).collect())
-                }
+                Runtime::Charliecloud => rank_processes(prefix, ranks, Some(Runtime::Charliecloud))
+                    .map(|p| p.into_iter().map(|pid| format!("charliecloud:{pid}")).collect()),
             };
             if let Some(found) = found {
                 return Ok(found);
@@ -164,17 +161,42 @@ impl Setup {
     }
 }
 
-/// The process of the Charliecloud rank `name`: the one whose environment has `LOCKSTEP_CONTAINER=name` and
-/// `CH_RUNNING` (set by ch-run once it runs the command inside the image).
-fn charliecloud_rank(name: &str) -> Option<i32> {
-    let mark = format!("{MARK}={name}");
-    std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
-        let pid: i32 = e.file_name().to_str()?.parse().ok()?;
-        let env = std::fs::read(e.path().join("environ")).ok()?;
-        let vars: Vec<&[u8]> = env.split(|&b| b == 0).collect();
-        let marked = vars.contains(&mark.as_bytes());
-        (marked && vars.iter().any(|v| v.starts_with(b"CH_RUNNING="))).then_some(pid)
-    })
+/// The shell a rank runs first: it waits for the file `go`, then execs the program.
+fn gated(go: &Path, program: &[String]) -> String {
+    format!("sh -c 'while [ ! -e {} ]; do sleep 0.01; done; exec {}'", go.display(), program.join(" "))
+}
+
+/// The per-rank command of a bare rank (no container) named `<prefix>-r<rank>`: it waits for the file `go`, then
+/// execs the program with `env`.
+pub fn bare_rank_command(prefix: &str, env: &[(String, String)], go: &Path, program: &[String]) -> Vec<String> {
+    let mut sh = vec![format!("exec env {MARK}={prefix}-r$OMPI_COMM_WORLD_RANK")];
+    sh.extend(env.iter().map(|(k, v)| format!("{k}={v}")));
+    sh.push(gated(go, program));
+    vec!["sh".into(), "-c".into(), sh.join(" ")]
+}
+
+/// The processes of ranks `<prefix>-r0` … `<prefix>-r<ranks - 1>`, in rank order, once all of them run: for each
+/// rank, the process whose environment names it and whose parent's does not (the rank's first process; its
+/// children inherit the name). Charliecloud ranks count once `ch-run` has entered the image (`CH_RUNNING`).
+/// `None` while any is missing.
+pub fn rank_processes(prefix: &str, ranks: u32, runtime: Option<Runtime>) -> Option<Vec<i32>> {
+    let marks: Vec<Vec<u8>> = (0..ranks).map(|r| format!("{MARK}={prefix}-r{r}").into_bytes()).collect();
+    let mark_of = |env: &[Vec<u8>]| marks.iter().position(|m| env.contains(m));
+    let mut found: Vec<Option<i32>> = vec![None; ranks as usize];
+    for e in std::fs::read_dir("/proc").ok()?.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else { continue };
+        let Some(env) = lockstep_cgroup::procfs::environ(pid) else { continue };
+        let Some(rank) = mark_of(&env) else { continue };
+        let parent = lockstep_cgroup::procfs::parent(pid).and_then(lockstep_cgroup::procfs::environ);
+        if parent.is_some_and(|p| mark_of(&p) == Some(rank)) {
+            continue;
+        }
+        if runtime == Some(Runtime::Charliecloud) && !env.iter().any(|v| v.starts_with(b"CH_RUNNING=")) {
+            continue;
+        }
+        found[rank] = Some(pid);
+    }
+    found.into_iter().collect()
 }
 
 /// The name of the user running this program ($USER, else from the password database; "root" if neither).

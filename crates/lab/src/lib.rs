@@ -1,13 +1,15 @@
 //! Experiments: a TOML spec is run case by case under a private agent, every job's result goes to the store,
 //! and a report turns the latest session into tables, plots, Markdown and HTML. Three kinds: co-scheduling
 //! experiments ([`spec`], [`runner`], [`report`]; the MPL and DCS papers), counter-overhead experiments ([`counters`];
-//! the counters paper) and lock experiments ([`locks`]; the CNA-in-VMs paper), told apart by the spec's `kind` key.
+//! the counters paper), lock experiments ([`locks`]; the CNA-in-VMs paper) and placement experiments
+//! ([`placement`]; the hybrid-CPU paper), told apart by the spec's `kind` key.
 
 mod containers;
 pub mod counters;
 mod dcs_report;
 pub mod locks;
 mod mix_report;
+pub mod placement;
 pub mod report;
 pub mod runner;
 mod slurm;
@@ -26,6 +28,8 @@ pub enum AnySpec {
     Counters(counters::CountersSpec),
     /// Locks (`kind = "locks"`).
     Locks(locks::LocksSpec),
+    /// Placement by core kind (`kind = "placement"`).
+    Placement(placement::PlacementSpec),
 }
 
 impl AnySpec {
@@ -35,6 +39,7 @@ impl AnySpec {
             Self::Mpl(s) => &s.name,
             Self::Counters(s) => &s.name,
             Self::Locks(s) => &s.name,
+            Self::Placement(s) => &s.name,
         }
     }
 }
@@ -52,9 +57,10 @@ pub fn parse(path: &Path, text: &str) -> Result<AnySpec, UsageError> {
     match kind.as_deref() {
         Some("counters") => counters::parse(path, text).map(AnySpec::Counters),
         Some("locks") => locks::parse(path, text).map(AnySpec::Locks),
+        Some("placement") => placement::parse(path, text).map(AnySpec::Placement),
         None | Some("mpl") => spec::parse(path, text).map(AnySpec::Mpl),
         Some(other) => Err(UsageError::new(format!(
-            "bad experiment spec {}: kind = {other:?} (expected \"mpl\", \"counters\" or \"locks\")",
+            "bad experiment spec {}: kind = {other:?} (expected \"mpl\", \"counters\", \"locks\" or \"placement\")",
             path.display()
         ))),
     }
@@ -69,7 +75,7 @@ pub struct Paths {
     pub lib: PathBuf,
     /// The node store.
     pub store: PathBuf,
-    /// Working directory of this experiment (agent socket, PMPI output).
+    /// Working directory of this experiment (agent socket, PMPI output), absolute.
     pub work: PathBuf,
 }
 

@@ -414,6 +414,7 @@ fn to_run(
         dcs_p50_us: records.dcs.map(|d| d.1),
         dcs_p99_us: records.dcs.map(|d| d.2),
         auto_chose,
+        ..ExperimentRun::default()
     }
 }
 

@@ -35,7 +35,8 @@ pub(crate) fn raises(label: &str) -> bool {
     name.parse::<PolicySpec>().is_ok_and(|p| p.raises().is_some())
 }
 
-/// The run's mode: MPI progress, `+container` / `+slurm` when its ranks ran in containers / as a Slurm job, and
+/// The run's mode: MPI progress, `+container` / `+charliecloud` / `+slurm` when its ranks ran in podman or
+/// Charliecloud containers / as a Slurm job, and
 /// `+loaded` when background load (`[name]` in the mix) ran beside it.
 pub(crate) fn mode(r: &ExperimentRun) -> String {
     let mut m = r.progress.clone();

@@ -148,6 +148,10 @@ CREATE TABLE auto_choices (
 CREATE INDEX auto_choices_time ON auto_choices(time);
 ALTER TABLE experiment_runs ADD COLUMN auto_chose TEXT;     -- auto: the policies it chose for the job's group
 ",
+    r"
+ALTER TABLE experiment_runs ADD COLUMN score REAL;      -- benchmarks that score instead of timing (corebench)
+ALTER TABLE experiment_runs ADD COLUMN hybrid TEXT;     -- placement experiments: how the core kinds were had
+",
 ];
 
 #[cfg(test)]

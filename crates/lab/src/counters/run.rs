@@ -163,9 +163,6 @@ fn run_case(
         tool_cpu_s,
         tool_rss_bytes,
         slot_skew_ms: None,
-        dcs_raises: None,
-        dcs_p50_us: None,
-        dcs_p99_us: None,
-        auto_chose: None,
+        ..ExperimentRun::default()
     })
 }

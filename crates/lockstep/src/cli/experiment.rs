@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 
 use lockstep_core::error::UsageError;
-use lockstep_lab::{self as experiment, counters, locks, report, runner, AnySpec};
+use lockstep_lab::{self as experiment, counters, locks, placement, report, runner, AnySpec};
 use lockstep_store::Store;
 
 /// `lockstep experiment …`.
@@ -53,6 +53,7 @@ pub fn exec(cmd: &ExperimentCommand, store: &Path) -> anyhow::Result<i32> {
                 AnySpec::Mpl(s) => s.workloads.values().map(|w| bin.join(&w.command[0])).chain(mpi).collect(),
                 AnySpec::Counters(s) => s.workloads.values().map(|w| bin.join(&w.command[0])).chain(mpi).collect(),
                 AnySpec::Locks(_) => vec![bin.join("lockbench")],
+                AnySpec::Placement(s) => s.workloads.values().map(|w| bin.join(&w.command[0])).chain(mpi).collect(),
             };
             if let Some(missing) = needed.iter().find(|p| !p.exists()) {
                 return Err(UsageError::new(format!(
@@ -64,11 +65,14 @@ pub fn exec(cmd: &ExperimentCommand, store: &Path) -> anyhow::Result<i32> {
             let dir = reports.join(spec.name());
             std::fs::create_dir_all(&dir)?;
             std::fs::copy(path, dir.join("spec.toml"))?;
-            let paths = experiment::Paths { bin, lib, store: store.to_path_buf(), work: dir.join("work") };
+            // Absolute: ranks in containers see the work directory's files from another working directory.
+            let work = dir.canonicalize()?.join("work");
+            let paths = experiment::Paths { bin, lib, store: store.to_path_buf(), work };
             match &spec {
                 AnySpec::Mpl(s) => runner::run(s, &paths)?,
                 AnySpec::Counters(s) => counters::run::run(s, &paths)?,
                 AnySpec::Locks(s) => locks::run::run(s, &paths)?,
+                AnySpec::Placement(s) => placement::run::run(s, &paths)?,
             };
             write_report(&spec, store, &dir)
         }
@@ -88,6 +92,7 @@ fn write_report(spec: &AnySpec, store: &Path, dir: &Path) -> anyhow::Result<i32>
         AnySpec::Mpl(s) => report::write(s, &some(spec, store.experiment_runs(&s.name)?)?, dir)?,
         AnySpec::Counters(s) => counters::report::write(s, &some(spec, store.experiment_runs(&s.name)?)?, dir)?,
         AnySpec::Locks(s) => locks::report::write(s, &some(spec, store.lock_runs(&s.name)?)?, dir)?,
+        AnySpec::Placement(s) => placement::report::write(s, &some(spec, store.experiment_runs(&s.name)?)?, dir)?,
     };
     print!("{}", std::fs::read_to_string(dir.join("summary.md"))?);
     println!("\nreport: {}", index.display());

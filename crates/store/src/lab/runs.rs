@@ -6,7 +6,7 @@ use serde::Serialize;
 use crate::Store;
 
 /// One job's run in an experiment.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Default, Serialize)]
 pub struct ExperimentRun {
     /// Experiment name.
     pub experiment: String,
@@ -55,6 +55,11 @@ pub struct ExperimentRun {
     pub dcs_p99_us: Option<f64>,
     /// `auto`: what it chose for the set of jobs this one was in, in order (`gang`, `cfs, gang`).
     pub auto_chose: Option<String>,
+    /// A benchmark's score instead of a time (corebench: the sum of its copies' overall scores).
+    pub score: Option<f64>,
+    /// Placement experiments: `native` on a machine with several core kinds, or `emulated: …` (which topology's
+    /// kinds, and the bandwidth limit that stood in for the slower kind).
+    pub hybrid: Option<String>,
 }
 
 impl Store {
@@ -63,9 +68,9 @@ impl Store {
         self.conn.execute(
             "INSERT INTO experiment_runs (experiment, session, policy, progress, placement, mix, mpl, workload, job,
                  repetition, time_s, wall_s, comm_ratio, verified, exit_status, started_at, tool_cpu_s, tool_rss_bytes, slot_skew_ms,
-                 dcs_raises, dcs_p50_us, dcs_p99_us, auto_chose)
+                 dcs_raises, dcs_p50_us, dcs_p99_us, auto_chose, score, hybrid)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22,
-                     ?23)",
+                     ?23, ?24, ?25)",
             params![
                 r.experiment,
                 r.session,
@@ -89,7 +94,9 @@ impl Store {
                 r.dcs_raises.map(|n| n as i64),
                 r.dcs_p50_us,
                 r.dcs_p99_us,
-                r.auto_chose
+                r.auto_chose,
+                r.score,
+                r.hybrid
             ],
         )?;
         Ok(())
@@ -100,7 +107,7 @@ impl Store {
         let mut stmt = self.conn.prepare(
             "SELECT experiment, session, policy, progress, placement, mix, mpl, workload, job, repetition, time_s,
                     wall_s, comm_ratio, verified, exit_status, started_at, tool_cpu_s, tool_rss_bytes, slot_skew_ms,
-                    dcs_raises, dcs_p50_us, dcs_p99_us, auto_chose
+                    dcs_raises, dcs_p50_us, dcs_p99_us, auto_chose, score, hybrid
              FROM experiment_runs
              WHERE experiment = ?1 AND session = (SELECT max(session) FROM experiment_runs WHERE experiment = ?1)
              ORDER BY id",
@@ -130,6 +137,8 @@ impl Store {
                 dcs_p50_us: r.get(20)?,
                 dcs_p99_us: r.get(21)?,
                 auto_chose: r.get(22)?,
+                score: r.get(23)?,
+                hybrid: r.get(24)?,
             })
         })?;
         Ok(rows.collect::<Result<_, _>>()?)

@@ -1,0 +1,335 @@
+//! Placement experiments (the hybrid-CPU paper, `kind = "placement"`): the same jobs under each placement
+//! policy (`p-only`, `mixed`, `e-only`), bare and in containers, each rank pinned to one PU of its placement.
+//!
+//! On a machine with several core kinds the placements are the machine's own. On a machine with one kind the
+//! experiment runs **emulated**: the placements are chosen on a hybrid topology the spec names (an hwloc XML),
+//! their PUs are mapped in order onto this machine's PUs (one per core first), and the ranks whose chosen PU is
+//! of a slower kind get a CPU bandwidth limit (`cpu.max` / `cpu.cfs_quota_us`) of the spec's speed ratio, in a
+//! child cgroup of the job per kind (a podman rank: its own container's cgroup). What emulation cannot show —
+//! the kinds' different caches, memory paths and instruction throughput — the report says.
+
+pub mod report;
+pub mod run;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use crate::spec::{Progress, RanksIn, PROGRESS, RANKS_IN};
+use lockstep_core::error::UsageError;
+use lockstep_core::place::{place, PlacementKind};
+use lockstep_core::topo::Machine;
+
+/// S000's CG class D times, P-only 446.47 s and E-only 880.47 s: how much slower its E cores ran the job.
+pub const PAPER_E_SPEED: f64 = 446.47 / 880.47;
+
+/// A parsed, validated placement spec.
+#[derive(Clone, Debug)]
+pub struct PlacementSpec {
+    /// Experiment name.
+    pub name: String,
+    /// What it reproduces.
+    pub description: String,
+    /// MPI ranks (or benchmark copies) per job, one PU each.
+    pub ranks: u32,
+    /// Repetitions of every case.
+    pub repetitions: u32,
+    /// Placement policies to compare.
+    pub policies: Vec<PlacementKind>,
+    /// Where ranks run: bare processes, podman or Charliecloud containers.
+    pub ranks_in: Vec<RanksIn>,
+    /// MPI progress mode of the ranks.
+    pub progress: Progress,
+    /// Workloads by name.
+    pub workloads: BTreeMap<String, Workload>,
+    /// The hybrid topology the placements are chosen on when this machine has one core kind.
+    pub emulate_topology: PathBuf,
+    /// Speed of every slower kind relative to the fastest, for the bandwidth limit that emulates it.
+    pub e_speed: f64,
+}
+
+/// One workload: a program of `build/bin/` run as `ranks` copies under `mpirun`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Workload {
+    /// Program and arguments, e.g. `["cg", "--class", "B"]` or `["corebench", "--mode", "single"]`.
+    pub command: Vec<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Raw {
+    kind: String,
+    name: String,
+    #[serde(default)]
+    description: String,
+    #[serde(default = "two")]
+    ranks: u32,
+    #[serde(default = "one")]
+    repetitions: u32,
+    policies: Vec<String>,
+    ranks_in: Vec<String>,
+    #[serde(default = "busy")]
+    progress: String,
+    workloads: BTreeMap<String, Workload>,
+    emulate: RawEmulate,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawEmulate {
+    topology: PathBuf,
+    e_speed: Option<f64>,
+}
+
+fn one() -> u32 {
+    1
+}
+fn two() -> u32 {
+    2
+}
+fn busy() -> String {
+    "busy".into()
+}
+
+/// Validates a placement spec, `text` as read from `path` (which messages name; the emulation topology is
+/// relative to its directory); every problem is one usage error. Every policy is placed on the emulation
+/// topology here, so that one it cannot satisfy stops the experiment before it starts.
+pub fn parse(path: &Path, text: &str) -> Result<PlacementSpec, UsageError> {
+    let bad = |what: String| UsageError::new(format!("bad experiment spec {}: {what}", path.display()));
+    let raw: Raw = toml::from_str(text).map_err(|e| bad(lockstep_core::error::toml_message(text, &e)))?;
+    crate::spec::check_common(&raw.kind, "placement", &raw.name, raw.ranks).map_err(bad)?;
+    crate::spec::check_repetitions(raw.repetitions, 1).map_err(bad)?;
+    if raw.policies.is_empty() || raw.ranks_in.is_empty() || raw.workloads.is_empty() {
+        return Err(bad("policies, ranks_in and [workloads] must all be non-empty".into()));
+    }
+    let policies = raw
+        .policies
+        .iter()
+        .map(|p| p.parse::<PlacementKind>().map_err(|e| bad(e.to_string())))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut ranks_in = Vec::new();
+    for r in &raw.ranks_in {
+        match RANKS_IN.parse(r) {
+            Some(RanksIn::Slurm) | None => {
+                return Err(bad(format!("ranks_in {r:?} (expected process, container or charliecloud)")))
+            }
+            Some(r) => ranks_in.push(r),
+        }
+    }
+    let progress = PROGRESS
+        .parse(&raw.progress)
+        .ok_or_else(|| bad(format!("progress {:?} (expected yield or busy)", raw.progress)))?;
+    for (name, w) in &raw.workloads {
+        crate::spec::check_command(name, &w.command).map_err(bad)?;
+    }
+    let e_speed = raw.emulate.e_speed.unwrap_or(PAPER_E_SPEED);
+    if !(e_speed > 0.0 && e_speed <= 1.0) {
+        return Err(bad(format!("emulate.e_speed = {e_speed} (expected a speed ratio above 0, at most 1)")));
+    }
+    let topology = path.parent().unwrap_or(Path::new(".")).join(&raw.emulate.topology);
+    let m = Machine::load(Some(&topology))
+        .map_err(|e| bad(format!("emulate.topology {}: {e:#}", raw.emulate.topology.display())))?;
+    if m.kinds.len() < 2 {
+        return Err(bad(format!(
+            "emulate.topology {} has one core kind (expected a hybrid CPU's)",
+            topology.display()
+        )));
+    }
+    for &p in &policies {
+        place(&m, p, Some(raw.ranks as usize))
+            .map_err(|e| bad(format!("policy {p} on {}: {e}", topology.display())))?;
+    }
+    Ok(PlacementSpec {
+        name: raw.name,
+        description: raw.description,
+        ranks: raw.ranks,
+        repetitions: raw.repetitions,
+        policies,
+        ranks_in,
+        progress,
+        workloads: raw.workloads,
+        emulate_topology: topology,
+        e_speed,
+    })
+}
+
+/// Where one rank runs.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Seat {
+    /// The PU of this machine it is pinned to.
+    pub pu: usize,
+    /// The label of its core kind (`P`, `E`, `LP-E`).
+    pub kind: String,
+    /// Its CPU bandwidth limit in CPUs (emulated slower kinds), `None` for full speed.
+    pub limit: Option<f64>,
+}
+
+/// How the core kinds are had on this machine.
+#[derive(Clone, Debug)]
+pub enum Hybrid {
+    /// The machine's own kinds.
+    Native(Machine),
+    /// Kinds of another topology mapped onto this machine's PUs (`pus`, one per core first), slower kinds at
+    /// `e_speed`.
+    Emulated {
+        /// The hybrid topology.
+        topology: Machine,
+        /// This machine's PUs in the order they stand in for the topology's.
+        pus: Vec<usize>,
+        /// Speed of the slower kinds.
+        e_speed: f64,
+    },
+}
+
+impl Hybrid {
+    /// Native when `live` has several core kinds, emulated over `live`'s PUs otherwise.
+    pub fn new(spec: &PlacementSpec, live: Machine) -> anyhow::Result<Self> {
+        if live.kinds.len() > 1 {
+            return Ok(Self::Native(live));
+        }
+        let rounds = live.core_list.iter().map(|c| c.pus.len()).max().unwrap_or(0);
+        let pus: Vec<usize> =
+            (0..rounds).flat_map(|i| live.core_list.iter().filter_map(move |c| c.pus.get(i).copied())).collect();
+        if pus.len() < spec.ranks as usize {
+            return Err(UsageError::new(format!(
+                "emulated hybrid placement needs a PU per rank: ranks = {}, this machine has {} PU(s)",
+                spec.ranks,
+                pus.len()
+            ))
+            .into());
+        }
+        let topology = Machine::load(Some(&spec.emulate_topology))?;
+        Ok(Self::Emulated { topology, pus, e_speed: spec.e_speed })
+    }
+
+    /// The label reports carry on every row: `native`, or `emulated: <topology> kinds over PUs <list>, slower
+    /// kinds at <speed> of P (cpu bandwidth)`.
+    pub fn label(&self) -> String {
+        match self {
+            Self::Native(_) => "native".into(),
+            Self::Emulated { topology, pus, e_speed } => {
+                let name = Path::new(&topology.source)
+                    .file_name()
+                    .map_or_else(|| topology.source.clone(), |n| n.to_string_lossy().into_owned());
+                let list: Vec<String> = pus.iter().map(usize::to_string).collect();
+                format!(
+                    "emulated: {name} kinds over PUs {}, slower kinds at {e_speed:.3} of P (cpu bandwidth)",
+                    list.join(",")
+                )
+            }
+        }
+    }
+
+    /// Each rank's seat under `policy`: the placement's PUs in order, rank `i` on the `i`-th.
+    pub fn seats(&self, policy: PlacementKind, ranks: u32) -> anyhow::Result<Vec<Seat>> {
+        let m = match self {
+            Self::Native(m) | Self::Emulated { topology: m, .. } => m,
+        };
+        let placement = place(m, policy, Some(ranks as usize))?;
+        let kind_of = |pu: usize| m.core_list.iter().find(|c| c.pus.contains(&pu)).map_or(0, |c| c.kind);
+        Ok(placement
+            .pus
+            .iter()
+            .enumerate()
+            .map(|(i, pu)| {
+                let kind = kind_of(pu);
+                match self {
+                    Self::Native(_) => Seat { pu, kind: m.kinds[kind].label.clone(), limit: None },
+                    Self::Emulated { pus, e_speed, .. } => {
+                        Seat { pu: pus[i], kind: m.kinds[kind].label.clone(), limit: (kind > 0).then_some(*e_speed) }
+                    }
+                }
+            })
+            .collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fixture(name: &str) -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/topology").join(name)
+    }
+
+    const SPEC: &str = r#"kind = "placement"
+name = "pl"
+policies = ["p-only", "mixed", "e-only"]
+ranks_in = ["process", "container"]
+[workloads.cg]
+command = ["cg", "--class", "S"]
+[emulate]
+topology = "nvidia-gb10.xml"
+"#;
+
+    fn parse_in_fixtures(text: &str) -> Result<PlacementSpec, String> {
+        parse(&fixture("spec.toml"), text).map_err(|e| e.to_string())
+    }
+
+    /// A machine of one kind: the first `n` cores (2 PUs each) of a Xeon.
+    fn one_kind(n: usize) -> Machine {
+        let mut m = Machine::load(Some(&fixture("xeon-2numa-24pu.xml"))).unwrap();
+        m.core_list.truncate(n);
+        m
+    }
+
+    #[test]
+    fn emulated_seats_map_the_topologys_kinds_onto_this_machines_pus() {
+        let spec = parse_in_fixtures(SPEC).unwrap();
+        assert!((spec.e_speed - PAPER_E_SPEED).abs() < 1e-12);
+        assert_eq!(spec.progress, Progress::Busy);
+        let live = one_kind(4);
+        let first: Vec<usize> = live.core_list.iter().map(|c| c.pus[0]).collect();
+        let hybrid = Hybrid::new(&spec, live).unwrap();
+        assert!(hybrid.label().starts_with("emulated: nvidia-gb10.xml kinds over PUs "), "{}", hybrid.label());
+        let seats = |p: &str| hybrid.seats(p.parse().unwrap(), 2).unwrap();
+        let p = seats("p-only");
+        assert!(p.iter().all(|s| s.kind == "P" && s.limit.is_none()));
+        let e = seats("e-only");
+        assert!(e.iter().all(|s| s.kind == "E" && s.limit == Some(PAPER_E_SPEED)));
+        let mixed = seats("mixed");
+        let mut kinds: Vec<&str> = mixed.iter().map(|s| s.kind.as_str()).collect();
+        kinds.sort_unstable();
+        assert_eq!(kinds, ["E", "P"]);
+        for seats in [p, e, mixed] {
+            // One core per rank, the same PUs of this machine whatever the policy.
+            assert_eq!(seats.iter().map(|s| s.pu).collect::<Vec<_>>(), first[..2]);
+        }
+    }
+
+    #[test]
+    fn a_hybrid_machine_is_used_as_it_is() {
+        let spec = parse_in_fixtures(SPEC).unwrap();
+        let rpl = Machine::load(Some(&fixture("intel-raptorlake-i7-1370p.xml"))).unwrap();
+        let hybrid = Hybrid::new(&spec, rpl).unwrap();
+        assert_eq!(hybrid.label(), "native");
+        let e = hybrid.seats("e-only".parse().unwrap(), 2).unwrap();
+        assert_eq!(e, [12, 13].map(|pu| Seat { pu, kind: "E".into(), limit: None }));
+    }
+
+    #[test]
+    fn too_few_pus_to_emulate_is_a_usage_error() {
+        let spec = parse_in_fixtures(&SPEC.replace("kind = ", "ranks = 4\nkind = ")).unwrap();
+        let err = Hybrid::new(&spec, one_kind(1)).unwrap_err();
+        assert!(err.to_string().contains("needs a PU per rank: ranks = 4"), "{err}");
+    }
+
+    #[test]
+    fn bad_specs_are_one_clear_error() {
+        for (change, expected) in [
+            (("nvidia-gb10.xml", "xeon-2numa-24pu.xml"), "has one core kind"),
+            (("nvidia-gb10.xml", "missing.xml"), "emulate.topology missing.xml"),
+            (("\"e-only\"]", "\"e-only\", \"fastest\"]"), "fastest"),
+            (("\"container\"]", "\"slurm\"]"), "expected process, container or charliecloud"),
+            (("[emulate]", "[emulate]\ne_speed = 1.5"), "e_speed = 1.5"),
+            (("kind = ", "ranks = 32\nkind = "), "ranks = 32"),
+            (("[workloads.cg]", "[workloads.cg]\nrepeat = 2"), "repeat"),
+        ] {
+            let err = parse_in_fixtures(&SPEC.replace(change.0, change.1)).unwrap_err();
+            assert!(err.contains(expected), "{change:?}: {err}");
+            assert!(!err.contains('\n'), "one line: {err}");
+        }
+    }
+}
