@@ -208,10 +208,7 @@ fn man(dir: &std::path::Path) -> anyhow::Result<i32> {
 }
 
 fn main() {
-    let mut cmd = Args::command();
-    if std::env::args_os().any(|a| a == "--version") {
-        cmd = cmd.long_version(lockstep_version::text());
-    }
+    let cmd = lockstep_version::on_request(Args::command());
     let status = match cmd.try_get_matches().and_then(|m| Args::from_arg_matches(&m)) {
         Ok(Args { watchdog: Some(store), .. }) => lockstepd::watchdog_main(&store),
         Ok(Args { man: Some(dir), .. }) => lockstep_core::error::exit_status("lockstepd", man(&dir)),

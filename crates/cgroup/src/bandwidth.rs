@@ -8,8 +8,19 @@ use std::time::{Duration, Instant};
 
 use super::{mounts, read_procs, remove_dir, Version};
 
-/// The bandwidth period every limit uses, in microseconds (the kernel's default).
-pub const PERIOD_US: u64 = 100_000;
+/// The kernel's default bandwidth period, in microseconds.
+pub const DEFAULT_PERIOD_US: u64 = 100_000;
+
+/// A CPU bandwidth limit: `cpus` CPUs' worth of time (0.5: half of one CPU) in every period of `period_us`
+/// microseconds (the kernel accepts 1 ms to 1 s). A shorter period makes a limited process look more evenly slow,
+/// with shorter stops.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Bandwidth {
+    /// CPUs' worth of time per period.
+    pub cpus: f64,
+    /// The period in microseconds.
+    pub period_us: u64,
+}
 
 /// The cgroup of process `pid` that the cpu controller governs: its v1 `cpu` hierarchy directory, or its v2
 /// directory when the cpu controller is enabled there. `None` when the process is gone or has no such cgroup.
@@ -30,31 +41,39 @@ pub fn cpu_cgroup(pid: i32) -> Option<(Version, PathBuf)> {
     None
 }
 
-/// Limits the cgroup `dir` to `cpus` CPUs' worth of time per period (0.5: half of one CPU); `None` lifts the
-/// limit.
-pub fn limit(version: Version, dir: &Path, cpus: Option<f64>) -> io::Result<()> {
-    let quota = cpus.map(|c| ((c * PERIOD_US as f64).round() as u64).max(1000));
+/// Limits the cgroup `dir` to `bandwidth`; `None` lifts the limit (and puts back the default period).
+pub fn limit(version: Version, dir: &Path, bandwidth: Option<Bandwidth>) -> io::Result<()> {
+    let period = bandwidth.map_or(DEFAULT_PERIOD_US, |b| b.period_us);
+    // The kernel's least quota is 1 ms.
+    let quota = bandwidth.map(|b| ((b.cpus * b.period_us as f64).round() as u64).max(1000));
     match version {
         Version::V2 => {
             let quota = quota.map_or_else(|| "max".to_string(), |q| q.to_string());
-            fs::write(dir.join("cpu.max"), format!("{quota} {PERIOD_US}"))
+            fs::write(dir.join("cpu.max"), format!("{quota} {period}"))
         }
         Version::V1 => {
-            fs::write(dir.join("cpu.cfs_period_us"), PERIOD_US.to_string())?;
-            fs::write(dir.join("cpu.cfs_quota_us"), quota.map_or_else(|| "-1".to_string(), |q| q.to_string()))
+            // The quota first when lifting it: a period shorter than the quota in force is refused.
+            let quota = quota.map_or_else(|| "-1".to_string(), |q| q.to_string());
+            if quota == "-1" {
+                fs::write(dir.join("cpu.cfs_quota_us"), &quota)?;
+                fs::write(dir.join("cpu.cfs_period_us"), period.to_string())
+            } else {
+                fs::write(dir.join("cpu.cfs_period_us"), period.to_string())?;
+                fs::write(dir.join("cpu.cfs_quota_us"), quota)
+            }
         }
     }
 }
 
-/// One child cgroup of [`split`]: its name, the processes that go there, and its limit in CPUs (`None`: none).
+/// One child cgroup of [`split`]: its name, the processes that go there, and its limit (`None`: none).
 #[derive(Clone, Debug)]
 pub struct Child {
     /// Directory name (`P`, `E`).
     pub name: String,
     /// Processes to move there.
     pub pids: Vec<i32>,
-    /// Bandwidth limit in CPUs.
-    pub cpus: Option<f64>,
+    /// Bandwidth limit.
+    pub limit: Option<Bandwidth>,
 }
 
 /// How long [`split`] keeps moving processes that a job forks meanwhile before giving up on v2.
@@ -98,7 +117,7 @@ fn populate(version: Version, dir: &Path, children: &[Child], dirs: &[PathBuf]) 
         }
     }
     for (c, d) in children.iter().zip(dirs) {
-        limit(version, d, c.cpus)?;
+        limit(version, d, c.limit)?;
     }
     Ok(())
 }

@@ -152,23 +152,25 @@ fn split_limits_one_kind_and_destroy_removes_the_children() {
     };
     let (mut fast, mut slow, mut other) = (spawn(), spawn(), spawn());
     let (version, dir) = bandwidth::cpu_cgroup(slow.id() as i32).expect("a cpu cgroup");
+    let half = bandwidth::Bandwidth { cpus: 0.5, period_us: 10_000 };
     assert!(dir.ends_with(format!("lockstep/{name}")), "{}", dir.display());
     let children = [
-        bandwidth::Child { name: "P".into(), pids: vec![fast.id() as i32], cpus: None },
-        bandwidth::Child { name: "E".into(), pids: vec![slow.id() as i32], cpus: Some(0.5) },
+        bandwidth::Child { name: "P".into(), pids: vec![fast.id() as i32], limit: None },
+        bandwidth::Child { name: "E".into(), pids: vec![slow.id() as i32], limit: Some(half) },
     ];
     let dirs = bandwidth::split(version, &dir, &children).unwrap();
     assert_eq!(bandwidth::cpu_cgroup(slow.id() as i32).unwrap().1, dirs[1]);
     assert_eq!(bandwidth::cpu_cgroup(fast.id() as i32).unwrap().1, dirs[0]);
     match version {
         Version::V2 => {
-            assert_eq!(read(&dirs[1].join("cpu.max")).trim(), "50000 100000");
+            assert_eq!(read(&dirs[1].join("cpu.max")).trim(), "5000 10000");
             assert_eq!(read(&dirs[0].join("cpu.max")).trim(), "max 100000");
             // No process may stay beside children that have the controller: the other one joined the first.
             assert_eq!(bandwidth::cpu_cgroup(other.id() as i32).unwrap().1, dirs[0]);
         }
         Version::V1 => {
-            assert_eq!(read(&dirs[1].join("cpu.cfs_quota_us")).trim(), "50000");
+            assert_eq!(read(&dirs[1].join("cpu.cfs_quota_us")).trim(), "5000");
+            assert_eq!(read(&dirs[1].join("cpu.cfs_period_us")).trim(), "10000");
             assert_eq!(read(&dirs[0].join("cpu.cfs_quota_us")).trim(), "-1");
             assert_eq!(bandwidth::cpu_cgroup(other.id() as i32).unwrap().1, dir);
         }
@@ -205,8 +207,12 @@ fn unsplit_returns_processes_and_a_failed_split_leaves_nothing() {
     let pid = child.id() as i32;
     let (version, dir) = bandwidth::cpu_cgroup(pid).unwrap();
     let bad = [
-        bandwidth::Child { name: "E".into(), pids: vec![pid], cpus: Some(0.5) },
-        bandwidth::Child { name: "X".into(), pids: vec![i32::MAX], cpus: None },
+        bandwidth::Child {
+            name: "E".into(),
+            pids: vec![pid],
+            limit: Some(bandwidth::Bandwidth { cpus: 0.5, period_us: bandwidth::DEFAULT_PERIOD_US }),
+        },
+        bandwidth::Child { name: "X".into(), pids: vec![i32::MAX], limit: None },
     ];
     assert!(bandwidth::split(version, &dir, &bad).is_err());
     assert_eq!(bandwidth::cpu_cgroup(pid).unwrap().1, dir);

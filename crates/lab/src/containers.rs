@@ -107,8 +107,15 @@ impl Setup {
 
     /// The per-rank command: a shell that execs the runtime, the container named `<prefix>-r<rank>`; inside, the
     /// rank waits for the file `go` (created once the agent has adopted every container of the job), then execs
-    /// the program.
-    pub fn rank_command(&self, prefix: &str, env: &[(String, String)], go: &Path, program: &[String]) -> Vec<String> {
+    /// the program. `parents`, when given, are the podman containers' parent cgroups, one per rank.
+    pub fn rank_command(
+        &self,
+        prefix: &str,
+        env: &[(String, String)],
+        go: &Path,
+        program: &[String],
+        parents: &[String],
+    ) -> Vec<String> {
         let inside = gated(go, program);
         if self.runtime == Runtime::Charliecloud {
             let mut ch = vec![format!("exec env {MARK}={prefix}-r$OMPI_COMM_WORLD_RANK")];
@@ -126,6 +133,10 @@ impl Setup {
             "--env 'OMPI_*' --env 'PMIX_*' --env 'OPAL_*'".into(),
             "-v /usr:/usr:ro -v /etc:/etc:ro -v /tmp:/tmp".into(),
         ];
+        if !parents.is_empty() {
+            let cases: Vec<String> = parents.iter().enumerate().map(|(r, p)| format!("{r}) echo {p};;")).collect();
+            podman.push(format!("--cgroup-parent $(case $OMPI_COMM_WORLD_RANK in {} esac)", cases.join(" ")));
+        }
         for m in &self.mounts {
             podman.push(format!("-v {0}:{0}", m.display()));
         }

@@ -274,6 +274,7 @@ fn job_command(
                 &rank_env,
                 &go,
                 &program,
+                &[],
             ));
             cmd.envs(p.env());
             cmd

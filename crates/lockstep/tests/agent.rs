@@ -503,6 +503,75 @@ fn an_experiment_runs_end_to_end_and_reports() {
     usage_error(&env.run(&["experiment", "run", bad.to_str().unwrap()]), "bad experiment spec");
 }
 
+/// The placement experiment (seed 000) on this one-kind machine: emulated kinds, every rank seated and the E ranks
+/// limited, bare and in every container runtime installed; nothing left behind.
+#[test]
+#[ignore = "needs root"]
+fn a_placement_experiment_emulates_kinds_in_every_runtime() {
+    common::require_root();
+    let _serial = serial();
+    let Some(build) = built("corebench") else { return };
+    let env = Env::new();
+    let mut ranks_in = vec!["\"process\""];
+    if Podman::new().is_some() {
+        ranks_in.push("\"container\"");
+    }
+    if std::process::Command::new("ch-run").arg("--version").env("USER", "root").output().is_ok() {
+        ranks_in.push("\"charliecloud\"");
+    }
+    let kinds = ranks_in.len() as i64;
+    let topology = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/topology/nvidia-gb10.xml");
+    let spec = env.dir.path().join("placement.toml");
+    std::fs::write(
+        &spec,
+        format!(
+            "kind = \"placement\"\nname = \"it-placement\"\npolicies = [\"p-only\", \"mixed\", \"e-only\"]\n\
+             ranks_in = [{}]\n[workloads.cg]\ncommand = [\"cg\", \"--class\", \"S\"]\n[workloads.corebench]\n\
+             command = [\"corebench\", \"--mode\", \"single\", \"--seconds\", \"0.2\"]\n\
+             [emulate]\ntopology = {:?}\ne_speed = 0.5\n",
+            ranks_in.join(", "),
+            topology.canonicalize().unwrap()
+        ),
+    )
+    .unwrap();
+    let reports = env.dir.path().join("reports");
+    let out = std::process::Command::new(build.join("bin/lockstep"))
+        .env("LOCKSTEP_STORE", env.store())
+        .args(["experiment", "run", spec.to_str().unwrap(), "--reports", reports.to_str().unwrap()])
+        .output()
+        .unwrap();
+    ok(&out);
+    let db = rusqlite::Connection::open(env.store()).unwrap();
+    let mut stmt = db
+        .prepare("SELECT workload, placement, policy, verified, score, hybrid FROM experiment_runs WHERE experiment = 'it-placement'")
+        .unwrap();
+    let rows: Vec<(String, String, String, bool, Option<f64>, String)> = stmt
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(rows.len() as i64, 2 * 3 * kinds, "{rows:?}");
+    assert!(rows.iter().all(|r| r.3 && r.5.starts_with("emulated: nvidia-gb10.xml")), "{rows:?}");
+    // corebench's copies on E PUs ran at half a CPU: in every runtime, e-only scores well below p-only.
+    for runtime in ranks_in.iter().map(|r| r.trim_matches('"')) {
+        let score = |policy: &str| {
+            rows.iter().find(|r| r.0 == "corebench" && r.1 == runtime && r.2 == policy).and_then(|r| r.4).unwrap()
+        };
+        assert!(score("e-only") < 0.8 * score("p-only"), "{runtime}: {rows:?}");
+        assert!(score("mixed") < score("p-only") && score("mixed") > score("e-only"), "{runtime}: {rows:?}");
+    }
+    let summary = std::fs::read_to_string(reports.join("it-placement/summary.md")).unwrap();
+    assert!(summary.contains("| emulated hybrid | process | mixed |"), "{summary}");
+    assert!(summary.contains("What emulation cannot show"), "{summary}");
+    let leftovers: Vec<_> = ["cpu", "cpu,cpuacct", "freezer", "cpuset", "unified"]
+        .iter()
+        .filter_map(|h| std::fs::read_dir(Path::new("/sys/fs/cgroup").join(h).join("lockstep")).ok())
+        .flat_map(|d| d.flatten().map(|e| e.file_name().to_string_lossy().into_owned()))
+        .filter(|n| n.starts_with("it-placement"))
+        .collect();
+    assert!(leftovers.is_empty(), "cgroups left: {leftovers:?}");
+}
+
 /// podman on this kind of machine: runc, rlimits the sandbox allows (no CAP_SYS_RESOURCE), cgroupfs manager,
 /// and a busybox root file system made on the spot (no registry).
 struct Podman {

@@ -48,6 +48,16 @@ pub fn text() -> String {
     )
 }
 
+/// `cmd` with the long version text when the command line asks for `--version` (the text probes the machine,
+/// so only then).
+pub fn on_request(cmd: clap::Command) -> clap::Command {
+    if std::env::args_os().any(|a| a == "--version") {
+        cmd.long_version(text())
+    } else {
+        cmd
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -13,6 +13,7 @@ pub mod run;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use serde::Deserialize;
 
@@ -23,6 +24,11 @@ use lockstep_core::topo::Machine;
 
 /// S000's CG class D times, P-only 446.47 s and E-only 880.47 s: how much slower its E cores ran the job.
 pub const PAPER_E_SPEED: f64 = 446.47 / 880.47;
+
+/// The bandwidth period of the emulation's limits unless the spec names one: the kernel's default. Measured with
+/// NPB CG class B on 2 ranks (docs/experiments.md): a 10 ms period let one of two E ranks sharing a limit take
+/// most of each period's quota and left e-only 4× slower than p-only, against 1.9× with 100 ms.
+pub const DEFAULT_PERIOD: Duration = Duration::from_millis(100);
 
 /// A parsed, validated placement spec.
 #[derive(Clone, Debug)]
@@ -47,6 +53,8 @@ pub struct PlacementSpec {
     pub emulate_topology: PathBuf,
     /// Speed of every slower kind relative to the fastest, for the bandwidth limit that emulates it.
     pub e_speed: f64,
+    /// The bandwidth period of that limit, in microseconds.
+    pub period_us: u64,
 }
 
 /// One workload: a program of `build/bin/` run as `ranks` copies under `mpirun`.
@@ -81,6 +89,7 @@ struct Raw {
 struct RawEmulate {
     topology: PathBuf,
     e_speed: Option<f64>,
+    period: Option<String>,
 }
 
 fn one() -> u32 {
@@ -128,6 +137,12 @@ pub fn parse(path: &Path, text: &str) -> Result<PlacementSpec, UsageError> {
     if !(e_speed > 0.0 && e_speed <= 1.0) {
         return Err(bad(format!("emulate.e_speed = {e_speed} (expected a speed ratio above 0, at most 1)")));
     }
+    let period = match &raw.emulate.period {
+        None => DEFAULT_PERIOD,
+        Some(p) => lockstep_core::duration::parse(p)
+            .filter(|d| (Duration::from_millis(1)..=Duration::from_secs(1)).contains(d))
+            .ok_or_else(|| bad(format!("emulate.period {p:?} (expected 1ms to 1s, e.g. 10ms)")))?,
+    };
     let topology = path.parent().unwrap_or(Path::new(".")).join(&raw.emulate.topology);
     let m = Machine::load(Some(&topology))
         .map_err(|e| bad(format!("emulate.topology {}: {e:#}", raw.emulate.topology.display())))?;
@@ -152,6 +167,7 @@ pub fn parse(path: &Path, text: &str) -> Result<PlacementSpec, UsageError> {
         workloads: raw.workloads,
         emulate_topology: topology,
         e_speed,
+        period_us: period.as_micros() as u64,
     })
 }
 
@@ -180,6 +196,8 @@ pub enum Hybrid {
         pus: Vec<usize>,
         /// Speed of the slower kinds.
         e_speed: f64,
+        /// The bandwidth period of their limit, in microseconds.
+        period_us: u64,
     },
 }
 
@@ -201,22 +219,24 @@ impl Hybrid {
             .into());
         }
         let topology = Machine::load(Some(&spec.emulate_topology))?;
-        Ok(Self::Emulated { topology, pus, e_speed: spec.e_speed })
+        Ok(Self::Emulated { topology, pus, e_speed: spec.e_speed, period_us: spec.period_us })
     }
 
     /// The label reports carry on every row: `native`, or `emulated: <topology> kinds over PUs <list>, slower
-    /// kinds at <speed> of P (cpu bandwidth)`.
+    /// kinds at <speed> of P (cpu bandwidth, <period> ms period)`.
     pub fn label(&self) -> String {
         match self {
             Self::Native(_) => "native".into(),
-            Self::Emulated { topology, pus, e_speed } => {
+            Self::Emulated { topology, pus, e_speed, period_us } => {
                 let name = Path::new(&topology.source)
                     .file_name()
                     .map_or_else(|| topology.source.clone(), |n| n.to_string_lossy().into_owned());
                 let list: Vec<String> = pus.iter().map(usize::to_string).collect();
                 format!(
-                    "emulated: {name} kinds over PUs {}, slower kinds at {e_speed:.3} of P (cpu bandwidth)",
-                    list.join(",")
+                    "emulated: {name} kinds over PUs {}, slower kinds at {e_speed:.3} of P (cpu bandwidth, {} ms \
+                     period)",
+                    list.join(","),
+                    *period_us as f64 / 1000.0
                 )
             }
         }
@@ -324,6 +344,7 @@ topology = "nvidia-gb10.xml"
             (("\"e-only\"]", "\"e-only\", \"fastest\"]"), "fastest"),
             (("\"container\"]", "\"slurm\"]"), "expected process, container or charliecloud"),
             (("[emulate]", "[emulate]\ne_speed = 1.5"), "e_speed = 1.5"),
+            (("[emulate]", "[emulate]\nperiod = \"2s\""), "emulate.period \"2s\""),
             (("kind = ", "ranks = 32\nkind = "), "ranks = 32"),
             (("[workloads.cg]", "[workloads.cg]\nrepeat = 2"), "repeat"),
         ] {

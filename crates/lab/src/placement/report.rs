@@ -15,7 +15,7 @@ const PAPER: [(&str, f64); 3] = [("p-only", 446.47), ("mixed", 728.47), ("e-only
 
 /// What emulated kinds leave out, said under every emulated table.
 const EMULATION_LIMITS: &str = "Emulated kinds differ from real ones only in CPU time: a rank on an emulated E core \
-    runs at full speed for its share of every 100 ms period and not at all for the rest, on the same core, caches \
+    runs at full speed for its share of every bandwidth period and not at all for the rest, on the same core, caches \
     and memory path as a P rank. Real efficiency cores are slower per cycle and (Intel's) share an L2 cache per \
     4-core cluster, run at lower clocks and have no SMT; memory-bound phases that run as fast on E as on P cores are slowed here, and the \
     quota's on/off pacing adds waits at synchronisation points that a uniformly slower core spreads out. The \

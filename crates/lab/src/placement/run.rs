@@ -25,6 +25,11 @@ use lockstep_store::{now, ExperimentRun, Store};
 /// How long a job's ranks get to start before the case fails.
 const START_TIMEOUT: Duration = Duration::from_mins(1);
 
+/// The cgroup (in every hierarchy) under which a podman job's containers get one parent per kind,
+/// `lockstep-kinds/<job>/<kind>`: podman makes each container a cgroup of its own, and the ranks of one kind share
+/// their limit as bare ranks do.
+const KINDS: &str = "lockstep-kinds";
+
 /// One case.
 struct Case<'a> {
     policy: PlacementKind,
@@ -92,10 +97,13 @@ struct Site<'a> {
     native: bool,
 }
 
-/// A started job: stopped (SIGTERM, then waited for) and its kind cgroups removed if the case ends early.
+/// A started job: stopped (SIGTERM, then waited for) if the case ends early, and its kind cgroups removed.
 struct Started {
     child: Option<Child>,
+    /// Children of the job's cgroup, one per kind (bare and Charliecloud ranks).
     split: Option<(Version, Vec<PathBuf>)>,
+    /// The podman job's kind parents (`lockstep-kinds/<job>`, in every hierarchy), once its containers are gone.
+    parents: Vec<PathBuf>,
 }
 
 impl Drop for Started {
@@ -106,6 +114,16 @@ impl Drop for Started {
         }
         if let Some((version, dirs)) = self.split.take() {
             bandwidth::unsplit(version, &dirs);
+        }
+        // podman removes each container's own cgroup as the container goes; the parents are left to us.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        for dir in &self.parents {
+            while dir.exists() && lockstep_cgroup::remove_dir(dir).is_err() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            if let Some(top) = dir.parent() {
+                let _ = std::fs::remove_dir(top);
+            }
         }
     }
 }
@@ -127,9 +145,15 @@ fn run_case(
     let _ = std::fs::remove_file(&go);
     let env: Vec<(String, String)> = Vec::new();
     let mpirun_args = ["-n".to_string(), spec.ranks.to_string(), "--bind-to".into(), "none".into()];
+    // Emulated podman ranks go under one parent cgroup per kind.
+    let kinds = (case.ranks_in == RanksIn::Container && seats.iter().any(|s| s.limit.is_some()))
+        .then(|| lockstep_cgroup::detect().map(|b| b.roots()))
+        .transpose()?;
+    let parents: Vec<String> =
+        seats.iter().filter(|_| kinds.is_some()).map(|s| format!("/{KINDS}/{job}/{}", kind_dir(s))).collect();
     let mut cmd = if let Some(setup) = site.runtime {
         let mut cmd = Command::new(paths.bin.join("mpirun"));
-        cmd.args(mpirun_args).args(setup.rank_command(job, &env, &go, &program)).envs(setup.env());
+        cmd.args(mpirun_args).args(setup.rank_command(job, &env, &go, &program, &parents)).envs(setup.env());
         cmd
     } else {
         // On a hybrid machine the job's cgroup is the placement's (the PUs its ranks are pinned to); emulated,
@@ -152,7 +176,8 @@ fn run_case(
     cmd.stdout(Stdio::piped()).stderr(std::fs::File::create(paths.work.join(format!("{job}.err")))?);
     let started_at = now();
     let t0 = Instant::now();
-    let mut started = Started { child: Some(cmd.spawn()?), split: None };
+    let parents = kinds.unwrap_or_default().iter().map(|root| root.join(KINDS).join(job)).collect();
+    let mut started = Started { child: Some(cmd.spawn()?), split: None, parents };
     let pids = wait_for_ranks(&mut started, job, spec.ranks, case.ranks_in)?;
     if case.ranks_in != RanksIn::Process {
         let containers = match site.runtime {
@@ -163,7 +188,7 @@ fn run_case(
         check(call(site.socket, &adopt)?)?;
     }
     seat(&pids, seats)?;
-    started.split = limit(&pids, seats, case.ranks_in)?;
+    started.split = limit(&pids, seats, case.ranks_in, spec.period_us)?;
     std::fs::write(&go, b"")?;
     let out = started.child.take().expect("started").wait_with_output()?;
     let wall_s = t0.elapsed().as_secs_f64();
@@ -229,10 +254,25 @@ fn seat(pids: &[i32], seats: &[Seat]) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Limits the ranks on emulated slower kinds. Each podman rank has its own container cgroup, limited as it is;
-/// bare and Charliecloud ranks share their job's cgroup, split into one child per kind (the returned
-/// directories, removed when the case ends). Nothing to do on a hybrid machine or when no rank is slower.
-fn limit(pids: &[i32], seats: &[Seat], ranks_in: RanksIn) -> anyhow::Result<Option<(Version, Vec<PathBuf>)>> {
+/// The name of the cgroup of a seat's kind: the kind's label when it is emulated slower, `P` for full speed.
+fn kind_dir(seat: &Seat) -> &str {
+    if seat.limit.is_some() {
+        &seat.kind
+    } else {
+        "P"
+    }
+}
+
+/// Limits the ranks on emulated slower kinds, the ranks of a kind sharing one limit of their summed speeds (each
+/// is pinned to its own PU). Podman ranks were started under a parent cgroup per kind, limited here; bare and
+/// Charliecloud ranks share their job's cgroup, split into one child per kind (the returned directories, removed
+/// when the case ends). Nothing to do on a hybrid machine or when no rank is slower.
+fn limit(
+    pids: &[i32],
+    seats: &[Seat],
+    ranks_in: RanksIn,
+    period_us: u64,
+) -> anyhow::Result<Option<(Version, Vec<PathBuf>)>> {
     if seats.iter().all(|s| s.limit.is_none()) {
         return Ok(None);
     }
@@ -241,24 +281,32 @@ fn limit(pids: &[i32], seats: &[Seat], ranks_in: RanksIn) -> anyhow::Result<Opti
             .ok_or_else(|| anyhow::anyhow!("rank process {pid} has no cgroup with the cpu controller"))
     };
     if ranks_in == RanksIn::Container {
+        let mut done: Vec<PathBuf> = Vec::new();
         for (&pid, s) in pids.iter().zip(seats).filter(|(_, s)| s.limit.is_some()) {
             let (version, dir) = cgroup_of(pid)?;
-            bandwidth::limit(version, &dir, s.limit)?;
+            let parent = dir.parent().map(Path::to_path_buf).unwrap_or_default();
+            anyhow::ensure!(parent.ends_with(&s.kind), "rank process {pid} is not under its kind's cgroup");
+            if !done.contains(&parent) {
+                let cpus: f64 = seats.iter().filter(|o| o.kind == s.kind).filter_map(|o| o.limit).sum();
+                bandwidth::limit(version, &parent, Some(bandwidth::Bandwidth { cpus, period_us }))?;
+                done.push(parent);
+            }
         }
         return Ok(None);
     }
     let (version, dir) = cgroup_of(pids[0])?;
     // The unlimited child first: on v2 the job's other processes (mpirun) join it.
-    let mut children = vec![bandwidth::Child { name: "P".into(), pids: Vec::new(), cpus: None }];
+    let mut children = vec![bandwidth::Child { name: "P".into(), pids: Vec::new(), limit: None }];
     for (&pid, s) in pids.iter().zip(seats) {
-        let kind = if s.limit.is_some() { s.kind.as_str() } else { "P" };
+        let kind = kind_dir(s);
         match children.iter_mut().find(|c| c.name == kind) {
             Some(c) => c.pids.push(pid),
-            None => children.push(bandwidth::Child { name: kind.into(), pids: vec![pid], cpus: None }),
+            None => children.push(bandwidth::Child { name: kind.into(), pids: vec![pid], limit: None }),
         }
         // Each rank of a slower kind is pinned to its own PU: its kind's cgroup gets that speed per rank.
         if let (Some(speed), Some(c)) = (s.limit, children.iter_mut().find(|c| c.name == kind)) {
-            c.cpus = Some(c.cpus.unwrap_or(0.0) + speed);
+            let cpus = c.limit.map_or(0.0, |b| b.cpus) + speed;
+            c.limit = Some(bandwidth::Bandwidth { cpus, period_us });
         }
     }
     Ok(Some((version, bandwidth::split(version, &dir, &children)?)))

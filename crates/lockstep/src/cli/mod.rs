@@ -80,12 +80,7 @@ enum Command {
 /// The command line's definition, with the long version text (`--version`: the git commit, the features built
 /// in and what the machine provides) when it is asked for; it probes the machine, so only then.
 fn definition() -> clap::Command {
-    let cmd = Cli::command();
-    if std::env::args_os().any(|a| a == "--version") {
-        cmd.long_version(lockstep_version::text())
-    } else {
-        cmd
-    }
+    lockstep_version::on_request(Cli::command())
 }
 
 /// Parses arguments and runs the command; returns the process exit status.
