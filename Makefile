@@ -5,7 +5,8 @@ BIN    := $(BUILD)/bin
 FIXTURE ?= fixtures/topology/intel-raptorlake-i7-1370p.xml
 # MPI the kernels and the profiler are built with (openmpi or mpich); `make test` also verifies the other one.
 MPI    ?= openmpi
-# The capabilities the agent needs (docs/security.md); make test runs the agent's tests with only these.
+# The capabilities the agent needs (docs/security.md); make test runs the agent's tests with only these (not the
+# end-to-end experiments, whose agent the experiment starts itself).
 AGENT_CAPS := sys_admin,bpf,perfmon,net_admin,sys_nice,sys_ptrace
 OTHER_MPI := $(if $(filter mpich,$(MPI)),openmpi,mpich)
 NATIVE := $(BUILD)/native-$(MPI)
@@ -51,7 +52,8 @@ test: build
 	$(CARGO) clippy --release --locked --workspace --all-targets -- -D warnings
 	LOCKSTEP_BIN=$(BIN) LOCKSTEP_REQUIRE_ALL=1 $(CARGO) test --release --locked --workspace -- --include-ignored
 	LOCKSTEP_BIN=$(BIN) LOCKSTEP_REQUIRE_ALL=1 LOCKSTEP_AGENT_CAPS=$(AGENT_CAPS) $(CARGO) test --release --locked \
-		-p lockstep --test agent --test dcs --test telemetry --test doors -- --include-ignored
+		-p lockstep --test agent --test dcs --test telemetry --test doors -- --include-ignored \
+		--skip an_experiment_runs --skip a_placement_experiment
 	tests/vm/cgroup-v2
 	tests/vm/systemd-unit
 	tests/vm/slurm-v2

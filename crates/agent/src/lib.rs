@@ -175,17 +175,8 @@ impl Agent {
             self.jobs.iter().map(|j| JobView { name: &j.name, row: j.row, pus: &j.pus }).collect();
         if let Some(auto) = self.planner.measuring() {
             // Only jobs that share PUs with another are measured; a job alone is left to the kernel.
-            let grouped: HashSet<usize> = cosched::auto::groups(&views).into_iter().flatten().collect();
-            let samples: Vec<_> = (self.jobs.iter().enumerate())
-                .map(|(i, j)| {
-                    if grouped.contains(&i) {
-                        progress::sample(&j.count_dirs(), self.epoch)
-                    } else {
-                        cosched::auto::Sample::default()
-                    }
-                })
-                .collect();
-            for c in auto.observe(k, self.slot, &views, &samples) {
+            let (jobs, epoch) = (&self.jobs, self.epoch);
+            for c in auto.observe(k, self.slot, &views, |i| progress::sample(&jobs[i].count_dirs(), epoch)) {
                 if !c.trying {
                     eprintln!("lockstep agent: auto: {} -> {}: {}", c.jobs.join(" "), c.policy, c.why);
                 }

@@ -129,18 +129,17 @@ fn v2_membership_on_the_real_unified_hierarchy() {
     assert!(!root.join("lockstep").join(&name).exists());
 }
 
-/// The machine's own hierarchy (v1 here, v2 in the test guest): a job's processes split into per-kind children,
-/// one limited; the job's cgroup and its children go away together when it is destroyed.
-#[test]
-fn split_limits_one_kind_and_destroy_removes_the_children() {
+/// A job cgroup `unit-<what>-<pid>` on the machine's own hierarchy (with the cpu controller), and a way to start
+/// `sleep 30` in it; `None` (skipped) without root.
+fn real_job(what: &str) -> Option<(JobCgroup, impl Fn() -> std::process::Child)> {
     let Some(backend) = detect().ok().filter(|_| nix::unistd::geteuid().is_root()) else {
         eprintln!("skipped: needs root and the cpu controller");
-        return;
+        return None;
     };
-    let name = format!("unit-split-{}", std::process::id());
+    let name = format!("unit-{what}-{}", std::process::id());
     let cg = backend.create(&name, &Limits { weight: Some(100), ..Limits::default() }).unwrap();
     let procs = cg.procs_paths();
-    let spawn = || {
+    let spawn = move || {
         let procs = procs.clone();
         let mut cmd = Command::new("sleep");
         cmd.arg("30");
@@ -150,10 +149,18 @@ fn split_limits_one_kind_and_destroy_removes_the_children() {
         }
         cmd.spawn().unwrap()
     };
+    Some((cg, spawn))
+}
+
+/// The machine's own hierarchy (v1 here, v2 in the test guest): a job's processes split into per-kind children,
+/// one limited; the job's cgroup and its children go away together when it is destroyed.
+#[test]
+fn split_limits_one_kind_and_destroy_removes_the_children() {
+    let Some((cg, spawn)) = real_job("split") else { return };
     let (mut fast, mut slow, mut other) = (spawn(), spawn(), spawn());
     let (version, dir) = bandwidth::cpu_cgroup(slow.id() as i32).expect("a cpu cgroup");
     let half = bandwidth::Bandwidth { cpus: 0.5, period_us: 10_000 };
-    assert!(dir.ends_with(format!("lockstep/{name}")), "{}", dir.display());
+    assert!(dir.ends_with(format!("lockstep/unit-split-{}", std::process::id())), "{}", dir.display());
     let children = [
         bandwidth::Child { name: "P".into(), pids: vec![fast.id() as i32], limit: None },
         bandwidth::Child { name: "E".into(), pids: vec![slow.id() as i32], limit: Some(half) },
@@ -190,20 +197,8 @@ fn split_limits_one_kind_and_destroy_removes_the_children() {
 /// `unsplit` puts live processes back and removes the children; a split that cannot be done changes nothing.
 #[test]
 fn unsplit_returns_processes_and_a_failed_split_leaves_nothing() {
-    let Some(backend) = detect().ok().filter(|_| nix::unistd::geteuid().is_root()) else {
-        eprintln!("skipped: needs root and the cpu controller");
-        return;
-    };
-    let name = format!("unit-unsplit-{}", std::process::id());
-    let cg = backend.create(&name, &Limits { weight: Some(100), ..Limits::default() }).unwrap();
-    let procs = cg.procs_paths();
-    let mut cmd = Command::new("sleep");
-    cmd.arg("30");
-    // SAFETY: as above.
-    unsafe {
-        cmd.pre_exec(move || procs.iter().try_for_each(join));
-    }
-    let mut child = cmd.spawn().unwrap();
+    let Some((cg, spawn)) = real_job("unsplit") else { return };
+    let mut child = spawn();
     let pid = child.id() as i32;
     let (version, dir) = bandwidth::cpu_cgroup(pid).unwrap();
     let bad = [

@@ -421,6 +421,19 @@ fn bad_input_is_one_line_exit_2_and_changes_nothing() {
     assert_eq!(strip(&after)["policy"], "boost");
 }
 
+/// `ranks_in` values of a spec (quoted): bare processes, and podman and Charliecloud containers where they are
+/// installed (scripts/deps.sh installs both).
+fn ranks_in_everywhere() -> Vec<&'static str> {
+    let mut ranks_in = vec!["\"process\""];
+    if Podman::new().is_some() {
+        ranks_in.push("\"container\"");
+    }
+    if std::process::Command::new("ch-run").arg("--version").env("USER", "root").output().is_ok() {
+        ranks_in.push("\"charliecloud\"");
+    }
+    ranks_in
+}
+
 #[test]
 #[ignore = "needs root"]
 fn an_experiment_runs_end_to_end_and_reports() {
@@ -430,15 +443,7 @@ fn an_experiment_runs_end_to_end_and_reports() {
     let bin = build.join("bin");
     let env = Env::new();
     let spec = env.dir.path().join("spec.toml");
-    // Ranks as bare processes, and in podman and Charliecloud containers where they are installed
-    // (scripts/deps.sh installs both).
-    let mut ranks_in = vec!["\"process\""];
-    if Podman::new().is_some() {
-        ranks_in.push("\"container\"");
-    }
-    if std::process::Command::new("ch-run").arg("--version").env("USER", "root").output().is_ok() {
-        ranks_in.push("\"charliecloud\"");
-    }
+    let ranks_in = ranks_in_everywhere();
     let kinds = ranks_in.len() as i64;
     let ranks_in = format!("[{}]", ranks_in.join(", "));
     let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/specs/mpl-small.toml");
@@ -512,13 +517,7 @@ fn a_placement_experiment_emulates_kinds_in_every_runtime() {
     let _serial = serial();
     let Some(build) = built("corebench") else { return };
     let env = Env::new();
-    let mut ranks_in = vec!["\"process\""];
-    if Podman::new().is_some() {
-        ranks_in.push("\"container\"");
-    }
-    if std::process::Command::new("ch-run").arg("--version").env("USER", "root").output().is_ok() {
-        ranks_in.push("\"charliecloud\"");
-    }
+    let ranks_in = ranks_in_everywhere();
     let kinds = ranks_in.len() as i64;
     let topology = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/topology/nvidia-gb10.xml");
     let spec = env.dir.path().join("placement.toml");

@@ -170,6 +170,8 @@ impl Group {
 #[derive(Debug, Default)]
 pub struct Auto {
     groups: BTreeMap<Vec<String>, Group>,
+    /// The policy in force for each job of a group, as of the last [`Auto::observe`].
+    in_force: BTreeMap<String, PolicySpec>,
 }
 
 /// The sets of jobs that share PUs, directly or through each other, with more than one job: indices into
@@ -273,14 +275,21 @@ pub fn decide(names: &[String], windows: &[Vec<Rate>]) -> (usize, String) {
 }
 
 impl Auto {
-    /// Takes the samples read in slot `slot` (at its boundary, or when jobs came or went; one per job of `jobs`), moves every group's
-    /// trial on, and returns the choices made or started now (to be logged).
-    pub fn observe(&mut self, slot: u64, slot_len: Duration, jobs: &[JobView<'_>], samples: &[Sample]) -> Vec<Choice> {
+    /// Reads the samples of the jobs that share PUs with another (`sample(i)` for job `i` of `jobs`; a job alone
+    /// is not read) in slot `slot` (at its boundary, or when jobs came or went), moves every group's trial on, and
+    /// returns the choices made or started now (to be logged). [`Policy::plan`] then applies them to the same jobs.
+    pub fn observe(
+        &mut self,
+        slot: u64,
+        slot_len: Duration,
+        jobs: &[JobView<'_>],
+        mut sample: impl FnMut(usize) -> Sample,
+    ) -> Vec<Choice> {
         let mut said = Vec::new();
         let mut kept = BTreeMap::new();
         for members in groups(jobs) {
             let names: Vec<String> = members.iter().map(|&i| jobs[i].name.to_string()).collect();
-            let now: Vec<Sample> = members.iter().map(|&i| samples[i]).collect();
+            let now: Vec<Sample> = members.iter().map(|&i| sample(i)).collect();
             let rows = {
                 let mut r: Vec<u32> = members.iter().map(|&i| jobs[i].row).collect();
                 r.sort_unstable();
@@ -299,6 +308,7 @@ impl Auto {
             };
             kept.insert(names, group);
         }
+        self.in_force = kept.iter().flat_map(|(names, g)| names.iter().map(|n| (n.clone(), g.policy))).collect();
         self.groups = kept;
         said
     }
@@ -310,16 +320,7 @@ impl Auto {
 
     /// The policy in force for every job (`cfs` for a job that shares PUs with nobody).
     fn policy_of(&self, jobs: &[JobView<'_>]) -> Vec<PolicySpec> {
-        let mut out = vec![PolicySpec::Cfs; jobs.len()];
-        for members in groups(jobs) {
-            let names: Vec<String> = members.iter().map(|&i| jobs[i].name.to_string()).collect();
-            if let Some(g) = self.groups.get(&names) {
-                for &i in &members {
-                    out[i] = g.policy;
-                }
-            }
-        }
-        out
+        jobs.iter().map(|j| self.in_force.get(j.name).copied().unwrap_or(PolicySpec::Cfs)).collect()
     }
 }
 

@@ -148,7 +148,7 @@ mod auto {
     use std::time::Duration;
 
     use super::pus;
-    use crate::cosched::auto::{decide, groups, window_slots, Auto, Rate, Sample, CANDIDATES};
+    use crate::cosched::auto::{decide, groups, window_slots, Auto, Choice, Rate, Sample, CANDIDATES};
     use crate::cosched::{Desired, JobView, Policy, PolicySpec};
 
     fn r(calls_s: f64, cpu_s: f64) -> Rate {
@@ -229,6 +229,11 @@ mod auto {
         assert_eq!(groups(&jobs), vec![vec![0, 2, 3]]);
     }
 
+    /// `auto.observe` with the samples of every job read beforehand.
+    fn see(auto: &mut Auto, slot: u64, jobs: &[JobView<'_>], samples: &[Sample]) -> Vec<Choice> {
+        auto.observe(slot, SLOT, jobs, |i| samples[i])
+    }
+
     /// Samples at `t` seconds with `calls` calls so far per job.
     fn calls_at(t: f64, calls: &[u64]) -> Vec<Sample> {
         calls
@@ -243,35 +248,35 @@ mod auto {
         let jobs = [JobView { name: "x", row: 0, pus: &x }, JobView { name: "y", row: 1, pus: &y }];
         let frozen_y = vec![Desired::default(), Desired { frozen: true, boosted: false }];
         let mut auto = Auto::default();
-        let first = auto.observe(10, SLOT, &jobs, &calls_at(0.0, &[0, 0]));
+        let first = see(&mut auto, 10, &jobs, &calls_at(0.0, &[0, 0]));
         assert!(first[0].trying && first[0].policy == "gang");
         assert_eq!(auto.plan(0, &jobs), frozen_y);
         // Half of gang's window (two rows: two slots): nothing changes.
-        assert!(auto.observe(11, SLOT, &jobs, &calls_at(0.2, &[400, 400])).is_empty());
+        assert!(see(&mut auto, 11, &jobs, &calls_at(0.2, &[400, 400])).is_empty());
         // gang measured at 2000 calls/s; cfs is tried, for one slot.
-        let tried = auto.observe(12, SLOT, &jobs, &calls_at(0.4, &[800, 800]));
+        let tried = see(&mut auto, 12, &jobs, &calls_at(0.4, &[800, 800]));
         assert!(tried[0].trying && tried[0].policy == "cfs");
         assert_eq!(auto.plan(0, &jobs), vec![Desired::default(); 2]);
         // cfs half as fast: gang chosen.
-        let chosen = auto.observe(13, SLOT, &jobs, &calls_at(0.6, &[1000, 1000]));
+        let chosen = see(&mut auto, 13, &jobs, &calls_at(0.6, &[1000, 1000]));
         assert!(!chosen[0].trying && chosen[0].policy == "gang", "{chosen:?}");
         assert!(chosen[0].why.starts_with("gang progress 2.00x of cfs's"), "{chosen:?}");
         assert_eq!(chosen[0].rates.len(), 2);
         assert_eq!(auto.choices()[0].policy, "gang");
         assert_eq!(auto.plan(0, &jobs), frozen_y);
         // Progress stays as measured: kept.
-        assert!(auto.observe(15, SLOT, &jobs, &calls_at(1.0, &[1800, 1800])).is_empty());
+        assert!(see(&mut auto, 15, &jobs, &calls_at(1.0, &[1800, 1800])).is_empty());
         // A third job on other PUs is left alone and does not disturb the pair.
         let more = [jobs[0], jobs[1], JobView { name: "z", row: 0, pus: &z }];
         let mut s = calls_at(1.4, &[2600, 2600]);
         s.push(Sample::default());
-        assert!(auto.observe(17, SLOT, &more, &s).is_empty());
+        assert!(see(&mut auto, 17, &more, &s).is_empty());
         assert_eq!(auto.plan(1, &more)[2], Desired::default());
         // Progress halves: tried again from gang.
-        let again = auto.observe(19, SLOT, &jobs, &calls_at(1.8, &[3000, 3000]));
+        let again = see(&mut auto, 19, &jobs, &calls_at(1.8, &[3000, 3000]));
         assert!(again[0].trying && again[0].policy == "gang" && again[0].why.contains("drifted"), "{again:?}");
         // One job gone: no group is left, every job under cfs.
-        assert!(auto.observe(21, SLOT, &jobs[..1], &calls_at(2.2, &[3400])).is_empty());
+        assert!(see(&mut auto, 21, &jobs[..1], &calls_at(2.2, &[3400])).is_empty());
         assert!(auto.choices().is_empty());
         assert_eq!(auto.plan(0, &jobs[..1]), vec![Desired::default()]);
     }
@@ -281,27 +286,27 @@ mod auto {
         let (x, y) = (pus("0-1"), pus("0-1"));
         let jobs = [JobView { name: "x", row: 0, pus: &x }, JobView { name: "y", row: 1, pus: &y }];
         let mut auto = Auto::default();
-        auto.observe(0, SLOT, &jobs, &calls_at(0.0, &[0, 0]));
+        see(&mut auto, 0, &jobs, &calls_at(0.0, &[0, 0]));
         let mut s = calls_at(0.4, &[400, 400]);
         s[1].publishers = 1;
-        let c = auto.observe(2, SLOT, &jobs, &s);
+        let c = see(&mut auto, 2, &jobs, &s);
         assert!(c[0].trying && c[0].policy == "gang" && c[0].why.contains("changed"), "{c:?}");
         // Both publish again: measured again, gang chosen (twice as fast as cfs); then a job's ranks end: the
         // choice stands.
-        assert!(auto.observe(4, SLOT, &jobs, &calls_at(0.8, &[1000, 1000]))[0].trying);
-        assert!(auto.observe(6, SLOT, &jobs, &calls_at(1.2, &[1800, 1800]))[0].trying);
-        assert!(!auto.observe(7, SLOT, &jobs, &calls_at(1.4, &[2000, 2000]))[0].trying);
+        assert!(see(&mut auto, 4, &jobs, &calls_at(0.8, &[1000, 1000]))[0].trying);
+        assert!(see(&mut auto, 6, &jobs, &calls_at(1.2, &[1800, 1800]))[0].trying);
+        assert!(!see(&mut auto, 7, &jobs, &calls_at(1.4, &[2000, 2000]))[0].trying);
         let mut ending = calls_at(1.8, &[2800, 2800]);
         ending[0].publishers = 1;
-        assert!(auto.observe(9, SLOT, &jobs, &ending).is_empty());
+        assert!(see(&mut auto, 9, &jobs, &ending).is_empty());
         assert_eq!(auto.choices()[0].policy, "gang");
         // A job that had made no call when the choice was made begins to: tried again.
         let mut quiet = Auto::default();
         let calls = |t: f64, c: [u64; 2]| calls_at(t, &c);
-        quiet.observe(0, SLOT, &jobs, &calls(0.0, [0, 0]));
-        quiet.observe(2, SLOT, &jobs, &calls(0.4, [0, 0]));
-        assert_eq!(quiet.observe(3, SLOT, &jobs, &calls(0.6, [0, 0]))[0].policy, "cfs");
-        let again = quiet.observe(5, SLOT, &jobs, &calls(1.0, [500, 500]));
+        see(&mut quiet, 0, &jobs, &calls(0.0, [0, 0]));
+        see(&mut quiet, 2, &jobs, &calls(0.4, [0, 0]));
+        assert_eq!(see(&mut quiet, 3, &jobs, &calls(0.6, [0, 0]))[0].policy, "cfs");
+        let again = see(&mut quiet, 5, &jobs, &calls(1.0, [500, 500]));
         assert!(again[0].trying && again[0].why.contains("drifted"), "{again:?}");
         assert_eq!(auto.choices()[0].policy, "gang");
     }
@@ -311,15 +316,15 @@ mod auto {
         let (x, y) = (pus("0-1"), pus("0-1"));
         let jobs = [JobView { name: "x", row: 0, pus: &x }, JobView { name: "y", row: 1, pus: &y }];
         let mut auto = Auto::default();
-        auto.observe(0, SLOT, &jobs, &calls_at(0.0, &[0, 0]));
+        see(&mut auto, 0, &jobs, &calls_at(0.0, &[0, 0]));
         // 200 calls/s: 80 calls in gang's least window are too few; twice as long is enough.
-        assert!(auto.observe(2, SLOT, &jobs, &calls_at(0.4, &[80, 80])).is_empty());
-        assert_eq!(auto.observe(4, SLOT, &jobs, &calls_at(0.8, &[160, 160]))[0].policy, "cfs");
+        assert!(see(&mut auto, 2, &jobs, &calls_at(0.4, &[80, 80])).is_empty());
+        assert_eq!(see(&mut auto, 4, &jobs, &calls_at(0.8, &[160, 160]))[0].policy, "cfs");
         // No call at all under cfs: not yet a stall while 200 calls/s would not have made 160 either.
         for (slot, t) in [(5, 1.0), (6, 1.2), (7, 1.4)] {
-            assert!(auto.observe(slot, SLOT, &jobs, &calls_at(t, &[160, 160])).is_empty(), "slot {slot}");
+            assert!(see(&mut auto, slot, &jobs, &calls_at(t, &[160, 160])).is_empty(), "slot {slot}");
         }
-        let chosen = auto.observe(8, SLOT, &jobs, &calls_at(1.6, &[160, 160]));
+        let chosen = see(&mut auto, 8, &jobs, &calls_at(1.6, &[160, 160]));
         assert!(!chosen[0].trying && chosen[0].policy == "gang", "{chosen:?}");
     }
 }
