@@ -1,9 +1,15 @@
 /*
  * CG — conjugate gradient (NAS report RNR-94-007, "CG"): inverse power iteration for the smallest eigenvalue of a
  * random sparse symmetric positive-definite matrix, each step solving A z = x with 25 unpreconditioned CG steps.
- * The matrix is the spec's: A = sum_i ratio^i v_i v_i^T + (rcond - shift) I with sparse random v_i (makea). Rows are
- * split in blocks over ranks; each matrix-vector product gathers the whole direction vector (MPI_Allgatherv), each
- * dot product is an MPI_Allreduce.
+ * The matrix is the spec's: A = sum_i ratio^i v_i v_i^T + (rcond - shift) I with sparse random v_i (makea). Vector
+ * rows are split in blocks over ranks; each dot product is an MPI_Allreduce.
+ *
+ * The product streams the matrix from memory, which bounds the kernel's speed, so only A's upper triangle is kept
+ * (half the bytes): entry a_ij serves as a_ji too. makea forms a_ij and a_ji as the same products in another order,
+ * so they may differ in the last bit; zeta lands within 1e-14 of the official value either way. Each rank keeps
+ * the upper-triangle rows of a block chosen so that ranks hold equal numbers of entries, gathers the whole direction
+ * vector (MPI_Allgatherv), forms its rows' part of the product over the whole vector (a_ij p_j into row i, a_ij p_i
+ * into row j), and MPI_Reduce_scatter sums the parts into each rank's rows.
  */
 #include <math.h>
 #include <mpi.h>
@@ -32,7 +38,8 @@ static const struct cg_class CLASSES[] = {
     { 'C', 150000, 15, 75, 110.0, 28.973605592845 },
 };
 
-/* This rank's rows of the matrix in compressed sparse row form, columns global. */
+/* This rank's rows of A's upper triangle in compressed sparse row form, columns global; each row's first entry is
+ * its diagonal. */
 struct csr {
     int row0, nrows;
     long *rowstart;
@@ -84,8 +91,39 @@ static int sparse_vector(uint64_t *tran, int n, int nn1, int nz, int i, double *
     return nzv;
 }
 
-/* Builds rows [row0, row0 + nrows) of the spec's matrix (makea). Every rank draws the whole random stream. */
-static void make_matrix(const struct cg_class *c, int row0, int nrows, int perturb, struct csr *m)
+/* The rows of A's upper triangle rank `rank` of `nprocs` keeps: a block holding about 1/nprocs of the triangle's
+ * generated entries (counted before duplicates are summed), from the sparse vectors of makea. */
+static void upper_block(int n, int w, const int *len, const int *iv, int rank, int nprocs, int *row0, int *nrows)
+{
+    long *upper = calloc(n + 1, sizeof(long));
+    for (int i = 0; i < n; i++)
+        for (int a = 0; a < len[i]; a++)
+            for (int b = 0; b < len[i]; b++)
+                if (iv[(long)i * w + b] >= iv[(long)i * w + a])
+                    upper[iv[(long)i * w + a]]++; /* 1-based row: upper[r] counts row r - 1 */
+    for (int r = 0; r < n; r++)
+        upper[r + 1] += upper[r];
+    /* Row r starts rank k's block when fewer than k/nprocs of the entries come before it. */
+    int first = -1, end = n;
+    for (int r = 0; r < n; r++) {
+        int owner = (int)(upper[r] * nprocs / (upper[n] > 0 ? upper[n] : 1));
+        if (owner >= rank && first < 0)
+            first = r;
+        if (owner > rank) {
+            end = r;
+            break;
+        }
+    }
+    if (first < 0)
+        first = n;
+    *row0 = first;
+    *nrows = (end > first ? end : first) - first;
+    free(upper);
+}
+
+/* Builds this rank's rows of the upper triangle of the spec's matrix (makea). Every rank draws the whole random
+ * stream. */
+static void make_matrix(const struct cg_class *c, int rank, int nprocs, int perturb, struct csr *m)
 {
     int n = c->na, w = c->nonzer + 1;
     int nn1 = 1;
@@ -97,22 +135,26 @@ static void make_matrix(const struct cg_class *c, int row0, int nrows, int pertu
     double *v = malloc((long)n * w * sizeof(double));
     for (int i = 0; i < n; i++)
         len[i] = sparse_vector(&tran, n, nn1, c->nonzer, i + 1, v + (long)i * w, iv + (long)i * w);
+    int row0, nrows;
+    upper_block(n, w, len, iv, rank, nprocs, &row0, &nrows);
 
-    /* Count, then fill each local row in generation order. */
+    /* Count, then fill each local row's upper entries in generation order. */
     m->row0 = row0;
     m->nrows = nrows;
     m->rowstart = calloc(nrows + 1, sizeof(long));
     for (int i = 0; i < n; i++)
         for (int a = 0; a < len[i]; a++) {
             int row = iv[(long)i * w + a] - 1;
-            if (row >= row0 && row < row0 + nrows)
-                m->rowstart[row - row0 + 1] += len[i];
+            if (row < row0 || row >= row0 + nrows)
+                continue;
+            for (int b = 0; b < len[i]; b++)
+                m->rowstart[row - row0 + 1] += iv[(long)i * w + b] - 1 >= row;
         }
     for (int r = 0; r < nrows; r++)
         m->rowstart[r + 1] += m->rowstart[r];
     long total = m->rowstart[nrows];
-    struct entry *e = malloc(total * sizeof(struct entry));
-    long *fill = malloc(nrows * sizeof(long));
+    struct entry *e = malloc((total > 0 ? total : 1) * sizeof(struct entry));
+    long *fill = malloc((nrows > 0 ? nrows : 1) * sizeof(long));
     memcpy(fill, m->rowstart, nrows * sizeof(long));
     double ratio = pow(RCOND, 1.0 / n), size = 1.0;
     long seq = 0;
@@ -125,6 +167,8 @@ static void make_matrix(const struct cg_class *c, int row0, int nrows, int pertu
                 continue;
             double scale = size * vi[a];
             for (int b = 0; b < len[i]; b++) {
+                if (ii[b] - 1 < row)
+                    continue;
                 double val = vi[b] * scale;
                 if (ii[b] - 1 == row && row == i)
                     val = val + RCOND - c->shift;
@@ -134,8 +178,8 @@ static void make_matrix(const struct cg_class *c, int row0, int nrows, int pertu
     }
 
     /* Sort each row by column (stably) and sum duplicates in generation order. */
-    m->col = malloc(total * sizeof(int));
-    m->val = malloc(total * sizeof(double));
+    m->col = malloc((total > 0 ? total : 1) * sizeof(int));
+    m->val = malloc((total > 0 ? total : 1) * sizeof(double));
     long out = 0;
     for (int r = 0; r < nrows; r++) {
         long s = m->rowstart[r], t = m->rowstart[r + 1];
@@ -156,39 +200,49 @@ static void make_matrix(const struct cg_class *c, int row0, int nrows, int pertu
     free(len), free(iv), free(v), free(e), free(fill);
 }
 
-/* Vectors of the solver: local rows, plus the whole direction vector for the product. */
 struct cg {
     struct csr m;
-    int n;
-    int *counts, *displs; /* rows per rank, for MPI_Allgatherv */
-    double *x, *z, *p, *q, *r, *pfull;
+    int n, nl;            /* rows in all, and this rank's vector rows */
+    int *counts, *displs; /* vector rows per rank, for MPI_Allgatherv and MPI_Reduce_scatter */
+    double *x, *z, *p, *q, *r, *pfull, *yfull;
 };
 
 static double dot(const struct cg *s, const double *a, const double *b)
 {
     double local = 0.0, sum;
-    for (int i = 0; i < s->m.nrows; i++)
+    for (int i = 0; i < s->nl; i++)
         local += a[i] * b[i];
     MPI_Allreduce(&local, &sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
     return sum;
 }
 
-/* out = A v for this rank's rows; v is local and gathered first. */
+/* out = A v for this rank's vector rows; v is local and gathered first. */
 static void matvec(struct cg *s, const double *v, double *out)
 {
-    MPI_Allgatherv(v, s->m.nrows, MPI_DOUBLE, s->pfull, s->counts, s->displs, MPI_DOUBLE, MPI_COMM_WORLD);
-    for (int i = 0; i < s->m.nrows; i++) {
-        double sum = 0.0;
-        for (long j = s->m.rowstart[i]; j < s->m.rowstart[i + 1]; j++)
-            sum += s->m.val[j] * s->pfull[s->m.col[j]];
-        out[i] = sum;
+    MPI_Allgatherv(v, s->nl, MPI_DOUBLE, s->pfull, s->counts, s->displs, MPI_DOUBLE, MPI_COMM_WORLD);
+    const struct csr *m = &s->m;
+    const double *p = s->pfull;
+    double *y = s->yfull;
+    /* Rows below the block are never touched: upper entries of its rows have columns at or after its first row. */
+    memset(y + m->row0, 0, (size_t)(s->n - m->row0) * sizeof(double));
+    for (int r = 0; r < m->nrows; r++) {
+        int i = m->row0 + r;
+        long j = m->rowstart[r], end = m->rowstart[r + 1];
+        double pi = p[i], sum = m->val[j] * pi; /* the diagonal */
+        for (j++; j < end; j++) {
+            int c = m->col[j];
+            sum += m->val[j] * p[c];
+            y[c] += m->val[j] * pi;
+        }
+        y[i] += sum;
     }
+    MPI_Reduce_scatter(y, out, s->counts, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
 }
 
 /* Approximately solves A z = x with 25 CG steps; returns ||x - A z||. */
 static double conj_grad(struct cg *s)
 {
-    int nl = s->m.nrows;
+    int nl = s->nl;
     for (int i = 0; i < nl; i++) {
         s->q[i] = s->z[i] = 0.0;
         s->r[i] = s->p[i] = s->x[i];
@@ -226,14 +280,15 @@ int main(int argc, char **argv)
         s.displs[r] = (int)((long)c->na * r / k.nprocs);
         s.counts[r] = (int)((long)c->na * (r + 1) / k.nprocs) - s.displs[r];
     }
-    make_matrix(c, s.displs[k.rank], s.counts[k.rank], k.args.perturb && k.rank == 0, &s.m);
-    int nl = s.m.nrows;
+    make_matrix(c, k.rank, k.nprocs, k.args.perturb && k.rank == 0, &s.m);
+    int nl = s.nl = s.counts[k.rank];
     s.x = malloc(nl * sizeof(double));
     s.z = malloc(nl * sizeof(double));
     s.p = malloc(nl * sizeof(double));
     s.q = malloc(nl * sizeof(double));
     s.r = malloc(nl * sizeof(double));
     s.pfull = malloc(c->na * sizeof(double));
+    s.yfull = calloc(c->na, sizeof(double));
     for (int i = 0; i < nl; i++)
         s.x[i] = 1.0;
 
