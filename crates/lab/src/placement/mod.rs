@@ -49,8 +49,9 @@ pub struct PlacementSpec {
     pub progress: Progress,
     /// Workloads by name.
     pub workloads: BTreeMap<String, Workload>,
-    /// The hybrid topology the placements are chosen on when this machine has one core kind.
-    pub emulate_topology: PathBuf,
+    /// The hybrid topology the placements are chosen on when this machine has one core kind (read and checked
+    /// with the spec).
+    pub emulate_topology: Machine,
     /// Speed of every slower kind relative to the fastest, for the bandwidth limit that emulates it.
     pub e_speed: f64,
     /// The bandwidth period of that limit, in microseconds.
@@ -165,7 +166,7 @@ pub fn parse(path: &Path, text: &str) -> Result<PlacementSpec, UsageError> {
         ranks_in,
         progress,
         workloads: raw.workloads,
-        emulate_topology: topology,
+        emulate_topology: m,
         e_speed,
         period_us: period.as_micros() as u64,
     })
@@ -218,8 +219,12 @@ impl Hybrid {
             ))
             .into());
         }
-        let topology = Machine::load(Some(&spec.emulate_topology))?;
-        Ok(Self::Emulated { topology, pus, e_speed: spec.e_speed, period_us: spec.period_us })
+        Ok(Self::Emulated {
+            topology: spec.emulate_topology.clone(),
+            pus,
+            e_speed: spec.e_speed,
+            period_us: spec.period_us,
+        })
     }
 
     /// The label reports carry on every row: `native`, or `emulated: <topology> kinds over PUs <list>, slower

@@ -67,6 +67,7 @@ pub fn run(spec: &PlacementSpec, paths: &Paths) -> anyhow::Result<f64> {
     };
     let podman = setup(RanksIn::Container, Runtime::Podman)?;
     let charliecloud = setup(RanksIn::Charliecloud, Runtime::Charliecloud)?;
+    let (label, native) = (hybrid.label(), matches!(hybrid, Hybrid::Native(_)));
     let cases = plan(spec);
     let bar = progress_bar(cases.len());
     for (number, case) in cases.iter().enumerate() {
@@ -78,9 +79,9 @@ pub fn run(spec: &PlacementSpec, paths: &Paths) -> anyhow::Result<f64> {
         };
         let job = format!("{}-{}-{number}", spec.name, case.workload);
         let seats = hybrid.seats(case.policy, spec.ranks)?;
-        let site = Site { paths, socket: &agent.socket, runtime, native: matches!(hybrid, Hybrid::Native(_)) };
+        let site = Site { paths, socket: &agent.socket, runtime, native };
         let run = run_case(spec, &site, &job, case, &seats)?;
-        store.add_experiment_run(&ExperimentRun { session, hybrid: Some(hybrid.label()), ..run })?;
+        store.add_experiment_run(&ExperimentRun { session, hybrid: Some(label.clone()), ..run })?;
         bar.inc(1);
     }
     bar.finish_with_message("done");
