@@ -32,7 +32,7 @@ use nix::sys::signal::{SigSet, Signal};
 use guarded::Guarded;
 use journal::Journal;
 use lockstep_cgroup::Backend;
-use lockstep_core::cosched::rows::{self, Entry};
+use lockstep_core::cosched::rows::{self, Entry, Schedule};
 use lockstep_core::cosched::{self, slot, JobView, Policy, PolicySpec};
 use lockstep_core::error::UsageError;
 use lockstep_proto::protocol::{JobOrigin, JobStatus, Status};
@@ -109,6 +109,8 @@ pub(crate) struct Agent {
     telemetry: sampler::SharedTelemetry,
     /// Slurm jobs the prolog announced, by ID.
     slurm: HashMap<u64, SlurmJob>,
+    /// The cluster-wide places of Slurm jobs of this node, as the prolog and the last refresh read them.
+    places: HashMap<u64, Schedule>,
     /// Slurm jobs whose epilog ran, while their cgroups are still there.
     slurm_done: HashSet<u64>,
     /// Message-driven raises, while a `dcs` policy is in force.
@@ -162,17 +164,32 @@ impl Agent {
         let started = Instant::now();
         let started_at = lockstep_store::now();
         self.drop_ended();
-        let entries: Vec<Entry> =
-            self.jobs.iter().map(|j| Entry { name: &j.name, pus: &j.pus, pinned: j.pinned }).collect();
+        // Jobs with a cluster-wide place follow it; the others share the node's own cycle of rows.
+        let local: Vec<usize> = (0..self.jobs.len()).filter(|&i| self.jobs[i].place.is_none()).collect();
+        let entries: Vec<Entry> = local
+            .iter()
+            .map(|&i| Entry { name: &self.jobs[i].name, pus: &self.jobs[i].pus, pinned: self.jobs[i].pinned })
+            .collect();
         let (rows, count) = rows::assign(&entries);
-        for (j, r) in self.jobs.iter_mut().zip(&rows) {
-            j.row = *r;
-        }
         self.rows = count;
         self.current_slot = k;
         self.active_row = (k % u64::from(count)) as u32;
-        let views: Vec<JobView> =
-            self.jobs.iter().map(|j| JobView { name: &j.name, row: j.row, pus: &j.pus }).collect();
+        for (&i, r) in local.iter().zip(&rows) {
+            let j = &mut self.jobs[i];
+            (j.row, j.round, j.favoured) = (*r, count, *r == self.active_row);
+        }
+        let starts_ms = slot::start_ns(k, self.slot) / 1_000_000;
+        for j in &mut self.jobs {
+            if let Some(schedule) = j.place {
+                let place = schedule.at(starts_ms);
+                (j.row, j.round, j.favoured) = (place.row, place.period, place.holds(k));
+            }
+        }
+        let views: Vec<JobView> = self
+            .jobs
+            .iter()
+            .map(|j| JobView { name: &j.name, favoured: j.favoured, round: j.round, pus: &j.pus })
+            .collect();
         if let Some(auto) = self.planner.measuring() {
             // Only jobs that share PUs with another are measured; a job alone is left to the kernel.
             let (jobs, epoch) = (&self.jobs, self.epoch);
@@ -183,7 +200,7 @@ impl Agent {
                 self.choices.push((lockstep_store::now(), c));
             }
         }
-        let mut plan = self.planner.plan(self.active_row, &views);
+        let mut plan = self.planner.plan(&views);
         for (j, p) in self.jobs.iter_mut().zip(plan.iter_mut()) {
             j.planned = *p;
             // A job dcs raised by weight keeps it until its quantum is over.
@@ -222,6 +239,12 @@ impl Agent {
             self.decision(None, if boundary { Action::Slot } else { Action::Replan }, started.elapsed());
         slot_record.time = started_at;
         decisions.insert(0, slot_record);
+        // Which jobs the slot is for, at its boundary: what agreement across nodes is measured from.
+        if boundary && self.policy.slotted() {
+            for j in self.jobs.iter().filter(|j| j.favoured) {
+                decisions.push(self.decision(Some(&j.name), Action::Favour, Duration::ZERO));
+            }
+        }
         self.pending.extend(decisions);
         if self.last_flush.elapsed() >= LOG_INTERVAL {
             self.flush();
@@ -480,7 +503,8 @@ impl Agent {
                 .map(|j| JobStatus {
                     name: j.name.clone(),
                     row: j.row,
-                    pinned: j.pinned.is_some(),
+                    pinned: j.pinned.is_some() || j.place.is_some(),
+                    period: j.place.map(|_| j.round),
                     pus: j.pus.to_string(),
                     frozen: j.applied.frozen,
                     boosted: j.applied.boosted,
@@ -548,6 +572,7 @@ pub fn run(config: Config) -> anyhow::Result<i32> {
             lifecycle: Lifecycle::Running,
             telemetry: telemetry.clone(),
             slurm: HashMap::new(),
+            places: HashMap::new(),
             slurm_done: HashSet::new(),
             dcs: None,
             dcs_settings: config.dcs.clone(),

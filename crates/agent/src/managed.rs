@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use super::journal::Journal;
 use lockstep_cgroup::knobs::{freeze_value, weight_value};
 use lockstep_cgroup::{remove_dir, JobCgroup, Knobs};
+use lockstep_core::cosched::rows::Schedule;
 use lockstep_core::cosched::{Desired, BOOST_WEIGHT};
 use lockstep_core::cpulist::CpuList;
 use lockstep_store::{Action, Store};
@@ -107,8 +108,14 @@ pub struct Managed {
     pub pus: CpuList,
     /// Row given from outside.
     pub pinned: Option<u32>,
-    /// Row in force.
+    /// Place in the cluster-wide matrix (a Slurm job the controller placed), in place of a row.
+    pub place: Option<Schedule>,
+    /// Row in force (the place's row when it has one).
     pub row: u32,
+    /// Slots in the job's cycle: its place's period, or the node's row count.
+    pub round: u32,
+    /// Whether the job is favoured in the slot in force.
+    pub favoured: bool,
     /// State applied now.
     pub applied: Desired,
     /// State the slot policy wants (what `dcs` puts back after raising the weight).
@@ -180,7 +187,10 @@ impl Managed {
             groups,
             pus: CpuList::parse(&saved.pus).unwrap_or_default(),
             pinned: saved.pinned,
+            place: None,
             row: saved.pinned.unwrap_or(0),
+            round: 1,
+            favoured: false,
             applied: Desired::default(),
             planned: Desired::default(),
             origin: saved.origin,

@@ -130,9 +130,9 @@ fn change(agent: &mut Agent, request: Request) -> anyhow::Result<()> {
             agent.add_job(&job, |_, _| Ok(adopt::from_run(&job, dirs, row)))
         }
         Request::Release { job } => agent.release(&job),
-        Request::SlurmProlog { id, uid, row } => {
+        Request::SlurmProlog { id, uid, row, place } => {
             rows::check(row)?;
-            agent.slurm_prolog(SlurmJob { id, uid, row })
+            agent.slurm_prolog(SlurmJob { id, uid, row }, place)
         }
         Request::SlurmEpilog { id } => agent.slurm_epilog(id),
     }

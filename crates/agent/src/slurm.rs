@@ -16,7 +16,8 @@ use std::time::Duration;
 use super::managed::Origin;
 use super::{adopt, Agent, Shared};
 use lockstep_cgroup::{self as cgroup, Knobs, Version};
-use lockstep_slurm::job_name;
+use lockstep_core::cosched::rows::Schedule;
+use lockstep_slurm::{job_name, Row};
 use lockstep_store::SlurmJob;
 
 /// How often the agent looks for new Slurm jobs and steps.
@@ -165,7 +166,9 @@ impl Agent {
                     None
                 }
             };
-            let job = adopt::from_slurm(&name, f.id, uid, f.job_dirs, f.groups, weight_dir, hint.and_then(|h| h.row));
+            let mut job =
+                adopt::from_slurm(&name, f.id, uid, f.job_dirs, f.groups, weight_dir, hint.and_then(|h| h.row));
+            job.place = self.places.get(&f.id).copied();
             match serde_json::to_string(&job.saved())
                 .map_err(anyhow::Error::from)
                 .and_then(|s| self.store.managed_put(&name, &s))
@@ -221,15 +224,19 @@ impl Agent {
         Ok(Some(dir))
     }
 
-    /// The prolog announced job `job` on this node: remember its owner and row (a job already found gets the
-    /// row at once).
-    pub(super) fn slurm_prolog(&mut self, job: SlurmJob) -> anyhow::Result<()> {
+    /// The prolog announced job `job` on this node: remember its owner and row or place (a job already found
+    /// gets them at once).
+    pub(super) fn slurm_prolog(&mut self, job: SlurmJob, place: Option<Schedule>) -> anyhow::Result<()> {
         self.store.slurm_put(&job)?;
         self.slurm.insert(job.id, job);
         self.slurm_done.remove(&job.id);
+        if let Some(p) = place {
+            self.places.insert(job.id, p);
+        }
         let name = job_name(job.id);
         if let Some(m) = self.jobs.iter_mut().find(|j| j.name == name) {
             m.pinned = job.row;
+            m.place = place.or(m.place);
             m.owner = job.uid;
             self.store.managed_put(&name, &serde_json::to_string(&m.saved())?)?;
             self.replan = true;
@@ -237,11 +244,28 @@ impl Agent {
         Ok(())
     }
 
+    /// Takes the cluster-wide places slurmctld holds for this node's jobs now (a change of place carries the
+    /// time it takes effect, so every node of a job switches in the same slot).
+    pub(super) fn refresh_places(&mut self, rows: &[(u64, Row)]) {
+        for &(id, row) in rows {
+            let Row::Cluster(schedule) = row else { continue };
+            if self.places.insert(id, schedule) == Some(schedule) {
+                continue;
+            }
+            let name = job_name(id);
+            if let Some(m) = self.jobs.iter_mut().find(|j| j.name == name) {
+                m.place = Some(schedule);
+                self.replan = true;
+            }
+        }
+    }
+
     /// The epilog ran for job `id`: its processes are gone; restore and forget it, and do not take it on again
     /// while Slurm removes its cgroups.
     pub(super) fn slurm_epilog(&mut self, id: u64) -> anyhow::Result<()> {
         self.store.slurm_remove(id)?;
         self.slurm.remove(&id);
+        self.places.remove(&id);
         self.slurm_done.insert(id);
         let name = job_name(id);
         if let Some(i) = self.jobs.iter().position(|j| j.name == name) {
@@ -253,8 +277,10 @@ impl Agent {
     }
 }
 
-/// Looks for Slurm jobs of node `node` every [`SCAN_INTERVAL`] until the agent stops; wakes the slot loop when
-/// something changed. The thread runs at the slot thread's real-time priority, as it takes the agent's lock.
+/// Looks for Slurm jobs of node `node` every [`SCAN_INTERVAL`] until the agent stops, and while it runs Slurm
+/// jobs reads their places from slurmctld every [`lockstep_slurm::REFRESH`] (a running job's place changes when
+/// a neighbour comes or goes); wakes the slot loop when something changed. The thread runs at the slot thread's
+/// real-time priority, as it takes the agent's lock (never while it waits for slurmctld).
 pub fn spawn_discovery(shared: Shared, node: String) {
     std::thread::spawn(move || {
         super::realtime_thread("Slurm job discovery");
@@ -262,11 +288,25 @@ pub fn spawn_discovery(shared: Shared, node: String) {
             let agent = shared.lock();
             (agent.backend.version(), agent.backend.roots())
         };
+        let mut refreshed: Option<std::time::Instant> = None;
         loop {
             let found = scan(version, &roots, &node);
+            let due = !found.is_empty() && refreshed.is_none_or(|t| t.elapsed() >= lockstep_slurm::REFRESH);
+            let rows = due.then(|| {
+                refreshed = Some(std::time::Instant::now());
+                lockstep_slurm::rows_on(&node)
+            });
             let mut agent = shared.lock();
             if agent.stopping() {
                 return;
+            }
+            match rows {
+                Some(Ok(rows)) => {
+                    agent.faults.clear("Slurm places");
+                    agent.refresh_places(&rows);
+                }
+                Some(Err(e)) => agent.faults.report("Slurm places", &format!("{e:#}")),
+                None => {}
             }
             agent.sync_slurm(&node, found);
             if agent.replan {

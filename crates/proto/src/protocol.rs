@@ -48,14 +48,18 @@ pub enum Request {
         /// Job name.
         job: String,
     },
-    /// The Slurm prolog: job `id` of user `uid` starts on this node, in row `row` if the controller gave one.
+    /// The Slurm prolog: job `id` of user `uid` starts on this node, in row `row` of the node's cycle or at
+    /// place `place` of the cluster-wide matrix if the controller gave one.
     SlurmProlog {
         /// Slurm job ID.
         id: u64,
         /// Owner's UID.
         uid: u32,
-        /// Co-scheduling row (the same on every node of the job).
+        /// Co-scheduling row of the node's own cycle (the same on every node of the job).
         row: Option<u32>,
+        /// Place in the cluster-wide matrix, with its pending change.
+        #[serde(default)]
+        place: Option<lockstep_core::cosched::rows::Schedule>,
     },
     /// The Slurm epilog: job `id` has ended on this node.
     SlurmEpilog {
@@ -145,6 +149,9 @@ pub struct JobStatus {
     pub row: u32,
     /// Whether the row was given from outside.
     pub pinned: bool,
+    /// The period of its cluster-wide place (the row is then the place's row), if it has one.
+    #[serde(default)]
+    pub period: Option<u32>,
     /// PUs.
     pub pus: String,
     /// Frozen now.

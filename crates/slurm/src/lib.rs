@@ -1,6 +1,8 @@
 //! Slurm as lockstep talks to it: how a Slurm job is named, what `scontrol` says about jobs and nodes, and the
-//! co-scheduling row the controller's prolog gives each job (kept in the job's `AdminComment`, which only
-//! administrators can change, as `lockstep_row=N`).
+//! co-scheduling place the controller's prolog gives each job, kept in the job's `AdminComment` (which only
+//! administrators can change) as `lockstep_row=ROW/PERIOD`, with `lockstep_from=MS lockstep_before=ROW/PERIOD`
+//! while a change is pending (docs/policies/gang.md). `lockstep_row=ROW` alone is a row of each node's own cycle
+//! (`prolog-slurmctld --rows node`, as before cluster-wide places).
 
 pub mod hostlist;
 
@@ -12,6 +14,7 @@ use std::time::Duration;
 use anyhow::Context;
 use nix::fcntl::{Flock, FlockArg};
 
+use lockstep_core::cosched::rows::{Place, Schedule, MAX_ROWS};
 use lockstep_core::error::UsageError;
 
 /// The lockstep job name of Slurm job `id`.
@@ -24,8 +27,39 @@ pub fn job_id(name: &str) -> Option<u64> {
     name.strip_prefix("slurm-")?.parse().ok()
 }
 
-/// The `AdminComment` key of a job's row.
+/// The `AdminComment` key of a job's row or place.
 const ROW_KEY: &str = "lockstep_row=";
+/// The `AdminComment` key of when a pending change of place takes effect (ms since the Unix epoch).
+const FROM_KEY: &str = "lockstep_from=";
+/// The `AdminComment` key of the place until then.
+const BEFORE_KEY: &str = "lockstep_before=";
+
+/// How long the agents of a job whose place changes have to learn it before it takes effect: a few of their
+/// [`REFRESH`] intervals.
+pub const CHANGE_MARGIN: Duration = Duration::from_secs(5);
+
+/// How often an agent that runs Slurm jobs reads their places again (a change reaches it within this).
+pub const REFRESH: Duration = Duration::from_secs(2);
+
+/// A job's co-scheduling row, as its `AdminComment` holds it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Row {
+    /// A row of each node's own cycle (`k mod` the node's row count): agrees across nodes only where they run
+    /// the same jobs.
+    Node(u32),
+    /// A place in the cluster-wide matrix, with its pending change.
+    Cluster(Schedule),
+}
+
+/// How the controller's prolog gives rows.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum RowMode {
+    /// Cluster-wide places: every node of a job favours it in the same slots.
+    #[default]
+    Cluster,
+    /// Rows of each node's own cycle (what lockstep did before cluster-wide places; kept for comparisons).
+    Node,
+}
 
 /// What `scontrol show job` says of a job.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -41,12 +75,30 @@ pub struct JobInfo {
 }
 
 impl JobInfo {
-    /// The row the controller's prolog gave the job.
-    pub fn row(&self) -> Option<u32> {
-        self.admin_comment
-            .split_whitespace()
-            .find_map(|w| w.strip_prefix(ROW_KEY)?.parse().ok())
-            .filter(|&r| r < lockstep_core::cosched::rows::MAX_ROWS)
+    /// The row or place the controller's prolog gave the job (words that do not parse count as none).
+    pub fn row(&self) -> Option<Row> {
+        let word = |key: &str| self.admin_comment.split_whitespace().find_map(|w| w.strip_prefix(key));
+        let row = word(ROW_KEY)?;
+        if !row.contains('/') {
+            return row.parse().ok().filter(|&r| r < MAX_ROWS).map(Row::Node);
+        }
+        let place: Place = row.parse().ok()?;
+        let from_ms = word(FROM_KEY).and_then(|t| t.parse().ok()).unwrap_or(0);
+        let before = word(BEFORE_KEY).and_then(|p| p.parse().ok());
+        Some(Row::Cluster(Schedule { place, from_ms, before }))
+    }
+
+    /// The job's place as it will be once pending changes took effect.
+    fn place(&self) -> Option<Place> {
+        match self.row()? {
+            Row::Cluster(s) => Some(s.place),
+            Row::Node(_) => None,
+        }
+    }
+
+    /// Whether the job shares a node with `other` and holds it now.
+    fn neighbour_of(&self, other: &JobInfo) -> bool {
+        self.id != other.id && self.holds_nodes() && self.nodes.iter().any(|n| other.nodes.contains(n))
     }
 
     /// Whether the job holds its nodes now (so its row is taken there).
@@ -97,9 +149,14 @@ const SCONTROL_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Runs `scontrol ARGS`; its standard output. Killed after [`SCONTROL_TIMEOUT`].
 fn scontrol(args: &[&str]) -> anyhow::Result<String> {
+    run_with_timeout("scontrol", args)
+}
+
+/// Runs Slurm client `program` with `args`; its standard output. Killed after [`SCONTROL_TIMEOUT`].
+fn run_with_timeout(program: &str, args: &[&str]) -> anyhow::Result<String> {
     let child =
-        Command::new("scontrol").args(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().map_err(|e| {
-            UsageError::new(format!("cannot run scontrol ({e}); Slurm's client commands must be on PATH"))
+        Command::new(program).args(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().map_err(|e| {
+            UsageError::new(format!("cannot run {program} ({e}); Slurm's client commands must be on PATH"))
         })?;
     // The output is read while waiting (a long job list fills a pipe), on a thread, so that the wait can end.
     let pid = child.id() as i32;
@@ -112,10 +169,10 @@ fn scontrol(args: &[&str]) -> anyhow::Result<String> {
     } else {
         // The reader thread reaps it once killed.
         let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
-        anyhow::bail!("scontrol {} did not answer within {} s", args.join(" "), SCONTROL_TIMEOUT.as_secs());
+        anyhow::bail!("{program} {} did not answer within {} s", args.join(" "), SCONTROL_TIMEOUT.as_secs());
     };
     if !out.status.success() {
-        anyhow::bail!("scontrol {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr).trim());
+        anyhow::bail!("{program} {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr).trim());
     }
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
@@ -144,23 +201,98 @@ pub fn node_addr(name: &str) -> anyhow::Result<String> {
         .with_context(|| format!("scontrol shows no NodeAddr for node {name}"))
 }
 
-/// The lowest row that no job sharing a node with `job` holds.
+/// The lowest row of the nodes' own cycles that no job sharing a node with `job` holds ([`RowMode::Node`]).
 pub fn free_row(job: &JobInfo, others: &[JobInfo]) -> u32 {
     let taken: Vec<u32> = others
         .iter()
-        .filter(|o| o.id != job.id && o.holds_nodes() && o.nodes.iter().any(|n| job.nodes.contains(n)))
-        .filter_map(JobInfo::row)
+        .filter(|o| o.neighbour_of(job))
+        .filter_map(|o| match o.row()? {
+            Row::Node(r) => Some(r),
+            Row::Cluster(s) => Some(s.place.row),
+        })
         .collect();
     // Among the `taken.len() + 1` lowest rows one is free.
     (0..=taken.len() as u32).find(|r| !taken.contains(r)).expect("a free row exists")
 }
 
-/// `comment` with its row set to `row` (other words kept).
-fn with_row(comment: &str, row: u32) -> String {
-    let mut words: Vec<String> =
-        comment.split_whitespace().filter(|w| !w.starts_with(ROW_KEY)).map(str::to_string).collect();
-    words.push(format!("{ROW_KEY}{row}"));
-    words.join(" ")
+/// The largest place (smallest period, then lowest row) that overlaps none of `taken`.
+pub fn free_place(taken: &[Place]) -> Option<Place> {
+    // Past the largest period in `taken`, a longer period frees no slot a shorter one does not.
+    let longest = taken.iter().map(|p| p.period).max().unwrap_or(1);
+    std::iter::successors(Some(1u32), |p| (*p < longest).then(|| p * 2))
+        .flat_map(|period| (0..period).map(move |row| Place { row, period }))
+        .find(|p| !taken.iter().any(|t| t.overlaps(*p)))
+}
+
+/// A running job's place changing: `(job ID, new place)`.
+pub type Change = (u64, Place);
+
+/// The place of a new job `job`, and the changes to running jobs that make room for it (`others`: every job
+/// slurmctld knows). Its neighbours (running jobs sharing one of its nodes) keep their places if a place none of
+/// them overlaps is left; else the neighbour with the largest share gives up half of it, until one is. A
+/// neighbour already at [`MAX_ROWS`] cannot be halved: then the job shares the place of the neighbour with the
+/// longest period (they run together in its slots, as under `cfs`).
+pub fn place_new(job: &JobInfo, others: &[JobInfo]) -> (Place, Vec<Change>) {
+    let mut neighbours: Vec<(u64, Place)> =
+        others.iter().filter(|o| o.neighbour_of(job)).filter_map(|o| Some((o.id, o.place()?))).collect();
+    let mut changes: Vec<Change> = Vec::new();
+    loop {
+        let taken: Vec<Place> = neighbours.iter().map(|n| n.1).collect();
+        if let Some(place) = free_place(&taken) {
+            return (place, changes);
+        }
+        let largest = neighbours.iter_mut().min_by_key(|(id, p)| (p.period, *id)).expect("a full cycle has holders");
+        if largest.1.period >= MAX_ROWS {
+            let fullest = neighbours.iter().max_by_key(|(id, p)| (p.period, std::cmp::Reverse(*id)));
+            return (fullest.expect("neighbours").1, changes);
+        }
+        largest.1 = largest.1.halves()[0];
+        let (id, place) = *largest;
+        changes.retain(|c| c.0 != id);
+        changes.push((id, place));
+    }
+}
+
+/// The changes that give running jobs back what job `ended` held: every running job that shared a node with
+/// it, the smallest share first, moves to the largest place none of its other neighbours overlaps, when that is
+/// larger than its own.
+pub fn grow_after(ended: &JobInfo, others: &[JobInfo]) -> Vec<Change> {
+    let running: Vec<&JobInfo> = others.iter().filter(|o| o.id != ended.id && o.holds_nodes()).collect();
+    let mut places: Vec<Option<Place>> = running.iter().map(|o| o.place()).collect();
+    let mut order: Vec<usize> =
+        (0..running.len()).filter(|&i| places[i].is_some() && running[i].neighbour_of(ended)).collect();
+    order.sort_by_key(|&i| (std::cmp::Reverse(places[i].map(|p| p.period)), running[i].id));
+    let mut changes: Vec<Change> = Vec::new();
+    for i in order {
+        let taken: Vec<Place> = (0..running.len())
+            .filter(|&j| j != i && running[j].neighbour_of(running[i]))
+            .filter_map(|j| places[j])
+            .collect();
+        let (Some(now), Some(best)) = (places[i], free_place(&taken)) else { continue };
+        if best.period < now.period {
+            places[i] = Some(best);
+            changes.push((running[i].id, best));
+        }
+    }
+    changes
+}
+
+/// `comment` with its row words replaced by `words` (other words kept).
+fn with_row(comment: &str, words: &[String]) -> String {
+    let mut out: Vec<String> = comment
+        .split_whitespace()
+        .filter(|w| ![ROW_KEY, FROM_KEY, BEFORE_KEY].iter().any(|k| w.starts_with(k)))
+        .map(str::to_string)
+        .collect();
+    out.extend_from_slice(words);
+    out.join(" ")
+}
+
+/// The row words of a running job's place changing to `place` at `from_ms` (it keeps `before` until then).
+fn change_words(place: Place, before: Option<Place>, from_ms: u64) -> Vec<String> {
+    let mut words = vec![format!("{ROW_KEY}{place}"), format!("{FROM_KEY}{from_ms}")];
+    words.extend(before.map(|b| format!("{BEFORE_KEY}{b}")));
+    words
 }
 
 /// Lock file that serialises row assignment when slurmctld runs several prologs at once.
@@ -169,9 +301,8 @@ fn lock_path() -> PathBuf {
         .map_or_else(|| PathBuf::from("/run/lock/lockstep-slurm-rows.lock"), PathBuf::from)
 }
 
-/// Gives job `id` the lowest row free on all its nodes and records it in its `AdminComment`; returns the row (a
-/// job that has one keeps it).
-pub fn assign_row(id: u64) -> anyhow::Result<u32> {
+/// Runs `f` over every job slurmctld knows, with the row lock held.
+fn locked<T>(f: impl FnOnce(Vec<JobInfo>) -> anyhow::Result<T>) -> anyhow::Result<T> {
     let path = lock_path();
     let file = OpenOptions::new()
         .create(true)
@@ -180,15 +311,106 @@ pub fn assign_row(id: u64) -> anyhow::Result<u32> {
         .open(&path)
         .with_context(|| format!("cannot open lock file {}", path.display()))?;
     let _lock = Flock::lock(file, FlockArg::LockExclusive).map_err(|(_, e)| e).context("cannot lock the row file")?;
-    let all = jobs()?;
-    let job = all.iter().find(|j| j.id == id).with_context(|| format!("Slurm does not know job {id}"))?;
-    if let Some(row) = job.row() {
-        return Ok(row);
+    f(jobs()?)
+}
+
+/// Milliseconds since the Unix epoch.
+fn now_ms() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
+}
+
+/// Writes running jobs' changes of place, each effective [`CHANGE_MARGIN`] from now.
+fn apply_changes(all: &[JobInfo], changes: &[Change]) -> anyhow::Result<()> {
+    let from_ms = now_ms() + CHANGE_MARGIN.as_millis() as u64;
+    for &(id, place) in changes {
+        let Some(job) = all.iter().find(|j| j.id == id) else { continue };
+        // The place the job's nodes use until the change: what is in force now.
+        let before = match job.row() {
+            Some(Row::Cluster(s)) => Some(s.at(now_ms())),
+            _ => None,
+        };
+        let comment = format!("AdminComment={}", with_row(&job.admin_comment, &change_words(place, before, from_ms)));
+        scontrol(&["update", &format!("JobId={id}"), &comment])?;
     }
-    let row = free_row(job, &all);
-    let comment = format!("AdminComment={}", with_row(&job.admin_comment, row));
-    scontrol(&["update", &format!("JobId={id}"), &comment])?;
-    Ok(row)
+    Ok(())
+}
+
+/// Gives job `id` its row (`mode`) and records it in its `AdminComment`, with the changes of place its
+/// neighbours make room with; returns what was done, for the log (a job that has a row keeps it).
+pub fn assign_row(id: u64, mode: RowMode) -> anyhow::Result<String> {
+    locked(|all| {
+        let job = all.iter().find(|j| j.id == id).with_context(|| format!("Slurm does not know job {id}"))?;
+        if let Some(row) = job.row() {
+            return Ok(format!("job {id} keeps {}", show(row)));
+        }
+        let (words, said) = match mode {
+            RowMode::Node => {
+                let row = free_row(job, &all);
+                (vec![format!("{ROW_KEY}{row}")], format!("job {id} row {row} (node cycles)"))
+            }
+            RowMode::Cluster => {
+                let (place, changes) = place_new(job, &all);
+                apply_changes(&all, &changes)?;
+                let moved: Vec<String> = changes.iter().map(|(j, p)| format!("{j} -> {p}")).collect();
+                let said = if moved.is_empty() {
+                    format!("job {id} place {place}")
+                } else {
+                    format!("job {id} place {place}; made room: {}", moved.join(", "))
+                };
+                (vec![format!("{ROW_KEY}{place}")], said)
+            }
+        };
+        let comment = format!("AdminComment={}", with_row(&job.admin_comment, &words));
+        scontrol(&["update", &format!("JobId={id}"), &comment])?;
+        Ok(said)
+    })
+}
+
+/// Job `id` ended: its neighbours grow into the slots it held (see [`grow_after`]); returns what was done.
+pub fn release_row(id: u64) -> anyhow::Result<String> {
+    locked(|all| {
+        let Some(job) = all.iter().find(|j| j.id == id) else {
+            return Ok(format!("job {id} is gone; nothing to give back"));
+        };
+        if job.place().is_none() {
+            return Ok(format!("job {id} had no cluster place"));
+        }
+        let changes = grow_after(job, &all);
+        apply_changes(&all, &changes)?;
+        let grown: Vec<String> = changes.iter().map(|(j, p)| format!("{j} -> {p}")).collect();
+        Ok(if grown.is_empty() {
+            format!("job {id} ended; no neighbour grows")
+        } else {
+            format!("job {id} ended; grown: {}", grown.join(", "))
+        })
+    })
+}
+
+/// A row as the hooks' log lines show it.
+pub fn show(row: Row) -> String {
+    match row {
+        Row::Node(r) => format!("row {r} (node cycles)"),
+        Row::Cluster(s) if s.from_ms == 0 => format!("place {}", s.place),
+        Row::Cluster(s) => format!(
+            "place {} from {} ms (before: {})",
+            s.place,
+            s.from_ms,
+            s.before.map_or("none".into(), |b| b.to_string())
+        ),
+    }
+}
+
+/// The rows of the jobs running on node `node` (`squeue -w NODE`): what an agent reads every [`REFRESH`].
+pub fn rows_on(node: &str) -> anyhow::Result<Vec<(u64, Row)>> {
+    let text = run_with_timeout("squeue", &["-h", "-w", node, "-t", "R,CF,S", "-O", "JobID:24,admin_comment:2000"])?;
+    Ok(text
+        .lines()
+        .filter_map(|line| {
+            let (id, comment) = line.trim_start().split_once(' ').unwrap_or((line.trim(), ""));
+            let job = JobInfo { id: id.parse().ok()?, admin_comment: comment.trim().to_string(), ..JobInfo::default() };
+            Some((job.id, job.row()?))
+        })
+        .collect())
 }
 
 #[cfg(test)]
@@ -204,7 +426,7 @@ mod tests {
         assert_eq!(job.state, "RUNNING");
         assert_eq!(job.nodes, ["n1", "n2"]);
         assert_eq!(job.admin_comment, "keep me lockstep_row=2");
-        assert_eq!(job.row(), Some(2));
+        assert_eq!(job.row(), Some(Row::Node(2)));
         let f = fields(line);
         assert_eq!(f[1], ("JobName".to_string(), "lu run".to_string()));
         let pending = JobInfo::parse("JobId=13 JobState=PENDING NodeList=(null)").unwrap();
@@ -234,8 +456,94 @@ mod tests {
 
     #[test]
     fn row_replaces_the_old_one_and_keeps_other_words() {
-        assert_eq!(with_row("", 1), "lockstep_row=1");
-        assert_eq!(with_row("audit lockstep_row=0", 3), "audit lockstep_row=3");
+        assert_eq!(with_row("", &["lockstep_row=1".into()]), "lockstep_row=1");
+        let words = change_words(Place { row: 0, period: 4 }, Some(Place { row: 0, period: 2 }), 77);
+        let comment = with_row("audit lockstep_row=0/2", &words);
+        assert_eq!(comment, "audit lockstep_row=0/4 lockstep_from=77 lockstep_before=0/2");
+        let job = JobInfo { admin_comment: comment, ..JobInfo::default() };
+        let want =
+            Schedule { place: Place { row: 0, period: 4 }, from_ms: 77, before: Some(Place { row: 0, period: 2 }) };
+        assert_eq!(job.row(), Some(Row::Cluster(want)));
+        for bad in ["lockstep_row=3/3", "lockstep_row=4/4", "lockstep_row=x/2", "lockstep_row=2000"] {
+            assert_eq!(JobInfo { admin_comment: bad.into(), ..JobInfo::default() }.row(), None, "{bad}");
+        }
+    }
+
+    /// A running job on `nodes` with place `place` (none when empty).
+    fn placed(id: u64, nodes: &[&str], place: &str) -> JobInfo {
+        JobInfo {
+            id,
+            state: "RUNNING".into(),
+            nodes: nodes.iter().map(std::string::ToString::to_string).collect(),
+            admin_comment: if place.is_empty() { String::new() } else { format!("{ROW_KEY}{place}") },
+        }
+    }
+
+    #[test]
+    fn the_triangle_gets_disjoint_places_and_the_survivors_grow_back() {
+        // n1+n2, then n2+n3, then n1+n3: the triangle.
+        let first = placed(1, &["n1", "n2"], "");
+        assert_eq!(place_new(&first, std::slice::from_ref(&first)), ("0/1".parse().unwrap(), vec![]));
+        let all = [placed(1, &["n1", "n2"], "0/1")];
+        let (p2, c) = place_new(&placed(2, &["n2", "n3"], ""), &all);
+        assert_eq!((p2.to_string(), c), ("1/2".into(), vec![(1, "0/2".parse().unwrap())]));
+        let all = [placed(1, &["n1", "n2"], "0/2"), placed(2, &["n2", "n3"], "1/2")];
+        let (p3, c) = place_new(&placed(3, &["n1", "n3"], ""), &all);
+        assert_eq!((p3.to_string(), c), ("2/4".into(), vec![(1, "0/4".parse().unwrap())]));
+        let all = [placed(1, &["n1", "n2"], "0/4"), placed(2, &["n2", "n3"], "1/2"), placed(3, &["n1", "n3"], "2/4")];
+        for (i, a) in all.iter().enumerate() {
+            for b in &all[i + 1..] {
+                assert!(!a.place().unwrap().overlaps(b.place().unwrap()), "{a:?} {b:?}");
+            }
+        }
+        // Job 2 ends: job 1 (the smallest share; its neighbour job 3 holds 2/4) moves to the half job 2 held,
+        // then job 3 takes the other half.
+        let grown = vec![(1, "1/2".parse().unwrap()), (3, "0/2".parse().unwrap())];
+        assert_eq!(grow_after(&all[1], &all), grown);
+        // Job 3 ends too: job 1 has the whole cycle.
+        let after = [placed(1, &["n1", "n2"], "1/2"), placed(3, &["n1", "n3"], "0/2")];
+        assert_eq!(grow_after(&after[1], &after), vec![(1, "0/1".parse().unwrap())]);
+    }
+
+    #[test]
+    fn places_of_neighbours_never_overlap_in_random_streams() {
+        // A stream of jobs on 16 nodes: arrivals placed, departures grown, changes applied at once.
+        let mut seed = 0x2545_f491_4f6c_dd1d_u64;
+        let mut rand = move |n: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % n
+        };
+        let set = |jobs: &mut Vec<JobInfo>, id: u64, p: Place| {
+            jobs.iter_mut().find(|r| r.id == id).unwrap().admin_comment = format!("{ROW_KEY}{p}");
+        };
+        let mut running: Vec<JobInfo> = Vec::new();
+        for id in 1..400u64 {
+            if !running.is_empty() && rand(3) == 0 {
+                let gone = running.remove(rand(running.len() as u64) as usize);
+                for (j, p) in grow_after(&gone, &running) {
+                    set(&mut running, j, p);
+                }
+            }
+            let first = rand(16);
+            let nodes: Vec<String> = (first..first + 1 + rand(6)).map(|n| format!("n{}", n % 16)).collect();
+            let refs: Vec<&str> = nodes.iter().map(String::as_str).collect();
+            let (place, changes) = place_new(&placed(id, &refs, ""), &running);
+            for (j, p) in changes {
+                let old = running.iter().find(|r| r.id == j).unwrap().place().unwrap();
+                assert!(p.period > old.period, "a newcomer only shrinks its neighbours");
+                set(&mut running, j, p);
+            }
+            running.push(placed(id, &refs, &place.to_string()));
+            for (i, a) in running.iter().enumerate() {
+                for b in &running[i + 1..] {
+                    if a.neighbour_of(b) {
+                        assert!(!a.place().unwrap().overlaps(b.place().unwrap()), "{a:?} {b:?}");
+                    }
+                }
+            }
+        }
     }
 
     #[test]

@@ -290,12 +290,8 @@ impl Auto {
         for members in groups(jobs) {
             let names: Vec<String> = members.iter().map(|&i| jobs[i].name.to_string()).collect();
             let now: Vec<Sample> = members.iter().map(|&i| sample(i)).collect();
-            let rows = {
-                let mut r: Vec<u32> = members.iter().map(|&i| jobs[i].row).collect();
-                r.sort_unstable();
-                r.dedup();
-                r.len() as u32
-            };
+            // Slots in one round of the group's cycles.
+            let rows = members.iter().map(|&i| jobs[i].round).max().unwrap_or(1);
             let group = if let Some(mut g) = self.groups.remove(&names) {
                 if g.window_done(slot, rows, slot_len, &now) {
                     said.extend(step(&mut g, slot, slot_len, &now, &names));
@@ -389,10 +385,10 @@ fn step(g: &mut Group, slot: u64, slot_len: Duration, now: &[Sample], names: &[S
 }
 
 impl Policy for Auto {
-    fn plan(&self, active: u32, jobs: &[JobView<'_>]) -> Vec<Desired> {
+    fn plan(&self, jobs: &[JobView<'_>]) -> Vec<Desired> {
         let policies = self.policy_of(jobs);
-        let gang = Gang.plan(active, jobs);
-        let cfs = Cfs.plan(active, jobs);
+        let gang = Gang.plan(jobs);
+        let cfs = Cfs.plan(jobs);
         policies.iter().enumerate().map(|(i, p)| if *p == PolicySpec::Gang { gang[i] } else { cfs[i] }).collect()
     }
 

@@ -1,4 +1,4 @@
-//! `boost` (the MPL paper): in each slot the jobs of the active row get a high CPU weight, the others their own.
+//! `boost` (the MPL paper): in each slot the favoured jobs get a high CPU weight, the others their own.
 
 use super::{Desired, JobView, Policy};
 
@@ -6,7 +6,7 @@ use super::{Desired, JobView, Policy};
 pub struct Boost;
 
 impl Policy for Boost {
-    fn plan(&self, active: u32, jobs: &[JobView<'_>]) -> Vec<Desired> {
-        jobs.iter().map(|j| Desired { frozen: false, boosted: j.row == active }).collect()
+    fn plan(&self, jobs: &[JobView<'_>]) -> Vec<Desired> {
+        jobs.iter().map(|j| Desired { frozen: false, boosted: j.favoured }).collect()
     }
 }

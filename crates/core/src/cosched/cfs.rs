@@ -6,7 +6,7 @@ use super::{Desired, JobView, Policy};
 pub struct Cfs;
 
 impl Policy for Cfs {
-    fn plan(&self, _active: u32, jobs: &[JobView<'_>]) -> Vec<Desired> {
+    fn plan(&self, jobs: &[JobView<'_>]) -> Vec<Desired> {
         vec![Desired::default(); jobs.len()]
     }
 }

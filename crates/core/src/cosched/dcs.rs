@@ -11,11 +11,11 @@ pub struct Dcs {
 }
 
 impl Policy for Dcs {
-    fn plan(&self, active: u32, jobs: &[JobView<'_>]) -> Vec<Desired> {
+    fn plan(&self, jobs: &[JobView<'_>]) -> Vec<Desired> {
         if self.with_boost {
-            Boost.plan(active, jobs)
+            Boost.plan(jobs)
         } else {
-            Cfs.plan(active, jobs)
+            Cfs.plan(jobs)
         }
     }
 }

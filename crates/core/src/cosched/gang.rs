@@ -1,5 +1,5 @@
-//! `gang`: the active row runs; a job of another row is frozen while it shares a PU with an active job. A job
-//! that shares no PU with any other job is never frozen.
+//! `gang`: the favoured jobs run; any other job is frozen while it shares a PU with a favoured job. A job that
+//! shares no PU with any other job is never frozen.
 
 use super::{Desired, JobView, Policy};
 
@@ -7,10 +7,10 @@ use super::{Desired, JobView, Policy};
 pub struct Gang;
 
 impl Policy for Gang {
-    fn plan(&self, active: u32, jobs: &[JobView<'_>]) -> Vec<Desired> {
+    fn plan(&self, jobs: &[JobView<'_>]) -> Vec<Desired> {
         jobs.iter()
             .map(|j| Desired {
-                frozen: j.row != active && jobs.iter().any(|other| other.row == active && other.pus.intersects(j.pus)),
+                frozen: !j.favoured && jobs.iter().any(|other| other.favoured && other.pus.intersects(j.pus)),
                 boosted: false,
             })
             .collect()

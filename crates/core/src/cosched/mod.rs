@@ -1,8 +1,8 @@
 //! Co-scheduling policies: what each job's cgroup gets in a slot. One trait, one file per policy.
 //!
-//! Time is cut into wall-clock slots ([`slot`]); in slot `k` the jobs of row `k mod rows` ([`rows`]) are the
-//! active ones. A policy turns (active row, jobs) into a [`Desired`] state per job; the agent applies the
-//! difference to the cgroups.
+//! Time is cut into wall-clock slots ([`slot`]); in slot `k` the jobs of row `k mod rows` ([`rows`]), and the
+//! jobs whose cluster-wide place holds `k`, are the favoured ones. A policy turns the jobs (favoured or not) into
+//! a [`Desired`] state per job; the agent applies the difference to the cgroups.
 
 pub mod auto;
 mod boost;
@@ -129,8 +129,10 @@ pub const BOOST_WEIGHT: u64 = 10_000;
 pub struct JobView<'a> {
     /// The job's name.
     pub name: &'a str,
-    /// The job's row.
-    pub row: u32,
+    /// Whether the slot is the job's (its row is active, or its place holds the slot).
+    pub favoured: bool,
+    /// Slots in the job's cycle (its place's period, or its node's row count).
+    pub round: u32,
     /// PUs the job may run on.
     pub pus: &'a CpuList,
 }
@@ -146,8 +148,8 @@ pub struct Desired {
 
 /// The slot plan of a co-scheduling policy.
 pub trait Policy: Send {
-    /// The desired state of every job in a slot whose active row is `active`, in the order of `jobs`.
-    fn plan(&self, active: u32, jobs: &[JobView<'_>]) -> Vec<Desired>;
+    /// The desired state of every job in a slot, in the order of `jobs`.
+    fn plan(&self, jobs: &[JobView<'_>]) -> Vec<Desired>;
 
     /// The measuring policy (`auto`), which takes the jobs' progress at every slot boundary; `None` for the
     /// others.

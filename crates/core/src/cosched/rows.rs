@@ -1,6 +1,15 @@
-//! Rows of the Ousterhout matrix: jobs that share PUs get different rows. A row pinned from outside (`--row`,
-//! a Slurm prolog) is kept as given, so that agents on different nodes agree; the others are placed greedily in
-//! the order of a stable hash of their names, each in the lowest row no PU-sharing job holds.
+//! Rows of the Ousterhout matrix.
+//!
+//! On one node, jobs that share PUs get different rows of the node's own cycle (slot `k` runs row `k mod rows`,
+//! `rows` the node's count). A row pinned from outside (`--row`) is kept as given; the others are placed greedily
+//! in the order of a stable hash of their names, each in the lowest row no PU-sharing job holds.
+//!
+//! Across nodes a job has a [`Place`] instead: row `r` of period `P` (a power of two), favoured in the slots `k`
+//! with `k mod P == r` on every node, whatever else each node runs. The controller gives places such that jobs
+//! sharing a node have disjoint slots (docs/policies/gang.md); a change of place takes effect at a wall-clock
+//! time ([`Schedule`]) that every node of the job reads alike.
+
+use serde::{Deserialize, Serialize};
 
 use crate::cpulist::CpuList;
 use crate::error::UsageError;
@@ -52,4 +61,117 @@ pub fn assign(entries: &[Entry<'_>]) -> (Vec<u32>, u32) {
     let rows: Vec<u32> = rows.into_iter().map(|r| r.expect("every row assigned")).collect();
     let count = rows.iter().max().map_or(1, |m| m + 1);
     (rows, count)
+}
+
+/// A job's place in the cluster-wide matrix: favoured in the slots `k` with `k mod period == row`. The period is a
+/// power of two, so two places share slots exactly when their rows agree modulo the smaller period.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct Place {
+    /// The row, below `period`.
+    pub row: u32,
+    /// Slots in the place's cycle: a power of two up to [`MAX_ROWS`].
+    pub period: u32,
+}
+
+impl Place {
+    /// The whole cycle: every slot.
+    pub const ALL: Place = Place { row: 0, period: 1 };
+
+    /// Whether slot `k` is the place's.
+    pub fn holds(self, k: u64) -> bool {
+        k % u64::from(self.period) == u64::from(self.row)
+    }
+
+    /// Whether the two places share a slot.
+    pub fn overlaps(self, other: Place) -> bool {
+        let m = self.period.min(other.period);
+        self.row % m == other.row % m
+    }
+
+    /// The share of slots the place holds.
+    pub fn share(self) -> f64 {
+        1.0 / f64::from(self.period)
+    }
+
+    /// The two halves of the place (period doubled).
+    pub fn halves(self) -> [Place; 2] {
+        let period = self.period * 2;
+        [Place { row: self.row, period }, Place { row: self.row + self.period, period }]
+    }
+
+    /// The place of which this one is a half, unless it is the whole cycle.
+    pub fn parent(self) -> Option<Place> {
+        (self.period > 1).then(|| Place { row: self.row % (self.period / 2), period: self.period / 2 })
+    }
+
+    /// The other half of the parent.
+    pub fn sibling(self) -> Option<Place> {
+        let parent = self.parent()?;
+        Some(Place { row: (self.row + parent.period) % self.period, period: self.period })
+    }
+}
+
+impl std::fmt::Display for Place {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.row, self.period)
+    }
+}
+
+impl std::str::FromStr for Place {
+    type Err = UsageError;
+
+    /// `ROW/PERIOD`, the period a power of two up to [`MAX_ROWS`], the row below it.
+    fn from_str(text: &str) -> Result<Self, UsageError> {
+        let bad = |why: &str| UsageError::new(format!("bad place {text:?} ({why}; expected ROW/PERIOD, e.g. 1/4)"));
+        let (row, period) = text.split_once('/').ok_or_else(|| bad("no '/'"))?;
+        let row: u32 = row.parse().map_err(|_| bad("the row is not a number"))?;
+        let period: u32 = period.parse().map_err(|_| bad("the period is not a number"))?;
+        if !period.is_power_of_two() || period > MAX_ROWS {
+            return Err(bad(&format!("the period must be a power of two up to {MAX_ROWS}")));
+        }
+        if row >= period {
+            return Err(bad("the row must be below the period"));
+        }
+        Ok(Place { row, period })
+    }
+}
+
+impl TryFrom<String> for Place {
+    type Error = UsageError;
+
+    /// Places arrive as text (`ROW/PERIOD`) and are checked like any other.
+    fn try_from(text: String) -> Result<Self, UsageError> {
+        text.parse()
+    }
+}
+
+impl From<Place> for String {
+    fn from(place: Place) -> String {
+        place.to_string()
+    }
+}
+
+/// A job's place and its pending change: `place` from `from_ms` (milliseconds since the Unix epoch) on, `before`
+/// until then. Every node of the job switches at the first slot that starts at or after `from_ms`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Schedule {
+    /// The place from `from_ms` on.
+    pub place: Place,
+    /// When `place` takes effect (0: always).
+    pub from_ms: u64,
+    /// The place until `from_ms`; `None` when the job had none (it arrived with this change).
+    pub before: Option<Place>,
+}
+
+impl Schedule {
+    /// The place in force at `t_ms` (a job with no place before its first one has the whole cycle then, which
+    /// no job's disjointness depends on: it overlaps whoever runs, as under `cfs`).
+    pub fn at(&self, t_ms: u64) -> Place {
+        if t_ms >= self.from_ms {
+            self.place
+        } else {
+            self.before.unwrap_or(Place::ALL)
+        }
+    }
 }

@@ -8,6 +8,16 @@ fn pus(s: &str) -> CpuList {
     CpuList::parse(s).unwrap()
 }
 
+/// A job of row `row` of two, in a slot whose active row is 0.
+fn view<'a>(name: &'a str, row: u32, pus: &'a CpuList) -> JobView<'a> {
+    JobView { name, favoured: row == 0, round: 2, pus }
+}
+
+/// The same jobs one slot later (row 1 active).
+fn next<'a>(jobs: &[JobView<'a>]) -> Vec<JobView<'a>> {
+    jobs.iter().map(|j| JobView { favoured: !j.favoured, ..*j }).collect()
+}
+
 #[test]
 fn sharing_jobs_get_different_rows_and_loners_row_zero() {
     let (a, b, c) = (pus("0-1"), pus("1-2"), pus("3"));
@@ -52,26 +62,22 @@ fn rows_do_not_depend_on_input_order() {
 #[test]
 fn gang_freezes_only_jobs_sharing_pus_with_the_active_row() {
     let (a, b, c) = (pus("0-1"), pus("0-1"), pus("2-3"));
-    let jobs = [
-        JobView { name: "j", row: 0, pus: &a },
-        JobView { name: "j", row: 1, pus: &b },
-        JobView { name: "j", row: 1, pus: &c },
-    ];
+    let jobs = [view("j", 0, &a), view("j", 1, &b), view("j", 1, &c)];
     let gang = by_name("gang").build();
-    let plan = gang.plan(0, &jobs);
+    let plan = gang.plan(&jobs);
     assert_eq!(plan.iter().map(|d| d.frozen).collect::<Vec<_>>(), [false, true, false]);
-    let plan = gang.plan(1, &jobs);
+    let plan = gang.plan(&next(&jobs));
     assert_eq!(plan.iter().map(|d| d.frozen).collect::<Vec<_>>(), [true, false, false]);
 }
 
 #[test]
 fn boost_raises_the_active_row_and_cfs_does_nothing() {
     let a = pus("0-1");
-    let jobs = [JobView { name: "j", row: 0, pus: &a }, JobView { name: "j", row: 1, pus: &a }];
-    let boost = by_name("boost").build().plan(1, &jobs);
+    let jobs = [view("j", 0, &a), view("j", 1, &a)];
+    let boost = by_name("boost").build().plan(&next(&jobs));
     assert_eq!(boost.iter().map(|d| d.boosted).collect::<Vec<_>>(), [false, true]);
     assert!(boost.iter().all(|d| !d.frozen));
-    assert_eq!(by_name("cfs").build().plan(0, &jobs), vec![Desired::default(); 2]);
+    assert_eq!(by_name("cfs").build().plan(&jobs), vec![Desired::default(); 2]);
 }
 
 #[test]
@@ -112,10 +118,10 @@ fn dcs_names_parse_to_their_slot_plan_and_raise() {
     assert_eq!(by_name("dcs").raises(), Some(Raise::DEFAULT));
     assert_eq!(by_name("dcs:nice").raises(), Some(Raise::Nice));
     let all = pus("0-1");
-    let jobs = [JobView { name: "j", row: 0, pus: &all }, JobView { name: "j", row: 1, pus: &all }];
-    let plain = by_name("dcs:weight").build().plan(0, &jobs);
+    let jobs = [view("j", 0, &all), view("j", 1, &all)];
+    let plain = by_name("dcs:weight").build().plan(&jobs);
     assert!(plain.iter().all(|d| *d == Desired::default()), "dcs alone plans like cfs");
-    let with_boost = by_name("dcs+boost").build().plan(1, &jobs);
+    let with_boost = by_name("dcs+boost").build().plan(&next(&jobs));
     assert!(!with_boost[0].boosted && with_boost[1].boosted, "dcs+boost plans like boost");
     assert!(by_name("cfs").raises().is_none() && !by_name("cfs").slotted());
     assert!(by_name("gang").slotted() && by_name("boost").slotted());
@@ -147,7 +153,7 @@ mod auto {
     //! `auto_choices`), and its trial as slots go by.
     use std::time::Duration;
 
-    use super::pus;
+    use super::{next, pus, view};
     use crate::cosched::auto::{decide, groups, window_slots, Auto, Choice, Rate, Sample, CANDIDATES};
     use crate::cosched::{Desired, JobView, Policy, PolicySpec};
 
@@ -220,12 +226,7 @@ mod auto {
     #[test]
     fn groups_are_jobs_that_share_pus_through_each_other() {
         let (a, b, c, d) = (pus("0-1"), pus("1-2"), pus("2-3"), pus("5"));
-        let jobs = [
-            JobView { name: "a", row: 0, pus: &a },
-            JobView { name: "d", row: 0, pus: &d },
-            JobView { name: "c", row: 0, pus: &c },
-            JobView { name: "b", row: 1, pus: &b },
-        ];
+        let jobs = [view("a", 0, &a), view("d", 0, &d), view("c", 0, &c), view("b", 1, &b)];
         assert_eq!(groups(&jobs), vec![vec![0, 2, 3]]);
     }
 
@@ -245,46 +246,46 @@ mod auto {
     #[test]
     fn a_pair_is_tried_under_gang_then_cfs_then_ganged_until_it_changes() {
         let (x, y, z) = (pus("0-1"), pus("0-1"), pus("3"));
-        let jobs = [JobView { name: "x", row: 0, pus: &x }, JobView { name: "y", row: 1, pus: &y }];
+        let jobs = [view("x", 0, &x), view("y", 1, &y)];
         let frozen_y = vec![Desired::default(), Desired { frozen: true, boosted: false }];
         let mut auto = Auto::default();
         let first = see(&mut auto, 10, &jobs, &calls_at(0.0, &[0, 0]));
         assert!(first[0].trying && first[0].policy == "gang");
-        assert_eq!(auto.plan(0, &jobs), frozen_y);
+        assert_eq!(auto.plan(&jobs), frozen_y);
         // Half of gang's window (two rows: two slots): nothing changes.
         assert!(see(&mut auto, 11, &jobs, &calls_at(0.2, &[400, 400])).is_empty());
         // gang measured at 2000 calls/s; cfs is tried, for one slot.
         let tried = see(&mut auto, 12, &jobs, &calls_at(0.4, &[800, 800]));
         assert!(tried[0].trying && tried[0].policy == "cfs");
-        assert_eq!(auto.plan(0, &jobs), vec![Desired::default(); 2]);
+        assert_eq!(auto.plan(&jobs), vec![Desired::default(); 2]);
         // cfs half as fast: gang chosen.
         let chosen = see(&mut auto, 13, &jobs, &calls_at(0.6, &[1000, 1000]));
         assert!(!chosen[0].trying && chosen[0].policy == "gang", "{chosen:?}");
         assert!(chosen[0].why.starts_with("gang progress 2.00x of cfs's"), "{chosen:?}");
         assert_eq!(chosen[0].rates.len(), 2);
         assert_eq!(auto.choices()[0].policy, "gang");
-        assert_eq!(auto.plan(0, &jobs), frozen_y);
+        assert_eq!(auto.plan(&jobs), frozen_y);
         // Progress stays as measured: kept.
         assert!(see(&mut auto, 15, &jobs, &calls_at(1.0, &[1800, 1800])).is_empty());
         // A third job on other PUs is left alone and does not disturb the pair.
-        let more = [jobs[0], jobs[1], JobView { name: "z", row: 0, pus: &z }];
+        let more = [jobs[0], jobs[1], view("z", 0, &z)];
         let mut s = calls_at(1.4, &[2600, 2600]);
         s.push(Sample::default());
         assert!(see(&mut auto, 17, &more, &s).is_empty());
-        assert_eq!(auto.plan(1, &more)[2], Desired::default());
+        assert_eq!(auto.plan(&next(&more))[2], Desired::default());
         // Progress halves: tried again from gang.
         let again = see(&mut auto, 19, &jobs, &calls_at(1.8, &[3000, 3000]));
         assert!(again[0].trying && again[0].policy == "gang" && again[0].why.contains("drifted"), "{again:?}");
         // One job gone: no group is left, every job under cfs.
         assert!(see(&mut auto, 21, &jobs[..1], &calls_at(2.2, &[3400])).is_empty());
         assert!(auto.choices().is_empty());
-        assert_eq!(auto.plan(0, &jobs[..1]), vec![Desired::default()]);
+        assert_eq!(auto.plan(&jobs[..1]), vec![Desired::default()]);
     }
 
     #[test]
     fn a_job_whose_processes_change_restarts_the_trial() {
         let (x, y) = (pus("0-1"), pus("0-1"));
-        let jobs = [JobView { name: "x", row: 0, pus: &x }, JobView { name: "y", row: 1, pus: &y }];
+        let jobs = [view("x", 0, &x), view("y", 1, &y)];
         let mut auto = Auto::default();
         see(&mut auto, 0, &jobs, &calls_at(0.0, &[0, 0]));
         let mut s = calls_at(0.4, &[400, 400]);
@@ -314,7 +315,7 @@ mod auto {
     #[test]
     fn a_window_stretches_until_it_has_enough_calls_and_a_stall_shows_as_one() {
         let (x, y) = (pus("0-1"), pus("0-1"));
-        let jobs = [JobView { name: "x", row: 0, pus: &x }, JobView { name: "y", row: 1, pus: &y }];
+        let jobs = [view("x", 0, &x), view("y", 1, &y)];
         let mut auto = Auto::default();
         see(&mut auto, 0, &jobs, &calls_at(0.0, &[0, 0]));
         // 200 calls/s: 80 calls in gang's least window are too few; twice as long is enough.
@@ -327,4 +328,32 @@ mod auto {
         let chosen = see(&mut auto, 8, &jobs, &calls_at(1.6, &[160, 160]));
         assert!(!chosen[0].trying && chosen[0].policy == "gang", "{chosen:?}");
     }
+}
+
+#[test]
+fn places_hold_their_slots_and_overlap_exactly_when_they_share_one() {
+    use super::rows::{Place, Schedule};
+    let p = |s: &str| s.parse::<Place>().unwrap();
+    assert!(p("1/4").holds(5) && !p("1/4").holds(6) && p("0/1").holds(7));
+    // Overlap by brute force over one round of the longer period.
+    let all: Vec<Place> =
+        [1u32, 2, 4, 8].iter().flat_map(|&period| (0..period).map(move |row| Place { row, period })).collect();
+    for a in &all {
+        for b in &all {
+            let shared = (0..8u64).any(|k| a.holds(k) && b.holds(k));
+            assert_eq!(a.overlaps(*b), shared, "{a} {b}");
+        }
+        for half in a.halves() {
+            assert_eq!(half.parent(), Some(*a));
+            assert_eq!(half.sibling().and_then(Place::parent), Some(*a));
+            assert!(!half.overlaps(half.sibling().unwrap()));
+        }
+    }
+    assert_eq!(p("3/4").to_string(), "3/4");
+    for bad in ["4/4", "1/3", "1", "a/2", "0/2048"] {
+        assert!(bad.parse::<Place>().is_err(), "{bad}");
+    }
+    let change = Schedule { place: p("0/4"), from_ms: 1000, before: Some(p("0/2")) };
+    assert_eq!((change.at(999), change.at(1000)), (p("0/2"), p("0/4")));
+    assert_eq!(Schedule { before: None, ..change }.at(0), Place::ALL);
 }

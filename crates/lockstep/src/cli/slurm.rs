@@ -1,4 +1,4 @@
-//! `lockstep slurm prolog|epilog|prolog-slurmctld`: what Slurm runs at each job's start and end (see
+//! `lockstep slurm prolog|epilog|prolog-slurmctld|epilog-slurmctld`: what Slurm runs at each job's start and end (see
 //! deploy/slurm/). Each takes the job from Slurm's environment (`SLURM_JOB_ID`, `SLURM_JOB_UID`) and never fails
 //! the job: a failing prolog drains the node, so problems are reported on stderr (slurmd's or slurmctld's log)
 //! and the exit status stays 0. Only a missing or malformed job ID, which means it was run by hand, is exit 2.
@@ -18,9 +18,22 @@ pub enum SlurmCommand {
     Prolog(JobArgs),
     /// slurm.conf `Epilog=`: tell this node's agent that the job has ended here.
     Epilog(JobArgs),
-    /// slurm.conf `PrologSlurmctld=`: give the job the lowest co-scheduling row free on all its nodes (the same
-    /// row on every node; jobs sharing a node get different rows), kept in its AdminComment.
-    PrologSlurmctld(JobArgs),
+    /// slurm.conf `PrologSlurmctld=`: give the job its place in the cluster-wide matrix (the same slots on every
+    /// node; jobs sharing a node get disjoint slots, running neighbours making room), kept in its AdminComment.
+    PrologSlurmctld(ControllerArgs),
+    /// slurm.conf `EpilogSlurmctld=`: the job's neighbours grow into the slots it held.
+    EpilogSlurmctld(JobArgs),
+}
+
+/// The controller prolog's job and how it gives rows.
+#[derive(Debug, clap::Args)]
+pub struct ControllerArgs {
+    #[command(flatten)]
+    job: JobArgs,
+    /// `cluster`: places every node of a job favours it in alike; `node`: a row of each node's own cycle (as
+    /// before cluster-wide places; agreement then holds only where nodes run the same jobs).
+    #[arg(long, value_enum, default_value_t = slurm::RowMode::Cluster)]
+    rows: slurm::RowMode,
 }
 
 /// The job a prolog or epilog is for.
@@ -48,16 +61,17 @@ pub fn exec(cmd: &SlurmCommand, socket: &Path) -> anyhow::Result<i32> {
     let (what, result) = match cmd {
         SlurmCommand::Prolog(args) => {
             let id = args.id()?;
-            ("prolog", prolog(id, socket).map(|row| format!("job {id} announced, row {}", show_row(row))))
+            ("prolog", prolog(id, socket).map(|row| format!("job {id} announced, {}", show_row(row))))
         }
         SlurmCommand::Epilog(args) => {
             let id = args.id()?;
             ("epilog", tell(socket, &Request::SlurmEpilog { id }).map(|()| format!("job {id} ended")))
         }
         SlurmCommand::PrologSlurmctld(args) => {
-            let id = args.id()?;
-            ("prolog-slurmctld", slurm::assign_row(id).map(|row| format!("job {id} row {row}")))
+            let id = args.job.id()?;
+            ("prolog-slurmctld", slurm::assign_row(id, args.rows))
         }
+        SlurmCommand::EpilogSlurmctld(args) => ("epilog-slurmctld", slurm::release_row(args.id()?)),
     };
     match result {
         Ok(msg) => eprintln!("lockstep slurm {what}: {msg}"),
@@ -66,12 +80,12 @@ pub fn exec(cmd: &SlurmCommand, socket: &Path) -> anyhow::Result<i32> {
     Ok(0)
 }
 
-fn show_row(row: Option<u32>) -> String {
-    row.map_or_else(|| "from the job-ID hash".into(), |r| r.to_string())
+fn show_row(row: Option<slurm::Row>) -> String {
+    row.map_or_else(|| "row from the job-ID hash".into(), slurm::show)
 }
 
-/// Announces job `id` to the agent; returns its row.
-fn prolog(id: u64, socket: &Path) -> anyhow::Result<Option<u32>> {
+/// Announces job `id` to the agent; returns its row or place.
+fn prolog(id: u64, socket: &Path) -> anyhow::Result<Option<slurm::Row>> {
     let Some(uid) = std::env::var("SLURM_JOB_UID").ok().and_then(|u| u.parse().ok()) else {
         anyhow::bail!("SLURM_JOB_UID is not set or not a number")
     };
@@ -82,7 +96,12 @@ fn prolog(id: u64, socket: &Path) -> anyhow::Result<Option<u32>> {
             None
         }
     };
-    tell(socket, &Request::SlurmProlog { id, uid, row })?;
+    let (node_row, place) = match row {
+        Some(slurm::Row::Node(r)) => (Some(r), None),
+        Some(slurm::Row::Cluster(s)) => (None, Some(s)),
+        None => (None, None),
+    };
+    tell(socket, &Request::SlurmProlog { id, uid, row: node_row, place })?;
     Ok(row)
 }
 

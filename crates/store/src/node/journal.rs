@@ -30,6 +30,9 @@ pub enum Action {
     DcsRaise,
     /// `dcs` lowered it again (duration: how long it was raised).
     DcsLower,
+    /// The slot is the job's (its row is active or its place holds the slot), recorded at every boundary under
+    /// a slotted policy: agreement across nodes is measured from these.
+    Favour,
 }
 
 /// The names of [`Action`], as the `decisions` table stores them.
@@ -43,6 +46,7 @@ pub const ACTIONS: Names<Action> = Names(&[
     ("gone", Action::Gone),
     ("dcs-raise", Action::DcsRaise),
     ("dcs-lower", Action::DcsLower),
+    ("favour", Action::Favour),
 ]);
 
 impl Action {
