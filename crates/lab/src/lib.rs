@@ -1,8 +1,9 @@
 //! Experiments: a TOML spec is run case by case under a private agent, every job's result goes to the store,
-//! and a report turns the latest session into tables, plots, Markdown and HTML. Three kinds: co-scheduling
+//! and a report turns the latest session into tables, plots, Markdown and HTML. The kinds: co-scheduling
 //! experiments ([`spec`], [`runner`], [`report`]; the MPL and DCS papers), counter-overhead experiments ([`counters`];
-//! the counters paper), lock experiments ([`locks`]; the CNA-in-VMs paper) and placement experiments
-//! ([`placement`]; the hybrid-CPU paper), told apart by the spec's `kind` key.
+//! the counters paper), lock experiments ([`locks`]; the CNA-in-VMs paper), placement experiments ([`placement`];
+//! the hybrid-CPU paper) and scale experiments on up to 64 Slurm nodes ([`scale`]), told apart by the spec's
+//! `kind` key.
 
 mod containers;
 pub mod counters;
@@ -12,6 +13,7 @@ mod mix_report;
 pub mod placement;
 pub mod report;
 pub mod runner;
+pub mod scale;
 mod slurm;
 pub mod spec;
 mod stats;
@@ -30,6 +32,8 @@ pub enum AnySpec {
     Locks(locks::LocksSpec),
     /// Placement by core kind (`kind = "placement"`).
     Placement(placement::PlacementSpec),
+    /// The control plane on many Slurm nodes (`kind = "scale"`).
+    Scale(scale::ScaleSpec),
 }
 
 impl AnySpec {
@@ -40,6 +44,7 @@ impl AnySpec {
             Self::Counters(s) => &s.name,
             Self::Locks(s) => &s.name,
             Self::Placement(s) => &s.name,
+            Self::Scale(s) => &s.name,
         }
     }
 }
@@ -58,9 +63,11 @@ pub fn parse(path: &Path, text: &str) -> Result<AnySpec, UsageError> {
         Some("counters") => counters::parse(path, text).map(AnySpec::Counters),
         Some("locks") => locks::parse(path, text).map(AnySpec::Locks),
         Some("placement") => placement::parse(path, text).map(AnySpec::Placement),
+        Some("scale") => scale::parse(path, text).map(AnySpec::Scale),
         None | Some("mpl") => spec::parse(path, text).map(AnySpec::Mpl),
         Some(other) => Err(UsageError::new(format!(
-            "bad experiment spec {}: kind = {other:?} (expected \"mpl\", \"counters\", \"locks\" or \"placement\")",
+            "bad experiment spec {}: kind = {other:?} (expected \"mpl\", \"counters\", \"locks\", \"placement\" \
+             or \"scale\")",
             path.display()
         ))),
     }

@@ -449,9 +449,7 @@ fn dcs_latency(stores: &[PathBuf], from: f64, to: f64) -> anyhow::Result<Option<
     if us.is_empty() {
         return Ok(None);
     }
-    us.sort_by(f64::total_cmp);
-    let pct = |p: f64| us[((us.len() - 1) as f64 * p).round() as usize];
-    Ok(Some((us.len() as u64, pct(0.5), pct(0.99))))
+    Ok(Some((us.len() as u64, crate::stats::percentile(&mut us, 0.5), crate::stats::percentile(&mut us, 0.99))))
 }
 
 /// Where a Slurm job of the experiment writes its output.

@@ -16,14 +16,17 @@ use lockstep_store::{Action, Store};
 
 /// What a batch job's last output line starts with: the time its `srun` ended.
 const END_MARK: &str = "lockstep-job-end";
+/// What its first output line starts with: the time its batch script began (once Slurm started the job).
+const START_MARK: &str = "lockstep-job-start";
 
 /// Whether the test cluster is up, and with which of Slurm's own scheduling.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Mode {
     /// Not started, or taken down.
     Down,
-    /// Up; with Slurm's gang scheduling at this time slice (seconds) when `Some`.
-    Up(Option<u64>),
+    /// Up; with Slurm's gang scheduling at this time slice (seconds) when `Some`, and the controller's prolog
+    /// giving rows of this kind (`cluster`, `node`).
+    Up(Option<u64>, &'static str),
 }
 
 /// The test cluster an experiment runs its jobs on.
@@ -33,6 +36,8 @@ pub struct Cluster {
     /// `LOCKSTEP_CLUSTER_DIR`.
     dir: PathBuf,
     nodes: u32,
+    /// How the controller's prolog gives rows: `cluster` (places) or `node` (each node's own cycle).
+    rows: &'static str,
     /// How the cluster runs now.
     mode: Mode,
 }
@@ -46,18 +51,31 @@ impl Cluster {
             "ranks_in = [\"slurm\"] needs the source tree's tests/cluster/up (not found at {})",
             scripts.display()
         );
-        Ok(Self { scripts, dir: std::path::absolute(paths.work.join("cluster"))?, nodes, mode: Mode::Down })
+        let dir = std::path::absolute(paths.work.join("cluster"))?;
+        Ok(Self { scripts, dir, nodes, rows: "cluster", mode: Mode::Down })
+    }
+
+    /// From the next [`Self::apply`] on, the controller's prolog gives rows of kind `rows` (`cluster`: places
+    /// agreed cluster-wide; `node`: rows of each node's own cycle, as before them).
+    pub fn set_rows(&mut self, rows: &'static str) {
+        self.rows = rows;
+    }
+
+    /// The cluster's directory (`LOCKSTEP_CLUSTER_DIR`).
+    pub fn dir(&self) -> &Path {
+        &self.dir
     }
 
     /// Brings the cluster into the mode `policy` needs — restarted when Slurm's gang scheduling is switched on or
     /// off or its time slice changes — and sets every agent's policy (`cfs` under Slurm's gang scheduling).
     pub fn apply(&mut self, policy: &PolicyConfig) -> anyhow::Result<()> {
         let gang = (policy.scheduler == Scheduler::SlurmGang).then_some(policy.slot.as_secs());
-        if self.mode != Mode::Up(gang) {
+        if self.mode != Mode::Up(gang, self.rows) {
             self.down();
             let mut up = Command::new(self.scripts.join("up"));
             up.arg(self.nodes.to_string())
                 .env("LOCKSTEP_CLUSTER_DIR", &self.dir)
+                .env("LOCKSTEP_CLUSTER_ROWS", self.rows)
                 .env("LOCKSTEP", std::env::current_exe()?);
             if let Some(seconds) = gang {
                 up.env("LOCKSTEP_CLUSTER_GANG", seconds.to_string());
@@ -68,7 +86,7 @@ impl Cluster {
                 "tests/cluster/up failed: {}",
                 String::from_utf8_lossy(&out.stderr).trim()
             );
-            self.mode = Mode::Up(gang);
+            self.mode = Mode::Up(gang, self.rows);
         }
         let name = policy.scheduler.agents().name().to_string();
         let slot_ms = policy.agent_slot_ms();
@@ -94,15 +112,32 @@ impl Cluster {
     /// costs.)
     pub fn sbatch(&self, job: &str, ranks: u32, busy: bool, output: &Path, program: &[String]) -> Command {
         let per_node = ranks / self.nodes;
-        let cpus = (lockstep_core::cpulist::CpuList::online().iter().count() as u32 / per_node).max(1);
+        let mut cmd = self.batch(job, busy, output, program, per_node);
+        cmd.args(["--wait", "--quiet", "-N", &self.nodes.to_string(), "-n", &ranks.to_string()]);
+        cmd
+    }
+
+    /// One job of one rank on each of `nodes` (numbers, from 1), submitted and not waited for (`--parsable`:
+    /// its output is the job ID); otherwise as [`Self::sbatch`]. Its output begins with the time it started
+    /// ([`Self::start_time`]).
+    pub fn sbatch_on(&self, job: &str, nodes: &[u32], busy: bool, output: &Path, program: &[String]) -> Command {
+        let list: Vec<String> = nodes.iter().map(|n| format!("n{n}")).collect();
+        let mut cmd = self.batch(job, busy, output, program, 1);
+        cmd.args(["--parsable", "-N", &nodes.len().to_string(), "-n", &nodes.len().to_string(), "-w", &list.join(",")]);
+        cmd
+    }
+
+    /// The `sbatch` of a job with `per_node` tasks on each node, each holding its share of the node's CPUs.
+    fn batch(&self, job: &str, busy: bool, output: &Path, program: &[String], per_node: u32) -> Command {
+        let cpus = (lockstep_core::cpulist::CpuList::online().iter().count() as u32 / per_node.max(1)).max(1);
         let quoted: Vec<String> = program.iter().map(|a| format!("'{}'", a.replace('\'', "'\\''"))).collect();
         let mut cmd = Command::new("sbatch");
-        cmd.args(["--wait", "--quiet", "-N", &self.nodes.to_string(), "-n", &ranks.to_string()])
-            .args(["--ntasks-per-node", &per_node.to_string(), "-c", &cpus.to_string()])
+        cmd.args(["--ntasks-per-node", &per_node.to_string(), "-c", &cpus.to_string()])
             .args(["--job-name", job, "--output"])
             .arg(output)
             .arg(format!(
-                "--wrap=srun --kill-on-bad-exit=1 {}; rc=$?; echo \"{END_MARK} $(date +%s.%N)\"; exit $rc",
+                "--wrap=echo \"{START_MARK} $(date +%s.%N)\"; srun --kill-on-bad-exit=1 {}; rc=$?; \
+                 echo \"{END_MARK} $(date +%s.%N) $rc\"; exit $rc",
                 quoted.join(" ")
             ))
             .env("SLURM_CONF", self.dir.join("slurm.conf"))
@@ -140,7 +175,17 @@ impl Cluster {
 
     /// When the job whose output is `text` ended (seconds since the epoch), as its batch script wrote it.
     pub fn end_time(text: &str) -> Option<f64> {
-        text.lines().rev().find_map(|l| l.strip_prefix(END_MARK)?.trim().parse().ok())
+        text.lines().rev().find_map(|l| l.strip_prefix(END_MARK)?.split_whitespace().next()?.parse().ok())
+    }
+
+    /// The exit status of `srun` in the job whose output is `text`, as its batch script wrote it.
+    pub fn exit_code(text: &str) -> Option<i32> {
+        text.lines().rev().find_map(|l| l.strip_prefix(END_MARK)?.split_whitespace().nth(1)?.parse().ok())
+    }
+
+    /// When the job whose output is `text` started (seconds since the epoch), as its batch script wrote it.
+    pub fn start_time(text: &str) -> Option<f64> {
+        text.lines().find_map(|l| l.strip_prefix(START_MARK)?.trim().parse().ok())
     }
 
     /// The largest gap, in milliseconds, between the nodes' agents switching the same slot within

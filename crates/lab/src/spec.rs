@@ -212,6 +212,30 @@ fn process_only() -> Vec<String> {
     vec!["process".into()]
 }
 
+/// A `[[policies]]` entry: `name` a lockstep policy or `slurm-gang` (only when jobs run under Slurm, `slurm`),
+/// `slot` its slot length (Slurm's time slice: whole seconds, at least 5).
+pub(crate) fn policy_config(name: &str, slot: Option<&str>, slurm: bool) -> Result<PolicyConfig, String> {
+    let scheduler = if name == SLURM_GANG {
+        if !slurm {
+            return Err(format!("policy {SLURM_GANG} needs ranks_in = [\"slurm\"]"));
+        }
+        Scheduler::SlurmGang
+    } else {
+        Scheduler::Lockstep(name.parse().map_err(|e: UsageError| e.to_string())?)
+    };
+    let slot = match slot {
+        Some(s) => slot::parse(s).map_err(|e| e.to_string())?,
+        None => slot::DEFAULT,
+    };
+    if scheduler == Scheduler::SlurmGang && (slot.subsec_nanos() != 0 || slot.as_secs() < 5) {
+        return Err(format!(
+            "policy {SLURM_GANG}: slot {} is Slurm's SchedulerTimeSlice (expected whole seconds, at least 5s)",
+            slot::format(slot)
+        ));
+    }
+    Ok(PolicyConfig { scheduler, slot })
+}
+
 /// Most repetitions of a case a spec may ask for.
 pub(crate) const MAX_REPETITIONS: u32 = 1000;
 
@@ -316,25 +340,7 @@ pub fn parse(path: &Path, text: &str) -> Result<Spec, UsageError> {
     }
     let mut policies = Vec::new();
     for p in &raw.policies {
-        let scheduler = if p.name == SLURM_GANG {
-            if !slurm {
-                return Err(bad(format!("policy {SLURM_GANG} needs ranks_in = [\"slurm\"]")));
-            }
-            Scheduler::SlurmGang
-        } else {
-            Scheduler::Lockstep(p.name.parse().map_err(|e: UsageError| bad(e.to_string()))?)
-        };
-        let slot = match &p.slot {
-            Some(s) => slot::parse(s).map_err(|e| bad(e.to_string()))?,
-            None => slot::DEFAULT,
-        };
-        if scheduler == Scheduler::SlurmGang && (slot.subsec_nanos() != 0 || slot.as_secs() < 5) {
-            return Err(bad(format!(
-                "policy {SLURM_GANG}: slot {} is Slurm's SchedulerTimeSlice (expected whole seconds, at least 5s)",
-                slot::format(slot)
-            )));
-        }
-        policies.push(PolicyConfig { scheduler, slot });
+        policies.push(policy_config(&p.name, p.slot.as_deref(), slurm).map_err(bad)?);
     }
     if policies.is_empty() {
         return Err(bad("no [[policies]]".into()));

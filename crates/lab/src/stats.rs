@@ -18,6 +18,15 @@ pub(crate) fn median(v: &mut [f64]) -> f64 {
     }
 }
 
+/// The `p`-quantile of `v` (0 to 1; sorted in place), the nearest rank; NaN when empty.
+pub(crate) fn percentile(v: &mut [f64], p: f64) -> f64 {
+    v.sort_by(f64::total_cmp);
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    v[((v.len() - 1) as f64 * p).round() as usize]
+}
+
 /// A job's time: the kernel's timed section; for a Slurm job its wall time from `srun` to exit, since Slurm's
 /// gang scheduling may keep a job suspended before and during its timed section.
 pub(crate) fn time_of(r: &ExperimentRun) -> f64 {

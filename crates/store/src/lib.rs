@@ -6,7 +6,7 @@ mod lab;
 mod node;
 mod schema;
 
-pub use lab::{ExperimentRun, LockRun};
+pub use lab::{ExperimentRun, LockRun, ScaleRecord};
 pub use node::{Action, Decision, JobRow, JournalEntry, NameInUse, NewJob, SlurmJob, ACTIONS};
 
 use std::path::{Path, PathBuf};

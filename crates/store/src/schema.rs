@@ -152,6 +152,18 @@ ALTER TABLE experiment_runs ADD COLUMN auto_chose TEXT;     -- auto: the policie
 ALTER TABLE experiment_runs ADD COLUMN score REAL;      -- benchmarks that score instead of timing (corebench)
 ALTER TABLE experiment_runs ADD COLUMN hybrid TEXT;     -- placement experiments: how the core kinds were had
 ",
+    r"
+CREATE TABLE scale_results (
+    id INTEGER PRIMARY KEY,
+    experiment TEXT NOT NULL,
+    session REAL NOT NULL,            -- start of the `experiment run` invocation
+    nodes INTEGER NOT NULL,           -- cluster size
+    policy TEXT NOT NULL,             -- policy label
+    record TEXT NOT NULL,             -- job | case | model | ...
+    data TEXT NOT NULL                -- JSON, the lab's fields
+);
+CREATE INDEX scale_results_experiment ON scale_results(experiment, session);
+",
 ];
 
 #[cfg(test)]

@@ -86,15 +86,15 @@ fn render(s: &Status) -> String {
     );
     let _ = writeln!(
         out,
-        "{:<24} {:>4} {:<12} {:<7} {:<7} {:<7} CGROUP",
+        "{:<24} {:>6} {:<12} {:<7} {:<7} {:<7} CGROUP",
         "JOB", "ROW", "PUS", "FROZEN", "BOOSTED", "ORIGIN"
     );
     for j in &s.jobs {
         let _ = writeln!(
             out,
-            "{:<24} {:>3}{} {:<12} {:<7} {:<7} {:<7} {}",
+            "{:<24} {:>5}{} {:<12} {:<7} {:<7} {:<7} {}",
             j.name,
-            j.row,
+            j.period.map_or_else(|| j.row.to_string(), |p| format!("{}/{p}", j.row)),
             if j.pinned { "*" } else { " " },
             j.pus,
             if j.frozen { "yes" } else { "no" },

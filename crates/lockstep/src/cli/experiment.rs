@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 
 use lockstep_core::error::UsageError;
-use lockstep_lab::{self as experiment, counters, locks, placement, report, runner, AnySpec};
+use lockstep_lab::{self as experiment, counters, locks, placement, report, runner, scale, AnySpec};
 use lockstep_store::Store;
 
 /// `lockstep experiment …`.
@@ -54,6 +54,7 @@ pub fn exec(cmd: &ExperimentCommand, store: &Path) -> anyhow::Result<i32> {
                 AnySpec::Counters(s) => s.workloads.values().map(|w| bin.join(&w.command[0])).chain(mpi).collect(),
                 AnySpec::Locks(_) => vec![bin.join("lockbench")],
                 AnySpec::Placement(s) => s.workloads.values().map(|w| bin.join(&w.command[0])).chain(mpi).collect(),
+                AnySpec::Scale(s) => s.workloads.iter().map(|w| bin.join(&w[0])).collect(),
             };
             if let Some(missing) = needed.iter().find(|p| !p.exists()) {
                 return Err(UsageError::new(format!(
@@ -73,6 +74,7 @@ pub fn exec(cmd: &ExperimentCommand, store: &Path) -> anyhow::Result<i32> {
                 AnySpec::Counters(s) => counters::run::run(s, &paths)?,
                 AnySpec::Locks(s) => locks::run::run(s, &paths)?,
                 AnySpec::Placement(s) => placement::run::run(s, &paths)?,
+                AnySpec::Scale(s) => scale::run::run(s, &paths)?,
             };
             write_report(&spec, store, &dir)
         }
@@ -93,6 +95,7 @@ fn write_report(spec: &AnySpec, store: &Path, dir: &Path) -> anyhow::Result<i32>
         AnySpec::Counters(s) => counters::report::write(s, &some(spec, store.experiment_runs(&s.name)?)?, dir)?,
         AnySpec::Locks(s) => locks::report::write(s, &some(spec, store.lock_runs(&s.name)?)?, dir)?,
         AnySpec::Placement(s) => placement::report::write(s, &some(spec, store.experiment_runs(&s.name)?)?, dir)?,
+        AnySpec::Scale(s) => scale::report::write(s, &some(spec, store.scale_records(&s.name)?)?, dir)?,
     };
     print!("{}", std::fs::read_to_string(dir.join("summary.md"))?);
     println!("\nreport: {}", index.display());

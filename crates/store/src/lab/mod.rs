@@ -1,7 +1,10 @@
-//! Experiment results: one row per job run of a co-scheduling or counters experiment, and per lock benchmark run.
+//! Experiment results: one row per job run of a co-scheduling or counters experiment, per lock benchmark run, and
+//! per result of a scale experiment.
 
 mod locks;
 mod runs;
+mod scale;
 
 pub use locks::LockRun;
 pub use runs::ExperimentRun;
+pub use scale::ScaleRecord;

@@ -1,0 +1,468 @@
+//! Runs a scale experiment: for every cluster size, each job of the stream alone first (its baseline), then for
+//! every policy the whole stream on a fresh cluster, with Prometheus scraping every agent; then each job's and each
+//! case's measurements go to the store.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use serde::{Deserialize, Serialize};
+
+use super::measure::{co_run, favoured, switch_spreads};
+use super::{stream, ScalePolicy, ScaleSpec, StreamJob};
+use crate::runner::progress_bar;
+use crate::slurm::Cluster;
+use crate::spec::{PolicyConfig, Progress, Scheduler};
+use crate::stats::percentile;
+use crate::Paths;
+use lockstep_cgroup::procfs;
+use lockstep_core::cosched::PolicySpec;
+use lockstep_store::{now, Action, Decision, ScaleRecord, Store};
+
+/// The port Prometheus serves on during a case (loopback only).
+const PROMETHEUS_ADDR: &str = "127.0.0.1:19090";
+
+/// The agents' metrics port on every node (tests/cluster/up).
+const METRICS_PORT: u16 = 19464;
+
+/// How often the stream's jobs are polled for.
+const POLL: Duration = Duration::from_secs(1);
+
+/// One job's measurements, as stored (`record = "job"`).
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct JobResult {
+    /// Slurm job ID.
+    pub id: u64,
+    /// Its nodes.
+    pub nodes: Vec<u32>,
+    /// The command it ran.
+    pub workload: String,
+    /// Seconds from the stream's start to its start (it may have waited in the queue).
+    pub started_s: Option<f64>,
+    /// Wall time from its batch script's start to `srun`'s end.
+    pub wall_s: Option<f64>,
+    /// The same job's wall time alone on the cluster.
+    pub alone_s: Option<f64>,
+    /// `srun`'s exit status (`None`: it never ended, or was cancelled at the deadline).
+    pub exit: Option<i32>,
+    /// Agreement of its nodes (slotted policies).
+    pub agreement: Option<f64>,
+    /// Share of the slots some node favoured it in: the matrix's share for it.
+    pub share: Option<f64>,
+    /// Share of its measured slots during which no node had it frozen.
+    pub co_run: Option<f64>,
+}
+
+impl JobResult {
+    /// Wall time over wall time alone.
+    pub fn slowdown(&self) -> Option<f64> {
+        Some(self.wall_s? / self.alone_s?)
+    }
+}
+
+/// One case's control-plane measurements, as stored (`record = "case"`).
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct CaseResult {
+    /// Jobs submitted.
+    pub submitted: u32,
+    /// Jobs whose `srun` exited 0 before the deadline.
+    pub completed: u32,
+    /// Seconds from the first submission to the last job's end.
+    pub makespan_s: f64,
+    /// Per hook (`prolog-slurmctld`, `epilog-slurmctld`, `prolog`, `epilog`): calls, p50 and p99 in ms.
+    pub hooks: BTreeMap<String, (u32, f64, f64)>,
+    /// Spread of the agents' switches of one slot: p50, p99 and the largest, in ms; and how many slots.
+    pub skew_ms: (f64, f64, f64),
+    /// Slots whose switches were compared.
+    pub skew_slots: u32,
+    /// The agents' CPU over the case, as a share of one CPU: mean and largest over agents.
+    pub agent_cpu: (f64, f64),
+    /// The agents' resident memory at the end, MiB: mean and largest.
+    pub agent_rss_mib: (f64, f64),
+    /// slurmctld's CPU over the case, as a share of one CPU.
+    pub slurmctld_cpu: f64,
+    /// Prometheus: targets up at the end, mean and largest scrape duration (ms), and the most series one
+    /// agent exposed; `None` without Prometheus.
+    pub prometheus: Option<Scrapes>,
+}
+
+/// What Prometheus saw scraping the agents.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Scrapes {
+    /// Targets up at the end.
+    pub up: u32,
+    /// Targets configured.
+    pub targets: u32,
+    /// Scrape duration, mean over the run and agents, in ms.
+    pub mean_ms: f64,
+    /// Scrape duration, largest mean of an agent, in ms.
+    pub max_ms: f64,
+    /// The most samples one scrape of one agent returned (its series).
+    pub max_series: f64,
+    /// Series in Prometheus's head block at the end (every agent's, and Prometheus's own per-target series).
+    pub head_series: f64,
+}
+
+/// Runs every case; returns the session id.
+pub fn run(spec: &ScaleSpec, paths: &Paths) -> anyhow::Result<f64> {
+    std::fs::create_dir_all(&paths.work)?;
+    let store = Store::open(&paths.store)?;
+    let session = now();
+    let cases = spec.nodes.len() * (spec.policies.len() + 1);
+    let bar = progress_bar(cases);
+    for &nodes in &spec.nodes {
+        let jobs = stream(spec, nodes);
+        let mut cluster = Cluster::new(paths, nodes)?;
+        bar.set_message(format!("{nodes} nodes: every job alone"));
+        let alone = baselines(spec, &mut cluster, &jobs, paths)?;
+        bar.inc(1);
+        for policy in &spec.policies {
+            bar.set_message(format!("{nodes} nodes: {}", policy.label()));
+            let (results, case) = run_case(spec, &mut cluster, policy, &jobs, &alone, paths)?;
+            let record = |record: &str, data: String| ScaleRecord {
+                experiment: spec.name.clone(),
+                session,
+                nodes,
+                policy: policy.label(),
+                record: record.into(),
+                data,
+            };
+            for r in &results {
+                store.add_scale_record(&record("job", serde_json::to_string(r)?))?;
+            }
+            store.add_scale_record(&record("case", serde_json::to_string(&case)?))?;
+            bar.inc(1);
+        }
+    }
+    bar.finish_and_clear();
+    Ok(session)
+}
+
+/// The wall time of every distinct (workload, size) of the stream alone on the cluster, under `cfs`, on its
+/// first nodes.
+fn baselines(
+    spec: &ScaleSpec,
+    cluster: &mut Cluster,
+    jobs: &[StreamJob],
+    paths: &Paths,
+) -> anyhow::Result<BTreeMap<(usize, usize), f64>> {
+    cluster.set_rows("cluster");
+    cluster.apply(&PolicyConfig { scheduler: Scheduler::Lockstep(PolicySpec::Cfs), slot: Duration::from_secs(1) })?;
+    let mut alone = BTreeMap::new();
+    for j in jobs {
+        let key = (j.workload, j.nodes.len());
+        if alone.contains_key(&key) {
+            continue;
+        }
+        let first: Vec<u32> = (1..=j.nodes.len() as u32).collect();
+        let lone = [StreamJob { at: 0.0, nodes: first, workload: j.workload }];
+        let out = paths.work.join(format!("alone-{}-{}.out", j.workload, j.nodes.len()));
+        submit_and_wait(spec, cluster, &lone, std::slice::from_ref(&out), &paths.bin)?;
+        let text = std::fs::read_to_string(&out).unwrap_or_default();
+        if let (Some(t), Some(0)) = (wall(&text), Cluster::exit_code(&text)) {
+            alone.insert(key, t);
+        } else {
+            anyhow::bail!(
+                "job {:?} on {} nodes failed alone (output {})",
+                spec.workloads[j.workload],
+                j.nodes.len(),
+                out.display()
+            );
+        }
+    }
+    Ok(alone)
+}
+
+/// A job's wall time from its output.
+fn wall(text: &str) -> Option<f64> {
+    Some(Cluster::end_time(text)? - Cluster::start_time(text)?)
+}
+
+/// Submits `jobs` (programs of `bin`) at their times and waits until none is left in the queue or the spec's
+/// deadline passes (then cancels what is left); returns the Slurm IDs (in the order of `jobs`) and when the first was submitted.
+fn submit_and_wait(
+    spec: &ScaleSpec,
+    cluster: &Cluster,
+    jobs: &[StreamJob],
+    outputs: &[PathBuf],
+    bin: &Path,
+) -> anyhow::Result<(Vec<u64>, f64)> {
+    let deadline = spec.deadline;
+    let busy = spec.progress == Progress::Busy;
+    let start = Instant::now();
+    let started_at = now();
+    let mut ids = Vec::new();
+    for (i, (j, out)) in jobs.iter().zip(outputs).enumerate() {
+        let due = Duration::from_secs_f64(j.at);
+        if let Some(wait) = due.checked_sub(start.elapsed()) {
+            std::thread::sleep(wait);
+        }
+        let _ = std::fs::remove_file(out);
+        let name = format!("{}-{i}", spec.name);
+        let mut program = spec.workloads[j.workload].clone();
+        program[0] = bin.join(&program[0]).display().to_string();
+        let o = cluster.sbatch_on(&name, &j.nodes, busy, out, &program).output()?;
+        anyhow::ensure!(o.status.success(), "sbatch failed: {}", String::from_utf8_lossy(&o.stderr).trim());
+        let text = String::from_utf8_lossy(&o.stdout);
+        let id = text.trim().split(';').next().and_then(|s| s.parse().ok());
+        ids.push(id.with_context(|| format!("sbatch printed no job ID ({text:?})"))?);
+    }
+    let conf = cluster.dir().join("slurm.conf");
+    loop {
+        let out = Command::new("squeue").args(["-h", "-o", "%i"]).env("SLURM_CONF", &conf).output()?;
+        if out.status.success() && out.stdout.trim_ascii().is_empty() {
+            break;
+        }
+        if start.elapsed() > deadline {
+            let _ = Command::new("scancel").args(ids.iter().map(u64::to_string)).env("SLURM_CONF", &conf).output();
+            std::thread::sleep(Duration::from_secs(3));
+            break;
+        }
+        std::thread::sleep(POLL);
+    }
+    Ok((ids, started_at))
+}
+
+/// The PIDs tests/cluster/up recorded, by name (`agent-n3`, `slurmctld`).
+fn cluster_pids(dir: &Path) -> BTreeMap<String, i32> {
+    std::fs::read_to_string(dir.join("pids"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| {
+            let (name, pid) = l.split_once(' ')?;
+            Some((name.to_string(), pid.trim().parse().ok()?))
+        })
+        .collect()
+}
+
+/// One policy's run of the stream.
+fn run_case(
+    spec: &ScaleSpec,
+    cluster: &mut Cluster,
+    policy: &ScalePolicy,
+    jobs: &[StreamJob],
+    alone: &BTreeMap<(usize, usize), f64>,
+    paths: &Paths,
+) -> anyhow::Result<(Vec<JobResult>, CaseResult)> {
+    cluster.set_rows(policy.rows);
+    cluster.apply(&policy.config)?;
+    let dir = cluster.dir().to_path_buf();
+    let _ = std::fs::remove_file(dir.join("log/hooks.tsv"));
+    let pids = cluster_pids(&dir);
+    let agents: Vec<i32> = pids.iter().filter(|(n, _)| n.starts_with("agent-")).map(|(_, p)| *p).collect();
+    let nodes = agents.len() as u32;
+    let prometheus = spec.scrape.map(|every| Prometheus::start(&paths.work, nodes, every)).transpose()?;
+    let cpu = |pid: i32| procfs::cpu_seconds(pid).unwrap_or(0.0);
+    let agent_cpu0: Vec<f64> = agents.iter().map(|&p| cpu(p)).collect();
+    let ctld = pids.get("slurmctld").copied().unwrap_or(0);
+    let ctld_cpu0 = cpu(ctld);
+    let t0 = Instant::now();
+    let outputs: Vec<PathBuf> = (0..jobs.len()).map(|i| paths.work.join(format!("job-{i}.out"))).collect();
+    let (ids, from) = submit_and_wait(spec, cluster, jobs, &outputs, &paths.bin)?;
+    let elapsed = t0.elapsed().as_secs_f64();
+    let agent_cpu: Vec<f64> = agents.iter().zip(&agent_cpu0).map(|(&p, c0)| (cpu(p) - c0) / elapsed).collect();
+    let rss: Vec<f64> = agents.iter().map(|&p| procfs::rss_bytes(p).unwrap_or(0) as f64 / 1_048_576.0).collect();
+    let slurmctld_cpu = (cpu(ctld) - ctld_cpu0) / elapsed;
+    let scrapes = prometheus.as_ref().map(|p| p.scrapes(elapsed)).transpose()?;
+    drop(prometheus);
+    // The agents write their decisions once a second.
+    std::thread::sleep(Duration::from_millis(2500));
+    let to = now();
+    let mut decisions: Vec<Decision> = Vec::new();
+    for db in cluster.stores() {
+        let store = Store::open(&db)?;
+        for action in [Action::Favour, Action::Freeze, Action::Thaw, Action::Slot] {
+            decisions.extend(store.decisions_between(action, from, to)?);
+        }
+    }
+    let slot = policy.config.slot.as_secs_f64();
+    let mut results = Vec::new();
+    let mut last_end = from;
+    for ((j, id), out) in jobs.iter().zip(&ids).zip(&outputs) {
+        let text = std::fs::read_to_string(out).unwrap_or_default();
+        let names: Vec<String> = j.nodes.iter().map(|n| format!("n{n}")).collect();
+        let job = lockstep_slurm::job_name(*id);
+        let fav = favoured(&decisions, &job, &names);
+        last_end = last_end.max(Cluster::end_time(&text).unwrap_or(from));
+        results.push(JobResult {
+            id: *id,
+            nodes: j.nodes.clone(),
+            workload: spec.workloads[j.workload].join(" "),
+            started_s: Cluster::start_time(&text).map(|t| t - from),
+            wall_s: wall(&text),
+            alone_s: alone.get(&(j.workload, j.nodes.len())).copied(),
+            exit: Cluster::exit_code(&text),
+            agreement: fav.map(|f| f.agreement),
+            share: fav.map(|f| f.share),
+            co_run: fav.map(|f| co_run(&decisions, &job, f.first as f64 * slot, (f.last + 1) as f64 * slot)),
+        });
+    }
+    let mut spreads = switch_spreads(&decisions);
+    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
+    let largest = |v: &[f64]| v.iter().copied().fold(0.0, f64::max);
+    let case = CaseResult {
+        submitted: jobs.len() as u32,
+        completed: results.iter().filter(|r| r.exit == Some(0)).count() as u32,
+        makespan_s: last_end - from,
+        hooks: hook_latencies(&dir.join("log/hooks.tsv")),
+        skew_ms: (percentile(&mut spreads, 0.5), percentile(&mut spreads, 0.99), largest(&spreads)),
+        skew_slots: spreads.len() as u32,
+        agent_cpu: (mean(&agent_cpu), largest(&agent_cpu)),
+        agent_rss_mib: (mean(&rss), largest(&rss)),
+        slurmctld_cpu,
+        prometheus: scrapes,
+    };
+    Ok((results, case))
+}
+
+/// Per hook: calls, p50 and p99 of its duration in ms, from the hooks' log (`hook job node nanoseconds`).
+fn hook_latencies(log: &Path) -> BTreeMap<String, (u32, f64, f64)> {
+    let mut by_hook: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+    for line in std::fs::read_to_string(log).unwrap_or_default().lines() {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        if let (Some(hook), Some(ns)) = (words.first(), words.last().and_then(|n| n.parse::<f64>().ok())) {
+            by_hook.entry((*hook).to_string()).or_default().push(ns / 1e6);
+        }
+    }
+    by_hook
+        .into_iter()
+        .map(|(hook, mut ms)| {
+            let n = ms.len() as u32;
+            (hook, (n, percentile(&mut ms, 0.5), percentile(&mut ms, 0.99)))
+        })
+        .collect()
+}
+
+/// A Prometheus server scraping every agent of the cluster (`file_sd`), stopped by PID when dropped.
+struct Prometheus {
+    child: Child,
+    targets: u32,
+}
+
+impl Prometheus {
+    /// Starts Prometheus with a fresh data directory under `work`, scraping the `nodes` agents every `every`;
+    /// returns once it has scraped every agent once (or after 30 s).
+    fn start(work: &Path, nodes: u32, every: Duration) -> anyhow::Result<Self> {
+        let dir = work.join("prometheus");
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir)?;
+        let targets: Vec<String> = (1..=nodes).map(|i| format!("\"10.231.0.{}:{METRICS_PORT}\"", 10 + i)).collect();
+        std::fs::write(dir.join("agents.json"), format!("[{{\"targets\": [{}]}}]\n", targets.join(", ")))?;
+        let interval = format!("{}ms", every.as_millis());
+        std::fs::write(
+            dir.join("prometheus.yml"),
+            format!(
+                "global:\n  scrape_interval: {interval}\n  scrape_timeout: {interval}\nscrape_configs:\n  - job_name: \
+                 lockstep\n    file_sd_configs:\n      - files: ['{}']\n",
+                dir.join("agents.json").display()
+            ),
+        )?;
+        let log = std::fs::File::create(dir.join("prometheus.log"))?;
+        let child = Command::new("prometheus")
+            .arg(format!("--config.file={}", dir.join("prometheus.yml").display()))
+            .arg(format!("--storage.tsdb.path={}", dir.join("data").display()))
+            .arg(format!("--web.listen-address={PROMETHEUS_ADDR}"))
+            .stdin(Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log)
+            .spawn()
+            .context("cannot start prometheus (scripts/deps.sh installs it)")?;
+        let p = Prometheus { child, targets: nodes };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < deadline {
+            if Self::query("count(up{job=\"lockstep\"} == 1)")
+                .is_ok_and(|v| v.first().is_some_and(|x| x.1 >= f64::from(nodes)))
+            {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(250));
+        }
+        Ok(p)
+    }
+
+    /// The instant vector `query` evaluates to on the running server: (instance, value).
+    fn query(query: &str) -> anyhow::Result<Vec<(String, f64)>> {
+        let (status, body) =
+            lockstep_telemetry::remote::get(PROMETHEUS_ADDR, &format!("/api/v1/query?query={}", encode(query)))?;
+        anyhow::ensure!(status == 200, "prometheus answered {status}: {body}");
+        let v: serde_json::Value = serde_json::from_str(&body)?;
+        let results = v["data"]["result"].as_array().cloned().unwrap_or_default();
+        Ok(results
+            .iter()
+            .filter_map(|r| {
+                let instance = r["metric"]["instance"].as_str().unwrap_or_default().to_string();
+                Some((instance, r["value"][1].as_str()?.parse().ok()?))
+            })
+            .collect())
+    }
+
+    /// What it saw over the last `seconds`.
+    fn scrapes(&self, seconds: f64) -> anyhow::Result<Scrapes> {
+        let range = format!("{}s", seconds.ceil().max(1.0));
+        let durations: Vec<f64> =
+            Self::query(&format!("avg_over_time(scrape_duration_seconds{{job=\"lockstep\"}}[{range}])"))?
+                .into_iter()
+                .map(|(_, v)| v * 1e3)
+                .collect();
+        let series = Self::query(&format!("max_over_time(scrape_samples_scraped{{job=\"lockstep\"}}[{range}])"))?;
+        let up = Self::query("count(up{job=\"lockstep\"} == 1)")?;
+        let head = Self::query("prometheus_tsdb_head_series")?;
+        Ok(Scrapes {
+            up: up.first().map_or(0, |v| v.1 as u32),
+            targets: self.targets,
+            mean_ms: durations.iter().sum::<f64>() / durations.len().max(1) as f64,
+            max_ms: durations.iter().copied().fold(0.0, f64::max),
+            max_series: series.iter().map(|v| v.1).fold(0.0, f64::max),
+            head_series: head.first().map_or(0.0, |v| v.1),
+        })
+    }
+}
+
+impl Drop for Prometheus {
+    fn drop(&mut self) {
+        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
+        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if self.child.try_wait().is_ok_and(|s| s.is_some()) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `text` percent-encoded for a URL's query.
+fn encode(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn queries_are_percent_encoded() {
+        assert_eq!(encode("up{job=\"a b\"} == 1"), "up%7Bjob%3D%22a%20b%22%7D%20%3D%3D%201");
+    }
+
+    #[test]
+    fn hook_latencies_are_per_hook() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("hooks.tsv");
+        std::fs::write(&log, "prolog 1 n1 2000000\nprolog 1 n2 4000000\nprolog-slurmctld 1 controller 9000000\nbad\n")
+            .unwrap();
+        let h = hook_latencies(&log);
+        assert_eq!(h["prolog"].0, 2);
+        assert_eq!(h["prolog-slurmctld"], (1, 9.0, 9.0));
+    }
+}
