@@ -22,6 +22,7 @@ packages=(
   numactl xz-utils                   # locks: lockbench's memory policies; xz, a real program the interposer is tested under
   sysbench pigz memcached libmemcached-tools  # make bench-locks: third-party programs under the interposer
   qemu-system-x86 linux-image-amd64 cpio e2fsprogs  # tests/vm: guests with cgroup v2 and vNUMA (busybox-static above for their initramfs); loop-disk faults
+  python3-venv                       # build/venv: SimPy for the scale model (experiments/model/)
 )
 
 missing=()
@@ -44,6 +45,14 @@ if [ ${#missing[@]} -gt 0 ]; then
   if [[ " ${missing[*]} " == *" memcached "* ]] && command -v systemctl >/dev/null 2>&1; then
     systemctl disable --now memcached >/dev/null 2>&1 || true
   fi
+fi
+
+# The scale model runs on SimPy 4 (Debian packages only SimPy 2), from PyPI into build/venv, once.
+venv=$(dirname "$(realpath "$0")")/../build/venv
+if ! "$venv/bin/python3" -c 'import simpy' >/dev/null 2>&1; then
+  echo "deps.sh: installing SimPy into build/venv"
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install -q --disable-pip-version-check 'simpy==4.1.1'
 fi
 
 if ! command -v cargo >/dev/null 2>&1; then

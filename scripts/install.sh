@@ -59,7 +59,7 @@ install_all() {
     put 644 "$f" "$prefix/lib/lockstep/$(basename "$f")"
   done
   local to_bin="s#/usr/local/bin/#$prefix/bin/#g"
-  for f in prolog epilog prolog-slurmctld; do
+  for f in prolog epilog prolog-slurmctld epilog-slurmctld; do
     put_edited 755 "deploy/slurm/$f" "$to_bin; s#/etc/slurm/lockstep/#$prefix/libexec/lockstep/slurm/#g" \
       "$prefix/libexec/lockstep/slurm/$f"
   done

@@ -34,6 +34,8 @@ pub enum AnySpec {
     Placement(placement::PlacementSpec),
     /// The control plane on many Slurm nodes (`kind = "scale"`).
     Scale(scale::ScaleSpec),
+    /// The model of larger clusters, calibrated from a scale experiment (`kind = "scale-model"`).
+    ScaleModel(scale::model::ModelSpec),
 }
 
 impl AnySpec {
@@ -45,6 +47,7 @@ impl AnySpec {
             Self::Locks(s) => &s.name,
             Self::Placement(s) => &s.name,
             Self::Scale(s) => &s.name,
+            Self::ScaleModel(s) => &s.name,
         }
     }
 }
@@ -64,10 +67,11 @@ pub fn parse(path: &Path, text: &str) -> Result<AnySpec, UsageError> {
         Some("locks") => locks::parse(path, text).map(AnySpec::Locks),
         Some("placement") => placement::parse(path, text).map(AnySpec::Placement),
         Some("scale") => scale::parse(path, text).map(AnySpec::Scale),
+        Some("scale-model") => scale::model::parse(path, text).map(AnySpec::ScaleModel),
         None | Some("mpl") => spec::parse(path, text).map(AnySpec::Mpl),
         Some(other) => Err(UsageError::new(format!(
-            "bad experiment spec {}: kind = {other:?} (expected \"mpl\", \"counters\", \"locks\", \"placement\" \
-             or \"scale\")",
+            "bad experiment spec {}: kind = {other:?} (expected \"mpl\", \"counters\", \"locks\", \"placement\", \
+             \"scale\" or \"scale-model\")",
             path.display()
         ))),
     }

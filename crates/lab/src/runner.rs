@@ -458,7 +458,7 @@ fn slurm_output(paths: &Paths, job: &str) -> PathBuf {
 }
 
 /// Mean communication share over the ranks in a PMPI output file.
-fn comm_ratio(file: &Path) -> Option<f64> {
+pub(crate) fn comm_ratio(file: &Path) -> Option<f64> {
     let text = std::fs::read_to_string(file).ok()?;
     let ratios: Vec<f64> = text
         .lines()

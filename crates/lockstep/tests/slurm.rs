@@ -42,14 +42,19 @@ fn can_run() -> bool {
     true
 }
 
-/// The cluster of a test, up, with the lock that keeps other tests' clusters away; `None` (test skipped) when
-/// this machine cannot run it.
+/// The two-node cluster of a test, up, with the lock that keeps other tests' clusters away; `None` (test
+/// skipped) when this machine cannot run it.
 fn start(hooks: bool) -> Option<(std::sync::MutexGuard<'static, ()>, Cluster)> {
+    start_nodes(2, hooks)
+}
+
+/// A cluster of `nodes` nodes, as [`start`].
+fn start_nodes(nodes: u32, hooks: bool) -> Option<(std::sync::MutexGuard<'static, ()>, Cluster)> {
     if !can_run() {
         return None;
     }
     let serial = SERIAL.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-    Some((serial, Cluster::up(hooks)))
+    Some((serial, Cluster::up(nodes, hooks)))
 }
 
 /// Gang scheduling with 100 ms slots on both nodes, and two MPI jobs over both: lu (about 1 s alone) and cg
@@ -59,27 +64,31 @@ fn two_jobs_under_gang(cluster: &Cluster) -> (Child, Child) {
     (cluster.srun("lu", "W"), cluster.srun("cg", "A"))
 }
 
-/// A cluster of two nodes, taken down when dropped.
+/// A cluster, taken down when dropped.
 struct Cluster {
     dir: tempfile::TempDir,
+    /// Its nodes, `n1` to `nN`.
+    nodes: u32,
     /// Every daemon's PID, as `up` recorded them.
     pids: Vec<(String, i32)>,
+    /// What `up` said.
+    said: String,
 }
 
 impl Cluster {
-    /// Two nodes, with lockstep's prolog and epilog when `hooks`.
-    fn up(hooks: bool) -> Self {
+    /// `nodes` nodes, with lockstep's prolog and epilog when `hooks`.
+    fn up(nodes: u32, hooks: bool) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let out = Command::new(repo().join("tests/cluster/up"))
-            .arg("2")
+            .arg(nodes.to_string())
             .env("LOCKSTEP_CLUSTER_HOOKS", if hooks { "yes" } else { "no" })
             .env("LOCKSTEP_CLUSTER_DIR", dir.path())
             .env("LOCKSTEP", env!("CARGO_BIN_EXE_lockstep"))
             .output()
             .unwrap();
-        let mut cluster = Self { dir, pids: Vec::new() };
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let mut cluster = Self { dir, nodes, pids: Vec::new(), said: text.clone() };
         assert!(out.status.success(), "cluster/up failed: {}", stderr(&out));
-        let text = String::from_utf8_lossy(&out.stdout);
         assert!(text.contains("export SLURM_CONF="), "up must say how to reach the cluster: {text}");
         let pids = std::fs::read_to_string(cluster.dir.path().join("pids")).unwrap();
         cluster.pids = pids
@@ -143,7 +152,7 @@ impl Cluster {
     }
 
     fn policy(&self, policy: &str, slot: &str) {
-        for node in [1, 2] {
+        for node in 1..=self.nodes {
             self.lockstep(node, &["policy", "set", policy, "--slot", slot]);
         }
     }
@@ -180,9 +189,9 @@ fn verified(child: Child, what: &str) {
 /// Every freezer file of the cluster's Slurm jobs, and the weight files of the agents' Slurm weight cgroups.
 fn slurm_files() -> (Vec<PathBuf>, Vec<PathBuf>) {
     let mut freeze = Vec::new();
-    for node in ["n1", "n2"] {
-        let user_dirs = Path::new("/sys/fs/cgroup/freezer").join(format!("slurm_{node}"));
-        for d in std::fs::read_dir(&user_dirs).into_iter().flatten().flatten() {
+    let trees = std::fs::read_dir("/sys/fs/cgroup/freezer").into_iter().flatten().flatten();
+    for tree in trees.filter(|e| e.file_name().to_string_lossy().starts_with("slurm_n")) {
+        for d in std::fs::read_dir(tree.path()).into_iter().flatten().flatten() {
             for job in std::fs::read_dir(d.path()).into_iter().flatten().flatten() {
                 freeze.push(job.path().join("freezer.state"));
             }
@@ -434,4 +443,67 @@ fn the_hooks_never_fail_a_job_and_refuse_to_guess_one() {
         assert_eq!(out.status.code(), Some(0), "{hook_name}: {err}");
         assert!(err.contains("goes on without lockstep"), "{hook_name}: {err}");
     }
+}
+
+#[test]
+#[ignore = "needs root"]
+fn sixty_four_nodes_come_up_run_a_job_across_all_and_go_down_without_a_trace() {
+    let Some((_serial, cluster)) = start_nodes(64, true) else { return };
+    // What up says of itself: its time and the memory per node.
+    eprintln!("{}", cluster.said.lines().next().unwrap_or_default());
+    assert!(cluster.said.contains("MiB per node"), "{}", cluster.said);
+    assert_eq!(cluster.alive().iter().filter(|n| n.starts_with("agent-")).count(), 64);
+    let out = cluster.slurm("srun").args(["-N64", "-n64", "--ntasks-per-node", "1", "hostname"]).output().unwrap();
+    assert!(out.status.success(), "srun -N64: {}", stderr(&out));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 64);
+    let down = Command::new(repo().join("tests/cluster/down"))
+        .env("LOCKSTEP_CLUSTER_DIR", cluster.dir.path())
+        .output()
+        .unwrap();
+    assert!(down.status.success(), "down: {}", stderr(&down));
+    assert!(cluster.alive().is_empty(), "left running: {:?}", cluster.alive());
+    let netns = Command::new("ip").args(["netns", "list"]).output().unwrap();
+    assert!(!String::from_utf8_lossy(&netns.stdout).contains("ls-n"), "namespaces left");
+    assert!(!Path::new("/sys/class/net/lsbr0").exists(), "bridge left");
+    let (freeze, weights) = slurm_files();
+    assert!(freeze.is_empty() && weights.is_empty(), "cgroups left: {freeze:?} {weights:?}");
+}
+
+#[test]
+#[ignore = "needs root"]
+fn three_jobs_in_a_triangle_agree_cluster_wide_under_gang() {
+    let Some((_serial, cluster)) = start_nodes(3, true) else { return };
+    cluster.policy("gang", "200ms");
+    // n1+n2, n2+n3, n1+n3: every pair shares a node, each node runs two of the three.
+    let mut jobs = Vec::new();
+    for nodes in ["n1,n2", "n2,n3", "n1,n3"] {
+        let out = cluster
+            .slurm("sbatch")
+            .args(["--parsable", "-N2", "-n2", "--ntasks-per-node", "1", "-w", nodes, "--wrap", "srun sleep 8"])
+            .arg("--output")
+            .arg(cluster.dir.path().join("%j.out"))
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "sbatch: {}", stderr(&out));
+        let id: u64 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
+        jobs.push((format!("slurm-{id}"), nodes.split(',').map(str::to_string).collect::<Vec<_>>()));
+    }
+    // Each agent shows the places, ROW/PERIOD.
+    wait_for("n1 to show both its jobs' places", || {
+        let s = cluster.status(1);
+        s.jobs.len() == 2 && s.jobs.iter().all(|j| j.period.is_some())
+    });
+    wait_for("the jobs to end", || cluster.queue().is_empty());
+    // The agents write their decisions once a second.
+    std::thread::sleep(Duration::from_millis(1500));
+    let mut decisions = Vec::new();
+    for node in 1..=3 {
+        decisions.extend(lockstep_store::Store::open(&cluster.store(node)).unwrap().decisions(0.0).unwrap());
+    }
+    for (job, nodes) in &jobs {
+        let f = lockstep_lab::scale::measure::favoured(&decisions, job, nodes).expect("favour records");
+        assert!(f.agreement >= 0.95, "{job} on {nodes:?}: agreement {f:?}");
+        assert!(f.share < 0.9, "{job} shares its nodes and must not be favoured in every slot: {f:?}");
+    }
+    nothing_frozen_or_boosted();
 }

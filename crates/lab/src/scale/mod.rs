@@ -5,6 +5,7 @@
 //! cost, and what Prometheus sees scraping every agent each second. The machine has few cores: the jobs are small.
 
 pub mod measure;
+pub mod model;
 pub mod report;
 pub mod run;
 

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::path::{Path, PathBuf};
 
+use super::model::log2;
 use super::run::{CaseResult, JobResult};
 use super::ScaleSpec;
 use crate::report::{chart, html_page, write_files};
@@ -40,14 +41,17 @@ pub fn cases(spec: &ScaleSpec, records: &[ScaleRecord]) -> anyhow::Result<Vec<((
     Ok(out)
 }
 
-/// Summary numbers of a case's jobs.
+/// Summary numbers of a case's jobs: all over the completed jobs (`srun` exited 0), since a job whose rank died
+/// is not run by all its nodes any more.
 pub struct Summary {
     /// Mean slowdown of the completed jobs.
     pub slowdown: Option<f64>,
     /// Lowest and mean agreement (slotted policies).
     pub agreement: Option<(f64, f64)>,
-    /// Jobs below [`TARGET_AGREEMENT`].
+    /// Completed jobs below [`TARGET_AGREEMENT`].
     pub below: usize,
+    /// Lowest agreement of a job that failed, if one did.
+    pub failed_agreement: Option<f64>,
     /// Mean co-run share and mean matrix share.
     pub co_run: Option<(f64, f64)>,
 }
@@ -55,14 +59,17 @@ pub struct Summary {
 /// The summary of `jobs`.
 pub fn summary(jobs: &[JobResult]) -> Summary {
     let mean = |v: &[f64]| (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64);
-    let slow: Vec<f64> = jobs.iter().filter(|j| j.exit == Some(0)).filter_map(JobResult::slowdown).collect();
-    let agree: Vec<f64> = jobs.iter().filter_map(|j| j.agreement).collect();
-    let co: Vec<f64> = jobs.iter().filter_map(|j| j.co_run).collect();
-    let share: Vec<f64> = jobs.iter().filter_map(|j| j.share).collect();
+    let done: Vec<&JobResult> = jobs.iter().filter(|j| j.exit == Some(0)).collect();
+    let slow: Vec<f64> = done.iter().filter_map(|j| j.slowdown()).collect();
+    let agree: Vec<f64> = done.iter().filter_map(|j| j.agreement).collect();
+    let co: Vec<f64> = done.iter().filter_map(|j| j.co_run).collect();
+    let share: Vec<f64> = done.iter().filter_map(|j| j.share).collect();
+    let failed: Vec<f64> = jobs.iter().filter(|j| j.exit != Some(0)).filter_map(|j| j.agreement).collect();
     Summary {
         slowdown: mean(&slow),
         agreement: mean(&agree).map(|m| (agree.iter().copied().fold(1.0, f64::min), m)),
         below: agree.iter().filter(|a| **a < TARGET_AGREEMENT).count(),
+        failed_agreement: (!failed.is_empty()).then(|| failed.iter().copied().fold(1.0, f64::min)),
         co_run: mean(&co).zip(mean(&share)),
     }
 }
@@ -94,8 +101,11 @@ pub fn write(spec: &ScaleSpec, records: &[ScaleRecord], dir: &Path) -> anyhow::R
         lockstep_core::cpulist::CpuList::online().iter().count(),
         spec.progress
     );
-    md += "## Jobs\n\n| nodes | policy | completed | mean slowdown | agreement min | agreement mean | below 0.95 | \
-           co-run share | matrix share | makespan (s) |\n|---|---|---|---|---|---|---|---|---|---|\n";
+    md += "## Jobs\n\nSlowdown, agreement and shares are over the completed jobs; the last column is the lowest \
+           agreement of a job that failed (a rank that died leaves nodes that no longer run the job).\n\n\
+           | nodes | policy | completed | mean slowdown | agreement min | agreement mean | below 0.95 | \
+           co-run share | matrix share | makespan (s) | failed jobs' agreement |\n\
+           |---|---|---|---|---|---|---|---|---|---|---|\n";
     let mut agreement_chart: BTreeMap<String, Vec<(u32, f64)>> = BTreeMap::new();
     let mut slowdown_chart: BTreeMap<String, Vec<(u32, f64)>> = BTreeMap::new();
     for ((nodes, policy), c) in &cases {
@@ -104,20 +114,21 @@ pub fn write(spec: &ScaleSpec, records: &[ScaleRecord], dir: &Path) -> anyhow::R
             c.case.as_ref().map_or((c.jobs.len() as u32, 0, None), |k| (k.submitted, k.completed, Some(k.makespan_s)));
         let _ = writeln!(
             md,
-            "| {nodes} | {policy} | {completed}/{submitted} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {nodes} | {policy} | {completed}/{submitted} | {} | {} | {} | {} | {} | {} | {} | {} |",
             num(s.slowdown, 2),
             num(s.agreement.map(|a| a.0), 3),
             num(s.agreement.map(|a| a.1), 3),
             if s.agreement.is_some() { s.below.to_string() } else { "-".into() },
             num(s.co_run.map(|c| c.0), 2),
             num(s.co_run.map(|c| c.1), 2),
-            num(makespan, 1)
+            num(makespan, 1),
+            num(s.failed_agreement, 3)
         );
         if let Some((min, _)) = s.agreement {
-            agreement_chart.entry(policy.clone()).or_default().push((*nodes, min));
+            agreement_chart.entry(policy.clone()).or_default().push((log2(*nodes), min));
         }
         if let Some(x) = s.slowdown {
-            slowdown_chart.entry(policy.clone()).or_default().push((*nodes, x));
+            slowdown_chart.entry(policy.clone()).or_default().push((log2(*nodes), x));
         }
     }
     md += "\n## Control plane\n\nHooks: the time lockstep's Slurm hooks took per call (p50/p99, ms; the controller's \
@@ -160,7 +171,7 @@ pub fn write(spec: &ScaleSpec, records: &[ScaleRecord], dir: &Path) -> anyhow::R
         if series.is_empty() {
             continue;
         }
-        let svg = chart(title, "nodes", y, series);
+        let svg = chart(title, "log2 nodes", y, series);
         std::fs::write(dir.join(file), &svg)?;
         html += &svg;
     }

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use super::measure::{co_run, favoured, switch_spreads};
 use super::{stream, ScalePolicy, ScaleSpec, StreamJob};
-use crate::runner::progress_bar;
+use crate::runner::{comm_ratio, progress_bar};
 use crate::slurm::Cluster;
 use crate::spec::{PolicyConfig, Progress, Scheduler};
 use crate::stats::percentile;
@@ -45,6 +45,9 @@ pub struct JobResult {
     pub wall_s: Option<f64>,
     /// The same job's wall time alone on the cluster.
     pub alone_s: Option<f64>,
+    /// The share of its time alone its ranks spent in MPI (the PMPI profiler, mean over ranks).
+    #[serde(default)]
+    pub comm: Option<f64>,
     /// `srun`'s exit status (`None`: it never ended, or was cancelled at the deadline).
     pub exit: Option<i32>,
     /// Agreement of its nodes (slotted policies).
@@ -77,6 +80,9 @@ pub struct CaseResult {
     pub skew_ms: (f64, f64, f64),
     /// Slots whose switches were compared.
     pub skew_slots: u32,
+    /// Median time an agent took to freeze or thaw a job, in microseconds (0 when nothing was frozen).
+    #[serde(default)]
+    pub switch_us: f64,
     /// The agents' CPU over the case, as a share of one CPU: mean and largest over agents.
     pub agent_cpu: (f64, f64),
     /// The agents' resident memory at the end, MiB: mean and largest.
@@ -101,7 +107,7 @@ pub struct Scrapes {
     pub max_ms: f64,
     /// The most samples one scrape of one agent returned (its series).
     pub max_series: f64,
-    /// Series in Prometheus's head block at the end (every agent's, and Prometheus's own per-target series).
+    /// Series of all the agents together at the end (with Prometheus's own per-target series).
     pub head_series: f64,
 }
 
@@ -140,14 +146,23 @@ pub fn run(spec: &ScaleSpec, paths: &Paths) -> anyhow::Result<f64> {
     Ok(session)
 }
 
-/// The wall time of every distinct (workload, size) of the stream alone on the cluster, under `cfs`, on its
-/// first nodes.
+/// What a job of the stream takes alone: its wall time and its communication share.
+#[derive(Clone, Copy, Debug)]
+struct Alone {
+    /// Wall time, s.
+    wall_s: f64,
+    /// Share of the time in MPI, from the PMPI profiler (`None` when it wrote nothing).
+    comm: Option<f64>,
+}
+
+/// Every distinct (workload, size) of the stream alone on the cluster, under `cfs`, on its first nodes, with the
+/// PMPI profiler preloaded in its ranks.
 fn baselines(
     spec: &ScaleSpec,
     cluster: &mut Cluster,
     jobs: &[StreamJob],
     paths: &Paths,
-) -> anyhow::Result<BTreeMap<(usize, usize), f64>> {
+) -> anyhow::Result<BTreeMap<(usize, usize), Alone>> {
     cluster.set_rows("cluster");
     cluster.apply(&PolicyConfig { scheduler: Scheduler::Lockstep(PolicySpec::Cfs), slot: Duration::from_secs(1) })?;
     let mut alone = BTreeMap::new();
@@ -158,11 +173,19 @@ fn baselines(
         }
         let first: Vec<u32> = (1..=j.nodes.len() as u32).collect();
         let lone = [StreamJob { at: 0.0, nodes: first, workload: j.workload }];
-        let out = paths.work.join(format!("alone-{}-{}.out", j.workload, j.nodes.len()));
-        submit_and_wait(spec, cluster, &lone, std::slice::from_ref(&out), &paths.bin)?;
+        let stem = format!("alone-{}-{}", j.workload, j.nodes.len());
+        let (out, pmpi) = (paths.work.join(format!("{stem}.out")), paths.work.join(format!("{stem}.pmpi.jsonl")));
+        let _ = std::fs::remove_file(&pmpi);
+        let mut command = vec![
+            "env".to_string(),
+            format!("LD_PRELOAD={}", paths.lib.join("liblockstep-pmpi.so").display()),
+            format!("LOCKSTEP_PMPI_OUT={}", pmpi.display()),
+        ];
+        command.extend(program(spec, j, &paths.bin));
+        submit_and_wait(spec, cluster, &lone, std::slice::from_ref(&out), &[command])?;
         let text = std::fs::read_to_string(&out).unwrap_or_default();
         if let (Some(t), Some(0)) = (wall(&text), Cluster::exit_code(&text)) {
-            alone.insert(key, t);
+            alone.insert(key, Alone { wall_s: t, comm: comm_ratio(&pmpi) });
         } else {
             anyhow::bail!(
                 "job {:?} on {} nodes failed alone (output {})",
@@ -175,35 +198,40 @@ fn baselines(
     Ok(alone)
 }
 
+/// The command line of a job of the stream: its workload with the program in `bin`.
+fn program(spec: &ScaleSpec, job: &StreamJob, bin: &Path) -> Vec<String> {
+    let mut program = spec.workloads[job.workload].clone();
+    program[0] = bin.join(&program[0]).display().to_string();
+    program
+}
+
 /// A job's wall time from its output.
 fn wall(text: &str) -> Option<f64> {
     Some(Cluster::end_time(text)? - Cluster::start_time(text)?)
 }
 
-/// Submits `jobs` (programs of `bin`) at their times and waits until none is left in the queue or the spec's
+/// Submits `jobs` (each running its command of `commands`) at their times and waits until none is left in the queue or the spec's
 /// deadline passes (then cancels what is left); returns the Slurm IDs (in the order of `jobs`) and when the first was submitted.
 fn submit_and_wait(
     spec: &ScaleSpec,
     cluster: &Cluster,
     jobs: &[StreamJob],
     outputs: &[PathBuf],
-    bin: &Path,
+    commands: &[Vec<String>],
 ) -> anyhow::Result<(Vec<u64>, f64)> {
     let deadline = spec.deadline;
     let busy = spec.progress == Progress::Busy;
     let start = Instant::now();
     let started_at = now();
     let mut ids = Vec::new();
-    for (i, (j, out)) in jobs.iter().zip(outputs).enumerate() {
+    for (i, ((j, out), program)) in jobs.iter().zip(outputs).zip(commands).enumerate() {
         let due = Duration::from_secs_f64(j.at);
         if let Some(wait) = due.checked_sub(start.elapsed()) {
             std::thread::sleep(wait);
         }
         let _ = std::fs::remove_file(out);
         let name = format!("{}-{i}", spec.name);
-        let mut program = spec.workloads[j.workload].clone();
-        program[0] = bin.join(&program[0]).display().to_string();
-        let o = cluster.sbatch_on(&name, &j.nodes, busy, out, &program).output()?;
+        let o = cluster.sbatch_on(&name, &j.nodes, busy, out, program).output()?;
         anyhow::ensure!(o.status.success(), "sbatch failed: {}", String::from_utf8_lossy(&o.stderr).trim());
         let text = String::from_utf8_lossy(&o.stdout);
         let id = text.trim().split(';').next().and_then(|s| s.parse().ok());
@@ -243,7 +271,7 @@ fn run_case(
     cluster: &mut Cluster,
     policy: &ScalePolicy,
     jobs: &[StreamJob],
-    alone: &BTreeMap<(usize, usize), f64>,
+    alone: &BTreeMap<(usize, usize), Alone>,
     paths: &Paths,
 ) -> anyhow::Result<(Vec<JobResult>, CaseResult)> {
     cluster.set_rows(policy.rows);
@@ -260,7 +288,8 @@ fn run_case(
     let ctld_cpu0 = cpu(ctld);
     let t0 = Instant::now();
     let outputs: Vec<PathBuf> = (0..jobs.len()).map(|i| paths.work.join(format!("job-{i}.out"))).collect();
-    let (ids, from) = submit_and_wait(spec, cluster, jobs, &outputs, &paths.bin)?;
+    let commands: Vec<Vec<String>> = jobs.iter().map(|j| program(spec, j, &paths.bin)).collect();
+    let (ids, from) = submit_and_wait(spec, cluster, jobs, &outputs, &commands)?;
     let elapsed = t0.elapsed().as_secs_f64();
     let agent_cpu: Vec<f64> = agents.iter().zip(&agent_cpu0).map(|(&p, c0)| (cpu(p) - c0) / elapsed).collect();
     let rss: Vec<f64> = agents.iter().map(|&p| procfs::rss_bytes(p).unwrap_or(0) as f64 / 1_048_576.0).collect();
@@ -285,6 +314,7 @@ fn run_case(
         let names: Vec<String> = j.nodes.iter().map(|n| format!("n{n}")).collect();
         let job = lockstep_slurm::job_name(*id);
         let fav = favoured(&decisions, &job, &names);
+        let lone = alone.get(&(j.workload, j.nodes.len()));
         last_end = last_end.max(Cluster::end_time(&text).unwrap_or(from));
         results.push(JobResult {
             id: *id,
@@ -292,7 +322,8 @@ fn run_case(
             workload: spec.workloads[j.workload].join(" "),
             started_s: Cluster::start_time(&text).map(|t| t - from),
             wall_s: wall(&text),
-            alone_s: alone.get(&(j.workload, j.nodes.len())).copied(),
+            alone_s: lone.map(|a| a.wall_s),
+            comm: lone.and_then(|a| a.comm),
             exit: Cluster::exit_code(&text),
             agreement: fav.map(|f| f.agreement),
             share: fav.map(|f| f.share),
@@ -309,6 +340,15 @@ fn run_case(
         hooks: hook_latencies(&dir.join("log/hooks.tsv")),
         skew_ms: (percentile(&mut spreads, 0.5), percentile(&mut spreads, 0.99), largest(&spreads)),
         skew_slots: spreads.len() as u32,
+        switch_us: {
+            let freeze_thaw = decisions.iter().filter(|d| matches!(d.action, Action::Freeze | Action::Thaw));
+            let mut us: Vec<f64> = freeze_thaw.map(|d| d.duration_us).collect();
+            if us.is_empty() {
+                0.0
+            } else {
+                percentile(&mut us, 0.5)
+            }
+        },
         agent_cpu: (mean(&agent_cpu), largest(&agent_cpu)),
         agent_rss_mib: (mean(&rss), largest(&rss)),
         slurmctld_cpu,
@@ -408,7 +448,7 @@ impl Prometheus {
                 .collect();
         let series = Self::query(&format!("max_over_time(scrape_samples_scraped{{job=\"lockstep\"}}[{range}])"))?;
         let up = Self::query("count(up{job=\"lockstep\"} == 1)")?;
-        let head = Self::query("prometheus_tsdb_head_series")?;
+        let head = Self::query("count({job=\"lockstep\"})")?;
         Ok(Scrapes {
             up: up.first().map_or(0, |v| v.1 as u32),
             targets: self.targets,

@@ -55,6 +55,7 @@ pub fn exec(cmd: &ExperimentCommand, store: &Path) -> anyhow::Result<i32> {
                 AnySpec::Locks(_) => vec![bin.join("lockbench")],
                 AnySpec::Placement(s) => s.workloads.values().map(|w| bin.join(&w.command[0])).chain(mpi).collect(),
                 AnySpec::Scale(s) => s.workloads.iter().map(|w| bin.join(&w[0])).collect(),
+                AnySpec::ScaleModel(_) => Vec::new(),
             };
             if let Some(missing) = needed.iter().find(|p| !p.exists()) {
                 return Err(UsageError::new(format!(
@@ -75,6 +76,7 @@ pub fn exec(cmd: &ExperimentCommand, store: &Path) -> anyhow::Result<i32> {
                 AnySpec::Locks(s) => locks::run::run(s, &paths)?,
                 AnySpec::Placement(s) => placement::run::run(s, &paths)?,
                 AnySpec::Scale(s) => scale::run::run(s, &paths)?,
+                AnySpec::ScaleModel(s) => scale::model::run(s, &paths)?,
             };
             write_report(&spec, store, &dir)
         }
@@ -96,6 +98,7 @@ fn write_report(spec: &AnySpec, store: &Path, dir: &Path) -> anyhow::Result<i32>
         AnySpec::Locks(s) => locks::report::write(s, &some(spec, store.lock_runs(&s.name)?)?, dir)?,
         AnySpec::Placement(s) => placement::report::write(s, &some(spec, store.experiment_runs(&s.name)?)?, dir)?,
         AnySpec::Scale(s) => scale::report::write(s, &some(spec, store.scale_records(&s.name)?)?, dir)?,
+        AnySpec::ScaleModel(s) => scale::model::write(s, &some(spec, store.scale_records(&s.name)?)?, dir)?,
     };
     print!("{}", std::fs::read_to_string(dir.join("summary.md"))?);
     println!("\nreport: {}", index.display());

@@ -1,0 +1,424 @@
+#!/usr/bin/env python3
+"""A discrete-event model of a cluster of co-scheduled MPI jobs, built on SimPy (fluid processor sharing).
+
+`lockstep experiment run experiments/scale-model.toml` writes the calibration (what the scale experiment
+measured) to a JSON file and runs this program on it; this program answers in another JSON
+file, which the report plots. Usage: scale_model.py CALIBRATION.json ANSWER.json
+
+The model (docs/experiments.md states its assumptions):
+- A job has a width w (nodes, one rank each), the time T it takes alone, and a communication share c (the share
+  of its time alone spent in MPI, from the PMPI profile of its run alone in the scale experiment).
+- Jobs arrive at given times (the measured stream, or a synthetic one) and leave when their work T is done. Between
+  events every job progresses at a constant rate (a fluid model): SimPy processes arrivals and completions, a
+  completion is re-planned whenever the set of jobs changes.
+- Capacity: on a real cluster a node's CPU is shared equally by the jobs active on it; a rank paces its job, so a
+  job progresses at the share of its busiest node. On the measured cluster of network namespaces every node is the
+  same few host CPUs: a job progresses at the host share of its ranks relative to the share it had alone.
+- Coordination: a job whose ranks are all given the CPU at once (gang slots, Slurm's time slices) progresses at
+  that share. Sharing the CPU uncoordinated (cfs), a rank waits for partners that are not running: the job
+  progresses at share ** (1 + gamma * c) (gamma calibrated on the cfs measurements). On the measured cluster all
+  nodes are the same host CPUs, so even a favoured job shares them uncoordinated with other nodes' jobs.
+- Replayed measurements start each job when it started on the cluster (after Slurm's queue), not when it was
+  submitted.
+- lockstep gang: jobs get places (row R of period P) exactly as lockstep's controller prolog gives them (same
+  algorithm, ported); in each slot a job is favoured where its place holds the slot, frozen where a neighbour
+  is favoured, otherwise shares the CPU uncoordinated. A favoured slot loses the spread of its nodes' clocks plus
+  the switch time: a w-wide job's nodes switch within E[max - min] of w clock offsets (normal, sigma = the clock
+  synchronisation's error), measured on the test cluster.
+- Slurm gang: the controller packs jobs into rows (first fit in arrival order) and cycles them every S seconds; a
+  job runs coordinated in its row's slices; every slice loses the suspend/resume time, beta * w seconds for a
+  w-wide job (beta calibrated on the slurm-gang measurements).
+- Controller load: lockstep's hooks cost the controller their measured time per job (prolog, epilog), and every
+  node running jobs reads its jobs' places every 2 s (one RPC); Slurm's gang scheduler signals every node of every
+  job it suspends or resumes at every slice.
+"""
+
+import json
+import math
+import random
+import sys
+
+import simpy
+
+MAX_ROWS = 1024
+
+
+# --- Places: the same rule as crates/slurm/src/lib.rs (place_new, grow_after) ------------------------------------
+
+
+def overlaps(a, b):
+    m = min(a[1], b[1])
+    return a[0] % m == b[0] % m
+
+
+def free_place(taken):
+    longest = max([p for _, p in taken], default=1)
+    period = 1
+    while period <= longest:
+        for row in range(period):
+            if not any(overlaps((row, period), t) for t in taken):
+                return (row, period)
+        period *= 2
+    return None
+
+
+class Matrix:
+    """Places of the running jobs; neighbours share a node."""
+
+    def __init__(self):
+        self.place = {}
+        self.nodes = {}
+        self.on_node = {}
+        self.neigh = {}
+
+    def neighbours(self, j):
+        return self.neigh[j]
+
+    def add(self, j, nodes):
+        self.nodes[j] = nodes
+        mine = set()
+        for n in nodes:
+            mine |= self.on_node.setdefault(n, set())
+            self.on_node[n].add(j)
+        self.neigh[j] = mine
+        for k in mine:
+            self.neigh[k].add(j)
+        neigh = sorted(mine)
+        while True:
+            p = free_place([self.place[n] for n in neigh])
+            if p is not None:
+                self.place[j] = p
+                return
+            largest = min(neigh, key=lambda n: (self.place[n][1], n))
+            row, period = self.place[largest]
+            if period >= MAX_ROWS:
+                self.place[j] = self.place[max(neigh, key=lambda n: (self.place[n][1], -n))]
+                return
+            self.place[largest] = (row, period * 2)
+
+    def remove(self, j):
+        neigh = self.neigh.pop(j)
+        for n in self.nodes.pop(j):
+            self.on_node[n].discard(j)
+        for k in neigh:
+            self.neigh[k].discard(j)
+        self.place.pop(j, None)
+        for k in sorted(neigh, key=lambda k: (-self.place[k][1], k)):
+            best = free_place([self.place[n] for n in self.neigh[k]])
+            if best is not None and best[1] < self.place[k][1]:
+                self.place[k] = best
+
+
+# --- Rates -----------------------------------------------------------------------------------------------------------
+
+
+def spread(width, sigma):
+    """E[max - min] of `width` normal clock offsets of deviation sigma (seconds)."""
+    if width < 2 or sigma <= 0:
+        return 0.0
+    return 2.0 * sigma * math.sqrt(2.0 * math.log(width))
+
+
+class Cluster:
+    """The running jobs and their rates under one policy."""
+
+    def __init__(self, cfg, policy):
+        self.cfg = cfg
+        self.policy = policy
+        self.jobs = {}
+        self.matrix = Matrix()
+        self.rows = []
+
+    def add(self, j, job):
+        self.jobs[j] = job
+        if self.policy == "gang":
+            self.matrix.add(j, job["nodes"])
+        if self.policy == "slurm-gang":
+            for row in self.rows:
+                if not any(set(job["nodes"]) & set(self.jobs[k]["nodes"]) for k in row):
+                    row.append(j)
+                    break
+            else:
+                self.rows.append([j])
+
+    def remove(self, j):
+        del self.jobs[j]
+        if self.policy == "gang":
+            self.matrix.remove(j)
+        if self.policy == "slurm-gang":
+            for row in self.rows:
+                if j in row:
+                    row.remove(j)
+            self.rows = [r for r in self.rows if r]
+
+    def shares(self, active):
+        """The CPU share of every job of `active` when they run: on a real cluster that of its busiest node; on
+        the measured one the host's share of its ranks, relative to its share alone."""
+        if self.cfg["mode"] == "host":
+            cpus = self.cfg["host_cpus"]
+            ranks = sum(len(self.jobs[k]["nodes"]) for k in active)
+            now = min(1.0, cpus / max(ranks, 1))
+            return {k: now / min(1.0, cpus / len(self.jobs[k]["nodes"])) for k in active}
+        load = {}
+        for k in active:
+            for n in self.jobs[k]["nodes"]:
+                load[n] = load.get(n, 0) + 1
+        return {k: 1.0 / max(load[n] for n in self.jobs[k]["nodes"]) for k in active}
+
+    def uncoordinated(self, j, share):
+        """The progress of a job sharing its CPUs uncoordinated at `share`: its ranks wait for partners that
+        are not running, so it loses more than its CPU share, the more the more it communicates: share to the
+        power 1 + gamma * c."""
+        return min(1.0, share) ** (1.0 + self.cfg["gamma"] * self.jobs[j]["comm"])
+
+    def lost(self, j):
+        """The share of a favoured slot a job loses: its nodes' clock spread and the switch."""
+        w = len(self.jobs[j]["nodes"])
+        return min(1.0, (spread(w, self.cfg["clock_sigma_s"]) + self.cfg["switch_s"]) / self.cfg["slot_s"])
+
+    def rates(self):
+        """Every job's progress rate (work seconds per second), averaged over the policy's cycle."""
+        ids = list(self.jobs)
+        if not ids:
+            return {}
+        if self.policy == "cfs":
+            return {j: self.uncoordinated(j, s) for j, s in self.shares(ids).items()}
+        if self.policy == "slurm-gang":
+            slice_s = self.cfg["slurm_slice_s"]
+            rate = {j: 0.0 for j in ids}
+            host = self.cfg["mode"] == "host"
+            for row in self.rows:
+                for j, s in self.shares(row).items():
+                    lost = min(1.0, self.cfg["beta"] * len(self.jobs[j]["nodes"]) / slice_s)
+                    run = self.uncoordinated(j, s) if host else s
+                    rate[j] += run * (1.0 - lost) / len(self.rows)
+            return rate
+        if self.cfg["mode"] == "host":
+            return self.gang_exact(ids)
+        return self.gang_real(ids)
+
+    def gang_exact(self, ids):
+        """lockstep gang, slot by slot over one cycle of the longest period (the measured cluster's few jobs)."""
+        place = self.matrix.place
+        cycle = max(place[j][1] for j in ids)
+        rate = {j: 0.0 for j in ids}
+        for k in range(cycle):
+            favoured = {j for j in ids if k % place[j][1] == place[j][0]}
+            active = [j for j in ids if j in favoured or not (self.matrix.neighbours(j) & favoured)]
+            # On the measured cluster every node is the same host CPUs: a favoured job still shares them,
+            # uncoordinated, with the favoured jobs of other nodes.
+            for j, s in self.shares(active).items():
+                rate[j] += self.uncoordinated(j, s) * (1 - self.lost(j) if j in favoured else 1)
+        return {j: r / cycle for j, r in rate.items()}
+
+    def gang_real(self, ids):
+        """lockstep gang on a real cluster: in its own slots a job has its nodes to itself (its neighbours are
+        frozen); in a slot of a neighbour it is frozen; in the others it shares its busiest node uncoordinated."""
+        place = self.matrix.place
+        busiest = self.shares(ids)
+        rate = {}
+        for j in ids:
+            neigh = [place[n] for n in self.matrix.neighbours(j)]
+            cycle = max([place[j][1]] + [p for _, p in neigh])
+            taken = slots_mask(place[j], cycle)
+            for p in neigh:
+                taken |= slots_mask(p, cycle)
+            own = cycle // place[j][1]
+            free = cycle - taken.bit_count()
+            rate[j] = (own * (1 - self.lost(j)) + free * self.uncoordinated(j, busiest[j])) / cycle
+        return rate
+
+
+def slots_mask(place, cycle):
+    """The slots of `place` within one cycle of `cycle` slots, as the bits of an integer."""
+    row, period = place
+    mask, width = 1 << row, period
+    while width < cycle:
+        mask |= mask << width
+        width *= 2
+    return mask
+
+
+def simulate(cfg, policy, jobs):
+    """Runs `jobs` (each: at, nodes, alone_s, comm) under `policy`; returns each job's slowdown."""
+    env = simpy.Environment()
+    cluster = Cluster(cfg, policy)
+    remaining = {}
+    started = {}
+    done = {}
+    changed = env.event()
+
+    def arrivals():
+        nonlocal changed
+        for i, job in sorted(enumerate(jobs), key=lambda x: x[1]["at"]):
+            yield env.timeout(max(0.0, job["at"] - env.now))
+            cluster.add(i, job)
+            remaining[i] = job["alone_s"]
+            started[i] = env.now
+            changed.succeed()
+            changed = env.event()
+
+    def progress():
+        nonlocal changed
+        last = env.now
+        rates = {}
+        while len(done) < len(jobs):
+            for j, r in rates.items():
+                if j in remaining:
+                    remaining[j] -= r * (env.now - last)
+            last = env.now
+            for j in [j for j, left in remaining.items() if left <= 1e-9]:
+                del remaining[j]
+                cluster.remove(j)
+                done[j] = env.now
+            rates = cluster.rates()
+            soonest = min((remaining[j] / r for j, r in rates.items() if r > 0), default=None)
+            events = [changed]
+            if soonest is not None:
+                events.append(env.timeout(max(soonest, 1e-9)))
+            yield env.any_of(events)
+
+    env.process(arrivals())
+    env.process(progress())
+    env.run()
+    return {j: (done[j] - started[j]) / jobs[j]["alone_s"] for j in done}
+
+
+def mean(values):
+    values = list(values)
+    return sum(values) / len(values) if values else float("nan")
+
+
+def case_slowdown(cfg, case, **overrides):
+    c = dict(cfg, slot_s=case["slot_s"], clock_sigma_s=case["skew_s"] / 2.0, **overrides)
+    policy = {"gang": "gang", "cfs": "cfs", "slurm-gang": "slurm-gang"}[case["policy"]]
+    if policy == "slurm-gang":
+        c["slurm_slice_s"] = case["slot_s"]
+    return mean(simulate(c, policy, case["jobs"]).values())
+
+
+def fit(cfg, cases, key, grid):
+    """The value of cfg[key] in `grid` with the least squared relative error over `cases`."""
+    best = None
+    for value in grid:
+        err = sum((case_slowdown(cfg, c, **{key: value}) / c["measured"] - 1) ** 2 for c in cases)
+        if best is None or err < best[0]:
+            best = (err, value)
+    return best[1] if best else cfg[key]
+
+
+def synthetic(nodes, seed, load, horizon_s, max_width):
+    """A stream on `nodes` nodes: widths log-uniform from 1 to max_width, alone 30-120 s, c from 0.05 to 0.5,
+    Poisson arrivals offering `load` node-seconds of work per node-second."""
+    rng = random.Random(seed)
+    widths_mean = (max_width - 1) / math.log(max_width) if max_width > 1 else 1
+    mean_alone = 75.0
+    rate = load * nodes / (widths_mean * mean_alone)
+    jobs, at = [], 0.0
+    while at < horizon_s:
+        w = min(nodes, max(1, int(round(math.exp(rng.uniform(0, math.log(max_width)))))))
+        first = rng.randrange(nodes)
+        jobs.append(
+            {
+                "at": at,
+                "nodes": [(first + i * max(1, nodes // w)) % nodes for i in range(w)],
+                "alone_s": rng.uniform(30, 120),
+                "comm": rng.uniform(0.05, 0.5),
+            }
+        )
+        at += rng.expovariate(rate)
+    return jobs
+
+
+def main():
+    calibration_path, answer_path = sys.argv[1], sys.argv[2]
+    with open(calibration_path) as f:
+        cal = json.load(f)
+    host = {
+        "mode": "host",
+        "host_cpus": cal["host_cpus"],
+        "gamma": 1.0,
+        "beta": 0.01,
+        "switch_s": cal["switch_s"],
+    }
+    cases = [c for c in cal["cases"] if c["policy"] in ("cfs", "gang", "slurm-gang") and c["jobs"]]
+    host["gamma"] = fit(host, [c for c in cases if c["policy"] == "cfs"], "gamma", [x / 2 for x in range(0, 41)])
+    host["beta"] = fit(
+        host, [c for c in cases if c["policy"] == "slurm-gang"], "beta", [x / 1000 for x in range(0, 101, 2)]
+    )
+    validation = []
+    for c in cases:
+        model = case_slowdown(host, c)
+        validation.append(
+            {
+                "nodes": c["nodes"],
+                "policy": c["policy"],
+                "measured": c["measured"],
+                "model": model,
+                "error": model / c["measured"] - 1,
+            }
+        )
+    real = dict(host, mode="real")
+    answers = []
+    for nodes in cal["extrapolate_nodes"]:
+        max_width = min(1024, nodes)
+        jobs = synthetic(nodes, cal["seed"], cal["load"], cal["horizon_s"], max_width)
+        for label, policy, extra in [
+            ("cfs", "cfs", {}),
+            ("slurm-gang 30s", "slurm-gang", {"slurm_slice_s": 30.0}),
+            ("lockstep gang, PTP 1us", "gang", {"clock_sigma_s": 1e-6}),
+            ("lockstep gang, NTP 1ms", "gang", {"clock_sigma_s": 1e-3}),
+            ("lockstep gang, NTP 10ms", "gang", {"clock_sigma_s": 1e-2}),
+        ]:
+            cfg = dict(real, slot_s=cal["slot_s"], slurm_slice_s=30.0, clock_sigma_s=0.0)
+            cfg.update(extra)
+            slow = simulate(cfg, policy, jobs)
+            wide = [s for j, s in slow.items() if len(jobs[j]["nodes"]) >= 256]
+            answers.append(
+                {
+                    "nodes": nodes,
+                    "policy": label,
+                    "jobs": len(jobs),
+                    "mean_slowdown": mean(slow.values()),
+                    "wide_slowdown": mean(wide) if wide else None,
+                }
+            )
+    skew = []
+    for label, sigma in [("PTP 1us", 1e-6), ("NTP 1ms", 1e-3), ("NTP 10ms", 1e-2)]:
+        for w in [2, 16, 64, 256, 1024]:
+            loss = min(1.0, (spread(w, sigma) + cal["switch_s"]) / cal["slot_s"])
+            skew.append({"clock": label, "width": w, "lost": loss})
+    controller = []
+    for nodes in cal["extrapolate_nodes"]:
+        max_width = min(1024, nodes)
+        widths_mean = (max_width - 1) / math.log(max_width) if max_width > 1 else 1
+        jobs_per_s = cal["load"] * nodes / (widths_mean * 75.0)
+        hooks_s = (cal["prolog_ctld_ms"] + cal["epilog_ctld_ms"]) / 1e3
+        slurm_rpcs = 2 * nodes * 2 / 30.0  # every job's nodes suspended and resumed every 30 s slice (MPL 2)
+        controller.append(
+            {
+                "nodes": nodes,
+                "jobs_per_s": jobs_per_s,
+                "hook_busy": jobs_per_s * hooks_s,
+                "refresh_rpcs": nodes / cal["refresh_s"],
+                "slurm_gang_rpcs": slurm_rpcs,
+            }
+        )
+    with open(answer_path, "w") as f:
+        json.dump(
+            {
+                "simpy": simpy.__version__,
+                "gamma": host["gamma"],
+                "beta": host["beta"],
+                "validation": validation,
+                "extrapolation": answers,
+                "skew": skew,
+                "controller": controller,
+            },
+            f,
+            indent=1,
+        )
+
+
+if __name__ == "__main__":
+    main()
