@@ -26,8 +26,9 @@ The model (docs/experiments.md states its assumptions):
   the switch time: a w-wide job's nodes switch within E[max - min] of w clock offsets (normal, sigma = the clock
   synchronisation's error), measured on the test cluster.
 - Slurm gang: the controller packs jobs into rows (first fit in arrival order) and cycles them every S seconds; a
-  job runs coordinated in its row's slices; every slice loses the suspend/resume time, beta * w seconds for a
-  w-wide job (beta calibrated on the slurm-gang measurements).
+  job runs coordinated in its row's slices; every slice of a job loses beta seconds to suspending and resuming it
+  (beta calibrated on the slurm-gang measurements; slurmctld signals a job's nodes in parallel, so beta does not
+  grow with the job's width).
 - Controller load: lockstep's hooks cost the controller their measured time per job (prolog, epilog), and every
   node running jobs reads its jobs' places every 2 s (one RPC); Slurm's gang scheduler signals every node of every
   job it suspends or resumes at every slice.
@@ -189,7 +190,7 @@ class Cluster:
             host = self.cfg["mode"] == "host"
             for row in self.rows:
                 for j, s in self.shares(row).items():
-                    lost = min(1.0, self.cfg["beta"] * len(self.jobs[j]["nodes"]) / slice_s)
+                    lost = min(1.0, self.cfg["beta"] / slice_s)
                     run = self.uncoordinated(j, s) if host else s
                     rate[j] += run * (1.0 - lost) / len(self.rows)
             return rate
@@ -267,7 +268,10 @@ def simulate(cfg, policy, jobs):
                 if j in remaining:
                     remaining[j] -= r * (env.now - last)
             last = env.now
-            for j in [j for j, left in remaining.items() if left <= 1e-9]:
+            # Done: no work left, or so little that the time to finish it no longer moves the clock (a job
+            # crawling for a long simulated time would otherwise be stepped forever by nothing).
+            ending = [j for j, left in remaining.items() if left <= 1e-9 or env.now + left / rates.get(j, 1.0) == env.now]
+            for j in ending:
                 del remaining[j]
                 cluster.remove(j)
                 done[j] = env.now
@@ -289,8 +293,13 @@ def mean(values):
     return sum(values) / len(values) if values else float("nan")
 
 
+def jitter_sigma(case):
+    """The deviation of one agent's slot switch that makes the case's measured p50 spread across its nodes."""
+    return case["skew_s"] / max(spread(case["nodes"], 1.0), 1.0)
+
+
 def case_slowdown(cfg, case, **overrides):
-    c = dict(cfg, slot_s=case["slot_s"], clock_sigma_s=case["skew_s"] / 2.0, **overrides)
+    c = dict(cfg, slot_s=case["slot_s"], clock_sigma_s=jitter_sigma(case), **overrides)
     policy = {"gang": "gang", "cfs": "cfs", "slurm-gang": "slurm-gang"}[case["policy"]]
     if policy == "slurm-gang":
         c["slurm_slice_s"] = case["slot_s"]
@@ -298,13 +307,46 @@ def case_slowdown(cfg, case, **overrides):
 
 
 def fit(cfg, cases, key, grid):
-    """The value of cfg[key] in `grid` with the least squared relative error over `cases`."""
+    """The value of cfg[key] in `grid` with the least squared relative error over `cases` (cfg[key] when there is
+    no case to fit on)."""
     best = None
     for value in grid:
         err = sum((case_slowdown(cfg, c, **{key: value}) / c["measured"] - 1) ** 2 for c in cases)
         if best is None or err < best[0]:
             best = (err, value)
     return best[1] if best else cfg[key]
+
+
+GAMMA_GRID = [x / 4 for x in range(0, 81)]
+BETA_GRID = [x / 20 for x in range(0, 61)]
+
+
+def fitted(cfg, cases):
+    """cfg with gamma fitted on the cfs cases of `cases` and beta on their slurm-gang cases."""
+    cfg = dict(cfg)
+    cfg["gamma"] = fit(cfg, [c for c in cases if c["policy"] == "cfs"], "gamma", GAMMA_GRID)
+    cfg["beta"] = fit(cfg, [c for c in cases if c["policy"] == "slurm-gang"], "beta", BETA_GRID)
+    return cfg
+
+
+def validate(host, cases):
+    """Every measured case against the model fitted without the measurements of its cluster size (held out):
+    a case never validates a parameter fitted on itself."""
+    out = []
+    for c in cases:
+        others = [o for o in cases if o["nodes"] != c["nodes"]]
+        cfg = fitted(host, others) if others else fitted(host, cases)
+        model = case_slowdown(cfg, c)
+        out.append(
+            {
+                "nodes": c["nodes"],
+                "policy": c["policy"],
+                "measured": c["measured"],
+                "model": model,
+                "error": model / c["measured"] - 1,
+            }
+        )
+    return out
 
 
 def synthetic(nodes, seed, load, horizon_s, max_width):
@@ -342,22 +384,11 @@ def main():
         "switch_s": cal["switch_s"],
     }
     cases = [c for c in cal["cases"] if c["policy"] in ("cfs", "gang", "slurm-gang") and c["jobs"]]
-    host["gamma"] = fit(host, [c for c in cases if c["policy"] == "cfs"], "gamma", [x / 2 for x in range(0, 41)])
-    host["beta"] = fit(
-        host, [c for c in cases if c["policy"] == "slurm-gang"], "beta", [x / 1000 for x in range(0, 101, 2)]
-    )
-    validation = []
-    for c in cases:
-        model = case_slowdown(host, c)
-        validation.append(
-            {
-                "nodes": c["nodes"],
-                "policy": c["policy"],
-                "measured": c["measured"],
-                "model": model,
-                "error": model / c["measured"] - 1,
-            }
-        )
+    validation = validate(host, cases)
+    host = fitted(host, cases)
+    # The agents' own switch jitter, from the widest measured gang case, adds to the clocks' offsets.
+    gang = [c for c in cases if c["policy"] == "gang"]
+    jitter = jitter_sigma(max(gang, key=lambda c: c["nodes"])) if gang else 0.0
     real = dict(host, mode="real")
     answers = []
     for nodes in cal["extrapolate_nodes"]:
@@ -366,9 +397,9 @@ def main():
         for label, policy, extra in [
             ("cfs", "cfs", {}),
             ("slurm-gang 30s", "slurm-gang", {"slurm_slice_s": 30.0}),
-            ("lockstep gang, PTP 1us", "gang", {"clock_sigma_s": 1e-6}),
-            ("lockstep gang, NTP 1ms", "gang", {"clock_sigma_s": 1e-3}),
-            ("lockstep gang, NTP 10ms", "gang", {"clock_sigma_s": 1e-2}),
+            ("lockstep gang, PTP 1us", "gang", {"clock_sigma_s": math.hypot(1e-6, jitter)}),
+            ("lockstep gang, NTP 1ms", "gang", {"clock_sigma_s": math.hypot(1e-3, jitter)}),
+            ("lockstep gang, NTP 10ms", "gang", {"clock_sigma_s": math.hypot(1e-2, jitter)}),
         ]:
             cfg = dict(real, slot_s=cal["slot_s"], slurm_slice_s=30.0, clock_sigma_s=0.0)
             cfg.update(extra)
@@ -386,7 +417,7 @@ def main():
     skew = []
     for label, sigma in [("PTP 1us", 1e-6), ("NTP 1ms", 1e-3), ("NTP 10ms", 1e-2)]:
         for w in [2, 16, 64, 256, 1024]:
-            loss = min(1.0, (spread(w, sigma) + cal["switch_s"]) / cal["slot_s"])
+            loss = min(1.0, (spread(w, math.hypot(sigma, jitter)) + cal["switch_s"]) / cal["slot_s"])
             skew.append({"clock": label, "width": w, "lost": loss})
     controller = []
     for nodes in cal["extrapolate_nodes"]:
@@ -410,6 +441,7 @@ def main():
                 "simpy": simpy.__version__,
                 "gamma": host["gamma"],
                 "beta": host["beta"],
+                "jitter_s": jitter,
                 "validation": validation,
                 "extrapolation": answers,
                 "skew": skew,

@@ -681,8 +681,12 @@ fn slot_loop(shared: &Shared) {
             }
             if agent.replan {
                 agent.replan = false;
-                k = slot::index(slot::realtime_ns(), agent.slot);
-                agent.tick(k, false);
+                // A replan that comes after the boundary it was waiting for is that slot's first tick: its
+                // boundary (recorded as such, with the jobs it favours).
+                let now_k = slot::index(slot::realtime_ns(), agent.slot);
+                let boundary = now_k != k;
+                k = now_k;
+                agent.tick(k, boundary);
                 break;
             }
             let now = slot::realtime_ns();

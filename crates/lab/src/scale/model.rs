@@ -158,8 +158,12 @@ pub struct Answer {
     pub simpy: String,
     /// Calibrated penalty of uncoordinated sharing: progress is share ^ (1 + gamma × communication share).
     pub gamma: f64,
-    /// Calibrated suspend/resume time of Slurm's gang scheduling, s per node of a job.
+    /// Calibrated time a job loses in each slice of Slurm's gang scheduling (suspend and resume), s.
     pub beta: f64,
+    /// Deviation of one agent's slot switch on the measured cluster (from its widest gang case), s: added to the
+    /// clocks' offsets in the extrapolation.
+    #[serde(default)]
+    pub jitter_s: f64,
     /// Model against measurement.
     pub validation: Vec<Validation>,
     /// Larger clusters.
@@ -360,13 +364,18 @@ fn calibration_table(cal: &Calibration, a: &Answer) -> String {
     );
     let _ = writeln!(
         md,
-        "| gamma (uncoordinated progress = share ^ (1 + gamma × c)) | {:.1} | fitted on the cfs cases |",
+        "| gamma (uncoordinated progress = share ^ (1 + gamma × c)) | {:.2} | fitted on the cfs cases |",
         a.gamma
     );
     let _ = writeln!(
         md,
-        "| beta (Slurm suspend/resume per node) | {:.1} ms | fitted on the slurm-gang cases |",
-        a.beta * 1e3
+        "| agents' switch jitter (deviation per agent) | {:.2} ms | p50 spread of the widest gang case |",
+        a.jitter_s * 1e3
+    );
+    let _ = writeln!(
+        md,
+        "| beta (time a job loses per Slurm gang slice) | {:.2} s | fitted on the slurm-gang cases |",
+        a.beta
     );
     md
 }
@@ -386,7 +395,8 @@ pub fn write(spec: &ModelSpec, records: &[ScaleRecord], dir: &Path) -> anyhow::R
         a.simpy, spec.measured.name
     );
     md += &calibration_table(&cal, &a);
-    md += "\n## Validation: model against measurement (mean slowdown)\n\n| nodes | policy | measured | model | error | within 10 % |\n|---|---|---|---|---|---|\n";
+    md += "\n## Validation: model against measurement (mean slowdown)\n\nEach case is modelled with gamma and beta \
+           fitted on the other cluster sizes' cases only (held out); the extrapolation uses the fit on all.\n\n| nodes | policy | measured | model | error | within 10 % |\n|---|---|---|---|---|---|\n";
     let mut val_chart: BTreeMap<String, Vec<(u32, f64)>> = BTreeMap::new();
     for v in &a.validation {
         let _ = writeln!(

@@ -78,6 +78,49 @@ fn num(v: Option<f64>, digits: usize) -> String {
     v.map_or("-".into(), |v| format!("{v:.digits$}"))
 }
 
+/// One job's cells: Slurm ID, nodes, workload, exit, slowdown, agreement, matrix share, co-run share, comm share.
+fn job_cells(j: &JobResult) -> [String; 9] {
+    let opt = |v: Option<f64>, digits: usize| v.map_or(String::new(), |v| format!("{v:.digits$}"));
+    [
+        j.id.to_string(),
+        j.nodes.len().to_string(),
+        j.workload.clone(),
+        j.exit.map_or(String::new(), |e| e.to_string()),
+        opt(j.slowdown(), 2),
+        opt(j.agreement, 3),
+        opt(j.share, 3),
+        opt(j.co_run, 3),
+        opt(j.comm, 3),
+    ]
+}
+
+/// Every job of the largest cluster, one table row each, per policy.
+fn largest_cluster_jobs(cases: &[((u32, String), Case)]) -> String {
+    let Some(largest) = cases.iter().map(|((n, _), _)| *n).max() else { return String::new() };
+    let mut md = format!(
+        "\n## Every job on {largest} nodes\n\nExit is `srun`'s (empty: cancelled at the deadline); comm share: its \
+         time in MPI alone (PMPI). Every case's jobs are in `jobs.csv`.\n\n| policy | job | nodes | workload | exit | \
+         slowdown | agreement | matrix share | co-run share | comm share |\n|---|---|---|---|---|---|---|---|---|---|\n"
+    );
+    for ((_, policy), c) in cases.iter().filter(|((n, _), _)| *n == largest) {
+        for j in &c.jobs {
+            let _ = writeln!(md, "| {policy} | {} |", job_cells(j).join(" | "));
+        }
+    }
+    md + "\n"
+}
+
+/// Every job of every case as CSV (header first), for plotting elsewhere.
+fn jobs_csv(cases: &[((u32, String), Case)]) -> String {
+    let mut csv = String::from("cluster_nodes,policy,job,nodes,workload,exit,slowdown,agreement,share,co_run,comm\n");
+    for ((nodes, policy), c) in cases {
+        for j in &c.jobs {
+            let _ = writeln!(csv, "{nodes},{policy},{}", job_cells(j).join(","));
+        }
+    }
+    csv
+}
+
 /// Writes `summary.md`, `index.html` and the charts into `dir`; returns the HTML path.
 pub fn write(spec: &ScaleSpec, records: &[ScaleRecord], dir: &Path) -> anyhow::Result<PathBuf> {
     std::fs::create_dir_all(dir)?;
@@ -162,7 +205,8 @@ pub fn write(spec: &ScaleSpec, records: &[ScaleRecord], dir: &Path) -> anyhow::R
             prom.map_or("-".into(), |p| format!("{:.0}", p.max_series)),
         );
     }
-    md += "\n";
+    md += &largest_cluster_jobs(&cases);
+    std::fs::write(dir.join("jobs.csv"), jobs_csv(&cases))?;
     let mut html = html_page(&spec.name, &spec.description);
     for (file, title, y, series) in [
         ("agreement.svg", "Lowest agreement of any job", "agreement", &agreement_chart),
