@@ -6,25 +6,26 @@ measured) to a JSON file and runs this program on it; this program answers in an
 file, which the report plots. Usage: scale_model.py CALIBRATION.json ANSWER.json
 
 The model (docs/experiments.md states its assumptions):
-- A job has a width w (nodes, one rank each), the time T it takes alone, and a communication share c (the share
-  of its time alone spent in MPI, from the PMPI profile of its run alone in the scale experiment).
-- Jobs arrive at given times (the measured stream, or a synthetic one) and leave when their work T is done. Between
-  events every job progresses at a constant rate (a fluid model): SimPy processes arrivals and completions, a
-  completion is re-planned whenever the set of jobs changes.
+- A job has a width w (nodes, one rank each), the time T it takes alone, its program, and a communication share c
+  (the share of its time alone spent in MPI, from the PMPI profile of its run alone in the scale experiment).
+- Jobs are submitted at given times (the measured stream, or a synthetic one) and wait in Slurm's queue until each
+  of their nodes runs fewer than `mpl` jobs (OverSubscribe=FORCE:mpl); they leave when their work T is done.
+  Between events every job progresses at a constant rate (a fluid model): SimPy processes submissions and
+  completions, and the rates are worked out again whenever the set of running jobs changes.
 - Capacity: on a real cluster a node's CPU is shared equally by the jobs active on it; a rank paces its job, so a
   job progresses at the share of its busiest node. On the measured cluster of network namespaces every node is the
   same few host CPUs: a job progresses at the host share of its ranks relative to the share it had alone.
 - Coordination: a job whose ranks are all given the CPU at once (gang slots, Slurm's time slices) progresses at
-  that share. Sharing the CPU uncoordinated (cfs), a rank waits for partners that are not running: the job
-  progresses at share ** (1 + gamma * c) (gamma calibrated on the cfs measurements). On the measured cluster all
-  nodes are the same host CPUs, so even a favoured job shares them uncoordinated with other nodes' jobs.
-- Replayed measurements start each job when it started on the cluster (after Slurm's queue), not when it was
-  submitted.
+  its share. Sharing the CPU uncoordinated (cfs), a rank that waits for a partner that is not running spins on its
+  share: the job's work grows by 1 + gamma * c * (1 - share) (none alone; gamma per program, calibrated on the cfs
+  measurements). On the measured cluster all nodes are the same host CPUs, so even a favoured job shares them,
+  uncoordinated, with the favoured jobs of other nodes.
 - lockstep gang: jobs get places (row R of period P) exactly as lockstep's controller prolog gives them (same
   algorithm, ported); in each slot a job is favoured where its place holds the slot, frozen where a neighbour
-  is favoured, otherwise shares the CPU uncoordinated. A favoured slot loses the spread of its nodes' clocks plus
-  the switch time: a w-wide job's nodes switch within E[max - min] of w clock offsets (normal, sigma = the clock
-  synchronisation's error), measured on the test cluster.
+  is favoured, otherwise shares the CPU uncoordinated. A favoured slot loses the spread of its nodes' switches,
+  the freeze/thaw time, and delta, the time its ranks take to run in step again after a thaw (calibrated on the
+  gang measurements). A w-wide job's nodes switch within E[max - min] of w offsets, normal with the deviation of
+  the clocks' synchronisation and of the agents' own switch jitter (measured on the test cluster) combined.
 - Slurm gang: the controller packs jobs into rows (first fit in arrival order) and cycles them every S seconds; a
   job runs coordinated in its row's slices; every slice of a job loses beta seconds to suspending and resuming it
   (beta calibrated on the slurm-gang measurements; slurmctld signals a job's nodes in parallel, so beta does not
@@ -167,15 +168,20 @@ class Cluster:
         return {k: 1.0 / max(load[n] for n in self.jobs[k]["nodes"]) for k in active}
 
     def uncoordinated(self, j, share):
-        """The progress of a job sharing its CPUs uncoordinated at `share`: its ranks wait for partners that
-        are not running, so it loses more than its CPU share, the more the more it communicates: share to the
-        power 1 + gamma * c."""
-        return min(1.0, share) ** (1.0 + self.cfg["gamma"] * self.jobs[j]["comm"])
+        """The progress of a job sharing its CPUs uncoordinated at `share`: each time a rank waits for a partner
+        that is not running it spins (or yields) on its share, so the job's work grows by 1 + gamma * c * (1 -
+        share): not at all alone, the more the less of the CPU it has and the more it communicates (c), by its
+        program's sensitivity gamma."""
+        share = min(1.0, share)
+        job = self.jobs[j]
+        return share / (1.0 + self.cfg["gamma"].get(job["workload"], 0.0) * job["comm"] * (1.0 - share))
 
     def lost(self, j):
-        """The share of a favoured slot a job loses: its nodes' clock spread and the switch."""
+        """The share of a favoured slot a job loses: its nodes' clock spread, the freeze/thaw, and the time its
+        ranks take to get going again after a thaw (delta)."""
         w = len(self.jobs[j]["nodes"])
-        return min(1.0, (spread(w, self.cfg["clock_sigma_s"]) + self.cfg["switch_s"]) / self.cfg["slot_s"])
+        lost = spread(w, self.cfg["clock_sigma_s"]) + self.cfg["switch_s"] + self.cfg["delta"]
+        return min(1.0, lost / self.cfg["slot_s"])
 
     def rates(self):
         """Every job's progress rate (work seconds per second), averaged over the policy's cycle."""
@@ -188,9 +194,9 @@ class Cluster:
             slice_s = self.cfg["slurm_slice_s"]
             rate = {j: 0.0 for j in ids}
             host = self.cfg["mode"] == "host"
+            lost = min(1.0, self.cfg["beta"] / slice_s)
             for row in self.rows:
                 for j, s in self.shares(row).items():
-                    lost = min(1.0, self.cfg["beta"] / slice_s)
                     run = self.uncoordinated(j, s) if host else s
                     rate[j] += run * (1.0 - lost) / len(self.rows)
             return rate
@@ -241,26 +247,40 @@ def slots_mask(place, cycle):
 
 
 def simulate(cfg, policy, jobs):
-    """Runs `jobs` (each: at, nodes, alone_s, comm) under `policy`; returns each job's slowdown."""
+    """Runs `jobs` (each: submit, nodes, alone_s, workload, comm) under `policy`; returns each job's slowdown: its
+    time from its start to its end over its time alone. Jobs wait in Slurm's queue until every one of their nodes
+    runs fewer than cfg["mpl"] jobs (OverSubscribe=FORCE:mpl); the queue is scanned in submission order, a job
+    that cannot start holding back none behind it (as backfill does for jobs bound to their nodes)."""
     env = simpy.Environment()
     cluster = Cluster(cfg, policy)
+    per_node = {}
+    queue = []
     remaining = {}
     started = {}
     done = {}
     changed = env.event()
 
+    def start_what_fits():
+        for i in list(queue):
+            nodes = jobs[i]["nodes"]
+            if all(per_node.get(n, 0) < cfg["mpl"] for n in nodes):
+                queue.remove(i)
+                for n in nodes:
+                    per_node[n] = per_node.get(n, 0) + 1
+                cluster.add(i, jobs[i])
+                remaining[i] = jobs[i]["alone_s"]
+                started[i] = env.now
+
     def arrivals():
         nonlocal changed
-        for i, job in sorted(enumerate(jobs), key=lambda x: x[1]["at"]):
-            yield env.timeout(max(0.0, job["at"] - env.now))
-            cluster.add(i, job)
-            remaining[i] = job["alone_s"]
-            started[i] = env.now
+        for i, job in sorted(enumerate(jobs), key=lambda x: x[1]["submit"]):
+            yield env.timeout(max(0.0, job["submit"] - env.now))
+            queue.append(i)
+            start_what_fits()
             changed.succeed()
             changed = env.event()
 
     def progress():
-        nonlocal changed
         last = env.now
         rates = {}
         while len(done) < len(jobs):
@@ -274,7 +294,11 @@ def simulate(cfg, policy, jobs):
             for j in ending:
                 del remaining[j]
                 cluster.remove(j)
+                for n in jobs[j]["nodes"]:
+                    per_node[n] -= 1
                 done[j] = env.now
+            if ending:
+                start_what_fits()
             rates = cluster.rates()
             soonest = min((remaining[j] / r for j, r in rates.items() if r > 0), default=None)
             events = [changed]
@@ -306,26 +330,42 @@ def case_slowdown(cfg, case, **overrides):
     return mean(simulate(c, policy, case["jobs"]).values())
 
 
-def fit(cfg, cases, key, grid):
-    """The value of cfg[key] in `grid` with the least squared relative error over `cases` (cfg[key] when there is
-    no case to fit on)."""
+def error(cfg, cases):
+    """Squared relative error of the model's mean slowdowns over `cases`."""
+    return sum((case_slowdown(cfg, c) / c["measured"] - 1) ** 2 for c in cases)
+
+
+def fit(cfg, cases, set_value, grid):
+    """cfg with the value of `grid` that, set by `set_value(cfg, value)`, gives the least error over `cases`
+    (cfg unchanged when there is no case to fit on)."""
+    if not cases:
+        return cfg
     best = None
     for value in grid:
-        err = sum((case_slowdown(cfg, c, **{key: value}) / c["measured"] - 1) ** 2 for c in cases)
+        trial = dict(cfg, gamma=dict(cfg["gamma"]))
+        set_value(trial, value)
+        err = error(trial, cases)
         if best is None or err < best[0]:
-            best = (err, value)
-    return best[1] if best else cfg[key]
+            best = (err, trial)
+    return best[1]
 
 
-GAMMA_GRID = [x / 4 for x in range(0, 81)]
-BETA_GRID = [x / 20 for x in range(0, 61)]
+GAMMA_GRID = [x / 10 for x in range(0, 81)]
+DELTA_GRID = [x / 100 for x in range(0, 41)]
+BETA_GRID = [x / 20 for x in range(0, 81)]
 
 
 def fitted(cfg, cases):
-    """cfg with gamma fitted on the cfs cases of `cases` and beta on their slurm-gang cases."""
-    cfg = dict(cfg)
-    cfg["gamma"] = fit(cfg, [c for c in cases if c["policy"] == "cfs"], "gamma", GAMMA_GRID)
-    cfg["beta"] = fit(cfg, [c for c in cases if c["policy"] == "slurm-gang"], "beta", BETA_GRID)
+    """cfg with each program's gamma fitted on the cfs cases of `cases` (by turns, three rounds), delta on their
+    gang cases and beta on their slurm-gang cases."""
+    cfs = [c for c in cases if c["policy"] == "cfs"]
+    programs = sorted({j["workload"] for c in cfs for j in c["jobs"]})
+    cfg = dict(cfg, gamma={p: 1.0 for p in programs})
+    for _ in range(3):
+        for p in programs:
+            cfg = fit(cfg, cfs, lambda t, v, p=p: t["gamma"].__setitem__(p, v), GAMMA_GRID)
+    cfg = fit(cfg, [c for c in cases if c["policy"] == "gang"], lambda t, v: t.__setitem__("delta", v), DELTA_GRID)
+    cfg = fit(cfg, [c for c in cases if c["policy"] == "slurm-gang"], lambda t, v: t.__setitem__("beta", v), BETA_GRID)
     return cfg
 
 
@@ -349,23 +389,39 @@ def validate(host, cases):
     return out
 
 
-def synthetic(nodes, seed, load, horizon_s, max_width):
-    """A stream on `nodes` nodes: widths log-uniform from 1 to max_width, alone 30-120 s, c from 0.05 to 0.5,
-    Poisson arrivals offering `load` node-seconds of work per node-second."""
+def programs(cases):
+    """Each measured program's communication share on real nodes: the one it had alone on its narrowest
+    measured width (wider jobs on the measured cluster put several ranks on each host CPU, which inflates it)."""
+    narrowest = {}
+    for c in cases:
+        for j in c["jobs"]:
+            w = len(j["nodes"])
+            if j["workload"] not in narrowest or w < narrowest[j["workload"]][0]:
+                narrowest[j["workload"]] = (w, j["comm"])
+    return {p: c for p, (_, c) in sorted(narrowest.items())}
+
+
+def synthetic(nodes, seed, load, horizon_s, max_width, comm):
+    """A stream on `nodes` nodes: widths log-uniform from 1 to max_width, alone 30-120 s, programs drawn evenly
+    from `comm` (program -> communication share), Poisson arrivals offering `load` node-seconds of work per
+    node-second."""
     rng = random.Random(seed)
     widths_mean = (max_width - 1) / math.log(max_width) if max_width > 1 else 1
     mean_alone = 75.0
     rate = load * nodes / (widths_mean * mean_alone)
     jobs, at = [], 0.0
+    names = sorted(comm)
     while at < horizon_s:
         w = min(nodes, max(1, int(round(math.exp(rng.uniform(0, math.log(max_width)))))))
         first = rng.randrange(nodes)
+        program = rng.choice(names)
         jobs.append(
             {
-                "at": at,
+                "submit": at,
                 "nodes": [(first + i * max(1, nodes // w)) % nodes for i in range(w)],
                 "alone_s": rng.uniform(30, 120),
-                "comm": rng.uniform(0.05, 0.5),
+                "workload": program,
+                "comm": comm[program],
             }
         )
         at += rng.expovariate(rate)
@@ -379,9 +435,11 @@ def main():
     host = {
         "mode": "host",
         "host_cpus": cal["host_cpus"],
-        "gamma": 1.0,
-        "beta": 0.01,
+        "gamma": {},
+        "delta": 0.0,
+        "beta": 0.0,
         "switch_s": cal["switch_s"],
+        "mpl": cal["mpl"],
     }
     cases = [c for c in cal["cases"] if c["policy"] in ("cfs", "gang", "slurm-gang") and c["jobs"]]
     validation = validate(host, cases)
@@ -389,17 +447,20 @@ def main():
     # The agents' own switch jitter, from the widest measured gang case, adds to the clocks' offsets.
     gang = [c for c in cases if c["policy"] == "gang"]
     jitter = jitter_sigma(max(gang, key=lambda c: c["nodes"])) if gang else 0.0
-    real = dict(host, mode="real")
+    real = dict(host, mode="real", mpl=cal["extrapolate_mpl"])
     answers = []
     for nodes in cal["extrapolate_nodes"]:
         max_width = min(1024, nodes)
-        jobs = synthetic(nodes, cal["seed"], cal["load"], cal["horizon_s"], max_width)
+        jobs = synthetic(nodes, cal["seed"], cal["load"], cal["horizon_s"], max_width, programs(cases))
         for label, policy, extra in [
             ("cfs", "cfs", {}),
             ("slurm-gang 30s", "slurm-gang", {"slurm_slice_s": 30.0}),
             ("lockstep gang, PTP 1us", "gang", {"clock_sigma_s": math.hypot(1e-6, jitter)}),
             ("lockstep gang, NTP 1ms", "gang", {"clock_sigma_s": math.hypot(1e-3, jitter)}),
             ("lockstep gang, NTP 10ms", "gang", {"clock_sigma_s": math.hypot(1e-2, jitter)}),
+            # delta was fitted where every node is the same two CPUs shared by dozens of ranks; on nodes of
+            # their own a thawed job's ranks find their CPUs free: the bound without it.
+            ("lockstep gang, NTP 1ms, no thaw loss", "gang", {"clock_sigma_s": math.hypot(1e-3, jitter), "delta": 0.0}),
         ]:
             cfg = dict(real, slot_s=cal["slot_s"], slurm_slice_s=30.0, clock_sigma_s=0.0)
             cfg.update(extra)
@@ -440,7 +501,9 @@ def main():
             {
                 "simpy": simpy.__version__,
                 "gamma": host["gamma"],
+                "delta": host["delta"],
                 "beta": host["beta"],
+                "comm": programs(cases),
                 "jitter_s": jitter,
                 "validation": validation,
                 "extrapolation": answers,

@@ -186,6 +186,16 @@ fn verified(child: Child, what: &str) {
     assert!(text.contains("SUCCESSFUL"), "{what} did not verify: {text}");
 }
 
+/// Asserts that a cluster taken down left nothing: no daemon, namespace, bridge or cgroup of a Slurm job.
+fn assert_no_trace(cluster: &Cluster) {
+    assert!(cluster.alive().is_empty(), "left running: {:?}", cluster.alive());
+    let netns = Command::new("ip").args(["netns", "list"]).output().unwrap();
+    assert!(!String::from_utf8_lossy(&netns.stdout).contains("ls-n"), "namespaces left");
+    assert!(!Path::new("/sys/class/net/lsbr0").exists(), "bridge left");
+    let (freeze, weights) = slurm_files();
+    assert!(freeze.is_empty() && weights.is_empty(), "cgroups left: {freeze:?} {weights:?}");
+}
+
 /// Every freezer file of the cluster's Slurm jobs, and the weight files of the agents' Slurm weight cgroups.
 fn slurm_files() -> (Vec<PathBuf>, Vec<PathBuf>) {
     let mut freeze = Vec::new();
@@ -406,12 +416,7 @@ fn the_cluster_comes_down_without_a_trace() {
         .unwrap();
     assert!(out.status.success(), "down: {}", stderr(&out));
     let _ = job.wait_with_output();
-    assert!(cluster.alive().is_empty(), "left running: {:?}", cluster.alive());
-    let netns = Command::new("ip").args(["netns", "list"]).output().unwrap();
-    assert!(!String::from_utf8_lossy(&netns.stdout).contains("ls-n"), "namespaces left");
-    assert!(!Path::new("/sys/class/net/lsbr0").exists(), "bridge left");
-    let (freeze, weights) = slurm_files();
-    assert!(freeze.is_empty() && weights.is_empty(), "cgroups left: {freeze:?} {weights:?}");
+    assert_no_trace(&cluster);
     assert!(!Path::new("/sys/fs/cgroup/freezer/slurm_n1").exists(), "Slurm's cgroup tree left");
     assert!(!cluster.dir.path().join("pids").exists(), "cluster files left");
 }
@@ -461,12 +466,7 @@ fn sixty_four_nodes_come_up_run_a_job_across_all_and_go_down_without_a_trace() {
         .output()
         .unwrap();
     assert!(down.status.success(), "down: {}", stderr(&down));
-    assert!(cluster.alive().is_empty(), "left running: {:?}", cluster.alive());
-    let netns = Command::new("ip").args(["netns", "list"]).output().unwrap();
-    assert!(!String::from_utf8_lossy(&netns.stdout).contains("ls-n"), "namespaces left");
-    assert!(!Path::new("/sys/class/net/lsbr0").exists(), "bridge left");
-    let (freeze, weights) = slurm_files();
-    assert!(freeze.is_empty() && weights.is_empty(), "cgroups left: {freeze:?} {weights:?}");
+    assert_no_trace(&cluster);
 }
 
 #[test]

@@ -22,6 +22,9 @@ use lockstep_store::{now, ScaleRecord, Store};
 /// How far the model may be from a measurement for the model to count as validated.
 pub const TOLERANCE: f64 = 0.10;
 
+/// Jobs a node of the test cluster runs at once: `OverSubscribe=FORCE:4` in tests/cluster/up's slurm.conf.
+const CLUSTER_MPL: u32 = 4;
+
 /// A parsed, validated scale-model spec.
 #[derive(Clone, Debug)]
 pub struct ModelSpec {
@@ -37,6 +40,8 @@ pub struct ModelSpec {
     pub horizon: Duration,
     /// Work offered per node and second.
     pub load: f64,
+    /// Jobs a node runs at once in the extrapolation (Slurm's `OverSubscribe=FORCE:mpl`).
+    pub mpl: u32,
     /// lockstep's slot in the extrapolation.
     pub slot: Duration,
     /// Seed of the synthetic streams.
@@ -54,6 +59,7 @@ struct Raw {
     extrapolate: Vec<u32>,
     horizon: String,
     load: f64,
+    mpl: u32,
     slot: String,
     #[serde(default)]
     seed: u64,
@@ -79,6 +85,9 @@ pub fn parse(path: &Path, text: &str) -> Result<ModelSpec, UsageError> {
     if !(raw.load > 0.0 && raw.load < 1.0) {
         return Err(bad(format!("load = {} (expected above 0 and below 1)", raw.load)));
     }
+    if !(1..=16).contains(&raw.mpl) {
+        return Err(bad(format!("mpl = {} (expected jobs per node from 1 to 16)", raw.mpl)));
+    }
     let slot = lockstep_core::cosched::slot::parse(&raw.slot).map_err(|e| bad(e.to_string()))?;
     Ok(ModelSpec {
         name: raw.name,
@@ -87,6 +96,7 @@ pub fn parse(path: &Path, text: &str) -> Result<ModelSpec, UsageError> {
         extrapolate: raw.extrapolate,
         horizon,
         load: raw.load,
+        mpl: raw.mpl,
         slot,
         seed: raw.seed,
     })
@@ -109,6 +119,10 @@ pub struct Calibration {
     pub epilog_ctld_ms: f64,
     /// How often agents read their jobs' places, s.
     pub refresh_s: f64,
+    /// Jobs a node of the measured cluster ran at once.
+    pub mpl: u32,
+    /// Jobs a node runs at once in the extrapolation.
+    pub extrapolate_mpl: u32,
     /// Extrapolation: sizes, simulated time, load, slot, seed.
     pub extrapolate_nodes: Vec<u32>,
     /// Arrivals simulated, s.
@@ -141,13 +155,15 @@ pub struct MeasuredCase {
 /// One job as the model sees it.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct ModelJob {
-    /// Seconds after the stream's start it started (after Slurm's queue).
-    pub at: f64,
+    /// Seconds after the stream's start it was submitted.
+    pub submit: f64,
     /// Its nodes.
     pub nodes: Vec<u32>,
     /// Its time alone, s.
     pub alone_s: f64,
-    /// Its communication share.
+    /// Its program (the workload's command line).
+    pub workload: String,
+    /// Its communication share alone.
     pub comm: f64,
 }
 
@@ -156,8 +172,13 @@ pub struct ModelJob {
 pub struct Answer {
     /// The SimPy version it ran on.
     pub simpy: String,
-    /// Calibrated penalty of uncoordinated sharing: progress is share ^ (1 + gamma × communication share).
-    pub gamma: f64,
+    /// Calibrated sensitivity of each program to uncoordinated sharing: at CPU share `s` its work grows by
+    /// `1 + gamma × c × (1 - s)`, `c` its communication share.
+    pub gamma: BTreeMap<String, f64>,
+    /// Calibrated time a job's ranks lose after each thaw before they run in step again, s.
+    pub delta: f64,
+    /// The communication share each program is given in the extrapolation.
+    pub comm: BTreeMap<String, f64>,
     /// Calibrated time a job loses in each slice of Slurm's gang scheduling (suspend and resume), s.
     pub beta: f64,
     /// Deviation of one agent's slot switch on the measured cluster (from its widest gang case), s: added to the
@@ -261,15 +282,17 @@ pub fn calibrate(spec: &ModelSpec, store: &Store) -> anyhow::Result<Calibration>
             ("slurm-gang", _) => "slurm-gang",
             _ => continue,
         };
-        // The completed jobs, each from when it started: the queue before is Slurm's, not co-scheduling's.
+        // The completed jobs, submitted when the stream submitted them (the same stream for every case of a size).
+        let stream = super::stream(m, nodes);
         let mut jobs = Vec::new();
-        for j in c.jobs.iter().filter(|j| j.exit == Some(0)) {
+        for (j, s) in c.jobs.iter().zip(&stream).filter(|(j, _)| j.exit == Some(0)) {
             let share = j.comm.with_context(|| {
                 format!("job {} of {} has no communication share: run experiments/{}.toml again", j.id, m.name, m.name)
             })?;
             comm.entry(format!("{} on {} nodes", j.workload, j.nodes.len())).or_insert(share);
-            if let (Some(at), Some(alone_s)) = (j.started_s, j.alone_s) {
-                jobs.push(ModelJob { at, nodes: j.nodes.clone(), alone_s, comm: share });
+            if let Some(alone_s) = j.alone_s {
+                let (nodes, workload) = (j.nodes.clone(), j.workload.clone());
+                jobs.push(ModelJob { submit: s.at, nodes, alone_s, workload, comm: share });
             }
         }
         let Some(measured) = super::report::summary(&c.jobs).slowdown else { continue };
@@ -291,6 +314,8 @@ pub fn calibrate(spec: &ModelSpec, store: &Store) -> anyhow::Result<Calibration>
         prolog_ctld_ms: median(&mut prolog),
         epilog_ctld_ms: median(&mut epilog),
         refresh_s: lockstep_slurm::REFRESH.as_secs_f64(),
+        mpl: CLUSTER_MPL,
+        extrapolate_mpl: spec.mpl,
         extrapolate_nodes: spec.extrapolate.clone(),
         horizon_s: spec.horizon.as_secs_f64(),
         load: spec.load,
@@ -351,32 +376,38 @@ pub(crate) fn log2(n: u32) -> u32 {
 fn calibration_table(cal: &Calibration, a: &Answer) -> String {
     let mut md = String::new();
     md += "## Calibration\n\n| what | value | from |\n|---|---|---|\n";
-    let _ = writeln!(md, "| host CPUs of the measured cluster | {} | this machine |", cal.host_cpus);
-    let _ =
-        writeln!(md, "| freeze/thaw time | {:.0} us | median of the agents' decision records |", cal.switch_s * 1e6);
+    let mut row = |what: &str, value: String, from: &str| {
+        let _ = writeln!(md, "| {what} | {value} | {from} |");
+    };
+    row("host CPUs of the measured cluster", cal.host_cpus.to_string(), "this machine");
+    row(
+        "jobs per node, measured / extrapolated",
+        format!("{} / {}", cal.mpl, cal.extrapolate_mpl),
+        "slurm.conf / spec",
+    );
+    row("freeze/thaw time", format!("{:.0} us", cal.switch_s * 1e6), "median of the agents' decision records");
     for (w, c) in &cal.comm {
-        let _ = writeln!(md, "| communication share of `{w}` | {c:.3} | PMPI profile of the job alone |");
+        row(&format!("communication share of `{w}`"), format!("{c:.3}"), "PMPI profile of the job alone");
     }
-    let _ = writeln!(
-        md,
-        "| controller prolog / epilog per job | {:.0} / {:.0} ms | hook log, p50 |",
-        cal.prolog_ctld_ms, cal.epilog_ctld_ms
+    for (w, c) in &a.comm {
+        row(&format!("`{w}` in the extrapolation: communication share"), format!("{c:.3}"), "its narrowest run alone");
+    }
+    let hooks = format!("{:.0} / {:.0} ms", cal.prolog_ctld_ms, cal.epilog_ctld_ms);
+    row("controller prolog / epilog per job", hooks, "hook log, p50");
+    for (w, g) in &a.gamma {
+        row(
+            &format!("gamma of `{w}` (work × 1 + gamma·c·(1 − share) uncoordinated)"),
+            format!("{g:.2}"),
+            "fitted on the cfs cases",
+        );
+    }
+    row("delta (time lost after each thaw)", format!("{:.0} ms", a.delta * 1e3), "fitted on the gang cases");
+    row(
+        "agents' switch jitter (deviation per agent)",
+        format!("{:.2} ms", a.jitter_s * 1e3),
+        "p50 spread of the widest gang case",
     );
-    let _ = writeln!(
-        md,
-        "| gamma (uncoordinated progress = share ^ (1 + gamma × c)) | {:.2} | fitted on the cfs cases |",
-        a.gamma
-    );
-    let _ = writeln!(
-        md,
-        "| agents' switch jitter (deviation per agent) | {:.2} ms | p50 spread of the widest gang case |",
-        a.jitter_s * 1e3
-    );
-    let _ = writeln!(
-        md,
-        "| beta (time a job loses per Slurm gang slice) | {:.2} s | fitted on the slurm-gang cases |",
-        a.beta
-    );
+    row("beta (time a job loses per Slurm gang slice)", format!("{:.2} s", a.beta), "fitted on the slurm-gang cases");
     md
 }
 
@@ -395,7 +426,7 @@ pub fn write(spec: &ModelSpec, records: &[ScaleRecord], dir: &Path) -> anyhow::R
         a.simpy, spec.measured.name
     );
     md += &calibration_table(&cal, &a);
-    md += "\n## Validation: model against measurement (mean slowdown)\n\nEach case is modelled with gamma and beta \
+    md += "\n## Validation: model against measurement (mean slowdown)\n\nEach case is modelled with gamma, delta and beta \
            fitted on the other cluster sizes' cases only (held out); the extrapolation uses the fit on all.\n\n| nodes | policy | measured | model | error | within 10 % |\n|---|---|---|---|---|---|\n";
     let mut val_chart: BTreeMap<String, Vec<(u32, f64)>> = BTreeMap::new();
     for v in &a.validation {
@@ -488,7 +519,13 @@ mod tests {
     #[test]
     fn the_model_replays_a_measured_case_and_answers_every_question() {
         let dir = tempfile::tempdir().unwrap();
-        let job = |at: f64, nodes: &[u32], alone_s: f64| ModelJob { at, nodes: nodes.to_vec(), alone_s, comm: 0.2 };
+        let job = |submit: f64, nodes: &[u32], alone_s: f64| ModelJob {
+            submit,
+            nodes: nodes.to_vec(),
+            alone_s,
+            workload: if nodes.len() > 2 { "cg".into() } else { "is".into() },
+            comm: 0.2,
+        };
         let jobs =
             vec![job(0.0, &[1, 2], 2.0), job(0.5, &[2, 3], 2.0), job(1.0, &[1, 3], 2.0), job(1.5, &[1, 2, 3, 4], 4.0)];
         let case = |policy: &str, slot_s: f64, measured: f64| MeasuredCase {
@@ -507,6 +544,8 @@ mod tests {
             prolog_ctld_ms: 20.0,
             epilog_ctld_ms: 20.0,
             refresh_s: 2.0,
+            mpl: 4,
+            extrapolate_mpl: 2,
             extrapolate_nodes: vec![64, 256],
             horizon_s: 120.0,
             load: 0.6,

@@ -27,6 +27,9 @@ const PROMETHEUS_ADDR: &str = "127.0.0.1:19090";
 /// The agents' metrics port on every node (tests/cluster/up).
 const METRICS_PORT: u16 = 19464;
 
+/// How many times a job is run alone before its failure ends the experiment.
+const BASELINE_ATTEMPTS: u32 = 3;
+
 /// How often the stream's jobs are polled for.
 const POLL: Duration = Duration::from_secs(1);
 
@@ -175,24 +178,31 @@ fn baselines(
         let lone = [StreamJob { at: 0.0, nodes: first, workload: j.workload }];
         let stem = format!("alone-{}-{}", j.workload, j.nodes.len());
         let (out, pmpi) = (paths.work.join(format!("{stem}.out")), paths.work.join(format!("{stem}.pmpi.jsonl")));
-        let _ = std::fs::remove_file(&pmpi);
         let mut command = vec![
             "env".to_string(),
             format!("LD_PRELOAD={}", paths.lib.join("liblockstep-pmpi.so").display()),
             format!("LOCKSTEP_PMPI_OUT={}", pmpi.display()),
         ];
         command.extend(program(spec, j, &paths.bin));
-        submit_and_wait(spec, cluster, &lone, std::slice::from_ref(&out), &[command])?;
-        let text = std::fs::read_to_string(&out).unwrap_or_default();
-        if let (Some(t), Some(0)) = (wall(&text), Cluster::exit_code(&text)) {
-            alone.insert(key, Alone { wall_s: t, comm: comm_ratio(&pmpi) });
-        } else {
-            anyhow::bail!(
-                "job {:?} on {} nodes failed alone (output {})",
+        // A rank of a job alone dies now and then (a TCP connect between namespaces failing, a crash in
+        // MPI_Init: the jobs of the stream are counted as failed when it happens to them); the baseline is
+        // tried up to three times.
+        for attempt in 1..=BASELINE_ATTEMPTS {
+            let _ = std::fs::remove_file(&pmpi);
+            submit_and_wait(spec, cluster, &lone, std::slice::from_ref(&out), std::slice::from_ref(&command))?;
+            let text = std::fs::read_to_string(&out).unwrap_or_default();
+            if let (Some(t), Some(0)) = (wall(&text), Cluster::exit_code(&text)) {
+                alone.insert(key, Alone { wall_s: t, comm: comm_ratio(&pmpi) });
+                break;
+            }
+            anyhow::ensure!(
+                attempt < BASELINE_ATTEMPTS,
+                "job {:?} on {} nodes failed alone {BASELINE_ATTEMPTS} times (last output {})",
                 spec.workloads[j.workload],
                 j.nodes.len(),
                 out.display()
             );
+            let _ = std::fs::rename(&out, out.with_extension(format!("failed-{attempt}.out")));
         }
     }
     Ok(alone)
