@@ -560,8 +560,8 @@ mod tests {
         let a: Answer = serde_json::from_str(&std::fs::read_to_string(&answer_path).unwrap()).unwrap();
         assert_eq!(a.validation.len(), 3);
         assert!(a.validation.iter().all(|v| v.model.is_finite() && v.model >= 1.0), "{:?}", a.validation);
-        // Five policies (cfs, Slurm gang, lockstep gang under three clocks) per extrapolated size.
-        assert_eq!(a.extrapolation.len(), 10);
+        // Six policies (cfs, Slurm gang, lockstep gang under three clocks and once without thaw loss) per size.
+        assert_eq!(a.extrapolation.len(), 12);
         // A wider job loses more of its slot to clock spread, and NTP more than PTP.
         let lost = |clock: &str, width: u32| a.skew.iter().find(|s| s.clock == clock && s.width == width).unwrap().lost;
         assert!(lost("NTP 10ms", 1024) > lost("NTP 10ms", 2) && lost("NTP 10ms", 1024) > lost("PTP 1us", 1024));
