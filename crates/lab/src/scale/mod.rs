@@ -17,6 +17,11 @@ use serde::Deserialize;
 use crate::spec::{PolicyConfig, Progress, PROGRESS};
 use lockstep_core::error::UsageError;
 
+/// `n`'s base-2 logarithm, rounded: the x of the scale charts, whose sizes span decades.
+pub(crate) fn log2(n: u32) -> u32 {
+    f64::from(n.max(1)).log2().round() as u32
+}
+
 /// Most nodes `tests/cluster/up` makes.
 pub const MAX_NODES: u32 = 64;
 

@@ -12,6 +12,7 @@ use std::time::Duration;
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 
+use super::log2;
 use super::report::cases;
 use super::ScaleSpec;
 use crate::report::{chart, html_page, write_files};
@@ -365,11 +366,6 @@ pub fn run(spec: &ModelSpec, paths: &Paths) -> anyhow::Result<f64> {
         })?;
     }
     Ok(session)
-}
-
-/// `n`'s base-2 logarithm, rounded: the x of the charts, whose sizes span decades.
-pub(crate) fn log2(n: u32) -> u32 {
-    f64::from(n.max(1)).log2().round() as u32
 }
 
 /// The report's calibration table: what the model was given and what it fitted.

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::path::{Path, PathBuf};
 
-use super::model::log2;
+use super::log2;
 use super::run::{CaseResult, JobResult};
 use super::ScaleSpec;
 use crate::report::{chart, html_page, write_files};
