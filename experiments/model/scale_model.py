@@ -14,7 +14,9 @@ The model (docs/experiments.md states its assumptions):
   completions, and the rates are worked out again whenever the set of running jobs changes.
 - Capacity: on a real cluster a node's CPU is shared equally by the jobs active on it; a rank paces its job, so a
   job progresses at the share of its busiest node. On the measured cluster of network namespaces every node is the
-  same few host CPUs: a job progresses at the host share of its ranks relative to the share it had alone.
+  same few host CPUs: a job progresses at the host share of its ranks relative to the share it had alone, where
+  a rank asks for the CPU while it computes and for a part y of the time it waits in MPI (MPI progress `yield`
+  gives the rest away; y calibrated on the cfs measurements).
 - Coordination: a job whose ranks are all given the CPU at once (gang slots, Slurm's time slices) progresses at
   its share. Sharing the CPU uncoordinated (cfs), a rank that waits for a partner that is not running spins on its
   share: the job's work grows by 1 + gamma * c * (1 - share) (none alone; gamma per program, calibrated on the cfs
@@ -29,7 +31,14 @@ The model (docs/experiments.md states its assumptions):
 - Slurm gang: the controller packs jobs into rows (first fit in arrival order) and cycles them every S seconds; a
   job runs coordinated in its row's slices; every slice of a job loses beta seconds to suspending and resuming it
   (beta calibrated on the slurm-gang measurements; slurmctld signals a job's nodes in parallel, so beta does not
-  grow with the job's width).
+  grow with the job's width). A job starts in the active row when it fits there, else suspended; then the `srun`
+  of its batch script asks for its step while the job is suspended, is refused, and waits srun's step_wait
+  (SlurmctldTimeout clamped to 60-300 s, plus its PID mod 10) before asking again: a job waits that long times the
+  chance that the active row holds one of its neighbours (Slurm 22.05's srun; not calibrated).
+- Validation replays each measured case: every job starts when Slurm started it (the queue is not what is
+  validated); one job at a time is modelled while the others, and the jobs that failed, hold their nodes and CPU
+  for their measured wall time. The report also shows every job modelled at once (only the starts measured),
+  where a job modelled too slow shares the CPU longer and slows the others: errors feed back.
 - Controller load: lockstep's hooks cost the controller their measured time per job (prolog, epilog), and every
   node running jobs reads its jobs' places every 2 s (one RPC); Slurm's gang scheduler signals every node of every
   job it suspends or resumes at every slice.
@@ -130,14 +139,21 @@ class Cluster:
         self.jobs = {}
         self.matrix = Matrix()
         self.rows = []
+        self.waiting = {}
 
     def add(self, j, job):
         self.jobs[j] = job
         if self.policy == "gang":
             self.matrix.add(j, job["nodes"])
         if self.policy == "slurm-gang":
-            for row in self.rows:
-                if not any(set(job["nodes"]) & set(self.jobs[k]["nodes"]) for k in row):
+            mine = set(job["nodes"])
+            busy = [any(mine & set(self.jobs[k]["nodes"]) for k in row) for row in self.rows]
+            # Slurm starts a job in the active row when it fits there, else suspended; the active row is any of
+            # the rows with the same chance. Started suspended, the job's srun asks for its step while the job is
+            # suspended, is refused, and waits srun's step_wait before asking again: the expected wait.
+            self.waiting[j] = sum(busy) / max(1, len(self.rows)) * self.cfg.get("step_wait_s", 0.0)
+            for row, taken in zip(self.rows, busy):
+                if not taken:
                     row.append(j)
                     break
             else:
@@ -145,6 +161,7 @@ class Cluster:
 
     def remove(self, j):
         del self.jobs[j]
+        self.waiting.pop(j, None)
         if self.policy == "gang":
             self.matrix.remove(j)
         if self.policy == "slurm-gang":
@@ -155,12 +172,14 @@ class Cluster:
 
     def shares(self, active):
         """The CPU share of every job of `active` when they run: on a real cluster that of its busiest node; on
-        the measured one the host's share of its ranks, relative to its share alone."""
+        the measured one the host's share of its ranks, relative to its share alone. There a rank asks for the
+        CPU the share of its time it computes and a part y of the time it waits in MPI (yielding, it gives the
+        rest of its turns away): its demand is 1 - y * c."""
         if self.cfg["mode"] == "host":
             cpus = self.cfg["host_cpus"]
-            ranks = sum(len(self.jobs[k]["nodes"]) for k in active)
-            now = min(1.0, cpus / max(ranks, 1))
-            return {k: now / min(1.0, cpus / len(self.jobs[k]["nodes"])) for k in active}
+            demand = {k: len(self.jobs[k]["nodes"]) * (1.0 - self.cfg["y"] * self.jobs[k]["comm"]) for k in active}
+            now = min(1.0, cpus / max(sum(demand.values()), 1e-9))
+            return {k: now / min(1.0, cpus / max(demand[k], 1e-9)) for k in active}
         load = {}
         for k in active:
             for n in self.jobs[k]["nodes"]:
@@ -196,7 +215,7 @@ class Cluster:
             host = self.cfg["mode"] == "host"
             lost = min(1.0, self.cfg["beta"] / slice_s)
             for row in self.rows:
-                for j, s in self.shares(row).items():
+                for j, s in self.shares([k for k in row if k not in self.waiting]).items():
                     run = self.uncoordinated(j, s) if host else s
                     rate[j] += run * (1.0 - lost) / len(self.rows)
             return rate
@@ -246,11 +265,15 @@ def slots_mask(place, cycle):
     return mask
 
 
-def simulate(cfg, policy, jobs):
+def simulate(cfg, policy, jobs, fixed=()):
     """Runs `jobs` (each: submit, nodes, alone_s, workload, comm) under `policy`; returns each job's slowdown: its
     time from its start to its end over its time alone. Jobs wait in Slurm's queue until every one of their nodes
     runs fewer than cfg["mpl"] jobs (OverSubscribe=FORCE:mpl); the queue is scanned in submission order, a job
-    that cannot start holding back none behind it (as backfill does for jobs bound to their nodes)."""
+    that cannot start holding back none behind it (as backfill does for jobs bound to their nodes).
+
+    A replayed job (a measured one) carries `start`, `wall` and `completed`: it starts when Slurm started it,
+    whatever the queue; one that did not complete (a rank died) and those in `fixed` hold their nodes and CPU
+    for their measured wall time and have no slowdown."""
     env = simpy.Environment()
     cluster = Cluster(cfg, policy)
     per_node = {}
@@ -263,22 +286,51 @@ def simulate(cfg, policy, jobs):
     def start_what_fits():
         for i in list(queue):
             nodes = jobs[i]["nodes"]
-            if all(per_node.get(n, 0) < cfg["mpl"] for n in nodes):
+            if "start" in jobs[i] or all(per_node.get(n, 0) < cfg["mpl"] for n in nodes):
                 queue.remove(i)
                 for n in nodes:
                     per_node[n] = per_node.get(n, 0) + 1
                 cluster.add(i, jobs[i])
-                remaining[i] = jobs[i]["alone_s"]
                 started[i] = env.now
+                if cluster.waiting.get(i, 0.0) > 0.0:
+                    env.process(wake(i))
+                else:
+                    cluster.waiting.pop(i, None)
+                if i in fixed or not jobs[i].get("completed", True):
+                    env.process(leave(i))
+                else:
+                    remaining[i] = jobs[i]["alone_s"]
+
+    def changes():
+        nonlocal changed
+        changed.succeed()
+        changed = env.event()
+
+    def wake(i):
+        """Job i's srun asks for its step again (Slurm gang), and it runs from then on."""
+        yield env.timeout(cluster.waiting[i])
+        cluster.waiting.pop(i, None)
+        changes()
+
+    def leave(i):
+        """Job i leaves when it left in the measured run."""
+        yield env.timeout(jobs[i]["wall"])
+        end(i)
+        start_what_fits()
+        changes()
+
+    def end(i):
+        cluster.remove(i)
+        for n in jobs[i]["nodes"]:
+            per_node[n] -= 1
+        done[i] = env.now
 
     def arrivals():
-        nonlocal changed
-        for i, job in sorted(enumerate(jobs), key=lambda x: x[1]["submit"]):
-            yield env.timeout(max(0.0, job["submit"] - env.now))
+        for i, job in sorted(enumerate(jobs), key=lambda x: x[1].get("start", x[1]["submit"])):
+            yield env.timeout(max(0.0, job.get("start", job["submit"]) - env.now))
             queue.append(i)
             start_what_fits()
-            changed.succeed()
-            changed = env.event()
+            changes()
 
     def progress():
         last = env.now
@@ -290,16 +342,17 @@ def simulate(cfg, policy, jobs):
             last = env.now
             # Done: no work left, or so little that the time to finish it no longer moves the clock (a job
             # crawling for a long simulated time would otherwise be stepped forever by nothing).
-            ending = [j for j, left in remaining.items() if left <= 1e-9 or env.now + left / rates.get(j, 1.0) == env.now]
+            ending = [
+                j
+                for j, left in remaining.items()
+                if left <= 1e-9 or (rates.get(j, 1.0) > 0 and env.now + left / rates.get(j, 1.0) == env.now)
+            ]
             for j in ending:
                 del remaining[j]
-                cluster.remove(j)
-                for n in jobs[j]["nodes"]:
-                    per_node[n] -= 1
-                done[j] = env.now
+                end(j)
             if ending:
                 start_what_fits()
-            rates = cluster.rates()
+            rates = {j: r for j, r in cluster.rates().items() if j in remaining}
             soonest = min((remaining[j] / r for j, r in rates.items() if r > 0), default=None)
             events = [changed]
             if soonest is not None:
@@ -309,7 +362,11 @@ def simulate(cfg, policy, jobs):
     env.process(arrivals())
     env.process(progress())
     env.run()
-    return {j: (done[j] - started[j]) / jobs[j]["alone_s"] for j in done}
+    return {
+        j: (done[j] - started[j]) / jobs[j]["alone_s"]
+        for j in done
+        if j not in fixed and jobs[j].get("completed", True)
+    }
 
 
 def mean(values):
@@ -322,11 +379,27 @@ def jitter_sigma(case):
     return case["skew_s"] / max(spread(case["nodes"], 1.0), 1.0)
 
 
-def case_slowdown(cfg, case, **overrides):
-    c = dict(cfg, slot_s=case["slot_s"], clock_sigma_s=jitter_sigma(case), **overrides)
-    policy = {"gang": "gang", "cfs": "cfs", "slurm-gang": "slurm-gang"}[case["policy"]]
-    if policy == "slurm-gang":
-        c["slurm_slice_s"] = case["slot_s"]
+def case_model(cfg, case):
+    """The configuration and policy that model a measured case."""
+    c = dict(cfg, slot_s=case["slot_s"], slurm_slice_s=case["slot_s"], clock_sigma_s=jitter_sigma(case))
+    return c, case["policy"]
+
+
+def case_slowdown(cfg, case):
+    """The mean slowdown of a measured case's completed jobs, replayed one job at a time: the job starts when Slurm
+    started it and progresses as the model says, while every other job holds its nodes and CPU from its measured
+    start for its measured wall time."""
+    c, policy = case_model(cfg, case)
+    jobs = case["jobs"]
+    ids = {i for i, j in enumerate(jobs) if j.get("completed", True)}
+    # A job that never finishes (a thaw loss longer than its slots) is infinitely slow.
+    return mean(simulate(c, policy, jobs, fixed=ids - {i}).get(i, math.inf) for i in sorted(ids))
+
+
+def free_slowdown(cfg, case):
+    """The mean slowdown of a measured case with every completed job progressing as the model says (only the start
+    times are measured): errors feed back, as a slower job shares the CPU longer."""
+    c, policy = case_model(cfg, case)
     return mean(simulate(c, policy, case["jobs"]).values())
 
 
@@ -335,43 +408,46 @@ def error(cfg, cases):
     return sum((case_slowdown(cfg, c) / c["measured"] - 1) ** 2 for c in cases)
 
 
-def fit(cfg, cases, set_value, grid):
-    """cfg with the value of `grid` that, set by `set_value(cfg, value)`, gives the least error over `cases`
-    (cfg unchanged when there is no case to fit on)."""
+def fit(cfg, cases, set_value, lo, hi):
+    """cfg with the value in [lo, hi] that, set by `set_value(cfg, value)`, gives the least error over `cases`
+    (cfg unchanged when there is no case to fit on): eleven values across the range, then eleven across the
+    two steps around the best, three times."""
     if not cases:
         return cfg
     best = None
-    for value in grid:
-        trial = dict(cfg, gamma=dict(cfg["gamma"]))
-        set_value(trial, value)
-        err = error(trial, cases)
-        if best is None or err < best[0]:
-            best = (err, trial)
-    return best[1]
-
-
-GAMMA_GRID = [x / 10 for x in range(0, 81)]
-DELTA_GRID = [x / 100 for x in range(0, 41)]
-BETA_GRID = [x / 20 for x in range(0, 81)]
+    floor = lo
+    for _ in range(3):
+        step = (hi - lo) / 10
+        for k in range(11):
+            value = lo + k * step
+            trial = dict(cfg, gamma=dict(cfg["gamma"]))
+            set_value(trial, value)
+            err = error(trial, cases)
+            if best is None or err < best[0]:
+                best = (err, value, trial)
+        lo, hi = max(floor, best[1] - step), best[1] + step
+    return best[2]
 
 
 def fitted(cfg, cases):
-    """cfg with each program's gamma fitted on the cfs cases of `cases` (by turns, three rounds), delta on their
-    gang cases and beta on their slurm-gang cases."""
+    """cfg with y and each program's gamma fitted on the cfs cases of `cases` (by turns, two rounds), delta on
+    their gang cases and beta on their slurm-gang cases."""
     cfs = [c for c in cases if c["policy"] == "cfs"]
     programs = sorted({j["workload"] for c in cfs for j in c["jobs"]})
     cfg = dict(cfg, gamma={p: 1.0 for p in programs})
-    for _ in range(3):
+    for _ in range(2):
+        cfg = fit(cfg, cfs, lambda t, v: t.__setitem__("y", v), 0.0, 1.0)
         for p in programs:
-            cfg = fit(cfg, cfs, lambda t, v, p=p: t["gamma"].__setitem__(p, v), GAMMA_GRID)
-    cfg = fit(cfg, [c for c in cases if c["policy"] == "gang"], lambda t, v: t.__setitem__("delta", v), DELTA_GRID)
-    cfg = fit(cfg, [c for c in cases if c["policy"] == "slurm-gang"], lambda t, v: t.__setitem__("beta", v), BETA_GRID)
+            cfg = fit(cfg, cfs, lambda t, v, p=p: t["gamma"].__setitem__(p, v), 0.0, 8.0)
+    cfg = fit(cfg, [c for c in cases if c["policy"] == "gang"], lambda t, v: t.__setitem__("delta", v), 0.0, 0.5)
+    cfg = fit(cfg, [c for c in cases if c["policy"] == "slurm-gang"], lambda t, v: t.__setitem__("beta", v), 0.0, 4.0)
     return cfg
 
 
 def validate(host, cases):
     """Every measured case against the model fitted without the measurements of its cluster size (held out):
-    a case never validates a parameter fitted on itself."""
+    a case never validates a parameter fitted on itself. `model` is the replay (case_slowdown), `free` every job
+    modelled at once (free_slowdown)."""
     out = []
     for c in cases:
         others = [o for o in cases if o["nodes"] != c["nodes"]]
@@ -383,6 +459,7 @@ def validate(host, cases):
                 "policy": c["policy"],
                 "measured": c["measured"],
                 "model": model,
+                "free": free_slowdown(cfg, c),
                 "error": model / c["measured"] - 1,
             }
         )
@@ -436,9 +513,11 @@ def main():
         "mode": "host",
         "host_cpus": cal["host_cpus"],
         "gamma": {},
+        "y": 0.0,
         "delta": 0.0,
         "beta": 0.0,
         "switch_s": cal["switch_s"],
+        "step_wait_s": cal["step_wait_s"],
         "mpl": cal["mpl"],
     }
     cases = [c for c in cal["cases"] if c["policy"] in ("cfs", "gang", "slurm-gang") and c["jobs"]]
@@ -501,6 +580,7 @@ def main():
             {
                 "simpy": simpy.__version__,
                 "gamma": host["gamma"],
+                "y": host["y"],
                 "delta": host["delta"],
                 "beta": host["beta"],
                 "comm": programs(cases),

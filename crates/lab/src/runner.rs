@@ -236,6 +236,14 @@ fn start_jobs(spec: &Spec, paths: &Paths, site: &Site<'_>, case: &Case<'_>) -> a
     Ok(jobs)
 }
 
+/// The environment that preloads lockstep's PMPI profiler into a rank and has it write its profile to `out`.
+pub fn pmpi_env(paths: &Paths, out: &Path) -> Vec<(String, String)> {
+    vec![
+        ("LD_PRELOAD".to_string(), paths.lib.join("liblockstep-pmpi.so").display().to_string()),
+        ("LOCKSTEP_PMPI_OUT".to_string(), out.display().to_string()),
+    ]
+}
+
 /// The command that runs one job of the case where its ranks run, the PMPI profiler preloaded into every rank.
 fn job_command(
     spec: &Spec,
@@ -250,10 +258,7 @@ fn job_command(
     let mut program = vec![paths.bin.join(&w.command[0]).display().to_string()];
     program.extend(w.command[1..].iter().cloned());
     program.push("--json".into());
-    let rank_env = vec![
-        ("LD_PRELOAD".to_string(), paths.lib.join("liblockstep-pmpi.so").display().to_string()),
-        ("LOCKSTEP_PMPI_OUT".to_string(), pmpi.display().to_string()),
-    ];
+    let rank_env = pmpi_env(paths, pmpi);
     let cmd = match (case.ranks_in, site.containers, site.cluster) {
         (RanksIn::Slurm, _, Some(c)) => {
             // Every task, on every node, runs `env … PROGRAM`.

@@ -1,7 +1,7 @@
 //! What a scale case measures, from the agents' decision records of every node: agreement and favoured share
 //! (`favour` records), co-run share (`freeze`/`thaw`), and the spread of the agents' slot switches (`slot`).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use lockstep_store::{Action, Decision};
 
@@ -17,14 +17,22 @@ pub struct Favoured {
     pub first: u64,
     /// Last slot measured.
     pub last: u64,
+    /// Slots measured in which not every node favoured it, and some node recorded no switch to the slot at all
+    /// (its agent switched late by more than the slot, or not at all).
+    pub unswitched: u32,
+    /// Slots measured in which not every node favoured it although every node switched to the slot: some node
+    /// held another place for it (a change of place read late).
+    pub elsewhere: u32,
 }
 
 /// The `favour` records of `job` (on every node) against its `nodes`; `None` when no node favoured it (the
 /// policy has no slots). A node of the job that never favoured it while others did makes the agreement 0 over the
-/// slots the others favoured it in.
+/// slots the others favoured it in. The nodes' `slot` records tell why a measured slot was not agreed.
 pub fn favoured(records: &[Decision], job: &str, nodes: &[String]) -> Option<Favoured> {
     let mut by_slot: BTreeMap<u64, BTreeSet<&str>> = BTreeMap::new();
     let mut span: HashMap<&str, (u64, u64)> = HashMap::new();
+    let switched: HashSet<(&str, u64)> =
+        records.iter().filter(|d| d.action == Action::Slot).map(|d| (d.node.as_str(), d.slot)).collect();
     for d in records.iter().filter(|d| d.action == Action::Favour && d.job.as_deref() == Some(job)) {
         if !nodes.contains(&d.node) {
             continue;
@@ -37,21 +45,27 @@ pub fn favoured(records: &[Decision], job: &str, nodes: &[String]) -> Option<Fav
     let (&any_last, _) = by_slot.last_key_value()?;
     if span.len() < nodes.len() {
         let share = by_slot.len() as f64 / (any_last - any_first + 1) as f64;
-        return Some(Favoured { agreement: 0.0, share, first: any_first, last: any_last });
+        let (first, last, unswitched, elsewhere) = (any_first, any_last, 0, 0);
+        return Some(Favoured { agreement: 0.0, share, first, last, unswitched, elsewhere });
     }
     let first = span.values().map(|s| s.0).max().expect("a node");
     let last = span.values().map(|s| s.1).min().expect("a node");
     if first > last {
         // The nodes' favoured slots never overlap in time.
-        return Some(Favoured { agreement: 0.0, share: 0.0, first, last });
+        return Some(Favoured { agreement: 0.0, share: 0.0, first, last, unswitched: 0, elsewhere: 0 });
     }
-    let measured: Vec<&BTreeSet<&str>> = by_slot.range(first..=last).map(|(_, n)| n).collect();
-    let all = measured.iter().filter(|n| n.len() == nodes.len()).count();
+    let measured: Vec<(u64, &BTreeSet<&str>)> = by_slot.range(first..=last).map(|(k, n)| (*k, n)).collect();
+    let all = measured.iter().filter(|(_, n)| n.len() == nodes.len()).count();
+    let apart = measured.iter().filter(|(_, n)| n.len() < nodes.len());
+    let unswitched =
+        apart.clone().filter(|(k, _)| nodes.iter().any(|node| !switched.contains(&(node.as_str(), *k)))).count();
     Some(Favoured {
         agreement: all as f64 / measured.len().max(1) as f64,
         share: measured.len() as f64 / (last - first + 1) as f64,
         first,
         last,
+        unswitched: unswitched as u32,
+        elsewhere: (apart.count() - unswitched) as u32,
     })
 }
 
@@ -136,10 +150,18 @@ mod tests {
         let mut r: Vec<Decision> = (0..10).step_by(2).map(|k| favour("n1", k)).collect();
         r.extend([4, 5, 6, 8].map(|k| favour("n2", k)));
         r.push(record("n3", 7, 7.0, Some("j"), Action::Favour));
+        // Both nodes switched every slot but n1 missed slot 5's boundary.
+        r.extend((0..10).filter(|&k| k != 5).map(|k| record("n1", k, k as f64, None, Action::Slot)));
+        r.extend((0..10).map(|k| record("n2", k, k as f64, None, Action::Slot)));
         let f = favoured(&r, "j", &nodes).unwrap();
         assert_eq!((f.first, f.last), (4, 8));
         assert!((f.agreement - 0.75).abs() < 1e-9, "{f:?}");
         assert!((f.share - 0.8).abs() < 1e-9, "{f:?}");
+        assert_eq!((f.unswitched, f.elsewhere), (1, 0), "slot 5: n1 did not switch to it");
+        // Had n1 switched to slot 5, it held another place for the job there.
+        r.push(record("n1", 5, 5.0, None, Action::Slot));
+        let f = favoured(&r, "j", &nodes).unwrap();
+        assert_eq!((f.unswitched, f.elsewhere), (0, 1));
         // A node that never favours the job: no agreement.
         let only_n1: Vec<Decision> = r.iter().filter(|d| d.node == "n1").cloned().collect();
         assert!(favoured(&only_n1, "j", &nodes).unwrap().agreement.abs() < 1e-12);

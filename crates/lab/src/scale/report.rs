@@ -78,8 +78,9 @@ fn num(v: Option<f64>, digits: usize) -> String {
     v.map_or("-".into(), |v| format!("{v:.digits$}"))
 }
 
-/// One job's cells: Slurm ID, nodes, workload, exit, slowdown, agreement, matrix share, co-run share, comm share.
-fn job_cells(j: &JobResult) -> [String; 9] {
+/// One job's cells: Slurm ID, nodes, workload, exit, slowdown, agreement, slots apart (no switch, other place),
+/// matrix share, co-run share, comm share.
+fn job_cells(j: &JobResult) -> [String; 11] {
     let opt = |v: Option<f64>, digits: usize| v.map_or(String::new(), |v| format!("{v:.digits$}"));
     [
         j.id.to_string(),
@@ -88,6 +89,8 @@ fn job_cells(j: &JobResult) -> [String; 9] {
         j.exit.map_or(String::new(), |e| e.to_string()),
         opt(j.slowdown(), 2),
         opt(j.agreement, 3),
+        j.apart.map_or(String::new(), |a| a.0.to_string()),
+        j.apart.map_or(String::new(), |a| a.1.to_string()),
         opt(j.share, 3),
         opt(j.co_run, 3),
         opt(j.comm, 3),
@@ -99,8 +102,11 @@ fn largest_cluster_jobs(cases: &[((u32, String), Case)]) -> String {
     let Some(largest) = cases.iter().map(|((n, _), _)| *n).max() else { return String::new() };
     let mut md = format!(
         "\n## Every job on {largest} nodes\n\nExit is `srun`'s (empty: cancelled at the deadline); comm share: its \
-         time in MPI alone (PMPI). Every case's jobs are in `jobs.csv`.\n\n| policy | job | nodes | workload | exit | \
-         slowdown | agreement | matrix share | co-run share | comm share |\n|---|---|---|---|---|---|---|---|---|---|\n"
+         time in MPI alone (PMPI); slots apart: the measured slots not agreed, those some node did not switch to \
+         (its agent late by a whole slot) and those every node switched to but some held another place for the job \
+         in (a change of place read late). Every case's jobs are in `jobs.csv`.\n\n| policy | job | nodes | \
+         workload | exit | slowdown | agreement | apart: no switch | apart: other place | matrix share | co-run \
+         share | comm share |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n"
     );
     for ((_, policy), c) in cases.iter().filter(|((n, _), _)| *n == largest) {
         for j in &c.jobs {
@@ -112,7 +118,7 @@ fn largest_cluster_jobs(cases: &[((u32, String), Case)]) -> String {
 
 /// Every job of every case as CSV (header first), for plotting elsewhere.
 fn jobs_csv(cases: &[((u32, String), Case)]) -> String {
-    let mut csv = String::from("cluster_nodes,policy,job,nodes,workload,exit,slowdown,agreement,share,co_run,comm\n");
+    let mut csv = String::from("cluster_nodes,policy,job,nodes,workload,exit,slowdown,agreement,apart_unswitched,apart_elsewhere,share,co_run,comm\n");
     for ((nodes, policy), c) in cases {
         for j in &c.jobs {
             let _ = writeln!(csv, "{nodes},{policy},{}", job_cells(j).join(","));

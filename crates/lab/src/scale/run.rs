@@ -59,6 +59,10 @@ pub struct JobResult {
     pub share: Option<f64>,
     /// Share of its measured slots during which no node had it frozen.
     pub co_run: Option<f64>,
+    /// Its measured slots not agreed: those some node did not switch to, and those every node switched to but
+    /// some held another place for it in ([`super::measure::Favoured`]).
+    #[serde(default)]
+    pub apart: Option<(u32, u32)>,
 }
 
 impl JobResult {
@@ -178,11 +182,8 @@ fn baselines(
         let lone = [StreamJob { at: 0.0, nodes: first, workload: j.workload }];
         let stem = format!("alone-{}-{}", j.workload, j.nodes.len());
         let (out, pmpi) = (paths.work.join(format!("{stem}.out")), paths.work.join(format!("{stem}.pmpi.jsonl")));
-        let mut command = vec![
-            "env".to_string(),
-            format!("LD_PRELOAD={}", paths.lib.join("liblockstep-pmpi.so").display()),
-            format!("LOCKSTEP_PMPI_OUT={}", pmpi.display()),
-        ];
+        let mut command = vec!["env".to_string()];
+        command.extend(crate::runner::pmpi_env(paths, &pmpi).into_iter().map(|(k, v)| format!("{k}={v}")));
         command.extend(program(spec, j, &paths.bin));
         // A rank of a job alone dies now and then (a TCP connect between namespaces failing, a crash in
         // MPI_Init: the jobs of the stream are counted as failed when it happens to them); the baseline is
@@ -338,6 +339,7 @@ fn run_case(
             agreement: fav.map(|f| f.agreement),
             share: fav.map(|f| f.share),
             co_run: fav.map(|f| co_run(&decisions, &job, f.first as f64 * slot, (f.last + 1) as f64 * slot)),
+            apart: fav.map(|f| (f.unswitched, f.elsewhere)),
         });
     }
     let mut spreads = switch_spreads(&decisions);
