@@ -139,6 +139,7 @@ class Cluster:
         self.jobs = {}
         self.matrix = Matrix()
         self.rows = []
+        # Slurm gang: the jobs whose srun waits to ask for its step again, and how long (they do not run yet).
         self.waiting = {}
 
     def add(self, j, job):
@@ -458,6 +459,7 @@ def validate(host, cases):
                 "nodes": c["nodes"],
                 "policy": c["policy"],
                 "measured": c["measured"],
+                "earlier": c.get("earlier", []),
                 "model": model,
                 "free": free_slowdown(cfg, c),
                 "error": model / c["measured"] - 1,

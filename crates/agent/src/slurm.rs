@@ -123,10 +123,38 @@ fn gather(job_dirs: &[PathBuf], weight_dir: &Path) {
     }
 }
 
+/// The cgroup work a scan leaves for the discovery thread to do once it has let go of the agent: moving processes
+/// into a cgroup and removing one wait on the kernel's cgroup locks (tens of milliseconds when the machine is
+/// busy), and a slot switch must never wait behind them.
+#[derive(Debug, Default)]
+pub(super) struct Chores {
+    /// Each Slurm job's `job_<id>` directories and its weight cgroup, to gather its new processes into.
+    gather: Vec<(Vec<PathBuf>, PathBuf)>,
+    /// Weight cgroups of jobs no longer managed, to remove once empty.
+    sweep: Vec<PathBuf>,
+}
+
+impl Chores {
+    /// Does the work, outside the agent's lock.
+    fn run(self) {
+        for (dirs, weight_dir) in &self.gather {
+            gather(dirs, weight_dir);
+        }
+        // A job's last processes may still be exiting when its epilog runs: its cgroup goes once they have.
+        for dir in self.sweep {
+            if cgroup::read_procs(&dir).is_empty() {
+                let _ = cgroup::remove_dir(&dir);
+            }
+        }
+    }
+}
+
 impl Agent {
-    /// Takes on the Slurm jobs found on node `node`, adds the steps that started since the last scan, keeps each
-    /// job's PUs current and gathers its new processes into its weight cgroup. Jobs whose epilog ran are left alone; a job adopted by hand is not taken twice.
-    pub(super) fn sync_slurm(&mut self, node: &str, found: Vec<Found>) {
+    /// Takes on the Slurm jobs found on node `node`, adds the steps that started since the last scan and keeps
+    /// each job's PUs current; returns the cgroup work left to do outside the lock (gathering each job's new
+    /// processes into its weight cgroup, removing those of jobs gone). Jobs whose epilog ran are left alone; a job
+    /// adopted by hand is not taken twice.
+    pub(super) fn sync_slurm(&mut self, node: &str, found: Vec<Found>) -> Chores {
         self.slurm_done.retain(|id| found.iter().any(|f| f.id == *id));
         let mut changed = false;
         for f in found {
@@ -181,15 +209,18 @@ impl Agent {
                 Err(e) => eprintln!("lockstep agent: cannot take on Slurm job {}: {e:#}", f.id),
             }
         }
-        for job in &self.jobs {
-            if let Origin::Slurm { dirs, weight_dir: Some(w), .. } = &job.origin {
-                gather(dirs, w);
-            }
-        }
-        self.sweep_weight_dirs(node);
         if changed {
             self.replan = true;
         }
+        let gather = self
+            .jobs
+            .iter()
+            .filter_map(|job| match &job.origin {
+                Origin::Slurm { dirs, weight_dir: Some(w), .. } => Some((dirs.clone(), w.clone())),
+                _ => None,
+            })
+            .collect();
+        Chores { gather, sweep: self.unmanaged_weight_dirs(node) }
     }
 
     /// The v1 cpu hierarchy's root, if mounted.
@@ -197,16 +228,16 @@ impl Agent {
         self.backend.roots().into_iter().find(|r| r.join("cpu.shares").exists())
     }
 
-    /// Removes the weight cgroups of node `node` whose job the agent no longer manages, once they are empty (a
-    /// job's last processes may still be exiting when its epilog runs; an agent may have died before cleaning up).
-    fn sweep_weight_dirs(&self, node: &str) {
-        let Some(root) = self.v1_cpu_root() else { return };
+    /// The weight cgroups of node `node` whose job the agent no longer manages (it ended, or an agent died before
+    /// cleaning up).
+    fn unmanaged_weight_dirs(&self, node: &str) -> Vec<PathBuf> {
+        let Some(root) = self.v1_cpu_root() else { return Vec::new() };
         let prefix = format!("slurm_{node}_job_");
-        for (id, dir) in numbered(&root.join(cgroup::PARENT), &prefix) {
-            if !self.jobs.iter().any(|j| j.name == job_name(id)) && cgroup::read_procs(&dir).is_empty() {
-                let _ = cgroup::remove_dir(&dir);
-            }
-        }
+        numbered(&root.join(cgroup::PARENT), &prefix)
+            .into_iter()
+            .filter(|(id, _)| !self.jobs.iter().any(|j| j.name == job_name(*id)))
+            .map(|(_, dir)| dir)
+            .collect()
     }
 
     /// On cgroup v1, where Slurm's job cgroups have no cpu controller: creates
@@ -280,7 +311,8 @@ impl Agent {
 /// Looks for Slurm jobs of node `node` every [`SCAN_INTERVAL`] until the agent stops, and while it runs Slurm
 /// jobs reads their places from slurmctld every [`lockstep_slurm::REFRESH`] (a running job's place changes when
 /// a neighbour comes or goes); wakes the slot loop when something changed. The thread runs at the slot thread's
-/// real-time priority, as it takes the agent's lock (never while it waits for slurmctld).
+/// real-time priority, as it takes the agent's lock (never while it waits for slurmctld or moves processes between
+/// cgroups).
 pub fn spawn_discovery(shared: Shared, node: String) {
     std::thread::spawn(move || {
         super::realtime_thread("Slurm job discovery");
@@ -308,11 +340,12 @@ pub fn spawn_discovery(shared: Shared, node: String) {
                 Some(Err(e)) => agent.faults.report("Slurm places", &format!("{e:#}")),
                 None => {}
             }
-            agent.sync_slurm(&node, found);
+            let chores = agent.sync_slurm(&node, found);
             if agent.replan {
                 shared.notify();
             }
             drop(agent);
+            chores.run();
             std::thread::sleep(SCAN_INTERVAL);
         }
     });

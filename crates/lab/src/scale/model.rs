@@ -155,6 +155,9 @@ pub struct MeasuredCase {
     pub skew_s: f64,
     /// Mean slowdown measured.
     pub measured: f64,
+    /// Mean slowdowns of the same case in earlier sessions, oldest first.
+    #[serde(default)]
+    pub earlier: Vec<f64>,
     /// Its jobs: submitted at, nodes, alone time, communication share.
     pub jobs: Vec<ModelJob>,
 }
@@ -222,6 +225,9 @@ pub struct Validation {
     pub policy: String,
     /// Measured mean slowdown.
     pub measured: f64,
+    /// The same case's mean slowdowns in earlier sessions.
+    #[serde(default)]
+    pub earlier: Vec<f64>,
     /// Modelled, the case replayed one job at a time (the others as measured).
     pub model: f64,
     /// Modelled with every job at once (only the start times measured).
@@ -284,6 +290,8 @@ pub fn calibrate(spec: &ModelSpec, store: &Store) -> anyhow::Result<Calibration>
     );
     let mut comm = BTreeMap::new();
     let mut measured_cases = Vec::new();
+    // The (size, policy label) of each measured case, to find it in earlier sessions.
+    let mut keys = Vec::new();
     let (mut prolog, mut epilog, mut switch) = (Vec::new(), Vec::new(), Vec::new());
     for ((nodes, label), c) in cases(m, &records)? {
         let Some(policy) = m.policies.iter().find(|p| p.label() == label) else { continue };
@@ -325,14 +333,29 @@ pub fn calibrate(spec: &ModelSpec, store: &Store) -> anyhow::Result<Calibration>
             });
         }
         let Some(measured) = super::report::summary(&c.jobs).slowdown else { continue };
+        keys.push((nodes, label));
         measured_cases.push(MeasuredCase {
             nodes,
             policy: name.into(),
             slot_s: policy.config.slot.as_secs_f64(),
             skew_s: case.skew_ms.0 / 1e3,
             measured,
+            earlier: Vec::new(),
             jobs,
         });
+    }
+    // The same cases measured in earlier sessions: how far measurements of one case fall apart.
+    let latest = records.first().map(|r| r.session);
+    for session in store.scale_records_all(&m.name)?.chunk_by(|a, b| a.session == b.session) {
+        if Some(session[0].session) == latest {
+            continue;
+        }
+        for (key, c) in cases(m, session)? {
+            let at = keys.iter().position(|k| *k == key);
+            if let (Some(at), Some(slowdown)) = (at, super::report::summary(&c.jobs).slowdown) {
+                measured_cases[at].earlier.push(slowdown);
+            }
+        }
     }
     let median = |v: &mut Vec<f64>| if v.is_empty() { 0.0 } else { crate::stats::median(v) };
     Ok(Calibration {
@@ -462,20 +485,22 @@ pub fn write(spec: &ModelSpec, records: &[ScaleRecord], dir: &Path) -> anyhow::R
            beta fitted on the other cluster sizes' cases only (held out); the extrapolation uses the fit on all. \
            Model: the case replayed, each job started when Slurm started it and modelled while the others hold \
            their nodes and CPU for their measured time. All at once: every job modelled together (only the start \
-           times measured; a job modelled too slow shares the CPU longer, so errors feed back).\n\n| nodes | \
-           policy | measured | model | error | within 10 % | all at once |\n|---|---|---|---|---|---|---|\n";
+           times measured; a job modelled too slow shares the CPU longer, so errors feed back). Earlier sessions: \
+           the same case measured before, for how far measurements of one case fall apart.\n\n| nodes | policy | \
+           measured | model | error | within 10 % | all at once | earlier sessions |\n|---|---|---|---|---|---|---|---|\n";
     let mut val_chart: BTreeMap<String, Vec<(u32, f64)>> = BTreeMap::new();
     for v in &a.validation {
         let _ = writeln!(
             md,
-            "| {} | {} | {:.2} | {:.2} | {:+.1} % | {} | {:.2} |",
+            "| {} | {} | {:.2} | {:.2} | {:+.1} % | {} | {:.2} | {} |",
             v.nodes,
             v.policy,
             v.measured,
             v.model,
             v.error * 100.0,
             if v.error.abs() <= TOLERANCE { "yes" } else { "no" },
-            v.free
+            v.free,
+            v.earlier.iter().map(|e| format!("{e:.2}")).collect::<Vec<_>>().join(", ")
         );
         val_chart.entry(format!("{} measured", v.policy)).or_default().push((log2(v.nodes), v.measured));
         val_chart.entry(format!("{} model", v.policy)).or_default().push((log2(v.nodes), v.model));
@@ -581,6 +606,7 @@ mod tests {
             slot_s,
             skew_s: 0.001,
             measured,
+            earlier: vec![measured * 1.2],
             jobs: jobs.clone(),
         };
         let cal = Calibration {
@@ -607,6 +633,7 @@ mod tests {
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
         let a: Answer = serde_json::from_str(&std::fs::read_to_string(&answer_path).unwrap()).unwrap();
         assert_eq!(a.validation.len(), 3);
+        assert!(a.validation.iter().all(|v| v.earlier == [v.measured * 1.2]), "earlier sessions pass through");
         assert!(a.validation.iter().all(|v| v.model >= 1.0 && v.free >= 1.0), "{:?}", a.validation);
         // Under Slurm gang the second job starts suspended (its neighbour runs in the only row), so its srun
         // waits out step_wait: 124.5 s against 2 s of work.

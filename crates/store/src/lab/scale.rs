@@ -35,11 +35,26 @@ impl Store {
     /// The results of the latest session of `experiment`, in the order they were recorded (empty if it never
     /// ran).
     pub fn scale_records(&self, experiment: &str) -> anyhow::Result<Vec<ScaleRecord>> {
-        let mut stmt = self.conn.prepare(
+        self.scale_query(
             "SELECT experiment, session, nodes, policy, record, data FROM scale_results
              WHERE experiment = ?1 AND session = (SELECT max(session) FROM scale_results WHERE experiment = ?1)
              ORDER BY id",
-        )?;
+            experiment,
+        )
+    }
+
+    /// The results of every session of `experiment`, session by session, each in the order recorded.
+    pub fn scale_records_all(&self, experiment: &str) -> anyhow::Result<Vec<ScaleRecord>> {
+        self.scale_query(
+            "SELECT experiment, session, nodes, policy, record, data FROM scale_results
+             WHERE experiment = ?1 ORDER BY session, id",
+            experiment,
+        )
+    }
+
+    /// The rows of `sql` (its one parameter `experiment`) as records.
+    fn scale_query(&self, sql: &str, experiment: &str) -> anyhow::Result<Vec<ScaleRecord>> {
+        let mut stmt = self.conn.prepare(sql)?;
         let rows = stmt.query_map(params![experiment], |r| {
             Ok(ScaleRecord {
                 experiment: r.get(0)?,
@@ -59,7 +74,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_latest_session_is_read_back_in_order() {
+    fn the_latest_session_or_every_one_is_read_back_in_order() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(&dir.path().join("s.db")).unwrap();
         let rec = |session: f64, record: &str| ScaleRecord {
@@ -75,5 +90,6 @@ mod tests {
         }
         assert_eq!(store.scale_records("x").unwrap(), vec![rec(2.0, "job"), rec(2.0, "case")]);
         assert!(store.scale_records("y").unwrap().is_empty());
+        assert_eq!(store.scale_records_all("x").unwrap(), vec![rec(1.0, "job"), rec(2.0, "job"), rec(2.0, "case")]);
     }
 }
