@@ -345,9 +345,9 @@ pub fn calibrate(spec: &ModelSpec, store: &Store) -> anyhow::Result<Calibration>
         });
     }
     // The same cases measured in earlier sessions: how far measurements of one case fall apart.
-    let latest = records.first().map(|r| r.session);
-    for session in store.scale_records_all(&m.name)?.chunk_by(|a, b| a.session == b.session) {
-        if Some(session[0].session) == latest {
+    let latest = records.first().map(|r| r.session.to_bits());
+    for session in store.scale_records_all(&m.name)?.chunk_by(|a, b| a.session.to_bits() == b.session.to_bits()) {
+        if Some(session[0].session.to_bits()) == latest {
             continue;
         }
         for (key, c) in cases(m, session)? {
