@@ -152,7 +152,9 @@ class Cluster:
             # Slurm starts a job in the active row when it fits there, else suspended; the active row is any of
             # the rows with the same chance. Started suspended, the job's srun asks for its step while the job is
             # suspended, is refused, and waits srun's step_wait before asking again: the expected wait.
-            self.waiting[j] = sum(busy) / max(1, len(self.rows)) * self.cfg.get("step_wait_s", 0.0)
+            wait = sum(busy) / max(1, len(self.rows)) * self.cfg.get("step_wait_s", 0.0)
+            if wait > 0.0:
+                self.waiting[j] = wait
             for row, taken in zip(self.rows, busy):
                 if not taken:
                     row.append(j)
@@ -293,10 +295,8 @@ def simulate(cfg, policy, jobs, fixed=()):
                     per_node[n] = per_node.get(n, 0) + 1
                 cluster.add(i, jobs[i])
                 started[i] = env.now
-                if cluster.waiting.get(i, 0.0) > 0.0:
+                if i in cluster.waiting:
                     env.process(wake(i))
-                else:
-                    cluster.waiting.pop(i, None)
                 if i in fixed or not jobs[i].get("completed", True):
                     env.process(leave(i))
                 else:

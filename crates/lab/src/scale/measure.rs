@@ -31,8 +31,6 @@ pub struct Favoured {
 pub fn favoured(records: &[Decision], job: &str, nodes: &[String]) -> Option<Favoured> {
     let mut by_slot: BTreeMap<u64, BTreeSet<&str>> = BTreeMap::new();
     let mut span: HashMap<&str, (u64, u64)> = HashMap::new();
-    let switched: HashSet<(&str, u64)> =
-        records.iter().filter(|d| d.action == Action::Slot).map(|d| (d.node.as_str(), d.slot)).collect();
     for d in records.iter().filter(|d| d.action == Action::Favour && d.job.as_deref() == Some(job)) {
         if !nodes.contains(&d.node) {
             continue;
@@ -56,16 +54,26 @@ pub fn favoured(records: &[Decision], job: &str, nodes: &[String]) -> Option<Fav
     }
     let measured: Vec<(u64, &BTreeSet<&str>)> = by_slot.range(first..=last).map(|(k, n)| (*k, n)).collect();
     let all = measured.iter().filter(|(_, n)| n.len() == nodes.len()).count();
-    let apart = measured.iter().filter(|(_, n)| n.len() < nodes.len());
+    let apart: Vec<u64> = measured.iter().filter(|(_, n)| n.len() < nodes.len()).map(|(k, _)| *k).collect();
+    // Which of the job's nodes switched to which slot: read only when some slot was not agreed.
+    let switched: HashSet<(&str, u64)> = if apart.is_empty() {
+        HashSet::new()
+    } else {
+        records
+            .iter()
+            .filter(|d| d.action == Action::Slot && nodes.contains(&d.node))
+            .map(|d| (d.node.as_str(), d.slot))
+            .collect()
+    };
     let unswitched =
-        apart.clone().filter(|(k, _)| nodes.iter().any(|node| !switched.contains(&(node.as_str(), *k)))).count();
+        apart.iter().filter(|&&k| nodes.iter().any(|node| !switched.contains(&(node.as_str(), k)))).count();
     Some(Favoured {
         agreement: all as f64 / measured.len().max(1) as f64,
         share: measured.len() as f64 / (last - first + 1) as f64,
         first,
         last,
         unswitched: unswitched as u32,
-        elsewhere: (apart.count() - unswitched) as u32,
+        elsewhere: (apart.len() - unswitched) as u32,
     })
 }
 

@@ -281,19 +281,19 @@ pub struct ControllerLoad {
 /// The calibration from the store: the latest session of the measured experiment.
 pub fn calibrate(spec: &ModelSpec, store: &Store) -> anyhow::Result<Calibration> {
     let m = &spec.measured;
-    let records = store.scale_records(&m.name)?;
-    anyhow::ensure!(
-        !records.is_empty(),
-        "experiment {:?} has no runs in the store: run experiments/{}.toml first",
-        m.name,
-        m.name
-    );
+    // Every session, oldest first: the latest calibrates, the earlier ones show how far measurements of one case
+    // fall apart.
+    let every = store.scale_records_all(&m.name)?;
+    let sessions: Vec<&[ScaleRecord]> = every.chunk_by(|a, b| a.session.to_bits() == b.session.to_bits()).collect();
+    let Some((records, earlier)) = sessions.split_last() else {
+        anyhow::bail!("experiment {:?} has no runs in the store: run experiments/{}.toml first", m.name, m.name)
+    };
     let mut comm = BTreeMap::new();
     let mut measured_cases = Vec::new();
     // The (size, policy label) of each measured case, to find it in earlier sessions.
     let mut keys = Vec::new();
     let (mut prolog, mut epilog, mut switch) = (Vec::new(), Vec::new(), Vec::new());
-    for ((nodes, label), c) in cases(m, &records)? {
+    for ((nodes, label), c) in cases(m, records)? {
         let Some(policy) = m.policies.iter().find(|p| p.label() == label) else { continue };
         let Some(case) = &c.case else { continue };
         if let Some(h) = case.hooks.get("prolog-slurmctld") {
@@ -344,12 +344,7 @@ pub fn calibrate(spec: &ModelSpec, store: &Store) -> anyhow::Result<Calibration>
             jobs,
         });
     }
-    // The same cases measured in earlier sessions: how far measurements of one case fall apart.
-    let latest = records.first().map(|r| r.session.to_bits());
-    for session in store.scale_records_all(&m.name)?.chunk_by(|a, b| a.session.to_bits() == b.session.to_bits()) {
-        if Some(session[0].session.to_bits()) == latest {
-            continue;
-        }
+    for session in earlier {
         for (key, c) in cases(m, session)? {
             let at = keys.iter().position(|k| *k == key);
             if let (Some(at), Some(slowdown)) = (at, super::report::summary(&c.jobs).slowdown) {
