@@ -115,6 +115,12 @@ fn start_sleeper(env: &Env, job: &str) -> (Child, i32) {
     BufReader::new(child.stdout.as_mut().unwrap()).read_line(&mut line).unwrap();
     let pid: i32 = line.trim().parse().unwrap_or_else(|_| panic!("no pid from job: {line:?}"));
     wait_for("the command in its cgroup", || procs(job).contains(&pid));
+    // `lockstep run` records the pid after spawn returns, which is after the command has started (and
+    // printed it): wait for the record so the tests below see the job as the store will keep it.
+    wait_for("the pid in the job's record", || {
+        let jobs: Value = serde_json::from_str(&stdout(&env.run(&["jobs", "--json"]))).unwrap();
+        jobs.as_array().unwrap().iter().any(|j| j["name"] == job && j["pid"] == pid)
+    });
     (child, pid)
 }
 
