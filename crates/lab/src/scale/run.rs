@@ -48,6 +48,13 @@ pub struct JobResult {
     pub wall_s: Option<f64>,
     /// The same job's wall time alone on the cluster.
     pub alone_s: Option<f64>,
+    /// The time its program reports for its timed region (NPB's "Time in seconds": the computation, without
+    /// the launch, MPI start-up and any wait of `srun` for its step).
+    #[serde(default)]
+    pub timed_s: Option<f64>,
+    /// The same, alone.
+    #[serde(default)]
+    pub alone_timed_s: Option<f64>,
     /// The share of its time alone its ranks spent in MPI (the PMPI profiler, mean over ranks).
     #[serde(default)]
     pub comm: Option<f64>,
@@ -69,6 +76,11 @@ impl JobResult {
     /// Wall time over wall time alone.
     pub fn slowdown(&self) -> Option<f64> {
         Some(self.wall_s? / self.alone_s?)
+    }
+
+    /// Timed region over timed region alone: the slowdown of the computation itself.
+    pub fn timed_slowdown(&self) -> Option<f64> {
+        Some(self.timed_s? / self.alone_timed_s?)
     }
 }
 
@@ -153,11 +165,13 @@ pub fn run(spec: &ScaleSpec, paths: &Paths) -> anyhow::Result<f64> {
     Ok(session)
 }
 
-/// What a job of the stream takes alone: its wall time and its communication share.
+/// What a job of the stream takes alone: its wall time, its timed region and its communication share.
 #[derive(Clone, Copy, Debug)]
 struct Alone {
     /// Wall time, s.
     wall_s: f64,
+    /// Its program's timed region, s (`None` when it reports none).
+    timed_s: Option<f64>,
     /// Share of the time in MPI, from the PMPI profiler (`None` when it wrote nothing).
     comm: Option<f64>,
 }
@@ -193,7 +207,7 @@ fn baselines(
             submit_and_wait(spec, cluster, &lone, std::slice::from_ref(&out), std::slice::from_ref(&command))?;
             let text = std::fs::read_to_string(&out).unwrap_or_default();
             if let (Some(t), Some(0)) = (wall(&text), Cluster::exit_code(&text)) {
-                alone.insert(key, Alone { wall_s: t, comm: comm_ratio(&pmpi) });
+                alone.insert(key, Alone { wall_s: t, timed_s: timed(&text), comm: comm_ratio(&pmpi) });
                 break;
             }
             anyhow::ensure!(
@@ -214,6 +228,12 @@ fn program(spec: &ScaleSpec, job: &StreamJob, bin: &Path) -> Vec<String> {
     let mut program = spec.workloads[job.workload].clone();
     program[0] = bin.join(&program[0]).display().to_string();
     program
+}
+
+/// The time a job's program reports for its timed region, from its output: the NPB convention, a line
+/// `Time in seconds = T` (the kernels of native/workloads print it).
+fn timed(text: &str) -> Option<f64> {
+    text.lines().find_map(|l| l.trim().strip_prefix("Time in seconds")?.trim().strip_prefix('=')?.trim().parse().ok())
 }
 
 /// A job's wall time from its output.
@@ -334,6 +354,8 @@ fn run_case(
             started_s: Cluster::start_time(&text).map(|t| t - from),
             wall_s: wall(&text),
             alone_s: lone.map(|a| a.wall_s),
+            timed_s: timed(&text),
+            alone_timed_s: lone.and_then(|a| a.timed_s),
             comm: lone.and_then(|a| a.comm),
             exit: Cluster::exit_code(&text),
             agreement: fav.map(|f| f.agreement),
@@ -516,5 +538,13 @@ mod tests {
         let h = hook_latencies(&log);
         assert_eq!(h["prolog"].0, 2);
         assert_eq!(h["prolog-slurmctld"], (1, 9.0, 9.0));
+    }
+
+    #[test]
+    fn the_timed_region_is_read_from_npb_output() {
+        let out = "lockstep-job-start 1.0\n Class           =                        A\n Time in seconds =                     1.43\n";
+        assert_eq!(timed(out), Some(1.43));
+        assert_eq!(timed(" Time in seconds is long\n"), None);
+        assert_eq!(timed(""), None);
     }
 }
