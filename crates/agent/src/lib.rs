@@ -635,8 +635,9 @@ pub fn run(config: Config) -> anyhow::Result<i32> {
 /// Real-time priority of the slot thread: above every ordinary task, so that a slot switch is not late behind
 /// the jobs it switches (agents on different nodes must switch within milliseconds), and low among real-time
 /// priorities. The thread sleeps between switches; a switch takes well under a millisecond. The Slurm discovery
-/// thread, which takes the agent's lock five times a second, runs at it too: a lock holder preempted by the jobs
-/// would delay the switch (std's mutex does not inherit priority).
+/// thread, which takes the agent's lock five times a second, the control socket's threads and the sampling
+/// thread (whose telemetry lock the slot thread takes as jobs go) run at it too: a lock holder preempted by the
+/// jobs would delay the switch (std's mutex does not inherit priority).
 const SLOT_PRIORITY: i32 = 10;
 
 /// Moves the calling thread to `SCHED_FIFO` at [`SLOT_PRIORITY`]; says so, naming `role`, when it cannot.

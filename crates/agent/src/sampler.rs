@@ -284,6 +284,9 @@ fn rescan(counters: &mut Counters, dirs: &[PathBuf]) {
 pub fn spawn(telemetry: SharedTelemetry, store_path: PathBuf) -> anyhow::Result<std::thread::JoinHandle<()>> {
     let mut store = Store::open(&store_path)?;
     Ok(std::thread::spawn(move || {
+        // The slot and Slurm discovery threads take the telemetry lock to count and uncount jobs: held by an
+        // ordinary thread preempted by the jobs, it would hold a slot switch back (a whole slot, measured).
+        crate::realtime_thread("sampling");
         let mut t = telemetry.lock();
         let interval = t.settings.interval;
         let (retention, job_history) = (t.settings.retention, t.settings.job_history);
