@@ -53,7 +53,7 @@ test: build
 	LOCKSTEP_BIN=$(BIN) LOCKSTEP_REQUIRE_ALL=1 $(CARGO) test --release --locked --workspace -- --include-ignored
 	LOCKSTEP_BIN=$(BIN) LOCKSTEP_REQUIRE_ALL=1 LOCKSTEP_AGENT_CAPS=$(AGENT_CAPS) $(CARGO) test --release --locked \
 		-p lockstep --test agent --test dcs --test telemetry --test doors -- --include-ignored \
-		--skip an_experiment_runs --skip a_placement_experiment
+		--skip an_experiment_runs --skip a_placement_experiment --skip a_stopped_experiment
 	tests/vm/cgroup-v2
 	tests/vm/systemd-unit
 	tests/vm/slurm-v2

@@ -17,6 +17,7 @@ pub mod scale;
 mod slurm;
 pub mod spec;
 mod stats;
+pub mod teardown;
 
 use std::path::{Path, PathBuf};
 

@@ -30,11 +30,17 @@ struct Case<'a> {
     number: usize,
 }
 
-/// The agent the experiment runs its jobs under, stopped (SIGTERM, so that it restores everything) on drop.
+/// The agent the experiment runs its jobs under, stopped (SIGTERM, so that it restores everything) on drop, and
+/// on a signal that ends the experiment.
 pub(super) struct PrivateAgent {
     pub(super) child: Child,
     pub(super) socket: PathBuf,
+    _teardown: crate::teardown::Registration,
 }
+
+/// How long the private agent has to restore everything and exit after SIGTERM before it is killed (its
+/// watchdog then restores what is left).
+const AGENT_STOP_GRACE: Duration = Duration::from_secs(30);
 
 impl PrivateAgent {
     /// Starts `lockstep agent --policy cfs` with `extra` arguments on a socket in the work directory.
@@ -55,17 +61,15 @@ impl PrivateAgent {
             anyhow::ensure!(Instant::now() < deadline, "the experiment's agent did not start");
             std::thread::sleep(Duration::from_millis(20));
         }
-        Ok(Self { child, socket })
+        let pid = child.id();
+        let teardown = crate::teardown::register(move || crate::teardown::stop_child(pid, AGENT_STOP_GRACE));
+        Ok(Self { child, socket, _teardown: teardown })
     }
 }
 
 impl Drop for PrivateAgent {
     fn drop(&mut self) {
-        let _ = nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(self.child.id() as i32),
-            nix::sys::signal::Signal::SIGTERM,
-        );
-        let _ = self.child.wait();
+        crate::teardown::stop_child(self.child.id(), AGENT_STOP_GRACE);
     }
 }
 

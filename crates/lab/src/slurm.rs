@@ -40,6 +40,8 @@ pub struct Cluster {
     rows: &'static str,
     /// How the cluster runs now.
     mode: Mode,
+    /// Takes it down if a signal ends the experiment while it is up.
+    teardown: Option<crate::teardown::Registration>,
 }
 
 impl Cluster {
@@ -52,7 +54,7 @@ impl Cluster {
             scripts.display()
         );
         let dir = std::path::absolute(paths.work.join("cluster"))?;
-        Ok(Self { scripts, dir, nodes, rows: "cluster", mode: Mode::Down })
+        Ok(Self { scripts, dir, nodes, rows: "cluster", mode: Mode::Down, teardown: None })
     }
 
     /// From the next [`Self::apply`] on, the controller's prolog gives rows of kind `rows` (`cluster`: places
@@ -80,13 +82,21 @@ impl Cluster {
             if let Some(seconds) = gang {
                 up.env("LOCKSTEP_CLUSTER_GANG", seconds.to_string());
             }
-            let out = up.output().context("cannot run tests/cluster/up")?;
-            anyhow::ensure!(
-                out.status.success(),
-                "tests/cluster/up failed: {}",
-                String::from_utf8_lossy(&out.stderr).trim()
-            );
+            // Up, or half up, from here on: taken down on a signal, on drop, and when `up` fails.
             self.mode = Mode::Up(gang, self.rows);
+            let mut down = self.down_command();
+            self.teardown = Some(crate::teardown::register(move || {
+                let _ = down.output();
+            }));
+            let out = up.output().context("cannot run tests/cluster/up");
+            if let Some(failed) = match &out {
+                Ok(o) if o.status.success() => None,
+                Ok(o) => Some(String::from_utf8_lossy(&o.stderr).trim().to_string()),
+                Err(e) => Some(format!("{e:#}")),
+            } {
+                self.down();
+                anyhow::bail!("tests/cluster/up failed: {failed}");
+            }
         }
         let name = policy.scheduler.agents().name().to_string();
         let slot_ms = policy.agent_slot_ms();
@@ -212,9 +222,18 @@ impl Cluster {
         Ok((!gaps.is_empty()).then(|| gaps.iter().fold(0.0, |a: f64, &b| a.max(b)) * 1e3))
     }
 
+    /// `tests/cluster/down`, for this cluster.
+    fn down_command(&self) -> Command {
+        let mut down = Command::new(self.scripts.join("down"));
+        down.env("LOCKSTEP_CLUSTER_DIR", &self.dir);
+        down
+    }
+
+    /// Takes the cluster down if it is up (or was being brought up).
     fn down(&mut self) {
+        self.teardown = None;
         if std::mem::replace(&mut self.mode, Mode::Down) != Mode::Down {
-            let _ = Command::new(self.scripts.join("down")).env("LOCKSTEP_CLUSTER_DIR", &self.dir).output();
+            let _ = self.down_command().output();
         }
     }
 }

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Output};
 use std::time::{Duration, Instant};
 
-use common::{assert_no_cgroup, job_dirs, name, wait_for, Agent, Env};
+use common::{assert_no_cgroup, job_dirs, name, running, wait_for, Agent, Env};
 use lockstep_cgroup::knobs::is_frozen;
 use lockstep_cgroup::Knobs;
 use nix::sys::signal::{kill, Signal};
@@ -506,6 +506,67 @@ fn an_experiment_runs_end_to_end_and_reports() {
     let bad = env.dir.path().join("bad.toml");
     std::fs::write(&bad, "name = \"x\"\n[[policies]]\nname = \"fifo\"\n").unwrap();
     usage_error(&env.run(&["experiment", "run", bad.to_str().unwrap()]), "bad experiment spec");
+}
+
+/// The processes below `pid` (its children, theirs, and so on), now.
+fn descendants(pid: i32) -> Vec<i32> {
+    let all: Vec<(i32, i32)> = std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter_map(|p| Some((p, lockstep_cgroup::procfs::parent(p)?)))
+        .collect();
+    let mut found = vec![pid];
+    let mut i = 0;
+    while i < found.len() {
+        let parent = found[i];
+        found.extend(all.iter().filter(|(_, pp)| *pp == parent).map(|(p, _)| *p));
+        i += 1;
+    }
+    found.split_off(1)
+}
+
+/// `lockstep experiment run` stopped by SIGTERM while a job runs: it takes its private agent and the job down
+/// (the job's cgroup removed by `lockstep run`, every cgroup change restored by the agent) and exits 143.
+#[test]
+#[ignore = "needs root"]
+fn a_stopped_experiment_takes_down_what_it_started() {
+    common::require_root();
+    let _serial = serial();
+    let Some(build) = built("ep") else { return };
+    let env = Env::new();
+    let spec = env.dir.path().join("spec.toml");
+    // A job of a minute or more: it is running when the signal comes.
+    std::fs::write(
+        &spec,
+        "name = \"it-stopped\"\ndescription = \"stopped\"\nranks = 2\nmpl = [1]\n[workloads.ep]\n\
+         command = [\"ep\", \"--class\", \"C\"]\n[[policies]]\nname = \"cfs\"\n",
+    )
+    .unwrap();
+    let reports = env.dir.path().join("reports");
+    let mut child = std::process::Command::new(build.join("bin/lockstep"))
+        .env("LOCKSTEP_STORE", env.store())
+        .args(["experiment", "run", spec.to_str().unwrap(), "--reports", reports.to_str().unwrap()])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let me = child.id() as i32;
+    // The agent, `lockstep run`, mpirun and the ranks.
+    wait_for("the job's ranks", || {
+        descendants(me)
+            .iter()
+            .any(|&p| std::fs::read_to_string(format!("/proc/{p}/comm")).is_ok_and(|c| c.trim() == "ep"))
+    });
+    let below = descendants(me);
+    kill(Pid::from_raw(me), Signal::SIGTERM).unwrap();
+    let status = child.wait().unwrap();
+    let mut err = String::new();
+    std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut err).unwrap();
+    assert_eq!(status.code(), Some(128 + libc::SIGTERM), "{err}");
+    assert!(err.contains("taking down what the experiment started"), "{err}");
+    wait_for("every process the experiment started to be gone", || !below.iter().any(|&p| running(p)));
+    assert!(!reports.join("it-stopped/work/agent.sock").exists(), "the agent removes its socket as it stops");
 }
 
 /// The placement experiment (seed 000) on this one-kind machine: emulated kinds, every rank seated and the E ranks

@@ -10,7 +10,7 @@ use serde_json::Value;
 
 mod common;
 
-use common::{assert_no_cgroup, job_dirs, name, stderr, wait_for, Env, V1_CONTROLLERS};
+use common::{assert_no_cgroup, job_dirs, name, running, stderr, wait_for, Env, V1_CONTROLLERS};
 
 fn procs(job: &str) -> Vec<i32> {
     std::fs::read_to_string(job_dirs(job)[0].join("cgroup.procs"))
@@ -199,13 +199,8 @@ fn leftover_processes_are_killed_when_the_command_ends() {
         env.run(&["run", "--job", &job, "--place", "any", "--", "sh", "-c", "sleep 60 >/dev/null 2>&1 & echo $!"]);
     assert!(out.status.success(), "{}", stderr(&out));
     let bg: i32 = stdout(&out).trim().parse().unwrap();
-    wait_for("the background process to be gone", || !Path::new(&format!("/proc/{bg}")).exists() || is_zombie(bg));
+    wait_for("the background process to be gone", || !running(bg));
     assert_no_cgroup(&job);
-}
-
-fn is_zombie(pid: i32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .is_ok_and(|s| s.rsplit(')').next().is_some_and(|r| r.trim_start().starts_with('Z')))
 }
 
 #[test]

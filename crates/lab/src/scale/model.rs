@@ -204,6 +204,10 @@ pub struct Answer {
     /// Calibrated part of its time waiting in MPI that a rank asks for the CPU (its demand is `1 - y × c`).
     #[serde(default)]
     pub y: f64,
+    /// Calibrated part of what it asks for computing that a job being launched asks for the CPU (replayed jobs
+    /// outside their measured computation, in cases of computations).
+    #[serde(default)]
+    pub u: f64,
     /// Calibrated time a job's ranks lose after each thaw before they run in step again, s.
     pub delta: f64,
     /// The communication share each program is given in the extrapolation.
@@ -467,6 +471,13 @@ fn calibration_table(cal: &Calibration, a: &Answer) -> String {
         );
     }
     row("y (part of its MPI waiting time a rank asks for the CPU)", format!("{:.2}", a.y), "fitted on the cfs cases");
+    if cal.cases.iter().any(|c| c.timed) {
+        row(
+            "u (part of its computing demand a job asks for while launched)",
+            format!("{:.2}", a.u),
+            "fitted on the cfs cases",
+        );
+    }
     row(
         "srun's wait after a refused step (Slurm gang)",
         format!("{:.1} s", cal.step_wait_s),

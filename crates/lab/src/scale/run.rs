@@ -30,6 +30,9 @@ const METRICS_PORT: u16 = 19464;
 /// How many times a job is run alone before its failure ends the experiment.
 const BASELINE_ATTEMPTS: u32 = 3;
 
+/// How long Prometheus has to stop after SIGTERM before it is killed.
+const STOP_GRACE: Duration = Duration::from_secs(10);
+
 /// How often the stream's jobs are polled for.
 const POLL: Duration = Duration::from_secs(1);
 
@@ -409,10 +412,12 @@ fn hook_latencies(log: &Path) -> BTreeMap<String, (u32, f64, f64)> {
         .collect()
 }
 
-/// A Prometheus server scraping every agent of the cluster (`file_sd`), stopped by PID when dropped.
+/// A Prometheus server scraping every agent of the cluster (`file_sd`), stopped by PID when dropped (or on a
+/// signal that ends the experiment).
 struct Prometheus {
     child: Child,
     targets: u32,
+    _teardown: crate::teardown::Registration,
 }
 
 impl Prometheus {
@@ -443,7 +448,9 @@ impl Prometheus {
             .stderr(log)
             .spawn()
             .context("cannot start prometheus (scripts/deps.sh installs it)")?;
-        let p = Prometheus { child, targets: nodes };
+        let pid = child.id();
+        let teardown = crate::teardown::register(move || crate::teardown::stop_child(pid, STOP_GRACE));
+        let p = Prometheus { child, targets: nodes, _teardown: teardown };
         let deadline = Instant::now() + Duration::from_secs(30);
         while Instant::now() < deadline {
             if Self::query("count(up{job=\"lockstep\"} == 1)")
@@ -496,17 +503,7 @@ impl Prometheus {
 
 impl Drop for Prometheus {
     fn drop(&mut self) {
-        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
-        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
-            if self.child.try_wait().is_ok_and(|s| s.is_some()) {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        crate::teardown::stop_child(self.child.id(), STOP_GRACE);
     }
 }
 

@@ -46,6 +46,8 @@ fn lab_dirs() -> anyhow::Result<(PathBuf, PathBuf)> {
 pub fn exec(cmd: &ExperimentCommand, store: &Path) -> anyhow::Result<i32> {
     match cmd {
         ExperimentCommand::Run { spec: path, reports } => {
+            // Before any thread starts: a signal takes down what the experiment started, then ends it.
+            experiment::teardown::on_signals()?;
             let spec = experiment::load(path)?;
             let (bin, lib) = lab_dirs()?;
             let mpi = [bin.join("mpirun"), lib.join("liblockstep-pmpi.so")];
