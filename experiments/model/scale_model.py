@@ -513,26 +513,15 @@ def case_model(cfg, case):
     return c, case["policy"]
 
 
-def job_slowdowns(cfg, case):
-    """(modelled, measured) slowdown of each of a measured case's completed jobs, replayed one job at a time: the
-    job starts when Slurm started it and progresses as the model says, while every other job holds its nodes and
-    CPU from its measured start for its measured wall time."""
+def case_slowdown(cfg, case):
+    """The mean slowdown of a measured case's completed jobs, replayed one job at a time: the job starts when Slurm
+    started it and progresses as the model says, while every other job holds its nodes and CPU from its measured
+    start for its measured wall time."""
     c, policy = case_model(cfg, case)
     jobs = case["jobs"]
     ids = {i for i, j in enumerate(jobs) if j.get("completed", True)}
-    out = []
-    for i in sorted(ids):
-        job = jobs[i]
-        timed = job.get("timed") if c["timed"] else None
-        measured = timed[0] / timed[1] if timed is not None else job["wall"] / job["alone_s"]
-        # A job that never finishes (a thaw loss longer than its slots) is infinitely slow.
-        out.append((simulate(c, policy, jobs, fixed=ids - {i}).get(i, math.inf), measured))
-    return out
-
-
-def case_slowdown(cfg, case):
-    """The mean slowdown of a measured case's completed jobs, replayed one job at a time (job_slowdowns)."""
-    return mean(m for m, _ in job_slowdowns(cfg, case))
+    # A job that never finishes (a thaw loss longer than its slots) is infinitely slow.
+    return mean(simulate(c, policy, jobs, fixed=ids - {i}).get(i, math.inf) for i in sorted(ids))
 
 
 def free_slowdown(cfg, case):
@@ -543,10 +532,8 @@ def free_slowdown(cfg, case):
 
 
 def error(cfg, cases):
-    """The fit's loss: the mean squared log ratio of modelled to measured slowdown over every job of `cases`
-    (every job rather than each case's mean, which a few jobs set: the fit follows what most jobs show)."""
-    ratios = [math.log(m / x) ** 2 if 0 < m < math.inf else math.inf for c in cases for m, x in job_slowdowns(cfg, c)]
-    return mean(ratios)
+    """Squared relative error of the model's mean slowdowns over `cases`."""
+    return sum((case_slowdown(cfg, c) / c["measured"] - 1) ** 2 for c in cases)
 
 
 def fit(cfg, cases, set_value, lo, hi):
