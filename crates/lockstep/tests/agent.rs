@@ -526,8 +526,8 @@ fn descendants(pid: i32) -> Vec<i32> {
     found.split_off(1)
 }
 
-/// `lockstep experiment run` stopped by SIGTERM while a job runs: it takes its private agent and the job down
-/// (the job's cgroup removed by `lockstep run`, every cgroup change restored by the agent) and exits 143.
+/// `lockstep experiment run` stopped by SIGTERM while a job runs: it takes its private agent and the job down and
+/// exits 143; every process it started is gone, and the agent's socket with the agent.
 #[test]
 #[ignore = "needs root"]
 fn a_stopped_experiment_takes_down_what_it_started() {
