@@ -20,9 +20,9 @@ The model (docs/experiments.md states its assumptions):
 - Coordination: a job whose ranks are all given the CPU at once (gang slots, Slurm's time slices) progresses at
   its share. Sharing the CPU uncoordinated (cfs), a rank that waits for a partner that is not running spins on its
   share: at a rank's CPU share s its time grows by 1 + gamma * c0 * (1 - s), c0 its program's communication share
-  on CPUs of its own (its narrowest run alone) and gamma per program (calibrated on the cfs measurements). A job
-  is slowed by that against what it had alone: on the measured cluster a wide job's ranks already share the host
-  CPUs alone. On the measured cluster all nodes are the same host CPUs, so even a favoured job shares them,
+  on CPUs of its own (its narrowest run alone) and gamma per program (calibrated on the cfs measurements). A
+  job's ranks sharing the CPUs among themselves alone (a wide job on the measured cluster) are not slowed that
+  way: waiting, a rank yields to a rank of its own job, as coordinated as it gets. On the measured cluster all nodes are the same host CPUs, so even a favoured job shares them,
   uncoordinated, with the favoured jobs of other nodes.
 - lockstep gang: jobs get places (row R of period P) exactly as lockstep's controller prolog gives them (same
   algorithm, ported); in each slot a job is favoured where its place holds the slot, frozen where a neighbour
@@ -246,10 +246,11 @@ class Cluster:
         return {k: 1.0 / max(load[n] for n in self.jobs[k]["nodes"]) for k in active}
 
     def uncoordinated(self, j, share):
-        """The progress of a job sharing its CPUs uncoordinated at `share`: each time a rank waits for a partner
-        that is not running it spins (or yields) on its share, so the job's work grows by 1 + gamma * c * (1 -
-        share): not at all alone, the more the less of the CPU it has and the more it communicates (c), by its
-        program's sensitivity gamma."""
+        """The progress of a job sharing its CPUs uncoordinated at `share` (of what it had alone): each time a
+        rank waits for a partner that is not running it spins (or yields) on its share, so its time grows by 1 +
+        gamma * c0 * (1 - s) at its absolute CPU share s: the more the less of the CPU it has and the more its
+        program communicates (c0), by the program's sensitivity gamma. Alone it is not slowed that way, even where
+        its ranks share CPUs: they yield to each other."""
         share = min(1.0, share)
         job = self.jobs[j]
         g = self.cfg["gamma"].get(job["workload"], 0.0)
@@ -258,7 +259,7 @@ class Cluster:
         if self.cfg["mode"] == "host":
             alone = min(1.0, self.cfg["host_cpus"] / max(len(job["nodes"]) * (1.0 - self.cfg["y"] * job["comm"]), 1e-9))
         now = share * alone
-        return share * (1.0 + g * c0 * (1.0 - alone)) / (1.0 + g * c0 * (1.0 - now))
+        return share / (1.0 + g * c0 * (1.0 - now))
 
     def lost(self, j):
         """The share of a favoured slot a job loses: its nodes' clock spread, the freeze/thaw, and the time its

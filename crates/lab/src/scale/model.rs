@@ -38,6 +38,8 @@ pub struct ModelSpec {
     pub description: String,
     /// The scale spec whose latest session calibrates the model (read and checked with this spec).
     pub measured: ScaleSpec,
+    /// Where that spec was read from.
+    pub measured_path: PathBuf,
     /// Cluster sizes to extrapolate to.
     pub extrapolate: Vec<u32>,
     /// How long arrivals are simulated.
@@ -97,6 +99,7 @@ pub fn parse(path: &Path, text: &str) -> Result<ModelSpec, UsageError> {
         name: raw.name,
         description: raw.description,
         measured,
+        measured_path,
         extrapolate: raw.extrapolate,
         horizon,
         load: raw.load,

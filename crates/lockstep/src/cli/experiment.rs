@@ -69,6 +69,12 @@ pub fn exec(cmd: &ExperimentCommand, store: &Path) -> anyhow::Result<i32> {
             let dir = reports.join(spec.name());
             std::fs::create_dir_all(&dir)?;
             std::fs::copy(path, dir.join("spec.toml"))?;
+            // A model's spec names the scale spec it is calibrated from, beside it: `experiment report` reads both.
+            if let AnySpec::ScaleModel(m) = &spec {
+                if let Some(file) = m.measured_path.file_name() {
+                    std::fs::copy(&m.measured_path, dir.join(file))?;
+                }
+            }
             // Absolute: ranks in containers see the work directory's files from another working directory.
             let work = dir.canonicalize()?.join("work");
             let paths = experiment::Paths { bin, lib, store: store.to_path_buf(), work };
@@ -84,9 +90,12 @@ pub fn exec(cmd: &ExperimentCommand, store: &Path) -> anyhow::Result<i32> {
         }
         ExperimentCommand::Report { name, reports } => {
             let dir = reports.join(name);
-            let spec = experiment::load(&dir.join("spec.toml")).map_err(|_| {
-                UsageError::new(format!("no experiment {name:?} in {} (run it first)", reports.display()))
-            })?;
+            let copy = dir.join("spec.toml");
+            if !copy.exists() {
+                return Err(UsageError::new(format!("no experiment {name:?} in {} (run it first)", reports.display()))
+                    .into());
+            }
+            let spec = experiment::load(&copy)?;
             write_report(&spec, store, &dir)
         }
     }
