@@ -92,8 +92,9 @@ pub fn exec(cmd: &ExperimentCommand, store: &Path) -> anyhow::Result<i32> {
             let dir = reports.join(name);
             let copy = dir.join("spec.toml");
             if !copy.exists() {
-                return Err(UsageError::new(format!("no experiment {name:?} in {} (run it first)", reports.display()))
-                    .into());
+                return Err(
+                    UsageError::new(format!("no experiment {name:?} in {} (run it first)", reports.display())).into()
+                );
             }
             let spec = experiment::load(&copy)?;
             write_report(&spec, store, &dir)
