@@ -235,15 +235,26 @@ class Cluster:
         active = [k for k in active if k not in self.idle and k not in self.waiting]
         if self.cfg["mode"] == "host":
             cpus = self.cfg["host_cpus"]
-            demand = {k: len(self.jobs[k]["nodes"]) * (1.0 - self.cfg["y"] * self.jobs[k]["comm"]) for k in active}
+            demand = sum(self.demand(k) for k in active)
             launch = sum(self.cfg.get("u", 0.0) * len(self.jobs[k]["nodes"]) for k in launching)
-            now = min(1.0, cpus / max(sum(demand.values()) + launch, 1e-9))
-            return {k: now / min(1.0, cpus / max(demand[k], 1e-9)) for k in active}
+            now = min(1.0, cpus / max(demand + launch, 1e-9))
+            return {k: now / self.alone_share(k) for k in active}
         load = {}
         for k in active:
             for n in self.jobs[k]["nodes"]:
                 load[n] = load.get(n, 0) + 1
         return {k: 1.0 / max(load[n] for n in self.jobs[k]["nodes"]) for k in active}
+
+    def demand(self, k):
+        """The host CPUs job k's ranks ask for computing (measured cluster): 1 - y * c each."""
+        return len(self.jobs[k]["nodes"]) * (1.0 - self.cfg["y"] * self.jobs[k]["comm"])
+
+    def alone_share(self, k):
+        """The CPU share job k's ranks had alone: on the measured cluster the host's CPUs over its demand (at
+        most all of them), on a real cluster all of its nodes'."""
+        if self.cfg["mode"] != "host":
+            return 1.0
+        return min(1.0, self.cfg["host_cpus"] / max(self.demand(k), 1e-9))
 
     def uncoordinated(self, j, share):
         """The progress of a job sharing its CPUs uncoordinated at `share` (of what it had alone): each time a
@@ -255,10 +266,7 @@ class Cluster:
         job = self.jobs[j]
         g = self.cfg["gamma"].get(job["workload"], 0.0)
         c0 = self.cfg["comm0"].get(job["workload"], job["comm"])
-        alone = 1.0
-        if self.cfg["mode"] == "host":
-            alone = min(1.0, self.cfg["host_cpus"] / max(len(job["nodes"]) * (1.0 - self.cfg["y"] * job["comm"]), 1e-9))
-        now = share * alone
+        now = share * self.alone_share(j)
         return share / (1.0 + g * c0 * (1.0 - now))
 
     def lost(self, j):
@@ -666,7 +674,7 @@ def main():
     answers = []
     for nodes in cal["extrapolate_nodes"]:
         max_width = min(1024, nodes)
-        jobs = synthetic(nodes, cal["seed"], cal["load"], cal["horizon_s"], max_width, programs(cases))
+        jobs = synthetic(nodes, cal["seed"], cal["load"], cal["horizon_s"], max_width, host["comm0"])
         for label, policy, extra in [
             ("cfs", "cfs", {}),
             ("slurm-gang 30s", "slurm-gang", {"slurm_slice_s": 30.0}),
@@ -720,7 +728,7 @@ def main():
                 "u": host["u"],
                 "delta": host["delta"],
                 "beta": host["beta"],
-                "comm": programs(cases),
+                "comm": host["comm0"],
                 "jitter_s": jitter,
                 "validation": validation,
                 "extrapolation": answers,
