@@ -33,9 +33,8 @@ struct Case<'a> {
 /// The agent the experiment runs its jobs under, stopped (SIGTERM, so that it restores everything) on drop, and
 /// on a signal that ends the experiment.
 pub(super) struct PrivateAgent {
-    pub(super) child: Child,
+    pub(super) child: crate::teardown::Stopped,
     pub(super) socket: PathBuf,
-    _teardown: crate::teardown::Registration,
 }
 
 /// How long the private agent has to restore everything and exit after SIGTERM before it is killed (its
@@ -61,15 +60,7 @@ impl PrivateAgent {
             anyhow::ensure!(Instant::now() < deadline, "the experiment's agent did not start");
             std::thread::sleep(Duration::from_millis(20));
         }
-        let pid = child.id();
-        let teardown = crate::teardown::register(move || crate::teardown::stop_child(pid, AGENT_STOP_GRACE));
-        Ok(Self { child, socket, _teardown: teardown })
-    }
-}
-
-impl Drop for PrivateAgent {
-    fn drop(&mut self) {
-        crate::teardown::stop_child(self.child.id(), AGENT_STOP_GRACE);
+        Ok(Self { child: crate::teardown::Stopped::new(child, AGENT_STOP_GRACE), socket })
     }
 }
 

@@ -92,6 +92,32 @@ fn children() -> Vec<u32> {
         .collect()
 }
 
+/// A child process this process started, stopped ([`stop_child`]) when dropped and on a stopping signal.
+pub struct Stopped {
+    child: std::process::Child,
+    grace: Duration,
+    _teardown: Registration,
+}
+
+impl Stopped {
+    /// `child`, stopped with `grace` between SIGTERM and SIGKILL.
+    pub fn new(child: std::process::Child, grace: Duration) -> Self {
+        let pid = child.id();
+        Self { child, grace, _teardown: register(move || stop_child(pid, grace)) }
+    }
+
+    /// Its process ID.
+    pub fn id(&self) -> u32 {
+        self.child.id()
+    }
+}
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        stop_child(self.child.id(), self.grace);
+    }
+}
+
 /// Stops child process `pid`: SIGTERM, then SIGKILL if it has not exited within `grace`; reaps it.
 pub fn stop_child(pid: u32, grace: Duration) {
     let pid = Pid::from_raw(pid as i32);

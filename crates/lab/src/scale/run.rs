@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
@@ -415,9 +415,8 @@ fn hook_latencies(log: &Path) -> BTreeMap<String, (u32, f64, f64)> {
 /// A Prometheus server scraping every agent of the cluster (`file_sd`), stopped by PID when dropped (or on a
 /// signal that ends the experiment).
 struct Prometheus {
-    child: Child,
+    _server: crate::teardown::Stopped,
     targets: u32,
-    _teardown: crate::teardown::Registration,
 }
 
 impl Prometheus {
@@ -448,9 +447,7 @@ impl Prometheus {
             .stderr(log)
             .spawn()
             .context("cannot start prometheus (scripts/deps.sh installs it)")?;
-        let pid = child.id();
-        let teardown = crate::teardown::register(move || crate::teardown::stop_child(pid, STOP_GRACE));
-        let p = Prometheus { child, targets: nodes, _teardown: teardown };
+        let p = Prometheus { _server: crate::teardown::Stopped::new(child, STOP_GRACE), targets: nodes };
         let deadline = Instant::now() + Duration::from_secs(30);
         while Instant::now() < deadline {
             if Self::query("count(up{job=\"lockstep\"} == 1)")
@@ -498,12 +495,6 @@ impl Prometheus {
             max_series: series.iter().map(|v| v.1).fold(0.0, f64::max),
             head_series: head.first().map_or(0.0, |v| v.1),
         })
-    }
-}
-
-impl Drop for Prometheus {
-    fn drop(&mut self) {
-        crate::teardown::stop_child(self.child.id(), STOP_GRACE);
     }
 }
 
