@@ -29,6 +29,71 @@ enum Mode {
     Up(Option<u64>, &'static str),
 }
 
+/// A job suspended or resumed by Slurm's gang scheduler.
+#[derive(Clone, Copy, Debug)]
+pub struct GangEvent {
+    /// When (seconds since the epoch).
+    pub time: f64,
+    /// The Slurm job ID.
+    pub job: u64,
+    /// Suspended (`true`) or resumed.
+    pub suspended: bool,
+}
+
+impl GangEvent {
+    /// The event a line of slurmctld's log reports (`[2026-11-25T18:36:01.887+00:00] gang: suspending JobId=1`), if
+    /// any.
+    fn parse(line: &str) -> Option<Self> {
+        let (stamp, text) = line.strip_prefix('[')?.split_once("] ")?;
+        let text = text.strip_prefix("gang: ")?;
+        let (suspended, id) = match text.strip_prefix("suspending JobId=") {
+            Some(id) => (true, id),
+            None => (false, text.strip_prefix("resuming JobId=")?),
+        };
+        Some(Self { time: epoch_seconds(stamp)?, job: id.trim().parse().ok()?, suspended })
+    }
+}
+
+/// Seconds since the epoch of an RFC 3339 time with its offset (`2026-11-25T18:36:01.887+00:00`, `...Z`, or an
+/// offset without a colon, as RFC 5424 stamps may have).
+fn epoch_seconds(stamp: &str) -> Option<f64> {
+    let (date, time) = stamp.split_once('T')?;
+    let mut ymd = date.splitn(3, '-').map(|p| p.parse::<i64>().ok());
+    let (year, month, day) = (ymd.next()??, ymd.next()??, ymd.next()??);
+    let zone_at = time.find(['Z', '+', '-'])?;
+    let (clock, zone) = time.split_at(zone_at);
+    let mut hms = clock.splitn(3, ':');
+    let (h, m) = (hms.next()?.parse::<i64>().ok()?, hms.next()?.parse::<i64>().ok()?);
+    let s: f64 = hms.next()?.parse().ok()?;
+    let offset = match zone {
+        "Z" => 0,
+        _ => {
+            let sign = if zone.starts_with('-') { -1 } else { 1 };
+            let digits: String = zone[1..].chars().filter(|c| *c != ':').collect();
+            if digits.len() != 4 {
+                return None;
+            }
+            sign * (digits[..2].parse::<i64>().ok()? * 3600 + digits[2..].parse::<i64>().ok()? * 60)
+        }
+    };
+    if !(1..=12).contains(&month) || !(1..=31).contains(&day) || h > 23 || m > 59 || !(0.0..61.0).contains(&s) {
+        return None;
+    }
+    Some((days_since_epoch(year, month, day) * 86_400 + h * 3600 + m * 60 - offset) as f64 + s)
+}
+
+/// Days from 1970-01-01 to a date of the proleptic Gregorian calendar: the year counted from March, so that the
+/// leap day ends it, in 400-year eras of 146,097 days.
+fn days_since_epoch(year: i64, month: i64, day: i64) -> i64 {
+    let year = if month <= 2 { year - 1 } else { year };
+    let era = year.div_euclid(400);
+    let year_of_era = year - era * 400;
+    let month_from_march = (month + 9) % 12;
+    let day_of_year = (153 * month_from_march + 2) / 5 + day - 1;
+    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
+    era * 146_097 + day_of_era - 719_468
+}
+
 /// The test cluster an experiment runs its jobs on.
 pub struct Cluster {
     /// `tests/cluster` of the source tree.
@@ -222,6 +287,14 @@ impl Cluster {
         Ok((!gaps.is_empty()).then(|| gaps.iter().fold(0.0, |a: f64, &b| a.max(b)) * 1e3))
     }
 
+    /// What Slurm's gang scheduler did to jobs, oldest first: every job it suspended or resumed, and when, from
+    /// slurmctld's log (tests/cluster/up turns on `DebugFlags=Gang` with Slurm's gang scheduling, and stamps the
+    /// log's lines in RFC 5424 time, which carries its offset from UTC). Empty without Slurm's gang scheduling.
+    pub fn gang_events(&self) -> Vec<GangEvent> {
+        let log = std::fs::read_to_string(self.dir.join("log/slurmctld.log")).unwrap_or_default();
+        log.lines().filter_map(GangEvent::parse).collect()
+    }
+
     /// `tests/cluster/down`, for this cluster.
     fn down_command(&self) -> Command {
         let mut down = Command::new(self.scripts.join("down"));
@@ -241,5 +314,41 @@ impl Cluster {
 impl Drop for Cluster {
     fn drop(&mut self) {
         self.down();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rfc3339_times_count_from_the_epoch_with_their_offset() {
+        let close = |stamp: &str, want: f64| {
+            let got = epoch_seconds(stamp).unwrap_or_else(|| panic!("{stamp} not parsed"));
+            assert!((got - want).abs() < 1e-6, "{stamp}: {got} != {want}");
+        };
+        close("2026-11-25T18:36:01.887+00:00", 1_795_631_761.887);
+        close("2000-02-29T23:59:59+02:00", 951_861_599.0);
+        close("2000-02-29T23:59:59+0200", 951_861_599.0);
+        close("1969-12-31T23:00:00Z", -3600.0);
+        for bad in ["2026-11-25 18:36:01", "2026-13-01T00:00:00Z", "2026-11-25T18:36:01+1", "T:Z", ""] {
+            assert_eq!(epoch_seconds(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn the_gang_schedulers_decisions_are_read_from_slurmctlds_log() {
+        let log = "[2026-11-25T18:35:53.025+00:00] gang: suspending JobId=3\n\
+                   [2026-11-25T18:35:53.025+00:00] gang:  part debug has 3 jobs, 0 shadows:\n\
+                   [2026-11-25T18:36:01.887+00:00] gang: resuming JobId=3\n\
+                   [2026-11-25T18:36:01.887+00:00] sched: Allocate JobId=4\n\
+                   garbage gang: suspending JobId=9\n\
+                   [2026-11-25T18:36:02.000+00:00] gang: suspending JobId=x\n";
+        let events: Vec<(u64, bool, i64)> = log
+            .lines()
+            .filter_map(GangEvent::parse)
+            .map(|e| (e.job, e.suspended, (e.time * 1e3).round() as i64))
+            .collect();
+        assert_eq!(events, [(3, true, 1_795_631_753_025), (3, false, 1_795_631_761_887)]);
     }
 }

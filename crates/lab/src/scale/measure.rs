@@ -3,6 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
+use crate::slurm::GangEvent;
 use lockstep_store::{Action, Decision};
 
 /// How a job's nodes favoured it.
@@ -118,6 +119,26 @@ pub fn co_run(records: &[Decision], job: &str, from: f64, to: f64) -> f64 {
     1.0 - total / (to - from)
 }
 
+/// When Slurm's gang scheduler held `job` suspended within `[from, to]` (seconds since the epoch), as intervals in
+/// seconds from `from`, from its suspensions and resumptions (`events`, oldest first); a suspension without its
+/// resumption lasts to `to`.
+pub fn suspensions(events: &[GangEvent], job: u64, from: f64, to: f64) -> Vec<(f64, f64)> {
+    let mut held = Vec::new();
+    let mut since: Option<f64> = None;
+    for e in events.iter().filter(|e| e.job == job && e.time >= from && e.time <= to) {
+        match (e.suspended, since) {
+            (true, None) => since = Some(e.time),
+            (false, Some(t)) => {
+                held.push((t - from, e.time - from));
+                since = None;
+            }
+            _ => {}
+        }
+    }
+    held.extend(since.map(|t| (t - from, to - from)));
+    held
+}
+
 /// For every slot that two or more nodes switched, the time between the first and the last switch, in
 /// milliseconds (`slot` records of every node).
 pub fn switch_spreads(records: &[Decision]) -> Vec<f64> {
@@ -132,6 +153,23 @@ pub fn switch_spreads(records: &[Decision]) -> Vec<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_jobs_suspensions_are_paired_and_one_left_open_lasts_to_the_end() {
+        let e = |time, job, suspended| GangEvent { time, job, suspended };
+        let events = [
+            e(99.0, 1, true),
+            e(100.0, 1, false),
+            e(101.0, 1, true),
+            e(102.0, 2, true),
+            e(103.5, 1, false),
+            e(103.5, 1, false),
+            e(110.0, 1, true),
+        ];
+        assert_eq!(suspensions(&events, 1, 100.0, 112.0), [(1.0, 3.5), (10.0, 12.0)]);
+        assert_eq!(suspensions(&events, 2, 100.0, 105.0), [(2.0, 5.0)]);
+        assert!(suspensions(&events, 3, 100.0, 105.0).is_empty());
+    }
 
     fn record(node: &str, slot: u64, time: f64, job: Option<&str>, action: Action) -> Decision {
         Decision {

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 
-use super::measure::{co_run, favoured, switch_spreads};
+use super::measure::{co_run, favoured, suspensions, switch_spreads};
 use super::{stream, ScalePolicy, ScaleSpec, StreamJob};
 use crate::runner::{comm_ratio, progress_bar};
 use crate::slurm::Cluster;
@@ -27,8 +27,11 @@ const PROMETHEUS_ADDR: &str = "127.0.0.1:19090";
 /// The agents' metrics port on every node (tests/cluster/up).
 const METRICS_PORT: u16 = 19464;
 
-/// How many times a job is run alone before its failure ends the experiment.
+/// How many times a run of a job alone is tried before its failure ends the experiment.
 const BASELINE_ATTEMPTS: u32 = 3;
+
+/// How many runs alone (without the profiler) a job's baseline is the median of.
+const BASELINE_RUNS: u32 = 3;
 
 /// How long Prometheus has to stop after SIGTERM before it is killed.
 const STOP_GRACE: Duration = Duration::from_secs(10);
@@ -73,6 +76,10 @@ pub struct JobResult {
     /// some held another place for it in ([`super::measure::Favoured`]).
     #[serde(default)]
     pub apart: Option<(u32, u32)>,
+    /// When Slurm's gang scheduler held it suspended: intervals in seconds from the stream's start (slurmctld's
+    /// log; empty under the other policies).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub suspended: Vec<(f64, f64)>,
 }
 
 impl JobResult {
@@ -179,8 +186,11 @@ struct Alone {
     comm: Option<f64>,
 }
 
-/// Every distinct (workload, size) of the stream alone on the cluster, under `cfs`, on its first nodes, with the
-/// PMPI profiler preloaded in its ranks.
+/// Every distinct (workload, size) of the stream alone on the cluster, under `cfs`, on its first nodes: once with
+/// the PMPI profiler preloaded in its ranks (its communication share), then [`BASELINE_RUNS`] times without it.
+/// Its baseline is the median of those (wall time and timed region each): one run alone is easily disturbed on a
+/// host that also runs every node's daemons (a run right after the cluster came up once took 2.4 times its
+/// median), and the profiler's own cost is left out.
 fn baselines(
     spec: &ScaleSpec,
     cluster: &mut Cluster,
@@ -196,34 +206,53 @@ fn baselines(
             continue;
         }
         let first: Vec<u32> = (1..=j.nodes.len() as u32).collect();
-        let lone = [StreamJob { at: 0.0, nodes: first, workload: j.workload }];
+        let lone = StreamJob { at: 0.0, nodes: first, workload: j.workload };
         let stem = format!("alone-{}-{}", j.workload, j.nodes.len());
-        let (out, pmpi) = (paths.work.join(format!("{stem}.out")), paths.work.join(format!("{stem}.pmpi.jsonl")));
-        let mut command = vec!["env".to_string()];
-        command.extend(crate::runner::pmpi_env(paths, &pmpi).into_iter().map(|(k, v)| format!("{k}={v}")));
-        command.extend(program(spec, j, &paths.bin));
-        // A rank of a job alone dies now and then (a TCP connect between namespaces failing, a crash in
-        // MPI_Init: the jobs of the stream are counted as failed when it happens to them); the baseline is
-        // tried up to three times.
-        for attempt in 1..=BASELINE_ATTEMPTS {
-            let _ = std::fs::remove_file(&pmpi);
-            submit_and_wait(spec, cluster, &lone, std::slice::from_ref(&out), std::slice::from_ref(&command))?;
-            let text = std::fs::read_to_string(&out).unwrap_or_default();
-            if let (Some(t), Some(0)) = (wall(&text), Cluster::exit_code(&text)) {
-                alone.insert(key, Alone { wall_s: t, timed_s: timed(&text), comm: comm_ratio(&pmpi) });
-                break;
-            }
-            anyhow::ensure!(
-                attempt < BASELINE_ATTEMPTS,
-                "job {:?} on {} nodes failed alone {BASELINE_ATTEMPTS} times (last output {})",
-                spec.workloads[j.workload],
-                j.nodes.len(),
-                out.display()
-            );
-            let _ = std::fs::rename(&out, out.with_extension(format!("failed-{attempt}.out")));
+        let pmpi = paths.work.join(format!("{stem}.pmpi.jsonl"));
+        let mut profiled = vec!["env".to_string()];
+        profiled.extend(crate::runner::pmpi_env(paths, &pmpi).into_iter().map(|(k, v)| format!("{k}={v}")));
+        profiled.extend(program(spec, j, &paths.bin));
+        let _ = std::fs::remove_file(&pmpi);
+        run_alone(spec, cluster, &lone, &paths.work.join(format!("{stem}.pmpi.out")), &profiled)?;
+        let comm = comm_ratio(&pmpi);
+        let mut walls = Vec::new();
+        let mut timings = Vec::new();
+        for run in 1..=BASELINE_RUNS {
+            let out = paths.work.join(format!("{stem}.{run}.out"));
+            let (wall_s, timed_s) = run_alone(spec, cluster, &lone, &out, &program(spec, j, &paths.bin))?;
+            walls.push(wall_s);
+            timings.extend(timed_s);
         }
+        let timed_s = (timings.len() == walls.len()).then(|| percentile(&mut timings, 0.5));
+        alone.insert(key, Alone { wall_s: percentile(&mut walls, 0.5), timed_s, comm });
     }
     Ok(alone)
+}
+
+/// One run of `job` alone with `command`, its output in `out`: its wall time and timed region. A rank of a job
+/// alone dies now and then (a TCP connect between namespaces failing, a crash in MPI_Init: the jobs of the stream
+/// are counted as failed when it happens to them); the run is tried up to [`BASELINE_ATTEMPTS`] times.
+fn run_alone(
+    spec: &ScaleSpec,
+    cluster: &Cluster,
+    job: &StreamJob,
+    out: &Path,
+    command: &[String],
+) -> anyhow::Result<(f64, Option<f64>)> {
+    for attempt in 1..=BASELINE_ATTEMPTS {
+        submit_and_wait(spec, cluster, std::slice::from_ref(job), &[out.to_path_buf()], &[command.to_vec()])?;
+        let text = std::fs::read_to_string(out).unwrap_or_default();
+        if let (Some(t), Some(0)) = (wall(&text), Cluster::exit_code(&text)) {
+            return Ok((t, timed(&text)));
+        }
+        let _ = std::fs::rename(out, out.with_extension(format!("failed-{attempt}.out")));
+    }
+    anyhow::bail!(
+        "job {:?} on {} nodes failed alone {BASELINE_ATTEMPTS} times (last output {})",
+        spec.workloads[job.workload],
+        job.nodes.len(),
+        out.with_extension(format!("failed-{BASELINE_ATTEMPTS}.out")).display()
+    )
 }
 
 /// The command line of a job of the stream: its workload with the program in `bin`.
@@ -340,6 +369,7 @@ fn run_case(
             decisions.extend(store.decisions_between(action, from, to)?);
         }
     }
+    let gang = cluster.gang_events();
     let slot = policy.config.slot.as_secs_f64();
     let mut results = Vec::new();
     let mut last_end = from;
@@ -365,6 +395,7 @@ fn run_case(
             share: fav.map(|f| f.share),
             co_run: fav.map(|f| co_run(&decisions, &job, f.first as f64 * slot, (f.last + 1) as f64 * slot)),
             apart: fav.map(|f| (f.unswitched, f.elsewhere)),
+            suspended: suspensions(&gang, *id, from, Cluster::end_time(&text).unwrap_or(to)),
         });
     }
     let mut spreads = switch_spreads(&decisions);
