@@ -41,6 +41,9 @@ The model (docs/experiments.md states its assumptions):
   finds the job suspended (Slurm 22.05's srun; not calibrated). Meanwhile the job takes its turns without
   computing. (Slurm's gang.c: jobs running since they started or resumed between slices keep their places in
   the list; a slice with no job suspended changes nothing.)
+  A measured Slurm gang case whose slurmctld logged what its gang scheduler did (DebugFlags=Gang: every job
+  suspended and resumed, and when) is replayed as logged instead: a job computes while it is not held suspended.
+  What is validated there is the progress of the jobs Slurm ran; the slices are modelled in the extrapolation.
 - Validation replays each measured case: every job starts when Slurm started it (the queue is not what is
   validated); one job at a time is modelled while the others, and the jobs that failed, hold their nodes and CPU
   for their measured wall time. Where the programs report their timed region (NPB's "Time in seconds"), what is
@@ -158,6 +161,8 @@ class Cluster:
         self.waiting = set()
         # Replayed jobs that hold their nodes but do not compute now (outside their measured computation).
         self.idle = set()
+        # Slurm gang replayed as slurmctld logged it (cfg["recorded"]): the jobs it holds suspended now.
+        self.suspended = set()
 
     def add(self, j, job, waits=True):
         """Job j starts; under Slurm gang its srun waits for its step if it starts suspended (and `waits`: not
@@ -165,7 +170,7 @@ class Cluster:
         self.jobs[j] = job
         if self.policy == "gang":
             self.matrix.add(j, job["nodes"])
-        if self.policy == "slurm-gang":
+        if self.policy == "slurm-gang" and not self.cfg.get("recorded"):
             self.order.append(j)
             if self.held().isdisjoint(job["nodes"]):
                 self.fillers.add(j)
@@ -179,7 +184,7 @@ class Cluster:
         self.idle.discard(j)
         if self.policy == "gang":
             self.matrix.remove(j)
-        if self.policy == "slurm-gang":
+        if self.policy == "slurm-gang" and not self.cfg.get("recorded"):
             self.order.remove(j)
             self.active.discard(j)
             self.fillers.discard(j)
@@ -188,7 +193,7 @@ class Cluster:
     def computes(self, j):
         """Replayed job j starts its computation, as measured: under Slurm gang it ran then (it had its step), so
         the running jobs it shares a node with are suspended, and it runs."""
-        if self.policy != "slurm-gang" or j in self.running():
+        if self.policy != "slurm-gang" or self.cfg.get("recorded") or j in self.running():
             return
         nodes = self.jobs[j]["nodes"]
         for k in self.running():
@@ -198,7 +203,9 @@ class Cluster:
         self.fillers.add(j)
 
     def running(self):
-        """Slurm gang: the jobs running now."""
+        """Slurm gang: the jobs running now (replayed as logged: those not held suspended)."""
+        if self.cfg.get("recorded"):
+            return set(self.jobs) - self.suspended
         return self.active | self.fillers
 
     def held(self):
@@ -416,7 +423,8 @@ def simulate(cfg, policy, jobs, fixed=()):
         timed = job.get("timed") if job.get("completed", True) else None
         before = job["wall"] - timed[0] if timed is not None else job["wall"]
         step_wait = cfg.get("step_wait_s", 0.0)
-        waits = math.floor(before / step_wait) if policy == "slurm-gang" and step_wait > 0 else 0
+        inferred = policy == "slurm-gang" and not cfg.get("recorded") and step_wait > 0
+        waits = math.floor(before / step_wait) if inferred else 0
         if waits > 0:
             cluster.waiting.add(i)
             yield env.timeout(waits * step_wait)
@@ -440,6 +448,16 @@ def simulate(cfg, policy, jobs, fixed=()):
         end(i)
         start_what_fits()
         changes()
+
+    def held(i):
+        """Job i suspended and resumed when slurmctld logged it (Slurm gang replayed as it ran)."""
+        for a, b in jobs[i]["suspended"]:
+            yield env.timeout(max(0.0, a - env.now))
+            cluster.suspended.add(i)
+            changes()
+            yield env.timeout(max(0.0, b - env.now))
+            cluster.suspended.discard(i)
+            changes()
 
     def leave(i):
         """Job i leaves when it left in the measured run."""
@@ -490,7 +508,11 @@ def simulate(cfg, policy, jobs, fixed=()):
 
     env.process(arrivals())
     env.process(progress())
-    if policy == "slurm-gang":
+    if policy == "slurm-gang" and cfg.get("recorded"):
+        for i, job in enumerate(jobs):
+            if job.get("suspended"):
+                env.process(held(i))
+    elif policy == "slurm-gang":
         env.process(slices())
     env.run()
     return {
@@ -518,6 +540,7 @@ def case_model(cfg, case):
         slurm_slice_s=case["slot_s"],
         clock_sigma_s=jitter_sigma(case),
         timed=case.get("timed", False),
+        recorded=any(j.get("suspended") for j in case["jobs"]),
     )
     return c, case["policy"]
 

@@ -194,6 +194,10 @@ pub struct ModelJob {
     pub workload: String,
     /// Its communication share alone.
     pub comm: f64,
+    /// When Slurm's gang scheduler held it suspended (seconds after the stream's start; a measured Slurm gang
+    /// case): replayed as they were instead of Slurm's time slices modelled.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub suspended: Vec<(f64, f64)>,
 }
 
 /// What the model answers.
@@ -357,6 +361,7 @@ pub fn calibrate(spec: &ModelSpec, store: &Store) -> anyhow::Result<Calibration>
                 timed: j.timed_s.zip(j.alone_timed_s).filter(|_| timed && j.exit == Some(0)),
                 workload: j.workload.clone(),
                 comm: share,
+                suspended: j.suspended.clone(),
             });
         }
         keys.push((nodes, label));
@@ -633,6 +638,7 @@ mod tests {
             timed: None,
             workload: if nodes.len() > 2 { "cg".into() } else { "is".into() },
             comm: 0.2,
+            suspended: Vec::new(),
         };
         // The last job failed: it holds its nodes for its wall time and has no slowdown.
         let failed = ModelJob { completed: false, ..job(2.0, &[3, 4], 2.0) };
@@ -656,13 +662,23 @@ mod tests {
         // The same Slurm gang case measured by the programs' timed regions (half of each job's time alone).
         let timed_jobs: Vec<ModelJob> =
             jobs.iter().map(|j| ModelJob { timed: Some((j.alone_s, j.alone_s / 2.0)), ..j.clone() }).collect();
-        let timed_case = MeasuredCase { timed: true, jobs: timed_jobs, ..case("slurm-gang", 5.0, 2.0) };
+        let timed_case = MeasuredCase { timed: true, jobs: timed_jobs.clone(), ..case("slurm-gang", 5.0, 2.0) };
+        // The same again, with what slurmctld logged: the second job suspended for 100 s of its computation.
+        let mut recorded_jobs = timed_jobs;
+        recorded_jobs[1].suspended = vec![(3.0, 103.0)];
+        let recorded = MeasuredCase { nodes: 8, jobs: recorded_jobs, ..timed_case.clone() };
         let cal = Calibration {
             host_cpus: 2,
             switch_s: 1e-4,
             step_wait_s: 124.5,
             comm: BTreeMap::new(),
-            cases: vec![case("cfs", 2.0, 3.0), case("gang", 0.5, 2.5), case("slurm-gang", 5.0, 3.5), timed_case],
+            cases: vec![
+                case("cfs", 2.0, 3.0),
+                case("gang", 0.5, 2.5),
+                case("slurm-gang", 5.0, 3.5),
+                timed_case,
+                recorded,
+            ],
             prolog_ctld_ms: 20.0,
             epilog_ctld_ms: 20.0,
             refresh_s: 2.0,
@@ -680,7 +696,7 @@ mod tests {
         let out = Command::new(venv_python()).arg(model).arg(&cal_path).arg(&answer_path).output().unwrap();
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
         let a: Answer = serde_json::from_str(&std::fs::read_to_string(&answer_path).unwrap()).unwrap();
-        assert_eq!(a.validation.len(), 4);
+        assert_eq!(a.validation.len(), 5);
         assert!(a.validation.iter().all(|v| v.earlier == [v.measured * 1.2]), "earlier sessions pass through");
         assert!(a.validation.iter().all(|v| v.model >= 1.0 && v.free >= 1.0), "{:?}", a.validation);
         // Under Slurm gang the second job starts suspended (its neighbour runs in the only row), so its srun
@@ -688,8 +704,12 @@ mod tests {
         let slurm = a.validation.iter().find(|v| v.policy == "slurm-gang" && !v.timed).unwrap();
         assert!(slurm.model > 30.0, "{slurm:?}");
         // A computation starts once its srun has its step: replayed from then, it does not wait.
-        let computation = a.validation.iter().find(|v| v.timed).unwrap();
+        let computation = a.validation.iter().find(|v| v.timed && v.nodes == 4).unwrap();
         assert!(computation.model < 30.0, "{computation:?}");
+        // Suspended as slurmctld logged it, the second job's computation waits 100 s: one job of four at 50 or
+        // more (its computation alone is 1 s).
+        let replayed = a.validation.iter().find(|v| v.timed && v.nodes == 8).unwrap();
+        assert!(replayed.model > 100.0 / 4.0, "{replayed:?}");
         // Six policies (cfs, Slurm gang, lockstep gang under three clocks and once without thaw loss) per size.
         assert_eq!(a.extrapolation.len(), 12);
         // A wider job loses more of its slot to clock spread, and NTP more than PTP.
