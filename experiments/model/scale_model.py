@@ -14,11 +14,9 @@ The model (docs/experiments.md states its assumptions):
   completions, and the rates are worked out again whenever the set of running jobs changes.
 - Capacity: on a real cluster a node's CPU is shared equally by the jobs active on it; a rank paces its job, so a
   job progresses at the share of its busiest node. On the measured cluster of network namespaces every node is the
-  same few host CPUs, and Slurm binds each rank to one of them: the CPU of its node the fewest jobs are bound to
-  (cons_tres with CR_Core and OverSubscribe=FORCE, task/affinity; a node's CPU k is the host's CPU k, so alone a
-  job's ranks all share CPU 0). A rank asks the CPU it is bound to for the CPU while it computes and for a part y
-  of the time it waits in MPI (MPI progress `yield` gives the rest away; y calibrated on the cfs measurements),
-  and a job progresses at the share of its rank on the busiest CPU relative to the share it had alone.
+  same few host CPUs: a job progresses at the host share of its ranks relative to the share it had alone, where
+  a rank asks for the CPU while it computes and for a part y of the time it waits in MPI (MPI progress `yield`
+  gives the rest away; y calibrated on the cfs measurements).
 - Coordination: a job whose ranks are all given the CPU at once (gang slots, Slurm's time slices) progresses at
   its share. Sharing the CPU uncoordinated (cfs), a rank that waits for a partner that is not running spins on its
   share: at a rank's CPU share s its time grows by 1 + gamma * c0 * (1 - s), c0 its program's communication share
@@ -164,17 +162,11 @@ class Cluster:
         self.idle = set()
         # Slurm gang replayed as slurmctld logged it (cfg["recorded"]): the jobs it holds suspended now.
         self.suspended = set()
-        # The measured cluster: the host CPU each job's rank is bound to on each of its nodes, and how many jobs
-        # are bound to each CPU of each node.
-        self.cpu = {}
-        self.bound = {}
 
     def add(self, j, job, waits=True):
         """Job j starts; under Slurm gang its srun waits for its step if it starts suspended (and `waits`: not
         when its waits are replayed as measured)."""
         self.jobs[j] = job
-        if self.cfg["mode"] == "host":
-            self.bind(j)
         if self.policy == "gang":
             self.matrix.add(j, job["nodes"])
         if self.policy == "slurm-gang" and not self.cfg.get("recorded"):
@@ -185,20 +177,7 @@ class Cluster:
                 # Started suspended: its srun is refused its step and waits.
                 self.waiting.add(j)
 
-    def bind(self, j):
-        """Slurm binds job j's rank on each of its nodes to the CPU of that node the fewest jobs are bound to (the
-        lowest of those): cons_tres with CR_Core and OverSubscribe=FORCE, task/affinity. A node's CPU k is the
-        host's CPU k: alone, a job's ranks all share CPU 0."""
-        self.cpu[j] = {}
-        for n in self.jobs[j]["nodes"]:
-            bound = self.bound.setdefault(n, [0] * self.cfg["host_cpus"])
-            c = min(range(len(bound)), key=lambda c: (bound[c], c))
-            bound[c] += 1
-            self.cpu[j][n] = c
-
     def remove(self, j):
-        for n, c in self.cpu.pop(j, {}).items():
-            self.bound[n][c] -= 1
         del self.jobs[j]
         self.waiting.discard(j)
         self.idle.discard(j)
@@ -253,24 +232,19 @@ class Cluster:
 
     def shares(self, active):
         """The CPU share of every job of `active` when they run: on a real cluster that of its busiest node; on
-        the measured one that of its rank on the busiest host CPU (a rank paces its job), relative to its share
-        alone. There a rank asks for the CPU it is bound to the share of its time it computes and a part y of the
-        time it waits in MPI (yielding, it gives the rest of its turns away): its demand is 1 - y * c. A job
-        waiting for its step asks for none and has no share; a replayed job being launched (idle: outside its
-        measured computation) asks for a part u of what it asks for computing (u calibrated on the cfs
-        measurements) and has no share either."""
+        the measured one the host's share of its ranks, relative to its share alone. There a rank asks for the
+        CPU the share of its time it computes and a part y of the time it waits in MPI (yielding, it gives the
+        rest of its turns away): its demand is 1 - y * c. A job waiting for its step asks for none and has no
+        share; a replayed job being launched (idle: outside its measured computation) asks for a part u of what
+        it asks for computing (u calibrated on the cfs measurements) and has no share either."""
         launching = [k for k in active if k in self.idle and k not in self.waiting]
         active = [k for k in active if k not in self.idle and k not in self.waiting]
         if self.cfg["mode"] == "host":
-            asked = [0.0] * self.cfg["host_cpus"]
-            for k in active:
-                for c in self.cpu[k].values():
-                    asked[c] += self.demand(k)
-            for k in launching:
-                for c in self.cpu[k].values():
-                    asked[c] += self.cfg.get("u", 0.0) * self.demand(k)
-            share = [min(1.0, 1.0 / max(a, 1e-9)) for a in asked]
-            return {k: min(share[c] for c in self.cpu[k].values()) / self.alone_share(k) for k in active}
+            cpus = self.cfg["host_cpus"]
+            demand = sum(self.demand(k) for k in active)
+            launch = sum(self.cfg.get("u", 0.0) * len(self.jobs[k]["nodes"]) for k in launching)
+            now = min(1.0, cpus / max(demand + launch, 1e-9))
+            return {k: now / self.alone_share(k) for k in active}
         load = {}
         for k in active:
             for n in self.jobs[k]["nodes"]:
@@ -278,15 +252,15 @@ class Cluster:
         return {k: 1.0 / max(load[n] for n in self.jobs[k]["nodes"]) for k in active}
 
     def demand(self, k):
-        """The share of a CPU each of job k's ranks asks for computing (measured cluster): 1 - y * c."""
-        return 1.0 - self.cfg["y"] * self.jobs[k]["comm"]
+        """The host CPUs job k's ranks ask for computing (measured cluster): 1 - y * c each."""
+        return len(self.jobs[k]["nodes"]) * (1.0 - self.cfg["y"] * self.jobs[k]["comm"])
 
     def alone_share(self, k):
-        """The CPU share job k's ranks had alone: on the measured cluster, where its ranks all share host CPU 0,
-        one CPU over their demand (at most all of it); on a real cluster all of its nodes'."""
+        """The CPU share job k's ranks had alone: on the measured cluster the host's CPUs over its demand (at
+        most all of them), on a real cluster all of its nodes'."""
         if self.cfg["mode"] != "host":
             return 1.0
-        return min(1.0, 1.0 / max(len(self.jobs[k]["nodes"]) * self.demand(k), 1e-9))
+        return min(1.0, self.cfg["host_cpus"] / max(self.demand(k), 1e-9))
 
     def uncoordinated(self, j, share):
         """The progress of a job sharing its CPUs uncoordinated at `share` (of what it had alone): each time a
@@ -448,8 +422,7 @@ def simulate(cfg, policy, jobs, fixed=()):
         timed = job.get("timed") if job.get("completed", True) else None
         before = job["wall"] - timed[0] if timed is not None else job["wall"]
         step_wait = cfg.get("step_wait_s", 0.0)
-        inferred = policy == "slurm-gang" and not cfg.get("recorded") and step_wait > 0
-        waits = math.floor(before / step_wait) if inferred else 0
+        waits = math.floor(before / step_wait) if policy == "slurm-gang" and step_wait > 0 else 0
         if waits > 0:
             cluster.waiting.add(i)
             yield env.timeout(waits * step_wait)
@@ -637,9 +610,12 @@ def validate(host, cases):
     a case never validates a parameter fitted on itself. `model` is the replay (case_slowdown), `free` every job
     modelled at once (free_slowdown)."""
     out = []
+    held_out = {}
     for c in cases:
-        others = [o for o in cases if o["nodes"] != c["nodes"]]
-        cfg = fitted(host, others) if others else fitted(host, cases)
+        if c["nodes"] not in held_out:
+            others = [o for o in cases if o["nodes"] != c["nodes"]]
+            held_out[c["nodes"]] = fitted(host, others) if others else fitted(host, cases)
+        cfg = held_out[c["nodes"]]
         model = case_slowdown(cfg, c)
         out.append(
             {
