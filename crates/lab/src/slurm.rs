@@ -65,16 +65,15 @@ fn epoch_seconds(stamp: &str) -> Option<f64> {
     let mut hms = clock.splitn(3, ':');
     let (h, m) = (hms.next()?.parse::<i64>().ok()?, hms.next()?.parse::<i64>().ok()?);
     let s: f64 = hms.next()?.parse().ok()?;
-    let offset = match zone {
-        "Z" => 0,
-        _ => {
-            let sign = if zone.starts_with('-') { -1 } else { 1 };
-            let digits: String = zone[1..].chars().filter(|c| *c != ':').collect();
-            if digits.len() != 4 {
-                return None;
-            }
-            sign * (digits[..2].parse::<i64>().ok()? * 3600 + digits[2..].parse::<i64>().ok()? * 60)
+    let offset = if zone == "Z" {
+        0
+    } else {
+        let sign = if zone.starts_with('-') { -1 } else { 1 };
+        let digits: String = zone[1..].chars().filter(|c| *c != ':').collect();
+        if digits.len() != 4 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
         }
+        sign * (digits[..2].parse::<i64>().ok()? * 3600 + digits[2..].parse::<i64>().ok()? * 60)
     };
     if !(1..=12).contains(&month) || !(1..=31).contains(&day) || h > 23 || m > 59 || !(0.0..61.0).contains(&s) {
         return None;
@@ -331,7 +330,14 @@ mod tests {
         close("2000-02-29T23:59:59+02:00", 951_861_599.0);
         close("2000-02-29T23:59:59+0200", 951_861_599.0);
         close("1969-12-31T23:00:00Z", -3600.0);
-        for bad in ["2026-11-25 18:36:01", "2026-13-01T00:00:00Z", "2026-11-25T18:36:01+1", "T:Z", ""] {
+        for bad in [
+            "2026-11-25 18:36:01",
+            "2026-13-01T00:00:00Z",
+            "2026-11-25T18:36:01+1",
+            "2026-11-25T18:36:01+1é1",
+            "T:Z",
+            "",
+        ] {
             assert_eq!(epoch_seconds(bad), None, "{bad}");
         }
     }

@@ -219,9 +219,9 @@ fn baselines(
         let mut timings = Vec::new();
         for run in 1..=BASELINE_RUNS {
             let out = paths.work.join(format!("{stem}.{run}.out"));
-            let (wall_s, timed_s) = run_alone(spec, cluster, &lone, &out, &program(spec, j, &paths.bin))?;
-            walls.push(wall_s);
-            timings.extend(timed_s);
+            let (seconds, region) = run_alone(spec, cluster, &lone, &out, &program(spec, j, &paths.bin))?;
+            walls.push(seconds);
+            timings.extend(region);
         }
         let timed_s = (timings.len() == walls.len()).then(|| percentile(&mut timings, 0.5));
         alone.insert(key, Alone { wall_s: percentile(&mut walls, 0.5), timed_s, comm });
