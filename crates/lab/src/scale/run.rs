@@ -209,9 +209,10 @@ fn baselines(
         let lone = StreamJob { at: 0.0, nodes: first, workload: j.workload };
         let stem = format!("alone-{}-{}", j.workload, j.nodes.len());
         let pmpi = paths.work.join(format!("{stem}.pmpi.jsonl"));
+        let command = program(spec, j, &paths.bin);
         let mut profiled = vec!["env".to_string()];
         profiled.extend(crate::runner::pmpi_env(paths, &pmpi).into_iter().map(|(k, v)| format!("{k}={v}")));
-        profiled.extend(program(spec, j, &paths.bin));
+        profiled.extend(command.iter().cloned());
         let _ = std::fs::remove_file(&pmpi);
         run_alone(spec, cluster, &lone, &paths.work.join(format!("{stem}.pmpi.out")), &profiled)?;
         let comm = comm_ratio(&pmpi);
@@ -219,7 +220,7 @@ fn baselines(
         let mut timings = Vec::new();
         for run in 1..=BASELINE_RUNS {
             let out = paths.work.join(format!("{stem}.{run}.out"));
-            let (seconds, region) = run_alone(spec, cluster, &lone, &out, &program(spec, j, &paths.bin))?;
+            let (seconds, region) = run_alone(spec, cluster, &lone, &out, &command)?;
             walls.push(seconds);
             timings.extend(region);
         }
@@ -369,7 +370,8 @@ fn run_case(
             decisions.extend(store.decisions_between(action, from, to)?);
         }
     }
-    let gang = cluster.gang_events();
+    // Only Slurm's gang scheduler suspends jobs (and only then does slurmctld log it).
+    let gang = if policy.config.scheduler == Scheduler::SlurmGang { cluster.gang_events() } else { Vec::new() };
     let slot = policy.config.slot.as_secs_f64();
     let mut results = Vec::new();
     let mut last_end = from;
@@ -379,7 +381,8 @@ fn run_case(
         let job = lockstep_slurm::job_name(*id);
         let fav = favoured(&decisions, &job, &names);
         let lone = alone.get(&(j.workload, j.nodes.len()));
-        last_end = last_end.max(Cluster::end_time(&text).unwrap_or(from));
+        let end = Cluster::end_time(&text);
+        last_end = last_end.max(end.unwrap_or(from));
         results.push(JobResult {
             id: *id,
             nodes: j.nodes.clone(),
@@ -395,7 +398,7 @@ fn run_case(
             share: fav.map(|f| f.share),
             co_run: fav.map(|f| co_run(&decisions, &job, f.first as f64 * slot, (f.last + 1) as f64 * slot)),
             apart: fav.map(|f| (f.unswitched, f.elsewhere)),
-            suspended: suspensions(&gang, *id, from, Cluster::end_time(&text).unwrap_or(to)),
+            suspended: suspensions(&gang, *id, from, end.unwrap_or(to)),
         });
     }
     let mut spreads = switch_spreads(&decisions);
