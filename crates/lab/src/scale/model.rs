@@ -205,8 +205,9 @@ pub struct ModelJob {
 pub struct Answer {
     /// The SimPy version it ran on.
     pub simpy: String,
-    /// Calibrated sensitivity of each program to uncoordinated sharing: at a rank's CPU share `s` its time grows
-    /// by `1 + gamma × c0 × (1 - s)`, `c0` the program's communication share on CPUs of its own.
+    /// Calibrated sensitivity of each program to uncoordinated sharing: beyond its CPU share, a `w`-wide job's
+    /// time grows by `1 + gamma × c0 × log2(w) × o`, `o` the other jobs' CPU demand per CPU it shares and `c0`
+    /// the program's communication share on CPUs of its own.
     pub gamma: BTreeMap<String, f64>,
     /// Calibrated part of its time waiting in MPI that a rank asks for the CPU (its demand is `1 - y × c`).
     #[serde(default)]
@@ -473,7 +474,7 @@ fn calibration_table(cal: &Calibration, a: &Answer) -> String {
     row("controller prolog / epilog per job", hooks, "hook log, p50");
     for (w, g) in &a.gamma {
         row(
-            &format!("gamma of `{w}` (time × 1 + gamma·c0·(1 − s) at a rank's CPU share s, uncoordinated)"),
+            &format!("gamma of `{w}` (uncoordinated: time × 1 + gamma·c0·log2(w)·o, o the others' demand per CPU)"),
             format!("{g:.2}"),
             "fitted on the cfs cases",
         );
