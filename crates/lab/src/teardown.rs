@@ -84,12 +84,38 @@ pub fn on_signals() -> anyhow::Result<()> {
 
 /// The processes this one started that are still there.
 fn children() -> Vec<u32> {
-    let me = std::process::id() as i32;
+    children_of(std::process::id() as i32).into_iter().map(|pid| pid as u32).collect()
+}
+
+/// The processes whose parent is `parent`.
+fn children_of(parent: i32) -> Vec<i32> {
     let pids = std::fs::read_dir("/proc").into_iter().flatten().flatten();
     pids.filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|&pid| lockstep_cgroup::procfs::parent(pid) == Some(me))
-        .map(|pid| pid as u32)
+        .filter(|&pid| lockstep_cgroup::procfs::parent(pid) == Some(parent))
         .collect()
+}
+
+/// Stops child process `pid` as [`stop_child`] does, then kills what it started and left behind: a launcher
+/// such as `mpiexec` forwards SIGTERM to its ranks and waits for them, and ranks that block SIGTERM (Charliecloud
+/// ranks inherit a mask with nearly every signal blocked) would hold it forever; SIGKILL ends both.
+pub fn stop_tree(pid: u32, grace: Duration) {
+    // Its descendants with their start times, so that a PID used again by then is left alone.
+    let mut tree = Vec::new();
+    let mut next = vec![pid as i32];
+    while let Some(p) = next.pop() {
+        for c in children_of(p) {
+            if let Some(start) = lockstep_cgroup::procfs::start_time(c) {
+                tree.push((c, start));
+                next.push(c);
+            }
+        }
+    }
+    stop_child(pid, grace);
+    for (p, start) in tree {
+        if lockstep_cgroup::procfs::alive(p, start) {
+            let _ = kill(Pid::from_raw(p), Signal::SIGKILL);
+        }
+    }
 }
 
 /// A child process this process started, stopped ([`stop_child`]) when dropped and on a stopping signal.
@@ -155,5 +181,31 @@ mod tests {
         assert!(t0.elapsed() < Duration::from_secs(5));
         assert!(!children().contains(&child.id()));
         assert!(child.try_wait().is_err(), "stop_child reaps it");
+    }
+
+    #[test]
+    fn a_stopped_tree_leaves_no_descendant_that_ignores_sigterm() {
+        // A launcher that ignores SIGTERM, and a rank of it that ignores it too (as Charliecloud ranks block it).
+        let mut child =
+            std::process::Command::new("sh").args(["-c", "trap '' TERM; sleep 30 & sleep 30; wait"]).spawn().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let mut ranks = children_of(child.id() as i32);
+        while ranks.len() < 2 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+            ranks = children_of(child.id() as i32);
+        }
+        assert_eq!(ranks.len(), 2, "{ranks:?}");
+        stop_tree(child.id(), Duration::from_millis(300));
+        assert!(child.try_wait().is_err(), "stop_tree reaps the launcher");
+        // Killed: gone, or a zombie until whoever inherited it reaps it.
+        let dead = |pid: i32| {
+            std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .map_or(true, |s| s.rsplit(')').next().is_some_and(|rest| rest.trim_start().starts_with('Z')))
+        };
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !ranks.iter().all(|&pid| dead(pid)) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert!(ranks.iter().all(|&pid| dead(pid)), "{ranks:?}");
     }
 }

@@ -98,7 +98,11 @@ struct Site<'a> {
     native: bool,
 }
 
-/// A started job: stopped (SIGTERM, then waited for) if the case ends early, and its kind cgroups removed.
+/// How long a started job that ends early has between SIGTERM and SIGKILL.
+const STOP_GRACE: Duration = Duration::from_secs(10);
+
+/// A started job: stopped (SIGTERM, SIGKILL after [`STOP_GRACE`], its ranks too) if the case ends early, and its
+/// kind cgroups removed.
 struct Started {
     child: Option<Child>,
     /// Children of the job's cgroup, one per kind (bare and Charliecloud ranks).
@@ -109,9 +113,8 @@ struct Started {
 
 impl Drop for Started {
     fn drop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = nix::sys::signal::kill(Pid::from_raw(child.id() as i32), nix::sys::signal::Signal::SIGTERM);
-            let _ = child.wait();
+        if let Some(child) = self.child.take() {
+            crate::teardown::stop_tree(child.id(), STOP_GRACE);
         }
         if let Some((version, dirs)) = self.split.take() {
             bandwidth::unsplit(version, &dirs);
