@@ -321,15 +321,13 @@ fn wait_for_jobs(
         let Started { workload, name, pmpi, .. } = job;
         ended.push(Ended { workload, name, pmpi, wall_s, status: out.status, stdout });
     }
-    for mut job in background {
+    for job in background {
         // The Slurm job cancelled and gone, its `sbatch --wait` is not worth waiting for; `lockstep run` passes
-        // SIGTERM on to the job.
+        // SIGTERM on to the job (and what ignores it is killed after the grace).
         if let Some(c) = cluster {
             c.cancel(&job.name);
         }
-        let pid = nix::unistd::Pid::from_raw(job.child.id() as i32);
-        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
-        let _ = job.child.wait();
+        crate::teardown::stop_tree(job.child.id(), crate::teardown::JOB_GRACE);
     }
     Ok(ended)
 }

@@ -25,7 +25,7 @@ static REGISTERED: Mutex<BTreeMap<u64, Teardown>> = Mutex::new(BTreeMap::new());
 static NEXT: AtomicU64 = AtomicU64::new(0);
 
 /// How long a job has to end after SIGTERM before it is killed.
-const JOB_GRACE: Duration = Duration::from_secs(10);
+pub const JOB_GRACE: Duration = Duration::from_secs(10);
 
 /// The signals that stop an experiment.
 const STOPPING: [Signal; 3] = [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP];

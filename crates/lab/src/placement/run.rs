@@ -98,11 +98,8 @@ struct Site<'a> {
     native: bool,
 }
 
-/// How long a started job that ends early has between SIGTERM and SIGKILL.
-const STOP_GRACE: Duration = Duration::from_secs(10);
-
-/// A started job: stopped (SIGTERM, SIGKILL after [`STOP_GRACE`], its ranks too) if the case ends early, and its
-/// kind cgroups removed.
+/// A started job: stopped (SIGTERM, SIGKILL after [`crate::teardown::JOB_GRACE`], its ranks too) if the case
+/// ends early, and its kind cgroups removed.
 struct Started {
     child: Option<Child>,
     /// Children of the job's cgroup, one per kind (bare and Charliecloud ranks).
@@ -114,7 +111,7 @@ struct Started {
 impl Drop for Started {
     fn drop(&mut self) {
         if let Some(child) = self.child.take() {
-            crate::teardown::stop_tree(child.id(), STOP_GRACE);
+            crate::teardown::stop_tree(child.id(), crate::teardown::JOB_GRACE);
         }
         if let Some((version, dirs)) = self.split.take() {
             bandwidth::unsplit(version, &dirs);
