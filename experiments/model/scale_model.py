@@ -23,11 +23,11 @@ The model (docs/experiments.md states its assumptions):
   shared, it goes to other jobs' ranks, which hold it for whole time slices. Each of the log2(w) stages of a
   w-wide job's collectives then waits about as long as the others hold the CPU, so its time grows, beyond its
   share, by 1 + gamma * c0 * log2(w) * o: o the CPU demand of the other jobs its ranks share CPUs with, per CPU
-  (none alone), c0 its program's communication share on CPUs of its own (its narrowest run alone) and gamma per
-  program (calibrated on the cfs measurements). The penalty grows with the load, so the slowdown grows faster
-  than the load (measured: the cfs slowdown went 15.7, 34.7, 49.9 at 16, 32, 64 nodes). On the measured cluster
-  all nodes are the same host CPUs, so even a favoured job shares them, uncoordinated, with the favoured jobs of
-  other nodes.
+  (none alone), c0 its program's communication share on CPUs of its own (its narrowest run alone) and gamma one
+  value for every program (calibrated on the cfs measurements). The penalty grows with the load, so the
+  slowdown grows faster than the load (measured: the cfs slowdown went 15.7, 34.7, 49.9 at 16, 32, 64 nodes).
+  On the measured cluster all nodes are the same host CPUs, so even a favoured job shares them, uncoordinated,
+  with the favoured jobs of other nodes.
 - lockstep gang: jobs get places (row R of period P) exactly as lockstep's controller prolog gives them (same
   algorithm, ported); in each slot a job is favoured where its place holds the slot, frozen where a neighbour
   is favoured, otherwise shares the CPU uncoordinated. A favoured slot loses the spread of its nodes' switches,
@@ -37,26 +37,28 @@ The model (docs/experiments.md states its assumptions):
 - Slurm gang, slice by slice as Slurm 22.05's gang scheduler does it: the jobs are kept in a list; a new job
   runs at once if none of its nodes is held by a running job, else it starts suspended; every S seconds the jobs
   that ran move to the end of the list and the running set is built again, first fit from the list's start; a job
-  that ends lets the first suspended jobs that now fit resume. A running job runs coordinated; every slice it runs
-  loses beta seconds to suspending and resuming it (beta calibrated on the slurm-gang measurements; slurmctld
-  signals a job's nodes in parallel, so beta does not grow with the job's width). A job started suspended: the
-  `srun` of its batch script asks for its step while the job is suspended, is refused, and waits srun's
-  step_wait (SlurmctldTimeout clamped to 60-300 s, plus its PID mod 10) before it asks again, as often as it
-  finds the job suspended (Slurm 22.05's srun; not calibrated). Meanwhile the job takes its turns without
+  that ends lets the first suspended jobs that now fit resume. A running job runs coordinated; a job resumed
+  loses beta seconds of the slice to it, its ranks continued and back in step (beta calibrated on the slurm-gang
+  measurements; slurmctld signals a job's nodes in parallel, so beta does not grow with the job's width); a job
+  that keeps running from one slice to the next, or that is never suspended, loses nothing. A job started
+  suspended: the `srun` of its batch script asks for its step while the job is suspended, is refused, and waits
+  srun's step_wait (SlurmctldTimeout clamped to 60-300 s, plus its PID mod 10) before it asks again, as often
+  as it finds the job suspended (Slurm 22.05's srun; not calibrated). Meanwhile the job takes its turns without
   computing. (Slurm's gang.c: jobs running since they started or resumed between slices keep their places in
   the list; a slice with no job suspended changes nothing.)
   A measured Slurm gang case whose slurmctld logged what its gang scheduler did (DebugFlags=Gang: every job
-  suspended and resumed, and when) is replayed as logged instead: a job computes while it is not held suspended.
-  What is validated there is the progress of the jobs Slurm ran; the slices are modelled in the extrapolation.
+  suspended and resumed, and when) is replayed as logged instead: a job computes while it is not held suspended,
+  and a resume within its computation costs it beta. What is validated there is the progress of the jobs Slurm
+  ran; the slices are modelled in the extrapolation.
 - Validation replays each measured case: every job starts when Slurm started it (the queue is not what is
   validated); one job at a time is modelled while the others, and the jobs that failed, hold their nodes and CPU
   for their measured wall time. Where the programs report their timed region (NPB's "Time in seconds"), what is
   modelled and compared is that computation: every job goes through what was measured before it (srun's waits
   for its step, then its launch and MPI start-up, during which it asks for a part u of the CPU it asks for
-  computing; u calibrated on the cfs measurements), and its computation starts when it was measured to. On real
-  nodes the launch is small against jobs of minutes; srun's waits are modelled in the extrapolation. The report
-  also shows every job modelled at once (only the starts and launches measured), where a job modelled too slow
-  shares the CPU longer and slows the others: errors feed back.
+  computing; u calibrated on the cfs measurements), and its computation starts when it was measured to. On
+  real nodes the launch is small against jobs of minutes; srun's waits are modelled in the extrapolation. The
+  report also shows every job modelled at once (only the starts and launches measured), where a job modelled
+  too slow shares the CPU longer and slows the others: errors feed back.
 - Controller load: lockstep's hooks cost the controller their measured time per job (prolog, epilog), and every
   node running jobs reads its jobs' places every 2 s (one RPC); Slurm's gang scheduler signals every node of every
   job it suspends or resumes at every slice.
@@ -167,6 +169,8 @@ class Cluster:
         self.idle = set()
         # Slurm gang replayed as slurmctld logged it (cfg["recorded"]): the jobs it holds suspended now.
         self.suspended = set()
+        # Slurm gang: the running jobs that were resumed by the last slice (they pay for it, beta).
+        self.resumed = set()
 
     def add(self, j, job, waits=True):
         """Job j starts; under Slurm gang its srun waits for its step if it starts suspended (and `waits`: not
@@ -192,7 +196,10 @@ class Cluster:
             self.order.remove(j)
             self.active.discard(j)
             self.fillers.discard(j)
+            self.resumed.discard(j)
+            before = self.running()
             self.fill(self.fillers)
+            self.resumed |= self.running() - before
 
     def computes(self, j):
         """Replayed job j starts its computation, as measured: under Slurm gang it ran then (it had its step), so
@@ -231,9 +238,11 @@ class Cluster:
         end of the list (fillers keep their places) and the running set is built again from its start."""
         if len(self.running()) == len(self.order):
             return
+        before = self.running()
         self.order = [k for k in self.order if k not in self.active] + [k for k in self.order if k in self.active]
         self.active, self.fillers = set(), set()
         self.fill(self.active)
+        self.resumed = self.running() - before
 
     def shares(self, active):
         """The CPU share of every job of `active` when they run, and the CPU demand of the other jobs it shares
@@ -301,11 +310,12 @@ class Cluster:
             return {j: self.uncoordinated(j, s) for j, s in self.shares(ids).items()}
         if self.policy == "slurm-gang":
             rate = {j: 0.0 for j in ids}
+            # A job resumed by the last slice loses beta of it (replayed as logged, held() stops it for beta).
             lost = min(1.0, self.cfg["beta"] / self.cfg["slurm_slice_s"])
             running = self.running()
             # On a real cluster the running jobs hold their nodes alone (o = 0).
             for j, s in self.shares([k for k in ids if k in running]).items():
-                rate[j] = self.uncoordinated(j, s) * (1.0 - lost)
+                rate[j] = self.uncoordinated(j, s) * (1.0 - lost if j in self.resumed else 1.0)
             return rate
         if self.cfg["mode"] == "host":
             return self.gang_exact(ids)
@@ -367,7 +377,11 @@ def simulate(cfg, policy, jobs, fixed=()):
     launch, during which it asks for a part u of the CPU it asks for computing; its computation starts when it
     was measured to, running (under Slurm gang, the jobs running on its nodes are suspended: it had its step).
     A job in `fixed` computes for its measured time; the others for the work of their computation alone, and
-    their slowdown is that of the computation. A job that failed asks for no CPU in such a case."""
+    their slowdown is that of the computation. A job that failed asks for no CPU in such a case.
+
+    A job that can no longer progress (under Slurm gang, resumed every slice and losing all of it) would keep
+    the slices going for ever: the run ends a thousand times the longest job's time alone after the last
+    start, and a job not done by then has no slowdown (the replay takes it as infinitely slow)."""
     env = simpy.Environment()
 
     def modelled(i):
@@ -458,12 +472,19 @@ def simulate(cfg, policy, jobs, fixed=()):
         changes()
 
     def held(i):
-        """Job i suspended and resumed when slurmctld logged it (Slurm gang replayed as it ran)."""
-        for a, b in jobs[i]["suspended"]:
+        """Job i suspended and resumed when slurmctld logged it (Slurm gang replayed as it ran); a resume within
+        its computation costs it beta more (its ranks continued and in step again), up to its next suspension."""
+        job = jobs[i]
+        computing = job["start"] + job["wall"] - job["timed"][0] if job.get("timed") else math.inf
+        logged = job["suspended"]
+        for k, (a, b) in enumerate(logged):
             yield env.timeout(max(0.0, a - env.now))
             cluster.suspended.add(i)
             changes()
-            yield env.timeout(max(0.0, b - env.now))
+            until = b + cfg["beta"] if b > computing else b
+            if k + 1 < len(logged):
+                until = min(until, logged[k + 1][0])
+            yield env.timeout(max(0.0, until - env.now))
             cluster.suspended.discard(i)
             changes()
 
@@ -522,7 +543,8 @@ def simulate(cfg, policy, jobs, fixed=()):
                 env.process(held(i))
     elif policy == "slurm-gang":
         env.process(slices())
-    env.run()
+    last = max((j.get("start", j["submit"]) for j in jobs), default=0.0)
+    env.run(until=last + 1000.0 * max((j["alone_s"] for j in jobs), default=0.0) + 1.0)
     return {
         j: (done[j] - started[j]) / (jobs[j]["timed"][1] if measured_phases(j) else jobs[j]["alone_s"])
         for j in done
@@ -583,7 +605,7 @@ def fit(cfg, cases, set_value, lo, hi):
     if not cases:
         return cfg
     best = None
-    floor = lo
+    floor, ceiling = lo, hi
     for _ in range(3):
         step = (hi - lo) / 10
         for k in range(11):
@@ -593,14 +615,18 @@ def fit(cfg, cases, set_value, lo, hi):
             err = error(trial, cases)
             if best is None or err < best[0]:
                 best = (err, value, trial)
-        lo, hi = max(floor, best[1] - step), best[1] + step
+        lo, hi = max(floor, best[1] - step), min(ceiling, best[1] + step)
     return best[2]
 
 
 def fitted(cfg, cases):
-    """cfg with y, u (cases of computations) and each program's gamma fitted on the cfs cases of `cases` (by
-    turns, two rounds), delta on their gang cases and beta on their slurm-gang cases."""
+    """cfg fitted on `cases` by turns, two rounds: y, u (cases of computations) and gamma on their cfs cases,
+    beta (at most a slice) on their slurm-gang cases; then delta on their gang cases. One gamma for every
+    program: its communication share c0 is what tells programs apart in the penalty (a gamma per program,
+    fitted on two cluster sizes, followed each size's noise)."""
     cfs = [c for c in cases if c["policy"] == "cfs"]
+    slurm = [c for c in cases if c["policy"] == "slurm-gang"]
+    slice_s = min((c["slot_s"] for c in slurm), default=0.0)
     programs = sorted({j["workload"] for c in cfs for j in c["jobs"]})
     cfg = dict(cfg, gamma={p: 1.0 for p in programs})
     timed = any(c.get("timed") for c in cfs)
@@ -608,11 +634,9 @@ def fitted(cfg, cases):
         cfg = fit(cfg, cfs, lambda t, v: t.__setitem__("y", v), 0.0, 1.0)
         if timed:
             cfg = fit(cfg, cfs, lambda t, v: t.__setitem__("u", v), 0.0, 1.0)
-        for p in programs:
-            cfg = fit(cfg, cfs, lambda t, v, p=p: t["gamma"].__setitem__(p, v), 0.0, 8.0)
-    cfg = fit(cfg, [c for c in cases if c["policy"] == "gang"], lambda t, v: t.__setitem__("delta", v), 0.0, 0.5)
-    cfg = fit(cfg, [c for c in cases if c["policy"] == "slurm-gang"], lambda t, v: t.__setitem__("beta", v), 0.0, 4.0)
-    return cfg
+        cfg = fit(cfg, cfs, lambda t, v: t["gamma"].update({p: v for p in programs}), 0.0, 8.0)
+        cfg = fit(cfg, slurm, lambda t, v: t.__setitem__("beta", v), 0.0, slice_s)
+    return fit(cfg, [c for c in cases if c["policy"] == "gang"], lambda t, v: t.__setitem__("delta", v), 0.0, 0.5)
 
 
 def validate(host, cases):

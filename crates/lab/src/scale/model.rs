@@ -205,9 +205,9 @@ pub struct ModelJob {
 pub struct Answer {
     /// The SimPy version it ran on.
     pub simpy: String,
-    /// Calibrated sensitivity of each program to uncoordinated sharing: beyond its CPU share, a `w`-wide job's
-    /// time grows by `1 + gamma × c0 × log2(w) × o`, `o` the other jobs' CPU demand per CPU it shares and `c0`
-    /// the program's communication share on CPUs of its own.
+    /// Calibrated sensitivity to uncoordinated sharing, one value given to every program: beyond its CPU share,
+    /// a `w`-wide job's time grows by `1 + gamma × c0 × log2(w) × o`, `o` the other jobs' CPU demand per CPU it
+    /// shares and `c0` the program's communication share on CPUs of its own.
     pub gamma: BTreeMap<String, f64>,
     /// Calibrated part of its time waiting in MPI that a rank asks for the CPU (its demand is `1 - y × c`).
     #[serde(default)]
@@ -220,7 +220,8 @@ pub struct Answer {
     pub delta: f64,
     /// The communication share each program is given in the extrapolation.
     pub comm: BTreeMap<String, f64>,
-    /// Calibrated time a job loses in each slice of Slurm's gang scheduling (suspend and resume), s.
+    /// Calibrated time a job loses each time Slurm's gang scheduling resumes it (its ranks continued and back in
+    /// step), s.
     pub beta: f64,
     /// Deviation of one agent's slot switch on the measured cluster (from its widest gang case), s: added to the
     /// clocks' offsets in the extrapolation.
@@ -472,9 +473,9 @@ fn calibration_table(cal: &Calibration, a: &Answer) -> String {
     }
     let hooks = format!("{:.0} / {:.0} ms", cal.prolog_ctld_ms, cal.epilog_ctld_ms);
     row("controller prolog / epilog per job", hooks, "hook log, p50");
-    for (w, g) in &a.gamma {
+    if let Some(g) = a.gamma.values().next() {
         row(
-            &format!("gamma of `{w}` (uncoordinated: time × 1 + gamma·c0·log2(w)·o, o the others' demand per CPU)"),
+            "gamma, every program (uncoordinated: time × 1 + gamma·c0·log2(w)·o, o the others' demand per CPU)",
             format!("{g:.2}"),
             "fitted on the cfs cases",
         );
@@ -484,7 +485,7 @@ fn calibration_table(cal: &Calibration, a: &Answer) -> String {
         row(
             "u (part of its computing demand a job asks for while launched)",
             format!("{:.2}", a.u),
-            "fitted on the cfs cases",
+            "fitted on the cfs and slurm-gang cases",
         );
     }
     row(
@@ -498,15 +499,15 @@ fn calibration_table(cal: &Calibration, a: &Answer) -> String {
         format!("{:.2} ms", a.jitter_s * 1e3),
         "p50 spread of the widest gang case",
     );
-    row("beta (time a job loses per Slurm gang slice)", format!("{:.2} s", a.beta), "fitted on the slurm-gang cases");
+    row("beta (time a job loses per Slurm gang resume)", format!("{:.2} s", a.beta), "fitted on the slurm-gang cases");
     md
 }
 
 /// The validation section: model against measurement per case, whether it passed; and its chart's series.
 fn validation_section(a: &Answer) -> (String, BTreeMap<String, Vec<(u32, f64)>>) {
     let mut md = String::from(
-        "\n## Validation: model against measurement (mean slowdown)\n\nEach case is modelled with y, gamma, delta and \
-           beta fitted on the other cluster sizes' cases only (held out); the extrapolation uses the fit on all. \
+        "\n## Validation: model against measurement (mean slowdown)\n\nEach case is modelled with y, u, gamma, delta \
+           and beta fitted on the other cluster sizes' cases only (held out); the extrapolation uses the fit on all. \
            Model: the case replayed, each job started when Slurm started it and modelled while the others hold \
            their nodes and CPU for their measured time. All at once: every job modelled together (only the start \
            times measured; a job modelled too slow shares the CPU longer, so errors feed back). Earlier sessions: \
