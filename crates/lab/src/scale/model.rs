@@ -485,7 +485,7 @@ fn calibration_table(cal: &Calibration, a: &Answer) -> String {
         row(
             "u (part of its computing demand a job asks for while launched)",
             format!("{:.2}", a.u),
-            "fitted on the cfs and slurm-gang cases",
+            "fitted on the cfs cases",
         );
     }
     row(
