@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{stderr, wait_for};
+use common::{assert_in_step, stderr, wait_for};
 use lockstep_cgroup::knobs::is_frozen;
 use lockstep_proto::protocol::{JobOrigin, Status};
 
@@ -310,16 +310,7 @@ fn mpi_jobs_span_both_nodes_and_are_gang_scheduled_in_step() {
         .filter_map(|(k, a)| t2.get(k).map(|b| (a - b).abs() * 1e3))
         .collect();
     assert!(skews.len() >= 5, "expected several slot switches while the jobs ran, got {}", skews.len());
-    let mut sorted = skews.clone();
-    sorted.sort_by(f64::total_cmp);
-    let (median, worst) = (sorted[sorted.len() / 2], sorted[sorted.len() - 1]);
-    eprintln!(
-        "slot switch skew between n1 and n2 under two MPI jobs: median {median:.3} ms, max {worst:.3} ms over {} slots",
-        skews.len()
-    );
-    // In step: both nodes switch each slot at nearly the same time (a tenth of the 100 ms slot as a rule, never
-    // half a slot apart). How small the skew is on a loaded host is measured by experiments/slurm-scale.toml.
-    assert!(median < 10.0 && worst < 50.0, "slot switches {median:.3} ms apart (median), {worst:.3} ms at worst");
+    assert_in_step("between n1 and n2 under two MPI jobs", &skews, 100.0);
     nothing_frozen_or_boosted();
 }
 

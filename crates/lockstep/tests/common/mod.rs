@@ -95,6 +95,20 @@ pub fn assert_no_cgroup(job: &str) {
     }
 }
 
+/// Asserts that two nodes switched slots in step: of the gaps between their switches of the same slots (ms), the
+/// median under a tenth of the slot and none half a slot; prints both. How small the gaps are on a loaded host is a
+/// speed target, measured by the experiments (experiments/slurm-scale.toml reports the skew's p50 and p99).
+pub fn assert_in_step(what: &str, gaps_ms: &[f64], slot_ms: f64) {
+    let mut sorted = gaps_ms.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let (median, worst) = (sorted[sorted.len() / 2], sorted[sorted.len() - 1]);
+    eprintln!("slot switch skew {what}: median {median:.3} ms, max {worst:.3} ms over {} slots", sorted.len());
+    assert!(
+        median < slot_ms / 10.0 && worst < slot_ms / 2.0,
+        "slot switches {median:.3} ms apart (median), {worst:.3} ms at worst, with {slot_ms} ms slots"
+    );
+}
+
 pub fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(20);
     while !cond() {
