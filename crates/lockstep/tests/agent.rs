@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Output};
 use std::time::{Duration, Instant};
 
-use common::{assert_in_step, assert_no_cgroup, job_dirs, name, running, wait_for, Agent, Env};
+use common::{assert_in_step, assert_no_cgroup, job_dirs, name, running, slot_times, wait_for, Agent, Env};
 use lockstep_cgroup::knobs::is_frozen;
 use lockstep_cgroup::Knobs;
 use nix::sys::signal::{kill, Signal};
@@ -306,14 +306,6 @@ fn sigkill_of_the_agent_thaws_and_restores_within_two_seconds() {
     let db = rusqlite::Connection::open(env.store()).unwrap();
     let left: i64 = db.query_row("SELECT count(*) FROM restore_journal", [], |r| r.get(0)).unwrap();
     assert_eq!(left, 0);
-}
-
-/// Times (seconds since the epoch) of slot switches in a store, by slot index.
-fn slot_times(store: &Path) -> std::collections::BTreeMap<i64, f64> {
-    let db = rusqlite::Connection::open(store).unwrap();
-    let mut stmt = db.prepare("SELECT slot, time FROM decisions WHERE action = 'slot'").unwrap();
-    let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?))).unwrap();
-    rows.map(Result::unwrap).collect()
 }
 
 #[test]

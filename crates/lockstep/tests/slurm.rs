@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{assert_in_step, stderr, wait_for};
+use common::{assert_in_step, slot_times, stderr, wait_for};
 use lockstep_cgroup::knobs::is_frozen;
 use lockstep_proto::protocol::{JobOrigin, Status};
 
@@ -227,14 +227,6 @@ fn nothing_frozen_or_boosted() {
         let shares = std::fs::read_to_string(&w).unwrap_or_default();
         assert!(shares.trim().is_empty() || shares.trim() == "1024", "{} left boosted ({shares})", w.display());
     }
-}
-
-/// `(slot, time)` of every slot switch an agent logged.
-fn slot_times(store: &Path) -> std::collections::BTreeMap<i64, f64> {
-    let db = rusqlite::Connection::open(store).unwrap();
-    let mut stmt = db.prepare("SELECT slot, time FROM decisions WHERE action = 'slot'").unwrap();
-    let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?))).unwrap();
-    rows.map(Result::unwrap).collect()
 }
 
 /// `(first, last)` time an agent froze or thawed job `job`.

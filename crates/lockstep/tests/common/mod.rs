@@ -95,6 +95,14 @@ pub fn assert_no_cgroup(job: &str) {
     }
 }
 
+/// Times (seconds since the epoch) of the slot switches an agent logged in its store, by slot index.
+pub fn slot_times(store: &Path) -> std::collections::BTreeMap<i64, f64> {
+    let db = rusqlite::Connection::open(store).unwrap();
+    let mut stmt = db.prepare("SELECT slot, time FROM decisions WHERE action = 'slot'").unwrap();
+    let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?))).unwrap();
+    rows.map(Result::unwrap).collect()
+}
+
 /// Asserts that two nodes switched slots in step: of the gaps between their switches of the same slots (ms), the
 /// median under a tenth of the slot and none half a slot; prints both. How small the gaps are on a loaded host is a
 /// speed target, measured by the experiments (experiments/slurm-scale.toml reports the skew's p50 and p99).
