@@ -38,8 +38,9 @@ The model (docs/experiments.md states its assumptions):
   runs at once if none of its nodes is held by a running job, else it starts suspended; every S seconds the jobs
   that ran move to the end of the list and the running set is built again, first fit from the list's start; a job
   that ends lets the first suspended jobs that now fit resume. A running job runs coordinated; a job resumed
-  loses beta seconds of the slice to it, its ranks continued and back in step (beta calibrated on the slurm-gang
-  measurements; slurmctld signals a job's nodes in parallel, so beta does not grow with the job's width); a job
+  makes no progress for beta seconds of the slice, its ranks continued and back in step, while they ask for the
+  CPU as when they compute (beta calibrated on the slurm-gang measurements; slurmctld signals a job's nodes in
+  parallel, so beta does not grow with the job's width); a job
   that keeps running from one slice to the next, or that is never suspended, loses nothing. A job started
   suspended: the `srun` of its batch script asks for its step while the job is suspended, is refused, and waits
   srun's step_wait (SlurmctldTimeout clamped to 60-300 s, plus its PID mod 10) before it asks again, as often
@@ -48,7 +49,7 @@ The model (docs/experiments.md states its assumptions):
   the list; a slice with no job suspended changes nothing.)
   A measured Slurm gang case whose slurmctld logged what its gang scheduler did (DebugFlags=Gang: every job
   suspended and resumed, and when) is replayed as logged instead: a job computes while it is not held suspended,
-  and a resume within its computation costs it beta. What is validated there is the progress of the jobs Slurm
+  and for beta after a resume within its computation it asks for the CPU without progressing. What is validated there is the progress of the jobs Slurm
   ran; the slices are modelled in the extrapolation.
 - Validation replays each measured case: every job starts when Slurm started it (the queue is not what is
   validated); one job at a time is modelled while the others, and the jobs that failed, hold their nodes and CPU
@@ -64,8 +65,11 @@ The model (docs/experiments.md states its assumptions):
   job it suspends or resumes at every slice.
 """
 
+import itertools
 import json
 import math
+import multiprocessing
+import os
 import random
 import sys
 
@@ -169,7 +173,8 @@ class Cluster:
         self.idle = set()
         # Slurm gang replayed as slurmctld logged it (cfg["recorded"]): the jobs it holds suspended now.
         self.suspended = set()
-        # Slurm gang: the running jobs that were resumed by the last slice (they pay for it, beta).
+        # Slurm gang: the running jobs that were resumed by the last slice (they pay for it, beta); replayed as
+        # logged, those resumed less than beta ago.
         self.resumed = set()
 
     def add(self, j, job, waits=True):
@@ -310,8 +315,9 @@ class Cluster:
             return {j: self.uncoordinated(j, s) for j, s in self.shares(ids).items()}
         if self.policy == "slurm-gang":
             rate = {j: 0.0 for j in ids}
-            # A job resumed by the last slice loses beta of it (replayed as logged, held() stops it for beta).
-            lost = min(1.0, self.cfg["beta"] / self.cfg["slurm_slice_s"])
+            # A job resumed by the last slice loses beta of it; replayed as logged, one resumed is within its
+            # beta (held()) and makes no progress. Either way it asks for its share of the CPU.
+            lost = 1.0 if self.cfg.get("recorded") else min(1.0, self.cfg["beta"] / self.cfg["slurm_slice_s"])
             running = self.running()
             # On a real cluster the running jobs hold their nodes alone (o = 0).
             for j, s in self.shares([k for k in ids if k in running]).items():
@@ -472,8 +478,9 @@ def simulate(cfg, policy, jobs, fixed=()):
         changes()
 
     def held(i):
-        """Job i suspended and resumed when slurmctld logged it (Slurm gang replayed as it ran); a resume within
-        its computation costs it beta more (its ranks continued and in step again), up to its next suspension."""
+        """Job i suspended and resumed when slurmctld logged it (Slurm gang replayed as it ran); after a resume
+        within its computation it makes no progress for beta (its ranks continued and in step again), up to its
+        next suspension, while its ranks ask for the CPU (resumed)."""
         job = jobs[i]
         computing = job["start"] + job["wall"] - job["timed"][0] if job.get("timed") else math.inf
         logged = job["suspended"]
@@ -481,11 +488,16 @@ def simulate(cfg, policy, jobs, fixed=()):
             yield env.timeout(max(0.0, a - env.now))
             cluster.suspended.add(i)
             changes()
+            yield env.timeout(max(0.0, b - env.now))
+            cluster.suspended.discard(i)
             until = b + cfg["beta"] if b > computing else b
             if k + 1 < len(logged):
                 until = min(until, logged[k + 1][0])
-            yield env.timeout(max(0.0, until - env.now))
-            cluster.suspended.discard(i)
+            if until > env.now:
+                cluster.resumed.add(i)
+                changes()
+                yield env.timeout(until - env.now)
+                cluster.resumed.discard(i)
             changes()
 
     def leave(i):
@@ -575,15 +587,26 @@ def case_model(cfg, case):
     return c, case["policy"]
 
 
-def case_slowdown(cfg, case):
-    """The mean slowdown of a measured case's completed jobs, replayed one job at a time: the job starts when Slurm
-    started it and progresses as the model says, while every other job holds its nodes and CPU from its measured
-    start for its measured wall time."""
+def replayed(cfg, case):
+    """Every completed job of a measured case replayed one at a time: the job starts when Slurm started it and
+    progresses as the model says, while every other job holds its nodes and CPU from its measured start for its
+    measured wall time. Each job's slowdown as modelled and as measured (of its computation, in a case of
+    computations)."""
     c, policy = case_model(cfg, case)
     jobs = case["jobs"]
     ids = {i for i, j in enumerate(jobs) if j.get("completed", True)}
-    # A job that never finishes (a thaw loss longer than its slots) is infinitely slow.
-    return mean(simulate(c, policy, jobs, fixed=ids - {i}).get(i, math.inf) for i in sorted(ids))
+    out = []
+    for i in sorted(ids):
+        job = jobs[i]
+        measured = job["timed"][0] / job["timed"][1] if c["timed"] and "timed" in job else job["wall"] / job["alone_s"]
+        # A job that never finishes (a thaw loss longer than its slots) is infinitely slow.
+        out.append((simulate(c, policy, jobs, fixed=ids - {i}).get(i, math.inf), measured))
+    return out
+
+
+def case_slowdown(cfg, case):
+    """The mean slowdown of a measured case's completed jobs, replayed one job at a time (replayed)."""
+    return mean(model for model, _ in replayed(cfg, case))
 
 
 def free_slowdown(cfg, case):
@@ -598,32 +621,46 @@ def error(cfg, cases):
     return sum((case_slowdown(cfg, c) / c["measured"] - 1) ** 2 for c in cases)
 
 
-def fit(cfg, cases, set_value, lo, hi):
-    """cfg with the value in [lo, hi] that, set by `set_value(cfg, value)`, gives the least error over `cases`
-    (cfg unchanged when there is no case to fit on): eleven values across the range, then eleven across the
-    two steps around the best, three times."""
+def job_error(cfg, cases):
+    """Squared log error of the model's slowdown of every job of `cases`, replayed."""
+    return sum(math.log(model / measured) ** 2 for c in cases for model, measured in replayed(cfg, c))
+
+
+def fit(cfg, cases, *params, loss=error):
+    """cfg with the values that give the least `loss` over `cases` (cfg unchanged when there is no case to fit
+    on), each param a (set_value, lo, hi) whose value in [lo, hi] is set by `set_value(cfg, value)`. The params
+    are fitted together, on a grid: seven values across each range, then seven across the two steps around the
+    best, five times (parameters that trade off against each other, fitted one at a time, stop wherever the
+    first one left them)."""
     if not cases:
         return cfg
+    ranges = [(lo, hi) for _, lo, hi in params]
     best = None
-    floor, ceiling = lo, hi
-    for _ in range(3):
-        step = (hi - lo) / 10
-        for k in range(11):
-            value = lo + k * step
+    for _ in range(5):
+        axes = [[lo + k * (hi - lo) / 6 for k in range(7)] for lo, hi in ranges]
+        for values in itertools.product(*axes):
             trial = dict(cfg, gamma=dict(cfg["gamma"]))
-            set_value(trial, value)
-            err = error(trial, cases)
+            for (set_value, _, _), value in zip(params, values):
+                set_value(trial, value)
+            err = loss(trial, cases)
             if best is None or err < best[0]:
-                best = (err, value, trial)
-        lo, hi = max(floor, best[1] - step), min(ceiling, best[1] + step)
+                best = (err, values, trial)
+        ranges = [
+            (max(floor, v - (hi - lo) / 6), min(ceiling, v + (hi - lo) / 6))
+            for v, (lo, hi), (_, floor, ceiling) in zip(best[1], ranges, params)
+        ]
     return best[2]
 
 
 def fitted(cfg, cases):
-    """cfg fitted on `cases` by turns, two rounds: y, u (cases of computations) and gamma on their cfs cases,
-    beta (at most a slice) on their slurm-gang cases; then delta on their gang cases. One gamma for every
-    program: its communication share c0 is what tells programs apart in the penalty (a gamma per program,
-    fitted on two cluster sizes, followed each size's noise)."""
+    """cfg fitted on `cases` by turns, two rounds: u (cases of computations) on the slowdowns of their cfs
+    cases' jobs, then y with gamma on the mean slowdowns of their cfs cases; beta (at most a slice) on their
+    slurm-gang cases; then delta on their gang cases. y and gamma trade off (a rank that asks for less of the
+    CPU while it waits, and a larger penalty for waiting), so they are fitted together; with u they would be
+    three values fitted on the means of as few as two cases, which any of many triples matches: u, which tells
+    which jobs a launch slows, is fitted on the jobs. One gamma for every program: its communication share c0
+    is what tells programs apart in the penalty (a gamma per program, fitted on two cluster sizes, followed
+    each size's noise)."""
     cfs = [c for c in cases if c["policy"] == "cfs"]
     slurm = [c for c in cases if c["policy"] == "slurm-gang"]
     slice_s = min((c["slot_s"] for c in slurm), default=0.0)
@@ -631,24 +668,34 @@ def fitted(cfg, cases):
     cfg = dict(cfg, gamma={p: 1.0 for p in programs})
     timed = any(c.get("timed") for c in cfs)
     for _ in range(2):
-        cfg = fit(cfg, cfs, lambda t, v: t.__setitem__("y", v), 0.0, 1.0)
         if timed:
-            cfg = fit(cfg, cfs, lambda t, v: t.__setitem__("u", v), 0.0, 1.0)
-        cfg = fit(cfg, cfs, lambda t, v: t["gamma"].update({p: v for p in programs}), 0.0, 8.0)
-        cfg = fit(cfg, slurm, lambda t, v: t.__setitem__("beta", v), 0.0, slice_s)
-    return fit(cfg, [c for c in cases if c["policy"] == "gang"], lambda t, v: t.__setitem__("delta", v), 0.0, 0.5)
+            cfg = fit(cfg, cfs, (lambda t, v: t.__setitem__("u", v), 0.0, 1.0), loss=job_error)
+        cfg = fit(
+            cfg,
+            cfs,
+            (lambda t, v: t.__setitem__("y", v), 0.0, 1.0),
+            (lambda t, v: t["gamma"].update({p: v for p in programs}), 0.0, 4.0),
+        )
+        cfg = fit(cfg, slurm, (lambda t, v: t.__setitem__("beta", v), 0.0, slice_s))
+    return fit(cfg, [c for c in cases if c["policy"] == "gang"], (lambda t, v: t.__setitem__("delta", v), 0.0, 0.5))
 
 
-def validate(host, cases):
-    """Every measured case against the model fitted without the measurements of its cluster size (held out):
-    a case never validates a parameter fitted on itself. `model` is the replay (case_slowdown), `free` every job
-    modelled at once (free_slowdown)."""
+def fits(host, cases):
+    """The model fitted without the measurements of each cluster size (held out: a case never validates a
+    parameter fitted on itself), by size, and fitted on every case; the fits run side by side, one process per
+    CPU."""
+    sizes = sorted({c["nodes"] for c in cases})
+    subsets = [[o for o in cases if o["nodes"] != n] or cases for n in sizes] + [cases]
+    with multiprocessing.Pool(max(1, min(len(subsets), os.cpu_count() or 1))) as pool:
+        done = pool.starmap(fitted, [(host, s) for s in subsets])
+    return dict(zip(sizes, done)), done[-1]
+
+
+def validate(held_out, cases):
+    """Every measured case against the model fitted without its cluster size (`held_out`, by size). `model` is
+    the replay (case_slowdown), `free` every job modelled at once (free_slowdown)."""
     out = []
-    held_out = {}
     for c in cases:
-        if c["nodes"] not in held_out:
-            others = [o for o in cases if o["nodes"] != c["nodes"]]
-            held_out[c["nodes"]] = fitted(host, others) if others else fitted(host, cases)
         cfg = held_out[c["nodes"]]
         model = case_slowdown(cfg, c)
         out.append(
@@ -723,8 +770,8 @@ def main():
     }
     cases = [c for c in cal["cases"] if c["policy"] in ("cfs", "gang", "slurm-gang") and c["jobs"]]
     host["comm0"] = programs(cases)
-    validation = validate(host, cases)
-    host = fitted(host, cases)
+    held_out, host = fits(host, cases)
+    validation = validate(held_out, cases)
     # The agents' own switch jitter, from the widest measured gang case, adds to the clocks' offsets.
     gang = [c for c in cases if c["policy"] == "gang"]
     jitter = jitter_sigma(max(gang, key=lambda c: c["nodes"])) if gang else 0.0

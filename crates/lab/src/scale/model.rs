@@ -220,8 +220,8 @@ pub struct Answer {
     pub delta: f64,
     /// The communication share each program is given in the extrapolation.
     pub comm: BTreeMap<String, f64>,
-    /// Calibrated time a job loses each time Slurm's gang scheduling resumes it (its ranks continued and back in
-    /// step), s.
+    /// Calibrated time a job makes no progress each time Slurm's gang scheduling resumes it (its ranks continued
+    /// and back in step), while its ranks ask for the CPU, s.
     pub beta: f64,
     /// Deviation of one agent's slot switch on the measured cluster (from its widest gang case), s: added to the
     /// clocks' offsets in the extrapolation.
@@ -477,15 +477,19 @@ fn calibration_table(cal: &Calibration, a: &Answer) -> String {
         row(
             "gamma, every program (uncoordinated: time × 1 + gamma·c0·log2(w)·o, o the others' demand per CPU)",
             format!("{g:.2}"),
-            "fitted on the cfs cases",
+            "fitted with y on the cfs cases' mean slowdowns",
         );
     }
-    row("y (part of its MPI waiting time a rank asks for the CPU)", format!("{:.2}", a.y), "fitted on the cfs cases");
+    row(
+        "y (part of its MPI waiting time a rank asks for the CPU)",
+        format!("{:.2}", a.y),
+        "fitted with gamma on the cfs cases' mean slowdowns",
+    );
     if cal.cases.iter().any(|c| c.timed) {
         row(
             "u (part of its computing demand a job asks for while launched)",
             format!("{:.2}", a.u),
-            "fitted on the cfs cases",
+            "fitted on the slowdowns of the cfs cases' jobs",
         );
     }
     row(
@@ -499,7 +503,11 @@ fn calibration_table(cal: &Calibration, a: &Answer) -> String {
         format!("{:.2} ms", a.jitter_s * 1e3),
         "p50 spread of the widest gang case",
     );
-    row("beta (time a job loses per Slurm gang resume)", format!("{:.2} s", a.beta), "fitted on the slurm-gang cases");
+    row(
+        "beta (time a job makes no progress after a Slurm gang resume, its ranks asking for the CPU)",
+        format!("{:.2} s", a.beta),
+        "fitted on the slurm-gang cases",
+    );
     md
 }
 
