@@ -40,17 +40,17 @@ The model (docs/experiments.md states its assumptions):
   that ends lets the first suspended jobs that now fit resume. A running job runs coordinated; a job resumed
   makes no progress for beta seconds of the slice, its ranks continued and back in step, while they ask for the
   CPU as when they compute (beta calibrated on the slurm-gang measurements; slurmctld signals a job's nodes in
-  parallel, so beta does not grow with the job's width); a job
-  that keeps running from one slice to the next, or that is never suspended, loses nothing. A job started
-  suspended: the `srun` of its batch script asks for its step while the job is suspended, is refused, and waits
-  srun's step_wait (SlurmctldTimeout clamped to 60-300 s, plus its PID mod 10) before it asks again, as often
-  as it finds the job suspended (Slurm 22.05's srun; not calibrated). Meanwhile the job takes its turns without
+  parallel, so beta does not grow with the job's width); a job that keeps running from one slice to the next, or
+  that is never suspended, loses nothing. A job started suspended: the `srun` of its batch script asks for its
+  step while the job is suspended, is refused, and waits srun's step_wait (SlurmctldTimeout clamped to 60-300 s,
+  plus its PID mod 10) before it asks again, as often as it finds the job suspended (Slurm 22.05's srun; not
+  calibrated). Meanwhile the job takes its turns without
   computing. (Slurm's gang.c: jobs running since they started or resumed between slices keep their places in
   the list; a slice with no job suspended changes nothing.)
   A measured Slurm gang case whose slurmctld logged what its gang scheduler did (DebugFlags=Gang: every job
   suspended and resumed, and when) is replayed as logged instead: a job computes while it is not held suspended,
-  and for beta after a resume within its computation it asks for the CPU without progressing. What is validated there is the progress of the jobs Slurm
-  ran; the slices are modelled in the extrapolation.
+  and for beta after a resume within its computation it asks for the CPU without progressing. What is validated
+  there is the progress of the jobs Slurm ran; the slices are modelled in the extrapolation.
 - Validation replays each measured case: every job starts when Slurm started it (the queue is not what is
   validated); one job at a time is modelled while the others, and the jobs that failed, hold their nodes and CPU
   for their measured wall time. Where the programs report their timed region (NPB's "Time in seconds"), what is
