@@ -109,10 +109,10 @@ impl Talkers {
         lockstep_cgroup::procs_below(&job_dirs(&self.name)[0]).is_empty()
     }
 
-    /// Waits for the job to end by itself.
+    /// Waits for the job to end by itself (at most two minutes).
     fn finish(mut self) -> Output {
         let child = std::mem::replace(&mut self.child, std::process::Command::new("true").spawn().unwrap());
-        let out = child.wait_with_output().unwrap();
+        let out = common::output_within(child, Duration::from_mins(2), &format!("the job {}", self.name));
         drop(self);
         out
     }
@@ -193,6 +193,7 @@ fn talk_under(env: &Env, raise: &str, test: &str, seen: impl Fn(&Talkers) -> boo
         if e["packets"].as_u64() >= Some(300) || job.child_exited() {
             break e;
         }
+        assert!(start.elapsed() < Duration::from_mins(2), "300 round trips took over 2 minutes: {e}");
         std::thread::sleep(Duration::from_millis(50));
     };
     let out = job.finish();

@@ -184,13 +184,27 @@ impl Agent {
         Pid::from_raw(self.child.id() as i32)
     }
 
-    /// Stops the agent with `sig` and returns its output.
+    /// Stops the agent with `sig` and returns its output; an agent still running a minute later fails the test.
     pub fn stop(mut self, sig: Signal) -> Output {
         let _ = kill(self.pid(), sig);
         let child = std::mem::replace(&mut self.child, dummy());
         std::mem::forget(self);
-        child.wait_with_output().unwrap()
+        output_within(child, Duration::from_mins(1), &format!("the agent after {sig}"))
     }
+}
+
+/// The output of `child` once it exits, waiting at most `deadline`: past it the child is killed and the test
+/// fails, naming `what` and showing its stderr (a guest under TCG that stalls must not hang the suite).
+pub fn output_within(child: Child, deadline: Duration, what: &str) -> Output {
+    let pid = Pid::from_raw(child.id() as i32);
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || tx.send(child.wait_with_output()));
+    if let Ok(out) = rx.recv_timeout(deadline) {
+        return out.unwrap();
+    }
+    let _ = kill(pid, Signal::SIGKILL);
+    let out = rx.recv().unwrap().unwrap();
+    panic!("{what} did not exit within {deadline:?}; its stderr: {}", String::from_utf8_lossy(&out.stderr));
 }
 
 fn dummy() -> Child {
