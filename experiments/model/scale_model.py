@@ -693,11 +693,13 @@ def fits(host, cases):
 
 def validate(held_out, cases):
     """Every measured case against the model fitted without its cluster size (`held_out`, by size). `model` is
-    the replay (case_slowdown), `free` every job modelled at once (free_slowdown)."""
+    the mean of its jobs replayed (replayed, as case_slowdown), `job_factor` how far their modelled slowdowns
+    typically miss the measured ones, `free` every job modelled at once (free_slowdown)."""
     out = []
     for c in cases:
         cfg = held_out[c["nodes"]]
-        model = case_slowdown(cfg, c)
+        jobs = replayed(cfg, c)
+        model = mean(m for m, _ in jobs)
         out.append(
             {
                 "nodes": c["nodes"],
@@ -708,6 +710,7 @@ def validate(held_out, cases):
                 "model": model,
                 "free": free_slowdown(cfg, c),
                 "error": model / c["measured"] - 1,
+                "job_factor": math.exp(math.sqrt(mean(math.log(m / x) ** 2 for m, x in jobs))),
             }
         )
     return out

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Output};
 use std::time::{Duration, Instant};
 
-use common::{assert_in_step, assert_no_cgroup, job_dirs, name, running, slot_times, wait_for, Agent, Env};
+use common::{assert_in_step, assert_no_cgroup, job_dirs, name, running, slot_gaps_ms, wait_for, Agent, Env};
 use lockstep_cgroup::knobs::is_frozen;
 use lockstep_cgroup::Knobs;
 use nix::sys::signal::{kill, Signal};
@@ -323,8 +323,7 @@ fn two_agents_switch_slots_in_step() {
     std::thread::sleep(Duration::from_secs(2));
     drop(a1.stop(Signal::SIGTERM));
     drop(a2.stop(Signal::SIGTERM));
-    let (t1, t2) = (slot_times(&n1.store()), slot_times(&n2.store()));
-    let common: Vec<f64> = t1.iter().filter_map(|(k, a)| t2.get(k).map(|b| (a - b).abs() * 1e3)).collect();
+    let common = slot_gaps_ms(&n1.store(), &n2.store(), ..);
     assert!(common.len() >= 10, "expected ~20 common slots, got {}", common.len());
     assert_in_step("between the two agents", &common, 100.0);
     drop(jobs);

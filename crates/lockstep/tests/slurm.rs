@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{assert_in_step, slot_times, stderr, wait_for};
+use common::{assert_in_step, slot_gaps_ms, stderr, wait_for};
 use lockstep_cgroup::knobs::is_frozen;
 use lockstep_proto::protocol::{JobOrigin, Status};
 
@@ -291,16 +291,11 @@ fn mpi_jobs_span_both_nodes_and_are_gang_scheduled_in_step() {
     });
     std::thread::sleep(Duration::from_millis(1200)); // decisions reach the store once a second
                                                      // Slot switches while the jobs ran, on both nodes.
-    let (t1, t2) = (slot_times(&cluster.store(1)), slot_times(&cluster.store(2)));
     let (from, to) = rows
         .iter()
         .map(|(job, ..)| acted_on(&cluster.store(1), job))
         .fold((f64::MAX, 0.0f64), |(a, b), (f, t)| (a.min(f), b.max(t)));
-    let skews: Vec<f64> = t1
-        .iter()
-        .filter(|(_, t)| (from..=to).contains(*t))
-        .filter_map(|(k, a)| t2.get(k).map(|b| (a - b).abs() * 1e3))
-        .collect();
+    let skews = slot_gaps_ms(&cluster.store(1), &cluster.store(2), from..=to);
     assert!(skews.len() >= 5, "expected several slot switches while the jobs ran, got {}", skews.len());
     assert_in_step("between n1 and n2 under two MPI jobs", &skews, 100.0);
     nothing_frozen_or_boosted();

@@ -259,6 +259,10 @@ pub struct Validation {
     pub free: f64,
     /// model / measured - 1.
     pub error: f64,
+    /// The factor by which a job's modelled slowdown typically misses its measured one: exp of the root mean
+    /// square of log(model / measured) over the case's jobs, replayed.
+    #[serde(default)]
+    pub job_factor: f64,
 }
 
 /// One extrapolated case.
@@ -521,14 +525,16 @@ fn validation_section(a: &Answer) -> (String, BTreeMap<String, Vec<(u32, f64)>>)
            times measured; a job modelled too slow shares the CPU longer, so errors feed back). Earlier sessions: \
            the same case measured before, for how far measurements of one case fall apart. Of: the timed region is \
            the computation each program reports (NPB's \"Time in seconds\"), from when it started; wall is the whole \
-           job, launch and MPI start-up included.\n\n| nodes | policy | of | \
-           measured | model | error | within 10 % | all at once | earlier sessions |\n|---|---|---|---|---|---|---|---|---|\n",
+           job, launch and MPI start-up included. Job factor: how far a job's modelled slowdown typically misses \
+           its measured one (exp of the root mean square log ratio over the case's jobs).\n\n| nodes | policy | of \
+           | measured | model | error | within 10 % | job factor | all at once | earlier sessions |\n\
+           |---|---|---|---|---|---|---|---|---|---|\n",
     );
     let mut val_chart: BTreeMap<String, Vec<(u32, f64)>> = BTreeMap::new();
     for v in &a.validation {
         let _ = writeln!(
             md,
-            "| {} | {} | {} | {:.2} | {:.2} | {:+.1} % | {} | {:.2} | {} |",
+            "| {} | {} | {} | {:.2} | {:.2} | {:+.1} % | {} | {:.2} | {:.2} | {} |",
             v.nodes,
             v.policy,
             if v.timed { "timed region" } else { "wall" },
@@ -536,6 +542,7 @@ fn validation_section(a: &Answer) -> (String, BTreeMap<String, Vec<(u32, f64)>>)
             v.model,
             v.error * 100.0,
             if v.error.abs() <= TOLERANCE { "yes" } else { "no" },
+            v.job_factor,
             v.free,
             v.earlier.iter().map(|e| format!("{e:.2}")).collect::<Vec<_>>().join(", ")
         );

@@ -95,8 +95,15 @@ pub fn assert_no_cgroup(job: &str) {
     }
 }
 
+/// The gaps (ms) between two agents' switches of the same slots, from the decisions logged in their stores `a`
+/// and `b`, over the slots `a` switched within `during` (seconds since the epoch).
+pub fn slot_gaps_ms(a: &Path, b: &Path, during: impl std::ops::RangeBounds<f64>) -> Vec<f64> {
+    let (ta, tb) = (slot_times(a), slot_times(b));
+    ta.iter().filter(|(_, t)| during.contains(*t)).filter_map(|(k, x)| tb.get(k).map(|y| (x - y).abs() * 1e3)).collect()
+}
+
 /// Times (seconds since the epoch) of the slot switches an agent logged in its store, by slot index.
-pub fn slot_times(store: &Path) -> std::collections::BTreeMap<i64, f64> {
+fn slot_times(store: &Path) -> std::collections::BTreeMap<i64, f64> {
     let db = rusqlite::Connection::open(store).unwrap();
     let mut stmt = db.prepare("SELECT slot, time FROM decisions WHERE action = 'slot'").unwrap();
     let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?))).unwrap();
@@ -207,7 +214,8 @@ pub fn output_within(child: Child, deadline: Duration, what: &str) -> Output {
     panic!("{what} did not exit within {deadline:?}; its stderr: {}", String::from_utf8_lossy(&out.stderr));
 }
 
-fn dummy() -> Child {
+/// A child that has already exited, to stand in for one taken out of a struct that kills its child on drop.
+pub fn dummy() -> Child {
     std::process::Command::new("true").spawn().unwrap()
 }
 
