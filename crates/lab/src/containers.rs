@@ -198,8 +198,10 @@ pub fn rank_processes(prefix: &str, ranks: u32, runtime: Option<Runtime>) -> Opt
         let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else { continue };
         let Some(env) = lockstep_cgroup::procfs::environ(pid) else { continue };
         let Some(rank) = mark_of(&env) else { continue };
-        let parent = lockstep_cgroup::procfs::parent(pid).and_then(lockstep_cgroup::procfs::environ);
-        if parent.is_some_and(|p| mark_of(&p) == Some(rank)) {
+        // A process gone before its parent is read (a rank's `sleep` between two looks for its gate) is not the
+        // rank's first process, whose PID the agent must find running.
+        let Some(parent) = lockstep_cgroup::procfs::parent(pid) else { continue };
+        if lockstep_cgroup::procfs::environ(parent).is_some_and(|p| mark_of(&p) == Some(rank)) {
             continue;
         }
         if runtime == Some(Runtime::Charliecloud) && !env.iter().any(|v| v.starts_with(b"CH_RUNNING=")) {

@@ -198,17 +198,36 @@ fn run_case(
     let started_at = now();
     let jobs = start_jobs(spec, paths, site, case)?;
     if let Some(setup) = site.containers {
-        for job in &jobs {
-            let pods = container_prefix(&job.name, case);
-            let containers = setup.wait_for_ranks(&pods, spec.ranks, Duration::from_mins(1))?;
-            let adopt = Request::Adopt { job: job.name.clone(), cgroups: vec![], pids: vec![], containers, row: None };
-            check(call(site.socket, &adopt)?)?;
-            std::fs::write(paths.work.join(format!("{}.go", job.name)), b"")?;
+        if let Err(e) = open_gates(spec, paths, site, case, setup, &jobs) {
+            // Ranks whose gate stays shut would wait for it for ever: stop every job of the case.
+            for job in &jobs {
+                crate::teardown::stop_tree(job.child.id(), crate::teardown::JOB_GRACE);
+            }
+            return Err(e);
         }
     }
     let ended = wait_for_jobs(spec, paths, site.cluster, case, jobs)?;
     let records = agent_records(paths, site.cluster, case, started_at, now())?;
     Ok(ended.into_iter().map(|e| to_run(spec, site, case, session, started_at, &records, e)).collect())
+}
+
+/// Has the agent adopt each job's containers once its ranks run, then lets the ranks start (opens their gate).
+fn open_gates(
+    spec: &Spec,
+    paths: &Paths,
+    site: &Site<'_>,
+    case: &Case<'_>,
+    setup: &containers::Setup,
+    jobs: &[Started],
+) -> anyhow::Result<()> {
+    for job in jobs {
+        let pods = container_prefix(&job.name, case);
+        let containers = setup.wait_for_ranks(&pods, spec.ranks, Duration::from_mins(1))?;
+        let adopt = Request::Adopt { job: job.name.clone(), cgroups: vec![], pids: vec![], containers, row: None };
+        check(call(site.socket, &adopt)?)?;
+        std::fs::write(paths.work.join(format!("{}.go", job.name)), b"")?;
+    }
+    Ok(())
 }
 
 /// Starts the case's jobs, background load first so that the measured jobs start under it.
