@@ -51,8 +51,9 @@ The model (docs/experiments.md states its assumptions):
   suspended and resumed, and when) is replayed as logged instead: a job computes while it is not held suspended,
   and for beta after a resume within its computation it asks for the CPU without progressing. What is validated
   there is the progress of the jobs Slurm ran; the slices are modelled in the extrapolation.
-- Validation replays each measured case: every job starts when Slurm started it (the queue is not what is
-  validated); one job at a time is modelled while the others, and the jobs that failed, hold their nodes and CPU
+- Validation replays each measured case, pooled over the sessions that measured it (the same spec and stream:
+  its mean is over its jobs of every session, each replayed in its own session): every job starts when Slurm
+  started it (the queue is not what is validated); one job at a time is modelled while the others, and the jobs that failed, hold their nodes and CPU
   for their measured wall time. Where the programs report their timed region (NPB's "Time in seconds"), what is
   modelled and compared is that computation: every job goes through what was measured before it (srun's waits
   for its step, then its launch and MPI start-up, during which it asks for a part u of the CPU it asks for
@@ -604,21 +605,35 @@ def replayed(cfg, case):
     return out
 
 
-def case_slowdown(cfg, case):
-    """The mean slowdown of a measured case's completed jobs, replayed one job at a time (replayed)."""
-    return mean(model for model, _ in replayed(cfg, case))
+def groups(cases):
+    """The measured cases pooled: the same case (cluster size, policy and quantity: timed regions or wall times)
+    measured in several sessions, in the order each first appears."""
+    out = {}
+    for c in cases:
+        out.setdefault((c["nodes"], c["policy"], c.get("timed", False)), []).append(c)
+    return list(out.values())
 
 
-def free_slowdown(cfg, case):
-    """The mean slowdown of a measured case with every completed job progressing as the model says (only the start
-    times are measured): errors feed back, as a slower job shares the CPU longer."""
+def pooled(cfg, group):
+    """The completed jobs of every session of a pooled case, each replayed (replayed): (model, measured)."""
+    return [job for c in group for job in replayed(cfg, c)]
+
+
+def free_slowdowns(cfg, case):
+    """The slowdowns of a measured case's completed jobs with every job progressing as the model says (only the
+    start times are measured): errors feed back, as a slower job shares the CPU longer."""
     c, policy = case_model(cfg, case)
-    return mean(simulate(c, policy, case["jobs"]).values())
+    return list(simulate(c, policy, case["jobs"]).values())
 
 
 def error(cfg, cases):
-    """Squared relative error of the model's mean slowdowns over `cases`."""
-    return sum((case_slowdown(cfg, c) / c["measured"] - 1) ** 2 for c in cases)
+    """Squared relative error of the model's mean slowdowns over `cases`, pooled (groups): a case's mean is over
+    its jobs of every session."""
+    total = 0.0
+    for group in groups(cases):
+        jobs = pooled(cfg, group)
+        total += (mean(m for m, _ in jobs) / mean(x for _, x in jobs) - 1) ** 2
+    return total
 
 
 def job_error(cfg, cases):
@@ -692,24 +707,26 @@ def fits(host, cases):
 
 
 def validate(held_out, cases):
-    """Every measured case against the model fitted without its cluster size (`held_out`, by size). `model` is
-    the mean of its jobs replayed (replayed, as case_slowdown), `job_factor` how far their modelled slowdowns
-    typically miss the measured ones, `free` every job modelled at once (free_slowdown)."""
+    """Every measured case, pooled over its sessions (groups), against the model fitted without its cluster size
+    (`held_out`, by size). `measured` and `model` are the means of its jobs of every session, replayed
+    (pooled); `job_factor` how far their modelled slowdowns typically miss the measured ones; `free` every job
+    modelled at once (free_slowdowns); `sessions` each session's own measured mean, oldest first."""
     out = []
-    for c in cases:
+    for group in groups(cases):
+        c = group[0]
         cfg = held_out[c["nodes"]]
-        jobs = replayed(cfg, c)
-        model = mean(m for m, _ in jobs)
+        jobs = pooled(cfg, group)
+        model, measured = mean(m for m, _ in jobs), mean(x for _, x in jobs)
         out.append(
             {
                 "nodes": c["nodes"],
                 "policy": c["policy"],
-                "measured": c["measured"],
+                "measured": measured,
                 "timed": c.get("timed", False),
-                "earlier": c.get("earlier", []),
+                "sessions": [s["measured"] for s in sorted(group, key=lambda s: s.get("session", 0.0))],
                 "model": model,
-                "free": free_slowdown(cfg, c),
-                "error": model / c["measured"] - 1,
+                "free": mean(f for s in group for f in free_slowdowns(cfg, s)),
+                "error": model / measured - 1,
                 "job_factor": math.exp(math.sqrt(mean(math.log(m / x) ** 2 for m, x in jobs))),
             }
         )

@@ -200,9 +200,7 @@ fn run_case(
     if let Some(setup) = site.containers {
         if let Err(e) = open_gates(spec, paths, site, case, setup, &jobs) {
             // Ranks whose gate stays shut would wait for it for ever: stop every job of the case.
-            for job in &jobs {
-                crate::teardown::stop_tree(job.child.id(), crate::teardown::JOB_GRACE);
-            }
+            stop_jobs(site.cluster, &jobs);
             return Err(e);
         }
     }
@@ -230,24 +228,55 @@ fn open_gates(
     Ok(())
 }
 
-/// Starts the case's jobs, background load first so that the measured jobs start under it.
+/// Starts the case's jobs, background load first so that the measured jobs start under it. When one cannot be
+/// started, the ones already running are stopped.
 fn start_jobs(spec: &Spec, paths: &Paths, site: &Site<'_>, case: &Case<'_>) -> anyhow::Result<Vec<Started>> {
     let mut order: Vec<(usize, &String)> = case.mix.iter().enumerate().collect();
     order.sort_by_key(|(_, w)| !spec.workloads[*w].background);
     let mut jobs = Vec::new();
     for (i, workload) in order {
         let name = format!("{}-{}-{}", spec.name, workload, i);
-        let pmpi = paths.work.join(format!("{name}.pmpi.jsonl"));
-        let _ = std::fs::remove_file(&pmpi);
-        let mut cmd = job_command(spec, paths, site, case, workload, &name, &pmpi)?;
-        if spec.workloads[workload].progress_in(case.progress) == Progress::Busy {
-            cmd.env("LOCKSTEP_MPI_BUSY_POLL", "1");
+        match start_job(spec, paths, site, case, workload, name) {
+            Ok(job) => jobs.push(job),
+            Err(e) => {
+                stop_jobs(site.cluster, &jobs);
+                return Err(e);
+            }
         }
-        cmd.stdout(Stdio::piped()).stderr(Stdio::null());
-        let (t0, submitted) = (Instant::now(), now());
-        jobs.push(Started { workload: workload.clone(), name, pmpi, t0, submitted, child: cmd.spawn()? });
     }
     Ok(jobs)
+}
+
+/// Starts one job of the case, named `name`.
+fn start_job(
+    spec: &Spec,
+    paths: &Paths,
+    site: &Site<'_>,
+    case: &Case<'_>,
+    workload: &str,
+    name: String,
+) -> anyhow::Result<Started> {
+    let pmpi = paths.work.join(format!("{name}.pmpi.jsonl"));
+    let _ = std::fs::remove_file(&pmpi);
+    let mut cmd = job_command(spec, paths, site, case, workload, &name, &pmpi)?;
+    if spec.workloads[workload].progress_in(case.progress) == Progress::Busy {
+        cmd.env("LOCKSTEP_MPI_BUSY_POLL", "1");
+    }
+    cmd.stdout(Stdio::piped()).stderr(Stdio::null());
+    let (t0, submitted) = (Instant::now(), now());
+    Ok(Started { workload: workload.to_string(), name, pmpi, t0, submitted, child: cmd.spawn()? })
+}
+
+/// Stops jobs of the case: cancels each Slurm job (its `sbatch --wait` is then not worth waiting for) and stops
+/// the process tree that runs it (`lockstep run` passes SIGTERM on to the job; what ignores it is killed after
+/// the grace).
+fn stop_jobs(cluster: Option<&Cluster>, jobs: &[Started]) {
+    for job in jobs {
+        if let Some(c) = cluster {
+            c.cancel(&job.name);
+        }
+        crate::teardown::stop_tree(job.child.id(), crate::teardown::JOB_GRACE);
+    }
 }
 
 /// The environment that preloads lockstep's PMPI profiler into a rank and has it write its profile to `out`.
@@ -340,14 +369,7 @@ fn wait_for_jobs(
         let Started { workload, name, pmpi, .. } = job;
         ended.push(Ended { workload, name, pmpi, wall_s, status: out.status, stdout });
     }
-    for job in background {
-        // The Slurm job cancelled and gone, its `sbatch --wait` is not worth waiting for; `lockstep run` passes
-        // SIGTERM on to the job (and what ignores it is killed after the grace).
-        if let Some(c) = cluster {
-            c.cancel(&job.name);
-        }
-        crate::teardown::stop_tree(job.child.id(), crate::teardown::JOB_GRACE);
-    }
+    stop_jobs(cluster, &background);
     Ok(ended)
 }
 

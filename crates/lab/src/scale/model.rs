@@ -1,6 +1,6 @@
 //! The scale model (`kind = "scale-model"`): a discrete-event model of the cluster (experiments/model/
-//! scale_model.py, on SimPy), calibrated from the latest session of a scale experiment (each job's communication
-//! share alone, freeze/thaw times, slot-switch spread, hook times); it must reproduce the measured mean slowdowns
+//! scale_model.py, on SimPy), calibrated from every session of a scale experiment that ran its stream (each job's
+//! communication share alone, freeze/thaw times, slot-switch spread, hook times); it must reproduce the measured mean slowdowns
 //! before its extrapolation to 1,000 and 10,000 nodes counts as a prediction.
 
 use std::collections::BTreeMap;
@@ -36,7 +36,7 @@ pub struct ModelSpec {
     pub name: String,
     /// What it answers.
     pub description: String,
-    /// The scale spec whose latest session calibrates the model (read and checked with this spec).
+    /// The scale spec whose sessions calibrate the model (read and checked with this spec).
     pub measured: ScaleSpec,
     /// Where that spec was read from.
     pub measured_path: PathBuf,
@@ -162,9 +162,10 @@ pub struct MeasuredCase {
     /// Whether `measured` is of the timed regions.
     #[serde(default)]
     pub timed: bool,
-    /// Mean slowdowns of the same case (the same quantity) in earlier sessions, oldest first.
+    /// The session that measured it (the store's session id): the same case measured in several sessions is
+    /// pooled by the model.
     #[serde(default)]
-    pub earlier: Vec<f64>,
+    pub session: f64,
     /// Its jobs: submitted at, nodes, alone time, communication share.
     pub jobs: Vec<ModelJob>,
 }
@@ -244,14 +245,14 @@ pub struct Validation {
     pub nodes: u32,
     /// Policy.
     pub policy: String,
-    /// Measured mean slowdown.
+    /// Measured mean slowdown, over the case's jobs of every session.
     pub measured: f64,
     /// Whether it is of the programs' timed regions (else of wall times).
     #[serde(default)]
     pub timed: bool,
-    /// The same case's mean slowdowns in earlier sessions.
+    /// Each pooled session's own measured mean slowdown, oldest first (`measured` is over the jobs of all).
     #[serde(default)]
-    pub earlier: Vec<f64>,
+    pub sessions: Vec<f64>,
     /// Modelled, the case replayed one job at a time (the others as measured).
     pub model: f64,
     /// Modelled with every job at once (only the start times measured).
@@ -306,90 +307,93 @@ pub struct ControllerLoad {
     pub slurm_gang_rpcs: f64,
 }
 
-/// The calibration from the store: the latest session of the measured experiment.
+/// The calibration from the store: every session of the measured experiment that ran the spec's stream, latest
+/// first. The latest session says which cases there are and what each measures (timed regions or wall times); an
+/// earlier session's case joins only when it ran the same jobs on the same nodes and measured the same quantity.
 pub fn calibrate(spec: &ModelSpec, store: &Store) -> anyhow::Result<Calibration> {
     let m = &spec.measured;
-    // Every session, oldest first: the latest calibrates, the earlier ones show how far measurements of one case
-    // fall apart.
     let every = store.scale_records_all(&m.name)?;
     let sessions: Vec<&[ScaleRecord]> = every.chunk_by(|a, b| a.session.to_bits() == b.session.to_bits()).collect();
-    let Some((records, earlier)) = sessions.split_last() else {
+    if sessions.is_empty() {
         anyhow::bail!("experiment {:?} has no runs in the store: run experiments/{}.toml first", m.name, m.name)
-    };
+    }
     let mut comm = BTreeMap::new();
     let mut measured_cases = Vec::new();
-    // The (size, policy label) of each measured case, to find it in earlier sessions.
-    let mut keys = Vec::new();
+    // What the latest session's case of each (size, policy label) measures: timed regions or wall times.
+    let mut quantity: BTreeMap<(u32, String), bool> = BTreeMap::new();
     let (mut prolog, mut epilog, mut switch) = (Vec::new(), Vec::new(), Vec::new());
-    for ((nodes, label), c) in cases(m, records)? {
-        let Some(policy) = m.policies.iter().find(|p| p.label() == label) else { continue };
-        let Some(case) = &c.case else { continue };
-        if let Some(h) = case.hooks.get("prolog-slurmctld") {
-            prolog.push(h.1);
-        }
-        if let Some(h) = case.hooks.get("epilog-slurmctld") {
-            epilog.push(h.1);
-        }
-        if case.switch_us > 0.0 {
-            switch.push(case.switch_us);
-        }
-        let name = match (policy.config.scheduler.name(), policy.rows) {
-            ("cfs", _) => "cfs",
-            ("gang", "cluster") => "gang",
-            ("slurm-gang", _) => "slurm-gang",
-            _ => continue,
-        };
-        // The completed jobs, submitted when the stream submitted them (the same stream for every case of a size).
-        let stream = super::stream(m, nodes);
-        // The jobs that ran, completed or not (a job that failed still held its nodes and CPU while it ran).
-        let summary = super::report::summary(&c.jobs);
-        // Timed regions leave out what the model does not model: the launch and MPI start-up of a job on a
-        // loaded host, and (Slurm gang) `srun`'s wait for its step.
-        let Some((measured, timed)) =
-            summary.timed_slowdown.map(|t| (t, true)).or(summary.slowdown.map(|w| (w, false)))
-        else {
-            continue;
-        };
-        let mut jobs = Vec::new();
-        for (j, s) in c.jobs.iter().zip(&stream) {
-            let (Some(start), Some(wall), Some(alone_s)) = (j.started_s, j.wall_s, j.alone_s) else { continue };
-            let share = j.comm.with_context(|| {
-                format!("job {} of {} has no communication share: run experiments/{}.toml again", j.id, m.name, m.name)
-            })?;
-            comm.entry(format!("{} on {} nodes", j.workload, j.nodes.len())).or_insert(share);
-            jobs.push(ModelJob {
-                submit: s.at,
-                start: Some(start),
-                wall: Some(wall),
-                completed: j.exit == Some(0),
-                nodes: j.nodes.clone(),
-                alone_s,
-                timed: j.timed_s.zip(j.alone_timed_s).filter(|_| timed && j.exit == Some(0)),
-                workload: j.workload.clone(),
-                comm: share,
-                suspended: j.suspended.clone(),
-            });
-        }
-        keys.push((nodes, label));
-        measured_cases.push(MeasuredCase {
-            nodes,
-            policy: name.into(),
-            slot_s: policy.config.slot.as_secs_f64(),
-            skew_s: case.skew_ms.0 / 1e3,
-            measured,
-            timed,
-            earlier: Vec::new(),
-            jobs,
-        });
-    }
-    for session in earlier {
-        for (key, c) in cases(m, session)? {
-            let Some(at) = keys.iter().position(|k| *k == key) else { continue };
-            let summary = super::report::summary(&c.jobs);
-            let same = if measured_cases[at].timed { summary.timed_slowdown } else { summary.slowdown };
-            if let Some(slowdown) = same {
-                measured_cases[at].earlier.push(slowdown);
+    for (age, records) in sessions.iter().rev().enumerate() {
+        for (key, c) in cases(m, records)? {
+            let Some(policy) = m.policies.iter().find(|p| p.label() == key.1) else { continue };
+            let Some(case) = &c.case else { continue };
+            let name = match (policy.config.scheduler.name(), policy.rows) {
+                ("cfs", _) => "cfs",
+                ("gang", "cluster") => "gang",
+                ("slurm-gang", _) => "slurm-gang",
+                _ => continue,
+            };
+            // The completed jobs, submitted when the stream submitted them (the same stream for every case of a
+            // size). A session of another stream (an earlier spec's seed or sizes) is another case.
+            let stream = super::stream(m, key.0);
+            if c.jobs.iter().zip(&stream).any(|(j, s)| j.nodes != s.nodes) {
+                continue;
             }
+            // The jobs that ran, completed or not (a job that failed still held its nodes and CPU while it ran).
+            let summary = super::report::summary(&c.jobs);
+            // Timed regions leave out what the model does not model: the launch and MPI start-up of a job on a
+            // loaded host, and (Slurm gang) `srun`'s wait for its step.
+            let Some((measured, timed)) =
+                summary.timed_slowdown.map(|t| (t, true)).or(summary.slowdown.map(|w| (w, false)))
+            else {
+                continue;
+            };
+            if age == 0 {
+                quantity.insert(key.clone(), timed);
+            } else if quantity.get(&key) != Some(&timed) {
+                continue;
+            }
+            if let Some(h) = case.hooks.get("prolog-slurmctld") {
+                prolog.push(h.1);
+            }
+            if let Some(h) = case.hooks.get("epilog-slurmctld") {
+                epilog.push(h.1);
+            }
+            if case.switch_us > 0.0 {
+                switch.push(case.switch_us);
+            }
+            let mut jobs = Vec::new();
+            for (j, s) in c.jobs.iter().zip(&stream) {
+                let (Some(start), Some(wall), Some(alone_s)) = (j.started_s, j.wall_s, j.alone_s) else { continue };
+                let share = j.comm.with_context(|| {
+                    format!(
+                        "job {} of {} has no communication share: run experiments/{}.toml again",
+                        j.id, m.name, m.name
+                    )
+                })?;
+                comm.entry(format!("{} on {} nodes", j.workload, j.nodes.len())).or_insert(share);
+                jobs.push(ModelJob {
+                    submit: s.at,
+                    start: Some(start),
+                    wall: Some(wall),
+                    completed: j.exit == Some(0),
+                    nodes: j.nodes.clone(),
+                    alone_s,
+                    timed: j.timed_s.zip(j.alone_timed_s).filter(|_| timed && j.exit == Some(0)),
+                    workload: j.workload.clone(),
+                    comm: share,
+                    suspended: j.suspended.clone(),
+                });
+            }
+            measured_cases.push(MeasuredCase {
+                nodes: key.0,
+                policy: name.into(),
+                slot_s: policy.config.slot.as_secs_f64(),
+                skew_s: case.skew_ms.0 / 1e3,
+                measured,
+                timed,
+                session: records[0].session,
+                jobs,
+            });
         }
     }
     let median = |v: &mut Vec<f64>| if v.is_empty() { 0.0 } else { crate::stats::median(v) };
@@ -522,12 +526,13 @@ fn validation_section(a: &Answer) -> (String, BTreeMap<String, Vec<(u32, f64)>>)
            and beta fitted on the other cluster sizes' cases only (held out); the extrapolation uses the fit on all. \
            Model: the case replayed, each job started when Slurm started it and modelled while the others hold \
            their nodes and CPU for their measured time. All at once: every job modelled together (only the start \
-           times measured; a job modelled too slow shares the CPU longer, so errors feed back). Earlier sessions: \
-           the same case measured before, for how far measurements of one case fall apart. Of: the timed region is \
+           times measured; a job modelled too slow shares the CPU longer, so errors feed back). Measured and model: \
+           the mean over the case's jobs of every session that measured it; sessions: each session's own mean, \
+           oldest first, for how far measurements of one case fall apart. Of: the timed region is \
            the computation each program reports (NPB's \"Time in seconds\"), from when it started; wall is the whole \
            job, launch and MPI start-up included. Job factor: how far a job's modelled slowdown typically misses \
            its measured one (exp of the root mean square log ratio over the case's jobs).\n\n| nodes | policy | of \
-           | measured | model | error | within 10 % | job factor | all at once | earlier sessions |\n\
+           | measured | model | error | within 10 % | job factor | all at once | sessions |\n\
            |---|---|---|---|---|---|---|---|---|---|\n",
     );
     let mut val_chart: BTreeMap<String, Vec<(u32, f64)>> = BTreeMap::new();
@@ -544,7 +549,7 @@ fn validation_section(a: &Answer) -> (String, BTreeMap<String, Vec<(u32, f64)>>)
             if v.error.abs() <= TOLERANCE { "yes" } else { "no" },
             v.job_factor,
             v.free,
-            v.earlier.iter().map(|e| format!("{e:.2}")).collect::<Vec<_>>().join(", ")
+            v.sessions.iter().map(|e| format!("{e:.2}")).collect::<Vec<_>>().join(", ")
         );
         val_chart.entry(format!("{} measured", v.policy)).or_default().push((log2(v.nodes), v.measured));
         val_chart.entry(format!("{} model", v.policy)).or_default().push((log2(v.nodes), v.model));
@@ -577,8 +582,8 @@ pub fn write(spec: &ModelSpec, records: &[ScaleRecord], dir: &Path) -> anyhow::R
     let _ = writeln!(
         md,
         "A fluid discrete-event model on SimPy {} (experiments/model/scale_model.py; its assumptions are in its \
-         header and in docs/experiments.md), calibrated from the latest session of `{}` and from earlier \
-         experiments in the store.\n",
+         header and in docs/experiments.md), calibrated from every session of `{}` in the store that ran \
+         its stream.\n",
         a.simpy, spec.measured.name
     );
     md += &calibration_table(&cal, &a);
@@ -666,20 +671,24 @@ mod tests {
             job(1.5, &[1, 2, 3, 4], 4.0),
             failed,
         ];
-        let case = |policy: &str, slot_s: f64, measured: f64| MeasuredCase {
+        let case = |policy: &str, slot_s: f64| MeasuredCase {
             nodes: 4,
             policy: policy.into(),
             slot_s,
             skew_s: 0.001,
-            measured,
+            // Every completed job took twice its time alone.
+            measured: 2.0,
             timed: false,
-            earlier: vec![measured * 1.2],
+            session: 2.0,
             jobs: jobs.clone(),
         };
+        // The cfs case measured in an earlier session too, its jobs each three times as long as alone.
+        let earlier_jobs = jobs.iter().map(|j| ModelJob { wall: Some(j.alone_s * 3.0), ..j.clone() }).collect();
+        let earlier = MeasuredCase { session: 1.0, measured: 3.0, jobs: earlier_jobs, ..case("cfs", 2.0) };
         // The same Slurm gang case measured by the programs' timed regions (half of each job's time alone).
         let timed_jobs: Vec<ModelJob> =
             jobs.iter().map(|j| ModelJob { timed: Some((j.alone_s, j.alone_s / 2.0)), ..j.clone() }).collect();
-        let timed_case = MeasuredCase { timed: true, jobs: timed_jobs.clone(), ..case("slurm-gang", 5.0, 2.0) };
+        let timed_case = MeasuredCase { timed: true, jobs: timed_jobs.clone(), ..case("slurm-gang", 5.0) };
         // The same again, with what slurmctld logged: the second job suspended for 100 s of its computation.
         let mut recorded_jobs = timed_jobs;
         recorded_jobs[1].suspended = vec![(3.0, 103.0)];
@@ -689,13 +698,7 @@ mod tests {
             switch_s: 1e-4,
             step_wait_s: 124.5,
             comm: BTreeMap::new(),
-            cases: vec![
-                case("cfs", 2.0, 3.0),
-                case("gang", 0.5, 2.5),
-                case("slurm-gang", 5.0, 3.5),
-                timed_case,
-                recorded,
-            ],
+            cases: vec![case("cfs", 2.0), case("gang", 0.5), case("slurm-gang", 5.0), timed_case, recorded, earlier],
             prolog_ctld_ms: 20.0,
             epilog_ctld_ms: 20.0,
             refresh_s: 2.0,
@@ -714,7 +717,10 @@ mod tests {
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
         let a: Answer = serde_json::from_str(&std::fs::read_to_string(&answer_path).unwrap()).unwrap();
         assert_eq!(a.validation.len(), 5);
-        assert!(a.validation.iter().all(|v| v.earlier == [v.measured * 1.2]), "earlier sessions pass through");
+        // The two sessions of the cfs case are one case: its mean is over the four completed jobs of each.
+        let cfs = a.validation.iter().find(|v| v.policy == "cfs").unwrap();
+        assert_eq!(cfs.sessions, [3.0, 2.0], "each session's mean, oldest first");
+        assert!((cfs.measured - 2.5).abs() < 1e-9, "{cfs:?}");
         assert!(a.validation.iter().all(|v| v.model >= 1.0 && v.free >= 1.0), "{:?}", a.validation);
         // Under Slurm gang the second job starts suspended (its neighbour runs in the only row), so its srun
         // waits out step_wait: 124.5 s against 2 s of work.
