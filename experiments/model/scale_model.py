@@ -698,11 +698,17 @@ def fitted(cfg, cases):
 def fits(host, cases):
     """The model fitted without the measurements of each cluster size (held out: a case never validates a
     parameter fitted on itself), by size, and fitted on every case; the fits run side by side, one process per
-    CPU."""
+    CPU. The pool is closed and joined, not terminated: its workers end when they read the end of its queue,
+    where terminating relies on SIGTERM, which a parent may have left blocked (a worker blocked on the queue's
+    lock, SIGTERM blocked, kept a model started by `lockstep experiment run` waiting for ever)."""
     sizes = sorted({c["nodes"] for c in cases})
     subsets = [[o for o in cases if o["nodes"] != n] or cases for n in sizes] + [cases]
-    with multiprocessing.Pool(max(1, min(len(subsets), os.cpu_count() or 1))) as pool:
+    pool = multiprocessing.Pool(max(1, min(len(subsets), os.cpu_count() or 1)))
+    try:
         done = pool.starmap(fitted, [(host, s) for s in subsets])
+    finally:
+        pool.close()
+        pool.join()
     return dict(zip(sizes, done)), done[-1]
 
 

@@ -7,6 +7,8 @@
 //! cgroup), before the process exits. An owner that took its thing down itself drops its [`Registration`].
 
 use std::collections::BTreeMap;
+use std::os::unix::process::CommandExt;
+use std::process::Command;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
@@ -52,9 +54,10 @@ pub fn register(teardown: impl FnOnce() + Send + 'static) -> Registration {
 }
 
 /// From now on SIGINT, SIGTERM and SIGHUP run every registered teardown, newest first, stop the remaining
-/// children, and end the process with status 128 + the signal. Call it before the process starts any thread: the signals are blocked in the calling
-/// thread and in the threads it starts later (child processes start with none blocked), so that only the
-/// thread started here takes them.
+/// children, and end the process with status 128 + the signal. Call it before the process starts any thread: the
+/// signals are blocked in the calling thread and in the threads it starts later, so that only the thread started
+/// here takes them. A child process inherits the mask: start one that must be stopped with SIGTERM, or stops its
+/// own children with it, through [`unblocked`].
 pub fn on_signals() -> anyhow::Result<()> {
     let mut set = SigSet::empty();
     for s in STOPPING {
@@ -80,6 +83,15 @@ pub fn on_signals() -> anyhow::Result<()> {
         std::process::exit(128 + sig as i32);
     });
     Ok(())
+}
+
+/// Has `cmd`'s process start with no signal blocked. Without it, a child started after [`on_signals`] keeps
+/// SIGINT, SIGTERM and SIGHUP blocked across exec: a program that ends its own workers with SIGTERM (Python's
+/// `multiprocessing.Pool.terminate`) then waits for them for ever.
+pub fn unblocked(cmd: &mut Command) -> &mut Command {
+    // SAFETY: the closure runs in the forked child before exec and only calls pthread_sigmask, which is
+    // async-signal-safe, on a set built on its own stack.
+    unsafe { cmd.pre_exec(|| SigSet::empty().thread_set_mask().map_err(std::io::Error::from)) }
 }
 
 /// The processes this one started that are still there.

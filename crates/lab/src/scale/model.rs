@@ -437,7 +437,7 @@ pub fn run(spec: &ModelSpec, paths: &Paths) -> anyhow::Result<f64> {
     std::fs::write(&cal_path, serde_json::to_string_pretty(&calibration)?)?;
     let model = paths.bin.join("../../experiments/model/scale_model.py");
     anyhow::ensure!(model.exists(), "the model needs the source tree's experiments/model/scale_model.py");
-    let out = Command::new(python(paths))
+    let out = crate::teardown::unblocked(&mut Command::new(python(paths)))
         .arg(&model)
         .arg(&cal_path)
         .arg(&answer_path)
