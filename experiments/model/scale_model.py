@@ -53,8 +53,8 @@ The model (docs/experiments.md states its assumptions):
   there is the progress of the jobs Slurm ran; the slices are modelled in the extrapolation.
 - Validation replays each measured case, pooled over the sessions that measured it (the same spec and stream:
   its mean is over its jobs of every session, each replayed in its own session): every job starts when Slurm
-  started it (the queue is not what is validated); one job at a time is modelled while the others, and the jobs that failed, hold their nodes and CPU
-  for their measured wall time. Where the programs report their timed region (NPB's "Time in seconds"), what is
+  started it (the queue is not what is validated); one job at a time is modelled while the others, and the jobs
+  that failed, hold their nodes and CPU for their measured wall time. Where the programs report their timed region (NPB's "Time in seconds"), what is
   modelled and compared is that computation: every job goes through what was measured before it (srun's waits
   for its step, then its launch and MPI start-up, during which it asks for a part u of the CPU it asks for
   computing; u calibrated on the cfs measurements), and its computation starts when it was measured to. On

@@ -1,7 +1,7 @@
 //! The scale model (`kind = "scale-model"`): a discrete-event model of the cluster (experiments/model/
 //! scale_model.py, on SimPy), calibrated from every session of a scale experiment that ran its stream (each job's
-//! communication share alone, freeze/thaw times, slot-switch spread, hook times); it must reproduce the measured mean slowdowns
-//! before its extrapolation to 1,000 and 10,000 nodes counts as a prediction.
+//! communication share alone, freeze/thaw times, slot-switch spread, hook times); it must reproduce the measured
+//! mean slowdowns before its extrapolation to 1,000 and 10,000 nodes counts as a prediction.
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
