@@ -54,13 +54,13 @@ The model (docs/experiments.md states its assumptions):
 - Validation replays each measured case, pooled over the sessions that measured it (the same spec and stream:
   its mean is over its jobs of every session, each replayed in its own session): every job starts when Slurm
   started it (the queue is not what is validated); one job at a time is modelled while the others, and the jobs
-  that failed, hold their nodes and CPU for their measured wall time. Where the programs report their timed region (NPB's "Time in seconds"), what is
-  modelled and compared is that computation: every job goes through what was measured before it (srun's waits
-  for its step, then its launch and MPI start-up, during which it asks for a part u of the CPU it asks for
-  computing; u calibrated on the cfs measurements), and its computation starts when it was measured to. On
-  real nodes the launch is small against jobs of minutes; srun's waits are modelled in the extrapolation. The
-  report also shows every job modelled at once (only the starts and launches measured), where a job modelled
-  too slow shares the CPU longer and slows the others: errors feed back.
+  that failed, hold their nodes and CPU for their measured wall time. Where the programs report their timed
+  region (NPB's "Time in seconds"), what is modelled and compared is that computation: every job goes through
+  what was measured before it (srun's waits for its step, then its launch and MPI start-up, during which it asks
+  for a part u of the CPU it asks for computing; u calibrated on the cfs measurements), and its computation
+  starts when it was measured to. On real nodes the launch is small against jobs of minutes; srun's waits are
+  modelled in the extrapolation. The report also shows every job modelled at once (only the starts and launches
+  measured), where a job modelled too slow shares the CPU longer and slows the others: errors feed back.
 - Controller load: lockstep's hooks cost the controller their measured time per job (prolog, epilog), and every
   node running jobs reads its jobs' places every 2 s (one RPC); Slurm's gang scheduler signals every node of every
   job it suspends or resumes at every slice.
