@@ -10,12 +10,12 @@ pub use lab::{ExperimentRun, LockRun, ScaleRecord};
 pub use node::{Action, Decision, JobRow, JournalEntry, NameInUse, NewJob, SlurmJob, ACTIONS};
 
 use std::path::{Path, PathBuf};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 
 use lockstep_core::error::UsageError;
-use rusqlite::Connection;
+use rusqlite::{Connection, ErrorCode};
 
 use schema::MIGRATIONS;
 
@@ -49,8 +49,8 @@ impl Store {
         prepare(path)?;
         let mut conn = Connection::open(path)
             .map_err(|e| UsageError::new(format!("cannot open store {}: {e}", path.display())))?;
-        conn.busy_timeout(std::time::Duration::from_secs(10))?;
-        conn.pragma_update(None, "journal_mode", "WAL").map_err(|e| {
+        conn.busy_timeout(OPEN_WAIT)?;
+        to_wal(&conn).map_err(|e| {
             UsageError::new(format!("store {} is not a SQLite database lockstep can use: {e}", path.display()))
         })?;
         narrow(path);
@@ -70,9 +70,31 @@ impl Store {
     }
 
     /// How long a write waits for a lock another connection holds before it fails (10 s when opened).
-    pub fn set_busy_timeout(&self, wait: std::time::Duration) -> anyhow::Result<()> {
+    pub fn set_busy_timeout(&self, wait: Duration) -> anyhow::Result<()> {
         self.conn.busy_timeout(wait)?;
         Ok(())
+    }
+}
+
+/// How long opening a store waits for other connections' locks.
+const OPEN_WAIT: Duration = Duration::from_secs(10);
+
+/// Puts the store in WAL mode. Switching a new store to WAL upgrades a shared lock to an exclusive one; when
+/// another connection is upgrading too, SQLite answers "database is locked" at once instead of calling the busy
+/// handler (waiting could deadlock), so of several processes opening a new store together one may fail: this
+/// retries that for up to [`OPEN_WAIT`].
+fn to_wal(conn: &Connection) -> rusqlite::Result<()> {
+    let deadline = Instant::now() + OPEN_WAIT;
+    loop {
+        match conn.pragma_update(None, "journal_mode", "WAL") {
+            Err(rusqlite::Error::SqliteFailure(e, _))
+                if matches!(e.code, ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked)
+                    && Instant::now() < deadline =>
+            {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            done => return done,
+        }
     }
 }
 
