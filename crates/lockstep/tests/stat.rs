@@ -173,14 +173,15 @@ fn a_jobs_processes_are_counted_until_it_ends() {
     common::require_root();
     let env = Env::new();
     let job = common::name("stat-job");
-    let mut run = env.spawn(&["run", "--job", &job, "--place", "any", "--", "sh", "-c", "sleep 0.3; sleep 0.3"]);
+    let mut run = env.spawn(&["run", "--job", &job, "--place", "any", "--", "sh", "-c", "sleep 1; sleep 1"]);
     let dirs = common::job_dirs(&job);
     common::wait_for("the job's process", || {
         std::fs::read_to_string(dirs[0].join("cgroup.procs")).is_ok_and(|p| !p.trim().is_empty())
     });
     let o = stat(&env, &["--job", &job, "-x,", "-e", "context-switches,task-clock"]);
     assert!(o.status.success(), "{}", stderr(&o));
-    // The second sleep starts after attaching: a child of the job's shell, counted through inheritance.
+    // The second sleep starts after attaching (a second is long enough even in the qemu guest, about 20 times
+    // slower): a child of the job's shell, counted through inheritance.
     assert!(csv_value(&stderr(&o), "context-switches").unwrap() >= 1.0, "{}", stderr(&o));
     assert!(run.wait().unwrap().success());
     let o = stat(&env, &["--job", &job]);

@@ -138,7 +138,10 @@ fn build<'a, T>(
     match first {
         Ok(t) => Ok(Some(t)),
         Err(err) => match err.raw_os_error() {
-            Some(libc::ESRCH) => Err(UsageError::new(format!("process/{} is gone", describe(target))).into()),
+            // The OS error stays below the message, so a caller can tell a target that is gone.
+            Some(libc::ESRCH) => {
+                Err(anyhow::Error::new(err).context(UsageError::new(format!("process/{} is gone", describe(target)))))
+            }
             Some(libc::EACCES | libc::EPERM) => Err(UsageError::new(format!(
                 "no permission to count {} on {} (run as root or lower kernel.perf_event_paranoid)",
                 e.name,
@@ -173,13 +176,24 @@ impl Counters {
         }
     }
 
-    /// Opens every event on every thread in `tids`, children inherited (`perf stat -p` / `-- CMD`).
+    /// Opens every event on every thread in `tids`, children inherited (`perf stat -p` / `-- CMD`). A thread that
+    /// exits between being listed and being opened (the kernel's ESRCH, a zombie's too) is left out, as perf stat
+    /// -p does; an error only if every thread is gone.
     pub fn open(groups: &[Vec<EventSpec>], tids: &[i32], enable_on_exec: bool) -> anyhow::Result<Self> {
         let mut counters = Self::new(groups, enable_on_exec);
+        let mut gone = None;
         for &tid in tids {
-            counters.attach(i64::from(tid), Target::Thread { tid, inherit: true })?;
+            match counters.attach(i64::from(tid), Target::Thread { tid, inherit: true }) {
+                Err(e) if e.downcast_ref::<io::Error>().and_then(io::Error::raw_os_error) == Some(libc::ESRCH) => {
+                    gone = Some(e);
+                }
+                other => other?,
+            }
         }
-        Ok(counters)
+        match gone {
+            Some(e) if counters.targets.is_empty() => Err(e),
+            _ => Ok(counters),
+        }
     }
 
     /// Opens every group on `target`, known from now on as `key`.
@@ -312,7 +326,22 @@ fn open_group(g: &[EventSpec], target: Target, enable_on_exec: bool) -> anyhow::
 #[cfg(test)]
 #[allow(clippy::float_cmp)] // the scaled values are exact in binary
 mod tests {
-    use super::Reading;
+    use super::{Counters, Reading};
+    use crate::events::parse_list;
+
+    #[test]
+    fn a_thread_gone_before_it_is_opened_is_left_out_unless_all_are() {
+        let groups = parse_list("task-clock,page-faults").unwrap();
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let gone = child.id() as i32;
+        child.wait().unwrap();
+        let me = std::process::id() as i32;
+        let counters = Counters::open(&groups, &[gone, me], false).unwrap();
+        assert_eq!(counters.keys().collect::<Vec<_>>(), [i64::from(me)]);
+        let err = Counters::open(&groups, &[gone], false).err().expect("every thread gone");
+        assert!(err.to_string().contains(&format!("thread {gone} is gone")), "{err}");
+        assert!(err.is::<lockstep_core::error::UsageError>(), "a usage error (exit 2): {err:#}");
+    }
 
     #[test]
     fn multiplexed_counts_are_scaled_like_perf() {

@@ -88,10 +88,25 @@ pub fn exec(args: &Args, store: &Path, socket: &Path) -> anyhow::Result<i32> {
     let list = if args.events.is_empty() { DEFAULT.to_string() } else { args.events.join(",") };
     let groups = parse_list(&list)?;
     match (&args.pid, &args.job, args.command.is_empty()) {
-        (Some(pids), None, true) => count_pids(&groups, pids, args.interval, &style, format!("process id '{pids}'")),
+        (Some(list), None, true) => {
+            let mut tids = Vec::new();
+            let pids = parse_pids(list)?;
+            for &pid in &pids {
+                tids.extend(
+                    lockstep_cgroup::procfs::threads(pid)
+                        .ok_or_else(|| UsageError::new(format!("PID {pid} does not exist")))?,
+                );
+            }
+            count_pids(&groups, &pids, &tids, args.interval, &style, format!("process id '{list}'"))
+        }
         (None, Some(job), true) => {
             let pids = job_pids(store, socket, job)?;
-            count_pids(&groups, &pids, args.interval, &style, format!("job '{job}'"))
+            // A process of the job may end between the listing and here: the others are counted.
+            let tids: Vec<i32> = pids.iter().filter_map(|&p| lockstep_cgroup::procfs::threads(p)).flatten().collect();
+            if tids.is_empty() {
+                return Err(UsageError::new(format!("no running job {job:?}: its processes ended")).into());
+            }
+            count_pids(&groups, &pids, &tids, args.interval, &style, format!("job '{job}'"))
         }
         (None, None, false) => repeat_command(&groups, &args.command, args.repeat, args.interval, &style),
         _ => Err(UsageError::new("give exactly one target: -p PID[,PID...], --job NAME or -- CMD [ARGS...]").into()),
@@ -113,9 +128,9 @@ fn slurm_nodes(id: u64, port: u16) -> anyhow::Result<String> {
     Ok(addrs.join(","))
 }
 
-/// The processes of a running job of this node, as a `-p` list: a `lockstep run` job of the store, else a job
-/// the local agent manages (its cgroups and the cgroups below them).
-fn job_pids(store: &Path, socket: &Path, job: &str) -> anyhow::Result<String> {
+/// The processes of a running job of this node: a `lockstep run` job of the store, else a job the local agent
+/// manages (its cgroups and the cgroups below them).
+fn job_pids(store: &Path, socket: &Path, job: &str) -> anyhow::Result<Vec<i32>> {
     let store = lockstep_store::Store::open(store)?;
     let row = store.jobs(false)?.into_iter().find(|j| j.name == job);
     let mut pids = row.and_then(|j| j.cgroup).map(|cg| cg.pids()).unwrap_or_default();
@@ -131,30 +146,30 @@ fn job_pids(store: &Path, socket: &Path, job: &str) -> anyhow::Result<String> {
             UsageError::new(format!("no running job {job:?} with processes on this node (see lockstep jobs)")).into()
         );
     }
-    Ok(pids.iter().map(i32::to_string).collect::<Vec<_>>().join(","))
+    Ok(pids)
 }
 
+/// The PIDs of a `-p` list (`123,456`).
+fn parse_pids(list: &str) -> anyhow::Result<Vec<i32>> {
+    list.split(',')
+        .map(|p| {
+            p.trim()
+                .parse()
+                .map_err(|_| UsageError::new(format!("bad PID {p:?} in -p (expected e.g. -p 123,456)")).into())
+        })
+        .collect()
+}
+
+/// Counts threads `tids` of processes `pids` until every one of `pids` has ended (or Ctrl-C).
 fn count_pids(
     groups: &[Vec<EventSpec>],
-    list: &str,
+    pids: &[i32],
+    tids: &[i32],
     interval: Option<u64>,
     style: &Style,
     target: String,
 ) -> anyhow::Result<i32> {
-    let mut pids = Vec::new();
-    for p in list.split(',') {
-        let pid: i32 =
-            p.trim().parse().map_err(|_| UsageError::new(format!("bad PID {p:?} in -p (expected e.g. -p 123,456)")))?;
-        pids.push(pid);
-    }
-    let mut tids = Vec::new();
-    for &pid in &pids {
-        tids.extend(
-            lockstep_cgroup::procfs::threads(pid)
-                .ok_or_else(|| UsageError::new(format!("PID {pid} does not exist")))?,
-        );
-    }
-    let mut counters = Counters::open(groups, &tids, false)?;
+    let mut counters = Counters::open(groups, tids, false)?;
     stop_on_signals()?;
     let alive = || pids.iter().any(|p| Path::new(&format!("/proc/{p}")).exists());
     let events = counters.events.clone();
