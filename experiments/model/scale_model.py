@@ -23,17 +23,20 @@ The model (docs/experiments.md states its assumptions):
   shared, it goes to other jobs' ranks, which hold it for whole time slices. Each of the log2(w) stages of a
   w-wide job's collectives then waits about as long as the others hold the CPU, so its time grows, beyond its
   share, by 1 + gamma * c0 * log2(w) * o: o the CPU demand of the other jobs its ranks share CPUs with, per CPU
-  (none alone), c0 its program's communication share on CPUs of its own (its narrowest run alone) and gamma one
-  value for every program (calibrated on the cfs measurements). The penalty grows with the load, so the
-  slowdown grows faster than the load (measured: the cfs slowdown went 15.7, 34.7, 49.9 at 16, 32, 64 nodes).
-  On the measured cluster all nodes are the same host CPUs, so even a favoured job shares them, uncoordinated,
-  with the favoured jobs of other nodes.
+  (none alone), c0 its program's communication share on CPUs of its own (the mean of its runs alone at its
+  narrowest width, over every session) and gamma one value for every program (calibrated on the cfs
+  measurements). The penalty grows with the load, so the slowdown grows faster than the load (measured: the cfs
+  slowdown went 15.7, 34.7, 49.9 at 16, 32, 64 nodes). On the measured cluster all nodes are the same host CPUs,
+  so even a favoured job shares them, uncoordinated, with the favoured jobs of other nodes.
 - lockstep gang: jobs get places (row R of period P) exactly as lockstep's controller prolog gives them (same
   algorithm, ported); in each slot a job is favoured where its place holds the slot, frozen where a neighbour
   is favoured, otherwise shares the CPU uncoordinated. A favoured slot loses the spread of its nodes' switches,
-  the freeze/thaw time, and delta, the time its ranks take to run in step again after a thaw (calibrated on the
-  gang measurements). A w-wide job's nodes switch within E[max - min] of w offsets, normal with the deviation of
-  the clocks' synchronisation and of the agents' own switch jitter (measured on the test cluster) combined.
+  the freeze/thaw time, and delta, the time its ranks take to run in step again after a thaw. A job frozen where
+  a neighbour is favoured makes no progress, but its ranks on its other nodes run: they wait in MPI for the
+  frozen ones and ask for a part s of a CPU each (on the measured cluster, where they share the host CPUs with
+  every running job; delta and s calibrated together on the gang measurements). A w-wide job's nodes switch
+  within E[max - min] of w offsets, normal with the deviation of the clocks' synchronisation and of the agents'
+  own switch jitter (measured on the test cluster) combined.
 - Slurm gang, slice by slice as Slurm 22.05's gang scheduler does it: the jobs are kept in a list; a new job
   runs at once if none of its nodes is held by a running job, else it starts suspended; every S seconds the jobs
   that ran move to the end of the list and the running set is built again, first fit from the list's start; a job
@@ -250,7 +253,7 @@ class Cluster:
         self.fill(self.active)
         self.resumed = self.running() - before
 
-    def shares(self, active):
+    def shares(self, active, stalled=0):
         """The CPU share of every job of `active` when they run, and the CPU demand of the other jobs it shares
         its CPUs with, per CPU: on a real cluster its busiest node's (a job per node asks for all of its CPUs);
         on the measured one the host's share of its ranks, relative to its share alone, and the other jobs'
@@ -258,12 +261,13 @@ class Cluster:
         of the time it waits in MPI (yielding, it gives the rest of its turns away): its demand is 1 - y * c. A
         job waiting for its step asks for none and has no share; a replayed job being launched (idle: outside its
         measured computation) asks for a part u of what it asks for computing (u calibrated on the cfs
-        measurements) and has no share either."""
+        measurements) and has no share either. `stalled` ranks of jobs that cannot progress (lockstep gang:
+        frozen on other nodes) wait in MPI and ask for a part s of a CPU each, on the measured cluster."""
         launching = [k for k in active if k in self.idle and k not in self.waiting]
-        active = [k for k in active if k not in self.idle and k not in self.waiting]
+        active = [k for k in active if self.computing(k)]
         if self.cfg["mode"] == "host":
             cpus = self.cfg["host_cpus"]
-            demand = sum(self.demand(k) for k in active)
+            demand = sum(self.demand(k) for k in active) + self.cfg.get("s", 0.0) * stalled
             launch = sum(self.cfg.get("u", 0.0) * len(self.jobs[k]["nodes"]) for k in launching)
             now = min(1.0, cpus / max(demand + launch, 1e-9))
             return {k: (now / self.alone_share(k), (demand + launch - self.demand(k)) / cpus) for k in active}
@@ -273,6 +277,10 @@ class Cluster:
                 load[n] = load.get(n, 0) + 1
         busiest = {k: max(load[n] for n in self.jobs[k]["nodes"]) for k in active}
         return {k: (1.0 / b, b - 1.0) for k, b in busiest.items()}
+
+    def computing(self, k):
+        """Whether job k is in its computation: neither waiting for its step nor being launched (idle)."""
+        return k not in self.idle and k not in self.waiting
 
     def demand(self, k):
         """The host CPUs job k's ranks ask for computing (measured cluster): 1 - y * c each."""
@@ -329,16 +337,25 @@ class Cluster:
         return self.gang_real(ids)
 
     def gang_exact(self, ids):
-        """lockstep gang, slot by slot over one cycle of the longest period (the measured cluster's few jobs)."""
+        """lockstep gang, slot by slot over one cycle of the longest period (the measured cluster's few jobs):
+        the ranks of a job frozen on some of its nodes wait on the others, asking for the CPU (shares)."""
         place = self.matrix.place
         cycle = max(place[j][1] for j in ids)
         rate = {j: 0.0 for j in ids}
         for k in range(cycle):
             favoured = {j for j in ids if k % place[j][1] == place[j][0]}
             active = [j for j in ids if j in favoured or not (self.matrix.neighbours(j) & favoured)]
+            # A job frozen where a neighbour is favoured still runs its ranks on its other nodes, where they
+            # wait for the frozen ones.
+            held = {n for j in favoured for n in self.jobs[j]["nodes"]}
+            stalled = sum(
+                sum(1 for n in self.jobs[j]["nodes"] if n not in held)
+                for j in ids
+                if j not in active and self.computing(j)
+            )
             # On the measured cluster every node is the same host CPUs: a favoured job still shares them,
             # uncoordinated, with the favoured jobs of other nodes.
-            for j, s in self.shares(active).items():
+            for j, s in self.shares(active, stalled).items():
                 rate[j] += self.uncoordinated(j, s) * (1 - self.lost(j) if j in favoured else 1)
         return {j: r / cycle for j, r in rate.items()}
 
@@ -641,17 +658,17 @@ def job_error(cfg, cases):
     return sum(math.log(model / measured) ** 2 for c in cases for model, measured in replayed(cfg, c))
 
 
-def fit(cfg, cases, *params, loss=error):
+def fit(cfg, cases, *params, loss=error, rounds=5):
     """cfg with the values that give the least `loss` over `cases` (cfg unchanged when there is no case to fit
     on), each param a (set_value, lo, hi) whose value in [lo, hi] is set by `set_value(cfg, value)`. The params
     are fitted together, on a grid: seven values across each range, then seven across the two steps around the
-    best, five times (parameters that trade off against each other, fitted one at a time, stop wherever the
-    first one left them)."""
+    best, `rounds` times in all (parameters that trade off against each other, fitted one at a time, stop
+    wherever the first one left them)."""
     if not cases:
         return cfg
     ranges = [(lo, hi) for _, lo, hi in params]
     best = None
-    for _ in range(5):
+    for _ in range(rounds):
         axes = [[lo + k * (hi - lo) / 6 for k in range(7)] for lo, hi in ranges]
         for values in itertools.product(*axes):
             trial = dict(cfg, gamma=dict(cfg["gamma"]))
@@ -670,7 +687,9 @@ def fit(cfg, cases, *params, loss=error):
 def fitted(cfg, cases):
     """cfg fitted on `cases` by turns, two rounds: u (cases of computations) on the slowdowns of their cfs
     cases' jobs, then y with gamma on the mean slowdowns of their cfs cases; beta (at most a slice) on their
-    slurm-gang cases; then delta on their gang cases. y and gamma trade off (a rank that asks for less of the
+    slurm-gang cases; then delta with s on their gang cases (together, as they trade off too: a loss in every
+    favoured slot, or a load that grows with the jobs frozen on some of their nodes; four rounds of the grid,
+    as each of its values replays every gang job). y and gamma trade off (a rank that asks for less of the
     CPU while it waits, and a larger penalty for waiting), so they are fitted together; with u they would be
     three values fitted on the means of as few as two cases, which any of many triples matches: u, which tells
     which jobs a launch slows, is fitted on the jobs. One gamma for every program: its communication share c0
@@ -692,7 +711,13 @@ def fitted(cfg, cases):
             (lambda t, v: t["gamma"].update({p: v for p in programs}), 0.0, 4.0),
         )
         cfg = fit(cfg, slurm, (lambda t, v: t.__setitem__("beta", v), 0.0, slice_s))
-    return fit(cfg, [c for c in cases if c["policy"] == "gang"], (lambda t, v: t.__setitem__("delta", v), 0.0, 0.5))
+    return fit(
+        cfg,
+        [c for c in cases if c["policy"] == "gang"],
+        (lambda t, v: t.__setitem__("delta", v), 0.0, 0.5),
+        (lambda t, v: t.__setitem__("s", v), 0.0, 0.3),
+        rounds=4,
+    )
 
 
 def fits(host, cases):
@@ -740,15 +765,19 @@ def validate(held_out, cases):
 
 
 def programs(cases):
-    """Each measured program's communication share on real nodes: the one it had alone on its narrowest
-    measured width (wider jobs on the measured cluster put several ranks on each host CPU, which inflates it)."""
-    narrowest = {}
+    """Each measured program's communication share on real nodes: the mean over its jobs at its narrowest measured
+    width, in every case and session (wider jobs on the measured cluster put several ranks on each host CPU, which
+    inflates it; pooling the sessions keeps the value from depending on which session ran last)."""
+    runs = {}
     for c in cases:
         for j in c["jobs"]:
-            w = len(j["nodes"])
-            if j["workload"] not in narrowest or w < narrowest[j["workload"]][0]:
-                narrowest[j["workload"]] = (w, j["comm"])
-    return {p: c for p, (_, c) in sorted(narrowest.items())}
+            runs.setdefault(j["workload"], []).append((len(j["nodes"]), j["comm"]))
+    shares = {}
+    for program, seen in sorted(runs.items()):
+        narrowest = min(w for w, _ in seen)
+        comm = [c for w, c in seen if w == narrowest]
+        shares[program] = sum(comm) / len(comm)
+    return shares
 
 
 def synthetic(nodes, seed, load, horizon_s, max_width, comm):
@@ -789,6 +818,7 @@ def main():
         "y": 0.0,
         "u": 0.0,
         "delta": 0.0,
+        "s": 0.0,
         "beta": 0.0,
         "switch_s": cal["switch_s"],
         "step_wait_s": cal["step_wait_s"],
@@ -858,6 +888,7 @@ def main():
                 "y": host["y"],
                 "u": host["u"],
                 "delta": host["delta"],
+                "s": host["s"],
                 "beta": host["beta"],
                 "comm": host["comm0"],
                 "jitter_s": jitter,

@@ -7,13 +7,13 @@
 //! cgroup), before the process exits. An owner that took its thing down itself drops its [`Registration`].
 
 use std::collections::BTreeMap;
-use std::os::unix::process::CommandExt;
-use std::process::Command;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::os::fd::IntoRawFd;
+use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-use nix::sys::signal::{kill, SigSet, Signal};
+use nix::fcntl::OFlag;
+use nix::sys::signal::{kill, sigaction, SaFlags, SigAction, SigHandler, SigSet, Signal};
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
 use nix::unistd::Pid;
 
@@ -54,18 +54,26 @@ pub fn register(teardown: impl FnOnce() + Send + 'static) -> Registration {
 }
 
 /// From now on SIGINT, SIGTERM and SIGHUP run every registered teardown, newest first, stop the remaining
-/// children, and end the process with status 128 + the signal. Call it before the process starts any thread: the
-/// signals are blocked in the calling thread and in the threads it starts later, so that only the thread started
-/// here takes them. A child process inherits the mask: start one that must be stopped with SIGTERM, or stops its
-/// own children with it, through [`unblocked`].
+/// children, and end the process with status 128 + the signal. The signals are caught by a handler that only
+/// writes their number to a pipe, read by a thread started here: no signal is blocked, so the children (cluster
+/// daemons, launchers, the model's Python) start with the mask and the default dispositions a program expects,
+/// and end on SIGTERM.
 pub fn on_signals() -> anyhow::Result<()> {
-    let mut set = SigSet::empty();
+    let (read, write) = nix::unistd::pipe2(OFlag::O_CLOEXEC)?;
+    // The write end lives as long as the process: the handler may write to it at any time.
+    CAUGHT.store(write.into_raw_fd(), Ordering::Relaxed);
+    let action = SigAction::new(SigHandler::Handler(caught), SaFlags::SA_RESTART, SigSet::empty());
     for s in STOPPING {
-        set.add(s);
+        // SAFETY: the handler only calls write(2), which is async-signal-safe, on a descriptor never closed.
+        unsafe { sigaction(s, &action) }?;
     }
-    set.thread_block()?;
     std::thread::spawn(move || {
-        let Ok(sig) = set.wait() else { return };
+        let mut sig = [0u8];
+        let mut pipe = std::fs::File::from(read);
+        if std::io::Read::read_exact(&mut pipe, &mut sig).is_err() {
+            return;
+        }
+        let sig = Signal::try_from(i32::from(sig[0])).unwrap_or(Signal::SIGTERM);
         eprintln!("lockstep: {sig}: taking down what the experiment started");
         // Held while tearing down: an owner dropping its registration meanwhile waits, and does not take the
         // same thing down at the same time.
@@ -85,13 +93,15 @@ pub fn on_signals() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Has `cmd`'s process start with no signal blocked. Without it, a child started after [`on_signals`] keeps
-/// SIGINT, SIGTERM and SIGHUP blocked across exec: a program that ends its own workers with SIGTERM (Python's
-/// `multiprocessing.Pool.terminate`) then waits for them for ever.
-pub fn unblocked(cmd: &mut Command) -> &mut Command {
-    // SAFETY: the closure runs in the forked child before exec and only calls pthread_sigmask, which is
-    // async-signal-safe, on a set built on its own stack.
-    unsafe { cmd.pre_exec(|| SigSet::empty().thread_set_mask().map_err(std::io::Error::from)) }
+/// The write end of the pipe [`on_signals`] reads the caught signals from (-1 before it is called).
+static CAUGHT: AtomicI32 = AtomicI32::new(-1);
+
+/// The handler of the stopping signals: writes the signal's number to [`CAUGHT`]'s pipe.
+extern "C" fn caught(sig: libc::c_int) {
+    let byte = sig as u8;
+    // SAFETY: write(2) is async-signal-safe and reads one byte of a local; a failed write (a full pipe: the
+    // thread already has a signal to act on) changes nothing.
+    unsafe { libc::write(CAUGHT.load(Ordering::Relaxed), (&raw const byte).cast(), 1) };
 }
 
 /// The processes this one started that are still there.
@@ -193,6 +203,14 @@ mod tests {
         assert!(t0.elapsed() < Duration::from_secs(5));
         assert!(!children().contains(&child.id()));
         assert!(child.try_wait().is_err(), "stop_child reaps it");
+    }
+
+    #[test]
+    fn a_child_started_after_on_signals_has_no_signal_blocked() {
+        on_signals().unwrap();
+        let out = std::process::Command::new("grep").args(["^SigBlk", "/proc/self/status"]).output().unwrap();
+        let line = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(line.split_whitespace().nth(1), Some("0000000000000000"), "{line}");
     }
 
     #[test]

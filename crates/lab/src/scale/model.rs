@@ -219,6 +219,10 @@ pub struct Answer {
     pub u: f64,
     /// Calibrated time a job's ranks lose after each thaw before they run in step again, s.
     pub delta: f64,
+    /// Calibrated part of a CPU each rank asks for while it waits for its job's ranks frozen on other nodes
+    /// (lockstep gang on the measured cluster).
+    #[serde(default)]
+    pub s: f64,
     /// The communication share each program is given in the extrapolation.
     pub comm: BTreeMap<String, f64>,
     /// Calibrated time a job makes no progress each time Slurm's gang scheduling resumes it (its ranks continued
@@ -308,8 +312,9 @@ pub struct ControllerLoad {
 }
 
 /// The calibration from the store: every session of the measured experiment that ran the spec's stream, latest
-/// first. The latest session says which cases there are and what each measures (timed regions or wall times); an
-/// earlier session's case joins only when it ran the same jobs on the same nodes and measured the same quantity.
+/// first. A session may have run only some of the cases. The latest session that ran a case says what it measures
+/// (timed regions or wall times); an earlier session's case joins only when it ran the same jobs on the same
+/// nodes and measured the same quantity.
 pub fn calibrate(spec: &ModelSpec, store: &Store) -> anyhow::Result<Calibration> {
     let m = &spec.measured;
     let every = store.scale_records_all(&m.name)?;
@@ -319,10 +324,11 @@ pub fn calibrate(spec: &ModelSpec, store: &Store) -> anyhow::Result<Calibration>
     }
     let mut comm = BTreeMap::new();
     let mut measured_cases = Vec::new();
-    // What the latest session's case of each (size, policy label) measures: timed regions or wall times.
+    // What the latest session that ran each case (size, policy label) measured: timed regions or wall times. A
+    // session may have run only some of the cases (a spec with fewer policies, under the same name).
     let mut quantity: BTreeMap<(u32, String), bool> = BTreeMap::new();
     let (mut prolog, mut epilog, mut switch) = (Vec::new(), Vec::new(), Vec::new());
-    for (age, records) in sessions.iter().rev().enumerate() {
+    for records in sessions.iter().rev() {
         for (key, c) in cases(m, records)? {
             let Some(policy) = m.policies.iter().find(|p| p.label() == key.1) else { continue };
             let Some(case) = &c.case else { continue };
@@ -347,9 +353,7 @@ pub fn calibrate(spec: &ModelSpec, store: &Store) -> anyhow::Result<Calibration>
             else {
                 continue;
             };
-            if age == 0 {
-                quantity.insert(key.clone(), timed);
-            } else if quantity.get(&key) != Some(&timed) {
+            if *quantity.entry(key.clone()).or_insert(timed) != timed {
                 continue;
             }
             if let Some(h) = case.hooks.get("prolog-slurmctld") {
@@ -437,7 +441,7 @@ pub fn run(spec: &ModelSpec, paths: &Paths) -> anyhow::Result<f64> {
     std::fs::write(&cal_path, serde_json::to_string_pretty(&calibration)?)?;
     let model = paths.bin.join("../../experiments/model/scale_model.py");
     anyhow::ensure!(model.exists(), "the model needs the source tree's experiments/model/scale_model.py");
-    let out = crate::teardown::unblocked(&mut Command::new(python(paths)))
+    let out = Command::new(python(paths))
         .arg(&model)
         .arg(&cal_path)
         .arg(&answer_path)
@@ -477,7 +481,8 @@ fn calibration_table(cal: &Calibration, a: &Answer) -> String {
         row(&format!("communication share of `{w}`"), format!("{c:.3}"), "PMPI profile of the job alone");
     }
     for (w, c) in &a.comm {
-        row(&format!("`{w}` in the extrapolation: communication share"), format!("{c:.3}"), "its narrowest run alone");
+        let from = "mean of its runs alone at its narrowest width, every session";
+        row(&format!("`{w}`: c0, its communication share on CPUs of its own"), format!("{c:.3}"), from);
     }
     let hooks = format!("{:.0} / {:.0} ms", cal.prolog_ctld_ms, cal.epilog_ctld_ms);
     row("controller prolog / epilog per job", hooks, "hook log, p50");
@@ -505,7 +510,12 @@ fn calibration_table(cal: &Calibration, a: &Answer) -> String {
         format!("{:.1} s", cal.step_wait_s),
         "Slurm 22.05's step_wait: SlurmctldTimeout (120 s) + PID mod 10",
     );
-    row("delta (time lost after each thaw)", format!("{:.0} ms", a.delta * 1e3), "fitted on the gang cases");
+    row("delta (time lost after each thaw)", format!("{:.0} ms", a.delta * 1e3), "fitted on the gang cases, with s");
+    row(
+        "s (part of a CPU a rank asks for waiting for its job's ranks frozen on other nodes)",
+        format!("{:.2}", a.s),
+        "fitted on the gang cases, with delta",
+    );
     row(
         "agents' switch jitter (deviation per agent)",
         format!("{:.2} ms", a.jitter_s * 1e3),
@@ -522,8 +532,8 @@ fn calibration_table(cal: &Calibration, a: &Answer) -> String {
 /// The validation section: model against measurement per case, whether it passed; and its chart's series.
 fn validation_section(a: &Answer) -> (String, BTreeMap<String, Vec<(u32, f64)>>) {
     let mut md = String::from(
-        "\n## Validation: model against measurement (mean slowdown)\n\nEach case is modelled with y, u, gamma, delta \
-           and beta fitted on the other cluster sizes' cases only (held out); the extrapolation uses the fit on all. \
+        "\n## Validation: model against measurement (mean slowdown)\n\nEach case is modelled with y, u, gamma, delta, \
+           s and beta fitted on the other cluster sizes' cases only (held out); the extrapolation uses the fit on all. \
            Model: the case replayed, each job started when Slurm started it and modelled while the others hold \
            their nodes and CPU for their measured time. All at once: every job modelled together (only the start \
            times measured; a job modelled too slow shares the CPU longer, so errors feed back). Measured and model: \
@@ -739,6 +749,57 @@ mod tests {
         let lost = |clock: &str, width: u32| a.skew.iter().find(|s| s.clock == clock && s.width == width).unwrap().lost;
         assert!(lost("NTP 10ms", 1024) > lost("NTP 10ms", 2) && lost("NTP 10ms", 1024) > lost("PTP 1us", 1024));
         assert_eq!(a.controller.len(), 2);
+    }
+
+    #[test]
+    fn sessions_that_ran_some_of_the_cases_are_pooled_case_by_case() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../experiments/scale-model.toml");
+        let spec = parse(&path, &std::fs::read_to_string(&path).unwrap()).unwrap();
+        let m = &spec.measured;
+        let nodes = m.nodes[0];
+        let label = |name: &str| m.policies.iter().find(|p| p.config.scheduler.name() == name).unwrap().label();
+        let store = Store::open(&dir.path().join("store.db")).unwrap();
+        // Every job of the stream took `slowdown` times its time alone.
+        let add = |session: f64, policy: &str, slowdown: f64| {
+            let record = |record: &str, data: String| ScaleRecord {
+                experiment: m.name.clone(),
+                session,
+                nodes,
+                policy: label(policy),
+                record: record.into(),
+                data,
+            };
+            for (id, j) in super::super::stream(m, nodes).iter().enumerate() {
+                let job = super::super::run::JobResult {
+                    id: id as u64,
+                    nodes: j.nodes.clone(),
+                    workload: "cg".into(),
+                    started_s: Some(j.at),
+                    wall_s: Some(slowdown),
+                    alone_s: Some(1.0),
+                    comm: Some(0.2),
+                    exit: Some(0),
+                    ..Default::default()
+                };
+                store.add_scale_record(&record("job", serde_json::to_string(&job).unwrap())).unwrap();
+            }
+            let case = super::super::run::CaseResult::default();
+            store.add_scale_record(&record("case", serde_json::to_string(&case).unwrap())).unwrap();
+        };
+        add(1.0, "cfs", 2.0);
+        add(1.0, "slurm-gang", 3.0);
+        // A later session of Slurm gang only: the cfs case of the first session still counts.
+        add(2.0, "slurm-gang", 5.0);
+        let cal = calibrate(&spec, &store).unwrap();
+        let of = |policy: &str| {
+            let mut v: Vec<(f64, f64)> =
+                cal.cases.iter().filter(|c| c.policy == policy).map(|c| (c.session, c.measured)).collect();
+            v.sort_by(|a, b| a.0.total_cmp(&b.0));
+            v
+        };
+        assert_eq!(of("cfs"), [(1.0, 2.0)]);
+        assert_eq!(of("slurm-gang"), [(1.0, 3.0), (2.0, 5.0)]);
     }
 
     #[test]

@@ -350,8 +350,12 @@ fn run_case(
     let agent_cpu0: Vec<f64> = agents.iter().map(|&p| cpu(p)).collect();
     let ctld = pids.get("slurmctld").copied().unwrap_or(0);
     let ctld_cpu0 = cpu(ctld);
+    // Each case keeps its jobs' output and, at its end, the cluster's logs (a failed job's cause is in them).
+    let kept = paths.work.join("cases").join(format!("{nodes}-{}", policy.label().replace('/', "-")));
+    let _ = std::fs::remove_dir_all(&kept);
+    std::fs::create_dir_all(kept.join("log"))?;
     let t0 = Instant::now();
-    let outputs: Vec<PathBuf> = (0..jobs.len()).map(|i| paths.work.join(format!("job-{i}.out"))).collect();
+    let outputs: Vec<PathBuf> = (0..jobs.len()).map(|i| kept.join(format!("job-{i}.out"))).collect();
     let commands: Vec<Vec<String>> = jobs.iter().map(|j| program(spec, j, &paths.bin)).collect();
     let (ids, from) = submit_and_wait(spec, cluster, jobs, &outputs, &commands)?;
     let elapsed = t0.elapsed().as_secs_f64();
@@ -372,6 +376,9 @@ fn run_case(
     }
     // Only Slurm's gang scheduler suspends jobs (and only then does slurmctld log it).
     let gang = if policy.config.scheduler == Scheduler::SlurmGang { cluster.gang_events() } else { Vec::new() };
+    for log in std::fs::read_dir(dir.join("log"))?.flatten() {
+        std::fs::copy(log.path(), kept.join("log").join(log.file_name()))?;
+    }
     let slot = policy.config.slot.as_secs_f64();
     let mut results = Vec::new();
     let mut last_end = from;

@@ -46,7 +46,7 @@ fn lab_dirs() -> anyhow::Result<(PathBuf, PathBuf)> {
 pub fn exec(cmd: &ExperimentCommand, store: &Path) -> anyhow::Result<i32> {
     match cmd {
         ExperimentCommand::Run { spec: path, reports } => {
-            // Before any thread starts: a signal takes down what the experiment started, then ends it.
+            // From here on a stopping signal takes down what the experiment started, then ends it.
             experiment::teardown::on_signals()?;
             let spec = experiment::load(path)?;
             let (bin, lib) = lab_dirs()?;
