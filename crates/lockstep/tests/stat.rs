@@ -58,7 +58,10 @@ fn interval_mode_prints_every_interval() {
     // TCG guest, may take longer than 0.55 s to run it, and print more).
     assert!(lines.len() >= 5 && lines.len() as f64 <= wall / 0.1, "expected 5 to {wall:.2}/0.1 intervals: {lines:?}");
     let stamps: Vec<f64> = lines.iter().map(|l| l.split(',').next().unwrap().parse().unwrap()).collect();
-    assert!(stamps.windows(2).all(|w| (w[1] - w[0] - 0.1).abs() < 0.05), "intervals 100 ms apart: {stamps:?}");
+    // The k-th line is printed once k intervals have passed, never before (how soon after is the machine's
+    // scheduling delay, which a loaded machine stretches: not asserted).
+    let on_time = stamps.iter().enumerate().all(|(k, &t)| t >= 0.1 * (k + 1) as f64 - 1e-6);
+    assert!(on_time && stamps.is_sorted(), "the k-th interval printed at k x 100 ms or later: {stamps:?}");
 }
 
 #[test]
