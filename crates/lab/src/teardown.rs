@@ -7,12 +7,12 @@
 //! cgroup), before the process exits. An owner that took its thing down itself drops its [`Registration`].
 
 use std::collections::BTreeMap;
-use std::os::fd::IntoRawFd;
+use std::os::fd::{AsRawFd, IntoRawFd};
 use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-use nix::fcntl::OFlag;
+use nix::fcntl::{fcntl, FcntlArg, OFlag};
 use nix::sys::signal::{kill, sigaction, SaFlags, SigAction, SigHandler, SigSet, Signal};
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
 use nix::unistd::Pid;
@@ -60,6 +60,8 @@ pub fn register(teardown: impl FnOnce() + Send + 'static) -> Registration {
 /// and end on SIGTERM.
 pub fn on_signals() -> anyhow::Result<()> {
     let (read, write) = nix::unistd::pipe2(OFlag::O_CLOEXEC)?;
+    // The handler must never block: a write to a full pipe fails instead (the thread has a signal to act on).
+    fcntl(write.as_raw_fd(), FcntlArg::F_SETFL(OFlag::O_NONBLOCK))?;
     // The write end lives as long as the process: the handler may write to it at any time.
     CAUGHT.store(write.into_raw_fd(), Ordering::Relaxed);
     let action = SigAction::new(SigHandler::Handler(caught), SaFlags::SA_RESTART, SigSet::empty());
@@ -96,12 +98,19 @@ pub fn on_signals() -> anyhow::Result<()> {
 /// The write end of the pipe [`on_signals`] reads the caught signals from (-1 before it is called).
 static CAUGHT: AtomicI32 = AtomicI32::new(-1);
 
-/// The handler of the stopping signals: writes the signal's number to [`CAUGHT`]'s pipe.
+/// The handler of the stopping signals: writes the signal's number to [`CAUGHT`]'s pipe, leaving `errno` as the
+/// interrupted code had it.
 extern "C" fn caught(sig: libc::c_int) {
     let byte = sig as u8;
-    // SAFETY: write(2) is async-signal-safe and reads one byte of a local; a failed write (a full pipe: the
-    // thread already has a signal to act on) changes nothing.
-    unsafe { libc::write(CAUGHT.load(Ordering::Relaxed), (&raw const byte).cast(), 1) };
+    // SAFETY: errno is this thread's; write(2) is async-signal-safe, never blocks on the non-blocking end, and
+    // reads one byte of a local. A failed write (a full pipe: the thread already has a signal to act on) changes
+    // nothing but errno, which is put back.
+    unsafe {
+        let errno = libc::__errno_location();
+        let saved = *errno;
+        libc::write(CAUGHT.load(Ordering::Relaxed), (&raw const byte).cast(), 1);
+        *errno = saved;
+    }
 }
 
 /// The processes this one started that are still there.
@@ -206,11 +215,13 @@ mod tests {
     }
 
     #[test]
-    fn a_child_started_after_on_signals_has_no_signal_blocked() {
+    fn after_on_signals_a_child_has_no_signal_blocked_and_the_handler_cannot_block() {
         on_signals().unwrap();
         let out = std::process::Command::new("grep").args(["^SigBlk", "/proc/self/status"]).output().unwrap();
         let line = String::from_utf8_lossy(&out.stdout);
         assert_eq!(line.split_whitespace().nth(1), Some("0000000000000000"), "{line}");
+        let flags = fcntl(CAUGHT.load(Ordering::Relaxed), FcntlArg::F_GETFL).unwrap();
+        assert_ne!(flags & libc::O_NONBLOCK, 0, "the handler's end of the pipe must not block");
     }
 
     #[test]
