@@ -10,6 +10,7 @@ use std::process::{Child, Output};
 use std::time::{Duration, Instant};
 
 use common::{assert_no_cgroup, job_dirs, name, stderr, wait_for, Agent, Env};
+use lockstep_store::{Action, Decision, Store};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
@@ -163,13 +164,12 @@ fn dcs_job(env: &Env, job: &str) -> serde_json::Value {
     s["dcs"]["jobs"].as_array().and_then(|j| j.iter().find(|j| j["name"] == job).cloned()).unwrap_or_default()
 }
 
-/// The `dcs` decisions the agent logged for `job`, in the order it logged them: action and time taken (us).
-fn dcs_decisions(env: &Env, job: &str) -> Vec<(String, f64)> {
-    let db = rusqlite::Connection::open(env.store()).unwrap();
-    let mut stmt = db
-        .prepare("SELECT action, duration_us FROM decisions WHERE job = ?1 AND action LIKE 'dcs-%' ORDER BY rowid")
-        .unwrap();
-    stmt.query_map([job], |r| Ok((r.get(0)?, r.get(1)?))).unwrap().map(Result::unwrap).collect()
+/// The raises and lowers the agent logged for `job`, in the order it logged them.
+fn dcs_decisions(env: &Env, job: &str) -> Vec<Decision> {
+    let all = Store::open(&env.store()).unwrap().decisions(0.0).unwrap();
+    all.into_iter()
+        .filter(|d| d.job.as_deref() == Some(job) && matches!(d.action, Action::DcsRaise | Action::DcsLower))
+        .collect()
 }
 
 /// The real-time budget of the agent's parent CPU group (v1 with real-time group scheduling): 0 where there is
@@ -224,11 +224,11 @@ fn messages_raise_the_job_to_realtime_for_one_quantum() {
     let logged = dcs_decisions(&env, &name);
     assert!(!logged.is_empty() && logged.len().is_multiple_of(2), "{} dcs decisions: {logged:?}", logged.len());
     for pair in logged.chunks_exact(2) {
-        let (up, (down, held)) = (&pair[0].0, &pair[1]);
-        assert_eq!((up.as_str(), down.as_str()), ("dcs-raise", "dcs-lower"), "out of order: {logged:?}");
-        assert!(*held >= 5_000.0, "a raise of a 5 ms quantum was lowered after {held} us");
+        assert_eq!((pair[0].action, pair[1].action), (Action::DcsRaise, Action::DcsLower), "out of order: {logged:?}");
+        let held = pair[1].duration_us;
+        assert!(held >= 5_000.0, "a raise of a 5 ms quantum was lowered after {held} us");
     }
-    let longest = logged.chunks_exact(2).map(|p| p[1].1).fold(0.0, f64::max);
+    let longest = logged.chunks_exact(2).map(|p| p[1].duration_us).fold(0.0, f64::max);
     eprintln!("{} raises; the longest held {longest:.0} us (quantum 5000 us)", logged.len() / 2);
     assert_eq!(parent_budget(), before, "the real-time budget of the agent's parent group was not put back");
 }
