@@ -32,7 +32,7 @@ use nix::sys::signal::{SigSet, Signal};
 use guarded::Guarded;
 use journal::Journal;
 use lockstep_cgroup::Backend;
-use lockstep_core::cosched::rows::{self, Entry, Schedule};
+use lockstep_core::cosched::rows::{self, Entry, Place, Schedule};
 use lockstep_core::cosched::{self, slot, JobView, Policy, PolicySpec};
 use lockstep_core::error::UsageError;
 use lockstep_proto::protocol::{JobOrigin, JobStatus, Status};
@@ -178,10 +178,9 @@ impl Agent {
             let j = &mut self.jobs[i];
             (j.row, j.round, j.favoured) = (*r, count, *r == self.active_row);
         }
-        let starts_ms = slot::start_ns(k, self.slot) / 1_000_000;
         for j in &mut self.jobs {
             if let Some(schedule) = j.place {
-                let place = schedule.at(starts_ms);
+                let place = place_in_slot(&schedule, k, self.slot);
                 (j.row, j.round, j.favoured) = (place.row, place.period, place.holds(k));
             }
         }
@@ -500,26 +499,37 @@ impl Agent {
                 .jobs
                 .iter()
                 .filter(|j| viewer.is_none_or(|uid| j.owner == uid))
-                .map(|j| JobStatus {
-                    name: j.name.clone(),
-                    row: j.row,
-                    pinned: j.pinned.is_some() || j.place.is_some(),
-                    period: j.place.map(|_| j.round),
-                    pus: j.pus.to_string(),
-                    frozen: j.applied.frozen,
-                    boosted: j.applied.boosted,
-                    origin: match j.origin {
-                        managed::Origin::Run => JobOrigin::Run,
-                        managed::Origin::Cgroup => JobOrigin::Cgroup,
-                        managed::Origin::Pids { .. } => JobOrigin::Pids,
-                        managed::Origin::Slurm { .. } => JobOrigin::Slurm,
-                    },
-                    owner: j.owner,
-                    cgroups: j.groups.iter().filter_map(|g| g.dirs.first().cloned()).collect(),
+                .map(|j| {
+                    // A job with a place has its row from it at once, not only from the next slot's plan (a job
+                    // found since then still holds the default row 0 there).
+                    let place = j.place.map(|s| place_in_slot(&s, self.current_slot, self.slot));
+                    JobStatus {
+                        name: j.name.clone(),
+                        row: place.map_or(j.row, |p| p.row),
+                        pinned: j.pinned.is_some() || j.place.is_some(),
+                        period: place.map(|p| p.period),
+                        pus: j.pus.to_string(),
+                        frozen: j.applied.frozen,
+                        boosted: j.applied.boosted,
+                        origin: match j.origin {
+                            managed::Origin::Run => JobOrigin::Run,
+                            managed::Origin::Cgroup => JobOrigin::Cgroup,
+                            managed::Origin::Pids { .. } => JobOrigin::Pids,
+                            managed::Origin::Slurm { .. } => JobOrigin::Slurm,
+                        },
+                        owner: j.owner,
+                        cgroups: j.groups.iter().filter_map(|g| g.dirs.first().cloned()).collect(),
+                    }
                 })
                 .collect(),
         }
     }
+}
+
+/// The place `schedule` holds in slot `k` of length `slot`: the one in force when the slot starts, so that every
+/// node of the job switches in the same slot.
+fn place_in_slot(schedule: &Schedule, k: u64, slot: Duration) -> Place {
+    schedule.at(slot::start_ns(k, slot) / 1_000_000)
 }
 
 /// Runs the agent in the foreground until SIGINT or SIGTERM; returns the exit status.
