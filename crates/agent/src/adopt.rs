@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use super::managed::{Group, Managed, Origin};
-use lockstep_cgroup::procfs;
+use lockstep_cgroup::procfs::{self, ProcessRef};
 use lockstep_cgroup::{Backend, CreateError};
 use lockstep_core::cosched::Desired;
 use lockstep_core::cpulist::CpuList;
@@ -22,35 +22,45 @@ pub struct Claims {
 }
 
 impl Claims {
-    /// Refuses `pid` when it is (a thread of) a protected process or in another job's cgroups.
-    fn check_pid(&self, pid: i32) -> Result<(), UsageError> {
+    /// Refuses `pid` when it is (a thread of) a protected process or in another job's cgroups (or when those
+    /// cannot be listed: a claim is never given up on a failed read).
+    fn check_pid(&self, pid: i32) -> anyhow::Result<()> {
         let process = thread_group(pid).unwrap_or(pid);
         if let Some((_, what)) = self.protected.iter().find(|(p, _)| *p == process) {
-            return Err(UsageError::new(format!("PID {pid} is {what}: it cannot be part of a job")));
+            return Err(UsageError::new(format!("PID {pid} is {what}: it cannot be part of a job")).into());
         }
-        if let Some((job, _)) =
-            self.taken.iter().find(|(_, dirs)| dirs.iter().any(|d| lockstep_cgroup::procs_below(d).contains(&process)))
-        {
-            return Err(UsageError::new(format!("PID {pid} belongs to job {job:?} already")));
+        for (job, dirs) in &self.taken {
+            for d in dirs {
+                if procs_listed(d)?.contains(&process) {
+                    return Err(UsageError::new(format!("PID {pid} belongs to job {job:?} already")).into());
+                }
+            }
         }
         Ok(())
     }
 
     /// Refuses `dir` when it is, holds or lies within another job's cgroup, or holds a protected process.
-    fn check_dir(&self, dir: &Path) -> Result<(), UsageError> {
+    fn check_dir(&self, dir: &Path) -> anyhow::Result<()> {
         let overlaps = |d: &PathBuf| d.starts_with(dir) || dir.starts_with(d);
         if let Some((job, _)) = self.taken.iter().find(|(_, dirs)| dirs.iter().any(overlaps)) {
-            return Err(UsageError::new(format!("cgroup {} overlaps the cgroups of job {job:?}", dir.display())));
+            return Err(UsageError::new(format!("cgroup {} overlaps the cgroups of job {job:?}", dir.display())).into());
         }
-        let inside = lockstep_cgroup::procs_below(dir);
+        let inside = procs_listed(dir)?;
         if let Some((pid, what)) = self.protected.iter().find(|(p, _)| inside.contains(p)) {
             return Err(UsageError::new(format!(
                 "cgroup {} holds {what} (PID {pid}): it cannot be part of a job",
                 dir.display()
-            )));
+            ))
+            .into());
         }
         Ok(())
     }
+}
+
+/// The processes in cgroup `dir` and below, or an error naming the cgroup.
+fn procs_listed(dir: &Path) -> anyhow::Result<Vec<i32>> {
+    lockstep_cgroup::procs_below(dir)
+        .map_err(|e| anyhow::anyhow!("cannot list the processes of {}: {e}", dir.display()))
 }
 
 /// The process (thread group) thread `tid` belongs to.
@@ -169,10 +179,12 @@ pub fn from_pids(
 ) -> anyhow::Result<Managed> {
     let mut before = Vec::new();
     for &pid in pids {
-        let cgroups = procfs::cgroups(pid)
-            .ok_or_else(|| UsageError::new(format!("PID {pid} does not exist (expected running processes)")))?;
+        // The process as it is now: from here on only this process is moved, never one that gets its PID later.
+        let gone = || UsageError::new(format!("PID {pid} does not exist (expected running processes)"));
+        let process = ProcessRef::of(pid).ok_or_else(gone)?;
+        let cgroups = procfs::cgroups(pid).ok_or_else(gone)?;
         claims.check_pid(pid)?;
-        before.push((pid, cgroups));
+        before.push((process, cgroups));
     }
     let created = backend.create_control(name).map_err(|e| match e {
         CreateError::Exists(_) => {
@@ -183,8 +195,8 @@ pub fn from_pids(
     })?;
     let roots = backend.roots();
     let mut moved = Vec::new();
-    for (pid, cgroups) in before {
-        // Where the PID was in each hierarchy the new cgroup spans, to move it back on release.
+    for (process, cgroups) in before {
+        // Where the process was in each hierarchy the new cgroup spans, to move it back on release.
         let mut back = Vec::new();
         for dir in &created.dirs {
             let Some(root) = roots.iter().filter(|r| dir.starts_with(r)).max_by_key(|r| r.as_os_str().len()) else {
@@ -194,10 +206,11 @@ pub fn from_pids(
                 back.push(root.join(path.trim_start_matches('/')).join("cgroup.procs"));
             }
         }
-        moved.push((pid, back));
+        moved.push((process, back));
         for dir in &created.dirs {
-            if let Err(e) = std::fs::write(dir.join("cgroup.procs"), pid.to_string()) {
+            if let Err(e) = process.move_to(&dir.join("cgroup.procs")) {
                 undo_moves(&moved, &created.dirs);
+                let pid = process.pid;
                 return Err(UsageError::new(format!("cannot move PID {pid} into {}: {e}", dir.display())).into());
             }
         }
@@ -207,10 +220,10 @@ pub fn from_pids(
 }
 
 /// Puts the processes of a failed adoption back where they were and removes the cgroup made for them.
-fn undo_moves(moved: &[(i32, Vec<PathBuf>)], dirs: &[PathBuf]) {
-    for (pid, back) in moved {
+fn undo_moves(moved: &[(ProcessRef, Vec<PathBuf>)], dirs: &[PathBuf]) {
+    for (process, back) in moved {
         for procs in back {
-            let _ = std::fs::write(procs, pid.to_string());
+            let _ = process.move_to(procs);
         }
     }
     for d in dirs {
@@ -267,7 +280,7 @@ fn managed(name: &str, groups: Vec<Group>, row: Option<u32>, origin: Origin) -> 
 
 /// The owner of the first process in `dirs` (or below them).
 fn process_owner(dirs: &[PathBuf]) -> Option<u32> {
-    let pid = dirs.iter().flat_map(|d| lockstep_cgroup::procs_below(d)).next()?;
+    let pid = dirs.iter().flat_map(|d| lockstep_cgroup::procs_below(d).unwrap_or_default()).next()?;
     std::fs::metadata(format!("/proc/{pid}")).ok().map(|m| m.uid())
 }
 
@@ -277,7 +290,7 @@ pub fn pus(groups: &[Group]) -> CpuList {
     let mut pus = CpuList::new();
     for g in groups {
         let mine = g.knobs.pus().or_else(|| {
-            let pids = lockstep_cgroup::procs_below(g.dirs.first()?);
+            let pids = lockstep_cgroup::procs_below(g.dirs.first()?).ok()?;
             let lists: Vec<CpuList> =
                 pids.iter().filter_map(|&p| CpuList::parse(&procfs::cpus_allowed(p)?).ok()).collect();
             (!lists.is_empty()).then(|| lists.iter().flat_map(CpuList::iter).collect())

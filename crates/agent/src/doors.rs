@@ -149,7 +149,7 @@ impl Doors {
         let open = Arc::new(Open::default());
         self.runtime.spawn(async move {
             loop {
-                let Ok((stream, _)) = listener.accept().await else { continue };
+                let Some((stream, _)) = accepted(listener.accept().await, "control socket").await else { continue };
                 // A caller whose credentials cannot be read is treated as nobody in particular: unprivileged.
                 let uid = stream.peer_cred().map_or(u32::MAX, |c| c.uid());
                 serve(stream, Caller::Local { uid }, &open, limits, handler.clone());
@@ -167,11 +167,39 @@ impl Doors {
         let open = Arc::new(Open::default());
         self.runtime.spawn(async move {
             loop {
-                let Ok((stream, _)) = listener.accept().await else { continue };
+                let Some((stream, _)) = accepted(listener.accept().await, "metrics").await else { continue };
                 serve(stream, Caller::Network, &open, limits, handler.clone());
             }
         });
         Ok(bound)
+    }
+}
+
+/// How long a door waits before accepting again when the agent or the system is out of descriptors: the waiting
+/// connections stay queued in the kernel, and a loop that retried at once would spin at real-time priority and
+/// starve the slot thread.
+const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
+
+/// The connection `result` holds; on an error, `None` after saying it (out of descriptors: once per episode) and
+/// backing off for [`ACCEPT_BACKOFF`] when it is one of running out.
+async fn accepted<T>(result: std::io::Result<T>, door: &str) -> Option<T> {
+    static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    match result {
+        Ok(t) => {
+            SAID.store(false, std::sync::atomic::Ordering::Relaxed);
+            Some(t)
+        }
+        Err(e) => {
+            let exhausted =
+                matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM));
+            if exhausted {
+                if !SAID.swap(true, std::sync::atomic::Ordering::Relaxed) {
+                    eprintln!("lockstep agent: {door}: cannot accept a connection ({e}); retrying every 100 ms");
+                }
+                tokio::time::sleep(ACCEPT_BACKOFF).await;
+            }
+            None
+        }
     }
 }
 

@@ -532,9 +532,37 @@ fn place_in_slot(schedule: &Schedule, k: u64, slot: Duration) -> Place {
     schedule.at(slot::start_ns(k, slot) / 1_000_000)
 }
 
+/// What the agent makes sure of before it serves: its descriptors, and a store no other user can plant or swap
+/// (it holds the restore journal, which the agent replays as root).
+fn prepare(config: &Config) -> anyhow::Result<()> {
+    raise_open_files();
+    if let Some(dir) = config.store.parent().filter(|d| !d.as_os_str().is_empty()) {
+        lockstep_core::trust::ensure_dir(dir, 0o700, "store")?;
+    }
+    Ok(())
+}
+
+/// Raises the agent's limit of open descriptors to the hard limit: every job's counters and cgroup files take
+/// some, and the descriptors that undo a change are opened when the change is made, so the agent must not be the
+/// first process on the node to run out. Said when it cannot.
+fn raise_open_files() {
+    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit/setrlimit with a valid rlimit.
+    let raised = unsafe {
+        libc::getrlimit(libc::RLIMIT_NOFILE, &raw mut limit) == 0 && {
+            limit.rlim_cur = limit.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &raw const limit) == 0
+        }
+    };
+    if !raised {
+        eprintln!("lockstep agent: cannot raise the open-file limit: {}", std::io::Error::last_os_error());
+    }
+}
+
 /// Runs the agent in the foreground until SIGINT or SIGTERM; returns the exit status.
 pub fn run(config: Config) -> anyhow::Result<i32> {
     let backend = lockstep_cgroup::detect()?;
+    prepare(&config)?;
     // A client or scraper that hangs up mid-answer is an EPIPE error for that connection, never a signal.
     // SAFETY: ignoring a signal installs no handler code.
     unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) };

@@ -1,13 +1,16 @@
 //! A job the agent manages: its cgroups, its PUs and row, and the state applied to it. Every change goes
 //! through the journal first.
 
+use std::fs::{File, OpenOptions};
 use std::io;
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
 use super::journal::Journal;
 use lockstep_cgroup::knobs::{freeze_value, weight_value};
+use lockstep_cgroup::procfs::ProcessRef;
 use lockstep_cgroup::{remove_dir, JobCgroup, Knobs};
 use lockstep_core::cosched::rows::Schedule;
 use lockstep_core::cosched::{Desired, BOOST_WEIGHT};
@@ -22,11 +25,12 @@ pub enum Origin {
     Run,
     /// Adopted as existing cgroups (given by path, or the cgroups of containers).
     Cgroup,
-    /// Adopted as processes moved into a cgroup the agent created; each PID with the `cgroup.procs` files it
-    /// came from, to go back on release.
+    /// Adopted as processes moved into a cgroup the agent created; each process with the `cgroup.procs` files
+    /// it came from, to go back on release (only while its PID still names it).
     Pids {
-        /// (PID, original `cgroup.procs` files).
-        moved: Vec<(i32, Vec<PathBuf>)>,
+        /// (process, original `cgroup.procs` files).
+        #[serde(deserialize_with = "moved_processes")]
+        moved: Vec<(ProcessRef, Vec<PathBuf>)>,
         /// The cgroup the agent created.
         created: JobCgroup,
     },
@@ -43,8 +47,28 @@ pub enum Origin {
     },
 }
 
+/// The processes of an adopted job as the store keeps them. A store written before processes carried their start
+/// time holds bare PIDs: those are kept with a start time no process has, so that nothing is ever moved for them
+/// (which process a bare PID names now cannot be known).
+fn moved_processes<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<(ProcessRef, Vec<PathBuf>)>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Stored {
+        Process(ProcessRef),
+        Pid(i32),
+    }
+    let stored: Vec<(Stored, Vec<PathBuf>)> = Vec::deserialize(d)?;
+    Ok(stored
+        .into_iter()
+        .map(|(p, back)| match p {
+            Stored::Process(process) => (process, back),
+            Stored::Pid(pid) => (ProcessRef { pid, start: u64::MAX }, back),
+        })
+        .collect())
+}
+
 /// One cgroup of a job (a container group has several).
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub struct Group {
     /// Its directories (one per v1 hierarchy, or one v2 directory).
     pub dirs: Vec<PathBuf>,
@@ -52,38 +76,50 @@ pub struct Group {
     pub knobs: Knobs,
     /// The weight file's value before boosting.
     weight_before: Option<String>,
+    /// The freezer file, open from the moment the group is frozen until it is thawed: a thaw needs no new
+    /// descriptor, so that running out of them can never leave a job frozen.
+    thaw: Option<File>,
+    /// The weight file, open while the weight is raised, for the same reason.
+    unboost: Option<File>,
 }
 
 impl Group {
     /// A group over `dirs`.
     pub fn new(dirs: Vec<PathBuf>) -> Self {
         let knobs = Knobs::find(&dirs);
-        Self { dirs, knobs, weight_before: None }
+        Self { dirs, knobs, weight_before: None, thaw: None, unboost: None }
     }
 
-    /// Freezes or thaws the group (the journal first, so that a crash in between still restores it).
-    fn set_frozen(&self, frozen: bool, job: &str, journal: &mut Journal, store: &Store) -> anyhow::Result<()> {
+    /// Freezes or thaws the group (the journal first, so that a crash in between still restores it). The file is
+    /// opened before the job is frozen and kept open until it is thawed.
+    fn set_frozen(&mut self, frozen: bool, job: &str, journal: &mut Journal, store: &Store) -> anyhow::Result<()> {
         let Some(file) = &self.knobs.freeze else { return Ok(()) };
         if frozen {
+            let held = open(file)?;
             journal.remember(store, job, file, freeze_value(file, false))?;
-            write(file, freeze_value(file, true))?;
-        } else {
-            write(file, freeze_value(file, false))?;
+            write(&held, file, freeze_value(file, true))?;
+            self.thaw = Some(held);
+        } else if let Some(held) = &self.thaw {
+            write(held, file, freeze_value(file, false))?;
+            self.thaw = None;
             journal.forget(file);
         }
         Ok(())
     }
 
-    /// Raises the group's weight to [`BOOST_WEIGHT`], or puts back the weight it had.
+    /// Raises the group's weight to [`BOOST_WEIGHT`], or puts back the weight it had (through the descriptor
+    /// opened when it was raised).
     fn set_boosted(&mut self, boosted: bool, job: &str, journal: &mut Journal, store: &Store) -> anyhow::Result<()> {
         let Some(file) = &self.knobs.weight else { return Ok(()) };
         if boosted {
+            let held = open(file)?;
             let before = std::fs::read_to_string(file).map_err(|_| Gone(file.clone()))?.trim().to_string();
             journal.remember(store, job, file, &before)?;
-            write(file, &weight_value(file, BOOST_WEIGHT))?;
-            self.weight_before = Some(before);
-        } else if let Some(before) = self.weight_before.take() {
-            write(file, &before)?;
+            write(&held, file, &weight_value(file, BOOST_WEIGHT))?;
+            (self.weight_before, self.unboost) = (Some(before), Some(held));
+        } else if let (Some(before), Some(held)) = (&self.weight_before, &self.unboost) {
+            write(held, file, before)?;
+            (self.weight_before, self.unboost) = (None, None);
             journal.forget(file);
         }
         Ok(())
@@ -147,9 +183,19 @@ pub struct Saved {
 #[error("cgroup file {0} is gone")]
 pub struct Gone(pub PathBuf);
 
-fn write(file: &Path, value: &str) -> anyhow::Result<()> {
-    std::fs::write(file, value).map_err(|e| match e.kind() {
+/// Opens cgroup file `file` for the writes that change it and put it back.
+fn open(file: &Path) -> anyhow::Result<File> {
+    OpenOptions::new().write(true).open(file).map_err(|e| match e.kind() {
         io::ErrorKind::NotFound => Gone(file.to_path_buf()).into(),
+        _ => anyhow::anyhow!("cannot open {}: {e}", file.display()),
+    })
+}
+
+/// Writes `value` to cgroup file `file` through `held`, its open descriptor (a cgroup file takes each write whole,
+/// wherever the offset is). A removed cgroup answers `ENODEV`: it is gone.
+fn write(held: &File, file: &Path, value: &str) -> anyhow::Result<()> {
+    held.write_at(value.as_bytes(), 0).map(drop).map_err(|e| match (e.kind(), e.raw_os_error()) {
+        (io::ErrorKind::NotFound, _) | (_, Some(libc::ENODEV)) => Gone(file.to_path_buf()).into(),
         _ => anyhow::anyhow!("cannot write {value} to {}: {e}", file.display()),
     })
 }
@@ -202,7 +248,7 @@ impl Managed {
     pub fn apply(&mut self, want: Desired, journal: &mut Journal, store: &Store) -> anyhow::Result<Vec<Action>> {
         let mut actions = Vec::new();
         if want.frozen != self.applied.frozen {
-            for g in &self.groups {
+            for g in &mut self.groups {
                 g.set_frozen(want.frozen, &self.name, journal, store)?;
             }
             actions.push(if want.frozen { Action::Freeze } else { Action::Thaw });
@@ -252,9 +298,10 @@ impl Managed {
             }
         }
         if let Origin::Pids { moved, created } = &self.origin {
-            for (pid, procs) in moved {
+            // A process that exited is not moved back: its PID may name another process by now.
+            for (process, procs) in moved {
                 for p in procs {
-                    let _ = std::fs::write(p, pid.to_string());
+                    let _ = process.move_to(p);
                 }
             }
             for dir in &created.dirs {
@@ -270,10 +317,11 @@ impl Managed {
     }
 
     /// Whether the job has ended: every cgroup of it is gone, or the processes the agent adopted into a cgroup of
-    /// its own have all exited.
+    /// its own have all exited. A cgroup whose processes cannot be listed (no descriptor left) has not ended: a
+    /// job is forgotten only on evidence, never on a failed read.
     pub fn ended(&self) -> bool {
         match &self.origin {
-            Origin::Pids { created, .. } => created.pids().is_empty(),
+            Origin::Pids { created, .. } => created.pids().is_ok_and(|p| p.is_empty()),
             Origin::Slurm { dirs, .. } => !dirs.iter().any(|d| d.is_dir()),
             _ => !self.groups.iter().any(|g| g.dirs.iter().any(|d| d.is_dir())),
         }
@@ -282,12 +330,12 @@ impl Managed {
     /// The job's processes on this node.
     pub fn pids(&self) -> Vec<i32> {
         match &self.origin {
-            Origin::Pids { created, .. } => created.pids(),
+            Origin::Pids { created, .. } => created.pids().unwrap_or_default(),
             _ => self
                 .groups
                 .iter()
                 .filter_map(|g| g.dirs.first())
-                .flat_map(|d| lockstep_cgroup::procs_below(d))
+                .flat_map(|d| lockstep_cgroup::procs_below(d).unwrap_or_default())
                 .collect(),
         }
     }

@@ -27,7 +27,7 @@ const LIVE_DIR: &str = "/dev/shm";
 /// Reads one job's totals now; `dirs` are the job's cgroup directories, one per group of processes (a job's
 /// containers are several), `epoch` the agent's monotonic origin.
 pub(crate) fn sample(dirs: &[&Path], epoch: Instant) -> Sample {
-    let mut pids: Vec<i32> = dirs.iter().flat_map(|d| procs_below(d)).collect();
+    let mut pids: Vec<i32> = dirs.iter().flat_map(|d| procs_below(d).unwrap_or_default()).collect();
     pids.sort_unstable();
     pids.dedup();
     let mut calls = None;

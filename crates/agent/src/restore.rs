@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use lockstep_cgroup::knobs::is_freeze_file;
 
-use crate::sched::{Sched, Thread};
+use crate::sched::{self, Sched, Thread};
 
 /// Something the agent changed and must put back.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -26,7 +26,7 @@ impl Target {
     pub fn encode(&self) -> String {
         match self {
             Self::File(path) => path.to_string_lossy().into_owned(),
-            Self::Thread(t) => format!("{THREAD_PREFIX}{}:{}", t.tid, t.start),
+            Self::Thread(t) => format!("{THREAD_PREFIX}{}:{}", t.pid, t.start),
         }
     }
 
@@ -34,7 +34,7 @@ impl Target {
     pub fn decode(text: &str) -> Self {
         let thread = text.strip_prefix(THREAD_PREFIX).and_then(|rest| {
             let (tid, start) = rest.split_once(':')?;
-            Some(Thread { tid: tid.parse().ok()?, start: start.parse().ok()? })
+            Some(Thread { pid: tid.parse().ok()?, start: start.parse().ok()? })
         });
         thread.map_or_else(|| Self::File(PathBuf::from(text)), Self::Thread)
     }
@@ -85,13 +85,10 @@ impl From<&Path> for Target {
 
 /// Puts a thread back to `value`; a thread that is gone needs nothing.
 fn restore_thread(thread: Thread, value: &str) -> io::Result<()> {
-    let Some(sched) = Sched::decode(value) else {
+    let Some(want) = Sched::decode(value) else {
         return Err(io::Error::new(io::ErrorKind::InvalidData, format!("bad thread entry {value:?}")));
     };
-    if !thread.alive() {
-        return Ok(());
-    }
-    match thread.change(None, &sched) {
+    match sched::change(&thread, None, &want) {
         Err(e) if e.raw_os_error() == Some(libc::ESRCH) => Ok(()),
         other => other,
     }
@@ -103,7 +100,7 @@ mod tests {
 
     #[test]
     fn targets_round_trip_and_restore_in_order() {
-        let thread = Target::Thread(Thread { tid: 42, start: 1234 });
+        let thread = Target::Thread(Thread { pid: 42, start: 1234 });
         assert_eq!(thread.encode(), "thread:42:1234");
         assert_eq!(Target::decode(&thread.encode()), thread);
         let weight = Target::decode("/sys/fs/cgroup/cpu/lockstep/a/cpu.shares");
@@ -119,8 +116,8 @@ mod tests {
     #[test]
     fn a_gone_thread_restores_to_nothing() {
         let me = crate::sched::of(&[std::process::id() as i32]);
-        let s = me[0].read().unwrap();
-        let gone = Target::Thread(Thread { tid: me[0].tid, start: me[0].start + 1 });
+        let s = crate::sched::read(&me[0]).unwrap();
+        let gone = Target::Thread(Thread { pid: me[0].pid, start: me[0].start + 1 });
         assert!(gone.put_back(&s.encode()).is_ok());
         assert!(gone.holds(&s.encode()).unwrap());
     }

@@ -264,7 +264,7 @@ fn attach_cgroups(counters: &mut Counters, dirs: &[PathBuf], pus: &CpuList) -> a
 /// Attaches to the threads now in `dirs` (and below) that are not counted yet; detaches threads that exited
 /// (their final counts stay in the totals).
 fn rescan(counters: &mut Counters, dirs: &[PathBuf]) {
-    let pids: Vec<i32> = dirs.iter().flat_map(|d| lockstep_cgroup::procs_below(d)).collect();
+    let pids: Vec<i32> = dirs.iter().flat_map(|d| lockstep_cgroup::procs_below(d).unwrap_or_default()).collect();
     let tids: Vec<i64> =
         pids.iter().filter_map(|&p| lockstep_cgroup::procfs::threads(p)).flatten().map(i64::from).collect();
     let gone: Vec<i64> = counters.keys().filter(|k| !tids.contains(k)).collect();

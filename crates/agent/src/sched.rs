@@ -3,7 +3,7 @@
 
 use std::io;
 
-use lockstep_cgroup::procfs;
+use lockstep_cgroup::procfs::ProcessRef;
 
 /// A thread's scheduling: policy (`SCHED_OTHER`, `SCHED_RR`, ...), real-time priority, nice value.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -34,73 +34,58 @@ impl Sched {
     }
 }
 
-/// A thread of a job, named so that a reused ID is not mistaken for it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct Thread {
-    /// Thread ID.
-    pub tid: i32,
-    /// Its start time (clock ticks since boot).
-    pub start: u64,
-}
+/// A thread of a job: its ID and start time, so that a reused ID is never mistaken for it.
+pub type Thread = ProcessRef;
 
-impl Thread {
-    /// Its scheduling now.
-    pub fn read(&self) -> io::Result<Sched> {
-        // SAFETY: plain system calls on a thread ID; `param` is a valid out-parameter.
-        unsafe {
-            let policy = libc::sched_getscheduler(self.tid);
-            if policy < 0 {
-                return Err(io::Error::last_os_error());
-            }
-            let mut param = libc::sched_param { sched_priority: 0 };
-            if libc::sched_getparam(self.tid, &raw mut param) != 0 {
-                return Err(io::Error::last_os_error());
-            }
-            // getpriority may legitimately return -1: errno tells an error apart.
-            *libc::__errno_location() = 0;
-            let nice = libc::getpriority(libc::PRIO_PROCESS, self.tid as libc::id_t);
-            if nice == -1 && *libc::__errno_location() != 0 {
-                return Err(io::Error::last_os_error());
-            }
-            Ok(Sched { policy: policy & !libc::SCHED_RESET_ON_FORK, priority: param.sched_priority, nice })
+/// Its scheduling now.
+pub fn read(thread: &Thread) -> io::Result<Sched> {
+    thread.check()?;
+    // SAFETY: plain system calls on a thread ID; `param` is a valid out-parameter.
+    unsafe {
+        let policy = libc::sched_getscheduler(thread.pid);
+        if policy < 0 {
+            return Err(io::Error::last_os_error());
         }
-    }
-
-    /// Changes its scheduling from `from` (what it is now) to `to`, with only the system calls the difference
-    /// needs: class and priority, then nice (a real-time thread keeps its nice value for when it returns to the
-    /// normal class).
-    pub fn change(&self, from: Option<&Sched>, to: &Sched) -> io::Result<()> {
-        let param = libc::sched_param { sched_priority: to.priority };
-        // SAFETY: plain system calls on a thread ID with a valid sched_param.
-        unsafe {
-            if from.is_none_or(|f| (f.policy, f.priority) != (to.policy, to.priority))
-                && libc::sched_setscheduler(self.tid, to.policy, &raw const param) != 0
-            {
-                return Err(io::Error::last_os_error());
-            }
-            if from.is_none_or(|f| f.nice != to.nice)
-                && libc::setpriority(libc::PRIO_PROCESS, self.tid as libc::id_t, to.nice) != 0
-            {
-                return Err(io::Error::last_os_error());
-            }
+        let mut param = libc::sched_param { sched_priority: 0 };
+        if libc::sched_getparam(thread.pid, &raw mut param) != 0 {
+            return Err(io::Error::last_os_error());
         }
-        Ok(())
+        // getpriority may legitimately return -1: errno tells an error apart.
+        *libc::__errno_location() = 0;
+        let nice = libc::getpriority(libc::PRIO_PROCESS, thread.pid as libc::id_t);
+        if nice == -1 && *libc::__errno_location() != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(Sched { policy: policy & !libc::SCHED_RESET_ON_FORK, priority: param.sched_priority, nice })
     }
 }
 
-impl Thread {
-    /// Whether the thread still runs (its ID not reused by another).
-    pub fn alive(&self) -> bool {
-        procfs::alive(self.tid, self.start)
+/// Changes its scheduling from `from` (what it is now) to `to`, with only the system calls the difference
+/// needs: class and priority, then nice (a real-time thread keeps its nice value for when it returns to the
+/// normal class). `ESRCH` when its ID no longer names it: a thread that exited is never mistaken for the one
+/// that got its ID.
+pub fn change(thread: &Thread, from: Option<&Sched>, to: &Sched) -> io::Result<()> {
+    thread.check()?;
+    let param = libc::sched_param { sched_priority: to.priority };
+    // SAFETY: plain system calls on a thread ID with a valid sched_param.
+    unsafe {
+        if from.is_none_or(|f| (f.policy, f.priority) != (to.policy, to.priority))
+            && libc::sched_setscheduler(thread.pid, to.policy, &raw const param) != 0
+        {
+            return Err(io::Error::last_os_error());
+        }
+        if from.is_none_or(|f| f.nice != to.nice)
+            && libc::setpriority(libc::PRIO_PROCESS, thread.pid as libc::id_t, to.nice) != 0
+        {
+            return Err(io::Error::last_os_error());
+        }
     }
+    Ok(())
 }
 
 /// Every thread of the processes `pids`.
 pub fn of(pids: &[i32]) -> Vec<Thread> {
-    pids.iter()
-        .flat_map(|&pid| procfs::threads(pid).unwrap_or_default())
-        .filter_map(|tid| Some(Thread { tid, start: procfs::start_time(tid)? }))
-        .collect()
+    ProcessRef::threads_of(pids)
 }
 
 #[cfg(test)]
@@ -113,6 +98,6 @@ mod tests {
         assert_eq!(Sched::decode(&s.encode()), Some(s));
         let me = of(&[std::process::id() as i32]);
         assert!(!me.is_empty() && me[0].alive());
-        assert!(!me[0].read().unwrap().is_realtime());
+        assert!(!read(&me[0]).unwrap().is_realtime());
     }
 }

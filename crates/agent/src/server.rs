@@ -1,7 +1,7 @@
 //! The agent's control API: what each request does, for whom. The door it comes through (HTTP over the Unix
 //! socket, caps and deadlines) is `doors`.
 
-use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::os::unix::fs::FileTypeExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::Path;
 use std::sync::Arc;
@@ -13,27 +13,42 @@ use super::{adopt, Agent, Shared};
 use crate::doors::{Caller, Handler, Reply};
 use lockstep_core::cosched::{rows, slot, PolicySpec};
 use lockstep_core::error::UsageError;
+use lockstep_core::trust;
 use lockstep_proto::client::REQUEST_PATH;
 use lockstep_proto::names::check_job_name;
 use lockstep_proto::protocol::{Request, Response};
 use lockstep_store::SlurmJob;
 
-/// Binds the socket (open to every user; see [`handle`] for what each may do); an agent already answering there
-/// is a usage error, a stale socket file is replaced.
+/// Binds the socket (open to every user; see [`handle`] for what each may do). Its directory and every one above
+/// it must be the agent's alone ([`trust`]); an agent already answering there is a usage error, a stale socket
+/// is replaced, and anything else at the path (a typo naming a file) is refused, never removed.
 pub fn bind(path: &Path) -> anyhow::Result<UnixListener> {
     if UnixStream::connect(path).is_ok() {
         return Err(UsageError::new(format!("an agent is already running at {}", path.display())).into());
     }
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty() && !d.exists()) {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         // Every user must reach the socket: its directory is searchable by all, writable by the agent only.
-        std::fs::DirBuilder::new().recursive(true).mode(0o755).create(dir)?;
+        trust::ensure_dir(dir, 0o755, "socket")?;
     }
-    let _ = std::fs::remove_file(path);
-    let listener =
-        UnixListener::bind(path).map_err(|e| UsageError::new(format!("cannot listen on {}: {e}", path.display())))?;
-    // Anyone may connect: each request is checked against the caller's credentials (SO_PEERCRED).
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o666))?;
-    Ok(listener)
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if m.file_type().is_socket() => std::fs::remove_file(path)?,
+        Ok(_) => {
+            return Err(UsageError::new(format!(
+                "refusing socket {}: something that is not a socket is there (expected a free path or a stale socket)",
+                path.display()
+            ))
+            .into())
+        }
+        Err(_) => {}
+    }
+    // Anyone may connect: each request is checked against the caller's credentials (SO_PEERCRED). The mode is
+    // the one the socket is created with (umask), not one set afterwards by path.
+    // SAFETY: umask only swaps the process's file mode mask; the agent has one thread here.
+    let mask = unsafe { libc::umask(0o111) };
+    let bound = UnixListener::bind(path);
+    // SAFETY: as above, putting the mask back.
+    unsafe { libc::umask(mask) };
+    bound.map_err(|e| UsageError::new(format!("cannot listen on {}: {e}", path.display())).into())
 }
 
 /// The control API's handler: `POST /v1/request` with one JSON request; the answer is the JSON response, with

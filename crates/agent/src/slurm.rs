@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use super::managed::Origin;
 use super::{adopt, Agent, Shared};
+use lockstep_cgroup::procfs::ProcessRef;
 use lockstep_cgroup::{self as cgroup, Knobs, Version};
 use lockstep_core::cosched::rows::Schedule;
 use lockstep_slurm::{job_name, Row};
@@ -113,12 +114,13 @@ fn scan_v2(root: &Path, node: &str) -> Vec<Found> {
 /// Moves the processes of a Slurm job (in `job_dirs` and below) that are not yet in `weight_dir` into it; a
 /// process moved there stays in Slurm's own cgroups of every other controller.
 fn gather(job_dirs: &[PathBuf], weight_dir: &Path) {
-    let there = cgroup::read_procs(weight_dir);
+    let there = cgroup::read_procs(weight_dir).unwrap_or_default();
     let procs = weight_dir.join("cgroup.procs");
-    for pid in job_dirs.iter().flat_map(|d| cgroup::procs_below(d)) {
-        if !there.contains(&pid) {
-            // A process that exited meanwhile is fine.
-            let _ = fs::write(&procs, pid.to_string());
+    for pid in job_dirs.iter().flat_map(|d| cgroup::procs_below(d).unwrap_or_default()) {
+        // Named with its start time as soon as it is listed: a process that exits meanwhile is left out, and its
+        // PID, if another process gets it, is not moved.
+        if let Some(process) = ProcessRef::of(pid).filter(|_| !there.contains(&pid)) {
+            let _ = process.move_to(&procs);
         }
     }
 }
@@ -142,7 +144,7 @@ impl Chores {
         }
         // A job's last processes may still be exiting when its epilog runs: its cgroup goes once they have.
         for dir in self.sweep {
-            if cgroup::read_procs(&dir).is_empty() {
+            if cgroup::read_procs(&dir).is_ok_and(|p| p.is_empty()) {
                 let _ = cgroup::remove_dir(&dir);
             }
         }

@@ -106,7 +106,7 @@ fn populate(version: Version, dir: &Path, children: &[Child], dirs: &[PathBuf]) 
         // controller can be enabled.
         let deadline = Instant::now() + SPLIT_TIMEOUT;
         loop {
-            for pid in read_procs(dir) {
+            for pid in read_procs(dir).unwrap_or_default() {
                 let _ = fs::write(dirs[0].join("cgroup.procs"), pid.to_string());
             }
             match fs::write(dir.join("cgroup.subtree_control"), "+cpu") {
@@ -129,7 +129,7 @@ fn undo(version: Version, dir: &Path, dirs: &[PathBuf]) {
         let _ = fs::write(dir.join("cgroup.subtree_control"), "-cpu");
     }
     for d in dirs {
-        for pid in read_procs(d) {
+        for pid in read_procs(d).unwrap_or_default() {
             let _ = fs::write(dir.join("cgroup.procs"), pid.to_string());
         }
         let _ = remove_dir(d);

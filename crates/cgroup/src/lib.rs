@@ -16,8 +16,6 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use nix::sys::signal::{kill, Signal};
-use nix::unistd::Pid;
 use serde::{Deserialize, Serialize};
 
 pub use knobs::Knobs;
@@ -173,26 +171,33 @@ pub fn remove_dir(path: &Path) -> io::Result<()> {
     }
 }
 
-/// Reads a cgroup's `cgroup.procs`; a missing file counts as empty.
-pub fn read_procs(dir: &Path) -> Vec<i32> {
-    fs::read_to_string(dir.join("cgroup.procs"))
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| l.trim().parse().ok())
-        .collect()
+/// Reads a cgroup's `cgroup.procs`. A cgroup that is gone has no processes; any other failure (no descriptor
+/// left, no memory) is an error, never "no processes": a job taken for ended while it runs would be forgotten in
+/// whatever state it was left.
+pub fn read_procs(dir: &Path) -> io::Result<Vec<i32>> {
+    match fs::read_to_string(dir.join("cgroup.procs")) {
+        Ok(text) => Ok(text.lines().filter_map(|l| l.trim().parse().ok()).collect()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(Vec::new()),
+        Err(e) => Err(e),
+    }
 }
 
-/// Every process in the cgroup `dir` and in the cgroups below it (a Slurm job's steps, a pod's containers).
-pub fn procs_below(dir: &Path) -> Vec<i32> {
-    let mut out = read_procs(dir);
-    if let Ok(entries) = fs::read_dir(dir) {
-        for e in entries.flatten() {
-            if e.file_type().is_ok_and(|t| t.is_dir()) {
-                out.extend(procs_below(&e.path()));
-            }
+/// Every process in the cgroup `dir` and in the cgroups below it (a Slurm job's steps, a pod's containers); an
+/// error as [`read_procs`] has one.
+pub fn procs_below(dir: &Path) -> io::Result<Vec<i32>> {
+    let mut out = read_procs(dir)?;
+    let entries = match fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(out),
+        Err(e) => return Err(e),
+    };
+    for e in entries {
+        let e = e?;
+        if e.file_type().is_ok_and(|t| t.is_dir()) {
+            out.extend(procs_below(&e.path())?);
         }
     }
-    out
+    Ok(out)
 }
 
 impl JobCgroup {
@@ -218,9 +223,9 @@ impl JobCgroup {
             .collect()
     }
 
-    /// Processes in the job's cgroup and in the cgroups below it.
-    pub fn pids(&self) -> Vec<i32> {
-        self.dirs.first().map(|d| procs_below(d)).unwrap_or_default()
+    /// Processes in the job's cgroup and in the cgroups below it (an error as [`read_procs`] has one).
+    pub fn pids(&self) -> io::Result<Vec<i32>> {
+        self.dirs.first().map_or_else(|| Ok(Vec::new()), |d| procs_below(d))
     }
 
     /// Whether any directory of the job still exists.
@@ -233,12 +238,12 @@ impl JobCgroup {
     pub fn destroy(&self, timeout: Duration) -> io::Result<()> {
         let deadline = Instant::now() + timeout;
         loop {
-            let pids = self.pids();
+            let pids = self.pids()?;
             if pids.is_empty() {
                 break;
             }
-            for pid in pids {
-                let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+            for process in pids.into_iter().filter_map(procfs::ProcessRef::of) {
+                let _ = process.signal(libc::SIGKILL);
             }
             if Instant::now() > deadline {
                 return Err(io::Error::new(io::ErrorKind::TimedOut, "processes survive SIGKILL in the job cgroup"));

@@ -1,6 +1,11 @@
 //! Small readers of `/proc`.
 
 use std::fs;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
 
 /// Start time of process `pid` in clock ticks since boot (field 22 of `/proc/PID/stat`), or `None` if the
 /// process does not exist. Together with the PID it names a process even after PIDs wrap around.
@@ -11,9 +16,95 @@ pub fn start_time(pid: i32) -> Option<u64> {
     after.split_whitespace().nth(19)?.parse().ok()
 }
 
-/// Whether the process `pid` that started at `start` still runs.
-pub fn alive(pid: i32, start: u64) -> bool {
-    start_time(pid) == Some(start)
+/// A process or thread as the agent names it: its ID and its start time. An ID alone is not a process: once the
+/// process exits the kernel gives the ID to another, and a stale ID acted on by root would move, raise or signal
+/// whoever got it. Every action on a process or thread goes through a `ProcessRef`, which acts only while the ID
+/// still names the process that was seen.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct ProcessRef {
+    /// Process (or thread) ID.
+    pub pid: i32,
+    /// Its start time, in clock ticks since boot.
+    pub start: u64,
+}
+
+impl ProcessRef {
+    /// Process or thread `pid` as it is now, or `None` if there is none.
+    pub fn of(pid: i32) -> Option<Self> {
+        Some(Self { pid, start: start_time(pid)? })
+    }
+
+    /// Every thread of the processes `pids` (threads that exit while they are listed are left out).
+    pub fn threads_of(pids: &[i32]) -> Vec<Self> {
+        pids.iter().flat_map(|&pid| threads(pid).unwrap_or_default()).filter_map(Self::of).collect()
+    }
+
+    /// Whether the ID still names this process (it runs, and no other process has taken its ID).
+    pub fn alive(&self) -> bool {
+        start_time(self.pid) == Some(self.start)
+    }
+
+    /// `ESRCH` unless the ID still names this process: the check before every action on it.
+    pub fn check(&self) -> io::Result<()> {
+        if self.alive() {
+            Ok(())
+        } else {
+            Err(io::Error::from_raw_os_error(libc::ESRCH))
+        }
+    }
+
+    /// Moves the process into the cgroup whose `cgroup.procs` file is `procs`, only if its ID still names it.
+    /// A pidfd taken before the check pins the identity: if the process exits between the check and the write,
+    /// the pidfd says so and the move is reported as failed (the ID cannot have been reused while the pidfd
+    /// shows the process running). Kernels without pidfds get the check alone.
+    pub fn move_to(&self, procs: &Path) -> io::Result<()> {
+        let pidfd = pidfd_open(self.pid);
+        self.check()?;
+        fs::write(procs, self.pid.to_string())?;
+        match pidfd {
+            Some(fd) if exited(&fd) => Err(io::Error::from_raw_os_error(libc::ESRCH)),
+            _ => Ok(()),
+        }
+    }
+
+    /// Sends signal `sig` to the process, only if its ID still names it (through a pidfd checked after it was
+    /// opened, so that the signal reaches this process or none).
+    pub fn signal(&self, sig: i32) -> io::Result<()> {
+        let pidfd = pidfd_open(self.pid);
+        self.check()?;
+        send_signal(pidfd.as_ref(), self.pid, sig)
+    }
+}
+
+/// Sends `sig` through `pidfd`, or to `pid` with kill(2) where there is no pidfd.
+fn send_signal(pidfd: Option<&OwnedFd>, pid: i32, sig: i32) -> io::Result<()> {
+    // SAFETY: pidfd_send_signal on a descriptor we own, no siginfo; kill(2) with a plain PID otherwise.
+    let rc = match pidfd {
+        Some(fd) => unsafe {
+            libc::syscall(libc::SYS_pidfd_send_signal, fd.as_raw_fd(), sig, std::ptr::null::<u8>(), 0)
+        },
+        None => i64::from(unsafe { libc::kill(pid, sig) }),
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// A pidfd on process `pid`, or `None` where the kernel has none (before 5.3) or the process is gone.
+fn pidfd_open(pid: i32) -> Option<OwnedFd> {
+    // SAFETY: pidfd_open takes a PID and flags and returns a new descriptor or -1.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    // SAFETY: a non-negative return is a descriptor this process owns now.
+    (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd as i32) })
+}
+
+/// Whether the process behind `pidfd` has exited (the descriptor polls readable then).
+fn exited(pidfd: &OwnedFd) -> bool {
+    let mut poll = libc::pollfd { fd: pidfd.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+    // SAFETY: one valid pollfd, no wait.
+    unsafe { libc::poll(&raw mut poll, 1, 0) > 0 && poll.revents & libc::POLLIN != 0 }
 }
 
 /// The `Cpus_allowed_list` of process `pid`.
@@ -98,8 +189,13 @@ mod tests {
     fn own_process_is_alive() {
         let me = std::process::id() as i32;
         let start = start_time(me).expect("own stat readable");
-        assert!(alive(me, start));
-        assert!(!alive(me, start + 1));
+        let this = ProcessRef { pid: me, start };
+        assert_eq!(ProcessRef::of(me), Some(this));
+        assert!(this.alive() && this.check().is_ok());
+        let recycled = ProcessRef { pid: me, start: start + 1 };
+        assert!(!recycled.alive());
+        assert_eq!(recycled.check().unwrap_err().raw_os_error(), Some(libc::ESRCH));
+        assert!(ProcessRef::threads_of(&[me]).contains(&this));
         assert!(cpus_allowed(me).is_some());
         assert!(!cgroups(me).expect("own cgroups readable").is_empty());
         assert!(threads(me).expect("own threads readable").contains(&me));

@@ -1,6 +1,7 @@
 //! The pure core of lockstep: what a machine is made of ([`topo`]), which PUs a job gets ([`place`]), CPU lists
-//! ([`cpulist`]), durations ([`duration`]), and what each co-scheduling policy wants of each job in a slot
-//! ([`cosched`]). Nothing here changes the system: the other crates act on these decisions.
+//! ([`cpulist`]), durations ([`duration`]), what each co-scheduling policy wants of each job in a slot
+//! ([`cosched`]), and which paths root may trust ([`trust`]). Nothing here changes the system (beyond creating a
+//! private directory): the other crates act on these decisions.
 
 pub mod cosched;
 pub mod cpulist;
@@ -9,6 +10,7 @@ pub mod error;
 pub mod names;
 pub mod place;
 pub mod topo;
+pub mod trust;
 
 #[cfg(any(test, feature = "testutils"))]
 pub mod testutil;

@@ -16,11 +16,11 @@ pub enum Liveness {
     Lost,
 }
 
-/// Classifies a running job.
+/// Classifies a running job (a cgroup whose processes cannot be listed counts as holding some).
 pub fn liveness(job: &JobRow) -> Liveness {
-    if procfs::alive(job.supervisor_pid, job.supervisor_start) {
+    if (procfs::ProcessRef { pid: job.supervisor_pid, start: job.supervisor_start }).alive() {
         Liveness::Supervised
-    } else if job.cgroup.as_ref().is_some_and(|cg| !cg.pids().is_empty()) {
+    } else if job.cgroup.as_ref().is_some_and(|cg| !cg.pids().is_ok_and(|p| p.is_empty())) {
         Liveness::Orphaned
     } else {
         Liveness::Lost

@@ -12,6 +12,7 @@ use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
+use lockstep_cgroup::procfs::ProcessRef;
 use nix::fcntl::{fcntl, FcntlArg, OFlag};
 use nix::sys::signal::{kill, sigaction, SaFlags, SigAction, SigHandler, SigSet, Signal};
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
@@ -135,17 +136,15 @@ pub fn stop_tree(pid: u32, grace: Duration) {
     let mut next = vec![pid as i32];
     while let Some(p) = next.pop() {
         for c in children_of(p) {
-            if let Some(start) = lockstep_cgroup::procfs::start_time(c) {
-                tree.push((c, start));
+            if let Some(process) = ProcessRef::of(c) {
+                tree.push(process);
                 next.push(c);
             }
         }
     }
     stop_child(pid, grace);
-    for (p, start) in tree {
-        if lockstep_cgroup::procfs::alive(p, start) {
-            let _ = kill(Pid::from_raw(p), Signal::SIGKILL);
-        }
+    for process in tree {
+        let _ = process.signal(libc::SIGKILL);
     }
 }
 

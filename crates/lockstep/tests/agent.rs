@@ -66,7 +66,7 @@ impl Job {
     }
 
     fn pids(&self) -> Vec<i32> {
-        lockstep_cgroup::read_procs(&job_dirs(&self.name)[0])
+        lockstep_cgroup::read_procs(&job_dirs(&self.name)[0]).unwrap()
     }
 }
 

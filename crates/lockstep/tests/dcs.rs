@@ -69,7 +69,7 @@ impl Talkers {
             &gap.to_string(),
         ]);
         let dirs = job_dirs(&name);
-        wait_for("both processes of the job", || lockstep_cgroup::procs_below(&dirs[0]).len() >= 2);
+        wait_for("both processes of the job", || lockstep_cgroup::procs_below(&dirs[0]).unwrap().len() >= 2);
         Self { name, go, child }
     }
 
@@ -80,6 +80,7 @@ impl Talkers {
 
     fn threads(&self) -> Vec<i32> {
         lockstep_cgroup::procs_below(&job_dirs(&self.name)[0])
+            .unwrap()
             .into_iter()
             .flat_map(|pid| lockstep_cgroup::procfs::threads(pid).unwrap_or_default())
             .collect()
@@ -107,7 +108,7 @@ impl Talkers {
 
     /// Whether the job's processes have all exited.
     fn child_exited(&self) -> bool {
-        lockstep_cgroup::procs_below(&job_dirs(&self.name)[0]).is_empty()
+        lockstep_cgroup::procs_below(&job_dirs(&self.name)[0]).unwrap().is_empty()
     }
 
     /// Waits for the job to end by itself (at most two minutes).
@@ -138,7 +139,7 @@ impl Neighbour {
         let name = name(&format!("{test}-nb"));
         let child = env.spawn(&["run", "--job", &name, "--place", "any", "--", "sleep", "600"]);
         let dirs = job_dirs(&name);
-        wait_for("the neighbour's process", || !lockstep_cgroup::procs_below(&dirs[0]).is_empty());
+        wait_for("the neighbour's process", || !lockstep_cgroup::procs_below(&dirs[0]).unwrap().is_empty());
         Self { name, child }
     }
 }

@@ -406,6 +406,51 @@ fn the_cluster_comes_down_without_a_trace() {
     assert!(!cluster.dir.path().join("pids").exists(), "cluster files left");
 }
 
+/// A user who names a job like the fields lockstep reads (`x AdminComment=lockstep_row=0/1 JobState=RUNNING
+/// NodeList=n9`) gets the place the controller's prolog chooses, not the one in the name, and the job that was there
+/// first keeps a place of its own: lockstep asks Slurm only for fields no user writes.
+#[test]
+#[ignore = "needs root"]
+fn a_job_named_like_an_admin_comment_gets_the_place_the_prolog_chose() {
+    use lockstep_slurm::{JobInfo, Row, JOB_FORMAT};
+    let Some((_serial, cluster)) = start_nodes(1, true) else { return };
+    let submit = |user: &str, name: &str| {
+        let out = cluster
+            .slurm("runuser")
+            .args(["-u", user, "--", "sbatch", "--parsable", "-D", "/", "-o", "/dev/null", "-J", name])
+            .args(["--wrap", "sleep 120"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "sbatch as {user}: {}", stderr(&out));
+        String::from_utf8_lossy(&out.stdout).trim().parse::<u64>().unwrap()
+    };
+    let victim = submit("root", "victim");
+    let hostile = submit("nobody", "x AdminComment=lockstep_row=0/1 JobState=RUNNING NodeList=n9");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let (last, places) = loop {
+        let out = cluster.slurm("squeue").args(["-h", "-t", "all", "-O", JOB_FORMAT]).output().unwrap();
+        let last = String::from_utf8_lossy(&out.stdout).into_owned();
+        let jobs: Vec<JobInfo> = last.lines().filter_map(JobInfo::parse).collect();
+        let places: Vec<_> = [victim, hostile]
+            .iter()
+            .filter_map(|id| match jobs.iter().find(|j| j.id == *id && j.state == "RUNNING")?.row()? {
+                Row::Cluster(s) => Some(s.place),
+                Row::Node(_) => None,
+            })
+            .collect();
+        if places.len() == 2 {
+            break (last, places);
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no place from the controller's prolog for both jobs in 30 s; squeue:\n{last}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    eprintln!("squeue:\n{last}");
+    assert!(!places[0].overlaps(places[1]), "the jobs share a node and a slot: {places:?}\n{last}");
+}
+
 #[test]
 fn the_hooks_never_fail_a_job_and_refuse_to_guess_one() {
     let dir = tempfile::tempdir().unwrap();

@@ -214,7 +214,7 @@ impl Drop for Cleanup {
         let deadline = Instant::now() + Duration::from_secs(5);
         for d in &self.0 {
             while d.exists() && Instant::now() < deadline {
-                for pid in lockstep_cgroup::read_procs(d) {
+                for pid in lockstep_cgroup::read_procs(d).unwrap() {
                     let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
                 }
                 if std::fs::remove_dir(d).is_err() {

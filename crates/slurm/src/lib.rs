@@ -61,7 +61,7 @@ pub enum RowMode {
     Node,
 }
 
-/// What `scontrol show job` says of a job.
+/// What Slurm says of a job: only fields that no user can write.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct JobInfo {
     /// Job ID.
@@ -106,25 +106,42 @@ impl JobInfo {
         matches!(self.state.as_str(), "RUNNING" | "CONFIGURING" | "SUSPENDED")
     }
 
-    /// One job from a line of `scontrol -o show job`.
-    fn parse(line: &str) -> Option<Self> {
-        let fields = fields(line);
-        let get = |k: &str| fields.iter().find(|(key, _)| key == k).map(|(_, v)| v.as_str());
-        let nodes = match get("NodeList") {
-            None | Some("(null)" | "") => Vec::new(),
-            Some(list) => hostlist::expand(list).ok()?,
+    /// One job from a line of `squeue -h -O` [`JOB_FORMAT`]: its ID, state and node list (which only Slurm
+    /// writes, none with a `|`), each ended by a `|`, then its `AdminComment` (which only an administrator or the
+    /// controller's prolog writes) as the rest of the line. `None` for a line that is not one.
+    pub fn parse(line: &str) -> Option<Self> {
+        let mut parts = line.splitn(4, FIELD_END);
+        let (id, state, nodes) = (parts.next()?.trim(), parts.next()?.trim(), parts.next()?.trim());
+        let comment = parts.next()?.trim();
+        let state_ok = !state.is_empty() && state.chars().all(|c| c.is_ascii_uppercase() || c == '_');
+        if !state_ok {
+            return None;
+        }
+        let nodes = match nodes {
+            "" | "(null)" => Vec::new(),
+            list => hostlist::expand(list).ok()?,
         };
         Some(Self {
-            id: get("JobId")?.parse().ok()?,
-            state: get("JobState").unwrap_or_default().to_string(),
+            id: id.parse().ok()?,
+            state: state.to_string(),
             nodes,
-            admin_comment: get("AdminComment").filter(|c| *c != "(null)").unwrap_or_default().to_string(),
+            admin_comment: if comment == "(null)" { String::new() } else { comment.to_string() },
         })
     }
 }
 
-/// The `Key=Value` fields of one `scontrol -o` line. A value may hold spaces: a word that does not start with a
-/// key (Slurm's keys start with a capital: `JobId`, `CPUs/Task`) continues the value before it.
+/// What ends each field but the last in `squeue`'s output: no job ID, state or host list holds it.
+const FIELD_END: char = '|';
+
+/// The fields lockstep asks `squeue -O` for, in this order: ID, state, node list, `AdminComment` (last, so that
+/// whatever it holds is the rest of the line). Each field is as wide as its value (size 0: never cut, never
+/// padded), the first three ended by [`FIELD_END`]. No field a user sets (job name, comment, work directory,
+/// command) is asked for: none can be taken for another.
+pub const JOB_FORMAT: &str = "JobID:0|,State:0|,NodeList:0|,admin_comment:0";
+
+/// The `Key=Value` fields of one `scontrol -o show node` line. A value may hold spaces: a word that does not
+/// start with a key (Slurm's keys start with a capital: `NodeAddr`, `CPUTot`) continues the value before it. Only
+/// for records no user writes: a job's line holds its user-chosen name and comment, which can look like keys.
 pub fn fields(line: &str) -> Vec<(String, String)> {
     let mut out: Vec<(String, String)> = Vec::new();
     for word in line.split_whitespace() {
@@ -179,8 +196,8 @@ fn run_with_timeout(program: &str, args: &[&str]) -> anyhow::Result<String> {
 
 /// Job `id`, if Slurm knows it.
 pub fn show_job(id: u64) -> anyhow::Result<Option<JobInfo>> {
-    match scontrol(&["-o", "show", "job", &id.to_string()]) {
-        Ok(text) => Ok(text.lines().find_map(JobInfo::parse).filter(|j| j.id == id)),
+    match run_with_timeout("squeue", &["-h", "-t", "all", "-j", &id.to_string(), "-O", JOB_FORMAT]) {
+        Ok(text) => Ok(text.lines().filter_map(JobInfo::parse).find(|j| j.id == id)),
         Err(e) if format!("{e:#}").contains("Invalid job id") => Ok(None),
         Err(e) => Err(e),
     }
@@ -188,7 +205,7 @@ pub fn show_job(id: u64) -> anyhow::Result<Option<JobInfo>> {
 
 /// Every job slurmctld knows.
 fn jobs() -> anyhow::Result<Vec<JobInfo>> {
-    Ok(scontrol(&["-o", "show", "job"])?.lines().filter_map(JobInfo::parse).collect())
+    Ok(run_with_timeout("squeue", &["-h", "-t", "all", "-O", JOB_FORMAT])?.lines().filter_map(JobInfo::parse).collect())
 }
 
 /// The address of node `name` (`NodeAddr`).
@@ -402,15 +419,8 @@ pub fn show(row: Row) -> String {
 
 /// The rows of the jobs running on node `node` (`squeue -w NODE`): what an agent reads every [`REFRESH`].
 pub fn rows_on(node: &str) -> anyhow::Result<Vec<(u64, Row)>> {
-    let text = run_with_timeout("squeue", &["-h", "-w", node, "-t", "R,CF,S", "-O", "JobID:24,admin_comment:2000"])?;
-    Ok(text
-        .lines()
-        .filter_map(|line| {
-            let (id, comment) = line.trim_start().split_once(' ').unwrap_or((line.trim(), ""));
-            let job = JobInfo { id: id.parse().ok()?, admin_comment: comment.trim().to_string(), ..JobInfo::default() };
-            Some((job.id, job.row()?))
-        })
-        .collect())
+    let text = run_with_timeout("squeue", &["-h", "-w", node, "-t", "R,CF,S", "-O", JOB_FORMAT])?;
+    Ok(text.lines().filter_map(JobInfo::parse).filter_map(|job| Some((job.id, job.row()?))).collect())
 }
 
 #[cfg(test)]
@@ -418,20 +428,22 @@ mod tests {
     use super::*;
 
     #[test]
-    fn parses_scontrol_lines() {
-        let line = "JobId=12 JobName=lu run UserId=alice(1000) JobState=RUNNING Reason=None NodeList=n[1-2] \
-                    AdminComment=keep me lockstep_row=2 Command=/bin/x";
-        let job = JobInfo::parse(line).unwrap();
+    fn parses_squeue_lines() {
+        let job = JobInfo::parse("12|RUNNING|n[1-2]|keep me | lockstep_row=2 JobState=PENDING").unwrap();
         assert_eq!(job.id, 12);
         assert_eq!(job.state, "RUNNING");
         assert_eq!(job.nodes, ["n1", "n2"]);
-        assert_eq!(job.admin_comment, "keep me lockstep_row=2");
+        assert_eq!(job.admin_comment, "keep me | lockstep_row=2 JobState=PENDING");
         assert_eq!(job.row(), Some(Row::Node(2)));
-        let f = fields(line);
-        assert_eq!(f[1], ("JobName".to_string(), "lu run".to_string()));
-        let pending = JobInfo::parse("JobId=13 JobState=PENDING NodeList=(null)").unwrap();
+        let pending = JobInfo::parse("13|PENDING||").unwrap();
         assert!(pending.nodes.is_empty());
-        assert_eq!(pending.row(), None);
+        assert_eq!((pending.row(), pending.admin_comment.as_str()), (None, ""));
+        for bad in ["", "13", "13|RUNNING|n1", "x|RUNNING|n1|", "13|running|n1|", "13||n1|", "13|RUNNING|n[|"] {
+            assert_eq!(JobInfo::parse(bad), None, "{bad:?}");
+        }
+        let f = fields("NodeName=n1 Arch=x86_64 NodeAddr=10.0.0.1 Reason=down for a while [root]");
+        assert_eq!(f[2], ("NodeAddr".to_string(), "10.0.0.1".to_string()));
+        assert_eq!(f[3], ("Reason".to_string(), "down for a while [root]".to_string()));
     }
 
     #[test]

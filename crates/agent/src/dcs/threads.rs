@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 
 use crate::journal::Journal;
-use crate::sched::{Sched, Thread};
+use crate::sched::{self, Sched, Thread};
 use lockstep_store::Store;
 
 /// Threads of a job changed for one raise: each with its scheduling before and while raised.
@@ -29,7 +29,7 @@ pub fn raise(
         let before = if let Some(b) = known.get(thread) {
             *b
         } else {
-            let Ok(b) = thread.read() else { continue };
+            let Ok(b) = sched::read(thread) else { continue };
             journal.remember_thread(store, job, *thread, &b.encode())?;
             known.insert(*thread, b);
             b
@@ -38,12 +38,12 @@ pub fn raise(
             continue;
         }
         let to = raised(&before);
-        match thread.change(Some(&before), &to) {
+        match sched::change(thread, Some(&before), &to) {
             Ok(()) => changed.push((*thread, before, to)),
             Err(e) if e.raw_os_error() == Some(libc::ESRCH) => {}
             Err(e) => {
                 lower(&changed);
-                anyhow::bail!("cannot raise thread {} of job {job}: {e}", thread.tid);
+                anyhow::bail!("cannot raise thread {} of job {job}: {e}", thread.pid);
             }
         }
     }
@@ -53,9 +53,9 @@ pub fn raise(
 /// Puts the threads of one raise back (threads gone meanwhile need nothing).
 pub fn lower(changed: &Changed) {
     for (thread, before, raised) in changed {
-        if let Err(e) = thread.change(Some(raised), before) {
+        if let Err(e) = sched::change(thread, Some(raised), before) {
             if e.raw_os_error() != Some(libc::ESRCH) {
-                eprintln!("lockstep agent: cannot lower thread {}: {e}", thread.tid);
+                eprintln!("lockstep agent: cannot lower thread {}: {e}", thread.pid);
             }
         }
     }

@@ -36,6 +36,7 @@ fn ranks_of(backend: &dyn lockstep_cgroup::Backend, job: &str, program: &str) ->
     let dirs = backend.existing(&Path::new(lockstep_cgroup::PARENT).join(job));
     let Some(dir) = dirs.first() else { return Vec::new() };
     lockstep_cgroup::procs_below(dir)
+        .unwrap_or_default()
         .into_iter()
         .filter(|p| std::fs::read_to_string(format!("/proc/{p}/comm")).is_ok_and(|c| c.trim() == program))
         .collect()

@@ -1,0 +1,157 @@
+//! Which paths a root daemon may trust: those no other user can plant, replace or redirect. A file is only as safe
+//! as every directory above it, so the check walks the whole chain from `/`, as sshd's `StrictModes` does: each
+//! directory must belong to root (or to the user running lockstep) and be writable by nobody else, unless it is
+//! sticky (`/tmp`), where others cannot rename or remove what root owns. A symbolic link on the way must belong to
+//! root (or that user) too, and what it points to is checked the same way. This only reads file metadata.
+
+use std::ffi::OsString;
+use std::io;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Component, Path, PathBuf};
+
+use crate::error::UsageError;
+
+/// Symbolic links followed at most, as the kernel does (`MAXSYMLINKS`).
+const MAX_LINKS: usize = 40;
+
+/// Whether `uid` may own a directory on a trusted path: root, or the user running this process.
+fn trusted_owner(uid: u32) -> bool {
+    // SAFETY: geteuid has no preconditions.
+    uid == 0 || uid == unsafe { libc::geteuid() }
+}
+
+/// Refuses `path` (a file lockstep will create, bind or open as root: the store, the socket, a lock) when any
+/// directory above it, or any symbolic link on the way, could be changed by a user other than root or the user
+/// running lockstep. Directories that do not exist yet are fine: whoever creates them is then checked with
+/// [`ensure_dir`]. `what` names the file in the message (e.g. `store`).
+pub fn check_path(path: &Path, what: &str) -> Result<(), UsageError> {
+    let refuse = |why: String| {
+        UsageError::new(format!(
+            "refusing {what} {}: {why} (expected a path whose every directory only root can change, e.g. under /var/lib or /run)",
+            path.display()
+        ))
+    };
+    let absolute = if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        std::env::current_dir().map_err(|e| refuse(format!("cannot read the working directory: {e}")))?.join(path)
+    };
+    let parent = absolute.parent().unwrap_or(Path::new("/"));
+    let mut links = 0;
+    walk(parent, &mut links).map_err(refuse)
+}
+
+/// Creates directory `dir` (and those above it that are missing) with `mode` unless it exists, then checks that
+/// it and every directory above it are as [`check_path`] wants: one that another user created meanwhile, or
+/// that existed already, is refused, never used.
+pub fn ensure_dir(dir: &Path, mode: u32, what: &str) -> anyhow::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    check_path(&dir.join("."), what)?;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(mode)
+        .create(dir)
+        .map_err(|e| UsageError::new(format!("cannot create the directory of {what} {}: {e}", dir.display())))?;
+    check_path(&dir.join("."), what)?;
+    Ok(())
+}
+
+/// Checks the directories from `/` down to `dir` itself; a missing one ends the walk (nothing below it exists).
+fn walk(dir: &Path, links: &mut usize) -> Result<(), String> {
+    let mut now = PathBuf::from("/");
+    check_dir(&now, &std::fs::symlink_metadata(&now).map_err(|e| format!("cannot read /: {e}"))?)?;
+    let mut rest: Vec<OsString> = Vec::new();
+    for c in dir.components() {
+        match c {
+            Component::Normal(name) => rest.push(name.to_os_string()),
+            Component::ParentDir => rest.push("..".into()),
+            Component::RootDir | Component::CurDir | Component::Prefix(_) => {}
+        }
+    }
+    for name in rest {
+        if name == ".." {
+            now.pop();
+            continue;
+        }
+        let next = now.join(&name);
+        let meta = match std::fs::symlink_metadata(&next) {
+            Ok(m) => m,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(format!("cannot read {}: {e}", next.display())),
+        };
+        if meta.file_type().is_symlink() {
+            if !trusted_owner(meta.uid()) {
+                return Err(format!("symbolic link {} belongs to UID {}", next.display(), meta.uid()));
+            }
+            *links += 1;
+            if *links > MAX_LINKS {
+                return Err(format!("too many symbolic links at {}", next.display()));
+            }
+            let target = std::fs::read_link(&next).map_err(|e| format!("cannot read {}: {e}", next.display()))?;
+            let resolved = if target.is_absolute() { target } else { now.join(target) };
+            // The target is walked from `/` like any path; once it stands, the walk goes on from it.
+            walk(&resolved, links)?;
+            match std::fs::canonicalize(&resolved) {
+                Ok(real) => now = real,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+                Err(e) => return Err(format!("cannot resolve {}: {e}", next.display())),
+            }
+            continue;
+        }
+        if !meta.is_dir() {
+            return Err(format!("{} is not a directory", next.display()));
+        }
+        check_dir(&next, &meta)?;
+        now = next;
+    }
+    Ok(())
+}
+
+/// One directory: owned by a trusted user, and writable by no one else unless sticky.
+fn check_dir(dir: &Path, meta: &std::fs::Metadata) -> Result<(), String> {
+    if !trusted_owner(meta.uid()) {
+        return Err(format!("directory {} belongs to UID {}", dir.display(), meta.uid()));
+    }
+    let (others_write, sticky) = (meta.mode() & 0o022 != 0, meta.mode() & 0o1000 != 0);
+    if others_write && !sticky {
+        return Err(format!(
+            "directory {} can be written by other users (mode {:o})",
+            dir.display(),
+            meta.mode() & 0o7777
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn private_directories_pass_and_open_ones_are_refused() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = tmp.path().join("a/b/lockstep.db");
+        assert!(check_path(&store, "store").is_ok(), "missing directories under a private one are fine");
+        ensure_dir(store.parent().unwrap(), 0o700, "store").unwrap();
+        assert!(check_path(&store, "store").is_ok());
+        let open = tmp.path().join("open");
+        std::fs::create_dir(&open).unwrap();
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let err = check_path(&open.join("x/lockstep.db"), "store").unwrap_err().to_string();
+        assert!(err.contains("can be written by other users"), "{err}");
+        assert!(ensure_dir(&open.join("x"), 0o700, "store").is_err());
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o1777)).unwrap();
+        assert!(check_path(&open.join("lockstep.db"), "store").is_ok(), "a sticky directory is fine");
+        let file = tmp.path().join("file");
+        std::fs::write(&file, "").unwrap();
+        assert!(check_path(&file.join("x"), "store").unwrap_err().to_string().contains("not a directory"));
+        // A link this user made to a private directory is followed and checked.
+        std::os::unix::fs::symlink(store.parent().unwrap(), tmp.path().join("link")).unwrap();
+        assert!(check_path(&tmp.path().join("link/lockstep.db"), "store").is_ok());
+        std::os::unix::fs::symlink(&open, tmp.path().join("to-open")).unwrap();
+        assert!(check_path(&tmp.path().join("to-open/x/lockstep.db"), "store").is_ok(), "sticky, then missing");
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
+        assert!(check_path(&tmp.path().join("to-open/x/lockstep.db"), "store").is_err(), "through a link too");
+    }
+}
