@@ -168,22 +168,23 @@ static void live_sweep(void)
         closedir(dir);
 }
 
-/* Opens this rank's live file; a file left by a dead process of ours with the same PID is replaced. */
+/* Opens this rank's live file; a regular file left by a dead process of ours with the same PID is replaced.
+ * /dev/shm is shared by every user: whatever else holds the name (a FIFO, a link, another user's file) is only
+ * looked at, never opened (opening a FIFO would block MPI_Init until someone opens its other end), and the rank
+ * goes on without a live file. */
 static void live_start(void)
 {
     const char *on = getenv("LOCKSTEP_PMPI_LIVE");
     if (live || (on && strcmp(on, "0") == 0))
         return;
     snprintf(live_path, sizeof live_path, "/dev/shm/lockstep-pmpi.%ld", (long)getpid());
-    int flags = O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
+    int flags = O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC;
     int fd = open(live_path, flags, 0644);
     if (fd < 0 && errno == EEXIST) {
         struct stat st;
-        int old = open(live_path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-        if (old >= 0 && fstat(old, &st) == 0 && st.st_uid == geteuid())
+        if (fstatat(AT_FDCWD, live_path, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) &&
+            st.st_uid == geteuid())
             unlink(live_path);
-        if (old >= 0)
-            close(old);
         fd = open(live_path, flags, 0644);
     }
     if (fd < 0)
@@ -350,7 +351,13 @@ static void write_report(uint64_t end_ns, uint64_t end_ticks)
         snprintf(path, sizeof path, "%s/pmpi.%s.%ld.rank%d.json", out, host, (long)getpid(), rank);
         out = path;
     }
-    int fd = open(out, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    /* Never through a link, never blocking on a FIFO planted at the path, and only into a regular file. */
+    int fd = open(out, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644);
+    if (fd >= 0 && (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))) {
+        close(fd);
+        fd = -1;
+        errno = EINVAL;
+    }
     if (fd < 0 || write(fd, buf, len) != (ssize_t)len)
         fprintf(stderr, "liblockstep-pmpi: cannot write %s: %s\n", out, strerror(errno));
     if (fd >= 0)

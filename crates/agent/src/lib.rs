@@ -537,7 +537,7 @@ fn place_in_slot(schedule: &Schedule, k: u64, slot: Duration) -> Place {
 fn prepare(config: &Config) -> anyhow::Result<()> {
     raise_open_files();
     if let Some(dir) = config.store.parent().filter(|d| !d.as_os_str().is_empty()) {
-        lockstep_core::trust::ensure_dir(dir, 0o700, "store")?;
+        lockstep_core::trust::ensure_dir(dir, 0o700, "the store directory")?;
     }
     Ok(())
 }

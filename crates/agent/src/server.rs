@@ -28,7 +28,7 @@ pub fn bind(path: &Path) -> anyhow::Result<UnixListener> {
     }
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         // Every user must reach the socket: its directory is searchable by all, writable by the agent only.
-        trust::ensure_dir(dir, 0o755, "socket")?;
+        trust::ensure_dir(dir, 0o755, "the socket directory")?;
     }
     match std::fs::symlink_metadata(path) {
         Ok(m) if m.file_type().is_socket() => std::fs::remove_file(path)?,

@@ -25,20 +25,8 @@ fn trusted_owner(uid: u32) -> bool {
 /// running lockstep. Directories that do not exist yet are fine: whoever creates them is then checked with
 /// [`ensure_dir`]. `what` names the file in the message (e.g. `store`).
 pub fn check_path(path: &Path, what: &str) -> Result<(), UsageError> {
-    let refuse = |why: String| {
-        UsageError::new(format!(
-            "refusing {what} {}: {why} (expected a path whose every directory only root can change, e.g. under /var/lib or /run)",
-            path.display()
-        ))
-    };
-    let absolute = if path.is_absolute() {
-        path.to_path_buf()
-    } else {
-        std::env::current_dir().map_err(|e| refuse(format!("cannot read the working directory: {e}")))?.join(path)
-    };
-    let parent = absolute.parent().unwrap_or(Path::new("/"));
-    let mut links = 0;
-    walk(parent, &mut links).map_err(refuse)
+    let absolute = absolute(path, what)?;
+    check_chain(absolute.parent().unwrap_or(Path::new("/")), path, what)
 }
 
 /// Creates directory `dir` (and those above it that are missing) with `mode` unless it exists, then checks that
@@ -46,14 +34,37 @@ pub fn check_path(path: &Path, what: &str) -> Result<(), UsageError> {
 /// that existed already, is refused, never used.
 pub fn ensure_dir(dir: &Path, mode: u32, what: &str) -> anyhow::Result<()> {
     use std::os::unix::fs::DirBuilderExt;
-    check_path(&dir.join("."), what)?;
+    let absolute = absolute(dir, what)?;
+    check_chain(&absolute, dir, what)?;
     std::fs::DirBuilder::new()
         .recursive(true)
         .mode(mode)
-        .create(dir)
+        .create(&absolute)
         .map_err(|e| UsageError::new(format!("cannot create the directory of {what} {}: {e}", dir.display())))?;
-    check_path(&dir.join("."), what)?;
+    check_chain(&absolute, dir, what)?;
     Ok(())
+}
+
+/// `path` made absolute against the working directory.
+fn absolute(path: &Path, what: &str) -> Result<PathBuf, UsageError> {
+    if path.is_absolute() {
+        return Ok(path.to_path_buf());
+    }
+    let cwd = std::env::current_dir().map_err(|e| {
+        UsageError::new(format!("refusing {what} {}: cannot read the working directory: {e}", path.display()))
+    })?;
+    Ok(cwd.join(path))
+}
+
+/// Checks directory `dir` and every one above it; `shown` and `what` name the file in the message.
+fn check_chain(dir: &Path, shown: &Path, what: &str) -> Result<(), UsageError> {
+    let mut links = 0;
+    walk(dir, &mut links).map_err(|why| {
+        UsageError::new(format!(
+            "refusing {what} {}: {why} (expected a path whose every directory only root can change, e.g. under /var/lib or /run)",
+            shown.display()
+        ))
+    })
 }
 
 /// Checks the directories from `/` down to `dir` itself; a missing one ends the walk (nothing below it exists).
@@ -153,5 +164,15 @@ mod tests {
         assert!(check_path(&tmp.path().join("to-open/x/lockstep.db"), "store").is_ok(), "sticky, then missing");
         std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
         assert!(check_path(&tmp.path().join("to-open/x/lockstep.db"), "store").is_err(), "through a link too");
+        // A directory that exists and belongs to another user is refused as the store's own directory.
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } == 0 {
+            let theirs = tmp.path().join("theirs");
+            std::fs::create_dir(&theirs).unwrap();
+            std::os::unix::fs::chown(&theirs, Some(65534), Some(65534)).unwrap();
+            let err = ensure_dir(&theirs, 0o700, "store").unwrap_err().to_string();
+            assert!(err.contains("belongs to UID 65534"), "{err}");
+            assert!(check_path(&theirs.join("lockstep.db"), "store").is_err());
+        }
     }
 }

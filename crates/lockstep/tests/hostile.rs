@@ -1,0 +1,261 @@
+//! Attacks on the root agent by an unprivileged user (`nobody`), each against a real agent (or the real PMPI
+//! profiler under a real mpirun), each named after what it proves. docs/security.md lists them with what stops each;
+//! the attack through Slurm's job names is in tests/slurm.rs (it needs the test cluster).
+
+mod common;
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{name, stderr, Agent, Env};
+use nix::sys::signal::Signal;
+
+/// One attack at a time: each starts its own agent, and the PID-recycling one steers the kernel's next PID.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// The UID and GID of user nobody.
+const NOBODY: u32 = 65534;
+
+/// `program ARGS` as user nobody.
+fn as_nobody(program: &str) -> Command {
+    let mut c = Command::new("setpriv");
+    c.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--", program]);
+    c
+}
+
+fn ok(out: &Output) {
+    assert!(out.status.success(), "failed: {}", stderr(out));
+}
+
+/// The freezer cgroup of process `pid` (v1), from `/proc/PID/cgroup`.
+fn freezer_of(pid: u32) -> String {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap_or_default();
+    text.lines()
+        .find_map(|l| {
+            let mut parts = l.splitn(3, ':');
+            let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
+            controllers.split(',').any(|c| c == "freezer").then(|| path.to_string())
+        })
+        .unwrap_or_default()
+}
+
+/// A cgroup delegated to nobody (the directory and its `cgroup.procs` theirs), removed when dropped.
+struct Delegated(PathBuf);
+
+impl Delegated {
+    fn new(test: &str) -> Self {
+        let dir = Path::new("/sys/fs/cgroup/freezer").join(name(test));
+        std::fs::create_dir(&dir).unwrap();
+        for p in [dir.clone(), dir.join("cgroup.procs"), dir.join("freezer.state")] {
+            std::os::unix::fs::chown(&p, Some(NOBODY), Some(NOBODY)).unwrap();
+        }
+        Self(dir)
+    }
+
+    /// Its path as `/proc/PID/cgroup` shows it.
+    fn path(&self) -> String {
+        format!("/{}", self.0.file_name().unwrap().to_string_lossy())
+    }
+}
+
+impl Drop for Delegated {
+    fn drop(&mut self) {
+        for pid in lockstep_cgroup::read_procs(&self.0).unwrap_or_default() {
+            let _ = std::fs::write("/sys/fs/cgroup/freezer/cgroup.procs", pid.to_string());
+        }
+        let _ = std::fs::remove_dir(&self.0);
+    }
+}
+
+/// A child killed and reaped when dropped.
+struct Reaped(Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Starts `sleep 600` as root with PID `pid`, steering the kernel's next PID there (`ns_last_pid`); `None` when
+/// another process took the PID first every time.
+fn sleep_with_pid(pid: u32) -> Option<Reaped> {
+    for _ in 0..50 {
+        std::fs::write("/proc/sys/kernel/ns_last_pid", (pid - 1).to_string()).unwrap();
+        let child = Reaped(Command::new("sleep").arg("600").spawn().unwrap());
+        if child.0.id() == pid {
+            return Some(child);
+        }
+    }
+    None
+}
+
+/// Attack 1: nobody's process is adopted, exits, and root's next process gets its PID. Releasing the job must not
+/// move root's process into the cgroup nobody's came from (which nobody controls: freeze, kill); the process of
+/// the job that is still the one adopted goes back.
+#[test]
+#[ignore = "needs root"]
+fn a_recycled_pid_is_never_moved_into_the_cgroup_its_old_owner_controls() {
+    common::require_root();
+    if !Path::new("/sys/fs/cgroup/freezer/cgroup.procs").exists() {
+        common::missing("the v1 freezer hierarchy");
+        return;
+    }
+    let _serial = serial();
+    let env = Env::new();
+    let _agent = Agent::start(&env, &["--policy", "cfs", "--slot", "60s"]);
+    let theirs = Delegated::new("recycled");
+    let spawn = || {
+        let child = as_nobody("sleep").arg("600").spawn().unwrap();
+        std::fs::write(theirs.0.join("cgroup.procs"), child.id().to_string()).unwrap();
+        Reaped(child)
+    };
+    let (mut gone, stays) = (spawn(), spawn());
+    let job = name("recycled");
+    let (x, y) = (gone.0.id(), stays.0.id());
+    ok(&env.run(&["adopt", "--job", &job, "--pid", &x.to_string(), &y.to_string()]));
+    assert_ne!(freezer_of(y), theirs.path(), "adopted processes move into the job's cgroup");
+    gone.0.kill().unwrap();
+    gone.0.wait().unwrap();
+    let Some(roots) = sleep_with_pid(x) else {
+        common::missing("a free PID to recycle (other processes took it 50 times)");
+        return;
+    };
+    ok(&env.run(&["release", "--job", &job]));
+    let (root_in, nobody_in) = (freezer_of(roots.0.id()), freezer_of(y));
+    eprintln!("after release: root's PID {x} in {root_in:?}, nobody's PID {y} in {nobody_in:?}");
+    assert_ne!(root_in, theirs.path(), "root's process with the recycled PID {x} was moved into nobody's cgroup");
+    assert_eq!(nobody_in, theirs.path(), "the process still adopted goes back where it came from");
+}
+
+/// Attack 4: a store or socket in a directory nobody can write, or reached through nobody's link, is refused
+/// before anything is read or bound there: no planted journal is replayed, no file is replaced.
+#[test]
+#[ignore = "needs root"]
+fn a_store_or_socket_in_a_directory_another_user_controls_is_refused() {
+    common::require_root();
+    let _serial = serial();
+    let env = Env::new();
+    let open = env.dir.path().join("theirs");
+    std::fs::create_dir(&open).unwrap();
+    std::fs::set_permissions(env.dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::os::unix::fs::chown(&open, Some(NOBODY), Some(NOBODY)).unwrap();
+    // Nobody plants a store (with a journal row naming a root file) and a link to a private directory.
+    let planted = open.join("lockstep.db");
+    let out = as_nobody("sqlite3")
+        .arg(&planted)
+        .arg("CREATE TABLE journal(job TEXT, file TEXT PRIMARY KEY, value TEXT); INSERT INTO journal VALUES('x', '/etc/lockstep-owned', 'pwned');")
+        .output()
+        .unwrap();
+    ok(&out);
+    let private = env.dir.path().join("private");
+    std::fs::create_dir(&private).unwrap();
+    let link = open.join("link");
+    ok(&as_nobody("ln").arg("-s").arg(&private).arg(&link).output().unwrap());
+    let socket = env.dir.path().join("agent.sock");
+    let agent = |store: &Path, sock: &Path| {
+        let child = Command::new(env!("CARGO_BIN_EXE_lockstep"))
+            .args(["agent", "--policy", "cfs"])
+            .arg("--store")
+            .arg(store)
+            .arg("--socket")
+            .arg(sock)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        common::output_within(child, Duration::from_secs(30), "an agent refused at start")
+    };
+    for (store, sock, what) in [
+        (planted.clone(), socket.clone(), "a store in nobody's directory"),
+        (link.join("lockstep.db"), socket.clone(), "a store through nobody's link"),
+        (env.store(), open.join("agent.sock"), "a socket in nobody's directory"),
+    ] {
+        let out = agent(&store, &sock);
+        let err = stderr(&out);
+        eprintln!("{what}: exit {:?}, {}", out.status.code(), err.trim());
+        assert_eq!(out.status.code(), Some(2), "{what}: {err}");
+        assert!(err.contains("refusing") && err.trim().lines().count() == 1, "{what}: {err}");
+        assert!(!sock.exists(), "{what}: a refused start leaves no socket");
+    }
+    assert!(!Path::new("/etc/lockstep-owned").exists(), "the planted journal was replayed");
+    assert!(!private.join("lockstep.db").exists(), "a store was made through nobody's link");
+    // A typo naming a file as the socket: refused, and the file is intact.
+    let config = env.dir.path().join("agent.toml");
+    std::fs::write(&config, "policy = \"cfs\"\n").unwrap();
+    let out = agent(&env.store(), &config);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert_eq!(std::fs::read_to_string(&config).unwrap(), "policy = \"cfs\"\n", "the file named as socket was changed");
+}
+
+/// Attack 3, the part a user sets off without privileges: the agent starts with its open-file limit raised to the
+/// hard limit, whatever soft limit it inherited, and serves every user's socket at that limit.
+#[test]
+#[ignore = "needs root"]
+fn the_agent_raises_its_open_file_limit_to_the_hard_limit() {
+    common::require_root();
+    let _serial = serial();
+    let env = Env::new();
+    let child = Command::new("prlimit")
+        .args(["--nofile=64:8192", "--", env!("CARGO_BIN_EXE_lockstep"), "agent", "--policy", "cfs"])
+        .env("LOCKSTEP_STORE", env.store())
+        .env("LOCKSTEP_SOCKET", env.socket())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let agent = Agent { child };
+    let socket = env.socket();
+    common::wait_for("the agent's socket", || std::os::unix::net::UnixStream::connect(&socket).is_ok());
+    let limits = std::fs::read_to_string(format!("/proc/{}/limits", agent.pid())).unwrap();
+    let line = limits.lines().find(|l| l.starts_with("Max open files")).unwrap().to_string();
+    let soft: Vec<&str> = line.split_whitespace().skip(3).take(2).collect();
+    eprintln!("{line}");
+    assert_eq!(soft, ["8192", "8192"], "{line}");
+    drop(agent.stop(Signal::SIGTERM));
+}
+
+/// Attack 5: nobody plants FIFOs at the names of the PMPI profiler's live files for the next PIDs; a root MPI run
+/// with the profiler preloaded must not block in `MPI_Init` on one (it goes on without a live file).
+#[test]
+#[ignore = "needs root"]
+fn fifos_planted_for_the_next_pids_do_not_hang_a_profiled_mpi_run() {
+    common::require_root();
+    let _serial = serial();
+    let build = std::env::var_os("LOCKSTEP_BIN")
+        .map_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../build/bin"), PathBuf::from);
+    let (mpirun, pingpong, preload) =
+        (build.join("mpirun"), build.join("pingpong"), build.join("../lib/liblockstep-pmpi.so"));
+    if !pingpong.exists() || !preload.exists() {
+        common::missing("build/bin/pingpong and build/lib/liblockstep-pmpi.so (make build)");
+        return;
+    }
+    let next: u32 = std::fs::read_to_string("/proc/sys/kernel/ns_last_pid").unwrap().trim().parse().unwrap();
+    let (first, last) = (next + 1, next + 3000);
+    let plant = format!("for i in $(seq {first} {last}); do mkfifo /dev/shm/lockstep-pmpi.$i; done");
+    ok(&as_nobody("sh").args(["-c", &plant]).output().unwrap());
+    let planted = (first..=last).filter(|p| Path::new(&format!("/dev/shm/lockstep-pmpi.{p}")).exists()).count();
+    let started = Instant::now();
+    let run = Command::new(&mpirun)
+        .args(["-n", "2", "env"])
+        .arg(format!("LD_PRELOAD={}", preload.display()))
+        .arg(&pingpong)
+        .args(["--iterations", "100", "--repeats", "1"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = common::output_within(run, Duration::from_secs(120), "mpirun with FIFOs planted for its PIDs");
+    let took = started.elapsed();
+    for p in first..=last {
+        let _ = std::fs::remove_file(format!("/dev/shm/lockstep-pmpi.{p}"));
+    }
+    eprintln!("{planted} FIFOs planted; the profiled run took {took:?}");
+    ok(&out);
+}
