@@ -397,7 +397,7 @@ impl Agent {
         self.last_beat = Instant::now();
         if let Some(file) = &self.clock_skew_file {
             // The test seam for wall-clock steps: nanoseconds to add to the clock, re-read at every beat.
-            if let Some(ns) = std::fs::read_to_string(file).ok().and_then(|t| t.trim().parse::<i64>().ok()) {
+            if let Some(ns) = read_small(file).and_then(|t| t.trim().parse::<i64>().ok()) {
                 slot::set_clock_offset(ns);
             }
         }
@@ -483,6 +483,24 @@ impl Agent {
 
     /// The live table; `viewer` set (a user other than root) lists only that user's jobs.
     fn status(&self, viewer: Option<u32>) -> Status {
+        // What a user other than root sees: their jobs, and of the others only how many there are.
+        let visible = |j: &Managed| viewer.is_none_or(|uid| j.owner == uid);
+        let mine: HashSet<&str> = self.jobs.iter().filter(|j| visible(j)).map(|j| j.name.as_str()).collect();
+        let shown = |name: &str| viewer.is_none() || mine.contains(name);
+        let groups = self
+            .planner
+            .choices()
+            .into_iter()
+            .filter(|g| g.jobs.iter().any(|n| shown(n)))
+            .map(|mut g| {
+                for n in &mut g.jobs {
+                    if !shown(n) {
+                        *n = OTHER_JOB.to_string();
+                    }
+                }
+                g
+            })
+            .collect();
         Status {
             node: self.node.clone(),
             pid: std::process::id() as i32,
@@ -493,12 +511,13 @@ impl Agent {
             active_row: self.active_row,
             rows: self.rows,
             last_apply_us: self.last_apply_us,
-            dcs: self.dcs.as_ref().map(dcs::Engine::status),
-            groups: self.planner.choices(),
+            dcs: self.dcs.as_ref().map(|d| d.status(viewer.is_none(), &shown)),
+            groups,
+            others: self.jobs.len() - mine.len(),
             jobs: self
                 .jobs
                 .iter()
-                .filter(|j| viewer.is_none_or(|uid| j.owner == uid))
+                .filter(|j| visible(j))
                 .map(|j| {
                     // A job with a place has its row from it at once, not only from the next slot's plan (a job
                     // found since then still holds the default row 0 there).
@@ -525,6 +544,39 @@ impl Agent {
         }
     }
 }
+
+/// The test seam for wall-clock steps, `LOCKSTEP_CLOCK_SKEW_FILE`, if it names a file in directories only root
+/// (or the agent's user) can change: one that another user could write or replace is refused, once, at start.
+fn clock_skew_file() -> Option<PathBuf> {
+    let file = PathBuf::from(std::env::var_os("LOCKSTEP_CLOCK_SKEW_FILE")?);
+    match lockstep_core::trust::check_path(&file, "LOCKSTEP_CLOCK_SKEW_FILE") {
+        Ok(()) => Some(file),
+        Err(e) => {
+            eprintln!("lockstep agent: {e}");
+            None
+        }
+    }
+}
+
+/// The first 64 bytes of regular file `file` as text, read without following a link or blocking on a FIFO.
+fn read_small(file: &std::path::Path) -> Option<String> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(file)
+        .ok()?;
+    if !f.metadata().ok()?.is_file() {
+        return None;
+    }
+    let mut text = String::new();
+    f.take(64).read_to_string(&mut text).ok()?;
+    Some(text)
+}
+
+/// How a job of another user is named in a group of `auto` that a user's status shows.
+const OTHER_JOB: &str = "(another user's job)";
 
 /// The place `schedule` holds in slot `k` of length `slot`: the one in force when the slot starts, so that every
 /// node of the job switches in the same slot.
@@ -606,7 +658,7 @@ pub fn run(config: Config) -> anyhow::Result<i32> {
             last_flush: Instant::now(),
             last_beat: Instant::now(),
             faults: Faults::default(),
-            clock_skew_file: std::env::var_os("LOCKSTEP_CLOCK_SKEW_FILE").map(PathBuf::from),
+            clock_skew_file: clock_skew_file(),
             lifecycle: Lifecycle::Running,
             telemetry: telemetry.clone(),
             slurm: HashMap::new(),

@@ -67,6 +67,24 @@ fn check_chain(dir: &Path, shown: &Path, what: &str) -> Result<(), UsageError> {
     })
 }
 
+/// Makes `cmd` start its program in the normal scheduling class (`SCHED_OTHER`), whatever the class of the thread
+/// that starts it: the agent's threads run at `SCHED_FIFO`, and a Slurm client or podman that inherited it would
+/// run ahead of every job on the node, or spin there.
+pub fn normal_class(cmd: &mut std::process::Command) -> &mut std::process::Command {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: sched_setscheduler is async-signal-safe and touches only the child between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            let param = libc::sched_param { sched_priority: 0 };
+            if libc::sched_setscheduler(0, libc::SCHED_OTHER, &raw const param) == 0 {
+                Ok(())
+            } else {
+                Err(io::Error::last_os_error())
+            }
+        })
+    }
+}
+
 /// Checks the directories from `/` down to `dir` itself; a missing one ends the walk (nothing below it exists).
 fn walk(dir: &Path, links: &mut usize) -> Result<(), String> {
     let mut now = PathBuf::from("/");

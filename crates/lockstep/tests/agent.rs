@@ -831,7 +831,13 @@ fn users_see_only_their_own_jobs_and_change_nothing() {
         let status: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
         status["jobs"].as_array().unwrap().iter().map(|j| j["name"].as_str().unwrap().to_string()).collect()
     };
-    assert_eq!(names(&as_nobody(&env, &["status", "--json"])), std::slice::from_ref(&mine));
+    let theirs_seen = as_nobody(&env, &["status", "--json"]);
+    assert_eq!(names(&theirs_seen), std::slice::from_ref(&mine));
+    let seen: serde_json::Value = serde_json::from_slice(&theirs_seen.stdout).unwrap();
+    assert_eq!(seen["others"], 1, "root's job is counted, not shown");
+    let text = as_nobody(&env, &["status"]);
+    let shown = String::from_utf8_lossy(&text.stdout);
+    assert!(!shown.contains(&other) && shown.contains("1 job(s) of other users not shown"), "{shown}");
     let mut all = names(&env.run(&["status", "--json"]));
     all.sort();
     let mut expected = vec![mine.clone(), other.clone()];

@@ -251,7 +251,7 @@ fn fifos_planted_for_the_next_pids_do_not_hang_a_profiled_mpi_run() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let out = common::output_within(run, Duration::from_secs(120), "mpirun with FIFOs planted for its PIDs");
+    let out = common::output_within(run, Duration::from_mins(2), "mpirun with FIFOs planted for its PIDs");
     let took = started.elapsed();
     for p in first..=last {
         let _ = std::fs::remove_file(format!("/dev/shm/lockstep-pmpi.{p}"));

@@ -111,8 +111,11 @@ pub struct Status {
     /// Under `auto`: the policy in force for every set of jobs sharing PUs, and why.
     #[serde(default)]
     pub groups: Vec<lockstep_core::cosched::auto::Choice>,
-    /// Managed jobs.
+    /// Managed jobs (for a user other than root: their own).
     pub jobs: Vec<JobStatus>,
+    /// Jobs of other users, counted but not shown (a status asked for by a user other than root).
+    #[serde(default)]
+    pub others: usize,
 }
 
 /// How a job came under the agent, as `status` shows it.

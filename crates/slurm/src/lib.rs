@@ -7,6 +7,7 @@
 pub mod hostlist;
 
 use std::fs::OpenOptions;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -16,6 +17,7 @@ use nix::fcntl::{Flock, FlockArg};
 
 use lockstep_core::cosched::rows::{Place, Schedule, MAX_ROWS};
 use lockstep_core::error::UsageError;
+use lockstep_core::trust;
 
 /// The lockstep job name of Slurm job `id`.
 pub fn job_name(id: u64) -> String {
@@ -171,10 +173,12 @@ fn scontrol(args: &[&str]) -> anyhow::Result<String> {
 
 /// Runs Slurm client `program` with `args`; its standard output. Killed after [`SCONTROL_TIMEOUT`].
 fn run_with_timeout(program: &str, args: &[&str]) -> anyhow::Result<String> {
-    let child =
-        Command::new(program).args(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().map_err(|e| {
-            UsageError::new(format!("cannot run {program} ({e}); Slurm's client commands must be on PATH"))
-        })?;
+    let child = trust::normal_class(&mut Command::new(program))
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| UsageError::new(format!("cannot run {program} ({e}); Slurm's client commands must be on PATH")))?;
     // The output is read while waiting (a long job list fills a pipe), on a thread, so that the wait can end.
     let pid = child.id() as i32;
     let (tx, rx) = std::sync::mpsc::channel();
@@ -312,22 +316,43 @@ fn change_words(place: Place, before: Option<Place>, from_ms: u64) -> Vec<String
     words
 }
 
-/// Lock file that serialises row assignment when slurmctld runs several prologs at once.
+/// Lock file that serialises row assignment when slurmctld runs several prologs at once: in a directory of the
+/// prologs' user (root or SlurmUser) alone, so that no other user can take the lock first and stall every job's
+/// start.
 fn lock_path() -> PathBuf {
     std::env::var_os("LOCKSTEP_SLURM_LOCK")
-        .map_or_else(|| PathBuf::from("/run/lock/lockstep-slurm-rows.lock"), PathBuf::from)
+        .map_or_else(|| PathBuf::from("/run/lockstep-slurm/rows.lock"), PathBuf::from)
 }
 
-/// Runs `f` over every job slurmctld knows, with the row lock held.
+/// How long a prolog waits for the row lock before it gives up (the job then goes on without a place).
+const LOCK_WAIT: Duration = Duration::from_secs(10);
+
+/// Runs `f` over every job slurmctld knows, with the row lock held (waiting at most [`LOCK_WAIT`] for it).
 fn locked<T>(f: impl FnOnce(Vec<JobInfo>) -> anyhow::Result<T>) -> anyhow::Result<T> {
     let path = lock_path();
-    let file = OpenOptions::new()
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        trust::ensure_dir(dir, 0o700, "the row lock's directory")?;
+    }
+    let mut file = OpenOptions::new()
         .create(true)
         .truncate(false)
         .write(true)
+        .custom_flags((nix::fcntl::OFlag::O_NOFOLLOW | nix::fcntl::OFlag::O_NONBLOCK).bits())
         .open(&path)
         .with_context(|| format!("cannot open lock file {}", path.display()))?;
-    let _lock = Flock::lock(file, FlockArg::LockExclusive).map_err(|(_, e)| e).context("cannot lock the row file")?;
+    let deadline = std::time::Instant::now() + LOCK_WAIT;
+    let _lock = loop {
+        match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+            Ok(lock) => break lock,
+            Err((f, nix::errno::Errno::EWOULDBLOCK)) if std::time::Instant::now() < deadline => {
+                file = f;
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Err((_, e)) => {
+                return Err(anyhow::anyhow!("cannot lock {} within {} s: {e}", path.display(), LOCK_WAIT.as_secs()))
+            }
+        }
+    };
     f(jobs()?)
 }
 

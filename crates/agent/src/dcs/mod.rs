@@ -263,14 +263,16 @@ impl Engine {
         self.latencies_us.push_back(latency.as_secs_f64() * 1e6);
     }
 
-    /// The status section.
-    pub fn status(&self) -> DcsStatus {
-        let mut sorted: Vec<f64> = self.latencies_us.iter().copied().collect();
+    /// The status section: of the jobs `shown` only, with the node-wide latencies when `wide` (root asks).
+    pub fn status(&self, wide: bool, shown: &dyn Fn(&str) -> bool) -> DcsStatus {
+        // The node-wide latencies are root's to see (and the only part whose cost is not in jobs).
+        let mut sorted: Vec<f64> = if wide { self.latencies_us.iter().copied().collect() } else { Vec::new() };
         sorted.sort_by(f64::total_cmp);
         let pct = |p: f64| sorted.get(((sorted.len() as f64 - 1.0) * p).round() as usize).copied().unwrap_or(0.0);
         let mut jobs: Vec<DcsJob> = self
             .seen
             .iter()
+            .filter(|(name, _)| shown(name))
             .map(|(name, (ports, counts, raises))| DcsJob {
                 name: name.clone(),
                 ports: *ports,

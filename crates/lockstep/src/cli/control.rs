@@ -103,6 +103,9 @@ fn render(s: &Status) -> String {
             j.cgroups.first().map(|p| p.display().to_string()).unwrap_or_default()
         );
     }
+    if s.others > 0 {
+        let _ = writeln!(out, "({} job(s) of other users not shown)", s.others);
+    }
     for g in &s.groups {
         let _ = writeln!(
             out,
