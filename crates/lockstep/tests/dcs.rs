@@ -52,22 +52,18 @@ struct Talkers {
 
 impl Talkers {
     fn start(env: &Env, test: &str, rounds: u32, gap: f64) -> Self {
+        Self::start_as(env, test, rounds, gap, &[])
+    }
+
+    /// As [`Talkers::start`], the job's processes run by `prefix` (e.g. `setpriv` to another user).
+    fn start_as(env: &Env, test: &str, rounds: u32, gap: f64, prefix: &[&str]) -> Self {
         let name = name(test);
         let go = env.dir.path().join(format!("{name}.go"));
-        let child = env.spawn(&[
-            "run",
-            "--job",
-            &name,
-            "--place",
-            "any",
-            "--",
-            "python3",
-            "-c",
-            PINGPONG,
-            go.to_str().unwrap(),
-            &rounds.to_string(),
-            &gap.to_string(),
-        ]);
+        let mut args = vec!["run", "--job", &name, "--place", "any", "--"];
+        args.extend_from_slice(prefix);
+        let (rounds, gap) = (rounds.to_string(), gap.to_string());
+        args.extend_from_slice(&["python3", "-c", PINGPONG, go.to_str().unwrap(), &rounds, &gap]);
+        let child = env.spawn(&args);
         let dirs = job_dirs(&name);
         wait_for("both processes of the job", || lockstep_cgroup::procs_below(&dirs[0]).unwrap().len() >= 2);
         Self { name, go, child }
@@ -232,6 +228,39 @@ fn messages_raise_the_job_to_realtime_for_one_quantum() {
     let longest = logged.chunks_exact(2).map(|p| p[1].duration_us).fold(0.0, f64::max);
     eprintln!("{} raises; the longest held {longest:.0} us (quantum 5000 us)", logged.len() / 2);
     assert_eq!(parent_budget(), before, "the real-time budget of the agent's parent group was not put back");
+}
+
+/// Attack 6: a job of user nobody sends itself messages back to back, to be raised to real time as often as it
+/// likes. It is raised at most a quarter of each window (5 quanta of 5 ms per 100 ms), the rest refused.
+#[test]
+#[ignore = "needs root"]
+fn a_job_that_messages_itself_is_raised_at_most_a_quarter_of_the_time() {
+    common::require_root();
+    let _serial = serial();
+    let env = Env::new();
+    // The job's user must reach its start file.
+    std::fs::set_permissions(env.dir.path(), std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let agent = Agent::start(&env, &["--policy", "dcs:rr", "--dcs-quantum", "5ms"]);
+    let _neighbour = Neighbour::start(&env, "dcs-self");
+    // The system python: a user's own (pyenv under /root) is not theirs to run.
+    let nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--", "env", "PATH=/usr/bin:/bin"];
+    let job = Talkers::start_as(&env, "dcs-self", 20_000, 0.0, &nobody);
+    wait_for("the probe to watch the job's ports", || dcs_job(&env, &job.name)["ports"].as_u64() >= Some(2));
+    job.go();
+    let name = job.name.clone();
+    let out = job.finish();
+    assert!(out.status.success(), "the job failed: {}", stderr(&out));
+    let refused = status(&env)["dcs"]["refused"].as_u64().unwrap_or(0);
+    drop(agent.stop(Signal::SIGTERM));
+    let raises: Vec<f64> =
+        dcs_decisions(&env, &name).iter().filter(|d| d.action == Action::DcsRaise).map(|d| d.time).collect();
+    assert!(!raises.is_empty(), "the job was never raised");
+    let span_ms = (raises[raises.len() - 1] - raises[0]) * 1e3;
+    // Windows restart at the first raise after one ends: over any span, at most 5 per started 100 ms.
+    let most = 5 * ((span_ms / 100.0).floor() as usize + 2);
+    eprintln!("{} raises over {span_ms:.0} ms (at most {most}), {refused} refused", raises.len());
+    assert!(raises.len() <= most, "{} raises over {span_ms:.0} ms: more than a quarter of the time", raises.len());
+    assert!(refused > 0, "a job flooding itself must have raises refused");
 }
 
 #[test]

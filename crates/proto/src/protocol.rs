@@ -189,6 +189,9 @@ pub struct DcsStatus {
     pub latency_max_us: f64,
     /// Longest a raise was held, microseconds.
     pub held_max_us: f64,
+    /// Raises refused because the job had spent its share of the window raised (a quarter of it).
+    #[serde(default)]
+    pub refused: u64,
     /// Per job: data packets seen, payload bytes, raises.
     pub jobs: Vec<DcsJob>,
 }

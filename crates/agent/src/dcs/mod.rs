@@ -48,8 +48,15 @@ const SCAN_INTERVAL: Duration = Duration::from_millis(500);
 /// Longest the thread sleeps in the ring buffer when no raise is due to end.
 const IDLE_POLL: Duration = Duration::from_millis(50);
 
-/// Latencies kept for the percentiles.
-const LATENCIES_KEPT: usize = 100_000;
+/// Latencies kept for the percentiles (the last raises'): sorting them is what a status costs.
+const LATENCIES_KEPT: usize = 4_096;
+
+/// The window a job's raises are counted in (longer when a quantum is long: see [`Engine::spend`]).
+const WINDOW: Duration = Duration::from_millis(100);
+
+/// The share of each [`WINDOW`] a job may spend raised: a job that sends itself messages, or that anyone can
+/// reach with packets, gains at most this much over its neighbours, however many messages arrive.
+const RAISED_SHARE: f64 = 0.25;
 
 /// The raiser for `raise`.
 fn for_kind(raise: Raise) -> Box<dyn Raiser> {
@@ -74,6 +81,10 @@ pub struct Engine {
     max_jobs: u32,
     /// Jobs raised now: since when, and what to put back.
     raised: HashMap<String, (Instant, Raised)>,
+    /// Per job: the [`WINDOW`] its raises are counted in (its start), and how many it had there.
+    budget: HashMap<String, (Instant, u32)>,
+    /// Raises refused because a job had used its share of the window.
+    refused: u64,
     /// Per job: ports watched, probe counts, raises.
     seen: HashMap<String, (usize, JobCounts, u64)>,
     /// Per job: its processes' threads on this node, and which processes hold each watched socket, as last
@@ -132,6 +143,8 @@ impl Engine {
             slots: HashMap::new(),
             max_jobs,
             raised: HashMap::new(),
+            budget: HashMap::new(),
+            refused: 0,
             seen: HashMap::new(),
             threads: HashMap::new(),
             events: 0,
@@ -160,6 +173,10 @@ impl Engine {
             }
             let Some(job) = jobs.iter_mut().find(|j| j.name == name) else { continue };
             if job.applied.frozen {
+                continue;
+            }
+            if !self.spend(&name) {
+                self.refused += 1;
                 continue;
             }
             let threads = self.threads.get(&name).map(|p| p.receivers(a.socket)).unwrap_or_default();
@@ -195,6 +212,24 @@ impl Engine {
         (logged, next.unwrap_or(IDLE_POLL).min(IDLE_POLL))
     }
 
+    /// Counts a raise of `name` against its share of the window; false when the share is used up. The window is
+    /// [`WINDOW`], or long enough for one quantum to be [`RAISED_SHARE`] of it; a job gets as many quanta in it as
+    /// fill that share (5 of 5 ms in 100 ms by default).
+    fn spend(&mut self, name: &str) -> bool {
+        let window = WINDOW.max(self.quantum.div_f64(RAISED_SHARE));
+        let most = (window.as_secs_f64() * RAISED_SHARE / self.quantum.as_secs_f64()).round().max(1.0) as u32;
+        let now = Instant::now();
+        let (start, count) = self.budget.entry(name.to_string()).or_insert((now, 0));
+        if now.duration_since(*start) >= window {
+            (*start, *count) = (now, 0);
+        }
+        if *count >= most {
+            return false;
+        }
+        *count += 1;
+        true
+    }
+
     /// Lowers `name` if raised; returns how long it was held.
     fn lower(&mut self, name: &str, jobs: &mut [Managed], ctx: &mut Ctx<'_>) -> Option<Duration> {
         let (since, raised) = self.raised.remove(name)?;
@@ -212,6 +247,7 @@ impl Engine {
     pub fn leave(&mut self, job: &mut Managed, mut ctx: Ctx<'_>) {
         self.lower(&job.name.clone(), std::slice::from_mut(job), &mut ctx);
         self.slots.remove(&job.name);
+        self.budget.remove(&job.name);
         self.seen.remove(&job.name);
         self.threads.remove(&job.name);
         if let Err(e) = self.raiser.leave(&job.name, &mut ctx) {
@@ -292,6 +328,7 @@ impl Engine {
             latency_p99_us: pct(0.99),
             latency_max_us: sorted.last().copied().unwrap_or(0.0),
             held_max_us: self.held_max.as_secs_f64() * 1e6,
+            refused: self.refused,
             jobs,
         }
     }
