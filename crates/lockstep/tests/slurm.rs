@@ -267,7 +267,7 @@ fn mpi_jobs_span_both_nodes_and_are_gang_scheduled_in_step() {
         assert!(pinned, "job {job}: the row must come from the prolog");
     }
     assert_ne!(rows[0].1, rows[1].1, "two jobs sharing the nodes got the same row: {rows:?}");
-    // Cluster-wide counts of one job, nodes from `scontrol show job`: no wrapper around the MPI launch.
+    // Cluster-wide counts of one job, nodes from `squeue`: no wrapper around the MPI launch.
     let stat = Command::new(env!("CARGO_BIN_EXE_lockstep"))
         .args(["stat", "--job", &rows[0].0, "--metrics-port", "19464", "-e", "task-clock,context-switches"])
         .env("SLURM_CONF", cluster.dir.path().join("slurm.conf"))

@@ -1,8 +1,9 @@
-//! Slurm as lockstep talks to it: how a Slurm job is named, what `scontrol` says about jobs and nodes, and the
-//! co-scheduling place the controller's prolog gives each job, kept in the job's `AdminComment` (which only
-//! administrators can change) as `lockstep_row=ROW/PERIOD`, with `lockstep_from=MS lockstep_before=ROW/PERIOD`
-//! while a change is pending (docs/policies/gang.md). `lockstep_row=ROW` alone is a row of each node's own cycle
-//! (`prolog-slurmctld --rows node`, as before cluster-wide places).
+//! Slurm as lockstep talks to it: how a Slurm job is named, what `squeue` says about jobs (only fields no user
+//! writes) and `scontrol` about nodes, and the co-scheduling place the controller's prolog gives each job, kept in
+//! the job's `AdminComment` (which only administrators can change) as `lockstep_row=ROW/PERIOD`, with
+//! `lockstep_from=MS lockstep_before=ROW/PERIOD` while a change is pending (docs/policies/gang.md).
+//! `lockstep_row=ROW` alone is a row of each node's own cycle (`prolog-slurmctld --rows node`, as before
+//! cluster-wide places).
 
 pub mod hostlist;
 

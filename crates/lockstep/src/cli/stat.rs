@@ -33,7 +33,7 @@ pub struct Args {
     job: Option<String>,
     /// With --job: sum the job's counts from the agents of these nodes (their --metrics addresses), which have
     /// counted it since it started; follows the job until it ends everywhere. For a Slurm job (`--job slurm-ID`)
-    /// the nodes come from `scontrol show job` when this is not given.
+    /// the nodes come from `squeue` when this is not given.
     #[arg(long, value_name = "HOST:PORT,...", requires = "job")]
     nodes: Option<String>,
     /// The agents' metrics port, for the nodes of a Slurm job.
