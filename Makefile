@@ -7,7 +7,7 @@ FIXTURE ?= fixtures/topology/intel-raptorlake-i7-1370p.xml
 MPI    ?= openmpi
 # The capabilities the agent needs (docs/security.md); make test runs the agent's tests with only these (not the
 # end-to-end experiments, whose agent the experiment starts itself).
-AGENT_CAPS := sys_admin,bpf,perfmon,net_admin,sys_nice,sys_ptrace
+AGENT_CAPS := sys_admin,bpf,perfmon,net_admin,sys_nice,sys_ptrace,dac_read_search
 OTHER_MPI := $(if $(filter mpich,$(MPI)),openmpi,mpich)
 NATIVE := $(BUILD)/native-$(MPI)
 

@@ -988,8 +988,8 @@ fn a_locked_store_leaves_every_job_runnable_and_the_agent_recovers() {
 }
 
 /// The capabilities docs/security.md gives the agent (the Makefile's `AGENT_CAPS`): no CAP_DAC_OVERRIDE, so that
-/// file modes bind it as they bind any owner.
-const AGENT_CAPS: &str = "sys_admin,bpf,perfmon,net_admin,sys_nice,sys_ptrace";
+/// file modes bind its writes as they bind any owner.
+const AGENT_CAPS: &str = "sys_admin,bpf,perfmon,net_admin,sys_nice,sys_ptrace,dac_read_search";
 
 #[test]
 #[ignore = "needs root"]
