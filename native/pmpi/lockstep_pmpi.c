@@ -294,6 +294,22 @@ __attribute__((format(printf, 4, 5))) static void put(char *buf, size_t cap, siz
     va_end(ap);
 }
 
+/* Appends `s` as a JSON string (quotes, backslashes and control bytes escaped): the job name comes from the
+ * environment, which the rank's user sets, and must not add keys of its own to the report. */
+static void put_string(char *buf, size_t cap, size_t *len, const char *s)
+{
+    put(buf, cap, len, "\"");
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '"' || *p == '\\')
+            put(buf, cap, len, "\\%c", *p);
+        else if (*p < 0x20)
+            put(buf, cap, len, "\\u%04x", *p);
+        else
+            put(buf, cap, len, "%c", *p);
+    }
+    put(buf, cap, len, "\"");
+}
+
 static void write_report(uint64_t end_ns, uint64_t end_ticks)
 {
     const char *out = getenv("LOCKSTEP_PMPI_OUT");
@@ -320,9 +336,14 @@ static void write_report(uint64_t end_ns, uint64_t end_ticks)
     const char *job = getenv("LOCKSTEP_JOB");
     if (!job)
         job = getenv("SLURM_JOB_ID");
-    put(buf, cap, &len, "{\"rank\":%d,\"size\":%d,\"host\":\"%s\",\"pid\":%ld,", rank, size, host, (long)getpid());
-    if (job)
-        put(buf, cap, &len, "\"job\":\"%s\",", job);
+    put(buf, cap, &len, "{\"rank\":%d,\"size\":%d,\"host\":", rank, size);
+    put_string(buf, cap, &len, host);
+    put(buf, cap, &len, ",\"pid\":%ld,", (long)getpid());
+    if (job) {
+        put(buf, cap, &len, "\"job\":");
+        put_string(buf, cap, &len, job);
+        put(buf, cap, &len, ",");
+    }
     put(buf, cap, &len, "\"thread_level\":%d,\"wall_s\":%.9f,\"mpi_s\":%.9f,\"comm_ratio\":%.6f,", thread_level, wall,
         mpi, wall > 0 ? mpi / wall : 0.0);
     put(buf, cap, &len, "\"calls\":%llu,\"bytes\":%llu,\"families\":{", (unsigned long long)all.calls,

@@ -2,7 +2,6 @@
 
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use super::managed::{Group, Managed, Origin};
 use lockstep_cgroup::procfs::{self, ProcessRef};
@@ -132,9 +131,7 @@ pub fn from_containers(
         if id.starts_with('-') || id.is_empty() {
             return Err(UsageError::new(format!("bad container {id:?} (expected a podman name or ID)")).into());
         }
-        let out = lockstep_core::trust::normal_class(&mut Command::new("podman"))
-            .args(["inspect", "--format", "{{.State.Pid}}", id])
-            .output();
+        let out = lockstep_core::trust::command("podman")?.args(["inspect", "--format", "{{.State.Pid}}", id]).output();
         let pid: Option<i32> = out
             .ok()
             .filter(|o| o.status.success())

@@ -11,7 +11,7 @@
 //!   exits keeps its final count. Cost: events × threads; threads that live shorter than one interval are
 //!   missed. Used for adopted cgroups outside the perf_event hierarchy (e.g. Slurm's v1 job cgroups).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::fs::File;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -46,7 +46,13 @@ struct JobCounters {
     counters: Counters,
     /// Per-thread counting: the cgroup directories whose processes' threads are counted.
     threads_of: Option<Vec<PathBuf>>,
+    /// Whether some of its threads were left uncounted for want of descriptors (said once).
+    short: bool,
 }
+
+/// The share of the agent's open-file limit its counters may take: the rest is for what undoes a change (held
+/// freezer and weight files), the doors' connections, the store and `/proc`.
+const COUNTER_SHARE: f64 = 0.5;
 
 /// The counters of every job and the latest sample of each, shared by the agent, the sampling thread and the
 /// HTTP server.
@@ -62,6 +68,9 @@ pub struct Telemetry {
     finals: Vec<Sample>,
     /// Events this machine cannot count (said once).
     unsupported_said: bool,
+    /// Counter targets (a thread, or a cgroup on one PU) all jobs together may have open: each takes one
+    /// descriptor per event.
+    budget: usize,
     stop: bool,
 }
 
@@ -98,14 +107,20 @@ impl Telemetry {
     pub fn shared(settings: Settings, node: &str) -> SharedTelemetry {
         Arc::new(Guarded::new(Self {
             _held: hold_tracepoints(&settings.groups),
-            settings,
             node: node.to_string(),
             jobs: BTreeMap::new(),
             latest: BTreeMap::new(),
             finals: Vec::new(),
             unsupported_said: false,
+            budget: target_budget(settings.groups.iter().map(Vec::len).sum()),
+            settings,
             stop: false,
         }))
+    }
+
+    /// Counter targets open now, over every job.
+    fn targets(&self) -> usize {
+        self.jobs.values().map(|j| j.counters.keys().count()).sum()
     }
 
     /// The node name.
@@ -122,18 +137,32 @@ impl Telemetry {
         }
         let mut counters = Counters::new(&self.settings.groups, false);
         let perf_dirs: Vec<PathBuf> = groups.iter().filter_map(|d| lockstep_cgroup::perf_event_dir(d)).collect();
+        let free = self.budget.saturating_sub(self.targets());
+        let mut short = false;
         let result = if perf_dirs.len() == groups.len() {
             let pus = if pus.is_empty() { CpuList::online() } else { pus.clone() };
+            let need = perf_dirs.len() * pus.iter().count();
+            if need > free {
+                eprintln!(
+                    "lockstep agent: job {name} is not counted: its cgroups need {need} counter targets, {free} of the \
+                     agent's {} are free (half its open-file limit)",
+                    self.budget
+                );
+                return;
+            }
             attach_cgroups(&mut counters, &perf_dirs, &pus).map(|()| None)
         } else {
             let dirs: Vec<PathBuf> = groups.iter().filter_map(|d| d.first().cloned()).collect();
-            rescan(&mut counters, &dirs);
+            short = rescan(&mut counters, &dirs, free);
             Ok(Some(dirs))
         };
         match result {
             Ok(threads_of) => {
                 self.say_unsupported(&mut counters);
-                let mut job = JobCounters { counters, threads_of };
+                if short {
+                    say_short(name, self.budget);
+                }
+                let mut job = JobCounters { counters, threads_of, short };
                 // A first (zero) sample, so that the job and its events show at once.
                 if let Some(samples) = self.read_job(name, &mut job, lockstep_store::now()) {
                     self.latest.insert(name.to_string(), samples);
@@ -214,11 +243,18 @@ impl Telemetry {
     /// Reads every job (re-listing the threads of per-thread jobs first); returns the samples.
     fn sample(&mut self) -> Vec<Sample> {
         let time = lockstep_store::now();
+        let mut free = self.budget.saturating_sub(self.targets());
         let mut jobs = std::mem::take(&mut self.jobs);
         let mut out = Vec::new();
         for (name, job) in &mut jobs {
             if let Some(dirs) = &job.threads_of {
-                rescan(&mut job.counters, dirs);
+                let before = job.counters.keys().count();
+                let short = rescan(&mut job.counters, dirs, free + before);
+                free = (free + before).saturating_sub(job.counters.keys().count());
+                if short && !job.short {
+                    say_short(name, self.budget);
+                }
+                job.short = short;
             }
             if let Some(samples) = self.read_job(name, job, time) {
                 self.latest.insert(name.clone(), samples.clone());
@@ -261,21 +297,48 @@ fn attach_cgroups(counters: &mut Counters, dirs: &[PathBuf], pus: &CpuList) -> a
     Ok(())
 }
 
-/// Attaches to the threads now in `dirs` (and below) that are not counted yet; detaches threads that exited
-/// (their final counts stay in the totals).
-fn rescan(counters: &mut Counters, dirs: &[PathBuf]) {
+/// Counter targets the agent's counters may hold together, with `events` descriptors each: [`COUNTER_SHARE`] of
+/// its open-file limit.
+fn target_budget(events: usize) -> usize {
+    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit with a valid rlimit.
+    let soft = if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &raw mut limit) } == 0 { limit.rlim_cur } else { 1024 };
+    let share = (soft.min(1 << 30) as f64 * COUNTER_SHARE) as usize;
+    share / events.max(1)
+}
+
+/// Says that job `name` has threads left uncounted, the agent's counters holding all of `budget`.
+fn say_short(name: &str, budget: usize) {
+    eprintln!(
+        "lockstep agent: job {name} is counted in part: some of its threads are not, the agent's counters holding \
+         all {budget} targets their descriptors allow (half its open-file limit)"
+    );
+}
+
+/// Attaches to the threads now in `dirs` (and below) that are not counted yet, while the job holds fewer than
+/// `most` targets; detaches threads that exited (their final counts stay in the totals). Returns whether some
+/// threads were left uncounted.
+fn rescan(counters: &mut Counters, dirs: &[PathBuf], most: usize) -> bool {
     let pids: Vec<i32> = dirs.iter().flat_map(|d| lockstep_cgroup::procs_below(d).unwrap_or_default()).collect();
     let tids: Vec<i64> =
         pids.iter().filter_map(|&p| lockstep_cgroup::procfs::threads(p)).flatten().map(i64::from).collect();
-    let gone: Vec<i64> = counters.keys().filter(|k| !tids.contains(k)).collect();
+    let listed: HashSet<i64> = tids.iter().copied().collect();
+    let gone: Vec<i64> = counters.keys().filter(|k| !listed.contains(k)).collect();
     for k in gone {
         let _ = counters.detach(k);
     }
-    let known: Vec<i64> = counters.keys().collect();
+    let known: HashSet<i64> = counters.keys().collect();
+    let mut held = known.len();
     for tid in tids.into_iter().filter(|t| !known.contains(t)) {
+        if held >= most {
+            return true;
+        }
         // A thread may exit between listing and attaching: skip it.
-        let _ = counters.attach(tid, Target::Thread { tid: tid as i32, inherit: false });
+        if counters.attach(tid, Target::Thread { tid: tid as i32, inherit: false }).is_ok() {
+            held += 1;
+        }
     }
+    false
 }
 
 /// Samples every interval (and writes final samples as jobs go) on a thread of its own, with its own store

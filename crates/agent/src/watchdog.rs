@@ -66,12 +66,12 @@ impl Watchdog {
 
     /// Tells the watchdog to restore `target` (a [`Target`]'s text form) to `value` if the agent stops.
     pub fn track(&mut self, target: &str, value: &str) -> std::io::Result<()> {
-        self.send(&format!("track\t{target}\t{value}\n"))
+        self.send(&format!("track\t{}\t{}\n", escape(target), escape(value)))
     }
 
     /// Tells the watchdog that `target` was restored.
     pub fn untrack(&mut self, target: &str) -> std::io::Result<()> {
-        self.send(&format!("untrack\t{target}\n"))
+        self.send(&format!("untrack\t{}\n", escape(target)))
     }
 
     /// Tells the watchdog that the agent runs.
@@ -161,16 +161,41 @@ pub fn watch(store: &Path) -> i32 {
     i32::from(failed > 0)
 }
 
+/// A field of a line to the watchdog: backslash, tab and newline escaped, so that a cgroup path holding them (a
+/// delegated cgroup's name is its user's choice) stays one field of one line.
+fn escape(field: &str) -> String {
+    field.replace('\\', "\\\\").replace('\t', "\\t").replace('\n', "\\n")
+}
+
+/// The field [`escape`] wrote.
+fn unescape(field: &str) -> String {
+    let mut out = String::with_capacity(field.len());
+    let mut chars = field.chars();
+    while let Some(c) = chars.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        match chars.next() {
+            Some('t') => out.push('\t'),
+            Some('n') => out.push('\n'),
+            Some(other) => out.push(other),
+            None => out.push('\\'),
+        }
+    }
+    out
+}
+
 /// Applies one line of the agent's; true for a beat (any well-formed line counts as one: the agent runs).
 fn apply(line: &str, tracked: &mut BTreeMap<String, String>) -> bool {
     let mut parts = line.splitn(3, '\t');
     match (parts.next(), parts.next(), parts.next()) {
         (Some("track"), Some(file), Some(value)) => {
-            tracked.entry(file.to_string()).or_insert_with(|| value.to_string());
+            tracked.entry(unescape(file)).or_insert_with(|| unescape(value));
             true
         }
         (Some("untrack"), Some(file), None) => {
-            tracked.remove(file);
+            tracked.remove(&unescape(file));
             true
         }
         (Some("beat"), None, None) => true,
@@ -195,4 +220,22 @@ fn restore(tracked: &BTreeMap<String, String>) -> (Vec<&String>, usize) {
         }
     }
     (restored, failed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_path_with_tabs_newlines_and_backslashes_stays_one_entry() {
+        let path = "/sys/fs/cgroup/freezer/user\tjob\nx\\t/freezer.state";
+        let mut tracked = BTreeMap::new();
+        let line = format!("track\t{}\t{}", escape(path), escape("THAWED"));
+        assert!(!line.contains('\n') && line.matches('\t').count() == 2, "{line:?}");
+        assert!(apply(&line, &mut tracked));
+        assert_eq!(tracked.get(path).map(String::as_str), Some("THAWED"));
+        assert!(apply(&format!("untrack\t{}", escape(path)), &mut tracked));
+        assert!(tracked.is_empty());
+        assert_eq!(unescape("a\\"), "a\\", "a lone trailing backslash is kept");
+    }
 }

@@ -67,11 +67,46 @@ fn check_chain(dir: &Path, shown: &Path, what: &str) -> Result<(), UsageError> {
     })
 }
 
-/// Makes `cmd` start its program in the normal scheduling class (`SCHED_OTHER`), whatever the class of the thread
-/// that starts it: the agent's threads run at `SCHED_FIFO`, and a Slurm client or podman that inherited it would
-/// run ahead of every job on the node, or spin there.
-pub fn normal_class(cmd: &mut std::process::Command) -> &mut std::process::Command {
+/// The program `name` as root may run it: the first `PATH` entry (absolute ones only) holding an executable file
+/// of that name that belongs to root (or the user running lockstep), that no one else can write, in a directory
+/// chain [`check_path`] accepts. A `PATH` with `.` or `/tmp` in front cannot make root run a user's file.
+pub fn program(name: &str) -> Result<PathBuf, UsageError> {
+    let path = std::env::var_os("PATH")
+        .unwrap_or_else(|| "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin".into());
+    program_in(name, &path)
+}
+
+/// [`program`] over the directories of `path` (as `PATH` lists them).
+fn program_in(name: &str, path: &std::ffi::OsStr) -> Result<PathBuf, UsageError> {
+    let mut refused = Vec::new();
+    for dir in std::env::split_paths(path).filter(|d| d.is_absolute()) {
+        let candidate = dir.join(name);
+        let Ok(meta) = std::fs::metadata(&candidate) else { continue };
+        if !meta.is_file() || meta.mode() & 0o111 == 0 {
+            continue;
+        }
+        let own = trusted_owner(meta.uid()) && meta.mode() & 0o022 == 0;
+        match check_path(&candidate, name) {
+            Ok(()) if own => return Ok(candidate),
+            Ok(()) => {
+                refused.push(format!("{} (UID {}, mode {:o})", candidate.display(), meta.uid(), meta.mode() & 0o7777));
+            }
+            Err(e) => refused.push(e.to_string()),
+        }
+    }
+    Err(UsageError::new(if refused.is_empty() {
+        format!("cannot find {name} on PATH")
+    } else {
+        format!("no {name} on PATH that only root can change: {}", refused.join("; "))
+    }))
+}
+
+/// A command for program `name` as [`program`] finds it, started in the normal scheduling class (`SCHED_OTHER`)
+/// whatever the class of the thread that starts it: the agent's threads run at `SCHED_FIFO`, and a Slurm client
+/// or podman that inherited it would run ahead of every job on the node, or spin there.
+pub fn command(name: &str) -> Result<std::process::Command, UsageError> {
     use std::os::unix::process::CommandExt;
+    let mut cmd = std::process::Command::new(program(name)?);
     // SAFETY: sched_setscheduler is async-signal-safe and touches only the child between fork and exec.
     unsafe {
         cmd.pre_exec(|| {
@@ -81,8 +116,9 @@ pub fn normal_class(cmd: &mut std::process::Command) -> &mut std::process::Comma
             } else {
                 Err(io::Error::last_os_error())
             }
-        })
+        });
     }
+    Ok(cmd)
 }
 
 /// Checks the directories from `/` down to `dir` itself; a missing one ends the walk (nothing below it exists).
@@ -191,6 +227,21 @@ mod tests {
             let err = ensure_dir(&theirs, 0o700, "store").unwrap_err().to_string();
             assert!(err.contains("belongs to UID 65534"), "{err}");
             assert!(check_path(&theirs.join("lockstep.db"), "store").is_err());
+            // A program of the same name in nobody's directory, first on PATH, is passed over for root's.
+            let mine = tmp.path().join("bin");
+            std::fs::create_dir(&mine).unwrap();
+            for dir in [&theirs, &mine] {
+                let prog = dir.join("lockstep-test-prog");
+                std::fs::write(&prog, "#!/bin/sh\n").unwrap();
+                std::fs::set_permissions(&prog, std::fs::Permissions::from_mode(0o755)).unwrap();
+            }
+            std::os::unix::fs::chown(theirs.join("lockstep-test-prog"), Some(65534), Some(65534)).unwrap();
+            let path = std::env::join_paths([&theirs, &mine, &PathBuf::from("relative")]).unwrap();
+            assert_eq!(program_in("lockstep-test-prog", &path).unwrap(), mine.join("lockstep-test-prog"));
+            let only_theirs = std::env::join_paths([&theirs]).unwrap();
+            let err = program_in("lockstep-test-prog", &only_theirs).unwrap_err().to_string();
+            assert!(err.contains("only root can change"), "{err}");
+            assert!(program_in("no-such-program-here", &path).unwrap_err().to_string().contains("cannot find"));
         }
     }
 }

@@ -259,3 +259,66 @@ fn fifos_planted_for_the_next_pids_do_not_hang_a_profiled_mpi_run() {
     eprintln!("{planted} FIFOs planted; the profiled run took {took:?}");
     ok(&out);
 }
+
+/// Many threads in one process: `THREADS` threads that sleep, the process printing `up` once they all run.
+const THREADS: &str = r"
+import sys, threading, time
+n = int(sys.argv[1])
+for _ in range(n): threading.Thread(target=time.sleep, args=(600,), daemon=True).start()
+print('up', flush=True)
+time.sleep(600)
+";
+
+/// Attack 3: nobody's job, adopted by its cgroup (counted per thread: outside the perf_event hierarchy), makes
+/// thousands of threads while the agent runs at a small open-file limit under `gang`. The agent counts what its
+/// descriptor budget allows and says so, keeps serving, keeps the job (a failed read is never "the job ended"),
+/// and thaws everything when it stops.
+#[test]
+#[ignore = "needs root"]
+fn a_job_of_thousands_of_threads_cannot_run_the_agent_out_of_descriptors() {
+    common::require_root();
+    if !Path::new("/sys/fs/cgroup/freezer/cgroup.procs").exists() {
+        common::missing("the v1 freezer hierarchy");
+        return;
+    }
+    let _serial = serial();
+    let env = Env::new();
+    let child = Command::new("prlimit")
+        .args(["--nofile=256:256", "--", env!("CARGO_BIN_EXE_lockstep"), "agent", "--policy", "gang"])
+        .args(["--slot", "100ms", "--sample-interval", "200ms"])
+        .env("LOCKSTEP_STORE", env.store())
+        .env("LOCKSTEP_SOCKET", env.socket())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let agent = Agent { child };
+    let socket = env.socket();
+    common::wait_for("the agent's socket", || std::os::unix::net::UnixStream::connect(&socket).is_ok());
+    let theirs = Delegated::new("threads");
+    let mut many = as_nobody("/usr/bin/python3").args(["-c", THREADS, "2000"]).stdout(Stdio::piped()).spawn().unwrap();
+    std::fs::write(theirs.0.join("cgroup.procs"), many.id().to_string()).unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(many.stdout.take().unwrap()), &mut line).unwrap();
+    let many = Reaped(many);
+    assert_eq!(line.trim(), "up", "nobody's threads did not start");
+    let roots = Reaped(Command::new("sleep").arg("600").spawn().unwrap());
+    let (a, b) = (name("threads-root"), name("threads-nobody"));
+    ok(&env.run(&["adopt", "--job", &a, "--pid", &roots.0.id().to_string()]));
+    ok(&env.run(&["adopt", "--job", &b, "--cgroup", &theirs.path()]));
+    // A few samples' worth of rescans at the limit, then one snapshot of what the agent says.
+    std::thread::sleep(Duration::from_secs(2));
+    let out = env.run(&["status", "--json"]);
+    ok(&out);
+    let status: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let names: Vec<&str> = status["jobs"].as_array().unwrap().iter().filter_map(|j| j["name"].as_str()).collect();
+    assert!(names.contains(&a.as_str()) && names.contains(&b.as_str()), "a job was dropped: {names:?}");
+    let stopped = agent.stop(Signal::SIGTERM);
+    let log = stderr(&stopped);
+    eprintln!("{}", log.lines().filter(|l| l.contains("counted")).collect::<Vec<_>>().join("\n"));
+    assert!(stopped.status.success(), "the agent failed: {log}");
+    assert!(log.contains(&format!("job {b} is counted in part")), "the budget was not said: {log}");
+    let frozen = lockstep_cgroup::knobs::is_frozen(&theirs.0.join("freezer.state")).unwrap();
+    assert!(!frozen, "nobody's job was left frozen: {log}");
+    assert!(lockstep_cgroup::procfs::ProcessRef::of(many.0.id() as i32).is_some(), "nobody's process is gone");
+}

@@ -10,7 +10,7 @@ pub mod hostlist;
 use std::fs::OpenOptions;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
 
 use anyhow::Context;
@@ -174,7 +174,8 @@ fn scontrol(args: &[&str]) -> anyhow::Result<String> {
 
 /// Runs Slurm client `program` with `args`; its standard output. Killed after [`SCONTROL_TIMEOUT`].
 fn run_with_timeout(program: &str, args: &[&str]) -> anyhow::Result<String> {
-    let child = trust::normal_class(&mut Command::new(program))
+    let child = trust::command(program)
+        .map_err(|e| UsageError::new(format!("{e}; Slurm's client commands must be on PATH")))?
         .args(args)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -410,6 +410,8 @@ impl Agent {
 /// the agent's lock: a holder preempted by threads `dcs:rr` raised would keep the event thread from lowering them.
 fn scan(agent: Weak<Guarded<Agent>>, mut tables: Tables, stop: Arc<AtomicBool>) {
     realtime_thread("dcs port scans");
+    // What went wrong with the port table last, said once until it changes or clears.
+    let mut said: Option<String> = None;
     loop {
         let Some(shared) = agent.upgrade() else { return };
         let work = {
@@ -438,8 +440,17 @@ fn scan(agent: Weak<Guarded<Agent>>, mut tables: Tables, stop: Arc<AtomicBool>) 
             found.push((slot, procs.owners.len(), tables.counts(slot).unwrap_or_default(), procs));
             ports.extend(keys.into_iter().map(|(k, _)| (k, slot)));
         }
-        if let Err(e) = tables.set_ports(&ports) {
-            eprintln!("lockstep agent: dcs cannot update its port table: {e:#}");
+        match tables.set_ports(&ports) {
+            Err(e) if said.as_deref() != Some(&format!("{e:#}")) => {
+                eprintln!("lockstep agent: dcs port table: {e:#}");
+                said = Some(format!("{e:#}"));
+            }
+            Err(_) => {}
+            Ok(()) => {
+                if said.take().is_some() {
+                    eprintln!("lockstep agent: dcs port table: every socket watched again");
+                }
+            }
         }
         {
             let mut agent = shared.lock();

@@ -147,13 +147,24 @@ impl Tables {
     /// Makes the program report exactly `ports` (each with its job slot).
     pub fn set_ports(&mut self, ports: &[(PortKey, u32)]) -> anyhow::Result<()> {
         let wanted: HashSet<PortKey> = ports.iter().map(|(k, _)| *k).collect();
-        for stale in self.current.difference(&wanted) {
-            let _ = self.ports.delete(bytes_of(&map_key(*stale)));
+        let stale: Vec<PortKey> = self.current.difference(&wanted).copied().collect();
+        for key in stale {
+            // Gone already or deleted now: either way not in the table any more.
+            let _ = self.ports.delete(bytes_of(&map_key(key)));
+            self.current.remove(&key);
         }
+        // What is in the table is what was put there: a key that does not fit is left out now and tried again
+        // at the next scan, and no key outlives its job.
+        let mut left_out = 0;
         for (key, job) in ports {
-            self.ports.update(bytes_of(&map_key(*key)), &job.to_ne_bytes(), MapFlags::ANY)?;
+            match self.ports.update(bytes_of(&map_key(*key)), &job.to_ne_bytes(), MapFlags::ANY) {
+                Ok(()) => {
+                    self.current.insert(*key);
+                }
+                Err(_) => left_out += 1,
+            }
         }
-        self.current = wanted;
+        anyhow::ensure!(left_out == 0, "the port table is full: the sockets beyond it are not watched");
         Ok(())
     }
 

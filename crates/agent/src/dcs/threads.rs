@@ -1,7 +1,7 @@
 //! Raising a job's threads for `dcs`: each thread's scheduling before its first raise is journaled (the entry
 //! kept until the job leaves `dcs`), so that the watchdog and a restarted agent can put it back.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use crate::journal::Journal;
 use crate::sched::{self, Sched, Thread};
@@ -15,7 +15,8 @@ pub type Changed = Vec<(Thread, Sched, Sched)>;
 pub type Before = HashMap<Thread, Sched>;
 
 /// Changes every normal-class thread of `threads` to `raised(before)`. A thread seen for the first time is read
-/// and journaled first. Threads that exit meanwhile are skipped.
+/// and journaled first; the entries of threads that have exited since are dropped (a job that makes threads
+/// without end keeps only its live ones in the journal). Threads that exit meanwhile are skipped.
 pub fn raise(
     job: &str,
     threads: &[Thread],
@@ -24,6 +25,7 @@ pub fn raise(
     store: &Store,
     known: &mut Before,
 ) -> anyhow::Result<Changed> {
+    forget_exited(threads, journal, known);
     let mut changed = Vec::new();
     for thread in threads {
         let before = if let Some(b) = known.get(thread) {
@@ -48,6 +50,16 @@ pub fn raise(
         }
     }
     Ok(changed)
+}
+
+/// Drops from `known` and the journal the threads that are not in `threads` (the last scan) and have exited.
+fn forget_exited(threads: &[Thread], journal: &mut Journal, known: &mut Before) {
+    let listed: HashSet<&Thread> = threads.iter().collect();
+    let exited: Vec<Thread> = known.keys().filter(|t| !listed.contains(t) && !t.alive()).copied().collect();
+    for t in exited {
+        known.remove(&t);
+        journal.forget_thread(t);
+    }
 }
 
 /// Puts the threads of one raise back (threads gone meanwhile need nothing).
