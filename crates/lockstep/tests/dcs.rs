@@ -263,6 +263,76 @@ fn a_job_that_messages_itself_is_raised_at_most_a_quarter_of_the_time() {
     assert!(refused > 0, "a job flooding itself must have raises refused");
 }
 
+/// A receiver whose ten workers start threads of 0.2 s without end (about fifty a second, some twenty alive at
+/// once) while messages arrive, for `seconds`; prints `threads N` at the end.
+const THREAD_CHURN: &str = r#"
+import os, socket, sys, threading, time
+go, seconds = sys.argv[1], float(sys.argv[2])
+listener = socket.socket(); listener.bind(("127.0.0.1", 0)); listener.listen()
+port = listener.getsockname()[1]
+if os.fork() == 0:
+    c = socket.create_connection(("127.0.0.1", port))
+    while not os.path.exists(go): time.sleep(0.01)
+    end = time.time() + seconds
+    while time.time() < end:
+        c.sendall(b"x" * 64); c.recv(64); time.sleep(0.002)
+    os._exit(0)
+a, _ = listener.accept()
+made = 0
+def churn():
+    global made
+    while True:
+        t = threading.Thread(target=time.sleep, args=(0.2,)); t.start(); t.join(); made += 1
+for _ in range(10): threading.Thread(target=churn, daemon=True).start()
+while True:
+    d = a.recv(64)
+    if not d: break
+    a.sendall(d)
+os.wait()
+print("threads", made, flush=True)
+"#;
+
+/// Attack 7: nobody's job makes threads without end while it receives messages under `dcs:nice` (which changes
+/// and journals each thread). The journal keeps the threads that live, not every thread the job ever had.
+#[test]
+#[ignore = "needs root"]
+fn a_job_making_threads_without_end_leaves_no_journal_behind_them() {
+    common::require_root();
+    let _serial = serial();
+    let env = Env::new();
+    std::fs::set_permissions(env.dir.path(), std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let agent = Agent::start(&env, &["--policy", "dcs:nice", "--dcs-quantum", "5ms"]);
+    let _neighbour = Neighbour::start(&env, "dcs-churn");
+    let name = name("dcs-churn");
+    let go = env.dir.path().join(format!("{name}.go"));
+    let mut args = vec!["run", "--job", &name, "--place", "any", "--"];
+    args.extend_from_slice(&["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"]);
+    let go_arg = go.to_str().unwrap().to_string();
+    args.extend_from_slice(&["env", "PATH=/usr/bin:/bin", "python3", "-c", THREAD_CHURN, &go_arg, "10"]);
+    let child = env.spawn(&args);
+    let dirs = job_dirs(&name);
+    wait_for("both processes of the job", || lockstep_cgroup::procs_below(&dirs[0]).unwrap().len() >= 2);
+    wait_for("the probe to watch the job's ports", || dcs_job(&env, &name)["ports"].as_u64() >= Some(2));
+    std::fs::write(&go, b"").unwrap();
+    // One snapshot of the journal while the job still runs, 8 of its 10 s in (once it ends, it leaves dcs and
+    // every entry goes with it).
+    std::thread::sleep(Duration::from_secs(8));
+    let journaled = Store::open(&env.store()).unwrap().journal().unwrap();
+    let entry = dcs_job(&env, &name);
+    let out = common::output_within(child, Duration::from_mins(2), "the thread-making job");
+    assert!(out.status.success(), "the job failed: {}", stderr(&out));
+    let made = String::from_utf8_lossy(&out.stdout).into_owned();
+    let threads = journaled.iter().filter(|e| e.file.starts_with("thread:")).count();
+    drop(agent.stop(Signal::SIGTERM));
+    eprintln!("{} ; raises {} ; thread entries journaled 8 s in: {threads}", made.trim(), entry["raises"]);
+    let made: usize = made.split_whitespace().nth(1).and_then(|n| n.parse().ok()).unwrap_or(0);
+    assert!(made >= 200, "the job made only {made} threads");
+    assert!(entry["raises"].as_u64() >= Some(10), "too few raises: {entry}");
+    // About twenty threads live at once; entries of those that exited go at the next raise and reach the store
+    // within a second.
+    assert!(threads < 80, "{threads} thread entries journaled for a job that made {made} threads");
+}
+
 #[test]
 #[ignore = "needs root"]
 fn a_job_alone_on_its_pus_is_not_watched() {
