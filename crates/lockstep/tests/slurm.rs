@@ -451,6 +451,46 @@ fn a_job_named_like_an_admin_comment_gets_the_place_the_prolog_chose() {
     assert!(!places[0].overlaps(places[1]), "the jobs share a node and a slot: {places:?}\n{last}");
 }
 
+/// A cluster directory that user nobody made first (or a link of theirs to one of root's) is refused before
+/// anything starts: its `slurm.conf` and hooks would run as root, and `down` kills the PIDs its `pids` file lists.
+#[test]
+#[ignore = "needs root"]
+fn the_test_cluster_refuses_a_directory_another_user_made() {
+    common::require_root();
+    let top = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(top.path(), std::os::unix::fs::PermissionsExt::from_mode(0o1777)).unwrap();
+    let theirs = top.path().join("cluster");
+    let nobody = |args: &[&str]| {
+        let out = Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{args:?} as nobody: {}", stderr(&out));
+    };
+    nobody(&["mkdir", theirs.to_str().unwrap()]);
+    let private = top.path().join("private");
+    std::fs::create_dir(&private).unwrap();
+    let link = top.path().join("link");
+    nobody(&["ln", "-s", private.to_str().unwrap(), link.to_str().unwrap()]);
+    for (dir, why) in [(&theirs, "belongs to UID 65534"), (&link, "the link")] {
+        for script in ["up", "down"] {
+            let out = Command::new(repo().join("tests/cluster").join(script))
+                .arg("1")
+                .env("LOCKSTEP_CLUSTER_DIR", dir)
+                .env("LOCKSTEP", env!("CARGO_BIN_EXE_lockstep"))
+                .output()
+                .unwrap();
+            let err = stderr(&out);
+            eprintln!("{script} on {}: exit {:?}, {}", dir.display(), out.status.code(), err.trim());
+            assert_eq!(out.status.code(), Some(2), "{script}: {err}");
+            assert!(err.contains(why), "{script}: {err}");
+        }
+    }
+    assert!(std::fs::read_dir(&theirs).unwrap().next().is_none(), "up wrote into nobody's directory");
+    assert!(std::fs::read_dir(&private).unwrap().next().is_none(), "up wrote through nobody's link");
+}
+
 #[test]
 fn the_hooks_never_fail_a_job_and_refuse_to_guess_one() {
     let dir = tempfile::tempdir().unwrap();
