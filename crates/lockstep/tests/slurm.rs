@@ -491,6 +491,50 @@ fn the_test_cluster_refuses_a_directory_another_user_made() {
     assert!(std::fs::read_dir(&private).unwrap().next().is_none(), "up wrote through nobody's link");
 }
 
+/// The controller prolog's row lock: in a directory user nobody made, it is refused at once; held by another
+/// prolog that never lets go, it is given up after 10 s. Either way the job goes on (exit 0), with a line saying
+/// why.
+#[test]
+#[ignore = "needs root"]
+fn the_row_lock_cannot_be_planted_or_held_to_stall_job_starts() {
+    common::require_root();
+    let top = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(top.path(), std::os::unix::fs::PermissionsExt::from_mode(0o1777)).unwrap();
+    let theirs = top.path().join("theirs");
+    let out = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--", "mkdir"])
+        .arg(&theirs)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "mkdir as nobody: {}", stderr(&out));
+    let prolog = |lock: &Path| {
+        let started = Instant::now();
+        let out = Command::new(env!("CARGO_BIN_EXE_lockstep"))
+            .args(["slurm", "prolog-slurmctld"])
+            .env("SLURM_JOB_ID", "7")
+            .env("LOCKSTEP_SLURM_LOCK", lock)
+            .output()
+            .unwrap();
+        (out, started.elapsed())
+    };
+    let (out, took) = prolog(&theirs.join("rows.lock"));
+    let err = stderr(&out);
+    eprintln!("planted: exit {:?} after {took:?}: {}", out.status.code(), err.trim());
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(err.contains("belongs to UID 65534") && err.contains("goes on without lockstep"), "{err}");
+    assert!(!theirs.join("rows.lock").exists(), "the lock was made in nobody's directory");
+    // A holder that never lets go: the prolog gives up.
+    let mine = top.path().join("mine");
+    std::fs::create_dir(&mine).unwrap();
+    let file = std::fs::File::create(mine.join("rows.lock")).unwrap();
+    let _held = nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock).map_err(|(_, e)| e).unwrap();
+    let (out, took) = prolog(&mine.join("rows.lock"));
+    let err = stderr(&out);
+    eprintln!("held: exit {:?} after {took:?}: {}", out.status.code(), err.trim());
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(err.contains("held it for 10 s") && err.contains("goes on without lockstep"), "{err}");
+}
+
 #[test]
 fn the_hooks_never_fail_a_job_and_refuse_to_guess_one() {
     let dir = tempfile::tempdir().unwrap();

@@ -350,9 +350,14 @@ fn locked<T>(f: impl FnOnce(Vec<JobInfo>) -> anyhow::Result<T>) -> anyhow::Resul
                 file = f;
                 std::thread::sleep(Duration::from_millis(20));
             }
-            Err((_, e)) => {
-                return Err(anyhow::anyhow!("cannot lock {} within {} s: {e}", path.display(), LOCK_WAIT.as_secs()))
+            Err((_, nix::errno::Errno::EWOULDBLOCK)) => {
+                anyhow::bail!(
+                    "cannot lock {}: another process has held it for {} s",
+                    path.display(),
+                    LOCK_WAIT.as_secs()
+                )
             }
+            Err((_, e)) => anyhow::bail!("cannot lock {}: {e}", path.display()),
         }
     };
     f(jobs()?)
