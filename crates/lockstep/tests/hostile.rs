@@ -45,6 +45,36 @@ fn freezer_of(pid: u32) -> String {
         .unwrap_or_default()
 }
 
+/// Whether the v1 freezer hierarchy is there (the delegated cgroups of these attacks live in it); says so when
+/// not. The first call of every attack that needs it (and root).
+fn v1_freezer() -> bool {
+    common::require_root();
+    let there = Path::new("/sys/fs/cgroup/freezer/cgroup.procs").exists();
+    if !there {
+        common::missing("the v1 freezer hierarchy");
+    }
+    there
+}
+
+/// `lockstep agent ARGS` on `env` under an open-file limit of `nofile` (`SOFT:HARD`, as prlimit takes it), once its
+/// socket answers.
+fn agent_with_limit(env: &Env, nofile: &str, args: &[&str]) -> Agent {
+    let child = Command::new("prlimit")
+        .arg(format!("--nofile={nofile}"))
+        .args(["--", env!("CARGO_BIN_EXE_lockstep"), "agent"])
+        .args(args)
+        .env("LOCKSTEP_STORE", env.store())
+        .env("LOCKSTEP_SOCKET", env.socket())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let agent = Agent { child };
+    let socket = env.socket();
+    common::wait_for("the agent's socket", || std::os::unix::net::UnixStream::connect(&socket).is_ok());
+    agent
+}
+
 /// A cgroup delegated to nobody (the directory and its `cgroup.procs` theirs), removed when dropped.
 struct Delegated(PathBuf);
 
@@ -102,9 +132,7 @@ fn sleep_with_pid(pid: u32) -> Option<Reaped> {
 #[test]
 #[ignore = "needs root"]
 fn a_recycled_pid_is_never_moved_into_the_cgroup_its_old_owner_controls() {
-    common::require_root();
-    if !Path::new("/sys/fs/cgroup/freezer/cgroup.procs").exists() {
-        common::missing("the v1 freezer hierarchy");
+    if !v1_freezer() {
         return;
     }
     let _serial = serial();
@@ -202,17 +230,7 @@ fn the_agent_raises_its_open_file_limit_to_the_hard_limit() {
     common::require_root();
     let _serial = serial();
     let env = Env::new();
-    let child = Command::new("prlimit")
-        .args(["--nofile=64:8192", "--", env!("CARGO_BIN_EXE_lockstep"), "agent", "--policy", "cfs"])
-        .env("LOCKSTEP_STORE", env.store())
-        .env("LOCKSTEP_SOCKET", env.socket())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let agent = Agent { child };
-    let socket = env.socket();
-    common::wait_for("the agent's socket", || std::os::unix::net::UnixStream::connect(&socket).is_ok());
+    let agent = agent_with_limit(&env, "64:8192", &["--policy", "cfs"]);
     let limits = std::fs::read_to_string(format!("/proc/{}/limits", agent.pid())).unwrap();
     let line = limits.lines().find(|l| l.starts_with("Max open files")).unwrap().to_string();
     let soft: Vec<&str> = line.split_whitespace().skip(3).take(2).collect();
@@ -276,25 +294,13 @@ time.sleep(600)
 #[test]
 #[ignore = "needs root"]
 fn a_job_of_thousands_of_threads_cannot_run_the_agent_out_of_descriptors() {
-    common::require_root();
-    if !Path::new("/sys/fs/cgroup/freezer/cgroup.procs").exists() {
-        common::missing("the v1 freezer hierarchy");
+    if !v1_freezer() {
         return;
     }
     let _serial = serial();
     let env = Env::new();
-    let child = Command::new("prlimit")
-        .args(["--nofile=256:256", "--", env!("CARGO_BIN_EXE_lockstep"), "agent", "--policy", "gang"])
-        .args(["--slot", "100ms", "--sample-interval", "200ms"])
-        .env("LOCKSTEP_STORE", env.store())
-        .env("LOCKSTEP_SOCKET", env.socket())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let agent = Agent { child };
-    let socket = env.socket();
-    common::wait_for("the agent's socket", || std::os::unix::net::UnixStream::connect(&socket).is_ok());
+    let agent =
+        agent_with_limit(&env, "256:256", &["--policy", "gang", "--slot", "100ms", "--sample-interval", "200ms"]);
     let theirs = Delegated::new("threads");
     let mut many = as_nobody("/usr/bin/python3").args(["-c", THREADS, "2000"]).stdout(Stdio::piped()).spawn().unwrap();
     std::fs::write(theirs.0.join("cgroup.procs"), many.id().to_string()).unwrap();
