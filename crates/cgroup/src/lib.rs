@@ -158,16 +158,19 @@ fn on_cgroupfs(path: &Path) -> bool {
 }
 
 /// Removes one cgroup directory with the cgroups below it (a job's own, an experiment's per-kind children),
-/// deepest first. On cgroupfs `rmdir` drops the interface files with it; a scratch tree (tests) holds them as
-/// plain files, so it is removed recursively to the same effect.
+/// deepest first. On cgroupfs `rmdir` drops the interface files with it. Anywhere else only an empty directory
+/// goes: a path that is not a cgroup never costs a file, however it reached the caller. This crate's own tests
+/// build scratch trees whose interface files are plain files; there, and only there, the tree goes whole.
 pub fn remove_dir(path: &Path) -> io::Result<()> {
     if on_cgroupfs(path) {
         for child in fs::read_dir(path)?.flatten().filter(|e| e.file_type().is_ok_and(|t| t.is_dir())) {
             remove_dir(&child.path())?;
         }
         fs::remove_dir(path)
-    } else {
+    } else if cfg!(test) {
         fs::remove_dir_all(path)
+    } else {
+        fs::remove_dir(path)
     }
 }
 
