@@ -348,3 +348,27 @@ impl Managed {
         self.applied = Desired::default();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn adopted_processes_keep_their_start_time_and_bare_pids_of_old_stores_move_nobody() {
+        let me = ProcessRef::of(std::process::id() as i32).unwrap();
+        let procs = PathBuf::from("/sys/fs/cgroup/freezer/cgroup.procs");
+        let created = JobCgroup { version: lockstep_cgroup::Version::V1, dirs: Vec::new() };
+        let now = Origin::Pids { moved: vec![(me, vec![procs.clone()])], created };
+        let text = serde_json::to_string(&now).unwrap();
+        let Origin::Pids { moved, .. } = serde_json::from_str(&text).unwrap() else { panic!("{text}") };
+        assert_eq!(moved, [(me, vec![procs.clone()])]);
+        let old = format!(
+            r#"{{"kind":"pids","moved":[[{},["{}"]]],"created":{{"version":"v1","dirs":[]}}}}"#,
+            me.pid,
+            procs.display()
+        );
+        let Origin::Pids { moved, .. } = serde_json::from_str(&old).unwrap() else { panic!("{old}") };
+        assert_eq!(moved[0].0.pid, me.pid);
+        assert!(!moved[0].0.alive(), "a bare PID from an old store must never name a live process");
+    }
+}

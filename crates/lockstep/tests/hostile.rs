@@ -160,6 +160,7 @@ fn a_recycled_pid_is_never_moved_into_the_cgroup_its_old_owner_controls() {
     eprintln!("after release: root's PID {x} in {root_in:?}, nobody's PID {y} in {nobody_in:?}");
     assert_ne!(root_in, theirs.path(), "root's process with the recycled PID {x} was moved into nobody's cgroup");
     assert_eq!(nobody_in, theirs.path(), "the process still adopted goes back where it came from");
+    common::assert_no_cgroup(&job);
 }
 
 /// Attack 4: a store or socket in a directory nobody can write, or reached through nobody's link, is refused
@@ -319,6 +320,8 @@ fn a_job_of_thousands_of_threads_cannot_run_the_agent_out_of_descriptors() {
     let status: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let names: Vec<&str> = status["jobs"].as_array().unwrap().iter().filter_map(|j| j["name"].as_str()).collect();
     assert!(names.contains(&a.as_str()) && names.contains(&b.as_str()), "a job was dropped: {names:?}");
+    // Root's job goes back (its cgroup with it); nobody's is left to the agent's stop, which must thaw it.
+    ok(&env.run(&["release", "--job", &a]));
     let stopped = agent.stop(Signal::SIGTERM);
     let log = stderr(&stopped);
     eprintln!("{}", log.lines().filter(|l| l.contains("counted")).collect::<Vec<_>>().join("\n"));
@@ -327,4 +330,5 @@ fn a_job_of_thousands_of_threads_cannot_run_the_agent_out_of_descriptors() {
     let frozen = lockstep_cgroup::knobs::is_frozen(&theirs.0.join("freezer.state")).unwrap();
     assert!(!frozen, "nobody's job was left frozen: {log}");
     assert!(lockstep_cgroup::procfs::ProcessRef::of(many.0.id() as i32).is_some(), "nobody's process is gone");
+    common::assert_no_cgroup(&a);
 }
