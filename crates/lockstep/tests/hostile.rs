@@ -240,6 +240,17 @@ fn the_agent_raises_its_open_file_limit_to_the_hard_limit() {
     drop(agent.stop(Signal::SIGTERM));
 }
 
+/// The FIFOs planted for a range of PIDs, removed when dropped (pass or fail).
+struct Fifos(std::ops::RangeInclusive<u32>);
+
+impl Drop for Fifos {
+    fn drop(&mut self) {
+        for p in self.0.clone() {
+            let _ = std::fs::remove_file(format!("/dev/shm/lockstep-pmpi.{p}"));
+        }
+    }
+}
+
 /// Attack 5: nobody plants FIFOs at the names of the PMPI profiler's live files for the next PIDs; a root MPI run
 /// with the profiler preloaded must not block in `MPI_Init` on one (it goes on without a live file).
 #[test]
@@ -255,10 +266,17 @@ fn fifos_planted_for_the_next_pids_do_not_hang_a_profiled_mpi_run() {
         common::missing("build/bin/pingpong and build/lib/liblockstep-pmpi.so (make build)");
         return;
     }
-    let next: u32 = std::fs::read_to_string("/proc/sys/kernel/ns_last_pid").unwrap().trim().parse().unwrap();
+    // One process plants them all (a shell's mkfifo per FIFO would use up the very PIDs it plants for), for the
+    // 3,000 PIDs after the last one given out; it prints that one.
+    let plant = "import os\n\
+                 n = int(open('/proc/sys/kernel/ns_last_pid').read())\n\
+                 for p in range(n + 1, n + 3001): os.mkfifo(f'/dev/shm/lockstep-pmpi.{p}')\n\
+                 print(n)";
+    let out = as_nobody("/usr/bin/python3").args(["-c", plant]).output().unwrap();
+    ok(&out);
+    let next: u32 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
     let (first, last) = (next + 1, next + 3000);
-    let plant = format!("for i in $(seq {first} {last}); do mkfifo /dev/shm/lockstep-pmpi.$i; done");
-    ok(&as_nobody("sh").args(["-c", &plant]).output().unwrap());
+    let _fifos = Fifos(first..=last);
     let planted = (first..=last).filter(|p| Path::new(&format!("/dev/shm/lockstep-pmpi.{p}")).exists()).count();
     let started = Instant::now();
     let run = Command::new(&mpirun)
@@ -272,10 +290,7 @@ fn fifos_planted_for_the_next_pids_do_not_hang_a_profiled_mpi_run() {
         .unwrap();
     let out = common::output_within(run, Duration::from_mins(2), "mpirun with FIFOs planted for its PIDs");
     let took = started.elapsed();
-    for p in first..=last {
-        let _ = std::fs::remove_file(format!("/dev/shm/lockstep-pmpi.{p}"));
-    }
-    eprintln!("{planted} FIFOs planted; the profiled run took {took:?}");
+    eprintln!("{planted} FIFOs planted for PIDs {first}-{last}; the profiled run took {took:?}");
     ok(&out);
 }
 
