@@ -74,20 +74,18 @@ pub struct Group {
     pub dirs: Vec<PathBuf>,
     /// Files co-scheduling writes.
     pub knobs: Knobs,
-    /// The weight file's value before boosting.
-    weight_before: Option<String>,
     /// The freezer file, open from the moment the group is frozen until it is thawed: a thaw needs no new
     /// descriptor, so that running out of them can never leave a job frozen.
     thaw: Option<File>,
-    /// The weight file, open while the weight is raised, for the same reason.
-    unboost: Option<File>,
+    /// While the weight is raised: the weight file, open for the same reason, and the value it had before.
+    unboost: Option<(File, String)>,
 }
 
 impl Group {
     /// A group over `dirs`.
     pub fn new(dirs: Vec<PathBuf>) -> Self {
         let knobs = Knobs::find(&dirs);
-        Self { dirs, knobs, weight_before: None, thaw: None, unboost: None }
+        Self { dirs, knobs, thaw: None, unboost: None }
     }
 
     /// Freezes or thaws the group (the journal first, so that a crash in between still restores it). The file is
@@ -116,10 +114,10 @@ impl Group {
             let before = std::fs::read_to_string(file).map_err(|_| Gone(file.clone()))?.trim().to_string();
             journal.remember(store, job, file, &before)?;
             write(&held, file, &weight_value(file, BOOST_WEIGHT))?;
-            (self.weight_before, self.unboost) = (Some(before), Some(held));
-        } else if let (Some(before), Some(held)) = (&self.weight_before, &self.unboost) {
+            self.unboost = Some((held, before));
+        } else if let Some((held, before)) = &self.unboost {
             write(held, file, before)?;
-            (self.weight_before, self.unboost) = (None, None);
+            self.unboost = None;
             journal.forget(file);
         }
         Ok(())
