@@ -115,7 +115,7 @@ mod tests {
 
     #[test]
     fn a_gone_thread_restores_to_nothing() {
-        let me = crate::sched::of(&[std::process::id() as i32]);
+        let me = Thread::threads_of(&[std::process::id() as i32]);
         let s = crate::sched::read(&me[0]).unwrap();
         let gone = Target::Thread(Thread { pid: me[0].pid, start: me[0].start + 1 });
         assert!(gone.put_back(&s.encode()).is_ok());

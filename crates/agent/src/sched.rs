@@ -83,11 +83,6 @@ pub fn change(thread: &Thread, from: Option<&Sched>, to: &Sched) -> io::Result<(
     Ok(())
 }
 
-/// Every thread of the processes `pids`.
-pub fn of(pids: &[i32]) -> Vec<Thread> {
-    ProcessRef::threads_of(pids)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -96,7 +91,7 @@ mod tests {
     fn values_round_trip_and_this_thread_reads_as_normal() {
         let s = Sched { policy: libc::SCHED_RR, priority: 1, nice: -3 };
         assert_eq!(Sched::decode(&s.encode()), Some(s));
-        let me = of(&[std::process::id() as i32]);
+        let me = Thread::threads_of(&[std::process::id() as i32]);
         assert!(!me.is_empty() && me[0].alive());
         assert!(!read(&me[0]).unwrap().is_realtime());
     }

@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use crate::guarded::Guarded;
 use crate::managed::Managed;
 use crate::realtime_thread;
-use crate::sched::{self, Thread};
+use crate::sched::Thread;
 use crate::Agent;
 use lockstep_core::cosched::Raise;
 use lockstep_proto::protocol::{DcsJob, DcsStatus};
@@ -435,7 +435,7 @@ fn scan(agent: Weak<Guarded<Agent>>, mut tables: Tables, stop: Arc<AtomicBool>) 
                 procs.owners.entry(*key).or_default().push(*pid);
             }
             for pid in pids {
-                procs.threads.insert(pid, sched::of(&[pid]));
+                procs.threads.insert(pid, Thread::threads_of(&[pid]));
             }
             found.push((slot, procs.owners.len(), tables.counts(slot).unwrap_or_default(), procs));
             ports.extend(keys.into_iter().map(|(k, _)| (k, slot)));
