@@ -440,10 +440,10 @@ fn scan(agent: Weak<Guarded<Agent>>, mut tables: Tables, stop: Arc<AtomicBool>) 
             found.push((slot, procs.owners.len(), tables.counts(slot).unwrap_or_default(), procs));
             ports.extend(keys.into_iter().map(|(k, _)| (k, slot)));
         }
-        match tables.set_ports(&ports) {
-            Err(e) if said.as_deref() != Some(&format!("{e:#}")) => {
-                eprintln!("lockstep agent: dcs port table: {e:#}");
-                said = Some(format!("{e:#}"));
+        match tables.set_ports(&ports).map_err(|e| format!("{e:#}")) {
+            Err(e) if said.as_ref() != Some(&e) => {
+                eprintln!("lockstep agent: dcs port table: {e}");
+                said = Some(e);
             }
             Err(_) => {}
             Ok(()) => {
