@@ -561,15 +561,7 @@ fn clock_skew_file() -> Option<PathBuf> {
 /// The first 64 bytes of regular file `file` as text, read without following a link or blocking on a FIFO.
 fn read_small(file: &std::path::Path) -> Option<String> {
     use std::io::Read;
-    use std::os::unix::fs::OpenOptionsExt;
-    let f = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
-        .open(file)
-        .ok()?;
-    if !f.metadata().ok()?.is_file() {
-        return None;
-    }
+    let (f, _) = lockstep_core::trust::open_regular(file)?;
     let mut text = String::new();
     f.take(64).read_to_string(&mut text).ok()?;
     Some(text)

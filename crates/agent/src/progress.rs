@@ -8,12 +8,13 @@
 
 use std::fs::File;
 use std::io::Read;
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use lockstep_cgroup::{procfs, procs_below};
 use lockstep_core::cosched::auto::Sample;
+use lockstep_core::trust::open_regular;
 
 /// Size of a rank's live file.
 const LIVE_LEN: u64 = 64;
@@ -73,15 +74,9 @@ fn read_bounded(path: &Path, max: u64) -> Option<String> {
 
 /// The live call count process `pid` publishes, if its file is there and is what the profiler writes.
 fn live_calls(pid: i32) -> Option<u64> {
-    let path = format!("{LIVE_DIR}/lockstep-pmpi.{pid}");
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
-        .open(&path)
-        .ok()?;
-    let meta = file.metadata().ok()?;
+    let (file, meta) = open_regular(Path::new(&format!("{LIVE_DIR}/lockstep-pmpi.{pid}")))?;
     let owner = std::fs::metadata(format!("/proc/{pid}")).ok()?.uid();
-    if !meta.is_file() || meta.len() != LIVE_LEN || meta.uid() != owner {
+    if meta.len() != LIVE_LEN || meta.uid() != owner {
         return None;
     }
     let mut buf = [0u8; LIVE_LEN as usize];

@@ -29,6 +29,19 @@ pub fn check_path(path: &Path, what: &str) -> Result<(), UsageError> {
     check_chain(absolute.parent().unwrap_or(Path::new("/")), path, what)
 }
 
+/// Opens `path` for reading if it is a regular file, without following a link or blocking on a FIFO (a file in a
+/// directory other users can write, such as `/dev/shm`, may be either); the file with its metadata.
+pub fn open_regular(path: &Path) -> Option<(std::fs::File, std::fs::Metadata)> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path)
+        .ok()?;
+    let meta = file.metadata().ok().filter(std::fs::Metadata::is_file)?;
+    Some((file, meta))
+}
+
 /// Creates directory `dir` (and those above it that are missing) with `mode` unless it exists, then checks that
 /// it and every directory above it are as [`check_path`] wants: one that another user created meanwhile, or
 /// that existed already, is refused, never used.
