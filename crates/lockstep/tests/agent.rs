@@ -801,12 +801,7 @@ fn containers_are_one_job_and_take_turns_under_gang() {
 
 /// `lockstep ARGS` as user nobody (65534) on `env`'s agent.
 fn as_nobody(env: &Env, args: &[&str]) -> Output {
-    std::process::Command::new("setpriv")
-        .args(["--reuid=65534", "--regid=65534", "--clear-groups", env!("CARGO_BIN_EXE_lockstep"), "--socket"])
-        .arg(env.socket())
-        .args(args)
-        .output()
-        .unwrap()
+    common::as_nobody(env!("CARGO_BIN_EXE_lockstep")).arg("--socket").arg(env.socket()).args(args).output().unwrap()
 }
 
 #[test]
@@ -818,10 +813,7 @@ fn users_see_only_their_own_jobs_and_change_nothing() {
     // Other users must reach the socket's directory (the socket itself is open to all).
     std::fs::set_permissions(env.dir.path(), std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     let _agent = Agent::start(&env, &["--policy", "cfs"]);
-    let mut theirs = std::process::Command::new("setpriv")
-        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "sleep", "60"])
-        .spawn()
-        .unwrap();
+    let mut theirs = common::as_nobody("sleep").arg("60").spawn().unwrap();
     let mut roots = std::process::Command::new("sleep").arg("60").spawn().unwrap();
     let (mine, other) = (name("nobody"), name("root"));
     ok(&env.run(&["adopt", "--job", &mine, "--pid", &theirs.id().to_string()]));

@@ -243,7 +243,7 @@ fn a_job_that_messages_itself_is_raised_at_most_a_quarter_of_the_time() {
     let agent = Agent::start(&env, &["--policy", "dcs:rr", "--dcs-quantum", "5ms"]);
     let _neighbour = Neighbour::start(&env, "dcs-self");
     // The system python: a user's own (pyenv under /root) is not theirs to run.
-    let nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--", "env", "PATH=/usr/bin:/bin"];
+    let nobody = [&common::AS_NOBODY[..], &["env", "PATH=/usr/bin:/bin"]].concat();
     let job = Talkers::start_as(&env, "dcs-self", 20_000, 0.0, &nobody);
     wait_for("the probe to watch the job's ports", || dcs_job(&env, &job.name)["ports"].as_u64() >= Some(2));
     job.go();
@@ -306,7 +306,7 @@ fn a_job_making_threads_without_end_leaves_no_journal_behind_them() {
     let name = name("dcs-churn");
     let go = env.dir.path().join(format!("{name}.go"));
     let mut args = vec!["run", "--job", &name, "--place", "any", "--"];
-    args.extend_from_slice(&["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"]);
+    args.extend_from_slice(&common::AS_NOBODY);
     let go_arg = go.to_str().unwrap().to_string();
     args.extend_from_slice(&["env", "PATH=/usr/bin:/bin", "python3", "-c", THREAD_CHURN, &go_arg, "10"]);
     let child = env.spawn(&args);

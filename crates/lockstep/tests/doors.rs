@@ -6,7 +6,7 @@ mod common;
 
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use common::{wait_for, Agent, Env};
@@ -74,8 +74,8 @@ fn idle_connections_of_another_user_do_not_delay_root() {
     // User nobody opens 50 connections and sends nothing.
     let script = "import socket,sys,time\nss=[]\nfor _ in range(50):\n s=socket.socket(socket.AF_UNIX)\n \
                   s.connect(sys.argv[1]); ss.append(s)\nprint('ready',flush=True)\ntime.sleep(30)\n";
-    let mut idle = Command::new("setpriv")
-        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3", "-c", script])
+    let mut idle = common::as_nobody("/usr/bin/python3")
+        .args(["-c", script])
         .arg(env.socket())
         .stdout(Stdio::piped())
         .spawn()

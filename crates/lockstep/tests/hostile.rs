@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{name, stderr, Agent, Env};
+use common::{as_nobody, name, stderr, Agent, Env};
 use nix::sys::signal::Signal;
 
 /// One attack at a time: each starts its own agent, and the PID-recycling one steers the kernel's next PID.
@@ -21,13 +21,6 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
 
 /// The UID and GID of user nobody.
 const NOBODY: u32 = 65534;
-
-/// `program ARGS` as user nobody.
-fn as_nobody(program: &str) -> Command {
-    let mut c = Command::new("setpriv");
-    c.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--", program]);
-    c
-}
 
 fn ok(out: &Output) {
     assert!(out.status.success(), "failed: {}", stderr(out));

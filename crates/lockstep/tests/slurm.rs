@@ -461,11 +461,7 @@ fn the_test_cluster_refuses_a_directory_another_user_made() {
     std::fs::set_permissions(top.path(), std::os::unix::fs::PermissionsExt::from_mode(0o1777)).unwrap();
     let theirs = top.path().join("cluster");
     let nobody = |args: &[&str]| {
-        let out = Command::new("setpriv")
-            .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
-            .args(args)
-            .output()
-            .unwrap();
+        let out = common::as_nobody(args[0]).args(&args[1..]).output().unwrap();
         assert!(out.status.success(), "{args:?} as nobody: {}", stderr(&out));
     };
     nobody(&["mkdir", theirs.to_str().unwrap()]);
@@ -501,11 +497,7 @@ fn the_row_lock_cannot_be_planted_or_held_to_stall_job_starts() {
     let top = tempfile::tempdir().unwrap();
     std::fs::set_permissions(top.path(), std::os::unix::fs::PermissionsExt::from_mode(0o1777)).unwrap();
     let theirs = top.path().join("theirs");
-    let out = Command::new("setpriv")
-        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--", "mkdir"])
-        .arg(&theirs)
-        .output()
-        .unwrap();
+    let out = common::as_nobody("mkdir").arg(&theirs).output().unwrap();
     assert!(out.status.success(), "mkdir as nobody: {}", stderr(&out));
     let prolog = |lock: &Path| {
         let started = Instant::now();

@@ -46,6 +46,17 @@ impl Env {
     }
 }
 
+/// The command line that runs a program as user nobody (UID and GID 65534, no supplementary groups): the attacker
+/// of the tests of what other users can do.
+pub const AS_NOBODY: [&str; 5] = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"];
+
+/// `program` as user nobody (see [`AS_NOBODY`]).
+pub fn as_nobody(program: impl AsRef<std::ffi::OsStr>) -> Command {
+    let mut c = Command::new(AS_NOBODY[0]);
+    c.args(&AS_NOBODY[1..]).arg(program);
+    c
+}
+
 pub fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions.
     unsafe { libc::geteuid() == 0 }
