@@ -702,7 +702,7 @@ pub fn run(config: Config) -> anyhow::Result<i32> {
         config.socket.display(),
         config.store.display(),
         config.policy,
-        slot::format(config.slot)
+        lockstep_core::duration::format(config.slot)
     );
     slot_loop(&shared);
     let mut agent = shared.lock();

@@ -97,14 +97,12 @@ const DEFAULT_RETENTION: std::time::Duration = std::time::Duration::from_hours(2
 /// Job history when none is given.
 const DEFAULT_JOB_HISTORY: std::time::Duration = std::time::Duration::from_hours(30 * 24);
 
-/// A retention-like duration from its flag or file key `what`, or `default`: never zero.
+/// Longest a retention-like duration may be: ten years.
+const LONGEST_KEPT: std::time::Duration = std::time::Duration::from_hours(10 * 365 * 24);
+
+/// A retention-like duration from its flag or file key `what`, or `default`: from a second to ten years.
 fn keep_for(what: &str, text: Option<&str>, default: std::time::Duration) -> Result<std::time::Duration, UsageError> {
-    match text {
-        None => Ok(default),
-        Some(t) => duration::parse(t)
-            .filter(|d| !d.is_zero())
-            .ok_or_else(|| UsageError::new(format!("bad {what} {t:?} (expected e.g. 7d or 12h)"))),
-    }
+    text.map_or(Ok(default), |t| duration::within(what, t, std::time::Duration::from_secs(1)..=LONGEST_KEPT))
 }
 
 /// `[ADDR:]PORT` → a socket address; a bare port means loopback.
@@ -127,13 +125,7 @@ fn telemetry(
     let interval = match interval.as_deref() {
         None => Some(DEFAULT_INTERVAL),
         Some("none") => None,
-        Some(t) => {
-            Some(duration::parse(t).filter(|d| *d >= std::time::Duration::from_millis(10)).ok_or_else(|| {
-                UsageError::new(format!(
-                    "bad sample interval {t:?} (expected e.g. 1s or 500ms, at least 10ms, or none)"
-                ))
-            })?)
-        }
+        Some(t) => Some(duration::within("sample interval", t, std::time::Duration::from_millis(10)..=LONGEST_KEPT)?),
     };
     let retention = keep_for("retention", retention.as_deref(), DEFAULT_RETENTION)?;
     let job_history = keep_for("job history", job_history.as_deref(), DEFAULT_JOB_HISTORY)?;
@@ -147,9 +139,7 @@ const DEFAULT_QUANTUM: std::time::Duration = std::time::Duration::from_millis(5)
 fn dcs(quantum: Option<String>, btf: Option<PathBuf>) -> Result<DcsSettings, UsageError> {
     let quantum = match quantum {
         None => DEFAULT_QUANTUM,
-        Some(t) => duration::parse(&t)
-            .filter(|d| (std::time::Duration::from_millis(1)..=std::time::Duration::from_secs(1)).contains(d))
-            .ok_or_else(|| UsageError::new(format!("bad dcs quantum {t:?} (expected e.g. 5ms, 1ms to 1s)")))?,
+        Some(t) => duration::within("dcs quantum", &t, std::time::Duration::from_millis(1)..=std::time::Duration::from_secs(1))?,
     };
     Ok(DcsSettings { quantum, btf })
 }
@@ -179,7 +169,7 @@ fn exec(args: &Args) -> anyhow::Result<i32> {
         slurm_node: args.slurm_node.clone().or(file.slurm_node).unwrap_or_else(|| node.clone()),
         node,
         policy: args.policy.clone().or(file.policy).as_deref().map(str::parse).transpose()?.unwrap_or(PolicySpec::Cfs),
-        slot: slot_text.as_deref().map(slot::parse).transpose()?.unwrap_or(slot::DEFAULT),
+        slot: slot_text.as_deref().map(|t| slot::parse("slot", t)).transpose()?.unwrap_or(slot::DEFAULT),
         // Event names are resolved now, while the process has one thread (tracepoints may need a private
         // tracefs mount).
         telemetry: telemetry(

@@ -155,6 +155,6 @@ fn change(agent: &mut Agent, request: Request) -> anyhow::Result<()> {
 
 fn set_policy(agent: &mut Agent, name: &str, slot_ms: Option<u64>) -> anyhow::Result<()> {
     let policy: PolicySpec = name.parse()?;
-    let slot = slot_ms.map(|ms| slot::parse(&format!("{ms}ms"))).transpose()?;
+    let slot = slot_ms.map(|ms| slot::parse("slot", &format!("{ms}ms"))).transpose()?;
     agent.set_policy(policy, slot)
 }

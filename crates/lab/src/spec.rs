@@ -147,7 +147,7 @@ impl PolicyConfig {
     pub fn label(&self) -> String {
         match self.scheduler {
             Scheduler::Lockstep(p) if !p.slotted() => p.name().to_string(),
-            s => format!("{}/{}", s.name(), slot::format(self.slot)),
+            s => format!("{}/{}", s.name(), lockstep_core::duration::format(self.slot)),
         }
     }
 
@@ -224,13 +224,13 @@ pub(crate) fn policy_config(name: &str, slot: Option<&str>, slurm: bool) -> Resu
         Scheduler::Lockstep(name.parse().map_err(|e: UsageError| e.to_string())?)
     };
     let slot = match slot {
-        Some(s) => slot::parse(s).map_err(|e| e.to_string())?,
+        Some(s) => slot::parse("slot", s).map_err(|e| e.to_string())?,
         None => slot::DEFAULT,
     };
     if scheduler == Scheduler::SlurmGang && (slot.subsec_nanos() != 0 || slot.as_secs() < 5) {
         return Err(format!(
             "policy {SLURM_GANG}: slot {} is Slurm's SchedulerTimeSlice (expected whole seconds, at least 5s)",
-            slot::format(slot)
+            lockstep_core::duration::format(slot)
         ));
     }
     Ok(PolicyConfig { scheduler, slot })

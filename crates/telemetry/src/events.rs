@@ -114,6 +114,8 @@ pub fn parse_event(name: &str) -> Result<EventSpec, UsageError> {
     let root = Path::new(super::pmu::SYSFS);
     let kind = if let Some(k) = generic(name) {
         k
+    } else if let Some((base, modifiers)) = name.split_once(':').filter(|(b, _)| generic(b).is_some()) {
+        return Err(modifier_error(name, base, modifiers));
     } else if let Some(raw) = super::pmu::sysfs_event(root, name, hardware)? {
         Kind::Pmu(raw)
     } else if let Some(k) = tracepoint(name)? {
@@ -134,6 +136,24 @@ pub fn parse_event(name: &str) -> Result<EventSpec, UsageError> {
     Ok(EventSpec { name: name.to_string(), kind })
 }
 
+/// perf's event modifiers (`perf list` explains them): lockstep counts user and kernel, and takes none of them.
+const PERF_MODIFIERS: &str = "ukhHGIpPSDWe";
+
+/// Why a generic event with modifiers (`cycles:u`, `cycles:zz`) is refused.
+fn modifier_error(name: &str, base: &str, modifiers: &str) -> UsageError {
+    if !modifiers.is_empty() && modifiers.chars().all(|c| PERF_MODIFIERS.contains(c)) {
+        UsageError::new(format!(
+            "event modifier {modifiers:?} of {name:?} is not supported (lockstep counts user and kernel together; \
+             expected {base} alone)"
+        ))
+    } else {
+        UsageError::new(format!(
+            "unknown event modifier {modifiers:?} in {name:?} (perf's are the letters {PERF_MODIFIERS}, and \
+             lockstep takes none: expected {base} alone)"
+        ))
+    }
+}
+
 /// A lone event of a `-e` list: on a hybrid CPU a generic hardware event becomes one event per core PMU
 /// (`cpu_core/cycles/`, `cpu_atom/cycles/`), as perf counts it.
 fn parse_lone(name: &str) -> Result<Vec<EventSpec>, UsageError> {
@@ -152,8 +172,32 @@ fn parse_lone(name: &str) -> Result<Vec<EventSpec>, UsageError> {
     Ok(vec![parse_event(name)?])
 }
 
-/// A `-e` list: events separated by commas, `{a,b}` for a group. Returns the groups (a lone event is a group
-/// of one).
+/// The first comma of `text` outside a `pmu/term=value,…/` event, whose terms are separated by commas too.
+fn next_comma(text: &str) -> Option<usize> {
+    let mut in_terms = false;
+    text.char_indices().find_map(|(i, c)| {
+        match c {
+            '/' => in_terms = !in_terms,
+            ',' if !in_terms => return Some(i),
+            _ => {}
+        }
+        None
+    })
+}
+
+/// The events of `text` (a group's inside), split at commas outside `pmu/…/` terms.
+fn split_events(mut text: &str) -> Vec<&str> {
+    let mut parts = Vec::new();
+    while let Some(at) = next_comma(text) {
+        parts.push(text[..at].trim());
+        text = &text[at + 1..];
+    }
+    parts.push(text.trim());
+    parts
+}
+
+/// A `-e` list: events separated by commas, `{a,b}` for a group, `pmu/term=value,term=value/` one event.
+/// Returns the groups (a lone event is a group of one).
 pub fn parse_list(list: &str) -> Result<Vec<Vec<EventSpec>>, UsageError> {
     let mut groups = Vec::new();
     let mut rest = list.trim();
@@ -162,14 +206,14 @@ pub fn parse_list(list: &str) -> Result<Vec<Vec<EventSpec>>, UsageError> {
             let end = inner
                 .find('}')
                 .ok_or_else(|| UsageError::new(format!("malformed event group in {list:?}: missing '}}'")))?;
-            let members: Vec<&str> = inner[..end].split(',').map(str::trim).collect();
+            let members = split_events(&inner[..end]);
             if members.iter().any(|m| m.is_empty() || m.contains('{')) {
                 return Err(UsageError::new(format!("malformed event group in {list:?}")));
             }
             groups.push(members.into_iter().map(parse_event).collect::<Result<_, _>>()?);
             rest = inner[end + 1..].trim_start();
         } else {
-            let end = rest.find(',').unwrap_or(rest.len());
+            let end = next_comma(rest).unwrap_or(rest.len());
             let name = rest[..end].trim();
             if name.is_empty() || name.contains('}') {
                 return Err(UsageError::new(format!("malformed event list {list:?}")));
@@ -188,4 +232,41 @@ pub fn parse_list(list: &str) -> Result<Vec<Vec<EventSpec>>, UsageError> {
         return Err(UsageError::new("empty event list (expected e.g. -e task-clock,page-faults)"));
     }
     Ok(groups)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{parse_list, split_events};
+
+    #[test]
+    fn pmu_terms_are_one_event_and_commas_split_the_rest() {
+        assert_eq!(split_events("a,cpu/event=0x3c,umask=0/,b"), ["a", "cpu/event=0x3c,umask=0/", "b"]);
+        assert_eq!(split_events("cpu/event=0x3c/u, b"), ["cpu/event=0x3c/u", "b"]);
+        let groups = parse_list("{task-clock,page-faults},context-switches").unwrap();
+        assert_eq!(groups.iter().map(Vec::len).collect::<Vec<_>>(), [2, 1]);
+        // One event, its terms kept together: the error is about the PMU, not a piece of the event.
+        let e = parse_list("nosuchpmu/event=0x0,umask=0/").unwrap_err().to_string();
+        assert!(e.contains("unknown PMU \"nosuchpmu\" in \"nosuchpmu/event=0x0,umask=0/\""), "{e}");
+    }
+
+    #[test]
+    fn modifiers_of_generic_events_are_named_errors() {
+        let e = parse_list("cycles:zz").unwrap_err().to_string();
+        assert!(e.contains("unknown event modifier \"zz\" in \"cycles:zz\""), "{e}");
+        let e = parse_list("task-clock,cycles:u").unwrap_err().to_string();
+        assert!(e.contains("modifier \"u\" of \"cycles:u\" is not supported"), "{e}");
+    }
+
+    /// Every malformed or extreme list is one line of error; none panics.
+    #[test]
+    fn extremes_are_errors() {
+        for bad in [
+            "", " ", ",", ",,", "task-clock,", ",task-clock", "{", "}", "{}", "{task-clock", "task-clock}", "{{a}}",
+            "/", "//", "a/b", "cpu//", "\u{0}", "ünïcødé", "task-clock\ncycles", "x".repeat(100_000).as_str(),
+            "cycles:", ":", "::", "sched:", ":sched_switch", "no_such_subsystem:no_such_event",
+        ] {
+            let e = parse_list(bad).expect_err(bad).to_string();
+            assert!(!e.is_empty() && !e.contains('\n') || bad.contains('\n'), "{bad:?}: {e}");
+        }
+    }
 }

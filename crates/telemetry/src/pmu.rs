@@ -149,6 +149,7 @@ const PFM_PLM0: c_int = 0x1;
 const PFM_PLM3: c_int = 0x8;
 const PFM_OS_NONE: c_int = 0;
 const PFM_OS_PERF_EVENT: c_int = 1;
+const PFM_OS_PERF_EVENT_EXT: c_int = 2;
 const PFM_PMU_MAX: c_int = 517;
 
 #[repr(C)]
@@ -192,12 +193,28 @@ struct EventInfo {
     flags: u32,
 }
 
+/// `pfm_event_attr_info_t`: one attribute (unit mask or modifier) of an event.
+#[repr(C)]
+struct AttrInfo {
+    name: *const c_char,
+    desc: *const c_char,
+    equiv: *const c_char,
+    size: usize,
+    code: u64,
+    ty: c_int,
+    idx: c_int,
+    ctrl: c_int,
+    flags: u32,
+    defaults: u64,
+}
+
 /// The libpfm4 functions lockstep uses, resolved from `libpfm.so.4`.
 struct Lib {
     encode: EncodeFn,
     pmu_info: PmuInfoFn,
     event_info: EventInfoFn,
     event_next: EventNextFn,
+    attr_info: AttrInfoFn,
 }
 
 /// `pfm_get_os_event_encoding(name, privilege levels, OS, argument)`.
@@ -208,6 +225,8 @@ type PmuInfoFn = unsafe extern "C" fn(c_int, *mut PmuInfo) -> c_int;
 type EventInfoFn = unsafe extern "C" fn(c_int, c_int, *mut EventInfo) -> c_int;
 /// `pfm_get_event_next(event)`.
 type EventNextFn = unsafe extern "C" fn(c_int) -> c_int;
+/// `pfm_get_event_attr_info(event, attribute, OS, info)`.
+type AttrInfoFn = unsafe extern "C" fn(c_int, c_int, c_int, *mut AttrInfo) -> c_int;
 
 // SAFETY: function pointers into a library that is never unloaded; libpfm4 is initialised once, before use.
 unsafe impl Send for Lib {}
@@ -228,12 +247,13 @@ fn lib() -> Result<&'static Lib, &'static str> {
                 let p = libc::dlsym(handle, name.as_ptr());
                 (!p.is_null()).then_some(p)
             };
-            let (Some(init), Some(encode), Some(pmu_info), Some(event_info), Some(event_next)) = (
+            let (Some(init), Some(encode), Some(pmu_info), Some(event_info), Some(event_next), Some(attr_info)) = (
                 sym(c"pfm_initialize"),
                 sym(c"pfm_get_os_event_encoding"),
                 sym(c"pfm_get_pmu_info"),
                 sym(c"pfm_get_event_info"),
                 sym(c"pfm_get_event_next"),
+                sym(c"pfm_get_event_attr_info"),
             ) else {
                 return Err("libpfm.so.4 lacks the expected functions".to_string());
             };
@@ -246,6 +266,7 @@ fn lib() -> Result<&'static Lib, &'static str> {
                 pmu_info: std::mem::transmute::<*mut c_void, PmuInfoFn>(pmu_info),
                 event_info: std::mem::transmute::<*mut c_void, EventInfoFn>(event_info),
                 event_next: std::mem::transmute::<*mut c_void, EventNextFn>(event_next),
+                attr_info: std::mem::transmute::<*mut c_void, AttrInfoFn>(attr_info),
             })
         }
     })
@@ -278,17 +299,23 @@ pub fn libpfm_event(name: &str) -> Result<Option<Pfm>, UsageError> {
     if rc == PFM_SUCCESS {
         return Ok(Some(Pfm::Event(Raw::from_attr(&attr))));
     }
-    Ok(known_elsewhere(lib, name).then_some(Pfm::Absent))
+    if !known_elsewhere(lib, name)? {
+        return Ok(None);
+    }
+    Ok(Some(Pfm::Absent))
 }
 
 /// Whether an event of that name (`pmu::EVENT:…` or `EVENT:…`) is in the table of any PMU libpfm4 supports,
-/// present here or not.
-fn known_elsewhere(lib: &Lib, name: &str) -> bool {
+/// present here or not; an error names a modifier (`:UMASK`, `:u`, `:c=2`) that no such event has.
+fn known_elsewhere(lib: &Lib, name: &str) -> Result<bool, UsageError> {
     let (pmu_wanted, rest) = match name.split_once("::") {
         Some((p, r)) => (Some(p), r),
         None => (None, name),
     };
-    let event = rest.split(':').next().unwrap_or(rest);
+    let mut words = rest.split(':');
+    let event = words.next().unwrap_or(rest);
+    let modifiers: Vec<&str> = words.map(|m| m.split_once('=').map_or(m, |(k, _)| k)).collect();
+    let mut unknown = None;
     for pmu in 0..PFM_PMU_MAX {
         // SAFETY: zeroed plain-data structs with their size set, as libpfm4 requires; names it returns are
         // NUL-terminated static strings.
@@ -305,16 +332,43 @@ fn known_elsewhere(lib: &Lib, name: &str) -> bool {
             while idx >= 0 {
                 let mut e: EventInfo = std::mem::zeroed();
                 e.size = std::mem::size_of::<EventInfo>();
-                if (lib.event_info)(idx, PFM_OS_NONE, &raw mut e) == PFM_SUCCESS
-                    && CStr::from_ptr(e.name).to_str().is_ok_and(|n| n.eq_ignore_ascii_case(event))
-                {
-                    return true;
+                // With perf's modifiers (u, k, …) where libpfm4 gives them for this PMU, its own otherwise.
+                let os = [PFM_OS_PERF_EVENT_EXT, PFM_OS_NONE]
+                    .into_iter()
+                    .find(|&os| (lib.event_info)(idx, os, &raw mut e) == PFM_SUCCESS)
+                    .filter(|_| CStr::from_ptr(e.name).to_str().is_ok_and(|n| n.eq_ignore_ascii_case(event)));
+                if let Some(os) = os {
+                    match modifiers.iter().find(|m| !has_attribute(lib, idx, os, e.nattrs, m)) {
+                        None => return Ok(true),
+                        Some(m) => unknown = Some(*m),
+                    }
                 }
                 idx = (lib.event_next)(idx);
             }
         }
     }
-    false
+    match unknown {
+        Some(m) => Err(UsageError::new(format!(
+            "unknown modifier {m:?} in event {name:?} (expected one of the event's unit masks or modifiers, as \
+             libpfm4's showevtinfo lists them)"
+        ))),
+        None => Ok(false),
+    }
+}
+
+/// Whether event `idx` of libpfm4's tables, with `nattrs` attributes under `os`, has one called `wanted`.
+fn has_attribute(lib: &Lib, idx: c_int, os: c_int, nattrs: c_int, wanted: &str) -> bool {
+    (0..nattrs).any(|a| {
+        // SAFETY: a zeroed plain-data struct with its size set, as libpfm4 requires; the name it returns is a
+        // NUL-terminated static string.
+        unsafe {
+            let mut info: AttrInfo = std::mem::zeroed();
+            info.size = std::mem::size_of::<AttrInfo>();
+            (lib.attr_info)(idx, a, os, &raw mut info) == PFM_SUCCESS
+                && !info.name.is_null()
+                && CStr::from_ptr(info.name).to_str().is_ok_and(|n| n.eq_ignore_ascii_case(wanted))
+        }
+    })
 }
 
 #[cfg(test)]
@@ -380,6 +434,11 @@ mod tests {
         let skl = libpfm_event("skl::INST_RETIRED:ANY_P").unwrap();
         assert!(matches!(skl, Some(Pfm::Absent | Pfm::Event(_))), "{skl:?}");
         assert_eq!(libpfm_event("NO_SUCH_EVENT_ANYWHERE").unwrap(), None);
+        // Its modifiers are checked against the event's own unit masks and perf's modifiers.
+        let with_u = libpfm_event("skl::INST_RETIRED:ANY_P:u").unwrap();
+        assert!(matches!(with_u, Some(Pfm::Absent | Pfm::Event(_))), "{with_u:?}");
+        let e = libpfm_event("skl::INST_RETIRED:ZZ").unwrap_err().to_string();
+        assert!(e.contains("unknown modifier \"ZZ\""), "{e}");
         // libpfm4's perf PMU is always present: its names encode to the kernel's generic events.
         assert_eq!(
             libpfm_event("PERF_COUNT_SW_PAGE_FAULTS").unwrap(),

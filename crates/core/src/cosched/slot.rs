@@ -13,23 +13,9 @@ pub const MAX: Duration = Duration::from_mins(1);
 /// Slot length when none is given (the MPL paper).
 pub const DEFAULT: Duration = Duration::from_secs(2);
 
-/// Parses a slot length: a number with unit `ms` or `s` (`200ms`, `2s`, `0.5s`), from 10 ms to 60 s.
-pub fn parse(text: &str) -> Result<Duration, UsageError> {
-    let bad = || UsageError::new(format!("bad slot length {text:?} (expected e.g. 200ms or 2s, from 10ms to 60s)"));
-    let d = crate::duration::parse(text).filter(|_| text.ends_with('s')).ok_or_else(bad)?;
-    if d < MIN || d > MAX {
-        return Err(bad());
-    }
-    Ok(d)
-}
-
-/// Formats a slot length the way [`parse`] reads it.
-pub fn format(d: Duration) -> String {
-    if d.subsec_millis() == 0 && d.subsec_nanos() == 0 {
-        format!("{}s", d.as_secs())
-    } else {
-        format!("{}ms", d.as_millis())
-    }
+/// Parses a slot length, the value of `what` (a flag or key), from 10 ms to 60 s (`200ms`, `2s`, `0.5s`).
+pub fn parse(what: &str, text: &str) -> Result<Duration, UsageError> {
+    crate::duration::within(what, text, MIN..=MAX)
 }
 
 /// A shift of the clock slots are read from, in nanoseconds: the one seam through which a test steps the wall

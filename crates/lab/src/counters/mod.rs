@@ -133,9 +133,8 @@ pub fn parse(path: &Path, text: &str) -> Result<CountersSpec, UsageError> {
         intervals.push(match i.as_str() {
             "none" => None,
             t => Some(
-                lockstep_core::duration::parse(t)
-                    .filter(|d| *d >= Duration::from_millis(10))
-                    .ok_or_else(|| bad(format!("interval {t:?} (expected none, or e.g. 1s, at least 10ms)")))?,
+                lockstep_core::duration::within("interval", t, Duration::from_millis(10)..=Duration::from_hours(24))
+                    .map_err(|e| bad(format!("{e}, or none")))?,
             ),
         });
     }

@@ -140,9 +140,8 @@ pub fn parse(path: &Path, text: &str) -> Result<PlacementSpec, UsageError> {
     }
     let period = match &raw.emulate.period {
         None => DEFAULT_PERIOD,
-        Some(p) => lockstep_core::duration::parse(p)
-            .filter(|d| (Duration::from_millis(1)..=Duration::from_secs(1)).contains(d))
-            .ok_or_else(|| bad(format!("emulate.period {p:?} (expected 1ms to 1s, e.g. 10ms)")))?,
+        Some(p) => lockstep_core::duration::within("emulate.period", p, Duration::from_millis(1)..=Duration::from_secs(1))
+            .map_err(|e| bad(e.to_string()))?,
     };
     let topology = path.parent().unwrap_or(Path::new(".")).join(&raw.emulate.topology);
     let m = Machine::load(Some(&topology))

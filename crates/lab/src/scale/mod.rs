@@ -130,9 +130,7 @@ pub fn parse(path: &Path, text: &str) -> Result<ScaleSpec, UsageError> {
         return Err(bad(format!("jobs = {} (expected 1 to 10000)", raw.jobs)));
     }
     let duration = |key: &str, text: &str, range: std::ops::RangeInclusive<Duration>| {
-        lockstep_core::duration::parse(text)
-            .filter(|d| range.contains(d))
-            .ok_or_else(|| bad(format!("{key} {text:?} (expected a duration from {range:?})")))
+        lockstep_core::duration::within(key, text, range).map_err(|e| bad(e.to_string()))
     };
     let arrival = duration("arrival", &raw.arrival, Duration::from_millis(10)..=Duration::from_mins(10))?;
     let deadline = duration("deadline", &raw.deadline, Duration::from_secs(10)..=Duration::from_hours(24))?;

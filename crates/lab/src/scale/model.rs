@@ -85,16 +85,15 @@ pub fn parse(path: &Path, text: &str) -> Result<ModelSpec, UsageError> {
     if raw.extrapolate.is_empty() || raw.extrapolate.iter().any(|n| !(2..=100_000).contains(n)) {
         return Err(bad(format!("extrapolate = {:?} (expected cluster sizes from 2 to 100000)", raw.extrapolate)));
     }
-    let horizon = lockstep_core::duration::parse(&raw.horizon)
-        .filter(|d| (Duration::from_mins(1)..=Duration::from_hours(24)).contains(d))
-        .ok_or_else(|| bad(format!("horizon {:?} (expected 1m to 24h)", raw.horizon)))?;
+    let horizon = lockstep_core::duration::within("horizon", &raw.horizon, Duration::from_mins(1)..=Duration::from_hours(24))
+        .map_err(|e| bad(e.to_string()))?;
     if !(raw.load > 0.0 && raw.load < 1.0) {
         return Err(bad(format!("load = {} (expected above 0 and below 1)", raw.load)));
     }
     if !(1..=16).contains(&raw.mpl) {
         return Err(bad(format!("mpl = {} (expected jobs per node from 1 to 16)", raw.mpl)));
     }
-    let slot = lockstep_core::cosched::slot::parse(&raw.slot).map_err(|e| bad(e.to_string()))?;
+    let slot = lockstep_core::cosched::slot::parse("slot", &raw.slot).map_err(|e| bad(e.to_string()))?;
     Ok(ModelSpec {
         name: raw.name,
         description: raw.description,

@@ -78,7 +78,7 @@ fn render(s: &Status) -> String {
         s.pid,
         s.watchdog_pid,
         s.policy,
-        slot::format(std::time::Duration::from_millis(s.slot_ms)),
+        lockstep_core::duration::format(std::time::Duration::from_millis(s.slot_ms)),
         s.slot,
         s.active_row,
         s.rows,
@@ -151,7 +151,7 @@ fn render(s: &Status) -> String {
 pub fn policy(cmd: &PolicyCommand, socket: &Path) -> anyhow::Result<i32> {
     let PolicyCommand::Set { name, slot } = cmd;
     name.parse::<PolicySpec>()?;
-    let slot_ms = slot.as_deref().map(slot::parse).transpose()?.map(|d| d.as_millis() as u64);
+    let slot_ms = slot.as_deref().map(|t| slot::parse("--slot", t)).transpose()?.map(|d| d.as_millis() as u64);
     check(call(socket, &Request::Policy { name: name.clone(), slot_ms })?)?;
     Ok(0)
 }

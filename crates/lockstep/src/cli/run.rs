@@ -29,8 +29,9 @@ pub struct Args {
     /// Row in the agent's co-scheduling matrix (the same on every node of the job); a name hash otherwise.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(..i64::from(MAX_ROWS)))]
     row: Option<u32>,
-    /// The command and its arguments.
-    #[arg(last = true, required = true, value_name = "CMD")]
+    /// The command and its arguments (after `--`, or from the first word that is not an option on, as `srun`
+    /// and `perf stat` take them).
+    #[arg(trailing_var_arg = true, required = true, value_name = "CMD")]
     command: Vec<String>,
 }
 

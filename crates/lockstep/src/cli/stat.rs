@@ -42,8 +42,8 @@ pub struct Args {
     /// Print counts every MS milliseconds.
     #[arg(short = 'I', long = "interval-print", value_name = "MS", value_parser = clap::value_parser!(u64).range(10..))]
     interval: Option<u64>,
-    /// CSV output with this field separator.
-    #[arg(short = 'x', long = "field-separator", value_name = "SEP")]
+    /// CSV output with this field separator (1 to 8 printable characters, e.g. `,` or `;`).
+    #[arg(short = 'x', long = "field-separator", value_name = "SEP", value_parser = separator)]
     separator: Option<String>,
     /// JSON lines, one per event.
     #[arg(long)]
@@ -53,9 +53,18 @@ pub struct Args {
     #[arg(short = 'r', long = "repeat", value_name = "N", default_value_t = 1,
           value_parser = clap::value_parser!(u32).range(1..=100_000))]
     repeat: u32,
-    /// The command to run and count.
-    #[arg(last = true, value_name = "CMD")]
+    /// The command to run and count (after `--`, or from the first word that is not an option on, as `perf
+    /// stat` takes it).
+    #[arg(trailing_var_arg = true, value_name = "CMD")]
     command: Vec<String>,
+}
+
+/// A `-x` separator: what perf takes, a short string that cannot run fields together or break lines.
+fn separator(text: &str) -> Result<String, String> {
+    if text.is_empty() || text.chars().count() > 8 || text.chars().any(char::is_control) {
+        return Err("expected 1 to 8 printable characters, e.g. , or ;".into());
+    }
+    Ok(text.to_string())
 }
 
 /// Metrics port of the agents of a Slurm cluster when none is given (deploy/slurm/ starts them on it).
