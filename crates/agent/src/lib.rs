@@ -9,6 +9,7 @@ pub mod fuzz;
 mod guarded;
 mod http;
 mod journal;
+mod log;
 mod managed;
 mod progress;
 mod restore;
@@ -35,7 +36,7 @@ use lockstep_cgroup::Backend;
 use lockstep_core::cosched::rows::{self, Entry, Place, Schedule};
 use lockstep_core::cosched::{self, slot, JobView, Policy, PolicySpec};
 use lockstep_core::error::UsageError;
-use lockstep_proto::protocol::{JobOrigin, JobStatus, Status};
+use lockstep_proto::protocol::{JobStatus, Status};
 use lockstep_store::{Action, Decision, SlurmJob, Store};
 use managed::{Gone, Managed};
 use watchdog::Watchdog;
@@ -134,7 +135,7 @@ impl Faults {
     /// Says `what` failed at `place`, unless that is what was said last for it.
     pub(crate) fn report(&mut self, place: &str, what: &str) {
         if self.0.get(place).is_none_or(|said| said != what) {
-            eprintln!("lockstep agent: {place}: {what}");
+            crate::log::warning!("lockstep agent: {place}: {what}");
             self.0.insert(place.to_string(), what.to_string());
         }
     }
@@ -142,7 +143,7 @@ impl Faults {
     /// Says `place` works again, if it had failed.
     pub(crate) fn clear(&mut self, place: &str) {
         if self.0.remove(place).is_some() {
-            eprintln!("lockstep agent: {place}: works again");
+            crate::log::info!("lockstep agent: {place}: works again");
         }
     }
 }
@@ -194,7 +195,7 @@ impl Agent {
             let (jobs, epoch) = (&self.jobs, self.epoch);
             for c in auto.observe(k, self.slot, &views, |i| progress::sample(&jobs[i].count_dirs(), epoch)) {
                 if !c.trying {
-                    eprintln!("lockstep agent: auto: {} -> {}: {}", c.jobs.join(" "), c.policy, c.why);
+                    crate::log::info!("lockstep agent: auto: {} -> {}: {}", c.jobs.join(" "), c.policy, c.why);
                 }
                 self.choices.push((lockstep_store::now(), c));
             }
@@ -267,8 +268,9 @@ impl Agent {
         let mut job = self.jobs.remove(i);
         self.dcs_leave(&mut job);
         self.uncount(&job.name);
-        if let Err(e) = job.release(&mut self.journal, &self.store) {
-            eprintln!("lockstep agent: cannot clean up ended job {}: {e:#}", job.name);
+        match job.release(&mut self.journal, &self.store) {
+            Ok(()) => crate::log::info!("lockstep agent: job {} ended", job.name),
+            Err(e) => crate::log::warning!("lockstep agent: job {} ended; cannot clean up after it: {e:#}", job.name),
         }
         let _ = self.store.managed_remove(&job.name);
         let d = self.decision(Some(&job.name), Action::Gone, Duration::ZERO);
@@ -321,11 +323,19 @@ impl Agent {
     /// policy asks (a `dcs` that cannot start leaves everything as it was), and the plan is redone.
     pub fn set_policy(&mut self, policy: PolicySpec, slot: Option<Duration>) -> anyhow::Result<()> {
         self.switch_dcs(policy.raises())?;
+        let was = (self.policy, self.slot);
         self.planner = policy.build();
         self.policy = policy;
         if let Some(slot) = slot {
             self.slot = slot;
         }
+        crate::log::info!(
+            "lockstep agent: policy {} slot {} -> policy {} slot {}",
+            was.0,
+            lockstep_core::duration::format(was.1),
+            self.policy,
+            lockstep_core::duration::format(self.slot)
+        );
         self.replan = true;
         Ok(())
     }
@@ -360,6 +370,13 @@ impl Agent {
             return Err(e);
         }
         self.count(&job);
+        crate::log::info!(
+            "lockstep agent: job {name} taken on ({}, {} cgroup(s), PUs {}, owner uid {})",
+            job.origin.kind(),
+            job.groups.len(),
+            job.pus,
+            job.owner
+        );
         self.jobs.push(job);
         self.replan = true;
         Ok(())
@@ -374,6 +391,7 @@ impl Agent {
         self.dcs_leave(&mut job);
         self.uncount(name);
         job.release(&mut self.journal, &self.store)?;
+        crate::log::info!("lockstep agent: job {name} released; its cgroups are as they were before");
         self.flush();
         self.store.managed_remove(name)?;
         self.replan = true;
@@ -384,7 +402,7 @@ impl Agent {
     /// agent was stopped), the watchdog has put every job back: the jobs are taken as restored and planned again.
     fn heartbeat(&mut self) {
         if self.last_beat.elapsed() >= watchdog::BEAT_TIMEOUT {
-            eprintln!(
+            crate::log::warning!(
                 "lockstep agent: did not run for {:.1} s; the watchdog restored every job, planning again",
                 self.last_beat.elapsed().as_secs_f64()
             );
@@ -445,7 +463,7 @@ impl Agent {
         for job in &mut self.jobs {
             if let Err(e) = job.apply(cosched::Desired::default(), &mut self.journal, &self.store) {
                 if !e.is::<Gone>() {
-                    eprintln!("lockstep agent: cannot restore job {}: {e:#}", job.name);
+                    crate::log::warning!("lockstep agent: cannot restore job {}: {e:#}", job.name);
                 }
             }
         }
@@ -530,12 +548,7 @@ impl Agent {
                         pus: j.pus.to_string(),
                         frozen: j.applied.frozen,
                         boosted: j.applied.boosted,
-                        origin: match j.origin {
-                            managed::Origin::Run => JobOrigin::Run,
-                            managed::Origin::Cgroup => JobOrigin::Cgroup,
-                            managed::Origin::Pids { .. } => JobOrigin::Pids,
-                            managed::Origin::Slurm { .. } => JobOrigin::Slurm,
-                        },
+                        origin: j.origin.kind(),
                         owner: j.owner,
                         cgroups: j.groups.iter().filter_map(|g| g.dirs.first().cloned()).collect(),
                     }
@@ -552,7 +565,7 @@ fn clock_skew_file() -> Option<PathBuf> {
     match lockstep_core::trust::check_path(&file, "LOCKSTEP_CLOCK_SKEW_FILE") {
         Ok(()) => Some(file),
         Err(e) => {
-            eprintln!("lockstep agent: {e}");
+            crate::log::warning!("lockstep agent: {e}");
             None
         }
     }
@@ -599,7 +612,7 @@ fn raise_open_files() {
         }
     };
     if !raised {
-        eprintln!("lockstep agent: cannot raise the open-file limit: {}", std::io::Error::last_os_error());
+        crate::log::warning!("lockstep agent: cannot raise the open-file limit: {}", std::io::Error::last_os_error());
     }
 }
 
@@ -617,16 +630,18 @@ pub fn run(config: Config) -> anyhow::Result<i32> {
         signals.add(s);
     }
     signals.thread_block()?;
-    let listener = server::bind(&config.socket)?;
-    // The watchdog first: from now on, every change is journaled before it is made.
-    let watchdog = Watchdog::spawn(&config.store)?;
+    // Everything that can refuse the start is tried before the socket exists: a refused start leaves nothing.
     let store = Store::open(&config.store)?;
     store.set_busy_timeout(STORE_BUSY)?;
+    let metrics = config.metrics.map(http::bind).transpose()?;
+    let (listener, socket) = server::bind(&config.socket)?;
+    // The watchdog before any change: from now on, every change is journaled before it is made.
+    let watchdog = Watchdog::spawn(&config.store)?;
     let telemetry = sampler::Telemetry::shared(config.telemetry.clone(), &config.node);
     let sampling = sampler::spawn(telemetry.clone(), config.store.clone())?;
     let repaired = journal::repair(&store)?;
     if repaired > 0 {
-        eprintln!("lockstep agent: restored {repaired} cgroup file(s) left changed by a previous agent");
+        crate::log::info!("lockstep agent: restored {repaired} cgroup file(s) left changed by a previous agent");
     }
 
     let shared: Shared = Arc::new_cyclic(|me| {
@@ -680,23 +695,22 @@ pub fn run(config: Config) -> anyhow::Result<i32> {
     let said = std::sync::Once::new();
     let doors = doors::Doors::new(move || {
         if let Err(e) = try_realtime() {
-            said.call_once(|| eprintln!("lockstep agent: cannot use SCHED_FIFO for the control socket ({e})"));
+            said.call_once(|| crate::log::warning!("lockstep agent: cannot use SCHED_FIFO for the control socket ({e})"));
         }
     })?;
     doors.unix(listener, doors::CONTROL, server::handler(shared.clone()))?;
     slurm::spawn_discovery(shared.clone(), config.slurm_node.clone());
-    if let Some(addr) = config.metrics {
-        let bound =
-            doors.tcp(http::bind(addr)?, doors::METRICS, http::handler(telemetry.clone(), config.store.clone()))?;
-        eprintln!("lockstep agent: metrics on http://{bound}/metrics");
+    if let Some(metrics) = metrics {
+        let bound = doors.tcp(metrics, doors::METRICS, http::handler(telemetry.clone(), config.store.clone()))?;
+        crate::log::info!("lockstep agent: metrics on http://{bound}/metrics");
         if !bound.ip().is_loopback() {
-            eprintln!(
-                "lockstep agent: warning: {bound} is reachable from the network: every job's name and counts are \
+            crate::log::warning!(
+                "lockstep agent: {bound} is reachable from the network: every job's name and counts are \
                  readable there (bind 127.0.0.1 and scrape through a proxy, or firewall the port)"
             );
         }
     }
-    eprintln!(
+    crate::log::info!(
         "lockstep agent: node {} serving {} (store {}, policy {}, slot {})",
         config.node,
         config.socket.display(),
@@ -709,8 +723,8 @@ pub fn run(config: Config) -> anyhow::Result<i32> {
     agent.restore_all();
     drop(agent);
     sampler::stop(&telemetry, sampling);
-    let _ = std::fs::remove_file(&config.socket);
-    eprintln!("lockstep agent: stopped; every job restored");
+    drop(socket);
+    crate::log::info!("lockstep agent: stopped; every job restored");
     Ok(0)
 }
 
@@ -725,7 +739,7 @@ const SLOT_PRIORITY: i32 = 10;
 /// Moves the calling thread to `SCHED_FIFO` at [`SLOT_PRIORITY`]; says so, naming `role`, when it cannot.
 pub(crate) fn realtime_thread(role: &str) {
     if let Err(e) = try_realtime() {
-        eprintln!("lockstep agent: cannot use SCHED_FIFO for {role} ({e}); slot switches may lag under load");
+        crate::log::warning!("lockstep agent: cannot use SCHED_FIFO for {role} ({e}); slot switches may lag under load");
     }
 }
 
@@ -776,7 +790,7 @@ fn slot_loop(shared: &Shared) {
             // The wall clock stepped back by more than a slot: start again from the slot it says it is, rather
             // than wait (perhaps an hour) for the boundary the old time was heading to.
             if now.saturating_add(slot_ns(agent.slot)) < next {
-                eprintln!("lockstep agent: the wall clock stepped back; slots follow it");
+                crate::log::info!("lockstep agent: the wall clock stepped back; slots follow it");
                 k = slot::index(now, agent.slot);
                 agent.tick(k, true);
                 break;

@@ -11,13 +11,14 @@ use clap::{CommandFactory, FromArgMatches, Parser};
 use lockstep_core::cosched::{slot, PolicySpec};
 use lockstep_core::duration;
 use lockstep_core::error::UsageError;
+use lockstep_proto::names::check_node_name;
 use lockstep_telemetry::events::parse_list;
 use lockstepd::{self as agent, Config};
 use lockstepd::{DcsSettings, TelemetrySettings as Settings, DEFAULT_EVENTS};
 
 /// lockstepd: the lockstep node agent (co-scheduling, watchdog, control socket, counters), in the foreground.
 #[derive(Debug, Parser)]
-#[command(name = "lockstepd", version, about)]
+#[command(name = "lockstepd", version)]
 struct Args {
     /// SQLite store of this node [env: LOCKSTEP_STORE] [default: /var/lib/lockstep/lockstep.db]
     #[arg(long, value_name = "PATH")]
@@ -32,7 +33,7 @@ struct Args {
     #[arg(long, value_name = "DIR", hide = true)]
     man: Option<PathBuf>,
     /// TOML configuration file (keys: socket, store, node, policy, slot, events, sample_interval, retention,
-    /// metrics, slurm_node, dcs_quantum, btf); flags override it.
+    /// job_history, metrics, slurm_node, dcs_quantum, btf); flags override it.
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
     /// Co-scheduling policy at start: cfs, boost, gang, auto, dcs or dcs+boost (dcs raises as `:weight`, `:rr`,
@@ -137,6 +138,10 @@ const DEFAULT_QUANTUM: std::time::Duration = std::time::Duration::from_millis(5)
 
 /// The `dcs` settings from flags and file.
 fn dcs(quantum: Option<String>, btf: Option<PathBuf>) -> Result<DcsSettings, UsageError> {
+    if let Some(path) = &btf {
+        // Checked now, whatever the policy: a typo must not wait for the first `policy set dcs` to show.
+        lockstep_core::error::open_input(path, "BTF file", "the kernel's BTF, e.g. /sys/kernel/btf/vmlinux")?;
+    }
     let quantum = match quantum {
         None => DEFAULT_QUANTUM,
         Some(t) => duration::within("dcs quantum", &t, std::time::Duration::from_millis(1)..=std::time::Duration::from_secs(1))?,
@@ -149,8 +154,7 @@ fn exec(args: &Args) -> anyhow::Result<i32> {
     let (socket, store) = (args.socket.as_deref(), args.store.as_deref());
     let file: File = match &args.config {
         Some(path) => {
-            let text = std::fs::read_to_string(path)
-                .map_err(|e| UsageError::new(format!("cannot read config {}: {e}", path.display())))?;
+            let text = lockstep_core::error::read_input(path, "config", "a TOML file, see lockstepd(8)")?;
             toml::from_str(&text).map_err(|e| {
                 UsageError::new(format!(
                     "bad config {}: {}",
@@ -163,10 +167,13 @@ fn exec(args: &Args) -> anyhow::Result<i32> {
     };
     let slot_text = args.slot.clone().or(file.slot);
     let node = args.node.clone().or(file.node).unwrap_or_else(hostname);
+    check_node_name("node name", &node)?;
+    let slurm_node = args.slurm_node.clone().or(file.slurm_node).unwrap_or_else(|| node.clone());
+    check_node_name("Slurm node name", &slurm_node)?;
     let config = Config {
         socket: lockstep_proto::client::resolve_socket(socket.or(file.socket.as_deref())),
         store: lockstep_store::resolve_path(store.or(file.store.as_deref())),
-        slurm_node: args.slurm_node.clone().or(file.slurm_node).unwrap_or_else(|| node.clone()),
+        slurm_node,
         node,
         policy: args.policy.clone().or(file.policy).as_deref().map(str::parse).transpose()?.unwrap_or(PolicySpec::Cfs),
         slot: slot_text.as_deref().map(|t| slot::parse("slot", t)).transpose()?.unwrap_or(slot::DEFAULT),
@@ -197,13 +204,20 @@ fn man(dir: &std::path::Path) -> anyhow::Result<i32> {
     Ok(0)
 }
 
+/// The `argv[0]` under which `lockstep agent` starts this program: usage and errors then say `lockstep agent`.
+const AS_SUBCOMMAND: &str = "lockstep agent";
+
 fn main() {
-    let cmd = lockstep_version::on_request(Args::command());
+    let program = match std::env::args_os().next() {
+        Some(arg0) if arg0 == AS_SUBCOMMAND => AS_SUBCOMMAND,
+        _ => "lockstepd",
+    };
+    let cmd = lockstep_version::on_request(Args::command()).bin_name(program);
     let status = match cmd.try_get_matches().and_then(|m| Args::from_arg_matches(&m)) {
         Ok(Args { watchdog: Some(store), .. }) => lockstepd::watchdog_main(&store),
-        Ok(Args { man: Some(dir), .. }) => lockstep_core::error::exit_status("lockstepd", man(&dir)),
-        Ok(args) => lockstep_core::error::exit_status("lockstepd", exec(&args)),
-        Err(e) => lockstep_core::error::clap_exit("lockstepd", &e.render().to_string(), e.use_stderr()),
+        Ok(Args { man: Some(dir), .. }) => lockstep_core::error::exit_status(program, man(&dir)),
+        Ok(args) => lockstep_core::error::exit_status(program, exec(&args)),
+        Err(e) => lockstep_core::error::clap_exit(program, &e.render().to_string(), e.use_stderr()),
     };
     std::process::exit(status);
 }

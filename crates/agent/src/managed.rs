@@ -47,6 +47,19 @@ pub enum Origin {
     },
 }
 
+impl Origin {
+    /// The kind of origin, as status shows it.
+    pub fn kind(&self) -> lockstep_proto::protocol::JobOrigin {
+        use lockstep_proto::protocol::JobOrigin;
+        match self {
+            Self::Run => JobOrigin::Run,
+            Self::Cgroup => JobOrigin::Cgroup,
+            Self::Pids { .. } => JobOrigin::Pids,
+            Self::Slurm { .. } => JobOrigin::Slurm,
+        }
+    }
+}
+
 /// The processes of an adopted job as the store keeps them. A store written before processes carried their start
 /// time holds bare PIDs: those are kept with a start time no process has, so that nothing is ever moved for them
 /// (which process a bare PID names now cannot be known).

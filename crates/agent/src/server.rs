@@ -1,7 +1,7 @@
 //! The agent's control API: what each request does, for whom. The door it comes through (HTTP over the Unix
 //! socket, caps and deadlines) is `doors`.
 
-use std::os::unix::fs::FileTypeExt;
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::Path;
 use std::sync::Arc;
@@ -22,7 +22,7 @@ use lockstep_store::SlurmJob;
 /// Binds the socket (open to every user; see [`handle`] for what each may do). Its directory and every one above
 /// it must be the agent's alone ([`trust`]); an agent already answering there is a usage error, a stale socket
 /// is replaced, and anything else at the path (a typo naming a file) is refused, never removed.
-pub fn bind(path: &Path) -> anyhow::Result<UnixListener> {
+pub fn bind(path: &Path) -> anyhow::Result<(UnixListener, BoundSocket)> {
     if UnixStream::connect(path).is_ok() {
         return Err(UsageError::new(format!("an agent is already running at {}", path.display())).into());
     }
@@ -31,13 +31,15 @@ pub fn bind(path: &Path) -> anyhow::Result<UnixListener> {
         trust::ensure_dir(dir, 0o755, "the socket directory")?;
     }
     match std::fs::symlink_metadata(path) {
+        // A socket nobody answers (checked above): a stale one, of an agent that ended without removing it.
         Ok(m) if m.file_type().is_socket() => std::fs::remove_file(path)?,
-        Ok(_) => {
+        Ok(m) => {
+            let what = if m.is_dir() { "a directory" } else { "something that is not a socket" };
             return Err(UsageError::new(format!(
-                "refusing socket {}: something that is not a socket is there (expected a free path or a stale socket)",
+                "refusing socket {}: {what} is there (expected a free path or a stale socket)",
                 path.display()
             ))
-            .into())
+            .into());
         }
         Err(_) => {}
     }
@@ -48,7 +50,24 @@ pub fn bind(path: &Path) -> anyhow::Result<UnixListener> {
     let bound = UnixListener::bind(path);
     // SAFETY: as above, putting the mask back.
     unsafe { libc::umask(mask) };
-    bound.map_err(|e| UsageError::new(format!("cannot listen on {}: {e}", path.display())).into())
+    let listener = bound.map_err(|e| UsageError::new(format!("cannot listen on {}: {e}", path.display())))?;
+    let meta = std::fs::symlink_metadata(path)?;
+    Ok((listener, BoundSocket { path: path.to_path_buf(), id: (meta.dev(), meta.ino()) }))
+}
+
+/// The socket file the agent bound: removed when this is dropped (the agent stops, or its start fails after
+/// binding), if the file at its path is still the one bound, never anything that replaced it.
+pub struct BoundSocket {
+    path: std::path::PathBuf,
+    id: (u64, u64),
+}
+
+impl Drop for BoundSocket {
+    fn drop(&mut self) {
+        if std::fs::symlink_metadata(&self.path).is_ok_and(|m| (m.dev(), m.ino()) == self.id) {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
 }
 
 /// The control API's handler: `POST /v1/request` with one JSON request; the answer is the JSON response, with

@@ -169,7 +169,7 @@ impl Agent {
                 for dirs in f.groups {
                     if !job.groups.iter().any(|g| g.dirs == dirs) {
                         if let Err(e) = job.add_group(dirs, &mut self.journal, &self.store) {
-                            eprintln!("lockstep agent: job {name}: {e:#}");
+                            crate::log::info!("lockstep agent: job {name}: {e:#}");
                         }
                         changed = true;
                     }
@@ -192,7 +192,7 @@ impl Agent {
             let weight_dir = match self.weight_dir(node, &f) {
                 Ok(dir) => dir,
                 Err(e) => {
-                    eprintln!("lockstep agent: Slurm job {}: no CPU weight to boost ({e})", f.id);
+                    crate::log::warning!("lockstep agent: Slurm job {}: no CPU weight to boost ({e})", f.id);
                     None
                 }
             };
@@ -208,7 +208,7 @@ impl Agent {
                     self.jobs.push(job);
                     changed = true;
                 }
-                Err(e) => eprintln!("lockstep agent: cannot take on Slurm job {}: {e:#}", f.id),
+                Err(e) => crate::log::warning!("lockstep agent: cannot take on Slurm job {}: {e:#}", f.id),
             }
         }
         if changed {
@@ -261,6 +261,12 @@ impl Agent {
     /// gets them at once).
     pub(super) fn slurm_prolog(&mut self, job: SlurmJob, place: Option<Schedule>) -> anyhow::Result<()> {
         self.store.slurm_put(&job)?;
+        crate::log::info!(
+            "lockstep agent: Slurm job {} registered by its prolog (uid {}, row {})",
+            job.id,
+            job.uid,
+            job.row.map_or_else(|| "from the name".to_string(), |r| r.to_string())
+        );
         self.slurm.insert(job.id, job);
         self.slurm_done.remove(&job.id);
         if let Some(p) = place {
@@ -297,6 +303,7 @@ impl Agent {
     /// while Slurm removes its cgroups.
     pub(super) fn slurm_epilog(&mut self, id: u64) -> anyhow::Result<()> {
         self.store.slurm_remove(id)?;
+        crate::log::info!("lockstep agent: Slurm job {id} ended (its epilog)");
         self.slurm.remove(&id);
         self.places.remove(&id);
         self.slurm_done.insert(id);

@@ -127,7 +127,7 @@ pub fn watch(store: &Path) -> i32 {
                 if apply(&line, &mut tracked) {
                     last_beat = Instant::now();
                     if silent {
-                        eprintln!("lockstep watchdog: the agent beats again");
+                        crate::log::info!("lockstep watchdog: the agent beats again");
                         silent = false;
                     }
                 }
@@ -138,7 +138,7 @@ pub fn watch(store: &Path) -> i32 {
         }
         if !silent && last_beat.elapsed() >= BEAT_TIMEOUT {
             let (restored, failed) = restore(&tracked);
-            eprintln!(
+            crate::log::warning!(
                 "lockstep watchdog: no beat from the agent for {BEAT_TIMEOUT:?}; restored {} target(s), {failed} \
                  failed",
                 restored.len()
@@ -157,7 +157,7 @@ pub fn watch(store: &Path) -> i32 {
             let _ = s.journal_remove(file);
         }
     }
-    eprintln!("lockstep watchdog: agent gone; restored {} cgroup file(s) and thread(s)", restored.len());
+    crate::log::info!("lockstep watchdog: agent gone; restored {} cgroup file(s) and thread(s)", restored.len());
     i32::from(failed > 0)
 }
 
@@ -213,7 +213,7 @@ fn restore(tracked: &BTreeMap<String, String>) -> (Vec<&String>, usize) {
     for (target, file, value) in entries {
         match target.put_back(value) {
             Err(e) => {
-                eprintln!("lockstep watchdog: cannot restore {file} to {value}: {e}");
+                crate::log::warning!("lockstep watchdog: cannot restore {file} to {value}: {e}");
                 failed += 1;
             }
             Ok(()) => restored.push(file),

@@ -55,8 +55,7 @@ impl AnySpec {
 
 /// Reads a spec of any kind.
 pub fn load(path: &Path) -> Result<AnySpec, UsageError> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| UsageError::new(format!("bad experiment spec {}: cannot read it ({e})", path.display())))?;
+    let text = lockstep_core::error::read_input(path, "experiment spec", "a TOML spec, as under experiments/")?;
     parse(path, &text)
 }
 

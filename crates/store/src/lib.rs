@@ -102,7 +102,14 @@ fn to_wal(conn: &Connection) -> rusqlite::Result<()> {
 fn prepare(path: &Path) -> Result<(), UsageError> {
     let bad = |what: String| UsageError::new(format!("bad store {}: {what}", path.display()));
     match std::fs::symlink_metadata(path) {
-        Ok(meta) if meta.is_file() => return Ok(()),
+        Ok(meta) if meta.is_file() => {
+            // SQLite says "unable to open database file" for a file it may not open: say why here.
+            return std::fs::OpenOptions::new()
+                .read(true)
+                .open(path)
+                .map(drop)
+                .map_err(|e| bad(format!("{} (run as its owner, or give --store)", lockstep_core::error::io_reason(&e))));
+        }
         Ok(_) => return Err(bad("not a regular file (expected a SQLite file, or a path to create one)".into())),
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(bad(e.to_string())),
         Err(_) => {}
@@ -112,12 +119,14 @@ fn prepare(path: &Path) -> Result<(), UsageError> {
             .recursive(true)
             .mode(0o700)
             .create(dir)
-            .map_err(|e| bad(format!("cannot create its directory {}: {e}", dir.display())))?;
+            .map_err(|e| {
+                bad(format!("cannot create its directory {}: {}", dir.display(), lockstep_core::error::io_reason(&e)))
+            })?;
     }
     match std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(path) {
         Ok(_) => Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
-        Err(e) => Err(bad(format!("cannot create it: {e}"))),
+        Err(e) => Err(bad(format!("cannot create it: {}", lockstep_core::error::io_reason(&e)))),
     }
 }
 

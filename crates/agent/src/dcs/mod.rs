@@ -192,7 +192,7 @@ impl Engine {
                 }
                 Err(e) => {
                     if self.failed.insert(name.clone()) {
-                        eprintln!("lockstep agent: dcs cannot raise job {name}: {e:#}");
+                        crate::log::warning!("lockstep agent: dcs cannot raise job {name}: {e:#}");
                     }
                 }
             }
@@ -237,7 +237,7 @@ impl Engine {
         self.held_max = self.held_max.max(held);
         if let Some(job) = jobs.iter_mut().find(|j| j.name == name) {
             if let Err(e) = self.raiser.lower(job, raised, ctx) {
-                eprintln!("lockstep agent: dcs cannot lower job {name}: {e:#}");
+                crate::log::warning!("lockstep agent: dcs cannot lower job {name}: {e:#}");
             }
         }
         Some(held)
@@ -251,7 +251,7 @@ impl Engine {
         self.seen.remove(&job.name);
         self.threads.remove(&job.name);
         if let Err(e) = self.raiser.leave(&job.name, &mut ctx) {
-            eprintln!("lockstep agent: dcs cannot restore job {}: {e:#}", job.name);
+            crate::log::warning!("lockstep agent: dcs cannot restore job {}: {e:#}", job.name);
         }
     }
 
@@ -261,7 +261,7 @@ impl Engine {
             self.leave(job, Ctx { journal: ctx.journal, store: ctx.store });
         }
         if let Err(e) = self.raiser.stop(&mut ctx) {
-            eprintln!("lockstep agent: dcs cannot restore: {e:#}");
+            crate::log::warning!("lockstep agent: dcs cannot restore: {e:#}");
         }
         // Release: the thread's next load of the flag (Acquire) sees every change made before it.
         self.stop.store(true, Ordering::Release);
@@ -350,7 +350,7 @@ fn serve(agent: Weak<Guarded<Agent>>, probe: Probe, stop: Arc<AtomicBool>) {
     let events = match probe.events(sink.clone()) {
         Ok(rb) => rb,
         Err(e) => {
-            eprintln!("lockstep agent: dcs cannot read its probe's events: {e:#}");
+            crate::log::warning!("lockstep agent: dcs cannot read its probe's events: {e:#}");
             return;
         }
     };
@@ -442,13 +442,13 @@ fn scan(agent: Weak<Guarded<Agent>>, mut tables: Tables, stop: Arc<AtomicBool>) 
         }
         match tables.set_ports(&ports).map_err(|e| format!("{e:#}")) {
             Err(e) if said.as_ref() != Some(&e) => {
-                eprintln!("lockstep agent: dcs port table: {e}");
+                crate::log::warning!("lockstep agent: dcs port table: {e}");
                 said = Some(e);
             }
             Err(_) => {}
             Ok(()) => {
                 if said.take().is_some() {
-                    eprintln!("lockstep agent: dcs port table: every socket watched again");
+                    crate::log::info!("lockstep agent: dcs port table: every socket watched again");
                 }
             }
         }

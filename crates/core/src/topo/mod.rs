@@ -111,19 +111,21 @@ impl Machine {
         Ok(Self::from_hwloc(&topo, "this machine".into()))
     }
 
-    /// Loads a topology from an hwloc XML file; a missing or invalid file is a usage error.
+    /// Loads a topology from an hwloc XML file; a missing, unreadable or invalid file is a usage error.
     pub fn from_xml(path: &Path) -> Result<Self, UsageError> {
-        if !path.is_file() {
-            return Err(UsageError::new(format!(
-                "topology file {} does not exist (expected an hwloc XML file)",
+        let text = crate::error::read_input(path, "topology file", "an hwloc XML file, as lstopo --of xml writes it")?;
+        let bad = |why: &str| {
+            UsageError::new(format!(
+                "topology file {}: {why} (expected an hwloc XML file, as lstopo --of xml writes it)",
                 path.display()
-            )));
-        }
-        let bad = |e: &dyn std::fmt::Display| {
-            UsageError::new(format!("cannot load {} as an hwloc XML topology: {e}", path.display()))
+            ))
         };
-        let builder = Topology::builder().from_xml_file(path).map_err(|e| bad(&e))?;
-        let topo = builder.build().map_err(|e| bad(&e))?;
+        // Read here, handed to hwloc as a buffer: hwloc's own file errors are not all reported, some abort.
+        let builder = Topology::builder().from_xml(&text).map_err(|_| bad("hwloc cannot parse it"))?;
+        let topo = builder.build().map_err(|_| bad("hwloc cannot build a topology from it"))?;
+        if topo.objects_with_type(ObjectType::PU).next().is_none() {
+            return Err(bad("it has no processing units"));
+        }
         Ok(Self::from_hwloc(&topo, path.display().to_string()))
     }
 

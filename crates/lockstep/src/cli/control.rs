@@ -40,8 +40,8 @@ pub struct AdoptArgs {
     /// An existing cgroup: absolute, or relative to the hierarchy roots (e.g. /slurm_n1/uid_0/job_7/step_0).
     #[arg(long, value_name = "PATH", num_args = 1..)]
     cgroup: Vec<PathBuf>,
-    /// Processes to move into a cgroup of the agent's.
-    #[arg(long, value_name = "PID", num_args = 1..)]
+    /// Processes to move into a cgroup of the agent's (`--pid 1 2` or `--pid 1,2`).
+    #[arg(long, value_name = "PID", num_args = 1.., value_delimiter = ',')]
     pid: Vec<i32>,
     /// Containers, e.g. the ranks of one MPI job: podman names or IDs (one cgroup each), or Charliecloud
     /// containers as charliecloud:PID (the process ch-run became; moved into a cgroup of the agent's).
@@ -62,7 +62,7 @@ pub struct ReleaseArgs {
 
 /// Runs `lockstep status`.
 pub fn status(args: &StatusArgs, socket: &Path) -> anyhow::Result<i32> {
-    let status = check(call(socket, &Request::Status)?)?.status.unwrap_or_default();
+    let status = agent_status(socket)?;
     if args.json {
         println!("{}", serde_json::to_string(&status)?);
     } else {
@@ -147,17 +147,26 @@ fn render(s: &Status) -> String {
     out
 }
 
-/// Runs `lockstep policy set`.
-pub fn policy(cmd: &PolicyCommand, socket: &Path) -> anyhow::Result<i32> {
+/// Runs `lockstep policy set`; says what the agent now runs unless `quiet`.
+pub fn policy(cmd: &PolicyCommand, socket: &Path, quiet: bool) -> anyhow::Result<i32> {
     let PolicyCommand::Set { name, slot } = cmd;
     name.parse::<PolicySpec>()?;
     let slot_ms = slot.as_deref().map(|t| slot::parse("--slot", t)).transpose()?.map(|d| d.as_millis() as u64);
     check(call(socket, &Request::Policy { name: name.clone(), slot_ms })?)?;
+    if !quiet {
+        let now = agent_status(socket)?;
+        println!(
+            "node {}: policy {}, slot {}",
+            now.node,
+            now.policy,
+            lockstep_core::duration::format(std::time::Duration::from_millis(now.slot_ms))
+        );
+    }
     Ok(0)
 }
 
-/// Runs `lockstep adopt`.
-pub fn adopt(args: &AdoptArgs, socket: &Path) -> anyhow::Result<i32> {
+/// Runs `lockstep adopt`; says how the agent took the job on unless `quiet`.
+pub fn adopt(args: &AdoptArgs, socket: &Path, quiet: bool) -> anyhow::Result<i32> {
     lockstep_proto::names::check_job_name(&args.job)?;
     let request = Request::Adopt {
         job: args.job.clone(),
@@ -167,11 +176,35 @@ pub fn adopt(args: &AdoptArgs, socket: &Path) -> anyhow::Result<i32> {
         row: args.row,
     };
     check(call(socket, &request)?)?;
+    if !quiet {
+        let now = agent_status(socket)?;
+        match now.jobs.iter().find(|j| j.name == args.job) {
+            Some(j) => println!(
+                "adopted job {} ({}): row {}, PUs {}, {} cgroup(s), first {}",
+                j.name,
+                j.origin,
+                j.row,
+                j.pus,
+                j.cgroups.len(),
+                j.cgroups.first().map_or_else(|| "-".into(), |c| c.display().to_string())
+            ),
+            // It ended between the two requests.
+            None => println!("adopted job {}; it has ended since", args.job),
+        }
+    }
     Ok(0)
 }
 
-/// Runs `lockstep release`.
-pub fn release(args: &ReleaseArgs, socket: &Path) -> anyhow::Result<i32> {
+/// Runs `lockstep release`; says so unless `quiet`.
+pub fn release(args: &ReleaseArgs, socket: &Path, quiet: bool) -> anyhow::Result<i32> {
     check(call(socket, &Request::Release { job: args.job.clone() })?)?;
+    if !quiet {
+        println!("released job {}: its cgroups are as they were before the agent took it on", args.job);
+    }
     Ok(0)
+}
+
+/// The agent's status, as `lockstep status` reads it.
+fn agent_status(socket: &Path) -> anyhow::Result<Status> {
+    Ok(check(call(socket, &Request::Status)?)?.status.unwrap_or_default())
 }

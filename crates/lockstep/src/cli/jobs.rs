@@ -1,4 +1,5 @@
-//! `lockstep jobs [--all] [--json]`.
+//! `lockstep jobs [--all] [--json]`: the jobs `lockstep run` started on this node, and the jobs the agent manages
+//! otherwise (adopted, or Slurm's), with the names `lockstep status` uses.
 
 use std::path::Path;
 
@@ -8,7 +9,7 @@ use lockstep_store::Store;
 /// Arguments of `lockstep jobs`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Include jobs that have ended.
+    /// Include jobs that have ended (those `lockstep run` started; the agent forgets the others when they end).
     #[arg(long)]
     all: bool,
     /// Print JSON.
@@ -28,29 +29,37 @@ pub fn exec(args: &Args, store: &Path) -> anyhow::Result<i32> {
             j.state.clone()
         }
     };
+    let others = managed_elsewhere(&store, &jobs)?;
     if args.json {
         let rows: Vec<serde_json::Value> = jobs
             .iter()
             .map(|j| {
                 let mut v = serde_json::to_value(j).expect("job row serializes");
                 v["state"] = state(j).into();
+                v["origin"] = "run".into();
                 v
             })
+            .chain(others.iter().map(|m| {
+                serde_json::json!({
+                    "name": m.name, "state": "managed", "origin": m.origin, "pus": m.pus, "owner": m.owner,
+                })
+            }))
             .collect();
         println!("{}", serde_json::Value::Array(rows));
         return Ok(0);
     }
     println!(
-        "{:<20} {:>8} {:<9} {:<11} {:<12} {:<6} {:>6} {:>5}  COMMAND",
-        "JOB", "PID", "STATE", "POLICY", "PUS", "MEMS", "WEIGHT", "EXIT"
+        "{:<20} {:>8} {:<9} {:<7} {:<11} {:<12} {:<6} {:>6} {:>5}  COMMAND",
+        "JOB", "PID", "STATE", "ORIGIN", "PLACE", "PUS", "MEMS", "WEIGHT", "EXIT"
     );
     for j in &jobs {
         let opt = |v: Option<String>| v.unwrap_or_else(|| "-".into());
         println!(
-            "{:<20} {:>8} {:<9} {:<11} {:<12} {:<6} {:>6} {:>5}  {}",
+            "{:<20} {:>8} {:<9} {:<7} {:<11} {:<12} {:<6} {:>6} {:>5}  {}",
             j.name,
             opt(j.pid.map(|p| p.to_string())),
             state(j),
+            "run",
             j.policy,
             j.pus,
             j.mems,
@@ -59,5 +68,45 @@ pub fn exec(args: &Args, store: &Path) -> anyhow::Result<i32> {
             j.command.join(" ")
         );
     }
+    for m in &others {
+        println!(
+            "{:<20} {:>8} {:<9} {:<7} {:<11} {:<12} {:<6} {:>6} {:>5}  (lockstep status shows its cgroups)",
+            m.name, "-", "managed", m.origin, "-", m.pus, "-", "-", "-"
+        );
+    }
     Ok(0)
+}
+
+/// A job the agent manages that `lockstep run` did not start: adopted, or found in Slurm's cgroups.
+struct Managed {
+    name: String,
+    origin: String,
+    pus: String,
+    owner: u64,
+}
+
+/// The jobs the agent has saved in the store as managed, less those listed already (`lockstep run`'s).
+fn managed_elsewhere(store: &Store, listed: &[lockstep_store::JobRow]) -> anyhow::Result<Vec<Managed>> {
+    let running: std::collections::HashSet<&str> =
+        listed.iter().filter(|j| j.state == "running").map(|j| j.name.as_str()).collect();
+    Ok(store
+        .managed_all()?
+        .into_iter()
+        .filter(|(name, _)| !running.contains(name.as_str()))
+        .filter_map(|(name, saved)| {
+            let saved: serde_json::Value = serde_json::from_str(&saved).ok()?;
+            // The origin as the agent saves it: `"Run"`, `"Cgroup"`, or `{"Pids": …}`, `{"Slurm": …}`.
+            let origin = match &saved["origin"] {
+                serde_json::Value::String(kind) => kind.to_lowercase(),
+                serde_json::Value::Object(o) => o.keys().next()?.to_lowercase(),
+                _ => return None,
+            };
+            (origin != "run").then(|| Managed {
+                name,
+                origin,
+                pus: saved["pus"].as_str().unwrap_or("-").to_string(),
+                owner: saved["owner"].as_u64().unwrap_or(0),
+            })
+        })
+        .collect())
 }

@@ -18,11 +18,14 @@ use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 #[command(name = "lockstep", version, about, propagate_version = true)]
 pub struct Cli {
     /// SQLite store of this node [env: LOCKSTEP_STORE] [default: /var/lib/lockstep/lockstep.db]
-    #[arg(long, global = true, value_name = "PATH")]
+    #[arg(long, global = true, value_name = "PATH", help_heading = "Global options")]
     store: Option<PathBuf>,
     /// Agent socket [env: LOCKSTEP_SOCKET] [default: /run/lockstep/agent.sock]
-    #[arg(long, global = true, value_name = "PATH")]
+    #[arg(long, global = true, value_name = "PATH", help_heading = "Global options")]
     socket: Option<PathBuf>,
+    /// Say nothing on success (`policy set`, `adopt`, `release` say what they did otherwise).
+    #[arg(short, long, global = true, help_heading = "Global options")]
+    quiet: bool,
 
     #[command(subcommand)]
     command: Command,
@@ -101,9 +104,9 @@ fn exec(cli: Cli) -> anyhow::Result<i32> {
         Command::Jobs(args) => jobs::exec(&args, &store),
         Command::Agent { args } => agent(cli.store.as_deref(), cli.socket.as_deref(), &args),
         Command::Status(args) => control::status(&args, &socket),
-        Command::Policy(cmd) => control::policy(&cmd, &socket),
-        Command::Adopt(args) => control::adopt(&args, &socket),
-        Command::Release(args) => control::release(&args, &socket),
+        Command::Policy(cmd) => control::policy(&cmd, &socket, cli.quiet),
+        Command::Adopt(args) => control::adopt(&args, &socket, cli.quiet),
+        Command::Release(args) => control::release(&args, &socket, cli.quiet),
         Command::Experiment(cmd) => experiment::exec(&cmd, &store),
         Command::Stat(args) => stat::exec(&args, &store, &socket),
         Command::Slurm(cmd) => slurm::exec(&cmd, &socket),
@@ -120,6 +123,9 @@ fn exec(cli: Cli) -> anyhow::Result<i32> {
     }
 }
 
+/// The name `lockstep agent` starts lockstepd under (its `argv[0]`), which lockstepd shows in its usage.
+const AGENT_ARG0: &str = "lockstep agent";
+
 /// `lockstep agent ARGS`: replaces this process with `lockstepd` from the same directory (so the daemon keeps
 /// this PID and links none of the experiment code), passing `--store`/`--socket` given before `agent`.
 fn agent(
@@ -130,6 +136,8 @@ fn agent(
     use std::os::unix::process::CommandExt;
     let daemon = std::env::current_exe()?.with_file_name("lockstepd");
     let mut cmd = std::process::Command::new(&daemon);
+    // lockstepd's help and errors then name the command the user typed.
+    cmd.arg0(AGENT_ARG0);
     if let Some(store) = store {
         cmd.arg("--store").arg(store);
     }
