@@ -24,7 +24,7 @@ pub use sampler::{Settings as TelemetrySettings, DEFAULT_EVENTS};
 pub use watchdog::watch as watchdog_main;
 
 use std::collections::{HashMap, HashSet};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
@@ -616,9 +616,29 @@ fn raise_open_files() {
     }
 }
 
+/// Serves /metrics and the counters API on the bound `listener`; says where, and warns when that is reachable
+/// from the network.
+fn serve_metrics(
+    doors: &doors::Doors,
+    listener: std::net::TcpListener,
+    telemetry: &sampler::SharedTelemetry,
+    store: &Path,
+) -> anyhow::Result<()> {
+    let bound = doors.tcp(listener, doors::METRICS, http::handler(telemetry.clone(), store.to_path_buf()))?;
+    crate::log::info!("lockstep agent: metrics on http://{bound}/metrics");
+    if !bound.ip().is_loopback() {
+        crate::log::warning!(
+            "lockstep agent: {bound} is reachable from the network: every job's name and counts are readable \
+             there (bind 127.0.0.1 and scrape through a proxy, or firewall the port)"
+        );
+    }
+    Ok(())
+}
+
 /// Runs the agent in the foreground until SIGINT or SIGTERM; returns the exit status.
 pub fn run(config: Config) -> anyhow::Result<i32> {
     let backend = lockstep_cgroup::detect()?;
+    server::check(&config.socket)?;
     prepare(&config)?;
     // A client or scraper that hangs up mid-answer is an EPIPE error for that connection, never a signal.
     // SAFETY: ignoring a signal installs no handler code.
@@ -695,20 +715,15 @@ pub fn run(config: Config) -> anyhow::Result<i32> {
     let said = std::sync::Once::new();
     let doors = doors::Doors::new(move || {
         if let Err(e) = try_realtime() {
-            said.call_once(|| crate::log::warning!("lockstep agent: cannot use SCHED_FIFO for the control socket ({e})"));
+            said.call_once(|| {
+                crate::log::warning!("lockstep agent: cannot use SCHED_FIFO for the control socket ({e})");
+            });
         }
     })?;
     doors.unix(listener, doors::CONTROL, server::handler(shared.clone()))?;
     slurm::spawn_discovery(shared.clone(), config.slurm_node.clone());
     if let Some(metrics) = metrics {
-        let bound = doors.tcp(metrics, doors::METRICS, http::handler(telemetry.clone(), config.store.clone()))?;
-        crate::log::info!("lockstep agent: metrics on http://{bound}/metrics");
-        if !bound.ip().is_loopback() {
-            crate::log::warning!(
-                "lockstep agent: {bound} is reachable from the network: every job's name and counts are \
-                 readable there (bind 127.0.0.1 and scrape through a proxy, or firewall the port)"
-            );
-        }
+        serve_metrics(&doors, metrics, &telemetry, &config.store)?;
     }
     crate::log::info!(
         "lockstep agent: node {} serving {} (store {}, policy {}, slot {})",
@@ -739,7 +754,9 @@ const SLOT_PRIORITY: i32 = 10;
 /// Moves the calling thread to `SCHED_FIFO` at [`SLOT_PRIORITY`]; says so, naming `role`, when it cannot.
 pub(crate) fn realtime_thread(role: &str) {
     if let Err(e) = try_realtime() {
-        crate::log::warning!("lockstep agent: cannot use SCHED_FIFO for {role} ({e}); slot switches may lag under load");
+        crate::log::warning!(
+            "lockstep agent: cannot use SCHED_FIFO for {role} ({e}); slot switches may lag under load"
+        );
     }
 }
 

@@ -144,7 +144,11 @@ fn dcs(quantum: Option<String>, btf: Option<PathBuf>) -> Result<DcsSettings, Usa
     }
     let quantum = match quantum {
         None => DEFAULT_QUANTUM,
-        Some(t) => duration::within("dcs quantum", &t, std::time::Duration::from_millis(1)..=std::time::Duration::from_secs(1))?,
+        Some(t) => duration::within(
+            "dcs quantum",
+            &t,
+            std::time::Duration::from_millis(1)..=std::time::Duration::from_secs(1),
+        )?,
     };
     Ok(DcsSettings { quantum, btf })
 }

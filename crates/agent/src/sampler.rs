@@ -96,7 +96,9 @@ fn hold_tracepoints(groups: &[Vec<EventSpec>]) -> Option<Counters> {
     match held.attach(0, Target::Thread { tid, inherit: false }) {
         Ok(()) => Some(held),
         Err(e) => {
-            crate::log::warning!("lockstep agent: cannot hold tracepoints registered ({e:#}); attaching jobs will be slower");
+            crate::log::warning!(
+                "lockstep agent: cannot hold tracepoints registered ({e:#}); attaching jobs will be slower"
+            );
             None
         }
     }
@@ -187,7 +189,10 @@ impl Telemetry {
                 .map(|(e, _)| e.name.as_str())
                 .collect();
             if !missing.is_empty() {
-                crate::log::warning!("lockstep agent: not supported on this machine, not counted: {}", missing.join(","));
+                crate::log::warning!(
+                    "lockstep agent: not supported on this machine, not counted: {}",
+                    missing.join(",")
+                );
             }
             self.unsupported_said = true;
         }

@@ -23,25 +23,14 @@ use lockstep_store::SlurmJob;
 /// it must be the agent's alone ([`trust`]); an agent already answering there is a usage error, a stale socket
 /// is replaced, and anything else at the path (a typo naming a file) is refused, never removed.
 pub fn bind(path: &Path) -> anyhow::Result<(UnixListener, BoundSocket)> {
-    if UnixStream::connect(path).is_ok() {
-        return Err(UsageError::new(format!("an agent is already running at {}", path.display())).into());
-    }
+    let stale = check(path)?;
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         // Every user must reach the socket: its directory is searchable by all, writable by the agent only.
         trust::ensure_dir(dir, 0o755, "the socket directory")?;
     }
-    match std::fs::symlink_metadata(path) {
-        // A socket nobody answers (checked above): a stale one, of an agent that ended without removing it.
-        Ok(m) if m.file_type().is_socket() => std::fs::remove_file(path)?,
-        Ok(m) => {
-            let what = if m.is_dir() { "a directory" } else { "something that is not a socket" };
-            return Err(UsageError::new(format!(
-                "refusing socket {}: {what} is there (expected a free path or a stale socket)",
-                path.display()
-            ))
-            .into());
-        }
-        Err(_) => {}
+    if stale {
+        // A socket nobody answers: a stale one, of an agent that ended without removing it.
+        std::fs::remove_file(path)?;
     }
     // Anyone may connect: each request is checked against the caller's credentials (SO_PEERCRED). The mode is
     // the one the socket is created with (umask), not one set afterwards by path.
@@ -53,6 +42,25 @@ pub fn bind(path: &Path) -> anyhow::Result<(UnixListener, BoundSocket)> {
     let listener = bound.map_err(|e| UsageError::new(format!("cannot listen on {}: {e}", path.display())))?;
     let meta = std::fs::symlink_metadata(path)?;
     Ok((listener, BoundSocket { path: path.to_path_buf(), id: (meta.dev(), meta.ino()) }))
+}
+
+/// Checks, changing nothing, that the agent may serve `path`: no agent answers there, and nothing but a stale
+/// socket is in the way (whether one is: `true`).
+pub fn check(path: &Path) -> Result<bool, UsageError> {
+    if UnixStream::connect(path).is_ok() {
+        return Err(UsageError::new(format!("an agent is already running at {}", path.display())));
+    }
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if m.file_type().is_socket() => Ok(true),
+        Ok(m) => {
+            let what = if m.is_dir() { "a directory" } else { "something that is not a socket" };
+            Err(UsageError::new(format!(
+                "refusing socket {}: {what} is there (expected a free path or a stale socket)",
+                path.display()
+            )))
+        }
+        Err(_) => Ok(false),
+    }
 }
 
 /// The socket file the agent bound: removed when this is dropped (the agent stops, or its start fails after

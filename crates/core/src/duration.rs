@@ -39,11 +39,11 @@ pub fn within(what: &str, text: &str, range: RangeInclusive<Duration>) -> Result
 /// below a millisecond, a fraction of one.
 pub fn format(d: Duration) -> String {
     let ms = d.as_millis();
-    if d.as_nanos() % 1_000_000 != 0 {
+    if !d.as_nanos().is_multiple_of(1_000_000) {
         return format!("{}ms", d.as_secs_f64() * 1e3);
     }
     for (unit, per) in [("d", 86_400_000), ("h", 3_600_000), ("m", 60_000), ("s", 1000)] {
-        if ms >= per && ms % per == 0 {
+        if ms >= per && ms.is_multiple_of(per) {
             return format!("{}{unit}", ms / per);
         }
     }
@@ -72,11 +72,35 @@ mod tests {
     fn extremes_are_refused_not_panics() {
         let range = Duration::from_millis(10)..=Duration::from_mins(1);
         for bad in [
-            "0s", "-0.1s", "-1s", "NaNs", "nan ms", "infs", "-infs", "1e20s", "1e300d", "1e309s", "18446744073709551616s",
-            "", " ", "s", "ms", "١s", "2秒", "1e-20s", "0x10s", "1_000ms", "\u{0}s", "9ms", "61s",
+            "0s",
+            "-0.1s",
+            "-1s",
+            "NaNs",
+            "nan ms",
+            "infs",
+            "-infs",
+            "1e20s",
+            "1e300d",
+            "1e309s",
+            "18446744073709551616s",
+            "",
+            " ",
+            "s",
+            "ms",
+            "١s",
+            "2秒",
+            "1e-20s",
+            "0x10s",
+            "1_000ms",
+            "\u{0}s",
+            "9ms",
+            "61s",
         ] {
             let e = within("--slot", bad, range.clone()).expect_err(bad).to_string();
-            assert!(e.starts_with("bad --slot ") && e.ends_with("(expected a duration from 10ms to 1m, e.g. 100ms)"), "{e}");
+            assert!(
+                e.starts_with("bad --slot ") && e.ends_with("(expected a duration from 10ms to 1m, e.g. 100ms)"),
+                "{e}"
+            );
             assert!(!e.contains('\n'), "{e}");
         }
         assert_eq!(within("--slot", "60s", range.clone()).unwrap(), Duration::from_mins(1));

@@ -118,7 +118,10 @@ pub fn clap_exit(program: &str, rendered: &str, to_stderr: bool) -> i32 {
             .filter_map(|l| l.split_whitespace().next())
             .filter(|c| *c != "help")
             .collect();
-        eprintln!("{program}: a subcommand is missing (usage: {usage}, COMMAND one of {}; see --help)", commands.join(", "));
+        eprintln!(
+            "{program}: a subcommand is missing (usage: {usage}, COMMAND one of {}; see --help)",
+            commands.join(", ")
+        );
         return EXIT_USAGE;
     }
     // The first paragraph names the problem; a list of missing arguments is indented below it.

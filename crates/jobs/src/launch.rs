@@ -63,6 +63,12 @@ pub fn run(store: &mut Store, req: &Request) -> anyhow::Result<i32> {
     lockstep_proto::names::check_job_name(&req.name)?;
     let program = resolve_command(&req.command[0])?;
     reconcile::reconcile(store)?;
+    if store.managed_jobs()?.iter().any(|m| m.name == req.name && m.origin != "run") {
+        return usage(format!(
+            "job name {:?} is in use by a job the agent manages (lockstep jobs lists it; pick another name)",
+            req.name
+        ));
+    }
 
     let me = std::process::id() as i32;
     let id = match store.insert_job(&NewJob {
@@ -89,10 +95,11 @@ pub fn run(store: &mut Store, req: &Request) -> anyhow::Result<i32> {
     let cg = match created {
         Ok(cg) => cg,
         Err(e) => {
-            store.finish(id, "failed", None, Some(&e.to_string()))?;
             if e.downcast_ref::<cgroup::CreateError>().is_some_and(cgroup::CreateError::is_usage) {
+                store.forget_job(id)?;
                 return usage(e.to_string());
             }
+            store.finish(id, "failed", None, Some(&e.to_string()))?;
             return Err(e);
         }
     };
@@ -106,7 +113,11 @@ pub fn run(store: &mut Store, req: &Request) -> anyhow::Result<i32> {
         Some(Ok(_)) => true,
         Some(Err(e)) => {
             let _ = cg.destroy(DESTROY_TIMEOUT);
-            store.finish(id, "failed", None, Some(&format!("the agent refused the job: {e:#}")))?;
+            if e.is::<UsageError>() {
+                store.forget_job(id)?;
+            } else {
+                store.finish(id, "failed", None, Some(&format!("the agent refused the job: {e:#}")))?;
+            }
             return Err(e);
         }
     };

@@ -439,7 +439,7 @@ mod tests {
     fn bad_specs_name_the_problem() {
         for (change, needle) in [
             (("name = \"cfs\"", "name = \"rr\""), "unknown co-scheduling policy"),
-            (("slot = \"200ms\"", "slot = \"5ms\""), "slot length"),
+            (("slot = \"200ms\"", "slot = \"5ms\""), "bad slot \"5ms\""),
             (("ranks = 2", "ranks = 3"), "power of two"),
             (("mpl = [1, 2]", "mixes = [[\"lu\", \"bt\"]]"), "unknown workload"),
             (("mpl = [1, 2]", "mpl = [0]"), "mpl"),

@@ -7,7 +7,7 @@ mod node;
 mod schema;
 
 pub use lab::{ExperimentRun, LockRun, ScaleRecord};
-pub use node::{Action, Decision, JobRow, JournalEntry, NameInUse, NewJob, SlurmJob, ACTIONS};
+pub use node::{Action, Decision, JobRow, JournalEntry, ManagedJob, NameInUse, NewJob, SlurmJob, ACTIONS};
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -103,25 +103,31 @@ fn prepare(path: &Path) -> Result<(), UsageError> {
     let bad = |what: String| UsageError::new(format!("bad store {}: {what}", path.display()));
     match std::fs::symlink_metadata(path) {
         Ok(meta) if meta.is_file() => {
-            // SQLite says "unable to open database file" for a file it may not open: say why here.
-            return std::fs::OpenOptions::new()
-                .read(true)
-                .open(path)
-                .map(drop)
-                .map_err(|e| bad(format!("{} (run as its owner, or give --store)", lockstep_core::error::io_reason(&e))));
+            // SQLite says "unable to open database file" for a file it may not open: say why here. Asked of the
+            // kernel without opening it: closing a descriptor of the file would drop every POSIX lock this
+            // process's SQLite connections hold on it, and the next connection to close would take its WAL away.
+            let path_c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes())
+                .map_err(|_| bad("a path with a NUL byte".into()))?;
+            // SAFETY: a NUL-terminated path; faccessat only reads it.
+            let readable =
+                unsafe { libc::faccessat(libc::AT_FDCWD, path_c.as_ptr(), libc::R_OK, libc::AT_EACCESS) } == 0;
+            if !readable {
+                let e = std::io::Error::last_os_error();
+                return Err(bad(format!(
+                    "{} (run as its owner, or give --store)",
+                    lockstep_core::error::io_reason(&e)
+                )));
+            }
+            return Ok(());
         }
         Ok(_) => return Err(bad("not a regular file (expected a SQLite file, or a path to create one)".into())),
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(bad(e.to_string())),
         Err(_) => {}
     }
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty() && !d.exists()) {
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)
-            .map_err(|e| {
-                bad(format!("cannot create its directory {}: {}", dir.display(), lockstep_core::error::io_reason(&e)))
-            })?;
+        std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir).map_err(|e| {
+            bad(format!("cannot create its directory {}: {}", dir.display(), lockstep_core::error::io_reason(&e)))
+        })?;
     }
     match std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(path) {
         Ok(_) => Ok(()),
@@ -184,5 +190,28 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let err = Store::open(dir.path()).err().unwrap();
         assert!(err.is::<lockstep_core::error::UsageError>(), "{err}");
+    }
+
+    /// Opening the store again in a process that has it open (the agent's sampler, its HTTP handlers) keeps the
+    /// first connection's locks: a descriptor of the file opened and closed outside SQLite would drop them, and
+    /// another process closing its connection would then take the WAL, and every later write, away.
+    #[test]
+    fn opening_the_store_again_keeps_the_locks_of_the_open_one() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("lockstep.db");
+        let first = Store::open(&path).unwrap();
+        first.jobs(true).unwrap();
+        drop(Store::open(&path).unwrap());
+        let ino = std::fs::metadata(&path).unwrap().ino();
+        let me = std::process::id().to_string();
+        let locks = std::fs::read_to_string("/proc/locks").unwrap();
+        // `1: POSIX  ADVISORY  READ 1234 08:01:5678 …`: the pid, then device and inode.
+        let held = locks.lines().any(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            f.len() > 5 && f[1] == "POSIX" && f[4] == me && f[5].rsplit(':').next() == Some(&ino.to_string())
+        });
+        assert!(held, "no POSIX lock of this process on the store (inode {ino}) any more:\n{locks}");
+        drop(first);
     }
 }

@@ -261,9 +261,32 @@ mod tests {
     #[test]
     fn extremes_are_errors() {
         for bad in [
-            "", " ", ",", ",,", "task-clock,", ",task-clock", "{", "}", "{}", "{task-clock", "task-clock}", "{{a}}",
-            "/", "//", "a/b", "cpu//", "\u{0}", "ünïcødé", "task-clock\ncycles", "x".repeat(100_000).as_str(),
-            "cycles:", ":", "::", "sched:", ":sched_switch", "no_such_subsystem:no_such_event",
+            "",
+            " ",
+            ",",
+            ",,",
+            "task-clock,",
+            ",task-clock",
+            "{",
+            "}",
+            "{}",
+            "{task-clock",
+            "task-clock}",
+            "{{a}}",
+            "/",
+            "//",
+            "a/b",
+            "cpu//",
+            "\u{0}",
+            "ünïcødé",
+            "task-clock\ncycles",
+            "x".repeat(100_000).as_str(),
+            "cycles:",
+            ":",
+            "::",
+            "sched:",
+            ":sched_switch",
+            "no_such_subsystem:no_such_event",
         ] {
             let e = parse_list(bad).expect_err(bad).to_string();
             assert!(!e.is_empty() && !e.contains('\n') || bad.contains('\n'), "{bad:?}: {e}");

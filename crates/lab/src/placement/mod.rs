@@ -140,8 +140,10 @@ pub fn parse(path: &Path, text: &str) -> Result<PlacementSpec, UsageError> {
     }
     let period = match &raw.emulate.period {
         None => DEFAULT_PERIOD,
-        Some(p) => lockstep_core::duration::within("emulate.period", p, Duration::from_millis(1)..=Duration::from_secs(1))
-            .map_err(|e| bad(e.to_string()))?,
+        Some(p) => {
+            lockstep_core::duration::within("emulate.period", p, Duration::from_millis(1)..=Duration::from_secs(1))
+                .map_err(|e| bad(e.to_string()))?
+        }
     };
     let topology = path.parent().unwrap_or(Path::new(".")).join(&raw.emulate.topology);
     let m = Machine::load(Some(&topology))

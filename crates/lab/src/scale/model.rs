@@ -85,8 +85,9 @@ pub fn parse(path: &Path, text: &str) -> Result<ModelSpec, UsageError> {
     if raw.extrapolate.is_empty() || raw.extrapolate.iter().any(|n| !(2..=100_000).contains(n)) {
         return Err(bad(format!("extrapolate = {:?} (expected cluster sizes from 2 to 100000)", raw.extrapolate)));
     }
-    let horizon = lockstep_core::duration::within("horizon", &raw.horizon, Duration::from_mins(1)..=Duration::from_hours(24))
-        .map_err(|e| bad(e.to_string()))?;
+    let horizon =
+        lockstep_core::duration::within("horizon", &raw.horizon, Duration::from_mins(1)..=Duration::from_hours(24))
+            .map_err(|e| bad(e.to_string()))?;
     if !(raw.load > 0.0 && raw.load < 1.0) {
         return Err(bad(format!("load = {} (expected above 0 and below 1)", raw.load)));
     }

@@ -29,7 +29,7 @@ pub fn exec(args: &Args, store: &Path) -> anyhow::Result<i32> {
             j.state.clone()
         }
     };
-    let others = managed_elsewhere(&store, &jobs)?;
+    let others = managed_elsewhere(&store)?;
     if args.json {
         let rows: Vec<serde_json::Value> = jobs
             .iter()
@@ -77,36 +77,7 @@ pub fn exec(args: &Args, store: &Path) -> anyhow::Result<i32> {
     Ok(0)
 }
 
-/// A job the agent manages that `lockstep run` did not start: adopted, or found in Slurm's cgroups.
-struct Managed {
-    name: String,
-    origin: String,
-    pus: String,
-    owner: u64,
-}
-
-/// The jobs the agent has saved in the store as managed, less those listed already (`lockstep run`'s).
-fn managed_elsewhere(store: &Store, listed: &[lockstep_store::JobRow]) -> anyhow::Result<Vec<Managed>> {
-    let running: std::collections::HashSet<&str> =
-        listed.iter().filter(|j| j.state == "running").map(|j| j.name.as_str()).collect();
-    Ok(store
-        .managed_all()?
-        .into_iter()
-        .filter(|(name, _)| !running.contains(name.as_str()))
-        .filter_map(|(name, saved)| {
-            let saved: serde_json::Value = serde_json::from_str(&saved).ok()?;
-            // The origin as the agent saves it: `"Run"`, `"Cgroup"`, or `{"Pids": …}`, `{"Slurm": …}`.
-            let origin = match &saved["origin"] {
-                serde_json::Value::String(kind) => kind.to_lowercase(),
-                serde_json::Value::Object(o) => o.keys().next()?.to_lowercase(),
-                _ => return None,
-            };
-            (origin != "run").then(|| Managed {
-                name,
-                origin,
-                pus: saved["pus"].as_str().unwrap_or("-").to_string(),
-                owner: saved["owner"].as_u64().unwrap_or(0),
-            })
-        })
-        .collect())
+/// The jobs the agent manages that `lockstep run` did not start (adopted, or Slurm's).
+fn managed_elsewhere(store: &Store) -> anyhow::Result<Vec<lockstep_store::ManagedJob>> {
+    Ok(store.managed_jobs()?.into_iter().filter(|m| m.origin != "run").collect())
 }

@@ -35,10 +35,10 @@ pub struct Args {
     command: Vec<String>,
 }
 
-/// Parses `123`, `64K`, `512M`, `4G`, `1T`.
 /// The least `--mem-limit`.
 const MIN_MEM_LIMIT: u64 = 4 << 20;
 
+/// Parses `123`, `64K`, `512M`, `4G`, `1T`: a byte count of at least [`MIN_MEM_LIMIT`].
 fn parse_bytes(s: &str) -> Result<u64, String> {
     let (digits, shift) = match s.as_bytes().last().map(u8::to_ascii_uppercase) {
         Some(b'K') => (&s[..s.len() - 1], 10),
@@ -62,6 +62,8 @@ fn parse_bytes(s: &str) -> Result<u64, String> {
 pub fn exec(args: &Args, store: &Path, socket: &Path) -> anyhow::Result<i32> {
     lockstep_proto::names::check_job_name(&args.job)?;
     let placement = place(&Machine::live()?, args.place.parse()?, args.cpus)?;
+    // Refused before the store exists: bad input changes nothing.
+    launch::resolve_command(&args.command[0])?;
     let mut store = Store::open(store)?;
     launch::run(
         &mut store,

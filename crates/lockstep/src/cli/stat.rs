@@ -39,8 +39,8 @@ pub struct Args {
     /// The agents' metrics port, for the nodes of a Slurm job.
     #[arg(long, value_name = "PORT", default_value_t = DEFAULT_METRICS_PORT, requires = "job")]
     metrics_port: u16,
-    /// Print counts every MS milliseconds.
-    #[arg(short = 'I', long = "interval-print", value_name = "MS", value_parser = clap::value_parser!(u64).range(10..))]
+    /// Print counts every MS milliseconds (10 to 3600000).
+    #[arg(short = 'I', long = "interval-print", value_name = "MS", value_parser = clap::value_parser!(u64).range(10..=3_600_000))]
     interval: Option<u64>,
     /// CSV output with this field separator (1 to 8 printable characters, e.g. `,` or `;`).
     #[arg(short = 'x', long = "field-separator", value_name = "SEP", value_parser = separator)]

@@ -133,6 +133,16 @@ impl Store {
         Ok(())
     }
 
+    /// Forgets job `id` as if it had never been recorded: a job refused before its command started (bad input
+    /// changes nothing).
+    pub fn forget_job(&mut self, id: i64) -> anyhow::Result<()> {
+        let tx = self.conn.transaction()?;
+        tx.execute("DELETE FROM placements WHERE job_id = ?1", params![id])?;
+        tx.execute("DELETE FROM jobs WHERE id = ?1", params![id])?;
+        tx.commit()?;
+        Ok(())
+    }
+
     /// Deletes the jobs that ended before `before` (seconds since the epoch), with their placements; returns how
     /// many. Running jobs are kept however old.
     pub fn expire_jobs(&mut self, before: f64) -> anyhow::Result<usize> {

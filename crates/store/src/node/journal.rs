@@ -151,6 +151,12 @@ impl Store {
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
+    /// Every job the agent manages, as the CLI shows it (from the descriptions the agent saved; one it cannot
+    /// read is left out).
+    pub fn managed_jobs(&self) -> anyhow::Result<Vec<ManagedJob>> {
+        Ok(self.managed_all()?.into_iter().filter_map(|(name, saved)| ManagedJob::read(name, &saved)).collect())
+    }
+
     /// Appends decisions and removes the journal entries of `restored` files, in one transaction.
     pub fn log_decisions(&mut self, decisions: &[Decision], restored: &[String]) -> anyhow::Result<()> {
         if decisions.is_empty() && restored.is_empty() {
@@ -255,5 +261,31 @@ impl Store {
             })
         })?;
         Ok(rows.collect::<Result<_, _>>()?)
+    }
+}
+
+/// A job the agent manages, as `lockstep jobs` lists it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ManagedJob {
+    /// Job name.
+    pub name: String,
+    /// How it came under the agent, as `lockstep status` names it: `run`, `cgroup`, `pids` or `slurm`.
+    pub origin: String,
+    /// Its PUs.
+    pub pus: String,
+    /// Its owner's UID.
+    pub owner: u64,
+}
+
+impl ManagedJob {
+    /// Reads the description the agent saved: its origin is an object tagged with its `kind`.
+    fn read(name: String, saved: &str) -> Option<Self> {
+        let saved: serde_json::Value = serde_json::from_str(saved).ok()?;
+        Some(Self {
+            name,
+            origin: saved["origin"]["kind"].as_str()?.to_string(),
+            pus: saved["pus"].as_str().unwrap_or("-").to_string(),
+            owner: saved["owner"].as_u64().unwrap_or(0),
+        })
     }
 }

@@ -6,5 +6,5 @@ mod samples;
 mod slurm;
 
 pub use jobs::{JobRow, NameInUse, NewJob};
-pub use journal::{Action, Decision, JournalEntry, ACTIONS};
+pub use journal::{Action, Decision, JournalEntry, ManagedJob, ACTIONS};
 pub use slurm::SlurmJob;
