@@ -226,12 +226,36 @@ static int cmp(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-static void usage(const char *why)
+/* The usage lockbench --help prints. */
+static const char help[] =
+	"lockbench: fixed-duration lock benchmark (docs/locks.md)\n"
+	"\n"
+	"Usage: lockbench --lock NAME --threads N --duration SECONDS [OPTIONS]\n"
+	"       lockbench --workload rename --threads N --duration SECONDS [--dir DIR] [OPTIONS]\n"
+	"       lockbench --list\n"
+	"\n"
+	"Options:\n"
+	"  --lock NAME           the lock (lockbench --list names them)\n"
+	"  --threads N           threads taking it (1 to 4096)\n"
+	"  --duration SECONDS    how long they run (more than 0, at most 3600)\n"
+	"  --workload KIND       counter (default), rename (the kernel's directory lock), rename-user\n"
+	"  --cs N                loop iterations inside each critical section (default 100)\n"
+	"  --cs-lines N          shared cache lines written inside it\n"
+	"  --ncs N               loop iterations of private work between critical sections (default 100)\n"
+	"  --cs-block HOW        the holder leaves its CPU inside: yield, sleep:MICROSECONDS, write or fault\n"
+	"  --corunners N         processes spinning on the CPUs, preempting holders and waiters\n"
+	"  --numa-map MAP        emulated NUMA nodes for cna, cna-pt and shfl: NODE:CPULIST pairs, e.g. 0:0-3;1:4-7\n"
+	"  --dir DIR             rename's shared directory (default: a new one under /dev/shm)\n"
+	"  --json                one JSON object instead of the table\n"
+	"  --list                print the locks and exit\n"
+	"  -h, --help            print this help and exit\n"
+	"\n"
+	"Example: lockbench --lock mcs --threads 4 --duration 2 --corunners 2\n";
+
+/* Says what was wrong with the command line, on one line, and exits 2. */
+static void __attribute__((noreturn)) usage(const char *why)
 {
-	fprintf(stderr, "lockbench: %s (usage: lockbench --lock NAME --threads N --duration SECONDS [--cs N] "
-			"[--cs-lines N] [--ncs N] [--corunners N] [--cs-block yield|sleep:MICROSECONDS|write|fault] "
-			"[--workload counter|rename|rename-user] "
-			"[--numa-map MAP] [--dir DIR] [--json] | --list)\n", why);
+	fprintf(stderr, "lockbench: %s (see lockbench --help)\n", why);
 	exit(2);
 }
 
@@ -338,6 +362,21 @@ struct config {
 	int kernel;
 };
 
+/* Whether the NUMA map came from --numa-map (its errors then name the flag, not the environment variable). */
+static int numa_flag;
+
+/* The locks' configuration error, naming --numa-map where the map came from it. */
+static const char *config_error(void)
+{
+	static char said[320];
+	const char *e = ls_lock_config_error();
+	const char *var = strstr(e, "LOCKSTEP_NUMA_MAP");
+	if (!numa_flag || !var)
+		return e;
+	snprintf(said, sizeof said, "%.*s--numa-map%s", (int)(var - e), e, var + strlen("LOCKSTEP_NUMA_MAP"));
+	return said;
+}
+
 /* Parses the command line into `cfg` and the workload globals; --list prints the locks and exits. */
 static void parse_args(int argc, char **argv, struct config *cfg)
 {
@@ -348,14 +387,15 @@ static void parse_args(int argc, char **argv, struct config *cfg)
 		{ "corunners", required_argument, 0, 'r' }, { "workload", required_argument, 0, 'w' },
 		{ "numa-map", required_argument, 0, 'm' }, { "dir", required_argument, 0, 'D' },
 		{ "json", no_argument, 0, 'j' },           { "list", no_argument, 0, 'L' },
-		{ "cs-block", required_argument, 0, 'b' },
+		{ "cs-block", required_argument, 0, 'b' }, { "help", no_argument, 0, 'h' },
 		{ 0, 0, 0, 0 },
 	};
 	int c;
 	*cfg = (struct config){ .workload = "counter" };
 	cs_iters = 100;
 	ncs_iters = 100;
-	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+	opterr = 0; /* getopt's own messages would be a second line; usage() says it */
+	while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'l': cfg->name = optarg; break;
 		case 't': cfg->threads = number("--threads", optarg, 1, 4096); break;
@@ -371,7 +411,10 @@ static void parse_args(int argc, char **argv, struct config *cfg)
 		case 'n': ncs_iters = number("--ncs", optarg, 0, 1000000000); break;
 		case 'r': cfg->corunners = number("--corunners", optarg, 0, 1024); break;
 		case 'w': cfg->workload = optarg; break;
-		case 'm': setenv("LOCKSTEP_NUMA_MAP", optarg, 1); break;
+		case 'm':
+			setenv("LOCKSTEP_NUMA_MAP", optarg, 1);
+			numa_flag = 1;
+			break;
 		case 'D': cfg->dir = optarg; break;
 		case 'b': block_setup(optarg); break;
 		case 'j': cfg->json = 1; break;
@@ -379,11 +422,27 @@ static void parse_args(int argc, char **argv, struct config *cfg)
 			for (const char *const *n = ls_lock_names(); *n; n++)
 				puts(*n);
 			exit(0);
-		default: usage("unknown option");
+		case 'h': fputs(help, stdout); exit(0);
+		case ':': {
+			char why[160];
+			snprintf(why, sizeof why, "%.100s needs a value", argv[optind - 1]);
+			usage(why);
+		}
+		default: {
+			char why[160];
+			if (optopt)
+				snprintf(why, sizeof why, "unknown option -%c", optopt);
+			else
+				snprintf(why, sizeof why, "unknown option %.100s", argv[optind - 1]);
+			usage(why);
+		}
 		}
 	}
-	if (optind < argc)
-		usage("unexpected argument");
+	if (optind < argc) {
+		char why[160];
+		snprintf(why, sizeof why, "unexpected argument %.100s", argv[optind]);
+		usage(why);
+	}
 }
 
 /* Checks the options against each other and sets the workload's operation and lock. */
@@ -416,7 +475,7 @@ static void choose_workload(struct config *cfg)
 			usage(why);
 		}
 		if (ls_lock_config_error())
-			usage(ls_lock_config_error());
+			usage(config_error());
 	}
 }
 
