@@ -18,7 +18,17 @@ use lockstepd::{DcsSettings, TelemetrySettings as Settings, DEFAULT_EVENTS};
 
 /// lockstepd: the lockstep node agent (co-scheduling, watchdog, control socket, counters), in the foreground.
 #[derive(Debug, Parser)]
-#[command(name = "lockstepd", version)]
+#[command(
+    name = "lockstepd",
+    version,
+    after_help = "Examples:
+  lockstepd --policy gang --slot 200ms
+      co-schedule this node's jobs, 200 ms per row (systemd runs it as lockstepd.service)
+  lockstepd --config /etc/lockstep/agent.toml --metrics 9464
+      settings from a file, and /metrics for Prometheus on 127.0.0.1:9464
+  lockstep agent --policy auto
+      the same program, started by lockstep"
+)]
 struct Args {
     /// SQLite store of this node [env: LOCKSTEP_STORE] [default: /var/lib/lockstep/lockstep.db]
     #[arg(long, value_name = "PATH")]
@@ -201,9 +211,9 @@ fn hostname() -> String {
 
 /// Writes lockstepd.8 into `dir`.
 fn man(dir: &std::path::Path) -> anyhow::Result<i32> {
-    let page = clap_mangen::Man::new(Args::command()).section("8");
-    std::fs::create_dir_all(dir)
-        .and_then(|()| page.generate_to(dir).map(drop))
+    let related =
+        ["lockstep(1)", "lockstep-status(1)", "lockstep-policy(1)", "systemd.exec(5)", "slurm.conf(5)", "cgroups(7)"];
+    lockstep_version::man::write_pages(Args::command(), "8", dir, &related)
         .map_err(|e| anyhow::anyhow!("cannot write lockstepd.8 into {}: {e}", dir.display()))?;
     Ok(0)
 }

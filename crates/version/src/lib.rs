@@ -1,5 +1,8 @@
 //! The text of `lockstep --version` and `lockstepd --version`, shaped like ripgrep's: the release and the git
-//! commit on the first line, then which optional parts were built in and which the machine provides at run time.
+//! commit on the first line, then which optional parts were built in and which the machine provides at run time;
+//! and their manual pages ([`man`]).
+
+pub mod man;
 
 /// The git commit (12 hex digits) the binaries were built from, or "unknown" outside a git checkout.
 pub const COMMIT: &str = env!("LOCKSTEP_COMMIT");

@@ -15,7 +15,7 @@ use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 /// lockstep: place, co-schedule and measure parallel jobs that share HPC nodes.
 #[derive(Debug, Parser)]
-#[command(name = "lockstep", version, about, propagate_version = true)]
+#[command(name = "lockstep", version, about, propagate_version = true, after_help = TOP_EXAMPLES)]
 pub struct Cli {
     /// SQLite store of this node [env: LOCKSTEP_STORE] [default: /var/lib/lockstep/lockstep.db]
     #[arg(long, global = true, value_name = "PATH", help_heading = "Global options")]
@@ -31,48 +31,140 @@ pub struct Cli {
     command: Command,
 }
 
+/// A first session, in order.
+const TOP_EXAMPLES: &str = "Examples:
+  lockstep topo
+      this machine's packages, NUMA nodes, cores and core kinds
+  lockstep run --job lu --place numa-local -- mpirun -n 4 ./lu
+      run an MPI job in its own cgroup, on one NUMA node's cores
+  lockstep agent --policy gang --slot 200ms
+      the node agent, in the foreground, co-scheduling the jobs of this node
+  lockstep status
+      what the agent runs now: each job's row, PUs, frozen or boosted
+  lockstep stat -e task-clock,context-switches sleep 1
+      count a command's events, as perf stat does
+  lockstep experiment run experiments/mpl-quick.toml
+      a short co-scheduling experiment, its table and HTML report";
+
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Show the machine's topology: packages, NUMA nodes, cores, PUs and core kinds.
+    #[command(after_help = "Examples:
+  lockstep topo
+      this machine, as hwloc sees it
+  lockstep topo --xml fixtures/topology/intel-raptorlake-i7-1370p.xml --json
+      another machine's topology, from the XML lstopo --of xml wrote there")]
     Topo(topo::Args),
     /// Show which PUs and memory nodes a placement policy gives a job.
+    #[command(after_help = "Examples:
+  lockstep place --policy numa-local --cpus 4
+      four PUs and their memory node, on one NUMA node
+  lockstep place --policy p-only --xml fixtures/topology/intel-raptorlake-i7-1370p.xml
+      the performance cores of a hybrid CPU")]
     Place(place::Args),
     /// Run a command as a job inside its own cgroup, placed by a policy.
+    #[command(after_help = "Examples:
+  lockstep run --job lu --place numa-local -- mpirun -n 4 ./lu
+      the job's cgroup gets one NUMA node's PUs and memory
+  lockstep run --job build --place any --weight 50 --mem-limit 4G make -j8
+      a lower CPU weight and a memory limit; the command may follow without --")]
     Run(run::Args),
     /// List the jobs of this node.
+    #[command(after_help = "Examples:
+  lockstep jobs
+      running jobs: those lockstep run started and those the agent manages
+  lockstep jobs --all --json
+      ended ones too, as JSON")]
     Jobs(jobs::Args),
     /// Run the node agent in the foreground (co-scheduling, watchdog, control socket): `lockstepd`, beside
     /// this program, with the same arguments (`lockstep agent --help` lists them).
-    #[command(disable_help_flag = true, disable_version_flag = true)]
+    #[command(
+        disable_help_flag = true,
+        disable_version_flag = true,
+        after_help = "Examples:
+  lockstep agent --policy gang --slot 200ms
+      the agent in the foreground; lockstep agent --help lists its options (lockstepd(8))"
+    )]
     Agent {
         /// Arguments for lockstepd.
         #[arg(trailing_var_arg = true, allow_hyphen_values = true, value_name = "ARGS")]
         args: Vec<std::ffi::OsString>,
     },
     /// Show the agent's live table: policy, slot, rows, and each job's state.
+    #[command(after_help = "Examples:
+  lockstep status
+      the table: node, policy, slot, then one line per job
+  lockstep --socket /run/lockstep/agent.sock status --json
+      the same as JSON, from an agent at another socket")]
     Status(control::StatusArgs),
     /// Change the agent's co-scheduling policy.
-    #[command(subcommand)]
+    #[command(
+        subcommand,
+        after_help = "Examples:
+  lockstep policy set gang --slot 200ms
+      gang-schedule the jobs that share PUs, 200 ms per row
+  lockstep -q policy set cfs
+      back to the kernel's scheduler, saying nothing"
+    )]
     Policy(control::PolicyCommand),
     /// Put existing cgroups, processes or containers under the agent as one job.
+    #[command(after_help = "Examples:
+  lockstep adopt --job sim --pid 4242,4243
+      move two processes into a cgroup of the agent's, as job sim
+  lockstep adopt --job ranks --container rank0 rank1
+      the cgroups of two podman containers, as one job")]
     Adopt(control::AdoptArgs),
     /// Stop managing a job, restoring its cgroups.
+    #[command(after_help = "Examples:
+  lockstep release --job sim
+      the job's cgroups and processes as they were before adopt")]
     Release(control::ReleaseArgs),
     /// Count hardware and software events of a command or processes, like `perf stat`.
+    #[command(after_help = "Examples:
+  lockstep stat -e task-clock,context-switches sleep 1
+      count a command, as perf stat does (-- before it is optional)
+  lockstep stat -e '{cycles,instructions}' -I 1000 -p 4242
+      a group of two events of a running process, printed every second
+  lockstep stat --job slurm-17
+      a Slurm job's counts summed over the agents of its nodes")]
     Stat(stat::Args),
     /// Run an experiment spec, or write its report.
-    #[command(subcommand)]
+    #[command(
+        subcommand,
+        after_help = "Examples:
+  lockstep experiment run experiments/mpl-quick.toml
+      run every case, print the table, write reports/NAME/index.html
+  lockstep experiment report mpl-quick
+      write the report of its latest run again, from the store"
+    )]
     Experiment(experiment::ExperimentCommand),
     /// Slurm's prolog and epilog: tell the agent about each job (see deploy/slurm/).
-    #[command(subcommand)]
+    #[command(
+        subcommand,
+        after_help = "Examples:
+  lockstep slurm prolog
+      slurm.conf's Prolog (deploy/slurm/prolog): the node's agent learns of the job as it starts
+  lockstep slurm epilog
+      slurm.conf's Epilog: the agent forgets the job as it ends on the node
+  lockstep slurm prolog-slurmctld
+      slurm.conf's PrologSlurmctld: the job's place in the cluster-wide matrix, in its AdminComment
+  lockstep slurm epilog-slurmctld
+      slurm.conf's EpilogSlurmctld: its neighbours take the slots it held"
+    )]
     Slurm(slurm::SlurmCommand),
     /// Print the completion script of a shell, e.g. `lockstep completion bash > /etc/bash_completion.d/lockstep`.
+    #[command(after_help = "Examples:
+  lockstep completion bash > /etc/bash_completion.d/lockstep
+      completion for bash, for every user")]
     Completion {
         /// The shell.
         #[arg(value_enum)]
         shell: clap_complete::Shell,
     },
     /// Write the manual pages (lockstep.1 and one per subcommand, lockstep-SUBCOMMAND.1) into a directory.
+    #[command(after_help = "Examples:
+  lockstep man /usr/local/share/man/man1
+      the pages, where man finds them (make install does this)")]
     Man {
         /// Directory to write them into (created if missing).
         #[arg(value_name = "DIR")]
@@ -115,13 +207,16 @@ fn exec(cli: Cli) -> anyhow::Result<i32> {
             Ok(0)
         }
         Command::Man { dir } => {
-            std::fs::create_dir_all(&dir)
-                .and_then(|()| clap_mangen::generate_to(Cli::command(), &dir))
+            lockstep_version::man::write_pages(Cli::command(), "1", &dir, RELATED)
                 .map_err(|e| anyhow::anyhow!("cannot write the manual pages into {}: {e}", dir.display()))?;
             Ok(0)
         }
     }
 }
+
+/// The pages every SEE ALSO of lockstep's ends with: the agent, and the tools whose habits lockstep follows.
+const RELATED: &[&str] =
+    &["lockstepd(8)", "perf-stat(1)", "lstopo(1)", "hwloc(7)", "srun(1)", "mpirun(1)", "cgroups(7)"];
 
 /// The name `lockstep agent` starts lockstepd under (its `argv[0]`), which lockstepd shows in its usage.
 const AGENT_ARG0: &str = "lockstep agent";
