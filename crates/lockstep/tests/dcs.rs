@@ -401,8 +401,15 @@ fn without_btf_dcs_is_refused_and_the_other_policies_keep_working() {
     common::require_root();
     let _serial = serial();
     let env = Env::new();
+    // A BTF file named at start must exist then (a typo is refused at once, whatever the policy)...
     let missing = env.dir.path().join("no-such-vmlinux");
+    let out = env.run(&["agent", "--policy", "cfs", "--btf", missing.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("BTF file") && stderr(&out).contains("does not exist"), "{}", stderr(&out));
+    // ...and one gone since (or a kernel without BTF) refuses dcs when it is asked for.
+    std::fs::write(&missing, b"").unwrap();
     let agent = Agent::start(&env, &["--policy", "cfs", "--btf", missing.to_str().unwrap()]);
+    std::fs::remove_file(&missing).unwrap();
     let out = env.run(&["policy", "set", "dcs"]);
     assert!(!out.status.success());
     let err = stderr(&out);
