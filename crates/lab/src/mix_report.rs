@@ -132,13 +132,13 @@ pub fn bar_chart(runs: &[ExperimentRun]) -> String {
         return String::new();
     }
     let modes: Vec<&String> = means.keys().collect();
-    // Headroom above the bars for the legend.
-    let top = means.values().flat_map(|p| p.values()).copied().fold(0.0, f64::max) * 1.6 + 1e-9;
+    let top = means.values().flat_map(|p| p.values()).copied().fold(0.0, f64::max) * 1.1 + 1e-9;
     let width = 1.0 / (policies.len() as f64 + 1.0);
     let mut svg = String::new();
     {
-        let root = SVGBackend::with_string(&mut svg, (720, 360)).into_drawing_area();
-        let _ = root.fill(&WHITE);
+        let whole = SVGBackend::with_string(&mut svg, (720 + crate::report::LEGEND_WIDTH, 360)).into_drawing_area();
+        let _ = whole.fill(&WHITE);
+        let (root, side) = whole.split_horizontally(720);
         let Ok(mut chart) = ChartBuilder::on(&root)
             .caption("Mean slowdown of jobs sharing the node, per policy", ("sans-serif", 16))
             .margin(10)
@@ -163,8 +163,10 @@ pub fn bar_chart(runs: &[ExperimentRun]) -> String {
             })
             .y_desc("mean slowdown (x, 1 = alone)")
             .draw();
+        let mut entries = Vec::new();
         for (j, policy) in policies.iter().enumerate() {
-            let color = Palette99::pick(j).to_rgba();
+            let color = crate::report::series_colour(policy);
+            entries.push((policy.clone(), color));
             let bars: Vec<Rectangle<(f64, f64)>> = modes
                 .iter()
                 .enumerate()
@@ -174,13 +176,10 @@ pub fn bar_chart(runs: &[ExperimentRun]) -> String {
                     Some(Rectangle::new([(x0, 0.0), (x0 + width * 0.9, s)], color.filled()))
                 })
                 .collect();
-            if let Ok(s) = chart.draw_series(bars) {
-                s.label(policy.clone())
-                    .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], color.filled()));
-            }
+            let _ = chart.draw_series(bars);
         }
-        let _ = chart.configure_series_labels().border_style(BLACK).background_style(WHITE.mix(0.8)).draw();
-        let _ = root.present();
+        crate::report::legend(&side, &entries, true);
+        let _ = whole.present();
     }
     svg
 }

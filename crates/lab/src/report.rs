@@ -135,12 +135,83 @@ fn slurm_section(runs: &[ExperimentRun], means: &BTreeMap<(String, String, u32),
     md
 }
 
-/// One line chart: x = `x_label` (MPL, threads), one series per key (policy, lock).
+/// The colour of each policy and lock lockstep has, in every chart of every report (Okabe and Ito's palette for
+/// colour-blind readers first): a reader comparing charts follows one colour.
+const COLOURS: &[(&str, (u8, u8, u8))] = &[
+    ("cfs", (0, 0, 0)),
+    ("boost", (230, 159, 0)),
+    ("gang", (0, 114, 178)),
+    ("auto", (0, 158, 115)),
+    ("dcs", (204, 121, 167)),
+    ("dcs+boost", (213, 94, 0)),
+    ("slurm-gang", (86, 180, 233)),
+    ("dedicated", (153, 153, 153)),
+    ("p-only", (0, 114, 178)),
+    ("mixed", (0, 158, 115)),
+    ("e-only", (230, 159, 0)),
+    ("pthread", (0, 0, 0)),
+    ("ttas", (230, 159, 0)),
+    ("ticket", (86, 180, 233)),
+    ("mcs", (0, 114, 178)),
+    ("cna", (0, 158, 115)),
+    ("mcs-pt", (140, 86, 75)),
+    ("cna-pt", (204, 121, 167)),
+    ("shfl", (213, 94, 0)),
+];
+
+/// The colour of series `name` in every chart: its policy's or lock's (the name before any `/slot` or `:raise`),
+/// made darker by an amount fixed by the rest of the name (`gang/200ms` and `gang/2s` differ, each the same
+/// everywhere); a name outside [`COLOURS`] gets a colour fixed by its text.
+pub(crate) fn series_colour(name: &str) -> RGBColor {
+    let base = name.split(['/', ':']).next().unwrap_or(name);
+    // FNV-1a: the same bytes give the same colour in every report, on every machine.
+    let hash = |text: &str| {
+        text.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
+    };
+    let (r, g, b) = COLOURS.iter().find(|(n, _)| *n == base).map_or_else(
+        || {
+            let c = Palette99::pick(hash(base) as usize % 99).to_rgba();
+            (c.0, c.1, c.2)
+        },
+        |(_, rgb)| *rgb,
+    );
+    let rest = &name[base.len()..];
+    if rest.is_empty() {
+        return RGBColor(r, g, b);
+    }
+    let keep = 0.55 + 0.35 * (hash(rest) % 100) as f64 / 100.0;
+    let dim = |v: u8| (f64::from(v) * keep) as u8 + if v == 0 { (60.0 * (1.0 - keep)) as u8 } else { 0 };
+    RGBColor(dim(r), dim(g), dim(b))
+}
+
+/// Width of the legend beside a chart: the legend never covers the data.
+pub(crate) const LEGEND_WIDTH: u32 = 170;
+
+/// Draws the legend of `entries` (name, colour) in `area`, beside the chart: a line, or a box for bars.
+pub(crate) fn legend<DB: DrawingBackend>(
+    area: &DrawingArea<DB, plotters::coord::Shift>,
+    entries: &[(String, RGBColor)],
+    boxes: bool,
+) {
+    for (i, (name, colour)) in entries.iter().enumerate() {
+        let y = 40 + 20 * i as i32;
+        let _ = if boxes {
+            area.draw(&Rectangle::new([(6, y - 5), (18, y + 5)], colour.filled()))
+        } else {
+            area.draw(&PathElement::new(vec![(2, y), (20, y)], colour.stroke_width(2)))
+        };
+        let _ = area.draw(&Text::new(name.clone(), (26, y - 7), ("sans-serif", 13)));
+    }
+}
+
+/// One line chart: x = `x_label` (MPL, threads), one series per key (policy, lock), each in its
+/// [`series_colour`], the legend beside the plot.
 pub(crate) fn chart(title: &str, x_label: &str, y_label: &str, series: &BTreeMap<String, Vec<(u32, f64)>>) -> String {
     let mut svg = String::new();
     {
-        let root = SVGBackend::with_string(&mut svg, (560, 340)).into_drawing_area();
-        let _ = root.fill(&WHITE);
+        let whole = SVGBackend::with_string(&mut svg, (560 + LEGEND_WIDTH, 340)).into_drawing_area();
+        let _ = whole.fill(&WHITE);
+        let (root, side) = whole.split_horizontally(560);
         let xs: Vec<u32> = series.values().flatten().map(|p| p.0).collect();
         let ys: Vec<f64> = series.values().flatten().map(|p| p.1).filter(|y| y.is_finite()).collect();
         let (x0, x1) = (xs.iter().min().copied().unwrap_or(1), xs.iter().max().copied().unwrap_or(2).max(2));
@@ -155,17 +226,17 @@ pub(crate) fn chart(title: &str, x_label: &str, y_label: &str, series: &BTreeMap
             return String::new();
         };
         let _ = chart.configure_mesh().x_desc(x_label).y_desc(y_label).x_labels(x1 as usize).draw();
-        for (i, (policy, points)) in series.iter().enumerate() {
-            let color = Palette99::pick(i).to_rgba();
+        let mut entries = Vec::new();
+        for (policy, points) in series {
+            let color = series_colour(policy);
             let pts: Vec<(f64, f64)> =
                 points.iter().filter(|p| p.1.is_finite()).map(|p| (f64::from(p.0), p.1)).collect();
-            if let Ok(s) = chart.draw_series(LineSeries::new(pts.clone(), color.stroke_width(2))) {
-                s.label(policy.clone()).legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], color));
-            }
+            let _ = chart.draw_series(LineSeries::new(pts.clone(), color.stroke_width(2)));
             let _ = chart.draw_series(pts.into_iter().map(|p| Circle::new(p, 3, color.filled())));
+            entries.push((policy.clone(), color));
         }
-        let _ = chart.configure_series_labels().border_style(BLACK).background_style(WHITE.mix(0.8)).draw();
-        let _ = root.present();
+        legend(&side, &entries, false);
+        let _ = whole.present();
     }
     svg
 }
@@ -314,4 +385,34 @@ fn markdown_tables_to_html(md: &str) -> String {
         out += "</table>";
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{chart, series_colour};
+    use std::collections::BTreeMap;
+
+    #[test]
+    fn a_policy_has_one_colour_in_every_chart() {
+        let known = ["cfs", "boost", "gang", "auto", "dcs", "dcs+boost", "slurm-gang"];
+        let colours: Vec<_> = known.iter().map(|p| series_colour(p)).collect();
+        for (i, c) in colours.iter().enumerate() {
+            assert!(!colours[..i].contains(c), "{} shares its colour", known[i]);
+        }
+        assert_eq!(series_colour("gang/200ms"), series_colour("gang/200ms"));
+        assert_ne!(series_colour("gang/200ms"), series_colour("gang"));
+        assert_eq!(series_colour("some-new-lock"), series_colour("some-new-lock"));
+        // Whatever else a chart holds, and in whatever order, cfs is drawn in cfs's colour.
+        let hex = |c: plotters::style::RGBColor| format!("#{:02X}{:02X}{:02X}", c.0, c.1, c.2);
+        for others in [vec!["auto"], vec!["boost", "gang", "auto"]] {
+            let mut series = BTreeMap::new();
+            for name in others.iter().chain(&["cfs"]) {
+                series.insert((*name).to_string(), vec![(1, 1.0), (2, 2.0)]);
+            }
+            let svg = chart("t", "x", "y", &series);
+            for name in others.iter().chain(&["cfs"]) {
+                assert!(svg.contains(&hex(series_colour(name))), "{name} not in its colour: {svg}");
+            }
+        }
+    }
 }
