@@ -195,7 +195,10 @@ fn run_with_timeout(program: &str, args: &[&str]) -> anyhow::Result<String> {
         anyhow::bail!("{program} {} did not answer within {} s", args.join(" "), SCONTROL_TIMEOUT.as_secs());
     };
     if !out.status.success() {
-        anyhow::bail!("{program} {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr).trim());
+        // Slurm's clients say why over several lines: one line here, as every lockstep error is.
+        let said = String::from_utf8_lossy(&out.stderr);
+        let said: Vec<&str> = said.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
+        anyhow::bail!("{program} {} failed: {}", args.join(" "), said.join("; "));
     }
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
