@@ -650,15 +650,22 @@ pub fn write(spec: &ModelSpec, records: &[ScaleRecord], dir: &Path) -> anyhow::R
 mod tests {
     use super::*;
 
-    /// The Python with SimPy that scripts/deps.sh prepares.
-    fn venv_python() -> PathBuf {
+    /// The Python with SimPy that scripts/deps.sh prepares; without it (a plain `cargo test` before any `make`)
+    /// the test is skipped with a line saying so, unless `LOCKSTEP_REQUIRE_ALL=1` (`make test`) makes it fail.
+    fn venv_python() -> Option<PathBuf> {
         let python = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../build/venv/bin/python3");
-        assert!(python.exists(), "{} missing: run scripts/deps.sh", python.display());
-        python
+        if python.exists() {
+            return Some(python);
+        }
+        let what = format!("{} missing: run scripts/deps.sh (make does)", python.display());
+        assert!(std::env::var_os("LOCKSTEP_REQUIRE_ALL").is_none_or(|v| v != "1"), "prerequisite missing: {what}");
+        eprintln!("skipped: {what}");
+        None
     }
 
     #[test]
     fn the_model_replays_a_measured_case_and_answers_every_question() {
+        let Some(python) = venv_python() else { return };
         let dir = tempfile::tempdir().unwrap();
         let job = |submit: f64, nodes: &[u32], alone_s: f64| ModelJob {
             submit,
@@ -723,7 +730,7 @@ mod tests {
         let (cal_path, answer_path) = (dir.path().join("cal.json"), dir.path().join("answer.json"));
         std::fs::write(&cal_path, serde_json::to_string(&cal).unwrap()).unwrap();
         let model = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../experiments/model/scale_model.py");
-        let out = Command::new(venv_python()).arg(model).arg(&cal_path).arg(&answer_path).output().unwrap();
+        let out = Command::new(python).arg(model).arg(&cal_path).arg(&answer_path).output().unwrap();
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
         let a: Answer = serde_json::from_str(&std::fs::read_to_string(&answer_path).unwrap()).unwrap();
         assert_eq!(a.validation.len(), 5);
