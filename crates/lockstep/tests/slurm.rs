@@ -355,12 +355,15 @@ fn a_job_cancelled_mid_slot_leaves_nothing_frozen_or_boosted() {
         cluster.policy(policy, slot);
         let mut a = cluster.srun("lu", "A");
         let mut b = cluster.srun("lu", "A");
+        // Cancel the job that is frozen (gang) or boosted (boost) right now, in the middle of its slot: the one the
+        // snapshot that ended the wait shows (a second read may fall in the next slot, or between two).
+        let mut held = None;
         wait_for("both jobs co-scheduled", || {
             let s = cluster.status(1);
-            s.jobs.len() == 2 && s.jobs.iter().any(|j| j.frozen || j.boosted)
+            held = s.jobs.iter().find(|j| j.frozen || j.boosted).filter(|_| s.jobs.len() == 2).cloned();
+            held.is_some()
         });
-        // Cancel the job that is frozen (gang) or boosted (boost) right now, in the middle of its slot.
-        let held = cluster.status(1).jobs.into_iter().find(|j| j.frozen || j.boosted).unwrap();
+        let held = held.expect("the wait ended on a snapshot with a held job");
         let id = held.name.strip_prefix("slurm-").unwrap().to_string();
         let out = cluster.slurm("scancel").arg(&id).output().unwrap();
         assert!(out.status.success(), "scancel: {}", stderr(&out));
