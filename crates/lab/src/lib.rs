@@ -11,6 +11,7 @@ mod dcs_report;
 pub mod locks;
 mod mix_report;
 pub mod placement;
+mod plot;
 pub mod report;
 pub mod runner;
 pub mod scale;
