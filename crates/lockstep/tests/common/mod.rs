@@ -143,6 +143,26 @@ pub fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
     }
 }
 
+/// Looks at live state with `look` until `ok` accepts what it saw, at most `limit`, and returns that snapshot:
+/// the one the test then asserts on, never a second read. Past the limit the test fails, showing the last
+/// snapshot seen.
+pub fn wait_until<T: std::fmt::Debug>(
+    what: &str,
+    limit: Duration,
+    mut look: impl FnMut() -> T,
+    ok: impl Fn(&T) -> bool,
+) -> T {
+    let deadline = Instant::now() + limit;
+    loop {
+        let seen = look();
+        if ok(&seen) {
+            return seen;
+        }
+        assert!(Instant::now() < deadline, "timed out ({limit:?}) waiting for {what}; last seen: {seen:#?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// Whether process `pid` is still there (a zombie is not).
 pub fn running(pid: i32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat"))
