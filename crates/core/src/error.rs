@@ -60,8 +60,8 @@ pub fn read_input(path: &std::path::Path, what: &str, expected: &str) -> Result<
     String::from_utf8(bytes).map_err(|_| input_error(path, what, expected, "is not UTF-8 text"))
 }
 
-/// `WHAT PATH: WHY (expected EXPECTED)`.
-fn input_error(path: &std::path::Path, what: &str, expected: &str, why: &str) -> UsageError {
+/// The usage error of an input file: `WHAT PATH: WHY (expected EXPECTED)`.
+pub fn input_error(path: &std::path::Path, what: &str, expected: &str, why: &str) -> UsageError {
     UsageError::new(format!("{what} {}: {why} (expected {expected})", path.display()))
 }
 

@@ -113,13 +113,9 @@ impl Machine {
 
     /// Loads a topology from an hwloc XML file; a missing, unreadable or invalid file is a usage error.
     pub fn from_xml(path: &Path) -> Result<Self, UsageError> {
-        let text = crate::error::read_input(path, "topology file", "an hwloc XML file, as lstopo --of xml writes it")?;
-        let bad = |why: &str| {
-            UsageError::new(format!(
-                "topology file {}: {why} (expected an hwloc XML file, as lstopo --of xml writes it)",
-                path.display()
-            ))
-        };
+        let (what, expected) = ("topology file", "an hwloc XML file, as lstopo --of xml writes it");
+        let text = crate::error::read_input(path, what, expected)?;
+        let bad = |why: &str| crate::error::input_error(path, what, expected, why);
         // Read here, handed to hwloc as a buffer: hwloc's own file errors are not all reported, some abort.
         let builder = Topology::builder().from_xml(&text).map_err(|_| bad("hwloc cannot parse it"))?;
         let topo = builder.build().map_err(|_| bad("hwloc cannot build a topology from it"))?;
