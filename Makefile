@@ -45,6 +45,8 @@ uninstall:
 demo: build
 	@scripts/demo.sh "$(FIXTURE)"
 
+# Each line of the suite says how long it took (scripts/timed-shell).
+test: SHELL := $(CURDIR)/scripts/timed-shell
 test: build
 	$(CARGO) fmt --all --check
 	scripts/module-cycles.py crates
