@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Output};
 use std::time::{Duration, Instant};
 
-use common::{assert_in_step, assert_no_cgroup, job_dirs, name, running, slot_gaps_ms, wait_for, Agent, Env};
+use common::{assert_in_step, assert_no_cgroup, job_dirs, name, running, slot_gaps_ms, wait_until, Agent, Env, WAIT};
 use lockstep_cgroup::knobs::is_frozen;
 use lockstep_cgroup::Knobs;
 use nix::sys::signal::{kill, Signal};
@@ -47,9 +47,7 @@ impl Job {
     /// Waits for the job's first process in its cgroup.
     fn started(child: Child, name: &str) -> Self {
         let dirs = job_dirs(name);
-        wait_for("the job's process", || {
-            std::fs::read_to_string(dirs[0].join("cgroup.procs")).is_ok_and(|p| !p.trim().is_empty())
-        });
+        common::processes(&dirs[0], 1);
         Self { name: name.to_string(), child }
     }
 
@@ -274,7 +272,7 @@ fn boost_alternates_weights_and_cfs_writes_nothing() {
     let quiet = env.run(&["-q", "policy", "set", "cfs"]);
     ok(&quiet);
     assert!(quiet.stdout.is_empty(), "-q: {quiet:?}");
-    wait_for("weights restored", || a.weight() == default && b.weight() == default);
+    wait_until("weights restored", WAIT, || (a.weight(), b.weight()), |(x, y)| x == default && y == default);
     let db = rusqlite::Connection::open(env.store()).unwrap();
     let since = lockstep_store::now();
     // Decisions reach the store once a second.
@@ -299,27 +297,26 @@ fn sigkill_of_the_agent_thaws_and_restores_within_two_seconds() {
     let agent = Agent::start(&env, &["--policy", "gang", "--slot", "500ms"]);
     let a = Job::start(&env, &name("kill-a"), &[]);
     let b = Job::start(&env, &name("kill-b"), &[]);
-    wait_for("one job frozen", || a.frozen() || b.frozen());
+    one_frozen(&a, &b);
     let pids: Vec<i32> = a.pids().into_iter().chain(b.pids()).collect();
-    let killed = Instant::now();
     drop(agent.stop(Signal::SIGKILL));
-    while a.frozen() || b.frozen() {
-        assert!(killed.elapsed() < Duration::from_secs(2), "jobs still frozen 2 s after SIGKILL of the agent");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    let thawed = |&f: &(bool, bool)| f == (false, false);
+    wait_until(
+        "the watchdog to thaw the jobs after SIGKILL of the agent",
+        RESTORE,
+        || (a.frozen(), b.frozen()),
+        thawed,
+    );
     for pid in &pids {
         assert!(Path::new(&format!("/proc/{pid}")).exists(), "process {pid} lost");
     }
     // The next agent takes the jobs over from the store; kill it in a boosted slot too.
     let agent = Agent::start(&env, &["--policy", "boost", "--slot", "500ms"]);
     let default = if a.knobs().weight.unwrap().ends_with("cpu.shares") { "1024" } else { "100" };
-    wait_for("one job boosted", || a.weight() != default || b.weight() != default);
-    let killed = Instant::now();
+    wait_until("one job boosted", WAIT, || (a.weight(), b.weight()), |(x, y)| x != default || y != default);
     drop(agent.stop(Signal::SIGKILL));
-    while a.weight() != default || b.weight() != default {
-        assert!(killed.elapsed() < Duration::from_secs(2), "weights not restored 2 s after SIGKILL");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    let restored = |(x, y): &(String, String)| x == default && y == default;
+    wait_until("the watchdog to restore the weights after SIGKILL", RESTORE, || (a.weight(), b.weight()), restored);
     // A restart finds nothing to repair.
     let agent = Agent::start(&env, &["--policy", "cfs"]);
     let log = stopped_log(agent);
@@ -397,7 +394,13 @@ fn adopted_pids_move_in_and_back_out() {
     ok(&env.run(&["adopt", "--job", &again, "--pid", &pids[1]]));
     let _ = sleepers[1].kill();
     let _ = sleepers[1].wait();
-    wait_for("the ended job's cgroup to go", || job_dirs(&again).iter().all(|d| !d.exists()));
+    let dirs = job_dirs(&again);
+    wait_until(
+        "the ended job's cgroup to go",
+        WAIT,
+        || dirs.iter().filter(|d| d.exists()).collect::<Vec<_>>(),
+        Vec::is_empty,
+    );
     let status = env.run(&["status", "--json"]);
     let status: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
     assert!(status["jobs"].as_array().unwrap().is_empty(), "{status}");
@@ -589,11 +592,14 @@ fn a_stopped_experiment_takes_down_what_it_started() {
         .unwrap();
     let me = child.id() as i32;
     // The agent, `lockstep run`, mpirun and the ranks.
-    wait_for("the job's ranks", || {
+    let comms = || -> Vec<String> {
         descendants(me)
             .iter()
-            .any(|&p| std::fs::read_to_string(format!("/proc/{p}/comm")).is_ok_and(|c| c.trim() == "ep"))
-    });
+            .filter_map(|p| std::fs::read_to_string(format!("/proc/{p}/comm")).ok())
+            .map(|c| c.trim().to_string())
+            .collect()
+    };
+    wait_until("the job's ranks", WAIT, comms, |c| c.iter().any(|c| c == "ep"));
     let below = descendants(me);
     kill(Pid::from_raw(me), Signal::SIGTERM).unwrap();
     let status = child.wait().unwrap();
@@ -601,7 +607,8 @@ fn a_stopped_experiment_takes_down_what_it_started() {
     std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut err).unwrap();
     assert_eq!(status.code(), Some(128 + libc::SIGTERM), "{err}");
     assert!(err.contains("taking down what the experiment started"), "{err}");
-    wait_for("every process the experiment started to be gone", || !below.iter().any(|&p| running(p)));
+    let left = || below.iter().copied().filter(|&p| running(p)).collect::<Vec<_>>();
+    wait_until("every process the experiment started to be gone", WAIT, left, Vec::is_empty);
     assert!(!reports.join("it-stopped/work/agent.sock").exists(), "the agent removes its socket as it stops");
 }
 
@@ -756,9 +763,11 @@ fn charliecloud(dir: &Path) -> Child {
         .spawn()
         .unwrap();
     let environ = format!("/proc/{}/environ", child.id());
-    wait_for("ch-run to start its command", || {
-        std::fs::read(&environ).is_ok_and(|e| e.split(|&b| b == 0).any(|v| v.starts_with(b"CH_RUNNING=")))
-    });
+    let started = || {
+        let environ = std::fs::read(&environ).map_err(|e| e.to_string())?;
+        Ok::<_, String>(environ.split(|&b| b == 0).any(|v| v.starts_with(b"CH_RUNNING=")))
+    };
+    let _started = wait_until("ch-run to start its command", WAIT, started, |s| s == &Ok(true));
     child
 }
 
@@ -941,16 +950,15 @@ fn a_killed_watchdog_is_replaced_and_a_stopped_agent_leaves_no_job_frozen() {
     let agent = Agent::start(&env, &["--policy", "gang", "--slot", "300ms"]);
     let a = Job::start(&env, &name("wd-a"), &[]);
     let b = Job::start(&env, &name("wd-b"), &[]);
-    wait_for("one job frozen", || a.frozen() || b.frozen());
+    one_frozen(&a, &b);
     // SIGKILL of the watchdog: a new one takes over, and gang goes on.
     let first = watchdog_pid(&env);
     kill(Pid::from_raw(first), Signal::SIGKILL).unwrap();
-    wait_for("a new watchdog", || watchdog_pid(&env) != first);
-    wait_for("gang going on: a frozen", || a.frozen());
-    wait_for("gang going on: b frozen", || b.frozen());
+    wait_until("a new watchdog", WAIT, || watchdog_pid(&env), |&p| p != first);
+    alternating(&a, &b, "gang going on");
     // SIGSTOP of the agent: the watchdog thaws the jobs within its beat timeout (2 s), and after SIGCONT the agent
     // plans again from there.
-    wait_for("one job frozen", || a.frozen() || b.frozen());
+    one_frozen(&a, &b);
     kill(agent.pid(), Signal::SIGSTOP).unwrap();
     let stopped = Instant::now();
     while a.frozen() || b.frozen() {
@@ -960,18 +968,25 @@ fn a_killed_watchdog_is_replaced_and_a_stopped_agent_leaves_no_job_frozen() {
     let thawed = stopped.elapsed();
     eprintln!("jobs thawed {thawed:?} after SIGSTOP of the agent");
     kill(agent.pid(), Signal::SIGCONT).unwrap();
-    wait_for("gang again after SIGCONT: a frozen", || a.frozen());
-    wait_for("gang again after SIGCONT: b frozen", || b.frozen());
+    alternating(&a, &b, "gang again after SIGCONT");
     // And the replacement watchdog restores on SIGKILL of the agent like the first one.
-    wait_for("one job frozen", || a.frozen() || b.frozen());
+    one_frozen(&a, &b);
     drop(agent.stop(Signal::SIGKILL));
-    wait_for("every job thawed after SIGKILL", || !a.frozen() && !b.frozen());
+    wait_until("every job thawed after SIGKILL", WAIT, || (a.frozen(), b.frozen()), |&f| f == (false, false));
 }
+
+/// How soon the watchdog restores what a killed agent changed: the beat timeout (docs/agent.md).
+const RESTORE: Duration = Duration::from_secs(2);
 
 /// Waits until gang has frozen `a` and then `b` (the slots go on).
 fn alternating(a: &Job, b: &Job, what: &str) {
-    wait_for(&format!("{what}: a frozen"), || a.frozen());
-    wait_for(&format!("{what}: b frozen"), || b.frozen());
+    wait_until(&format!("{what}: a frozen"), WAIT, || a.frozen(), |&f| f);
+    wait_until(&format!("{what}: b frozen"), WAIT, || b.frozen(), |&f| f);
+}
+
+/// Waits until `a` or `b` is frozen (seen together: a's state, b's state).
+fn one_frozen(a: &Job, b: &Job) {
+    wait_until("one job frozen", WAIT, || (a.frozen(), b.frozen()), |&(x, y)| x || y);
 }
 
 #[test]
@@ -1013,7 +1028,12 @@ fn a_locked_store_leaves_every_job_runnable_and_the_agent_recovers() {
     let db = rusqlite::Connection::open(env.store()).unwrap();
     db.execute_batch("BEGIN EXCLUSIVE").unwrap();
     // The agent cannot journal a freeze, so it makes none: both jobs run.
-    wait_for("both jobs running while the store is locked", || !a.frozen() && !b.frozen());
+    wait_until(
+        "both jobs running while the store is locked",
+        WAIT,
+        || (a.frozen(), b.frozen()),
+        |&f| f == (false, false),
+    );
     std::thread::sleep(Duration::from_secs(2));
     assert!(!a.frozen() && !b.frozen(), "a job was frozen without a journal entry");
     db.execute_batch("COMMIT").unwrap();
@@ -1039,7 +1059,7 @@ fn a_refused_cgroup_write_leaves_every_job_runnable_and_heals() {
     // a's freeze knob handed to another user while a runs (a delegated cgroup, say): the agent's writes to it fail
     // with EACCES.
     let knob = a.knobs().freeze.unwrap();
-    wait_for("b frozen, a running", || b.frozen() && !a.frozen());
+    wait_until("b frozen, a running", WAIT, || (a.frozen(), b.frozen()), |&f| f == (false, true));
     std::os::unix::fs::chown(&knob, Some(65534), Some(65534)).unwrap();
     // a cannot be frozen any more, and b is not held frozen for it.
     let start = Instant::now();

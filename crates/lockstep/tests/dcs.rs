@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::process::{Child, Output};
 use std::time::{Duration, Instant};
 
-use common::{assert_no_cgroup, job_dirs, name, stderr, wait_for, Agent, Env};
+use common::{assert_no_cgroup, job_dirs, name, stderr, wait_until, Agent, Env, WAIT};
 use lockstep_store::{Action, Decision, Store};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
@@ -65,7 +65,7 @@ impl Talkers {
         args.extend_from_slice(&["python3", "-c", PINGPONG, go.to_str().unwrap(), &rounds, &gap]);
         let child = env.spawn(&args);
         let dirs = job_dirs(&name);
-        wait_for("both processes of the job", || lockstep_cgroup::procs_below(&dirs[0]).unwrap().len() >= 2);
+        common::processes(&dirs[0], 2);
         Self { name, go, child }
     }
 
@@ -135,7 +135,7 @@ impl Neighbour {
         let name = name(&format!("{test}-nb"));
         let child = env.spawn(&["run", "--job", &name, "--place", "any", "--", "sleep", "600"]);
         let dirs = job_dirs(&name);
-        wait_for("the neighbour's process", || !lockstep_cgroup::procs_below(&dirs[0]).unwrap().is_empty());
+        common::processes(&dirs[0], 1);
         Self { name, child }
     }
 }
@@ -161,6 +161,11 @@ fn dcs_job(env: &Env, job: &str) -> serde_json::Value {
     s["dcs"]["jobs"].as_array().and_then(|j| j.iter().find(|j| j["name"] == job).cloned()).unwrap_or_default()
 }
 
+/// Waits until the dcs probe watches two ports of `job` (its two talkers'), showing its last dcs entry if not.
+fn watched(env: &Env, job: &str) {
+    wait_until("the probe to watch the job's ports", WAIT, || dcs_job(env, job), |j| j["ports"].as_u64() >= Some(2));
+}
+
 /// The raises and lowers the agent logged for `job`, in the order it logged them.
 fn dcs_decisions(env: &Env, job: &str) -> Vec<Decision> {
     let all = Store::open(&env.store()).unwrap().decisions(0.0).unwrap();
@@ -180,7 +185,7 @@ fn talk_under(env: &Env, raise: &str, test: &str, seen: impl Fn(&Talkers) -> boo
     let agent = Agent::start(env, &["--policy", &format!("dcs:{raise}"), "--dcs-quantum", "5ms"]);
     let _neighbour = Neighbour::start(env, test);
     let job = Talkers::start(env, test, 300, 0.01);
-    wait_for("the probe to watch the job's ports", || dcs_job(env, &job.name)["ports"].as_u64() >= Some(2));
+    watched(env, &job.name);
     job.go();
     let mut raised = false;
     let start = Instant::now();
@@ -245,7 +250,7 @@ fn a_job_that_messages_itself_is_raised_at_most_a_quarter_of_the_time() {
     // The system python: a user's own (pyenv under /root) is not theirs to run.
     let nobody = [&common::AS_NOBODY[..], &["env", "PATH=/usr/bin:/bin"]].concat();
     let job = Talkers::start_as(&env, "dcs-self", 20_000, 0.0, &nobody);
-    wait_for("the probe to watch the job's ports", || dcs_job(&env, &job.name)["ports"].as_u64() >= Some(2));
+    watched(&env, &job.name);
     job.go();
     let name = job.name.clone();
     let out = job.finish();
@@ -311,8 +316,8 @@ fn a_job_making_threads_without_end_leaves_no_journal_behind_them() {
     args.extend_from_slice(&["env", "PATH=/usr/bin:/bin", "python3", "-c", THREAD_CHURN, &go_arg, "10"]);
     let child = env.spawn(&args);
     let dirs = job_dirs(&name);
-    wait_for("both processes of the job", || lockstep_cgroup::procs_below(&dirs[0]).unwrap().len() >= 2);
-    wait_for("the probe to watch the job's ports", || dcs_job(&env, &name)["ports"].as_u64() >= Some(2));
+    common::processes(&dirs[0], 2);
+    watched(&env, &name);
     std::fs::write(&go, b"").unwrap();
     // One snapshot of the journal while the job still runs, 8 of its 10 s in (once it ends, it leaves dcs and
     // every entry goes with it).
@@ -378,19 +383,18 @@ fn sigkill_of_the_agent_leaves_no_thread_realtime_and_no_weight_raised() {
         let _neighbour = Neighbour::start(&env, &format!("dcs-kill-{raise}"));
         let job = Talkers::start(&env, &format!("dcs-kill-{raise}"), 1_000_000, 0.0);
         let normal_weight = job.weight();
-        wait_for("the probe to watch the job's ports", || dcs_job(&env, &job.name)["ports"].as_u64() >= Some(2));
+        watched(&env, &job.name);
         job.go();
-        let raised = |j: &Talkers| if raise == "rr" { j.realtime() > 0 } else { j.weight() != normal_weight };
-        wait_for("the job raised", || raised(&job));
+        // Seen together: the job's threads in SCHED_RR, and its weight.
+        let raised = |(rr, weight): &(usize, String)| if raise == "rr" { *rr > 0 } else { *weight != normal_weight };
+        let state = || (job.realtime(), job.weight());
+        wait_until("the job raised", WAIT, state, raised);
         drop(agent.stop(Signal::SIGKILL));
-        let killed = Instant::now();
-        while raised(&job) {
-            assert!(killed.elapsed() < Duration::from_secs(2), "dcs:{raise}: still raised 2 s after SIGKILL");
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        let lowered = |s: &(usize, String)| !raised(s);
+        wait_until(&format!("dcs:{raise}: the job lowered after SIGKILL"), Duration::from_secs(2), state, lowered);
         // It stays lowered: nothing raises it any more.
         std::thread::sleep(Duration::from_millis(200));
-        assert!(!raised(&job), "dcs:{raise}: raised again after the agent died");
+        assert!(!raised(&state()), "dcs:{raise}: raised again after the agent died");
         assert_eq!(job.weight(), normal_weight);
     }
 }
@@ -437,12 +441,8 @@ fn without_bpf_privileges_dcs_is_refused_and_the_other_policies_keep_working() {
         .arg(env!("CARGO_BIN_EXE_lockstep"))
         .args(["agent", "--policy", "cfs"])
         .env("LOCKSTEP_STORE", env.store())
-        .env("LOCKSTEP_SOCKET", env.socket())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped());
-    let agent = Agent { child: cmd.spawn().unwrap() };
-    let socket = env.socket();
-    wait_for("the agent's socket", || std::os::unix::net::UnixStream::connect(&socket).is_ok());
+        .env("LOCKSTEP_SOCKET", env.socket());
+    let agent = Agent::spawn(&env, cmd);
     let out = env.run(&["policy", "set", "dcs"]);
     assert!(!out.status.success());
     let err = stderr(&out);

@@ -9,7 +9,7 @@ use std::os::unix::net::UnixStream;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use common::{wait_for, Agent, Env};
+use common::{wait_until, Agent, Env, WAIT};
 
 /// The agent's peak resident memory, in KiB (`VmHWM`).
 fn peak_kib(agent: &Agent) -> u64 {
@@ -134,6 +134,6 @@ fn malformed_and_unknown_requests_are_refused_and_the_agent_lives_on() {
     let mut rest = Vec::new();
     let _ = slow.read_to_end(&mut rest);
     assert!(t0.elapsed() < Duration::from_secs(25), "a trickling client was kept {:?}", t0.elapsed());
-    wait_for("the agent still answering", || timed_status(&env).1);
+    wait_until("the agent still answering", WAIT, || timed_status(&env), |&(_, answered)| answered);
     assert!(nix::sys::signal::kill(agent.pid(), None).is_ok(), "the agent died");
 }

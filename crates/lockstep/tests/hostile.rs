@@ -52,20 +52,13 @@ fn v1_freezer() -> bool {
 /// `lockstep agent ARGS` on `env` under an open-file limit of `nofile` (`SOFT:HARD`, as prlimit takes it), once its
 /// socket answers.
 fn agent_with_limit(env: &Env, nofile: &str, args: &[&str]) -> Agent {
-    let child = Command::new("prlimit")
-        .arg(format!("--nofile={nofile}"))
+    let mut cmd = Command::new("prlimit");
+    cmd.arg(format!("--nofile={nofile}"))
         .args(["--", env!("CARGO_BIN_EXE_lockstep"), "agent"])
         .args(args)
         .env("LOCKSTEP_STORE", env.store())
-        .env("LOCKSTEP_SOCKET", env.socket())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let agent = Agent { child };
-    let socket = env.socket();
-    common::wait_for("the agent's socket", || std::os::unix::net::UnixStream::connect(&socket).is_ok());
-    agent
+        .env("LOCKSTEP_SOCKET", env.socket());
+    Agent::spawn(env, cmd)
 }
 
 /// A cgroup delegated to nobody (the directory and its `cgroup.procs` theirs), removed when dropped.

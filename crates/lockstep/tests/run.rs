@@ -10,7 +10,12 @@ use serde_json::Value;
 
 mod common;
 
-use common::{assert_no_cgroup, job_dirs, name, running, stderr, wait_for, Env, V1_CONTROLLERS};
+use common::{assert_no_cgroup, job_dirs, name, running, stderr, wait_until, Env, V1_CONTROLLERS, WAIT};
+
+/// Waits until `pid` is in `job`'s cgroup, showing the last list of its processes if not.
+fn in_cgroup(job: &str, pid: i32) {
+    wait_until("the command in its cgroup", WAIT, || procs(job), |p| p.contains(&pid));
+}
 
 fn procs(job: &str) -> Vec<i32> {
     std::fs::read_to_string(job_dirs(job)[0].join("cgroup.procs"))
@@ -114,13 +119,12 @@ fn start_sleeper(env: &Env, job: &str) -> (Child, i32) {
     let mut line = String::new();
     BufReader::new(child.stdout.as_mut().unwrap()).read_line(&mut line).unwrap();
     let pid: i32 = line.trim().parse().unwrap_or_else(|_| panic!("no pid from job: {line:?}"));
-    wait_for("the command in its cgroup", || procs(job).contains(&pid));
+    in_cgroup(job, pid);
     // `lockstep run` records the pid after spawn returns, which is after the command has started (and
     // printed it): wait for the record so the tests below see the job as the store will keep it.
-    wait_for("the pid in the job's record", || {
-        let jobs: Value = serde_json::from_str(&stdout(&env.run(&["jobs", "--json"]))).unwrap();
-        jobs.as_array().unwrap().iter().any(|j| j["name"] == job && j["pid"] == pid)
-    });
+    let jobs = || serde_json::from_str::<Value>(&stdout(&env.run(&["jobs", "--json"]))).unwrap();
+    let recorded = |jobs: &Value| jobs.as_array().unwrap().iter().any(|j| j["name"] == job && j["pid"] == pid);
+    wait_until("the pid in the job's record", WAIT, jobs, recorded);
     (child, pid)
 }
 
@@ -146,7 +150,7 @@ fn sigint_reaches_the_command_when_lockstep_run_was_started_with_it_ignored() {
     let mut line = String::new();
     BufReader::new(child.stdout.as_mut().unwrap()).read_line(&mut line).unwrap();
     let pid: i32 = line.trim().parse().unwrap();
-    wait_for("the command in its cgroup", || procs(&job).contains(&pid));
+    in_cgroup(&job, pid);
     // SAFETY: kill has no memory preconditions.
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
     let status = child.wait().unwrap();
@@ -199,7 +203,7 @@ fn leftover_processes_are_killed_when_the_command_ends() {
         env.run(&["run", "--job", &job, "--place", "any", "--", "sh", "-c", "sleep 60 >/dev/null 2>&1 & echo $!"]);
     assert!(out.status.success(), "{}", stderr(&out));
     let bg: i32 = stdout(&out).trim().parse().unwrap();
-    wait_for("the background process to be gone", || !running(bg));
+    wait_until("the background process to be gone", WAIT, || running(bg), |&r| !r);
     assert_no_cgroup(&job);
 }
 
@@ -217,7 +221,7 @@ fn supervisor_killed_leaves_an_orphan_that_reconcile_removes() {
     assert_eq!(row["state"], "orphaned");
     // SAFETY: kill has no memory preconditions.
     unsafe { libc::kill(pid, libc::SIGKILL) };
-    wait_for("the orphan to exit", || procs(&job).is_empty());
+    wait_until("the orphan to exit", WAIT, || procs(&job), Vec::is_empty);
     let jobs: Value = serde_json::from_str(&stdout(&env.run(&["jobs", "--all", "--json"]))).unwrap();
     let row = jobs.as_array().unwrap().iter().find(|j| j["name"] == job.as_str()).unwrap();
     assert_eq!(row["state"], "lost");

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{assert_in_step, slot_gaps_ms, stderr, wait_for, wait_until};
+use common::{assert_in_step, slot_gaps_ms, stderr, wait_until, WAIT};
 use lockstep_cgroup::knobs::is_frozen;
 use lockstep_proto::protocol::{JobOrigin, Status};
 
@@ -88,6 +88,9 @@ impl Cluster {
             .unwrap();
         let text = String::from_utf8_lossy(&out.stdout).into_owned();
         let mut cluster = Self { dir, nodes, pids: Vec::new(), said: text.clone() };
+        for node in 1..=nodes {
+            common::watch_log(&cluster.log(node));
+        }
         assert!(out.status.success(), "cluster/up failed: {}", stderr(&out));
         assert!(text.contains("export SLURM_CONF="), "up must say how to reach the cluster: {text}");
         let pids = std::fs::read_to_string(cluster.dir.path().join("pids")).unwrap();
@@ -96,6 +99,11 @@ impl Cluster {
             .filter_map(|l| l.split_once(' ').and_then(|(n, p)| Some((n.to_string(), p.parse().ok()?))))
             .collect();
         cluster
+    }
+
+    /// Node `node`'s agent log.
+    fn log(&self, node: u32) -> PathBuf {
+        self.dir.path().join(format!("log/agent-n{node}.log"))
     }
 
     fn socket(&self, node: u32) -> PathBuf {
@@ -120,6 +128,17 @@ impl Cluster {
 
     fn status(&self, node: u32) -> Status {
         serde_json::from_slice(&self.lockstep(node, &["status", "--json"]).stdout).unwrap()
+    }
+
+    /// The status of n1 and of n2, read one after the other.
+    fn statuses(&self) -> (Status, Status) {
+        (self.status(1), self.status(2))
+    }
+
+    /// Waits until neither n1's nor n2's agent shows a job.
+    fn let_go(&self) {
+        let none = |(s1, s2): &(Status, Status)| s1.jobs.is_empty() && s2.jobs.is_empty();
+        wait_until("the agents to let the jobs go", WAIT, || self.statuses(), none);
     }
 
     fn slurm(&self, program: &str) -> Command {
@@ -174,6 +193,9 @@ fn zombie(pid: i32) -> bool {
 
 impl Drop for Cluster {
     fn drop(&mut self) {
+        for node in 1..=self.nodes {
+            common::forget_log(&self.log(node));
+        }
         let _ = Command::new(repo().join("tests/cluster/down")).env("LOCKSTEP_CLUSTER_DIR", self.dir.path()).output();
     }
 }
@@ -247,20 +269,23 @@ fn mpi_jobs_span_both_nodes_and_are_gang_scheduled_in_step() {
     let (lu, cg) = two_jobs_under_gang(&cluster);
     // Both agents find both jobs, with the row the controller's prolog gave each: the same on both nodes,
     // different for the two jobs.
-    let mut rows = Vec::new();
-    wait_for("both agents to see both jobs", || {
-        let (s1, s2) = (cluster.status(1), cluster.status(2));
-        rows = s1
-            .jobs
+    // (job, its row on n1, on n2, whether both rows came from the prolog), for the jobs both nodes show.
+    let rows_of = |(s1, s2): &(Status, Status)| -> Vec<_> {
+        s1.jobs
             .iter()
             .filter_map(|a| {
                 s2.jobs.iter().find(|b| b.name == a.name).map(|b| (a.name.clone(), a.row, b.row, a.pinned && b.pinned))
             })
-            .collect();
+            .collect()
+    };
+    let both_seen = |seen: &(Status, Status)| {
+        let rows = rows_of(seen);
         rows.len() == 2
             && rows.iter().all(|r| r.3)
-            && s1.jobs.iter().chain(&s2.jobs).all(|j| j.origin == JobOrigin::Slurm)
-    });
+            && seen.0.jobs.iter().chain(&seen.1.jobs).all(|j| j.origin == JobOrigin::Slurm)
+    };
+    let seen = wait_until("both agents to see both jobs", WAIT, || cluster.statuses(), both_seen);
+    let rows = rows_of(&seen);
     for (job, r1, r2, pinned) in &rows {
         assert!(job.starts_with("slurm-"), "{job}");
         assert_eq!(r1, r2, "job {job}: row {r1} on n1, {r2} on n2");
@@ -286,9 +311,7 @@ fn mpi_jobs_span_both_nodes_and_are_gang_scheduled_in_step() {
         .unwrap();
     assert_eq!(unknown.status.code(), Some(2), "{}", stderr(&unknown));
     assert!(stderr(&unknown).contains("does not know job 999999"), "{}", stderr(&unknown));
-    wait_for("the agents to let the jobs go", || {
-        cluster.status(1).jobs.is_empty() && cluster.status(2).jobs.is_empty()
-    });
+    cluster.let_go();
     std::thread::sleep(Duration::from_millis(1200)); // decisions reach the store once a second
                                                      // Slot switches while the jobs ran, on both nodes.
     let (from, to) = rows
@@ -306,18 +329,16 @@ fn mpi_jobs_span_both_nodes_and_are_gang_scheduled_in_step() {
 fn without_the_prolog_the_agents_find_the_jobs_and_agree_on_rows() {
     let Some((_serial, cluster)) = start(false) else { return };
     let (lu, cg) = two_jobs_under_gang(&cluster);
-    wait_for("both agents to see both jobs, in the same rows", || {
-        let (s1, s2) = (cluster.status(1), cluster.status(2));
+    let same_rows = |(s1, s2): &(Status, Status)| {
         let row = |s: &Status, name: &str| s.jobs.iter().find(|j| j.name == name).map(|j| (j.row, j.pinned));
         s1.jobs.len() == 2
-            && s1.jobs.iter().all(|j| row(&s2, &j.name) == Some((j.row, false)))
+            && s1.jobs.iter().all(|j| row(s2, &j.name) == Some((j.row, false)))
             && s1.jobs[0].row != s1.jobs[1].row
-    });
+    };
+    wait_until("both agents to see both jobs, in the same rows", WAIT, || cluster.statuses(), same_rows);
     verified(lu, "lu");
     verified(cg, "cg");
-    wait_for("the agents to let the jobs go", || {
-        cluster.status(1).jobs.is_empty() && cluster.status(2).jobs.is_empty()
-    });
+    cluster.let_go();
     nothing_frozen_or_boosted();
 }
 
@@ -326,22 +347,15 @@ fn without_the_prolog_the_agents_find_the_jobs_and_agree_on_rows() {
 fn an_agent_killed_mid_job_loses_nothing() {
     let Some((_serial, cluster)) = start(true) else { return };
     let (lu, cg) = two_jobs_under_gang(&cluster);
-    wait_for("a frozen job on n2", || cluster.status(2).jobs.iter().any(|j| j.frozen));
+    wait_until("a frozen job on n2", WAIT, || cluster.status(2), |s| s.jobs.iter().any(|j| j.frozen));
     let agent = cluster.pids.iter().find(|(n, _)| n == "agent-n2").unwrap().1;
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(agent), nix::sys::signal::Signal::SIGKILL).unwrap();
-    let killed = Instant::now();
-    // The watchdog thaws what the agent froze on n2; n1 goes on co-scheduling.
-    let n2_frozen = || {
-        slurm_files()
-            .0
-            .iter()
-            .filter(|f| f.to_string_lossy().contains("slurm_n2"))
-            .any(|f| is_frozen(f).unwrap_or(false))
+    // The watchdog thaws what the agent froze on n2 within its beat timeout (2 s); n1 goes on co-scheduling.
+    let n2_frozen = || -> Vec<PathBuf> {
+        let files = slurm_files().0.into_iter().filter(|f| f.to_string_lossy().contains("slurm_n2"));
+        files.filter(|f| is_frozen(f).unwrap_or(false)).collect()
     };
-    while n2_frozen() {
-        assert!(killed.elapsed() < Duration::from_secs(2), "n2's jobs still frozen 2 s after its agent died");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    wait_until("n2's watchdog to thaw its jobs", Duration::from_secs(2), n2_frozen, Vec::is_empty);
     verified(lu, "lu");
     verified(cg, "cg");
     nothing_frozen_or_boosted();
@@ -357,13 +371,9 @@ fn a_job_cancelled_mid_slot_leaves_nothing_frozen_or_boosted() {
         let mut b = cluster.srun("lu", "A");
         // Cancel the job that is frozen (gang) or boosted (boost) right now, in the middle of its slot: the one the
         // snapshot that ended the wait shows (a second read may fall in the next slot, or between two).
-        let mut held = None;
-        wait_for("both jobs co-scheduled", || {
-            let s = cluster.status(1);
-            held = s.jobs.iter().find(|j| j.frozen || j.boosted).filter(|_| s.jobs.len() == 2).cloned();
-            held.is_some()
-        });
-        let held = held.expect("the wait ended on a snapshot with a held job");
+        let held = |s: &Status| s.jobs.iter().find(|j| j.frozen || j.boosted).filter(|_| s.jobs.len() == 2).cloned();
+        let seen = wait_until("both jobs co-scheduled", WAIT, || cluster.status(1), |s| held(s).is_some());
+        let held = held(&seen).expect("the wait ended on a snapshot with a held job");
         let id = held.name.strip_prefix("slurm-").unwrap().to_string();
         let out = cluster.slurm("scancel").arg(&id).output().unwrap();
         assert!(out.status.success(), "scancel: {}", stderr(&out));
@@ -381,22 +391,17 @@ fn a_job_cancelled_mid_slot_leaves_nothing_frozen_or_boosted() {
             },
             |(queue, _)| !queue.contains(&id_n),
         );
-        wait_for("the agents to let it go", || {
-            [1, 2].iter().all(|&n| cluster.status(n).jobs.iter().all(|j| j.name != held.name))
-        });
+        let gone = |(s1, s2): &(Status, Status)| s1.jobs.iter().chain(&s2.jobs).all(|j| j.name != held.name);
+        wait_until("the agents to let it go", WAIT, || cluster.statuses(), gone);
         let other = cluster.queue();
         let out = cluster.slurm("scancel").args(other.iter().map(u64::to_string)).output().unwrap();
         assert!(out.status.success(), "scancel: {}", stderr(&out));
-        wait_for("the queue to empty", || cluster.queue().is_empty());
-        wait_for("the agents to let every job go", || {
-            cluster.status(1).jobs.is_empty() && cluster.status(2).jobs.is_empty()
-        });
+        wait_until("the queue to empty", WAIT, || cluster.queue(), Vec::is_empty);
+        cluster.let_go();
         let _ = (a.wait(), b.wait());
         nothing_frozen_or_boosted();
-        wait_for("Slurm and the agents to remove the job cgroups", || {
-            let (f, w) = slurm_files();
-            f.is_empty() && w.is_empty()
-        });
+        let removed = |(f, w): &(Vec<PathBuf>, Vec<PathBuf>)| f.is_empty() && w.is_empty();
+        wait_until("Slurm and the agents to remove the job cgroups", WAIT, slurm_files, removed);
     }
 }
 
@@ -410,7 +415,7 @@ fn the_cluster_comes_down_without_a_trace() {
     }
     // A job still running when the cluster goes down is cancelled with it.
     let job = cluster.srun("lu", "A");
-    wait_for("the job to run", || cluster.status(1).jobs.len() == 1);
+    wait_until("the job to run", WAIT, || cluster.status(1), |s| s.jobs.len() == 1);
     let out = Command::new(repo().join("tests/cluster/down"))
         .env("LOCKSTEP_CLUSTER_DIR", cluster.dir.path())
         .output()
@@ -611,11 +616,9 @@ fn three_jobs_in_a_triangle_agree_cluster_wide_under_gang() {
         jobs.push((format!("slurm-{id}"), nodes.split(',').map(str::to_string).collect::<Vec<_>>()));
     }
     // Each agent shows the places, ROW/PERIOD.
-    wait_for("n1 to show both its jobs' places", || {
-        let s = cluster.status(1);
-        s.jobs.len() == 2 && s.jobs.iter().all(|j| j.period.is_some())
-    });
-    wait_for("the jobs to end", || cluster.queue().is_empty());
+    let placed = |s: &Status| s.jobs.len() == 2 && s.jobs.iter().all(|j| j.period.is_some());
+    wait_until("n1 to show both its jobs' places", WAIT, || cluster.status(1), placed);
+    wait_until("the jobs to end", WAIT, || cluster.queue(), Vec::is_empty);
     // The agents write their decisions once a second.
     std::thread::sleep(Duration::from_millis(1500));
     let mut decisions = Vec::new();

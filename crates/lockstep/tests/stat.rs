@@ -178,9 +178,7 @@ fn a_jobs_processes_are_counted_until_it_ends() {
     let job = common::name("stat-job");
     let mut run = env.spawn(&["run", "--job", &job, "--place", "any", "--", "sh", "-c", "sleep 1; sleep 1"]);
     let dirs = common::job_dirs(&job);
-    common::wait_for("the job's process", || {
-        std::fs::read_to_string(dirs[0].join("cgroup.procs")).is_ok_and(|p| !p.trim().is_empty())
-    });
+    common::processes(&dirs[0], 1);
     let o = stat(&env, &["--job", &job, "-x,", "-e", "context-switches,task-clock"]);
     assert!(o.status.success(), "{}", stderr(&o));
     // The second sleep starts after attaching (a second is long enough even in the qemu guest, about 20 times

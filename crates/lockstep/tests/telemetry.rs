@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{name, stderr, wait_for, Agent, Env};
+use common::{name, stderr, wait_until, Agent, Env, WAIT};
 use lockstep_store::Store;
 use lockstep_telemetry::remote::get;
 use lockstep_telemetry::remote::JobCounts;
@@ -54,7 +54,12 @@ fn start_agent(env: &Env, addr: &str, args: &[&str]) -> Agent {
     let mut full = vec!["--metrics", addr];
     full.extend_from_slice(args);
     let agent = Agent::start(env, &full);
-    wait_for("the agent's HTTP endpoint", || get(addr, "/metrics").is_ok());
+    wait_until(
+        "the agent's HTTP endpoint",
+        WAIT,
+        || get(addr, "/metrics").err().map(|e| e.to_string()),
+        Option::is_none,
+    );
     agent
 }
 
@@ -96,8 +101,8 @@ fn agent_samples_go_to_store_metrics_and_nodes_sum() {
     let job = name("samples");
     let mut run = Daemon(env.spawn(&["run", "--job", &job, "--place", "any", "--", "sh", "-c", &job_script(6)]));
     // Counted from the start: the job is on /metrics as soon as it runs, and its counts grow.
-    wait_for("the job's task-clock on /metrics", || series(&metrics(&addr), &job, "task-clock").is_some_and(|v| v > 0));
-    let live = metrics(&addr);
+    let counted = |m: &String| series(m, &job, "task-clock").is_some_and(|v| v > 0);
+    let live = wait_until("the job's task-clock on /metrics", WAIT, || metrics(&addr), counted);
     assert!(live.contains("lockstep_agent_jobs{node=\"tn1\"} 1"), "{live}");
     assert!(series(&live, &job, "cycles").is_none(), "cycles is not countable here and must not be exported");
     promtool_check(&live);
@@ -114,10 +119,10 @@ fn agent_samples_go_to_store_metrics_and_nodes_sum() {
     assert!(run.0.wait().unwrap().success());
     // The final counts: in the store, and from the counts API (no longer counting).
     let store = Store::open(&env.store()).unwrap();
-    wait_for("the job's final sample", || {
-        let (code, body) = get(&addr, &format!("/api/v1/jobs/{job}")).unwrap();
-        code == 200 && !serde_json::from_str::<JobCounts>(&body).unwrap().counting
-    });
+    let counts = || get(&addr, &format!("/api/v1/jobs/{job}")).unwrap();
+    let done =
+        |(code, body): &(u16, String)| *code == 200 && !serde_json::from_str::<JobCounts>(body).unwrap().counting;
+    wait_until("the job's final sample", WAIT, counts, done);
     let samples = store.samples(&job).unwrap();
     let times: std::collections::BTreeSet<u64> = samples.iter().map(|s| (s.time * 1e6) as u64).collect();
     assert!(times.len() >= 5, "expected a sample every 200 ms over ~3 s, got {} times", times.len());
@@ -187,7 +192,8 @@ fn prometheus_server_scrapes_the_job_counters() {
         .spawn()
         .expect("prometheus (scripts/deps.sh installs it)");
     let _prometheus = Daemon(prometheus);
-    wait_for("Prometheus ready", || get(&prom_addr, "/-/ready").is_ok_and(|(c, _)| c == 200));
+    let ready = || get(&prom_addr, "/-/ready").map_err(|e| e.to_string());
+    let _ready = wait_until("Prometheus ready", WAIT, ready, |r| r.as_ref().is_ok_and(|(c, _)| *c == 200));
 
     let job = name("prom");
     let _run = Daemon(env.spawn(&["run", "--job", &job, "--place", "any", "--", "sh", "-c", &job_script(16)]));
@@ -257,9 +263,8 @@ fn adopted_cgroup_outside_perf_event_is_counted_per_thread() {
     let worker = Daemon(worker.spawn().unwrap());
     let out = env.run(&["adopt", "--job", &job, "--cgroup", &format!("/{job}")]);
     assert!(out.status.success(), "{}", stderr(&out));
-    wait_for("per-thread task-clock of the adopted job", || {
-        series(&metrics(&addr), &job, "task-clock").is_some_and(|v| v > 1_000_000)
-    });
+    let counted = |m: &String| series(m, &job, "task-clock").is_some_and(|v| v > 1_000_000);
+    wait_until("per-thread task-clock of the adopted job", WAIT, || metrics(&addr), counted);
     // `lockstep stat --job` finds the adopted job's processes through the agent, and counts them until Ctrl-C.
     let stat = env.spawn(&["stat", "--job", &job, "-x", ",", "-e", "task-clock"]);
     std::thread::sleep(Duration::from_millis(1500));

@@ -37,8 +37,11 @@ impl Env {
         c
     }
 
+    /// Runs `lockstep ARGS` to its end; one that has not ended after [`RUN_LIMIT`] fails the test, saying what
+    /// it was doing.
     pub fn run(&self, args: &[&str]) -> Output {
-        self.cmd().args(args).output().unwrap()
+        let child = self.cmd().args(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+        output_within(child, RUN_LIMIT, &format!("lockstep {args:?}"))
     }
 
     pub fn spawn(&self, args: &[&str]) -> Child {
@@ -135,17 +138,13 @@ pub fn assert_in_step(what: &str, gaps_ms: &[f64], slot_ms: f64) {
     );
 }
 
-pub fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !cond() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
+/// How long a wait for live state gives the agent before the test fails: ticks are 100 ms to 1 s, and a loaded
+/// CI machine or a TCG guest is many times slower than a developer's.
+pub const WAIT: Duration = Duration::from_secs(20);
 
 /// Looks at live state with `look` until `ok` accepts what it saw, at most `limit`, and returns that snapshot:
 /// the one the test then asserts on, never a second read. Past the limit the test fails, showing the last
-/// snapshot seen.
+/// snapshot seen and the end of the log of every agent this test runs.
 pub fn wait_until<T: std::fmt::Debug>(
     what: &str,
     limit: Duration,
@@ -158,9 +157,51 @@ pub fn wait_until<T: std::fmt::Debug>(
         if ok(&seen) {
             return seen;
         }
-        assert!(Instant::now() < deadline, "timed out ({limit:?}) waiting for {what}; last seen: {seen:#?}");
+        assert!(
+            Instant::now() < deadline,
+            "timed out ({limit:?}) waiting for {what}; last seen: {seen:#?}{}",
+            agent_logs()
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+/// Waits until at least `n` processes are in `cgroup` or below it, and returns them; shows the last list if not.
+pub fn processes(cgroup: &Path, n: usize) -> Vec<i32> {
+    let look = || lockstep_cgroup::procs_below(cgroup).map_err(|e| e.to_string());
+    let seen = wait_until("the job's processes", WAIT, look, |p| p.as_ref().is_ok_and(|p| p.len() >= n));
+    seen.unwrap_or_default()
+}
+
+thread_local! {
+    /// The log files of the agents the test on this thread runs (each test has its own thread).
+    static LOGS: std::cell::RefCell<Vec<PathBuf>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Shows `log` (an agent's log file) when a wait of this test times out, until [`forget_log`].
+pub fn watch_log(log: &Path) {
+    LOGS.with(|l| l.borrow_mut().push(log.to_path_buf()));
+}
+
+/// Stops showing `log` when a wait times out.
+pub fn forget_log(log: &Path) {
+    LOGS.with(|l| l.borrow_mut().retain(|p| p != log));
+}
+
+/// The last lines of every log [`watch_log`] named, for a failure message.
+pub fn agent_logs() -> String {
+    use std::fmt::Write as _;
+    const LINES: usize = 25;
+    LOGS.with(|l| {
+        let mut text = String::new();
+        for log in l.borrow().iter() {
+            let all = std::fs::read(log).map(|b| String::from_utf8_lossy(&b).into_owned()).unwrap_or_default();
+            let lines: Vec<&str> = all.lines().collect();
+            let _ = write!(text, "\n--- the last {} lines of {}:\n", LINES.min(lines.len()), log.display());
+            text += &lines[lines.len().saturating_sub(LINES)..].join("\n");
+        }
+        text
+    })
 }
 
 /// Whether process `pid` is still there (a zombie is not).
@@ -174,9 +215,11 @@ pub fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
-/// A running agent, killed when dropped.
+/// A running agent, killed when dropped. Its stderr (the log) goes to a file of the test's directory, shown when
+/// a wait times out ([`watch_log`]).
 pub struct Agent {
     pub child: Child,
+    log: PathBuf,
 }
 
 impl Agent {
@@ -212,27 +255,47 @@ impl Agent {
             None => env.cmd(),
         };
         cmd.arg("agent").args(args).envs(vars.iter().copied());
-        let child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+        Self::spawn(env, cmd)
+    }
+
+    /// Starts `cmd`, a command line that runs `lockstep agent` on `env`'s store and socket (under a wrapper such
+    /// as prlimit or setpriv), and waits for its socket.
+    pub fn spawn(env: &Env, mut cmd: Command) -> Self {
+        static STARTED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = STARTED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let log = env.dir.path().join(format!("agent-{n}.log"));
+        let file = std::fs::File::create(&log).unwrap();
+        let child = cmd.stdout(Stdio::piped()).stderr(file).spawn().unwrap();
+        watch_log(&log);
+        let agent = Self { child, log };
         let socket = env.socket();
-        wait_for("the agent's socket", || std::os::unix::net::UnixStream::connect(&socket).is_ok());
-        Self { child }
+        let answer = || std::os::unix::net::UnixStream::connect(&socket).err();
+        wait_until("the agent's socket", WAIT, answer, Option::is_none);
+        agent
     }
 
     pub fn pid(&self) -> Pid {
         Pid::from_raw(self.child.id() as i32)
     }
 
-    /// Stops the agent with `sig` and returns its output; an agent still running a minute later fails the test.
+    /// Stops the agent with `sig` and returns its output, its log as stderr; an agent still running a minute
+    /// later fails the test.
     pub fn stop(mut self, sig: Signal) -> Output {
         let _ = kill(self.pid(), sig);
         let child = std::mem::replace(&mut self.child, dummy());
-        std::mem::forget(self);
-        output_within(child, Duration::from_mins(1), &format!("the agent after {sig}"))
+        let mut out = output_within(child, Duration::from_mins(1), &format!("the agent after {sig}"));
+        out.stderr = std::fs::read(&self.log).unwrap();
+        out
     }
 }
 
+/// How long one `lockstep` command of a test may take (the longest, an experiment, takes about a minute on the
+/// host): a command that hangs fails its test with what it was doing, instead of stalling the suite.
+pub const RUN_LIMIT: Duration = Duration::from_mins(10);
+
 /// The output of `child` once it exits, waiting at most `deadline`: past it the child is killed and the test
-/// fails, naming `what` and showing its stderr (a guest under TCG that stalls must not hang the suite).
+/// fails, naming `what` and showing what it was doing and its stderr (a guest under TCG that stalls must not hang
+/// the suite).
 pub fn output_within(child: Child, deadline: Duration, what: &str) -> Output {
     let pid = Pid::from_raw(child.id() as i32);
     let (tx, rx) = std::sync::mpsc::channel();
@@ -240,9 +303,37 @@ pub fn output_within(child: Child, deadline: Duration, what: &str) -> Output {
     if let Ok(out) = rx.recv_timeout(deadline) {
         return out.unwrap();
     }
+    let doing = stuck(pid.as_raw());
     let _ = kill(pid, Signal::SIGKILL);
     let out = rx.recv().unwrap().unwrap();
-    panic!("{what} did not exit within {deadline:?}; its stderr: {}", String::from_utf8_lossy(&out.stderr));
+    panic!(
+        "{what} did not exit within {deadline:?}; what it was doing:\n{doing}its stderr: {}{}",
+        String::from_utf8_lossy(&out.stderr),
+        agent_logs()
+    );
+}
+
+/// What process `pid`, its threads and its children are doing, from /proc (name, state, kernel wait channel and
+/// kernel stack), for the message of a test whose process did not end.
+pub fn stuck(pid: i32) -> String {
+    use std::fmt::Write as _;
+    let read = |path: String| std::fs::read_to_string(path).unwrap_or_default();
+    let mut text = String::new();
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).into_iter().flatten().flatten();
+    for task in tasks.map(|t| t.path()) {
+        let stat = read(format!("{}/stat", task.display()));
+        let state = stat.rsplit(')').next().and_then(|r| r.split_whitespace().next()).unwrap_or("?");
+        let comm = read(format!("{}/comm", task.display()));
+        let wchan = read(format!("{}/wchan", task.display()));
+        let _ = writeln!(text, "  {} ({}) state {state}, waiting in {wchan}", task.display(), comm.trim());
+        for frame in read(format!("{}/stack", task.display())).lines() {
+            let _ = writeln!(text, "    {frame}");
+        }
+        for child in read(format!("{}/children", task.display())).split_whitespace() {
+            text += &stuck(child.parse().unwrap_or(0));
+        }
+    }
+    text
 }
 
 /// A child that has already exited, to stand in for one taken out of a struct that kills its child on drop.
@@ -254,5 +345,6 @@ impl Drop for Agent {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        forget_log(&self.log);
     }
 }
