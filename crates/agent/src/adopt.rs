@@ -205,6 +205,18 @@ pub fn from_pids(
                 back.push(root.join(path.trim_start_matches('/')).join("cgroup.procs"));
             }
         }
+        // Release must be able to put the process back: a cgroup the agent may not write (another user's, to an
+        // agent without CAP_DAC_OVERRIDE, as the systemd unit runs it) is refused now, with nothing changed.
+        if let Some((procs, e)) = back.iter().find_map(|p| writable(p).err().map(|e| (p, e))) {
+            undo_moves(&moved, &created.dirs);
+            let pid = process.pid;
+            return Err(UsageError::new(format!(
+                "cannot adopt PID {pid}: its cgroup's {} is not writable by the agent ({e}), so release could not \
+                 put it back",
+                procs.display()
+            ))
+            .into());
+        }
         moved.push((process, back));
         for dir in &created.dirs {
             if let Err(e) = process.move_to(&dir.join("cgroup.procs")) {
@@ -216,6 +228,13 @@ pub fn from_pids(
     }
     let group = Group::new(created.dirs.clone());
     Ok(managed(name, vec![group], row, Origin::Pids { moved, created }))
+}
+
+/// Whether the agent, with the capabilities it runs with, may write `procs` (a `cgroup.procs` file).
+fn writable(procs: &Path) -> nix::Result<()> {
+    use nix::fcntl::AtFlags;
+    use nix::unistd::{faccessat, AccessFlags};
+    faccessat(None, procs, AccessFlags::W_OK, AtFlags::AT_EACCESS)
 }
 
 /// Puts the processes of a failed adoption back where they were and removes the cgroup made for them.

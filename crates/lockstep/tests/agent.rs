@@ -1041,17 +1041,13 @@ fn a_locked_store_leaves_every_job_runnable_and_the_agent_recovers() {
     said_per_fault(&stopped_log(agent), "locked");
 }
 
-/// The capabilities docs/security.md gives the agent (the Makefile's `AGENT_CAPS`): no CAP_DAC_OVERRIDE, so that
-/// file modes bind its writes as they bind any owner.
-const AGENT_CAPS: &str = "sys_admin,bpf,perfmon,net_admin,sys_nice,sys_ptrace,dac_read_search";
-
 #[test]
 #[ignore = "needs root"]
 fn a_refused_cgroup_write_leaves_every_job_runnable_and_heals() {
     common::require_root();
     let _serial = serial();
     let env = Env::new();
-    let caps = std::env::var("LOCKSTEP_AGENT_CAPS").unwrap_or_else(|_| AGENT_CAPS.into());
+    let caps = std::env::var("LOCKSTEP_AGENT_CAPS").unwrap_or_else(|_| common::AGENT_CAPS.into());
     let agent = Agent::start_with_caps(&env, &["--policy", "gang", "--slot", "200ms"], &caps);
     let a = Job::start(&env, &name("eacces-a"), &[]);
     let b = Job::start(&env, &name("eacces-b"), &[]);

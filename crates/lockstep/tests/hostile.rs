@@ -123,7 +123,9 @@ fn a_recycled_pid_is_never_moved_into_the_cgroup_its_old_owner_controls() {
     }
     let _serial = serial();
     let env = Env::new();
-    let _agent = Agent::start(&env, &["--policy", "cfs", "--slot", "60s"]);
+    // Full root, as an admin may run it by hand: the agent of the systemd unit may not write another user's cgroup
+    // at all, and refuses such an adoption (the next test).
+    let _agent = Agent::start_as_root(&env, &["--policy", "cfs", "--slot", "60s"]);
     let theirs = Delegated::new("recycled");
     let spawn = || {
         let child = as_nobody("sleep").arg("600").spawn().unwrap();
@@ -146,6 +148,30 @@ fn a_recycled_pid_is_never_moved_into_the_cgroup_its_old_owner_controls() {
     eprintln!("after release: root's PID {x} in {root_in:?}, nobody's PID {y} in {nobody_in:?}");
     assert_ne!(root_in, theirs.path(), "root's process with the recycled PID {x} was moved into nobody's cgroup");
     assert_eq!(nobody_in, theirs.path(), "the process still adopted goes back where it came from");
+    common::assert_no_cgroup(&job);
+}
+
+/// With the capabilities of the systemd unit (no CAP_DAC_OVERRIDE), the agent may not write a cgroup another user
+/// owns: it refuses to adopt a process from one, since release could not put it back, and changes nothing.
+#[test]
+#[ignore = "needs root"]
+fn a_process_the_agent_could_not_put_back_is_not_adopted() {
+    if !v1_freezer() {
+        return;
+    }
+    let _serial = serial();
+    let env = Env::new();
+    let _agent = Agent::start_with_caps(&env, &["--policy", "cfs"], common::AGENT_CAPS);
+    let theirs = Delegated::new("unwritable");
+    let child = Reaped(as_nobody("sleep").arg("600").spawn().unwrap());
+    std::fs::write(theirs.0.join("cgroup.procs"), child.0.id().to_string()).unwrap();
+    let job = name("unwritable");
+    let out = env.run(&["adopt", "--job", &job, "--pid", &child.0.id().to_string()]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(err.lines().count(), 1, "one line: {err}");
+    assert!(err.contains("release could not put it back"), "{err}");
+    assert_eq!(freezer_of(child.0.id()), theirs.path(), "the process stays where it was");
     common::assert_no_cgroup(&job);
 }
 

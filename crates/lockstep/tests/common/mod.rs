@@ -215,6 +215,10 @@ pub fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
+/// The capabilities docs/security.md gives the agent (the Makefile's `AGENT_CAPS`): no CAP_DAC_OVERRIDE, so that
+/// file modes bind its writes as they bind any owner.
+pub const AGENT_CAPS: &str = "sys_admin,bpf,perfmon,net_admin,sys_nice,sys_ptrace,dac_read_search";
+
 /// A running agent, killed when dropped. Its stderr (the log) goes to a file of the test's directory, shown when
 /// a wait times out ([`watch_log`]).
 pub struct Agent {
@@ -234,6 +238,11 @@ impl Agent {
     /// as `LOCKSTEP_CLOCK_SKEW_FILE`).
     pub fn start_with(env: &Env, args: &[&str], vars: &[(&str, &std::ffi::OsStr)]) -> Self {
         Self::launch(env, args, vars, std::env::var("LOCKSTEP_AGENT_CAPS").ok().as_deref())
+    }
+
+    /// Starts `lockstep agent ARGS` with every capability of root, whatever `LOCKSTEP_AGENT_CAPS` says.
+    pub fn start_as_root(env: &Env, args: &[&str]) -> Self {
+        Self::launch(env, args, &[], None)
     }
 
     /// Starts `lockstep agent ARGS` with only the capabilities `caps` lists (comma-separated, as setpriv takes
