@@ -178,17 +178,8 @@ impl Cluster {
 
     /// Every daemon `up` started that is still alive.
     fn alive(&self) -> Vec<String> {
-        self.pids
-            .iter()
-            .filter(|(_, pid)| Path::new(&format!("/proc/{pid}")).exists() && !zombie(*pid))
-            .map(|(n, _)| n.clone())
-            .collect()
+        self.pids.iter().filter(|(_, pid)| common::running(*pid)).map(|(n, _)| n.clone()).collect()
     }
-}
-
-fn zombie(pid: i32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .is_ok_and(|s| s.rsplit(')').next().is_some_and(|r| r.trim_start().starts_with('Z')))
 }
 
 impl Drop for Cluster {
