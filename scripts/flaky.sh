@@ -41,7 +41,10 @@ for _ in 1 2; do
   burners+=($!)
 done
 
+# As make test runs them: every prerequisite required, every agent under the capabilities the unit grants.
 export LOCKSTEP_BIN=$PWD/build/bin LOCKSTEP_REQUIRE_ALL=1
+LOCKSTEP_AGENT_CAPS=$(sed -n 's/^AGENT_CAPS := //p' Makefile)
+export LOCKSTEP_AGENT_CAPS
 table=()
 failed_any=0
 for b in "${binaries[@]}"; do
