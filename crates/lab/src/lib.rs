@@ -102,8 +102,14 @@ mod tests {
         for entry in std::fs::read_dir(dir).unwrap() {
             let path = entry.unwrap().path();
             if path.extension().is_some_and(|e| e == "toml") {
-                if let Err(e) = load(&path) {
-                    panic!("{e}");
+                match load(&path) {
+                    Ok(_) => {}
+                    // Tracepoint names resolve only through tracefs, which only root may read or mount: a plain
+                    // `cargo test` as a user checks the rest, `make test` (root) everything.
+                    Err(e) if !nix::unistd::geteuid().is_root() && e.to_string().contains("tracefs") => {
+                        eprintln!("skipped: the events of {} (tracepoints need root): {e}", path.display());
+                    }
+                    Err(e) => panic!("{e}"),
                 }
                 n += 1;
             }
