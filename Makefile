@@ -61,7 +61,7 @@ test: build
 	tests/vm/slurm-two
 	tests/vm/numa
 	scripts/fuzz.sh smoke 5 & fuzz=$$!; scripts/soak-agent.sh 2; soak=$$?; wait $$fuzz && exit $$soak
-	ctest --test-dir $(NATIVE) -j 2 --output-on-failure
+	ctest --test-dir $(NATIVE) --output-on-failure
 	cmake -S native/locks -B $(BUILD)/locks-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_FLAGS=-fsanitize=thread >/dev/null
 	cmake --build $(BUILD)/locks-tsan -j 2 >/dev/null
 	TSAN_OPTIONS=halt_on_error=1 ctest --test-dir $(BUILD)/locks-tsan --output-on-failure -R '^locks_|^cna_'
