@@ -74,6 +74,13 @@ impl Delegated {
         Self(dir)
     }
 
+    /// A `sleep 600` of nobody's, moved into this cgroup.
+    fn sleeper(&self) -> Reaped {
+        let child = Reaped(as_nobody("sleep").arg("600").spawn().unwrap());
+        std::fs::write(self.0.join("cgroup.procs"), child.0.id().to_string()).unwrap();
+        child
+    }
+
     /// Its path as `/proc/PID/cgroup` shows it.
     fn path(&self) -> String {
         format!("/{}", self.0.file_name().unwrap().to_string_lossy())
@@ -127,12 +134,7 @@ fn a_recycled_pid_is_never_moved_into_the_cgroup_its_old_owner_controls() {
     // at all, and refuses such an adoption (the next test).
     let _agent = Agent::start_as_root(&env, &["--policy", "cfs", "--slot", "60s"]);
     let theirs = Delegated::new("recycled");
-    let spawn = || {
-        let child = as_nobody("sleep").arg("600").spawn().unwrap();
-        std::fs::write(theirs.0.join("cgroup.procs"), child.id().to_string()).unwrap();
-        Reaped(child)
-    };
-    let (mut gone, stays) = (spawn(), spawn());
+    let (mut gone, stays) = (theirs.sleeper(), theirs.sleeper());
     let job = name("recycled");
     let (x, y) = (gone.0.id(), stays.0.id());
     ok(&env.run(&["adopt", "--job", &job, "--pid", &x.to_string(), &y.to_string()]));
@@ -163,8 +165,7 @@ fn a_process_the_agent_could_not_put_back_is_not_adopted() {
     let env = Env::new();
     let _agent = Agent::start_with_caps(&env, &["--policy", "cfs"], common::AGENT_CAPS);
     let theirs = Delegated::new("unwritable");
-    let child = Reaped(as_nobody("sleep").arg("600").spawn().unwrap());
-    std::fs::write(theirs.0.join("cgroup.procs"), child.0.id().to_string()).unwrap();
+    let child = theirs.sleeper();
     let job = name("unwritable");
     let out = env.run(&["adopt", "--job", &job, "--pid", &child.0.id().to_string()]);
     let err = stderr(&out);
