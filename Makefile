@@ -52,8 +52,8 @@ test: build
 	scripts/module-cycles.py crates
 	tests/install
 	$(CARGO) clippy --release --locked --workspace --all-targets -- -D warnings
-	LOCKSTEP_BIN=$(BIN) LOCKSTEP_REQUIRE_ALL=1 LOCKSTEP_AGENT_CAPS=$(AGENT_CAPS) $(CARGO) test --release --locked \
-		--workspace -- --include-ignored
+	scripts/beside $(BUILD)/fuzz/build.log scripts/fuzz.sh build -- env LOCKSTEP_BIN=$(BIN) LOCKSTEP_REQUIRE_ALL=1 \
+		LOCKSTEP_AGENT_CAPS=$(AGENT_CAPS) $(CARGO) test --release --locked --workspace -- --include-ignored
 	tests/vm/cgroup-v2
 	tests/vm/systemd-unit
 	tests/vm/slurm-v2

@@ -14,7 +14,12 @@ fn main() {
     println!("cargo:rustc-env=LOCKSTEP_COMMIT={commit}");
     if let Some(dir) = git(&["rev-parse", "--absolute-git-dir"]) {
         println!("cargo:rerun-if-changed={dir}/HEAD");
-        println!("cargo:rerun-if-changed={dir}/packed-refs");
+        // Watched only where it exists: cargo takes a missing file for a changed one, and would rebuild every time.
+        // Where it does not, the branch's own file below holds the commit (packing the refs later removes it,
+        // which is a change too).
+        if std::path::Path::new(&format!("{dir}/packed-refs")).exists() {
+            println!("cargo:rerun-if-changed={dir}/packed-refs");
+        }
         if let Some(branch) = git(&["symbolic-ref", "-q", "HEAD"]) {
             println!("cargo:rerun-if-changed={dir}/{branch}");
         }

@@ -372,7 +372,7 @@ mod tests {
 
     #[test]
     fn v1_jobs_of_this_node_across_controllers() {
-        let t = tempfile::tempdir().unwrap();
+        let t = lockstep_scratch::tempdir().unwrap();
         let (freezer, cpuset) = (t.path().join("freezer"), t.path().join("cpuset"));
         mkdirs(
             &freezer,
@@ -392,7 +392,7 @@ mod tests {
 
     #[test]
     fn v1_single_slurmd_layout() {
-        let t = tempfile::tempdir().unwrap();
+        let t = lockstep_scratch::tempdir().unwrap();
         mkdirs(t.path(), &["slurm/uid_5/job_3/step_0"]);
         let found = scan(Version::V1, &[t.path().to_path_buf()], "anything");
         assert_eq!((found[0].id, found[0].uid), (3, Some(5)));
@@ -400,7 +400,7 @@ mod tests {
 
     #[test]
     fn v2_groups_are_the_steps_user_cgroups() {
-        let t = tempfile::tempdir().unwrap();
+        let t = lockstep_scratch::tempdir().unwrap();
         let scope = "system.slice/n1_slurmstepd.scope";
         mkdirs(
             t.path(),

@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use super::*;
 
-fn scratch_v2(controllers: &str) -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
+fn scratch_v2(controllers: &str) -> lockstep_scratch::TempDir {
+    let dir = lockstep_scratch::tempdir().unwrap();
     fs::write(dir.path().join("cgroup.controllers"), controllers).unwrap();
     fs::write(dir.path().join("cgroup.subtree_control"), "").unwrap();
     fs::write(dir.path().join("cpuset.cpus.effective"), "0-3\n").unwrap();
@@ -82,9 +82,11 @@ fn v2_rejects_what_it_cannot_enforce_and_leaves_nothing() {
 
 #[test]
 fn v1_writes_shares_and_inherits_cpuset() {
+    let dirs: Vec<lockstep_scratch::TempDir> = (0..4).map(|_| lockstep_scratch::tempdir().unwrap()).collect();
     let mounts: Vec<(String, std::path::PathBuf)> = ["cpuset", "cpu", "memory", "freezer"]
         .iter()
-        .map(|c| (c.to_string(), tempfile::tempdir().unwrap().keep()))
+        .zip(&dirs)
+        .map(|(c, dir)| (c.to_string(), dir.path().to_path_buf()))
         .collect();
     let cpuset_root = mounts[0].1.clone();
     fs::write(cpuset_root.join("cpuset.cpus"), "0-3\n").unwrap();
@@ -100,7 +102,6 @@ fn v1_writes_shares_and_inherits_cpuset() {
     cg.destroy(Duration::from_secs(1)).unwrap();
     for (_, m) in &mounts {
         assert!(!m.join("lockstep/v1job").exists());
-        fs::remove_dir_all(m).unwrap();
     }
 }
 

@@ -208,7 +208,7 @@ mod tests {
 
     #[test]
     fn private_directories_pass_and_open_ones_are_refused() {
-        let tmp = tempfile::tempdir().unwrap();
+        let tmp = lockstep_scratch::tempdir().unwrap();
         let store = tmp.path().join("a/b/lockstep.db");
         assert!(check_path(&store, "store").is_ok(), "missing directories under a private one are fine");
         ensure_dir(store.parent().unwrap(), 0o700, "store").unwrap();

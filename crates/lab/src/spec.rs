@@ -391,7 +391,7 @@ mod tests {
     const GOOD: &str = include_str!("../../../fixtures/specs/mpl-small.toml");
 
     fn parse(text: &str) -> Result<super::Spec, String> {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = lockstep_scratch::tempdir().unwrap();
         let path = dir.path().join("spec.toml");
         std::fs::write(&path, text).unwrap();
         load(&path).map_err(|e| e.to_string())

@@ -673,7 +673,7 @@ fn a_placement_experiment_emulates_kinds_in_every_runtime() {
 /// podman on this kind of machine: runc, rlimits the sandbox allows (no CAP_SYS_RESOURCE), cgroupfs manager,
 /// and a busybox root file system made on the spot (no registry).
 struct Podman {
-    dir: tempfile::TempDir,
+    dir: lockstep_scratch::TempDir,
     names: Vec<String>,
 }
 
@@ -683,7 +683,7 @@ impl Podman {
         if std::process::Command::new("podman").arg("--version").output().is_err() || !busybox.exists() {
             return None;
         }
-        let dir = tempfile::tempdir().unwrap();
+        let dir = lockstep_scratch::tempdir().unwrap();
         let bin = dir.path().join("rootfs/bin");
         std::fs::create_dir_all(&bin).unwrap();
         std::fs::copy(busybox, bin.join("busybox")).unwrap();

@@ -66,7 +66,7 @@ fn two_jobs_under_gang(cluster: &Cluster) -> (Child, Child) {
 
 /// A cluster, taken down when dropped.
 struct Cluster {
-    dir: tempfile::TempDir,
+    dir: lockstep_scratch::TempDir,
     /// Its nodes, `n1` to `nN`.
     nodes: u32,
     /// Every daemon's PID, as `up` recorded them.
@@ -78,7 +78,7 @@ struct Cluster {
 impl Cluster {
     /// `nodes` nodes, with lockstep's prolog and epilog when `hooks`.
     fn up(nodes: u32, hooks: bool) -> Self {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = lockstep_scratch::tempdir().unwrap();
         let out = Command::new(repo().join("tests/cluster/up"))
             .arg(nodes.to_string())
             .env("LOCKSTEP_CLUSTER_HOOKS", if hooks { "yes" } else { "no" })
@@ -469,7 +469,7 @@ fn a_job_named_like_an_admin_comment_gets_the_place_the_prolog_chose() {
 #[ignore = "needs root"]
 fn the_test_cluster_refuses_a_directory_another_user_made() {
     common::require_root();
-    let top = tempfile::tempdir().unwrap();
+    let top = lockstep_scratch::tempdir().unwrap();
     std::fs::set_permissions(top.path(), std::os::unix::fs::PermissionsExt::from_mode(0o1777)).unwrap();
     let theirs = top.path().join("cluster");
     let nobody = |args: &[&str]| {
@@ -506,7 +506,7 @@ fn the_test_cluster_refuses_a_directory_another_user_made() {
 #[ignore = "needs root"]
 fn the_row_lock_cannot_be_planted_or_held_to_stall_job_starts() {
     common::require_root();
-    let top = tempfile::tempdir().unwrap();
+    let top = lockstep_scratch::tempdir().unwrap();
     std::fs::set_permissions(top.path(), std::os::unix::fs::PermissionsExt::from_mode(0o1777)).unwrap();
     let theirs = top.path().join("theirs");
     let out = common::as_nobody("mkdir").arg(&theirs).output().unwrap();
@@ -541,7 +541,7 @@ fn the_row_lock_cannot_be_planted_or_held_to_stall_job_starts() {
 
 #[test]
 fn the_hooks_never_fail_a_job_and_refuse_to_guess_one() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = lockstep_scratch::tempdir().unwrap();
     let hook = |args: &[&str], id: Option<&str>| {
         let mut c = Command::new(env!("CARGO_BIN_EXE_lockstep"));
         c.arg("--socket").arg(dir.path().join("none.sock")).args(["slurm"]).args(args).env_remove("SLURM_JOB_ID");

@@ -165,7 +165,7 @@ mod tests {
 
     #[test]
     fn a_new_store_and_its_files_are_its_owners_only() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = lockstep_scratch::tempdir().unwrap();
         let path = dir.path().join("new/dir/lockstep.db");
         let store = Store::open(&path).unwrap();
         store.jobs(true).unwrap();
@@ -187,7 +187,7 @@ mod tests {
         let err = Store::open(std::path::Path::new("/dev/null")).err().unwrap();
         assert!(err.is::<lockstep_core::error::UsageError>(), "{err}");
         assert!(err.to_string().contains("not a regular file"), "{err}");
-        let dir = tempfile::tempdir().unwrap();
+        let dir = lockstep_scratch::tempdir().unwrap();
         let err = Store::open(dir.path()).err().unwrap();
         assert!(err.is::<lockstep_core::error::UsageError>(), "{err}");
     }
@@ -198,7 +198,7 @@ mod tests {
     #[test]
     fn opening_the_store_again_keeps_the_locks_of_the_open_one() {
         use std::os::unix::fs::MetadataExt;
-        let dir = tempfile::tempdir().unwrap();
+        let dir = lockstep_scratch::tempdir().unwrap();
         let path = dir.path().join("lockstep.db");
         let first = Store::open(&path).unwrap();
         first.jobs(true).unwrap();

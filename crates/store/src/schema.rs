@@ -198,7 +198,7 @@ mod tests {
     #[test]
     fn a_store_of_an_older_build_opens_with_its_data_and_every_table() {
         for steps in [2, 5, MIGRATIONS.len() - 1] {
-            let dir = tempfile::tempdir().unwrap();
+            let dir = lockstep_scratch::tempdir().unwrap();
             let path = dir.path().join("old.db");
             old_store(&path, steps);
             let mut store = Store::open(&path).unwrap();
@@ -233,7 +233,7 @@ mod tests {
 
     #[test]
     fn processes_opening_a_new_store_at_once_all_succeed() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = lockstep_scratch::tempdir().unwrap();
         let path = dir.path().join("new.db");
         let openers: Vec<_> = (0..8)
             .map(|_| {

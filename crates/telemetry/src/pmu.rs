@@ -380,8 +380,8 @@ mod tests {
     }
 
     /// A sysfs tree of a hybrid Intel CPU (Alder Lake's layout: cpu_core type 4, cpu_atom type 10).
-    fn hybrid_tree() -> tempfile::TempDir {
-        let dir = tempfile::tempdir().unwrap();
+    fn hybrid_tree() -> lockstep_scratch::TempDir {
+        let dir = lockstep_scratch::tempdir().unwrap();
         for (pmu, ty, cpus) in [("cpu_core", "4", "0-7"), ("cpu_atom", "10", "8-15")] {
             let p = dir.path().join(pmu);
             std::fs::create_dir_all(p.join("format")).unwrap();

@@ -127,7 +127,7 @@ fn live_machine_matches_sysfs() {
 
 #[test]
 fn bad_xml_is_a_usage_error() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = lockstep_scratch::tempdir().unwrap();
     let bad = dir.path().join("bad.xml");
     std::fs::write(&bad, "<not a topology/>").unwrap();
     assert!(Machine::from_xml(&bad).is_err());

@@ -210,7 +210,7 @@ mod tests {
     }
 
     fn spec() -> CountersSpec {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = lockstep_scratch::tempdir().unwrap();
         let path = dir.path().join("c.toml");
         std::fs::write(
             &path,

@@ -318,8 +318,8 @@ mod tests {
         parse(path, &std::fs::read_to_string(path).unwrap())
     }
 
-    fn write(text: &str) -> (tempfile::TempDir, std::path::PathBuf) {
-        let dir = tempfile::tempdir().unwrap();
+    fn write(text: &str) -> (lockstep_scratch::TempDir, std::path::PathBuf) {
+        let dir = lockstep_scratch::tempdir().unwrap();
         let path = dir.path().join("l.toml");
         std::fs::write(&path, text).unwrap();
         (dir, path)

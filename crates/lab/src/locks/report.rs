@@ -392,7 +392,7 @@ mod tests {
 
     #[test]
     fn targets_are_judged_from_the_medians() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = lockstep_scratch::tempdir().unwrap();
         let spec = spec(
             dir.path(),
             "kind = \"locks\"\nname = \"l\"\nduration_s = 1\nlocks = [\"mcs\", \"cna-pt\"]\n[[scenarios]]\n\
@@ -418,7 +418,7 @@ mod tests {
 
     #[test]
     fn guests_are_on_the_x_axis_and_judged_against_one_guest() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = lockstep_scratch::tempdir().unwrap();
         let spec = spec(
             dir.path(),
             "kind = \"locks\"\nname = \"l\"\nduration_s = 1\nlocks = [\"pthread\", \"mcs\", \"cna-pt\", \"shfl\"]\n\

@@ -666,7 +666,7 @@ mod tests {
     #[test]
     fn the_model_replays_a_measured_case_and_answers_every_question() {
         let Some(python) = venv_python() else { return };
-        let dir = tempfile::tempdir().unwrap();
+        let dir = lockstep_scratch::tempdir().unwrap();
         let job = |submit: f64, nodes: &[u32], alone_s: f64| ModelJob {
             submit,
             start: Some(submit + 0.1),
@@ -760,7 +760,7 @@ mod tests {
 
     #[test]
     fn sessions_that_ran_some_of_the_cases_are_pooled_case_by_case() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = lockstep_scratch::tempdir().unwrap();
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../experiments/scale-model.toml");
         let spec = parse(&path, &std::fs::read_to_string(&path).unwrap()).unwrap();
         let m = &spec.measured;

@@ -560,7 +560,7 @@ mod tests {
 
     #[test]
     fn hook_latencies_are_per_hook() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = lockstep_scratch::tempdir().unwrap();
         let log = dir.path().join("hooks.tsv");
         std::fs::write(&log, "prolog 1 n1 2000000\nprolog 1 n2 4000000\nprolog-slurmctld 1 controller 9000000\nbad\n")
             .unwrap();

@@ -13,12 +13,12 @@ pub const V1_CONTROLLERS: [&str; 4] = ["cpuset", "cpu", "memory", "freezer"];
 
 pub struct Env {
     /// Directory of the store and socket.
-    pub dir: tempfile::TempDir,
+    pub dir: lockstep_scratch::TempDir,
 }
 
 impl Env {
     pub fn new() -> Self {
-        Self { dir: tempfile::tempdir().unwrap() }
+        Self { dir: lockstep_scratch::tempdir().unwrap() }
     }
 
     /// This test's store.

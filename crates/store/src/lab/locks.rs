@@ -126,7 +126,7 @@ mod tests {
 
     #[test]
     fn lock_runs_round_trip_latest_session_only() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = lockstep_scratch::tempdir().unwrap();
         let store = Store::open(&dir.path().join("s.db")).unwrap();
         let run = |session: f64, lock: &str| LockRun {
             experiment: "locks".into(),

@@ -75,7 +75,7 @@ mod tests {
 
     #[test]
     fn the_latest_session_or_every_one_is_read_back_in_order() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = lockstep_scratch::tempdir().unwrap();
         let store = Store::open(&dir.path().join("s.db")).unwrap();
         let rec = |session: f64, record: &str| ScaleRecord {
             experiment: "x".into(),

@@ -79,7 +79,7 @@ mod tests {
 
     #[test]
     fn samples_round_trip_and_expire() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = lockstep_scratch::tempdir().unwrap();
         let mut store = Store::open(&dir.path().join("s.db")).unwrap();
         store
             .insert_samples(&[

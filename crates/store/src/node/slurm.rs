@@ -47,7 +47,7 @@ mod tests {
 
     #[test]
     fn announced_jobs_round_trip() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = lockstep_scratch::tempdir().unwrap();
         let store = Store::open(&dir.path().join("s.db")).unwrap();
         store.slurm_put(&SlurmJob { id: 7, uid: 1000, row: Some(1) }).unwrap();
         store.slurm_put(&SlurmJob { id: 9, uid: 0, row: None }).unwrap();
