@@ -134,3 +134,35 @@ vm_never_both_frozen() {
     ! { vm_frozen "$1" && vm_frozen "$2" && vm_frozen "$1"; } || fail "both jobs frozen at once"
   done
 }
+
+# Runs COMMAND (in a guest) with a deadline of $1 seconds: past it, prints every task of the guest (state, wait
+# channel, elapsed time, command line), the kernel stacks of the user tasks not running, and kills COMMAND
+# (status 137).
+# A command that hangs in a TCG guest then says what it waited on, instead of running out the guest's own time
+# with nothing on the console.
+vm_limited() {
+  local limit=$1 pid end task state
+  shift
+  "$@" &
+  pid=$!
+  end=$((SECONDS + limit))
+  # bash reaps its background child as soon as it exits (keeping its status for `wait`): kill -0 then fails.
+  while kill -0 "$pid" 2>/dev/null; do
+    if ((SECONDS >= end)); then
+      echo "$vm_prog: still running after $limit s: $*; every task of the guest:" >&2
+      ps -eLo pid,tid,ppid,stat,wchan:32,etime,args >&2
+      for task in /proc/[0-9]*/task/[0-9]*; do
+        # Kernel threads (an empty command line) are left out.
+        [[ $(head -c 1 "${task%/task/*}/cmdline" 2>/dev/null | wc -c) == 1 ]] || continue
+        read -r state < <(sed -n 's/^State:\t\([A-Z]\).*/\1/p' "$task/status" 2>/dev/null)
+        [[ ${state:-R} == R ]] && continue
+        echo "--- ${task#/proc/} ($(cat "$task/comm" 2>/dev/null), $state):" >&2
+        cat "$task/stack" >&2 2>/dev/null
+      done
+      kill -KILL "$pid" 2>/dev/null
+      break
+    fi
+    sleep 0.2
+  done
+  wait "$pid"
+}

@@ -57,13 +57,20 @@ fn v2_writes_limits_and_enables_controllers() {
     assert!(!dir.exists());
 }
 
+/// cpu for every job (the agent weighs jobs), cpuset and memory only for the limits that need them.
 #[test]
-fn v2_enables_only_what_the_limits_need() {
-    let root = scratch_v2("cpuset cpu memory");
+fn v2_enables_cpu_for_every_job_and_the_rest_as_the_limits_need() {
     let limits = Limits { cpus: Some(CpuList::parse("0").unwrap()), ..Limits::default() };
-    let cg = V2::new(root.path().to_path_buf()).create("only-cpuset", &limits).unwrap();
-    assert_eq!(read(&root.path().join("cgroup.subtree_control")), "+cpuset");
-    assert!(!cg.dirs[0].join("cpu.weight").exists());
+    for (controllers, enabled) in [("cpuset cpu memory", "+cpuset +cpu"), ("cpuset memory", "+cpuset")] {
+        let root = scratch_v2(controllers);
+        let cg = V2::new(root.path().to_path_buf()).create("no-weight", &limits).unwrap();
+        assert_eq!(read(&root.path().join("cgroup.subtree_control")), enabled);
+        assert_eq!(read(&root.path().join("lockstep/cgroup.subtree_control")), enabled);
+        cg.destroy(Duration::from_secs(1)).unwrap();
+    }
+    let root = scratch_v2("cpu memory");
+    let cg = V2::new(root.path().to_path_buf()).create("no-limits", &Limits::default()).unwrap();
+    assert_eq!(read(&root.path().join("cgroup.subtree_control")), "+cpu");
     cg.destroy(Duration::from_secs(1)).unwrap();
 }
 

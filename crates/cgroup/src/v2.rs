@@ -74,10 +74,26 @@ impl Backend for V2 {
         }
         let parent = self.root.join(PARENT);
         ensure_dir(&parent)?;
-        if !enable.is_empty() {
-            // `lockstep/` holds no process itself, so the no-internal-process rule allows this.
-            write_knob(&self.root.join("cgroup.subtree_control"), &enable.join(" "))?;
-            write_knob(&parent.join("cgroup.subtree_control"), &enable.join(" "))?;
+        // The agent's boost and dcs weigh every job through its cpu.weight: cpu is enabled for every job where
+        // it can be, not only for --weight. The kernel refuses it while a real-time process sits in a cgroup
+        // below the root; the job then goes without (as it would without the agent), unless --weight needs it.
+        let enable_in = |controllers: &[String]| -> Result<(), CreateError> {
+            if !controllers.is_empty() {
+                // `lockstep/` holds no process itself, so the no-internal-process rule allows this.
+                write_knob(&self.root.join("cgroup.subtree_control"), &controllers.join(" "))?;
+                write_knob(&parent.join("cgroup.subtree_control"), &controllers.join(" "))?;
+            }
+            Ok(())
+        };
+        let cpu = "+cpu".to_string();
+        if available.iter().any(|c| c == "cpu") && !enable.contains(&cpu) {
+            let mut with_cpu = enable.clone();
+            with_cpu.push(cpu);
+            if enable_in(&with_cpu).is_err() {
+                enable_in(&enable)?;
+            }
+        } else {
+            enable_in(&enable)?;
         }
         check_within("cpus", limits.cpus.as_ref(), &self.root.join("cpuset.cpus.effective"))?;
         check_within("mems", limits.mems.as_ref(), &self.root.join("cpuset.mems.effective"))?;

@@ -75,7 +75,7 @@ impl Drop for Job {
             let _ = std::fs::write(&f, lockstep_cgroup::knobs::freeze_value(&f, false));
         }
         let _ = kill(Pid::from_raw(self.child.id() as i32), Signal::SIGTERM);
-        let _ = self.child.wait();
+        common::exit_within(&mut self.child, common::STOP_LIMIT, &format!("the job {}, after SIGTERM", self.name));
         assert_no_cgroup(&self.name);
     }
 }
@@ -393,7 +393,7 @@ fn adopted_pids_move_in_and_back_out() {
     let again = name("adopt-exit");
     ok(&env.run(&["adopt", "--job", &again, "--pid", &pids[1]]));
     let _ = sleepers[1].kill();
-    let _ = sleepers[1].wait();
+    common::exit_within(&mut sleepers[1], common::STOP_LIMIT, "a sleeper, killed");
     let dirs = job_dirs(&again);
     wait_until(
         "the ended job's cgroup to go",
@@ -406,7 +406,7 @@ fn adopted_pids_move_in_and_back_out() {
     assert!(status["jobs"].as_array().unwrap().is_empty(), "{status}");
     for c in &mut sleepers {
         let _ = c.kill();
-        let _ = c.wait();
+        common::exit_within(c, common::STOP_LIMIT, "a sleeper, killed");
     }
     // The agent's log: one timestamped line per change of state.
     let log = common::stderr(&agent.stop(nix::sys::signal::Signal::SIGTERM));
@@ -602,7 +602,7 @@ fn a_stopped_experiment_takes_down_what_it_started() {
     wait_until("the job's ranks", WAIT, comms, |c| c.iter().any(|c| c == "ep"));
     let below = descendants(me);
     kill(Pid::from_raw(me), Signal::SIGTERM).unwrap();
-    let status = child.wait().unwrap();
+    let status = common::exit_within(&mut child, common::STOP_LIMIT, "lockstep run, after SIGTERM");
     let mut err = String::new();
     std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut err).unwrap();
     assert_eq!(status.code(), Some(128 + libc::SIGTERM), "{err}");
@@ -806,7 +806,7 @@ fn charliecloud_containers_are_adopted_by_pid_and_go_back_on_release() {
     assert_eq!(std::fs::read_to_string(format!("/proc/{}/cgroup", ranks[0].id())).unwrap(), before);
     for c in ranks.iter_mut().chain(std::iter::once(&mut plain)) {
         let _ = c.kill();
-        let _ = c.wait();
+        common::exit_within(c, common::STOP_LIMIT, "a sleeper, killed");
     }
 }
 
@@ -897,7 +897,7 @@ fn users_see_only_their_own_jobs_and_change_nothing() {
     ok(&env.run(&["release", "--job", &other]));
     for c in [&mut theirs, &mut roots] {
         let _ = c.kill();
-        let _ = c.wait();
+        common::exit_within(c, common::STOP_LIMIT, "a sleeper, killed");
     }
 }
 
@@ -931,7 +931,7 @@ fn adoption_takes_nothing_it_must_not_and_a_failed_one_changes_nothing() {
     ok(&env.run(&["release", "--job", &job]));
     assert_eq!(std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap(), before, "release put it back");
     let _ = sleeper.kill();
-    let _ = sleeper.wait();
+    common::exit_within(&mut sleeper, common::STOP_LIMIT, "a sleeper, killed");
     assert_no_cgroup(&job);
 }
 

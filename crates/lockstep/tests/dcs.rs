@@ -119,7 +119,7 @@ impl Talkers {
 impl Drop for Talkers {
     fn drop(&mut self) {
         let _ = kill(Pid::from_raw(self.child.id() as i32), Signal::SIGTERM);
-        let _ = self.child.wait();
+        common::exit_within(&mut self.child, common::STOP_LIMIT, &format!("the job {}, after SIGTERM", self.name));
         assert_no_cgroup(&self.name);
     }
 }
@@ -143,7 +143,7 @@ impl Neighbour {
 impl Drop for Neighbour {
     fn drop(&mut self) {
         let _ = kill(Pid::from_raw(self.child.id() as i32), Signal::SIGTERM);
-        let _ = self.child.wait();
+        common::exit_within(&mut self.child, common::STOP_LIMIT, &format!("the job {}, after SIGTERM", self.name));
         assert_no_cgroup(&self.name);
     }
 }

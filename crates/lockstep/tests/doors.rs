@@ -89,7 +89,7 @@ fn idle_connections_of_another_user_do_not_delay_root() {
         worst = worst.max(took);
     }
     let _ = idle.kill();
-    let _ = idle.wait();
+    common::exit_within(&mut idle, common::STOP_LIMIT, "the idle client, killed");
     eprintln!("root's status with 50 idle connections of nobody open: worst of 10 {worst:?}");
     // The old server held each request for 5 s per idle connection ahead of it; a generous bound tells the two
     // apart on a loaded machine (the measured figure is in docs/security.md).

@@ -102,7 +102,7 @@ struct Reaped(Child);
 impl Drop for Reaped {
     fn drop(&mut self) {
         let _ = self.0.kill();
-        let _ = self.0.wait();
+        common::exit_within(&mut self.0, common::STOP_LIMIT, "nobody's process, killed");
     }
 }
 
@@ -140,7 +140,7 @@ fn a_recycled_pid_is_never_moved_into_the_cgroup_its_old_owner_controls() {
     ok(&env.run(&["adopt", "--job", &job, "--pid", &x.to_string(), &y.to_string()]));
     assert_ne!(freezer_of(y), theirs.path(), "adopted processes move into the job's cgroup");
     gone.0.kill().unwrap();
-    gone.0.wait().unwrap();
+    common::exit_within(&mut gone.0, common::STOP_LIMIT, "nobody's process, killed");
     let Some(roots) = sleep_with_pid(x) else {
         common::missing("a free PID to recycle (other processes took it 50 times)");
         return;

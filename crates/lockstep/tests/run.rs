@@ -153,7 +153,7 @@ fn sigint_reaches_the_command_when_lockstep_run_was_started_with_it_ignored() {
     in_cgroup(&job, pid);
     // SAFETY: kill has no memory preconditions.
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
-    let status = child.wait().unwrap();
+    let status = common::exit_within(&mut child, common::STOP_LIMIT, "lockstep run, after SIGINT");
     assert_eq!(status.code(), Some(128 + libc::SIGINT), "the forwarded SIGINT must end the command");
     assert_no_cgroup(&job);
 }
@@ -167,7 +167,7 @@ fn cgroup_is_removed_when_the_command_is_killed() {
     let (mut child, pid) = start_sleeper(&env, &job);
     // SAFETY: kill has no memory preconditions.
     unsafe { libc::kill(pid, libc::SIGKILL) };
-    let status = child.wait().unwrap();
+    let status = common::exit_within(&mut child, common::STOP_LIMIT, "lockstep run, its command killed");
     assert_eq!(status.code(), Some(128 + libc::SIGKILL));
     assert_no_cgroup(&job);
 }
@@ -187,7 +187,7 @@ fn sigint_and_sigterm_are_forwarded_and_cleaned_up() {
         assert_eq!(row["state"], "running");
         // SAFETY: kill has no memory preconditions.
         unsafe { libc::kill(child.id() as i32, sig) };
-        let status = child.wait().unwrap();
+        let status = common::exit_within(&mut child, common::STOP_LIMIT, &format!("lockstep run, after {sig}"));
         assert_eq!(status.code(), Some(128 + sig), "signal {sig}");
         assert_no_cgroup(&job);
     }
@@ -215,7 +215,7 @@ fn supervisor_killed_leaves_an_orphan_that_reconcile_removes() {
     let job = name("orphan");
     let (mut child, pid) = start_sleeper(&env, &job);
     child.kill().unwrap();
-    child.wait().unwrap();
+    common::exit_within(&mut child, common::STOP_LIMIT, "lockstep run, killed");
     let jobs: Value = serde_json::from_str(&stdout(&env.run(&["jobs", "--json"]))).unwrap();
     let row = jobs.as_array().unwrap().iter().find(|j| j["name"] == job.as_str()).unwrap();
     assert_eq!(row["state"], "orphaned");
@@ -276,7 +276,7 @@ fn job_name_in_use_is_rejected_and_the_running_job_is_untouched() {
     assert_eq!(procs(&job), vec![pid], "first job still in its cgroup");
     // SAFETY: kill has no memory preconditions.
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
-    child.wait().unwrap();
+    common::exit_within(&mut child, common::STOP_LIMIT, "lockstep run, after SIGTERM");
     assert_no_cgroup(&job);
 }
 

@@ -193,7 +193,7 @@ impl Drop for Cluster {
 
 /// Waits for an srun and checks that the NPB-style kernel verified.
 fn verified(child: Child, what: &str) {
-    let out = child.wait_with_output().unwrap();
+    let out = common::output_within(child, common::RUN_LIMIT, &format!("{what}'s srun"));
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{what}: srun failed: {}{}", text, stderr(&out));
     assert!(text.contains("SUCCESSFUL"), "{what} did not verify: {text}");
@@ -389,7 +389,8 @@ fn a_job_cancelled_mid_slot_leaves_nothing_frozen_or_boosted() {
         assert!(out.status.success(), "scancel: {}", stderr(&out));
         wait_until("the queue to empty", WAIT, || cluster.queue(), Vec::is_empty);
         cluster.let_go();
-        let _ = (a.wait(), b.wait());
+        common::exit_within(&mut a, common::STOP_LIMIT, "an srun of a cancelled job");
+        common::exit_within(&mut b, common::STOP_LIMIT, "an srun of a cancelled job");
         nothing_frozen_or_boosted();
         let removed = |(f, w): &(Vec<PathBuf>, Vec<PathBuf>)| f.is_empty() && w.is_empty();
         wait_until("Slurm and the agents to remove the job cgroups", WAIT, slurm_files, removed);
@@ -412,7 +413,7 @@ fn the_cluster_comes_down_without_a_trace() {
         .output()
         .unwrap();
     assert!(out.status.success(), "down: {}", stderr(&out));
-    let _ = job.wait_with_output();
+    common::output_within(job, common::STOP_LIMIT, "the srun of a job the cluster took down");
     assert_no_trace(&cluster);
     assert!(!Path::new("/sys/fs/cgroup/freezer/slurm_n1").exists(), "Slurm's cgroup tree left");
     assert!(!cluster.dir.path().join("pids").exists(), "cluster files left");

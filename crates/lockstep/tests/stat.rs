@@ -184,7 +184,7 @@ fn a_jobs_processes_are_counted_until_it_ends() {
     // The second sleep starts after attaching (a second is long enough even in the qemu guest, about 20 times
     // slower): a child of the job's shell, counted through inheritance.
     assert!(csv_value(&stderr(&o), "context-switches").unwrap() >= 1.0, "{}", stderr(&o));
-    assert!(run.wait().unwrap().success());
+    assert!(common::exit_within(&mut run, common::RUN_LIMIT, "the job").success());
     let o = stat(&env, &["--job", &job]);
     assert_eq!(o.status.code(), Some(2), "a job that ended: {}", stderr(&o));
     assert!(stderr(&o).contains("no running job"));

@@ -44,7 +44,7 @@ impl Drop for Daemon {
             std::thread::sleep(Duration::from_millis(20));
         }
         let _ = self.0.kill();
-        let _ = self.0.wait();
+        common::exit_within(&mut self.0, common::STOP_LIMIT, "a daemon, killed");
     }
 }
 
@@ -85,7 +85,7 @@ fn promtool_check(text: &str) {
         .spawn()
         .expect("promtool (scripts/deps.sh installs the prometheus package)");
     child.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = common::output_within(child, common::RUN_LIMIT, "promtool check metrics");
     assert!(out.status.success(), "promtool: {}{}\n{text}", String::from_utf8_lossy(&out.stdout), stderr(&out));
 }
 
@@ -116,7 +116,7 @@ fn agent_samples_go_to_store_metrics_and_nodes_sum() {
     };
     assert!(code && om.ends_with("# EOF\n"), "{om}");
 
-    assert!(run.0.wait().unwrap().success());
+    assert!(common::exit_within(&mut run.0, common::RUN_LIMIT, "the job").success());
     // The final counts: in the store, and from the counts API (no longer counting).
     let store = Store::open(&env.store()).unwrap();
     let counts = || get(&addr, &format!("/api/v1/jobs/{job}")).unwrap();
@@ -269,7 +269,7 @@ fn adopted_cgroup_outside_perf_event_is_counted_per_thread() {
     let stat = env.spawn(&["stat", "--job", &job, "-x", ",", "-e", "task-clock"]);
     std::thread::sleep(Duration::from_millis(1500));
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(stat.id() as i32), nix::sys::signal::Signal::SIGINT).unwrap();
-    let counted = stat.wait_with_output().unwrap();
+    let counted = common::output_within(stat, common::STOP_LIMIT, "lockstep stat, after SIGINT");
     assert!(counted.status.success(), "{}", stderr(&counted));
     let text = stderr(&counted);
     let msec: f64 =

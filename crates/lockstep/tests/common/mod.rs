@@ -314,12 +314,37 @@ pub fn output_within(child: Child, deadline: Duration, what: &str) -> Output {
     }
     let doing = stuck(pid.as_raw());
     let _ = kill(pid, Signal::SIGKILL);
-    let out = rx.recv().unwrap().unwrap();
-    panic!(
-        "{what} did not exit within {deadline:?}; what it was doing:\n{doing}its stderr: {}{}",
-        String::from_utf8_lossy(&out.stderr),
-        agent_logs()
-    );
+    // Its output ends when every process holding the pipes has closed them, which the child's own children
+    // (a job's processes) may not do soon: past a few seconds more the test fails without it.
+    let stderr = match rx.recv_timeout(Duration::from_secs(10)) {
+        Ok(Ok(out)) => String::from_utf8_lossy(&out.stderr).into_owned(),
+        _ => "(still held open by its children)\n".to_string(),
+    };
+    panic!("{what} did not exit within {deadline:?}; what it was doing:\n{doing}its stderr: {stderr}{}", agent_logs());
+}
+
+/// How long a process a test has signalled to stop may take to exit (a `lockstep run` forwards the signal, waits
+/// for its job and removes the job's cgroup; an agent restores every job first).
+pub const STOP_LIMIT: Duration = Duration::from_mins(1);
+
+/// The exit status of `child`, waiting at most `deadline`: past it, the child is killed and the test fails with
+/// what it was doing, naming `what`. In a `Drop` of a test that is already failing, the same goes to stderr
+/// instead (a second panic would abort the whole binary).
+pub fn exit_within(child: &mut Child, deadline: Duration, what: &str) -> std::process::ExitStatus {
+    let end = Instant::now() + deadline;
+    while Instant::now() < end {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let doing = stuck(child.id() as i32);
+    let _ = child.kill();
+    let status = child.wait().unwrap();
+    let message = format!("{what} did not exit within {deadline:?}; what it was doing:\n{doing}{}", agent_logs());
+    assert!(std::thread::panicking(), "{message}");
+    eprintln!("{message}");
+    status
 }
 
 /// What process `pid`, its threads and its children are doing, from /proc (name, state, kernel wait channel and
@@ -353,7 +378,7 @@ pub fn dummy() -> Child {
 impl Drop for Agent {
     fn drop(&mut self) {
         let _ = self.child.kill();
-        let _ = self.child.wait();
+        exit_within(&mut self.child, STOP_LIMIT, "the agent, killed");
         forget_log(&self.log);
     }
 }
