@@ -54,13 +54,13 @@ test: build
 	$(CARGO) clippy --release --locked --workspace --all-targets -- -D warnings
 	scripts/beside $(BUILD)/fuzz/build.log scripts/fuzz.sh build -- env LOCKSTEP_BIN=$(BIN) LOCKSTEP_REQUIRE_ALL=1 \
 		LOCKSTEP_AGENT_CAPS=$(AGENT_CAPS) $(CARGO) test --release --locked --workspace -- --include-ignored
-	tests/vm/cgroup-v2
+	scripts/beside $(BUILD)/soak.log scripts/soak-agent.sh 2 -- tests/vm/cgroup-v2
 	tests/vm/systemd-unit
 	tests/vm/slurm-v2
 	tests/vm/two-nodes
 	tests/vm/slurm-two
 	tests/vm/numa
-	scripts/fuzz.sh smoke 5 & fuzz=$$!; scripts/soak-agent.sh 2; soak=$$?; wait $$fuzz && exit $$soak
+	scripts/fuzz.sh smoke 5
 	ctest --test-dir $(NATIVE) --output-on-failure
 	cmake -S native/locks -B $(BUILD)/locks-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_FLAGS=-fsanitize=thread >/dev/null
 	cmake --build $(BUILD)/locks-tsan -j 2 >/dev/null

@@ -230,6 +230,34 @@ fn slurm_files() -> (Vec<PathBuf>, Vec<PathBuf>) {
     (freeze, weights)
 }
 
+/// Every process in a Slurm job cgroup of the freezer hierarchy or in an agent's weight cgroup, as `cgroup: PID
+/// (command) state`: what keeps a cgroup that should be gone.
+fn processes_in_slurm_cgroups() -> Vec<String> {
+    let mut found = Vec::new();
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir("/sys/fs/cgroup/freezer")
+        .into_iter()
+        .chain(std::fs::read_dir("/sys/fs/cgroup/cpu/lockstep"))
+        .flatten()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("slurm_n"))
+        .map(|e| e.path())
+        .collect();
+    while let Some(dir) = dirs.pop() {
+        for pid in lockstep_cgroup::read_procs(&dir).unwrap_or_default() {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            found.push(format!(
+                "{}: {pid} {}",
+                dir.display(),
+                stat.split_whitespace().take(3).skip(1).collect::<Vec<_>>().join(" ")
+            ));
+        }
+        dirs.extend(
+            std::fs::read_dir(&dir).into_iter().flatten().flatten().filter(|e| e.path().is_dir()).map(|e| e.path()),
+        );
+    }
+    found
+}
+
 /// No Slurm job cgroup frozen, no weight cgroup boosted.
 fn nothing_frozen_or_boosted() {
     let (freeze, weights) = slurm_files();
@@ -392,8 +420,9 @@ fn a_job_cancelled_mid_slot_leaves_nothing_frozen_or_boosted() {
         common::exit_within(&mut a, common::STOP_LIMIT, "an srun of a cancelled job");
         common::exit_within(&mut b, common::STOP_LIMIT, "an srun of a cancelled job");
         nothing_frozen_or_boosted();
-        let removed = |(f, w): &(Vec<PathBuf>, Vec<PathBuf>)| f.is_empty() && w.is_empty();
-        wait_until("Slurm and the agents to remove the job cgroups", WAIT, slurm_files, removed);
+        let removed = |((f, w), _): &((Vec<PathBuf>, Vec<PathBuf>), Vec<String>)| f.is_empty() && w.is_empty();
+        let look = || (slurm_files(), processes_in_slurm_cgroups());
+        wait_until("Slurm and the agents to remove the job cgroups", WAIT, look, removed);
     }
 }
 
