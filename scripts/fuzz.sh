@@ -55,25 +55,38 @@ all=" $(echo $rust_targets $c_targets) "
 for t in $only; do
   [[ $all == *" $t "* ]] || { echo "fuzz.sh: no target $t (expected one of:$all)" >&2; exit 2; }
 done
-failed=0
-for t in $rust_targets $c_targets; do
-  if [ "$only" != "  " ] && [[ $only != *" $t "* ]]; then continue; fi
-  if [ "$mode" = smoke ] && [[ " $smoke_skip " == *" $t "* ]]; then
-    echo "fuzz: $t: skipped in the smoke run (hwloc's own crashes; see docs/security.md)"
-    continue
-  fi
+# run_one TARGET: fuzzes TARGET, leaving its summary line in $out/TARGET.summary.
+run_one() {
+  local t=$1 log=$out/$1.log result stats
   rm -rf "$out/corpus/$t"
   mkdir -p "$out/corpus/$t"
   if [ -d "fuzz/corpus/$t" ]; then cp fuzz/corpus/"$t"/* "$out/corpus/$t/" 2>/dev/null || true; fi
-  log="$out/$t.log"
   if "$out/bin/$t" "${limit[@]}" -max_len=65536 -timeout=10 -rss_limit_mb=2048 \
        -artifact_prefix="$out/artifacts/$t-" "$out/corpus/$t" >"$log" 2>&1; then
     result=ok
   else
     result=FOUND
-    failed=1
   fi
   stats=$( (grep -E '^#[0-9]+' "$log" | tail -1 | sed -E 's/^#([0-9]+)[[:space:]]+[A-Z]+[[:space:]]+cov: ([0-9]+) ft: ([0-9]+).*exec\/s: ([0-9]+).*/\1 runs, cov \2, features \3, \4 exec\/s/') || true)
-  echo "fuzz: $t: $result, ${stats:-no stats} (log: $log)"
+  echo "fuzz: $t: $result, ${stats:-no stats} (log: $log)" > "$out/$t.summary"
+}
+
+# One target per CPU at a time (each libFuzzer run is one thread); the summaries in the targets' order.
+ran=()
+for t in $rust_targets $c_targets; do
+  if [ "$only" != "  " ] && [[ $only != *" $t "* ]]; then continue; fi
+  if [ "$mode" = smoke ] && [[ " $smoke_skip " == *" $t "* ]]; then
+    echo "fuzz: $t: skipped in the smoke run (hwloc's own crashes; see docs/security.md)" > "$out/$t.summary"
+  else
+    while (($(jobs -rp | wc -l) >= $(nproc))); do wait -n || true; done
+    run_one "$t" &
+  fi
+  ran+=("$t")
+done
+wait
+failed=0
+for t in "${ran[@]}"; do
+  cat "$out/$t.summary"
+  if grep -q ": FOUND," "$out/$t.summary"; then failed=1; fi
 done
 exit $failed
