@@ -3,7 +3,8 @@
 //!
 //! - cgroup v1 (`CgroupPlugin=cgroup/v1`): `<controller>/slurm_<node>/uid_<u>/job_<id>` (`slurm/` on a host
 //!   with one slurmd). The job directory is the group: the v1 freezer is hierarchical, so freezing it freezes every
-//!   step below, and slurmstepd itself lives outside the freezer's step cgroups.
+//!   step below, and slurmstepd itself lives outside the freezer's step cgroups (when a step ends, its slurmstepd
+//!   moves up into `job_<id>` to remove them: never gathered into the job's weight cgroup).
 //! - cgroup v2 (`cgroup/v2`): `system.slice/<node>_slurmstepd.scope/job_<id>` (`slurmstepd.scope` with one
 //!   slurmd). `job_<id>` also holds each step's slurmstepd (`step_<n>/slurm`), which must never freeze: the groups
 //!   are the steps' `step_<n>/user` directories, added as steps start.
@@ -111,16 +112,26 @@ fn scan_v2(root: &Path, node: &str) -> Vec<Found> {
         .collect()
 }
 
-/// Moves the processes of a Slurm job (in `job_dirs` and below) that are not yet in `weight_dir` into it; a
-/// process moved there stays in Slurm's own cgroups of every other controller.
+/// Moves the processes of a Slurm job's steps (the cgroups below `job_dirs`) that are not yet in `weight_dir`
+/// into it; a process moved there stays in Slurm's own cgroups of every other controller.
+///
+/// A process directly in `job_<id>` is Slurm's, never the job's: a slurmstepd whose step ended moves itself up
+/// there to remove the step's cgroups. Moved into the weight cgroup, it kept that cgroup and the job's own alive
+/// past the job's end.
 fn gather(job_dirs: &[PathBuf], weight_dir: &Path) {
     let there = cgroup::read_procs(weight_dir).unwrap_or_default();
     let procs = weight_dir.join("cgroup.procs");
-    for pid in job_dirs.iter().flat_map(|d| cgroup::procs_below(d).unwrap_or_default()) {
-        // Named with its start time as soon as it is listed: a process that exits meanwhile is left out, and its
-        // PID, if another process gets it, is not moved.
-        if let Some(process) = ProcessRef::of(pid).filter(|_| !there.contains(&pid)) {
-            let _ = process.move_to(&procs);
+    for dir in job_dirs {
+        let slurms = cgroup::read_procs(dir).unwrap_or_default();
+        for pid in cgroup::procs_below(dir).unwrap_or_default() {
+            if slurms.contains(&pid) || there.contains(&pid) {
+                continue;
+            }
+            // Named with its start time as soon as it is listed: a process that exits meanwhile is left out, and
+            // its PID, if another process gets it, is not moved.
+            if let Some(process) = ProcessRef::of(pid) {
+                let _ = process.move_to(&procs);
+            }
         }
     }
 }
