@@ -19,6 +19,17 @@ impl V2 {
         Self { root }
     }
 
+    /// Enables `controllers` (names: `cpu`, …) for the children of the root and of `lockstep/`, which holds no
+    /// process itself, so the no-internal-process rule allows it.
+    fn enable_below(&self, controllers: &[&str]) -> Result<(), CreateError> {
+        if controllers.is_empty() {
+            return Ok(());
+        }
+        let line = controllers.iter().map(|c| format!("+{c}")).collect::<Vec<_>>().join(" ");
+        write_knob(&self.root.join("cgroup.subtree_control"), &line)?;
+        write_knob(&self.root.join(PARENT).join("cgroup.subtree_control"), &line)
+    }
+
     fn available(&self) -> Vec<String> {
         fs::read_to_string(self.root.join("cgroup.controllers"))
             .unwrap_or_default()
@@ -37,8 +48,7 @@ impl Backend for V2 {
         let parent = self.root.join(PARENT);
         ensure_dir(&parent)?;
         if self.available().iter().any(|c| c == "cpu") {
-            write_knob(&self.root.join("cgroup.subtree_control"), "+cpu")?;
-            write_knob(&parent.join("cgroup.subtree_control"), "+cpu")?;
+            self.enable_below(&["cpu"])?;
         }
         create_all(Version::V2, vec![parent.join(name)], |_| Ok(()))
     }
@@ -70,30 +80,16 @@ impl Backend for V2 {
             if !available.iter().any(|c| c == controller) {
                 return Err(CreateError::MissingController(controller, why));
             }
-            enable.push(format!("+{controller}"));
+            enable.push(controller);
         }
         let parent = self.root.join(PARENT);
         ensure_dir(&parent)?;
         // The agent's boost and dcs weigh every job through its cpu.weight: cpu is enabled for every job where
         // it can be, not only for --weight. The kernel refuses it while a real-time process sits in a cgroup
         // below the root; the job then goes without (as it would without the agent), unless --weight needs it.
-        let enable_in = |controllers: &[String]| -> Result<(), CreateError> {
-            if !controllers.is_empty() {
-                // `lockstep/` holds no process itself, so the no-internal-process rule allows this.
-                write_knob(&self.root.join("cgroup.subtree_control"), &controllers.join(" "))?;
-                write_knob(&parent.join("cgroup.subtree_control"), &controllers.join(" "))?;
-            }
-            Ok(())
-        };
-        let cpu = "+cpu".to_string();
-        if available.iter().any(|c| c == "cpu") && !enable.contains(&cpu) {
-            let mut with_cpu = enable.clone();
-            with_cpu.push(cpu);
-            if enable_in(&with_cpu).is_err() {
-                enable_in(&enable)?;
-            }
-        } else {
-            enable_in(&enable)?;
+        let cpu_too = available.iter().any(|c| c == "cpu") && !enable.contains(&"cpu");
+        if !cpu_too || self.enable_below(&[enable.as_slice(), &["cpu"]].concat()).is_err() {
+            self.enable_below(&enable)?;
         }
         check_within("cpus", limits.cpus.as_ref(), &self.root.join("cpuset.cpus.effective"))?;
         check_within("mems", limits.mems.as_ref(), &self.root.join("cpuset.mems.effective"))?;
