@@ -121,17 +121,13 @@ fn scan_v2(root: &Path, node: &str) -> Vec<Found> {
 fn gather(job_dirs: &[PathBuf], weight_dir: &Path) {
     let there = cgroup::read_procs(weight_dir).unwrap_or_default();
     let procs = weight_dir.join("cgroup.procs");
-    for dir in job_dirs {
-        let slurms = cgroup::read_procs(dir).unwrap_or_default();
-        for pid in cgroup::procs_below(dir).unwrap_or_default() {
-            if slurms.contains(&pid) || there.contains(&pid) {
-                continue;
-            }
-            // Named with its start time as soon as it is listed: a process that exits meanwhile is left out, and
-            // its PID, if another process gets it, is not moved.
-            if let Some(process) = ProcessRef::of(pid) {
-                let _ = process.move_to(&procs);
-            }
+    let steps = job_dirs.iter().flat_map(|d| fs::read_dir(d).into_iter().flatten().flatten());
+    let step_dirs = steps.filter(|e| e.file_type().is_ok_and(|t| t.is_dir())).map(|e| e.path());
+    for pid in step_dirs.flat_map(|d| cgroup::procs_below(&d).unwrap_or_default()) {
+        // Named with its start time as soon as it is listed: a process that exits meanwhile is left out, and its
+        // PID, if another process gets it, is not moved.
+        if let Some(process) = ProcessRef::of(pid).filter(|_| !there.contains(&pid)) {
+            let _ = process.move_to(&procs);
         }
     }
 }
