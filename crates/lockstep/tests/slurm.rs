@@ -230,32 +230,20 @@ fn slurm_files() -> (Vec<PathBuf>, Vec<PathBuf>) {
     (freeze, weights)
 }
 
-/// Every process in a Slurm job cgroup of the freezer hierarchy or in an agent's weight cgroup, as `cgroup: PID
-/// (command) state`: what keeps a cgroup that should be gone.
-fn processes_in_slurm_cgroups() -> Vec<String> {
-    let mut found = Vec::new();
-    let mut dirs: Vec<PathBuf> = std::fs::read_dir("/sys/fs/cgroup/freezer")
-        .into_iter()
-        .chain(std::fs::read_dir("/sys/fs/cgroup/cpu/lockstep"))
-        .flatten()
-        .flatten()
-        .filter(|e| e.file_name().to_string_lossy().starts_with("slurm_n"))
-        .map(|e| e.path())
-        .collect();
-    while let Some(dir) = dirs.pop() {
-        for pid in lockstep_cgroup::read_procs(&dir).unwrap_or_default() {
+/// Every process in the cgroups of `files` (what `slurm_files` found) and below them, as `cgroup: PID (command)
+/// state`: what keeps a cgroup that should be gone.
+fn processes_in(files: &(Vec<PathBuf>, Vec<PathBuf>)) -> Vec<String> {
+    let dirs = files.0.iter().chain(&files.1).filter_map(|f| f.parent());
+    dirs.flat_map(|dir| {
+        lockstep_cgroup::procs_below(dir).unwrap_or_default().into_iter().map(move |pid| {
             let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-            found.push(format!(
-                "{}: {pid} {}",
-                dir.display(),
-                stat.split_whitespace().take(3).skip(1).collect::<Vec<_>>().join(" ")
-            ));
-        }
-        dirs.extend(
-            std::fs::read_dir(&dir).into_iter().flatten().flatten().filter(|e| e.path().is_dir()).map(|e| e.path()),
-        );
-    }
-    found
+            // The command (in parentheses, maybe with spaces) and the state after it.
+            let (command, rest) = stat.split_at(stat.rfind(')').map_or(0, |i| i + 1));
+            let command = command.find('(').map_or("", |i| &command[i..]);
+            format!("{}: {pid} {command} {}", dir.display(), rest.split_whitespace().next().unwrap_or("gone"))
+        })
+    })
+    .collect()
 }
 
 /// No Slurm job cgroup frozen, no weight cgroup boosted.
@@ -421,7 +409,11 @@ fn a_job_cancelled_mid_slot_leaves_nothing_frozen_or_boosted() {
         common::exit_within(&mut b, common::STOP_LIMIT, "an srun of a cancelled job");
         nothing_frozen_or_boosted();
         let removed = |((f, w), _): &((Vec<PathBuf>, Vec<PathBuf>), Vec<String>)| f.is_empty() && w.is_empty();
-        let look = || (slurm_files(), processes_in_slurm_cgroups());
+        let look = || {
+            let files = slurm_files();
+            let processes = processes_in(&files);
+            (files, processes)
+        };
         wait_until("Slurm and the agents to remove the job cgroups", WAIT, look, removed);
     }
 }
