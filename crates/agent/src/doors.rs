@@ -75,7 +75,7 @@ impl Reply {
     }
 }
 
-/// A door's handler. It runs on a blocking thread of the runtime (it may wait for the agent's lock).
+/// A door's handler. It runs on a blocking thread of the runtime (it may wait for the daemon's answer).
 pub type Handler = Arc<dyn Fn(Caller, &Parts, Bytes) -> Reply + Send + Sync>;
 
 /// The open connections, per caller, for the caps.
@@ -123,8 +123,8 @@ pub struct Doors {
 }
 
 impl Doors {
-    /// A runtime of two threads, each started with `on_start` (the agent moves them to its real-time priority:
-    /// handlers take the agent's lock, and a holder preempted by the jobs would delay slot switches).
+    /// A runtime of two threads, each started with `on_start` (the agent moves them to its real-time priority: a
+    /// request held up behind the jobs would keep a Slurm prolog or a `lockstep run` waiting).
     pub fn new(on_start: impl Fn() + Send + Sync + 'static) -> anyhow::Result<Self> {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
@@ -177,7 +177,7 @@ impl Doors {
 
 /// How long a door waits before accepting again when the agent or the system is out of descriptors: the waiting
 /// connections stay queued in the kernel, and a loop that retried at once would spin at real-time priority and
-/// starve the slot thread.
+/// starve the daemon's loop.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
 
 /// The connection `result` holds; on an error, `None` after saying it (out of descriptors: once per episode) and

@@ -1,5 +1,5 @@
 //! State that several threads share: a value behind a mutex, with the condition variable its owner sleeps on
-//! between changes (the slot loop, the sampler).
+//! between changes (the sampler).
 
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::Duration;

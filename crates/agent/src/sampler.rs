@@ -352,15 +352,15 @@ fn rescan(counters: &mut Counters, dirs: &[PathBuf], most: usize) -> bool {
 pub fn spawn(telemetry: SharedTelemetry, store_path: PathBuf) -> anyhow::Result<std::thread::JoinHandle<()>> {
     let mut store = Store::open(&store_path)?;
     Ok(std::thread::spawn(move || {
-        // The slot and Slurm discovery threads take the telemetry lock to count and uncount jobs: held by an
+        // The daemon takes the telemetry lock to count and uncount jobs as they come and go: held by an
         // ordinary thread preempted by the jobs, it would hold a slot switch back (a whole slot, measured).
-        crate::realtime_thread("sampling");
+        crate::realtime::thread("sampling");
         let mut t = telemetry.lock();
         let interval = t.settings.interval;
         let (retention, job_history) = (t.settings.retention, t.settings.job_history);
         let mut next = interval.map(|i| Instant::now() + i);
         let mut next_expiry = Instant::now();
-        let mut faults = crate::Faults::default();
+        let mut faults = crate::faults::Faults::default();
         loop {
             let mut batch = std::mem::take(&mut t.finals);
             if let Some(at) = next.filter(|at| Instant::now() >= *at) {

@@ -1,5 +1,6 @@
-//! The agent's control API: what each request does, for whom. The door it comes through (HTTP over the Unix
-//! socket, caps and deadlines) is `doors`.
+//! The agent's control API on its Unix socket: the socket bound, each request parsed and handed to the daemon,
+//! and its answer as HTTP. The door it comes through (caps and deadlines) is `doors`; what each request does, for
+//! whom, is the daemon's (`daemon::control`).
 
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -9,15 +10,12 @@ use std::sync::Arc;
 use hyper::http::request::Parts;
 use hyper::{Method, StatusCode};
 
-use super::{adopt, Agent, Shared};
+use crate::command::{Command, Mailbox};
 use crate::doors::{Caller, Handler, Reply};
-use lockstep_core::cosched::{rows, slot, PolicySpec};
 use lockstep_core::error::UsageError;
 use lockstep_core::trust;
 use lockstep_proto::client::REQUEST_PATH;
-use lockstep_proto::names::check_job_name;
 use lockstep_proto::protocol::{Request, Response};
-use lockstep_store::SlurmJob;
 
 /// Binds the socket (open to every user; see [`handle`] for what each may do). Its directory and every one above
 /// it must be the agent's alone ([`trust`]); an agent already answering there is a usage error, a stale socket
@@ -78,22 +76,25 @@ impl Drop for BoundSocket {
     }
 }
 
-/// The control API's handler: `POST /v1/request` with one JSON request; the answer is the JSON response, with
-/// the HTTP status saying how it went (200 done, 400 bad input, 403 not allowed, 500 failed).
-pub fn handler(shared: Shared) -> Handler {
+/// The control API's handler: `POST /v1/request` with one JSON request, carried out by the daemon at `mailbox`;
+/// the answer is the JSON response, with the HTTP status saying how it went (200 done, 400 bad input, 403 not
+/// allowed, 500 failed; 503 once the agent is stopping).
+pub fn handler(mailbox: Mailbox) -> Handler {
     Arc::new(move |caller, parts, body| {
         let Caller::Local { uid } = caller else {
             return Reply::text(StatusCode::FORBIDDEN, "the control API is served on the Unix socket only");
         };
-        let response = match parse(parts, &body) {
-            Ok(request) => {
-                let response = handle(&mut shared.lock(), request, uid);
-                shared.notify();
-                response
-            }
+        let request = match parse(parts, &body) {
+            Ok(request) => request,
             Err(reply) => return reply,
         };
-        reply(&response)
+        match mailbox.ask(|reply| Command::Control { request, uid, reply }) {
+            Some(response) => reply(&response),
+            None => Reply {
+                status: StatusCode::SERVICE_UNAVAILABLE,
+                ..reply(&failure(anyhow::anyhow!("the agent is stopping (ask again once it has started again)")))
+            },
+        }
     })
 }
 
@@ -122,66 +123,12 @@ pub fn reply(response: &Response) -> Reply {
     Reply { status, content_type: "application/json", body }
 }
 
-fn failure(e: anyhow::Error) -> Response {
+/// The answer to a request that failed with `e` (a [`UsageError`] is the caller's mistake).
+pub fn failure(e: anyhow::Error) -> Response {
     Response { ok: false, usage: e.is::<UsageError>(), error: Some(format!("{e:#}")), status: None }
 }
 
-fn done() -> Response {
+/// The answer to a request carried out.
+pub fn done() -> Response {
     Response { ok: true, ..Default::default() }
-}
-
-/// Carries out `request` for user `uid`: root may do everything; another user sees only their own jobs in the
-/// status and may change nothing.
-fn handle(agent: &mut Agent, request: Request, uid: u32) -> Response {
-    if uid != 0 && !matches!(request, Request::Status) {
-        return failure(anyhow::anyhow!(
-            "permission denied: only root may change what the agent does (UID {uid} may query its own jobs)"
-        ));
-    }
-    let result = match request {
-        Request::Status => {
-            let viewer = (uid != 0).then_some(uid);
-            return Response { ok: true, status: Some(agent.status(viewer)), ..Default::default() };
-        }
-        request => change(agent, request),
-    };
-    match result {
-        Ok(()) => done(),
-        Err(e) => failure(e),
-    }
-}
-
-/// Carries out a request that changes what the agent does (root's only).
-fn change(agent: &mut Agent, request: Request) -> anyhow::Result<()> {
-    match request {
-        Request::Status => Ok(()),
-        Request::Policy { name, slot_ms } => set_policy(agent, &name, slot_ms),
-        Request::Adopt { job, cgroups, pids, containers, row } => {
-            check_job_name(&job)?;
-            rows::check(row)?;
-            agent.add_job(&job, |backend, claims| match (cgroups.is_empty(), pids.is_empty(), containers.is_empty()) {
-                (false, true, true) => adopt::from_cgroups(backend, claims, &job, &cgroups, row),
-                (true, false, true) => adopt::from_pids(backend, claims, &job, &pids, row),
-                (true, true, false) => adopt::from_containers(backend, claims, &job, &containers, row),
-                _ => Err(UsageError::new("adopt needs exactly one of --cgroup, --pid, --container").into()),
-            })
-        }
-        Request::Register { job, dirs, row } => {
-            check_job_name(&job)?;
-            rows::check(row)?;
-            agent.add_job(&job, |_, _| Ok(adopt::from_run(&job, dirs, row)))
-        }
-        Request::Release { job } => agent.release(&job),
-        Request::SlurmProlog { id, uid, row, place } => {
-            rows::check(row)?;
-            agent.slurm_prolog(SlurmJob { id, uid, row }, place)
-        }
-        Request::SlurmEpilog { id } => agent.slurm_epilog(id),
-    }
-}
-
-fn set_policy(agent: &mut Agent, name: &str, slot_ms: Option<u64>) -> anyhow::Result<()> {
-    let policy: PolicySpec = name.parse()?;
-    let slot = slot_ms.map(|ms| slot::parse("slot", &format!("{ms}ms"))).transpose()?;
-    agent.set_policy(policy, slot)
 }

@@ -8,22 +8,16 @@
 //! - cgroup v2 (`cgroup/v2`): `system.slice/<node>_slurmstepd.scope/job_<id>` (`slurmstepd.scope` with one
 //!   slurmd). `job_<id>` also holds each step's slurmstepd (`step_<n>/slurm`), which must never freeze: the groups
 //!   are the steps' `step_<n>/user` directories, added as steps start.
+//!
+//! This module reads the tree and does the cgroup work that follows a scan; the discovery thread
+//! (`feeders::slurm`) runs it, and the daemon (`daemon::slurm`) takes on what it finds.
 
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
-use super::managed::Origin;
-use super::{adopt, Agent, Shared};
 use lockstep_cgroup::procfs::ProcessRef;
-use lockstep_cgroup::{self as cgroup, Knobs, Version};
-use lockstep_core::cosched::rows::Schedule;
-use lockstep_slurm::{job_name, Row};
-use lockstep_store::SlurmJob;
-
-/// How often the agent looks for new Slurm jobs and steps.
-pub const SCAN_INTERVAL: Duration = Duration::from_millis(200);
+use lockstep_cgroup::{self as cgroup, Version};
 
 /// A Slurm job found in the cgroup tree.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -52,7 +46,7 @@ fn base<'a>(roots: &[PathBuf], names: &'a [String]) -> Option<&'a str> {
 }
 
 /// `(number, path)` of the entries of `dir` named `<prefix><number>`.
-fn numbered(dir: &Path, prefix: &str) -> Vec<(u64, PathBuf)> {
+pub fn numbered(dir: &Path, prefix: &str) -> Vec<(u64, PathBuf)> {
     let Ok(entries) = fs::read_dir(dir) else { return Vec::new() };
     let mut out: Vec<(u64, PathBuf)> = entries
         .flatten()
@@ -132,20 +126,20 @@ fn gather(job_dirs: &[PathBuf], weight_dir: &Path) {
     }
 }
 
-/// The cgroup work a scan leaves for the discovery thread to do once it has let go of the agent: moving processes
-/// into a cgroup and removing one wait on the kernel's cgroup locks (tens of milliseconds when the machine is
-/// busy), and a slot switch must never wait behind them.
+/// The cgroup work a scan leaves for the discovery thread, not the daemon's loop, to do: moving processes into a
+/// cgroup and removing one wait on the kernel's cgroup locks (tens of milliseconds when the machine is busy), and
+/// a slot switch must never wait behind them.
 #[derive(Debug, Default)]
-pub(super) struct Chores {
+pub struct Chores {
     /// Each Slurm job's `job_<id>` directories and its weight cgroup, to gather its new processes into.
-    gather: Vec<(Vec<PathBuf>, PathBuf)>,
+    pub gather: Vec<(Vec<PathBuf>, PathBuf)>,
     /// Weight cgroups of jobs no longer managed, to remove once empty.
-    sweep: Vec<PathBuf>,
+    pub sweep: Vec<PathBuf>,
 }
 
 impl Chores {
-    /// Does the work, outside the agent's lock.
-    fn run(self) {
+    /// Does the work.
+    pub fn run(self) {
         for (dirs, weight_dir) in &self.gather {
             gather(dirs, weight_dir);
         }
@@ -156,215 +150,6 @@ impl Chores {
             }
         }
     }
-}
-
-impl Agent {
-    /// Takes on the Slurm jobs found on node `node`, adds the steps that started since the last scan and keeps
-    /// each job's PUs current; returns the cgroup work left to do outside the lock (gathering each job's new
-    /// processes into its weight cgroup, removing those of jobs gone). Jobs whose epilog ran are left alone; a job
-    /// adopted by hand is not taken twice.
-    pub(super) fn sync_slurm(&mut self, node: &str, found: Vec<Found>) -> Chores {
-        self.slurm_done.retain(|id| found.iter().any(|f| f.id == *id));
-        let mut changed = false;
-        for f in found {
-            if self.slurm_done.contains(&f.id) {
-                continue;
-            }
-            let name = job_name(f.id);
-            let hint = self.slurm.get(&f.id).copied();
-            if let Some(job) = self.jobs.iter_mut().find(|j| j.name == name) {
-                for dirs in f.groups {
-                    if !job.groups.iter().any(|g| g.dirs == dirs) {
-                        if let Err(e) = job.add_group(dirs, &mut self.journal, &self.store) {
-                            crate::log::info!("lockstep agent: job {name}: {e:#}");
-                        }
-                        changed = true;
-                    }
-                }
-                let pus = adopt::pus(&job.groups);
-                if pus != job.pus {
-                    job.pus = pus;
-                    changed = true;
-                }
-                continue;
-            }
-            let adopted_by_hand = self
-                .jobs
-                .iter()
-                .any(|j| j.groups.iter().flat_map(|g| &g.dirs).any(|d| f.job_dirs.iter().any(|jd| d.starts_with(jd))));
-            if adopted_by_hand {
-                continue;
-            }
-            let uid = hint.map(|h| h.uid).or(f.uid);
-            let weight_dir = match self.weight_dir(node, &f) {
-                Ok(dir) => dir,
-                Err(e) => {
-                    crate::log::warning!("lockstep agent: Slurm job {}: no CPU weight to boost ({e})", f.id);
-                    None
-                }
-            };
-            let mut job =
-                adopt::from_slurm(&name, f.id, uid, f.job_dirs, f.groups, weight_dir, hint.and_then(|h| h.row));
-            job.place = self.places.get(&f.id).copied();
-            match serde_json::to_string(&job.saved())
-                .map_err(anyhow::Error::from)
-                .and_then(|s| self.store.managed_put(&name, &s))
-            {
-                Ok(()) => {
-                    self.count(&job);
-                    self.jobs.push(job);
-                    changed = true;
-                }
-                Err(e) => crate::log::warning!("lockstep agent: cannot take on Slurm job {}: {e:#}", f.id),
-            }
-        }
-        if changed {
-            self.replan = true;
-        }
-        let gather = self
-            .jobs
-            .iter()
-            .filter_map(|job| match &job.origin {
-                Origin::Slurm { dirs, weight_dir: Some(w), .. } => Some((dirs.clone(), w.clone())),
-                _ => None,
-            })
-            .collect();
-        Chores { gather, sweep: self.unmanaged_weight_dirs(node) }
-    }
-
-    /// The v1 cpu hierarchy's root, if mounted.
-    fn v1_cpu_root(&self) -> Option<PathBuf> {
-        self.backend.roots().into_iter().find(|r| r.join("cpu.shares").exists())
-    }
-
-    /// The weight cgroups of node `node` whose job the agent no longer manages (it ended, or an agent died before
-    /// cleaning up).
-    fn unmanaged_weight_dirs(&self, node: &str) -> Vec<PathBuf> {
-        let Some(root) = self.v1_cpu_root() else { return Vec::new() };
-        let prefix = format!("slurm_{node}_job_");
-        numbered(&root.join(cgroup::PARENT), &prefix)
-            .into_iter()
-            .filter(|(id, _)| !self.jobs.iter().any(|j| j.name == job_name(*id)))
-            .map(|(_, dir)| dir)
-            .collect()
-    }
-
-    /// On cgroup v1, where Slurm's job cgroups have no cpu controller: creates
-    /// `cpu/lockstep/slurm_<node>_job_<id>` (named like Slurm's, by node, as several slurmd may share a host) for
-    /// the job's processes. `None` when the job's cgroups have a CPU weight of their own, or no cpu hierarchy
-    /// exists.
-    fn weight_dir(&self, node: &str, found: &Found) -> std::io::Result<Option<PathBuf>> {
-        let has_weight = found.groups.iter().any(|g| Knobs::find(g).weight.is_some());
-        if has_weight || self.backend.version() != Version::V1 {
-            return Ok(None);
-        }
-        let Some(root) = self.v1_cpu_root() else { return Ok(None) };
-        let dir = root.join(cgroup::PARENT).join(format!("slurm_{node}_job_{}", found.id));
-        fs::create_dir_all(&dir)?;
-        Ok(Some(dir))
-    }
-
-    /// The prolog announced job `job` on this node: remember its owner and row or place (a job already found
-    /// gets them at once).
-    pub(super) fn slurm_prolog(&mut self, job: SlurmJob, place: Option<Schedule>) -> anyhow::Result<()> {
-        self.store.slurm_put(&job)?;
-        crate::log::info!(
-            "lockstep agent: Slurm job {} registered by its prolog (uid {}, row {})",
-            job.id,
-            job.uid,
-            job.row.map_or_else(|| "from the name".to_string(), |r| r.to_string())
-        );
-        self.slurm.insert(job.id, job);
-        self.slurm_done.remove(&job.id);
-        if let Some(p) = place {
-            self.places.insert(job.id, p);
-        }
-        let name = job_name(job.id);
-        if let Some(m) = self.jobs.iter_mut().find(|j| j.name == name) {
-            m.pinned = job.row;
-            m.place = place.or(m.place);
-            m.owner = job.uid;
-            self.store.managed_put(&name, &serde_json::to_string(&m.saved())?)?;
-            self.replan = true;
-        }
-        Ok(())
-    }
-
-    /// Takes the cluster-wide places slurmctld holds for this node's jobs now (a change of place carries the
-    /// time it takes effect, so every node of a job switches in the same slot).
-    pub(super) fn refresh_places(&mut self, rows: &[(u64, Row)]) {
-        for &(id, row) in rows {
-            let Row::Cluster(schedule) = row else { continue };
-            if self.places.insert(id, schedule) == Some(schedule) {
-                continue;
-            }
-            let name = job_name(id);
-            if let Some(m) = self.jobs.iter_mut().find(|j| j.name == name) {
-                m.place = Some(schedule);
-                self.replan = true;
-            }
-        }
-    }
-
-    /// The epilog ran for job `id`: its processes are gone; restore and forget it, and do not take it on again
-    /// while Slurm removes its cgroups.
-    pub(super) fn slurm_epilog(&mut self, id: u64) -> anyhow::Result<()> {
-        self.store.slurm_remove(id)?;
-        crate::log::info!("lockstep agent: Slurm job {id} ended (its epilog)");
-        self.slurm.remove(&id);
-        self.places.remove(&id);
-        self.slurm_done.insert(id);
-        let name = job_name(id);
-        if let Some(i) = self.jobs.iter().position(|j| j.name == name) {
-            self.retire(i);
-            self.flush();
-            self.replan = true;
-        }
-        Ok(())
-    }
-}
-
-/// Looks for Slurm jobs of node `node` every [`SCAN_INTERVAL`] until the agent stops, and while it runs Slurm
-/// jobs reads their places from slurmctld every [`lockstep_slurm::REFRESH`] (a running job's place changes when
-/// a neighbour comes or goes); wakes the slot loop when something changed. The thread runs at the slot thread's
-/// real-time priority, as it takes the agent's lock (never while it waits for slurmctld or moves processes between
-/// cgroups).
-pub fn spawn_discovery(shared: Shared, node: String) {
-    std::thread::spawn(move || {
-        super::realtime_thread("Slurm job discovery");
-        let (version, roots) = {
-            let agent = shared.lock();
-            (agent.backend.version(), agent.backend.roots())
-        };
-        let mut refreshed: Option<std::time::Instant> = None;
-        loop {
-            let found = scan(version, &roots, &node);
-            let due = !found.is_empty() && refreshed.is_none_or(|t| t.elapsed() >= lockstep_slurm::REFRESH);
-            let rows = due.then(|| {
-                refreshed = Some(std::time::Instant::now());
-                lockstep_slurm::rows_on(&node)
-            });
-            let mut agent = shared.lock();
-            if agent.stopping() {
-                return;
-            }
-            match rows {
-                Some(Ok(rows)) => {
-                    agent.faults.clear("Slurm places");
-                    agent.refresh_places(&rows);
-                }
-                Some(Err(e)) => agent.faults.report("Slurm places", &format!("{e:#}")),
-                None => {}
-            }
-            let chores = agent.sync_slurm(&node, found);
-            if agent.replan {
-                shared.notify();
-            }
-            drop(agent);
-            chores.run();
-            std::thread::sleep(SCAN_INTERVAL);
-        }
-    });
 }
 
 #[cfg(test)]

@@ -21,7 +21,7 @@ use nix::sys::signal::{signal, SigHandler, Signal};
 use crate::restore::Target;
 use lockstep_store::Store;
 
-/// How often the agent beats (at most; it beats from the slot loop, which wakes at least this often).
+/// How often the agent beats (at most; it beats from the daemon's loop, which wakes at least this often).
 pub const BEAT_INTERVAL: Duration = Duration::from_millis(500);
 
 /// How long without a beat until the watchdog restores everything: the longest a stopped agent leaves a job

@@ -1,0 +1,68 @@
+//! The control API's requests, carried out: root may do everything; another user sees only their own jobs in the
+//! status and may change nothing.
+
+use super::state::Daemon;
+use crate::adopt;
+use crate::server::{done, failure};
+use lockstep_core::cosched::{rows, slot, PolicySpec};
+use lockstep_core::error::UsageError;
+use lockstep_proto::names::check_job_name;
+use lockstep_proto::protocol::{Request, Response};
+use lockstep_store::SlurmJob;
+
+impl Daemon {
+    /// Carries out `request` for user `uid`.
+    pub(super) fn control(&mut self, request: Request, uid: u32) -> Response {
+        if uid != 0 && !matches!(request, Request::Status) {
+            return failure(anyhow::anyhow!(
+                "permission denied: only root may change what the agent does (UID {uid} may query its own jobs)"
+            ));
+        }
+        let result = match request {
+            Request::Status => {
+                let viewer = (uid != 0).then_some(uid);
+                return Response { ok: true, status: Some(self.status(viewer)), ..Default::default() };
+            }
+            request => self.change(request),
+        };
+        match result {
+            Ok(()) => done(),
+            Err(e) => failure(e),
+        }
+    }
+
+    /// Carries out a request that changes what the agent does (root's only).
+    fn change(&mut self, request: Request) -> anyhow::Result<()> {
+        match request {
+            Request::Status => Ok(()),
+            Request::Policy { name, slot_ms } => {
+                let policy: PolicySpec = name.parse()?;
+                let slot = slot_ms.map(|ms| slot::parse("slot", &format!("{ms}ms"))).transpose()?;
+                self.set_policy(policy, slot)
+            }
+            Request::Adopt { job, cgroups, pids, containers, row } => {
+                check_job_name(&job)?;
+                rows::check(row)?;
+                self.add_job(&job, |backend, claims| {
+                    match (cgroups.is_empty(), pids.is_empty(), containers.is_empty()) {
+                        (false, true, true) => adopt::from_cgroups(backend, claims, &job, &cgroups, row),
+                        (true, false, true) => adopt::from_pids(backend, claims, &job, &pids, row),
+                        (true, true, false) => adopt::from_containers(backend, claims, &job, &containers, row),
+                        _ => Err(UsageError::new("adopt needs exactly one of --cgroup, --pid, --container").into()),
+                    }
+                })
+            }
+            Request::Register { job, dirs, row } => {
+                check_job_name(&job)?;
+                rows::check(row)?;
+                self.add_job(&job, |_, _| Ok(adopt::from_run(&job, dirs, row)))
+            }
+            Request::Release { job } => self.release(&job),
+            Request::SlurmProlog { id, uid, row, place } => {
+                rows::check(row)?;
+                self.slurm_prolog(SlurmJob { id, uid, row }, place)
+            }
+            Request::SlurmEpilog { id } => self.slurm_epilog(id),
+        }
+    }
+}

@@ -1,0 +1,169 @@
+//! The jobs the daemon manages: taken on (adopted, registered by `lockstep run`, taken over from a previous
+//! agent), released, restored on the way out; the policy switched, `dcs` started and stopped with it.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use super::state::Daemon;
+use crate::adopt;
+use crate::dcs::engine::Engine;
+use crate::dcs::raiser::Ctx;
+use crate::feeders;
+use crate::managed::{self, Gone, Managed};
+use lockstep_cgroup::Backend;
+use lockstep_core::cosched::{self, PolicySpec};
+use lockstep_core::error::UsageError;
+
+impl Daemon {
+    /// Switches to `policy` (and slot length `slot`, when given) at once: `dcs` is started or stopped as the
+    /// policy asks (a `dcs` that cannot start leaves everything as it was), and the plan is redone.
+    pub(super) fn set_policy(&mut self, policy: PolicySpec, slot: Option<Duration>) -> anyhow::Result<()> {
+        self.switch_dcs(policy.raises())?;
+        let was = (self.policy, self.slot);
+        self.planner = policy.build();
+        self.policy = policy;
+        if let Some(slot) = slot {
+            self.slot = slot;
+        }
+        crate::log::info!(
+            "lockstep agent: policy {} slot {} -> policy {} slot {}",
+            was.0,
+            lockstep_core::duration::format(was.1),
+            self.policy,
+            lockstep_core::duration::format(self.slot)
+        );
+        self.replan = true;
+        Ok(())
+    }
+
+    /// Takes on a job built by `make` (from this agent's cgroup backend, within what other jobs and the agent
+    /// itself hold) unless its name is taken: recorded in the store to be taken over after a restart, counted, and
+    /// planned at once.
+    pub(super) fn add_job(
+        &mut self,
+        name: &str,
+        make: impl FnOnce(&dyn Backend, &adopt::Claims) -> anyhow::Result<Managed>,
+    ) -> anyhow::Result<()> {
+        if self.jobs.iter().any(|j| j.name == name) {
+            return Err(UsageError::new(format!("job name {name:?} is already managed by this agent")).into());
+        }
+        let claims = adopt::Claims {
+            protected: vec![
+                (1, "init"),
+                (std::process::id() as i32, "the lockstep agent"),
+                (self.journal.watchdog_pid(), "the agent's watchdog"),
+            ],
+            taken: self
+                .jobs
+                .iter()
+                .map(|j| (j.name.clone(), j.groups.iter().flat_map(|g| g.dirs.clone()).collect()))
+                .collect(),
+        };
+        let mut job = make(self.backend.as_ref(), &claims)?;
+        if let Err(e) = self.store.managed_put(name, &serde_json::to_string(&job.saved())?) {
+            // Nothing may stay changed by a request that failed.
+            let _ = job.release(&mut self.journal, &self.store);
+            return Err(e);
+        }
+        self.count(&job);
+        crate::log::info!(
+            "lockstep agent: job {name} taken on ({}, {} cgroup(s), PUs {}, owner uid {})",
+            job.origin.kind(),
+            job.groups.len(),
+            job.pus,
+            job.owner
+        );
+        self.jobs.push(job);
+        self.replan = true;
+        Ok(())
+    }
+
+    /// Stops managing job `name`: lowered if `dcs` raised it, its cgroups restored, forgotten by the store.
+    pub(super) fn release(&mut self, name: &str) -> anyhow::Result<()> {
+        let Some(i) = self.jobs.iter().position(|j| j.name == name) else {
+            return Err(UsageError::new(format!("no job {name:?} is managed by this agent")).into());
+        };
+        let mut job = self.jobs.remove(i);
+        self.dcs_leave(&mut job);
+        self.uncount(name);
+        job.release(&mut self.journal, &self.store)?;
+        crate::log::info!("lockstep agent: job {name} released; its cgroups are as they were before");
+        self.flush();
+        self.store.managed_remove(name)?;
+        self.replan = true;
+        Ok(())
+    }
+
+    /// Lowers `job`, which leaves the agent, if `dcs` raised it, and drops what `dcs` keeps of it.
+    pub(super) fn dcs_leave(&mut self, job: &mut Managed) {
+        if let Some(engine) = self.dcs.as_mut() {
+            engine.leave(job, Ctx { journal: &mut self.journal, store: &self.store });
+        }
+    }
+
+    /// Switches `dcs` to `want` (the policy's [`PolicySpec::raises`]): started (probe loaded and attached, or the error saying what is
+    /// missing, with nothing changed), stopped (every raise put back), or kept.
+    pub(super) fn switch_dcs(&mut self, want: Option<cosched::Raise>) -> anyhow::Result<()> {
+        if self.dcs.as_ref().map(|e| e.raise) == want {
+            return Ok(());
+        }
+        let started = match want {
+            Some(raise) => {
+                self.engines += 1;
+                let (engine, probe) = Engine::start(self.engines, raise, &self.dcs_settings)?;
+                feeders::dcs::spawn(&self.mailbox, self.engines, probe)?;
+                Some(engine)
+            }
+            None => None,
+        };
+        if let Some(old) = std::mem::replace(&mut self.dcs, started) {
+            old.stop(&mut self.jobs, Ctx { journal: &mut self.journal, store: &self.store });
+        }
+        Ok(())
+    }
+
+    /// Restores every job's cgroups on the way out. Jobs stay in the store, so that the next agent takes them
+    /// over; adopted processes stay in the agent's cgroups for the same reason.
+    pub fn restore_all(&mut self) {
+        if let Some(old) = self.dcs.take() {
+            old.stop(&mut self.jobs, Ctx { journal: &mut self.journal, store: &self.store });
+        }
+        for job in &mut self.jobs {
+            if let Err(e) = job.apply(cosched::Desired::default(), &mut self.journal, &self.store) {
+                if !e.is::<Gone>() {
+                    crate::log::warning!("lockstep agent: cannot restore job {}: {e:#}", job.name);
+                }
+            }
+        }
+        self.flush();
+    }
+
+    /// Takes over the jobs a previous agent managed (their cgroups still exist); counting restarts from zero.
+    pub(super) fn take_over(&mut self) -> anyhow::Result<()> {
+        for (name, saved) in self.store.managed_all()? {
+            match serde_json::from_str(&saved).ok().and_then(|s| Managed::restore_saved(&name, s)) {
+                Some(job) => {
+                    self.count(&job);
+                    self.jobs.push(job);
+                }
+                None => self.store.managed_remove(&name)?,
+            }
+        }
+        Ok(())
+    }
+
+    /// Starts counting `job`.
+    pub(super) fn count(&self, job: &Managed) {
+        let groups: Vec<Vec<PathBuf>> = match &job.origin {
+            managed::Origin::Slurm { dirs, .. } => vec![dirs.clone()],
+            _ => job.groups.iter().map(|g| g.dirs.clone()).collect(),
+        };
+        self.telemetry.lock().attach(&job.name, &groups, &job.pus);
+    }
+
+    /// Stops counting job `name`; its final counts go to the store.
+    pub(super) fn uncount(&self, name: &str) {
+        self.telemetry.lock().detach(name);
+        self.telemetry.notify();
+    }
+}

@@ -1,0 +1,107 @@
+//! The daemon's loop: the policy applied at every slot boundary (at once when asked to replan), the watchdog fed,
+//! and between boundaries the inbox's commands carried out, one at a time, on the one thread that owns the state.
+
+use std::sync::mpsc::RecvTimeoutError;
+use std::time::Duration;
+
+use super::state::{Daemon, Lifecycle};
+use crate::command::Command;
+use crate::watchdog;
+use lockstep_core::cosched::slot;
+
+/// How close to a boundary the loop stops waiting for commands and sleeps precisely until it.
+const PRECISE: Duration = Duration::from_millis(2);
+
+impl Daemon {
+    /// Runs until told to stop ([`Command::Stop`]); the caller then restores every job
+    /// ([`Daemon::restore_all`]). The thread runs at real-time priority.
+    pub fn run(&mut self) {
+        crate::realtime::thread("slot switches");
+        let mut k = slot::index(slot::realtime_ns(), self.slot);
+        self.tick(k, false);
+        loop {
+            let next = slot::start_ns(k + 1, self.slot);
+            // Wait for commands until close to the boundary (waking to beat for the watchdog at least every
+            // BEAT_INTERVAL), then sleep the rest precisely.
+            loop {
+                if self.lifecycle == Lifecycle::Stopping {
+                    return;
+                }
+                if self.last_beat.elapsed() >= watchdog::BEAT_INTERVAL {
+                    self.heartbeat();
+                }
+                if self.replan {
+                    self.replan = false;
+                    // A replan that comes after the boundary it was waiting for is that slot's first tick: its
+                    // boundary (recorded as such, with the jobs it favours).
+                    let now_k = slot::index(slot::realtime_ns(), self.slot);
+                    let boundary = now_k != k;
+                    k = now_k;
+                    self.tick(k, boundary);
+                    break;
+                }
+                let now = slot::realtime_ns();
+                // The wall clock stepped back by more than a slot: start again from the slot it says it is, rather
+                // than wait (perhaps an hour) for the boundary the old time was heading to.
+                if now.saturating_add(slot_ns(self.slot)) < next {
+                    crate::log::info!("lockstep agent: the wall clock stepped back; slots follow it");
+                    k = slot::index(now, self.slot);
+                    self.tick(k, true);
+                    break;
+                }
+                if now >= next {
+                    k = slot::index(now, self.slot);
+                    self.tick(k, true);
+                    break;
+                }
+                let left = Duration::from_nanos(next - now);
+                if left <= PRECISE {
+                    slot::sleep_until(next);
+                    continue;
+                }
+                let wait = left.saturating_sub(PRECISE / 2).min(watchdog::BEAT_INTERVAL);
+                match self.inbox.recv_timeout(wait) {
+                    Ok(command) => self.handle(command),
+                    // The daemon holds an address of its inbox itself: it is never disconnected.
+                    Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => {}
+                }
+            }
+        }
+    }
+
+    /// Carries out `command`. An answer that cannot be sent (its asker gave up) is dropped.
+    fn handle(&mut self, command: Command) {
+        match command {
+            Command::Control { request, uid, reply } => {
+                let _ = reply.send(self.control(request, uid));
+            }
+            Command::Slurm { found, places, reply } => {
+                if let Some(places) = places {
+                    match places {
+                        Ok(rows) => {
+                            self.faults.clear("Slurm places");
+                            self.refresh_places(&rows);
+                        }
+                        Err(e) => self.faults.report("Slurm places", &e),
+                    }
+                }
+                let _ = reply.send(self.sync_slurm(found));
+            }
+            Command::DcsArrivals { engine, arrivals, reply } => {
+                let _ = reply.send(self.dcs_arrivals(engine, &arrivals));
+            }
+            Command::DcsWatched { engine, reply } => {
+                let _ = reply.send(self.dcs_watched(engine));
+            }
+            Command::DcsScanned { engine, scanned, reply } => {
+                let _ = reply.send(self.dcs_scanned(engine, scanned));
+            }
+            Command::Stop => self.lifecycle = Lifecycle::Stopping,
+        }
+    }
+}
+
+/// A slot's length in nanoseconds.
+fn slot_ns(slot: Duration) -> u64 {
+    slot.as_nanos() as u64
+}

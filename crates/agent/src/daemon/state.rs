@@ -1,0 +1,151 @@
+//! What the daemon owns, and how it is made.
+
+use std::collections::{HashMap, HashSet};
+use std::path::PathBuf;
+use std::sync::mpsc::Receiver;
+use std::time::{Duration, Instant};
+
+use crate::command::{Command, Mailbox};
+use crate::dcs::engine::{Engine, Settings};
+use crate::faults::Faults;
+use crate::journal::Journal;
+use crate::managed::Managed;
+use crate::sampler::SharedTelemetry;
+use lockstep_cgroup::Backend;
+use lockstep_core::cosched::rows::Schedule;
+use lockstep_core::cosched::{self, Policy, PolicySpec};
+use lockstep_store::{Decision, SlurmJob, Store};
+
+/// The agent's state, and its loop ([`Daemon::run`]).
+pub struct Daemon {
+    /// The policy in force, and its slot planner.
+    pub(super) policy: PolicySpec,
+    pub(super) planner: Box<dyn Policy>,
+    pub(super) slot: Duration,
+    pub(super) jobs: Vec<Managed>,
+    pub(super) journal: Journal,
+    pub(super) store: Store,
+    pub(super) backend: Box<dyn Backend>,
+    pub(super) node: String,
+    /// This node's name in Slurm (`slurm_<name>` in Slurm's cgroup paths).
+    pub(super) slurm_node: String,
+    pub(super) current_slot: u64,
+    pub(super) active_row: u32,
+    pub(super) rows: u32,
+    pub(super) last_apply_us: f64,
+    /// Whether the plan must be redone at once (policy change, new or released job), not at the next boundary.
+    pub(super) replan: bool,
+    /// Decisions not yet in the store.
+    pub(super) pending: Vec<Decision>,
+    /// What `auto` chose or started trying, not yet in the store (time, record).
+    pub(super) choices: Vec<(f64, cosched::auto::Choice)>,
+    /// The origin of the monotonic times `auto` measures with.
+    pub(super) epoch: Instant,
+    /// When decisions last went to the store.
+    pub(super) last_flush: Instant,
+    /// Where the daemon is in its life.
+    pub(super) lifecycle: Lifecycle,
+    /// When the loop last beat for the watchdog.
+    pub(super) last_beat: Instant,
+    /// Faults said once, until they clear.
+    pub(super) faults: Faults,
+    /// The file `LOCKSTEP_CLOCK_SKEW_FILE` names, read at start: the test seam for wall-clock steps.
+    pub(super) clock_skew_file: Option<PathBuf>,
+    /// Every job's counters (shared with the sampling thread and the metrics door).
+    pub(super) telemetry: SharedTelemetry,
+    /// Slurm jobs the prolog announced, by ID.
+    pub(super) slurm: HashMap<u64, SlurmJob>,
+    /// The cluster-wide places of Slurm jobs of this node, as the prolog and the last refresh read them.
+    pub(super) places: HashMap<u64, Schedule>,
+    /// Slurm jobs whose epilog ran, while their cgroups are still there.
+    pub(super) slurm_done: HashSet<u64>,
+    /// Message-driven raises, while a `dcs` policy is in force.
+    pub(super) dcs: Option<Engine>,
+    /// How `dcs` runs when a policy asks for it.
+    pub(super) dcs_settings: Settings,
+    /// How many `dcs` engines were started: the next one's ID.
+    pub(super) engines: u64,
+    /// Where the other threads' commands come in.
+    pub(super) inbox: Receiver<Command>,
+    /// The inbox's address, for the threads the daemon starts (`dcs`'s).
+    pub(super) mailbox: Mailbox,
+}
+
+/// Where the daemon is in its life. Every cgroup change is undone on the way from `Running` to `Stopping`
+/// ([`Daemon::restore_all`]), on a crash by the watchdog, and on the next start by the journal's repair.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Lifecycle {
+    /// Applying the policy at every slot.
+    Running,
+    /// Told to stop (SIGINT, SIGTERM, SIGHUP): the loop ends and everything is restored.
+    Stopping,
+}
+
+/// What the daemon starts from: made by the agent's setup, which has already started the watchdog and the
+/// sampling thread and repaired what a previous agent left changed.
+pub struct Start {
+    /// The policy and slot length at start.
+    pub policy: PolicySpec,
+    /// The slot length at start.
+    pub slot: Duration,
+    /// This node's name.
+    pub node: String,
+    /// This node's name in Slurm.
+    pub slurm_node: String,
+    /// The restore journal.
+    pub journal: Journal,
+    /// The store.
+    pub store: Store,
+    /// The cgroup backend.
+    pub backend: Box<dyn Backend>,
+    /// Every job's counters.
+    pub telemetry: SharedTelemetry,
+    /// How `dcs` runs.
+    pub dcs: Settings,
+    /// The test seam for wall-clock steps, if set and trusted.
+    pub clock_skew_file: Option<PathBuf>,
+}
+
+impl Daemon {
+    /// The daemon of `start`, reading commands from `inbox` (whose address is `mailbox`): it takes over the jobs a
+    /// previous agent managed, starts `dcs` if the policy raises, and reads the Slurm jobs the prologs announced.
+    pub fn new(start: Start, mailbox: Mailbox, inbox: Receiver<Command>) -> anyhow::Result<Self> {
+        let mut daemon = Self {
+            policy: start.policy,
+            planner: start.policy.build(),
+            slot: start.slot,
+            jobs: Vec::new(),
+            journal: start.journal,
+            store: start.store,
+            backend: start.backend,
+            node: start.node,
+            slurm_node: start.slurm_node,
+            current_slot: 0,
+            active_row: 0,
+            rows: 1,
+            last_apply_us: 0.0,
+            replan: false,
+            pending: Vec::new(),
+            choices: Vec::new(),
+            epoch: Instant::now(),
+            last_flush: Instant::now(),
+            last_beat: Instant::now(),
+            faults: Faults::default(),
+            clock_skew_file: start.clock_skew_file,
+            lifecycle: Lifecycle::Running,
+            telemetry: start.telemetry,
+            slurm: HashMap::new(),
+            places: HashMap::new(),
+            slurm_done: HashSet::new(),
+            dcs: None,
+            dcs_settings: start.dcs,
+            engines: 0,
+            inbox,
+            mailbox,
+        };
+        daemon.take_over()?;
+        daemon.switch_dcs(daemon.policy.raises())?;
+        daemon.slurm = daemon.store.slurm_all()?.into_iter().map(|j| (j.id, j)).collect();
+        Ok(daemon)
+    }
+}

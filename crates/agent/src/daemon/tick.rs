@@ -1,0 +1,218 @@
+//! One tick of the loop: the policy planned and applied to every job, what ended retired, the decisions logged
+//! (to the store in batches), and the watchdog fed.
+
+use std::time::{Duration, Instant};
+
+use super::state::Daemon;
+use crate::managed::Gone;
+use crate::progress;
+use crate::watchdog;
+use lockstep_core::cosched::rows::{self, Entry, Place, Schedule};
+use lockstep_core::cosched::{self, slot, JobView};
+use lockstep_store::{Action, Decision};
+
+/// Decisions kept while the store cannot take them.
+const MAX_PENDING: usize = 100_000;
+
+/// How often decisions reach the store (they are batched: one transaction per interval, not per slot).
+const LOG_INTERVAL: Duration = Duration::from_secs(1);
+
+impl Daemon {
+    /// Applies the policy for slot `k` to every job; logs the decisions, the tick itself as `slot` at a slot
+    /// boundary and as `replan` when jobs or the policy changed within a slot.
+    pub(super) fn tick(&mut self, k: u64, boundary: bool) {
+        let started = Instant::now();
+        let started_at = lockstep_store::now();
+        self.drop_ended();
+        // Jobs with a cluster-wide place follow it; the others share the node's own cycle of rows.
+        let local: Vec<usize> = (0..self.jobs.len()).filter(|&i| self.jobs[i].place.is_none()).collect();
+        let entries: Vec<Entry> = local
+            .iter()
+            .map(|&i| Entry { name: &self.jobs[i].name, pus: &self.jobs[i].pus, pinned: self.jobs[i].pinned })
+            .collect();
+        let (rows, count) = rows::assign(&entries);
+        self.rows = count;
+        self.current_slot = k;
+        self.active_row = (k % u64::from(count)) as u32;
+        for (&i, r) in local.iter().zip(&rows) {
+            let j = &mut self.jobs[i];
+            (j.row, j.round, j.favoured) = (*r, count, *r == self.active_row);
+        }
+        for j in &mut self.jobs {
+            if let Some(schedule) = j.place {
+                let place = place_in_slot(&schedule, k, self.slot);
+                (j.row, j.round, j.favoured) = (place.row, place.period, place.holds(k));
+            }
+        }
+        let views: Vec<JobView> = self
+            .jobs
+            .iter()
+            .map(|j| JobView { name: &j.name, favoured: j.favoured, round: j.round, pus: &j.pus })
+            .collect();
+        if let Some(auto) = self.planner.measuring() {
+            // Only jobs that share PUs with another are measured; a job alone is left to the kernel.
+            let (jobs, epoch) = (&self.jobs, self.epoch);
+            for c in auto.observe(k, self.slot, &views, |i| progress::sample(&jobs[i].count_dirs(), epoch)) {
+                if !c.trying {
+                    crate::log::info!("lockstep agent: auto: {} -> {}: {}", c.jobs.join(" "), c.policy, c.why);
+                }
+                self.choices.push((lockstep_store::now(), c));
+            }
+        }
+        let mut plan = self.planner.plan(&views);
+        for (j, p) in self.jobs.iter_mut().zip(plan.iter_mut()) {
+            j.planned = *p;
+            // A job dcs raised by weight keeps it until its quantum is over.
+            p.boosted |= self.dcs.as_ref().is_some_and(|d| d.holds_weight(&j.name));
+        }
+        // Thaw and boost before freezing and lowering, so that no two sharing jobs are ever frozen together.
+        let mut order: Vec<usize> = (0..self.jobs.len()).collect();
+        order.sort_by_key(|&i| plan[i].frozen || (!plan[i].boosted && self.jobs[i].applied.boosted));
+        let mut decisions = Vec::new();
+        let mut gone = Vec::new();
+        for i in order {
+            let t0 = Instant::now();
+            match self.jobs[i].apply(plan[i], &mut self.journal, &self.store) {
+                Ok(actions) => {
+                    // A job works again when a change of its went through (not when nothing was to be done).
+                    if !actions.is_empty() && !self.faults.is_empty() {
+                        self.faults.clear(&format!("job {}", self.jobs[i].name));
+                    }
+                    for a in actions {
+                        decisions.push(self.decision(Some(&self.jobs[i].name), a, t0.elapsed()));
+                    }
+                }
+                Err(e) if e.is::<Gone>() => gone.push(i),
+                Err(e) => {
+                    let name = self.jobs[i].name.clone();
+                    self.faults.report(&format!("job {name}"), &format!("{e:#}"));
+                }
+            }
+        }
+        gone.sort_unstable();
+        for i in gone.into_iter().rev() {
+            self.retire(i);
+        }
+        self.last_apply_us = started.elapsed().as_secs_f64() * 1e6;
+        let mut slot_record =
+            self.decision(None, if boundary { Action::Slot } else { Action::Replan }, started.elapsed());
+        slot_record.time = started_at;
+        decisions.insert(0, slot_record);
+        // Which jobs the slot is for, at its boundary: what agreement across nodes is measured from.
+        if boundary && self.policy.slotted() {
+            for j in self.jobs.iter().filter(|j| j.favoured) {
+                decisions.push(self.decision(Some(&j.name), Action::Favour, Duration::ZERO));
+            }
+        }
+        self.pending.extend(decisions);
+        if self.last_flush.elapsed() >= LOG_INTERVAL {
+            self.flush();
+        }
+    }
+
+    /// Releases the jobs that have ended (their cgroups removed, or their adopted processes exited), and drops the
+    /// cgroups that are gone from the jobs that go on.
+    pub(super) fn drop_ended(&mut self) {
+        for i in (0..self.jobs.len()).rev() {
+            self.jobs[i].prune(&mut self.journal);
+            if self.jobs[i].ended() {
+                self.retire(i);
+            }
+        }
+    }
+
+    /// Forgets job `i`, which has ended: restores what is left of it (files already gone are fine), removes the
+    /// cgroup the agent created for it, and logs `gone`.
+    pub(super) fn retire(&mut self, i: usize) {
+        let mut job = self.jobs.remove(i);
+        self.dcs_leave(&mut job);
+        self.uncount(&job.name);
+        match job.release(&mut self.journal, &self.store) {
+            Ok(()) => crate::log::info!("lockstep agent: job {} ended", job.name),
+            Err(e) => crate::log::warning!("lockstep agent: job {} ended; cannot clean up after it: {e:#}", job.name),
+        }
+        let _ = self.store.managed_remove(&job.name);
+        let d = self.decision(Some(&job.name), Action::Gone, Duration::ZERO);
+        self.pending.push(d);
+    }
+
+    /// Writes pending decisions and journal removals to the store in one transaction, then `auto`'s pending
+    /// choices in another. What was written is dropped, each batch on its own (decisions written are never written
+    /// again because the choices failed); when the store cannot take a batch (locked, read-only, full), it waits
+    /// for the next flush, the oldest dropped past [`MAX_PENDING`].
+    pub(super) fn flush(&mut self) {
+        let restored = self.journal.take_restored();
+        let decisions = self.store.log_decisions(&self.pending, &restored);
+        if decisions.is_ok() {
+            self.pending.clear();
+        } else {
+            self.journal.restore_pending(restored);
+            let excess = self.pending.len().saturating_sub(MAX_PENDING);
+            self.pending.drain(..excess);
+        }
+        let choices = self.store.log_auto(&self.node, &self.choices);
+        if choices.is_ok() {
+            self.choices.clear();
+        } else {
+            let excess = self.choices.len().saturating_sub(MAX_PENDING);
+            self.choices.drain(..excess);
+        }
+        match decisions.and(choices) {
+            Ok(()) => self.faults.clear("store"),
+            Err(e) => self.faults.report("store", &format!("cannot log decisions: {e:#}")),
+        }
+        self.last_flush = Instant::now();
+    }
+
+    pub(super) fn decision(&self, job: Option<&str>, action: Action, took: Duration) -> Decision {
+        Decision {
+            time: lockstep_store::now(),
+            node: self.node.clone(),
+            policy: self.policy.name().to_string(),
+            slot: self.current_slot,
+            active_row: self.active_row,
+            rows: self.rows,
+            job: job.map(str::to_string),
+            action,
+            duration_us: took.as_secs_f64() * 1e6,
+        }
+    }
+
+    /// Beats for the watchdog (starting a new one if it died). After a gap longer than the watchdog waits (the
+    /// agent was stopped), the watchdog has put every job back: the jobs are taken as restored and planned again.
+    pub(super) fn heartbeat(&mut self) {
+        if self.last_beat.elapsed() >= watchdog::BEAT_TIMEOUT {
+            crate::log::warning!(
+                "lockstep agent: did not run for {:.1} s; the watchdog restored every job, planning again",
+                self.last_beat.elapsed().as_secs_f64()
+            );
+            for job in &mut self.jobs {
+                job.applied = cosched::Desired::default();
+            }
+            self.replan = true;
+        }
+        self.journal.heartbeat();
+        self.last_beat = Instant::now();
+        if let Some(file) = &self.clock_skew_file {
+            // The test seam for wall-clock steps: nanoseconds to add to the clock, re-read at every beat.
+            if let Some(ns) = read_small(file).and_then(|t| t.trim().parse::<i64>().ok()) {
+                slot::set_clock_offset(ns);
+            }
+        }
+    }
+}
+
+/// The place `schedule` holds in slot `k` of length `slot`: the one in force when the slot starts, so that every
+/// node of the job switches in the same slot.
+pub(super) fn place_in_slot(schedule: &Schedule, k: u64, slot: Duration) -> Place {
+    schedule.at(slot::start_ns(k, slot) / 1_000_000)
+}
+
+/// The first 64 bytes of regular file `file` as text, read without following a link or blocking on a FIFO.
+fn read_small(file: &std::path::Path) -> Option<String> {
+    use std::io::Read;
+    let (f, _) = lockstep_core::trust::open_regular(file)?;
+    let mut text = String::new();
+    f.take(64).read_to_string(&mut text).ok()?;
+    Some(text)
+}

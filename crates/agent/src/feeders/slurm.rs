@@ -1,0 +1,34 @@
+//! The discovery thread: looks for this node's Slurm jobs in the cgroup tree and reads their places from
+//! slurmctld, sends what it found to the daemon, and does the cgroup work the daemon answers with.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use crate::command::{Command, Mailbox};
+use crate::slurm::scan;
+use lockstep_cgroup::Version;
+
+/// How often the agent looks for new Slurm jobs and steps.
+pub const SCAN_INTERVAL: Duration = Duration::from_millis(200);
+
+/// Looks for Slurm jobs of node `node` (cgroup `version`, hierarchies `roots`) every [`SCAN_INTERVAL`] until the
+/// daemon ends, and while it runs Slurm jobs reads their places from slurmctld every [`lockstep_slurm::REFRESH`]
+/// (a running job's place changes when a neighbour comes or goes). Waiting for slurmctld and moving processes
+/// between cgroups are done here, never in the daemon's loop.
+pub fn spawn(mailbox: Mailbox, version: Version, roots: Vec<PathBuf>, node: String) {
+    std::thread::spawn(move || {
+        crate::realtime::thread("Slurm job discovery");
+        let mut refreshed: Option<Instant> = None;
+        loop {
+            let found = scan(version, &roots, &node);
+            let due = !found.is_empty() && refreshed.is_none_or(|t| t.elapsed() >= lockstep_slurm::REFRESH);
+            let places = due.then(|| {
+                refreshed = Some(Instant::now());
+                lockstep_slurm::rows_on(&node).map_err(|e| format!("{e:#}"))
+            });
+            let Some(chores) = mailbox.ask(|reply| Command::Slurm { found, places, reply }) else { return };
+            chores.run();
+            std::thread::sleep(SCAN_INTERVAL);
+        }
+    });
+}
