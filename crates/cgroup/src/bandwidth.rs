@@ -6,7 +6,9 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use super::{mounts, read_procs, remove_dir, Version};
+use crate::files::{read_procs, remove_dir};
+use crate::job::Version;
+use crate::mounts::mounts;
 
 /// The kernel's default bandwidth period, in microseconds.
 pub const DEFAULT_PERIOD_US: u64 = 100_000;
@@ -25,7 +27,7 @@ pub struct Bandwidth {
 /// The cgroup of process `pid` that the cpu controller governs: its v1 `cpu` hierarchy directory, or its v2
 /// directory when the cpu controller is enabled there. `None` when the process is gone or has no such cgroup.
 pub fn cpu_cgroup(pid: i32) -> Option<(Version, PathBuf)> {
-    let lines = super::procfs::cgroups(pid)?;
+    let lines = crate::procfs::cgroups(pid)?;
     for m in mounts() {
         if m.v2 {
             let Some((_, path)) = lines.iter().find(|(c, _)| c.is_empty()) else { continue };

@@ -5,7 +5,6 @@ use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 
-use super::weight_to_shares;
 use lockstep_core::cpulist::CpuList;
 
 /// Freezer and CPU-weight files of one cgroup (v1: across its controller directories; v2: one directory).
@@ -71,4 +70,10 @@ pub fn is_freeze_file(file: &Path) -> bool {
 
 fn is_v1(file: &Path) -> bool {
     file.file_name().is_some_and(|n| n == "freezer.state" || n == "cpu.shares")
+}
+
+/// Converts a cgroup v2 CPU weight (1–10000, default 100) to v1 `cpu.shares` (2–262144, default 1024), as
+/// systemd does: `shares = weight × 1024 / 100`, clamped.
+pub fn weight_to_shares(weight: u64) -> u64 {
+    (weight * 1024 / 100).clamp(2, 262_144)
 }

@@ -7,6 +7,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use super::*;
+use lockstep_core::cpulist::CpuList;
 
 fn scratch_v2(controllers: &str) -> lockstep_scratch::TempDir {
     let dir = lockstep_scratch::tempdir().unwrap();

@@ -3,14 +3,14 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use super::{
-    check_within, create_all, ensure_dir, weight_to_shares, write_knob, Backend, CreateError, JobCgroup, Limits,
-    Version, PARENT,
+use crate::job::{
+    check_within, create_all, ensure_dir, write_knob, Backend, CreateError, JobCgroup, Limits, Version, PARENT,
 };
+use crate::knobs::weight_to_shares;
 
 /// Controllers a job cgroup joins when mounted: cpuset (placement), cpu (weight), memory (limit and
 /// accounting), freezer (gang scheduling, and a clean kill), perf_event (per-cgroup counters; on a hybrid
-/// machine the unified hierarchy, see [`super::detect`]).
+/// machine the unified hierarchy, see `detect`).
 const USED: [&str; 5] = ["cpuset", "cpu", "memory", "freezer", "perf_event"];
 
 /// The v1 backend: controller name → mount point.

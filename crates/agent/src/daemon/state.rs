@@ -13,14 +13,14 @@ use crate::managed::Managed;
 use crate::sampler::SharedTelemetry;
 use lockstep_cgroup::Backend;
 use lockstep_core::cosched::rows::Schedule;
-use lockstep_core::cosched::{self, Policy, PolicySpec};
+use lockstep_core::cosched::{self, Planner, PolicySpec};
 use lockstep_store::{Decision, SlurmJob, Store};
 
 /// The agent's state, and its loop ([`Daemon::run`]).
 pub struct Daemon {
     /// The policy in force, and its slot planner.
     pub(super) policy: PolicySpec,
-    pub(super) planner: Box<dyn Policy>,
+    pub(super) planner: Planner,
     pub(super) slot: Duration,
     pub(super) jobs: Vec<Managed>,
     pub(super) journal: Journal,

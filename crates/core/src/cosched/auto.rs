@@ -14,7 +14,10 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::{Cfs, Desired, Gang, JobView, Policy, PolicySpec};
+use super::cfs::Cfs;
+use super::gang::Gang;
+use super::policy::{Desired, JobView, Policy};
+use super::spec::PolicySpec;
 
 /// The policies `auto` tries, in the order it tries them.
 pub const CANDIDATES: [PolicySpec; 2] = [PolicySpec::Gang, PolicySpec::Cfs];
@@ -390,13 +393,5 @@ impl Policy for Auto {
         let gang = Gang.plan(jobs);
         let cfs = Cfs.plan(jobs);
         policies.iter().enumerate().map(|(i, p)| if *p == PolicySpec::Gang { gang[i] } else { cfs[i] }).collect()
-    }
-
-    fn measuring(&mut self) -> Option<&mut Auto> {
-        Some(self)
-    }
-
-    fn choices(&self) -> Vec<Choice> {
-        Auto::choices(self)
     }
 }

@@ -1,6 +1,6 @@
 //! `boost` (the MPL paper): in each slot the favoured jobs get a high CPU weight, the others their own.
 
-use super::{Desired, JobView, Policy};
+use super::policy::{Desired, JobView, Policy};
 
 /// Weight-based co-scheduling.
 pub struct Boost;

@@ -1,6 +1,6 @@
 //! `cfs`: leave every job to the kernel's scheduler; nothing is ever written.
 
-use super::{Desired, JobView, Policy};
+use super::policy::{Desired, JobView, Policy};
 
 /// The baseline policy.
 pub struct Cfs;

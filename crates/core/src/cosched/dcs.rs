@@ -2,7 +2,9 @@
 //! agent's eBPF probe sees it); between messages the slots do what `cfs` does, or, for `dcs+boost`, what `boost`
 //! does. The slot plan is all this file decides; raising on arrival is the agent's.
 
-use super::{Boost, Cfs, Desired, JobView, Policy};
+use super::boost::Boost;
+use super::cfs::Cfs;
+use super::policy::{Desired, JobView, Policy};
 
 /// The slot plan under message-driven raises.
 pub struct Dcs {

@@ -1,7 +1,7 @@
 //! `gang`: the favoured jobs run; any other job is frozen while it shares a PU with a favoured job. A job that
 //! shares no PU with any other job is never frozen.
 
-use super::{Desired, JobView, Policy};
+use super::policy::{Desired, JobView, Policy};
 
 /// Freezer-based time slicing.
 pub struct Gang;

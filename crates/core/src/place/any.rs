@@ -1,6 +1,6 @@
 //! `any`: every core of the machine, in hwloc's logical order; memory unbound.
 
-use super::{CoreOrder, MemPolicy, PlacementPolicy};
+use super::policy::{CoreOrder, MemPolicy, PlacementPolicy};
 use crate::error::UsageError;
 use crate::topo::Machine;
 

@@ -1,6 +1,7 @@
 //! Policies by core kind (the hybrid-CPU paper's container groups): `p-only` (Cp), `e-only` (Ce), `mixed` (Cm).
 
-use super::{CoreOrder, MemPolicy, PlacementKind, PlacementPolicy};
+use super::kind::PlacementKind;
+use super::policy::{CoreOrder, MemPolicy, PlacementPolicy};
 use crate::error::UsageError;
 use crate::topo::Machine;
 

@@ -5,95 +5,19 @@
 //! unless it asked for fewer PUs than a core has. Without `--cpus` a policy takes every eligible core.
 
 mod any;
+mod kind;
 mod kinds;
 mod numa;
+mod policy;
+
+pub use kind::{PlacementKind, PLACEMENTS};
+pub use policy::{CoreOrder, MemPolicy, PlacementPolicy};
 
 use serde::Serialize;
 
 use crate::cpulist::CpuList;
 use crate::error::UsageError;
-use crate::names::Names;
 use crate::topo::Machine;
-
-/// How a policy binds memory.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum MemPolicy {
-    /// The NUMA nodes local to the chosen PUs.
-    Local,
-    /// Every NUMA node of the machine.
-    All,
-}
-
-/// What a placement policy hands to the common part.
-#[derive(Clone, Debug)]
-pub struct CoreOrder {
-    /// Indexes into [`Machine::core_list`], in the order they are to be taken.
-    pub cores: Vec<usize>,
-    /// Memory binding.
-    pub mems: MemPolicy,
-}
-
-/// One placement policy.
-pub trait PlacementPolicy {
-    /// Eligible cores in the order to take them, for a request of `cpus` PUs (all eligible if `None`).
-    fn order(&self, m: &Machine, cpus: Option<usize>) -> Result<CoreOrder, UsageError>;
-}
-
-/// A placement policy as users name it (`--place`, `--policy`, experiment specs).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum PlacementKind {
-    /// All PUs of the most performant core kind.
-    POnly,
-    /// The other kinds, E before LP-E.
-    EOnly,
-    /// Equal numbers of P cores and efficiency cores.
-    Mixed,
-    /// All PUs of one NUMA node.
-    NumaLocal,
-    /// Cores round-robin over NUMA nodes.
-    Spread,
-    /// Every PU.
-    Any,
-}
-
-/// Every placement policy's name.
-pub const PLACEMENTS: Names<PlacementKind> = Names(&[
-    ("p-only", PlacementKind::POnly),
-    ("e-only", PlacementKind::EOnly),
-    ("mixed", PlacementKind::Mixed),
-    ("numa-local", PlacementKind::NumaLocal),
-    ("spread", PlacementKind::Spread),
-    ("any", PlacementKind::Any),
-]);
-
-impl PlacementKind {
-    /// The name users type.
-    pub fn name(self) -> &'static str {
-        PLACEMENTS.name(self)
-    }
-
-    /// The policy's core order.
-    fn policy(self) -> Box<dyn PlacementPolicy> {
-        match self {
-            Self::POnly => Box::new(kinds::POnly),
-            Self::EOnly => Box::new(kinds::EOnly),
-            Self::Mixed => Box::new(kinds::Mixed),
-            Self::NumaLocal => Box::new(numa::NumaLocal),
-            Self::Spread => Box::new(numa::Spread),
-            Self::Any => Box::new(any::Any),
-        }
-    }
-}
-
-impl std::str::FromStr for PlacementKind {
-    type Err = UsageError;
-
-    fn from_str(name: &str) -> Result<Self, UsageError> {
-        PLACEMENTS.parse_or_usage("placement policy", name)
-    }
-}
-
-crate::display_by_name!(PlacementKind => PLACEMENTS);
 
 /// The PUs and memory nodes a job gets.
 #[derive(Clone, Debug, Serialize, PartialEq, Eq)]
@@ -116,7 +40,7 @@ fn as_string<S: serde::Serializer>(list: &CpuList, s: S) -> Result<S::Ok, S::Err
 
 /// Places a job of `cpus` PUs (all the policy allows if `None`) with policy `kind`.
 pub fn place(m: &Machine, kind: PlacementKind, cpus: Option<usize>) -> Result<Placement, UsageError> {
-    let policy = kind.policy();
+    let policy = policy_of(kind);
     if cpus == Some(0) {
         return Err(UsageError::new("--cpus 0: a job needs at least one PU"));
     }
@@ -144,6 +68,18 @@ pub fn place(m: &Machine, kind: PlacementKind, cpus: Option<usize>) -> Result<Pl
         MemPolicy::Local => m.numa.iter().filter(|n| n.pus.intersects(&pus)).map(|n| n.os_index).collect(),
     };
     Ok(Placement { policy: kind.name().to_string(), pus, mems, cores })
+}
+
+/// The core order of placement policy `kind`.
+fn policy_of(kind: PlacementKind) -> Box<dyn PlacementPolicy> {
+    match kind {
+        PlacementKind::POnly => Box::new(kinds::POnly),
+        PlacementKind::EOnly => Box::new(kinds::EOnly),
+        PlacementKind::Mixed => Box::new(kinds::Mixed),
+        PlacementKind::NumaLocal => Box::new(numa::NumaLocal),
+        PlacementKind::Spread => Box::new(numa::Spread),
+        PlacementKind::Any => Box::new(any::Any),
+    }
 }
 
 #[cfg(test)]

@@ -1,6 +1,6 @@
 //! Policies by NUMA node: `numa-local` (one node, memory bound to it) and `spread` (round-robin over nodes).
 
-use super::{CoreOrder, MemPolicy, PlacementPolicy};
+use super::policy::{CoreOrder, MemPolicy, PlacementPolicy};
 use crate::error::UsageError;
 use crate::topo::Machine;
 

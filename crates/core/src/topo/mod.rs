@@ -197,11 +197,6 @@ impl Machine {
     pub fn to_json(&self) -> String {
         serde_json::to_string(self).expect("topology serializes")
     }
-
-    /// The human report of `lockstep topo`.
-    pub fn render(&self) -> String {
-        render::render(self)
-    }
 }
 
 /// Reads hwloc's CPU kinds, most performant first; a machine without kind information gets one `P` kind.

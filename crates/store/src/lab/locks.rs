@@ -3,7 +3,7 @@
 use rusqlite::params;
 use serde::Serialize;
 
-use crate::Store;
+use crate::db::Store;
 
 /// One `lockbench` run.
 #[derive(Clone, Debug, PartialEq, Serialize)]

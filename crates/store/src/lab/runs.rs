@@ -3,7 +3,7 @@
 use rusqlite::params;
 use serde::Serialize;
 
-use crate::Store;
+use crate::db::Store;
 
 /// One job's run in an experiment.
 #[derive(Clone, Debug, Default, Serialize)]

@@ -3,7 +3,7 @@
 
 use rusqlite::params;
 
-use crate::Store;
+use crate::db::Store;
 
 /// One result of a scale experiment or of the scale model.
 #[derive(Clone, Debug, PartialEq)]

@@ -3,7 +3,7 @@
 use rusqlite::{params, ErrorCode};
 use serde::Serialize;
 
-use crate::{now, Store};
+use crate::db::{now, Store};
 use lockstep_cgroup::JobCgroup;
 use lockstep_core::place::Placement;
 
@@ -200,7 +200,7 @@ mod tests {
     #[test]
     fn ended_jobs_leave_after_their_history_and_running_ones_stay() {
         let dir = lockstep_scratch::tempdir().unwrap();
-        let mut store = crate::Store::open(&dir.path().join("lockstep.db")).unwrap();
+        let mut store = crate::db::Store::open(&dir.path().join("lockstep.db")).unwrap();
         for (name, state, ended) in
             [("old", "done", Some(100.0)), ("new", "failed", Some(300.0)), ("run", "running", None)]
         {

@@ -7,7 +7,7 @@ use rusqlite::params;
 use rusqlite::types::{FromSql, FromSqlError, FromSqlResult, ToSql, ToSqlOutput, ValueRef};
 use serde::Serialize;
 
-use crate::{now, Store};
+use crate::db::{now, Store};
 
 /// What a decision record says the agent did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -3,7 +3,7 @@
 use lockstep_telemetry::Sample;
 use rusqlite::params;
 
-use crate::Store;
+use crate::db::Store;
 
 impl Store {
     /// Writes a batch of samples in one transaction.
@@ -71,7 +71,7 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::Sample;
-    use crate::Store;
+    use crate::db::Store;
 
     fn sample(job: &str, time: f64, event: &str, value: u64) -> Sample {
         Sample { job: job.into(), node: "n1".into(), time, event: event.into(), value, enabled: 10, running: 5 }

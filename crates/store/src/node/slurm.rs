@@ -3,7 +3,7 @@
 
 use rusqlite::params;
 
-use crate::{now, Store};
+use crate::db::{now, Store};
 
 /// A job as the prolog announced it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -1,0 +1,37 @@
+//! What a co-scheduling policy is: a slot plan ([`Policy`]) from what it sees of each job ([`JobView`]) to the
+//! state each job's cgroup should be in ([`Desired`]).
+
+use serde::{Deserialize, Serialize};
+
+use crate::cpulist::CpuList;
+
+/// CPU weight (cgroup v2 scale) of a boosted job; unboosted jobs keep their own weight.
+pub const BOOST_WEIGHT: u64 = 10_000;
+
+/// What a policy sees of one job.
+#[derive(Clone, Copy, Debug)]
+pub struct JobView<'a> {
+    /// The job's name.
+    pub name: &'a str,
+    /// Whether the slot is the job's (its row is active, or its place holds the slot).
+    pub favoured: bool,
+    /// Slots in the job's cycle (its place's period, or its node's row count).
+    pub round: u32,
+    /// PUs the job may run on.
+    pub pus: &'a CpuList,
+}
+
+/// The state a policy wants a job's cgroup in.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Desired {
+    /// Frozen (v1 `freezer.state` FROZEN, v2 `cgroup.freeze` 1).
+    pub frozen: bool,
+    /// Boosted to [`BOOST_WEIGHT`].
+    pub boosted: bool,
+}
+
+/// The slot plan of a co-scheduling policy.
+pub trait Policy: Send {
+    /// The desired state of every job in a slot, in the order of `jobs`.
+    fn plan(&self, jobs: &[JobView<'_>]) -> Vec<Desired>;
+}
