@@ -13,30 +13,12 @@ use serde::{Deserialize, Serialize};
 
 use crate::files::{procs_below, remove_dir};
 use crate::procfs;
+use lockstep_core::cgroup_record::CgroupRecord;
+pub use lockstep_core::cgroup_record::Version;
 use lockstep_core::cpulist::CpuList;
 
 /// Name of the parent directory of every lockstep job cgroup.
 pub const PARENT: &str = "lockstep";
-
-/// Which cgroup version a job cgroup lives in.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Version {
-    /// Legacy per-controller hierarchies.
-    V1,
-    /// The unified hierarchy.
-    V2,
-}
-
-impl Version {
-    /// `v1` or `v2`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Version::V1 => "v1",
-            Version::V2 => "v2",
-        }
-    }
-}
 
 /// What a job's cgroup enforces. `None` leaves the kernel default.
 #[derive(Clone, Debug, Default)]
@@ -142,7 +124,18 @@ pub(crate) fn ensure_dir(path: &Path) -> Result<bool, CreateError> {
     }
 }
 
+impl From<CgroupRecord> for JobCgroup {
+    fn from(record: CgroupRecord) -> Self {
+        Self { version: record.version, dirs: record.dirs }
+    }
+}
+
 impl JobCgroup {
+    /// What the store keeps of it.
+    pub fn record(&self) -> CgroupRecord {
+        CgroupRecord { version: self.version, dirs: self.dirs.clone() }
+    }
+
     /// Processes of the job the kernel's OOM killer killed for its memory limit (v2 `memory.events`, v1
     /// `memory.oom_control`); 0 when the job has no memory cgroup or it cannot be read.
     pub fn oom_kills(&self) -> u64 {

@@ -103,7 +103,7 @@ pub fn run(store: &mut Store, req: &Request) -> anyhow::Result<i32> {
             return Err(e);
         }
     };
-    store.set_cgroup(id, &cg)?;
+    store.set_cgroup(id, &cg.record())?;
     let registered = client::call_if_running(
         &req.socket,
         &protocol::Request::Register { job: req.name.clone(), dirs: cg.dirs.clone(), row: req.row },

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use lockstep_cgroup::procfs;
+use lockstep_cgroup::{procfs, JobCgroup};
 use lockstep_store::{JobRow, Store};
 
 /// How a recorded running job looks from outside.
@@ -20,7 +20,7 @@ pub enum Liveness {
 pub fn liveness(job: &JobRow) -> Liveness {
     if (procfs::ProcessRef { pid: job.supervisor_pid, start: job.supervisor_start }).alive() {
         Liveness::Supervised
-    } else if job.cgroup.as_ref().is_some_and(|cg| !cg.pids().is_ok_and(|p| p.is_empty())) {
+    } else if job.cgroup.clone().map(JobCgroup::from).is_some_and(|cg| !cg.pids().is_ok_and(|p| p.is_empty())) {
         Liveness::Orphaned
     } else {
         Liveness::Lost
@@ -35,7 +35,7 @@ pub fn reconcile(store: &Store) -> anyhow::Result<()> {
         if liveness(&job) != Liveness::Lost {
             continue;
         }
-        if let Some(cg) = &job.cgroup {
+        if let Some(cg) = job.cgroup.clone().map(JobCgroup::from) {
             cg.destroy(Duration::from_secs(5))?;
         }
         store.finish(job.id, "lost", None, Some("supervisor died; cgroup removed by reconcile"))?;

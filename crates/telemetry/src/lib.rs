@@ -10,7 +10,6 @@ pub mod exposition;
 pub mod format;
 pub mod pmu;
 pub mod remote;
-mod sample;
 pub mod stat;
 
-pub use sample::Sample;
+pub use lockstep_core::sample::Sample;

@@ -142,7 +142,8 @@ fn slurm_nodes(id: u64, port: u16) -> anyhow::Result<String> {
 fn job_pids(store: &Path, socket: &Path, job: &str) -> anyhow::Result<Vec<i32>> {
     let store = lockstep_store::Store::open(store)?;
     let row = store.jobs(false)?.into_iter().find(|j| j.name == job);
-    let mut pids = row.and_then(|j| j.cgroup).map(|cg| cg.pids().unwrap_or_default()).unwrap_or_default();
+    let cgroup = row.and_then(|j| j.cgroup).map(lockstep_cgroup::JobCgroup::from);
+    let mut pids = cgroup.map(|cg| cg.pids().unwrap_or_default()).unwrap_or_default();
     if pids.is_empty() {
         let status = lockstep_proto::client::call_if_running(socket, &lockstep_proto::protocol::Request::Status);
         if let Some(Ok(lockstep_proto::protocol::Response { status: Some(status), .. })) = status {

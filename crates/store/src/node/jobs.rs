@@ -4,7 +4,7 @@ use rusqlite::{params, ErrorCode};
 use serde::Serialize;
 
 use crate::db::{now, Store};
-use lockstep_cgroup::JobCgroup;
+use lockstep_core::cgroup_record::CgroupRecord;
 use lockstep_core::place::Placement;
 
 /// A new job, as `lockstep run` records it before creating its cgroup.
@@ -56,7 +56,7 @@ pub struct JobRow {
     /// Memory limit in bytes.
     pub mem_limit: Option<u64>,
     /// The job's cgroup.
-    pub cgroup: Option<JobCgroup>,
+    pub cgroup: Option<CgroupRecord>,
     /// Start time (seconds since the epoch).
     pub started_at: f64,
     /// End time.
@@ -113,7 +113,7 @@ impl Store {
     }
 
     /// Records the job's cgroup once created.
-    pub fn set_cgroup(&self, id: i64, cgroup: &JobCgroup) -> anyhow::Result<()> {
+    pub fn set_cgroup(&self, id: i64, cgroup: &CgroupRecord) -> anyhow::Result<()> {
         self.conn.execute("UPDATE jobs SET cgroup = ?2 WHERE id = ?1", params![id, serde_json::to_string(cgroup)?])?;
         Ok(())
     }

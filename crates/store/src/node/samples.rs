@@ -1,6 +1,6 @@
 //! Counter samples of the agent's jobs: cumulative counts per job, event and time, kept for a retention period.
 
-use lockstep_telemetry::Sample;
+use lockstep_core::sample::Sample;
 use rusqlite::params;
 
 use crate::db::Store;
