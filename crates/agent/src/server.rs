@@ -15,7 +15,7 @@ use crate::doors::{Caller, Handler, Reply};
 use lockstep_core::error::UsageError;
 use lockstep_core::trust;
 use lockstep_proto::client::REQUEST_PATH;
-use lockstep_proto::protocol::{Request, Response};
+use lockstep_proto::protocol::{Envelope, Request, Response, VERSION};
 
 /// Binds the socket (open to every user; see [`handle`] for what each may do). Its directory and every one above
 /// it must be the agent's alone ([`trust`]); an agent already answering there is a usage error, a stale socket
@@ -106,9 +106,21 @@ pub fn parse(parts: &Parts, body: &[u8]) -> Result<Request, Reply> {
     if parts.method != Method::POST {
         return Err(Reply::text(StatusCode::METHOD_NOT_ALLOWED, &format!("POST {REQUEST_PATH} only")));
     }
-    serde_json::from_slice::<Request>(body).map_err(|e| {
+    let envelope = serde_json::from_slice::<Envelope>(body).map_err(|e| {
         reply(&failure(UsageError::new(format!("malformed request ({e}); expected one JSON request")).into()))
-    })
+    })?;
+    if envelope.version != VERSION {
+        return Err(reply(&failure(
+            UsageError::new(format!(
+                "request of control protocol version {} refused: this agent speaks version {VERSION} (the lockstep \
+                 that sent it and this lockstepd come from different builds; restart the agent from the installed \
+                 one)",
+                envelope.version
+            ))
+            .into(),
+        )));
+    }
+    Ok(envelope.request)
 }
 
 /// The HTTP answer carrying `response`, its status saying how it went.
@@ -131,4 +143,24 @@ pub fn failure(e: anyhow::Error) -> Response {
 /// The answer to a request carried out.
 pub fn done() -> Response {
     Response { ok: true, ..Default::default() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parts() -> Parts {
+        hyper::Request::builder().method(Method::POST).uri(REQUEST_PATH).body(()).unwrap().into_parts().0
+    }
+
+    #[test]
+    fn a_request_of_another_protocol_version_is_refused_by_name() {
+        let status = |body: &str| parse(&parts(), body.as_bytes()).map(|r| matches!(r, Request::Status));
+        assert_eq!(status(r#"{"op":"status"}"#).ok(), Some(true), "no version is the first one");
+        assert_eq!(status(&format!(r#"{{"version":{VERSION},"op":"status"}}"#)).ok(), Some(true));
+        let refused = status(r#"{"version":99,"op":"status"}"#).unwrap_err();
+        assert_eq!(refused.status, StatusCode::BAD_REQUEST);
+        let text = String::from_utf8_lossy(&refused.body).into_owned();
+        assert!(text.contains("version 99") && text.contains(&format!("speaks version {VERSION}")), "{text}");
+    }
 }

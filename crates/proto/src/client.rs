@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::http::{self, HttpError, Target};
-use crate::protocol::{Request, Response};
+use crate::protocol::{Envelope, Request, Response, VERSION};
 use lockstep_core::error::UsageError;
 
 /// Default socket path.
@@ -33,7 +33,7 @@ pub fn call(socket: &Path, request: &Request) -> anyhow::Result<Response> {
 
 /// Sends a request when an agent listens; `None` when none does (for `lockstep run`, which works alone too).
 pub fn call_if_running(socket: &Path, request: &Request) -> Option<anyhow::Result<Response>> {
-    let body = match serde_json::to_vec(request) {
+    let body = match serde_json::to_vec(&Envelope { version: VERSION, request: request.clone() }) {
         Ok(b) => b,
         Err(e) => return Some(Err(e.into())),
     };

@@ -1,9 +1,30 @@
-//! The agent's socket protocol: one JSON request per line, one JSON response per line.
+//! The agent's control protocol: one JSON request in (an [`Envelope`]: the protocol's version and the
+//! [`Request`]), one JSON [`Response`] out.
 
 use std::path::PathBuf;
 
 use lockstep_core::names::Names;
 use serde::{Deserialize, Serialize};
+
+/// The version of the protocol this build speaks. It changes when a request or a response changes its meaning or
+/// its fields; an agent refuses a request of another version, with a message that names both.
+pub const VERSION: u32 = 1;
+
+/// Requests from before the protocol had a version are of the first one.
+fn first_version() -> u32 {
+    1
+}
+
+/// A request as it goes over the socket: `{"version": 1, "op": "status"}`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Envelope {
+    /// The protocol version the request is written in (1 when absent).
+    #[serde(default = "first_version")]
+    pub version: u32,
+    /// The request.
+    #[serde(flatten)]
+    pub request: Request,
+}
 
 /// A request to the agent.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -215,7 +236,16 @@ pub struct DcsJob {
 
 #[cfg(test)]
 mod tests {
-    use super::ORIGINS;
+    use super::*;
+
+    #[test]
+    fn a_request_goes_out_with_this_builds_version() {
+        let sent = serde_json::to_string(&Envelope { version: VERSION, request: Request::Release { job: "a".into() } })
+            .unwrap();
+        assert_eq!(sent, format!(r#"{{"version":{VERSION},"op":"release","job":"a"}}"#));
+        let back: Envelope = serde_json::from_str(&sent).unwrap();
+        assert!(matches!(back.request, Request::Release { job } if job == "a"));
+    }
 
     #[test]
     fn origins_print_as_they_travel() {
