@@ -103,7 +103,7 @@ impl Group {
 
     /// Freezes or thaws the group (the journal first, so that a crash in between still restores it). The file is
     /// opened before the job is frozen and kept open until it is thawed.
-    fn set_frozen(&mut self, frozen: bool, job: &str, journal: &mut Journal, store: &Store) -> anyhow::Result<()> {
+    fn set_frozen(&mut self, frozen: bool, job: &str, journal: &mut Journal, store: &Store) -> Result<(), ChangeError> {
         let Some(file) = &self.knobs.freeze else { return Ok(()) };
         if frozen {
             let held = open(file)?;
@@ -120,11 +120,17 @@ impl Group {
 
     /// Raises the group's weight to [`BOOST_WEIGHT`], or puts back the weight it had (through the descriptor
     /// opened when it was raised).
-    fn set_boosted(&mut self, boosted: bool, job: &str, journal: &mut Journal, store: &Store) -> anyhow::Result<()> {
+    fn set_boosted(
+        &mut self,
+        boosted: bool,
+        job: &str,
+        journal: &mut Journal,
+        store: &Store,
+    ) -> Result<(), ChangeError> {
         let Some(file) = &self.knobs.weight else { return Ok(()) };
         if boosted {
             let held = open(file)?;
-            let before = std::fs::read_to_string(file).map_err(|_| Gone(file.clone()))?.trim().to_string();
+            let before = std::fs::read_to_string(file).map_err(|_| ChangeError::Gone(file.clone()))?.trim().to_string();
             journal.remember(store, job, file, &before)?;
             write(&held, file, &weight_value(file, BOOST_WEIGHT))?;
             self.unboost = Some((held, before));
@@ -189,25 +195,31 @@ pub struct Saved {
     pub owner: u32,
 }
 
-/// A cgroup of the job is gone: the job ended.
+/// Why a change to a job's cgroups did not go through.
 #[derive(Debug, thiserror::Error)]
-#[error("cgroup file {0} is gone")]
-pub struct Gone(pub PathBuf);
+pub enum ChangeError {
+    /// A cgroup file of the job is gone: the job ended.
+    #[error("cgroup file {0} is gone")]
+    Gone(PathBuf),
+    /// Anything else (the journal, a write the kernel refused): the job goes on, and the change is tried again.
+    #[error(transparent)]
+    Failed(#[from] anyhow::Error),
+}
 
 /// Opens cgroup file `file` for the writes that change it and put it back.
-fn open(file: &Path) -> anyhow::Result<File> {
+fn open(file: &Path) -> Result<File, ChangeError> {
     OpenOptions::new().write(true).open(file).map_err(|e| match e.kind() {
-        io::ErrorKind::NotFound => Gone(file.to_path_buf()).into(),
-        _ => anyhow::anyhow!("cannot open {}: {e}", file.display()),
+        io::ErrorKind::NotFound => ChangeError::Gone(file.to_path_buf()),
+        _ => anyhow::anyhow!("cannot open {}: {e}", file.display()).into(),
     })
 }
 
 /// Writes `value` to cgroup file `file` through `held`, its open descriptor (a cgroup file takes each write whole,
 /// wherever the offset is). A removed cgroup answers `ENODEV`: it is gone.
-fn write(held: &File, file: &Path, value: &str) -> anyhow::Result<()> {
+fn write(held: &File, file: &Path, value: &str) -> Result<(), ChangeError> {
     held.write_at(value.as_bytes(), 0).map(drop).map_err(|e| match (e.kind(), e.raw_os_error()) {
-        (io::ErrorKind::NotFound, _) | (_, Some(libc::ENODEV)) => Gone(file.to_path_buf()).into(),
-        _ => anyhow::anyhow!("cannot write {value} to {}: {e}", file.display()),
+        (io::ErrorKind::NotFound, _) | (_, Some(libc::ENODEV)) => ChangeError::Gone(file.to_path_buf()),
+        _ => anyhow::anyhow!("cannot write {value} to {}: {e}", file.display()).into(),
     })
 }
 
@@ -256,7 +268,7 @@ impl Managed {
     }
 
     /// Brings the job's cgroups to `want`; returns the actions taken (freeze or thaw, boost or unboost).
-    pub fn apply(&mut self, want: Desired, journal: &mut Journal, store: &Store) -> anyhow::Result<Vec<Action>> {
+    pub fn apply(&mut self, want: Desired, journal: &mut Journal, store: &Store) -> Result<Vec<Action>, ChangeError> {
         let mut actions = Vec::new();
         if want.frozen != self.applied.frozen {
             for g in &mut self.groups {
@@ -276,7 +288,7 @@ impl Managed {
     }
 
     /// Adds a cgroup to the job (a Slurm step that started) in the state the job is in.
-    pub fn add_group(&mut self, dirs: Vec<PathBuf>, journal: &mut Journal, store: &Store) -> anyhow::Result<()> {
+    pub fn add_group(&mut self, dirs: Vec<PathBuf>, journal: &mut Journal, store: &Store) -> Result<(), ChangeError> {
         let mut g = Group::new(dirs);
         if self.applied.frozen {
             g.set_frozen(true, &self.name, journal, store)?;
@@ -303,7 +315,7 @@ impl Managed {
     /// fine.
     pub fn release(&mut self, journal: &mut Journal, store: &Store) -> anyhow::Result<()> {
         match self.apply(Desired::default(), journal, store) {
-            Err(e) if e.is::<Gone>() => self.forget_all(journal),
+            Err(ChangeError::Gone(_)) => self.forget_all(journal),
             other => {
                 other?;
             }

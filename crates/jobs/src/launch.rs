@@ -16,8 +16,9 @@ use lockstep_cgroup::{self as cgroup, Limits};
 use lockstep_core::error::{usage, UsageError};
 use lockstep_core::place::Placement;
 use lockstep_proto::client;
+use lockstep_proto::names::JobName;
 use lockstep_proto::protocol;
-use lockstep_store::{NameInUse, NewJob, Store};
+use lockstep_store::{Error as StoreError, NewJob, Store};
 
 /// Signals `lockstep run` passes on to its command instead of dying from them.
 const FORWARDED: [Signal; 4] = [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP, Signal::SIGQUIT];
@@ -28,7 +29,7 @@ const DESTROY_TIMEOUT: Duration = Duration::from_secs(10);
 /// A validated `lockstep run` request.
 pub struct Request {
     /// Job name.
-    pub name: String,
+    pub name: JobName,
     /// Where the job goes.
     pub placement: Placement,
     /// `--cpus`, if given.
@@ -60,10 +61,9 @@ pub fn resolve_command(program: &str) -> Result<PathBuf, UsageError> {
 /// Runs the job to its end and returns the exit status lockstep should exit with (the command's, or
 /// 128+signal when a signal killed it).
 pub fn run(store: &mut Store, req: &Request) -> anyhow::Result<i32> {
-    lockstep_proto::names::check_job_name(&req.name)?;
     let program = resolve_command(&req.command[0])?;
     reconcile::reconcile(store)?;
-    if store.managed_jobs()?.iter().any(|m| m.name == req.name && m.origin != "run") {
+    if store.managed_jobs()?.iter().any(|m| m.name == req.name.as_str() && m.origin != "run") {
         return usage(format!(
             "job name {:?} is in use by a job the agent manages (lockstep jobs lists it; pick another name)",
             req.name
@@ -81,8 +81,8 @@ pub fn run(store: &mut Store, req: &Request) -> anyhow::Result<i32> {
         supervisor: (me, procfs::start_time(me).unwrap_or(0)),
     }) {
         Ok(id) => id,
-        Err(e) if e.is::<NameInUse>() => return usage(e.to_string()),
-        Err(e) => return Err(e),
+        Err(e @ StoreError::NameInUse(_)) => return usage(e.to_string()),
+        Err(e) => return Err(e.into()),
     };
 
     let limits = Limits {

@@ -221,7 +221,7 @@ fn open_gates(
     for job in jobs {
         let pods = container_prefix(&job.name, case);
         let containers = setup.wait_for_ranks(&pods, spec.ranks, Duration::from_mins(1))?;
-        let adopt = Request::Adopt { job: job.name.clone(), cgroups: vec![], pids: vec![], containers, row: None };
+        let adopt = Request::Adopt { job: job.name.parse()?, cgroups: vec![], pids: vec![], containers, row: None };
         check(call(site.socket, &adopt)?)?;
         std::fs::write(paths.work.join(format!("{}.go", job.name)), b"")?;
     }
@@ -415,8 +415,8 @@ fn to_run(
     records: &AgentRecords,
     job: Ended,
 ) -> ExperimentRun {
-    if site.containers.is_some() {
-        let _ = call(site.socket, &Request::Release { job: job.name.clone() });
+    if let Some(name) = site.containers.and(job.name.parse().ok()) {
+        let _ = call(site.socket, &Request::Release { job: name });
     }
     let mix = case
         .mix

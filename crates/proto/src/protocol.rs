@@ -3,6 +3,7 @@
 
 use std::path::PathBuf;
 
+use crate::names::JobName;
 use lockstep_core::names::Names;
 use serde::{Deserialize, Serialize};
 
@@ -42,7 +43,7 @@ pub enum Request {
     /// Manage existing cgroups, processes or containers as job `job`.
     Adopt {
         /// Job name.
-        job: String,
+        job: JobName,
         /// Cgroup paths (relative to the hierarchy roots, or absolute).
         #[serde(default)]
         cgroups: Vec<PathBuf>,
@@ -58,7 +59,7 @@ pub enum Request {
     /// A job started by `lockstep run`, with its cgroup directories.
     Register {
         /// Job name.
-        job: String,
+        job: JobName,
         /// The job's cgroup directories.
         dirs: Vec<PathBuf>,
         /// Row given from outside.
@@ -67,7 +68,7 @@ pub enum Request {
     /// Stop managing a job, restoring its cgroups.
     Release {
         /// Job name.
-        job: String,
+        job: JobName,
     },
     /// The Slurm prolog: job `id` of user `uid` starts on this node, in row `row` of the node's cycle or at
     /// place `place` of the cluster-wide matrix if the controller gave one.
@@ -240,11 +241,14 @@ mod tests {
 
     #[test]
     fn a_request_goes_out_with_this_builds_version() {
-        let sent = serde_json::to_string(&Envelope { version: VERSION, request: Request::Release { job: "a".into() } })
-            .unwrap();
+        let sent = serde_json::to_string(&Envelope {
+            version: VERSION,
+            request: Request::Release { job: "a".parse().unwrap() },
+        })
+        .unwrap();
         assert_eq!(sent, format!(r#"{{"version":{VERSION},"op":"release","job":"a"}}"#));
         let back: Envelope = serde_json::from_str(&sent).unwrap();
-        assert!(matches!(back.request, Request::Release { job } if job == "a"));
+        assert!(matches!(back.request, Request::Release { job } if job.as_str() == "a"));
     }
 
     #[test]

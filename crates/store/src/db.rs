@@ -62,7 +62,7 @@ impl Store {
     }
 
     /// How long a write waits for a lock another connection holds before it fails (10 s when opened).
-    pub fn set_busy_timeout(&self, wait: Duration) -> anyhow::Result<()> {
+    pub fn set_busy_timeout(&self, wait: Duration) -> crate::error::Result<()> {
         self.conn.busy_timeout(wait)?;
         Ok(())
     }

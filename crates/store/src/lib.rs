@@ -3,10 +3,12 @@
 //! one file; the schema grows by numbered migrations ([`schema`]).
 
 mod db;
+mod error;
 mod lab;
 mod node;
 mod schema;
 
 pub use db::{now, resolve_path, Store, DEFAULT_PATH};
+pub use error::{Error, Result};
 pub use lab::{ExperimentRun, LockRun, ScaleRecord};
-pub use node::{Action, Decision, JobRow, JournalEntry, ManagedJob, NameInUse, NewJob, SlurmJob, ACTIONS};
+pub use node::{Action, Decision, JobRow, JournalEntry, ManagedJob, NewJob, SlurmJob, ACTIONS};

@@ -6,7 +6,6 @@ use crate::adopt;
 use crate::server::{done, failure};
 use lockstep_core::cosched::{rows, slot, PolicySpec};
 use lockstep_core::error::UsageError;
-use lockstep_proto::names::check_job_name;
 use lockstep_proto::protocol::{Request, Response};
 use lockstep_store::SlurmJob;
 
@@ -41,7 +40,6 @@ impl Daemon {
                 self.set_policy(policy, slot)
             }
             Request::Adopt { job, cgroups, pids, containers, row } => {
-                check_job_name(&job)?;
                 rows::check(row)?;
                 self.add_job(&job, |backend, claims| {
                     match (cgroups.is_empty(), pids.is_empty(), containers.is_empty()) {
@@ -53,7 +51,6 @@ impl Daemon {
                 })
             }
             Request::Register { job, dirs, row } => {
-                check_job_name(&job)?;
                 rows::check(row)?;
                 self.add_job(&job, |_, _| Ok(adopt::from_run(&job, dirs, row)))
             }

@@ -9,7 +9,7 @@ use crate::adopt;
 use crate::dcs::engine::Engine;
 use crate::dcs::raiser::Ctx;
 use crate::feeders;
-use crate::managed::{self, Gone, Managed};
+use crate::managed::{self, ChangeError, Managed};
 use lockstep_cgroup::Backend;
 use lockstep_core::cosched::{self, PolicySpec};
 use lockstep_core::error::UsageError;
@@ -63,7 +63,7 @@ impl Daemon {
         if let Err(e) = self.store.managed_put(name, &serde_json::to_string(&job.saved())?) {
             // Nothing may stay changed by a request that failed.
             let _ = job.release(&mut self.journal, &self.store);
-            return Err(e);
+            return Err(e.into());
         }
         self.count(&job);
         crate::log::info!(
@@ -130,7 +130,7 @@ impl Daemon {
         }
         for job in &mut self.jobs {
             if let Err(e) = job.apply(cosched::Desired::default(), &mut self.journal, &self.store) {
-                if !e.is::<Gone>() {
+                if !matches!(e, ChangeError::Gone(_)) {
                     crate::log::warning!("lockstep agent: cannot restore job {}: {e:#}", job.name);
                 }
             }

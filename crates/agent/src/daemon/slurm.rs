@@ -64,7 +64,7 @@ impl Daemon {
             job.place = self.places.get(&f.id).copied();
             match serde_json::to_string(&job.saved())
                 .map_err(anyhow::Error::from)
-                .and_then(|s| self.store.managed_put(&name, &s))
+                .and_then(|s| Ok(self.store.managed_put(&name, &s)?))
             {
                 Ok(()) => {
                     self.count(&job);

@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use super::state::Daemon;
-use crate::managed::Gone;
+use crate::managed::ChangeError;
 use crate::progress;
 use crate::watchdog;
 use lockstep_core::cosched::rows::{self, Entry, Place, Schedule};
@@ -82,7 +82,7 @@ impl Daemon {
                         decisions.push(self.decision(Some(&self.jobs[i].name), a, t0.elapsed()));
                     }
                 }
-                Err(e) if e.is::<Gone>() => gone.push(i),
+                Err(ChangeError::Gone(_)) => gone.push(i),
                 Err(e) => {
                     let name = self.jobs[i].name.clone();
                     self.faults.report(&format!("job {name}"), &format!("{e:#}"));

@@ -185,7 +185,7 @@ fn run_case(
             Some(setup) => setup.wait_for_ranks(job, spec.ranks, START_TIMEOUT)?,
             None => Vec::new(),
         };
-        let adopt = Request::Adopt { job: job.to_string(), cgroups: vec![], pids: vec![], containers, row: None };
+        let adopt = Request::Adopt { job: job.parse()?, cgroups: vec![], pids: vec![], containers, row: None };
         check(call(site.socket, &adopt)?)?;
     }
     seat(&pids, seats)?;
@@ -195,7 +195,9 @@ fn run_case(
     let wall_s = t0.elapsed().as_secs_f64();
     drop(started);
     if case.ranks_in != RanksIn::Process {
-        let _ = call(site.socket, &Request::Release { job: job.to_string() });
+        if let Ok(job) = job.parse() {
+            let _ = call(site.socket, &Request::Release { job });
+        }
     }
     let stdout = String::from_utf8_lossy(&out.stdout);
     let results: Vec<serde_json::Value> =

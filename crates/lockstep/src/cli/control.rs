@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 use lockstep_core::cosched::{slot, PolicySpec};
 use lockstep_proto::client::{call, check};
+use lockstep_proto::names::JobName;
 use lockstep_proto::protocol::{Request, Status};
 
 /// Arguments of `lockstep status`.
@@ -36,7 +37,7 @@ pub enum PolicyCommand {
 pub struct AdoptArgs {
     /// Job name.
     #[arg(long, value_name = "NAME")]
-    job: String,
+    job: JobName,
     /// An existing cgroup: absolute, or relative to the hierarchy roots (e.g. /slurm_n1/uid_0/job_7/step_0).
     #[arg(long, value_name = "PATH", num_args = 1..)]
     cgroup: Vec<PathBuf>,
@@ -57,7 +58,7 @@ pub struct AdoptArgs {
 pub struct ReleaseArgs {
     /// Job name.
     #[arg(long, value_name = "NAME")]
-    job: String,
+    job: JobName,
 }
 
 /// Runs `lockstep status`.
@@ -167,7 +168,6 @@ pub fn policy(cmd: &PolicyCommand, socket: &Path, quiet: bool) -> anyhow::Result
 
 /// Runs `lockstep adopt`; says how the agent took the job on unless `quiet`.
 pub fn adopt(args: &AdoptArgs, socket: &Path, quiet: bool) -> anyhow::Result<i32> {
-    lockstep_proto::names::check_job_name(&args.job)?;
     let request = Request::Adopt {
         job: args.job.clone(),
         cgroups: args.cgroup.clone(),
@@ -178,7 +178,7 @@ pub fn adopt(args: &AdoptArgs, socket: &Path, quiet: bool) -> anyhow::Result<i32
     check(call(socket, &request)?)?;
     if !quiet {
         let now = agent_status(socket)?;
-        match now.jobs.iter().find(|j| j.name == args.job) {
+        match now.jobs.iter().find(|j| j.name == args.job.as_str()) {
             Some(j) => println!(
                 "adopted job {} ({}): row {}, PUs {}, {} cgroup(s), first {}",
                 j.name,

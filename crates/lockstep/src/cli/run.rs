@@ -6,6 +6,7 @@ use std::path::Path;
 use lockstep_core::place::place;
 use lockstep_core::topo::Machine;
 use lockstep_jobs::launch::{self, Request};
+use lockstep_proto::names::JobName;
 use lockstep_store::Store;
 
 /// Arguments of `lockstep run`.
@@ -13,7 +14,7 @@ use lockstep_store::Store;
 pub struct Args {
     /// Job name (unique among running jobs of this node).
     #[arg(long, value_name = "NAME")]
-    job: String,
+    job: JobName,
     /// Placement policy (see `lockstep place`).
     #[arg(long, value_name = "POLICY")]
     place: String,
@@ -60,7 +61,6 @@ fn parse_bytes(s: &str) -> Result<u64, String> {
 
 /// Runs `lockstep run`; returns the command's exit status.
 pub fn exec(args: &Args, store: &Path, socket: &Path) -> anyhow::Result<i32> {
-    lockstep_proto::names::check_job_name(&args.job)?;
     let placement = place(&Machine::live()?, args.place.parse()?, args.cpus)?;
     // Refused before the store exists: bad input changes nothing.
     launch::resolve_command(&args.command[0])?;

@@ -50,7 +50,7 @@ pub struct LockRun {
 
 impl Store {
     /// Records one run.
-    pub fn add_lock_run(&self, r: &LockRun) -> anyhow::Result<()> {
+    pub fn add_lock_run(&self, r: &LockRun) -> crate::error::Result<()> {
         let int = |v: Option<u64>| v.map(|n| n as i64);
         self.conn.execute(
             "INSERT INTO lock_runs (experiment, session, scenario, workload, lock, threads, threads_per_cpu,
@@ -83,7 +83,7 @@ impl Store {
     }
 
     /// The runs of the latest session of locks experiment `experiment` (empty if it never ran).
-    pub fn lock_runs(&self, experiment: &str) -> anyhow::Result<Vec<LockRun>> {
+    pub fn lock_runs(&self, experiment: &str) -> crate::error::Result<Vec<LockRun>> {
         let mut stmt = self.conn.prepare(
             "SELECT experiment, session, scenario, workload, lock, threads, threads_per_cpu, corunners, numa,
                     numa_policy, repetition, ops, throughput_ops_s, fairness_jain, p50_ns, p99_ns, p999_ns,

@@ -64,7 +64,7 @@ pub struct ExperimentRun {
 
 impl Store {
     /// Records one run.
-    pub fn add_experiment_run(&self, r: &ExperimentRun) -> anyhow::Result<()> {
+    pub fn add_experiment_run(&self, r: &ExperimentRun) -> crate::error::Result<()> {
         self.conn.execute(
             "INSERT INTO experiment_runs (experiment, session, policy, progress, placement, mix, mpl, workload, job,
                  repetition, time_s, wall_s, comm_ratio, verified, exit_status, started_at, tool_cpu_s, tool_rss_bytes, slot_skew_ms,
@@ -103,7 +103,7 @@ impl Store {
     }
 
     /// The runs of the latest session of `experiment` (empty if it never ran).
-    pub fn experiment_runs(&self, experiment: &str) -> anyhow::Result<Vec<ExperimentRun>> {
+    pub fn experiment_runs(&self, experiment: &str) -> crate::error::Result<Vec<ExperimentRun>> {
         let mut stmt = self.conn.prepare(
             "SELECT experiment, session, policy, progress, placement, mix, mpl, workload, job, repetition, time_s,
                     wall_s, comm_ratio, verified, exit_status, started_at, tool_cpu_s, tool_rss_bytes, slot_skew_ms,

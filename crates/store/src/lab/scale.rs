@@ -24,7 +24,7 @@ pub struct ScaleRecord {
 
 impl Store {
     /// Records one result.
-    pub fn add_scale_record(&self, r: &ScaleRecord) -> anyhow::Result<()> {
+    pub fn add_scale_record(&self, r: &ScaleRecord) -> crate::error::Result<()> {
         self.conn.execute(
             "INSERT INTO scale_results (experiment, session, nodes, policy, record, data) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
             params![r.experiment, r.session, r.nodes, r.policy, r.record, r.data],
@@ -34,7 +34,7 @@ impl Store {
 
     /// The results of the latest session of `experiment`, in the order they were recorded (empty if it never
     /// ran).
-    pub fn scale_records(&self, experiment: &str) -> anyhow::Result<Vec<ScaleRecord>> {
+    pub fn scale_records(&self, experiment: &str) -> crate::error::Result<Vec<ScaleRecord>> {
         self.scale_query(
             "SELECT experiment, session, nodes, policy, record, data FROM scale_results
              WHERE experiment = ?1 AND session = (SELECT max(session) FROM scale_results WHERE experiment = ?1)
@@ -44,7 +44,7 @@ impl Store {
     }
 
     /// The results of every session of `experiment`, session by session, each in the order recorded.
-    pub fn scale_records_all(&self, experiment: &str) -> anyhow::Result<Vec<ScaleRecord>> {
+    pub fn scale_records_all(&self, experiment: &str) -> crate::error::Result<Vec<ScaleRecord>> {
         self.scale_query(
             "SELECT experiment, session, nodes, policy, record, data FROM scale_results
              WHERE experiment = ?1 ORDER BY session, id",
@@ -53,7 +53,7 @@ impl Store {
     }
 
     /// The rows of `sql` (its one parameter `experiment`) as records.
-    fn scale_query(&self, sql: &str, experiment: &str) -> anyhow::Result<Vec<ScaleRecord>> {
+    fn scale_query(&self, sql: &str, experiment: &str) -> crate::error::Result<Vec<ScaleRecord>> {
         let mut stmt = self.conn.prepare(sql)?;
         let rows = stmt.query_map(params![experiment], |r| {
             Ok(ScaleRecord {

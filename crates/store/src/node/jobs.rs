@@ -4,6 +4,7 @@ use rusqlite::{params, ErrorCode};
 use serde::Serialize;
 
 use crate::db::{now, Store};
+use crate::error::Error;
 use lockstep_core::cgroup_record::CgroupRecord;
 use lockstep_core::place::Placement;
 
@@ -67,14 +68,9 @@ pub struct JobRow {
     pub note: Option<String>,
 }
 
-/// A job name already taken by a running job.
-#[derive(Debug, thiserror::Error)]
-#[error("job name {0:?} is in use by a running job (pick another name, or wait for it to end)")]
-pub struct NameInUse(pub String);
-
 impl Store {
-    /// Records a running job and its placement; fails with [`NameInUse`] if a running job has the name.
-    pub fn insert_job(&mut self, job: &NewJob<'_>) -> anyhow::Result<i64> {
+    /// Records a running job and its placement; fails with [`Error::NameInUse`] if a running job has the name.
+    pub fn insert_job(&mut self, job: &NewJob<'_>) -> crate::error::Result<i64> {
         let tx = self.conn.transaction()?;
         let inserted = tx.execute(
             "INSERT INTO jobs (name, state, command, supervisor_pid, supervisor_start, weight, mem_limit, started_at)
@@ -91,7 +87,7 @@ impl Store {
         );
         match inserted {
             Err(rusqlite::Error::SqliteFailure(e, _)) if e.code == ErrorCode::ConstraintViolation => {
-                return Err(NameInUse(job.name.to_string()).into())
+                return Err(Error::NameInUse(job.name.to_string()))
             }
             other => other?,
         };
@@ -113,19 +109,25 @@ impl Store {
     }
 
     /// Records the job's cgroup once created.
-    pub fn set_cgroup(&self, id: i64, cgroup: &CgroupRecord) -> anyhow::Result<()> {
+    pub fn set_cgroup(&self, id: i64, cgroup: &CgroupRecord) -> crate::error::Result<()> {
         self.conn.execute("UPDATE jobs SET cgroup = ?2 WHERE id = ?1", params![id, serde_json::to_string(cgroup)?])?;
         Ok(())
     }
 
     /// Records the PID of the job's command.
-    pub fn set_pid(&self, id: i64, pid: i32) -> anyhow::Result<()> {
+    pub fn set_pid(&self, id: i64, pid: i32) -> crate::error::Result<()> {
         self.conn.execute("UPDATE jobs SET pid = ?2 WHERE id = ?1", params![id, pid])?;
         Ok(())
     }
 
     /// Ends a job with its final state, exit status and note.
-    pub fn finish(&self, id: i64, state: &str, exit_status: Option<i32>, note: Option<&str>) -> anyhow::Result<()> {
+    pub fn finish(
+        &self,
+        id: i64,
+        state: &str,
+        exit_status: Option<i32>,
+        note: Option<&str>,
+    ) -> crate::error::Result<()> {
         self.conn.execute(
             "UPDATE jobs SET state = ?2, exit_status = ?3, note = ?4, ended_at = ?5 WHERE id = ?1",
             params![id, state, exit_status, note, now()],
@@ -135,7 +137,7 @@ impl Store {
 
     /// Forgets job `id` as if it had never been recorded: a job refused before its command started (bad input
     /// changes nothing).
-    pub fn forget_job(&mut self, id: i64) -> anyhow::Result<()> {
+    pub fn forget_job(&mut self, id: i64) -> crate::error::Result<()> {
         let tx = self.conn.transaction()?;
         tx.execute("DELETE FROM placements WHERE job_id = ?1", params![id])?;
         tx.execute("DELETE FROM jobs WHERE id = ?1", params![id])?;
@@ -145,7 +147,7 @@ impl Store {
 
     /// Deletes the jobs that ended before `before` (seconds since the epoch), with their placements; returns how
     /// many. Running jobs are kept however old.
-    pub fn expire_jobs(&mut self, before: f64) -> anyhow::Result<usize> {
+    pub fn expire_jobs(&mut self, before: f64) -> crate::error::Result<usize> {
         let tx = self.conn.transaction()?;
         tx.execute(
             "DELETE FROM placements WHERE job_id IN
@@ -158,7 +160,7 @@ impl Store {
     }
 
     /// Jobs, newest first: running ones only unless `all`.
-    pub fn jobs(&self, all: bool) -> anyhow::Result<Vec<JobRow>> {
+    pub fn jobs(&self, all: bool) -> crate::error::Result<Vec<JobRow>> {
         let mut stmt = self.conn.prepare(
             "SELECT j.id, j.name, j.state, j.command, j.pid, j.supervisor_pid, j.supervisor_start, p.policy, p.pus,
                     p.mems, p.cores, j.weight, j.mem_limit, j.cgroup, j.started_at, j.ended_at, j.exit_status, j.note

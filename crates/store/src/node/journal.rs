@@ -111,7 +111,7 @@ pub struct Decision {
 
 impl Store {
     /// Adds (or replaces) the journal entry of a file.
-    pub fn journal_add(&self, e: &JournalEntry) -> anyhow::Result<()> {
+    pub fn journal_add(&self, e: &JournalEntry) -> crate::error::Result<()> {
         self.conn.execute(
             "INSERT OR REPLACE INTO restore_journal (file, value, job, since) VALUES (?1, ?2, ?3, ?4)",
             params![e.file, e.value, e.job, now()],
@@ -120,32 +120,32 @@ impl Store {
     }
 
     /// Removes the journal entry of `file` (restored).
-    pub fn journal_remove(&self, file: &str) -> anyhow::Result<()> {
+    pub fn journal_remove(&self, file: &str) -> crate::error::Result<()> {
         self.conn.execute("DELETE FROM restore_journal WHERE file = ?1", params![file])?;
         Ok(())
     }
 
     /// Every journal entry.
-    pub fn journal(&self) -> anyhow::Result<Vec<JournalEntry>> {
+    pub fn journal(&self) -> crate::error::Result<Vec<JournalEntry>> {
         let mut stmt = self.conn.prepare("SELECT file, value, job FROM restore_journal ORDER BY since")?;
         let rows = stmt.query_map([], |r| Ok(JournalEntry { file: r.get(0)?, value: r.get(1)?, job: r.get(2)? }))?;
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
     /// Saves (or replaces) a managed job's description.
-    pub fn managed_put(&self, name: &str, saved: &str) -> anyhow::Result<()> {
+    pub fn managed_put(&self, name: &str, saved: &str) -> crate::error::Result<()> {
         self.conn.execute("INSERT OR REPLACE INTO managed (name, saved) VALUES (?1, ?2)", params![name, saved])?;
         Ok(())
     }
 
     /// Forgets a managed job.
-    pub fn managed_remove(&self, name: &str) -> anyhow::Result<()> {
+    pub fn managed_remove(&self, name: &str) -> crate::error::Result<()> {
         self.conn.execute("DELETE FROM managed WHERE name = ?1", params![name])?;
         Ok(())
     }
 
     /// Every saved managed job, as (name, description).
-    pub fn managed_all(&self) -> anyhow::Result<Vec<(String, String)>> {
+    pub fn managed_all(&self) -> crate::error::Result<Vec<(String, String)>> {
         let mut stmt = self.conn.prepare("SELECT name, saved FROM managed ORDER BY name")?;
         let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
         Ok(rows.collect::<Result<_, _>>()?)
@@ -153,12 +153,12 @@ impl Store {
 
     /// Every job the agent manages, as the CLI shows it (from the descriptions the agent saved; one it cannot
     /// read is left out).
-    pub fn managed_jobs(&self) -> anyhow::Result<Vec<ManagedJob>> {
+    pub fn managed_jobs(&self) -> crate::error::Result<Vec<ManagedJob>> {
         Ok(self.managed_all()?.into_iter().filter_map(|(name, saved)| ManagedJob::read(name, &saved)).collect())
     }
 
     /// Appends decisions and removes the journal entries of `restored` files, in one transaction.
-    pub fn log_decisions(&mut self, decisions: &[Decision], restored: &[String]) -> anyhow::Result<()> {
+    pub fn log_decisions(&mut self, decisions: &[Decision], restored: &[String]) -> crate::error::Result<()> {
         if decisions.is_empty() && restored.is_empty() {
             return Ok(());
         }
@@ -192,13 +192,13 @@ impl Store {
 
     /// Deletes the decisions taken before `before` (seconds since the epoch); returns how many. The agent keeps
     /// them as long as its counter samples (`--retention`), so that the store does not grow with uptime.
-    pub fn expire_decisions(&self, before: f64) -> anyhow::Result<usize> {
+    pub fn expire_decisions(&self, before: f64) -> crate::error::Result<usize> {
         self.conn.execute("DELETE FROM auto_choices WHERE time < ?1", params![before])?;
         Ok(self.conn.execute("DELETE FROM decisions WHERE time < ?1", params![before])?)
     }
 
     /// Logs what `auto` chose or started trying, each with the time (seconds since the epoch) it happened.
-    pub fn log_auto(&mut self, node: &str, records: &[(f64, Choice)]) -> anyhow::Result<()> {
+    pub fn log_auto(&mut self, node: &str, records: &[(f64, Choice)]) -> crate::error::Result<()> {
         if records.is_empty() {
             return Ok(());
         }
@@ -216,7 +216,7 @@ impl Store {
     }
 
     /// What `auto` chose and tried between `from` and `to` (seconds since the epoch), oldest first.
-    pub fn auto_choices(&self, from: f64, to: f64) -> anyhow::Result<Vec<(f64, Choice)>> {
+    pub fn auto_choices(&self, from: f64, to: f64) -> crate::error::Result<Vec<(f64, Choice)>> {
         let mut stmt = self
             .conn
             .prepare_cached("SELECT time, choice FROM auto_choices WHERE time >= ?1 AND time <= ?2 ORDER BY rowid")?;
@@ -233,17 +233,17 @@ impl Store {
     }
 
     /// Decisions at or after `since` (seconds since the epoch), oldest first.
-    pub fn decisions(&self, since: f64) -> anyhow::Result<Vec<Decision>> {
+    pub fn decisions(&self, since: f64) -> crate::error::Result<Vec<Decision>> {
         self.select_decisions("time >= ?1 ORDER BY rowid", params![since])
     }
 
     /// Decisions of kind `action` taken within `[from, to]` (seconds since the epoch), oldest first.
-    pub fn decisions_between(&self, action: Action, from: f64, to: f64) -> anyhow::Result<Vec<Decision>> {
+    pub fn decisions_between(&self, action: Action, from: f64, to: f64) -> crate::error::Result<Vec<Decision>> {
         self.select_decisions("action = ?1 AND time BETWEEN ?2 AND ?3 ORDER BY rowid", params![action, from, to])
     }
 
     /// The decisions that `filter` (an SQL condition over `decisions`, with its ordering) selects.
-    fn select_decisions(&self, filter: &str, args: &[&dyn ToSql]) -> anyhow::Result<Vec<Decision>> {
+    fn select_decisions(&self, filter: &str, args: &[&dyn ToSql]) -> crate::error::Result<Vec<Decision>> {
         let mut stmt = self.conn.prepare(&format!(
             "SELECT time, node, policy, slot, active_row, rows, job, action, duration_us FROM decisions WHERE {filter}"
         ))?;

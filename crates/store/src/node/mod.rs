@@ -5,6 +5,6 @@ mod journal;
 mod samples;
 mod slurm;
 
-pub use jobs::{JobRow, NameInUse, NewJob};
+pub use jobs::{JobRow, NewJob};
 pub use journal::{Action, Decision, JournalEntry, ManagedJob, ACTIONS};
 pub use slurm::SlurmJob;

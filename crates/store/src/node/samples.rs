@@ -7,7 +7,7 @@ use crate::db::Store;
 
 impl Store {
     /// Writes a batch of samples in one transaction.
-    pub fn insert_samples(&mut self, samples: &[Sample]) -> anyhow::Result<()> {
+    pub fn insert_samples(&mut self, samples: &[Sample]) -> crate::error::Result<()> {
         let tx = self.conn.transaction()?;
         {
             let mut stmt = tx.prepare_cached(
@@ -30,17 +30,17 @@ impl Store {
     }
 
     /// Deletes samples older than `before` (seconds since the epoch); returns how many.
-    pub fn expire_samples(&self, before: f64) -> anyhow::Result<usize> {
+    pub fn expire_samples(&self, before: f64) -> crate::error::Result<usize> {
         Ok(self.conn.execute("DELETE FROM samples WHERE time < ?1", params![before])?)
     }
 
     /// The samples of `job` (every node), oldest first.
-    pub fn samples(&self, job: &str) -> anyhow::Result<Vec<Sample>> {
+    pub fn samples(&self, job: &str) -> crate::error::Result<Vec<Sample>> {
         self.query_samples("WHERE job = ?1 ORDER BY time, rowid", params![job])
     }
 
     /// The latest sample of every event of `job` on `node` (the job's final counts once it has ended).
-    pub fn latest_samples(&self, job: &str, node: &str) -> anyhow::Result<Vec<Sample>> {
+    pub fn latest_samples(&self, job: &str, node: &str) -> crate::error::Result<Vec<Sample>> {
         self.query_samples(
             "WHERE job = ?1 AND node = ?2
                AND time = (SELECT max(time) FROM samples WHERE job = ?1 AND node = ?2)
@@ -49,7 +49,7 @@ impl Store {
         )
     }
 
-    fn query_samples(&self, filter: &str, args: impl rusqlite::Params) -> anyhow::Result<Vec<Sample>> {
+    fn query_samples(&self, filter: &str, args: impl rusqlite::Params) -> crate::error::Result<Vec<Sample>> {
         let mut stmt = self
             .conn
             .prepare(&format!("SELECT job, node, time, event, value, enabled, running FROM samples {filter}"))?;

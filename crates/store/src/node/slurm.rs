@@ -18,7 +18,7 @@ pub struct SlurmJob {
 
 impl Store {
     /// Records (or replaces) an announced job.
-    pub fn slurm_put(&self, job: &SlurmJob) -> anyhow::Result<()> {
+    pub fn slurm_put(&self, job: &SlurmJob) -> crate::error::Result<()> {
         self.conn.execute(
             "INSERT OR REPLACE INTO slurm_jobs (id, uid, row, since) VALUES (?1, ?2, ?3, ?4)",
             params![job.id as i64, job.uid, job.row, now()],
@@ -27,13 +27,13 @@ impl Store {
     }
 
     /// Forgets an announced job (its epilog ran).
-    pub fn slurm_remove(&self, id: u64) -> anyhow::Result<()> {
+    pub fn slurm_remove(&self, id: u64) -> crate::error::Result<()> {
         self.conn.execute("DELETE FROM slurm_jobs WHERE id = ?1", params![id as i64])?;
         Ok(())
     }
 
     /// Every announced job.
-    pub fn slurm_all(&self) -> anyhow::Result<Vec<SlurmJob>> {
+    pub fn slurm_all(&self) -> crate::error::Result<Vec<SlurmJob>> {
         let mut stmt = self.conn.prepare("SELECT id, uid, row FROM slurm_jobs ORDER BY id")?;
         let rows =
             stmt.query_map([], |r| Ok(SlurmJob { id: r.get::<_, i64>(0)? as u64, uid: r.get(1)?, row: r.get(2)? }))?;

@@ -1,0 +1,19 @@
+//! Why a store operation failed, as callers must tell the cases apart: a name taken is the user's to fix, the
+//! rest is the store's (SQLite, or a row it cannot read).
+
+/// A store operation's failure.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A running job has the name already.
+    #[error("job name {0:?} is in use by a running job (pick another name, or wait for it to end)")]
+    NameInUse(String),
+    /// SQLite failed: locked past the busy timeout, full, read-only, corrupt.
+    #[error(transparent)]
+    Sqlite(#[from] rusqlite::Error),
+    /// A row's JSON could not be written or read.
+    #[error(transparent)]
+    Json(#[from] serde_json::Error),
+}
+
+/// A store operation's result.
+pub type Result<T> = std::result::Result<T, Error>;
