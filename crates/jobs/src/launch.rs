@@ -14,6 +14,7 @@ use crate::reconcile;
 use lockstep_cgroup::procfs;
 use lockstep_cgroup::{self as cgroup, Limits};
 use lockstep_core::error::{usage, UsageError};
+use lockstep_core::job::JobOrigin;
 use lockstep_core::place::Placement;
 use lockstep_proto::client;
 use lockstep_proto::names::JobName;
@@ -63,7 +64,7 @@ pub fn resolve_command(program: &str) -> Result<PathBuf, UsageError> {
 pub fn run(store: &mut Store, req: &Request) -> anyhow::Result<i32> {
     let program = resolve_command(&req.command[0])?;
     reconcile::reconcile(store)?;
-    if store.managed_jobs()?.iter().any(|m| m.name == req.name.as_str() && m.origin != "run") {
+    if store.managed_jobs()?.iter().any(|m| m.name == req.name.as_str() && m.origin != JobOrigin::Run) {
         return usage(format!(
             "job name {:?} is in use by a job the agent manages (lockstep jobs lists it; pick another name)",
             req.name

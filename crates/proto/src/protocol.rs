@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use crate::names::JobName;
-use lockstep_core::names::Names;
+pub use lockstep_core::job::{JobOrigin, ORIGINS};
 use serde::{Deserialize, Serialize};
 
 /// The version of the protocol this build speaks. It changes when a request or a response changes its meaning or
@@ -139,31 +139,6 @@ pub struct Status {
     #[serde(default)]
     pub others: usize,
 }
-
-/// How a job came under the agent, as `status` shows it.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum JobOrigin {
-    /// `lockstep run` registered it.
-    #[default]
-    Run,
-    /// Adopted as existing cgroups (or the cgroups of containers).
-    Cgroup,
-    /// Adopted as processes, moved into a cgroup the agent made.
-    Pids,
-    /// A Slurm job the agent found in Slurm's cgroups.
-    Slurm,
-}
-
-/// The names of [`JobOrigin`], as `status` prints them (serde's lowercase names; a test holds them equal).
-pub const ORIGINS: Names<JobOrigin> = Names(&[
-    ("run", JobOrigin::Run),
-    ("cgroup", JobOrigin::Cgroup),
-    ("pids", JobOrigin::Pids),
-    ("slurm", JobOrigin::Slurm),
-]);
-
-lockstep_core::display_by_name!(JobOrigin => ORIGINS);
 
 /// One managed job in the status table.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]

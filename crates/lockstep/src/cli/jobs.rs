@@ -1,6 +1,7 @@
 //! `lockstep jobs [--all] [--json]`: the jobs `lockstep run` started on this node, and the jobs the agent manages
 //! otherwise (adopted, or Slurm's), with the names `lockstep status` uses.
 
+use lockstep_core::job::JobOrigin;
 use std::path::Path;
 
 use lockstep_jobs::reconcile::{liveness, reconcile, Liveness};
@@ -79,5 +80,5 @@ pub fn exec(args: &Args, store: &Path) -> anyhow::Result<i32> {
 
 /// The jobs the agent manages that `lockstep run` did not start (adopted, or Slurm's).
 fn managed_elsewhere(store: &Store) -> anyhow::Result<Vec<lockstep_store::ManagedJob>> {
-    Ok(store.managed_jobs()?.into_iter().filter(|m| m.origin != "run").collect())
+    Ok(store.managed_jobs()?.into_iter().filter(|m| m.origin != JobOrigin::Run).collect())
 }

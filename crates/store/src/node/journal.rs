@@ -2,6 +2,7 @@
 //! back, written before the change) and the decision log.
 
 use lockstep_core::cosched::auto::Choice;
+use lockstep_core::job::JobOrigin;
 use lockstep_core::names::Names;
 use rusqlite::params;
 use rusqlite::types::{FromSql, FromSqlError, FromSqlResult, ToSql, ToSqlOutput, ValueRef};
@@ -269,8 +270,8 @@ impl Store {
 pub struct ManagedJob {
     /// Job name.
     pub name: String,
-    /// How it came under the agent, as `lockstep status` names it: `run`, `cgroup`, `pids` or `slurm`.
-    pub origin: String,
+    /// How it came under the agent.
+    pub origin: JobOrigin,
     /// Its PUs.
     pub pus: String,
     /// Its owner's UID.
@@ -283,7 +284,7 @@ impl ManagedJob {
         let saved: serde_json::Value = serde_json::from_str(saved).ok()?;
         Some(Self {
             name,
-            origin: saved["origin"]["kind"].as_str()?.to_string(),
+            origin: serde_json::from_value(saved["origin"]["kind"].clone()).ok()?,
             pus: saved["pus"].as_str().unwrap_or("-").to_string(),
             owner: saved["owner"].as_u64().unwrap_or(0),
         })
