@@ -257,9 +257,14 @@ fn the_agent_raises_its_open_file_limit_to_the_hard_limit() {
 struct Fifos(std::ops::RangeInclusive<u32>);
 
 impl Drop for Fifos {
+    /// Removes the FIFOs nobody planted, and nothing else that holds one of the names.
     fn drop(&mut self) {
+        use std::os::unix::fs::{FileTypeExt, MetadataExt};
         for p in self.0.clone() {
-            let _ = std::fs::remove_file(format!("/dev/shm/lockstep-pmpi.{p}"));
+            let name = format!("/dev/shm/lockstep-pmpi.{p}");
+            if std::fs::symlink_metadata(&name).is_ok_and(|m| m.file_type().is_fifo() && m.uid() == NOBODY) {
+                let _ = std::fs::remove_file(&name);
+            }
         }
     }
 }
@@ -281,9 +286,17 @@ fn fifos_planted_for_the_next_pids_do_not_hang_a_profiled_mpi_run() {
     }
     // One process plants them all (a shell's mkfifo per FIFO would use up the very PIDs it plants for), for the
     // 3,000 PIDs after the last one given out; it prints that one.
+    // A name taken already (another process's live file) stays as it is; a planting that fails removes its FIFOs.
     let plant = "import os\n\
                  n = int(open('/proc/sys/kernel/ns_last_pid').read())\n\
-                 for p in range(n + 1, n + 3001): os.mkfifo(f'/dev/shm/lockstep-pmpi.{p}')\n\
+                 made = []\n\
+                 try:\n\
+                 \x20   for p in range(n + 1, n + 3001):\n\
+                 \x20       try: os.mkfifo(f'/dev/shm/lockstep-pmpi.{p}'); made.append(p)\n\
+                 \x20       except FileExistsError: pass\n\
+                 except BaseException:\n\
+                 \x20   for p in made: os.unlink(f'/dev/shm/lockstep-pmpi.{p}')\n\
+                 \x20   raise\n\
                  print(n)";
     let out = as_nobody("/usr/bin/python3").args(["-c", plant]).output().unwrap();
     ok(&out);
