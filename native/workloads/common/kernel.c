@@ -23,12 +23,6 @@ void kernel_usage(const struct kernel_ctx *k, const char *fmt, ...)
 
 int kernel_init(struct kernel_ctx *k, const char *name, const char *classes, int *argc, char ***argv)
 {
-    /* Open MPI 4.1 started by srun (Slurm's pmix plugin) waits for the modex fence in MPI_Init running its progress
-     * loop, before its PML has registered the handlers of incoming messages; a rank held up there (frozen by gang,
-     * or preempted on a loaded node) can get a peer's first message and call a NULL handler: SIGSEGV at address 0
-     * in mca_btl_tcp (tag 0x41, ob1's MATCH, in the core of one). With the modex in the background the handlers
-     * are registered before the process first runs its progress loop. A value the user set is kept. */
-    setenv("OMPI_MCA_pmix_base_async_modex", "1", 0);
     MPI_Init(argc, argv);
     k->name = name;
     MPI_Comm_rank(MPI_COMM_WORLD, &k->rank);
