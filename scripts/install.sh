@@ -15,6 +15,8 @@
 #   PREFIX/share/bash-completion/completions/lockstep, zsh/site-functions/_lockstep,
 #   PREFIX/share/fish/vendor_completions.d/lockstep.fish
 #   PREFIX/share/doc/lockstep/                       README.md and docs/
+#   PREFIX/share/lockstep/lab/                       the lab's data: the test cluster's scripts (cluster/) and the
+#                                                    scale model (model/scale_model.py)
 #   SYSCONFDIR/lockstep/agent.toml                   only if absent (an existing configuration is kept)
 # Every file installed is listed in PREFIX/share/lockstep/installed-files; uninstall removes exactly those (the
 # configuration only while it is unchanged) and then the directories they leave empty.
@@ -67,6 +69,11 @@ install_all() {
     "$to_bin; s#/usr/local/share/doc/#$prefix/share/doc/#g; s#/etc/lockstep/#$sysconfdir/lockstep/#g" \
     "$prefix/lib/systemd/system/lockstep-agent.service"
   put 644 deploy/systemd/agent.toml "$prefix/share/lockstep/agent.toml"
+  for f in up down trusted.sh; do
+    put 755 "tests/cluster/$f" "$prefix/share/lockstep/lab/cluster/$f"
+  done
+  put 644 scripts/running.sh "$prefix/share/lockstep/lab/cluster/running.sh"
+  put 644 experiments/model/scale_model.py "$prefix/share/lockstep/lab/model/scale_model.py"
   if [[ ! -e $destdir$sysconfdir/lockstep/agent.toml ]]; then
     put 644 deploy/systemd/agent.toml "$sysconfdir/lockstep/agent.toml"
   fi

@@ -1,94 +1,53 @@
-//! Experiments: a TOML spec is run case by case under a private agent, every job's result goes to the store,
-//! and a report turns the latest session into tables, plots, Markdown and HTML. The kinds: co-scheduling
-//! experiments ([`spec`], [`runner`], [`report`]; the MPL and DCS papers), counter-overhead experiments ([`counters`];
-//! the counters paper), lock experiments ([`locks`]; the CNA-in-VMs paper), placement experiments ([`placement`];
-//! the hybrid-CPU paper) and scale experiments on up to 64 Slurm nodes ([`scale`]), told apart by the spec's
-//! `kind` key.
+//! Experiments: a TOML spec is run case by case, every job's result goes to the store, and a report turns the
+//! latest session into tables, plots, Markdown and HTML. The [`harness`] is what every kind shares; each kind is
+//! one module that uses the harness and no other kind, and implements [`Kind`]: co-scheduling ([`mpl`]; the MPL
+//! and DCS papers), counter overhead ([`counters`]; the counters paper), locks ([`locks`]; the CNA-in-VMs paper),
+//! placement by core kind ([`placement`]; the hybrid-CPU paper), the control plane on up to 64 Slurm nodes
+//! ([`scale`]) and its model of larger clusters ([`scale::model`], which reads what `scale` measured). The spec's
+//! `kind` key picks one from [`KINDS`].
 
-mod containers;
 pub mod counters;
-mod dcs_report;
+pub mod harness;
 pub mod locks;
-mod mix_report;
+pub mod mpl;
 pub mod placement;
-mod plot;
-pub mod report;
-pub mod runner;
 pub mod scale;
-mod slurm;
-pub mod spec;
-mod stats;
-pub mod teardown;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use lockstep_core::error::UsageError;
 
-/// A spec of any kind.
-pub enum AnySpec {
-    /// Co-scheduling (`kind = "mpl"`, the default).
-    Mpl(spec::Spec),
-    /// Counter overhead (`kind = "counters"`).
-    Counters(counters::CountersSpec),
-    /// Locks (`kind = "locks"`).
-    Locks(locks::LocksSpec),
-    /// Placement by core kind (`kind = "placement"`).
-    Placement(placement::PlacementSpec),
-    /// The control plane on many Slurm nodes (`kind = "scale"`).
-    Scale(scale::ScaleSpec),
-    /// The model of larger clusters, calibrated from a scale experiment (`kind = "scale-model"`).
-    ScaleModel(scale::model::ModelSpec),
-}
+pub use harness::{Kind, Paths};
 
-impl AnySpec {
-    /// The experiment's name.
-    pub fn name(&self) -> &str {
-        match self {
-            Self::Mpl(s) => &s.name,
-            Self::Counters(s) => &s.name,
-            Self::Locks(s) => &s.name,
-            Self::Placement(s) => &s.name,
-            Self::Scale(s) => &s.name,
-            Self::ScaleModel(s) => &s.name,
-        }
-    }
-}
+/// Reads a spec of one kind, `text` as read from `path` (which messages name).
+pub type Parse = fn(&Path, &str) -> Result<Box<dyn Kind>, UsageError>;
+
+/// Every kind by the `kind` key of its specs (a spec without one is `mpl`): a new kind is its module and one
+/// line here.
+pub const KINDS: &[(&str, Parse)] = &[
+    ("mpl", |p, t| Ok(Box::new(mpl::spec::parse(p, t)?))),
+    ("counters", |p, t| Ok(Box::new(counters::spec::parse(p, t)?))),
+    ("locks", |p, t| Ok(Box::new(locks::spec::parse(p, t)?))),
+    ("placement", |p, t| Ok(Box::new(placement::spec::parse(p, t)?))),
+    ("scale", |p, t| Ok(Box::new(scale::spec::parse(p, t)?))),
+    ("scale-model", |p, t| Ok(Box::new(scale::model::spec::parse(p, t)?))),
+];
 
 /// Reads a spec of any kind.
-pub fn load(path: &Path) -> Result<AnySpec, UsageError> {
+pub fn load(path: &Path) -> Result<Box<dyn Kind>, UsageError> {
     let text = lockstep_core::error::read_input(path, "experiment spec", "a TOML spec, as under experiments/")?;
     parse(path, &text)
 }
 
 /// A spec of any kind from its `text`, as read from `path` (which messages name).
-pub fn parse(path: &Path, text: &str) -> Result<AnySpec, UsageError> {
+pub fn parse(path: &Path, text: &str) -> Result<Box<dyn Kind>, UsageError> {
     let kind = text.parse::<toml::Table>().ok().and_then(|t| t.get("kind")?.as_str().map(str::to_string));
-    match kind.as_deref() {
-        Some("counters") => counters::parse(path, text).map(AnySpec::Counters),
-        Some("locks") => locks::parse(path, text).map(AnySpec::Locks),
-        Some("placement") => placement::parse(path, text).map(AnySpec::Placement),
-        Some("scale") => scale::parse(path, text).map(AnySpec::Scale),
-        Some("scale-model") => scale::model::parse(path, text).map(AnySpec::ScaleModel),
-        None | Some("mpl") => spec::parse(path, text).map(AnySpec::Mpl),
-        Some(other) => Err(UsageError::new(format!(
-            "bad experiment spec {}: kind = {other:?} (expected \"mpl\", \"counters\", \"locks\", \"placement\", \
-             \"scale\" or \"scale-model\")",
-            path.display()
-        ))),
+    let kind = kind.as_deref().unwrap_or(harness::spec::DEFAULT_KIND);
+    if let Some((_, parse)) = KINDS.iter().find(|(key, _)| *key == kind) {
+        return parse(path, text);
     }
-}
-
-/// Where the experiment's programs, store and files are.
-#[derive(Clone, Debug)]
-pub struct Paths {
-    /// `build/bin` (kernels, mpirun, lockstep).
-    pub bin: PathBuf,
-    /// `build/lib` (the PMPI profiler).
-    pub lib: PathBuf,
-    /// The node store.
-    pub store: PathBuf,
-    /// Working directory of this experiment (agent socket, PMPI output), absolute.
-    pub work: PathBuf,
+    let keys: Vec<String> = KINDS.iter().map(|(key, _)| format!("{key:?}")).collect();
+    Err(harness::spec::bad(path)(format!("kind = {kind:?} (expected one of {})", keys.join(", "))))
 }
 
 #[cfg(test)]

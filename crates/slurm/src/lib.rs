@@ -30,8 +30,8 @@ pub fn job_id(name: &str) -> Option<u64> {
     name.strip_prefix("slurm-")?.parse().ok()
 }
 
-/// The `AdminComment` key of a job's row or place.
-const ROW_KEY: &str = "lockstep_row=";
+/// The `AdminComment` key of a job's row or place (`lockstep_row=3` or `lockstep_row=1/4`).
+pub const ROW_KEY: &str = "lockstep_row=";
 /// The `AdminComment` key of when a pending change of place takes effect (ms since the Unix epoch).
 const FROM_KEY: &str = "lockstep_from=";
 /// The `AdminComment` key of the place until then.

@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use super::{configs, CountersSpec};
-use crate::report::{html_page, write_files};
+use super::spec::{configs, CountersSpec};
+use crate::harness::report::{html_page, write_files};
 use lockstep_store::ExperimentRun;
 
 /// Mean and sample variance.
@@ -221,7 +221,7 @@ fn targets_section(md: &mut String, spec: &CountersSpec, tally: &Tally<'_>) {
             |---|---|---|---|---|---|---|\n";
     for (set, (name, _)) in spec.event_sets.iter().enumerate() {
         for &interval in &spec.intervals {
-            let label = |tool: &str| format!("{tool}/{name}/{}", super::interval_text(interval));
+            let label = |tool: &str| format!("{tool}/{name}/{}", super::spec::interval_text(interval));
             let ours = overhead(&base_total, &tally.total_of(&label("lockstep")));
             let theirs = overhead(&base_total, &tally.total_of(&label("perf")));
             let target = spec.targets[set];
@@ -230,7 +230,7 @@ fn targets_section(md: &mut String, spec: &CountersSpec, tally: &Tally<'_>) {
             let _ = writeln!(
                 md,
                 "| {name} | {} | {} | {} | {} | {within} | {below} |",
-                super::interval_text(interval),
+                super::spec::interval_text(interval),
                 cell(ours),
                 cell(theirs),
                 target.map_or("-".into(), |t| format!("≤ {t} %"))

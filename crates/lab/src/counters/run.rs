@@ -6,9 +6,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use super::{interval_text, plan, Config, CountersSpec};
-use crate::runner::{progress_bar, PrivateAgent};
-use crate::Paths;
+use super::spec::{interval_text, plan, Config, CountersSpec};
+use crate::harness::Paths;
+use crate::harness::{agent::PrivateAgent, progress_bar::progress_bar};
 use lockstep_store::{now, ExperimentRun, Store};
 
 /// CPU time and peak memory of the `perf stat` processes of one job.

@@ -6,9 +6,9 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use super::LocksSpec;
-use crate::report::{chart, html_page, write_files};
-use crate::stats::median;
+use super::spec::LocksSpec;
+use crate::harness::report::{chart, html_page, write_files};
+use crate::harness::stats::median;
 use lockstep_store::LockRun;
 
 /// A configuration of a scenario: scenario, NUMA, memory policy, co-runners.
@@ -387,7 +387,7 @@ mod tests {
     fn spec(dir: &Path, text: &str) -> LocksSpec {
         let path = dir.join("l.toml");
         std::fs::write(&path, text).unwrap();
-        super::super::parse(&path, text).unwrap()
+        super::super::spec::parse(&path, text).unwrap()
     }
 
     #[test]

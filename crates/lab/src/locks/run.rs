@@ -9,9 +9,11 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use super::{emulated_nodes, numa_map, per_cpu, plan, Case, Guests, LocksSpec};
-use crate::runner::progress_bar;
-use crate::Paths;
+use anyhow::Context;
+
+use super::spec::{emulated_nodes, numa_map, per_cpu, plan, Case, Guests, LocksSpec};
+use crate::harness::progress_bar::progress_bar;
+use crate::harness::Paths;
 use lockstep_core::cpulist::CpuList;
 use lockstep_store::{now, LockRun, Store};
 
@@ -51,7 +53,7 @@ pub fn run(spec: &LocksSpec, paths: &Paths) -> anyhow::Result<f64> {
             Some(g) => {
                 if up.as_ref().is_none_or(|u| u.count != case.guests) {
                     drop(up.take());
-                    up = Some(GuestsUp::boot(&paths.bin, g, case.guests)?);
+                    up = Some(GuestsUp::boot(paths, g, case.guests)?);
                 }
                 run_in_guests(spec, up.as_ref().expect("booted above"), g, case, session)?
             }
@@ -180,15 +182,15 @@ struct GuestsUp {
 
 impl GuestsUp {
     /// Boots `count` guests shaped as `g` says.
-    fn boot(bin: &Path, g: &Guests, count: u32) -> anyhow::Result<Self> {
-        let root = project_root(bin)?;
+    fn boot(paths: &Paths, g: &Guests, count: u32) -> anyhow::Result<Self> {
+        let root = project_root(paths)?;
         let status = Command::new(root.join("tests/vm/up"))
             .args([count.to_string(), "--vcpus".into(), g.vcpus.to_string(), "--numa".into(), g.numa.to_string()])
             .args(["--mem".to_string(), g.mem_mib.to_string()])
             .current_dir(&root)
             .stdout(Stdio::null())
             .status()?;
-        let up = GuestsUp { count, lockbench: bin.canonicalize()?.join("lockbench"), root };
+        let up = GuestsUp { count, lockbench: paths.bin.canonicalize()?.join("lockbench"), root };
         anyhow::ensure!(status.success(), "tests/vm/up {count} failed ({status})");
         Ok(up)
     }
@@ -200,9 +202,10 @@ impl Drop for GuestsUp {
     }
 }
 
-/// The project's root: `bin` is its `build/bin`.
-fn project_root(bin: &Path) -> anyhow::Result<std::path::PathBuf> {
-    let root = bin.canonicalize()?.join("../..").canonicalize()?;
+/// The source tree, whose `tests/vm` boots the guests (an installed CLI has none).
+fn project_root(paths: &Paths) -> anyhow::Result<std::path::PathBuf> {
+    let source = paths.source.as_ref().context("lock experiments in guests need the source tree's tests/vm")?;
+    let root = source.canonicalize()?;
     anyhow::ensure!(root.join("tests/vm/up").exists(), "no tests/vm/up under {}", root.display());
     Ok(root)
 }

@@ -5,9 +5,9 @@ use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::path::{Path, PathBuf};
 
-use super::PlacementSpec;
-use crate::report::{html_page, write_files};
-use crate::stats::median;
+use super::spec::PlacementSpec;
+use crate::harness::report::{html_page, write_files};
+use crate::harness::stats::median;
 use lockstep_store::ExperimentRun;
 
 /// S000's NPB CG class D times (s) on an i9-13900K, by placement.

@@ -10,11 +10,11 @@ use std::time::{Duration, Instant};
 use nix::sched::{sched_setaffinity, CpuSet};
 use nix::unistd::Pid;
 
-use super::{Hybrid, PlacementSpec, Seat};
-use crate::containers::{self, rank_processes, Runtime, Setup};
-use crate::runner::{progress_bar, PrivateAgent};
-use crate::spec::{Progress, RanksIn};
-use crate::Paths;
+use super::spec::{Hybrid, PlacementSpec, Seat};
+use crate::harness::containers::{self, rank_processes, Runtime, Setup};
+use crate::harness::spec::{Progress, RanksIn};
+use crate::harness::Paths;
+use crate::harness::{agent::PrivateAgent, progress_bar::progress_bar};
 use lockstep_cgroup::{bandwidth, procfs, Version};
 use lockstep_core::place::PlacementKind;
 use lockstep_core::topo::Machine;
@@ -98,7 +98,7 @@ struct Site<'a> {
     native: bool,
 }
 
-/// A started job: stopped (SIGTERM, SIGKILL after [`crate::teardown::JOB_GRACE`], its ranks too) if the case
+/// A started job: stopped (SIGTERM, SIGKILL after [`crate::harness::teardown::JOB_GRACE`], its ranks too) if the case
 /// ends early, and its kind cgroups removed.
 struct Started {
     child: Option<Child>,
@@ -111,7 +111,7 @@ struct Started {
 impl Drop for Started {
     fn drop(&mut self) {
         if let Some(child) = self.child.take() {
-            crate::teardown::stop_tree(child.id(), crate::teardown::JOB_GRACE);
+            crate::harness::teardown::stop_tree(child.id(), crate::harness::teardown::JOB_GRACE);
         }
         if let Some((version, dirs)) = self.split.take() {
             bandwidth::unsplit(version, &dirs);

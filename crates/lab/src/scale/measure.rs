@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
-use crate::slurm::GangEvent;
+use crate::harness::cluster::GangEvent;
 use lockstep_store::{Action, Decision};
 
 /// How a job's nodes favoured it.

@@ -6,10 +6,10 @@ use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::path::{Path, PathBuf};
 
-use super::log2;
 use super::run::{CaseResult, JobResult};
-use super::ScaleSpec;
-use crate::report::{chart, html_page, write_files};
+use super::spec::log2;
+use super::spec::ScaleSpec;
+use crate::harness::report::{chart, html_page, write_files};
 use lockstep_store::ScaleRecord;
 
 /// The agreement the issue asks of every job under a slotted policy with cluster-wide places.
@@ -35,7 +35,7 @@ pub fn cases(spec: &ScaleSpec, records: &[ScaleRecord]) -> anyhow::Result<Vec<((
             _ => {}
         }
     }
-    let order: Vec<String> = spec.policies.iter().map(super::ScalePolicy::label).collect();
+    let order: Vec<String> = spec.policies.iter().map(super::spec::ScalePolicy::label).collect();
     let mut out: Vec<((u32, String), Case)> = by.into_iter().collect();
     out.sort_by_key(|((n, p), _)| (*n, order.iter().position(|o| o == p).unwrap_or(usize::MAX)));
     Ok(out)

@@ -11,12 +11,12 @@ use anyhow::Context;
 use serde::{Deserialize, Serialize};
 
 use super::measure::{co_run, favoured, suspensions, switch_spreads};
-use super::{stream, ScalePolicy, ScaleSpec, StreamJob};
-use crate::runner::{comm_ratio, progress_bar};
-use crate::slurm::Cluster;
-use crate::spec::{PolicyConfig, Progress, Scheduler};
-use crate::stats::percentile;
-use crate::Paths;
+use super::spec::{stream, ScalePolicy, ScaleSpec, StreamJob};
+use crate::harness::cluster::Cluster;
+use crate::harness::spec::{PolicyConfig, Progress, Scheduler};
+use crate::harness::stats::percentile;
+use crate::harness::Paths;
+use crate::harness::{mpi::comm_ratio, progress_bar::progress_bar};
 use lockstep_cgroup::procfs;
 use lockstep_core::cosched::PolicySpec;
 use lockstep_store::{now, Action, Decision, ScaleRecord, Store};
@@ -211,7 +211,7 @@ fn baselines(
         let pmpi = paths.work.join(format!("{stem}.pmpi.jsonl"));
         let command = program(spec, j, &paths.bin);
         let mut profiled = vec!["env".to_string()];
-        profiled.extend(crate::runner::pmpi_env(paths, &pmpi).into_iter().map(|(k, v)| format!("{k}={v}")));
+        profiled.extend(crate::harness::mpi::pmpi_env(paths, &pmpi).into_iter().map(|(k, v)| format!("{k}={v}")));
         profiled.extend(command.iter().cloned());
         let _ = std::fs::remove_file(&pmpi);
         run_alone(spec, cluster, &lone, &paths.work.join(format!("{stem}.pmpi.out")), &profiled)?;
@@ -456,7 +456,7 @@ fn hook_latencies(log: &Path) -> BTreeMap<String, (u32, f64, f64)> {
 /// A Prometheus server scraping every agent of the cluster (`file_sd`), stopped by PID when dropped (or on a
 /// signal that ends the experiment).
 struct Prometheus {
-    _server: crate::teardown::Stopped,
+    _server: crate::harness::teardown::Stopped,
     targets: u32,
 }
 
@@ -488,7 +488,7 @@ impl Prometheus {
             .stderr(log)
             .spawn()
             .context("cannot start prometheus (scripts/deps.sh installs it)")?;
-        let p = Prometheus { _server: crate::teardown::Stopped::new(child, STOP_GRACE), targets: nodes };
+        let p = Prometheus { _server: crate::harness::teardown::Stopped::new(child, STOP_GRACE), targets: nodes };
         let deadline = Instant::now() + Duration::from_secs(30);
         while Instant::now() < deadline {
             if Self::query("count(up{job=\"lockstep\"} == 1)")

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use crate::stats::{median, raises, time_of};
+use crate::harness::stats::{median, raises, time_of};
 use lockstep_store::ExperimentRun;
 
 /// Slowdowns per policy, per (scenario, progress, mix, measured job).

@@ -5,12 +5,14 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use indicatif::{ProgressBar, ProgressStyle};
-
-use super::containers;
-use super::slurm::Cluster;
-use super::spec::{PolicyConfig, Progress, RanksIn, Scheduler, Spec};
-use crate::Paths;
+use super::spec::Spec;
+use crate::harness::agent::PrivateAgent;
+use crate::harness::cluster::Cluster;
+use crate::harness::containers;
+use crate::harness::mpi::{comm_ratio, pmpi_env};
+use crate::harness::progress_bar::progress_bar;
+use crate::harness::spec::{PolicyConfig, Progress, RanksIn, Scheduler};
+use crate::harness::Paths;
 use lockstep_core::cosched::auto::Choice;
 use lockstep_core::cosched::{slot, PolicySpec};
 use lockstep_proto::client::{call, check};
@@ -28,40 +30,6 @@ struct Case<'a> {
     /// Its place in the plan, which tells its containers from those of earlier cases (podman may still be
     /// removing those when the next case starts).
     number: usize,
-}
-
-/// The agent the experiment runs its jobs under, stopped (SIGTERM, so that it restores everything) on drop, and
-/// on a signal that ends the experiment.
-pub(super) struct PrivateAgent {
-    pub(super) child: crate::teardown::Stopped,
-    pub(super) socket: PathBuf,
-}
-
-/// How long the private agent has to restore everything and exit after SIGTERM before it is killed (its
-/// watchdog then restores what is left).
-const AGENT_STOP_GRACE: Duration = Duration::from_secs(30);
-
-impl PrivateAgent {
-    /// Starts `lockstep agent --policy cfs` with `extra` arguments on a socket in the work directory.
-    pub(super) fn start(paths: &Paths, extra: &[String]) -> anyhow::Result<Self> {
-        let socket = paths.work.join("agent.sock");
-        let child = Command::new(std::env::current_exe()?)
-            .arg("--socket")
-            .arg(&socket)
-            .arg("--store")
-            .arg(&paths.store)
-            .args(["agent", "--policy", "cfs"])
-            .args(extra)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()?;
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while std::os::unix::net::UnixStream::connect(&socket).is_err() {
-            anyhow::ensure!(Instant::now() < deadline, "the experiment's agent did not start");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Ok(Self { child: crate::teardown::Stopped::new(child, AGENT_STOP_GRACE), socket })
-    }
 }
 
 /// Runs every case of `spec`; returns the session id (its start time).
@@ -275,16 +243,8 @@ fn stop_jobs(cluster: Option<&Cluster>, jobs: &[Started]) {
         if let Some(c) = cluster {
             c.cancel(&job.name);
         }
-        crate::teardown::stop_tree(job.child.id(), crate::teardown::JOB_GRACE);
+        crate::harness::teardown::stop_tree(job.child.id(), crate::harness::teardown::JOB_GRACE);
     }
-}
-
-/// The environment that preloads lockstep's PMPI profiler into a rank and has it write its profile to `out`.
-pub fn pmpi_env(paths: &Paths, out: &Path) -> Vec<(String, String)> {
-    vec![
-        ("LD_PRELOAD".to_string(), paths.lib.join("liblockstep-pmpi.so").display().to_string()),
-        ("LOCKSTEP_PMPI_OUT".to_string(), out.display().to_string()),
-    ]
 }
 
 /// The command that runs one job of the case where its ranks run, the PMPI profiler preloaded into every rank.
@@ -488,31 +448,14 @@ fn dcs_latency(stores: &[PathBuf], from: f64, to: f64) -> anyhow::Result<Option<
     if us.is_empty() {
         return Ok(None);
     }
-    Ok(Some((us.len() as u64, crate::stats::percentile(&mut us, 0.5), crate::stats::percentile(&mut us, 0.99))))
+    Ok(Some((
+        us.len() as u64,
+        crate::harness::stats::percentile(&mut us, 0.5),
+        crate::harness::stats::percentile(&mut us, 0.99),
+    )))
 }
 
 /// Where a Slurm job of the experiment writes its output.
 fn slurm_output(paths: &Paths, job: &str) -> PathBuf {
     paths.work.join(format!("{job}.out"))
-}
-
-/// Mean communication share over the ranks in a PMPI output file.
-pub(crate) fn comm_ratio(file: &Path) -> Option<f64> {
-    let text = std::fs::read_to_string(file).ok()?;
-    let ratios: Vec<f64> = text
-        .lines()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok()?["comm_ratio"].as_f64())
-        .collect();
-    (!ratios.is_empty()).then(|| ratios.iter().sum::<f64>() / ratios.len() as f64)
-}
-
-/// The progress bar of an experiment run: elapsed time, bar, cases done, the current case.
-pub(crate) fn progress_bar(cases: usize) -> ProgressBar {
-    let bar = ProgressBar::new(cases as u64);
-    bar.set_style(
-        ProgressStyle::with_template("{elapsed_precise} [{bar:30}] {pos}/{len} {msg}")
-            .expect("valid template")
-            .progress_chars("=> "),
-    );
-    bar
 }

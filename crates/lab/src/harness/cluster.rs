@@ -9,7 +9,7 @@ use std::process::Command;
 use anyhow::Context;
 
 use super::spec::{PolicyConfig, Scheduler};
-use crate::Paths;
+use crate::harness::Paths;
 use lockstep_proto::client::{call, check};
 use lockstep_proto::protocol::Request;
 use lockstep_store::{Action, Store};
@@ -95,7 +95,7 @@ fn days_since_epoch(year: i64, month: i64, day: i64) -> i64 {
 
 /// The test cluster an experiment runs its jobs on.
 pub struct Cluster {
-    /// `tests/cluster` of the source tree.
+    /// Where the test cluster's `up` and `down` are ([`Paths::cluster`]).
     scripts: PathBuf,
     /// `LOCKSTEP_CLUSTER_DIR`.
     dir: PathBuf,
@@ -105,16 +105,16 @@ pub struct Cluster {
     /// How the cluster runs now.
     mode: Mode,
     /// Takes it down if a signal ends the experiment while it is up.
-    teardown: Option<crate::teardown::Registration>,
+    teardown: Option<crate::harness::teardown::Registration>,
 }
 
 impl Cluster {
     /// A cluster of `nodes` nodes, not up yet, with its files under the experiment's work directory.
     pub fn new(paths: &Paths, nodes: u32) -> anyhow::Result<Self> {
-        let scripts = paths.bin.join("../../tests/cluster");
+        let scripts = paths.cluster.clone();
         anyhow::ensure!(
             scripts.join("up").exists(),
-            "ranks_in = [\"slurm\"] needs the source tree's tests/cluster/up (not found at {})",
+            "ranks_in = [\"slurm\"] needs the test cluster's scripts (no up in {})",
             scripts.display()
         );
         let dir = std::path::absolute(paths.work.join("cluster"))?;
@@ -149,7 +149,7 @@ impl Cluster {
             // Up, or half up, from here on: taken down on a signal, on drop, and when `up` fails.
             self.mode = Mode::Up(gang, self.rows);
             let mut down = self.down_command();
-            self.teardown = Some(crate::teardown::register(move || {
+            self.teardown = Some(crate::harness::teardown::register(move || {
                 let _ = down.output();
             }));
             let out = up.output().context("cannot run tests/cluster/up");

@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 
 use plotters::prelude::*;
 
-use crate::stats::{dedicated_medians, mode, time_of};
+use crate::harness::stats::{dedicated_medians, mode, time_of};
 use lockstep_store::ExperimentRun;
 
 /// Mean slowdown per (mode, mix), per policy label.
@@ -136,7 +136,8 @@ pub fn bar_chart(runs: &[ExperimentRun]) -> String {
     let width = 1.0 / (policies.len() as f64 + 1.0);
     let mut svg = String::new();
     {
-        let whole = SVGBackend::with_string(&mut svg, (720 + crate::plot::LEGEND_WIDTH, 360)).into_drawing_area();
+        let whole =
+            SVGBackend::with_string(&mut svg, (720 + crate::harness::plot::LEGEND_WIDTH, 360)).into_drawing_area();
         let _ = whole.fill(&WHITE);
         let (root, side) = whole.split_horizontally(720);
         let Ok(mut chart) = ChartBuilder::on(&root)
@@ -165,7 +166,7 @@ pub fn bar_chart(runs: &[ExperimentRun]) -> String {
             .draw();
         let mut entries = Vec::new();
         for (j, policy) in policies.iter().enumerate() {
-            let color = crate::plot::series_colour(policy);
+            let color = crate::harness::plot::series_colour(policy);
             entries.push((policy.clone(), color));
             let bars: Vec<Rectangle<(f64, f64)>> = modes
                 .iter()
@@ -178,7 +179,7 @@ pub fn bar_chart(runs: &[ExperimentRun]) -> String {
                 .collect();
             let _ = chart.draw_series(bars);
         }
-        crate::plot::legend(&side, &entries, true);
+        crate::harness::plot::legend(&side, &entries, true);
         let _ = whole.present();
     }
     svg

@@ -1,15 +1,15 @@
-//! Experiment specs (TOML): workloads, MPL levels or explicit mixes, co-scheduling policies, MPI progress modes,
-//! repetitions.
+//! The spec of mpl experiments, read and checked: what [`super`] runs and reports.
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::time::Duration;
 
 use serde::Deserialize;
 
-use lockstep_core::cosched::{slot, PolicySpec};
+use crate::harness::spec::{
+    check_command, check_ranks, check_repetitions, policy_config, raw_spec, read, PolicyConfig, Progress, RanksIn,
+    PROGRESS, RANKS_IN,
+};
 use lockstep_core::error::UsageError;
-use lockstep_core::names::Names;
 use lockstep_core::place::PlacementKind;
 
 /// A parsed, validated spec.
@@ -67,123 +67,28 @@ impl Workload {
     }
 }
 
-/// MPI progress mode of a case's ranks.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Progress {
-    /// Ranks yield the CPU while they wait (`mpi_yield_when_idle`).
-    Yield,
-    /// Ranks poll without yielding.
-    Busy,
-}
-
-/// The names of [`Progress`].
-pub const PROGRESS: Names<Progress> = Names(&[("yield", Progress::Yield), ("busy", Progress::Busy)]);
-
-/// Where a job's ranks run.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum RanksIn {
-    /// Bare processes under `lockstep run`, in the job's cgroup.
-    Process,
-    /// One podman container per rank, the containers adopted as the job.
-    Container,
-    /// One Charliecloud container (`ch-run`) per rank, the containers adopted as the job.
-    Charliecloud,
-    /// A Slurm batch job (`srun`) on the test cluster of `tests/cluster/up`.
-    Slurm,
-}
-
-/// The names of [`RanksIn`].
-pub const RANKS_IN: Names<RanksIn> = Names(&[
-    ("process", RanksIn::Process),
-    ("container", RanksIn::Container),
-    ("charliecloud", RanksIn::Charliecloud),
-    ("slurm", RanksIn::Slurm),
-]);
-
-/// What schedules a case's jobs: a lockstep policy, or Slurm's own gang scheduling with the agents at `cfs`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Scheduler {
-    /// The agents' policy.
-    Lockstep(PolicySpec),
-    /// Slurm's `PreemptMode=GANG`, its `SchedulerTimeSlice` the case's slot.
-    SlurmGang,
-}
-
-/// The name of Slurm's gang scheduling in specs and reports.
-pub const SLURM_GANG: &str = "slurm-gang";
-
-impl Scheduler {
-    /// The name a spec gives it.
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Lockstep(p) => p.name(),
-            Self::SlurmGang => SLURM_GANG,
-        }
+raw_spec! {
+    struct Raw {
+        #[serde(default = "crate::harness::spec::two")]
+        ranks: u32,
+        #[serde(default = "crate::harness::spec::one")]
+        repetitions: u32,
+        #[serde(default = "any")]
+        placement: String,
+        #[serde(default = "yield_only")]
+        progress: Vec<String>,
+        #[serde(default = "process_only")]
+        ranks_in: Vec<String>,
+        nodes: Option<u32>,
+        workloads: BTreeMap<String, Workload>,
+        policies: Vec<RawPolicy>,
+        #[serde(default)]
+        mpl: Vec<u32>,
+        #[serde(default)]
+        mixes: Vec<Vec<String>>,
+        #[serde(default)]
+        unloaded: bool,
     }
-
-    /// The policy the agents run: `cfs` under Slurm's gang scheduling.
-    pub fn agents(self) -> PolicySpec {
-        match self {
-            Self::Lockstep(p) => p,
-            Self::SlurmGang => PolicySpec::Cfs,
-        }
-    }
-}
-
-lockstep_core::display_by_name!(Progress => PROGRESS, RanksIn => RANKS_IN);
-
-/// One policy setting to compare.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct PolicyConfig {
-    /// What schedules the jobs.
-    pub scheduler: Scheduler,
-    /// Slot length (for the policies that have slots, and Slurm's time slice).
-    pub slot: Duration,
-}
-
-impl PolicyConfig {
-    /// `cfs`, `boost/2s`, `gang/200ms`, `dcs:weight`, `dcs+boost:weight/200ms`, `slurm-gang/5s`: the slot where
-    /// the policy has slots.
-    pub fn label(&self) -> String {
-        match self.scheduler {
-            Scheduler::Lockstep(p) if !p.slotted() => p.name().to_string(),
-            s => format!("{}/{}", s.name(), lockstep_core::duration::format(self.slot)),
-        }
-    }
-
-    /// The slot length to send to the agents (`None`: leave it, the policy has no slots).
-    pub fn agent_slot_ms(&self) -> Option<u64> {
-        self.scheduler.agents().slotted().then_some(self.slot.as_millis() as u64)
-    }
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Raw {
-    #[serde(default = "mpl")]
-    kind: String,
-    name: String,
-    #[serde(default)]
-    description: String,
-    #[serde(default = "two")]
-    ranks: u32,
-    #[serde(default = "one")]
-    repetitions: u32,
-    #[serde(default = "any")]
-    placement: String,
-    #[serde(default = "yield_only")]
-    progress: Vec<String>,
-    #[serde(default = "process_only")]
-    ranks_in: Vec<String>,
-    nodes: Option<u32>,
-    workloads: BTreeMap<String, Workload>,
-    policies: Vec<RawPolicy>,
-    #[serde(default)]
-    mpl: Vec<u32>,
-    #[serde(default)]
-    mixes: Vec<Vec<String>>,
-    #[serde(default)]
-    unloaded: bool,
 }
 
 #[derive(Deserialize)]
@@ -193,15 +98,6 @@ struct RawPolicy {
     slot: Option<String>,
 }
 
-fn mpl() -> String {
-    "mpl".into()
-}
-fn two() -> u32 {
-    2
-}
-fn one() -> u32 {
-    1
-}
 fn any() -> String {
     "any".into()
 }
@@ -212,94 +108,14 @@ fn process_only() -> Vec<String> {
     vec!["process".into()]
 }
 
-/// A `[[policies]]` entry: `name` a lockstep policy or `slurm-gang` (only when jobs run under Slurm, `slurm`),
-/// `slot` its slot length (Slurm's time slice: whole seconds, at least 5).
-pub(crate) fn policy_config(name: &str, slot: Option<&str>, slurm: bool) -> Result<PolicyConfig, String> {
-    let scheduler = if name == SLURM_GANG {
-        if !slurm {
-            return Err(format!("policy {SLURM_GANG} needs ranks_in = [\"slurm\"]"));
-        }
-        Scheduler::SlurmGang
-    } else {
-        Scheduler::Lockstep(name.parse().map_err(|e: UsageError| e.to_string())?)
-    };
-    let slot = match slot {
-        Some(s) => slot::parse("slot", s).map_err(|e| e.to_string())?,
-        None => slot::DEFAULT,
-    };
-    if scheduler == Scheduler::SlurmGang && (slot.subsec_nanos() != 0 || slot.as_secs() < 5) {
-        return Err(format!(
-            "policy {SLURM_GANG}: slot {} is Slurm's SchedulerTimeSlice (expected whole seconds, at least 5s)",
-            lockstep_core::duration::format(slot)
-        ));
-    }
-    Ok(PolicyConfig { scheduler, slot })
-}
-
-/// Most repetitions of a case a spec may ask for.
-pub(crate) const MAX_REPETITIONS: u32 = 1000;
-
 /// Highest MPL level (jobs sharing the node at once).
 const MAX_MPL: u32 = 16;
 
-/// Checks a repetition count: from `min` to [`MAX_REPETITIONS`].
-pub(crate) fn check_repetitions(repetitions: u32, min: u32) -> Result<(), String> {
-    if (min..=MAX_REPETITIONS).contains(&repetitions) {
-        Ok(())
-    } else {
-        Err(format!("repetitions = {repetitions} (expected {min} to {MAX_REPETITIONS})"))
-    }
-}
-
-/// Longest name of a spec. A job's name (`<spec>-<workload>-<position>`, at most 64 characters for the agent) is
-/// made of it and of a workload's name.
-const MAX_NAME: usize = 32;
-
-/// Longest name of a workload.
-const MAX_WORKLOAD_NAME: usize = 16;
-
-/// Whether `name` is 1 to `max` letters, digits, '-' and '_'.
-fn is_short_name(name: &str, max: usize) -> bool {
-    (1..=max).contains(&name.len()) && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
-}
-
-/// Checks a workload: its name, and its command (a program of `build/bin` by its file name, no path, and its
-/// arguments).
-pub(crate) fn check_command(workload: &str, command: &[String]) -> Result<(), String> {
-    if !is_short_name(workload, MAX_WORKLOAD_NAME) {
-        return Err(format!(
-            "workload name {workload:?} (expected 1 to {MAX_WORKLOAD_NAME} letters, digits, '-', '_')"
-        ));
-    }
-    match command.first().map(String::as_str) {
-        None => Err(format!("workload {workload} has an empty command")),
-        Some(p) if p.is_empty() || p.contains('/') || p == "." || p == ".." => Err(format!(
-            "workload {workload}: program {p:?} (expected the name of a program in build/bin, without a path)"
-        )),
-        Some(_) => Ok(()),
-    }
-}
-
-/// Checks what every kind of spec has: its `kind`, a name usable as a directory and store key, and a rank count
-/// the kernels accept.
-pub(crate) fn check_common(kind: &str, expected: &str, name: &str, ranks: u32) -> Result<(), String> {
-    if kind != expected {
-        return Err(format!("kind = {kind:?} (expected {expected:?})"));
-    }
-    if !is_short_name(name, MAX_NAME) {
-        return Err(format!("name {name:?} (expected 1 to {MAX_NAME} letters, digits, '-', '_')"));
-    }
-    if !(1..=16).contains(&ranks) || !ranks.is_power_of_two() {
-        return Err(format!("ranks = {ranks} (expected a power of two from 1 to 16)"));
-    }
-    Ok(())
-}
-
 /// Validates a spec, `text` as read from `path` (which messages name); every problem is one usage error.
 pub fn parse(path: &Path, text: &str) -> Result<Spec, UsageError> {
-    let bad = |what: String| UsageError::new(format!("bad experiment spec {}: {what}", path.display()));
-    let raw: Raw = toml::from_str(text).map_err(|e| bad(lockstep_core::error::toml_message(text, &e)))?;
-    check_common(&raw.kind, "mpl", &raw.name, raw.ranks).map_err(bad)?;
+    let bad = crate::harness::spec::bad(path);
+    let (header, raw) = read::<Raw>(path, text, "mpl")?;
+    check_ranks(raw.ranks).map_err(bad)?;
     check_repetitions(raw.repetitions, 1).map_err(bad)?;
     let placement: PlacementKind =
         raw.placement.parse().map_err(|_| bad(format!("unknown placement {:?}", raw.placement)))?;
@@ -365,8 +181,8 @@ pub fn parse(path: &Path, text: &str) -> Result<Spec, UsageError> {
         }
     }
     Ok(Spec {
-        name: raw.name,
-        description: raw.description,
+        name: header.name,
+        description: header.description,
         ranks: raw.ranks,
         repetitions: raw.repetitions,
         placement,
@@ -388,7 +204,7 @@ mod tests {
     }
 
     /// The spec the integration test runs too.
-    const GOOD: &str = include_str!("../../../fixtures/specs/mpl-small.toml");
+    const GOOD: &str = include_str!("../../../../fixtures/specs/mpl-small.toml");
 
     fn parse(text: &str) -> Result<super::Spec, String> {
         let dir = lockstep_scratch::tempdir().unwrap();
@@ -419,7 +235,10 @@ mod tests {
             + "[[policies]]\nname = \"slurm-gang\"\nslot = \"5s\"\n";
         let spec = parse(&text).unwrap();
         assert_eq!(spec.nodes, 2);
-        assert!(spec.policies.iter().any(|p| p.scheduler == super::Scheduler::SlurmGang && p.slot.as_secs() == 5));
+        assert!(spec
+            .policies
+            .iter()
+            .any(|p| p.scheduler == crate::harness::spec::Scheduler::SlurmGang && p.slot.as_secs() == 5));
         assert_eq!(parse(GOOD).unwrap().nodes, 1);
         let err = parse(&text.replace("slot = \"5s\"", "slot = \"2s\"")).unwrap_err();
         assert!(err.contains("SchedulerTimeSlice"), "{err}");
