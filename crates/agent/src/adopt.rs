@@ -258,7 +258,7 @@ pub fn from_run(name: &str, dirs: Vec<PathBuf>, row: Option<u32>) -> Managed {
 /// says (else by its first process's owner); `weight_dir` joins its first group.
 pub fn from_slurm(
     name: &str,
-    id: u64,
+    id: lockstep_core::job::SlurmJobId,
     uid: Option<u32>,
     dirs: Vec<PathBuf>,
     mut groups: Vec<Vec<PathBuf>>,

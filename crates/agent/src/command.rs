@@ -9,7 +9,7 @@ use crate::dcs::probe::Arrival;
 use crate::dcs::processes::{Scanned, Watched};
 use crate::slurm::{Chores, Found};
 use lockstep_proto::protocol::{Request, Response};
-use lockstep_slurm::Row;
+use lockstep_slurm::{Row, SlurmJobId};
 
 /// Where a command's answer goes.
 pub type Reply<T> = Sender<T>;
@@ -33,7 +33,7 @@ pub enum Command {
         /// The jobs in the cgroup tree.
         found: Vec<Found>,
         /// Each job's place, as slurmctld holds them, when read.
-        places: Option<Result<Vec<(u64, Row)>, String>>,
+        places: Option<Result<Vec<(SlurmJobId, Row)>, String>>,
         /// The work left to the discovery thread.
         reply: Reply<Chores>,
     },

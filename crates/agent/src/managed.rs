@@ -37,7 +37,7 @@ pub enum Origin {
     /// A Slurm job found in Slurm's cgroups; its groups follow its steps.
     Slurm {
         /// Slurm job ID.
-        id: u64,
+        id: lockstep_core::job::SlurmJobId,
         /// The `job_<id>` directories: the job ends when they are gone, and is counted by them.
         dirs: Vec<PathBuf>,
         /// On cgroup v1, where Slurm uses no cpu controller: the agent's `cpu/lockstep/slurm-<id>`, which the

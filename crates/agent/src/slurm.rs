@@ -15,15 +15,17 @@
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
+use std::str::FromStr;
 
 use lockstep_cgroup::procfs::ProcessRef;
 use lockstep_cgroup::{self as cgroup, Version};
+use lockstep_core::job::SlurmJobId;
 
 /// A Slurm job found in the cgroup tree.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Found {
     /// Slurm job ID.
-    pub id: u64,
+    pub id: SlurmJobId,
     /// Owner, when the layout says (v1's `uid_<u>`).
     pub uid: Option<u32>,
     /// The `job_<id>` directory in every hierarchy that has one (what the job is counted by).
@@ -46,9 +48,9 @@ fn base<'a>(roots: &[PathBuf], names: &'a [String]) -> Option<&'a str> {
 }
 
 /// `(number, path)` of the entries of `dir` named `<prefix><number>`.
-pub fn numbered(dir: &Path, prefix: &str) -> Vec<(u64, PathBuf)> {
+pub fn numbered<N: FromStr + Ord>(dir: &Path, prefix: &str) -> Vec<(N, PathBuf)> {
     let Ok(entries) = fs::read_dir(dir) else { return Vec::new() };
-    let mut out: Vec<(u64, PathBuf)> = entries
+    let mut out: Vec<(N, PathBuf)> = entries
         .flatten()
         .filter_map(|e| {
             let n = e.file_name().to_str()?.strip_prefix(prefix)?.parse().ok()?;
@@ -62,13 +64,13 @@ pub fn numbered(dir: &Path, prefix: &str) -> Vec<(u64, PathBuf)> {
 fn scan_v1(roots: &[PathBuf], node: &str) -> Vec<Found> {
     let names = [format!("slurm_{node}"), "slurm".to_string()];
     let Some(base) = base(roots, &names) else { return Vec::new() };
-    let mut jobs: BTreeMap<u64, Found> = BTreeMap::new();
+    let mut jobs: BTreeMap<SlurmJobId, Found> = BTreeMap::new();
     for root in roots {
-        for (uid, user_dir) in numbered(&root.join(base), "uid_") {
+        for (uid, user_dir) in numbered::<u32>(&root.join(base), "uid_") {
             for (id, dir) in numbered(&user_dir, "job_") {
                 let found = jobs.entry(id).or_insert_with(|| Found {
                     id,
-                    uid: u32::try_from(uid).ok(),
+                    uid: Some(uid),
                     job_dirs: Vec::new(),
                     groups: Vec::new(),
                 });
@@ -173,12 +175,12 @@ mod tests {
         mkdirs(&cpuset, &["slurm_n1/uid_0/job_7/step_0", "slurm_n1/uid_0/not_a_job"]);
         let found = scan(Version::V1, &[freezer.clone(), cpuset.clone()], "n1");
         assert_eq!(found.len(), 2);
-        assert_eq!(found[0].id, 7);
+        assert_eq!(found[0].id, SlurmJobId(7));
         assert_eq!(found[0].uid, Some(0));
         let both = vec![freezer.join("slurm_n1/uid_0/job_7"), cpuset.join("slurm_n1/uid_0/job_7")];
         assert_eq!(found[0].job_dirs, both);
         assert_eq!(found[0].groups, vec![both]);
-        assert_eq!((found[1].id, found[1].uid), (9, Some(1000)));
+        assert_eq!((found[1].id, found[1].uid), (SlurmJobId(9), Some(1000)));
         assert!(scan(Version::V1, std::slice::from_ref(&freezer), "n3").is_empty());
     }
 
@@ -187,7 +189,7 @@ mod tests {
         let t = lockstep_scratch::tempdir().unwrap();
         mkdirs(t.path(), &["slurm/uid_5/job_3/step_0"]);
         let found = scan(Version::V1, &[t.path().to_path_buf()], "anything");
-        assert_eq!((found[0].id, found[0].uid), (3, Some(5)));
+        assert_eq!((found[0].id, found[0].uid), (SlurmJobId(3), Some(5)));
     }
 
     #[test]
@@ -209,6 +211,6 @@ mod tests {
         let job = t.path().join(scope).join("job_4");
         assert_eq!(found[0].job_dirs, vec![job.clone()]);
         assert_eq!(found[0].groups, vec![vec![job.join("step_0/user")], vec![job.join("step_batch/user")]]);
-        assert_eq!(scan(Version::V2, &[t.path().to_path_buf()], "n9")[0].id, 6);
+        assert_eq!(scan(Version::V2, &[t.path().to_path_buf()], "n9")[0].id, SlurmJobId(6));
     }
 }

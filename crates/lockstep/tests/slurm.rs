@@ -467,7 +467,7 @@ fn a_job_named_like_an_admin_comment_gets_the_place_the_prolog_chose() {
         let jobs: Vec<JobInfo> = last.lines().filter_map(JobInfo::parse).collect();
         let places: Vec<_> = [victim, hostile]
             .iter()
-            .filter_map(|id| match jobs.iter().find(|j| j.id == *id && j.state == "RUNNING")?.row()? {
+            .filter_map(|id| match jobs.iter().find(|j| j.id.0 == *id && j.state == "RUNNING")?.row()? {
                 Row::Cluster(s) => Some(s.place),
                 Row::Node(_) => None,
             })

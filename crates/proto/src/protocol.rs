@@ -74,7 +74,7 @@ pub enum Request {
     /// place `place` of the cluster-wide matrix if the controller gave one.
     SlurmProlog {
         /// Slurm job ID.
-        id: u64,
+        id: lockstep_core::job::SlurmJobId,
         /// Owner's UID.
         uid: u32,
         /// Co-scheduling row of the node's own cycle (the same on every node of the job).
@@ -86,7 +86,7 @@ pub enum Request {
     /// The Slurm epilog: job `id` has ended on this node.
     SlurmEpilog {
         /// Slurm job ID.
-        id: u64,
+        id: lockstep_core::job::SlurmJobId,
     },
 }
 

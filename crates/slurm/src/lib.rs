@@ -18,15 +18,16 @@ use nix::fcntl::{Flock, FlockArg};
 
 use lockstep_core::cosched::rows::{Place, Schedule, MAX_ROWS};
 use lockstep_core::error::UsageError;
+pub use lockstep_core::job::SlurmJobId;
 use lockstep_core::trust;
 
 /// The lockstep job name of Slurm job `id`.
-pub fn job_name(id: u64) -> String {
+pub fn job_name(id: SlurmJobId) -> String {
     format!("slurm-{id}")
 }
 
 /// The Slurm job ID in a lockstep job name (`slurm-42`).
-pub fn job_id(name: &str) -> Option<u64> {
+pub fn job_id(name: &str) -> Option<SlurmJobId> {
     name.strip_prefix("slurm-")?.parse().ok()
 }
 
@@ -68,7 +69,7 @@ pub enum RowMode {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct JobInfo {
     /// Job ID.
-    pub id: u64,
+    pub id: SlurmJobId,
     /// `JobState` (RUNNING, CONFIGURING, …).
     pub state: String,
     /// `NodeList`, expanded.
@@ -204,7 +205,7 @@ fn run_with_timeout(program: &str, args: &[&str]) -> anyhow::Result<String> {
 }
 
 /// Job `id`, if Slurm knows it.
-pub fn show_job(id: u64) -> anyhow::Result<Option<JobInfo>> {
+pub fn show_job(id: SlurmJobId) -> anyhow::Result<Option<JobInfo>> {
     match run_with_timeout("squeue", &["-h", "-t", "all", "-j", &id.to_string(), "-O", JOB_FORMAT]) {
         Ok(text) => Ok(text.lines().filter_map(JobInfo::parse).find(|j| j.id == id)),
         Err(e) if format!("{e:#}").contains("Invalid job id") => Ok(None),
@@ -251,7 +252,7 @@ pub fn free_place(taken: &[Place]) -> Option<Place> {
 }
 
 /// A running job's place changing: `(job ID, new place)`.
-pub type Change = (u64, Place);
+pub type Change = (SlurmJobId, Place);
 
 /// The place of a new job `job`, and the changes to running jobs that make room for it (`others`: every job
 /// slurmctld knows). Its neighbours (running jobs sharing one of its nodes) keep their places if a place none of
@@ -259,7 +260,7 @@ pub type Change = (u64, Place);
 /// neighbour already at [`MAX_ROWS`] cannot be halved: then the job shares the place of the neighbour with the
 /// longest period (they run together in its slots, as under `cfs`).
 pub fn place_new(job: &JobInfo, others: &[JobInfo]) -> (Place, Vec<Change>) {
-    let mut neighbours: Vec<(u64, Place)> =
+    let mut neighbours: Vec<(SlurmJobId, Place)> =
         others.iter().filter(|o| o.neighbour_of(job)).filter_map(|o| Some((o.id, o.place()?))).collect();
     let mut changes: Vec<Change> = Vec::new();
     loop {
@@ -389,7 +390,7 @@ fn apply_changes(all: &[JobInfo], changes: &[Change]) -> anyhow::Result<()> {
 
 /// Gives job `id` its row (`mode`) and records it in its `AdminComment`, with the changes of place its
 /// neighbours make room with; returns what was done, for the log (a job that has a row keeps it).
-pub fn assign_row(id: u64, mode: RowMode) -> anyhow::Result<String> {
+pub fn assign_row(id: SlurmJobId, mode: RowMode) -> anyhow::Result<String> {
     locked(|all| {
         let job = all.iter().find(|j| j.id == id).with_context(|| format!("Slurm does not know job {id}"))?;
         if let Some(row) = job.row() {
@@ -419,7 +420,7 @@ pub fn assign_row(id: u64, mode: RowMode) -> anyhow::Result<String> {
 }
 
 /// Job `id` ended: its neighbours grow into the slots it held (see [`grow_after`]); returns what was done.
-pub fn release_row(id: u64) -> anyhow::Result<String> {
+pub fn release_row(id: SlurmJobId) -> anyhow::Result<String> {
     locked(|all| {
         let Some(job) = all.iter().find(|j| j.id == id) else {
             return Ok(format!("job {id} is gone; nothing to give back"));
@@ -453,7 +454,7 @@ pub fn show(row: Row) -> String {
 }
 
 /// The rows of the jobs running on node `node` (`squeue -w NODE`): what an agent reads every [`REFRESH`].
-pub fn rows_on(node: &str) -> anyhow::Result<Vec<(u64, Row)>> {
+pub fn rows_on(node: &str) -> anyhow::Result<Vec<(SlurmJobId, Row)>> {
     let text = run_with_timeout("squeue", &["-h", "-w", node, "-t", "R,CF,S", "-O", JOB_FORMAT])?;
     Ok(text.lines().filter_map(JobInfo::parse).filter_map(|job| Some((job.id, job.row()?))).collect())
 }
@@ -465,7 +466,7 @@ mod tests {
     #[test]
     fn parses_squeue_lines() {
         let job = JobInfo::parse("12|RUNNING|n[1-2]|keep me | lockstep_row=2 JobState=PENDING").unwrap();
-        assert_eq!(job.id, 12);
+        assert_eq!(job.id, SlurmJobId(12));
         assert_eq!(job.state, "RUNNING");
         assert_eq!(job.nodes, ["n1", "n2"]);
         assert_eq!(job.admin_comment, "keep me | lockstep_row=2 JobState=PENDING");
@@ -484,7 +485,7 @@ mod tests {
     #[test]
     fn rows_differ_on_shared_nodes_only() {
         let job = |id, nodes: &[&str], state: &str, row: Option<u32>| JobInfo {
-            id,
+            id: SlurmJobId(id),
             state: state.into(),
             nodes: nodes.iter().map(std::string::ToString::to_string).collect(),
             admin_comment: row.map(|r| format!("{ROW_KEY}{r}")).unwrap_or_default(),
@@ -519,7 +520,7 @@ mod tests {
     /// A running job on `nodes` with place `place` (none when empty).
     fn placed(id: u64, nodes: &[&str], place: &str) -> JobInfo {
         JobInfo {
-            id,
+            id: SlurmJobId(id),
             state: "RUNNING".into(),
             nodes: nodes.iter().map(std::string::ToString::to_string).collect(),
             admin_comment: if place.is_empty() { String::new() } else { format!("{ROW_KEY}{place}") },
@@ -533,10 +534,10 @@ mod tests {
         assert_eq!(place_new(&first, std::slice::from_ref(&first)), ("0/1".parse().unwrap(), vec![]));
         let all = [placed(1, &["n1", "n2"], "0/1")];
         let (p2, c) = place_new(&placed(2, &["n2", "n3"], ""), &all);
-        assert_eq!((p2.to_string(), c), ("1/2".into(), vec![(1, "0/2".parse().unwrap())]));
+        assert_eq!((p2.to_string(), c), ("1/2".into(), vec![(SlurmJobId(1), "0/2".parse().unwrap())]));
         let all = [placed(1, &["n1", "n2"], "0/2"), placed(2, &["n2", "n3"], "1/2")];
         let (p3, c) = place_new(&placed(3, &["n1", "n3"], ""), &all);
-        assert_eq!((p3.to_string(), c), ("2/4".into(), vec![(1, "0/4".parse().unwrap())]));
+        assert_eq!((p3.to_string(), c), ("2/4".into(), vec![(SlurmJobId(1), "0/4".parse().unwrap())]));
         let all = [placed(1, &["n1", "n2"], "0/4"), placed(2, &["n2", "n3"], "1/2"), placed(3, &["n1", "n3"], "2/4")];
         for (i, a) in all.iter().enumerate() {
             for b in &all[i + 1..] {
@@ -545,11 +546,11 @@ mod tests {
         }
         // Job 2 ends: job 1 (the smallest share; its neighbour job 3 holds 2/4) moves to the half job 2 held,
         // then job 3 takes the other half.
-        let grown = vec![(1, "1/2".parse().unwrap()), (3, "0/2".parse().unwrap())];
+        let grown = vec![(SlurmJobId(1), "1/2".parse().unwrap()), (SlurmJobId(3), "0/2".parse().unwrap())];
         assert_eq!(grow_after(&all[1], &all), grown);
         // Job 3 ends too: job 1 has the whole cycle.
         let after = [placed(1, &["n1", "n2"], "1/2"), placed(3, &["n1", "n3"], "0/2")];
-        assert_eq!(grow_after(&after[1], &after), vec![(1, "0/1".parse().unwrap())]);
+        assert_eq!(grow_after(&after[1], &after), vec![(SlurmJobId(1), "0/1".parse().unwrap())]);
     }
 
     #[test]
@@ -562,7 +563,7 @@ mod tests {
             seed ^= seed << 17;
             seed % n
         };
-        let set = |jobs: &mut Vec<JobInfo>, id: u64, p: Place| {
+        let set = |jobs: &mut Vec<JobInfo>, id: SlurmJobId, p: Place| {
             jobs.iter_mut().find(|r| r.id == id).unwrap().admin_comment = format!("{ROW_KEY}{p}");
         };
         let mut running: Vec<JobInfo> = Vec::new();
@@ -595,8 +596,9 @@ mod tests {
 
     #[test]
     fn names() {
-        assert_eq!(job_name(42), "slurm-42");
-        assert_eq!(job_id("slurm-42"), Some(42));
+        assert_eq!(job_name(SlurmJobId(42)), "slurm-42");
+        assert_eq!(job_id("slurm-42"), Some(SlurmJobId(42)));
+        assert_eq!(job_id("slurm-+42"), None);
         assert_eq!(job_id("42"), None);
     }
 }

@@ -36,7 +36,7 @@ impl Daemon {
             Request::Status => Ok(()),
             Request::Policy { name, slot_ms } => {
                 let policy: PolicySpec = name.parse()?;
-                let slot = slot_ms.map(|ms| slot::parse("slot", &format!("{ms}ms"))).transpose()?;
+                let slot = slot_ms.map(|ms| slot::from_millis("slot", ms)).transpose()?;
                 self.set_policy(policy, slot)
             }
             Request::Adopt { job, cgroups, pids, containers, row } => {

@@ -11,6 +11,7 @@ use crate::managed::Origin;
 use crate::slurm::{numbered, Chores, Found};
 use lockstep_cgroup::{self as cgroup, Knobs, Version};
 use lockstep_core::cosched::rows::Schedule;
+use lockstep_core::job::SlurmJobId;
 use lockstep_slurm::{job_name, Row};
 use lockstep_store::SlurmJob;
 
@@ -148,7 +149,7 @@ impl Daemon {
 
     /// Takes the cluster-wide places slurmctld holds for this node's jobs now (a change of place carries the
     /// time it takes effect, so every node of a job switches in the same slot).
-    pub(super) fn refresh_places(&mut self, rows: &[(u64, Row)]) {
+    pub(super) fn refresh_places(&mut self, rows: &[(SlurmJobId, Row)]) {
         for &(id, row) in rows {
             let Row::Cluster(schedule) = row else { continue };
             if self.places.insert(id, schedule) == Some(schedule) {
@@ -164,7 +165,7 @@ impl Daemon {
 
     /// The epilog ran for job `id`: its processes are gone; restore and forget it, and do not take it on again
     /// while Slurm removes its cgroups.
-    pub(super) fn slurm_epilog(&mut self, id: u64) -> anyhow::Result<()> {
+    pub(super) fn slurm_epilog(&mut self, id: SlurmJobId) -> anyhow::Result<()> {
         self.store.slurm_remove(id)?;
         crate::log::info!("lockstep agent: Slurm job {id} ended (its epilog)");
         self.slurm.remove(&id);

@@ -14,6 +14,7 @@ use crate::sampler::SharedTelemetry;
 use lockstep_cgroup::Backend;
 use lockstep_core::cosched::rows::Schedule;
 use lockstep_core::cosched::{self, Planner, PolicySpec};
+use lockstep_core::job::SlurmJobId;
 use lockstep_store::{Decision, SlurmJob, Store};
 
 /// The agent's state, and its loop ([`Daemon::run`]).
@@ -54,11 +55,11 @@ pub struct Daemon {
     /// Every job's counters (shared with the sampling thread and the metrics door).
     pub(super) telemetry: SharedTelemetry,
     /// Slurm jobs the prolog announced, by ID.
-    pub(super) slurm: HashMap<u64, SlurmJob>,
+    pub(super) slurm: HashMap<SlurmJobId, SlurmJob>,
     /// The cluster-wide places of Slurm jobs of this node, as the prolog and the last refresh read them.
-    pub(super) places: HashMap<u64, Schedule>,
+    pub(super) places: HashMap<SlurmJobId, Schedule>,
     /// Slurm jobs whose epilog ran, while their cgroups are still there.
-    pub(super) slurm_done: HashSet<u64>,
+    pub(super) slurm_done: HashSet<SlurmJobId>,
     /// Message-driven raises, while a `dcs` policy is in force.
     pub(super) dcs: Option<Engine>,
     /// How `dcs` runs when a policy asks for it.

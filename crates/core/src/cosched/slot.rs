@@ -18,6 +18,16 @@ pub fn parse(what: &str, text: &str) -> Result<Duration, UsageError> {
     crate::duration::within(what, text, MIN..=MAX)
 }
 
+/// A slot length given in whole milliseconds (the control protocol's `slot_ms`), from 10 ms to 60 s.
+pub fn from_millis(what: &str, ms: u64) -> Result<Duration, UsageError> {
+    let slot = Duration::from_millis(ms);
+    if (MIN..=MAX).contains(&slot) {
+        return Ok(slot);
+    }
+    let (min, max) = (crate::duration::format(MIN), crate::duration::format(MAX));
+    Err(UsageError::new(format!("bad {what} {ms} ms (expected a duration from {min} to {max})")))
+}
+
 /// A shift of the clock slots are read from, in nanoseconds: the one seam through which a test steps the wall
 /// clock (the agent sets it from the file `LOCKSTEP_CLOCK_SKEW_FILE` names; 0 otherwise).
 static CLOCK_OFFSET_NS: AtomicI64 = AtomicI64::new(0);
@@ -61,4 +71,20 @@ pub fn sleep_until(deadline_ns: u64) {
         libc::clock_nanosleep(libc::CLOCK_REALTIME, libc::TIMER_ABSTIME, &raw const ts, std::ptr::null_mut())
     } == libc::EINTR
     {}
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_slot_in_milliseconds_is_held_to_the_same_bounds() {
+        assert_eq!(from_millis("slot", 200).unwrap(), Duration::from_millis(200));
+        assert_eq!(from_millis("slot", 10).unwrap(), MIN);
+        assert_eq!(from_millis("slot", 60_000).unwrap(), MAX);
+        for ms in [0, 9, 60_001, u64::MAX] {
+            let e = from_millis("slot", ms).unwrap_err().to_string();
+            assert!(e.starts_with(&format!("bad slot {ms} ms")), "{e}");
+        }
+    }
 }

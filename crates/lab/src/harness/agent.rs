@@ -4,8 +4,8 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use super::teardown::Stopped;
 use super::paths::Paths;
+use super::teardown::Stopped;
 
 /// The agent the experiment runs its jobs under, stopped (SIGTERM, so that it restores everything) on drop, and
 /// on a signal that ends the experiment.

@@ -35,7 +35,7 @@ pub struct GangEvent {
     /// When (seconds since the epoch).
     pub time: f64,
     /// The Slurm job ID.
-    pub job: u64,
+    pub job: lockstep_slurm::SlurmJobId,
     /// Suspended (`true`) or resumed.
     pub suspended: bool,
 }
@@ -353,7 +353,7 @@ mod tests {
         let events: Vec<(u64, bool, i64)> = log
             .lines()
             .filter_map(GangEvent::parse)
-            .map(|e| (e.job, e.suspended, (e.time * 1e3).round() as i64))
+            .map(|e| (e.job.0, e.suspended, (e.time * 1e3).round() as i64))
             .collect();
         assert_eq!(events, [(3, true, 1_795_631_753_025), (3, false, 1_795_631_761_887)]);
     }

@@ -122,7 +122,7 @@ pub fn co_run(records: &[Decision], job: &str, from: f64, to: f64) -> f64 {
 /// When Slurm's gang scheduler held `job` suspended within `[from, to]` (seconds since the epoch), as intervals in
 /// seconds from `from`, from its suspensions and resumptions (`events`, oldest first); a suspension without its
 /// resumption lasts to `to`.
-pub fn suspensions(events: &[GangEvent], job: u64, from: f64, to: f64) -> Vec<(f64, f64)> {
+pub fn suspensions(events: &[GangEvent], job: lockstep_slurm::SlurmJobId, from: f64, to: f64) -> Vec<(f64, f64)> {
     let mut held = Vec::new();
     let mut since: Option<f64> = None;
     for e in events.iter().filter(|e| e.job == job && e.time >= from && e.time <= to) {
@@ -153,10 +153,11 @@ pub fn switch_spreads(records: &[Decision]) -> Vec<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use lockstep_slurm::SlurmJobId;
 
     #[test]
     fn a_jobs_suspensions_are_paired_and_one_left_open_lasts_to_the_end() {
-        let e = |time, job, suspended| GangEvent { time, job, suspended };
+        let e = |time, job, suspended| GangEvent { time, job: SlurmJobId(job), suspended };
         let events = [
             e(99.0, 1, true),
             e(100.0, 1, false),
@@ -166,9 +167,9 @@ mod tests {
             e(103.5, 1, false),
             e(110.0, 1, true),
         ];
-        assert_eq!(suspensions(&events, 1, 100.0, 112.0), [(1.0, 3.5), (10.0, 12.0)]);
-        assert_eq!(suspensions(&events, 2, 100.0, 105.0), [(2.0, 5.0)]);
-        assert!(suspensions(&events, 3, 100.0, 105.0).is_empty());
+        assert_eq!(suspensions(&events, SlurmJobId(1), 100.0, 112.0), [(1.0, 3.5), (10.0, 12.0)]);
+        assert_eq!(suspensions(&events, SlurmJobId(2), 100.0, 105.0), [(2.0, 5.0)]);
+        assert!(suspensions(&events, SlurmJobId(3), 100.0, 105.0).is_empty());
     }
 
     fn record(node: &str, slot: u64, time: f64, job: Option<&str>, action: Action) -> Decision {

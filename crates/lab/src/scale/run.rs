@@ -43,7 +43,7 @@ const POLL: Duration = Duration::from_secs(1);
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct JobResult {
     /// Slurm job ID.
-    pub id: u64,
+    pub id: lockstep_slurm::SlurmJobId,
     /// Its nodes.
     pub nodes: Vec<u32>,
     /// The command it ran.
@@ -282,7 +282,7 @@ fn submit_and_wait(
     jobs: &[StreamJob],
     outputs: &[PathBuf],
     commands: &[Vec<String>],
-) -> anyhow::Result<(Vec<u64>, f64)> {
+) -> anyhow::Result<(Vec<lockstep_slurm::SlurmJobId>, f64)> {
     let deadline = spec.deadline;
     let busy = spec.progress == Progress::Busy;
     let start = Instant::now();
@@ -308,7 +308,7 @@ fn submit_and_wait(
             break;
         }
         if start.elapsed() > deadline {
-            let _ = Command::new("scancel").args(ids.iter().map(u64::to_string)).env("SLURM_CONF", &conf).output();
+            let _ = Command::new("scancel").args(ids.iter().map(ToString::to_string)).env("SLURM_CONF", &conf).output();
             std::thread::sleep(Duration::from_secs(3));
             break;
         }

@@ -8,7 +8,7 @@ use std::path::Path;
 use lockstep_core::error::UsageError;
 use lockstep_proto::client::{call_if_running, check};
 use lockstep_proto::protocol::Request;
-use lockstep_slurm as slurm;
+use lockstep_slurm::{self as slurm, SlurmJobId};
 
 /// `lockstep slurm …`.
 #[derive(Debug, clap::Subcommand)]
@@ -41,11 +41,11 @@ pub struct ControllerArgs {
 pub struct JobArgs {
     /// Slurm job ID [default: $SLURM_JOB_ID].
     #[arg(long, value_name = "ID")]
-    job_id: Option<u64>,
+    job_id: Option<SlurmJobId>,
 }
 
 impl JobArgs {
-    fn id(&self) -> Result<u64, UsageError> {
+    fn id(&self) -> Result<SlurmJobId, UsageError> {
         if let Some(id) = self.job_id {
             return Ok(id);
         }
@@ -85,7 +85,7 @@ fn show_row(row: Option<slurm::Row>) -> String {
 }
 
 /// Announces job `id` to the agent; returns its row or place.
-fn prolog(id: u64, socket: &Path) -> anyhow::Result<Option<slurm::Row>> {
+fn prolog(id: SlurmJobId, socket: &Path) -> anyhow::Result<Option<slurm::Row>> {
     let Some(uid) = std::env::var("SLURM_JOB_UID").ok().and_then(|u| u.parse().ok()) else {
         anyhow::bail!("SLURM_JOB_UID is not set or not a number")
     };

@@ -123,7 +123,7 @@ pub fn exec(args: &Args, store: &Path, socket: &Path) -> anyhow::Result<i32> {
 }
 
 /// The agents (`ADDR:PORT,…`) of the nodes Slurm job `id` runs on.
-fn slurm_nodes(id: u64, port: u16) -> anyhow::Result<String> {
+fn slurm_nodes(id: lockstep_slurm::SlurmJobId, port: u16) -> anyhow::Result<String> {
     let job = lockstep_slurm::show_job(id)?
         .ok_or_else(|| UsageError::new(format!("Slurm does not know job {id} (see squeue)")))?;
     if job.nodes.is_empty() {

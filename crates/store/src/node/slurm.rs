@@ -4,12 +4,13 @@
 use rusqlite::params;
 
 use crate::db::{now, Store};
+use lockstep_core::job::SlurmJobId;
 
 /// A job as the prolog announced it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SlurmJob {
     /// Slurm job ID.
-    pub id: u64,
+    pub id: SlurmJobId,
     /// Owner's UID.
     pub uid: u32,
     /// Co-scheduling row, when the controller's prolog assigned one.
@@ -21,22 +22,23 @@ impl Store {
     pub fn slurm_put(&self, job: &SlurmJob) -> crate::error::Result<()> {
         self.conn.execute(
             "INSERT OR REPLACE INTO slurm_jobs (id, uid, row, since) VALUES (?1, ?2, ?3, ?4)",
-            params![job.id as i64, job.uid, job.row, now()],
+            params![job.id.0 as i64, job.uid, job.row, now()],
         )?;
         Ok(())
     }
 
     /// Forgets an announced job (its epilog ran).
-    pub fn slurm_remove(&self, id: u64) -> crate::error::Result<()> {
-        self.conn.execute("DELETE FROM slurm_jobs WHERE id = ?1", params![id as i64])?;
+    pub fn slurm_remove(&self, id: SlurmJobId) -> crate::error::Result<()> {
+        self.conn.execute("DELETE FROM slurm_jobs WHERE id = ?1", params![id.0 as i64])?;
         Ok(())
     }
 
     /// Every announced job.
     pub fn slurm_all(&self) -> crate::error::Result<Vec<SlurmJob>> {
         let mut stmt = self.conn.prepare("SELECT id, uid, row FROM slurm_jobs ORDER BY id")?;
-        let rows =
-            stmt.query_map([], |r| Ok(SlurmJob { id: r.get::<_, i64>(0)? as u64, uid: r.get(1)?, row: r.get(2)? }))?;
+        let rows = stmt.query_map([], |r| {
+            Ok(SlurmJob { id: SlurmJobId(r.get::<_, i64>(0)? as u64), uid: r.get(1)?, row: r.get(2)? })
+        })?;
         Ok(rows.collect::<Result<_, _>>()?)
     }
 }
@@ -49,14 +51,17 @@ mod tests {
     fn announced_jobs_round_trip() {
         let dir = lockstep_scratch::tempdir().unwrap();
         let store = Store::open(&dir.path().join("s.db")).unwrap();
-        store.slurm_put(&SlurmJob { id: 7, uid: 1000, row: Some(1) }).unwrap();
-        store.slurm_put(&SlurmJob { id: 9, uid: 0, row: None }).unwrap();
-        store.slurm_put(&SlurmJob { id: 7, uid: 1000, row: Some(2) }).unwrap();
+        store.slurm_put(&SlurmJob { id: SlurmJobId(7), uid: 1000, row: Some(1) }).unwrap();
+        store.slurm_put(&SlurmJob { id: SlurmJobId(9), uid: 0, row: None }).unwrap();
+        store.slurm_put(&SlurmJob { id: SlurmJobId(7), uid: 1000, row: Some(2) }).unwrap();
         assert_eq!(
             store.slurm_all().unwrap(),
-            vec![SlurmJob { id: 7, uid: 1000, row: Some(2) }, SlurmJob { id: 9, uid: 0, row: None }]
+            vec![
+                SlurmJob { id: SlurmJobId(7), uid: 1000, row: Some(2) },
+                SlurmJob { id: SlurmJobId(9), uid: 0, row: None }
+            ]
         );
-        store.slurm_remove(7).unwrap();
+        store.slurm_remove(SlurmJobId(7)).unwrap();
         assert_eq!(store.slurm_all().unwrap().len(), 1);
     }
 }

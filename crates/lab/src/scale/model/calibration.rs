@@ -246,7 +246,7 @@ mod tests {
             };
             for (id, j) in stream(m, nodes).iter().enumerate() {
                 let job = crate::scale::run::JobResult {
-                    id: id as u64,
+                    id: lockstep_slurm::SlurmJobId(id as u64),
                     nodes: j.nodes.clone(),
                     workload: "cg".into(),
                     started_s: Some(j.at),

@@ -172,7 +172,7 @@ mod tests {
             seed % n
         };
         let job = |id: u64, nodes: &[u64], place: String| JobInfo {
-            id,
+            id: lockstep_slurm::SlurmJobId(id),
             state: "RUNNING".into(),
             nodes: nodes.iter().map(|n| format!("n{n}")).collect(),
             admin_comment: format!("{ROW_KEY}{place}"),
