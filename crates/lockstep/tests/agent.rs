@@ -1047,7 +1047,7 @@ fn a_refused_cgroup_write_leaves_every_job_runnable_and_heals() {
     common::require_root();
     let _serial = serial();
     let env = Env::new();
-    let caps = std::env::var("LOCKSTEP_AGENT_CAPS").unwrap_or_else(|_| common::AGENT_CAPS.into());
+    let caps = std::env::var("LOCKSTEP_AGENT_CAPS").unwrap_or_else(|_| common::agent_caps());
     let agent = Agent::start_with_caps(&env, &["--policy", "gang", "--slot", "200ms"], &caps);
     let a = Job::start(&env, &name("eacces-a"), &[]);
     let b = Job::start(&env, &name("eacces-b"), &[]);

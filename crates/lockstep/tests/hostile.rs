@@ -163,7 +163,7 @@ fn a_process_the_agent_could_not_put_back_is_not_adopted() {
     }
     let _serial = serial();
     let env = Env::new();
-    let _agent = Agent::start_with_caps(&env, &["--policy", "cfs"], common::AGENT_CAPS);
+    let _agent = Agent::start_with_caps(&env, &["--policy", "cfs"], &common::agent_caps());
     let theirs = Delegated::new("unwritable");
     let child = theirs.sleeper();
     let job = name("unwritable");

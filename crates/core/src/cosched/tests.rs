@@ -1,3 +1,5 @@
+//! The co-scheduling policies' tests: every policy's plan, row assignment and slots, against the papers' rules.
+
 use std::time::Duration;
 
 use super::rows::{assign, Entry};

@@ -215,9 +215,14 @@ pub fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
-/// The capabilities docs/security.md gives the agent (the Makefile's `AGENT_CAPS`): no CAP_DAC_OVERRIDE, so that
-/// file modes bind its writes as they bind any owner.
-pub const AGENT_CAPS: &str = "sys_admin,bpf,perfmon,net_admin,sys_nice,sys_ptrace,dac_read_search";
+/// The capabilities docs/security.md gives the agent, as the Makefile's `AGENT_CAPS` lists them (read from there,
+/// the one list): no CAP_DAC_OVERRIDE, so that file modes bind its writes as they bind any owner.
+pub fn agent_caps() -> String {
+    let makefile = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../Makefile");
+    let text = std::fs::read_to_string(&makefile).unwrap_or_else(|e| panic!("{}: {e}", makefile.display()));
+    let caps = text.lines().find_map(|l| l.strip_prefix("AGENT_CAPS := "));
+    caps.unwrap_or_else(|| panic!("{} sets no AGENT_CAPS", makefile.display())).trim().to_string()
+}
 
 /// A running agent, killed when dropped. Its stderr (the log) goes to a file of the test's directory, shown when
 /// a wait times out ([`watch_log`]).
