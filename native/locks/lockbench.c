@@ -25,6 +25,13 @@
  * 4 KiB to a file (pwrite to an unlinked file under $TMPDIR or /tmp) or touches a fresh page (madvise DONTNEED, then
  * a write: a page fault) — what real holders do when they wait for I/O, sleep or fault.
  *   lockbench --list
+ *
+ * --sweep ROWS runs every lock (or those --locks names) at every row of ROWS, a list of thread counts, each with
+ * "+C" co-runners if given (1,2,4,8,16,16+16,32,64), in one process: for each row, --rounds rounds that each run
+ * every lock once for DURATION seconds, the order rotated from round to round (so that whatever else the machine
+ * does falls on every lock alike), the best run of each lock kept. It prints a Markdown table of throughput in
+ * M ops/s with the ratio to pthread's (glibc's mutex) in the same row, and one of fairness (Jain); --json prints
+ * one object per row and lock instead. pthread is always measured: it is what the ratios compare with.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -232,6 +239,7 @@ static const char help[] =
 	"\n"
 	"Usage: lockbench --lock NAME --threads N --duration SECONDS [OPTIONS]\n"
 	"       lockbench --workload rename --threads N --duration SECONDS [--dir DIR] [OPTIONS]\n"
+	"       lockbench --sweep ROWS --duration SECONDS [--locks LIST] [--rounds N] [OPTIONS]\n"
 	"       lockbench --list\n"
 	"\n"
 	"Options:\n"
@@ -247,10 +255,15 @@ static const char help[] =
 	"  --numa-map MAP        emulated NUMA nodes for cna, cna-pt and shfl: NODE:CPULIST pairs, e.g. 0:0-3;1:4-7\n"
 	"  --dir DIR             rename's shared directory (default: a new one under /dev/shm)\n"
 	"  --json                one JSON object instead of the table\n"
+	"  --sweep ROWS          every lock at every row of ROWS, thread counts with optional +co-runners, e.g.\n"
+	"                        1,2,4,8,16,16+16,32,64: a table of M ops/s (and x pthread) and one of fairness\n"
+	"  --locks LIST          the locks a sweep runs, e.g. pthread,cna-pt,shfl (default: every lock)\n"
+	"  --rounds N            a sweep's interleaved rounds; each lock's best run counts (default 3)\n"
 	"  --list                print the locks and exit\n"
 	"  -h, --help            print this help and exit\n"
 	"\n"
-	"Example: lockbench --lock mcs --threads 4 --duration 2 --corunners 2\n";
+	"Examples: lockbench --lock mcs --threads 4 --duration 2 --corunners 2\n"
+	"          lockbench --sweep 1,2,4,8,16,16+16,32,64 --duration 1\n";
 
 /* Says what was wrong with the command line, on one line, and exits 2. */
 static void __attribute__((noreturn)) usage(const char *why)
@@ -355,7 +368,9 @@ static void block_setup(const char *text)
 /* What the command line asks for (the workload's parameters are globals, read by the threads). */
 struct config {
 	const char *name, *workload, *dir;
-	long threads, corunners;
+	/* --sweep's rows and --locks' list (NULL: not a sweep; every lock). */
+	const char *sweep, *locks;
+	long threads, corunners, rounds;
 	double duration;
 	int json;
 	/* --workload rename: the kernel's directory lock, no lock of ours. */
@@ -388,7 +403,8 @@ static void parse_args(int argc, char **argv, struct config *cfg)
 		{ "numa-map", required_argument, 0, 'm' }, { "dir", required_argument, 0, 'D' },
 		{ "json", no_argument, 0, 'j' },           { "list", no_argument, 0, 'L' },
 		{ "cs-block", required_argument, 0, 'b' }, { "help", no_argument, 0, 'h' },
-		{ 0, 0, 0, 0 },
+		{ "sweep", required_argument, 0, 'S' },    { "locks", required_argument, 0, 'k' },
+		{ "rounds", required_argument, 0, 'R' },   { 0, 0, 0, 0 },
 	};
 	int c;
 	*cfg = (struct config){ .workload = "counter" };
@@ -418,6 +434,9 @@ static void parse_args(int argc, char **argv, struct config *cfg)
 		case 'D': cfg->dir = optarg; break;
 		case 'b': block_setup(optarg); break;
 		case 'j': cfg->json = 1; break;
+		case 'S': cfg->sweep = optarg; break;
+		case 'k': cfg->locks = optarg; break;
+		case 'R': cfg->rounds = number("--rounds", optarg, 1, 100); break;
 		case 'L':
 			for (const char *const *n = ls_lock_names(); *n; n++)
 				puts(*n);
@@ -465,6 +484,17 @@ static void choose_workload(struct config *cfg)
 		usage("--dir applies only to --workload rename");
 	if (op != counter_op && cs_block != BLOCK_NONE)
 		usage("--cs-block applies only to --workload counter");
+	if (cfg->sweep) {
+		if (op != counter_op)
+			usage("--sweep runs --workload counter only");
+		if (cfg->name || cfg->threads || cfg->corunners)
+			usage("--sweep sets each run's lock, threads and co-runners (no --lock, --threads or --corunners)");
+		if (cfg->duration == 0)
+			usage("--sweep needs --duration (seconds per run)");
+		return;
+	}
+	if (cfg->locks || cfg->rounds)
+		usage("--locks and --rounds apply only to --sweep");
 	if ((!cfg->name && !cfg->kernel) || !cfg->threads || cfg->duration == 0)
 		usage("--lock (except for --workload rename), --threads and --duration are required");
 	if (cfg->name) {
@@ -544,24 +574,32 @@ static double measure(struct worker *w, long threads, double duration)
 	return (double)(now_ns() - t0) / 1e9;
 }
 
-/* Prints throughput, fairness and latency percentiles, as one JSON object or as text. */
-static void report(const struct config *cfg, struct worker *w, double elapsed, int tmpfs)
+/* Jain's fairness index over the threads' operation counts (1: all equal); their sum goes to `ops`. */
+static double fairness(const struct worker *w, long threads, long *ops)
 {
-	long threads = cfg->threads, ops = 0, n = 0;
 	double sum = 0, sumsq = 0;
+	*ops = 0;
 	for (long i = 0; i < threads; i++) {
-		ops += w[i].ops;
-		n += w[i].nsamples;
+		*ops += w[i].ops;
 		sum += (double)w[i].ops;
 		sumsq += (double)w[i].ops * (double)w[i].ops;
 	}
+	return sumsq > 0 ? sum * sum / ((double)threads * sumsq) : 0;
+}
+
+/* Prints throughput, fairness and latency percentiles, as one JSON object or as text. */
+static void report(const struct config *cfg, struct worker *w, double elapsed, int tmpfs)
+{
+	long threads = cfg->threads, ops, n = 0;
+	double jain = fairness(w, threads, &ops);
+	for (long i = 0; i < threads; i++)
+		n += w[i].nsamples;
 	unsigned long *all = malloc((size_t)(n ? n : 1) * sizeof *all);
 	for (long i = 0, k = 0; i < threads; i++)
 		for (long s = 0; s < w[i].nsamples; s++)
 			all[k++] = w[i].samples[s];
 	qsort(all, (size_t)n, sizeof *all, cmp);
 #define PCT(p) (n ? all[(long)((double)(n - 1) * (p))] : 0)
-	double jain = sumsq > 0 ? sum * sum / ((double)threads * sumsq) : 0;
 	const char *lock_label = cfg->name ? cfg->name : "kernel";
 	const char *map = getenv("LOCKSTEP_NUMA_MAP");
 	const char *latency = op == counter_op ? "acquire" : "rename";
@@ -597,11 +635,177 @@ static void report(const struct config *cfg, struct worker *w, double elapsed, i
 	free(all);
 }
 
+/* --sweep: most rows and locks. */
+#define MAX_ROWS 64
+#define MAX_LOCKS 32
+
+/* One row of a sweep: threads, and co-runners beside them. */
+struct row {
+	long threads, corunners;
+};
+
+/* Parses --sweep's ROWS (`N` or `N+C`, comma-separated) into `rows`; returns how many. */
+static int sweep_rows(const char *text, struct row *rows)
+{
+	int n = 0;
+	char *copy = strdup(text), *save = NULL;
+	for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		if (n == MAX_ROWS)
+			usage("bad --sweep (expected at most 64 rows)");
+		char *plus = strchr(tok, '+');
+		if (plus)
+			*plus = 0;
+		rows[n].threads = number("--sweep thread count", tok, 1, 4096);
+		rows[n].corunners = plus ? number("--sweep co-runner count", plus + 1, 0, 1024) : 0;
+		n++;
+	}
+	free(copy);
+	if (n == 0)
+		usage("bad --sweep (expected thread counts, e.g. 1,2,4,16+16)");
+	return n;
+}
+
+/* The locks a sweep runs: --locks' names (each known), else every lock; pthread first either way. */
+static int sweep_locks(const char *text, const char **names)
+{
+	int n = 0;
+	names[n++] = "pthread";
+	if (!text) {
+		for (const char *const *l = ls_lock_names(); *l && n < MAX_LOCKS; l++)
+			if (strcmp(*l, "pthread") != 0)
+				names[n++] = *l;
+		return n;
+	}
+	char *copy = strdup(text), *save = NULL;
+	for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		const char *const *l = ls_lock_names();
+		while (*l && strcmp(*l, tok) != 0)
+			l++;
+		if (!*l) {
+			char why[160];
+			snprintf(why, sizeof why, "bad --locks: unknown lock %.60s (lockbench --list names them)", tok);
+			usage(why);
+		}
+		int seen = 0;
+		for (int i = 0; i < n; i++)
+			seen |= strcmp(names[i], *l) == 0;
+		if (!seen && n < MAX_LOCKS)
+			names[n++] = *l; /* the library's string: it outlives the copy */
+	}
+	free(copy);
+	return n;
+}
+
+/* Runs lock `name` with the row's threads and co-runners for `duration` seconds; its throughput (ops/s) and, in
+ * `jain`, its fairness. */
+static double sweep_run(const char *name, struct row row, double duration, double *jain)
+{
+	lock = ls_lock_create(name);
+	atomic_store_explicit(&stop, 0, memory_order_relaxed);
+	handovers = local_handovers = 0;
+	last_holder = -1;
+	struct worker *w = calloc((size_t)row.threads, sizeof *w);
+	pid_t *co = start_corunners(row.corunners);
+	double elapsed = measure(w, row.threads, duration);
+	stop_corunners(co, row.corunners);
+	pthread_barrier_destroy(&start);
+	long ops;
+	*jain = fairness(w, row.threads, &ops);
+	for (long i = 0; i < row.threads; i++)
+		free(w[i].samples);
+	free(w);
+	ls_lock_destroy(lock);
+	lock = NULL;
+	return (double)ops / elapsed;
+}
+
+/* The first column of a sweep's row: `16`, or `16 + 16` with co-runners. */
+static void row_label(struct row row, char *out, size_t size)
+{
+	if (row.corunners)
+		snprintf(out, size, "%ld + %ld", row.threads, row.corunners);
+	else
+		snprintf(out, size, "%ld", row.threads);
+}
+
+/* A table's head: the first column, then one per lock. */
+static void table_head(const char *first, const char **names, int nlocks)
+{
+	printf("| %s |", first);
+	for (int k = 0; k < nlocks; k++)
+		printf(" %s |", names[k]);
+	printf("\n|---|");
+	for (int k = 0; k < nlocks; k++)
+		printf("---|");
+	printf("\n");
+}
+
+/* --sweep: every lock at every row, rounds interleaved, each lock's best run kept; prints the tables. */
+static void sweep(const struct config *cfg)
+{
+	struct row rows[MAX_ROWS];
+	const char *names[MAX_LOCKS];
+	int nrows = sweep_rows(cfg->sweep, rows), nlocks = sweep_locks(cfg->locks, names);
+	long rounds = cfg->rounds ? cfg->rounds : 3;
+	static double best[MAX_ROWS][MAX_LOCKS], jain[MAX_ROWS][MAX_LOCKS];
+	if (!cfg->json) {
+		printf("lockbench --sweep: counter, cs %ld (+%ld lines), ncs %ld, %.2f s per run, best of %ld interleaved "
+		       "round%s\n\nThroughput, M ops/s (x pthread in the same row):\n\n",
+		       cs_iters, cs_lines, ncs_iters, cfg->duration, rounds, rounds == 1 ? "" : "s");
+		table_head("threads (+ co-runners)", names, nlocks);
+		fflush(stdout);
+	}
+	for (int r = 0; r < nrows; r++) {
+		for (long round = 0; round < rounds; round++)
+			for (int i = 0; i < nlocks; i++) {
+				int k = (int)((i + round) % nlocks);
+				double j, t = sweep_run(names[k], rows[r], cfg->duration, &j);
+				if (t > best[r][k]) {
+					best[r][k] = t;
+					jain[r][k] = j;
+				}
+			}
+		char label[48];
+		row_label(rows[r], label, sizeof label);
+		if (!cfg->json)
+			printf("| %s |", label);
+		for (int k = 0; k < nlocks; k++) {
+			double ratio = best[r][0] > 0 ? best[r][k] / best[r][0] : 0;
+			if (cfg->json)
+				printf("{\"threads\":%ld,\"corunners\":%ld,\"lock\":\"%s\",\"throughput_ops_s\":%.1f,"
+				       "\"x_pthread\":%.3f,\"fairness_jain\":%.4f,\"rounds\":%ld,\"duration_s\":%.3f}\n",
+				       rows[r].threads, rows[r].corunners, names[k], best[r][k], ratio, jain[r][k], rounds,
+				       cfg->duration);
+			else
+				printf(" %.2f (%.2f) |", best[r][k] / 1e6, ratio);
+		}
+		if (!cfg->json)
+			printf("\n");
+		fflush(stdout);
+	}
+	if (cfg->json)
+		return;
+	printf("\nFairness (Jain) of the same runs:\n\n");
+	table_head("threads (+ co-runners)", names, nlocks);
+	for (int r = 0; r < nrows; r++) {
+		char label[48];
+		row_label(rows[r], label, sizeof label);
+		printf("| %s |", label);
+		for (int k = 0; k < nlocks; k++)
+			printf(" %.3f |", jain[r][k]);
+		printf("\n");
+	}
+}
+
 int main(int argc, char **argv)
 {
 	struct config cfg;
 	parse_args(argc, argv, &cfg);
 	choose_workload(&cfg);
+	if (cfg.sweep) {
+		sweep(&cfg);
+		return 0;
+	}
 	struct worker *w = calloc((size_t)cfg.threads, sizeof *w);
 	char made[64] = "";
 	int tmpfs = 0;
