@@ -2,9 +2,12 @@
 # `make bench`, part 2: the workloads themselves.
 #  - every MPI kernel, classes A and B, 2 ranks, 3 runs each -> build/bench/kernels.md (median time, Mop/s, and
 #    the Mop/s of the previous `make bench` on this machine beside them, kept in build/bench/kernels.json)
+#  - what every kernel moves: the PMPI profiler's bytes per rank per iteration at 2, 4, 8 and 16 ranks, class A
+#    -> build/bench/bytes.md (times mean nothing with more ranks than CPUs; bytes do)
 #  - the PMPI profiler's cost: ping-pong latency with and without it -> build/bench/pmpi.md
 #  - corebench, single- and multi-thread on this node's PUs -> build/bench/corebench.md
-# BENCH_CLASSES / BENCH_RUNS / BENCH_RANKS override the defaults (A B / 3 / 2; BENCH_RANKS may list several, "1 2").
+# BENCH_CLASSES / BENCH_RUNS / BENCH_RANKS override the defaults (A B / 3 / 2; BENCH_RANKS may list several, "1 2");
+# BENCH_BYTES_CLASS / BENCH_BYTES_RANKS those of the bytes table (A / 2 4 8 16).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=build/bin
@@ -60,6 +63,47 @@ for (k, c, n), rs in rows.items():
 date = datetime.datetime.now().astimezone().isoformat(timespec="seconds")
 json.dump({"date": date, "commit": commit, "mpi": mpi, "rows": now}, open(history, "w"), indent=1)
 open(os.path.join(out, "kernels.md"), "w").write("\n".join(lines) + "\n")
+print("\n".join(lines))
+PY
+
+bytes_class=${BENCH_BYTES_CLASS:-A}
+bytes_ranks=${BENCH_BYTES_RANKS:-2 4 8 16}
+echo "bench: bytes per rank per iteration, class $bytes_class at $bytes_ranks ranks (PMPI profiler)" >&2
+for kernel in ep cg is mg lu; do
+  for n in $bytes_ranks; do
+    printf '  %s %s ranks\r' "$kernel" "$n" >&2
+    rm -f "$tmp/profile"
+    # More ranks than CPUs: ranks yield while they wait, and only the bytes count.
+    run=$(LOCKSTEP_PMPI_OUT=$tmp/profile $bin/mpirun -n "$n" env \
+      LD_PRELOAD="$PWD/build/lib/liblockstep-pmpi.so" $bin/$kernel --class "$bytes_class" --json)
+    printf '%s\t%s\t%s\n' "$kernel" "$n" "$run" >>"$tmp/bytes.tsv"
+    sed "s/^/$kernel\t$n\t/" "$tmp/profile" >>"$tmp/profiles.tsv"
+  done
+done
+echo >&2
+python3 - "$tmp/bytes.tsv" "$tmp/profiles.tsv" "$out/bytes.md" "$bytes_class" "$mpi" <<'PY'
+import json, sys
+runs, profiles, dst, cls, mpi = sys.argv[1:]
+iterations = {}
+for line in open(runs):
+    kernel, n, text = line.rstrip("\n").split("\t", 2)
+    iterations[(kernel, int(n))] = json.loads(text)["iterations"]
+per_rank = {}
+for line in open(profiles):
+    kernel, n, text = line.rstrip("\n").split("\t", 2)
+    per_rank.setdefault((kernel, int(n)), []).append(json.loads(text)["bytes"])
+ranks = sorted({n for _, n in per_rank})
+lines = [f"# Bytes per rank per iteration (PMPI profiler: what each rank passes to MPI calls; class {cls}, {mpi})", "",
+         "| kernel | " + " | ".join(f"{n} ranks" for n in ranks) + " |", "|---|" + "---|" * len(ranks)]
+for kernel in ["ep", "cg", "is", "mg", "lu"]:
+    cells = []
+    for n in ranks:
+        b = per_rank.get((kernel, n))
+        it = iterations.get((kernel, n))
+        # A kernel without iterations (ep) counts its whole run as one.
+        cells.append(f"{sum(b) / len(b) / max(it, 1) / 1e3:.1f} kB" if b and it is not None else "—")
+    lines.append(f"| {kernel} | " + " | ".join(cells) + " |")
+open(dst, "w").write("\n".join(lines) + "\n")
 print("\n".join(lines))
 PY
 

@@ -1,15 +1,19 @@
 /*
  * CG — conjugate gradient (NAS report RNR-94-007, "CG"): inverse power iteration for the smallest eigenvalue of a
  * random sparse symmetric positive-definite matrix, each step solving A z = x with 25 unpreconditioned CG steps.
- * The matrix is the spec's: A = sum_i ratio^i v_i v_i^T + (rcond - shift) I with sparse random v_i (makea). Vector
- * rows are split in blocks over ranks; each dot product is an MPI_Allreduce.
+ * The matrix is the spec's: A = sum_i ratio^i v_i v_i^T + (rcond - shift) I with sparse random v_i (makea).
  *
- * The product streams the matrix from memory, which bounds the kernel's speed, so only A's upper triangle is kept
- * (half the bytes): entry a_ij serves as a_ji too. makea forms a_ij and a_ji as the same products in another order,
- * so they may differ in the last bit; zeta lands within 1e-14 of the official value either way. Each rank keeps
- * the upper-triangle rows of a block chosen so that ranks hold equal numbers of entries, gathers the whole direction
- * vector (MPI_Allgatherv), forms its rows' part of the product over the whole vector (a_ij p_j into row i, a_ij p_i
- * into row j), and MPI_Reduce_scatter sums the parts into each rank's rows.
+ * The data are distributed as NPB 3 distributes them (NAS-95-020), so that each rank's traffic per product falls
+ * as 1/sqrt(ranks): the ranks form a grid of nprows x npcols (both powers of two, npcols = nprows or 2 nprows). The
+ * vector index range is cut into npcols column blocks
+ * C_j, and into nprows row blocks R_i, each R_i the union of h = npcols / nprows consecutive column blocks. Rank
+ * (i, j) keeps the matrix block A[R_i, C_j] (every entry as makea generates it) and the vectors' segment C_j
+ * (the same on every rank of grid column j). A product A p: each rank multiplies its block by its p[C_j]; the
+ * ranks of a grid row sum their partial results over R_i (MPI_Allreduce on the row's communicator: n / nprows
+ * numbers); then each rank sends one column block of that sum to the rank whose next product needs it, its
+ * transpose partner ((i, j) sends C_(h i + j mod h) to (j / h, h i + j mod h); with a square grid that is (j, i)).
+ * Dot products are summed over the grid row, whose column blocks cover the vector once. Per product a rank moves
+ * n / nprows + n / npcols numbers, against 2 n for a row distribution.
  */
 #include <math.h>
 #include <mpi.h>
@@ -38,10 +42,9 @@ static const struct cg_class CLASSES[] = {
     { 'C', 150000, 15, 75, 110.0, 28.973605592845 },
 };
 
-/* This rank's rows of A's upper triangle in compressed sparse row form, columns global; each row's first entry is
- * its diagonal. */
+/* This rank's block A[R_i, C_j] in compressed sparse row form: rows from row0, columns counted from col0. */
 struct csr {
-    int row0, nrows;
+    int row0, nrows, col0, ncols;
     long *rowstart;
     int *col;
     double *val;
@@ -91,39 +94,9 @@ static int sparse_vector(uint64_t *tran, int n, int nn1, int nz, int i, double *
     return nzv;
 }
 
-/* The rows of A's upper triangle rank `rank` of `nprocs` keeps: a block holding about 1/nprocs of the triangle's
- * generated entries (counted before duplicates are summed), from the sparse vectors of makea. */
-static void upper_block(int n, int w, const int *len, const int *iv, int rank, int nprocs, int *row0, int *nrows)
-{
-    long *upper = calloc(n + 1, sizeof(long));
-    for (int i = 0; i < n; i++)
-        for (int a = 0; a < len[i]; a++)
-            for (int b = 0; b < len[i]; b++)
-                if (iv[(long)i * w + b] >= iv[(long)i * w + a])
-                    upper[iv[(long)i * w + a]]++; /* 1-based row: upper[r] counts row r - 1 */
-    for (int r = 0; r < n; r++)
-        upper[r + 1] += upper[r];
-    /* Row r starts rank k's block when fewer than k/nprocs of the entries come before it. */
-    int first = -1, end = n;
-    for (int r = 0; r < n; r++) {
-        int owner = (int)(upper[r] * nprocs / (upper[n] > 0 ? upper[n] : 1));
-        if (owner >= rank && first < 0)
-            first = r;
-        if (owner > rank) {
-            end = r;
-            break;
-        }
-    }
-    if (first < 0)
-        first = n;
-    *row0 = first;
-    *nrows = (end > first ? end : first) - first;
-    free(upper);
-}
-
-/* Builds this rank's rows of the upper triangle of the spec's matrix (makea). Every rank draws the whole random
- * stream. */
-static void make_matrix(const struct cg_class *c, int rank, int nprocs, int perturb, struct csr *m)
+/* Builds this rank's block of the spec's matrix (makea): rows [row0, row0 + nrows), columns [col0, col0 + ncols).
+ * Every rank draws the whole random stream. */
+static void make_matrix(const struct cg_class *c, int perturb, struct csr *m)
 {
     int n = c->na, w = c->nonzer + 1;
     int nn1 = 1;
@@ -135,12 +108,10 @@ static void make_matrix(const struct cg_class *c, int rank, int nprocs, int pert
     double *v = malloc((long)n * w * sizeof(double));
     for (int i = 0; i < n; i++)
         len[i] = sparse_vector(&tran, n, nn1, c->nonzer, i + 1, v + (long)i * w, iv + (long)i * w);
-    int row0, nrows;
-    upper_block(n, w, len, iv, rank, nprocs, &row0, &nrows);
+    int row0 = m->row0, nrows = m->nrows, col0 = m->col0, ncols = m->ncols;
+#define IN_BLOCK(r, col) ((r) >= row0 && (r) < row0 + nrows && (col) >= col0 && (col) < col0 + ncols)
 
-    /* Count, then fill each local row's upper entries in generation order. */
-    m->row0 = row0;
-    m->nrows = nrows;
+    /* Count, then fill each local row's entries in generation order. */
     m->rowstart = calloc(nrows + 1, sizeof(long));
     for (int i = 0; i < n; i++)
         for (int a = 0; a < len[i]; a++) {
@@ -148,7 +119,7 @@ static void make_matrix(const struct cg_class *c, int rank, int nprocs, int pert
             if (row < row0 || row >= row0 + nrows)
                 continue;
             for (int b = 0; b < len[i]; b++)
-                m->rowstart[row - row0 + 1] += iv[(long)i * w + b] - 1 >= row;
+                m->rowstart[row - row0 + 1] += IN_BLOCK(row, iv[(long)i * w + b] - 1);
         }
     for (int r = 0; r < nrows; r++)
         m->rowstart[r + 1] += m->rowstart[r];
@@ -167,15 +138,17 @@ static void make_matrix(const struct cg_class *c, int rank, int nprocs, int pert
                 continue;
             double scale = size * vi[a];
             for (int b = 0; b < len[i]; b++) {
-                if (ii[b] - 1 < row)
+                int col = ii[b] - 1;
+                if (!IN_BLOCK(row, col))
                     continue;
                 double val = vi[b] * scale;
-                if (ii[b] - 1 == row && row == i)
+                if (col == row && row == i)
                     val = val + RCOND - c->shift;
-                e[fill[row - row0]++] = (struct entry){ ii[b] - 1, seq++, val };
+                e[fill[row - row0]++] = (struct entry){ col - col0, seq++, val };
             }
         }
     }
+#undef IN_BLOCK
 
     /* Sort each row by column (stably) and sum duplicates in generation order. */
     m->col = malloc((total > 0 ? total : 1) * sizeof(int));
@@ -195,48 +168,87 @@ static void make_matrix(const struct cg_class *c, int rank, int nprocs, int pert
         }
     }
     m->rowstart[nrows] = out;
-    if (perturb && nrows > 0)
+    if (perturb && out > 0)
         m->val[0] *= 1.001;
     free(len), free(iv), free(v), free(e), free(fill);
 }
 
+/* The grid and this rank's place in it, its block, its vectors' segment C_j, and the exchange buffers. */
 struct cg {
     struct csr m;
-    int n, nl;            /* rows in all, and this rank's vector rows */
-    int *counts, *displs; /* vector rows per rank, for MPI_Allgatherv and MPI_Reduce_scatter */
-    double *x, *z, *p, *q, *r, *pfull, *yfull;
+    int n, nl;              /* rows in all, and this rank's vector segment: nl = |C_j| */
+    MPI_Comm row;           /* the ranks of this rank's grid row */
+    int row_size, self;     /* how many (npcols), and this rank in MPI_COMM_WORLD */
+    int partner;            /* the rank this rank's column block of the summed product goes to, and whose block
+                               its own next product needs: the exchange is pairwise */
+    int send_at;            /* where the block it sends starts in the summed row block R_i */
+    int send_len;           /* its length */
+    double *x, *z, *p, *q, *r, *w, *sum;
 };
+
+/* The start of column block `j` of `blocks` over n indices. */
+static int block_start(int n, int blocks, int j)
+{
+    return (int)((long)n * j / blocks);
+}
+
+/* Places rank `rank` of `nprocs` on the grid and sets up its block, segment, row communicator and partners. */
+static void grid(struct cg *s, int rank, int nprocs)
+{
+    int nprows = 1; /* nprocs is a power of two (kernel_init) */
+    while (nprows * nprows * 4 <= nprocs)
+        nprows *= 2;
+    int npcols = nprocs / nprows, h = npcols / nprows;
+    int i = rank / npcols, j = rank % npcols;
+    s->m.row0 = block_start(s->n, npcols, h * i);
+    s->m.nrows = block_start(s->n, npcols, h * (i + 1)) - s->m.row0;
+    s->m.col0 = block_start(s->n, npcols, j);
+    s->m.ncols = s->nl = block_start(s->n, npcols, j + 1) - s->m.col0;
+    MPI_Comm_split(MPI_COMM_WORLD, i, j, &s->row);
+    s->row_size = npcols;
+    s->self = rank;
+    /* This rank sends C_(h i + j mod h), a part of its summed R_i, to (j / h, h i + j mod h); its own C_j comes from
+     * the rank (a, b) of grid row a = j / h that sends C_(h a + b mod h) = C_j to (b / h, ...) = (i, j), that is
+     * b = h i + j mod h: the same rank. */
+    int cb = h * i + j % h;
+    s->partner = (j / h) * npcols + cb;
+    s->send_at = block_start(s->n, npcols, cb) - s->m.row0;
+    s->send_len = block_start(s->n, npcols, cb + 1) - block_start(s->n, npcols, cb);
+}
 
 static double dot(const struct cg *s, const double *a, const double *b)
 {
-    double local = 0.0, sum;
+    double local = 0.0, sum = 0.0;
     for (int i = 0; i < s->nl; i++)
         local += a[i] * b[i];
-    MPI_Allreduce(&local, &sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    if (s->row_size == 1)
+        return local;
+    MPI_Allreduce(&local, &sum, 1, MPI_DOUBLE, MPI_SUM, s->row);
     return sum;
 }
 
-/* out = A v for this rank's vector rows; v is local and gathered first. */
+/* out = A v on this rank's segment: the block's product, summed over the grid row, its column block exchanged
+ * with the transpose partner. */
 static void matvec(struct cg *s, const double *v, double *out)
 {
-    MPI_Allgatherv(v, s->nl, MPI_DOUBLE, s->pfull, s->counts, s->displs, MPI_DOUBLE, MPI_COMM_WORLD);
     const struct csr *m = &s->m;
-    const double *p = s->pfull;
-    double *y = s->yfull;
-    /* Rows below the block are never touched: upper entries of its rows have columns at or after its first row. */
-    memset(y + m->row0, 0, (size_t)(s->n - m->row0) * sizeof(double));
     for (int r = 0; r < m->nrows; r++) {
-        int i = m->row0 + r;
-        long j = m->rowstart[r], end = m->rowstart[r + 1];
-        double pi = p[i], sum = m->val[j] * pi; /* the diagonal */
-        for (j++; j < end; j++) {
-            int c = m->col[j];
-            sum += m->val[j] * p[c];
-            y[c] += m->val[j] * pi;
-        }
-        y[i] += sum;
+        double sum = 0.0;
+        for (long j = m->rowstart[r]; j < m->rowstart[r + 1]; j++)
+            sum += m->val[j] * v[m->col[j]];
+        s->w[r] = sum;
     }
-    MPI_Reduce_scatter(y, out, s->counts, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    /* A row of one rank sums nothing, and a rank that is its own partner (the grid's diagonal) sends nothing. */
+    const double *sum = s->w;
+    if (s->row_size > 1) {
+        MPI_Allreduce(s->w, s->sum, m->nrows, MPI_DOUBLE, MPI_SUM, s->row);
+        sum = s->sum;
+    }
+    if (s->partner == s->self)
+        memcpy(out, sum + s->send_at, (size_t)s->nl * sizeof(double));
+    else
+        MPI_Sendrecv(sum + s->send_at, s->send_len, MPI_DOUBLE, s->partner, 0, out, s->nl, MPI_DOUBLE, s->partner,
+                     0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
 }
 
 /* Approximately solves A z = x with 25 CG steps; returns ||x - A z||. */
@@ -274,21 +286,16 @@ int main(int argc, char **argv)
     const struct cg_class *c = &CLASSES[cls];
 
     struct cg s = { .n = c->na };
-    s.counts = malloc(k.nprocs * sizeof(int));
-    s.displs = malloc(k.nprocs * sizeof(int));
-    for (int r = 0; r < k.nprocs; r++) {
-        s.displs[r] = (int)((long)c->na * r / k.nprocs);
-        s.counts[r] = (int)((long)c->na * (r + 1) / k.nprocs) - s.displs[r];
-    }
-    make_matrix(c, k.rank, k.nprocs, k.args.perturb && k.rank == 0, &s.m);
-    int nl = s.nl = s.counts[k.rank];
+    grid(&s, k.rank, k.nprocs);
+    make_matrix(c, k.args.perturb && k.rank == 0, &s.m);
+    int nl = s.nl;
     s.x = malloc(nl * sizeof(double));
     s.z = malloc(nl * sizeof(double));
     s.p = malloc(nl * sizeof(double));
     s.q = malloc(nl * sizeof(double));
     s.r = malloc(nl * sizeof(double));
-    s.pfull = malloc(c->na * sizeof(double));
-    s.yfull = calloc(c->na, sizeof(double));
+    s.w = malloc((s.m.nrows > 0 ? s.m.nrows : 1) * sizeof(double));
+    s.sum = malloc((s.m.nrows > 0 ? s.m.nrows : 1) * sizeof(double));
     for (int i = 0; i < nl; i++)
         s.x[i] = 1.0;
 
