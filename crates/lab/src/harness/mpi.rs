@@ -5,10 +5,15 @@ use std::path::{Path, PathBuf};
 
 use super::paths::Paths;
 
+/// lockstep's PMPI profiler, the library a rank preloads.
+fn profiler(paths: &Paths) -> PathBuf {
+    paths.lib.join("liblockstep-pmpi.so")
+}
+
 /// The environment that preloads lockstep's PMPI profiler into a rank and has it write its profile to `out`.
 pub fn pmpi_env(paths: &Paths, out: &Path) -> Vec<(String, String)> {
     vec![
-        ("LD_PRELOAD".to_string(), paths.lib.join("liblockstep-pmpi.so").display().to_string()),
+        ("LD_PRELOAD".to_string(), profiler(paths).display().to_string()),
         ("LOCKSTEP_PMPI_OUT".to_string(), out.display().to_string()),
     ]
 }
@@ -26,8 +31,5 @@ pub fn comm_ratio(file: &Path) -> Option<f64> {
 /// What an MPI kind's runs start: its workloads' `programs` (file names in `paths.bin`), the `mpirun` wrapper
 /// and the PMPI profiler.
 pub fn programs<'a>(paths: &Paths, programs: impl Iterator<Item = &'a String>) -> Vec<PathBuf> {
-    programs
-        .map(|p| paths.bin.join(p))
-        .chain([paths.bin.join("mpirun"), paths.lib.join("liblockstep-pmpi.so")])
-        .collect()
+    programs.map(|p| paths.bin.join(p)).chain([paths.bin.join("mpirun"), profiler(paths)]).collect()
 }
