@@ -195,9 +195,7 @@ static int block_start(int n, int blocks, int j)
 /* Places rank `rank` of `nprocs` on the grid and sets up its block, segment, row communicator and partners. */
 static void grid(struct cg *s, int rank, int nprocs)
 {
-    int nprows = 1; /* nprocs is a power of two (kernel_init) */
-    while (nprows * nprows * 4 <= nprocs)
-        nprows *= 2;
+    int nprows = kernel_grid_rows(nprocs); /* nprocs is a power of two (kernel_init) */
     int npcols = nprocs / nprows, h = npcols / nprows;
     int i = rank / npcols, j = rank % npcols;
     s->m.row0 = block_start(s->n, npcols, h * i);

@@ -2,9 +2,11 @@
  * MG — multigrid (NAS report RNR-94-007, "MG"): V-cycles for the discrete Poisson problem on a periodic 3-D grid
  * with a right-hand side of +1 at the 10 largest and -1 at the 10 smallest of n^3 random numbers; the result is the
  * L2 norm of the final residual. Operators A (resid), S (psinv), P (rprj3) and Q (interp) use the spec's 27-point
- * coefficients. Each level is split into slabs of z-planes over the ranks while it has at least one plane per rank
- * (ghost planes exchanged with the ring neighbours); coarser levels are replicated on every rank, gathered once on
- * the way down.
+ * coefficients. The ranks form a py x pz grid (kernel_grid_rows: 1 x 2, 2 x 2, 2 x 4, 4 x 4), and each level is
+ * cut into blocks of whole x-rows over it, ny = n / py rows (y) by nz = n / pz planes (z) per rank, while it has at
+ * least one of each per rank; ghost rows and planes are exchanged with the four grid neighbours, so that a rank
+ * sends about 2 n^2 (1 / py + 1 / pz) numbers per exchange, where slabs of z-planes sent 2 n^2 at any rank count.
+ * Coarser levels are replicated on every rank, gathered once on the way down.
  */
 #include <math.h>
 #include <mpi.h>
@@ -33,10 +35,11 @@ static const struct mg_class CLASSES[] = {
     { 'B', 8, 20, 0.1800564401355e-05 },
 };
 
-/* One grid level: n^3 interior points; this rank holds planes z0 .. z0+nz-1 (1-based global) plus one ghost layer
- * on every side. A replicated level holds all planes (z0 = 1, nz = n). */
+/* One grid level: n^3 interior points; this rank holds rows y0 .. y0+ny-1 of planes z0 .. z0+nz-1 (1-based
+ * global), every row whole (n points in x), plus one ghost layer on every side. A replicated level holds everything
+ * (y0 = z0 = 1, ny = nz = n). */
 struct level {
-    int n, nz, z0, replicated;
+    int n, ny, nz, y0, z0, replicated;
     long m1, plane; /* points per row and per plane, ghosts included */
     double *u, *r;
 };
@@ -47,6 +50,10 @@ struct mg {
     struct level lv[MAXLEVEL + 1];
     double *v;
     double a[4], c[4];
+    /* The rank grid (py x pz, this rank at (ry, rz)) and the neighbours across y (south, north) and z (down, up). */
+    int py, pz, ry, rz, south, north, down, up;
+    /* Ghost rows on their way, packed: a send and a receive buffer of nz rows each, for the finest level. */
+    double *rows_out, *rows_in;
 };
 
 static inline double *at(const struct level *l, double *g, long i3, long i2, long i1)
@@ -54,28 +61,48 @@ static inline double *at(const struct level *l, double *g, long i3, long i2, lon
     return g + i3 * l->plane + i2 * l->m1 + i1;
 }
 
-/* Periodic ghost layers: x and y inside each plane, z from the ring neighbours (or locally when replicated). */
+/* Sends row `from` of every interior plane of g to rank `to` and receives row `into` of every plane from `from_rank`
+ * (the y exchange of comm3: the rows are strided, so they travel packed). */
+static void swap_rows(const struct mg *s, const struct level *l, double *g, long from, int to, long into,
+                      int from_rank, int tag)
+{
+    for (long i3 = 1; i3 <= l->nz; i3++)
+        memcpy(s->rows_out + (i3 - 1) * l->m1, at(l, g, i3, from, 0), l->m1 * sizeof(double));
+    MPI_Sendrecv(s->rows_out, (int)(l->nz * l->m1), MPI_DOUBLE, to, tag, s->rows_in, (int)(l->nz * l->m1),
+                 MPI_DOUBLE, from_rank, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    for (long i3 = 1; i3 <= l->nz; i3++)
+        memcpy(at(l, g, i3, into, 0), s->rows_in + (i3 - 1) * l->m1, l->m1 * sizeof(double));
+}
+
+/* Periodic ghost layers: x inside each row; then y, whole rows (x ghosts included), from the grid neighbours across
+ * y; then z, whole planes (y ghosts included), from those across z; locally where the level is replicated or the
+ * grid is one rank wide. Each step carries the previous one's ghosts, so edges and corners are filled too. */
 static void comm3(const struct mg *s, const struct level *l, double *g)
 {
-    long n = l->n;
-    for (long i3 = 1; i3 <= l->nz; i3++) {
-        for (long i2 = 1; i2 <= n; i2++) {
+    long n = l->n, ny = l->ny, nz = l->nz;
+    for (long i3 = 1; i3 <= nz; i3++)
+        for (long i2 = 1; i2 <= ny; i2++) {
             *at(l, g, i3, i2, 0) = *at(l, g, i3, i2, n);
             *at(l, g, i3, i2, n + 1) = *at(l, g, i3, i2, 1);
         }
-        memcpy(at(l, g, i3, 0, 0), at(l, g, i3, n, 0), l->m1 * sizeof(double));
-        memcpy(at(l, g, i3, n + 1, 0), at(l, g, i3, 1, 0), l->m1 * sizeof(double));
+    if (l->replicated || s->py == 1) {
+        for (long i3 = 1; i3 <= nz; i3++) {
+            memcpy(at(l, g, i3, 0, 0), at(l, g, i3, ny, 0), l->m1 * sizeof(double));
+            memcpy(at(l, g, i3, ny + 1, 0), at(l, g, i3, 1, 0), l->m1 * sizeof(double));
+        }
+    } else {
+        swap_rows(s, l, g, ny, s->north, 0, s->south, 1);
+        swap_rows(s, l, g, 1, s->south, ny + 1, s->north, 2);
     }
-    if (l->replicated) {
-        memcpy(at(l, g, 0, 0, 0), at(l, g, l->nz, 0, 0), l->plane * sizeof(double));
-        memcpy(at(l, g, l->nz + 1, 0, 0), at(l, g, 1, 0, 0), l->plane * sizeof(double));
+    if (l->replicated || s->pz == 1) {
+        memcpy(at(l, g, 0, 0, 0), at(l, g, nz, 0, 0), l->plane * sizeof(double));
+        memcpy(at(l, g, nz + 1, 0, 0), at(l, g, 1, 0, 0), l->plane * sizeof(double));
         return;
     }
-    int P = s->k->nprocs, up = (s->k->rank + 1) % P, down = (s->k->rank + P - 1) % P;
-    MPI_Sendrecv(at(l, g, l->nz, 0, 0), (int)l->plane, MPI_DOUBLE, up, 1, at(l, g, 0, 0, 0), (int)l->plane,
-                 MPI_DOUBLE, down, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-    MPI_Sendrecv(at(l, g, 1, 0, 0), (int)l->plane, MPI_DOUBLE, down, 2, at(l, g, l->nz + 1, 0, 0), (int)l->plane,
-                 MPI_DOUBLE, up, 2, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    MPI_Sendrecv(at(l, g, nz, 0, 0), (int)l->plane, MPI_DOUBLE, s->up, 3, at(l, g, 0, 0, 0), (int)l->plane,
+                 MPI_DOUBLE, s->down, 3, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    MPI_Sendrecv(at(l, g, 1, 0, 0), (int)l->plane, MPI_DOUBLE, s->down, 4, at(l, g, nz + 1, 0, 0), (int)l->plane,
+                 MPI_DOUBLE, s->up, 4, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
 }
 
 static void zero3(const struct level *l, double *g)
@@ -100,7 +127,7 @@ static void resid(const struct mg *s, const struct level *l, double *u, double *
     long n = l->n;
     double u1[l->m1], u2[l->m1];
     for (long i3 = 1; i3 <= l->nz; i3++)
-        for (long i2 = 1; i2 <= n; i2++) {
+        for (long i2 = 1; i2 <= l->ny; i2++) {
             neighbour_sums(l, u, i3, i2, u1, u2);
             for (long i1 = 1; i1 <= n; i1++)
                 *at(l, r, i3, i2, i1) = *at(l, v, i3, i2, i1) - s->a[0] * *at(l, u, i3, i2, i1) -
@@ -116,7 +143,7 @@ static void psinv(const struct mg *s, const struct level *l, double *r, double *
     long n = l->n;
     double r1[l->m1], r2[l->m1];
     for (long i3 = 1; i3 <= l->nz; i3++)
-        for (long i2 = 1; i2 <= n; i2++) {
+        for (long i2 = 1; i2 <= l->ny; i2++) {
             neighbour_sums(l, r, i3, i2, r1, r2);
             for (long i1 = 1; i1 <= n; i1++)
                 *at(l, u, i3, i2, i1) += s->c[0] * *at(l, r, i3, i2, i1) +
@@ -126,12 +153,46 @@ static void psinv(const struct mg *s, const struct level *l, double *r, double *
     comm3(s, l, u);
 }
 
-/* First and one-past-last global coarse plane a rank computes when restricting from fine level f: those whose
- * central fine plane 2j it holds. */
-static void coarse_range(const struct level *f, int z0, int *lo, int *hi)
+/* First and one-past-last global coarse index (plane or row) a rank computes when restricting from a fine level
+ * of which it holds the `count` planes or rows from `first` on: those whose central fine index 2j it holds. */
+static void coarse_range(int first, int count, int *lo, int *hi)
 {
-    *lo = (z0 + 1) / 2;
-    *hi = (z0 + f->nz - 1) / 2 + 1;
+    *lo = (first + 1) / 2;
+    *hi = (first + count - 1) / 2 + 1;
+}
+
+/* Fills the replicated coarse level c, of which every rank computed the block that coarse_range gives it from the
+ * distributed fine level f, with every rank's block. */
+static void gather_blocks(const struct mg *s, const struct level *f, const struct level *c)
+{
+    int P = s->k->nprocs, *counts = malloc(P * sizeof(int)), *displs = malloc(P * sizeof(int));
+    int (*range)[4] = malloc(P * sizeof *range);
+    double *all = malloc((size_t)c->n * c->n * c->m1 * sizeof(double));
+    if (!counts || !displs || !range || !all)
+        kernel_usage(s->k, "out of memory gathering a %d^3 grid", c->n);
+    int offset = 0;
+    for (int r = 0; r < P; r++) {
+        int ry = r % s->py, rz = r / s->py, *b = range[r];
+        coarse_range(ry * f->ny + 1, f->ny, &b[0], &b[1]);
+        coarse_range(rz * f->nz + 1, f->nz, &b[2], &b[3]);
+        counts[r] = (int)((b[1] - b[0]) * (b[3] - b[2]) * c->m1);
+        displs[r] = offset;
+        offset += counts[r];
+    }
+    /* This rank's block, packed row by row, then every block into its place. */
+    int *mine = range[s->k->rank];
+    double *out = all + displs[s->k->rank];
+    for (int j3 = mine[2]; j3 < mine[3]; j3++)
+        for (int j2 = mine[0]; j2 < mine[1]; j2++, out += c->m1)
+            memcpy(out, at(c, c->r, j3, j2, 0), c->m1 * sizeof(double));
+    MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, all, counts, displs, MPI_DOUBLE, MPI_COMM_WORLD);
+    for (int r = 0; r < P; r++) {
+        double *in = all + displs[r];
+        for (int j3 = range[r][2]; j3 < range[r][3]; j3++)
+            for (int j2 = range[r][0]; j2 < range[r][1]; j2++, in += c->m1)
+                memcpy(at(c, c->r, j3, j2, 0), in, c->m1 * sizeof(double));
+    }
+    free(counts), free(displs), free(range), free(all);
 }
 
 /* Coarse residual = P fine residual (full weighting). */
@@ -139,13 +200,15 @@ static void rprj3(const struct mg *s, const struct level *f, const struct level 
 {
     long n = c->n;
     double x1[f->m1], y1[f->m1];
-    int lo, hi;
-    coarse_range(f, f->z0, &lo, &hi);
-    for (int j3g = lo; j3g < hi; j3g++) {
+    int lo3, hi3, lo2, hi2;
+    coarse_range(f->z0, f->nz, &lo3, &hi3);
+    coarse_range(f->y0, f->ny, &lo2, &hi2);
+    for (int j3g = lo3; j3g < hi3; j3g++) {
         long i3 = 2L * j3g - 1 - f->z0 + 1; /* local index of fine plane 2*j3 - 1 */
         long j3 = j3g - c->z0 + 1;
-        for (long j2 = 1; j2 <= n; j2++) {
-            long i2 = 2 * j2 - 1;
+        for (int j2g = lo2; j2g < hi2; j2g++) {
+            long i2 = 2L * j2g - 1 - f->y0 + 1; /* local index of fine row 2*j2 - 1 */
+            long j2 = j2g - c->y0 + 1;
             for (long j1 = 1; j1 <= n + 1; j1++) {
                 long i1 = 2 * j1 - 1;
                 x1[i1] = *at(f, f->r, i3 + 1, i2, i1) + *at(f, f->r, i3 + 1, i2 + 2, i1) +
@@ -166,51 +229,36 @@ static void rprj3(const struct mg *s, const struct level *f, const struct level 
             }
         }
     }
-    if (c->replicated && !f->replicated) {
-        /* Gather the planes every rank computed into the replicated coarse grid. */
-        int P = s->k->nprocs, *counts = malloc(P * sizeof(int)), *displs = malloc(P * sizeof(int));
-        for (int r = 0; r < P; r++) {
-            int rlo, rhi;
-            coarse_range(f, r * f->nz + 1, &rlo, &rhi);
-            counts[r] = (int)((rhi - rlo) * c->plane);
-            displs[r] = (int)(rlo * c->plane);
-        }
-        MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, c->r, counts, displs, MPI_DOUBLE, MPI_COMM_WORLD);
-        free(counts), free(displs);
-    }
+    if (c->replicated && !f->replicated)
+        gather_blocks(s, f, c);
     comm3(s, c, c->r);
 }
 
-/* Fine u = fine u + Q coarse u (trilinear prolongation). */
+/* Fine u = fine u + Q coarse u (trilinear prolongation): a fine point of even global index in a dimension takes the
+ * coarse point of half that index, one of odd index the mean of the two coarse points beside it; sums in the order
+ * of the spec's interp, so that every rank count gives the same bits. */
 static void interp(const struct mg *s, const struct level *c, const struct level *f)
 {
     long mm = c->n + 2;
-    double z1[mm], z2[mm], z3[mm];
-    for (long p = 1; p <= f->nz; p++) {
-        long g = f->z0 + p - 1;          /* global fine plane */
-        long i3 = g / 2 - c->z0 + 1;      /* local coarse plane below it */
-        int odd = (int)(g & 1);
-        for (long i2 = 0; i2 < mm - 1; i2++) {
+    double z[mm];
+    for (long p3 = 1; p3 <= f->nz; p3++) {
+        long g3 = f->z0 + p3 - 1;    /* global fine plane */
+        long i3 = g3 / 2 - c->z0 + 1; /* local coarse plane at or below it */
+        for (long p2 = 1; p2 <= f->ny; p2++) {
+            long g2 = f->y0 + p2 - 1;
+            long i2 = g2 / 2 - c->y0 + 1;
+            const double *a = at(c, c->u, i3, i2, 0), *b = at(c, c->u, i3, i2 + 1, 0);
+            const double *d = at(c, c->u, i3 + 1, i2, 0), *e = at(c, c->u, i3 + 1, i2 + 1, 0);
             for (long i1 = 0; i1 < mm; i1++) {
-                z1[i1] = *at(c, c->u, i3, i2 + 1, i1) + *at(c, c->u, i3, i2, i1);
-                if (odd) {
-                    z2[i1] = *at(c, c->u, i3 + 1, i2, i1) + *at(c, c->u, i3, i2, i1);
-                    z3[i1] = *at(c, c->u, i3 + 1, i2 + 1, i1) + *at(c, c->u, i3 + 1, i2, i1) + z1[i1];
-                }
+                if (!(g3 & 1))
+                    z[i1] = g2 & 1 ? 0.5 * (b[i1] + a[i1]) : a[i1];
+                else
+                    z[i1] = g2 & 1 ? 0.25 * (e[i1] + d[i1] + (b[i1] + a[i1])) : 0.5 * (d[i1] + a[i1]);
             }
+            double *row = at(f, f->u, p3, p2, 0);
             for (long i1 = 0; i1 < mm - 1; i1++) {
-                double *e = at(f, f->u, p, 2 * i2, 2 * i1), *o = at(f, f->u, p, 2 * i2 + 1, 2 * i1);
-                if (!odd) {
-                    e[0] += *at(c, c->u, i3, i2, i1);
-                    e[1] += 0.5 * (*at(c, c->u, i3, i2, i1 + 1) + *at(c, c->u, i3, i2, i1));
-                    o[0] += 0.5 * z1[i1];
-                    o[1] += 0.25 * (z1[i1] + z1[i1 + 1]);
-                } else {
-                    e[0] += 0.5 * z2[i1];
-                    e[1] += 0.25 * (z2[i1] + z2[i1 + 1]);
-                    o[0] += 0.25 * z3[i1];
-                    o[1] += 0.125 * (z3[i1] + z3[i1 + 1]);
-                }
+                row[2 * i1] += z[i1];
+                row[2 * i1 + 1] += 0.5 * (z[i1] + z[i1 + 1]);
             }
         }
     }
@@ -272,8 +320,8 @@ static void zran3(struct mg *s, const struct level *l, double *z)
     zero3(l, z);
     for (long i3 = 1; i3 <= l->nz; i3++) {
         long g3 = l->z0 + i3 - 1;
-        for (long i2 = 1; i2 <= n; i2++) {
-            long row = n * ((i2 - 1) + n * (g3 - 1));
+        for (long i2 = 1; i2 <= l->ny; i2++) {
+            long row = n * ((l->y0 + i2 - 2) + n * (g3 - 1));
             uint64_t x = nas_mul(SEED, nas_pow(NAS_A, (uint64_t)row));
             nas_vranlc(n, &x, NAS_A, at(l, z, i3, i2, 1));
             for (long i1 = 1; i1 <= n; i1++) {
@@ -299,9 +347,9 @@ static void zran3(struct mg *s, const struct level *l, double *z)
     zero3(l, z);
     for (int i = 0; i < 2 * NEXTREME; i++) {
         long pos = i < NEXTREME ? los[NEXTREME * P - 1 - i].pos : his[i - NEXTREME].pos;
-        long g3 = pos / (n * n) + 1, i2 = pos / n % n + 1, i1 = pos % n + 1;
-        if (g3 >= l->z0 && g3 < l->z0 + l->nz)
-            *at(l, z, g3 - l->z0 + 1, i2, i1) = i < NEXTREME ? -1.0 : 1.0;
+        long g3 = pos / (n * n) + 1, g2 = pos / n % n + 1, i1 = pos % n + 1;
+        if (g3 >= l->z0 && g3 < l->z0 + l->nz && g2 >= l->y0 && g2 < l->y0 + l->ny)
+            *at(l, z, g3 - l->z0 + 1, g2 - l->y0 + 1, i1) = i < NEXTREME ? -1.0 : 1.0;
     }
     free(all), free(his), free(los);
     comm3(s, l, z);
@@ -312,7 +360,7 @@ static void norm2u3(const struct level *l, double *g, double *rnm2, double *rnmu
 {
     double sum = 0.0, max = 0.0;
     for (long i3 = 1; i3 <= l->nz; i3++)
-        for (long i2 = 1; i2 <= l->n; i2++)
+        for (long i2 = 1; i2 <= l->ny; i2++)
             for (long i1 = 1; i1 <= l->n; i1++) {
                 double v = *at(l, g, i3, i2, i1);
                 sum += v * v;
@@ -342,18 +390,32 @@ int main(int argc, char **argv)
         memcpy(s.c, (double[4]){ -3.0 / 8.0, 1.0 / 32.0, -1.0 / 64.0, 0.0 }, sizeof s.c);
     else
         memcpy(s.c, (double[4]){ -3.0 / 17.0, 1.0 / 33.0, -1.0 / 61.0, 0.0 }, sizeof s.c);
+    s.py = kernel_grid_rows(k.nprocs);
+    s.pz = k.nprocs / s.py;
+    s.ry = k.rank % s.py;
+    s.rz = k.rank / s.py;
+    s.south = s.rz * s.py + (s.ry + s.py - 1) % s.py;
+    s.north = s.rz * s.py + (s.ry + 1) % s.py;
+    s.down = (s.rz + s.pz - 1) % s.pz * s.py + s.ry;
+    s.up = (s.rz + 1) % s.pz * s.py + s.ry;
     for (int kk = 1; kk <= s.lt; kk++) {
         struct level *l = &s.lv[kk];
         l->n = 1 << kk;
-        l->replicated = l->n < k.nprocs;
-        l->nz = l->replicated ? l->n : l->n / k.nprocs;
-        l->z0 = l->replicated ? 1 : k.rank * l->nz + 1;
+        l->replicated = l->n < s.pz; /* py <= pz: a distributed level has a row and a plane per rank */
+        l->ny = l->replicated ? l->n : l->n / s.py;
+        l->nz = l->replicated ? l->n : l->n / s.pz;
+        l->y0 = l->replicated ? 1 : s.ry * l->ny + 1;
+        l->z0 = l->replicated ? 1 : s.rz * l->nz + 1;
         l->m1 = l->n + 2;
-        l->plane = l->m1 * l->m1;
+        l->plane = (l->ny + 2) * l->m1;
         l->u = grid(&k, l);
         l->r = grid(&k, l);
     }
     struct level *t = &s.lv[s.lt];
+    s.rows_out = malloc(2 * t->nz * t->m1 * sizeof(double));
+    if (!s.rows_out)
+        kernel_usage(&k, "out of memory for the ghost rows of a %d^3 grid", t->n);
+    s.rows_in = s.rows_out + t->nz * t->m1;
     s.v = grid(&k, t);
     zran3(&s, t, s.v);
     if (k.args.perturb) {

@@ -68,6 +68,14 @@ double kernel_relerr(double a, double b)
     return b == 0.0 ? fabs(a - b) : fabs((a - b) / b);
 }
 
+int kernel_grid_rows(int nprocs)
+{
+    int rows = 1;
+    while (rows * rows * 4 <= nprocs)
+        rows *= 2;
+    return rows;
+}
+
 /* JSON string literal for s: the kernels only print ASCII without quotes or backslashes. */
 static void json_str(const char *key, const char *s, int comma)
 {

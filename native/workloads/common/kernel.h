@@ -51,4 +51,10 @@ double kernel_max_time(double t);
 /** Relative difference |a - b| / |b| (|a - b| when b is 0). */
 double kernel_relerr(double a, double b);
 
+/**
+ * The rows of the squarest grid of `nprocs` ranks (a power of two) with no more rows than columns: the columns
+ * are then as many as the rows or twice as many (1 x 1, 1 x 2, 2 x 2, 2 x 4, 4 x 4).
+ */
+int kernel_grid_rows(int nprocs);
+
 #endif
