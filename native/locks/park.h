@@ -30,6 +30,11 @@
 /* A head that has not shown it runs for this long is taken for preempted: arriving threads may take the lock. */
 #define LS_PT_STALE_NS 20000L
 
+/* How long the queue's head lets running threads take the free word ahead of it (lock stealing: a thread that
+ * releases and retakes the lock keeps its cache lines hot) before it forbids that, so that no head waits much longer
+ * than this plus one hold while it runs. */
+#define LS_PT_STEAL_NS 5000L
+
 /* Spin rounds between two looks at the clock. */
 #define LS_PT_CLOCK_EVERY 64
 
@@ -41,10 +46,14 @@ static inline long ls_now_ns(void)
 	return ts.tv_sec * 1000000000L + ts.tv_nsec;
 }
 
-/* What every taker of a preemption-tolerant lock's word publishes about itself (spin.c). */
+/* What every taker of a preemption-tolerant lock's word publishes about itself (spin.c). Written only by the
+ * thread that holds the word, each field only when it changed, except `takes`. */
 struct ls_holder {
 	/* Its kernel thread id, and the CPU it ran on when it took the word. */
 	atomic_int tid, cpu;
+	/* How many times the word was taken (wrapping): a waiter that sees it move knows the lock moves, without a
+	 * look at the holder's CPU-time clock. */
+	atomic_uint takes;
 };
 
 /* A waiter's view of the lock's holder, by which it decides whether spinning still pays (spin.c): spin only while
@@ -52,20 +61,24 @@ struct ls_holder {
 struct ls_spin {
 	/* When the wait began, and when the holder was last looked at (CLOCK_MONOTONIC ns). */
 	long start, looked;
-	/* The holder's thread id and CPU time (ns; -1: unreadable) at that look. */
-	int holder;
+	/* The lock's `takes`, and the holder's CPU time (ns; -1: unreadable or not read during this hold), at that
+	 * look. */
+	unsigned takes;
 	long holder_cpu;
 };
+
+/* A lock's holder before anyone took its word. */
+void ls_holder_init(struct ls_holder *holder);
 
 /* Publishes the calling thread, which has just taken the lock word, as the lock's holder. */
 void ls_holder_publish(struct ls_holder *holder);
 
-/* Starts a wait at `now`. */
-void ls_spin_begin(struct ls_spin *s, long now);
+/* Starts a wait at `now` for the lock whose holder is `holder`. */
+void ls_spin_begin(struct ls_spin *s, long now, struct ls_holder *holder);
 
 /* Whether a waiter should go on spinning at `now`: it has spun for less than `budget` ns, it does not run on the
- * CPU the holder published, and the holder has run since the last look at its CPU time (looks at most every
- * LS_PT_LOOK_NS; a new holder counts as running). */
+ * CPU the holder published, and the holder has run since the last look (looks at most every LS_PT_LOOK_NS): the
+ * word was taken again since (no system call), or else the holder's CPU-time clock advanced. */
 int ls_spin_pays(struct ls_spin *s, long now, struct ls_holder *holder, long budget);
 
 /* A waiter's spin budget from a lock's average wait of its head (*hold_ns), within LS_PT_MIN_SPIN_NS and

@@ -12,14 +12,18 @@
  * time-published queue locks (He, Scherer and Scott, "Preemption adaptivity in time-published queue-based spin
  * locks", HiPC 2005): a thread that arrives, or a queued waiter, which then leaves the queue — its node stays in
  * place, marked LS_PT_LEFT, until the hand-over that reaches it skips it. So no thread that is not running holds up
- * the lock, and with every thread running the queue is served in the order of its hand-over rule (FIFO or CNA,
- * queue.h). The holder is out of the queue once it has the word, so release needs no queue node.
+ * the lock. A thread that arrives may also take the free word ahead of a running head, until that head has waited
+ * LS_PT_STEAL_NS (no_steal), as a lock that steals does (ShflLock, glibc's mutex): on many cores a thread that
+ * releases and soon retakes the lock then finds its cache lines still in its own cache, where a strict hand-over
+ * moves them to another core at every acquisition; the head's window bounds what stealing costs it. Within the
+ * queue, waiters are served in the order of its hand-over rule (FIFO or CNA, queue.h). The holder is out of the
+ * queue once it has the word, so release needs no queue node.
  *
  * Memory orders: the word is the lock (acquire on taking it, release on freeing it); the queue's links follow
- * qlock.c; a node's state moves by release/acquire pairs (the new head must see the previous head's last write of
- * head_seen, 0, before it writes its own; a skipping hand-over must be done with a left node before its owner
- * reuses it); head_seen is otherwise a hint (relaxed): whoever takes the word by compare-exchange holds the lock,
- * however it judged the head.
+ * qlock.c; a node's state moves by release/acquire pairs (the new head must see the previous head's last writes of
+ * head_seen and no_steal, 0, before it writes its own; a skipping hand-over must be done with a left node before
+ * its owner reuses it); head_seen and no_steal are otherwise hints (relaxed): whoever takes the word by
+ * compare-exchange holds the lock, however it judged the head.
  *
  * States. Each step below names its transition of the pair (word, state of the caller's queue node), the node
  * "-" when the caller has none (it took the word without queueing, or it has the word and is out of the queue).
@@ -27,7 +31,7 @@
  * W waiting to be head, K parked until made head, D head, L left the queue with the word, S skipped (back to the
  * pool).
  *
- *   arrive    (F,-) -take-------------------------------------------------> (H,-)   nobody queues / head not running
+ *   arrive    (F,-) -take-------------------------------------------------> (H,-)   no head, or it lets it (no_steal)
  *             (x,-) -exchange tail: a predecessor-------------------------> (x,W)   else (x,D): head at once
  *   wait      (x,W) -compare-exchange W->K (spinning stopped paying)--> (x,K)   sleeps on the node
  *             (x,W|K) -previous head's exchange ->D (and wake if K)------> (x,D)
@@ -56,8 +60,8 @@ void ls_ptlock_init(struct ls_ptlock *l)
 	atomic_init(&l->word, LS_PT_FREE);
 	atomic_init(&l->tail, NULL);
 	atomic_init(&l->head_seen, 0);
-	atomic_init(&l->holder.tid, 0);
-	atomic_init(&l->holder.cpu, -1);
+	atomic_init(&l->no_steal, 0);
+	ls_holder_init(&l->holder);
 	atomic_init(&l->hold_ns, 0);
 	l->sleeping_head = NULL;
 	l->sec.head = l->sec.tail = NULL;
@@ -86,11 +90,13 @@ static int head_runs(struct ls_ptlock *l, long now)
 	return seen && now - seen <= LS_PT_STALE_NS;
 }
 
-/* Whether a thread arriving now may take the word ahead of the queue: nobody queues, or the head is not running. */
+/* Whether a thread arriving now may take the word ahead of the queue: nobody queues, the head still lets arriving
+ * threads steal, or it is not running. */
 static int may_barge(struct ls_ptlock *l)
 {
-	/* Relaxed: a hint (see the top of the file). */
-	return !atomic_load_explicit(&l->tail, memory_order_relaxed) || !head_runs(l, ls_now_ns());
+	/* Relaxed: hints (see the top of the file). */
+	return !atomic_load_explicit(&l->tail, memory_order_relaxed) ||
+	       !atomic_load_explicit(&l->no_steal, memory_order_relaxed) || !head_runs(l, ls_now_ns());
 }
 
 /* Waits until `n` heads the queue: spins while spinning pays (spin.c), then parks until the previous head wakes it.
@@ -101,7 +107,7 @@ static enum turn wait_turn(struct ls_ptlock *l, struct ls_qnode *n)
 	struct ls_spin spin;
 	long budget = ls_spin_budget(&l->hold_ns);
 	unsigned rounds = 0;
-	ls_spin_begin(&spin, ls_now_ns());
+	ls_spin_begin(&spin, ls_now_ns(), &l->holder);
 	/* Acquire: pairs with the release exchange in pass_head. */
 	while (atomic_load_explicit(&n->state, memory_order_acquire) == LS_PT_WAITING) {
 		ls_pause();
@@ -134,9 +140,9 @@ static enum turn wait_turn(struct ls_ptlock *l, struct ls_qnode *n)
 	return HEAD;
 }
 
-/* The head's wait for the word: spins showing a fresh head_seen while spinning pays (spin.c), then parks on the
- * word; the time it waited goes into the lock's average. (F,D) -> (H,D) by take, or (x,D) -> (P,D) by the exchange
- * below once parked. */
+/* The head's wait for the word: spins showing a fresh head_seen while spinning pays (spin.c), forbidding stealing
+ * once it has spun for LS_PT_STEAL_NS, then parks on the word; the time it waited goes into the lock's average.
+ * (F,D) -> (H,D) by take, or (x,D) -> (P,D) by the exchange below once parked. */
 static void take_as_head(struct ls_ptlock *l)
 {
 	long start = ls_now_ns();
@@ -144,7 +150,7 @@ static void take_as_head(struct ls_ptlock *l)
 	long budget = ls_spin_budget(&l->hold_ns);
 	unsigned rounds = 0;
 	atomic_store_explicit(&l->head_seen, start, memory_order_relaxed);
-	ls_spin_begin(&spin, start);
+	ls_spin_begin(&spin, start, &l->holder);
 	while (!take(l)) {
 		ls_pause();
 		if (++rounds % LS_PT_CLOCK_EVERY)
@@ -152,10 +158,13 @@ static void take_as_head(struct ls_ptlock *l)
 		long now = ls_now_ns();
 		if (ls_spin_pays(&spin, now, &l->holder, budget)) {
 			atomic_store_explicit(&l->head_seen, now, memory_order_relaxed);
+			if (now - start >= LS_PT_STEAL_NS && !atomic_load_explicit(&l->no_steal, memory_order_relaxed))
+				atomic_store_explicit(&l->no_steal, 1, memory_order_relaxed);
 			continue;
 		}
 		/* Parked: arriving threads may take the word meanwhile. */
 		atomic_store_explicit(&l->head_seen, 0, memory_order_relaxed);
+		atomic_store_explicit(&l->no_steal, 0, memory_order_relaxed);
 		/* (H|P,D) -> (P,D) asleep until released; (F,D) -> (P,D) holding. Acquire: when the word was free we
 		 * now hold the lock (as in take). Marking it LS_PT_HELD_PARKED makes
 		 * its holder's release wake us. */
@@ -165,6 +174,7 @@ static void take_as_head(struct ls_ptlock *l)
 		break;
 	}
 	atomic_store_explicit(&l->head_seen, 0, memory_order_relaxed);
+	atomic_store_explicit(&l->no_steal, 0, memory_order_relaxed);
 	ls_hold_note(&l->hold_ns, ls_now_ns() - start);
 }
 

@@ -129,7 +129,7 @@ enum {
 struct ls_ptlock {
 	/* Written by whoever holds or takes the lock, on one cache line. */
 	/* LS_PT_FREE, LS_PT_HELD or LS_PT_HELD_PARKED: the lock itself, taken by whoever runs (the queue's head, or a
-	 * thread arriving when nobody queues or the head is not running, or a waiter when the head is not running). */
+	 * thread arriving when the head lets it, or a waiter when the head is not running). */
 	atomic_int word;
 	/* The last thread that took the word (park.h: waiters spin only while it runs). */
 	struct ls_holder holder;
@@ -143,6 +143,9 @@ struct ls_ptlock {
 	/* CLOCK_MONOTONIC ns at which the head last showed it was running (spinning on the word); 0: no running
 	 * head (none, parked, or not yet started spinning). */
 	alignas(64) atomic_long head_seen;
+	/* 1 once the head has waited LS_PT_STEAL_NS for the word: arriving threads then queue behind it while it shows
+	 * it runs; 0 again when it takes the word or parks. */
+	atomic_int no_steal;
 	/* The head's average wait for the word in ns (park.h: how long waiters spin at most). */
 	atomic_long hold_ns;
 };

@@ -65,8 +65,7 @@ static void init(void *state)
 {
 	struct shfl *l = state;
 	atomic_init(&l->word, 0);
-	atomic_init(&l->holder.tid, 0);
-	atomic_init(&l->holder.cpu, -1);
+	ls_holder_init(&l->holder);
 	l->sleeping_head = NULL;
 	atomic_init(&l->tail, NULL);
 	atomic_init(&l->head_seen, 0);
@@ -148,7 +147,7 @@ static void wait_turn(struct shfl *l, struct ls_qnode *n)
 	struct ls_spin spin;
 	long budget = ls_spin_budget(&l->hold_ns);
 	unsigned rounds = 0;
-	ls_spin_begin(&spin, ls_now_ns());
+	ls_spin_begin(&spin, ls_now_ns(), &l->holder);
 	/* Acquire: pairs with the hand-over's exchange. */
 	while (atomic_load_explicit(&n->state, memory_order_acquire) != LS_PT_HEAD) {
 		ls_pause();
@@ -165,13 +164,13 @@ static void wait_turn(struct shfl *l, struct ls_qnode *n)
 							    memory_order_acquire)) {
 			while (atomic_load_explicit(&n->state, memory_order_acquire) == LS_PT_PARKED)
 				ls_park(&n->state, LS_PT_PARKED);
-			ls_spin_begin(&spin, ls_now_ns());
+			ls_spin_begin(&spin, ls_now_ns(), &l->holder);
 		}
 	}
 }
 
 /* The head's wait for the word: spins showing a fresh head_seen while spinning pays, shuffling when it holds the
- * role, forbidding stealing once it has spun for LS_PT_MIN_SPIN_NS; otherwise parks on the word. */
+ * role, forbidding stealing once it has spun for LS_PT_STEAL_NS; otherwise parks on the word. */
 static void take_as_head(struct shfl *l, struct ls_qnode *n)
 {
 	long start = ls_now_ns(), spun_since = start;
@@ -179,7 +178,7 @@ static void take_as_head(struct shfl *l, struct ls_qnode *n)
 	long budget = ls_spin_budget(&l->hold_ns);
 	unsigned rounds = 0;
 	atomic_store_explicit(&l->head_seen, start, memory_order_relaxed);
-	ls_spin_begin(&spin, start);
+	ls_spin_begin(&spin, start, &l->holder);
 	for (;;) {
 		/* Relaxed: look before the compare-exchange. */
 		int w = atomic_load_explicit(&l->word, memory_order_relaxed);
@@ -195,7 +194,7 @@ static void take_as_head(struct shfl *l, struct ls_qnode *n)
 		long now = ls_now_ns();
 		if (ls_spin_pays(&spin, now, &l->holder, budget)) {
 			atomic_store_explicit(&l->head_seen, now, memory_order_relaxed);
-			if (!(w & NO_STEAL) && now - spun_since >= LS_PT_MIN_SPIN_NS)
+			if (!(w & NO_STEAL) && now - spun_since >= LS_PT_STEAL_NS)
 				atomic_fetch_or_explicit(&l->word, NO_STEAL, memory_order_relaxed);
 			continue;
 		}
@@ -210,7 +209,7 @@ static void take_as_head(struct shfl *l, struct ls_qnode *n)
 		}
 		now = ls_now_ns();
 		spun_since = now;
-		ls_spin_begin(&spin, now);
+		ls_spin_begin(&spin, now, &l->holder);
 		atomic_store_explicit(&l->head_seen, now, memory_order_relaxed);
 	}
 	atomic_store_explicit(&l->head_seen, 0, memory_order_relaxed);

@@ -1,14 +1,16 @@
 /*
  * Waiting that adapts (park.h): a waiter of a preemption-tolerant lock spins only while the lock's holder runs, and
  * no longer than the lock's recent waits suggest; otherwise it parks at once, as the kernel's own mutex spins only
- * while the owner is on a CPU. Every taker of the lock word publishes its thread id and the CPU it runs on (two
- * stores to the word's cache line on the uncontended path). A waiter knows that the holder does not run
+ * while the owner is on a CPU. Every taker of the lock word publishes its thread id and the CPU it runs on (stored
+ * only when they changed: a thread that retakes the lock on the same CPU writes neither) and counts the take. A
+ * waiter knows that the holder does not run
  *   - at once, when the waiter itself runs on the holder's CPU (the holder was preempted by it, or yielded, slept
  *     or blocked there): one read of the waiter's CPU (rseq or vDSO) per look;
  *   - otherwise from the holder's CPU-time clock, which advances between two looks LS_PT_LOOK_NS apart while the
- *     holder runs and not while it is preempted, yielded, sleeping, blocked in I/O or faulting in a page (one
- *     system call per LS_PT_LOOK_NS of spinning; the first a LS_PT_LOOK_NS into the wait, as the call takes the
- *     holder's run-queue lock, and a wait that short is the common case).
+ *     holder runs and not while it is preempted, yielded, sleeping, blocked in I/O or faulting in a page. Reading
+ *     another thread's clock is a system call that takes the holder's run-queue lock, so a waiter reads it only
+ *     when it must: not while the lock moves (the take count changed since the last look: whoever took it ran),
+ *     so only once one hold has lasted a look or more, and then at most once per LS_PT_LOOK_NS.
  * A holder that migrated after it published its CPU may be taken for one that does not run: the waiter parks
  * early, which costs time, never correctness. docs/locks.md has the rule's measurements.
  */
@@ -42,31 +44,49 @@ static long cpu_ns(int tid)
 	return ts.tv_sec * 1000000000L + ts.tv_nsec;
 }
 
-/* Looks at the holder named by *holder at `now`: 1 when it ran since the last look (or is a new holder). */
+/* Looks at the lock's holder at `now`: 1 when it ran since the last look (the word was taken again, or the holder's
+ * CPU-time clock advanced; the first read of a hold's clock counts as running). */
 static int look(struct ls_spin *s, long now, struct ls_holder *holder)
 {
-	/* Relaxed: a hint; whoever takes the word by compare-exchange holds the lock, however it judged. */
-	int tid = atomic_load_explicit(&holder->tid, memory_order_relaxed);
-	long cpu = cpu_ns(tid);
-	int ran = tid != s->holder || cpu != s->holder_cpu;
-	s->holder = tid;
-	s->holder_cpu = cpu;
+	/* Relaxed: hints; whoever takes the word by compare-exchange holds the lock, however it judged. */
+	unsigned takes = atomic_load_explicit(&holder->takes, memory_order_relaxed);
 	s->looked = now;
+	if (takes != s->takes) {
+		s->takes = takes;
+		s->holder_cpu = -1;
+		return 1;
+	}
+	long cpu = cpu_ns(atomic_load_explicit(&holder->tid, memory_order_relaxed));
+	int ran = s->holder_cpu == -1 || cpu != s->holder_cpu;
+	s->holder_cpu = cpu;
 	return ran;
+}
+
+void ls_holder_init(struct ls_holder *holder)
+{
+	atomic_init(&holder->tid, 0);
+	atomic_init(&holder->cpu, -1);
+	atomic_init(&holder->takes, 0);
 }
 
 void ls_holder_publish(struct ls_holder *holder)
 {
-	/* Relaxed: a hint (see look). */
-	atomic_store_explicit(&holder->tid, self_tid(), memory_order_relaxed);
-	atomic_store_explicit(&holder->cpu, sched_getcpu(), memory_order_relaxed);
+	/* Relaxed: hints (see look); only the holder writes these, so its own loads are exact. */
+	int tid = self_tid(), cpu = sched_getcpu();
+	if (atomic_load_explicit(&holder->tid, memory_order_relaxed) != tid)
+		atomic_store_explicit(&holder->tid, tid, memory_order_relaxed);
+	if (atomic_load_explicit(&holder->cpu, memory_order_relaxed) != cpu)
+		atomic_store_explicit(&holder->cpu, cpu, memory_order_relaxed);
+	unsigned takes = atomic_load_explicit(&holder->takes, memory_order_relaxed);
+	atomic_store_explicit(&holder->takes, takes + 1, memory_order_relaxed);
 }
 
-void ls_spin_begin(struct ls_spin *s, long now)
+void ls_spin_begin(struct ls_spin *s, long now, struct ls_holder *holder)
 {
 	s->start = now;
 	s->looked = now;
-	s->holder = 0;
+	/* Relaxed: a hint (see look). */
+	s->takes = atomic_load_explicit(&holder->takes, memory_order_relaxed);
 	s->holder_cpu = -1;
 }
 
