@@ -194,9 +194,7 @@ async fn accepted<T>(result: std::io::Result<T>, door: &str) -> Option<T> {
                 matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM));
             if exhausted {
                 if !SAID.swap(true, std::sync::atomic::Ordering::Relaxed) {
-                    crate::log::warning!(
-                        "lockstep agent: {door}: cannot accept a connection ({e}); retrying every 100 ms"
-                    );
+                    crate::log::warning!("{door}: cannot accept a connection ({e}); retrying every 100 ms");
                 }
                 tokio::time::sleep(ACCEPT_BACKOFF).await;
             }

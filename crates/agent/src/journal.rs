@@ -36,7 +36,7 @@ impl Journal {
     pub fn heartbeat(&mut self) {
         if !self.watchdog.alive() {
             if let Err(e) = self.respawn() {
-                crate::log::warning!("lockstep agent: the watchdog died and cannot be started again: {e:#}");
+                crate::log::warning!("the watchdog died and cannot be started again: {e:#}");
                 return;
             }
         }
@@ -50,7 +50,7 @@ impl Journal {
         for (target, value) in &self.live {
             watchdog.track(target, value)?;
         }
-        crate::log::warning!("lockstep agent: the watchdog died; started a new one (PID {})", watchdog.pid());
+        crate::log::warning!("the watchdog died; started a new one (PID {})", watchdog.pid());
         self.watchdog = watchdog;
         Ok(())
     }

@@ -1,6 +1,7 @@
-//! The agent's and the watchdog's log: one line per event on stderr. Under systemd (stderr is the journal's
-//! stream, as `JOURNAL_STREAM` says) each line starts with its syslog priority, `<4>` or `<6>`, and the journal
-//! stamps it; anywhere else each starts with the UTC time, `2026-11-27T21:50:01.123Z`.
+//! The agent's and the watchdog's log: one line per event on stderr, after the name of the process that writes it
+//! (`lockstep agent: `, `lockstep watchdog: `). Under systemd (stderr is the journal's stream, as `JOURNAL_STREAM`
+//! says) each line starts with its syslog priority, `<4>` or `<6>`, and the journal stamps it; anywhere else each
+//! starts with the UTC time, `2026-11-27T21:50:01.123Z`.
 
 use std::io::Write;
 use std::os::fd::AsRawFd;
@@ -16,11 +17,20 @@ pub enum Level {
     Info = 6,
 }
 
+/// The name every line of this process starts with: the agent's unless [`speaker`] named another.
+static SPEAKER: OnceLock<&'static str> = OnceLock::new();
+
+/// Names the process whose lines follow (the watchdog names itself once, at its start).
+pub fn speaker(name: &'static str) {
+    let _ = SPEAKER.set(name);
+}
+
 /// Writes one line at `level`.
 pub fn line(level: Level, text: std::fmt::Arguments) {
     let prefix = if to_journal() { format!("<{}>", level as u8) } else { format!("{} ", utc(SystemTime::now())) };
+    let speaker = SPEAKER.get().copied().unwrap_or("lockstep agent");
     // One write per line, so that lines of different threads never interleave.
-    let line = format!("{prefix}{text}\n");
+    let line = format!("{prefix}{speaker}: {text}\n");
     let _ = std::io::stderr().lock().write_all(line.as_bytes());
 }
 

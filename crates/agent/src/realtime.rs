@@ -12,9 +12,7 @@ const PRIORITY: i32 = 10;
 /// Moves the calling thread to `SCHED_FIFO` at [`PRIORITY`]; says so, naming `role`, when it cannot.
 pub fn thread(role: &str) {
     if let Err(e) = try_thread() {
-        crate::log::warning!(
-            "lockstep agent: cannot use SCHED_FIFO for {role} ({e}); slot switches may lag under load"
-        );
+        crate::log::warning!("cannot use SCHED_FIFO for {role} ({e}); slot switches may lag under load");
     }
 }
 

@@ -96,9 +96,7 @@ fn hold_tracepoints(groups: &[Vec<EventSpec>]) -> Option<Counters> {
     match held.attach(0, Target::Thread { tid, inherit: false }) {
         Ok(()) => Some(held),
         Err(e) => {
-            crate::log::warning!(
-                "lockstep agent: cannot hold tracepoints registered ({e:#}); attaching jobs will be slower"
-            );
+            crate::log::warning!("cannot hold tracepoints registered ({e:#}); attaching jobs will be slower");
             None
         }
     }
@@ -146,7 +144,7 @@ impl Telemetry {
             let need = perf_dirs.len() * pus.iter().count();
             if need > free {
                 crate::log::warning!(
-                    "lockstep agent: job {name} is not counted: its cgroups need {need} counter targets, {free} of the \
+                    "job {name} is not counted: its cgroups need {need} counter targets, {free} of the \
                      agent's {} are free (half its open-file limit)",
                     self.budget
                 );
@@ -171,7 +169,7 @@ impl Telemetry {
                 }
                 self.jobs.insert(name.to_string(), job);
             }
-            Err(e) => crate::log::warning!("lockstep agent: job {name} is not counted: {e:#}"),
+            Err(e) => crate::log::warning!("job {name} is not counted: {e:#}"),
         }
     }
 
@@ -189,10 +187,7 @@ impl Telemetry {
                 .map(|(e, _)| e.name.as_str())
                 .collect();
             if !missing.is_empty() {
-                crate::log::warning!(
-                    "lockstep agent: not supported on this machine, not counted: {}",
-                    missing.join(",")
-                );
+                crate::log::warning!("not supported on this machine, not counted: {}", missing.join(","));
             }
             self.unsupported_said = true;
         }
@@ -220,7 +215,7 @@ impl Telemetry {
         let readings = match job.counters.read() {
             Ok(r) => r,
             Err(e) => {
-                crate::log::warning!("lockstep agent: cannot read the counters of job {name}: {e}");
+                crate::log::warning!("cannot read the counters of job {name}: {e}");
                 return None;
             }
         };
@@ -315,7 +310,7 @@ fn target_budget(events: usize) -> usize {
 /// Says that job `name` has threads left uncounted, the agent's counters holding all of `budget`.
 fn say_short(name: &str, budget: usize) {
     crate::log::warning!(
-        "lockstep agent: job {name} is counted in part: some of its threads are not, the agent's counters holding \
+        "job {name} is counted in part: some of its threads are not, the agent's counters holding \
          all {budget} targets their descriptors allow (half its open-file limit)"
     );
 }

@@ -48,7 +48,7 @@ fn clock_skew_file() -> Option<PathBuf> {
     match lockstep_core::trust::check_path(&file, "LOCKSTEP_CLOCK_SKEW_FILE") {
         Ok(()) => Some(file),
         Err(e) => {
-            crate::log::warning!("lockstep agent: {e}");
+            crate::log::warning!("{e}");
             None
         }
     }
@@ -77,7 +77,7 @@ fn raise_open_files() {
         }
     };
     if !raised {
-        crate::log::warning!("lockstep agent: cannot raise the open-file limit: {}", std::io::Error::last_os_error());
+        crate::log::warning!("cannot raise the open-file limit: {}", std::io::Error::last_os_error());
     }
 }
 
@@ -90,10 +90,10 @@ fn serve_metrics(
     store: &Path,
 ) -> anyhow::Result<()> {
     let bound = doors.tcp(listener, doors::METRICS, http::handler(telemetry.clone(), store.to_path_buf()))?;
-    crate::log::info!("lockstep agent: metrics on http://{bound}/metrics");
+    crate::log::info!("metrics on http://{bound}/metrics");
     if !bound.ip().is_loopback() {
         crate::log::warning!(
-            "lockstep agent: {bound} is reachable from the network: every job's name and counts are readable \
+            "{bound} is reachable from the network: every job's name and counts are readable \
              there (bind 127.0.0.1 and scrape through a proxy, or firewall the port)"
         );
     }
@@ -126,7 +126,7 @@ pub fn run(config: Config) -> anyhow::Result<i32> {
     let sampling = sampler::spawn(telemetry.clone(), config.store.clone())?;
     let repaired = journal::repair(&store)?;
     if repaired > 0 {
-        crate::log::info!("lockstep agent: restored {repaired} cgroup file(s) left changed by a previous agent");
+        crate::log::info!("restored {repaired} cgroup file(s) left changed by a previous agent");
     }
 
     let (version, roots) = (backend.version(), backend.roots());
@@ -156,7 +156,7 @@ pub fn run(config: Config) -> anyhow::Result<i32> {
     let doors = doors::Doors::new(move || {
         if let Err(e) = realtime::try_thread() {
             said.call_once(|| {
-                crate::log::warning!("lockstep agent: cannot use SCHED_FIFO for the control socket ({e})");
+                crate::log::warning!("cannot use SCHED_FIFO for the control socket ({e})");
             });
         }
     })?;
@@ -166,7 +166,7 @@ pub fn run(config: Config) -> anyhow::Result<i32> {
         serve_metrics(&doors, metrics, &telemetry, &config.store)?;
     }
     crate::log::info!(
-        "lockstep agent: node {} serving {} (store {}, policy {}, slot {})",
+        "node {} serving {} (store {}, policy {}, slot {})",
         config.node,
         config.socket.display(),
         config.store.display(),
@@ -179,6 +179,6 @@ pub fn run(config: Config) -> anyhow::Result<i32> {
     drop(daemon);
     sampler::stop(&telemetry, sampling);
     drop(socket);
-    crate::log::info!("lockstep agent: stopped; every job restored");
+    crate::log::info!("stopped; every job restored");
     Ok(0)
 }

@@ -95,6 +95,7 @@ impl Drop for Watchdog {
 /// The watchdog process (`lockstepd --watchdog STORE`): collects entries from standard input, restores them when
 /// the agent goes silent or goes away. Returns the exit status.
 pub fn watch(store: &Path) -> i32 {
+    crate::log::speaker("lockstep watchdog");
     // Signals aimed at the agent's process group (Ctrl-C, a service manager's SIGTERM) must not kill the
     // watchdog before the agent has restored: only the pipe decides.
     for sig in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP, Signal::SIGQUIT, Signal::SIGPIPE] {
@@ -127,7 +128,7 @@ pub fn watch(store: &Path) -> i32 {
                 if apply(&line, &mut tracked) {
                     last_beat = Instant::now();
                     if silent {
-                        crate::log::info!("lockstep watchdog: the agent beats again");
+                        crate::log::info!("the agent beats again");
                         silent = false;
                     }
                 }
@@ -139,7 +140,7 @@ pub fn watch(store: &Path) -> i32 {
         if !silent && last_beat.elapsed() >= BEAT_TIMEOUT {
             let (restored, failed) = restore(&tracked);
             crate::log::warning!(
-                "lockstep watchdog: no beat from the agent for {BEAT_TIMEOUT:?}; restored {} target(s), {failed} \
+                "no beat from the agent for {BEAT_TIMEOUT:?}; restored {} target(s), {failed} \
                  failed",
                 restored.len()
             );
@@ -157,7 +158,7 @@ pub fn watch(store: &Path) -> i32 {
             let _ = s.journal_remove(file);
         }
     }
-    crate::log::info!("lockstep watchdog: agent gone; restored {} cgroup file(s) and thread(s)", restored.len());
+    crate::log::info!("agent gone; restored {} cgroup file(s) and thread(s)", restored.len());
     i32::from(failed > 0)
 }
 
@@ -213,7 +214,7 @@ fn restore(tracked: &BTreeMap<String, String>) -> (Vec<&String>, usize) {
     for (target, file, value) in entries {
         match target.put_back(value) {
             Err(e) => {
-                crate::log::warning!("lockstep watchdog: cannot restore {file} to {value}: {e}");
+                crate::log::warning!("cannot restore {file} to {value}: {e}");
                 failed += 1;
             }
             Ok(()) => restored.push(file),

@@ -26,7 +26,7 @@ impl Daemon {
             self.slot = slot;
         }
         crate::log::info!(
-            "lockstep agent: policy {} slot {} -> policy {} slot {}",
+            "policy {} slot {} -> policy {} slot {}",
             was.0,
             lockstep_core::duration::format(was.1),
             self.policy,
@@ -67,7 +67,7 @@ impl Daemon {
         }
         self.count(&job);
         crate::log::info!(
-            "lockstep agent: job {name} taken on ({}, {} cgroup(s), PUs {}, owner uid {})",
+            "job {name} taken on ({}, {} cgroup(s), PUs {}, owner uid {})",
             job.origin.kind(),
             job.groups.len(),
             job.pus,
@@ -87,7 +87,7 @@ impl Daemon {
         self.dcs_leave(&mut job);
         self.uncount(name);
         job.release(&mut self.journal, &self.store)?;
-        crate::log::info!("lockstep agent: job {name} released; its cgroups are as they were before");
+        crate::log::info!("job {name} released; its cgroups are as they were before");
         self.flush();
         self.store.managed_remove(name)?;
         self.replan = true;
@@ -131,7 +131,7 @@ impl Daemon {
         for job in &mut self.jobs {
             if let Err(e) = job.apply(cosched::Desired::default(), &mut self.journal, &self.store) {
                 if !matches!(e, ChangeError::Gone(_)) {
-                    crate::log::warning!("lockstep agent: cannot restore job {}: {e:#}", job.name);
+                    crate::log::warning!("cannot restore job {}: {e:#}", job.name);
                 }
             }
         }

@@ -44,7 +44,7 @@ impl Daemon {
                 // The wall clock stepped back by more than a slot: start again from the slot it says it is, rather
                 // than wait (perhaps an hour) for the boundary the old time was heading to.
                 if now.saturating_add(slot_ns(self.slot)) < next {
-                    crate::log::info!("lockstep agent: the wall clock stepped back; slots follow it");
+                    crate::log::info!("the wall clock stepped back; slots follow it");
                     k = slot::index(now, self.slot);
                     self.tick(k, true);
                     break;

@@ -33,7 +33,7 @@ impl Daemon {
                 for dirs in f.groups {
                     if !job.groups.iter().any(|g| g.dirs == dirs) {
                         if let Err(e) = job.add_group(dirs, &mut self.journal, &self.store) {
-                            crate::log::info!("lockstep agent: job {name}: {e:#}");
+                            crate::log::info!("job {name}: {e:#}");
                         }
                         changed = true;
                     }
@@ -56,7 +56,7 @@ impl Daemon {
             let weight_dir = match self.weight_dir(&f) {
                 Ok(dir) => dir,
                 Err(e) => {
-                    crate::log::warning!("lockstep agent: Slurm job {}: no CPU weight to boost ({e})", f.id);
+                    crate::log::warning!("Slurm job {}: no CPU weight to boost ({e})", f.id);
                     None
                 }
             };
@@ -72,7 +72,7 @@ impl Daemon {
                     self.jobs.push(job);
                     changed = true;
                 }
-                Err(e) => crate::log::warning!("lockstep agent: cannot take on Slurm job {}: {e:#}", f.id),
+                Err(e) => crate::log::warning!("cannot take on Slurm job {}: {e:#}", f.id),
             }
         }
         if changed {
@@ -126,7 +126,7 @@ impl Daemon {
     pub(super) fn slurm_prolog(&mut self, job: SlurmJob, place: Option<Schedule>) -> anyhow::Result<()> {
         self.store.slurm_put(&job)?;
         crate::log::info!(
-            "lockstep agent: Slurm job {} registered by its prolog (uid {}, row {})",
+            "Slurm job {} registered by its prolog (uid {}, row {})",
             job.id,
             job.uid,
             job.row.map_or_else(|| "from the name".to_string(), |r| r.to_string())
@@ -167,7 +167,7 @@ impl Daemon {
     /// while Slurm removes its cgroups.
     pub(super) fn slurm_epilog(&mut self, id: SlurmJobId) -> anyhow::Result<()> {
         self.store.slurm_remove(id)?;
-        crate::log::info!("lockstep agent: Slurm job {id} ended (its epilog)");
+        crate::log::info!("Slurm job {id} ended (its epilog)");
         self.slurm.remove(&id);
         self.places.remove(&id);
         self.slurm_done.insert(id);

@@ -54,7 +54,7 @@ impl Daemon {
             let (jobs, epoch) = (&self.jobs, self.epoch);
             for c in auto.observe(k, self.slot, &views, |i| progress::sample(&jobs[i].count_dirs(), epoch)) {
                 if !c.trying {
-                    crate::log::info!("lockstep agent: auto: {} -> {}: {}", c.jobs.join(" "), c.policy, c.why);
+                    crate::log::info!("auto: {} -> {}: {}", c.jobs.join(" "), c.policy, c.why);
                 }
                 self.choices.push((lockstep_store::now(), c));
             }
@@ -128,8 +128,8 @@ impl Daemon {
         self.dcs_leave(&mut job);
         self.uncount(&job.name);
         match job.release(&mut self.journal, &self.store) {
-            Ok(()) => crate::log::info!("lockstep agent: job {} ended", job.name),
-            Err(e) => crate::log::warning!("lockstep agent: job {} ended; cannot clean up after it: {e:#}", job.name),
+            Ok(()) => crate::log::info!("job {} ended", job.name),
+            Err(e) => crate::log::warning!("job {} ended; cannot clean up after it: {e:#}", job.name),
         }
         let _ = self.store.managed_remove(&job.name);
         let d = self.decision(Some(&job.name), Action::Gone, Duration::ZERO);
@@ -183,7 +183,7 @@ impl Daemon {
     pub(super) fn heartbeat(&mut self) {
         if self.last_beat.elapsed() >= watchdog::BEAT_TIMEOUT {
             crate::log::warning!(
-                "lockstep agent: did not run for {:.1} s; the watchdog restored every job, planning again",
+                "did not run for {:.1} s; the watchdog restored every job, planning again",
                 self.last_beat.elapsed().as_secs_f64()
             );
             for job in &mut self.jobs {

@@ -67,7 +67,7 @@ pub fn lower(changed: &Changed) {
     for (thread, before, raised) in changed {
         if let Err(e) = sched::change(thread, Some(raised), before) {
             if e.raw_os_error() != Some(libc::ESRCH) {
-                crate::log::warning!("lockstep agent: cannot lower thread {}: {e}", thread.pid);
+                crate::log::warning!("cannot lower thread {}: {e}", thread.pid);
             }
         }
     }

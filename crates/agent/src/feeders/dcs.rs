@@ -34,7 +34,7 @@ fn serve(mailbox: &Mailbox, engine: u64, probe: &Probe) {
     let events = match probe.events(sink.clone()) {
         Ok(rb) => rb,
         Err(e) => {
-            crate::log::warning!("lockstep agent: dcs cannot read its probe's events: {e:#}");
+            crate::log::warning!("dcs cannot read its probe's events: {e:#}");
             return;
         }
     };
@@ -76,13 +76,13 @@ fn scan(mailbox: &Mailbox, engine: u64, mut tables: Tables) {
         }
         match tables.set_ports(&ports).map_err(|e| format!("{e:#}")) {
             Err(e) if said.as_ref() != Some(&e) => {
-                crate::log::warning!("lockstep agent: dcs port table: {e}");
+                crate::log::warning!("dcs port table: {e}");
                 said = Some(e);
             }
             Err(_) => {}
             Ok(()) => {
                 if said.take().is_some() {
-                    crate::log::info!("lockstep agent: dcs port table: every socket watched again");
+                    crate::log::info!("dcs port table: every socket watched again");
                 }
             }
         }
