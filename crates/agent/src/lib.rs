@@ -7,6 +7,7 @@
 //! answer; [`setup`](crate::setup) starts them all and restores every job at the end.
 
 mod adopt;
+mod bpf;
 mod command;
 mod daemon;
 mod dcs;
@@ -27,6 +28,7 @@ mod sched;
 mod server;
 mod setup;
 mod slurm;
+mod together;
 mod watchdog;
 
 pub use dcs::engine::Settings as DcsSettings;

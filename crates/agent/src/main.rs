@@ -77,7 +77,8 @@ struct Args {
     /// How long `dcs` raises a job a message arrived for, e.g. 5ms (1ms to 1s; default 5ms).
     #[arg(long, value_name = "DURATION")]
     dcs_quantum: Option<String>,
-    /// BTF file the `dcs` eBPF program is loaded against (default: the kernel's, /sys/kernel/btf/vmlinux).
+    /// BTF file the eBPF programs (`dcs`'s, and the ranks' co-scheduled time) are loaded against (default: the
+    /// kernel's, /sys/kernel/btf/vmlinux).
     #[arg(long, value_name = "FILE")]
     btf: Option<PathBuf>,
 }

@@ -10,6 +10,11 @@
 //! - **per thread**: one counter per event on each thread of the job, re-listed every interval; a thread that
 //!   exits keeps its final count. Cost: events × threads; threads that live shorter than one interval are
 //!   missed. Used for adopted cgroups outside the perf_event hierarchy (e.g. Slurm's v1 job cgroups).
+//!
+//! Beside the counters, every job gets two measures of how its ranks run (crate::together), as two more events
+//! of its samples, in nanoseconds since its first rank was seen (their `enabled` and `running`): [`COSCHEDULED`],
+//! the time every one of its ranks on this node was on a CPU at once, and [`RANK_WAITING`], the time one of them
+//! was runnable but not running.
 
 use std::collections::{BTreeMap, HashSet};
 use std::fs::File;
@@ -24,6 +29,9 @@ use lockstep_store::Store;
 use lockstep_telemetry::counters::{Counters, Target};
 use lockstep_telemetry::events::EventSpec;
 use lockstep_telemetry::Sample;
+
+use crate::together::Together;
+use lockstep_core::sample::{COSCHEDULED, RANK_WAITING};
 
 /// What the agent counts, and how often.
 #[derive(Clone, Debug)]
@@ -60,10 +68,16 @@ pub struct Telemetry {
     settings: Settings,
     /// Disabled counters of every tracepoint counted, on the agent itself (see [`hold_tracepoints`]).
     _held: Option<Counters>,
+    /// The ranks' measures, where the eBPF program loaded.
+    together: Option<Together>,
+    /// Their failures, said once.
+    faults: crate::faults::Faults,
     node: String,
     jobs: BTreeMap<String, JobCounters>,
     /// Latest cumulative sample per job (what `/metrics` shows).
     latest: BTreeMap<String, Vec<Sample>>,
+    /// The sample per job before the latest (for shares over the last interval).
+    previous: BTreeMap<String, Vec<Sample>>,
     /// Final samples of jobs that went, not yet written.
     finals: Vec<Sample>,
     /// Events this machine cannot count (said once).
@@ -72,6 +86,17 @@ pub struct Telemetry {
     /// descriptor per event.
     budget: usize,
     stop: bool,
+}
+
+/// How a job's ranks ran, as shares of its time since its first rank was seen (see [`COSCHEDULED`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Shares {
+    /// Every rank on a CPU at once, since the first rank was seen.
+    pub coscheduled: Option<f64>,
+    /// The same over the last sampling interval.
+    pub coscheduled_window: Option<f64>,
+    /// Some rank runnable but not on a CPU, since the first rank was seen.
+    pub waiting: Option<f64>,
 }
 
 /// The telemetry and the condition its thread waits on.
@@ -103,13 +128,24 @@ fn hold_tracepoints(groups: &[Vec<EventSpec>]) -> Option<Counters> {
 }
 
 impl Telemetry {
-    /// Telemetry for `node` with `settings`, shared.
-    pub fn shared(settings: Settings, node: &str) -> SharedTelemetry {
+    /// Telemetry for `node` with `settings`, shared; the ranks' measures load against the kernel's BTF, or the
+    /// BTF file `btf` names.
+    pub fn shared(settings: Settings, node: &str, btf: Option<&std::path::Path>) -> SharedTelemetry {
+        let together = match Together::load(btf) {
+            Ok(t) => Some(t),
+            Err(e) => {
+                crate::log::warning!("jobs' co-scheduled time is not measured: {e:#}");
+                None
+            }
+        };
         Arc::new(Guarded::new(Self {
             _held: hold_tracepoints(&settings.groups),
+            together,
+            faults: crate::faults::Faults::default(),
             node: node.to_string(),
             jobs: BTreeMap::new(),
             latest: BTreeMap::new(),
+            previous: BTreeMap::new(),
             finals: Vec::new(),
             unsupported_said: false,
             budget: target_budget(settings.groups.iter().map(Vec::len).sum()),
@@ -134,6 +170,12 @@ impl Telemetry {
     pub fn attach(&mut self, name: &str, groups: &[Vec<PathBuf>], pus: &CpuList) {
         if self.settings.groups.is_empty() || self.jobs.contains_key(name) {
             return;
+        }
+        if let Some(together) = &mut self.together {
+            let dirs = groups.iter().filter_map(|d| d.first().cloned()).collect();
+            if let Err(e) = together.attach(name, dirs).and_then(|()| together.rescan()) {
+                crate::log::warning!("job {name}: co-scheduled time not measured: {e:#}");
+            }
         }
         let mut counters = Counters::new(&self.settings.groups, false);
         let perf_dirs: Vec<PathBuf> = groups.iter().filter_map(|d| lockstep_cgroup::perf_event_dir(d)).collect();
@@ -200,7 +242,11 @@ impl Telemetry {
         if let Some(samples) = self.read_job(name, &mut job, time) {
             self.finals.extend(samples);
         }
+        if let Some(together) = &mut self.together {
+            together.detach(name);
+        }
         self.latest.remove(name);
+        self.previous.remove(name);
     }
 
     /// Detaches every job (the agent is stopping).
@@ -219,29 +265,36 @@ impl Telemetry {
                 return None;
             }
         };
-        Some(
-            job.counters
-                .events
-                .iter()
-                .zip(readings)
-                .filter_map(|(e, r)| {
-                    let r = r?;
-                    Some(Sample {
-                        job: name.to_string(),
-                        node: self.node.clone(),
-                        time,
-                        event: e.name.clone(),
-                        value: r.value,
-                        enabled: r.enabled,
-                        running: r.running,
-                    })
-                })
-                .collect(),
-        )
+        let sample = |event: &str, value, enabled, running| Sample {
+            job: name.to_string(),
+            node: self.node.clone(),
+            time,
+            event: event.to_string(),
+            value,
+            enabled,
+            running,
+        };
+        let mut samples: Vec<Sample> = job
+            .counters
+            .events
+            .iter()
+            .zip(readings)
+            .filter_map(|(e, r)| r.map(|r| sample(&e.name, r.value, r.enabled, r.running)))
+            .collect();
+        if let Some(t) = self.together.as_ref().and_then(|t| t.read(name)) {
+            samples.push(sample(COSCHEDULED, t.together_ns, t.span_ns, t.span_ns));
+            samples.push(sample(RANK_WAITING, t.waiting_ns, t.span_ns, t.span_ns));
+        }
+        Some(samples)
     }
 
     /// Reads every job (re-listing the threads of per-thread jobs first); returns the samples.
     fn sample(&mut self) -> Vec<Sample> {
+        match self.together.as_mut().map(Together::rescan) {
+            Some(Err(e)) => self.faults.report("co-scheduled time", &format!("cannot register the jobs' ranks: {e:#}")),
+            Some(Ok(())) => self.faults.clear("co-scheduled time"),
+            None => {}
+        }
         let time = lockstep_store::now();
         let mut free = self.budget.saturating_sub(self.targets());
         let mut jobs = std::mem::take(&mut self.jobs);
@@ -257,7 +310,9 @@ impl Telemetry {
                 job.short = short;
             }
             if let Some(samples) = self.read_job(name, job, time) {
-                self.latest.insert(name.clone(), samples.clone());
+                if let Some(before) = self.latest.insert(name.clone(), samples.clone()) {
+                    self.previous.insert(name.clone(), before);
+                }
                 out.extend(samples);
             }
         }
@@ -276,6 +331,18 @@ impl Telemetry {
             return None;
         }
         Some(self.latest.get(name).map_or(&[], Vec::as_slice))
+    }
+
+    /// How job `name`'s ranks ran, from its latest samples: `None` where the agent does not measure it.
+    pub fn shares(&self, name: &str) -> Option<Shares> {
+        let of = |samples: Option<&Vec<Sample>>, event: &str| samples?.iter().find(|s| s.event == event).cloned();
+        let (latest, previous) = (self.latest.get(name), self.previous.get(name));
+        let now = of(latest, COSCHEDULED)?;
+        Some(Shares {
+            coscheduled: now.share(),
+            coscheduled_window: of(previous, COSCHEDULED).and_then(|before| now.share_since(&before)),
+            waiting: of(latest, RANK_WAITING).and_then(|s| s.share()),
+        })
     }
 
     /// Number of jobs counted.

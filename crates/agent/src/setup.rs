@@ -122,7 +122,7 @@ pub fn run(config: Config) -> anyhow::Result<i32> {
     let (listener, socket) = server::bind(&config.socket)?;
     // The watchdog before any change: from now on, every change is journaled before it is made.
     let watchdog = Watchdog::spawn(&config.store)?;
-    let telemetry = sampler::Telemetry::shared(config.telemetry.clone(), &config.node);
+    let telemetry = sampler::Telemetry::shared(config.telemetry.clone(), &config.node, config.dcs.btf.as_deref());
     let sampling = sampler::spawn(telemetry.clone(), config.store.clone())?;
     let repaired = journal::repair(&store)?;
     if repaired > 0 {

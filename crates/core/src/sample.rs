@@ -20,3 +20,51 @@ pub struct Sample {
     /// Nanoseconds running.
     pub running: u64,
 }
+
+/// The event under which the agent samples a job's co-scheduled time: the nanoseconds in which every one of its
+/// ranks on the node was on a CPU at once, of `enabled` nanoseconds since its first rank was seen.
+pub const COSCHEDULED: &str = "coscheduled";
+
+/// The event under which the agent samples a job's waiting time: the nanoseconds in which one of its ranks was
+/// runnable but not on a CPU, of `enabled` nanoseconds since its first rank was seen.
+pub const RANK_WAITING: &str = "rank-waiting";
+
+impl Sample {
+    /// The share of its `enabled` time this sample's value is (a time event: [`COSCHEDULED`], [`RANK_WAITING`]);
+    /// `None` before any time passed.
+    pub fn share(&self) -> Option<f64> {
+        (self.enabled > 0).then(|| self.value as f64 / self.enabled as f64)
+    }
+
+    /// The share of the time between `earlier` and this sample that grew its value: the share over that window.
+    pub fn share_since(&self, earlier: &Sample) -> Option<f64> {
+        let time = self.enabled.checked_sub(earlier.enabled).filter(|&t| t > 0)?;
+        Some(self.value.saturating_sub(earlier.value) as f64 / time as f64)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Sample;
+
+    fn at(value: u64, enabled: u64) -> Sample {
+        Sample {
+            job: "j".into(),
+            node: "n".into(),
+            time: 0.0,
+            event: "coscheduled".into(),
+            value,
+            enabled,
+            running: enabled,
+        }
+    }
+
+    #[test]
+    fn shares_since_the_start_and_over_a_window() {
+        assert_eq!(at(0, 0).share(), None);
+        assert_eq!(at(1_000, 4_000).share(), Some(0.25));
+        // From 1 of 4 µs to 3 of 8: 2 of the window's 4.
+        assert_eq!(at(3_000, 8_000).share_since(&at(1_000, 4_000)), Some(0.5));
+        assert_eq!(at(1_000, 4_000).share_since(&at(1_000, 4_000)), None);
+    }
+}

@@ -281,3 +281,74 @@ fn adopted_cgroup_outside_perf_event_is_counted_per_thread() {
     let store = Store::open(&env.store()).unwrap();
     assert!(store.latest_samples(&job, "tn1").unwrap().iter().any(|s| s.event == "task-clock" && s.value > 1_000_000));
 }
+
+/// A job of two ranks (processes whose environment names their rank, started by a launcher shell that names none
+/// and waits) that spin for `seconds` without ever sleeping (bash's own clock, no `date` to wait for), each pinned
+/// to its own PU: whenever both have their PU, both run.
+fn spinning_ranks(seconds: u32) -> String {
+    let spin = format!("while [ $SECONDS -lt {seconds} ]; do :; done");
+    format!("PMIX_RANK=0 taskset -c 0 bash -c '{spin}' & PMIX_RANK=1 taskset -c 1 bash -c '{spin}' & wait")
+}
+
+/// A job of two ranks that pass a token through two FIFOs in `dir`, each working only while it holds it, for about
+/// `seconds`: never on a CPU at once (but for the instant of a hand-over).
+fn alternating_ranks(dir: &Path, seconds: u32) -> String {
+    let (a, b) = (dir.join("a"), dir.join("b"));
+    let (a, b) = (a.display(), b.display());
+    let work = "i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done";
+    format!(
+        "mkfifo {a} {b}; \
+         PMI_RANK=0 bash -c 'while [ $SECONDS -lt {seconds} ]; do {work}; echo go > {a}; read x < {b}; done; \
+         echo stop > {a}' & \
+         PMI_RANK=1 bash -c 'while read x < {a} && [ \"$x\" = go ]; do {work}; echo done > {b}; done' & wait"
+    )
+}
+
+/// The value of the gauge `name` for `job` in an exposition text.
+fn gauge(text: &str, name: &str, job: &str) -> Option<f64> {
+    let prefix = format!("{name}{{node=\"tn1\",job=\"{job}\"}} ");
+    text.lines().find_map(|l| l.strip_prefix(&prefix)).map(|v| v.parse().unwrap())
+}
+
+/// Seconds since a job's first rank was seen, from `lockstep_job_event_enabled_seconds_total` of its
+/// `coscheduled` event.
+fn measured_seconds(text: &str, job: &str) -> f64 {
+    let prefix =
+        format!("lockstep_job_event_enabled_seconds_total{{node=\"tn1\",job=\"{job}\",event=\"coscheduled\"}} ");
+    text.lines().find_map(|l| l.strip_prefix(&prefix)).map_or(0.0, |v| v.parse().unwrap())
+}
+
+#[test]
+#[ignore = "needs root"]
+fn coscheduled_time_tells_ranks_that_run_together_from_ranks_that_never_do() {
+    common::require_root();
+    let _serial = serial();
+    let env = Env::new();
+    let addr = format!("127.0.0.1:{}", free_port());
+    let _agent = start_agent(&env, &addr, &["--node", "tn1", "--sample-interval", "200ms"]);
+    let fifos = lockstep_scratch::tempdir().unwrap();
+    // One job at a time, each alone with the agent: what it measures, from one snapshot of /metrics once the job
+    // has been measured for 2 s, and `lockstep status --json` then.
+    let measure = |kind: &str, script: &str| {
+        let job = name(kind);
+        let mut run = Daemon(env.spawn(&["run", "--job", &job, "--place", "any", "--", "sh", "-c", script]));
+        let measured = |m: &String| measured_seconds(m, &job) >= 2.0;
+        let text = wait_until("2 s of the job's co-scheduled time on /metrics", WAIT, || metrics(&addr), measured);
+        promtool_check(&text);
+        let out = env.run(&["status", "--json"]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let status: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let row = status["jobs"].as_array().unwrap().iter().find(|j| j["name"] == job.as_str()).cloned();
+        assert!(row.is_some_and(|j| j["coscheduled"].as_f64().is_some()), "{status}");
+        assert!(common::exit_within(&mut run.0, common::RUN_LIMIT, "the job").success());
+        let share = gauge(&text, "lockstep_job_coscheduled_ratio", &job).unwrap();
+        let waiting = gauge(&text, "lockstep_job_rank_waiting_ratio", &job).unwrap();
+        eprintln!("{kind}: co-scheduled {share:.3}, a rank waiting {waiting:.3}");
+        (share, text)
+    };
+    let (spinning, text) = measure("together", &spinning_ranks(8));
+    // The launcher shell, which waits, is no rank: were it one, its job's ranks would never all run.
+    assert!(spinning > 0.1, "spinning ranks on two PUs ran together only {spinning:.3} of the time\n{text}");
+    let (alternating, text) = measure("apart", &alternating_ranks(fifos.path(), 8));
+    assert!(alternating < 0.05, "ranks that take turns ran together {alternating:.3} of the time\n{text}");
+}

@@ -4,6 +4,7 @@
 use std::fmt::Write;
 
 use crate::Sample;
+use lockstep_core::sample::{COSCHEDULED, RANK_WAITING};
 
 /// What one scrape shows.
 pub struct Snapshot<'a> {
@@ -86,6 +87,28 @@ pub fn render(snap: &Snapshot, openmetrics: bool) -> String {
             f.sample(&format!("{name}_total"), &[("node", node), ("job", &s.job), ("event", &s.event)], &value(s));
         }
     }
+    let shares: [(&str, &str, &str); 2] = [
+        (
+            "lockstep_job_coscheduled_ratio",
+            COSCHEDULED,
+            "Share of the job's time since its first rank was seen in which every one of its ranks on this node was \
+             on a CPU at once: 1 when its ranks always run together, near 0 when they never do.",
+        ),
+        (
+            "lockstep_job_rank_waiting_ratio",
+            RANK_WAITING,
+            "Share of the job's time since its first rank was seen in which one of its ranks on this node was \
+             runnable but waited for a CPU.",
+        ),
+    ];
+    for (name, event, help) in shares {
+        f.header(name, "gauge", Some("ratio"), help);
+        for s in snap.samples.iter().filter(|s| s.event == event) {
+            if let Some(share) = s.share() {
+                f.sample(name, &[("node", node), ("job", &s.job)], &format!("{share:.6}"));
+            }
+        }
+    }
     f.header("lockstep_agent_jobs", "gauge", None, "Jobs the agent counts now.");
     f.sample("lockstep_agent_jobs", &[("node", node)], &snap.jobs.to_string());
     f.header("lockstep_agent_cpu_seconds", "counter", Some("seconds"), "CPU time the agent has used (user + system).");
@@ -126,5 +149,24 @@ mod tests {
         assert!(om.contains("# TYPE lockstep_job_events counter\n"));
         assert!(om.contains("# UNIT lockstep_job_event_enabled_seconds seconds\n"));
         assert!(om.ends_with("# EOF\n"));
+    }
+
+    #[test]
+    fn time_events_give_their_share_as_a_gauge() {
+        let at = |event: &str, value| Sample {
+            job: "j".into(),
+            node: "n1".into(),
+            time: 1.0,
+            event: event.into(),
+            value,
+            enabled: 2_000_000_000,
+            running: 2_000_000_000,
+        };
+        let (together, waiting) = (at("coscheduled", 500_000_000), at("rank-waiting", 1_500_000_000));
+        let snap = Snapshot { node: "n1", samples: vec![&together, &waiting], jobs: 1, cpu_seconds: 0.0, rss_bytes: 0 };
+        let text = render(&snap, true);
+        assert!(text.contains("# UNIT lockstep_job_coscheduled_ratio ratio\n"), "{text}");
+        assert!(text.contains("lockstep_job_coscheduled_ratio{node=\"n1\",job=\"j\"} 0.250000\n"), "{text}");
+        assert!(text.contains("lockstep_job_rank_waiting_ratio{node=\"n1\",job=\"j\"} 0.750000\n"), "{text}");
     }
 }

@@ -32,6 +32,7 @@ impl Daemon {
                 g
             })
             .collect();
+        let telemetry = self.telemetry.lock();
         Status {
             node: self.node.clone(),
             pid: std::process::id() as i32,
@@ -53,6 +54,7 @@ impl Daemon {
                     // A job with a place has its row from it at once, not only from the next slot's plan (a job
                     // found since then still holds the default row 0 there).
                     let place = j.place.map(|s| place_in_slot(&s, self.current_slot, self.slot));
+                    let shares = telemetry.shares(&j.name).unwrap_or_default();
                     JobStatus {
                         name: j.name.clone(),
                         row: place.map_or(j.row, |p| p.row),
@@ -64,6 +66,9 @@ impl Daemon {
                         origin: j.origin.kind(),
                         owner: j.owner,
                         cgroups: j.groups.iter().filter_map(|g| g.dirs.first().cloned()).collect(),
+                        coscheduled: shares.coscheduled,
+                        coscheduled_window: shares.coscheduled_window,
+                        rank_waiting: shares.waiting,
                     }
                 })
                 .collect(),

@@ -143,7 +143,7 @@ impl Engine {
             let threads = self.threads.get(&name).map(|p| p.receivers(a.socket)).unwrap_or_default();
             match self.raiser.raise(Target { job, threads: &threads }, &mut ctx) {
                 Ok(r) => {
-                    let latency = Duration::from_nanos(monotonic_ns().saturating_sub(a.arrived_ns));
+                    let latency = Duration::from_nanos(crate::bpf::ktime_ns().saturating_sub(a.arrived_ns));
                     self.record(latency);
                     if let Some(s) = self.seen.get_mut(&name) {
                         s.2 += 1;
@@ -304,12 +304,4 @@ impl Engine {
             jobs,
         }
     }
-}
-
-/// CLOCK_MONOTONIC in nanoseconds: the clock of `bpf_ktime_get_ns`.
-fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: clock_gettime writes into a valid timespec.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &raw mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }

@@ -1,0 +1,49 @@
+// SPDX-License-Identifier: GPL-2.0
+//
+// What the `together` eBPF program and the agent share: its limits and the layouts of its map entries. The agent
+// gets the same structs as Rust types generated from the compiled object's BTF (libbpf-cargo's skeleton), and
+// reads the limits from the loaded maps, so no size, offset or limit is written down twice.
+
+#ifndef TOGETHER_INTF_H
+#define TOGETHER_INTF_H
+
+/// Limits of the program's maps.
+enum together_limits {
+	/// Most jobs one agent measures at once (slots of `jobs` and `sizes`).
+	TOGETHER_MAX_JOBS = 1024,
+	/// Most ranks, over every job, in `ranks`.
+	TOGETHER_MAX_RANKS = 65536,
+};
+
+/// Where a rank is, as the scheduler's events last said.
+enum rank_state {
+	/// Asleep (blocked, or not seen yet).
+	RANK_ASLEEP = 0,
+	/// Runnable, waiting for a CPU.
+	RANK_QUEUED = 1,
+	/// On a CPU.
+	RANK_RUNNING = 2,
+	/// Just registered by the agent, not yet looked at (by the `together_look` iterator, or by its next event).
+	RANK_UNKNOWN = 3,
+};
+
+/// One rank (a thread that does the job's work, keyed by its thread id): its job's slot and its state.
+struct rank {
+	__u32 job;
+	__u32 state;
+};
+
+/// One job's ranks over time, guarded by `lock`: how many run and wait now, when that last changed (CLOCK_MONOTONIC
+/// ns), and the time integrated so far in which every rank ran at once (`together_ns`, while `running` reaches the
+/// job's size) and in which some rank waited for a CPU (`waiting_ns`, while `queued` > 0).
+struct job_time {
+	struct bpf_spin_lock lock;
+	__s32 running;
+	__s32 queued;
+	__u32 pad;
+	__u64 last_ns;
+	__u64 together_ns;
+	__u64 waiting_ns;
+};
+
+#endif
