@@ -282,15 +282,18 @@ fn adopted_cgroup_outside_perf_event_is_counted_per_thread() {
     assert!(store.latest_samples(&job, "tn1").unwrap().iter().any(|s| s.event == "task-clock" && s.value > 1_000_000));
 }
 
-/// A job of two ranks (processes whose environment names their rank, started by a launcher shell that names none
-/// and waits) that spin for `seconds` without ever sleeping (bash's own clock, no `date` to wait for), each pinned
+/// A job of two ranks (processes whose environment names their rank and their node's two ranks, as Open MPI's
+/// launcher names them, started by a launcher shell that names none and waits) that spin for `seconds` without ever sleeping (bash's own clock, no `date` to wait for), each pinned
 /// to its own PU: whenever both have their PU, both run.
 fn spinning_ranks(seconds: u32) -> String {
     let spin = format!("while [ $SECONDS -lt {seconds} ]; do :; done");
-    format!("PMIX_RANK=0 taskset -c 0 bash -c '{spin}' & PMIX_RANK=1 taskset -c 1 bash -c '{spin}' & wait")
+    let ranks = "OMPI_COMM_WORLD_LOCAL_SIZE=2";
+    format!(
+        "{ranks} PMIX_RANK=0 taskset -c 0 bash -c '{spin}' & {ranks} PMIX_RANK=1 taskset -c 1 bash -c '{spin}' & wait"
+    )
 }
 
-/// A job of two ranks that pass a token through two FIFOs in `dir`, each working only while it holds it, for about
+/// A job of two ranks (named as MPICH's Hydra names them) that pass a token through two FIFOs in `dir`, each working only while it holds it, for about
 /// `seconds`: never on a CPU at once (but for the instant of a hand-over).
 fn alternating_ranks(dir: &Path, seconds: u32) -> String {
     let (a, b) = (dir.join("a"), dir.join("b"));
@@ -298,9 +301,9 @@ fn alternating_ranks(dir: &Path, seconds: u32) -> String {
     let work = "i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done";
     format!(
         "mkfifo {a} {b}; \
-         PMI_RANK=0 bash -c 'while [ $SECONDS -lt {seconds} ]; do {work}; echo go > {a}; read x < {b}; done; \
+         MPI_LOCALNRANKS=2 PMI_RANK=0 bash -c 'while [ $SECONDS -lt {seconds} ]; do {work}; echo go > {a}; read x < {b}; done; \
          echo stop > {a}' & \
-         PMI_RANK=1 bash -c 'while read x < {a} && [ \"$x\" = go ]; do {work}; echo done > {b}; done' & wait"
+         MPI_LOCALNRANKS=2 PMI_RANK=1 bash -c 'while read x < {a} && [ \"$x\" = go ]; do {work}; echo done > {b}; done' & wait"
     )
 }
 
@@ -340,15 +343,24 @@ fn coscheduled_time_tells_ranks_that_run_together_from_ranks_that_never_do() {
         let status: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
         let row = status["jobs"].as_array().unwrap().iter().find(|j| j["name"] == job.as_str()).cloned();
         assert!(row.is_some_and(|j| j["coscheduled"].as_f64().is_some()), "{status}");
+        // `lockstep stat --job` counts the job to its end, then prints the agent's share beside the counts.
+        let stat = env.spawn(&["stat", "--job", &job, "-e", "task-clock"]);
+        let counted = common::output_within(stat, common::RUN_LIMIT, "lockstep stat --job, to the job's end");
+        assert!(counted.status.success(), "{}", stderr(&counted));
+        assert!(stderr(&counted).contains("co-scheduled: all its ranks on a CPU at once"), "{}", stderr(&counted));
         assert!(common::exit_within(&mut run.0, common::RUN_LIMIT, "the job").success());
         let share = gauge(&text, "lockstep_job_coscheduled_ratio", &job).unwrap();
         let waiting = gauge(&text, "lockstep_job_rank_waiting_ratio", &job).unwrap();
         eprintln!("{kind}: co-scheduled {share:.3}, a rank waiting {waiting:.3}");
-        (share, text)
+        (share, waiting, text)
     };
-    let (spinning, text) = measure("together", &spinning_ranks(8));
-    // The launcher shell, which waits, is no rank: were it one, its job's ranks would never all run.
-    assert!(spinning > 0.1, "spinning ranks on two PUs ran together only {spinning:.3} of the time\n{text}");
-    let (alternating, text) = measure("apart", &alternating_ranks(fifos.path(), 8));
+    // Ranks that never sleep are, at every moment, all on a CPU or one of them waiting for one: the two shares
+    // cover the time, however loaded the machine is. The launcher shell, which waits, is no rank: were it one, the
+    // job's ranks would never all run.
+    let (spinning, waiting, text) = measure("together", &spinning_ranks(8));
+    assert!(spinning > 0.01, "spinning ranks on two PUs never ran together ({spinning:.3})\n{text}");
+    assert!(spinning + waiting > 0.9, "spinning ranks: together {spinning:.3} + waiting {waiting:.3} < 0.9\n{text}");
+    // Ranks that take turns are never all on a CPU, whatever the load.
+    let (alternating, _, text) = measure("apart", &alternating_ranks(fifos.path(), 8));
     assert!(alternating < 0.05, "ranks that take turns ran together {alternating:.3} of the time\n{text}");
 }

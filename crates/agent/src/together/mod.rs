@@ -29,8 +29,12 @@ static OBJECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/together.bpf.o"
 /// Most ranks one job registers: the table is shared by every job, and a job's processes are its user's to make.
 const MAX_RANKS_PER_JOB: usize = 4096;
 
-/// A rank's state as the program keeps it (`enum rank_state`).
+/// A rank's state as the program keeps it (`enum rank_state`): unknown, in the low bits of its state word (`enum
+/// rank_word`) below the generation of its job's counts.
 const RANK_UNKNOWN: u32 = 3;
+
+/// Bits of a rank's state word below its generation (`RANK_STATE_BITS`).
+const RANK_STATE_BITS: u32 = 2;
 
 /// What the program measured for one job since its first rank was registered.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -54,6 +58,10 @@ struct Job {
     first_ns: Option<u64>,
     /// Its ranks in the program's table.
     registered: HashMap<u32, ProcessRef>,
+    /// The generation of its counts: a new one whenever a rank is taken away (together_intf.h).
+    gen: u32,
+    /// How many ranks it has: those registered, or more if its launcher said so.
+    size: u32,
     ranks: ranks::Ranks,
 }
 
@@ -110,16 +118,25 @@ impl Together {
             return Ok(());
         }
         let slot = self.free.pop().ok_or_else(|| anyhow::anyhow!("every one of its job slots is taken"))?;
-        let zeroed = self.sizes.update(&slot.to_ne_bytes(), &0u32.to_ne_bytes(), MapFlags::ANY).and_then(|()| {
-            self.times.update(&slot.to_ne_bytes(), bytes_of(&types::job_time::default()), MapFlags::ANY)
-        });
+        let zeroed =
+            self.sizes.update(&slot.to_ne_bytes(), bytes_of(&types::job_size::default()), MapFlags::ANY).and_then(
+                |()| self.times.update(&slot.to_ne_bytes(), bytes_of(&types::job_time::default()), MapFlags::ANY),
+            );
         if let Err(e) = zeroed {
             self.free.push(slot);
             anyhow::bail!("cannot clear its job slot: {e}");
         }
         self.jobs.insert(
             name.to_string(),
-            Job { slot, dirs, first_ns: None, registered: HashMap::new(), ranks: ranks::Ranks::default() },
+            Job {
+                slot,
+                dirs,
+                first_ns: None,
+                registered: HashMap::new(),
+                gen: 0,
+                size: 0,
+                ranks: ranks::Ranks::default(),
+            },
         );
         Ok(())
     }
@@ -133,15 +150,16 @@ impl Together {
         self.free.push(job.slot);
     }
 
-    /// Registers the ranks every job has now, and unregisters those that exited (or whose thread id another
-    /// process took). A rank stays registered until it exits.
+    /// Registers the ranks every job has now, and takes away those it no longer has (exited, or no rank after all:
+    /// a job's processes are all its ranks only until one names its rank).
     pub fn rescan(&mut self) -> anyhow::Result<()> {
-        let mut added = false;
+        let mut changed = false;
         for job in self.jobs.values_mut() {
-            added |= register(&self.ranks, &self.sizes, job)?;
+            changed |= register(&self.ranks, &self.sizes, job)?;
         }
-        if added {
-            // The iterator gives every rank still unknown the state it has now; it writes nothing to read.
+        if changed {
+            // The iterator gives every rank unknown in its job's generation the state it has now; it writes
+            // nothing to read.
             Iter::new(&self.look)?.read_to_end(&mut Vec::new())?;
         }
         Ok(())
@@ -155,7 +173,7 @@ impl Together {
         // LOCK: a copy taken under the job's spin lock, consistent with itself.
         let bytes = self.times.lookup(&job.slot.to_ne_bytes(), MapFlags::LOCK).ok()??;
         let t: types::job_time = read_as(&bytes)?;
-        let size = job.registered.len() as i32;
+        let size = job.size as i32;
         // The time since the last change, in the state that change left.
         let since = if t.last_ns > 0 { now.saturating_sub(t.last_ns) } else { 0 };
         let together = t.together_ns + if size > 0 && t.running >= size { since } else { 0 };
@@ -165,42 +183,44 @@ impl Together {
             span_ns: span,
             together_ns: together.min(span),
             waiting_ns: waiting.min(span),
-            ranks: size as u32,
+            ranks: job.registered.len() as u32,
         })
     }
 }
 
-/// Registers `job`'s ranks now in `ranks` (its size in `sizes`), and unregisters those that exited or whose thread
-/// id another process took. Returns whether it registered one.
+/// Registers `job`'s ranks now in `ranks` and takes away those it no longer has (a new generation of its counts
+/// then), and writes its size and generation in `sizes`. Returns whether its ranks changed.
 fn register(ranks: &MapHandle, sizes: &MapHandle, job: &mut Job) -> anyhow::Result<bool> {
-    job.registered.retain(|tid, rank| {
-        rank.alive() || {
-            let _ = ranks.delete(&tid.to_ne_bytes());
-            false
-        }
-    });
+    let (ranks_now, local_size) = job.ranks.now(&job.dirs);
+    let now: HashMap<u32, ProcessRef> =
+        ranks_now.into_iter().map(|r| (r.pid as u32, r)).take(MAX_RANKS_PER_JOB).collect();
+    let gone: Vec<u32> = job.registered.iter().filter(|(tid, r)| now.get(tid) != Some(r)).map(|(t, _)| *t).collect();
+    for tid in &gone {
+        let _ = ranks.delete(&tid.to_ne_bytes());
+        job.registered.remove(tid);
+    }
+    if !gone.is_empty() {
+        job.gen = job.gen.wrapping_add(1) & (u32::MAX >> RANK_STATE_BITS);
+    }
+    let unknown = types::rank { job: job.slot, state: job.gen << RANK_STATE_BITS | RANK_UNKNOWN };
     let mut added = false;
-    for rank in job.ranks.now(&job.dirs) {
-        if job.registered.len() >= MAX_RANKS_PER_JOB {
-            break;
-        }
-        let tid = rank.pid as u32;
-        if job.registered.contains_key(&tid) {
-            continue;
-        }
-        let entry = types::rank { job: job.slot, state: RANK_UNKNOWN };
+    for (tid, rank) in now {
         // NO_EXIST: a thread id another job registered stays that job's.
-        if ranks.update(&tid.to_ne_bytes(), bytes_of(&entry), MapFlags::NO_EXIST).is_ok() {
+        if !job.registered.contains_key(&tid)
+            && ranks.update(&tid.to_ne_bytes(), bytes_of(&unknown), MapFlags::NO_EXIST).is_ok()
+        {
             job.registered.insert(tid, rank);
             added = true;
         }
     }
-    let size = job.registered.len() as u32;
-    sizes.update(&job.slot.to_ne_bytes(), &size.to_ne_bytes(), MapFlags::ANY)?;
+    // All its ranks: those registered, or as many as its launcher said the node has, if more have yet to start.
+    job.size = (job.registered.len() as u32).max(local_size.unwrap_or(0).min(MAX_RANKS_PER_JOB as u32));
+    let size = types::job_size { ranks: job.size, gen: job.gen };
+    sizes.update(&job.slot.to_ne_bytes(), bytes_of(&size), MapFlags::ANY)?;
     if added {
         job.first_ns.get_or_insert_with(crate::bpf::ktime_ns);
     }
-    Ok(added)
+    Ok(added || !gone.is_empty())
 }
 
 #[cfg(test)]
@@ -211,6 +231,7 @@ mod tests {
     fn generated_layouts_are_the_ones_the_program_has() {
         // Sizes of the C structs in together_intf.h (x86-64 and aarch64 alike).
         assert_eq!(std::mem::size_of::<types::rank>(), 8);
+        assert_eq!(std::mem::size_of::<types::job_size>(), 8);
         assert_eq!(std::mem::size_of::<types::job_time>(), 40);
         let t: types::job_time = crate::bpf::read_as(&[0u8; 40]).unwrap();
         assert_eq!((t.running, t.queued, t.together_ns), (0, 0, 0));

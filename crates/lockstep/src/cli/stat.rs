@@ -115,7 +115,11 @@ pub fn exec(args: &Args, store: &Path, socket: &Path) -> anyhow::Result<i32> {
             if tids.is_empty() {
                 return Err(UsageError::new(format!("no running job {job:?}: its processes ended")).into());
             }
-            count_pids(&groups, &pids, &tids, args.interval, &style, format!("job '{job}'"))
+            let status = count_pids(&groups, &pids, &tids, args.interval, &style, format!("job '{job}'"))?;
+            if args.interval.is_none() && style.csv.is_none() && !style.json {
+                print_coscheduled(store, job);
+            }
+            Ok(status)
         }
         (None, None, false) => repeat_command(&groups, &args.command, args.repeat, args.interval, &style),
         _ => Err(UsageError::new("give exactly one target: -p PID[,PID...], --job NAME or -- CMD [ARGS...]").into()),
@@ -158,6 +162,25 @@ fn job_pids(store: &Path, socket: &Path, job: &str) -> anyhow::Result<Vec<i32>> 
         );
     }
     Ok(pids)
+}
+
+/// After `--job`'s counts: the share of the job's time in which all its ranks were on a CPU at once, as the agent
+/// last sampled it into the store (nothing when the agent did not measure it).
+fn print_coscheduled(store: &Path, job: &str) {
+    let Some(samples) = lockstep_store::Store::open(store).ok().and_then(|s| s.samples(job).ok()) else { return };
+    let latest = |event: &str| {
+        samples
+            .iter()
+            .filter(|s| s.event == event)
+            .max_by(|a, b| a.time.total_cmp(&b.time))
+            .and_then(lockstep_core::sample::Sample::share)
+    };
+    if let Some(together) = latest(lockstep_core::sample::COSCHEDULED) {
+        eprintln!(" {together:>17.3}      co-scheduled: all its ranks on a CPU at once (share of its time, agent)");
+        if let Some(waiting) = latest(lockstep_core::sample::RANK_WAITING) {
+            eprintln!(" {waiting:>17.3}      a rank runnable, waiting for a CPU (share of its time, agent)\n");
+        }
+    }
 }
 
 /// The PIDs of a `-p` list (`123,456`).

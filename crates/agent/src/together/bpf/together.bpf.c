@@ -10,17 +10,19 @@
 // the agent wrote in `sizes`), and to `waiting_ns` if one waited. A thread that is not a rank costs one hash lookup
 // per event. The state moves by one atomic exchange (a compare-exchange for a wake-up, which only wakes a sleeper),
 // so that events racing on several CPUs each move the counts once; the counts and times move under the job's lock.
+// Counts belong to a generation (together_intf.h): when the agent takes ranks away it starts a new one, and every
+// rank counts again from its next event or the iterator's look, so that a rank taken away leaves nothing counted.
 //
-// The agent registers a rank as RANK_UNKNOWN and then runs the task iterator `together_look`, which gives each
-// rank still unknown the state it has now (on a CPU, runnable, or asleep): a rank that runs alone on its CPU may
+// The agent registers a rank as unknown and then runs the task iterator `together_look`, which gives each rank
+// still unknown in its job's generation the state it has now (on a CPU, runnable, or asleep): a rank that runs alone on its CPU may
 // not switch for a long time, and must not count as asleep meanwhile.
 //
-// Kernel structures are read with CO-RE through minimal definitions of the few fields used, as dcs.bpf.c does.
+// Kernel structures are read through minimal definitions of the few fields used, relocated by CO-RE against the
+// running kernel's BTF (preserve_access_index), as dcs.bpf.c does; the tasks are BTF pointers, read directly.
 
 #include <stdbool.h>
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
-#include <bpf/bpf_core_read.h>
 #include <bpf/bpf_tracing.h>
 
 #include "together_intf.h"
@@ -56,20 +58,29 @@ struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, TOGETHER_MAX_JOBS);
 	__type(key, __u32);
-	__type(value, __u32);
+	__type(value, struct job_size);
 } sizes SEC(".maps");
 
-/// Moves job `slot`'s counts from a rank's state `from` to `to` at `now`, after integrating the time since its
-/// last change.
-static __always_inline void account(__u32 slot, __u32 from, __u32 to, __u64 now)
+/// A state word: `state` counted in generation `gen`.
+static __always_inline __u32 word(__u32 gen, __u32 state)
+{
+	return gen << RANK_STATE_BITS | state;
+}
+
+/// The state a word says in generation `gen`: unknown if it was counted in another.
+static __always_inline __u32 state_in(__u32 w, __u32 gen)
+{
+	return w >> RANK_STATE_BITS == gen ? (w & RANK_STATE_MASK) : RANK_UNKNOWN;
+}
+
+/// Moves job `slot`'s counts of generation `gen` from a rank's state `from` to `to` at `now`, after integrating the
+/// time since its last change (a new generation starts its counts from zero; the integrated times go on).
+static __always_inline void account(__u32 slot, __u32 gen, __s32 want, __u32 from, __u32 to, __u64 now)
 {
 	struct job_time *j = bpf_map_lookup_elem(&jobs, &slot);
-	__u32 *size = bpf_map_lookup_elem(&sizes, &slot);
-	__s32 want;
 
-	if (!j || !size)
+	if (!j)
 		return;
-	want = (__s32)*size;
 	bpf_spin_lock(&j->lock);
 	if (j->last_ns && now > j->last_ns) {
 		__u64 dt = now - j->last_ns;
@@ -81,31 +92,58 @@ static __always_inline void account(__u32 slot, __u32 from, __u32 to, __u64 now)
 	}
 	if (now > j->last_ns)
 		j->last_ns = now;
+	if (j->gen != gen) {
+		j->gen = gen;
+		j->running = 0;
+		j->queued = 0;
+	}
 	j->running += (to == RANK_RUNNING) - (from == RANK_RUNNING);
 	j->queued += (to == RANK_QUEUED) - (from == RANK_QUEUED);
 	bpf_spin_unlock(&j->lock);
 }
 
+/// The rank thread `tid` is, with its job's slot and size; NULL if it is none. The idle task (0, on every switch
+/// from or to an idle CPU) is none without a lookup.
+static __always_inline struct rank *rank_of(__u32 tid, __u32 *slot, struct job_size **size)
+{
+	struct rank *r;
+
+	if (!tid)
+		return NULL;
+	r = bpf_map_lookup_elem(&ranks, &tid);
+	if (!r)
+		return NULL;
+	*slot = r->job;
+	*size = bpf_map_lookup_elem(&sizes, slot);
+	return *size ? r : NULL;
+}
+
 /// Thread `tid`, if it is a rank, is now in state `to`.
 static __always_inline void move(__u32 tid, __u32 to, __u64 now)
 {
-	struct rank *r = bpf_map_lookup_elem(&ranks, &tid);
-	__u32 from;
+	struct job_size *size;
+	__u32 slot, from;
+	struct rank *r = rank_of(tid, &slot, &size);
 
 	if (!r)
 		return;
-	from = __sync_lock_test_and_set(&r->state, to);
+	from = state_in(__sync_lock_test_and_set(&r->state, word(size->gen, to)), size->gen);
 	if (from != to)
-		account(r->job, from, to, now);
+		account(slot, size->gen, size->ranks, from, to, now);
 }
 
 /// Thread `tid`, if it is a rank and asleep, is woken: queued. (A wake-up of a running thread changes nothing.)
 static __always_inline void wake(__u32 tid, __u64 now)
 {
-	struct rank *r = bpf_map_lookup_elem(&ranks, &tid);
+	struct job_size *size;
+	__u32 slot, asleep;
+	struct rank *r = rank_of(tid, &slot, &size);
 
-	if (r && __sync_val_compare_and_swap(&r->state, RANK_ASLEEP, RANK_QUEUED) == RANK_ASLEEP)
-		account(r->job, RANK_ASLEEP, RANK_QUEUED, now);
+	if (!r)
+		return;
+	asleep = word(size->gen, RANK_ASLEEP);
+	if (__sync_val_compare_and_swap(&r->state, asleep, word(size->gen, RANK_QUEUED)) == asleep)
+		account(slot, size->gen, size->ranks, RANK_ASLEEP, RANK_QUEUED, now);
 }
 
 SEC("tp_btf/sched_switch")
@@ -114,23 +152,24 @@ int BPF_PROG(together_switch, bool preempt, struct task_struct *prev, struct tas
 {
 	__u64 now = bpf_ktime_get_ns();
 
-	// Preempted, or yielded while runnable (state 0, TASK_RUNNING): it waits for a CPU; otherwise it sleeps.
-	move(BPF_CORE_READ(prev, pid), preempt || prev_state == 0 ? RANK_QUEUED : RANK_ASLEEP, now);
-	move(BPF_CORE_READ(next, pid), RANK_RUNNING, now);
+	// Preempted, or yielded while runnable (state 0, TASK_RUNNING): it waits for a CPU; otherwise it sleeps. The
+	// tasks are BTF pointers the kernel passes: read directly (relocated by CO-RE), without a helper call.
+	move(prev->pid, preempt || prev_state == 0 ? RANK_QUEUED : RANK_ASLEEP, now);
+	move(next->pid, RANK_RUNNING, now);
 	return 0;
 }
 
 SEC("tp_btf/sched_wakeup")
 int BPF_PROG(together_wakeup, struct task_struct *p)
 {
-	wake(BPF_CORE_READ(p, pid), bpf_ktime_get_ns());
+	wake(p->pid, bpf_ktime_get_ns());
 	return 0;
 }
 
 SEC("tp_btf/sched_wakeup_new")
 int BPF_PROG(together_wakeup_new, struct task_struct *p)
 {
-	wake(BPF_CORE_READ(p, pid), bpf_ktime_get_ns());
+	wake(p->pid, bpf_ktime_get_ns());
 	return 0;
 }
 
@@ -138,20 +177,23 @@ SEC("iter/task")
 int together_look(struct bpf_iter__task *ctx)
 {
 	struct task_struct *task = ctx->task;
+	struct job_size *size;
 	struct rank *r;
-	__u32 tid, now_state;
+	__u32 tid, slot, was, now_state;
 
 	if (!task)
 		return 0;
-	tid = BPF_CORE_READ(task, pid);
-	r = bpf_map_lookup_elem(&ranks, &tid);
+	tid = task->pid;
+	r = rank_of(tid, &slot, &size);
 	if (!r)
 		return 0;
-	now_state = BPF_CORE_READ(task, on_cpu) ? RANK_RUNNING :
-		    BPF_CORE_READ(task, __state) == 0 ? RANK_QUEUED : RANK_ASLEEP;
-	// Only from unknown: an event that came first knows better.
-	if (__sync_val_compare_and_swap(&r->state, RANK_UNKNOWN, now_state) == RANK_UNKNOWN)
-		account(r->job, RANK_UNKNOWN, now_state, bpf_ktime_get_ns());
+	was = r->state;
+	// Only a rank unknown in this generation: an event that came first knows better.
+	if (state_in(was, size->gen) != RANK_UNKNOWN)
+		return 0;
+	now_state = task->on_cpu ? RANK_RUNNING : task->__state == 0 ? RANK_QUEUED : RANK_ASLEEP;
+	if (__sync_val_compare_and_swap(&r->state, was, word(size->gen, now_state)) == was)
+		account(slot, size->gen, size->ranks, RANK_UNKNOWN, now_state, bpf_ktime_get_ns());
 	return 0;
 }
 

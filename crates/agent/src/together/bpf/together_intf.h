@@ -27,20 +27,37 @@ enum rank_state {
 	RANK_UNKNOWN = 3,
 };
 
-/// One rank (a thread that does the job's work, keyed by its thread id): its job's slot and its state.
+/// A rank's `state` word: its state in the low RANK_STATE_BITS, and above them the generation of its job's counts
+/// it was counted in. A rank of an older generation than its job's counts in none of them: unknown.
+enum rank_word {
+	RANK_STATE_BITS = 2,
+	RANK_STATE_MASK = 3,
+};
+
+/// One rank (a thread that does the job's work, keyed by its thread id): its job's slot and its state word.
 struct rank {
 	__u32 job;
 	__u32 state;
 };
 
-/// One job's ranks over time, guarded by `lock`: how many run and wait now, when that last changed (CLOCK_MONOTONIC
-/// ns), and the time integrated so far in which every rank ran at once (`together_ns`, while `running` reaches the
-/// job's size) and in which some rank waited for a CPU (`waiting_ns`, while `queued` > 0).
+/// What the agent says of a job: how many ranks it has, and the generation of its counts. The agent moves to a new
+/// generation whenever it takes a rank away (a rank that exited, a process that is no rank after all): the
+/// program then starts the job's counts of running and queued ranks from zero, and the task iterator counts every
+/// rank again as it is now, so that no rank taken away leaves its last state counted.
+struct job_size {
+	__u32 ranks;
+	__u32 gen;
+};
+
+/// One job's ranks over time, guarded by `lock`: how many run and wait now (in generation `gen`), when that last
+/// changed (CLOCK_MONOTONIC ns), and the time integrated so far in which every rank ran at once (`together_ns`,
+/// while `running` reaches the job's size) and in which some rank waited for a CPU (`waiting_ns`, while `queued`
+/// > 0).
 struct job_time {
 	struct bpf_spin_lock lock;
 	__s32 running;
 	__s32 queued;
-	__u32 pad;
+	__u32 gen;
 	__u64 last_ns;
 	__u64 together_ns;
 	__u64 waiting_ns;
