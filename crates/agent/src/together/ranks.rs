@@ -9,13 +9,13 @@
 //! `MPI_LOCALNRANKS`: MPICH's Hydra): until that many have started, the job's ranks are not all running, however
 //! many of those started run.
 //!
-//! The environment is the job's own, and hostile: it is read at most 1 MiB of it, from `/proc` (which never
-//! blocks). A process found to be a rank is not read again. One that is not is read again at the next
-//! [`LOOKS`] scans and whenever its command name changes: a process a launcher forked names its rank only once it
-//! has executed the program, which a scan may just miss (and an `exec` of the same program keeps the name).
+//! The environment is the job's own, and hostile: at most 1 MiB of it is read, from `/proc` (which never
+//! blocks). A process found to be a rank is not read again. One that is not is read at its first [`LOOKS`] scans:
+//! a process a launcher forked names its rank only once it has executed the program, which a scan may just miss.
+//! Whatever a job's processes do, the agent reads at most [`READS_PER_SCAN`] environments of it per scan (the
+//! others wait for the next) and at most [`LOOKS`] of each process.
 
 use std::collections::HashMap;
-use std::fs;
 use std::path::PathBuf;
 
 use lockstep_cgroup::procfs::{self, ProcessRef};
@@ -34,13 +34,15 @@ struct Names {
     local_size: Option<u32>,
 }
 
-/// Scans at which a process that names no rank is looked at again.
+/// How many times the environment of a process that names no rank is read, at most (once per scan).
 const LOOKS: u8 = 8;
 
+/// How many environments of one job are read per scan, at most.
+const READS_PER_SCAN: usize = 256;
+
 /// What was found out about one process of a job.
+#[derive(Clone, Copy, Default)]
 struct Seen {
-    /// Its command name when its environment was read.
-    comm: Vec<u8>,
     names: Names,
     /// How many times its environment was read.
     looks: u8,
@@ -60,14 +62,15 @@ impl Ranks {
         pids.sort_unstable();
         pids.dedup();
         let mut seen = HashMap::with_capacity(pids.len());
+        let mut reads = 0;
         for pid in pids {
-            let (Some(process), Some(comm)) = (ProcessRef::of(pid), command(pid)) else { continue };
-            let seen_now = match self.seen.remove(&process) {
-                Some(s) if s.names.rank || (s.comm == comm && s.looks >= LOOKS) => s,
-                Some(s) => Seen { names: names(pid), comm, looks: s.looks.saturating_add(1) },
-                None => Seen { names: names(pid), comm, looks: 1 },
-            };
-            seen.insert(process, seen_now);
+            let Some(process) = ProcessRef::of(pid) else { continue };
+            let mut s = self.seen.remove(&process).unwrap_or_default();
+            if !s.names.rank && s.looks < LOOKS && reads < READS_PER_SCAN {
+                s = Seen { names: names(pid), looks: s.looks + 1 };
+                reads += 1;
+            }
+            seen.insert(process, s);
         }
         self.seen = seen;
         let ranks: Vec<ProcessRef> = self.seen.iter().filter(|(_, s)| s.names.rank).map(|(p, _)| *p).collect();
@@ -78,11 +81,6 @@ impl Ranks {
             (ranks, local_size)
         }
     }
-}
-
-/// The command name of process `pid` (`/proc/PID/comm`: at most 16 bytes).
-fn command(pid: i32) -> Option<Vec<u8>> {
-    fs::read(format!("/proc/{pid}/comm")).ok()
 }
 
 /// What process `pid`'s environment says of its rank.
