@@ -249,12 +249,18 @@ static void interp(const struct mg *s, const struct level *c, const struct level
             long i2 = g2 / 2 - c->y0 + 1;
             const double *a = at(c, c->u, i3, i2, 0), *b = at(c, c->u, i3, i2 + 1, 0);
             const double *d = at(c, c->u, i3 + 1, i2, 0), *e = at(c, c->u, i3 + 1, i2 + 1, 0);
-            for (long i1 = 0; i1 < mm; i1++) {
-                if (!(g3 & 1))
-                    z[i1] = g2 & 1 ? 0.5 * (b[i1] + a[i1]) : a[i1];
-                else
-                    z[i1] = g2 & 1 ? 0.25 * (e[i1] + d[i1] + (b[i1] + a[i1])) : 0.5 * (d[i1] + a[i1]);
-            }
+            /* One loop per parity case: no branch in the inner loop. */
+            if (!(g3 & 1) && !(g2 & 1))
+                memcpy(z, a, mm * sizeof(double));
+            else if (!(g3 & 1))
+                for (long i1 = 0; i1 < mm; i1++)
+                    z[i1] = 0.5 * (b[i1] + a[i1]);
+            else if (!(g2 & 1))
+                for (long i1 = 0; i1 < mm; i1++)
+                    z[i1] = 0.5 * (d[i1] + a[i1]);
+            else
+                for (long i1 = 0; i1 < mm; i1++)
+                    z[i1] = 0.25 * (e[i1] + d[i1] + (b[i1] + a[i1]));
             double *row = at(f, f->u, p3, p2, 0);
             for (long i1 = 0; i1 < mm - 1; i1++) {
                 row[2 * i1] += z[i1];
