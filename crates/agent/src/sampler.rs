@@ -282,8 +282,8 @@ impl Telemetry {
             .filter_map(|(e, r)| r.map(|r| sample(&e.name, r.value, r.enabled, r.running)))
             .collect();
         if let Some(t) = self.together.as_ref().and_then(|t| t.read(name)) {
-            samples.push(sample(COSCHEDULED, t.together_ns, t.span_ns, t.span_ns));
-            samples.push(sample(RANK_WAITING, t.waiting_ns, t.span_ns, t.span_ns));
+            samples.push(sample(COSCHEDULED, t.together, t.span, t.span));
+            samples.push(sample(RANK_WAITING, t.waiting, t.span, t.span));
         }
         Some(samples)
     }

@@ -40,13 +40,11 @@ const RANK_STATE_BITS: u32 = 2;
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Reading {
     /// Nanoseconds since the job's first rank was registered (0 while it has none).
-    pub span_ns: u64,
+    pub span: u64,
     /// Nanoseconds of them in which every rank was on a CPU at once.
-    pub together_ns: u64,
+    pub together: u64,
     /// Nanoseconds of them in which some rank was runnable but not running.
-    pub waiting_ns: u64,
-    /// Ranks registered now.
-    pub ranks: u32,
+    pub waiting: u64,
 }
 
 /// One measured job.
@@ -179,12 +177,7 @@ impl Together {
         let together = t.together_ns + if size > 0 && t.running >= size { since } else { 0 };
         let waiting = t.waiting_ns + if t.queued > 0 { since } else { 0 };
         let span = now.saturating_sub(first);
-        Some(Reading {
-            span_ns: span,
-            together_ns: together.min(span),
-            waiting_ns: waiting.min(span),
-            ranks: job.registered.len() as u32,
-        })
+        Some(Reading { span, together: together.min(span), waiting: waiting.min(span) })
     }
 }
 
