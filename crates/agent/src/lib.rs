@@ -21,6 +21,7 @@ mod journal;
 mod log;
 mod managed;
 mod progress;
+mod ranks;
 mod realtime;
 mod restore;
 mod sampler;

@@ -16,6 +16,8 @@ use lockstep_cgroup::{procfs, procs_below};
 use lockstep_core::cosched::auto::Sample;
 use lockstep_core::trust::open_regular;
 
+use crate::ranks::Ranks;
+
 /// Size of a rank's live file.
 const LIVE_LEN: u64 = 64;
 
@@ -26,11 +28,13 @@ const MAGIC: &[u8; 8] = b"LSPMPI1\0";
 const LIVE_DIR: &str = "/dev/shm";
 
 /// Reads one job's totals now; `dirs` are the job's cgroup directories, one per group of processes (a job's
-/// containers are several), `epoch` the agent's monotonic origin.
-pub(crate) fn sample(dirs: &[&Path], epoch: Instant) -> Sample {
+/// containers are several), `epoch` the agent's monotonic origin, `ranks` what is known of the job's ranks (to
+/// tell how many will publish).
+pub(crate) fn sample(dirs: &[&Path], epoch: Instant, ranks: &mut Ranks) -> Sample {
     let mut pids: Vec<i32> = dirs.iter().flat_map(|d| procs_below(d).unwrap_or_default()).collect();
     pids.sort_unstable();
     pids.dedup();
+    let profiled = ranks.of(&pids).profiled;
     let mut calls = None;
     let mut publishers = 0;
     let mut cpu_ns = 0;
@@ -45,7 +49,7 @@ pub(crate) fn sample(dirs: &[&Path], epoch: Instant) -> Sample {
     if let Some(total) = dirs.iter().map(|d| cgroup_cpu_ns(d)).sum::<Option<u64>>() {
         cpu_ns = total;
     }
-    Sample { at_ns: epoch.elapsed().as_nanos() as u64, cpu_ns, calls, publishers }
+    Sample { at_ns: epoch.elapsed().as_nanos() as u64, cpu_ns, calls, publishers, profiled }
 }
 
 /// v2 `cpu.stat` `usage_usec` of the cgroup and its descendants, in ns.

@@ -11,10 +11,10 @@
 //!   exits keeps its final count. Cost: events × threads; threads that live shorter than one interval are
 //!   missed. Used for adopted cgroups outside the perf_event hierarchy (e.g. Slurm's v1 job cgroups).
 //!
-//! Beside the counters, every job gets two measures of how its ranks run (crate::together), as two more events
-//! of its samples, in nanoseconds since its first rank was seen (their `enabled` and `running`): [`COSCHEDULED`],
-//! the time every one of its ranks on this node was on a CPU at once, and [`RANK_WAITING`], the time one of them
-//! was runnable but not running.
+//! Beside the counters, every job gets three measures of how its ranks run (crate::together), as three more events
+//! of its samples, in nanoseconds since its first rank was seen: [`RANK_RUNNING`], the time some rank was on a CPU;
+//! [`COSCHEDULED`], the time every one of its ranks on this node was at once (its `enabled`: the time some rank
+//! was); and [`RANK_WAITING`], the time one of them was runnable but not running.
 
 use std::collections::{BTreeMap, HashSet};
 use std::fs::File;
@@ -31,7 +31,7 @@ use lockstep_telemetry::events::EventSpec;
 use lockstep_telemetry::Sample;
 
 use crate::together::Together;
-use lockstep_core::sample::{COSCHEDULED, RANK_WAITING};
+use lockstep_core::sample::{COSCHEDULED, RANK_RUNNING, RANK_WAITING};
 
 /// What the agent counts, and how often.
 #[derive(Clone, Debug)]
@@ -88,14 +88,16 @@ pub struct Telemetry {
     stop: bool,
 }
 
-/// How a job's ranks ran, as shares of its time since its first rank was seen (see [`COSCHEDULED`]).
+/// How a job's ranks ran since its first rank was seen, as shares of time (see [`COSCHEDULED`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Shares {
-    /// Every rank on a CPU at once, since the first rank was seen.
+    /// Every rank on a CPU at once, of the time some rank was.
     pub coscheduled: Option<f64>,
     /// The same over the last sampling interval.
     pub coscheduled_window: Option<f64>,
-    /// Some rank runnable but not on a CPU, since the first rank was seen.
+    /// Some rank on a CPU, of the job's time.
+    pub running: Option<f64>,
+    /// Some rank runnable but not on a CPU, of the job's time.
     pub waiting: Option<f64>,
 }
 
@@ -282,7 +284,8 @@ impl Telemetry {
             .filter_map(|(e, r)| r.map(|r| sample(&e.name, r.value, r.enabled, r.running)))
             .collect();
         if let Some(t) = self.together.as_ref().and_then(|t| t.read(name)) {
-            samples.push(sample(COSCHEDULED, t.together, t.span, t.span));
+            samples.push(sample(RANK_RUNNING, t.active, t.span, t.span));
+            samples.push(sample(COSCHEDULED, t.together, t.active, t.active));
             samples.push(sample(RANK_WAITING, t.waiting, t.span, t.span));
         }
         Some(samples)
@@ -341,6 +344,7 @@ impl Telemetry {
         Some(Shares {
             coscheduled: now.share(),
             coscheduled_window: of(previous, COSCHEDULED).and_then(|before| now.share_since(&before)),
+            running: of(latest, RANK_RUNNING).and_then(|s| s.share()),
             waiting: of(latest, RANK_WAITING).and_then(|s| s.share()),
         })
     }

@@ -22,15 +22,22 @@ pub struct Sample {
 }
 
 /// The event under which the agent samples a job's co-scheduled time: the nanoseconds in which every one of its
-/// ranks on the node was on a CPU at once, of `enabled` nanoseconds since its first rank was seen.
+/// ranks on the node was on a CPU at once, of `enabled` (and `running`) nanoseconds in which some rank was (the
+/// value of [`RANK_RUNNING`]), since its first rank was seen. Its share is near 1 when the ranks run together
+/// whenever they run (alone, or under gang), and near 0 when they never do.
 pub const COSCHEDULED: &str = "coscheduled";
+
+/// The event under which the agent samples the time a job ran on the node: the nanoseconds in which some of its
+/// ranks was on a CPU, of `enabled` nanoseconds since its first rank was seen.
+pub const RANK_RUNNING: &str = "rank-running";
 
 /// The event under which the agent samples a job's waiting time: the nanoseconds in which one of its ranks was
 /// runnable but not on a CPU, of `enabled` nanoseconds since its first rank was seen.
 pub const RANK_WAITING: &str = "rank-waiting";
 
 impl Sample {
-    /// The share of its `enabled` time this sample's value is (a time event: [`COSCHEDULED`], [`RANK_WAITING`]);
+    /// The share of its `enabled` time this sample's value is (a time event: [`COSCHEDULED`], [`RANK_RUNNING`],
+    /// [`RANK_WAITING`]);
     /// `None` before any time passed.
     pub fn share(&self) -> Option<f64> {
         (self.enabled > 0).then(|| self.value as f64 / self.enabled as f64)

@@ -537,6 +537,7 @@ fn an_experiment_runs_end_to_end_and_reports() {
         );
     }
     let summary = std::fs::read_to_string(dir.join("summary.md")).unwrap();
+    assert!(summary.contains("| comm share | together | verified |"), "no co-scheduled column: {summary}");
     for kind in ["container", "charliecloud"] {
         assert_eq!(ranks_in.contains(kind), summary.contains(&format!("yield+{kind}")), "{kind}: {summary}");
     }

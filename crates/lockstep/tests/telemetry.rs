@@ -283,8 +283,9 @@ fn adopted_cgroup_outside_perf_event_is_counted_per_thread() {
 }
 
 /// A job of two ranks (processes whose environment names their rank and their node's two ranks, as Open MPI's
-/// launcher names them, started by a launcher shell that names none and waits) that spin for `seconds` without ever sleeping (bash's own clock, no `date` to wait for), each pinned
-/// to its own PU: whenever both have their PU, both run.
+/// launcher names them, started by a launcher shell that names none and waits) that spin for `seconds` without
+/// ever sleeping (bash's own clock, no `date` to wait for), each pinned to its own PU: whenever both have their
+/// PU, both run.
 fn spinning_ranks(seconds: u32) -> String {
     let spin = format!("while [ $SECONDS -lt {seconds} ]; do :; done");
     let ranks = "OMPI_COMM_WORLD_LOCAL_SIZE=2";
@@ -293,8 +294,9 @@ fn spinning_ranks(seconds: u32) -> String {
     )
 }
 
-/// A job of two ranks (named as MPICH's Hydra names them) that pass a token through two FIFOs in `dir`, each working only while it holds it, for about
-/// `seconds`: never on a CPU at once (but for the instant of a hand-over).
+/// A job of two ranks (named as MPICH's Hydra names them) that pass a token through two FIFOs in `dir`, each
+/// working only while it holds it, for about `seconds`: never on a CPU at once (but for the instant of a
+/// hand-over).
 fn alternating_ranks(dir: &Path, seconds: u32) -> String {
     let (a, b) = (dir.join("a"), dir.join("b"));
     let (a, b) = (a.display(), b.display());
@@ -314,10 +316,10 @@ fn gauge(text: &str, name: &str, job: &str) -> Option<f64> {
 }
 
 /// Seconds since a job's first rank was seen, from `lockstep_job_event_enabled_seconds_total` of its
-/// `coscheduled` event.
+/// `rank-running` event.
 fn measured_seconds(text: &str, job: &str) -> f64 {
     let prefix =
-        format!("lockstep_job_event_enabled_seconds_total{{node=\"tn1\",job=\"{job}\",event=\"coscheduled\"}} ");
+        format!("lockstep_job_event_enabled_seconds_total{{node=\"tn1\",job=\"{job}\",event=\"rank-running\"}} ");
     text.lines().find_map(|l| l.strip_prefix(&prefix)).map_or(0.0, |v| v.parse().unwrap())
 }
 
@@ -342,7 +344,8 @@ fn coscheduled_time_tells_ranks_that_run_together_from_ranks_that_never_do() {
         assert!(out.status.success(), "{}", stderr(&out));
         let status: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
         let row = status["jobs"].as_array().unwrap().iter().find(|j| j["name"] == job.as_str()).cloned();
-        assert!(row.is_some_and(|j| j["coscheduled"].as_f64().is_some()), "{status}");
+        let shown = |j: &serde_json::Value| j["coscheduled"].as_f64().is_some() && j["rank_running"].as_f64().is_some();
+        assert!(row.is_some_and(|j| shown(&j)), "{status}");
         // `lockstep stat --job` counts the job to its end, then prints the agent's share beside the counts.
         let stat = env.spawn(&["stat", "--job", &job, "-e", "task-clock"]);
         let counted = common::output_within(stat, common::RUN_LIMIT, "lockstep stat --job, to the job's end");
@@ -350,17 +353,19 @@ fn coscheduled_time_tells_ranks_that_run_together_from_ranks_that_never_do() {
         assert!(stderr(&counted).contains("co-scheduled: all its ranks on a CPU at once"), "{}", stderr(&counted));
         assert!(common::exit_within(&mut run.0, common::RUN_LIMIT, "the job").success());
         let share = gauge(&text, "lockstep_job_coscheduled_ratio", &job).unwrap();
+        let running = gauge(&text, "lockstep_job_rank_running_ratio", &job).unwrap();
         let waiting = gauge(&text, "lockstep_job_rank_waiting_ratio", &job).unwrap();
-        eprintln!("{kind}: co-scheduled {share:.3}, a rank waiting {waiting:.3}");
-        (share, waiting, text)
+        eprintln!("{kind}: co-scheduled {share:.3} of running {running:.3}, a rank waiting {waiting:.3}");
+        (share, running, waiting, text)
     };
-    // Ranks that never sleep are, at every moment, all on a CPU or one of them waiting for one: the two shares
-    // cover the time, however loaded the machine is. The launcher shell, which waits, is no rank: were it one, the
-    // job's ranks would never all run.
-    let (spinning, waiting, text) = measure("together", &spinning_ranks(8));
+    // Ranks that never sleep are, at every moment, all on a CPU or one of them waiting for one: the time all ran
+    // (the co-scheduled share of the time some ran) and the time one waited cover the job's time, however loaded
+    // the machine is. The launcher shell, which waits, is no rank: were it one, the job's ranks would never all run.
+    let (spinning, running, waiting, text) = measure("together", &spinning_ranks(8));
     assert!(spinning > 0.01, "spinning ranks on two PUs never ran together ({spinning:.3})\n{text}");
-    assert!(spinning + waiting > 0.9, "spinning ranks: together {spinning:.3} + waiting {waiting:.3} < 0.9\n{text}");
+    let together = spinning * running;
+    assert!(together + waiting > 0.9, "spinning ranks: together {together:.3} + waiting {waiting:.3} < 0.9\n{text}");
     // Ranks that take turns are never all on a CPU, whatever the load.
-    let (alternating, _, text) = measure("apart", &alternating_ranks(fifos.path(), 8));
+    let (alternating, _, _, text) = measure("apart", &alternating_ranks(fifos.path(), 8));
     assert!(alternating < 0.05, "ranks that take turns ran together {alternating:.3} of the time\n{text}");
 }

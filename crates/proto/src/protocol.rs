@@ -165,13 +165,17 @@ pub struct JobStatus {
     /// UID of the job's owner.
     #[serde(default)]
     pub owner: u32,
-    /// Share of its time since its first rank was seen in which every one of its ranks on this node was on a CPU
-    /// at once (1: always co-scheduled); absent where the agent does not measure it.
+    /// Since its first rank was seen, the share of the time some of its ranks on this node was on a CPU in which
+    /// every one of them was at once (1: its ranks always run together); absent where the agent does not measure
+    /// it.
     #[serde(default)]
     pub coscheduled: Option<f64>,
     /// The same share over the agent's last sampling interval.
     #[serde(default)]
     pub coscheduled_window: Option<f64>,
+    /// Share of its time since its first rank was seen in which some of its ranks was on a CPU.
+    #[serde(default)]
+    pub rank_running: Option<f64>,
     /// Share of the same time in which one of its ranks was runnable but not on a CPU.
     #[serde(default)]
     pub rank_waiting: Option<f64>,

@@ -164,6 +164,9 @@ CREATE TABLE scale_results (
 );
 CREATE INDEX scale_results_experiment ON scale_results(experiment, session);
 ",
+    r"
+ALTER TABLE experiment_runs ADD COLUMN coscheduled REAL;  -- share of the time some rank ran in which all did (agent)
+",
 ];
 
 #[cfg(test)]

@@ -4,7 +4,7 @@
 use std::fmt::Write;
 
 use crate::Sample;
-use lockstep_core::sample::{COSCHEDULED, RANK_WAITING};
+use lockstep_core::sample::{COSCHEDULED, RANK_RUNNING, RANK_WAITING};
 
 /// What one scrape shows.
 pub struct Snapshot<'a> {
@@ -87,12 +87,19 @@ pub fn render(snap: &Snapshot, openmetrics: bool) -> String {
             f.sample(&format!("{name}_total"), &[("node", node), ("job", &s.job), ("event", &s.event)], &value(s));
         }
     }
-    let shares: [(&str, &str, &str); 2] = [
+    let shares: [(&str, &str, &str); 3] = [
         (
             "lockstep_job_coscheduled_ratio",
             COSCHEDULED,
-            "Share of the job's time since its first rank was seen in which every one of its ranks on this node was \
-             on a CPU at once: 1 when its ranks always run together, near 0 when they never do.",
+            "Share of the time some of the job's ranks on this node was on a CPU in which every one of them was at \
+             once, since its first rank was seen: 1 when its ranks run together whenever they run, near 0 when they \
+             never do.",
+        ),
+        (
+            "lockstep_job_rank_running_ratio",
+            RANK_RUNNING,
+            "Share of the job's time since its first rank was seen in which some of its ranks on this node was on a \
+             CPU.",
         ),
         (
             "lockstep_job_rank_waiting_ratio",
@@ -163,10 +170,13 @@ mod tests {
             running: 2_000_000_000,
         };
         let (together, waiting) = (at("coscheduled", 500_000_000), at("rank-waiting", 1_500_000_000));
-        let snap = Snapshot { node: "n1", samples: vec![&together, &waiting], jobs: 1, cpu_seconds: 0.0, rss_bytes: 0 };
+        let running = at("rank-running", 1_000_000_000);
+        let samples = vec![&together, &running, &waiting];
+        let snap = Snapshot { node: "n1", samples, jobs: 1, cpu_seconds: 0.0, rss_bytes: 0 };
         let text = render(&snap, true);
         assert!(text.contains("# UNIT lockstep_job_coscheduled_ratio ratio\n"), "{text}");
         assert!(text.contains("lockstep_job_coscheduled_ratio{node=\"n1\",job=\"j\"} 0.250000\n"), "{text}");
+        assert!(text.contains("lockstep_job_rank_running_ratio{node=\"n1\",job=\"j\"} 0.500000\n"), "{text}");
         assert!(text.contains("lockstep_job_rank_waiting_ratio{node=\"n1\",job=\"j\"} 0.750000\n"), "{text}");
     }
 }

@@ -42,6 +42,8 @@ pub struct Daemon {
     pub(super) choices: Vec<(f64, cosched::auto::Choice)>,
     /// The origin of the monotonic times `auto` measures with.
     pub(super) epoch: Instant,
+    /// What `auto` knows of each measured job's ranks (which preload the profiler), by job name.
+    pub(super) ranks: HashMap<String, crate::ranks::Ranks>,
     /// When decisions last went to the store.
     pub(super) last_flush: Instant,
     /// Where the daemon is in its life.
@@ -129,6 +131,7 @@ impl Daemon {
             pending: Vec::new(),
             choices: Vec::new(),
             epoch: Instant::now(),
+            ranks: HashMap::new(),
             last_flush: Instant::now(),
             last_beat: Instant::now(),
             faults: Faults::default(),

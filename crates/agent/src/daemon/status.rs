@@ -68,6 +68,7 @@ impl Daemon {
                         cgroups: j.groups.iter().filter_map(|g| g.dirs.first().cloned()).collect(),
                         coscheduled: shares.coscheduled,
                         coscheduled_window: shares.coscheduled_window,
+                        rank_running: shares.running,
                         rank_waiting: shares.waiting,
                     }
                 })

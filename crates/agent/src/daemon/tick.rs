@@ -51,8 +51,13 @@ impl Daemon {
             .collect();
         if let Some(auto) = self.planner.measuring() {
             // Only jobs that share PUs with another are measured; a job alone is left to the kernel.
-            let (jobs, epoch) = (&self.jobs, self.epoch);
-            for c in auto.observe(k, self.slot, &views, |i| progress::sample(&jobs[i].count_dirs(), epoch)) {
+            let (jobs, epoch, ranks) = (&self.jobs, self.epoch, &mut self.ranks);
+            ranks.retain(|name, _| jobs.iter().any(|j| j.name == *name));
+            let mut sample = |i: usize| {
+                let job = &jobs[i];
+                progress::sample(&job.count_dirs(), epoch, ranks.entry(job.name.clone()).or_default())
+            };
+            for c in auto.observe(k, self.slot, &views, &mut sample) {
                 if !c.trying {
                     crate::log::info!("auto: {} -> {}: {}", c.jobs.join(" "), c.policy, c.why);
                 }

@@ -1,10 +1,8 @@
-//! `together`: how much of a job's time every one of its ranks on this node was on a CPU at once (its
-//! co-scheduled fraction), and how much of it one of them was runnable but waited for a CPU — what co-scheduling is
-//! for, measured directly. The kernel does the measuring (bpf/together.bpf.c: BTF tracepoints on the scheduler's
-//! switches and wake-ups, a hash lookup per event for a thread that is not a rank); the agent tells it which threads
-//! are whose ranks ([`ranks`]) and reads the integrated times.
-
-mod ranks;
+//! `together`: how much of the time a job's ranks on this node ran every one of them was on a CPU at once (its
+//! co-scheduled fraction), and how much of its time one of them was runnable but waited for a CPU — what
+//! co-scheduling is for, measured directly. The kernel does the measuring (bpf/together.bpf.c: BTF tracepoints on
+//! the scheduler's switches and wake-ups, a hash lookup per event for a thread that is not a rank); the agent tells
+//! it which threads are whose ranks (crate::ranks) and reads the integrated times.
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::Read;
@@ -41,6 +39,8 @@ const RANK_STATE_BITS: u32 = 2;
 pub struct Reading {
     /// Nanoseconds since the job's first rank was registered (0 while it has none).
     pub span: u64,
+    /// Nanoseconds of them in which some rank was on a CPU.
+    pub active: u64,
     /// Nanoseconds of them in which every rank was on a CPU at once.
     pub together: u64,
     /// Nanoseconds of them in which some rank was runnable but not running.
@@ -60,7 +60,7 @@ struct Job {
     gen: u32,
     /// How many ranks it has: those registered, or more if its launcher said so.
     size: u32,
-    ranks: ranks::Ranks,
+    ranks: crate::ranks::Ranks,
 }
 
 /// The loaded, attached program and the jobs it measures. Dropping it detaches it.
@@ -133,7 +133,7 @@ impl Together {
                 registered: HashMap::new(),
                 gen: 0,
                 size: 0,
-                ranks: ranks::Ranks::default(),
+                ranks: crate::ranks::Ranks::default(),
             },
         );
         Ok(())
@@ -174,19 +174,22 @@ impl Together {
         let size = job.size as i32;
         // The time since the last change, in the state that change left.
         let since = if t.last_ns > 0 { now.saturating_sub(t.last_ns) } else { 0 };
+        let active = t.active_ns + if t.running > 0 { since } else { 0 };
         let together = t.together_ns + if size > 0 && t.running >= size { since } else { 0 };
         let waiting = t.waiting_ns + if t.queued > 0 { since } else { 0 };
         let span = now.saturating_sub(first);
-        Some(Reading { span, together: together.min(span), waiting: waiting.min(span) })
+        let active = active.min(span);
+        Some(Reading { span, active, together: together.min(active), waiting: waiting.min(span) })
     }
 }
 
 /// Registers `job`'s ranks now in `ranks` and takes away those it no longer has (a new generation of its counts
 /// then), and writes its size and generation in `sizes`. Returns whether its ranks changed.
 fn register(ranks: &MapHandle, sizes: &MapHandle, job: &mut Job) -> anyhow::Result<bool> {
-    let (ranks_now, local_size) = job.ranks.now(&job.dirs);
+    let found = job.ranks.now(&job.dirs);
+    let local_size = found.local_size;
     let now: HashMap<u32, ProcessRef> =
-        ranks_now.into_iter().map(|r| (r.pid as u32, r)).take(MAX_RANKS_PER_JOB).collect();
+        found.ranks.into_iter().map(|r| (r.pid as u32, r)).take(MAX_RANKS_PER_JOB).collect();
     let gone: Vec<u32> = job.registered.iter().filter(|(tid, r)| now.get(tid) != Some(r)).map(|(t, _)| *t).collect();
     for tid in &gone {
         let _ = ranks.delete(&tid.to_ne_bytes());
@@ -225,8 +228,8 @@ mod tests {
         // Sizes of the C structs in together_intf.h (x86-64 and aarch64 alike).
         assert_eq!(std::mem::size_of::<types::rank>(), 8);
         assert_eq!(std::mem::size_of::<types::job_size>(), 8);
-        assert_eq!(std::mem::size_of::<types::job_time>(), 40);
-        let t: types::job_time = crate::bpf::read_as(&[0u8; 40]).unwrap();
-        assert_eq!((t.running, t.queued, t.together_ns), (0, 0, 0));
+        assert_eq!(std::mem::size_of::<types::job_time>(), 48);
+        let t: types::job_time = crate::bpf::read_as(&[0u8; 48]).unwrap();
+        assert_eq!((t.running, t.queued, t.active_ns, t.together_ns), (0, 0, 0, 0));
     }
 }

@@ -7,6 +7,10 @@
 //! A job's progress is the rate of the MPI calls that move data or synchronise (the PMPI profiler's live count,
 //! when every rank of the job publishes it), else the CPU time its processes get: a rank that spins in
 //! `MPI_Wait` burns CPU without progress, but still completes the same calls per iteration.
+//!
+//! No trial window counts while a job of the group is still starting (some of its ranks that preload the profiler
+//! do not publish yet: they are in `MPI_Init`, or not yet started), for at most [`MAX_STARTUP`] from the group's
+//! forming: a job that has not begun to work would measure as a job that gets nothing from any policy.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -47,6 +51,10 @@ pub const MAX_STRETCH: u64 = 4;
 /// The longest a choice is kept without trying again.
 pub const MAX_EXPLOIT: Duration = Duration::from_secs(30);
 
+/// The longest a new group's trial waits for its jobs to finish starting (ranks that preload the profiler but
+/// cannot publish, for one, would otherwise hold it forever).
+pub const MAX_STARTUP: Duration = Duration::from_secs(30);
+
 /// Where `cfs` is among the [`CANDIDATES`]: the baseline every other is compared with.
 const CFS: usize = 1;
 
@@ -62,6 +70,17 @@ pub struct Sample {
     pub calls: Option<u64>,
     /// How many of the job's processes publish it.
     pub publishers: u32,
+    /// How many of its ranks will publish it once started: those that preload the profiler (0 when none does, or
+    /// the agent cannot tell).
+    #[serde(default)]
+    pub profiled: u32,
+}
+
+impl Sample {
+    /// Whether the job is still starting: fewer of its processes publish their MPI calls than will.
+    pub fn starting(&self) -> bool {
+        self.publishers < self.profiled
+    }
 }
 
 /// One job's progress over a window.
@@ -119,6 +138,10 @@ struct Group {
     policy: PolicySpec,
     /// The window's first slot and the samples there.
     start: (u64, Vec<Sample>),
+    /// The slot its trial (re)started in: the waiting for its jobs to start counts from here.
+    formed: u64,
+    /// Whether it waited for a job to start in the last slot.
+    waited: bool,
     why: String,
     rates: BTreeMap<String, Vec<Rate>>,
 }
@@ -163,9 +186,27 @@ impl Group {
             phase: Phase::Explore { next: 0, rates: Vec::new() },
             policy: CANDIDATES[0],
             start: (slot, samples),
+            formed: slot,
+            waited: false,
             why: why.to_string(),
             rates: BTreeMap::new(),
         }
+    }
+
+    /// Why the trial waits in slot `slot` (samples `now` of jobs `names`) rather than measure: a job still
+    /// starting, within [`MAX_STARTUP`] of the trial's start. `None` when it measures.
+    fn waits(&self, slot: u64, slot_len: Duration, names: &[String], now: &[Sample]) -> Option<String> {
+        let limit = (MAX_STARTUP.as_nanos() as u64).div_ceil((slot_len.as_nanos() as u64).max(1));
+        if !matches!(self.phase, Phase::Explore { .. }) || slot.saturating_sub(self.formed) >= limit {
+            return None;
+        }
+        let (name, s) = names.iter().zip(now).find(|(_, s)| s.starting())?;
+        Some(format!(
+            "waiting for {name} to start ({} of its {} profiled ranks publish): trying {}",
+            s.publishers,
+            s.profiled,
+            CANDIDATES[0].name()
+        ))
     }
 }
 
@@ -296,12 +337,38 @@ impl Auto {
             // Slots in one round of the group's cycles.
             let rows = members.iter().map(|&i| jobs[i].round).max().unwrap_or(1);
             let group = if let Some(mut g) = self.groups.remove(&names) {
-                if g.window_done(slot, rows, slot_len, &now) {
+                if let Some(why) = g.waits(slot, slot_len, &names, &now) {
+                    // Measured from scratch once every job has started; said when what it waits for changes.
+                    let formed = g.formed;
+                    let said_before = g.why == why;
+                    g = Group::explore(slot, now, &why);
+                    (g.formed, g.waited) = (formed, true);
+                    if !said_before {
+                        said.push(choice(&names, &g));
+                    }
+                } else if g.waited {
+                    // The first window starts now, with every job started (or past the wait's limit).
+                    let why = match names.iter().zip(&now).find(|(_, s)| s.starting()) {
+                        Some((name, _)) => format!(
+                            "{name} not started after {} s: trying {} anyway",
+                            MAX_STARTUP.as_secs(),
+                            CANDIDATES[0].name()
+                        ),
+                        None => format!("every job started: trying {}", CANDIDATES[0].name()),
+                    };
+                    let formed = g.formed;
+                    g = Group::explore(slot, now, &why);
+                    g.formed = formed;
+                    said.push(choice(&names, &g));
+                } else if g.window_done(slot, rows, slot_len, &now) {
                     said.extend(step(&mut g, slot, slot_len, &now, &names));
                 }
                 g
             } else {
-                let g = Group::explore(slot, now, "new set of jobs: trying gang");
+                let mut g = Group::explore(slot, now.clone(), "new set of jobs: trying gang");
+                if let Some(why) = g.waits(slot, slot_len, &names, &now) {
+                    (g.why, g.waited) = (why, true);
+                }
                 said.push(choice(&names, &g));
                 g
             };

@@ -154,7 +154,7 @@ mod auto {
     use std::time::Duration;
 
     use super::{next, pus, view};
-    use crate::cosched::auto::{decide, groups, window_slots, Auto, Choice, Rate, Sample, CANDIDATES};
+    use crate::cosched::auto::{decide, groups, window_slots, Auto, Choice, Rate, Sample, CANDIDATES, MAX_STARTUP};
     use crate::cosched::{Desired, JobView, Policy, PolicySpec};
 
     fn r(calls_s: f64, cpu_s: f64) -> Rate {
@@ -239,8 +239,63 @@ mod auto {
     fn calls_at(t: f64, calls: &[u64]) -> Vec<Sample> {
         calls
             .iter()
-            .map(|&c| Sample { at_ns: (t * 1e9) as u64, cpu_ns: (t * 1e9) as u64, calls: Some(c), publishers: 2 })
+            .map(|&c| Sample {
+                at_ns: (t * 1e9) as u64,
+                cpu_ns: (t * 1e9) as u64,
+                calls: Some(c),
+                publishers: 2,
+                profiled: 0,
+            })
             .collect()
+    }
+
+    #[test]
+    fn no_window_counts_while_a_job_is_still_starting() {
+        // The case seen on 16 cores: y's ranks still in MPI_Init (they preload the profiler, none publishes yet)
+        // while x already communicates. Nothing is decided from that, however long x's calls have been counted.
+        let (x, y) = (pus("0-1"), pus("0-1"));
+        let jobs = [view("x", 0, &x), view("y", 1, &y)];
+        // Both jobs' two ranks preload the profiler.
+        let profiled = |t: f64, calls: &[u64]| {
+            let mut s = calls_at(t, calls);
+            for sample in &mut s {
+                sample.profiled = 2;
+            }
+            s
+        };
+        let starting = |t: f64, x_calls: u64| {
+            let mut s = profiled(t, &[x_calls, 0]);
+            (s[1].calls, s[1].publishers) = (None, 0);
+            s
+        };
+        let mut auto = Auto::default();
+        let first = see(&mut auto, 0, &jobs, &starting(0.0, 0));
+        assert!(first[0].trying && first[0].policy == "gang", "{first:?}");
+        assert!(first[0].why.starts_with("waiting for y to start (0 of its 2 profiled ranks publish)"), "{first:?}");
+        for slot in 1..20 {
+            let c = see(&mut auto, slot, &jobs, &starting(slot as f64 * 0.2, slot * 400));
+            assert!(c.is_empty(), "slot {slot}: {c:?}");
+            assert!(auto.choices()[0].trying && auto.choices()[0].policy == "gang");
+        }
+        // y's ranks publish: measured from here, gang then cfs, as for any pair.
+        let started = see(&mut auto, 20, &jobs, &profiled(4.0, &[8000, 0]));
+        assert!(started[0].trying && started[0].why == "every job started: trying gang", "{started:?}");
+        assert!(see(&mut auto, 21, &jobs, &profiled(4.2, &[8400, 400])).is_empty());
+        assert_eq!(see(&mut auto, 22, &jobs, &profiled(4.4, &[8800, 800]))[0].policy, "cfs");
+        let chosen = see(&mut auto, 23, &jobs, &profiled(4.6, &[9000, 1000]));
+        assert!(!chosen[0].trying && chosen[0].policy == "gang", "{chosen:?}");
+        // A job whose profiled ranks never publish holds the trial no longer than MAX_STARTUP.
+        let mut stuck = Auto::default();
+        let limit = (MAX_STARTUP.as_millis() / SLOT.as_millis()) as u64;
+        see(&mut stuck, 0, &jobs, &starting(0.0, 0));
+        for slot in 1..limit {
+            assert!(see(&mut stuck, slot, &jobs, &starting(slot as f64 * 0.2, slot * 400)).is_empty(), "slot {slot}");
+        }
+        let t = |slot: u64| slot as f64 * 0.2;
+        let anyway = see(&mut stuck, limit, &jobs, &starting(t(limit), limit * 400));
+        assert!(anyway[0].why == "y not started after 30 s: trying gang anyway", "{anyway:?}");
+        let tried = see(&mut stuck, limit + 2, &jobs, &starting(t(limit + 2), (limit + 2) * 400));
+        assert!(tried[0].trying && tried[0].policy == "cfs", "{tried:?}");
     }
 
     #[test]

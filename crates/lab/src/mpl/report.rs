@@ -22,6 +22,8 @@ pub struct Cell {
     pub slowdown: (f64, f64, f64),
     /// Mean communication share.
     pub comm: Option<f64>,
+    /// Mean co-scheduled fraction (the agent's: all ranks on a CPU, of the time one was).
+    pub coscheduled: Option<f64>,
     /// Whether every job verified.
     pub verified: bool,
 }
@@ -61,6 +63,7 @@ pub fn cells(runs: &[ExperimentRun]) -> BTreeMap<Key, Cell> {
             let mut times: Vec<f64> = rs.iter().map(|r| time_of(r)).collect();
             let mut slow: Vec<f64> = times.iter().map(|t| t / b).collect();
             let comms: Vec<f64> = rs.iter().filter_map(|r| r.comm_ratio).collect();
+            let together: Vec<f64> = rs.iter().filter_map(|r| r.coscheduled).collect();
             let cell = Cell {
                 n: rs.len(),
                 time: median(&mut times),
@@ -69,12 +72,18 @@ pub fn cells(runs: &[ExperimentRun]) -> BTreeMap<Key, Cell> {
                     slow.iter().copied().fold(f64::INFINITY, f64::min),
                     slow.iter().copied().fold(f64::NEG_INFINITY, f64::max),
                 ),
-                comm: (!comms.is_empty()).then(|| comms.iter().sum::<f64>() / comms.len() as f64),
+                comm: mean(&comms),
+                coscheduled: mean(&together),
                 verified: rs.iter().all(|r| r.verified),
             };
             (key, cell)
         })
         .collect()
+}
+
+/// The mean of `values`; `None` when there are none.
+fn mean(values: &[f64]) -> Option<f64> {
+    (!values.is_empty()).then(|| values.iter().sum::<f64>() / values.len() as f64)
 }
 
 /// Mean slowdown of the communication-heavy workloads, per (progress, policy, MPL ≥ 2).
@@ -145,25 +154,28 @@ pub fn write(spec: &Spec, runs: &[ExperimentRun], dir: &Path) -> anyhow::Result<
         "{} job runs; {} ranks per job; placement `{}`; repetitions {}; MPI progress: `yield` = \
          `mpi_yield_when_idle 1`, `busy` = busy polling; `+container`: one podman container per rank; `+charliecloud`: one Charliecloud `ch-run` per rank; `+slurm`: one `srun` across the \
          test cluster's nodes, timed from submission to exit. Slowdown = median kernel time / median dedicated time (the workload alone on the node); spread = min–max over jobs and repetitions; comm = PMPI time in MPI / \
-         wall time, mean over ranks and jobs.\n",
+         wall time, mean over ranks and jobs; together = the agent's co-scheduled fraction (the share of the time \
+         some rank of the job ran in which all its ranks on the node did, measured in the kernel), mean over jobs.\n",
         runs.len(),
         spec.ranks,
         spec.placement,
         spec.repetitions
     );
     md +=
-        "| progress | policy | workload | MPL | jobs | median time (s) | slowdown | spread | comm share | verified |\n";
-    md += "|---|---|---|---|---|---|---|---|---|---|\n";
+        "| progress | policy | workload | MPL | jobs | median time (s) | slowdown | spread | comm share | together | \
+         verified |\n";
+    md += "|---|---|---|---|---|---|---|---|---|---|---|\n";
     for ((progress, policy, workload, mpl), c) in &cells {
         let _ = writeln!(
             md,
-            "| {progress} | {policy} | {workload} | {mpl} | {} | {:.2} | {:.2} | {:.2}–{:.2} | {} | {} |",
+            "| {progress} | {policy} | {workload} | {mpl} | {} | {:.2} | {:.2} | {:.2}–{:.2} | {} | {} | {} |",
             c.n,
             c.time,
             c.slowdown.0,
             c.slowdown.1,
             c.slowdown.2,
             c.comm.map_or("-".into(), |v| format!("{:.1} %", v * 100.0)),
+            c.coscheduled.map_or("-".into(), |v| format!("{:.0} %", v * 100.0)),
             if c.verified { "yes" } else { "NO" }
         );
     }

@@ -1,6 +1,7 @@
 //! Runs an experiment: a private agent, then every case under every policy and progress mode, each job a real
 //! MPI run through `lockstep run` with the PMPI profiler preloaded; every job's result goes to the store.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -15,6 +16,7 @@ use crate::harness::spec::{PolicyConfig, Progress, RanksIn, Scheduler};
 use crate::harness::Paths;
 use lockstep_core::cosched::auto::Choice;
 use lockstep_core::cosched::{slot, PolicySpec};
+use lockstep_core::sample::COSCHEDULED;
 use lockstep_proto::client::{call, check};
 use lockstep_proto::protocol::Request;
 use lockstep_store::{now, Action, ExperimentRun, Store};
@@ -153,6 +155,8 @@ struct AgentRecords {
     dcs: Option<(u64, f64, f64)>,
     /// `auto`'s choices and trials while the case ran.
     auto: Vec<Choice>,
+    /// Each job's co-scheduled fraction, the mean over the nodes whose agent measured it.
+    coscheduled: BTreeMap<String, f64>,
 }
 
 /// Starts every job of the case at once, waits for the measured ones, and returns their runs.
@@ -173,7 +177,8 @@ fn run_case(
         }
     }
     let ended = wait_for_jobs(spec, paths, site.cluster, case, jobs)?;
-    let records = agent_records(paths, site.cluster, case, started_at, now())?;
+    let names: Vec<&str> = ended.iter().map(|e| e.name.as_str()).collect();
+    let records = agent_records(paths, site.cluster, case, &names, started_at, now())?;
     Ok(ended.into_iter().map(|e| to_run(spec, site, case, session, started_at, &records, e)).collect())
 }
 
@@ -334,11 +339,12 @@ fn wait_for_jobs(
 }
 
 /// What the agents recorded within `[from, to]`: slot skew across the cluster's nodes (slotted policies on the
-/// cluster), dcs raises (dcs policies).
+/// cluster), dcs raises (dcs policies), `auto`'s choices, and the co-scheduled fraction of each of `jobs`.
 fn agent_records(
     paths: &Paths,
     cluster: Option<&Cluster>,
     case: &Case<'_>,
+    jobs: &[&str],
     from: f64,
     to: f64,
 ) -> anyhow::Result<AgentRecords> {
@@ -346,10 +352,9 @@ fn agent_records(
     let skew = cluster.filter(|_| policy.slotted());
     let raises = policy.raises().is_some();
     let auto = policy == PolicySpec::Auto;
-    if skew.is_some() || raises || auto {
-        // The agents write decisions once a second: wait for the case's last ones (once for both readings).
-        std::thread::sleep(Duration::from_millis(1100));
-    }
+    // The agents write decisions once a second, and a job's final samples at their next sampling interval: wait
+    // for the case's last ones (once for every reading).
+    std::thread::sleep(Duration::from_millis(1100));
     let slot_skew_ms = match skew {
         Some(c) => c.skew_ms(from, to)?,
         None => None,
@@ -362,7 +367,22 @@ fn agent_records(
             choices.extend(Store::open(db)?.auto_choices(from, to)?.into_iter().map(|(_, c)| c));
         }
     }
-    Ok(AgentRecords { slot_skew_ms, dcs, auto: choices })
+    let coscheduled = jobs.iter().filter_map(|&job| Some((job.to_string(), coscheduled(&stores, job)?))).collect();
+    Ok(AgentRecords { slot_skew_ms, dcs, auto: choices, coscheduled })
+}
+
+/// Job `job`'s co-scheduled fraction from its latest sample in each of `stores` (every node's agent that measured
+/// it), the mean over them; `None` where none did.
+fn coscheduled(stores: &[PathBuf], job: &str) -> Option<f64> {
+    let shares: Vec<f64> = stores
+        .iter()
+        .filter_map(|db| {
+            let samples = Store::open(db).ok()?.samples(job).ok()?;
+            let latest = samples.iter().filter(|s| s.event == COSCHEDULED).max_by(|a, b| a.time.total_cmp(&b.time));
+            latest?.share()
+        })
+        .collect();
+    (!shares.is_empty()).then(|| shares.iter().sum::<f64>() / shares.len() as f64)
 }
 
 /// The stored run of one measured job.
@@ -390,6 +410,7 @@ fn to_run(
         .lines()
         .find_map(|l| serde_json::from_str::<serde_json::Value>(l).ok().filter(|v| v.get("kernel").is_some()));
     let auto_chose = (case.policy.scheduler.agents() == PolicySpec::Auto).then(|| auto_chose(&records.auto, &job.name));
+    let coscheduled = records.coscheduled.get(&job.name).copied();
     ExperimentRun {
         experiment: spec.name.clone(),
         session,
@@ -414,6 +435,7 @@ fn to_run(
         dcs_p50_us: records.dcs.map(|d| d.1),
         dcs_p99_us: records.dcs.map(|d| d.2),
         auto_chose,
+        coscheduled,
         ..ExperimentRun::default()
     }
 }

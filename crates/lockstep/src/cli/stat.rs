@@ -164,9 +164,11 @@ fn job_pids(store: &Path, socket: &Path, job: &str) -> anyhow::Result<Vec<i32>> 
     Ok(pids)
 }
 
-/// After `--job`'s counts: the share of the job's time in which all its ranks were on a CPU at once, as the agent
-/// last sampled it into the store (nothing when the agent did not measure it).
+/// After `--job`'s counts: how its ranks ran, as the agent last sampled it into the store (nothing when the agent
+/// did not measure it): the share of its time some rank ran, the share of that in which all its ranks ran at once,
+/// and the share of its time a rank waited for a CPU.
 fn print_coscheduled(store: &Path, job: &str) {
+    use lockstep_core::sample::{COSCHEDULED, RANK_RUNNING, RANK_WAITING};
     let Some(samples) = lockstep_store::Store::open(store).ok().and_then(|s| s.samples(job).ok()) else { return };
     let latest = |event: &str| {
         samples
@@ -175,11 +177,17 @@ fn print_coscheduled(store: &Path, job: &str) {
             .max_by(|a, b| a.time.total_cmp(&b.time))
             .and_then(lockstep_core::sample::Sample::share)
     };
-    if let Some(together) = latest(lockstep_core::sample::COSCHEDULED) {
-        eprintln!(" {together:>17.3}      co-scheduled: all its ranks on a CPU at once (share of its time, agent)");
-        if let Some(waiting) = latest(lockstep_core::sample::RANK_WAITING) {
-            eprintln!(" {waiting:>17.3}      a rank runnable, waiting for a CPU (share of its time, agent)\n");
-        }
+    let lines = [
+        (RANK_RUNNING, "running: some rank on a CPU (share of its time, agent)"),
+        (COSCHEDULED, "co-scheduled: all its ranks on a CPU at once (share of the time one was, agent)"),
+        (RANK_WAITING, "a rank runnable, waiting for a CPU (share of its time, agent)"),
+    ];
+    let shares: Vec<_> = lines.iter().filter_map(|(event, what)| Some((latest(event)?, what))).collect();
+    for (share, what) in &shares {
+        eprintln!(" {share:>17.3}      {what}");
+    }
+    if !shares.is_empty() {
+        eprintln!();
     }
 }
 

@@ -60,6 +60,9 @@ pub struct ExperimentRun {
     /// Placement experiments: `native` on a machine with several core kinds, or `emulated: …` (which topology's
     /// kinds, and the bandwidth limit that stood in for the slower kind).
     pub hybrid: Option<String>,
+    /// The job's co-scheduled fraction as the agents measured it (`coscheduled`: the share of the time some of
+    /// its ranks ran in which all of them did), the mean over its nodes.
+    pub coscheduled: Option<f64>,
 }
 
 impl Store {
@@ -68,9 +71,9 @@ impl Store {
         self.conn.execute(
             "INSERT INTO experiment_runs (experiment, session, policy, progress, placement, mix, mpl, workload, job,
                  repetition, time_s, wall_s, comm_ratio, verified, exit_status, started_at, tool_cpu_s, tool_rss_bytes, slot_skew_ms,
-                 dcs_raises, dcs_p50_us, dcs_p99_us, auto_chose, score, hybrid)
+                 dcs_raises, dcs_p50_us, dcs_p99_us, auto_chose, score, hybrid, coscheduled)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22,
-                     ?23, ?24, ?25)",
+                     ?23, ?24, ?25, ?26)",
             params![
                 r.experiment,
                 r.session,
@@ -96,7 +99,8 @@ impl Store {
                 r.dcs_p99_us,
                 r.auto_chose,
                 r.score,
-                r.hybrid
+                r.hybrid,
+                r.coscheduled
             ],
         )?;
         Ok(())
@@ -107,7 +111,7 @@ impl Store {
         let mut stmt = self.conn.prepare(
             "SELECT experiment, session, policy, progress, placement, mix, mpl, workload, job, repetition, time_s,
                     wall_s, comm_ratio, verified, exit_status, started_at, tool_cpu_s, tool_rss_bytes, slot_skew_ms,
-                    dcs_raises, dcs_p50_us, dcs_p99_us, auto_chose, score, hybrid
+                    dcs_raises, dcs_p50_us, dcs_p99_us, auto_chose, score, hybrid, coscheduled
              FROM experiment_runs
              WHERE experiment = ?1 AND session = (SELECT max(session) FROM experiment_runs WHERE experiment = ?1)
              ORDER BY id",
@@ -139,6 +143,7 @@ impl Store {
                 auto_chose: r.get(22)?,
                 score: r.get(23)?,
                 hybrid: r.get(24)?,
+                coscheduled: r.get(25)?,
             })
         })?;
         Ok(rows.collect::<Result<_, _>>()?)

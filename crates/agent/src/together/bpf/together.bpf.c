@@ -1,21 +1,22 @@
 // SPDX-License-Identifier: GPL-2.0
 //
-// together: for each measured job, the time in which all its ranks on this node were on a CPU at once, and the
-// time in which one of them was runnable but waited for a CPU.
+// together: for each measured job, the time in which some of its ranks on this node was on a CPU, the time in which
+// all of them were at once, and the time in which one of them was runnable but waited for a CPU.
 //
 // BTF tracepoint programs on sched_switch, sched_wakeup and sched_wakeup_new follow the ranks the agent put in
 // `ranks` (thread id -> job slot and state) from state to state: asleep, queued (woken, or preempted while
 // runnable), running. Every change of a rank's state moves its job's counts of running and queued ranks, and first
-// adds the time since the job's previous change to `together_ns` if every rank ran during it (running >= the size
-// the agent wrote in `sizes`), and to `waiting_ns` if one waited. A thread that is not a rank costs one hash lookup
-// per event. The state moves by one atomic exchange (a compare-exchange for a wake-up, which only wakes a sleeper),
-// so that events racing on several CPUs each move the counts once; the counts and times move under the job's lock.
+// adds the time since the job's previous change to `active_ns` if some rank ran during it, to `together_ns` if
+// every rank did (running >= the size the agent wrote in `sizes`), and to `waiting_ns` if one waited. A thread that
+// is not a rank costs one hash lookup per event. The state moves by one atomic exchange (a compare-exchange for a
+// wake-up, which only wakes a sleeper), so that events racing on several CPUs each move the counts once; the counts
+// and times move under the job's lock.
 // Counts belong to a generation (together_intf.h): when the agent takes ranks away it starts a new one, and every
 // rank counts again from its next event or the iterator's look, so that a rank taken away leaves nothing counted.
 //
 // The agent registers a rank as unknown and then runs the task iterator `together_look`, which gives each rank
-// still unknown in its job's generation the state it has now (on a CPU, runnable, or asleep): a rank that runs alone on its CPU may
-// not switch for a long time, and must not count as asleep meanwhile.
+// still unknown in its job's generation the state it has now (on a CPU, runnable, or asleep): a rank that runs alone
+// on its CPU may not switch for a long time, and must not count as asleep meanwhile.
 //
 // Kernel structures are read through minimal definitions of the few fields used, relocated by CO-RE against the
 // running kernel's BTF (preserve_access_index), as dcs.bpf.c does; the tasks are BTF pointers, read directly.
@@ -85,6 +86,8 @@ static __always_inline void account(__u32 slot, __u32 gen, __s32 want, __u32 fro
 	if (j->last_ns && now > j->last_ns) {
 		__u64 dt = now - j->last_ns;
 
+		if (j->running > 0)
+			j->active_ns += dt;
 		if (want > 0 && j->running >= want)
 			j->together_ns += dt;
 		if (j->queued > 0)

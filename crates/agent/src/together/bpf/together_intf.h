@@ -50,15 +50,16 @@ struct job_size {
 };
 
 /// One job's ranks over time, guarded by `lock`: how many run and wait now (in generation `gen`), when that last
-/// changed (CLOCK_MONOTONIC ns), and the time integrated so far in which every rank ran at once (`together_ns`,
-/// while `running` reaches the job's size) and in which some rank waited for a CPU (`waiting_ns`, while `queued`
-/// > 0).
+/// changed (CLOCK_MONOTONIC ns), and the time integrated so far in which some rank was on a CPU (`active_ns`, while
+/// `running` > 0), in which every rank ran at once (`together_ns`, while `running` reaches the job's size) and in
+/// which some rank waited for a CPU (`waiting_ns`, while `queued` > 0).
 struct job_time {
 	struct bpf_spin_lock lock;
 	__s32 running;
 	__s32 queued;
 	__u32 gen;
 	__u64 last_ns;
+	__u64 active_ns;
 	__u64 together_ns;
 	__u64 waiting_ns;
 };
