@@ -35,6 +35,11 @@ pub const RANK_RUNNING: &str = "rank-running";
 /// runnable but not on a CPU, of `enabled` nanoseconds since its first rank was seen.
 pub const RANK_WAITING: &str = "rank-waiting";
 
+/// The latest of `samples` of event `event` (a job's final one once it has ended).
+pub fn latest<'a>(samples: &'a [Sample], event: &str) -> Option<&'a Sample> {
+    samples.iter().filter(|s| s.event == event).max_by(|a, b| a.time.total_cmp(&b.time))
+}
+
 impl Sample {
     /// The share of its `enabled` time this sample's value is (a time event: [`COSCHEDULED`], [`RANK_RUNNING`],
     /// [`RANK_WAITING`]);

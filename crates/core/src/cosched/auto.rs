@@ -193,6 +193,12 @@ impl Group {
         }
     }
 
+    /// Starts the trial again in slot `slot` (samples `samples`), saying `why`, still counting the wait for its
+    /// jobs to start from when it formed.
+    fn restart(&mut self, slot: u64, samples: Vec<Sample>, why: &str) {
+        *self = Self { formed: self.formed, ..Self::explore(slot, samples, why) };
+    }
+
     /// Why the trial waits in slot `slot` (samples `now` of jobs `names`) rather than measure: a job still
     /// starting, within [`MAX_STARTUP`] of the trial's start. `None` when it measures.
     fn waits(&self, slot: u64, slot_len: Duration, names: &[String], now: &[Sample]) -> Option<String> {
@@ -339,10 +345,9 @@ impl Auto {
             let group = if let Some(mut g) = self.groups.remove(&names) {
                 if let Some(why) = g.waits(slot, slot_len, &names, &now) {
                     // Measured from scratch once every job has started; said when what it waits for changes.
-                    let formed = g.formed;
                     let said_before = g.why == why;
-                    g = Group::explore(slot, now, &why);
-                    (g.formed, g.waited) = (formed, true);
+                    g.restart(slot, now, &why);
+                    g.waited = true;
                     if !said_before {
                         said.push(choice(&names, &g));
                     }
@@ -356,9 +361,7 @@ impl Auto {
                         ),
                         None => format!("every job started: trying {}", CANDIDATES[0].name()),
                     };
-                    let formed = g.formed;
-                    g = Group::explore(slot, now, &why);
-                    g.formed = formed;
+                    g.restart(slot, now, &why);
                     said.push(choice(&names, &g));
                 } else if g.window_done(slot, rows, slot_len, &now) {
                     said.extend(step(&mut g, slot, slot_len, &now, &names));

@@ -16,7 +16,7 @@ use crate::harness::spec::{PolicyConfig, Progress, RanksIn, Scheduler};
 use crate::harness::Paths;
 use lockstep_core::cosched::auto::Choice;
 use lockstep_core::cosched::{slot, PolicySpec};
-use lockstep_core::sample::COSCHEDULED;
+use lockstep_core::sample;
 use lockstep_proto::client::{call, check};
 use lockstep_proto::protocol::Request;
 use lockstep_store::{now, Action, ExperimentRun, Store};
@@ -378,8 +378,7 @@ fn coscheduled(stores: &[PathBuf], job: &str) -> Option<f64> {
         .iter()
         .filter_map(|db| {
             let samples = Store::open(db).ok()?.samples(job).ok()?;
-            let latest = samples.iter().filter(|s| s.event == COSCHEDULED).max_by(|a, b| a.time.total_cmp(&b.time));
-            latest?.share()
+            sample::latest(&samples, sample::COSCHEDULED)?.share()
         })
         .collect();
     (!shares.is_empty()).then(|| shares.iter().sum::<f64>() / shares.len() as f64)

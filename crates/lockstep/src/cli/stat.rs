@@ -168,21 +168,15 @@ fn job_pids(store: &Path, socket: &Path, job: &str) -> anyhow::Result<Vec<i32>> 
 /// did not measure it): the share of its time some rank ran, the share of that in which all its ranks ran at once,
 /// and the share of its time a rank waited for a CPU.
 fn print_coscheduled(store: &Path, job: &str) {
-    use lockstep_core::sample::{COSCHEDULED, RANK_RUNNING, RANK_WAITING};
+    use lockstep_core::sample::{latest, COSCHEDULED, RANK_RUNNING, RANK_WAITING};
     let Some(samples) = lockstep_store::Store::open(store).ok().and_then(|s| s.samples(job).ok()) else { return };
-    let latest = |event: &str| {
-        samples
-            .iter()
-            .filter(|s| s.event == event)
-            .max_by(|a, b| a.time.total_cmp(&b.time))
-            .and_then(lockstep_core::sample::Sample::share)
-    };
     let lines = [
         (RANK_RUNNING, "running: some rank on a CPU (share of its time, agent)"),
         (COSCHEDULED, "co-scheduled: all its ranks on a CPU at once (share of the time one was, agent)"),
         (RANK_WAITING, "a rank runnable, waiting for a CPU (share of its time, agent)"),
     ];
-    let shares: Vec<_> = lines.iter().filter_map(|(event, what)| Some((latest(event)?, what))).collect();
+    let shares: Vec<_> =
+        lines.iter().filter_map(|(event, what)| Some((latest(&samples, event)?.share()?, what))).collect();
     for (share, what) in &shares {
         eprintln!(" {share:>17.3}      {what}");
     }
