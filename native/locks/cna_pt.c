@@ -13,7 +13,7 @@ static void init(void *s)
 
 static int acquire(void *s)
 {
-	return ls_ptlock_acquire(s, ls_numa_node(), ls_pass_cna);
+	return ls_ptlock_acquire(s, 1, ls_pass_cna);
 }
 
 static int tryacquire(void *s)

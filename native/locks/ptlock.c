@@ -202,7 +202,7 @@ static void pass_head(struct ls_ptlock *l, struct ls_qnode *me, ls_pass_fn pass)
 
 /* (F,-) -> (H,-) without queueing; otherwise (x,-) -> (x,W) or (x,D), then wait_turn, take_as_head, pass_head:
  * ends (H|P,-) holding the lock. */
-int ls_ptlock_acquire(struct ls_ptlock *l, int numa, ls_pass_fn pass)
+int ls_ptlock_acquire(struct ls_ptlock *l, int numa_aware, ls_pass_fn pass)
 {
 	if (may_barge(l) && take(l))
 		return 0;
@@ -210,7 +210,7 @@ int ls_ptlock_acquire(struct ls_ptlock *l, int numa, ls_pass_fn pass)
 	/* Relaxed: the node is published by the exchange of the tail (release half). */
 	atomic_store_explicit(&n->next, NULL, memory_order_relaxed);
 	atomic_store_explicit(&n->state, LS_PT_WAITING, memory_order_relaxed);
-	n->numa = numa;
+	n->numa = numa_aware ? ls_numa_node() : 0;
 	/* (x,-) -> (x,W) behind a predecessor, else (x,D). Acq_rel: release publishes the node to the predecessor
 	 * that links it; acquire orders a link reset by the
 	 * hand-over rule (which swapped the tail with release) before our write of that link. */
@@ -244,7 +244,8 @@ void ls_ptlock_release(struct ls_ptlock *l)
 {
 	/* Release: hands the critical section's writes to the next taker's acquire. */
 	struct ls_qnode *sleeper = l->sleeping_head;
-	l->sleeping_head = NULL;
+	if (sleeper) /* no store on the uncontended path */
+		l->sleeping_head = NULL;
 	if (atomic_exchange_explicit(&l->word, LS_PT_FREE, memory_order_release) == LS_PT_HELD_PARKED) {
 		ls_unpark_head(sleeper, &l->word);
 	}

@@ -150,9 +150,10 @@ struct ls_ptlock {
 	atomic_long hold_ns;
 };
 
-/* The preemption-tolerant lock behind mcs-pt and cna-pt (ptlock.c); `numa` as for ls_qlock_acquire. */
+/* The preemption-tolerant lock behind mcs-pt and cna-pt (ptlock.c). `numa_aware`: whether `pass` reads the waiters'
+ * NUMA nodes, looked up only when the caller queues (a thread that takes the free word never asks). */
 void ls_ptlock_init(struct ls_ptlock *l);
-int ls_ptlock_acquire(struct ls_ptlock *l, int numa, ls_pass_fn pass);
+int ls_ptlock_acquire(struct ls_ptlock *l, int numa_aware, ls_pass_fn pass);
 int ls_ptlock_tryacquire(struct ls_ptlock *l);
 void ls_ptlock_release(struct ls_ptlock *l);
 

@@ -277,7 +277,8 @@ static void release(void *state)
 {
 	struct shfl *l = state;
 	struct ls_qnode *sleeper = l->sleeping_head;
-	l->sleeping_head = NULL;
+	if (sleeper) /* no store on the uncontended path */
+		l->sleeping_head = NULL;
 	/* Release: hands the critical section's writes to the next taker. NO_STEAL stays (the head's). */
 	if (atomic_fetch_and_explicit(&l->word, ~(LOCKED | PARKED), memory_order_release) & PARKED)
 		ls_unpark_head(sleeper, &l->word);
