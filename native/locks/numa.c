@@ -8,9 +8,6 @@
  * The map is read once, at the first use. A malformed map is reported by ls_lock_config_error() and ignored: every
  * CPU then counts as node 0.
  */
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE
-#endif
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>

@@ -6,8 +6,13 @@
 #define LOCKSTEP_PARK_H
 
 #include <linux/futex.h>
+#include <sched.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <sys/syscall.h>
+#if __has_include(<sys/rseq.h>)
+#include <sys/rseq.h>
+#endif
 #include <time.h>
 #include <unistd.h>
 
@@ -70,8 +75,46 @@ struct ls_spin {
 /* A lock's holder before anyone took its word. */
 void ls_holder_init(struct ls_holder *holder);
 
-/* Publishes the calling thread, which has just taken the lock word, as the lock's holder. */
-void ls_holder_publish(struct ls_holder *holder);
+/* The calling thread's kernel thread id, cached per thread. Initial-exec TLS: one load from the thread pointer on
+ * the uncontended path, where the general model calls __tls_get_addr; four bytes fit the static TLS that the C
+ * library keeps for libraries loaded later. */
+static inline int ls_self_tid(void)
+{
+	static _Thread_local int tid __attribute__((tls_model("initial-exec")));
+	if (!tid)
+		tid = gettid();
+	return tid;
+}
+
+/* The CPU the calling thread runs on: the kernel's rseq area that the C library registered for the thread (what
+ * sched_getcpu reads, without the call), else sched_getcpu. */
+static inline int ls_self_cpu(void)
+{
+#ifdef RSEQ_SIG
+	if (__rseq_size) {
+		const struct rseq *area = (const void *)((char *)__builtin_thread_pointer() + __rseq_offset);
+		/* Volatile: the kernel rewrites it whenever the thread migrates. Negative: not registered yet. */
+		int cpu = (int)*(const volatile uint32_t *)&area->cpu_id;
+		if (cpu >= 0)
+			return cpu;
+	}
+#endif
+	return sched_getcpu();
+}
+
+/* Publishes the calling thread, which has just taken the lock word, as the lock's holder (inline: it is on the
+ * uncontended path). */
+static inline void ls_holder_publish(struct ls_holder *holder)
+{
+	/* Relaxed: hints (see look); only the holder writes these, so its own loads are exact. */
+	int tid = ls_self_tid(), cpu = ls_self_cpu();
+	if (atomic_load_explicit(&holder->tid, memory_order_relaxed) != tid)
+		atomic_store_explicit(&holder->tid, tid, memory_order_relaxed);
+	if (atomic_load_explicit(&holder->cpu, memory_order_relaxed) != cpu)
+		atomic_store_explicit(&holder->cpu, cpu, memory_order_relaxed);
+	unsigned takes = atomic_load_explicit(&holder->takes, memory_order_relaxed);
+	atomic_store_explicit(&holder->takes, takes + 1, memory_order_relaxed);
+}
 
 /* Starts a wait at `now` for the lock whose holder is `holder`. */
 void ls_spin_begin(struct ls_spin *s, long now, struct ls_holder *holder);

@@ -200,12 +200,10 @@ static void pass_head(struct ls_ptlock *l, struct ls_qnode *me, ls_pass_fn pass)
 	}
 }
 
-/* (F,-) -> (H,-) without queueing; otherwise (x,-) -> (x,W) or (x,D), then wait_turn, take_as_head, pass_head:
- * ends (H|P,-) holding the lock. */
-int ls_ptlock_acquire(struct ls_ptlock *l, int numa_aware, ls_pass_fn pass)
+/* (x,-) -> (x,W) or (x,D), then wait_turn, take_as_head, pass_head: ends (H|P,-) holding the lock. Not inlined, so
+ * that the path without queueing (below) saves no registers and keeps no stack frame. */
+static __attribute__((noinline)) void queue(struct ls_ptlock *l, int numa_aware, ls_pass_fn pass)
 {
-	if (may_barge(l) && take(l))
-		return 0;
 	struct ls_qnode *n = ls_qnode_get();
 	/* Relaxed: the node is published by the exchange of the tail (release half). */
 	atomic_store_explicit(&n->next, NULL, memory_order_relaxed);
@@ -223,7 +221,7 @@ int ls_ptlock_acquire(struct ls_ptlock *l, int numa_aware, ls_pass_fn pass)
 	}
 	if (turn == LEFT_WITH_WORD) {
 		ls_qnode_leave(n);
-		return 0;
+		return;
 	}
 	if (turn == HEAD)
 		take_as_head(l);
@@ -231,6 +229,13 @@ int ls_ptlock_acquire(struct ls_ptlock *l, int numa_aware, ls_pass_fn pass)
 		atomic_store_explicit(&l->head_seen, 0, memory_order_relaxed);
 	pass_head(l, n, pass);
 	ls_qnode_put(n);
+}
+
+/* (F,-) -> (H,-) without queueing; otherwise queue. */
+int ls_ptlock_acquire(struct ls_ptlock *l, int numa_aware, ls_pass_fn pass)
+{
+	if (!may_barge(l) || !take(l))
+		queue(l, numa_aware, pass);
 	return 0;
 }
 

@@ -241,11 +241,10 @@ static void pass_head(struct shfl *l, struct ls_qnode *n)
 	}
 }
 
-static int acquire(void *state)
+/* Queues, waits for the head's place and takes the word as head. Not inlined, so that the path of a thread that
+ * steals the free word (below) saves no registers and keeps no stack frame. */
+static __attribute__((noinline)) void queue(struct shfl *l)
 {
-	struct shfl *l = state;
-	if (steal(l))
-		return 0;
 	struct ls_qnode *n = ls_qnode_get();
 	/* Relaxed: published by the exchange of the tail (release half). */
 	atomic_store_explicit(&n->next, NULL, memory_order_relaxed);
@@ -265,6 +264,13 @@ static int acquire(void *state)
 	take_as_head(l, n);
 	pass_head(l, n);
 	ls_qnode_put(n);
+}
+
+static int acquire(void *state)
+{
+	struct shfl *l = state;
+	if (!steal(l))
+		queue(l);
 	return 0;
 }
 

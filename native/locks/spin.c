@@ -14,44 +14,12 @@
  * A holder that migrated after it published its CPU may be taken for one that does not run: the waiter parks
  * early, which costs time, never correctness. docs/locks.md has the rule's measurements.
  */
-#define _GNU_SOURCE
 #include <sched.h>
 #include <stdatomic.h>
-#include <stdint.h>
 #include <time.h>
 #include <unistd.h>
-#if __has_include(<sys/rseq.h>)
-#include <sys/rseq.h>
-#endif
 
 #include "park.h"
-
-/* The calling thread's kernel thread id, cached per thread. Initial-exec TLS: one load from the thread pointer on
- * the uncontended path, where the general model calls __tls_get_addr; four bytes fit the static TLS that the C
- * library keeps for libraries loaded later. */
-static int self_tid(void)
-{
-	static _Thread_local int tid __attribute__((tls_model("initial-exec")));
-	if (!tid)
-		tid = gettid();
-	return tid;
-}
-
-/* The CPU the calling thread runs on: the kernel's rseq area that the C library registered for the thread (what
- * sched_getcpu reads, without the call), else sched_getcpu. */
-static int self_cpu(void)
-{
-#ifdef RSEQ_SIG
-	if (__rseq_size) {
-		const struct rseq *area = (const void *)((char *)__builtin_thread_pointer() + __rseq_offset);
-		/* Volatile: the kernel rewrites it whenever the thread migrates. Negative: not registered yet. */
-		int cpu = (int)*(const volatile uint32_t *)&area->cpu_id;
-		if (cpu >= 0)
-			return cpu;
-	}
-#endif
-	return sched_getcpu();
-}
 
 /* The CPU time of thread `tid` of this process in ns, -1 when it cannot be read (no such thread). The clock id is
  * the kernel's per-thread scheduler clock of `tid` (what pthread_getcpuclockid gives for that thread). */
@@ -91,18 +59,6 @@ void ls_holder_init(struct ls_holder *holder)
 	atomic_init(&holder->takes, 0);
 }
 
-void ls_holder_publish(struct ls_holder *holder)
-{
-	/* Relaxed: hints (see look); only the holder writes these, so its own loads are exact. */
-	int tid = self_tid(), cpu = self_cpu();
-	if (atomic_load_explicit(&holder->tid, memory_order_relaxed) != tid)
-		atomic_store_explicit(&holder->tid, tid, memory_order_relaxed);
-	if (atomic_load_explicit(&holder->cpu, memory_order_relaxed) != cpu)
-		atomic_store_explicit(&holder->cpu, cpu, memory_order_relaxed);
-	unsigned takes = atomic_load_explicit(&holder->takes, memory_order_relaxed);
-	atomic_store_explicit(&holder->takes, takes + 1, memory_order_relaxed);
-}
-
 void ls_spin_begin(struct ls_spin *s, long now, struct ls_holder *holder)
 {
 	s->start = now;
@@ -115,7 +71,7 @@ void ls_spin_begin(struct ls_spin *s, long now, struct ls_holder *holder)
 int ls_spin_pays(struct ls_spin *s, long now, struct ls_holder *holder, long budget)
 {
 	/* Relaxed: a hint (see look). */
-	if (now - s->start >= budget || atomic_load_explicit(&holder->cpu, memory_order_relaxed) == self_cpu())
+	if (now - s->start >= budget || atomic_load_explicit(&holder->cpu, memory_order_relaxed) == ls_self_cpu())
 		return 0;
 	return now - s->looked < LS_PT_LOOK_NS || look(s, now, holder);
 }

@@ -24,6 +24,10 @@
 extern "C" {
 #endif
 
+/* What the library exports: these functions only (it is built with hidden visibility, so that its algorithms call
+ * each other directly, not through the PLT). */
+#define LS_API __attribute__((visibility("default")))
+
 /* Most queue-based locks one thread may hold at the same time. */
 #define LS_MAX_HELD 32
 
@@ -31,28 +35,28 @@ extern "C" {
 typedef struct ls_lock ls_lock;
 
 /* A new, unheld lock of the algorithm called `name`, or NULL with errno set (EINVAL: unknown name, ENOMEM). */
-ls_lock *ls_lock_create(const char *name);
+LS_API ls_lock *ls_lock_create(const char *name);
 
 /* Waits until the calling thread holds `l`. Returns 0. */
-int ls_lock_acquire(ls_lock *l);
+LS_API int ls_lock_acquire(ls_lock *l);
 
 /* Takes `l` if no thread holds it: 0 when taken, EBUSY otherwise. */
-int ls_lock_tryacquire(ls_lock *l);
+LS_API int ls_lock_tryacquire(ls_lock *l);
 
 /* Releases `l`, which the calling thread holds. */
-void ls_lock_release(ls_lock *l);
+LS_API void ls_lock_release(ls_lock *l);
 
 /* Frees an unheld lock. */
-void ls_lock_destroy(ls_lock *l);
+LS_API void ls_lock_destroy(ls_lock *l);
 
 /* The algorithm `l` runs. */
-const char *ls_lock_name(const ls_lock *l);
+LS_API const char *ls_lock_name(const ls_lock *l);
 
 /* NULL-terminated list of every algorithm name. */
-const char *const *ls_lock_names(void);
+LS_API const char *const *ls_lock_names(void);
 
 /* A one-line description of the first malformed setting in the environment (see above), or NULL. */
-const char *ls_lock_config_error(void);
+LS_API const char *ls_lock_config_error(void);
 
 #ifdef __cplusplus
 }
