@@ -40,8 +40,11 @@
  * than this plus one hold while it runs. */
 #define LS_PT_STEAL_NS 5000L
 
-/* Spin rounds between two looks at the clock. */
+/* Spin rounds (pause hints) between two looks at the clock. */
 #define LS_PT_CLOCK_EVERY 64
+
+/* The most rounds (a pause hint and a read of the word) a pending thread spins before it queues. */
+#define LS_PT_PENDING_ROUNDS 256
 
 /* CLOCK_MONOTONIC in ns (never 0 on a running system). */
 static inline long ls_now_ns(void)

@@ -15,7 +15,10 @@
  * the lock. A thread that arrives may also take the free word ahead of a running head, until that head has waited
  * LS_PT_STEAL_NS (no_steal), as a lock that steals does (ShflLock, glibc's mutex): on many cores a thread that
  * releases and soon retakes the lock then finds its cache lines still in its own cache, where a strict hand-over
- * moves them to another core at every acquisition; the head's window bounds what stealing costs it. Within the
+ * moves them to another core at every acquisition; the head's window bounds what stealing costs it. A thread that
+ * finds the word held and nobody queued first spins on the word for a few hundred rounds as the one *pending*
+ * thread (the pending bit of the kernel's queued spinlock): two threads that take turns then pass the lock through
+ * the word alone, without a queue node, its links and the head's clock reads. Within the
  * queue, waiters are served in the order of its hand-over rule (FIFO or CNA, queue.h). The holder is out of the
  * queue once it has the word, so release needs no queue node.
  *
@@ -32,6 +35,7 @@
  * pool).
  *
  *   arrive    (F,-) -take-------------------------------------------------> (H,-)   no head, or it lets it (no_steal)
+ *             (H,-) -pending: spin, then take (as above) or give up---------> (H,-)   nobody queued nor pending
  *             (x,-) -exchange tail: a predecessor-------------------------> (x,W)   else (x,D): head at once
  *   wait      (x,W) -compare-exchange W->K (spinning stopped paying)--> (x,K)   sleeps on the node
  *             (x,W|K) -previous head's exchange ->D (and wake if K)------> (x,D)
@@ -61,6 +65,7 @@ void ls_ptlock_init(struct ls_ptlock *l)
 	atomic_init(&l->tail, NULL);
 	atomic_init(&l->head_seen, 0);
 	atomic_init(&l->no_steal, 0);
+	atomic_init(&l->pending, 0);
 	ls_holder_init(&l->holder);
 	atomic_init(&l->hold_ns, 0);
 	l->sleeping_head = NULL;
@@ -231,11 +236,39 @@ static __attribute__((noinline)) void queue(struct ls_ptlock *l, int numa_aware,
 	ls_qnode_put(n);
 }
 
-/* (F,-) -> (H,-) without queueing; otherwise queue. */
+/* A thread that found the word held and nobody queued, and became the pending thread: spins on the word for at most
+ * LS_PT_PENDING_ROUNDS rounds, taking it when it may barge; gives up at once when it runs on the CPU the holder
+ * published (the holder is not running). 1 when it took the word. (H,-) -> (H,-) waiting; (F,-) -> (H,-). Two
+ * threads that take turns then hand the lock over through the word alone, as a test-and-set lock does, without the
+ * queue's node, links and clock reads. */
+static int spin_pending(struct ls_ptlock *l)
+{
+	for (unsigned rounds = 1; rounds <= LS_PT_PENDING_ROUNDS; rounds++) {
+		ls_pause();
+		if (may_barge(l) && take(l))
+			return 1;
+		/* Relaxed: a hint (spin.c). */
+		if (rounds % 16 == 0 && atomic_load_explicit(&l->holder.cpu, memory_order_relaxed) == ls_self_cpu())
+			break;
+	}
+	return 0;
+}
+
+/* (F,-) -> (H,-) without queueing, or after spinning as the pending thread; otherwise queue. */
 int ls_ptlock_acquire(struct ls_ptlock *l, int numa_aware, ls_pass_fn pass)
 {
-	if (!may_barge(l) || !take(l))
-		queue(l, numa_aware, pass);
+	if (may_barge(l) && take(l))
+		return 0;
+	/* Relaxed: hints; the exchange only elects one pending thread, and take orders the lock. */
+	if (!atomic_load_explicit(&l->tail, memory_order_relaxed) &&
+	    !atomic_load_explicit(&l->pending, memory_order_relaxed) &&
+	    !atomic_exchange_explicit(&l->pending, 1, memory_order_relaxed)) {
+		int took = spin_pending(l);
+		atomic_store_explicit(&l->pending, 0, memory_order_relaxed);
+		if (took)
+			return 0;
+	}
+	queue(l, numa_aware, pass);
 	return 0;
 }
 

@@ -133,6 +133,9 @@ struct ls_ptlock {
 	atomic_int word;
 	/* The last thread that took the word (park.h: waiters spin only while it runs). */
 	struct ls_holder holder;
+	/* 1 while a thread that found the word held and nobody queued spins on the word before it queues (one such
+	 * thread at a time, as the pending bit of the kernel's queued spinlock). */
+	atomic_int pending;
 	/* The queue's head when it is asleep on its node and the release must wake it, guarded by the word. */
 	struct ls_qnode *sleeping_head;
 	/* cna-pt's set-aside waiters, guarded by the word. */
