@@ -1,8 +1,9 @@
 /*
  * liblockstep-mutex: an LD_PRELOAD interposer that runs an unmodified program's pthread mutexes on the lock named
- * by LOCKSTEP_LOCK (any name of liblockstep-locks; unset or "pthread": glibc's own mutex).
+ * by LOCKSTEP_LOCK (any name of liblockstep-locks; unset or empty: LS_DEFAULT_LOCK; "pthread": glibc's own mutex).
  *
- *   LD_PRELOAD=build/lib/liblockstep-mutex.so LOCKSTEP_LOCK=cna-pt ./program
+ *   LD_PRELOAD=build/lib/liblockstep-mutex.so ./program                  # the default lock
+ *   LD_PRELOAD=build/lib/liblockstep-mutex.so LOCKSTEP_LOCK=shfl ./program
  *
  * Replaced: mutexes of the default, normal and adaptive kinds, private to the process. Recursive, error-checking,
  * robust, priority-inheritance/-protection and process-shared mutexes stay glibc's. A replaced mutex keeps a
@@ -101,7 +102,9 @@ static void setup(void)
 	if (v && *v && strcmp(v, "0") != 0 && (report_fd = fcntl(2, F_DUPFD_CLOEXEC, 3)) >= 0)
 		atexit(report);
 	const char *name = getenv("LOCKSTEP_LOCK");
-	if (!name || !*name || strcmp(name, "pthread") == 0)
+	if (!name || !*name)
+		name = LS_DEFAULT_LOCK;
+	if (strcmp(name, "pthread") == 0)
 		return;
 	ls_lock *probe = ls_lock_create(name);
 	if (!probe) {

@@ -28,6 +28,11 @@ extern "C" {
  * each other directly, not through the PLT). */
 #define LS_API __attribute__((visibility("default")))
 
+/* The lock lockstep recommends, and the one liblockstep-mutex puts under a program's mutexes when LOCKSTEP_LOCK is
+ * unset: of the locks measured, the one never far behind glibc's mutex at any thread count and that survives
+ * preemption (docs/locks.md has the measurements that chose it). */
+#define LS_DEFAULT_LOCK "cna-pt"
+
 /* Most queue-based locks one thread may hold at the same time. */
 #define LS_MAX_HELD 32
 
