@@ -1,6 +1,6 @@
-//! How fast a job progresses, as `auto` measures it at slot boundaries: the CPU time its processes have had, and
-//! the live count of progress-making MPI calls its ranks publish when the PMPI profiler is loaded
-//! (`/dev/shm/lockstep-pmpi.<pid>`, native/pmpi/lockstep_pmpi.c).
+//! How fast a job progresses, as `auto` measures it at slot boundaries: the CPU time its processes have had, the
+//! time its ranks ran together (crate::together), and the live count of progress-making MPI calls its ranks
+//! publish when the PMPI profiler is loaded (`/dev/shm/lockstep-pmpi.<pid>`, native/pmpi/lockstep_pmpi.c).
 //!
 //! The files are written by the jobs: each is opened without following links and without blocking, must be a
 //! regular file of exactly [`LIVE_LEN`] bytes owned by the process's owner, and must name the process's start
@@ -17,6 +17,7 @@ use lockstep_core::cosched::auto::Sample;
 use lockstep_core::trust::open_regular;
 
 use crate::ranks::Ranks;
+use crate::together::Reading;
 
 /// Size of a rank's live file.
 const LIVE_LEN: u64 = 64;
@@ -29,8 +30,9 @@ const LIVE_DIR: &str = "/dev/shm";
 
 /// Reads one job's totals now; `dirs` are the job's cgroup directories, one per group of processes (a job's
 /// containers are several), `epoch` the agent's monotonic origin, `ranks` what is known of the job's ranks (to
-/// tell how many will publish).
-pub(crate) fn sample(dirs: &[&Path], epoch: Instant, ranks: &mut Ranks) -> Sample {
+/// tell how many will publish), `together` what the eBPF program measured of them (their co-scheduled time), if
+/// it runs.
+pub(crate) fn sample(dirs: &[&Path], epoch: Instant, ranks: &mut Ranks, together: Option<Reading>) -> Sample {
     let mut pids: Vec<i32> = dirs.iter().flat_map(|d| procs_below(d).unwrap_or_default()).collect();
     pids.sort_unstable();
     pids.dedup();
@@ -49,7 +51,15 @@ pub(crate) fn sample(dirs: &[&Path], epoch: Instant, ranks: &mut Ranks) -> Sampl
     if let Some(total) = dirs.iter().map(|d| cgroup_cpu_ns(d)).sum::<Option<u64>>() {
         cpu_ns = total;
     }
-    Sample { at_ns: epoch.elapsed().as_nanos() as u64, cpu_ns, calls, publishers, profiled }
+    Sample {
+        at_ns: epoch.elapsed().as_nanos() as u64,
+        cpu_ns,
+        calls,
+        publishers,
+        profiled,
+        together_ns: together.map(|t| t.together),
+        ranks: together.map_or(0, |t| t.ranks),
+    }
 }
 
 /// v2 `cpu.stat` `usage_usec` of the cgroup and its descendants, in ns.

@@ -30,7 +30,7 @@ use lockstep_telemetry::counters::{Counters, Target};
 use lockstep_telemetry::events::EventSpec;
 use lockstep_telemetry::Sample;
 
-use crate::together::Together;
+use crate::together::{Reading, Together};
 use lockstep_core::sample::{COSCHEDULED, RANK_RUNNING, RANK_WAITING};
 
 /// What the agent counts, and how often.
@@ -289,6 +289,11 @@ impl Telemetry {
             samples.push(sample(RANK_WAITING, t.waiting, t.span, t.span));
         }
         Some(samples)
+    }
+
+    /// What the eBPF program measured of job `name`'s ranks until now, where it loaded.
+    pub fn together(&self, name: &str) -> Option<Reading> {
+        self.together.as_ref()?.read(name)
     }
 
     /// Reads every job (re-listing the threads of per-thread jobs first); returns the samples.

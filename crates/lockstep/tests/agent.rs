@@ -183,7 +183,7 @@ fn auto_choice(env: &Env, a: &Job, b: &Job, want: &str) -> serde_json::Value {
 
 #[test]
 #[ignore = "needs root"]
-fn auto_gangs_a_spinning_mpi_pair_and_leaves_a_pair_that_never_waits_to_the_kernel() {
+fn auto_gangs_a_spinning_mpi_pair_with_or_without_the_profiler_and_leaves_a_pair_that_never_waits_to_the_kernel() {
     common::require_root();
     let _serial = serial();
     let Some(build) = built("pingpong") else { return };
@@ -192,31 +192,30 @@ fn auto_gangs_a_spinning_mpi_pair_and_leaves_a_pair_that_never_waits_to_the_kern
     // Two MPI jobs whose ranks poll without yielding and exchange messages without end, the profiler preloaded.
     let (mpirun, pingpong) = (build.join("bin/mpirun"), build.join("bin/pingpong"));
     let preload = format!("LD_PRELOAD={}", build.join("lib/liblockstep-pmpi.so").display());
-    let spinning = |n: &str| {
-        Job::start_command(
-            &env,
-            &name(n),
-            &[("LOCKSTEP_MPI_BUSY_POLL", "1")],
-            &[
-                mpirun.to_str().unwrap(),
-                "-n",
-                "2",
-                "env",
-                &preload,
-                pingpong.to_str().unwrap(),
-                "--iterations",
-                "1000000000",
-                "--repeats",
-                "1",
-            ],
-        )
+    let spinning = |n: &str, preload: Option<&str>| {
+        let mut command = vec![mpirun.to_str().unwrap(), "-n", "2", "env"];
+        command.extend(preload);
+        command.extend([pingpong.to_str().unwrap(), "--iterations", "1000000000", "--repeats", "1"]);
+        Job::start_command(&env, &name(n), &[("LOCKSTEP_MPI_BUSY_POLL", "1")], &command)
     };
-    let (a, b) = (spinning("auto-spin-a"), spinning("auto-spin-b"));
+    let (a, b) = (spinning("auto-spin-a", Some(&preload)), spinning("auto-spin-b", Some(&preload)));
     let choice = auto_choice(&env, &a, &b, "gang");
     assert_eq!(choice["rates"].as_object().unwrap().len(), 2, "both candidates measured: {choice}");
     let samples = sample_both(&a, &b, Job::frozen, Duration::from_secs(1));
     assert!(samples.iter().all(|&(x, y)| !(x && y)), "both jobs frozen at once: {samples:?}");
     assert!(samples.iter().any(|s| s.0) && samples.iter().any(|s| s.1), "gang takes turns: {samples:?}");
+    drop((a, b));
+    // The same pair started as users start third-party MPI programs, without the profiler: no calls are counted,
+    // and CPU time is the same under both policies; the time both ranks of a job ran at once is what shows gang's
+    // gain, and every rate of the choice was read from it.
+    let (a, b) = (spinning("auto-blind-a", None), spinning("auto-blind-b", None));
+    let choice = auto_choice(&env, &a, &b, "gang");
+    let rates: Vec<&serde_json::Value> =
+        choice["rates"].as_object().unwrap().values().flat_map(|r| r.as_array().unwrap()).collect();
+    assert!(
+        rates.len() == 4 && rates.iter().all(|r| r["calls_s"].is_null() && r["together_s"].as_f64().is_some()),
+        "every rate without calls, with co-scheduled time: {choice}"
+    );
     drop((a, b));
     // Two jobs that never wait (busy loops, no MPI): gang cannot make them faster; they stay with the kernel.
     let (c, d) = (Job::start(&env, &name("auto-loop-c"), &[]), Job::start(&env, &name("auto-loop-d"), &[]));

@@ -51,11 +51,12 @@ impl Daemon {
             .collect();
         if let Some(auto) = self.planner.measuring() {
             // Only jobs that share PUs with another are measured; a job alone is left to the kernel.
-            let (jobs, epoch, ranks) = (&self.jobs, self.epoch, &mut self.ranks);
+            let (jobs, epoch, ranks, telemetry) = (&self.jobs, self.epoch, &mut self.ranks, &self.telemetry);
             ranks.retain(|name, _| jobs.iter().any(|j| j.name == *name));
             let mut sample = |i: usize| {
                 let job = &jobs[i];
-                progress::sample(&job.count_dirs(), epoch, ranks.entry(job.name.clone()).or_default())
+                let together = telemetry.lock().together(&job.name);
+                progress::sample(&job.count_dirs(), epoch, ranks.entry(job.name.clone()).or_default(), together)
             };
             for c in auto.observe(k, self.slot, &views, &mut sample) {
                 if !c.trying {

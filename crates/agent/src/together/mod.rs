@@ -45,6 +45,8 @@ pub struct Reading {
     pub together: u64,
     /// Nanoseconds of them in which some rank was runnable but not running.
     pub waiting: u64,
+    /// The ranks `together` counts (the job's ranks on the node).
+    pub ranks: u32,
 }
 
 /// One measured job.
@@ -179,7 +181,7 @@ impl Together {
         let waiting = t.waiting_ns + if t.queued > 0 { since } else { 0 };
         let span = now.saturating_sub(first);
         let active = active.min(span);
-        Some(Reading { span, active, together: together.min(active), waiting: waiting.min(span) })
+        Some(Reading { span, active, together: together.min(active), waiting: waiting.min(span), ranks: job.size })
     }
 }
 

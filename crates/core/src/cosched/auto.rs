@@ -5,8 +5,14 @@
 //! every [`MAX_EXPLOIT`]. docs/policies/auto.md gives the rule and the data behind it.
 //!
 //! A job's progress is the rate of the MPI calls that move data or synchronise (the PMPI profiler's live count,
-//! when every rank of the job publishes it), else the CPU time its processes get: a rank that spins in
-//! `MPI_Wait` burns CPU without progress, but still completes the same calls per iteration.
+//! when every rank of the job publishes it): a rank that spins in `MPI_Wait` burns CPU without progress, but still
+//! completes the same calls per iteration. A job of several ranks whose calls are not counted (started without the
+//! profiler) progresses by its co-scheduled time instead: the rank-seconds in which all its ranks on the node ran
+//! at once (measured in the kernel by the agent), because a rank that spins waiting for a
+//! partner that is off its CPU burns CPU time too. That favours `gang` for jobs whose ranks never wait for each
+//! other (they run together more under it without going faster), at the cost of `gang`'s switching, where CPU time
+//! would miss the several-fold loss of spinning ranks under `cfs`. A job of one rank, or without that count,
+//! progresses by the CPU time its processes get.
 //!
 //! No trial window counts while a job of the group is still starting (some of its ranks that preload the profiler
 //! do not publish yet: they are in `MPI_Init`, or not yet started), for at most [`MAX_STARTUP`] from the group's
@@ -74,6 +80,13 @@ pub struct Sample {
     /// the agent cannot tell).
     #[serde(default)]
     pub profiled: u32,
+    /// Nanoseconds in which all of its ranks on the node were on a CPU at once, since they were first seen; `None`
+    /// when the agent does not measure it.
+    #[serde(default)]
+    pub together_ns: Option<u64>,
+    /// How many ranks that time counts (the job's ranks on the node).
+    #[serde(default)]
+    pub ranks: u32,
 }
 
 impl Sample {
@@ -90,6 +103,10 @@ pub struct Rate {
     pub calls_s: Option<f64>,
     /// CPU seconds per second.
     pub cpu_s: f64,
+    /// Rank-seconds per second in which all the job's ranks ran at once (when measured at both ends, for a job of
+    /// several ranks).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub together_s: Option<f64>,
 }
 
 impl Rate {
@@ -102,7 +119,14 @@ impl Rate {
             (Some(x), Some(y)) => Some(y.checked_sub(x)? as f64 / dt),
             _ => None,
         };
-        Some(Self { calls_s, cpu_s: cpu / dt })
+        let together_s = match (a.together_ns, b.together_ns) {
+            // A count that went backwards: the job's ranks were counted afresh (one left); no rate this window.
+            (Some(x), Some(y)) if b.ranks > 1 && a.ranks == b.ranks => {
+                y.checked_sub(x).map(|d| d as f64 / 1e9 / dt * f64::from(b.ranks))
+            }
+            _ => None,
+        };
+        Some(Self { calls_s, cpu_s: cpu / dt, together_s })
     }
 }
 
@@ -263,22 +287,47 @@ pub fn window_slots(rows: u32, slot: Duration) -> u64 {
     round * (MIN_WINDOW.as_nanos() as u64).div_ceil(round_ns).max(1)
 }
 
+/// What a job's progress is read from, the same in every window of a decision.
+#[derive(Clone, Copy)]
+enum Measure {
+    Calls,
+    Together,
+    Cpu,
+}
+
 /// Each job's progress rate in every window: calls per second where every window counted calls and one saw some
 /// (a window with none is a stall: spinning ranks can complete no call at all while their partners wait for a
-/// CPU), CPU seconds per second otherwise (a job that does not communicate). `windows[c][j]` is job `j` under
-/// candidate `c`.
+/// CPU); for a job whose calls no window counted (no profiler), co-scheduled rank-seconds per second where every
+/// window measured them and one saw some; else CPU seconds per second (a job of one rank, or a profiled job that
+/// makes no calls: it does not communicate, so its ranks do not wait for each other). `windows[c][j]` is job `j`
+/// under candidate `c`.
 fn progress(windows: &[Vec<Rate>]) -> Vec<Vec<f64>> {
     let jobs = windows.first().map_or(0, Vec::len);
-    let by_calls: Vec<bool> = (0..jobs)
+    let counted = |j: usize, of: fn(&Rate) -> Option<f64>| {
+        windows.iter().all(|w| of(&w[j]).is_some()) && windows.iter().any(|w| of(&w[j]).is_some_and(|c| c > 0.0))
+    };
+    let measures: Vec<Measure> = (0..jobs)
         .map(|j| {
-            windows.iter().all(|w| w[j].calls_s.is_some())
-                && windows.iter().any(|w| w[j].calls_s.is_some_and(|c| c > 0.0))
+            if counted(j, |r| r.calls_s) {
+                Measure::Calls
+            } else if windows.iter().all(|w| w[j].calls_s.is_none()) && counted(j, |r| r.together_s) {
+                Measure::Together
+            } else {
+                Measure::Cpu
+            }
         })
         .collect();
     windows
         .iter()
         .map(|w| {
-            w.iter().zip(&by_calls).map(|(r, &calls)| if calls { r.calls_s.unwrap_or(0.0) } else { r.cpu_s }).collect()
+            w.iter()
+                .zip(&measures)
+                .map(|(r, m)| match m {
+                    Measure::Calls => r.calls_s.unwrap_or(0.0),
+                    Measure::Together => r.together_s.unwrap_or(0.0),
+                    Measure::Cpu => r.cpu_s,
+                })
+                .collect()
         })
         .collect()
 }
@@ -408,15 +457,16 @@ fn choice(names: &[String], g: &Group) -> Choice {
 /// checks the choice for drift. Returns the record when the policy in force changes or is confirmed.
 fn step(g: &mut Group, slot: u64, slot_len: Duration, now: &[Sample], names: &[String]) -> Option<Choice> {
     let rates: Option<Vec<Rate>> = g.start.1.iter().zip(now).map(|(a, b)| Rate::between(a, b)).collect();
-    let same_sources = g.start.1.iter().zip(now).all(|(a, b)| a.publishers == b.publishers);
-    let fewer_only = g.start.1.iter().zip(now).all(|(a, b)| a.publishers >= b.publishers);
+    // The processes that publish calls, and the ranks the co-scheduled time counts.
+    let same_sources = g.start.1.iter().zip(now).all(|(a, b)| a.publishers == b.publishers && a.ranks == b.ranks);
+    let fewer_only = g.start.1.iter().zip(now).all(|(a, b)| a.publishers >= b.publishers && a.ranks >= b.ranks);
     let Some(rates) = rates.filter(|_| same_sources) else {
         if fewer_only && matches!(g.phase, Phase::Exploit { .. }) {
             // Ranks ending (their job is about to): the choice stands, the next window starts here.
             g.start = (slot, now.to_vec());
             return None;
         }
-        // A job's processes changed (started publishing, restarted): measure again from here.
+        // A job's processes changed (started publishing, ranks seen, restarted): measure again from here.
         *g = Group::explore(slot, now.to_vec(), "a job's processes changed: trying again");
         return Some(choice(names, g));
     };

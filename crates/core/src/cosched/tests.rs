@@ -158,7 +158,7 @@ mod auto {
     use crate::cosched::{Desired, JobView, Policy, PolicySpec};
 
     fn r(calls_s: f64, cpu_s: f64) -> Rate {
-        Rate { calls_s: Some(calls_s), cpu_s }
+        Rate { calls_s: Some(calls_s), cpu_s, together_s: None }
     }
 
     fn names(n: &[&str]) -> Vec<String> {
@@ -188,8 +188,14 @@ mod auto {
     #[test]
     fn pair_that_never_waits_is_left_to_the_kernel() {
         // Two ep jobs (no communication: no calls, CPU time is the progress): 1.01x is within the margin.
-        let cfs = vec![Rate { calls_s: Some(0.0), cpu_s: 0.980 }, Rate { calls_s: Some(0.0), cpu_s: 0.985 }];
-        let gang = vec![Rate { calls_s: Some(0.0), cpu_s: 0.985 }, Rate { calls_s: Some(0.0), cpu_s: 0.998 }];
+        let cfs = vec![
+            Rate { calls_s: Some(0.0), cpu_s: 0.980, together_s: None },
+            Rate { calls_s: Some(0.0), cpu_s: 0.985, together_s: None },
+        ];
+        let gang = vec![
+            Rate { calls_s: Some(0.0), cpu_s: 0.985, together_s: None },
+            Rate { calls_s: Some(0.0), cpu_s: 0.998, together_s: None },
+        ];
         let (i, why) = decide(&names(&["ep1", "ep2"]), &[gang, cfs]);
         assert_eq!(CANDIDATES[i], PolicySpec::Cfs, "{why}");
     }
@@ -197,11 +203,11 @@ mod auto {
     #[test]
     fn a_job_without_calls_counts_by_cpu_and_a_stalled_job_vetoes() {
         // A spinning lu beside ep (no profiler: calls None): lu's 144x outweighs ep's unchanged CPU share.
-        let ep = |cpu| Rate { calls_s: None, cpu_s: cpu };
+        let ep = |cpu| Rate { calls_s: None, cpu_s: cpu, together_s: None };
         let (i, _) = decide(&names(&["ep", "lu"]), &[vec![ep(0.97), r(36035.0, 0.89)], vec![ep(0.98), r(250.0, 0.99)]]);
         assert_eq!(CANDIDATES[i], PolicySpec::Gang);
         // A job that got no CPU at all under gang (calls in no window, so counted by CPU) rules it out.
-        let idle = |cpu| Rate { calls_s: Some(0.0), cpu_s: cpu };
+        let idle = |cpu| Rate { calls_s: Some(0.0), cpu_s: cpu, together_s: None };
         let (i, _) = decide(&names(&["a", "b"]), &[vec![r(1e6, 1.0), idle(0.0)], vec![r(100.0, 1.0), idle(1.0)]]);
         assert_eq!(CANDIDATES[i], PolicySpec::Cfs);
         // Spinning ranks that complete no call at all in cfs's window (a 2-rank is class B pair, busy polling):
@@ -209,6 +215,28 @@ mod auto {
         let (i, why) =
             decide(&names(&["is1", "is2"]), &[vec![r(90.0, 0.9), r(85.0, 0.9)], vec![r(0.0, 1.0), r(0.0, 1.0)]]);
         assert_eq!(CANDIDATES[i], PolicySpec::Gang, "{why}");
+    }
+
+    #[test]
+    fn jobs_without_the_profiler_progress_by_their_coscheduled_time() {
+        // lu W and cg A, 2 busy-polling ranks each, started without the profiler (experiments/together.toml's
+        // shares): CPU time is the same under both policies, but the ranks ran together far more under gang.
+        let blind = |cpu, together| Rate { calls_s: None, cpu_s: cpu, together_s: Some(together) };
+        let cfs = vec![blind(0.99, 0.30 * 0.99), blind(0.99, 0.07 * 0.99)];
+        let gang = vec![blind(0.97, 0.91 * 0.97), blind(0.98, 0.95 * 0.98)];
+        let (i, why) = decide(&names(&["cg", "lu"]), &[gang.clone(), cfs.clone()]);
+        assert_eq!(CANDIDATES[i], PolicySpec::Gang, "{why}");
+        // By CPU time alone (no co-scheduled time measured) the same pair is left to cfs: what auto saw before.
+        let cpu_only = |w: &[Rate]| w.iter().map(|r| Rate { together_s: None, ..*r }).collect::<Vec<_>>();
+        let (i, why) = decide(&names(&["cg", "lu"]), &[cpu_only(&gang), cpu_only(&cfs)]);
+        assert_eq!(CANDIDATES[i], PolicySpec::Cfs, "{why}");
+        // A profiled job that makes no calls does not communicate: CPU time, however its ranks ran together.
+        let quiet = |cpu, together| Rate { calls_s: Some(0.0), cpu_s: cpu, together_s: Some(together) };
+        let (i, why) = decide(
+            &names(&["ep1", "ep2"]),
+            &[vec![quiet(0.99, 0.9), quiet(0.99, 0.9)], vec![quiet(1.0, 0.25), quiet(1.0, 0.25)]],
+        );
+        assert_eq!(CANDIDATES[i], PolicySpec::Cfs, "{why}");
     }
 
     #[test]
@@ -245,6 +273,8 @@ mod auto {
                 calls: Some(c),
                 publishers: 2,
                 profiled: 0,
+                together_ns: None,
+                ranks: 2,
             })
             .collect()
     }

@@ -252,7 +252,8 @@ fn stop_jobs(cluster: Option<&Cluster>, jobs: &[Started]) {
     }
 }
 
-/// The command that runs one job of the case where its ranks run, the PMPI profiler preloaded into every rank.
+/// The command that runs one job of the case where its ranks run, the PMPI profiler preloaded into every rank (unless
+/// the workload runs without it).
 fn job_command(
     spec: &Spec,
     paths: &Paths,
@@ -266,7 +267,7 @@ fn job_command(
     let mut program = vec![paths.bin.join(&w.command[0]).display().to_string()];
     program.extend(w.command[1..].iter().cloned());
     program.push("--json".into());
-    let rank_env = pmpi_env(paths, pmpi);
+    let rank_env = if w.profiler { pmpi_env(paths, pmpi) } else { Vec::new() };
     let cmd = match (case.ranks_in, site.containers, site.cluster) {
         (RanksIn::Slurm, _, Some(c)) => {
             // Every task, on every node, runs `env … PROGRAM`.

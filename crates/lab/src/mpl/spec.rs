@@ -58,6 +58,11 @@ pub struct Workload {
     /// for mixes of a busy-polling job beside a yielding one.
     #[serde(default)]
     pub progress: Option<String>,
+    /// Whether the PMPI profiler is preloaded into its ranks (the default). `false` runs the program as users run
+    /// third-party MPI programs, without it: `auto` counts no calls for it, and its rows have no communication
+    /// share.
+    #[serde(default = "profiled")]
+    pub profiler: bool,
 }
 
 impl Workload {
@@ -106,6 +111,9 @@ fn yield_only() -> Vec<String> {
 }
 fn process_only() -> Vec<String> {
     vec!["process".into()]
+}
+fn profiled() -> bool {
+    true
 }
 
 /// Highest MPL level (jobs sharing the node at once).
