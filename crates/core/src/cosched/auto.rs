@@ -8,11 +8,11 @@
 //! when every rank of the job publishes it): a rank that spins in `MPI_Wait` burns CPU without progress, but still
 //! completes the same calls per iteration. A job of several ranks whose calls are not counted (started without the
 //! profiler) progresses by its co-scheduled time instead: the rank-seconds in which all its ranks on the node ran
-//! at once (measured in the kernel by the agent), because a rank that spins waiting for a
-//! partner that is off its CPU burns CPU time too. That favours `gang` for jobs whose ranks never wait for each
-//! other (they run together more under it without going faster), at the cost of `gang`'s switching, where CPU time
-//! would miss the several-fold loss of spinning ranks under `cfs`. A job of one rank, or without that count,
-//! progresses by the CPU time its processes get.
+//! at once (measured in the kernel by the agent), because a rank that spins waiting for a partner that is off its
+//! CPU burns CPU time too. That favours `gang` for jobs whose ranks never wait for each other (they run together
+//! more under it without going faster), at the cost of `gang`'s switching, where CPU time would miss the
+//! several-fold loss of spinning ranks under `cfs`. A job of one rank, or without that count, progresses by the CPU
+//! time its processes get.
 //!
 //! No trial window counts while a job of the group is still starting (some of its ranks that preload the profiler
 //! do not publish yet: they are in `MPI_Init`, or not yet started), for at most [`MAX_STARTUP`] from the group's
