@@ -76,11 +76,15 @@ vm_qemu() {
   local systemd=""
   [[ $init == shell ]] || systemd=" systemd.unit=lockstep-vm.service systemd.show_status=0"
   local per=$((vcpus / numa)) node_mem=$((mem / numa)) n
-  vm_cmd=(qemu-system-x86_64 -name "$name" -accel tcg -cpu max -bios /usr/share/qemu/qboot.rom
-    -nodefaults -no-user-config -nographic -serial stdio -no-reboot
+  # -smap: with SMAP, TCG guests stopped for good (5 runs of tests/vm/cgroup-v2 in 6 on 2026-11-28/29, in
+  # different tests): the kernel's write to a user page between stac and clac (an rseq update on the way back to
+  # user space, a copy_to_user) faulted again each time the fault handler had made the page present and writable,
+  # on both vCPUs at once (NMI backtraces by sysrq-l; EFLAGS.AC was set at the fault).
+  vm_cmd=(qemu-system-x86_64 -name "$name" -accel tcg -cpu max,-smap -bios /usr/share/qemu/qboot.rom
+    -nodefaults -no-user-config -nographic -serial stdio -no-reboot -monitor "unix:$share/monitor.sock,server=on,wait=off"
     -smp "$vcpus,sockets=$numa,cores=$per,threads=1" -m "${mem}M"
     -kernel "$vm_vmlinux" -initrd "$vm_initrd"
-    -append "console=ttyS0 quiet panic=-1 cryptomgr.notests no_timer_check tsc=reliable mitigations=off cgroup_no_v1=all lockstep_init=$init$systemd"
+    -append "console=ttyS0 quiet panic=-1 cryptomgr.notests no_timer_check tsc=reliable mitigations=off sysrq_always_enabled cgroup_no_v1=all lockstep_init=$init$systemd"
     -virtfs "local,path=/,mount_tag=root,security_model=none,readonly=on,multidevs=remap"
     -virtfs "local,path=$share,mount_tag=share,security_model=none,multidevs=remap")
   for ((n = 0; n < numa; n++)); do
@@ -88,6 +92,22 @@ vm_qemu() {
       -numa "node,nodeid=$n,cpus=$((n * per))-$((n * per + per - 1)),memdev=m$n")
   done
   vm_cmd+=("$@")
+}
+
+# Asks the guest whose qemu monitor listens on socket $1 for the backtrace of every vCPU and the tasks that wait
+# uninterruptibly (sysrq 9, l, w on its keyboard: it answers even when its kernel is stuck in a loop with
+# interrupts on), then gives its console 10 s to print them.
+vm_backtraces() {
+  python3 - "$1" <<'PY' || echo "$vm_prog: cannot reach the guest's monitor ($1)" >&2
+import socket, sys, time
+s = socket.socket(socket.AF_UNIX)
+s.settimeout(5)
+s.connect(sys.argv[1])
+for key in "9lw":
+    s.sendall(f"sendkey alt-sysrq-{key}\n".encode())
+    time.sleep(1)
+PY
+  sleep 10
 }
 
 # For the scripts that run inside a guest (tests/vm/systemd-unit, slurm-v2): each defines `fail MESSAGE`, which
