@@ -17,6 +17,7 @@ packages=(
   libpfm4-dev                        # PMU event names (libpfm4) for lockstep stat and the agent
   prometheus                         # promtool check metrics, and the server that scrapes the agent in tests
   slurmctld slurmd slurm-client munge  # tests/cluster: a real Slurm cluster of network namespaces on this machine
+  libslurm-dev                       # slurm/spank.h: the SPANK plugin that preloads the MPI profiler into jobs
   clang libelf-dev                   # dcs: the eBPF program (clang -target bpf) and libbpf, built from source by libbpf-sys
   libclang-rt-14-dev                 # libFuzzer and AddressSanitizer for the C fuzz targets (scripts/fuzz.sh)
   numactl xz-utils                   # locks: lockbench's memory policies; xz, a real program the interposer is tested under

@@ -9,7 +9,8 @@
 #   PREFIX/libexec/lockstep/                         the lab's programs (kernels, corebench, lockbench, mpirun
 #                                                    wrapper), where an installed `lockstep experiment` finds them
 #   PREFIX/libexec/lockstep/slurm/                   Slurm's Prolog, Epilog and PrologSlurmctld hooks
-#   PREFIX/lib/lockstep/                             the PMPI profiler and the lock interposers (LD_PRELOAD)
+#   PREFIX/lib/lockstep/                             the PMPI profiler and the lock interposers (LD_PRELOAD), the
+#                                                    SPANK plugin that preloads the profiler into Slurm jobs
 #   PREFIX/lib/systemd/system/lockstep-agent.service the unit, pointing at PREFIX/bin/lockstepd
 #   PREFIX/share/man/man1/lockstep*.1, man8/lockstepd.8
 #   PREFIX/share/bash-completion/completions/lockstep, zsh/site-functions/_lockstep,

@@ -26,6 +26,11 @@ fn kernels() -> Option<PathBuf> {
     dir.join("lu").exists().then_some(dir)
 }
 
+/// The directory of the SPANK plugin and the MPI profiler, beside the kernels' (`make build` installs them).
+fn library() -> PathBuf {
+    kernels().unwrap_or_else(|| repo().join("build/bin")).join("../lib")
+}
+
 /// Whether this machine can run the cluster (root is required); says what is missing when not.
 fn can_run() -> bool {
     common::require_root();
@@ -84,6 +89,7 @@ impl Cluster {
             .env("LOCKSTEP_CLUSTER_HOOKS", if hooks { "yes" } else { "no" })
             .env("LOCKSTEP_CLUSTER_DIR", dir.path())
             .env("LOCKSTEP", env!("CARGO_BIN_EXE_lockstep"))
+            .env("LOCKSTEP_LIB", library())
             .output()
             .unwrap();
         let text = String::from_utf8_lossy(&out.stdout).into_owned();
@@ -559,6 +565,40 @@ fn the_row_lock_cannot_be_planted_or_held_to_stall_job_starts() {
     eprintln!("held: exit {:?} after {took:?}: {}", out.status.code(), err.trim());
     assert_eq!(out.status.code(), Some(0), "{err}");
     assert!(err.contains("held it for 10 s") && err.contains("goes on without lockstep"), "{err}");
+}
+
+#[test]
+#[ignore = "needs root"]
+fn the_spank_plugin_preloads_the_profiler_into_mpi_programs_only_and_users_can_turn_it_off() {
+    if !library().join("lockstep-spank.so").exists() {
+        common::missing("needs lockstep-spank.so (make build, with libslurm-dev from scripts/deps.sh)");
+        return;
+    }
+    let Some((_serial, cluster)) = start(false) else { return };
+    let pingpong = kernels().unwrap().join("pingpong");
+    // An MPI program that links the profiler's MPI, run as a user runs it: the profiler is there (each rank writes
+    // its counts at MPI_Finalize) without the user naming it; off, it is not.
+    let profiled = |option: Option<&str>| {
+        let out_dir = lockstep_scratch::tempdir().unwrap();
+        let mut srun = cluster.slurm("srun");
+        srun.args(["-N2", "-n2"]).args(option).arg(&pingpong).args(["--iterations", "100", "--repeats", "1"]);
+        srun.env("LOCKSTEP_PMPI_OUT", out_dir.path()).stdout(Stdio::piped()).stderr(Stdio::piped());
+        let out = common::output_within(srun.spawn().unwrap(), common::RUN_LIMIT, "pingpong's srun");
+        assert!(out.status.success(), "srun {option:?} pingpong: {}", stderr(&out));
+        std::fs::read_dir(out_dir.path()).unwrap().count()
+    };
+    assert_eq!(profiled(None), 2, "one profile per rank, unasked");
+    assert_eq!(profiled(Some("--lockstep-profiler=on")), 2, "one profile per rank, asked");
+    assert_eq!(profiled(Some("--lockstep-profiler=off")), 0, "no profile when the user turns it off");
+    // A program that is not an MPI program gets nothing preloaded.
+    let out = cluster.slurm("srun").args(["-N1", "-n1", "env"]).output().unwrap();
+    let env = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "srun env: {}", stderr(&out));
+    assert!(!env.contains("liblockstep-pmpi"), "env is no MPI program: {env}");
+    // A bad value is the user's mistake: srun says so and runs nothing.
+    let out = cluster.slurm("srun").args(["-N1", "-n1", "--lockstep-profiler=maybe", "true"]).output().unwrap();
+    let err = stderr(&out);
+    assert!(!out.status.success() && err.contains("--lockstep-profiler=maybe not understood"), "{err}");
 }
 
 #[test]

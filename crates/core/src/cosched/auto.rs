@@ -1,8 +1,9 @@
 //! `auto`: for each set of jobs that share PUs, try `gang` and then `cfs` for a short window each, measure how
 //! fast every job progresses under each, and keep the one under which the jobs progress fastest — `cfs` unless
 //! `gang` is clearly better. `gang` goes first: ranks that spin while their partner waits for a CPU lose several
-//! times their speed under `cfs`, while jobs that `gang` does not help lose a few percent under it. Re-decided when the set of jobs changes, when the measured progress drifts, and at least
-//! every [`MAX_EXPLOIT`]. docs/policies/auto.md gives the rule and the data behind it.
+//! times their speed under `cfs`, while jobs that `gang` does not help lose a few percent under it. Re-decided
+//! when the set of jobs changes, when the measured progress drifts, and at least every [`MAX_EXPLOIT`] (longer as
+//! trials confirm the choice). docs/policies/auto.md gives the rule and the data behind it.
 //!
 //! A job's progress is the rate of the MPI calls that move data or synchronise (the PMPI profiler's live count,
 //! when every rank of the job publishes it): a rank that spins in `MPI_Wait` burns CPU without progress, but still
@@ -54,8 +55,13 @@ pub const MIN_CALLS: u64 = 160;
 /// How many times its least length a window may stretch to collect [`MIN_CALLS`].
 pub const MAX_STRETCH: u64 = 4;
 
-/// The longest a choice is kept without trying again.
+/// The longest a choice is kept without trying again, at first: each trial that then confirms it doubles the
+/// time to the next, up to [`MAX_CONFIRMED`] doublings (a clear winner is not thrown away every 30 s; a drift of
+/// its progress still brings a trial at once, and starts the doubling over).
 pub const MAX_EXPLOIT: Duration = Duration::from_secs(30);
+
+/// The most times the time to the next trial doubles: 30, 60, 120, then every 240 s.
+pub const MAX_CONFIRMED: u32 = 3;
 
 /// The longest a new group's trial waits for its jobs to finish starting (ranks that preload the profiler but
 /// cannot publish, for one, would otherwise hold it forever).
@@ -168,6 +174,9 @@ struct Group {
     waited: bool,
     why: String,
     rates: BTreeMap<String, Vec<Rate>>,
+    /// The policy a timed trial checks (the one it interrupted), and how many timed trials in a row chose it.
+    checking: Option<PolicySpec>,
+    confirmed: u32,
 }
 
 impl Group {
@@ -214,13 +223,27 @@ impl Group {
             waited: false,
             why: why.to_string(),
             rates: BTreeMap::new(),
+            checking: None,
+            confirmed: 0,
         }
     }
 
+    /// Slots the choice in force is kept, from slot boundaries of `slot_len`: [`MAX_EXPLOIT`], doubled for each
+    /// trial in a row that confirmed it.
+    fn keep_slots(&self, slot_len: Duration) -> u64 {
+        let keep = MAX_EXPLOIT.as_nanos() as u64 * (1 << self.confirmed.min(MAX_CONFIRMED));
+        keep.div_ceil((slot_len.as_nanos() as u64).max(1))
+    }
+
     /// Starts the trial again in slot `slot` (samples `samples`), saying `why`, still counting the wait for its
-    /// jobs to start from when it formed.
+    /// jobs to start from when it formed, and still checking the choice a timed trial checks.
     fn restart(&mut self, slot: u64, samples: Vec<Sample>, why: &str) {
-        *self = Self { formed: self.formed, ..Self::explore(slot, samples, why) };
+        *self = Self {
+            formed: self.formed,
+            checking: self.checking,
+            confirmed: self.confirmed,
+            ..Self::explore(slot, samples, why)
+        };
     }
 
     /// Why the trial waits in slot `slot` (samples `now` of jobs `names`) rather than measure: a job still
@@ -481,12 +504,18 @@ fn step(g: &mut Group, slot: u64, slot_len: Duration, now: &[Sample], names: &[S
                 g.why = format!("trying {}", g.policy.name());
                 return Some(choice(names, g));
             }
-            let (best, why) = decide(names, measured);
+            let (best, mut why) = decide(names, measured);
             let explored = measured[best].clone();
             g.policy = CANDIDATES[best];
+            g.confirmed = if g.checking == Some(g.policy) { (g.confirmed + 1).min(MAX_CONFIRMED) } else { 0 };
+            let keep = g.keep_slots(slot_len);
+            if g.confirmed > 0 {
+                let times = if g.confirmed == 1 { "once".to_string() } else { format!("{} times", g.confirmed) };
+                let next = keep as f64 * slot_len.as_secs_f64();
+                let _ = write!(why, "; confirmed {times}: next trial in {next:.0} s");
+            }
             g.why = why;
-            let until = slot + (MAX_EXPLOIT.as_nanos() as u64).div_ceil((slot_len.as_nanos() as u64).max(1));
-            g.phase = Phase::Exploit { until, explored };
+            g.phase = Phase::Exploit { until: slot + keep, explored };
             Some(choice(names, g))
         }
         Phase::Exploit { until, explored } => {
@@ -494,14 +523,17 @@ fn step(g: &mut Group, slot: u64, slot_len: Duration, now: &[Sample], names: &[S
             let drift =
                 was[0].iter().zip(&was[1]).map(|(&a, &b)| if a > 0.0 { (b / a - 1.0).abs() } else { 1.0 }).sum::<f64>()
                     / was[0].len().max(1) as f64;
-            let why = if drift > DRIFT {
-                format!("progress under {} drifted by {:.0} %: trying again", g.policy.name(), drift * 100.0)
+            if drift > DRIFT {
+                let why = format!("progress under {} drifted by {:.0} %: trying again", g.policy.name(), drift * 100.0);
+                *g = Group::explore(slot, now.to_vec(), &why);
             } else if slot >= *until {
-                format!("{} s since the last trial: trying again", MAX_EXPLOIT.as_secs())
+                let kept = g.keep_slots(slot_len) as f64 * slot_len.as_secs_f64();
+                let why = format!("{kept:.0} s since the last trial: trying again");
+                let (checking, confirmed) = (Some(g.policy), g.confirmed);
+                *g = Group { checking, confirmed, ..Group::explore(slot, now.to_vec(), &why) };
             } else {
                 return None;
-            };
-            *g = Group::explore(slot, now.to_vec(), &why);
+            }
             Some(choice(names, g))
         }
     }

@@ -280,6 +280,48 @@ mod auto {
     }
 
     #[test]
+    fn a_choice_that_trials_confirm_is_tried_again_ever_less_often_until_its_progress_drifts() {
+        // Two jobs that progress 4 times faster under gang: each timed trial confirms gang, and the next comes
+        // 30, 60, 120, then 240 s after each decision; a drift brings a trial at once and starts over at 30 s.
+        let (x, y) = (pus("0-1"), pus("0-1"));
+        let jobs = [view("x", 0, &x), view("y", 1, &y)];
+        let mut auto = Auto::default();
+        let (mut calls, mut gang_rate) = ([0u64; 2], 2000.0);
+        let (mut decided, mut gaps, mut drift_at, mut whys) = (None, Vec::new(), None, Vec::new());
+        let per_slot = SLOT.as_secs_f64();
+        for slot in 0..12_000u64 {
+            if slot == 9_000 {
+                // A new phase: gang's progress halves (still twice cfs's).
+                gang_rate = 1000.0;
+                drift_at = Some(gaps.len());
+            }
+            let t = slot as f64 * per_slot;
+            for c in see(&mut auto, slot, &jobs, &calls_at(t, &calls)) {
+                if !c.trying {
+                    assert_eq!(c.policy, "gang", "slot {slot}: {c:?}");
+                    decided = Some(slot);
+                    whys.push(c.why);
+                } else if c.why.ends_with("since the last trial: trying again") || c.why.contains("drifted") {
+                    gaps.push((slot - decided.unwrap(), c.why.clone()));
+                }
+            }
+            let rate = if auto.choices()[0].policy == "gang" { gang_rate } else { 500.0 };
+            for c in &mut calls {
+                *c += (rate * per_slot) as u64;
+            }
+        }
+        let at = drift_at.unwrap();
+        let timed: Vec<u64> = gaps[..at].iter().map(|g| g.0).collect();
+        assert!(timed.len() > 5 && timed[..4] == [150, 300, 600, 1200], "{gaps:?}");
+        assert!(timed[4..].iter().all(|&g| g == 1200), "at most every 240 s: {gaps:?}");
+        assert!(gaps[at].1.starts_with("progress under gang drifted by 50 %"), "{gaps:?}");
+        assert_eq!(gaps[at + 1].0, 150, "{gaps:?}");
+        for said in ["; confirmed once: next trial in 60 s", "; confirmed 3 times: next trial in 240 s"] {
+            assert!(whys.iter().any(|w| w.ends_with(said)), "{said}: {whys:?}");
+        }
+    }
+
+    #[test]
     fn no_window_counts_while_a_job_is_still_starting() {
         // The case seen on 16 cores: y's ranks still in MPI_Init (they preload the profiler, none publishes yet)
         // while x already communicates. Nothing is decided from that, however long x's calls have been counted.
