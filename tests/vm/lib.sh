@@ -76,11 +76,14 @@ vm_qemu() {
   local systemd=""
   [[ $init == shell ]] || systemd=" systemd.unit=lockstep-vm.service systemd.show_status=0"
   local per=$((vcpus / numa)) node_mem=$((mem / numa)) n
-  # -smap: with SMAP, TCG guests stopped for good (5 runs of tests/vm/cgroup-v2 in 6 on 2026-11-28/29, in
-  # different tests): the kernel's write to a user page between stac and clac (an rseq update on the way back to
-  # user space, a copy_to_user) faulted again each time the fault handler had made the page present and writable,
-  # on both vCPUs at once (NMI backtraces by sysrq-l; EFLAGS.AC was set at the fault).
-  vm_cmd=(qemu-system-x86_64 -name "$name" -accel tcg -cpu max,-smap -bios /usr/share/qemu/qboot.rom
+  # One host thread runs every vCPU in turn (thread=single). With a host thread per vCPU (MTTCG), guests stopped
+  # for good in most runs of tests/vm/cgroup-v2 from 2026-11-28 on, in different tests. Backtraces of the stuck
+  # guests (sysrq through the monitor, vm_backtraces) showed both vCPUs in one kernel loop: a write to a user page
+  # between stac and clac that faulted again after each fault the handler had resolved (EFLAGS.AC set), with a vCPU
+  # in the int3 handler of a live code patch (text_poke: the static keys that perf events, BPF attachments and
+  # tracepoints switch); another time both vCPUs at the nop of a patched site with interrupts off. Without SMAP
+  # (-smap, kept) the guest still stopped; single-threaded it ran 3 times of 3, the tests about 10 % slower.
+  vm_cmd=(qemu-system-x86_64 -name "$name" -accel tcg,thread=single -cpu max,-smap -bios /usr/share/qemu/qboot.rom
     -nodefaults -no-user-config -nographic -serial stdio -no-reboot -monitor "unix:$share/monitor.sock,server=on,wait=off"
     -smp "$vcpus,sockets=$numa,cores=$per,threads=1" -m "${mem}M"
     -kernel "$vm_vmlinux" -initrd "$vm_initrd"
@@ -95,17 +98,29 @@ vm_qemu() {
 }
 
 # Asks the guest whose qemu monitor listens on socket $1 for the backtrace of every vCPU and the tasks that wait
-# uninterruptibly (sysrq 9, l, w on its keyboard: it answers even when its kernel is stuck in a loop with
-# interrupts on), then gives its console 10 s to print them.
+# uninterruptibly (sysrq 9, l, w on its keyboard: its console prints them when its kernel still takes interrupts),
+# prints where each vCPU is (RIP and flags, from the monitor: all there is when interrupts are off), then gives the
+# console 10 s to print.
 vm_backtraces() {
-  python3 - "$1" <<'PY' || echo "$vm_prog: cannot reach the guest's monitor ($1)" >&2
-import socket, sys, time
+  python3 - "$1" <<'PY' >&2 || echo "$vm_prog: cannot reach the guest's monitor ($1)" >&2
+import re, socket, sys, time
 s = socket.socket(socket.AF_UNIX)
-s.settimeout(5)
+s.settimeout(2)
 s.connect(sys.argv[1])
 for key in "9lw":
     s.sendall(f"sendkey alt-sysrq-{key}\n".encode())
     time.sleep(1)
+s.sendall(b"info registers -a\n")
+time.sleep(2)
+said = b""
+try:
+    while chunk := s.recv(1 << 16):
+        said += chunk
+except socket.timeout:
+    pass
+for line in re.sub(r"\x1b\[[0-9;]*[A-Za-z]", "", said.decode(errors="replace")).splitlines():
+    if line.startswith(("CPU#", "RIP=")):
+        print("  vCPU", line)
 PY
   sleep 10
 }
