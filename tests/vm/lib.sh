@@ -82,7 +82,7 @@ vm_qemu() {
   # between stac and clac that faulted again after each fault the handler had resolved (EFLAGS.AC set), with a vCPU
   # in the int3 handler of a live code patch (text_poke: the static keys that perf events, BPF attachments and
   # tracepoints switch); another time both vCPUs at the nop of a patched site with interrupts off. Without SMAP
-  # (-smap, kept) the guest still stopped; single-threaded it ran 3 times of 3, the tests about 10 % slower.
+  # (-smap, kept) the guest still stopped; single-threaded it ran 3 times of 3 and in a fresh clone's make test.
   vm_cmd=(qemu-system-x86_64 -name "$name" -accel tcg,thread=single -cpu max,-smap -bios /usr/share/qemu/qboot.rom
     -nodefaults -no-user-config -nographic -serial stdio -no-reboot -monitor "unix:$share/monitor.sock,server=on,wait=off"
     -smp "$vcpus,sockets=$numa,cores=$per,threads=1" -m "${mem}M"
