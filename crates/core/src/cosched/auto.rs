@@ -52,6 +52,13 @@ pub const DRIFT: f64 = 0.30;
 /// ±5 %.
 pub const MIN_CALLS: u64 = 160;
 
+/// The fewest calls a job's busiest window must count for its calls to measure its progress. A job that makes
+/// fewer (is: a few all-to-all exchanges per second, long sorts between them) may count none in a window just
+/// because it was between two exchanges, which would read as a stall; its co-scheduled time measures it instead
+/// (its CPU time without eBPF). Seen in experiments/auto.toml on 2026-11-29: is beside mg counted 0 calls under
+/// `gang`, and `auto` ruled `gang` out on the four runs of that mix, where `gang` was the best policy by 17 %.
+pub const MIN_READABLE_CALLS: u64 = 16;
+
 /// How many times its least length a window may stretch to collect [`MIN_CALLS`].
 pub const MAX_STRETCH: u64 = 4;
 
@@ -107,6 +114,9 @@ impl Sample {
 pub struct Rate {
     /// MPI calls per second (when counted at both ends).
     pub calls_s: Option<f64>,
+    /// The MPI calls counted in the window (when counted at both ends).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub calls: Option<u64>,
     /// CPU seconds per second.
     pub cpu_s: f64,
     /// Rank-seconds per second in which all the job's ranks ran at once (when measured at both ends, for a job of
@@ -121,10 +131,11 @@ impl Rate {
     fn between(a: &Sample, b: &Sample) -> Option<Self> {
         let dt = b.at_ns.checked_sub(a.at_ns).filter(|&d| d > 0)? as f64 / 1e9;
         let cpu = b.cpu_ns.checked_sub(a.cpu_ns)? as f64 / 1e9;
-        let calls_s = match (a.calls, b.calls) {
-            (Some(x), Some(y)) => Some(y.checked_sub(x)? as f64 / dt),
+        let calls = match (a.calls, b.calls) {
+            (Some(x), Some(y)) => Some(y.checked_sub(x)?),
             _ => None,
         };
+        let calls_s = calls.map(|c| c as f64 / dt);
         let together_s = match (a.together_ns, b.together_ns) {
             // A count that went backwards: the job's ranks were counted afresh (one left); no rate this window.
             (Some(x), Some(y)) if b.ranks > 1 && a.ranks == b.ranks => {
@@ -132,7 +143,7 @@ impl Rate {
             }
             _ => None,
         };
-        Some(Self { calls_s, cpu_s: cpu / dt, together_s })
+        Some(Self { calls_s, calls, cpu_s: cpu / dt, together_s })
     }
 }
 
@@ -318,12 +329,12 @@ enum Measure {
     Cpu,
 }
 
-/// Each job's progress rate in every window: calls per second where every window counted calls and one saw some
-/// (a window with none is a stall: spinning ranks can complete no call at all while their partners wait for a
-/// CPU); for a job whose calls no window counted (no profiler), co-scheduled rank-seconds per second where every
-/// window measured them and one saw some; else CPU seconds per second (a job of one rank, or a profiled job that
-/// makes no calls: it does not communicate, so its ranks do not wait for each other). `windows[c][j]` is job `j`
-/// under candidate `c`.
+/// Each job's progress rate in every window: calls per second where every window counted calls and the busiest
+/// counted at least [`MIN_READABLE_CALLS`] (a window with none is then a stall: spinning ranks can complete no
+/// call at all while their partners wait for a CPU); for a job whose calls no window counted (no profiler), or
+/// too few to read, co-scheduled rank-seconds per second where every window measured them and one saw some; else
+/// CPU seconds per second (a job of one rank, or a profiled job that makes no calls: it does not communicate, so
+/// its ranks do not wait for each other). `windows[c][j]` is job `j` under candidate `c`.
 fn progress(windows: &[Vec<Rate>]) -> Vec<Vec<f64>> {
     let jobs = windows.first().map_or(0, Vec::len);
     let counted = |j: usize, of: fn(&Rate) -> Option<f64>| {
@@ -331,9 +342,11 @@ fn progress(windows: &[Vec<Rate>]) -> Vec<Vec<f64>> {
     };
     let measures: Vec<Measure> = (0..jobs)
         .map(|j| {
-            if counted(j, |r| r.calls_s) {
+            let busiest = windows.iter().filter_map(|w| w[j].calls).max();
+            let sparse = busiest.is_some_and(|c| c > 0 && c < MIN_READABLE_CALLS);
+            if counted(j, |r| r.calls_s) && !sparse {
                 Measure::Calls
-            } else if windows.iter().all(|w| w[j].calls_s.is_none()) && counted(j, |r| r.together_s) {
+            } else if (sparse || windows.iter().all(|w| w[j].calls_s.is_none())) && counted(j, |r| r.together_s) {
                 Measure::Together
             } else {
                 Measure::Cpu

@@ -158,7 +158,7 @@ mod auto {
     use crate::cosched::{Desired, JobView, Policy, PolicySpec};
 
     fn r(calls_s: f64, cpu_s: f64) -> Rate {
-        Rate { calls_s: Some(calls_s), cpu_s, together_s: None }
+        Rate { calls_s: Some(calls_s), calls: Some(calls_s as u64), cpu_s, together_s: None }
     }
 
     fn names(n: &[&str]) -> Vec<String> {
@@ -189,12 +189,12 @@ mod auto {
     fn pair_that_never_waits_is_left_to_the_kernel() {
         // Two ep jobs (no communication: no calls, CPU time is the progress): 1.01x is within the margin.
         let cfs = vec![
-            Rate { calls_s: Some(0.0), cpu_s: 0.980, together_s: None },
-            Rate { calls_s: Some(0.0), cpu_s: 0.985, together_s: None },
+            Rate { calls_s: Some(0.0), calls: Some(0), cpu_s: 0.980, together_s: None },
+            Rate { calls_s: Some(0.0), calls: Some(0), cpu_s: 0.985, together_s: None },
         ];
         let gang = vec![
-            Rate { calls_s: Some(0.0), cpu_s: 0.985, together_s: None },
-            Rate { calls_s: Some(0.0), cpu_s: 0.998, together_s: None },
+            Rate { calls_s: Some(0.0), calls: Some(0), cpu_s: 0.985, together_s: None },
+            Rate { calls_s: Some(0.0), calls: Some(0), cpu_s: 0.998, together_s: None },
         ];
         let (i, why) = decide(&names(&["ep1", "ep2"]), &[gang, cfs]);
         assert_eq!(CANDIDATES[i], PolicySpec::Cfs, "{why}");
@@ -203,11 +203,11 @@ mod auto {
     #[test]
     fn a_job_without_calls_counts_by_cpu_and_a_stalled_job_vetoes() {
         // A spinning lu beside ep (no profiler: calls None): lu's 144x outweighs ep's unchanged CPU share.
-        let ep = |cpu| Rate { calls_s: None, cpu_s: cpu, together_s: None };
+        let ep = |cpu| Rate { calls_s: None, calls: None, cpu_s: cpu, together_s: None };
         let (i, _) = decide(&names(&["ep", "lu"]), &[vec![ep(0.97), r(36035.0, 0.89)], vec![ep(0.98), r(250.0, 0.99)]]);
         assert_eq!(CANDIDATES[i], PolicySpec::Gang);
         // A job that got no CPU at all under gang (calls in no window, so counted by CPU) rules it out.
-        let idle = |cpu| Rate { calls_s: Some(0.0), cpu_s: cpu, together_s: None };
+        let idle = |cpu| Rate { calls_s: Some(0.0), calls: Some(0), cpu_s: cpu, together_s: None };
         let (i, _) = decide(&names(&["a", "b"]), &[vec![r(1e6, 1.0), idle(0.0)], vec![r(100.0, 1.0), idle(1.0)]]);
         assert_eq!(CANDIDATES[i], PolicySpec::Cfs);
         // Spinning ranks that complete no call at all in cfs's window (a 2-rank is class B pair, busy polling):
@@ -218,10 +218,31 @@ mod auto {
     }
 
     #[test]
+    fn a_job_with_too_few_calls_to_read_progresses_by_its_coscheduled_time() {
+        // is beside mg (experiments/auto.toml, 2026-11-29): is makes a few exchanges a second and counted none in
+        // gang's window, 3 in cfs's. Read by calls, that is a stall and rules gang out; it is a gap between two
+        // exchanges, and is's ranks ran together three times as much under gang.
+        let is = |calls: u64, seconds: f64, together| Rate {
+            calls_s: Some(calls as f64 / seconds),
+            calls: Some(calls),
+            cpu_s: 0.95,
+            together_s: Some(together),
+        };
+        let gang = vec![is(0, 0.4, 0.9), r(2000.0, 0.9)];
+        let cfs = vec![is(3, 0.2, 0.3), r(1000.0, 0.95)];
+        let (i, why) = decide(&names(&["is", "mg"]), &[gang, cfs]);
+        assert_eq!(CANDIDATES[i], PolicySpec::Gang, "{why}");
+        // With enough calls to read, a window without any stays a stall: the busy-polling pair above.
+        let stalled = vec![is(0, 0.2, 0.3), r(1000.0, 0.95)];
+        let (i, why) = decide(&names(&["is", "mg"]), &[vec![is(40, 0.4, 0.9), r(2000.0, 0.9)], stalled]);
+        assert_eq!(CANDIDATES[i], PolicySpec::Gang, "{why}");
+    }
+
+    #[test]
     fn jobs_without_the_profiler_progress_by_their_coscheduled_time() {
         // lu W and cg A, 2 busy-polling ranks each, started without the profiler (experiments/together.toml's
         // shares): CPU time is the same under both policies, but the ranks ran together far more under gang.
-        let blind = |cpu, together| Rate { calls_s: None, cpu_s: cpu, together_s: Some(together) };
+        let blind = |cpu, together| Rate { calls_s: None, calls: None, cpu_s: cpu, together_s: Some(together) };
         let cfs = vec![blind(0.99, 0.30 * 0.99), blind(0.99, 0.07 * 0.99)];
         let gang = vec![blind(0.97, 0.91 * 0.97), blind(0.98, 0.95 * 0.98)];
         let (i, why) = decide(&names(&["cg", "lu"]), &[gang.clone(), cfs.clone()]);
@@ -231,7 +252,7 @@ mod auto {
         let (i, why) = decide(&names(&["cg", "lu"]), &[cpu_only(&gang), cpu_only(&cfs)]);
         assert_eq!(CANDIDATES[i], PolicySpec::Cfs, "{why}");
         // A profiled job that makes no calls does not communicate: CPU time, however its ranks ran together.
-        let quiet = |cpu, together| Rate { calls_s: Some(0.0), cpu_s: cpu, together_s: Some(together) };
+        let quiet = |cpu, together| Rate { calls_s: Some(0.0), calls: Some(0), cpu_s: cpu, together_s: Some(together) };
         let (i, why) = decide(
             &names(&["ep1", "ep2"]),
             &[vec![quiet(0.99, 0.9), quiet(0.99, 0.9)], vec![quiet(1.0, 0.25), quiet(1.0, 0.25)]],
