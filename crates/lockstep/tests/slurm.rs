@@ -20,15 +20,20 @@ fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-/// The directory of the MPI kernels (`make build` installs them; `make test` says where).
+/// Where `make build` installs the programs (`make test` says where): LOCKSTEP_BIN, else build/bin.
+fn bin() -> PathBuf {
+    std::env::var_os("LOCKSTEP_BIN").map_or_else(|| repo().join("build/bin"), PathBuf::from)
+}
+
+/// The directory of the MPI kernels, when they are built.
 fn kernels() -> Option<PathBuf> {
-    let dir = std::env::var_os("LOCKSTEP_BIN").map_or_else(|| repo().join("build/bin"), PathBuf::from);
+    let dir = bin();
     dir.join("lu").exists().then_some(dir)
 }
 
-/// The directory of the SPANK plugin and the MPI profiler, beside the kernels' (`make build` installs them).
+/// The directory of the SPANK plugin and the MPI profiler, beside the programs'.
 fn library() -> PathBuf {
-    kernels().unwrap_or_else(|| repo().join("build/bin")).join("../lib")
+    bin().join("../lib")
 }
 
 /// Whether this machine can run the cluster (root is required); says what is missing when not.
