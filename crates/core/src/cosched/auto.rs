@@ -1,9 +1,13 @@
 //! `auto`: for each set of jobs that share PUs, try `gang` and then `cfs` for a short window each, measure how
-//! fast every job progresses under each, and keep the one under which the jobs progress fastest — `cfs` unless
-//! `gang` is clearly better. `gang` goes first: ranks that spin while their partner waits for a CPU lose several
-//! times their speed under `cfs`, while jobs that `gang` does not help lose a few percent under it. Re-decided
-//! when the set of jobs changes, when the measured progress drifts, and at least every [`MAX_EXPLOIT`] (longer as
-//! trials confirm the choice). docs/policies/auto.md gives the rule and the data behind it.
+//! fast every job progresses under each, and keep the one under which the jobs progress fastest. `gang` goes
+//! first: ranks that spin while their partner waits for a CPU lose several times their speed under `cfs`, while
+//! jobs that `gang` does not help lose a few percent under it. Where the two measure within [`MARGIN`] of each
+//! other the trial is even, which is no evidence: jobs still setting up (before their first exchange) measure
+//! even whatever they will need, so a group's first even trial keeps what is in force (`gang`, the first
+//! candidate) and tries again soon ([`EVEN_EXPLOIT`]); a second even trial in a row leaves the jobs to the kernel.
+//! Re-decided when the set of jobs changes, when the measured progress drifts (in two windows in a row), and at
+//! least every [`MAX_EXPLOIT`] (longer as trials confirm the choice). docs/policies/auto.md gives the rule and the
+//! data behind it.
 //!
 //! A job's progress is the rate of the MPI calls that move data or synchronise (the PMPI profiler's live count,
 //! when every rank of the job publishes it): a rank that spins in `MPI_Wait` burns CPU without progress, but still
@@ -40,12 +44,18 @@ pub const MIN_WINDOW: Duration = Duration::from_millis(400);
 /// The least time the trial of `cfs` lasts: it has no rounds, and is the costly trial for spinning ranks.
 pub const MIN_CFS_WINDOW: Duration = Duration::from_millis(200);
 
-/// How much faster, on the mean over the jobs, a policy must make them progress than `cfs` to be chosen.
+/// How far apart, on the mean over the jobs, the candidates' progress must be for a trial to be clear: `gang` is
+/// chosen when it makes the jobs progress more than this much faster than `cfs`; within it the trial is even.
 pub const MARGIN: f64 = 0.05;
 
 /// A mean change of the chosen policy's progress rates, against what was measured when choosing it, beyond which
-/// `auto` tries again.
+/// `auto` tries again, when it shows in [`DRIFT_WINDOWS`] windows in a row.
 pub const DRIFT: f64 = 0.30;
+
+/// The windows in a row that must show a [`DRIFT`] for a trial: one window of a few hundred ms drifts by more
+/// than 30 % every few seconds on NPB kernels' phases (experiments/auto.toml, 2026-11-29: 3–6 trials per pair
+/// in 25 s, each a window under the loser), where a new phase of the jobs lasts.
+pub const DRIFT_WINDOWS: u32 = 2;
 
 /// Calls a communicating job must make in a window for its rate to be read from them: is class B makes ~4 calls
 /// per iteration and rank, so that 160 calls over 2 ranks are 20 iterations, a whole iteration more or less
@@ -69,6 +79,12 @@ pub const MAX_EXPLOIT: Duration = Duration::from_secs(30);
 
 /// The most times the time to the next trial doubles: 30, 60, 120, then every 240 s.
 pub const MAX_CONFIRMED: u32 = 3;
+
+/// The time an even trial's choice is kept before the next trial, at first (doubling as [`MAX_EXPLOIT`] does).
+/// Jobs that are still setting up (cg builds its matrix, lu its grid: no exchanges yet) measure even; on
+/// experiments/auto.toml on 2026-11-29, most first trials after the jobs' start measured 0.98–1.00x, and the
+/// `cfs` chosen from them was kept until a drift or for up to 30 s, where `gang` was the best policy by 15–20 %.
+pub const EVEN_EXPLOIT: Duration = Duration::from_secs(5);
 
 /// The longest a new group's trial waits for its jobs to finish starting (ranks that preload the profiler but
 /// cannot publish, for one, would otherwise hold it forever).
@@ -167,8 +183,9 @@ pub struct Choice {
 enum Phase {
     /// Trying `CANDIDATES[next]` since the window's start.
     Explore { next: usize, rates: Vec<Vec<Rate>> },
-    /// Keeping the choice until slot `until`; `explored` is its rates when chosen.
-    Exploit { until: u64, explored: Vec<Rate> },
+    /// Keeping the choice until slot `until`; `explored` is its rates when chosen; `drifted` the windows in a row
+    /// that showed a drift.
+    Exploit { until: u64, explored: Vec<Rate>, drifted: u32 },
 }
 
 /// One set of jobs that share PUs.
@@ -188,6 +205,8 @@ struct Group {
     /// The policy a timed trial checks (the one it interrupted), and how many timed trials in a row chose it.
     checking: Option<PolicySpec>,
     confirmed: u32,
+    /// Whether the last trial was even (the candidates within [`MARGIN`]).
+    even: bool,
 }
 
 impl Group {
@@ -236,13 +255,15 @@ impl Group {
             rates: BTreeMap::new(),
             checking: None,
             confirmed: 0,
+            even: false,
         }
     }
 
-    /// Slots the choice in force is kept, from slot boundaries of `slot_len`: [`MAX_EXPLOIT`], doubled for each
-    /// trial in a row that confirmed it.
+    /// Slots the choice in force is kept, from slot boundaries of `slot_len`: [`MAX_EXPLOIT`] ([`EVEN_EXPLOIT`]
+    /// after an even trial), doubled for each trial in a row that confirmed it.
     fn keep_slots(&self, slot_len: Duration) -> u64 {
-        let keep = MAX_EXPLOIT.as_nanos() as u64 * (1 << self.confirmed.min(MAX_CONFIRMED));
+        let base = if self.even { EVEN_EXPLOIT } else { MAX_EXPLOIT };
+        let keep = base.as_nanos() as u64 * (1 << self.confirmed.min(MAX_CONFIRMED));
         keep.div_ceil((slot_len.as_nanos() as u64).max(1))
     }
 
@@ -253,6 +274,7 @@ impl Group {
             formed: self.formed,
             checking: self.checking,
             confirmed: self.confirmed,
+            even: self.even,
             ..Self::explore(slot, samples, why)
         };
     }
@@ -368,10 +390,21 @@ fn progress(windows: &[Vec<Rate>]) -> Vec<Vec<f64>> {
         .collect()
 }
 
+/// What the windows of one trial say.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Decision {
+    /// The candidate they choose (index in [`CANDIDATES`]).
+    pub chosen: usize,
+    /// Whether the trial was even: the best candidate's mean slowdown relative to `cfs` within [`MARGIN`] of 1
+    /// (then `chosen` is `cfs`, and the trial's history decides: [`EVEN_EXPLOIT`]).
+    pub even: bool,
+    /// One line: why.
+    pub why: String,
+}
+
 /// The decision on measured windows (`windows[c]` under `CANDIDATES[c]`): the candidate under which the jobs'
-/// mean slowdown relative to `cfs` is lowest, if it is below `1 - MARGIN`; `cfs` otherwise. Returns its index and
-/// the line saying why.
-pub fn decide(names: &[String], windows: &[Vec<Rate>]) -> (usize, String) {
+/// mean slowdown relative to `cfs` is lowest, if it is below `1 - MARGIN`; `cfs` otherwise.
+pub fn decide(names: &[String], windows: &[Vec<Rate>]) -> Decision {
     let rates = progress(windows);
     let base = &rates[CFS];
     // Mean over the jobs of (rate under cfs / rate under c): c's slowdown relative to cfs.
@@ -389,6 +422,7 @@ pub fn decide(names: &[String], windows: &[Vec<Rate>]) -> (usize, String) {
         .min_by(|a, b| a.1.total_cmp(b.1))
         .expect("more than one candidate");
     let mut why = String::new();
+    let even = (score - 1.0).abs() <= MARGIN;
     let chosen = if score < 1.0 - MARGIN { best } else { CFS };
     let _ = write!(
         why,
@@ -406,7 +440,10 @@ pub fn decide(names: &[String], windows: &[Vec<Rate>]) -> (usize, String) {
         );
     }
     let _ = write!(why, "); margin {:.0} %", MARGIN * 100.0);
-    (chosen, why)
+    if even {
+        why.push_str(": even");
+    }
+    Decision { chosen, even, why }
 }
 
 impl Auto {
@@ -517,33 +554,48 @@ fn step(g: &mut Group, slot: u64, slot_len: Duration, now: &[Sample], names: &[S
                 g.why = format!("trying {}", g.policy.name());
                 return Some(choice(names, g));
             }
-            let (best, mut why) = decide(names, measured);
-            let explored = measured[best].clone();
-            g.policy = CANDIDATES[best];
-            g.confirmed = if g.checking == Some(g.policy) { (g.confirmed + 1).min(MAX_CONFIRMED) } else { 0 };
+            let Decision { mut chosen, even, mut why } = decide(names, measured);
+            if even && !g.even {
+                // No evidence, the first time: what is in force is kept (what the timed trial checks, else the
+                // candidate a group starts under).
+                chosen = CANDIDATES.iter().position(|&c| Some(c) == g.checking).unwrap_or(0);
+                let _ = write!(why, ", {} kept", CANDIDATES[chosen].name());
+            } else if even {
+                why.push_str(" again: left to the kernel");
+            }
+            let explored = measured[chosen].clone();
+            g.policy = CANDIDATES[chosen];
+            // Confirmed: the same policy, and as sure of it as before (an even trial after a clear one starts
+            // over, at the even trials' shorter keep).
+            let same = g.checking == Some(g.policy) && g.even == even;
+            g.confirmed = if same { (g.confirmed + 1).min(MAX_CONFIRMED) } else { 0 };
+            g.even = even;
             let keep = g.keep_slots(slot_len);
+            let next = keep as f64 * slot_len.as_secs_f64();
             if g.confirmed > 0 {
                 let times = if g.confirmed == 1 { "once".to_string() } else { format!("{} times", g.confirmed) };
-                let next = keep as f64 * slot_len.as_secs_f64();
                 let _ = write!(why, "; confirmed {times}: next trial in {next:.0} s");
+            } else if even {
+                let _ = write!(why, "; next trial in {next:.0} s");
             }
             g.why = why;
-            g.phase = Phase::Exploit { until: slot + keep, explored };
+            g.phase = Phase::Exploit { until: slot + keep, explored, drifted: 0 };
             Some(choice(names, g))
         }
-        Phase::Exploit { until, explored } => {
+        Phase::Exploit { until, explored, drifted } => {
             let was = progress(&[explored.clone(), rates.clone()]);
             let drift =
                 was[0].iter().zip(&was[1]).map(|(&a, &b)| if a > 0.0 { (b / a - 1.0).abs() } else { 1.0 }).sum::<f64>()
                     / was[0].len().max(1) as f64;
-            if drift > DRIFT {
+            *drifted = if drift > DRIFT { *drifted + 1 } else { 0 };
+            if *drifted >= DRIFT_WINDOWS {
                 let why = format!("progress under {} drifted by {:.0} %: trying again", g.policy.name(), drift * 100.0);
                 *g = Group::explore(slot, now.to_vec(), &why);
             } else if slot >= *until {
                 let kept = g.keep_slots(slot_len) as f64 * slot_len.as_secs_f64();
                 let why = format!("{kept:.0} s since the last trial: trying again");
-                let (checking, confirmed) = (Some(g.policy), g.confirmed);
-                *g = Group { checking, confirmed, ..Group::explore(slot, now.to_vec(), &why) };
+                let (checking, confirmed, even) = (Some(g.policy), g.confirmed, g.even);
+                *g = Group { checking, confirmed, even, ..Group::explore(slot, now.to_vec(), &why) };
             } else {
                 return None;
             }

@@ -154,7 +154,9 @@ mod auto {
     use std::time::Duration;
 
     use super::{next, pus, view};
-    use crate::cosched::auto::{decide, groups, window_slots, Auto, Choice, Rate, Sample, CANDIDATES, MAX_STARTUP};
+    use crate::cosched::auto::{
+        decide, groups, window_slots, Auto, Choice, Decision, Rate, Sample, CANDIDATES, EVEN_EXPLOIT, MAX_STARTUP,
+    };
     use crate::cosched::{Desired, JobView, Policy, PolicySpec};
 
     fn r(calls_s: f64, cpu_s: f64) -> Rate {
@@ -171,7 +173,7 @@ mod auto {
     fn busy_polling_pair_is_ganged() {
         let cfs = vec![r(249.99, 0.987), r(247.50, 0.977)];
         let gang = vec![r(36035.07, 0.886), r(44866.77, 0.997)];
-        let (i, why) = decide(&names(&["lu1", "lu2"]), &[gang, cfs]);
+        let Decision { chosen: i, why, .. } = decide(&names(&["lu1", "lu2"]), &[gang, cfs]);
         assert_eq!(CANDIDATES[i], PolicySpec::Gang, "{why}");
     }
 
@@ -180,39 +182,76 @@ mod auto {
         // mpi_yield_when_idle 1: gang made both jobs 1.25x faster.
         let cfs = vec![r(35149.85, 0.990), r(35429.72, 0.993)];
         let gang = vec![r(43911.35, 0.993), r(44123.67, 0.997)];
-        let (i, why) = decide(&names(&["lu3", "lu4"]), &[gang, cfs]);
+        let Decision { chosen: i, why, .. } = decide(&names(&["lu3", "lu4"]), &[gang, cfs]);
         assert_eq!(CANDIDATES[i], PolicySpec::Gang, "{why}");
         assert!(why.contains("1.25x"), "{why}");
     }
 
     #[test]
-    fn pair_that_never_waits_is_left_to_the_kernel() {
-        // Two ep jobs (no communication: no calls, CPU time is the progress): 1.01x is within the margin.
-        let cfs = vec![
-            Rate { calls_s: Some(0.0), calls: Some(0), cpu_s: 0.980, together_s: None },
-            Rate { calls_s: Some(0.0), calls: Some(0), cpu_s: 0.985, together_s: None },
-        ];
-        let gang = vec![
-            Rate { calls_s: Some(0.0), calls: Some(0), cpu_s: 0.985, together_s: None },
-            Rate { calls_s: Some(0.0), calls: Some(0), cpu_s: 0.998, together_s: None },
-        ];
-        let (i, why) = decide(&names(&["ep1", "ep2"]), &[gang, cfs]);
-        assert_eq!(CANDIDATES[i], PolicySpec::Cfs, "{why}");
+    fn a_trial_within_the_margin_is_even_and_a_clear_loss_under_gang_chooses_cfs() {
+        // Two ep jobs (no communication: no calls, CPU time is the progress): 1.01x is within the margin, an even
+        // trial (what is kept then depends on the trials before: the next test).
+        let cpu = |cpu_s| Rate { calls_s: Some(0.0), calls: Some(0), cpu_s, together_s: None };
+        let cfs = vec![cpu(0.980), cpu(0.985)];
+        let d = decide(&names(&["ep1", "ep2"]), &[vec![cpu(0.985), cpu(0.998)], cfs.clone()]);
+        assert!(CANDIDATES[d.chosen] == PolicySpec::Cfs && d.even, "{d:?}");
+        assert!(d.why.ends_with("; margin 5 %: even"), "{d:?}");
+        // The jobs lose 10 % of their CPU time under gang (its switching): cfs, and clearly.
+        let d = decide(&names(&["ep1", "ep2"]), &[vec![cpu(0.88), cpu(0.89)], cfs]);
+        assert!(CANDIDATES[d.chosen] == PolicySpec::Cfs && !d.even, "{d:?}");
+    }
+
+    #[test]
+    fn a_first_even_trial_keeps_gang_for_a_while_and_a_second_leaves_the_jobs_to_the_kernel() {
+        // Two jobs that progress alike under both policies (jobs still setting up, or never waiting for each
+        // other): the first trial keeps gang for 5 s; the second leaves them to cfs, tried again after 5, 10, 20,
+        // then every 40 s.
+        let (x, y) = (pus("0-1"), pus("0-1"));
+        let jobs = [view("x", 0, &x), view("y", 1, &y)];
+        let mut auto = Auto::default();
+        let (mut calls, per_slot) = ([0u64; 2], SLOT.as_secs_f64());
+        let (mut decided, mut gaps, mut whys) = (None, Vec::new(), Vec::new());
+        for slot in 0..3_000u64 {
+            for c in see(&mut auto, slot, &jobs, &calls_at(slot as f64 * per_slot, &calls)) {
+                if !c.trying {
+                    whys.push((c.policy, c.why));
+                    decided = Some(slot);
+                } else if c.why.ends_with("since the last trial: trying again") {
+                    gaps.push(slot - decided.unwrap());
+                }
+            }
+            for c in &mut calls {
+                *c += (1000.0 * per_slot) as u64;
+            }
+        }
+        // In slots, each rounded up to the end of gang's window (2 slots).
+        let per_even = (EVEN_EXPLOIT.as_millis() / SLOT.as_millis()) as u64;
+        let after = |times: u64| (per_even * times).next_multiple_of(2);
+        assert!(
+            whys[0].0 == "gang" && whys[0].1.ends_with("; margin 5 %: even, gang kept; next trial in 5 s"),
+            "{whys:?}"
+        );
+        let later = &whys[1..];
+        assert!(later.iter().all(|(p, why)| p == "cfs" && why.contains(": even again: left to the kernel")));
+        assert!(gaps.len() > 6 && gaps[..5] == [after(1), after(1), after(2), after(4), after(8)], "{gaps:?}");
+        assert!(gaps[5..].iter().all(|&g| g == after(8)), "{gaps:?}");
     }
 
     #[test]
     fn a_job_without_calls_counts_by_cpu_and_a_stalled_job_vetoes() {
         // A spinning lu beside ep (no profiler: calls None): lu's 144x outweighs ep's unchanged CPU share.
         let ep = |cpu| Rate { calls_s: None, calls: None, cpu_s: cpu, together_s: None };
-        let (i, _) = decide(&names(&["ep", "lu"]), &[vec![ep(0.97), r(36035.0, 0.89)], vec![ep(0.98), r(250.0, 0.99)]]);
+        let Decision { chosen: i, .. } =
+            decide(&names(&["ep", "lu"]), &[vec![ep(0.97), r(36035.0, 0.89)], vec![ep(0.98), r(250.0, 0.99)]]);
         assert_eq!(CANDIDATES[i], PolicySpec::Gang);
         // A job that got no CPU at all under gang (calls in no window, so counted by CPU) rules it out.
         let idle = |cpu| Rate { calls_s: Some(0.0), calls: Some(0), cpu_s: cpu, together_s: None };
-        let (i, _) = decide(&names(&["a", "b"]), &[vec![r(1e6, 1.0), idle(0.0)], vec![r(100.0, 1.0), idle(1.0)]]);
+        let Decision { chosen: i, .. } =
+            decide(&names(&["a", "b"]), &[vec![r(1e6, 1.0), idle(0.0)], vec![r(100.0, 1.0), idle(1.0)]]);
         assert_eq!(CANDIDATES[i], PolicySpec::Cfs);
         // Spinning ranks that complete no call at all in cfs's window (a 2-rank is class B pair, busy polling):
         // a stall, not a job without communication.
-        let (i, why) =
+        let Decision { chosen: i, why, .. } =
             decide(&names(&["is1", "is2"]), &[vec![r(90.0, 0.9), r(85.0, 0.9)], vec![r(0.0, 1.0), r(0.0, 1.0)]]);
         assert_eq!(CANDIDATES[i], PolicySpec::Gang, "{why}");
     }
@@ -230,11 +269,12 @@ mod auto {
         };
         let gang = vec![is(0, 0.4, 0.9), r(2000.0, 0.9)];
         let cfs = vec![is(3, 0.2, 0.3), r(1000.0, 0.95)];
-        let (i, why) = decide(&names(&["is", "mg"]), &[gang, cfs]);
+        let Decision { chosen: i, why, .. } = decide(&names(&["is", "mg"]), &[gang, cfs]);
         assert_eq!(CANDIDATES[i], PolicySpec::Gang, "{why}");
         // With enough calls to read, a window without any stays a stall: the busy-polling pair above.
         let stalled = vec![is(0, 0.2, 0.3), r(1000.0, 0.95)];
-        let (i, why) = decide(&names(&["is", "mg"]), &[vec![is(40, 0.4, 0.9), r(2000.0, 0.9)], stalled]);
+        let Decision { chosen: i, why, .. } =
+            decide(&names(&["is", "mg"]), &[vec![is(40, 0.4, 0.9), r(2000.0, 0.9)], stalled]);
         assert_eq!(CANDIDATES[i], PolicySpec::Gang, "{why}");
     }
 
@@ -245,19 +285,21 @@ mod auto {
         let blind = |cpu, together| Rate { calls_s: None, calls: None, cpu_s: cpu, together_s: Some(together) };
         let cfs = vec![blind(0.99, 0.30 * 0.99), blind(0.99, 0.07 * 0.99)];
         let gang = vec![blind(0.97, 0.91 * 0.97), blind(0.98, 0.95 * 0.98)];
-        let (i, why) = decide(&names(&["cg", "lu"]), &[gang.clone(), cfs.clone()]);
-        assert_eq!(CANDIDATES[i], PolicySpec::Gang, "{why}");
-        // By CPU time alone (no co-scheduled time measured) the same pair is left to cfs: what auto saw before.
+        let d = decide(&names(&["cg", "lu"]), &[gang.clone(), cfs.clone()]);
+        assert!(CANDIDATES[d.chosen] == PolicySpec::Gang && !d.even, "{d:?}");
+        // By CPU time alone (no co-scheduled time measured) the same pair measures even: a trial that cannot tell
+        // (it kept cfs then, before even trials kept gang).
         let cpu_only = |w: &[Rate]| w.iter().map(|r| Rate { together_s: None, ..*r }).collect::<Vec<_>>();
-        let (i, why) = decide(&names(&["cg", "lu"]), &[cpu_only(&gang), cpu_only(&cfs)]);
-        assert_eq!(CANDIDATES[i], PolicySpec::Cfs, "{why}");
-        // A profiled job that makes no calls does not communicate: CPU time, however its ranks ran together.
+        let d = decide(&names(&["cg", "lu"]), &[cpu_only(&gang), cpu_only(&cfs)]);
+        assert!(d.even, "{d:?}");
+        // A profiled job that makes no calls does not communicate: CPU time, however its ranks ran together (an
+        // even trial, not a clear win of gang).
         let quiet = |cpu, together| Rate { calls_s: Some(0.0), calls: Some(0), cpu_s: cpu, together_s: Some(together) };
-        let (i, why) = decide(
+        let d = decide(
             &names(&["ep1", "ep2"]),
             &[vec![quiet(0.99, 0.9), quiet(0.99, 0.9)], vec![quiet(1.0, 0.25), quiet(1.0, 0.25)]],
         );
-        assert_eq!(CANDIDATES[i], PolicySpec::Cfs, "{why}");
+        assert!(d.even, "{d:?}");
     }
 
     #[test]
@@ -421,11 +463,13 @@ mod auto {
         s.push(Sample::default());
         assert!(see(&mut auto, 17, &more, &s).is_empty());
         assert_eq!(auto.plan(&next(&more))[2], Desired::default());
-        // Progress halves: tried again from gang.
-        let again = see(&mut auto, 19, &jobs, &calls_at(1.8, &[3000, 3000]));
+        // Progress halves: one window of it is not yet a drift; a second in a row is, and the pair is tried again
+        // from gang.
+        assert!(see(&mut auto, 19, &jobs, &calls_at(1.8, &[3000, 3000])).is_empty());
+        let again = see(&mut auto, 21, &jobs, &calls_at(2.2, &[3400, 3400]));
         assert!(again[0].trying && again[0].policy == "gang" && again[0].why.contains("drifted"), "{again:?}");
         // One job gone: no group is left, every job under cfs.
-        assert!(see(&mut auto, 21, &jobs[..1], &calls_at(2.2, &[3400])).is_empty());
+        assert!(see(&mut auto, 23, &jobs[..1], &calls_at(2.6, &[3800])).is_empty());
         assert!(auto.choices().is_empty());
         assert_eq!(auto.plan(&jobs[..1]), vec![Desired::default()]);
     }
@@ -449,13 +493,16 @@ mod auto {
         ending[0].publishers = 1;
         assert!(see(&mut auto, 9, &jobs, &ending).is_empty());
         assert_eq!(auto.choices()[0].policy, "gang");
-        // A job that had made no call when the choice was made begins to: tried again.
+        // Jobs that had made no call when the choice was made (still setting up: even, gang kept) begin to, and
+        // go on: tried again.
         let mut quiet = Auto::default();
         let calls = |t: f64, c: [u64; 2]| calls_at(t, &c);
         see(&mut quiet, 0, &jobs, &calls(0.0, [0, 0]));
         see(&mut quiet, 2, &jobs, &calls(0.4, [0, 0]));
-        assert_eq!(see(&mut quiet, 3, &jobs, &calls(0.6, [0, 0]))[0].policy, "cfs");
-        let again = see(&mut quiet, 5, &jobs, &calls(1.0, [500, 500]));
+        let even = see(&mut quiet, 3, &jobs, &calls(0.6, [0, 0]));
+        assert!(!even[0].trying && even[0].policy == "gang" && even[0].why.contains("even, gang kept"), "{even:?}");
+        assert!(see(&mut quiet, 5, &jobs, &calls(1.0, [500, 500])).is_empty());
+        let again = see(&mut quiet, 7, &jobs, &calls(1.4, [1000, 1000]));
         assert!(again[0].trying && again[0].why.contains("drifted"), "{again:?}");
         assert_eq!(auto.choices()[0].policy, "gang");
     }
