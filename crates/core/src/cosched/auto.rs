@@ -62,12 +62,16 @@ pub const DRIFT_WINDOWS: u32 = 2;
 /// ±5 %.
 pub const MIN_CALLS: u64 = 160;
 
-/// The fewest calls a job's busiest window must count for its calls to measure its progress. A job that makes
-/// fewer (is: a few all-to-all exchanges per second, long sorts between them) may count none in a window just
-/// because it was between two exchanges, which would read as a stall; its co-scheduled time measures it instead
-/// (its CPU time without eBPF). Seen in experiments/auto.toml on 2026-11-29: is beside mg counted 0 calls under
-/// `gang`, and `auto` ruled `gang` out on the four runs of that mix, where `gang` was the best policy by 17 %.
-pub const MIN_READABLE_CALLS: u64 = 16;
+/// The fewest calls a job's busiest window must count for its calls to measure its progress: half of
+/// [`MIN_CALLS`]. A job that makes fewer (is: a few all-to-all exchanges per second, long sorts between them)
+/// counts them in bursts of one exchange, so that its count says which side of a burst a window ended on more than
+/// how fast it went, and may be none just because the window fell between two exchanges, which would read as a
+/// stall; its co-scheduled time measures it instead (its CPU time without eBPF). Seen in experiments/auto.toml on
+/// 2026-11-29: is beside mg counted 0 calls under `gang`, and `auto` ruled `gang` out on the four runs of that mix,
+/// where `gang` was the best policy by 17 %; with a floor of 16 calls, is then counted 16 calls in `gang`'s 1.6 s
+/// and 18 in `cfs`'s 0.8 s, read as 0.44x under `gang`, while its ranks ran together 94 % of the time under `gang`
+/// and 45 % under `cfs`.
+pub const MIN_READABLE_CALLS: u64 = MIN_CALLS / 2;
 
 /// How many times its least length a window may stretch to collect [`MIN_CALLS`].
 pub const MAX_STRETCH: u64 = 4;

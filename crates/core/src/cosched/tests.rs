@@ -156,6 +156,7 @@ mod auto {
     use super::{next, pus, view};
     use crate::cosched::auto::{
         decide, groups, window_slots, Auto, Choice, Decision, Rate, Sample, CANDIDATES, EVEN_EXPLOIT, MAX_STARTUP,
+        MIN_READABLE_CALLS,
     };
     use crate::cosched::{Desired, JobView, Policy, PolicySpec};
 
@@ -271,11 +272,19 @@ mod auto {
         let cfs = vec![is(3, 0.2, 0.3), r(1000.0, 0.95)];
         let Decision { chosen: i, why, .. } = decide(&names(&["is", "mg"]), &[gang, cfs]);
         assert_eq!(CANDIDATES[i], PolicySpec::Gang, "{why}");
-        // With enough calls to read, a window without any stays a stall: the busy-polling pair above.
-        let stalled = vec![is(0, 0.2, 0.3), r(1000.0, 0.95)];
-        let Decision { chosen: i, why, .. } =
-            decide(&names(&["is", "mg"]), &[vec![is(40, 0.4, 0.9), r(2000.0, 0.9)], stalled]);
-        assert_eq!(CANDIDATES[i], PolicySpec::Gang, "{why}");
+        // A burst of calls in the short window of cfs against one in gang's four times longer one (auto.toml, busy
+        // is+mg, 2026-11-29): too few to read either; the time its ranks ran together tells.
+        let d = decide(
+            &names(&["is", "mg"]),
+            &[vec![is(16, 1.6, 0.94), r(375.0, 0.87)], vec![is(18, 0.8, 0.45), r(315.0, 1.0)]],
+        );
+        assert!(CANDIDATES[d.chosen] == PolicySpec::Gang && !d.even, "{d:?}");
+        assert!(d.why.contains("is 2.09x"), "{d:?}");
+        // With enough calls to read, a window without any stays a stall: the busy-polling pair above (its ranks ran
+        // together under cfs as much as under gang, spinning).
+        let stalled = vec![is(0, 0.2, 0.9), r(1000.0, 0.95)];
+        let d = decide(&names(&["is", "mg"]), &[vec![is(MIN_READABLE_CALLS, 0.4, 0.9), r(2000.0, 0.9)], stalled]);
+        assert!(CANDIDATES[d.chosen] == PolicySpec::Gang && d.why.contains("is 0.00x"), "{d:?}");
     }
 
     #[test]
