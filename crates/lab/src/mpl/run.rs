@@ -488,13 +488,11 @@ fn slurm_output(paths: &Paths, job: &str) -> PathBuf {
 mod tests {
     #[test]
     fn every_repetition_runs_each_mix_under_every_policy_in_turn_starting_one_policy_later() {
-        let text = include_str!("../../../../fixtures/specs/mpl-small.toml")
+        use super::super::spec::tests::{parse, GOOD};
+        let text = GOOD
             .replace("mpl = [1, 2]", "mixes = [[\"lu\", \"ep\"]]\nrepetitions = 2")
             .replace("[[policies]]\nname = \"gang\"", "[[policies]]\nname = \"boost\"\n[[policies]]\nname = \"gang\"");
-        let dir = lockstep_scratch::tempdir().unwrap();
-        let path = dir.path().join("spec.toml");
-        std::fs::write(&path, &text).unwrap();
-        let spec = super::super::spec::parse(&path, &text).unwrap();
+        let spec = parse(&text).unwrap();
         let order: Vec<(String, String, u32)> =
             super::plan(&spec).iter().map(|c| (c.label.clone(), c.mix.join("+"), c.repetition)).collect();
         let case = |label: &str, mix: &str, repetition| (label.to_string(), mix.to_string(), repetition);

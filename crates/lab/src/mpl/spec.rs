@@ -205,16 +205,17 @@ pub fn parse(path: &Path, text: &str) -> Result<Spec, UsageError> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     /// Reads a spec file as the CLI does.
     fn load(path: &std::path::Path) -> Result<super::Spec, lockstep_core::error::UsageError> {
         super::parse(path, &std::fs::read_to_string(path).unwrap())
     }
 
     /// The spec the integration test runs too.
-    const GOOD: &str = include_str!("../../../../fixtures/specs/mpl-small.toml");
+    pub(in crate::mpl) const GOOD: &str = include_str!("../../../../fixtures/specs/mpl-small.toml");
 
-    fn parse(text: &str) -> Result<super::Spec, String> {
+    /// The spec `text` says, parsed from a file of its own.
+    pub(in crate::mpl) fn parse(text: &str) -> Result<super::Spec, String> {
         let dir = lockstep_scratch::tempdir().unwrap();
         let path = dir.path().join("spec.toml");
         std::fs::write(&path, text).unwrap();
