@@ -1,5 +1,6 @@
 //! The report's per-mix view: every mix's mean slowdown (over all its measured jobs) under every policy, the
-//! best fixed policy, how `auto` compares with `cfs` and with that best, and what `auto` chose; a bar chart of
+//! best fixed policy, how `auto` compares with `cfs`, with that best and with the best chosen on held-out
+//! repetitions, against the run-to-run noise (docs/experiments.md), and what `auto` chose; a bar chart of
 //! the mean slowdown per policy and progress mode; and the summary in a few lines a newcomer can read.
 
 use std::collections::BTreeMap;
@@ -7,6 +8,7 @@ use std::fmt::Write as _;
 
 use plotters::prelude::*;
 
+use super::noise::{held_out_best, Noise, Repetitions};
 use crate::harness::stats::{dedicated_medians, mode, time_of};
 use lockstep_store::ExperimentRun;
 
@@ -32,17 +34,44 @@ fn policies(runs: &[ExperimentRun]) -> Vec<String> {
     p
 }
 
-/// Mean slowdown of the measured jobs of every mix of two or more jobs, per policy.
-fn mix_means(runs: &[ExperimentRun]) -> MixMeans {
+/// Slowdowns of the measured jobs of every mix of two or more jobs, per policy and repetition.
+type MixSlowdowns = BTreeMap<(String, String), BTreeMap<String, BTreeMap<u32, Vec<f64>>>>;
+
+/// The slowdown (time / dedicated time) of every measured job of every mix of two or more jobs.
+fn slowdowns(runs: &[ExperimentRun]) -> MixSlowdowns {
     let base = dedicated_medians(runs);
-    let mut acc: BTreeMap<(String, String), BTreeMap<String, Vec<f64>>> = BTreeMap::new();
+    let mut acc = MixSlowdowns::new();
     for r in runs.iter().filter(|r| r.policy != "dedicated" && r.mpl >= 2) {
         let m = mode(r);
         let Some(b) = base.get(&(m.trim_end_matches("+loaded").to_string(), r.workload.clone())) else { continue };
-        acc.entry((m, r.mix.clone())).or_default().entry(r.policy.clone()).or_default().push(time_of(r) / b);
+        let per = acc.entry((m, r.mix.clone())).or_default().entry(r.policy.clone()).or_default();
+        per.entry(r.repetition).or_default().push(time_of(r) / b);
     }
-    acc.into_iter()
-        .map(|(k, per)| (k, per.into_iter().map(|(p, v)| (p, v.iter().sum::<f64>() / v.len() as f64)).collect()))
+    acc
+}
+
+/// The mean of `values` (not empty).
+fn mean(values: &[f64]) -> f64 {
+    values.iter().sum::<f64>() / values.len() as f64
+}
+
+/// Mean slowdown of the measured jobs of every mix of two or more jobs, per policy.
+fn mix_means(runs: &[ExperimentRun]) -> MixMeans {
+    slowdowns(runs)
+        .into_iter()
+        .map(|(k, per)| {
+            (k, per.into_iter().map(|(p, reps)| (p, mean(&reps.into_values().flatten().collect::<Vec<_>>()))).collect())
+        })
+        .collect()
+}
+
+/// Every mix's mean slowdown per policy and repetition.
+fn mix_repetitions(runs: &[ExperimentRun]) -> BTreeMap<(String, String), Repetitions> {
+    slowdowns(runs)
+        .into_iter()
+        .map(|(k, per)| {
+            (k, per.into_iter().map(|(p, reps)| (p, reps.into_iter().map(|(r, s)| (r, mean(&s))).collect())).collect())
+        })
         .collect()
 }
 
@@ -54,9 +83,7 @@ fn policy_means(means: &MixMeans) -> BTreeMap<String, BTreeMap<String, f64>> {
             acc.entry(m.clone()).or_default().entry(p.clone()).or_default().push(*s);
         }
     }
-    acc.into_iter()
-        .map(|(m, per)| (m, per.into_iter().map(|(p, v)| (p, v.iter().sum::<f64>() / v.len() as f64)).collect()))
-        .collect()
+    acc.into_iter().map(|(m, per)| (m, per.into_iter().map(|(p, v)| (p, mean(&v))).collect())).collect()
 }
 
 /// What `auto` chose in the runs of one mix: each choice with how many jobs got it (`gang ×4, cfs ×1`).
@@ -68,21 +95,53 @@ fn auto_chose(runs: &[ExperimentRun], m: &str, mix: &str) -> String {
     count.iter().map(|(c, n)| format!("{c} ×{n}")).collect::<Vec<_>>().join("; ")
 }
 
+/// How `auto` compares with one other policy on one mix: the ratio of their mean slowdowns and two standard
+/// errors of its logarithm (from the noise and both policies' repetitions).
+#[derive(Clone, Copy)]
+struct Against {
+    ratio: f64,
+    two_se: Option<f64>,
+}
+
+impl Against {
+    /// The cell: the ratio, marked when over `limit` — `within noise` when within two standard errors of it.
+    fn cell(&self, limit: f64) -> String {
+        let mark = match self.two_se {
+            _ if self.ratio <= limit => "",
+            Some(e) if self.ratio.ln() - limit.ln() <= e => " (over, within noise)",
+            _ => " (over)",
+        };
+        format!("{:.3}{mark}", self.ratio)
+    }
+}
+
+/// The percentage a factor of `exp(x)` adds: 0.2 → "22.1 %".
+fn percent(x: f64) -> String {
+    format!("{:.1} %", (x.exp() - 1.0) * 100.0)
+}
+
 /// The Markdown section, or nothing when no mix of two or more jobs ran.
 pub fn section(runs: &[ExperimentRun]) -> String {
     let means = mix_means(runs);
     if means.is_empty() {
         return String::new();
     }
+    let repetitions = mix_repetitions(runs);
+    let noise = Noise::pooled(repetitions.values());
     let policies = policies(runs);
     let auto = policies.iter().find(|p| is_auto(p)).cloned();
+    let fixed: Vec<&str> = policies.iter().filter(|p| !is_auto(p)).map(String::as_str).collect();
     let mut md = "\n## Every mix: mean slowdown of its jobs per policy\n\nMean over the mix's measured jobs and \
                   repetitions of time / dedicated time. Best fixed: the lowest of the other policies."
         .to_string();
     if auto.is_some() {
         let _ = write!(
             md,
-            " Targets for `auto`: at most {AUTO_VS_CFS:.2} × cfs and {AUTO_VS_BEST:.2} × the best fixed policy."
+            " Targets for `auto`: at most {AUTO_VS_CFS:.2} × cfs and {AUTO_VS_BEST:.2} × the best fixed policy; \
+             `within noise`: over, by less than two standard errors of the ratio (below the table). Held-out best: \
+             for each repetition, the fixed policy with the lowest mean over the other repetitions, measured in that \
+             one (what a user who picks a fixed policy from earlier runs gets; the lowest of several noisy means is \
+             the luckiest)."
         );
     }
     md += "\n\n| progress | mix |";
@@ -91,36 +150,85 @@ pub fn section(runs: &[ExperimentRun]) -> String {
     }
     md += " best fixed |";
     if auto.is_some() {
-        md += " auto / cfs | auto / best | auto chose |";
+        md += " auto / cfs | auto / best | auto / held-out best | auto chose |";
     }
     md += "\n|---|---|";
-    md += &"---|".repeat(policies.len() + 1 + if auto.is_some() { 3 } else { 0 });
+    md += &"---|".repeat(policies.len() + 1 + if auto.is_some() { 4 } else { 0 });
     md += "\n";
-    for ((m, mix), per) in &means {
+    // Per mix, auto against cfs, the best and the held-out best, for the summary.
+    let mut logs: Vec<[Option<Against>; 3]> = Vec::new();
+    for (key, per) in &means {
+        let (m, mix) = key;
         let _ = write!(md, "| {m} | {mix} |");
         for p in &policies {
             let _ = write!(md, " {} |", per.get(p).map_or("-".into(), |s| format!("{s:.2}")));
         }
         let best = per.iter().filter(|(p, _)| !is_auto(p)).min_by(|a, b| a.1.total_cmp(b.1));
         let _ = write!(md, " {} |", best.map_or("-".into(), |(p, s)| format!("{p} {s:.2}")));
-        if let Some(a) = &auto {
-            let ratio = |x: Option<f64>, limit: f64| match (per.get(a), x) {
-                (Some(a), Some(x)) => {
-                    let r = a / x;
-                    format!("{r:.3}{}", if r <= limit { "" } else { " (over)" })
-                }
-                _ => "-".into(),
-            };
-            let _ = write!(
-                md,
-                " {} | {} | {} |",
-                ratio(per.get("cfs").copied(), AUTO_VS_CFS),
-                ratio(best.map(|b| *b.1), AUTO_VS_BEST),
-                auto_chose(runs, m, mix)
-            );
-        }
+        let Some(a) = &auto else {
+            md += "\n";
+            continue;
+        };
+        let reps = &repetitions[key];
+        let count = |p: &str| reps.get(p).map_or(1, BTreeMap::len);
+        let against = |other: Option<f64>, n: usize| {
+            Some(Against { ratio: per.get(a)? / other?, two_se: noise.map(|e| e.two_se(count(a), n)) })
+        };
+        let cfs = against(per.get("cfs").copied(), count("cfs"));
+        let best = against(best.map(|b| *b.1), best.map_or(1, |b| count(b.0.as_str())));
+        let held_out = against(held_out_best(reps, &fixed), fixed.first().map_or(1, |p| count(p)));
+        let cell = |x: &Option<Against>, limit| x.as_ref().map_or("-".into(), |x| x.cell(limit));
+        let _ = write!(
+            md,
+            " {} | {} | {} | {} |",
+            cell(&cfs, AUTO_VS_CFS),
+            cell(&best, AUTO_VS_BEST),
+            cell(&held_out, AUTO_VS_BEST),
+            auto_chose(runs, m, mix)
+        );
         md += "\n";
+        logs.push([cfs, best, held_out]);
     }
+    if let (Some(noise), true) = (noise, auto.is_some()) {
+        let most = repetitions.values().flat_map(BTreeMap::values).map(BTreeMap::len).max().unwrap_or(1);
+        md += &summary(noise, most, &logs);
+    }
+    md
+}
+
+/// What `n` repetitions of each policy can resolve, and `auto`'s ratios over all mixes (`logs`: per mix, against
+/// cfs, the best and the held-out best).
+fn summary(noise: Noise, n: usize, logs: &[[Option<Against>; 3]]) -> String {
+    let mut md = format!(
+        "\nRun-to-run noise: one repetition's mean slowdown of a mix under a policy strays from the policy's mean on \
+         the mix by σ = {:.1} % (pooled over every mix and policy, {} degrees of freedom). A ratio of two policies' \
+         means over {n} repetitions each is known within ±{} (2 SE); the targets' 3 % would take {} repetitions of \
+         each, 2 % {}.",
+        noise.sigma * 100.0,
+        noise.df,
+        percent(noise.two_se(n, n)),
+        noise.repetitions_for(AUTO_VS_BEST),
+        noise.repetitions_for(AUTO_VS_CFS),
+    );
+    md += " Over all mixes (geometric mean of the ratios, ±2 SE of it): ";
+    let said: Vec<String> = ["auto / cfs", "auto / best", "auto / held-out best"]
+        .iter()
+        .enumerate()
+        .filter_map(|(i, name)| {
+            let each: Vec<(f64, Option<f64>)> =
+                logs.iter().filter_map(|l| l[i]).map(|x| (x.ratio.ln(), x.two_se)).collect();
+            if each.is_empty() {
+                return None;
+            }
+            let n = each.len() as f64;
+            let log = each.iter().map(|e| e.0).sum::<f64>() / n;
+            // The mixes' ratios are independent: the mean's variance is the sum of theirs over n².
+            let spread = each.iter().map(|e| e.1.map(|s| s * s)).sum::<Option<f64>>().map(|v| v.sqrt() / n);
+            Some(format!("{name} {:.3}{}", log.exp(), spread.map_or(String::new(), |s| format!(" ±{}", percent(s)))))
+        })
+        .collect();
+    md += &said.join(", ");
+    md += ".\n";
     md
 }
 
@@ -204,4 +312,48 @@ pub fn headline(runs: &[ExperimentRun]) -> String {
         let _ = writeln!(md, "- under {who}: {}", each.join(" / "));
     }
     md
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One job's run of `workload` (its mix `mix`; `dedicated` alone) under `policy` in repetition `rep`, timed
+    /// `time_s`.
+    fn run(policy: &str, mix: &str, workload: &str, rep: u32, time_s: f64) -> ExperimentRun {
+        ExperimentRun {
+            policy: policy.into(),
+            progress: "busy".into(),
+            placement: "process".into(),
+            mix: mix.into(),
+            mpl: if policy == "dedicated" { 1 } else { 2 },
+            workload: workload.into(),
+            repetition: rep,
+            time_s: Some(time_s),
+            auto_chose: is_auto(policy).then(|| "gang".into()),
+            ..ExperimentRun::default()
+        }
+    }
+
+    #[test]
+    fn a_miss_within_two_standard_errors_of_the_noise_is_told_from_a_clear_one() {
+        let mut runs = Vec::new();
+        // Alone 1 s each; under gang a+a strays ±5 % (log) between its repetitions, nothing else strays.
+        for (mix, w, auto) in [("a+a", "a", 1.08), ("b+b", "b", 1.5)] {
+            let gang = if w == "a" { [0.05f64.exp(), (-0.05f64).exp()] } else { [1.0, 1.0] };
+            for rep in 1..=2 {
+                runs.push(run("dedicated", w, w, rep, 1.0));
+                runs.push(run("cfs", mix, w, rep, 2.0));
+                runs.push(run("gang/200ms", mix, w, rep, gang[rep as usize - 1]));
+                runs.push(run("auto/200ms", mix, w, rep, auto));
+            }
+        }
+        let md = section(&runs);
+        // σ = sqrt(0.005 / 6) = 2.9 %; 2 SE of a ratio of two 2-repetition means 5.8 % (log): a+a's 1.079 is 4.6 %
+        // (log) over 1.03, b+b's 1.5 is clearly over.
+        assert!(md.contains("σ = 2.9 % (pooled over every mix and policy, 6 degrees of freedom)"), "{md}");
+        assert!(md.contains("| 0.540 | 1.079 (over, within noise) | 1.079 (over, within noise) | gang ×2 |"), "{md}");
+        assert!(md.contains("| 0.750 | 1.500 (over) | 1.500 (over) | gang ×2 |"), "{md}");
+        assert!(md.contains("auto / cfs 0.636"), "{md}");
+    }
 }

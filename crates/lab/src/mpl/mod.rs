@@ -4,6 +4,7 @@
 
 mod dcs_report;
 mod mix_report;
+mod noise;
 pub mod report;
 pub mod run;
 pub mod spec;
