@@ -248,6 +248,19 @@ impl Group {
         })
     }
 
+    /// How the processes behind samples `now` compare with those at the window's start: the processes that
+    /// publish calls, and the ranks the co-scheduled time counts.
+    fn sources(&self, now: &[Sample]) -> Sources {
+        let pairs = || self.start.1.iter().zip(now);
+        if pairs().all(|(a, b)| a.publishers == b.publishers && a.ranks == b.ranks) {
+            Sources::Same
+        } else if pairs().all(|(a, b)| a.publishers >= b.publishers && a.ranks >= b.ranks) {
+            Sources::Fewer
+        } else {
+            Sources::Other
+        }
+    }
+
     fn explore(slot: u64, samples: Vec<Sample>, why: &str) -> Self {
         Self {
             phase: Phase::Explore { next: 0, rates: Vec::new() },
@@ -299,6 +312,20 @@ impl Group {
         ))
     }
 }
+
+/// How a job's processes changed since a window's start.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Sources {
+    /// The same processes publish calls and the same ranks are counted.
+    Same,
+    /// Fewer of either, none more: ranks ending (their job is about to).
+    Fewer,
+    /// Others: a rank began to publish, the agent counts a new rank, or a process restarted.
+    Other,
+}
+
+/// Why a trial starts over when a job's processes change.
+const CHANGED: &str = "a job's processes changed: trying again";
 
 /// The `auto` policy's state: a [`Group`] per set of jobs that share PUs, keyed by their sorted names.
 #[derive(Debug, Default)]
@@ -489,6 +516,13 @@ impl Auto {
                     };
                     g.restart(slot, now, &why);
                     said.push(choice(&names, &g));
+                } else if matches!(g.phase, Phase::Explore { .. }) && g.sources(&now) != Sources::Same {
+                    // Mid-trial (the agent began to count a job's ranks, a rank began to publish): measured from
+                    // here at once, not from the end of a window that no longer compares. Seen on
+                    // experiments/mpl-quick.toml on 2026-11-29: 11 of 48 trials restarted this way at the end of
+                    // their first window, 0.4 s, or 1.6 s for is, of jobs that ran 5 s.
+                    g = Group::explore(slot, now, CHANGED);
+                    said.push(choice(&names, &g));
                 } else if g.window_done(slot, rows, slot_len, &now) {
                     said.extend(step(&mut g, slot, slot_len, &now, &names));
                 }
@@ -534,17 +568,15 @@ fn choice(names: &[String], g: &Group) -> Choice {
 /// checks the choice for drift. Returns the record when the policy in force changes or is confirmed.
 fn step(g: &mut Group, slot: u64, slot_len: Duration, now: &[Sample], names: &[String]) -> Option<Choice> {
     let rates: Option<Vec<Rate>> = g.start.1.iter().zip(now).map(|(a, b)| Rate::between(a, b)).collect();
-    // The processes that publish calls, and the ranks the co-scheduled time counts.
-    let same_sources = g.start.1.iter().zip(now).all(|(a, b)| a.publishers == b.publishers && a.ranks == b.ranks);
-    let fewer_only = g.start.1.iter().zip(now).all(|(a, b)| a.publishers >= b.publishers && a.ranks >= b.ranks);
-    let Some(rates) = rates.filter(|_| same_sources) else {
-        if fewer_only && matches!(g.phase, Phase::Exploit { .. }) {
+    let sources = g.sources(now);
+    let Some(rates) = rates.filter(|_| sources == Sources::Same) else {
+        if sources == Sources::Fewer && matches!(g.phase, Phase::Exploit { .. }) {
             // Ranks ending (their job is about to): the choice stands, the next window starts here.
             g.start = (slot, now.to_vec());
             return None;
         }
         // A job's processes changed (started publishing, ranks seen, restarted): measure again from here.
-        *g = Group::explore(slot, now.to_vec(), "a job's processes changed: trying again");
+        *g = Group::explore(slot, now.to_vec(), CHANGED);
         return Some(choice(names, g));
     };
     g.start = (slot, now.to_vec());

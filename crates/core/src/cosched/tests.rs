@@ -489,18 +489,22 @@ mod auto {
         let jobs = [view("x", 0, &x), view("y", 1, &y)];
         let mut auto = Auto::default();
         see(&mut auto, 0, &jobs, &calls_at(0.0, &[0, 0]));
-        let mut s = calls_at(0.4, &[400, 400]);
+        // Halfway through gang's window (two slots), one of y's ranks stops publishing: tried again at once, not
+        // at the window's end.
+        let mut s = calls_at(0.2, &[200, 200]);
         s[1].publishers = 1;
-        let c = see(&mut auto, 2, &jobs, &s);
+        let c = see(&mut auto, 1, &jobs, &s);
         assert!(c[0].trying && c[0].policy == "gang" && c[0].why.contains("changed"), "{c:?}");
-        // Both publish again: measured again, gang chosen (twice as fast as cfs); then a job's ranks end: the
-        // choice stands.
-        assert!(see(&mut auto, 4, &jobs, &calls_at(0.8, &[1000, 1000]))[0].trying);
-        assert!(see(&mut auto, 6, &jobs, &calls_at(1.2, &[1800, 1800]))[0].trying);
-        assert!(!see(&mut auto, 7, &jobs, &calls_at(1.4, &[2000, 2000]))[0].trying);
-        let mut ending = calls_at(1.8, &[2800, 2800]);
+        // It publishes again: a change again, measured from here.
+        let c = see(&mut auto, 2, &jobs, &calls_at(0.4, &[400, 400]));
+        assert!(c[0].trying && c[0].policy == "gang" && c[0].why.contains("changed"), "{c:?}");
+        // gang at 2000 calls/s, cfs at 1000: gang chosen; then a job's ranks end: the choice stands.
+        assert_eq!(see(&mut auto, 4, &jobs, &calls_at(0.8, &[1200, 1200]))[0].policy, "cfs");
+        let chosen = see(&mut auto, 5, &jobs, &calls_at(1.0, &[1400, 1400]));
+        assert!(!chosen[0].trying && chosen[0].policy == "gang", "{chosen:?}");
+        let mut ending = calls_at(1.4, &[2200, 2200]);
         ending[0].publishers = 1;
-        assert!(see(&mut auto, 9, &jobs, &ending).is_empty());
+        assert!(see(&mut auto, 7, &jobs, &ending).is_empty());
         assert_eq!(auto.choices()[0].policy, "gang");
         // Jobs that had made no call when the choice was made (still setting up: even, gang kept) begin to, and
         // go on: tried again.
