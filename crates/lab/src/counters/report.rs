@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 
 use super::spec::{configs, CountersSpec};
 use crate::harness::report::{html_page, write_files};
+use crate::harness::stats::mean;
 use lockstep_store::ExperimentRun;
 
 /// Mean and sample variance.
@@ -107,15 +108,6 @@ fn series(m: &PerLabel<'_, f64>, label: &str, w: &str) -> Vec<f64> {
     m.get(label).and_then(|x| x.get(w)).cloned().unwrap_or_default()
 }
 
-/// Mean of the values, NaN for none.
-fn mean_or_nan(v: &[f64]) -> f64 {
-    if v.is_empty() {
-        f64::NAN
-    } else {
-        mean_var(v).0
-    }
-}
-
 /// `yes` / `no` for a comparison that could be made, `-` otherwise.
 fn yes_no(b: Option<bool>) -> &'static str {
     match b {
@@ -166,9 +158,9 @@ fn uncounted_section(md: &mut String, tally: &Tally<'_>) {
     *md += &"---|".repeat(workloads.len() + 1);
     *md += "\n| none |";
     for w in workloads {
-        let _ = write!(md, " {:.2} |", mean_or_nan(&series(&tally.times, "none", w)));
+        let _ = write!(md, " {:.2} |", mean(&series(&tally.times, "none", w)));
     }
-    let _ = writeln!(md, " {:.2} |\n", mean_or_nan(&tally.total_of("none")));
+    let _ = writeln!(md, " {:.2} |\n", mean(&tally.total_of("none")));
 }
 
 /// Overhead on kernel time and on wall time, per workload and (kernel time) in total.

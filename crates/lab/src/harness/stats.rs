@@ -18,6 +18,11 @@ pub(crate) fn median(v: &mut [f64]) -> f64 {
     }
 }
 
+/// Mean of `v`; NaN when empty.
+pub(crate) fn mean(v: &[f64]) -> f64 {
+    v.iter().sum::<f64>() / v.len() as f64
+}
+
 /// The `p`-quantile of `v` (0 to 1; sorted in place), the nearest rank; NaN when empty.
 pub(crate) fn percentile(v: &mut [f64], p: f64) -> f64 {
     v.sort_by(f64::total_cmp);

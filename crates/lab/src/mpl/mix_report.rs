@@ -9,7 +9,7 @@ use std::fmt::Write as _;
 use plotters::prelude::*;
 
 use super::noise::{held_out_best, Noise, Repetitions};
-use crate::harness::stats::{dedicated_medians, mode, time_of};
+use crate::harness::stats::{dedicated_medians, mean, mode, time_of};
 use lockstep_store::ExperimentRun;
 
 /// Mean slowdown per (mode, mix), per policy label.
@@ -50,29 +50,16 @@ fn slowdowns(runs: &[ExperimentRun]) -> MixSlowdowns {
     acc
 }
 
-/// The mean of `values` (not empty).
-fn mean(values: &[f64]) -> f64 {
-    values.iter().sum::<f64>() / values.len() as f64
+/// Every mix's mean slowdown of its jobs, per policy, over all repetitions.
+fn mix_means(all: &MixSlowdowns) -> MixMeans {
+    let over_all = |reps: &BTreeMap<u32, Vec<f64>>| mean(&reps.values().flatten().copied().collect::<Vec<_>>());
+    all.iter().map(|(k, per)| (k.clone(), per.iter().map(|(p, reps)| (p.clone(), over_all(reps))).collect())).collect()
 }
 
-/// Mean slowdown of the measured jobs of every mix of two or more jobs, per policy.
-fn mix_means(runs: &[ExperimentRun]) -> MixMeans {
-    slowdowns(runs)
-        .into_iter()
-        .map(|(k, per)| {
-            (k, per.into_iter().map(|(p, reps)| (p, mean(&reps.into_values().flatten().collect::<Vec<_>>()))).collect())
-        })
-        .collect()
-}
-
-/// Every mix's mean slowdown per policy and repetition.
-fn mix_repetitions(runs: &[ExperimentRun]) -> BTreeMap<(String, String), Repetitions> {
-    slowdowns(runs)
-        .into_iter()
-        .map(|(k, per)| {
-            (k, per.into_iter().map(|(p, reps)| (p, reps.into_iter().map(|(r, s)| (r, mean(&s))).collect())).collect())
-        })
-        .collect()
+/// Every mix's mean slowdown of its jobs, per policy and repetition.
+fn mix_repetitions(all: &MixSlowdowns) -> BTreeMap<(String, String), Repetitions> {
+    let each = |reps: &BTreeMap<u32, Vec<f64>>| reps.iter().map(|(r, s)| (*r, mean(s))).collect();
+    all.iter().map(|(k, per)| (k.clone(), per.iter().map(|(p, reps)| (p.clone(), each(reps))).collect())).collect()
 }
 
 /// Per mode, per policy: the mean over the mixes of their mean slowdowns.
@@ -122,11 +109,12 @@ fn percent(x: f64) -> String {
 
 /// The Markdown section, or nothing when no mix of two or more jobs ran.
 pub fn section(runs: &[ExperimentRun]) -> String {
-    let means = mix_means(runs);
+    let all = slowdowns(runs);
+    let means = mix_means(&all);
     if means.is_empty() {
         return String::new();
     }
-    let repetitions = mix_repetitions(runs);
+    let repetitions = mix_repetitions(&all);
     let noise = Noise::pooled(repetitions.values());
     let policies = policies(runs);
     let auto = policies.iter().find(|p| is_auto(p)).cloned();
@@ -234,7 +222,7 @@ fn summary(noise: Noise, n: usize, logs: &[[Option<Against>; 3]]) -> String {
 
 /// Bar chart of the mean slowdown per policy (bars) and progress mode (groups); empty when no mix ran.
 pub fn bar_chart(runs: &[ExperimentRun]) -> String {
-    let means = policy_means(&mix_means(runs));
+    let means = policy_means(&mix_means(&slowdowns(runs)));
     let policies = policies(runs);
     if means.is_empty() {
         return String::new();
@@ -296,7 +284,7 @@ pub fn bar_chart(runs: &[ExperimentRun]) -> String {
 /// The summary in a few lines: per policy, how much slower the jobs ran together than alone, per progress mode
 /// (the kernel's scheduler first); empty when no mix ran or `cfs` did not.
 pub fn headline(runs: &[ExperimentRun]) -> String {
-    let means = policy_means(&mix_means(runs));
+    let means = policy_means(&mix_means(&slowdowns(runs)));
     if means.is_empty() || !means.values().any(|p| p.contains_key("cfs")) {
         return String::new();
     }

@@ -5,6 +5,8 @@
 
 use std::collections::BTreeMap;
 
+use crate::harness::stats::mean;
+
 /// One mix's mean slowdown under each policy (by label) in each repetition (by number).
 pub type Repetitions = BTreeMap<String, BTreeMap<u32, f64>>;
 
@@ -25,8 +27,8 @@ impl Noise {
         let (mut squares, mut df) = (0.0, 0);
         for reps in mixes.into_iter().flat_map(BTreeMap::values).filter(|r| r.len() > 1) {
             let logs: Vec<f64> = reps.values().map(|s| s.ln()).collect();
-            let mean = logs.iter().sum::<f64>() / logs.len() as f64;
-            squares += logs.iter().map(|l| (l - mean).powi(2)).sum::<f64>();
+            let centre = mean(&logs);
+            squares += logs.iter().map(|l| (l - centre).powi(2)).sum::<f64>();
             df += logs.len() - 1;
         }
         (df > 0).then(|| Self { sigma: (squares / df as f64).sqrt(), df })
@@ -64,7 +66,7 @@ pub fn held_out_best(reps: &Repetitions, fixed: &[&str]) -> Option<f64> {
             chosen[&left]
         })
         .collect();
-    Some(measured.iter().sum::<f64>() / measured.len() as f64)
+    Some(mean(&measured))
 }
 
 #[cfg(test)]

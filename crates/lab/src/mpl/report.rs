@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use super::spec::Spec;
 use crate::harness::report::{chart, html_page, write_files};
-use crate::harness::stats::{dedicated_medians, median, mode, raises, time_of};
+use crate::harness::stats::{dedicated_medians, mean, median, mode, raises, time_of};
 use lockstep_store::ExperimentRun;
 
 /// Statistics of one cell of the table.
@@ -72,8 +72,8 @@ pub fn cells(runs: &[ExperimentRun]) -> BTreeMap<Key, Cell> {
                     slow.iter().copied().fold(f64::INFINITY, f64::min),
                     slow.iter().copied().fold(f64::NEG_INFINITY, f64::max),
                 ),
-                comm: mean(&comms),
-                coscheduled: mean(&together),
+                comm: mean_if_any(&comms),
+                coscheduled: mean_if_any(&together),
                 verified: rs.iter().all(|r| r.verified),
             };
             (key, cell)
@@ -82,8 +82,8 @@ pub fn cells(runs: &[ExperimentRun]) -> BTreeMap<Key, Cell> {
 }
 
 /// The mean of `values`; `None` when there are none.
-fn mean(values: &[f64]) -> Option<f64> {
-    (!values.is_empty()).then(|| values.iter().sum::<f64>() / values.len() as f64)
+fn mean_if_any(values: &[f64]) -> Option<f64> {
+    (!values.is_empty()).then(|| mean(values))
 }
 
 /// Mean slowdown of the communication-heavy workloads, per (progress, policy, MPL ≥ 2).
