@@ -281,8 +281,11 @@ fn boost_alternates_weights_and_cfs_writes_nothing() {
     let default = if a.knobs().weight.unwrap().ends_with("cpu.shares") { "1024" } else { "100" };
     let boosted = if default == "1024" { "102400" } else { "10000" };
     let samples = sample_both(&a, &b, Job::weight, Duration::from_secs(2));
-    assert!(samples.iter().all(|(x, y)| (x == boosted) != (y == boosted)), "exactly one boosted: {samples:?}");
+    // The agent lowers one job before it raises the other: between the two writes neither is boosted, never both.
+    assert!(samples.iter().all(|(x, y)| !(x == boosted && y == boosted)), "at most one boosted: {samples:?}");
     assert!(samples.iter().all(|(x, y)| [x, y].iter().all(|w| *w == default || *w == boosted)));
+    let one = samples.iter().filter(|(x, y)| x != y).count();
+    assert!(one * 2 > samples.len(), "mostly one boosted, not a moment between: {samples:?}");
     assert!(samples.windows(2).filter(|w| w[0] != w[1]).count() >= 6, "weights must alternate: {samples:?}");
 
     let set = env.run(&["policy", "set", "cfs"]);

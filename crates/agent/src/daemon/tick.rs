@@ -71,9 +71,17 @@ impl Daemon {
             // A job dcs raised by weight keeps it until its quantum is over.
             p.boosted |= self.dcs.as_ref().is_some_and(|d| d.holds_weight(&j.name));
         }
-        // Thaw and boost before freezing and lowering, so that no two sharing jobs are ever frozen together.
+        // Lower before raising, so that no two sharing jobs are ever boosted together, and thaw before freezing,
+        // so that no two are ever frozen together.
         let mut order: Vec<usize> = (0..self.jobs.len()).collect();
-        order.sort_by_key(|&i| plan[i].frozen || (!plan[i].boosted && self.jobs[i].applied.boosted));
+        order.sort_by_key(|&i| {
+            let lowered = !plan[i].boosted && self.jobs[i].applied.boosted;
+            match (plan[i].frozen, lowered) {
+                (true, _) => 2,
+                (false, true) => 0,
+                (false, false) => 1,
+            }
+        });
         let mut decisions = Vec::new();
         let mut gone = Vec::new();
         for i in order {
