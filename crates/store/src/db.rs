@@ -151,6 +151,14 @@ mod tests {
 
     use super::Store;
 
+    /// /proc/locks in one read(2), the smallest window for other threads' locks to move the listing.
+    fn proc_locks() -> String {
+        use std::io::Read;
+        let mut buf = vec![0; 1 << 20];
+        let n = std::fs::File::open("/proc/locks").unwrap().read(&mut buf).unwrap();
+        String::from_utf8_lossy(&buf[..n]).into_owned()
+    }
+
     fn mode(path: &std::path::Path) -> u32 {
         std::fs::metadata(path).unwrap().permissions().mode() & 0o777
     }
@@ -195,15 +203,26 @@ mod tests {
         let first = Store::open(&path).unwrap();
         first.jobs(true).unwrap();
         drop(Store::open(&path).unwrap());
-        let ino = std::fs::metadata(&path).unwrap().ino();
+        let ino = std::fs::metadata(&path).unwrap().ino().to_string();
         let me = std::process::id().to_string();
-        let locks = std::fs::read_to_string("/proc/locks").unwrap();
         // `1: POSIX  ADVISORY  READ 1234 08:01:5678 …`: the pid, then device and inode.
-        let held = locks.lines().any(|l| {
-            let f: Vec<&str> = l.split_whitespace().collect();
-            f.len() > 5 && f[1] == "POSIX" && f[4] == me && f[5].rsplit(':').next() == Some(&ino.to_string())
-        });
-        assert!(held, "no POSIX lock of this process on the store (inode {ino}) any more:\n{locks}");
+        let held = |locks: &str| {
+            locks.lines().any(|l| {
+                let f: Vec<&str> = l.split_whitespace().collect();
+                f.len() > 5 && f[1] == "POSIX" && f[4] == me && f[5].rsplit(':').next() == Some(ino.as_str())
+            })
+        };
+        // The other tests of this process take and drop locks meanwhile, and the kernel's listing moves under a
+        // reader: a read of /proc/locks split over several read(2) calls skipped the store's lock (and listed
+        // another twice). It is read in one call, and again until the lock shows or 5 s pass: a lock really
+        // dropped never comes back, as nothing here reads the store again.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        let mut locks = proc_locks();
+        while !held(&locks) && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+            locks = proc_locks();
+        }
+        assert!(held(&locks), "no POSIX lock of this process on the store (inode {ino}) for 5 s; last seen:\n{locks}");
         drop(first);
     }
 }
