@@ -5,6 +5,9 @@
 //! other the trial is even, which is no evidence: jobs still setting up (before their first exchange) measure
 //! even whatever they will need, so a group's first even trial keeps what is in force (`gang`, the first
 //! candidate) and tries again soon ([`EVEN_EXPLOIT`]); a second even trial in a row leaves the jobs to the kernel.
+//! Nor does one clear trial overturn the policy in force: one trial's windows of a few hundred ms stray by about
+//! 13 % from the next, so that a trial against the policy in force keeps it and tries again soon; a second trial
+//! in a row against it changes it.
 //! Re-decided when the set of jobs changes, when the measured progress drifts (in two windows in a row), and at
 //! least every [`MAX_EXPLOIT`] (longer as trials confirm the choice). docs/policies/auto.md gives the rule and the
 //! data behind it.
@@ -211,6 +214,11 @@ struct Group {
     confirmed: u32,
     /// Whether the last trial was even (the candidates within [`MARGIN`]).
     even: bool,
+    /// The policy in force before this trial (the one a timed or a drift trial checks), which one clear trial
+    /// against it does not overturn; `None` for a new group, whose first candidate stands.
+    held: Option<PolicySpec>,
+    /// Whether the last trial went clearly against the policy it held (which was kept, and is tried again soon).
+    doubted: bool,
 }
 
 impl Group {
@@ -273,25 +281,29 @@ impl Group {
             checking: None,
             confirmed: 0,
             even: false,
+            held: None,
+            doubted: false,
         }
     }
 
     /// Slots the choice in force is kept, from slot boundaries of `slot_len`: [`MAX_EXPLOIT`] ([`EVEN_EXPLOIT`]
-    /// after an even trial), doubled for each trial in a row that confirmed it.
+    /// after an even trial or one against it), doubled for each trial in a row that confirmed it.
     fn keep_slots(&self, slot_len: Duration) -> u64 {
-        let base = if self.even { EVEN_EXPLOIT } else { MAX_EXPLOIT };
+        let base = if self.even || self.doubted { EVEN_EXPLOIT } else { MAX_EXPLOIT };
         let keep = base.as_nanos() as u64 * (1 << self.confirmed.min(MAX_CONFIRMED));
         keep.div_ceil((slot_len.as_nanos() as u64).max(1))
     }
 
     /// Starts the trial again in slot `slot` (samples `samples`), saying `why`, still counting the wait for its
-    /// jobs to start from when it formed, and still checking the choice a timed trial checks.
+    /// jobs to start from when it formed, and still checking the choice a timed or a drift trial checks.
     fn restart(&mut self, slot: u64, samples: Vec<Sample>, why: &str) {
         *self = Self {
             formed: self.formed,
             checking: self.checking,
             confirmed: self.confirmed,
             even: self.even,
+            held: self.held,
+            doubted: self.doubted,
             ..Self::explore(slot, samples, why)
         };
     }
@@ -429,6 +441,9 @@ pub struct Decision {
     /// Whether the trial was even: the best candidate's mean slowdown relative to `cfs` within [`MARGIN`] of 1
     /// (then `chosen` is `cfs`, and the trial's history decides: [`EVEN_EXPLOIT`]).
     pub even: bool,
+    /// Whether a job made no progress at all under the best candidate other than `cfs`: a stall, which rules it
+    /// out at once.
+    pub stalled: bool,
     /// One line: why.
     pub why: String,
 }
@@ -474,7 +489,7 @@ pub fn decide(names: &[String], windows: &[Vec<Rate>]) -> Decision {
     if even {
         why.push_str(": even");
     }
-    Decision { chosen, even, why }
+    Decision { chosen, even, stalled: score.is_infinite(), why }
 }
 
 impl Auto {
@@ -590,11 +605,18 @@ fn step(g: &mut Group, slot: u64, slot_len: Duration, now: &[Sample], names: &[S
                 g.why = format!("trying {}", g.policy.name());
                 return Some(choice(names, g));
             }
-            let Decision { mut chosen, even, mut why } = decide(names, measured);
-            if even && !g.even {
-                // No evidence, the first time: what is in force is kept (what the timed trial checks, else the
-                // candidate a group starts under).
-                chosen = CANDIDATES.iter().position(|&c| Some(c) == g.checking).unwrap_or(0);
+            let Decision { mut chosen, even, stalled, mut why } = decide(names, measured);
+            // What is in force: what the timed or drift trial checks, else the candidate a group starts under.
+            let held = CANDIDATES.iter().position(|&c| Some(c) == g.held).unwrap_or(0);
+            // One clear trial against it is a doubt, not a verdict (a stall excepted): kept, and tried again soon.
+            let doubt = !even && !stalled && chosen != held && !g.doubted;
+            if doubt {
+                let name = CANDIDATES[held].name();
+                let _ = write!(why, ": a first trial against {name}, {name} kept");
+                chosen = held;
+            } else if even && !g.even {
+                // No evidence, the first time: what is in force is kept.
+                chosen = held;
                 let _ = write!(why, ", {} kept", CANDIDATES[chosen].name());
             } else if even {
                 why.push_str(" again: left to the kernel");
@@ -602,16 +624,16 @@ fn step(g: &mut Group, slot: u64, slot_len: Duration, now: &[Sample], names: &[S
             let explored = measured[chosen].clone();
             g.policy = CANDIDATES[chosen];
             // Confirmed: the same policy, and as sure of it as before (an even trial after a clear one starts
-            // over, at the even trials' shorter keep).
-            let same = g.checking == Some(g.policy) && g.even == even;
+            // over, at the even trials' shorter keep; a doubt is no confirmation).
+            let same = g.checking == Some(g.policy) && g.even == even && !doubt;
             g.confirmed = if same { (g.confirmed + 1).min(MAX_CONFIRMED) } else { 0 };
-            g.even = even;
+            (g.even, g.doubted) = (even, doubt);
             let keep = g.keep_slots(slot_len);
             let next = keep as f64 * slot_len.as_secs_f64();
             if g.confirmed > 0 {
                 let times = if g.confirmed == 1 { "once".to_string() } else { format!("{} times", g.confirmed) };
                 let _ = write!(why, "; confirmed {times}: next trial in {next:.0} s");
-            } else if even {
+            } else if even || doubt {
                 let _ = write!(why, "; next trial in {next:.0} s");
             }
             g.why = why;
@@ -624,14 +646,15 @@ fn step(g: &mut Group, slot: u64, slot_len: Duration, now: &[Sample], names: &[S
                 was[0].iter().zip(&was[1]).map(|(&a, &b)| if a > 0.0 { (b / a - 1.0).abs() } else { 1.0 }).sum::<f64>()
                     / was[0].len().max(1) as f64;
             *drifted = if drift > DRIFT { *drifted + 1 } else { 0 };
+            let (held, doubted) = (Some(g.policy), g.doubted);
             if *drifted >= DRIFT_WINDOWS {
                 let why = format!("progress under {} drifted by {:.0} %: trying again", g.policy.name(), drift * 100.0);
-                *g = Group::explore(slot, now.to_vec(), &why);
+                *g = Group { held, doubted, ..Group::explore(slot, now.to_vec(), &why) };
             } else if slot >= *until {
                 let kept = g.keep_slots(slot_len) as f64 * slot_len.as_secs_f64();
                 let why = format!("{kept:.0} s since the last trial: trying again");
                 let (checking, confirmed, even) = (Some(g.policy), g.confirmed, g.even);
-                *g = Group { checking, confirmed, even, ..Group::explore(slot, now.to_vec(), &why) };
+                *g = Group { checking, confirmed, even, held, doubted, ..Group::explore(slot, now.to_vec(), &why) };
             } else {
                 return None;
             }

@@ -393,6 +393,60 @@ mod auto {
         }
     }
 
+    /// Runs a pair of jobs under `auto` for `slots` slots, each job making `rate(slot, policy in force)` calls per
+    /// second; returns every choice made (not trials): its slot, policy and why.
+    fn run_pair(slots: u64, rate: impl Fn(u64, &str) -> f64) -> Vec<(u64, String, String)> {
+        let (x, y) = (pus("0-1"), pus("0-1"));
+        let jobs = [view("x", 0, &x), view("y", 1, &y)];
+        let mut auto = Auto::default();
+        let (mut calls, mut chosen) = ([0u64; 2], Vec::new());
+        for slot in 0..slots {
+            let t = slot as f64 * SLOT.as_secs_f64();
+            for c in see(&mut auto, slot, &jobs, &calls_at(t, &calls)) {
+                if !c.trying {
+                    chosen.push((slot, c.policy, c.why));
+                }
+            }
+            let per_slot = rate(slot, &auto.choices()[0].policy) * SLOT.as_secs_f64();
+            for c in &mut calls {
+                *c += per_slot as u64;
+            }
+        }
+        chosen
+    }
+
+    #[test]
+    fn one_trial_against_the_policy_in_force_keeps_it_and_a_second_in_a_row_changes_it() {
+        // gang twice as fast as cfs, except in one stray window of cfs (the first timed trial's, at slots 155-156)
+        // that reads 1.5 times gang's rate: gang is kept, tried again 5 s later, and confirmed.
+        let stray = run_pair(600, |slot, policy| match policy {
+            "gang" => 2000.0,
+            _ if (150..170).contains(&slot) => 3000.0,
+            _ => 1000.0,
+        });
+        let policies: Vec<&str> = stray.iter().map(|c| c.1.as_str()).collect();
+        assert!(policies.iter().all(|&p| p == "gang"), "{stray:?}");
+        let doubt = stray.iter().position(|c| c.2.contains("a first trial against gang")).expect("a doubt");
+        assert!(stray[doubt].2.ends_with(": a first trial against gang, gang kept; next trial in 5 s"), "{stray:?}");
+        let (at, next) = (stray[doubt].0, &stray[doubt + 1]);
+        let per_even = (EVEN_EXPLOIT.as_millis() / SLOT.as_millis()) as u64;
+        assert!(next.0 > at + per_even && next.0 <= at + per_even + 4, "{stray:?}");
+        assert!(!next.2.contains("against") && !next.2.contains("even"), "{stray:?}");
+        // From slot 300 on, cfs is the faster (a new phase): gang's progress drifts, the trial goes against it and
+        // keeps it for 5 s, the next trial goes against it again and cfs is chosen.
+        let phase = run_pair(600, |slot, policy| match policy {
+            "gang" if slot < 300 => 2000.0,
+            "gang" => 500.0,
+            _ => 1000.0,
+        });
+        let after: Vec<&(u64, String, String)> = phase.iter().filter(|c| c.0 >= 300).collect();
+        assert!(after.len() >= 2, "{phase:?}");
+        assert!(after[0].1 == "gang" && after[0].2.contains("a first trial against gang, gang kept"), "{phase:?}");
+        assert!(after[1].1 == "cfs" && !after[1].2.contains("against"), "{phase:?}");
+        assert!(after[1].0 <= after[0].0 + per_even + 4, "{phase:?}");
+        assert!(after[2..].iter().all(|c| c.1 == "cfs"), "{phase:?}");
+    }
+
     #[test]
     fn no_window_counts_while_a_job_is_still_starting() {
         // The case seen on 16 cores: y's ranks still in MPI_Init (they preload the profiler, none publishes yet)
