@@ -6,7 +6,7 @@
 //! even whatever they will need, so a group's first even trial keeps what is in force (`gang`, the first
 //! candidate) and tries again soon ([`EVEN_EXPLOIT`]); a second even trial in a row leaves the jobs to the kernel.
 //! Nor does one clear trial overturn the policy in force: one trial's windows of a few hundred ms stray by about
-//! 13 % from the next, so that a trial against the policy in force keeps it and tries again soon; a second trial
+//! 12 % from the next, so that a trial against the policy in force keeps it and tries again soon; a second trial
 //! in a row against it changes it.
 //! Re-decided when the set of jobs changes, when the measured progress drifts (in two windows in a row), and at
 //! least every [`MAX_EXPLOIT`] (longer as trials confirm the choice). docs/policies/auto.md gives the rule and the
