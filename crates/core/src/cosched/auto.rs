@@ -5,9 +5,9 @@
 //! other the trial is even, which is no evidence: jobs still setting up (before their first exchange) measure
 //! even whatever they will need, so a group's first even trial keeps what is in force (`gang`, the first
 //! candidate) and tries again soon ([`EVEN_EXPLOIT`]); a second even trial in a row leaves the jobs to the kernel.
-//! Nor does one clear trial overturn the policy in force: one trial's windows of a few hundred ms stray by about
-//! 12 % from the next, so that a trial against the policy in force keeps it and tries again soon; a second trial
-//! in a row against it changes it.
+//! Nor does one clear trial take `gang` away: one trial's windows of a few hundred ms stray by about 12 % from the
+//! next, so that a trial against `gang` in force keeps it and tries again soon; a second trial in a row against it
+//! changes it. A trial for `gang` is acted on at once (the costs are lopsided, as above).
 //! Re-decided when the set of jobs changes, when the measured progress drifts (in two windows in a row), and at
 //! least every [`MAX_EXPLOIT`] (longer as trials confirm the choice). docs/policies/auto.md gives the rule and the
 //! data behind it.
@@ -608,8 +608,14 @@ fn step(g: &mut Group, slot: u64, slot_len: Duration, now: &[Sample], names: &[S
             let Decision { mut chosen, even, stalled, mut why } = decide(names, measured);
             // What is in force: what the timed or drift trial checks, else the candidate a group starts under.
             let held = CANDIDATES.iter().position(|&c| Some(c) == g.held).unwrap_or(0);
-            // One clear trial against it is a doubt, not a verdict (a stall excepted): kept, and tried again soon.
-            let doubt = !even && !stalled && chosen != held && !g.doubted;
+            // One clear trial against `gang` is a doubt, not a verdict (a stall excepted): kept, and tried again
+            // soon. Against `cfs` it is acted on at once: the costs are lopsided (a few per cent for jobs `gang`
+            // does not help, several times the time for spinning ranks left under `cfs`).
+            let doubt = !even
+                && !stalled
+                && !g.doubted
+                && CANDIDATES[held] == PolicySpec::Gang
+                && CANDIDATES[chosen] == PolicySpec::Cfs;
             if doubt {
                 let name = CANDIDATES[held].name();
                 let _ = write!(why, ": a first trial against {name}, {name} kept");

@@ -416,7 +416,7 @@ mod auto {
     }
 
     #[test]
-    fn one_trial_against_the_policy_in_force_keeps_it_and_a_second_in_a_row_changes_it() {
+    fn one_trial_against_gang_keeps_it_and_a_second_in_a_row_changes_it_and_one_for_gang_takes_it_at_once() {
         // gang twice as fast as cfs, except in one stray window of cfs (the first timed trial's, at slots 155-156)
         // that reads 1.5 times gang's rate: gang is kept, tried again 5 s later, and confirmed.
         let stray = run_pair(600, |slot, policy| match policy {
@@ -445,6 +445,12 @@ mod auto {
         assert!(after[1].1 == "cfs" && !after[1].2.contains("against"), "{phase:?}");
         assert!(after[1].0 <= after[0].0 + per_even + 4, "{phase:?}");
         assert!(after[2..].iter().all(|c| c.1 == "cfs"), "{phase:?}");
+        // A trial for gang is acted on at once: jobs left to the kernel after two even trials (still setting up)
+        // that then progress twice as fast under gang get it on the next trial.
+        let late = run_pair(600, |slot, policy| if policy == "gang" && slot >= 200 { 2000.0 } else { 1000.0 });
+        assert!(late.iter().any(|c| c.0 < 200 && c.1 == "cfs" && c.2.contains("left to the kernel")), "{late:?}");
+        let first = late.iter().find(|c| c.0 >= 200).expect("a trial after slot 200");
+        assert!(first.1 == "gang" && !first.2.contains("against"), "{late:?}");
     }
 
     #[test]
