@@ -207,24 +207,12 @@ mod auto {
         // Two jobs that progress alike under both policies (jobs still setting up, or never waiting for each
         // other): the first trial keeps gang for 5 s; the second leaves them to cfs, tried again after 5, 10, 20,
         // then every 40 s.
-        let (x, y) = (pus("0-1"), pus("0-1"));
-        let jobs = [view("x", 0, &x), view("y", 1, &y)];
-        let mut auto = Auto::default();
-        let (mut calls, per_slot) = ([0u64; 2], SLOT.as_secs_f64());
-        let (mut decided, mut gaps, mut whys) = (None, Vec::new(), Vec::new());
-        for slot in 0..3_000u64 {
-            for c in see(&mut auto, slot, &jobs, &calls_at(slot as f64 * per_slot, &calls)) {
-                if !c.trying {
-                    whys.push((c.policy, c.why));
-                    decided = Some(slot);
-                } else if c.why.ends_with("since the last trial: trying again") {
-                    gaps.push(slot - decided.unwrap());
-                }
-            }
-            for c in &mut calls {
-                *c += (1000.0 * per_slot) as u64;
-            }
-        }
+        let made = run_pair(3_000, |_, _| 1000.0);
+        let whys: Vec<(&str, &str)> = made.iter().filter(|c| !c.trying).map(|c| (&*c.policy, &*c.why)).collect();
+        let gaps: Vec<u64> = since_choice(&made, |why| why.ends_with("since the last trial: trying again"))
+            .into_iter()
+            .map(|(gap, _)| gap)
+            .collect();
         // In slots, each rounded up to the end of gang's window (2 slots).
         let per_even = (EVEN_EXPLOIT.as_millis() / SLOT.as_millis()) as u64;
         let after = |times: u64| (per_even * times).next_multiple_of(2);
@@ -233,7 +221,7 @@ mod auto {
             "{whys:?}"
         );
         let later = &whys[1..];
-        assert!(later.iter().all(|(p, why)| p == "cfs" && why.contains(": even again: left to the kernel")));
+        assert!(later.iter().all(|(p, why)| *p == "cfs" && why.contains(": even again: left to the kernel")));
         assert!(gaps.len() > 6 && gaps[..5] == [after(1), after(1), after(2), after(4), after(8)], "{gaps:?}");
         assert!(gaps[5..].iter().all(|&g| g == after(8)), "{gaps:?}");
     }
@@ -354,103 +342,111 @@ mod auto {
     #[test]
     fn a_choice_that_trials_confirm_is_tried_again_ever_less_often_until_its_progress_drifts() {
         // Two jobs that progress 4 times faster under gang: each timed trial confirms gang, and the next comes
-        // 30, 60, 120, then 240 s after each decision; a drift brings a trial at once and starts over at 30 s.
-        let (x, y) = (pus("0-1"), pus("0-1"));
-        let jobs = [view("x", 0, &x), view("y", 1, &y)];
-        let mut auto = Auto::default();
-        let (mut calls, mut gang_rate) = ([0u64; 2], 2000.0);
-        let (mut decided, mut gaps, mut drift_at, mut whys) = (None, Vec::new(), None, Vec::new());
-        let per_slot = SLOT.as_secs_f64();
-        for slot in 0..12_000u64 {
-            if slot == 9_000 {
-                // A new phase: gang's progress halves (still twice cfs's).
-                gang_rate = 1000.0;
-                drift_at = Some(gaps.len());
-            }
-            let t = slot as f64 * per_slot;
-            for c in see(&mut auto, slot, &jobs, &calls_at(t, &calls)) {
-                if !c.trying {
-                    assert_eq!(c.policy, "gang", "slot {slot}: {c:?}");
-                    decided = Some(slot);
-                    whys.push(c.why);
-                } else if c.why.ends_with("since the last trial: trying again") || c.why.contains("drifted") {
-                    gaps.push((slot - decided.unwrap(), c.why.clone()));
-                }
-            }
-            let rate = if auto.choices()[0].policy == "gang" { gang_rate } else { 500.0 };
-            for c in &mut calls {
-                *c += (rate * per_slot) as u64;
-            }
-        }
-        let at = drift_at.unwrap();
+        // 30, 60, 120, then 240 s after each decision; from slot 9000 on (a new phase) gang's progress halves,
+        // still twice cfs's: the drift brings a trial at once and starts over at 30 s.
+        let made = run_pair(12_000, |slot, policy| match policy {
+            "gang" if slot < 9_000 => 2000.0,
+            "gang" => 1000.0,
+            _ => 500.0,
+        });
+        let chosen: Vec<&Made> = made.iter().filter(|c| !c.trying).collect();
+        assert!(chosen.iter().all(|c| c.policy == "gang"), "{chosen:?}");
+        let gaps =
+            since_choice(&made, |why| why.ends_with("since the last trial: trying again") || why.contains("drifted"));
+        let at = gaps.iter().position(|(_, c)| c.slot >= 9_000).expect("a trial after the drift");
         let timed: Vec<u64> = gaps[..at].iter().map(|g| g.0).collect();
         assert!(timed.len() > 5 && timed[..4] == [150, 300, 600, 1200], "{gaps:?}");
         assert!(timed[4..].iter().all(|&g| g == 1200), "at most every 240 s: {gaps:?}");
-        assert!(gaps[at].1.starts_with("progress under gang drifted by 50 %"), "{gaps:?}");
+        assert!(gaps[at].1.why.starts_with("progress under gang drifted by 50 %"), "{gaps:?}");
         assert_eq!(gaps[at + 1].0, 150, "{gaps:?}");
         for said in ["; confirmed once: next trial in 60 s", "; confirmed 3 times: next trial in 240 s"] {
-            assert!(whys.iter().any(|w| w.ends_with(said)), "{said}: {whys:?}");
+            assert!(chosen.iter().any(|c| c.why.ends_with(said)), "{said}: {chosen:?}");
         }
     }
 
+    /// What `auto` said for the pair of [`run_pair`]: a choice or the start of a trial.
+    #[derive(Debug)]
+    struct Made {
+        slot: u64,
+        trying: bool,
+        policy: String,
+        why: String,
+    }
+
     /// Runs a pair of jobs under `auto` for `slots` slots, each job making `rate(slot, policy in force)` calls per
-    /// second; returns every choice made (not trials): its slot, policy and why.
-    fn run_pair(slots: u64, rate: impl Fn(u64, &str) -> f64) -> Vec<(u64, String, String)> {
+    /// second; returns everything `auto` said, in order.
+    fn run_pair(slots: u64, rate: impl Fn(u64, &str) -> f64) -> Vec<Made> {
         let (x, y) = (pus("0-1"), pus("0-1"));
         let jobs = [view("x", 0, &x), view("y", 1, &y)];
         let mut auto = Auto::default();
-        let (mut calls, mut chosen) = ([0u64; 2], Vec::new());
+        let (mut calls, mut made) = ([0u64; 2], Vec::new());
         for slot in 0..slots {
             let t = slot as f64 * SLOT.as_secs_f64();
             for c in see(&mut auto, slot, &jobs, &calls_at(t, &calls)) {
-                if !c.trying {
-                    chosen.push((slot, c.policy, c.why));
-                }
+                made.push(Made { slot, trying: c.trying, policy: c.policy, why: c.why });
             }
             let per_slot = rate(slot, &auto.choices()[0].policy) * SLOT.as_secs_f64();
             for c in &mut calls {
                 *c += per_slot as u64;
             }
         }
-        chosen
+        made
+    }
+
+    /// The trials whose reason `starts` accepts, each with the slots since the choice before it.
+    fn since_choice(made: &[Made], starts: impl Fn(&str) -> bool) -> Vec<(u64, &Made)> {
+        let mut decided = None;
+        let mut trials = Vec::new();
+        for c in made {
+            if !c.trying {
+                decided = Some(c.slot);
+            } else if starts(&c.why) {
+                trials.push((c.slot - decided.expect("a choice before a trial"), c));
+            }
+        }
+        trials
     }
 
     #[test]
     fn one_trial_against_gang_keeps_it_and_a_second_in_a_row_changes_it_and_one_for_gang_takes_it_at_once() {
+        let choices = |made: Vec<Made>| -> Vec<Made> { made.into_iter().filter(|c| !c.trying).collect() };
         // gang twice as fast as cfs, except in one stray window of cfs (the first timed trial's, at slots 155-156)
         // that reads 1.5 times gang's rate: gang is kept, tried again 5 s later, and confirmed.
-        let stray = run_pair(600, |slot, policy| match policy {
+        let stray = choices(run_pair(600, |slot, policy| match policy {
             "gang" => 2000.0,
             _ if (150..170).contains(&slot) => 3000.0,
             _ => 1000.0,
-        });
-        let policies: Vec<&str> = stray.iter().map(|c| c.1.as_str()).collect();
-        assert!(policies.iter().all(|&p| p == "gang"), "{stray:?}");
-        let doubt = stray.iter().position(|c| c.2.contains("a first trial against gang")).expect("a doubt");
-        assert!(stray[doubt].2.ends_with(": a first trial against gang, gang kept; next trial in 5 s"), "{stray:?}");
-        let (at, next) = (stray[doubt].0, &stray[doubt + 1]);
+        }));
+        assert!(stray.iter().all(|c| c.policy == "gang"), "{stray:?}");
+        let doubt = stray.iter().position(|c| c.why.contains("a first trial against gang")).expect("a doubt");
+        assert!(stray[doubt].why.ends_with(": a first trial against gang, gang kept; next trial in 5 s"), "{stray:?}");
+        let (at, next) = (stray[doubt].slot, &stray[doubt + 1]);
         let per_even = (EVEN_EXPLOIT.as_millis() / SLOT.as_millis()) as u64;
-        assert!(next.0 > at + per_even && next.0 <= at + per_even + 4, "{stray:?}");
-        assert!(!next.2.contains("against") && !next.2.contains("even"), "{stray:?}");
+        assert!(next.slot > at + per_even && next.slot <= at + per_even + 4, "{stray:?}");
+        assert!(!next.why.contains("against") && !next.why.contains("even"), "{stray:?}");
         // From slot 300 on, cfs is the faster (a new phase): gang's progress drifts, the trial goes against it and
         // keeps it for 5 s, the next trial goes against it again and cfs is chosen.
-        let phase = run_pair(600, |slot, policy| match policy {
+        let phase = choices(run_pair(600, |slot, policy| match policy {
             "gang" if slot < 300 => 2000.0,
             "gang" => 500.0,
             _ => 1000.0,
-        });
-        let after: Vec<&(u64, String, String)> = phase.iter().filter(|c| c.0 >= 300).collect();
+        }));
+        let after: Vec<&Made> = phase.iter().filter(|c| c.slot >= 300).collect();
         assert!(after.len() >= 2, "{phase:?}");
-        assert!(after[0].1 == "gang" && after[0].2.contains("a first trial against gang, gang kept"), "{phase:?}");
-        assert!(after[1].1 == "cfs" && !after[1].2.contains("against"), "{phase:?}");
-        assert!(after[1].0 <= after[0].0 + per_even + 4, "{phase:?}");
-        assert!(after[2..].iter().all(|c| c.1 == "cfs"), "{phase:?}");
+        assert!(
+            after[0].policy == "gang" && after[0].why.contains("a first trial against gang, gang kept"),
+            "{phase:?}"
+        );
+        assert!(after[1].policy == "cfs" && !after[1].why.contains("against"), "{phase:?}");
+        assert!(after[1].slot <= after[0].slot + per_even + 4, "{phase:?}");
+        assert!(after[2..].iter().all(|c| c.policy == "cfs"), "{phase:?}");
         // A trial for gang is acted on at once: jobs left to the kernel after two even trials (still setting up)
         // that then progress twice as fast under gang get it on the next trial.
-        let late = run_pair(600, |slot, policy| if policy == "gang" && slot >= 200 { 2000.0 } else { 1000.0 });
-        assert!(late.iter().any(|c| c.0 < 200 && c.1 == "cfs" && c.2.contains("left to the kernel")), "{late:?}");
-        let first = late.iter().find(|c| c.0 >= 200).expect("a trial after slot 200");
-        assert!(first.1 == "gang" && !first.2.contains("against"), "{late:?}");
+        let late = choices(run_pair(600, |slot, policy| if policy == "gang" && slot >= 200 { 2000.0 } else { 1000.0 }));
+        let kernel = |c: &Made| c.slot < 200 && c.policy == "cfs" && c.why.contains("left to the kernel");
+        assert!(late.iter().any(kernel), "{late:?}");
+        let first = late.iter().find(|c| c.slot >= 200).expect("a trial after slot 200");
+        assert!(first.policy == "gang" && !first.why.contains("against"), "{late:?}");
     }
 
     #[test]
