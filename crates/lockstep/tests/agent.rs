@@ -229,11 +229,14 @@ fn auto_gangs_a_spinning_mpi_pair_with_or_without_the_profiler_and_leaves_a_pair
             .flat_map(|r| r.as_array().cloned().unwrap_or_default())
             .collect()
     };
-    // A verdict for gang read from co-scheduled time: not `gang` kept against a first trial for cfs (one made
-    // while a job's ranks were not yet seen reads that job by CPU time, which spinning ranks burn either way).
+    // A verdict for gang read from co-scheduled time for both jobs. Not one made while a job was still only its
+    // launcher (mpirun before it forks the ranks: one process, read by its CPU time; the trial starts again when
+    // the ranks show), seen in the fresh-clone run of 2c5309b; nor `gang` kept against a first trial for cfs
+    // made that way (the fresh-clone run of c393673).
     let by_together = |c: &serde_json::Value| {
         let doubt = c["why"].as_str().is_some_and(|w| w.contains("a first trial against gang"));
-        !doubt && rates(c).iter().any(|r| r["together_s"].as_f64().is_some())
+        let read = rates(c);
+        !doubt && !read.is_empty() && read.iter().all(|r| r["together_s"].as_f64().is_some())
     };
     let choice = auto_choice_where(&env, &a, &b, "gang", by_together);
     let read = rates(&choice);
