@@ -208,7 +208,7 @@ mod auto {
         // other): the first trial keeps gang for 5 s; the second leaves them to cfs, tried again after 5, 10, 20,
         // then every 40 s.
         let made = run_pair(3_000, |_, _| 1000.0);
-        let whys: Vec<(&str, &str)> = made.iter().filter(|c| !c.trying).map(|c| (&*c.policy, &*c.why)).collect();
+        let whys: Vec<(&str, &str)> = chosen(&made).into_iter().map(|c| (&*c.policy, &*c.why)).collect();
         let gaps: Vec<u64> = since_choice(&made, |why| why.ends_with("since the last trial: trying again"))
             .into_iter()
             .map(|(gap, _)| gap)
@@ -349,8 +349,8 @@ mod auto {
             "gang" => 1000.0,
             _ => 500.0,
         });
-        let chosen: Vec<&Made> = made.iter().filter(|c| !c.trying).collect();
-        assert!(chosen.iter().all(|c| c.policy == "gang"), "{chosen:?}");
+        let choices = chosen(&made);
+        assert!(choices.iter().all(|c| c.policy == "gang"), "{choices:?}");
         let gaps =
             since_choice(&made, |why| why.ends_with("since the last trial: trying again") || why.contains("drifted"));
         let at = gaps.iter().position(|(_, c)| c.slot >= 9_000).expect("a trial after the drift");
@@ -360,7 +360,7 @@ mod auto {
         assert!(gaps[at].1.why.starts_with("progress under gang drifted by 50 %"), "{gaps:?}");
         assert_eq!(gaps[at + 1].0, 150, "{gaps:?}");
         for said in ["; confirmed once: next trial in 60 s", "; confirmed 3 times: next trial in 240 s"] {
-            assert!(chosen.iter().any(|c| c.why.ends_with(said)), "{said}: {chosen:?}");
+            assert!(choices.iter().any(|c| c.why.ends_with(said)), "{said}: {choices:?}");
         }
     }
 
@@ -393,6 +393,11 @@ mod auto {
         made
     }
 
+    /// The choices `auto` made, in order (not the starts of trials).
+    fn chosen(made: &[Made]) -> Vec<&Made> {
+        made.iter().filter(|c| !c.trying).collect()
+    }
+
     /// The trials whose reason `starts` accepts, each with the slots since the choice before it.
     fn since_choice(made: &[Made], starts: impl Fn(&str) -> bool) -> Vec<(u64, &Made)> {
         let mut decided = None;
@@ -409,14 +414,14 @@ mod auto {
 
     #[test]
     fn one_trial_against_gang_keeps_it_and_a_second_in_a_row_changes_it_and_one_for_gang_takes_it_at_once() {
-        let choices = |made: Vec<Made>| -> Vec<Made> { made.into_iter().filter(|c| !c.trying).collect() };
         // gang twice as fast as cfs, except in one stray window of cfs (the first timed trial's, at slots 155-156)
         // that reads 1.5 times gang's rate: gang is kept, tried again 5 s later, and confirmed.
-        let stray = choices(run_pair(600, |slot, policy| match policy {
+        let stray = run_pair(600, |slot, policy| match policy {
             "gang" => 2000.0,
             _ if (150..170).contains(&slot) => 3000.0,
             _ => 1000.0,
-        }));
+        });
+        let stray = chosen(&stray);
         assert!(stray.iter().all(|c| c.policy == "gang"), "{stray:?}");
         let doubt = stray.iter().position(|c| c.why.contains("a first trial against gang")).expect("a doubt");
         assert!(stray[doubt].why.ends_with(": a first trial against gang, gang kept; next trial in 5 s"), "{stray:?}");
@@ -426,12 +431,13 @@ mod auto {
         assert!(!next.why.contains("against") && !next.why.contains("even"), "{stray:?}");
         // From slot 300 on, cfs is the faster (a new phase): gang's progress drifts, the trial goes against it and
         // keeps it for 5 s, the next trial goes against it again and cfs is chosen.
-        let phase = choices(run_pair(600, |slot, policy| match policy {
+        let phase = run_pair(600, |slot, policy| match policy {
             "gang" if slot < 300 => 2000.0,
             "gang" => 500.0,
             _ => 1000.0,
-        }));
-        let after: Vec<&Made> = phase.iter().filter(|c| c.slot >= 300).collect();
+        });
+        let phase = chosen(&phase);
+        let after: Vec<&Made> = phase.iter().copied().filter(|c| c.slot >= 300).collect();
         assert!(after.len() >= 2, "{phase:?}");
         assert!(
             after[0].policy == "gang" && after[0].why.contains("a first trial against gang, gang kept"),
@@ -442,8 +448,9 @@ mod auto {
         assert!(after[2..].iter().all(|c| c.policy == "cfs"), "{phase:?}");
         // A trial for gang is acted on at once: jobs left to the kernel after two even trials (still setting up)
         // that then progress twice as fast under gang get it on the next trial.
-        let late = choices(run_pair(600, |slot, policy| if policy == "gang" && slot >= 200 { 2000.0 } else { 1000.0 }));
-        let kernel = |c: &Made| c.slot < 200 && c.policy == "cfs" && c.why.contains("left to the kernel");
+        let late = run_pair(600, |slot, policy| if policy == "gang" && slot >= 200 { 2000.0 } else { 1000.0 });
+        let late = chosen(&late);
+        let kernel = |c: &&Made| c.slot < 200 && c.policy == "cfs" && c.why.contains("left to the kernel");
         assert!(late.iter().any(kernel), "{late:?}");
         let first = late.iter().find(|c| c.slot >= 200).expect("a trial after slot 200");
         assert!(first.policy == "gang" && !first.why.contains("against"), "{late:?}");
