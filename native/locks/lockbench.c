@@ -286,7 +286,7 @@ static long number(const char *flag, const char *text, long min, long max)
 {
 	long v;
 	if (cli_long(text, min, max, &v) != 0)
-		usage("bad %s %.40s (expected an integer from %ld to %ld)", flag, text, min, max);
+		usage("bad %s '%.40s' (expected an integer from %ld to %ld)", flag, text, min, max);
 	return v;
 }
 
@@ -309,7 +309,7 @@ static void rename_setup(const char *dir, char *made, size_t size, long threads,
 	}
 	dir_fd = open(dir, O_RDONLY | O_DIRECTORY);
 	if (dir_fd < 0)
-		usage("bad --dir %.100s (%s; expected a directory, on tmpfs)", dir, strerror(errno));
+		usage("bad --dir '%.100s' (%s; expected a directory, on tmpfs)", dir, strerror(errno));
 	struct statfs fs;
 	*tmpfs = fstatfs(dir_fd, &fs) == 0 && fs.f_type == TMPFS_MAGIC;
 	for (long i = 0; i < threads; i++) {
@@ -347,7 +347,7 @@ static void block_setup(const char *text)
 	} else if (strcmp(text, "yield") == 0) {
 		cs_block = BLOCK_YIELD;
 	} else if (strncmp(text, "sleep:", 6) == 0) {
-		long us = number("--cs-block sleep:", text + 6, 1, 1000000);
+		long us = number("--cs-block sleep:MICROSECONDS", text + 6, 1, 1000000);
 		cs_block = BLOCK_SLEEP;
 		block_sleep = (struct timespec){ .tv_sec = us / 1000000, .tv_nsec = us % 1000000 * 1000 };
 	} else if (strcmp(text, "write") == 0 || strcmp(text, "fault") == 0) {
@@ -369,7 +369,7 @@ static void block_setup(const char *text)
 			unlink(path);
 		}
 	} else {
-		usage("bad --cs-block %.40s (expected yield, sleep:MICROSECONDS, write or fault)", text);
+		usage("bad --cs-block '%.40s' (expected yield, sleep:MICROSECONDS, write or fault)", text);
 	}
 }
 
@@ -431,7 +431,7 @@ static void parse_args(int argc, char **argv, struct config *cfg)
 		case 't': cfg->threads = number("--threads", optarg, 1, 4096); break;
 		case 'd':
 			if (cli_double(optarg, 0.0, 3600.0, &cfg->duration) != 0 || !(cfg->duration > 0))
-				usage("bad --duration %.40s (expected seconds, more than 0, at most 3600)", optarg);
+				usage("bad --duration '%.40s' (expected seconds, more than 0, at most 3600)", optarg);
 			break;
 		case 'c': cs_iters = number("--cs", optarg, 0, 1000000000); break;
 		case 'C': cs_lines = number("--cs-lines", optarg, 0, MAX_LINES); break;
@@ -484,7 +484,7 @@ static void choose_workload(struct config *cfg)
 		track_nodes = access("/sys/devices/system/node/node1", F_OK) == 0;
 	}
 	else
-		usage("bad --workload %.40s (expected counter, rename or rename-user)", cfg->workload);
+		usage("bad --workload '%.40s' (expected counter, rename or rename-user)", cfg->workload);
 	if (cfg->kernel && cfg->name)
 		usage("--lock does not apply to --workload rename (it measures the kernel's directory lock)");
 	if (!cfg->kernel && cfg->dir)
@@ -509,7 +509,7 @@ static void choose_workload(struct config *cfg)
 	if (cfg->name) {
 		lock = ls_lock_create(cfg->name);
 		if (!lock)
-			usage("unknown lock %.40s (lockbench --list names them)", cfg->name);
+			usage("unknown lock '%.40s' (lockbench --list names them)", cfg->name);
 		if (ls_lock_config_error())
 			usage("%s", config_error());
 		if (cfg->numa_map && !numa_aware(cfg->name))
@@ -714,7 +714,7 @@ static int sweep_locks(const char *text, const char **names)
 		while (*l && strcmp(*l, tok) != 0)
 			l++;
 		if (!*l)
-			usage("bad --locks: unknown lock %.40s (lockbench --list names them)", tok);
+			usage("bad --locks: unknown lock '%.40s' (lockbench --list names them)", tok);
 		int seen = 0;
 		for (int i = 0; i < n; i++)
 			seen |= strcmp(names[i], *l) == 0;
