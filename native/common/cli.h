@@ -58,18 +58,10 @@ static inline void cli_vsay(const char *prog, const char *fmt, va_list ap)
 	fflush(stderr);
 }
 
-/* cli_vsay on launcher rank 0 only (the other ranks of a job refuse the same arguments in silence). */
-static inline __attribute__((format(printf, 2, 3))) void cli_say(const char *prog, const char *fmt, ...)
-{
-	if (cli_launcher_rank() != 0)
-		return;
-	va_list ap;
-	va_start(ap, fmt);
-	cli_vsay(prog, fmt, ap);
-	va_end(ap);
-}
-
-/* A usage error before MPI_Init (or in a program without MPI): cli_say, then exit status 2. */
+/*
+ * A usage error before MPI_Init (or in a program without MPI): cli_vsay on launcher rank 0 only (the other ranks of
+ * a job refuse the same arguments in silence), then exit status 2 on every rank.
+ */
 static inline __attribute__((noreturn, format(printf, 2, 3))) void cli_refuse(const char *prog, const char *fmt, ...)
 {
 	if (cli_launcher_rank() == 0) {
