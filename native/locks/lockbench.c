@@ -538,8 +538,20 @@ static void rename_user_setup(struct worker *w, long threads)
 static pid_t *start_corunners(long n)
 {
 	pid_t *co = calloc((size_t)n + 1, sizeof *co);
+	if (!co) {
+		fprintf(stderr, "lockbench: out of memory for %ld co-runners\n", n);
+		exit(1);
+	}
 	for (long i = 0; i < n; i++) {
 		co[i] = fork();
+		if (co[i] < 0) {
+			/* Never kill(-1): the ones started go, and lockbench ends. */
+			int err = errno;
+			for (long j = 0; j < i; j++)
+				kill(co[j], SIGKILL);
+			fprintf(stderr, "lockbench: cannot start co-runner %ld of %ld: %s\n", i + 1, n, strerror(err));
+			exit(1);
+		}
 		if (co[i] == 0) {
 			/* A co-runner dies with lockbench, and does not hold its output open. */
 			prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -609,6 +621,10 @@ static void report(const struct config *cfg, struct worker *w, double elapsed, i
 	for (long i = 0; i < threads; i++)
 		n += w[i].nsamples;
 	unsigned long *all = malloc((size_t)(n ? n : 1) * sizeof *all);
+	if (!all) {
+		fprintf(stderr, "lockbench: out of memory for %ld latency samples\n", n);
+		exit(1);
+	}
 	for (long i = 0, k = 0; i < threads; i++)
 		for (long s = 0; s < w[i].nsamples; s++)
 			all[k++] = w[i].samples[s];
@@ -733,6 +749,10 @@ static double sweep_run(const char *name, struct row row, double duration, doubl
 	handovers = local_handovers = 0;
 	last_holder = -1;
 	struct worker *w = calloc((size_t)row.threads, sizeof *w);
+	if (!lock || !w) {
+		fprintf(stderr, "lockbench: cannot create lock %s for %ld threads: %s\n", name, row.threads, strerror(errno));
+		exit(1);
+	}
 	pid_t *co = start_corunners(row.corunners);
 	double elapsed = measure(w, row.threads, duration);
 	stop_corunners(co, row.corunners);
@@ -839,6 +859,10 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	struct worker *w = calloc((size_t)cfg.threads, sizeof *w);
+	if (!w) {
+		fprintf(stderr, "lockbench: out of memory for %ld threads\n", cfg.threads);
+		return 1;
+	}
 	char made[64] = "";
 	int tmpfs = 0;
 	if (cfg.kernel)
