@@ -125,11 +125,11 @@ help_mpi "$cg" --help
 bad_mpi lu 6 "$lu"
 bad ep "$ep" --class "$(printf 'A\nB')"
 
-# pi: threads 1 to 1024, steps 1 to 10^12, whole numbers only.
+# pi: threads 1 to 1024, steps 1 to 10^15, whole numbers only.
 for v in 0 -1 1025 32752 x 1.5 ' 4' 99999999999999999999 ''; do
   bad pi "$pi" --threads "$v"
 done
-for v in 0 1e3 1000000000001 0x10; do
+for v in 0 1e3 1000000000000001 0x10; do
   bad pi "$pi" --steps "$v"
 done
 bad pi "$pi" --threads

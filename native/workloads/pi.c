@@ -55,13 +55,15 @@ static void format_cpulist(const cpu_set_t *set, char *buf, size_t len)
 	}
 }
 
-/* Bounds: past MAX_STEPS a run takes hours; MAX_THREADS keeps threads and their stacks within what a node gives. */
-#define MAX_STEPS 1000000000000L
+/* Bounds: MAX_STEPS x MAX_THREADS fits a long (the blocks' bounds are steps * thread / threads); 10^14 steps, the
+ * experiments' CPU hog that runs until it is stopped, is within it. MAX_THREADS keeps threads and their stacks within
+ * what a node gives. */
+#define MAX_STEPS 1000000000000000L
 #define MAX_THREADS 1024
 
 static const char usage[] =
 	"usage: pi [--steps N] [--threads N] [--json]\n"
-	"  --steps N     midpoint-rule steps, 1 to 1000000000000 (default 200000000)\n"
+	"  --steps N     midpoint-rule steps, 1 to 1000000000000000 (default 200000000)\n"
 	"  --threads N   threads, 1 to 1024 (default: one per CPU this process may run on)\n"
 	"  --json        one JSON object instead of the table\n"
 	"  -h, --help    print this help and exit\n"
