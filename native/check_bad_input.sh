@@ -138,7 +138,7 @@ help "$pi" --help
 help "$pi" -h
 
 # pingpong: arguments before MPI_Init (one line, not one per rank), exactly 2 ranks after it.
-for a in '--size -1' '--size 67108865' '--iterations 0' '--iterations 100000001' '--repeats 0' '--repeats 1001' \
+for a in '--size -1' '--size 67108865' '--iterations 0' '--iterations 1000000000001' '--repeats 0' '--repeats 1001' \
   '--size' '--bogus'; do
   # shellcheck disable=SC2086
   bad pingpong "$pingpong" $a
