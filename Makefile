@@ -67,7 +67,7 @@ test: build
 	TSAN_OPTIONS=halt_on_error=1 ctest --test-dir $(BUILD)/locks-tsan --output-on-failure -R '^locks_|^cna_'
 	cmake -S native -B $(BUILD)/native-$(OTHER_MPI) -DLOCKSTEP_MPI=$(OTHER_MPI) >/dev/null
 	cmake --build $(BUILD)/native-$(OTHER_MPI) -j 2 >/dev/null
-	ctest --test-dir $(BUILD)/native-$(OTHER_MPI) --output-on-failure -R '_S_np2$$|^pmpi_'
+	ctest --test-dir $(BUILD)/native-$(OTHER_MPI) --output-on-failure -R '_S_np2$$|^pmpi_|^bad_input'
 
 bench: build
 	@scripts/bench.sh

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "cli.h"
 #include "workload.h"
 
 static const struct workload *const WORKLOADS[] = { &WL_AES_XTS, &WL_DEFLATE, &WL_SORT, &WL_HASH,
@@ -65,11 +66,19 @@ static double measure(const struct workload *w, const int *cpus, int n, double s
 {
     struct job *jobs = calloc(n, sizeof *jobs);
     pthread_t *threads = calloc(n, sizeof *threads);
+    if (!jobs || !threads) {
+        fprintf(stderr, "corebench: out of memory for %d threads\n", n);
+        exit(1);
+    }
     pthread_barrier_t start;
     pthread_barrier_init(&start, NULL, n);
     for (int i = 0; i < n; i++) {
         jobs[i] = (struct job){ .w = w, .cpu = cpus[i], .seconds = seconds, .start = &start };
-        pthread_create(&threads[i], NULL, worker, &jobs[i]);
+        int err = pthread_create(&threads[i], NULL, worker, &jobs[i]);
+        if (err != 0) { /* the others wait at the barrier for it: nothing to join */
+            fprintf(stderr, "corebench: cannot create thread %d of %d: %s\n", i + 1, n, strerror(err));
+            exit(1);
+        }
     }
     double rate = 0.0;
     int ok = 1;
@@ -164,31 +173,43 @@ static void print_json_mode(const char *name, const struct result *r)
     printf(",\"overall\":%.0f}", r->overall);
 }
 
+static const char usage[] =
+    "usage: corebench [--mode single|multi|both] [--seconds S] [--json]\n"
+    "  --mode MODE   single (one thread), multi (one pinned thread per PU of the cpuset) or both (default)\n"
+    "  --seconds S   seconds per workload, more than 0, at most 600 (default 1)\n"
+    "  --json        one JSON object instead of the table\n"
+    "  -h, --help    print this help and exit\n"
+    "Exit status: 0 scored, 1 a workload computed a wrong result (or a failure of the system), 2 bad arguments.\n";
+
 int main(int argc, char **argv)
 {
     double seconds = 1.0;
     int single = 1, multi = 1, json = 0;
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--seconds") && i + 1 < argc) {
-            char *end;
-            seconds = strtod(argv[++i], &end);
-            if (*end || !(seconds > 0 && seconds <= 600)) {
-                fprintf(stderr, "corebench: --seconds needs a number of seconds in (0, 600], got '%s'\n", argv[i]);
-                return 2;
-            }
-        } else if (!strcmp(argv[i], "--mode") && i + 1 < argc) {
-            const char *m = argv[++i];
-            single = !strcmp(m, "single") || !strcmp(m, "both");
-            multi = !strcmp(m, "multi") || !strcmp(m, "both");
-            if (!single && !multi) {
-                fprintf(stderr, "corebench: unknown mode '%s' (expected single, multi or both)\n", m);
-                return 2;
-            }
-        } else if (!strcmp(argv[i], "--json")) {
+        const char *flag = argv[i];
+        if (!strcmp(flag, "--help") || !strcmp(flag, "-h")) {
+            if (cli_launcher_rank() == 0)
+                fputs(usage, stdout);
+            return 0;
+        } else if (!strcmp(flag, "--json")) {
             json = 1;
+        } else if (!strcmp(flag, "--seconds") || !strcmp(flag, "--mode")) {
+            if (i + 1 >= argc)
+                cli_refuse("corebench", "%s needs a value (%s)", flag,
+                           flag[2] == 's' ? "seconds, more than 0, at most 600" : "single, multi or both");
+            const char *v = argv[++i];
+            if (flag[2] == 's') {
+                if (cli_double(v, 0.0, 600.0, &seconds) != 0 || !(seconds > 0))
+                    cli_refuse("corebench", "bad --seconds '%.40s' (expected seconds, more than 0, at most 600)", v);
+            } else {
+                single = !strcmp(v, "single") || !strcmp(v, "both");
+                multi = !strcmp(v, "multi") || !strcmp(v, "both");
+                if (!single && !multi)
+                    cli_refuse("corebench", "unknown mode '%.40s' (expected single, multi or both)", v);
+            }
         } else {
-            fprintf(stderr, "corebench: unknown argument '%s' (expected --mode MODE, --seconds S, --json)\n", argv[i]);
-            return 2;
+            cli_refuse("corebench", "unknown argument '%.40s' (expected --mode MODE, --seconds S, --json; see "
+                       "corebench --help)", flag);
         }
     }
     static int cpus[CPU_SETSIZE];

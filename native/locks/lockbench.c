@@ -52,6 +52,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cli.h"
 #include "lockstep_locks.h"
 
 /* Latencies kept per thread (every SAMPLE_EVERY-th operation). */
@@ -247,42 +248,52 @@ static const char help[] =
 	"  --threads N           threads taking it (1 to 4096)\n"
 	"  --duration SECONDS    how long they run (more than 0, at most 3600)\n"
 	"  --workload KIND       counter (default), rename (the kernel's directory lock), rename-user\n"
-	"  --cs N                loop iterations inside each critical section (default 100)\n"
-	"  --cs-lines N          shared cache lines written inside it\n"
-	"  --ncs N               loop iterations of private work between critical sections (default 100)\n"
-	"  --cs-block HOW        the holder leaves its CPU inside: yield, sleep:MICROSECONDS, write or fault\n"
-	"  --corunners N         processes spinning on the CPUs, preempting holders and waiters\n"
-	"  --numa-map MAP        emulated NUMA nodes for cna, cna-pt and shfl: NODE:CPULIST pairs, e.g. 0:0-3;1:4-7\n"
+	"  --cs N                loop iterations inside each critical section (0 to 1000000000, default 100)\n"
+	"  --cs-lines N          shared cache lines written inside it (0 to 4096, default 0)\n"
+	"  --ncs N               loop iterations of private work between critical sections (0 to 1000000000,\n"
+	"                        default 100)\n"
+	"  --cs-block HOW        the holder leaves its CPU inside: yield, sleep:MICROSECONDS (1 to 1000000), write or\n"
+	"                        fault\n"
+	"  --corunners N         processes spinning on the CPUs, preempting holders and waiters (0 to 1024)\n"
+	"  --numa-map MAP        emulated NUMA nodes for cna, cna-pt and shfl (refused with a lock that ignores it):\n"
+	"                        NODE:CPULIST pairs, e.g. 0:0-3;1:4-7\n"
 	"  --dir DIR             rename's shared directory (default: a new one under /dev/shm)\n"
 	"  --json                one JSON object instead of the table\n"
 	"  --sweep ROWS          every lock at every row of ROWS, thread counts with optional +co-runners, e.g.\n"
 	"                        1,2,4,8,16,16+16,32,64: a table of M ops/s (and x pthread) and one of fairness\n"
+	"                        (at most 64 rows, no empty one)\n"
 	"  --locks LIST          the locks a sweep runs, e.g. pthread,cna-pt,shfl (default: every lock)\n"
-	"  --rounds N            a sweep's interleaved rounds; each lock's best run counts (default 3)\n"
-	"  --list                print the locks and exit\n"
+	"  --rounds N            a sweep's interleaved rounds; each lock's best run counts (1 to 100, default 3)\n"
+	"  --list                print the locks and exit (alone: no other option)\n"
 	"  -h, --help            print this help and exit\n"
 	"\n"
+	"Exit status: 0 measured, 1 a failure of the system, 2 bad arguments (one line on stderr).\n"
 	"Examples: lockbench --lock mcs --threads 4 --duration 2 --corunners 2\n"
 	"          lockbench --sweep 1,2,4,8,16,16+16,32,64 --duration 1\n";
 
-/* Says what was wrong with the command line, on one line, and exits 2. */
-static void __attribute__((noreturn)) usage(const char *why)
+/* Says what was wrong with the command line, on one line (control characters escaped), and exits 2. */
+static void __attribute__((noreturn, format(printf, 1, 2))) usage(const char *fmt, ...)
 {
-	fprintf(stderr, "lockbench: %s (see lockbench --help)\n", why);
-	exit(2);
+	char why[300];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(why, sizeof why, fmt, ap);
+	va_end(ap);
+	cli_refuse("lockbench", "%s (see lockbench --help)", why);
 }
 
 static long number(const char *flag, const char *text, long min, long max)
 {
-	char *end;
-	errno = 0;
-	long v = strtol(text, &end, 10);
-	if (errno || *end || end == text || v < min || v > max) {
-		char why[160];
-		snprintf(why, sizeof why, "bad %s %s (expected an integer from %ld to %ld)", flag, text, min, max);
-		usage(why);
-	}
+	long v;
+	if (cli_long(text, min, max, &v) != 0)
+		usage("bad %s '%.40s' (expected an integer from %ld to %ld)", flag, text, min, max);
 	return v;
+}
+
+/* The locks that read the NUMA map (--numa-map, LOCKSTEP_NUMA_MAP); the others ignore it. */
+static int numa_aware(const char *name)
+{
+	return strcmp(name, "cna") == 0 || strcmp(name, "cna-pt") == 0 || strcmp(name, "shfl") == 0;
 }
 
 /* rename: the shared directory (DIR, or a new one under /dev/shm, named in `made`) with one file per thread. */
@@ -297,11 +308,8 @@ static void rename_setup(const char *dir, char *made, size_t size, long threads,
 		dir = made;
 	}
 	dir_fd = open(dir, O_RDONLY | O_DIRECTORY);
-	if (dir_fd < 0) {
-		char why[320];
-		snprintf(why, sizeof why, "bad --dir %s (%s; expected a directory, on tmpfs)", dir, strerror(errno));
-		usage(why);
-	}
+	if (dir_fd < 0)
+		usage("bad --dir '%.100s' (%s; expected a directory, on tmpfs)", dir, strerror(errno));
 	struct statfs fs;
 	*tmpfs = fstatfs(dir_fd, &fs) == 0 && fs.f_type == TMPFS_MAGIC;
 	for (long i = 0; i < threads; i++) {
@@ -339,7 +347,7 @@ static void block_setup(const char *text)
 	} else if (strcmp(text, "yield") == 0) {
 		cs_block = BLOCK_YIELD;
 	} else if (strncmp(text, "sleep:", 6) == 0) {
-		long us = number("--cs-block sleep:", text + 6, 1, 1000000);
+		long us = number("--cs-block sleep:MICROSECONDS", text + 6, 1, 1000000);
 		cs_block = BLOCK_SLEEP;
 		block_sleep = (struct timespec){ .tv_sec = us / 1000000, .tv_nsec = us % 1000000 * 1000 };
 	} else if (strcmp(text, "write") == 0 || strcmp(text, "fault") == 0) {
@@ -361,7 +369,7 @@ static void block_setup(const char *text)
 			unlink(path);
 		}
 	} else {
-		usage("bad --cs-block (expected yield, sleep:MICROSECONDS, write or fault)");
+		usage("bad --cs-block '%.40s' (expected yield, sleep:MICROSECONDS, write or fault)", text);
 	}
 }
 
@@ -373,6 +381,10 @@ struct config {
 	long threads, corunners, rounds;
 	double duration;
 	int json;
+	/* --list, and how many other options came with it (none may). */
+	int list, others;
+	/* --numa-map given. */
+	int numa_map;
 	/* --workload rename: the kernel's directory lock, no lock of ours. */
 	int kernel;
 };
@@ -408,20 +420,19 @@ static void parse_args(int argc, char **argv, struct config *cfg)
 	};
 	int c;
 	*cfg = (struct config){ .workload = "counter" };
+	const char *block = NULL;
 	cs_iters = 100;
 	ncs_iters = 100;
 	opterr = 0; /* getopt's own messages would be a second line; usage() says it */
 	while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+		cfg->others += c != 'L' && c != 'h';
 		switch (c) {
 		case 'l': cfg->name = optarg; break;
 		case 't': cfg->threads = number("--threads", optarg, 1, 4096); break;
-		case 'd': {
-			char *end;
-			cfg->duration = strtod(optarg, &end);
-			if (*end || !(cfg->duration > 0) || cfg->duration > 3600)
-				usage("bad --duration (expected seconds, more than 0, at most 3600)");
+		case 'd':
+			if (cli_double(optarg, 0.0, 3600.0, &cfg->duration) != 0 || !(cfg->duration > 0))
+				usage("bad --duration '%.40s' (expected seconds, more than 0, at most 3600)", optarg);
 			break;
-		}
 		case 'c': cs_iters = number("--cs", optarg, 0, 1000000000); break;
 		case 'C': cs_lines = number("--cs-lines", optarg, 0, MAX_LINES); break;
 		case 'n': ncs_iters = number("--ncs", optarg, 0, 1000000000); break;
@@ -430,38 +441,34 @@ static void parse_args(int argc, char **argv, struct config *cfg)
 		case 'm':
 			setenv("LOCKSTEP_NUMA_MAP", optarg, 1);
 			numa_flag = 1;
+			cfg->numa_map = 1;
 			break;
 		case 'D': cfg->dir = optarg; break;
-		case 'b': block_setup(optarg); break;
+		case 'b': block = optarg; break;
 		case 'j': cfg->json = 1; break;
 		case 'S': cfg->sweep = optarg; break;
 		case 'k': cfg->locks = optarg; break;
 		case 'R': cfg->rounds = number("--rounds", optarg, 1, 100); break;
-		case 'L':
-			for (const char *const *n = ls_lock_names(); *n; n++)
-				puts(*n);
-			exit(0);
+		case 'L': cfg->list = 1; break;
 		case 'h': fputs(help, stdout); exit(0);
-		case ':': {
-			char why[160];
-			snprintf(why, sizeof why, "%.100s needs a value", argv[optind - 1]);
-			usage(why);
-		}
-		default: {
-			char why[160];
+		case ':': usage("%.60s needs a value", argv[optind - 1]);
+		default:
 			if (optopt)
-				snprintf(why, sizeof why, "unknown option -%c", optopt);
-			else
-				snprintf(why, sizeof why, "unknown option %.100s", argv[optind - 1]);
-			usage(why);
-		}
+				usage("unknown option -%c", optopt);
+			usage("unknown option %.60s", argv[optind - 1]);
 		}
 	}
-	if (optind < argc) {
-		char why[160];
-		snprintf(why, sizeof why, "unexpected argument %.100s", argv[optind]);
-		usage(why);
+	if (optind < argc)
+		usage("unexpected argument %.60s", argv[optind]);
+	if (cfg->list) {
+		if (cfg->others)
+			usage("--list takes no other option");
+		for (const char *const *n = ls_lock_names(); *n; n++)
+			puts(*n);
+		exit(0);
 	}
+	if (block)
+		block_setup(block);
 }
 
 /* Checks the options against each other and sets the workload's operation and lock. */
@@ -477,7 +484,7 @@ static void choose_workload(struct config *cfg)
 		track_nodes = access("/sys/devices/system/node/node1", F_OK) == 0;
 	}
 	else
-		usage("bad --workload (expected counter, rename or rename-user)");
+		usage("bad --workload '%.40s' (expected counter, rename or rename-user)", cfg->workload);
 	if (cfg->kernel && cfg->name)
 		usage("--lock does not apply to --workload rename (it measures the kernel's directory lock)");
 	if (!cfg->kernel && cfg->dir)
@@ -491,6 +498,8 @@ static void choose_workload(struct config *cfg)
 			usage("--sweep sets each run's lock, threads and co-runners (no --lock, --threads or --corunners)");
 		if (cfg->duration == 0)
 			usage("--sweep needs --duration (seconds per run)");
+		if (ls_lock_config_error())
+			usage("%s", config_error());
 		return;
 	}
 	if (cfg->locks || cfg->rounds)
@@ -499,14 +508,15 @@ static void choose_workload(struct config *cfg)
 		usage("--lock (except for --workload rename), --threads and --duration are required");
 	if (cfg->name) {
 		lock = ls_lock_create(cfg->name);
-		if (!lock) {
-			char why[160];
-			snprintf(why, sizeof why, "unknown lock %s (lockbench --list names them)", cfg->name);
-			usage(why);
-		}
+		if (!lock)
+			usage("unknown lock '%.40s' (lockbench --list names them)", cfg->name);
 		if (ls_lock_config_error())
-			usage(config_error());
+			usage("%s", config_error());
+		if (cfg->numa_map && !numa_aware(cfg->name))
+			usage("--numa-map does not apply to --lock %s (only cna, cna-pt and shfl read it)", cfg->name);
 	}
+	if (cfg->numa_map && cfg->kernel)
+		usage("--numa-map does not apply to --workload rename (no lock of lockbench's runs)");
 }
 
 /* rename-user: the user-space directory, bystander entries and one entry per thread. */
@@ -528,8 +538,20 @@ static void rename_user_setup(struct worker *w, long threads)
 static pid_t *start_corunners(long n)
 {
 	pid_t *co = calloc((size_t)n + 1, sizeof *co);
+	if (!co) {
+		fprintf(stderr, "lockbench: out of memory for %ld co-runners\n", n);
+		exit(1);
+	}
 	for (long i = 0; i < n; i++) {
 		co[i] = fork();
+		if (co[i] < 0) {
+			/* Never kill(-1): the ones started go, and lockbench ends. */
+			int err = errno;
+			for (long j = 0; j < i; j++)
+				kill(co[j], SIGKILL);
+			fprintf(stderr, "lockbench: cannot start co-runner %ld of %ld: %s\n", i + 1, n, strerror(err));
+			exit(1);
+		}
 		if (co[i] == 0) {
 			/* A co-runner dies with lockbench, and does not hold its output open. */
 			prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -562,7 +584,11 @@ static double measure(struct worker *w, long threads, double duration)
 	for (long i = 0; i < threads; i++) {
 		w[i].id = i;
 		w[i].samples = malloc(SAMPLES * sizeof *w[i].samples);
-		pthread_create(&w[i].thread, NULL, run, &w[i]);
+		int err = w[i].samples ? pthread_create(&w[i].thread, NULL, run, &w[i]) : ENOMEM;
+		if (err != 0) { /* the others wait at the barrier for it: exiting ends them */
+			fprintf(stderr, "lockbench: cannot start thread %ld of %ld: %s\n", i + 1, threads, strerror(err));
+			exit(1);
+		}
 	}
 	pthread_barrier_wait(&start);
 	unsigned long t0 = now_ns();
@@ -595,6 +621,10 @@ static void report(const struct config *cfg, struct worker *w, double elapsed, i
 	for (long i = 0; i < threads; i++)
 		n += w[i].nsamples;
 	unsigned long *all = malloc((size_t)(n ? n : 1) * sizeof *all);
+	if (!all) {
+		fprintf(stderr, "lockbench: out of memory for %ld latency samples\n", n);
+		exit(1);
+	}
 	for (long i = 0, k = 0; i < threads; i++)
 		for (long s = 0; s < w[i].nsamples; s++)
 			all[k++] = w[i].samples[s];
@@ -644,14 +674,35 @@ struct row {
 	long threads, corunners;
 };
 
+/*
+ * The next comma-separated item of *text (NULL after the last), copied into `item`; an empty item (",," or a
+ * leading or trailing comma) or one longer than `size` is a usage error naming `flag` and `whole`.
+ */
+static const char *list_item(const char **text, char *item, size_t size, const char *flag, const char *whole)
+{
+	if (!*text)
+		return NULL;
+	const char *comma = strchr(*text, ',');
+	size_t len = comma ? (size_t)(comma - *text) : strlen(*text);
+	if (len == 0)
+		usage("bad %s \"%.60s\": an empty item (expected a comma-separated list, e.g. %s)", flag, whole,
+		      strcmp(flag, "--sweep") == 0 ? "1,2,4,16+16" : "pthread,cna-pt,shfl");
+	if (len >= size)
+		usage("bad %s \"%.60s\": item \"%.20s...\" is too long", flag, whole, *text);
+	memcpy(item, *text, len);
+	item[len] = 0;
+	*text = comma ? comma + 1 : NULL;
+	return item;
+}
+
 /* Parses --sweep's ROWS (`N` or `N+C`, comma-separated) into `rows`; returns how many. */
 static int sweep_rows(const char *text, struct row *rows)
 {
 	int n = 0;
-	char *copy = strdup(text), *save = NULL;
-	for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+	char tok[32];
+	for (const char *p = text; list_item(&p, tok, sizeof tok, "--sweep", text);) {
 		if (n == MAX_ROWS)
-			usage("bad --sweep (expected at most 64 rows)");
+			usage("bad --sweep (expected at most %d rows)", MAX_ROWS);
 		char *plus = strchr(tok, '+');
 		if (plus)
 			*plus = 0;
@@ -659,9 +710,6 @@ static int sweep_rows(const char *text, struct row *rows)
 		rows[n].corunners = plus ? number("--sweep co-runner count", plus + 1, 0, 1024) : 0;
 		n++;
 	}
-	free(copy);
-	if (n == 0)
-		usage("bad --sweep (expected thread counts, e.g. 1,2,4,16+16)");
 	return n;
 }
 
@@ -676,23 +724,19 @@ static int sweep_locks(const char *text, const char **names)
 				names[n++] = *l;
 		return n;
 	}
-	char *copy = strdup(text), *save = NULL;
-	for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+	char tok[32];
+	for (const char *p = text; list_item(&p, tok, sizeof tok, "--locks", text);) {
 		const char *const *l = ls_lock_names();
 		while (*l && strcmp(*l, tok) != 0)
 			l++;
-		if (!*l) {
-			char why[160];
-			snprintf(why, sizeof why, "bad --locks: unknown lock %.60s (lockbench --list names them)", tok);
-			usage(why);
-		}
+		if (!*l)
+			usage("bad --locks: unknown lock '%.40s' (lockbench --list names them)", tok);
 		int seen = 0;
 		for (int i = 0; i < n; i++)
 			seen |= strcmp(names[i], *l) == 0;
 		if (!seen && n < MAX_LOCKS)
-			names[n++] = *l; /* the library's string: it outlives the copy */
+			names[n++] = *l;
 	}
-	free(copy);
 	return n;
 }
 
@@ -705,6 +749,10 @@ static double sweep_run(const char *name, struct row row, double duration, doubl
 	handovers = local_handovers = 0;
 	last_holder = -1;
 	struct worker *w = calloc((size_t)row.threads, sizeof *w);
+	if (!lock || !w) {
+		fprintf(stderr, "lockbench: cannot create lock %s for %ld threads: %s\n", name, row.threads, strerror(errno));
+		exit(1);
+	}
 	pid_t *co = start_corunners(row.corunners);
 	double elapsed = measure(w, row.threads, duration);
 	stop_corunners(co, row.corunners);
@@ -745,7 +793,11 @@ static void sweep(const struct config *cfg)
 {
 	struct row rows[MAX_ROWS];
 	const char *names[MAX_LOCKS];
-	int nrows = sweep_rows(cfg->sweep, rows), nlocks = sweep_locks(cfg->locks, names);
+	int nrows = sweep_rows(cfg->sweep, rows), nlocks = sweep_locks(cfg->locks, names), mapped = 0;
+	for (int k = 0; k < nlocks; k++)
+		mapped |= numa_aware(names[k]);
+	if (cfg->numa_map && !mapped)
+		usage("--numa-map does not apply to --locks %.60s (only cna, cna-pt and shfl read it)", cfg->locks);
 	long rounds = cfg->rounds ? cfg->rounds : 3;
 	static double best[MAX_ROWS][MAX_LOCKS], jain[MAX_ROWS][MAX_LOCKS];
 	if (!cfg->json) {
@@ -807,6 +859,10 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	struct worker *w = calloc((size_t)cfg.threads, sizeof *w);
+	if (!w) {
+		fprintf(stderr, "lockbench: out of memory for %ld threads\n", cfg.threads);
+		return 1;
+	}
 	char made[64] = "";
 	int tmpfs = 0;
 	if (cfg.kernel)

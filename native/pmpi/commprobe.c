@@ -4,11 +4,14 @@
  * --compute more first. Each rank prints one JSON line with what it measured itself: its wall time from MPI_Init
  * to MPI_Finalize and its time inside MPI calls.
  */
+#include <errno.h>
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+#include "cli.h"
 
 static double now(void)
 {
@@ -17,26 +20,42 @@ static double now(void)
     return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
+/* Sleeps s seconds (0 to MAX_COMPUTE), again after a signal for what is left; any other error ends the sleep. */
 static void sleep_s(double s)
 {
-    struct timespec ts = { (time_t)s, (long)((s - (time_t)s) * 1e9) };
-    while (nanosleep(&ts, &ts) != 0)
+    struct timespec ts = { (time_t)s, (long)((s - (double)(time_t)s) * 1e9) };
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
         ;
 }
+
+/* Longest --compute: an hour (the even ranks sleep twice that). */
+#define MAX_COMPUTE 3600.0
+
+static const char usage[] =
+    "usage: mpirun -n RANKS commprobe [--compute SECONDS]\n"
+    "  --compute SECONDS   time every rank spends outside MPI (even ranks twice), 0 to 3600 (default 1)\n"
+    "  -h, --help          print this help and exit\n"
+    "Each rank prints one JSON line: its wall time from MPI_Init to MPI_Finalize and its time inside MPI.\n"
+    "Exit status: 0 measured, 2 bad arguments.\n";
 
 int main(int argc, char **argv)
 {
     double compute = 1.0;
-    if (argc == 3 && !strcmp(argv[1], "--compute")) {
-        char *end;
-        compute = strtod(argv[2], &end);
-        if (*end || compute < 0) {
-            fprintf(stderr, "commprobe: --compute needs seconds >= 0\n");
-            return 2;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            if (cli_launcher_rank() == 0)
+                fputs(usage, stdout);
+            return 0;
+        } else if (!strcmp(argv[i], "--compute")) {
+            if (i + 1 >= argc)
+                cli_refuse("commprobe", "--compute needs a value (seconds from 0 to %.0f)", MAX_COMPUTE);
+            const char *text = argv[++i];
+            if (cli_double(text, 0.0, MAX_COMPUTE, &compute) != 0)
+                cli_refuse("commprobe", "bad --compute '%.40s' (expected seconds from 0 to %.0f)", text, MAX_COMPUTE);
+        } else {
+            cli_refuse("commprobe", "unknown argument '%.40s' (expected --compute SECONDS; see commprobe --help)",
+                       argv[i]);
         }
-    } else if (argc != 1) {
-        fprintf(stderr, "commprobe: usage: commprobe [--compute SECONDS]\n");
-        return 2;
     }
     MPI_Init(&argc, &argv);
     double t_init = now(), in_mpi = 0.0;

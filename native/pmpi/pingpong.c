@@ -1,12 +1,15 @@
 /*
  * pingpong — MPI latency between ranks 0 and 1: --size BYTES messages bounced --iterations N times, repeated
  * --repeats R times; prints the median one-way latency in microseconds (and JSON with --json). Used to measure
- * the profiler's cost per call (run with and without LD_PRELOAD=liblockstep-pmpi.so).
+ * the profiler's cost per call (run with and without LD_PRELOAD=liblockstep-pmpi.so). Arguments are checked before
+ * MPI_Init (launcher rank 0 alone prints the one line; exit status 2), the rank count after it.
  */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "cli.h"
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -14,14 +17,32 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-static long arg_long(const char *name, const char *value, long min)
+/* Bounds: a message fits an MPI count (int) with room; 10^12 iterations is a run of days (tests run 10^9 as a job
+ * that lasts until it is stopped), and the per-repeat latency is one division by it. */
+#define MAX_SIZE (64L << 20)
+#define MAX_ITERATIONS 1000000000000L
+#define MAX_REPEATS 1000L
+
+static const char usage[] =
+    "usage: mpirun -n 2 pingpong [--size BYTES] [--iterations N] [--repeats R] [--json]\n"
+    "  --size BYTES     message size, 0 to 67108864 (default 8)\n"
+    "  --iterations N   round trips per repeat, 1 to 1000000000000 (default 10000)\n"
+    "  --repeats R      repeats, the median reported, 1 to 1000 (default 5)\n"
+    "  --json           one JSON object instead of the line\n"
+    "  -h, --help       print this help and exit\n"
+    "Exit status: 0 measured, 1 a failure of the system, 2 bad arguments or not 2 ranks.\n";
+
+/* The value of flag argv[*i] (the next argument), an integer from min to max; a usage error (before MPI_Init, so
+ * that launcher rank 0 alone says it) otherwise. */
+static long option_value(int argc, char **argv, int *i, long min, long max)
 {
-    char *end;
-    long v = value ? strtol(value, &end, 10) : 0;
-    if (!value || *end || v < min) {
-        fprintf(stderr, "pingpong: %s needs an integer >= %ld\n", name, min);
-        exit(2);
-    }
+    const char *flag = argv[*i];
+    if (*i + 1 >= argc)
+        cli_refuse("pingpong", "%s needs a value (an integer from %ld to %ld)", flag, min, max);
+    const char *text = argv[++*i];
+    long v;
+    if (cli_long(text, min, max, &v) != 0)
+        cli_refuse("pingpong", "bad %s '%.40s' (expected an integer from %ld to %ld)", flag, text, min, max);
     return v;
 }
 
@@ -31,18 +52,22 @@ int main(int argc, char **argv)
     int json = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--size"))
-            size = arg_long("--size", argv[++i < argc ? i : 0], 0);
+            size = option_value(argc, argv, &i, 0, MAX_SIZE);
         else if (!strcmp(argv[i], "--iterations"))
-            iterations = arg_long("--iterations", argv[++i < argc ? i : 0], 1);
+            iterations = option_value(argc, argv, &i, 1, MAX_ITERATIONS);
         else if (!strcmp(argv[i], "--repeats"))
-            repeats = arg_long("--repeats", argv[++i < argc ? i : 0], 1);
+            repeats = option_value(argc, argv, &i, 1, MAX_REPEATS);
         else if (!strcmp(argv[i], "--json"))
             json = 1;
-        else {
-            fprintf(stderr, "pingpong: unknown argument '%s' (expected --size, --iterations, --repeats, --json)\n",
-                    argv[i]);
-            return 2;
-        }
+        else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            if (cli_launcher_rank() == 0)
+                fputs(usage, stdout);
+            return 0;
+        } else
+            cli_refuse("pingpong",
+                       "unknown argument '%.40s' (expected --size, --iterations, --repeats, --json; see pingpong "
+                       "--help)",
+                       argv[i]);
     }
     MPI_Init(&argc, &argv);
     int rank, nprocs;
@@ -50,12 +75,17 @@ int main(int argc, char **argv)
     MPI_Comm_size(MPI_COMM_WORLD, &nprocs);
     if (nprocs != 2) {
         if (rank == 0)
-            fprintf(stderr, "pingpong: needs exactly 2 processes, got %d\n", nprocs);
+            fprintf(stderr, "pingpong: cannot run on %d processes (expected exactly 2: mpirun -n 2 pingpong)\n",
+                    nprocs);
         MPI_Finalize();
         return 2;
     }
-    char *buf = calloc(size ? size : 1, 1);
-    double *lat = malloc(repeats * sizeof(double));
+    char *buf = calloc(size ? (size_t)size : 1, 1);
+    double *lat = malloc((size_t)repeats * sizeof(double));
+    if (!buf || !lat) {
+        fprintf(stderr, "pingpong: rank %d: out of memory for %ld-byte messages\n", rank, size);
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
     for (long r = -1; r < repeats; r++) { /* r = -1: warm-up */
         MPI_Barrier(MPI_COMM_WORLD);
         double t0 = MPI_Wtime();

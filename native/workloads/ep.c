@@ -41,7 +41,7 @@ int main(int argc, char **argv)
     long per = batches / k.nprocs, first = per * k.rank;
     double *x = malloc(sizeof(double) * 2 * NK);
     if (!x)
-        kernel_usage(&k, "out of memory for %ld numbers", 2 * NK);
+        kernel_fail(&k, "out of memory for %ld numbers", 2 * NK);
 
     /* Multiplier that skips one whole batch (2*NK numbers). */
     uint64_t an = nas_pow(NAS_A, 2 * NK);

@@ -203,7 +203,7 @@ int main(int argc, char **argv)
     s.bucket_owner = malloc(s.nbuckets * sizeof(int));
     s.count = malloc(((long)s.max_key + 1) * sizeof(long));
     if (!s.keys || !s.sendbuf || !s.bucket_owner || !s.count)
-        kernel_usage(&k, "out of memory for class %c on %d processes", k.args.cls, k.nprocs);
+        kernel_fail(&k, "out of memory for class %c on %d processes", k.args.cls, k.nprocs);
 
     create_keys(&s);
     if (k.args.perturb && k.rank == 0)

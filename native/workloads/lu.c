@@ -550,7 +550,7 @@ static void setup(struct lu *s)
     long face = (long)H * NC * s->n * ((s->ni > s->nj ? s->ni : s->nj) + 2 * H);
     s->buf = malloc(face * sizeof(double));
     if (!s->u || !s->rsd || !s->frct || !s->rho || !s->dlu || !s->buf)
-        kernel_usage(s->k, "out of memory for a %d^3 grid on %d processes", s->n, s->k->nprocs);
+        kernel_fail(s->k, "out of memory for a %d^3 grid on %d processes", s->n, s->k->nprocs);
     int n = s->n;
     double h = 1.0 / (n - 1);
     /* The exact solution everywhere first (rsd holds it for a moment), for the forcing. */

@@ -169,7 +169,7 @@ static void gather_blocks(const struct mg *s, const struct level *f, const struc
     int (*range)[4] = malloc(P * sizeof *range);
     double *all = malloc((size_t)c->n * c->n * c->m1 * sizeof(double));
     if (!counts || !displs || !range || !all)
-        kernel_usage(s->k, "out of memory gathering a %d^3 grid", c->n);
+        kernel_fail(s->k, "out of memory gathering a %d^3 grid", c->n);
     int offset = 0;
     for (int r = 0; r < P; r++) {
         int ry = r % s->py, rz = r / s->py, *b = range[r];
@@ -381,7 +381,7 @@ static double *grid(struct kernel_ctx *k, const struct level *l)
 {
     double *g = calloc((l->nz + 2) * l->plane, sizeof(double));
     if (!g)
-        kernel_usage(k, "out of memory for a %d^3 grid on %d processes", l->n, k->nprocs);
+        kernel_fail(k, "out of memory for a %d^3 grid on %d processes", l->n, k->nprocs);
     return g;
 }
 
@@ -420,7 +420,7 @@ int main(int argc, char **argv)
     struct level *t = &s.lv[s.lt];
     s.rows_out = malloc(2 * t->nz * t->m1 * sizeof(double));
     if (!s.rows_out)
-        kernel_usage(&k, "out of memory for the ghost rows of a %d^3 grid", t->n);
+        kernel_fail(&k, "out of memory for the ghost rows of a %d^3 grid", t->n);
     s.rows_in = s.rows_out + t->nz * t->m1;
     s.v = grid(&k, t);
     zran3(&s, t, s.v);

@@ -4,7 +4,8 @@
  * Integrates 4/(1+x^2) over [0,1] with the midpoint rule, split into contiguous blocks over one thread per
  * PU the process may run on (its affinity mask, i.e. the job's cpuset), and checks the result against pi.
  * It prints the PUs it was allowed, the wall time and the result; --json prints one JSON object instead.
- * Exit status: 0 verified, 1 verification failed, 2 bad arguments.
+ * Exit status: 0 verified, 1 verification failed (or a failure of the system), 2 bad arguments (one line on
+ * stderr, from launcher rank 0 only when an MPI launcher starts it).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -15,6 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+#include "cli.h"
 
 struct block {
 	long first, count; /* steps [first, first+count) */
@@ -52,15 +55,30 @@ static void format_cpulist(const cpu_set_t *set, char *buf, size_t len)
 	}
 }
 
-static long parse_positive(const char *flag, const char *value)
+/* Bounds: MAX_STEPS x MAX_THREADS fits a long (the blocks' bounds are steps * thread / threads); 10^14 steps, the
+ * experiments' CPU hog that runs until it is stopped, is within it. MAX_THREADS keeps threads and their stacks within
+ * what a node gives. */
+#define MAX_STEPS 1000000000000000L
+#define MAX_THREADS 1024
+
+static const char usage[] =
+	"usage: pi [--steps N] [--threads N] [--json]\n"
+	"  --steps N     midpoint-rule steps, 1 to 1000000000000000 (default 200000000)\n"
+	"  --threads N   threads, 1 to 1024 (default: one per CPU this process may run on)\n"
+	"  --json        one JSON object instead of the table\n"
+	"  -h, --help    print this help and exit\n"
+	"Exit status: 0 verified, 1 verification failed (or a failure of the system), 2 bad arguments.\n";
+
+/* The value of flag argv[*i] (the next argument), parsed as an integer from min to max; a usage error otherwise. */
+static long option_value(int argc, char **argv, int *i, long min, long max)
 {
-	char *end;
-	errno = 0;
-	long v = value ? strtol(value, &end, 10) : 0;
-	if (!value || errno || *end || v <= 0) {
-		fprintf(stderr, "pi: %s needs a positive integer, got %s\n", flag, value ? value : "nothing");
-		exit(2);
-	}
+	const char *flag = argv[*i];
+	if (*i + 1 >= argc)
+		cli_refuse("pi", "%s needs a value (an integer from %ld to %ld)", flag, min, max);
+	const char *text = argv[++*i];
+	long v;
+	if (cli_long(text, min, max, &v) != 0)
+		cli_refuse("pi", "bad %s '%.40s' (expected an integer from %ld to %ld)", flag, text, min, max);
 	return v;
 }
 
@@ -70,15 +88,18 @@ int main(int argc, char **argv)
 	int json = 0;
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--steps"))
-			steps = parse_positive("--steps", i + 1 < argc ? argv[++i] : NULL);
+			steps = option_value(argc, argv, &i, 1, MAX_STEPS);
 		else if (!strcmp(argv[i], "--threads"))
-			threads = parse_positive("--threads", i + 1 < argc ? argv[++i] : NULL);
+			threads = option_value(argc, argv, &i, 1, MAX_THREADS);
 		else if (!strcmp(argv[i], "--json"))
 			json = 1;
-		else {
-			fprintf(stderr, "pi: unknown argument %s (expected --steps N, --threads N, --json)\n", argv[i]);
-			return 2;
-		}
+		else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+			if (cli_launcher_rank() == 0)
+				fputs(usage, stdout);
+			return 0;
+		} else
+			cli_refuse("pi", "unknown argument '%.40s' (expected --steps N, --threads N, --json; see pi --help)",
+				   argv[i]);
 	}
 
 	cpu_set_t allowed;
@@ -87,7 +108,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	if (threads == 0)
-		threads = CPU_COUNT(&allowed);
+		threads = CPU_COUNT(&allowed) < MAX_THREADS ? CPU_COUNT(&allowed) : MAX_THREADS;
 	char cpus[1024];
 	format_cpulist(&allowed, cpus, sizeof(cpus));
 
@@ -104,8 +125,9 @@ int main(int argc, char **argv)
 		blocks[t] = (struct block){ .first = steps * t / threads,
 					    .count = steps * (t + 1) / threads - steps * t / threads,
 					    .h = h };
-		if (pthread_create(&tids[t], NULL, integrate, &blocks[t]) != 0) {
-			fprintf(stderr, "pi: cannot create thread %ld\n", t);
+		int err = pthread_create(&tids[t], NULL, integrate, &blocks[t]);
+		if (err != 0) {
+			fprintf(stderr, "pi: cannot create thread %ld of %ld: %s\n", t + 1, threads, strerror(err));
 			return 1;
 		}
 	}

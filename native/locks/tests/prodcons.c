@@ -14,6 +14,8 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "cli.h"
+
 #define RING 16
 
 static pthread_mutex_t mutex = PTHREAD_MUTEX_INITIALIZER;
@@ -89,19 +91,18 @@ int main(int argc, char **argv)
 {
 	int producers = 3, consumers = 3;
 	items = 200000;
-	if (argc == 4) {
-		producers = atoi(argv[1]);
-		consumers = atoi(argv[2]);
-		items = atol(argv[3]);
-	}
 	if (argc != 1 && argc != 4) {
 		fprintf(stderr, "usage: prodcons [PRODUCERS CONSUMERS ITEMS]\n");
 		return 2;
 	}
-	if (producers < 1 || producers > 64 || consumers < 1 || consumers > 64 || items < 1) {
-		fprintf(stderr, "prodcons: bad arguments (expected 1-64 producers, 1-64 consumers, at least 1 item)\n");
+	long p = producers, c = consumers;
+	if (argc == 4 && (cli_long(argv[1], 1, 64, &p) != 0 || cli_long(argv[2], 1, 64, &c) != 0 ||
+			  cli_long(argv[3], 1, 10000000, &items) != 0)) {
+		fprintf(stderr, "prodcons: bad arguments (expected 1-64 producers, 1-64 consumers, 1 to 10^7 items)\n");
 		return 2;
 	}
+	producers = (int)p;
+	consumers = (int)c;
 	pthread_condattr_t cattr;
 	pthread_condattr_init(&cattr);
 	pthread_condattr_setclock(&cattr, CLOCK_MONOTONIC);

@@ -22,6 +22,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "cli.h"
 #include "lockstep_locks.h"
 
 static ls_lock *lock;
@@ -86,13 +87,15 @@ int main(int argc, char **argv)
 			return 2;
 		}
 	}
-	int threads = atoi(argv[2]);
-	double seconds = atof(argv[3]);
-	if (threads < 1 || threads > 1024 || !(seconds > 0 && seconds <= 600)) {
+	long threads_arg = 0;
+	double seconds = 0;
+	if (cli_long(argv[2], 1, 1024, &threads_arg) != 0 || cli_double(argv[3], 0, 600, &seconds) != 0 ||
+	    !(seconds > 0)) {
 		fprintf(stderr, "stress: bad THREADS %s or SECONDS %s (expected 1-1024 and more than 0, at most 600)\n",
 			argv[2], argv[3]);
 		return 2;
 	}
+	int threads = (int)threads_arg;
 	lock = ls_lock_create(argv[1]);
 	if (!lock) {
 		fprintf(stderr, "stress: cannot create lock %s: %s\n", argv[1], strerror(errno));

@@ -1,5 +1,7 @@
 #include "kernel.h"
 
+#include "cli.h"
+
 #include <ctype.h>
 #include <math.h>
 #include <mpi.h>
@@ -12,45 +14,71 @@ void kernel_usage(const struct kernel_ctx *k, const char *fmt, ...)
     if (k->rank == 0) {
         va_list ap;
         va_start(ap, fmt);
-        fprintf(stderr, "%s: ", k->name);
-        vfprintf(stderr, fmt, ap);
-        fputc('\n', stderr);
+        cli_vsay(k->name, fmt, ap);
         va_end(ap);
     }
     MPI_Finalize();
     exit(2);
 }
 
+void kernel_fail(const struct kernel_ctx *k, const char *fmt, ...)
+{
+    char what[200];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "%s: rank %d: %s\n", k->name, k->rank, what);
+    fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+    exit(1);
+}
+
+/* The usage --help prints. */
+static void print_help(const char *name, const char *classes)
+{
+    printf("usage: mpirun -n RANKS %s [--class CLASS] [--json]\n"
+           "  RANKS          a power of two from 1 to 16\n"
+           "  --class CLASS  problem size, one of %s (default S)\n"
+           "  --json         one JSON line instead of the result block\n"
+           "  -h, --help     print this help and exit\n"
+           "Exit status: 0 verified, 1 verification failed (or a failure of the system), 2 bad arguments or rank "
+           "count.\n",
+           name, classes);
+}
+
 int kernel_init(struct kernel_ctx *k, const char *name, const char *classes, int *argc, char ***argv)
 {
-    MPI_Init(argc, argv);
+    /* The arguments first, without MPI: every rank refuses the same ones, launcher rank 0 alone says so. */
     k->name = name;
-    MPI_Comm_rank(MPI_COMM_WORLD, &k->rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &k->nprocs);
+    k->rank = 0;
+    k->nprocs = 0;
     k->args = (struct kernel_args){ .cls = 'S' };
-
     char **av = *argv;
     for (int i = 1; i < *argc; i++) {
         if (strcmp(av[i], "--class") == 0 || strcmp(av[i], "-c") == 0) {
             if (i + 1 >= *argc)
-                kernel_usage(k, "--class needs a value (one of %s)", classes);
+                cli_refuse(name, "%s needs a value (one of %s)", av[i], classes);
             const char *c = av[++i];
             if (strlen(c) != 1 || !strchr(classes, c[0]))
-                kernel_usage(k, "unknown class '%s' (expected one of %s)", c, classes);
+                cli_refuse(name, "unknown class '%.40s' (expected one of %s)", c, classes);
             k->args.cls = c[0];
         } else if (strcmp(av[i], "--json") == 0) {
             k->args.json = 1;
         } else if (strcmp(av[i], "--perturb") == 0) {
             k->args.perturb = 1;
         } else if (strcmp(av[i], "--help") == 0 || strcmp(av[i], "-h") == 0) {
-            if (k->rank == 0)
-                printf("usage: %s [--class %s] [--json]\n", name, classes);
-            MPI_Finalize();
+            if (cli_launcher_rank() == 0)
+                print_help(name, classes);
             exit(0);
         } else {
-            kernel_usage(k, "unknown argument '%s' (expected --class CLASS, --json)", av[i]);
+            cli_refuse(name, "unknown argument '%.40s' (expected --class CLASS, --json; see %s --help)", av[i],
+                       name);
         }
     }
+    MPI_Init(argc, argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &k->rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &k->nprocs);
     if (k->nprocs > 16 || (k->nprocs & (k->nprocs - 1)) != 0)
         kernel_usage(k, "cannot run on %d processes (expected a power of two from 1 to 16)", k->nprocs);
     return (int)(strchr(classes, k->args.cls) - classes);

@@ -33,14 +33,25 @@ struct kernel_result {
 };
 
 /**
- * Calls MPI_Init and parses argv: --class X (one of `classes`), --json, --perturb. Exits with status 2 and one
- * line on stderr (rank 0) on bad arguments, and when the rank count is not a power of two from 1 to 16.
- * Returns the position of the chosen class in `classes` (the kernels' class tables follow that order).
+ * Parses argv before MPI_Init: --class X (one of `classes`), --json, --perturb, --help. Bad arguments: launcher
+ * rank 0 prints one line on stderr, every rank exits with status 2 without starting MPI; --help: rank 0 prints the
+ * usage on stdout, every rank exits 0. Then calls MPI_Init; a rank count that is not a power of two from 1 to 16
+ * is refused as kernel_usage refuses. Returns the position of the chosen class in `classes` (the kernels' class
+ * tables follow that order).
  */
 int kernel_init(struct kernel_ctx *k, const char *name, const char *classes, int *argc, char ***argv);
 
-/** Rank 0 prints "NAME: message" on stderr; every rank finalizes MPI and exits with status 2. */
+/**
+ * A usage error found after MPI_Init, the same on every rank: rank 0 prints "NAME: message" on stderr (one line);
+ * every rank finalizes MPI and exits with status 2 (no MPI_Abort: no abort banner).
+ */
 __attribute__((noreturn, format(printf, 2, 3))) void kernel_usage(const struct kernel_ctx *k, const char *fmt, ...);
+
+/**
+ * A failure of the system on this rank alone (out of memory): "NAME: rank R: message" on stderr, then MPI_Abort
+ * with status 1 (the other ranks may be waiting for this one in a collective call).
+ */
+__attribute__((noreturn, format(printf, 2, 3))) void kernel_fail(const struct kernel_ctx *k, const char *fmt, ...);
 
 /** Rank 0 prints the result block (or JSON); returns the exit status: 0 when verified, 1 otherwise. */
 int kernel_report(const struct kernel_ctx *k, const struct kernel_result *r);

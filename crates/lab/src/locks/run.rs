@@ -66,6 +66,9 @@ pub fn run(spec: &LocksSpec, paths: &Paths) -> anyhow::Result<f64> {
     Ok(session)
 }
 
+/// The locks that read lockbench's `--numa-map` (the others ignore it, and lockbench refuses it with them).
+const NUMA_AWARE: [&str; 3] = ["cna", "cna-pt", "shfl"];
+
 /// One lockbench run.
 fn run_case(spec: &LocksSpec, bin: &Path, cpus: &[usize], case: &Case, session: f64) -> anyhow::Result<LockRun> {
     let threads = per_cpu(case.threads_per_cpu, cpus.len(), 1);
@@ -82,8 +85,12 @@ fn run_case(spec: &LocksSpec, bin: &Path, cpus: &[usize], case: &Case, session: 
     workload_args(&mut cmd, spec, case, threads);
     cmd.args(["--corunners", &corunners.to_string()]);
     cmd.env_remove("LOCKSTEP_NUMA_MAP").env_remove("LOCKSTEP_CNA_BOUND");
+    // Only the NUMA-aware locks read the map (lockbench refuses it for the others, which run as on the real
+    // topology: the baseline the emulated-node rows compare with).
     if let Some(nodes) = emulated_nodes(&case.numa).map_err(anyhow::Error::msg)? {
-        cmd.args(["--numa-map", &numa_map(cpus, nodes)]);
+        if NUMA_AWARE.contains(&case.lock.as_str()) {
+            cmd.args(["--numa-map", &numa_map(cpus, nodes)]);
+        }
     }
     // Its own process group, so that a run killed for hanging takes its co-runners along.
     cmd.stdout(Stdio::piped()).stderr(Stdio::inherit()).process_group(0);
