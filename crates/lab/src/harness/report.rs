@@ -80,7 +80,7 @@ pub(crate) fn chart(title: &str, x_label: &str, y_label: &str, series: &BTreeMap
             .configure_mesh()
             .x_desc(x_label)
             .y_desc(y_label)
-            .x_labels((x1 - x0 + 1) as usize * 2 + 1)
+            .x_labels((x1 - x0 + 1) as usize)
             .x_label_formatter(&|x| whole_number(*x))
             .draw();
         let mut entries = Vec::new();
