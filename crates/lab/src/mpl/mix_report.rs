@@ -327,8 +327,9 @@ pub fn bar_chart(runs: &[ExperimentRun]) -> String {
 }
 
 /// The summary in a few lines: per policy, how much slower the jobs ran together than alone, per progress mode
-/// (the kernel's scheduler first); empty when no mix ran or `cfs` did not.
-pub fn headline(runs: &[ExperimentRun]) -> String {
+/// (the kernel's scheduler first), from the runs of successful cases (`runs`); a policy whose every case of a mode
+/// failed (in `failed`) is `FAILED` there. Empty when no mix ran its course or `cfs` had none.
+pub fn headline(runs: &[ExperimentRun], failed: &[ExperimentRun]) -> String {
     let means = policy_means(&mix_means(&slowdowns(runs)));
     if means.is_empty() || !means.values().any(|p| p.contains_key("cfs")) {
         return String::new();
@@ -343,10 +344,18 @@ pub fn headline(runs: &[ExperimentRun]) -> String {
         let _ = write!(md, "; left out, a policy failed on them: {}", left_out.join(", "));
     }
     md += ":\n\n";
-    for p in policies(runs) {
+    let all: Vec<ExperimentRun> = runs.iter().chain(failed).cloned().collect();
+    for p in policies(&all) {
         let who = if p == "cfs" { "the kernel's scheduler (cfs)".to_string() } else { format!("lockstep {p}") };
-        let each: Vec<String> =
-            means.values().map(|per| per.get(&p).map_or("-".into(), |s| format!("{s:.2}x"))).collect();
+        let lost = |m: &str| failed.iter().any(|r| r.policy == p && r.mpl >= 2 && mode(r) == m);
+        let each: Vec<String> = means
+            .iter()
+            .map(|(m, per)| match per.get(&p) {
+                Some(s) => format!("{s:.2}x"),
+                None if lost(m) => "FAILED".into(),
+                None => "-".into(),
+            })
+            .collect();
         let _ = writeln!(md, "- under {who}: {}", each.join(" / "));
     }
     md
@@ -420,17 +429,21 @@ mod tests {
         assert_eq!(failed.len(), 2);
         let md = section(&ok, &failed);
         assert!(md.contains("| busy | b+b | 2.00 | 1.50 (FAILED in 1 rep.) |"), "{md}");
-        assert!(headline(&ok).contains("- under lockstep gang/200ms: 1.50x\n"), "{}", headline(&ok));
+        assert!(headline(&ok, &failed).contains("- under lockstep gang/200ms: 1.50x\n"), "{}", headline(&ok, &failed));
         // Every case of gang failed on b+b: b+b is left out of both policies' means, and said to be.
         let (ok, failed): (Vec<_>, Vec<_>) =
             runs.iter().cloned().partition(|r| !(r.policy == "gang/200ms" && r.mix == "b+b"));
         let md = section(&ok, &failed);
         assert!(md.contains("| busy | b+b | 2.00 | FAILED |"), "{md}");
-        let head = headline(&ok);
+        let head = headline(&ok, &failed);
         assert!(head.contains("left out, a policy failed on them: b+b (busy)"), "{head}");
         assert!(head.contains("under the kernel's scheduler (cfs): 2.00x") && head.contains("1.50x"), "{head}");
         // Nothing ran its course: no headline at all.
-        assert!(headline(&[]).is_empty());
+        // gang failed on every mix: FAILED in its line, its mixes' other results kept.
+        let (ok, failed): (Vec<_>, Vec<_>) = runs.iter().cloned().partition(|r| r.policy != "gang/200ms");
+        let head = headline(&ok, &failed);
+        assert!(head.contains("- under lockstep gang/200ms: FAILED\n") && head.contains("(cfs): 2.00x"), "{head}");
+        assert!(headline(&[], &failed).is_empty());
         assert!(bar_chart(&[]).is_empty());
     }
 }

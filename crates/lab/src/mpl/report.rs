@@ -199,7 +199,7 @@ pub fn write(spec: &Spec, all: &[ExperimentRun], dir: &Path) -> anyhow::Result<P
     if runs.iter().any(|r| raises(&r.policy)) {
         md += &super::dcs_report::section(runs);
     }
-    md += &super::mix_report::headline(runs);
+    md += &super::mix_report::headline(runs, &failed);
     md += &failed_section(&failed);
 
     let mut html = html_page(&spec.name, &spec.description);
