@@ -115,6 +115,9 @@ pub fn parse(path: &Path, text: &str) -> Result<CountersSpec, UsageError> {
     distinct("intervals", &raw.intervals, "each interval once").map_err(bad)?;
     distinct("tools", &raw.tools, "lockstep, perf or both, once each").map_err(bad)?;
     for set in &raw.event_sets {
+        if let Some(t) = set.target_percent.filter(|t| !(0.0..=100.0).contains(t)) {
+            return Err(bad(format!("event set {:?}: target_percent = {t} (expected 0 to 100)", set.name)));
+        }
         lockstep_telemetry::events::parse_list(&set.events)
             .map_err(|e| bad(format!("event set {:?}: {e}", set.name)))?;
     }
@@ -231,6 +234,11 @@ repeat = 3
         for (from, to, says) in [
             (r#"tools = ["lockstep", "perf"]"#, r#"tools = ["perf", "perf"]"#, "tools names \"perf\" twice"),
             (r#"["none", "5s", "1s"]"#, r#"["none", "1s", "1s"]"#, "intervals names \"1s\" twice"),
+            (
+                "name = \"2 events\"",
+                "name = \"2 events\"\ntarget_percent = -1",
+                "target_percent = -1 (expected 0 to 100)",
+            ),
         ] {
             let err = spec_changed(from, to).unwrap_err().to_string();
             assert!(err.contains(says) && err.lines().count() == 1, "{err}");
