@@ -81,7 +81,11 @@ fn mean_if_any(values: &[f64]) -> Option<f64> {
 pub fn comm_heavy_means(spec: &Spec, cells: &BTreeMap<Key, Cell>) -> BTreeMap<(String, String, u32), f64> {
     let mut acc: BTreeMap<(String, String, u32), Vec<f64>> = BTreeMap::new();
     for ((progress, policy, workload, mpl), c) in cells {
-        if *mpl >= 2 && c.n > 0 && spec.workloads.get(workload).is_some_and(|w| w.communication) {
+        if *mpl >= 2
+            && c.n > 0
+            && c.slowdown.0.is_finite()
+            && spec.workloads.get(workload).is_some_and(|w| w.communication)
+        {
             acc.entry((progress.clone(), policy.clone(), *mpl)).or_default().push(c.slowdown.0);
         }
     }
@@ -172,14 +176,17 @@ pub fn write(spec: &Spec, all: &[ExperimentRun], dir: &Path) -> anyhow::Result<P
             );
             continue;
         }
+        // Without a dedicated run that ran its course there is no slowdown to give.
+        let (slowdown, spread) = if c.slowdown.0.is_finite() {
+            (format!("{:.2}", c.slowdown.0), format!("{:.2}–{:.2}", c.slowdown.1, c.slowdown.2))
+        } else {
+            ("- (no baseline)".to_string(), "-".to_string())
+        };
         let _ = writeln!(
             md,
-            "| {progress} | {policy} | {workload} | {mpl} | {} | {:.2} | {:.2} | {:.2}–{:.2} | {} | {} | {verified} |",
+            "| {progress} | {policy} | {workload} | {mpl} | {} | {:.2} | {slowdown} | {spread} | {} | {} | {verified} |",
             c.n,
             c.time,
-            c.slowdown.0,
-            c.slowdown.1,
-            c.slowdown.2,
             c.comm.map_or("-".into(), |v| format!("{:.1} %", v * 100.0)),
             c.coscheduled.map_or("-".into(), |v| format!("{:.0} %", v * 100.0)),
         );
@@ -219,7 +226,7 @@ pub fn write(spec: &Spec, all: &[ExperimentRun], dir: &Path) -> anyhow::Result<P
         for w in &workloads {
             let mut slow: BTreeMap<String, Vec<(u32, f64)>> = BTreeMap::new();
             let mut comm: BTreeMap<String, Vec<(u32, f64)>> = BTreeMap::new();
-            for ((p, policy, workload, mpl), c) in cells.iter().filter(|(_, c)| c.n > 0) {
+            for ((p, policy, workload, mpl), c) in cells.iter().filter(|(_, c)| c.n > 0 && c.slowdown.0.is_finite()) {
                 if p == progress && workload == w {
                     slow.entry(policy.clone()).or_default().push((*mpl, c.slowdown.0));
                     if let Some(v) = c.comm {
@@ -239,4 +246,58 @@ pub fn write(spec: &Spec, all: &[ExperimentRun], dir: &Path) -> anyhow::Result<P
     }
     html += "<h2>Tables</h2>";
     write_files(dir, &md, html)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One job's run: `workload` in `mix` under `policy`, timed `time_s`, exiting `exit`.
+    fn run(policy: &str, mix: &str, workload: &str, time_s: f64, exit: i32) -> ExperimentRun {
+        ExperimentRun {
+            policy: policy.into(),
+            progress: "yield".into(),
+            placement: "process".into(),
+            mix: mix.into(),
+            mpl: mix.split('+').count() as u32,
+            workload: workload.into(),
+            job: format!("x-{workload}"),
+            repetition: 1,
+            time_s: Some(time_s),
+            verified: exit == 0,
+            exit_status: Some(exit),
+            started_at: f64::from(u32::from(mix.contains('+')) + u32::from(policy == "cfs")),
+            ..ExperimentRun::default()
+        }
+    }
+
+    #[test]
+    fn the_baseline_is_shown_once_and_a_failed_one_leaves_no_number_made_of_it() {
+        let spec = super::super::spec::tests::parse(
+            &super::super::spec::tests::GOOD.replace("mpl = [1, 2]", "mixes = [[\"lu\", \"ep\"]]"),
+        )
+        .unwrap();
+        let dir = lockstep_scratch::tempdir().unwrap();
+        let runs = [
+            run("dedicated", "lu", "lu", 1.0, 0),
+            run("dedicated", "ep", "ep", 1.0, 1),
+            run("cfs", "lu+ep", "lu", 2.0, 0),
+            run("cfs", "lu+ep", "ep", 2.0, 0),
+            run("gang/200ms", "lu+ep", "lu", 1.5, 0),
+            run("gang/200ms", "lu+ep", "ep", 1.5, 0),
+        ];
+        write(&spec, &runs, dir.path()).unwrap();
+        let md = std::fs::read_to_string(dir.path().join("summary.md")).unwrap();
+        assert!(!md.contains("NaN") && !md.contains("inf"), "{md}");
+        // The dedicated runs once, as their own rows; none under cfs or gang at MPL 1.
+        assert!(md.contains("| yield | dedicated | lu | 1 | 1 | 1.00 | 1.00 | 1.00–1.00 |"), "{md}");
+        assert!(md.contains("| yield | dedicated | ep | 1 | 0 | FAILED | FAILED |"), "{md}");
+        assert!(!md.contains("| yield | cfs | lu | 1 |") && !md.contains("| yield | gang/200ms | lu | 1 |"), "{md}");
+        assert!(md.contains("| yield | cfs | ep | 2 | 1 | 2.00 | - (no baseline) | - |"), "{md}");
+        assert!(md.contains("| yield | cfs | lu | 2 | 1 | 2.00 | 2.00 | 2.00–2.00 |"), "{md}");
+        assert!(
+            md.contains("## Failed cases")
+                && md.contains("| dedicated | yield | process | ep | 1 | x-ep | 1 | no | FAILED |")
+        );
+    }
 }
