@@ -138,35 +138,15 @@ fn slurm_section(runs: &[ExperimentRun], means: &BTreeMap<(String, String, u32),
     md
 }
 
-/// Writes `summary.md`, `index.html` and the SVG plots into `dir`; returns the HTML path.
-pub fn write(spec: &Spec, all: &[ExperimentRun], dir: &Path) -> anyhow::Result<PathBuf> {
-    std::fs::create_dir_all(dir)?;
-    // Every number below is of the cases whose jobs all ran their course; the failed ones are marked.
-    let (ok, failed) = split_failed(all);
-    let runs = ok.as_slice();
-    let cells = cells(runs, &failed);
-    let means = comm_heavy_means(spec, &cells);
-    let mut md = format!("# {} — {}\n\n", spec.name, spec.description);
-    let _ = writeln!(
-        md,
-        "{} job runs; {} ranks per job; placement `{}`; repetitions {}; MPI progress: `yield` = \
-         `mpi_yield_when_idle 1`, `busy` = busy polling; `+container`: one podman container per rank; `+charliecloud`: one Charliecloud `ch-run` per rank; `+slurm`: one `srun` across the \
-         test cluster's nodes, timed from submission to exit. Slowdown = median kernel time / median dedicated time \
-         (the workload alone on the node, under cfs: the `dedicated` rows, the MPL-1 baseline of every policy); \
-         spread = min–max over jobs and repetitions; comm = PMPI time in MPI / wall time, mean over ranks and \
-         jobs; together = the agent's co-scheduled fraction (the share of the time some rank of the job ran in \
-         which all its ranks on the node did, measured in the kernel), mean over jobs; verified: `FAILED` counts \
-         the jobs of failed cases, left out of every number.\n",
-        all.len(),
-        spec.ranks,
-        spec.placement,
-        spec.repetitions
-    );
+/// The table of every cell: one row per (progress, policy, workload, MPL), the dedicated baseline its own rows,
+/// a cell whose every job was in a failed case `FAILED`.
+fn cells_table(cells: &BTreeMap<Key, Cell>) -> String {
+    let mut md = String::new();
     md +=
         "| progress | policy | workload | MPL | jobs | median time (s) | slowdown | spread | comm share | together | \
          verified |\n";
     md += "|---|---|---|---|---|---|---|---|---|---|---|\n";
-    for ((progress, policy, workload, mpl), c) in &cells {
+    for ((progress, policy, workload, mpl), c) in cells {
         let verified =
             if c.failed == 0 { "yes".to_string() } else { format!("FAILED {} of {}", c.failed, c.n + c.failed) };
         if c.n == 0 {
@@ -191,6 +171,34 @@ pub fn write(spec: &Spec, all: &[ExperimentRun], dir: &Path) -> anyhow::Result<P
             c.coscheduled.map_or("-".into(), |v| format!("{:.0} %", v * 100.0)),
         );
     }
+    md
+}
+
+/// Writes `summary.md`, `index.html` and the SVG plots into `dir`; returns the HTML path.
+pub fn write(spec: &Spec, all: &[ExperimentRun], dir: &Path) -> anyhow::Result<PathBuf> {
+    std::fs::create_dir_all(dir)?;
+    // Every number below is of the cases whose jobs all ran their course; the failed ones are marked.
+    let (ok, failed) = split_failed(all);
+    let runs = ok.as_slice();
+    let cells = cells(runs, &failed);
+    let means = comm_heavy_means(spec, &cells);
+    let mut md = format!("# {} — {}\n\n", spec.name, spec.description);
+    let _ = writeln!(
+        md,
+        "{} job runs; {} ranks per job; placement `{}`; repetitions {}; MPI progress: `yield` = \
+         `mpi_yield_when_idle 1`, `busy` = busy polling; `+container`: one podman container per rank; `+charliecloud`: one Charliecloud `ch-run` per rank; `+slurm`: one `srun` across the \
+         test cluster's nodes, timed from submission to exit. Slowdown = median kernel time / median dedicated time \
+         (the workload alone on the node, under cfs: the `dedicated` rows, the MPL-1 baseline of every policy); \
+         spread = min–max over jobs and repetitions; comm = PMPI time in MPI / wall time, mean over ranks and \
+         jobs; together = the agent's co-scheduled fraction (the share of the time some rank of the job ran in \
+         which all its ranks on the node did, measured in the kernel), mean over jobs; verified: `FAILED` counts \
+         the jobs of failed cases, left out of every number.\n",
+        all.len(),
+        spec.ranks,
+        spec.placement,
+        spec.repetitions
+    );
+    md += &cells_table(&cells);
     md += "\n## Communication-heavy workloads: mean slowdown, and change against cfs\n\n";
     md += "| progress | MPL | policy | mean slowdown | vs cfs |\n|---|---|---|---|---|\n";
     for ((progress, policy, mpl), s) in &means {
