@@ -609,7 +609,7 @@ fn a_stopped_experiment_takes_down_what_it_started() {
     // A job of a minute or more: it is running when the signal comes.
     std::fs::write(
         &spec,
-        "name = \"it-stopped\"\ndescription = \"stopped\"\nranks = 2\nmpl = [1]\n[workloads.ep]\n\
+        "name = \"it-stopped\"\ndescription = \"stopped\"\nranks = 2\nmpl = [1]\nunloaded = true\n[workloads.ep]\n\
          command = [\"ep\", \"--class\", \"C\"]\n[[policies]]\nname = \"cfs\"\n",
     )
     .unwrap();

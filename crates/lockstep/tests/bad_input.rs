@@ -40,6 +40,15 @@ impl Files {
         write("spec-bad-slot.toml", small.replace("slot = \"200ms\"", "slot = \"1e20s\"").as_bytes());
         std::fs::create_dir(dir.join("a-directory")).unwrap();
         nix::unistd::mkfifo(&dir.join("fifo"), nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        // Experiment specs that are wrong as a whole, or for this machine (EXPERIMENT).
+        write("spec-e-only.toml", format!("placement = \"e-only\"\n{small}").as_bytes());
+        write("spec-no-progress.toml", format!("progress = []\n{small}").as_bytes());
+        write(
+            "spec-mpl-and-mixes.toml",
+            small.replace("mpl = [1, 2]", "mpl = [1, 2]\nmixes = [[\"lu\", \"ep\"]]").as_bytes(),
+        );
+        write("spec-one-mix.toml", small.replace("mpl = [1, 2]", "mixes = [[\"lu\"]]").as_bytes());
+        write("spec-no-repetitions.toml", format!("repetitions = 0\n{small}").as_bytes());
         Self { dir }
     }
 
@@ -238,6 +247,16 @@ const CLI: &[(&[&str], &str)] = &[
     (&["--store", "{fifo}", "jobs"], "not a regular file"),
 ];
 
+/// Experiment specs refused as a whole before anything runs: what this one-kind machine cannot place, empty and
+/// contradictory fields, mixes that compare nothing.
+const EXPERIMENT: &[(&[&str], &str)] = &[
+    (&["experiment", "run", "{spec-e-only.toml}"], "placement = \"e-only\" on this machine (cores by kind: P ×"),
+    (&["experiment", "run", "{spec-no-progress.toml}"], "progress = [] (expected one or both of"),
+    (&["experiment", "run", "{spec-mpl-and-mixes.toml}"], "both mpl and mixes given"),
+    (&["experiment", "run", "{spec-one-mix.toml}"], "mixes = [[\"lu\"]] compares nothing"),
+    (&["experiment", "run", "{spec-no-repetitions.toml}"], "repetitions = 0"),
+];
+
 #[test]
 fn every_bad_input_is_one_line_exit_2_and_changes_nothing() {
     let env = Env::new();
@@ -247,6 +266,7 @@ fn every_bad_input_is_one_line_exit_2_and_changes_nothing() {
     let failed: Vec<String> = CLI
         .iter()
         .chain(agent_cases)
+        .chain(EXPERIMENT)
         .filter_map(|(args, needle)| refused(&env, &files, &expand(&files, args), needle).err())
         .collect();
     assert!(

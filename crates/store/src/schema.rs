@@ -226,8 +226,8 @@ mod tests {
             };
             store.log_decisions(&[d], &[]).unwrap();
             assert_eq!(store.decisions_between(Action::Slot, 4.0, 6.0).unwrap()[0].slot, 7);
-            assert!(store.lock_runs("none").unwrap().is_empty());
-            assert!(store.experiment_runs("none").unwrap().is_empty());
+            assert!(store.lock_runs("none", None).unwrap().is_empty());
+            assert!(store.experiment_runs("none", None).unwrap().is_empty());
             drop(store);
             // Opening again changes nothing.
             assert_eq!(Store::open(&path).unwrap().jobs(true).unwrap().len(), 1);

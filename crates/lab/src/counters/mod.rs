@@ -8,6 +8,7 @@ pub mod spec;
 
 use std::path::{Path, PathBuf};
 
+use crate::harness::outcome::Outcome;
 use crate::harness::report::some_runs;
 use crate::harness::{Kind, Paths};
 use lockstep_store::Store;
@@ -22,11 +23,11 @@ impl Kind for CountersSpec {
         crate::harness::mpi::programs(paths, self.workloads.values().map(|w| &w.command[0]))
     }
 
-    fn run(&self, paths: &Paths) -> anyhow::Result<f64> {
+    fn run(&self, paths: &Paths) -> anyhow::Result<Outcome> {
         run::run(self, paths)
     }
 
-    fn report(&self, store: &Store, dir: &Path) -> anyhow::Result<PathBuf> {
-        report::write(self, &some_runs(&self.name, store.experiment_runs(&self.name)?)?, dir)
+    fn report(&self, store: &Store, dir: &Path, session: Option<f64>) -> anyhow::Result<PathBuf> {
+        report::write(self, &some_runs(&self.name, session, store.experiment_runs(&self.name, session)?)?, dir)
     }
 }

@@ -7,8 +7,8 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use super::spec::{configs, CountersSpec};
-use crate::harness::report::{html_page, write_files};
-use crate::harness::stats::mean;
+use crate::harness::report::{failed_section, html_page, write_files};
+use crate::harness::stats::{failed, mean, split_failed};
 use lockstep_store::ExperimentRun;
 
 /// Mean and sample variance.
@@ -79,7 +79,7 @@ impl<'a> Tally<'a> {
             failed: 0,
         };
         for r in runs {
-            let Some(t) = r.time_s.filter(|_| r.verified) else {
+            let Some(t) = r.time_s.filter(|_| !failed(r)) else {
                 tally.failed += 1;
                 continue;
             };
@@ -146,6 +146,7 @@ pub fn write(spec: &CountersSpec, runs: &[ExperimentRun], dir: &Path) -> anyhow:
     overhead_sections(&mut md, &tally, &labels);
     cost_section(&mut md, &tally, &labels);
     targets_section(&mut md, spec, &tally);
+    md += &failed_section(&split_failed(runs).1);
     write_files(dir, &md, html_page(&spec.name, &spec.description))
 }
 

@@ -7,8 +7,9 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use super::spec::{interval_text, plan, Config, CountersSpec};
+use crate::harness::outcome::{Failures, Outcome};
 use crate::harness::Paths;
-use crate::harness::{agent::PrivateAgent, progress_bar::progress_bar};
+use crate::harness::{agent::PrivateAgent, progress_bar::CaseProgress};
 use lockstep_store::{now, ExperimentRun, Store};
 
 /// CPU time and peak memory of the `perf stat` processes of one job.
@@ -42,22 +43,26 @@ fn ranks_of(backend: &dyn lockstep_cgroup::Backend, job: &str, program: &str) ->
         .collect()
 }
 
-/// Runs every case; returns the session id.
-pub fn run(spec: &CountersSpec, paths: &Paths) -> anyhow::Result<f64> {
+/// Runs every case; returns the session id and the jobs that failed.
+pub fn run(spec: &CountersSpec, paths: &Paths) -> anyhow::Result<Outcome> {
     std::fs::create_dir_all(&paths.work)?;
     let store = Store::open(&paths.store)?;
     let session = now();
     let cases = plan(spec);
-    let bar = progress_bar(cases.len());
+    let mut progress = CaseProgress::new(cases.len());
+    let mut failures = Failures::default();
     for (i, (repetition, workload, config)) in cases.iter().enumerate() {
-        bar.set_message(format!("{workload} {} #{repetition}", config.label(spec)));
+        let case = format!("{} {workload} rep {repetition}", config.label(spec));
+        progress.start(case.clone());
         let job = format!("{}-{workload}-{i}", spec.name);
         let run = run_case(spec, paths, &job, workload, config, *repetition, session)?;
+        let stderr = paths.work.join(format!("{job}.err"));
+        let failed = failures.note(&case, &job, run.exit_status, Some(run.verified), Some(&stderr));
         store.add_experiment_run(&run)?;
-        bar.inc(1);
+        progress.done(failed);
     }
-    bar.finish_with_message("done");
-    Ok(session)
+    progress.finish();
+    Ok(Outcome { session, failures })
 }
 
 /// One job under one configuration.
@@ -99,7 +104,8 @@ fn run_case(
     ]);
     cmd.arg(w.repeat.to_string()).arg(paths.bin.join("mpirun")).args(["-n", &spec.ranks.to_string()]);
     cmd.arg(&program).args(&w.command[1..]).arg("--json");
-    cmd.stdout(Stdio::piped()).stderr(Stdio::null());
+    // Its errors go to a file of the work directory: the last line says why a job failed.
+    cmd.stdout(Stdio::piped()).stderr(std::fs::File::create(paths.work.join(format!("{job}.err")))?);
     let started_at = now();
     let t0 = Instant::now();
     let mut child = cmd.spawn()?;

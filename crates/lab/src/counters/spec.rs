@@ -101,6 +101,7 @@ struct RawSet {
 /// Validates a counters spec, `text` as read from `path` (which messages name); every problem is one usage
 /// error. Event names are resolved here, so that a bad one stops the experiment before it starts.
 pub fn parse(path: &Path, text: &str) -> Result<CountersSpec, UsageError> {
+    use crate::harness::spec::distinct;
     let bad = crate::harness::spec::bad(path);
     let (header, raw) = crate::harness::spec::read::<Raw>(path, text, "counters")?;
     crate::harness::spec::check_ranks(raw.ranks).map_err(bad)?;
@@ -109,7 +110,14 @@ pub fn parse(path: &Path, text: &str) -> Result<CountersSpec, UsageError> {
     if raw.event_sets.is_empty() || raw.intervals.is_empty() || raw.tools.is_empty() || raw.workloads.is_empty() {
         return Err(bad("event_sets, intervals, tools and [workloads] must all be non-empty".into()));
     }
+    let names: Vec<&String> = raw.event_sets.iter().map(|s| &s.name).collect();
+    distinct("event_sets", &names, "each set's name once").map_err(bad)?;
+    distinct("intervals", &raw.intervals, "each interval once").map_err(bad)?;
+    distinct("tools", &raw.tools, "lockstep, perf or both, once each").map_err(bad)?;
     for set in &raw.event_sets {
+        if let Some(t) = set.target_percent.filter(|t| !(0.0..=100.0).contains(t)) {
+            return Err(bad(format!("event set {:?}: target_percent = {t} (expected 0 to 100)", set.name)));
+        }
         lockstep_telemetry::events::parse_list(&set.events)
             .map_err(|e| bad(format!("event set {:?}: {e}", set.name)))?;
     }
@@ -195,11 +203,14 @@ mod tests {
     }
 
     fn spec() -> CountersSpec {
+        spec_changed("", "").unwrap()
+    }
+
+    /// The test's spec with `from` replaced by `to`, read as the CLI does.
+    fn spec_changed(from: &str, to: &str) -> Result<CountersSpec, UsageError> {
         let dir = lockstep_scratch::tempdir().unwrap();
         let path = dir.path().join("c.toml");
-        std::fs::write(
-            &path,
-            r#"kind = "counters"
+        let text = r#"kind = "counters"
 name = "c"
 repetitions = 3
 seed = 7
@@ -213,10 +224,25 @@ command = ["ep", "--class", "S"]
 [workloads.is]
 command = ["is", "--class", "S"]
 repeat = 3
-"#,
-        )
-        .unwrap();
-        load(&path).unwrap()
+"#;
+        std::fs::write(&path, if from.is_empty() { text.to_string() } else { text.replace(from, to) }).unwrap();
+        load(&path)
+    }
+
+    #[test]
+    fn a_list_that_names_something_twice_is_refused() {
+        for (from, to, says) in [
+            (r#"tools = ["lockstep", "perf"]"#, r#"tools = ["perf", "perf"]"#, "tools names \"perf\" twice"),
+            (r#"["none", "5s", "1s"]"#, r#"["none", "1s", "1s"]"#, "intervals names \"1s\" twice"),
+            (
+                "name = \"2 events\"",
+                "name = \"2 events\"\ntarget_percent = -1",
+                "target_percent = -1 (expected 0 to 100)",
+            ),
+        ] {
+            let err = spec_changed(from, to).unwrap_err().to_string();
+            assert!(err.contains(says) && err.lines().count() == 1, "{err}");
+        }
     }
 
     #[test]

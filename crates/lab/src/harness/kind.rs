@@ -3,6 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
+use super::outcome::Outcome;
 use super::paths::Paths;
 use lockstep_store::Store;
 
@@ -19,9 +20,16 @@ pub trait Kind {
         Vec::new()
     }
 
-    /// Runs every case, each result into the store at `paths.store`; returns the session (its start time).
-    fn run(&self, paths: &Paths) -> anyhow::Result<f64>;
+    /// Checks what the spec asks of this machine (placements its cores can give), before anything runs.
+    fn check_machine(&self) -> anyhow::Result<()> {
+        Ok(())
+    }
 
-    /// Writes the report of the runs in `store` into `dir`; returns its `index.html`.
-    fn report(&self, store: &Store, dir: &Path) -> anyhow::Result<PathBuf>;
+    /// Runs every case, each result into the store at `paths.store` (a failed job's too, marked failed); returns
+    /// the session (its start time) and the failed jobs.
+    fn run(&self, paths: &Paths) -> anyhow::Result<Outcome>;
+
+    /// Writes the report of the runs of `session` (`None`: the latest) in `store` into `dir`; returns its
+    /// `index.html`.
+    fn report(&self, store: &Store, dir: &Path, session: Option<f64>) -> anyhow::Result<PathBuf>;
 }

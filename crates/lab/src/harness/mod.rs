@@ -1,13 +1,15 @@
 //! The harness every kind of experiment runs on, and nothing of any one kind: where things are ([`Paths`]), the
 //! spec's header and shared checks ([`spec`]), the private agent ([`agent`]), teardown on a signal
 //! ([`teardown`]), ranks in containers ([`containers`]), the test Slurm cluster ([`cluster`]), the PMPI profiler
-//! ([`mpi`]), the progress bar, reports and charts ([`report`], [`plot`]) and their statistics ([`stats`]).
+//! ([`mpi`]), the progress of a run ([`progress_bar`]) and what it ended with ([`outcome`]), reports and charts
+//! ([`report`], [`plot`]) and their statistics ([`stats`]).
 
 pub mod agent;
 pub mod cluster;
 pub mod containers;
 mod kind;
 pub mod mpi;
+pub mod outcome;
 mod paths;
 pub mod plot;
 pub mod progress_bar;

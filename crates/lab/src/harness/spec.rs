@@ -10,6 +10,8 @@ use serde::de::DeserializeOwned;
 use lockstep_core::cosched::{slot, PolicySpec};
 use lockstep_core::error::UsageError;
 use lockstep_core::names::Names;
+use lockstep_core::place::PlacementKind;
+use lockstep_core::topo::Machine;
 
 /// The kind of a spec without a `kind` key.
 pub const DEFAULT_KIND: &str = "mpl";
@@ -94,6 +96,29 @@ pub(crate) fn check_repetitions(repetitions: u32, min: u32) -> Result<(), String
     } else {
         Err(format!("repetitions = {repetitions} (expected {min} to {MAX_REPETITIONS})"))
     }
+}
+
+/// Checks that `list` (the spec's `field`) is not empty and names nothing twice; `expected` says what it takes.
+pub(crate) fn distinct<T: PartialEq + std::fmt::Debug>(field: &str, list: &[T], expected: &str) -> Result<(), String> {
+    if list.is_empty() {
+        return Err(format!("{field} = [] (expected {expected})"));
+    }
+    match list.iter().enumerate().find(|(i, x)| list[..*i].contains(x)) {
+        Some((_, twice)) => Err(format!("{field} names {twice:?} twice (expected {expected})")),
+        None => Ok(()),
+    }
+}
+
+/// Checks that placement policy `kind` (the spec's `field`) can place a job on this machine: a usage error naming
+/// the field and the machine's core kinds when it cannot (e-only or mixed on a machine with one kind).
+pub fn check_placement(path: &Path, field: &str, kind: PlacementKind) -> anyhow::Result<()> {
+    let machine = Machine::live()?;
+    if let Err(e) = lockstep_core::place::place(&machine, kind, None) {
+        let kinds: Vec<String> = machine.kinds.iter().map(|k| format!("{} ×{}", k.label, k.cores)).collect();
+        let field = format!("{field} = {:?} on this machine (cores by kind: {})", kind.name(), kinds.join(", "));
+        return Err(bad(path)(format!("{field}: {e}")).into());
+    }
+    Ok(())
 }
 
 /// Longest name of a spec. A job's name (`<spec>-<workload>-<position>`, at most 64 characters for the agent) is

@@ -1,6 +1,6 @@
 //! Statistics every report takes of stored runs.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use lockstep_core::cosched::PolicySpec;
 use lockstep_store::ExperimentRun;
@@ -70,4 +70,24 @@ pub(crate) fn dedicated_medians(runs: &[ExperimentRun]) -> BTreeMap<(String, Str
         dedicated.entry((mode(r), r.workload.clone())).or_default().push(time_of(r));
     }
     dedicated.into_iter().map(|(k, mut v)| (k, median(&mut v))).collect()
+}
+
+/// Whether a job failed: it exited with other than 0, or its result did not verify.
+pub(crate) fn failed(r: &ExperimentRun) -> bool {
+    r.exit_status != Some(0) || !r.verified
+}
+
+/// What tells one case of a session from another: the jobs that ran together, once (its start, policy, progress
+/// mode, where ranks ran, mix and repetition).
+type CaseKey = (u64, String, String, String, String, u32);
+
+fn case_of(r: &ExperimentRun) -> CaseKey {
+    (r.started_at.to_bits(), r.policy.clone(), r.progress.clone(), r.placement.clone(), r.mix.clone(), r.repetition)
+}
+
+/// `runs` split into those of cases whose every job succeeded, and those of failed cases: a case one of whose
+/// jobs failed is left out whole (its other jobs ran beside one that did not run its course).
+pub(crate) fn split_failed(runs: &[ExperimentRun]) -> (Vec<ExperimentRun>, Vec<ExperimentRun>) {
+    let bad: BTreeSet<CaseKey> = runs.iter().filter(|r| failed(r)).map(case_of).collect();
+    runs.iter().cloned().partition(|r| !bad.contains(&case_of(r)))
 }

@@ -9,6 +9,7 @@ pub mod spec;
 
 use std::path::{Path, PathBuf};
 
+use crate::harness::outcome::Outcome;
 use crate::harness::report::some_runs;
 use crate::harness::{Kind, Paths};
 use lockstep_store::Store;
@@ -23,11 +24,11 @@ impl Kind for LocksSpec {
         vec![paths.bin.join("lockbench")]
     }
 
-    fn run(&self, paths: &Paths) -> anyhow::Result<f64> {
+    fn run(&self, paths: &Paths) -> anyhow::Result<Outcome> {
         run::run(self, paths)
     }
 
-    fn report(&self, store: &Store, dir: &Path) -> anyhow::Result<PathBuf> {
-        report::write(self, &some_runs(&self.name, store.lock_runs(&self.name)?)?, dir)
+    fn report(&self, store: &Store, dir: &Path, session: Option<f64>) -> anyhow::Result<PathBuf> {
+        report::write(self, &some_runs(&self.name, session, store.lock_runs(&self.name, session)?)?, dir)
     }
 }

@@ -12,7 +12,8 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 
 use super::spec::{emulated_nodes, numa_map, per_cpu, plan, Case, Guests, LocksSpec};
-use crate::harness::progress_bar::progress_bar;
+use crate::harness::outcome::{Failures, Outcome};
+use crate::harness::progress_bar::CaseProgress;
 use crate::harness::Paths;
 use lockstep_core::cpulist::CpuList;
 use lockstep_store::{now, LockRun, Store};
@@ -27,18 +28,19 @@ fn numactl(policy: &str) -> Option<&'static [&'static str]> {
     }
 }
 
-/// Runs every case; returns the session id.
-pub fn run(spec: &LocksSpec, paths: &Paths) -> anyhow::Result<f64> {
+/// Runs every case; returns the session id and the runs that failed.
+pub fn run(spec: &LocksSpec, paths: &Paths) -> anyhow::Result<Outcome> {
     let cpus: Vec<usize> = CpuList::online().iter().collect();
     let store = Store::open(&paths.store)?;
     let session = now();
     let cases = plan(spec);
-    let bar = progress_bar(cases.len());
+    let mut progress = CaseProgress::new(cases.len());
+    let mut failures = Failures::default();
     let mut up: Option<GuestsUp> = None;
     for case in &cases {
         let s = &spec.scenarios[case.scenario];
-        bar.set_message(format!(
-            "{} {} {}x/cpu co {}x {} {} #{}{}",
+        let what = format!(
+            "{} {} {}x/cpu co {}x {} {} rep {}{}",
             s.name,
             case.lock,
             case.threads_per_cpu,
@@ -47,7 +49,8 @@ pub fn run(spec: &LocksSpec, paths: &Paths) -> anyhow::Result<f64> {
             case.policy,
             case.repetition,
             if case.guests > 0 { format!(" in {} guest(s)", case.guests) } else { String::new() }
-        ));
+        );
+        progress.start(what.clone());
         let run = match &spec.guests {
             None => run_case(spec, &paths.bin, &cpus, case, session)?,
             Some(g) => {
@@ -58,12 +61,18 @@ pub fn run(spec: &LocksSpec, paths: &Paths) -> anyhow::Result<f64> {
                 run_in_guests(spec, up.as_ref().expect("booted above"), g, case, session)?
             }
         };
+        // lockbench's errors went to our stderr; a run without its measures failed.
+        let failed = run.throughput_ops_s.is_none();
+        if failed {
+            let status = run.exit_status.map_or_else(|| "killed by a signal".into(), |c| format!("exit {c}"));
+            failures.add(format!("case {what}: lockbench failed ({status}): its errors are above"));
+        }
         store.add_lock_run(&run)?;
-        bar.inc(1);
+        progress.done(failed);
     }
     drop(up);
-    bar.finish_with_message("done");
-    Ok(session)
+    progress.finish();
+    Ok(Outcome { session, failures })
 }
 
 /// The locks that read lockbench's `--numa-map` (the others ignore it, and lockbench refuses it with them).

@@ -171,6 +171,7 @@ fn cs_block_valid(b: &str) -> bool {
 
 /// Validates a locks spec, `text` as read from `path` (which messages name); every problem is one usage error.
 pub fn parse(path: &Path, text: &str) -> Result<LocksSpec, UsageError> {
+    use crate::harness::spec::distinct;
     let bad = crate::harness::spec::bad(path);
     let (header, raw) = crate::harness::spec::read::<Raw>(path, text, "locks")?;
     if !(raw.duration_s > 0.0 && raw.duration_s <= 600.0) {
@@ -184,10 +185,14 @@ pub fn parse(path: &Path, text: &str) -> Result<LocksSpec, UsageError> {
     if locks.is_empty() || raw.scenarios.is_empty() {
         return Err(bad("locks and [[scenarios]] must be non-empty".into()));
     }
+    distinct("locks", &locks, "each lock once").map_err(bad)?;
+    let names: Vec<&String> = raw.scenarios.iter().map(|s| &s.name).collect();
+    distinct("[[scenarios]]", &names, "each scenario's name once").map_err(bad)?;
     if let Some(g) = &raw.guests {
         if g.counts.is_empty() || g.counts.iter().any(|c| !(1..=8).contains(c)) {
             return Err(bad("[guests] counts must be non-empty, each from 1 to 8".into()));
         }
+        distinct("[guests] counts", &g.counts, "each count once").map_err(bad)?;
         if !(1..=64).contains(&g.vcpus) || g.numa == 0 || g.numa > 8 || g.vcpus % g.numa != 0 {
             return Err(bad(format!(
                 "[guests] vcpus = {}, numa = {} (expected 1 to 64 vCPUs in 1 to 8 nodes that divide them)",
@@ -227,6 +232,10 @@ pub fn parse(path: &Path, text: &str) -> Result<LocksSpec, UsageError> {
         if s.numa.is_empty() || s.numa_policies.is_empty() {
             return Err(what("numa and numa_policies must be non-empty".into()));
         }
+        distinct("threads_per_cpu", &s.threads_per_cpu, "each once").map_err(what)?;
+        distinct("corunners_per_cpu", &s.corunners_per_cpu, "each once").map_err(what)?;
+        distinct("numa", &s.numa, "each once").map_err(what)?;
+        distinct("numa_policies", &s.numa_policies, "each once").map_err(what)?;
         if let Some(p) = s.numa_policies.iter().find(|p| !NUMA_POLICIES.contains(&p.as_str())) {
             return Err(what(format!("numa policy {p:?} (expected some of {})", NUMA_POLICIES.join(", "))));
         }
@@ -330,6 +339,10 @@ mod tests {
     fn bad_values_are_named() {
         for (from, to, says) in [
             ("\"cna-pt\"]", "\"cna-xx\"]", "lock \"cna-xx\""),
+            ("\"cna-pt\"]", "\"mcs\"]", "locks names \"mcs\" twice"),
+            ("name = \"rename-user\"", "name = \"rename\"", "[[scenarios]] names \"rename\" twice"),
+            ("numa = [\"real\", \"emulated-2\"]", "numa = [\"real\", \"real\"]", "numa names \"real\" twice"),
+            ("threads_per_cpu = [1, 2]", "threads_per_cpu = [2, 2]", "threads_per_cpu names 2.0 twice"),
             ("\"emulated-2\"", "\"emulated-1\"", "emulated-N"),
             ("\"interleave\"", "\"spread\"", "numa policy \"spread\""),
             ("workload = \"rename\"", "workload = \"move\"", "workload \"move\""),

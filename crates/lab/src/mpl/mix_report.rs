@@ -3,10 +3,11 @@
 //! repetitions, against the run-to-run noise (docs/experiments.md), and what `auto` chose; a bar chart of
 //! the mean slowdown per policy and progress mode; and the summary in a few lines a newcomer can read.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
 use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use super::noise::{held_out_best, Noise, Repetitions};
 use crate::harness::stats::{dedicated_medians, mean, mode, time_of};
@@ -62,15 +63,35 @@ fn mix_repetitions(all: &MixSlowdowns) -> BTreeMap<(String, String), Repetitions
     all.iter().map(|(k, per)| (k.clone(), per.iter().map(|(p, reps)| (p.clone(), each(reps))).collect())).collect()
 }
 
-/// Per mode, per policy: the mean over the mixes of their mean slowdowns.
+/// Per mode, per policy: the mean over the mixes of their mean slowdowns. Only the mixes every policy of the
+/// mode has a result on count (a policy whose case failed on a mix would otherwise be averaged over other mixes
+/// than the rest).
 fn policy_means(means: &MixMeans) -> BTreeMap<String, BTreeMap<String, f64>> {
     let mut acc: BTreeMap<String, BTreeMap<String, Vec<f64>>> = BTreeMap::new();
-    for ((m, _), per) in means {
+    for ((m, _), per) in means.iter().filter(|(key, per)| per.len() == policies_of_mode(means, &key.0)) {
         for (p, s) in per {
             acc.entry(m.clone()).or_default().entry(p.clone()).or_default().push(*s);
         }
     }
     acc.into_iter().map(|(m, per)| (m, per.into_iter().map(|(p, v)| (p, mean(&v))).collect())).collect()
+}
+
+/// How many policies have a result on some mix of mode `m`.
+fn policies_of_mode(means: &MixMeans, m: &str) -> usize {
+    let mut all: Vec<&String> =
+        means.iter().filter(|((mode, _), _)| mode == m).flat_map(|(_, per)| per.keys()).collect();
+    all.sort_unstable();
+    all.dedup();
+    all.len()
+}
+
+/// The mixes of `means` left out of the policies' means: some policy of their mode has no result on them.
+fn incomplete(means: &MixMeans) -> Vec<String> {
+    means
+        .iter()
+        .filter(|(key, per)| per.len() < policies_of_mode(means, &key.0))
+        .map(|((m, mix), _)| format!("{mix} ({m})"))
+        .collect()
 }
 
 /// What `auto` chose in the runs of one mix: each choice with how many jobs got it (`gang ×4, cfs ×1`).
@@ -107,16 +128,28 @@ fn percent(x: f64) -> String {
     format!("{:.1} %", (x.exp() - 1.0) * 100.0)
 }
 
-/// The Markdown section, or nothing when no mix of two or more jobs ran.
-pub fn section(runs: &[ExperimentRun]) -> String {
+/// The Markdown section of the runs of successful cases (`runs`), the failed cases (`failed`) marked in their
+/// cells, or nothing when no mix of two or more jobs ran.
+pub fn section(runs: &[ExperimentRun], failed: &[ExperimentRun]) -> String {
     let all = slowdowns(runs);
-    let means = mix_means(&all);
+    let mut means = mix_means(&all);
+    // Failed repetitions per (mode, mix) and policy; a mix whose every case failed still gets its row.
+    let mut failures: BTreeMap<(String, String), BTreeMap<String, BTreeSet<u32>>> = BTreeMap::new();
+    for r in failed.iter().filter(|r| r.policy != "dedicated" && r.mpl >= 2) {
+        let key = (mode(r), r.mix.clone());
+        failures.entry(key.clone()).or_default().entry(r.policy.clone()).or_default().insert(r.repetition);
+        means.entry(key).or_default();
+    }
     if means.is_empty() {
         return String::new();
     }
     let repetitions = mix_repetitions(&all);
     let noise = Noise::pooled(repetitions.values());
-    let policies = policies(runs);
+    let policies = {
+        let mut both = runs.to_vec();
+        both.extend(failed.iter().cloned());
+        policies(&both)
+    };
     let auto = policies.iter().find(|p| is_auto(p)).cloned();
     let fixed: Vec<&str> = policies.iter().filter(|p| !is_auto(p)).map(String::as_str).collect();
     let mut md = "\n## Every mix: mean slowdown of its jobs per policy\n\nMean over the mix's measured jobs and \
@@ -149,7 +182,14 @@ pub fn section(runs: &[ExperimentRun]) -> String {
         let (m, mix) = key;
         let _ = write!(md, "| {m} | {mix} |");
         for p in &policies {
-            let _ = write!(md, " {} |", per.get(p).map_or("-".into(), |s| format!("{s:.2}")));
+            let lost = failures.get(key).and_then(|f| f.get(p)).map_or(0, BTreeSet::len);
+            let cell = match (per.get(p), lost) {
+                (Some(s), 0) => format!("{s:.2}"),
+                (Some(s), n) => format!("{s:.2} (FAILED in {n} rep.)"),
+                (None, 0) => "-".into(),
+                (None, _) => "FAILED".into(),
+            };
+            let _ = write!(md, " {cell} |");
         }
         let best = per.iter().filter(|(p, _)| !is_auto(p)).min_by(|a, b| a.1.total_cmp(b.1));
         let _ = write!(md, " {} |", best.map_or("-".into(), |(p, s)| format!("{p} {s:.2}")));
@@ -157,7 +197,10 @@ pub fn section(runs: &[ExperimentRun]) -> String {
             md += "\n";
             continue;
         };
-        let reps = &repetitions[key];
+        let Some(reps) = repetitions.get(key) else {
+            md += " - | - | - | - |\n";
+            continue;
+        };
         let count = |p: &str| reps.get(p).map_or(1, BTreeMap::len);
         let against = |other: Option<f64>, n: usize| {
             Some(Against { ratio: per.get(a)? / other?, two_se: noise.map(|e| e.two_se(count(a), n)) })
@@ -264,16 +307,18 @@ pub fn bar_chart(runs: &[ExperimentRun]) -> String {
         for (j, policy) in policies.iter().enumerate() {
             let color = crate::harness::plot::series_colour(policy);
             entries.push((policy.clone(), color));
-            let bars: Vec<Rectangle<(f64, f64)>> = modes
+            // Each bar with its value above it.
+            let tops: Vec<(f64, f64)> = modes
                 .iter()
                 .enumerate()
-                .filter_map(|(i, m)| {
-                    let s = *means[*m].get(policy)?;
-                    let x0 = i as f64 + width * (j as f64 + 0.5);
-                    Some(Rectangle::new([(x0, 0.0), (x0 + width * 0.9, s)], color.filled()))
-                })
+                .filter_map(|(i, m)| Some((i as f64 + width * (j as f64 + 0.5), *means[*m].get(policy)?)))
                 .collect();
+            let bars = tops.iter().map(|&(x0, s)| Rectangle::new([(x0, 0.0), (x0 + width * 0.9, s)], color.filled()));
             let _ = chart.draw_series(bars);
+            let style = TextStyle::from(("sans-serif", 12)).pos(Pos::new(HPos::Center, VPos::Bottom));
+            let labels =
+                tops.iter().map(|&(x0, s)| Text::new(format!("{s:.2}"), (x0 + width * 0.45, s), style.clone()));
+            let _ = chart.draw_series(labels);
         }
         crate::harness::plot::legend(&side, &entries, true);
         let _ = whole.present();
@@ -282,8 +327,9 @@ pub fn bar_chart(runs: &[ExperimentRun]) -> String {
 }
 
 /// The summary in a few lines: per policy, how much slower the jobs ran together than alone, per progress mode
-/// (the kernel's scheduler first); empty when no mix ran or `cfs` did not.
-pub fn headline(runs: &[ExperimentRun]) -> String {
+/// (the kernel's scheduler first), from the runs of successful cases (`runs`); a policy whose every case of a mode
+/// failed (in `failed`) is `FAILED` there. Empty when no mix ran its course or `cfs` had none.
+pub fn headline(runs: &[ExperimentRun], failed: &[ExperimentRun]) -> String {
     let means = policy_means(&mix_means(&slowdowns(runs)));
     if means.is_empty() || !means.values().any(|p| p.contains_key("cfs")) {
         return String::new();
@@ -292,11 +338,24 @@ pub fn headline(runs: &[ExperimentRun]) -> String {
                   jobs and mixes; MPI progress "
         .to_string();
     md += &means.keys().map(|m| format!("`{m}`")).collect::<Vec<_>>().join(" / ");
-    md += "):\n\n";
-    for p in policies(runs) {
+    md += ")";
+    let left_out = incomplete(&mix_means(&slowdowns(runs)));
+    if !left_out.is_empty() {
+        let _ = write!(md, "; left out, a policy failed on them: {}", left_out.join(", "));
+    }
+    md += ":\n\n";
+    let all: Vec<ExperimentRun> = runs.iter().chain(failed).cloned().collect();
+    for p in policies(&all) {
         let who = if p == "cfs" { "the kernel's scheduler (cfs)".to_string() } else { format!("lockstep {p}") };
-        let each: Vec<String> =
-            means.values().map(|per| per.get(&p).map_or("-".into(), |s| format!("{s:.2}x"))).collect();
+        let lost = |m: &str| failed.iter().any(|r| r.policy == p && r.mpl >= 2 && mode(r) == m);
+        let each: Vec<String> = means
+            .iter()
+            .map(|(m, per)| match per.get(&p) {
+                Some(s) => format!("{s:.2}x"),
+                None if lost(m) => "FAILED".into(),
+                None => "-".into(),
+            })
+            .collect();
         let _ = writeln!(md, "- under {who}: {}", each.join(" / "));
     }
     md
@@ -336,12 +395,55 @@ mod tests {
                 runs.push(run("auto/200ms", mix, w, rep, auto));
             }
         }
-        let md = section(&runs);
+        let md = section(&runs, &[]);
         // σ = sqrt(0.005 / 6) = 2.9 %; 2 SE of a ratio of two 2-repetition means 5.8 % (log): a+a's 1.079 is 4.6 %
         // (log) over 1.03, b+b's 1.5 is clearly over.
         assert!(md.contains("σ = 2.9 % (pooled over every mix and policy, 6 degrees of freedom)"), "{md}");
         assert!(md.contains("| 0.540 | 1.079 (over, within noise) | 1.079 (over, within noise) | gang ×2 |"), "{md}");
         assert!(md.contains("| 0.750 | 1.500 (over) | 1.500 (over) | gang ×2 |"), "{md}");
         assert!(md.contains("auto / cfs 0.636"), "{md}");
+    }
+
+    #[test]
+    fn a_failed_case_is_marked_and_kept_out_of_the_means_and_the_headline() {
+        let mut runs = Vec::new();
+        for rep in 1..=2 {
+            for w in ["a", "b"] {
+                runs.push(run("dedicated", w, w, rep, 1.0));
+            }
+            for (mix, w) in [("a+a", "a"), ("b+b", "b")] {
+                runs.push(run("cfs", mix, w, rep, 2.0));
+                runs.push(run("gang/200ms", mix, w, rep, 1.5));
+            }
+        }
+        // gang's case on b+b in repetition 1 failed: its job ran 0.1 s and did not verify.
+        let mut bad = run("gang/200ms", "b+b", "b", 1, 0.1);
+        bad.exit_status = Some(1);
+        for r in &mut runs {
+            r.exit_status = Some(0);
+            r.verified = true;
+        }
+        runs.push(bad);
+        let (ok, failed) = crate::harness::stats::split_failed(&runs);
+        // The case's other job ran beside it: it goes too.
+        assert_eq!(failed.len(), 2);
+        let md = section(&ok, &failed);
+        assert!(md.contains("| busy | b+b | 2.00 | 1.50 (FAILED in 1 rep.) |"), "{md}");
+        assert!(headline(&ok, &failed).contains("- under lockstep gang/200ms: 1.50x\n"), "{}", headline(&ok, &failed));
+        // Every case of gang failed on b+b: b+b is left out of both policies' means, and said to be.
+        let (ok, failed): (Vec<_>, Vec<_>) =
+            runs.iter().cloned().partition(|r| !(r.policy == "gang/200ms" && r.mix == "b+b"));
+        let md = section(&ok, &failed);
+        assert!(md.contains("| busy | b+b | 2.00 | FAILED |"), "{md}");
+        let head = headline(&ok, &failed);
+        assert!(head.contains("left out, a policy failed on them: b+b (busy)"), "{head}");
+        assert!(head.contains("under the kernel's scheduler (cfs): 2.00x") && head.contains("1.50x"), "{head}");
+        // Nothing ran its course: no headline at all.
+        // gang failed on every mix: FAILED in its line, its mixes' other results kept.
+        let (ok, failed): (Vec<_>, Vec<_>) = runs.iter().cloned().partition(|r| r.policy != "gang/200ms");
+        let head = headline(&ok, &failed);
+        assert!(head.contains("- under lockstep gang/200ms: FAILED\n") && head.contains("(cfs): 2.00x"), "{head}");
+        assert!(headline(&[], &failed).is_empty());
+        assert!(bar_chart(&[]).is_empty());
     }
 }

@@ -11,7 +11,9 @@ pub mod spec;
 
 use std::path::{Path, PathBuf};
 
+use crate::harness::outcome::Outcome;
 use crate::harness::report::some_runs;
+use crate::harness::spec::{check_placement, RanksIn};
 use crate::harness::{Kind, Paths};
 use lockstep_store::Store;
 use spec::Spec;
@@ -25,11 +27,19 @@ impl Kind for Spec {
         crate::harness::mpi::programs(paths, self.workloads.values().map(|w| &w.command[0]))
     }
 
-    fn run(&self, paths: &Paths) -> anyhow::Result<f64> {
+    fn check_machine(&self) -> anyhow::Result<()> {
+        // Only bare processes are placed (`lockstep run --place`).
+        if self.ranks_in.contains(&RanksIn::Process) {
+            check_placement(&self.path, "placement", self.placement)?;
+        }
+        Ok(())
+    }
+
+    fn run(&self, paths: &Paths) -> anyhow::Result<Outcome> {
         run::run(self, paths)
     }
 
-    fn report(&self, store: &Store, dir: &Path) -> anyhow::Result<PathBuf> {
-        report::write(self, &some_runs(&self.name, store.experiment_runs(&self.name)?)?, dir)
+    fn report(&self, store: &Store, dir: &Path, session: Option<f64>) -> anyhow::Result<PathBuf> {
+        report::write(self, &some_runs(&self.name, session, store.experiment_runs(&self.name, session)?)?, dir)
     }
 }

@@ -7,8 +7,8 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use super::spec::Spec;
-use crate::harness::report::{chart, html_page, write_files};
-use crate::harness::stats::{dedicated_medians, mean, median, mode, raises, time_of};
+use crate::harness::report::{chart, escape, failed_section, html_page, write_files};
+use crate::harness::stats::{dedicated_medians, mean, median, mode, raises, split_failed, time_of};
 use lockstep_store::ExperimentRun;
 
 /// Statistics of one cell of the table.
@@ -24,35 +24,26 @@ pub struct Cell {
     pub comm: Option<f64>,
     /// Mean co-scheduled fraction (the agent's: all ranks on a CPU, of the time one was).
     pub coscheduled: Option<f64>,
-    /// Whether every job verified.
-    pub verified: bool,
+    /// Jobs of failed cases, left out of every number of the cell.
+    pub failed: usize,
 }
 
 /// Key of a cell: mode (MPI progress, `+container` for containerised ranks), policy label, workload, MPL.
 type Key = (String, String, String, u32);
 
-/// Aggregates runs into cells; the dedicated runs are the MPL-1 row of every policy.
-pub fn cells(runs: &[ExperimentRun]) -> BTreeMap<Key, Cell> {
-    let base = dedicated_medians(runs);
+/// Aggregates the runs of successful cases (`ok`) into cells, the dedicated runs (each workload alone) their own
+/// `dedicated` row at MPL 1, and counts the jobs of failed cases (`failed`) in theirs.
+pub fn cells(ok: &[ExperimentRun], failed: &[ExperimentRun]) -> BTreeMap<Key, Cell> {
+    let base = dedicated_medians(ok);
+    let key = |r: &ExperimentRun| (mode(r), r.policy.clone(), r.workload.clone(), r.mpl);
     let mut groups: BTreeMap<Key, Vec<&ExperimentRun>> = BTreeMap::new();
-    let policies: Vec<String> = {
-        let mut p: Vec<String> = runs.iter().filter(|r| r.policy != "dedicated").map(|r| r.policy.clone()).collect();
-        p.sort();
-        p.dedup();
-        p
-    };
-    for r in runs.iter().filter(|r| r.policy != "dedicated") {
-        groups.entry((mode(r), r.policy.clone(), r.workload.clone(), r.mpl)).or_default().push(r);
+    for r in ok {
+        groups.entry(key(r)).or_default().push(r);
     }
-    // The dedicated run is the MPL 1 of every policy that did not run the workload alone itself (`unloaded`).
-    let own: std::collections::BTreeSet<Key> = groups.keys().cloned().collect();
-    for r in runs.iter().filter(|r| r.policy == "dedicated") {
-        for p in &policies {
-            let key = (mode(r), p.clone(), r.workload.clone(), 1);
-            if !own.contains(&key) {
-                groups.entry(key).or_default().push(r);
-            }
-        }
+    let mut failures: BTreeMap<Key, usize> = BTreeMap::new();
+    for r in failed {
+        groups.entry(key(r)).or_default();
+        *failures.entry(key(r)).or_default() += 1;
     }
     groups
         .into_iter()
@@ -74,7 +65,7 @@ pub fn cells(runs: &[ExperimentRun]) -> BTreeMap<Key, Cell> {
                 ),
                 comm: mean_if_any(&comms),
                 coscheduled: mean_if_any(&together),
-                verified: rs.iter().all(|r| r.verified),
+                failed: failures.get(&key).copied().unwrap_or(0),
             };
             (key, cell)
         })
@@ -90,7 +81,11 @@ fn mean_if_any(values: &[f64]) -> Option<f64> {
 pub fn comm_heavy_means(spec: &Spec, cells: &BTreeMap<Key, Cell>) -> BTreeMap<(String, String, u32), f64> {
     let mut acc: BTreeMap<(String, String, u32), Vec<f64>> = BTreeMap::new();
     for ((progress, policy, workload, mpl), c) in cells {
-        if *mpl >= 2 && spec.workloads.get(workload).is_some_and(|w| w.communication) {
+        if *mpl >= 2
+            && c.n > 0
+            && c.slowdown.0.is_finite()
+            && spec.workloads.get(workload).is_some_and(|w| w.communication)
+        {
             acc.entry((progress.clone(), policy.clone(), *mpl)).or_default().push(c.slowdown.0);
         }
     }
@@ -143,42 +138,67 @@ fn slurm_section(runs: &[ExperimentRun], means: &BTreeMap<(String, String, u32),
     md
 }
 
+/// The table of every cell: one row per (progress, policy, workload, MPL), the dedicated baseline its own rows,
+/// a cell whose every job was in a failed case `FAILED`.
+fn cells_table(cells: &BTreeMap<Key, Cell>) -> String {
+    let mut md = String::new();
+    md +=
+        "| progress | policy | workload | MPL | jobs | median time (s) | slowdown | spread | comm share | together | \
+         verified |\n";
+    md += "|---|---|---|---|---|---|---|---|---|---|---|\n";
+    for ((progress, policy, workload, mpl), c) in cells {
+        let verified =
+            if c.failed == 0 { "yes".to_string() } else { format!("FAILED {} of {}", c.failed, c.n + c.failed) };
+        if c.n == 0 {
+            let _ = writeln!(
+                md,
+                "| {progress} | {policy} | {workload} | {mpl} | 0 | FAILED | FAILED | - | - | - | {verified} |"
+            );
+            continue;
+        }
+        // Without a dedicated run that ran its course there is no slowdown to give.
+        let (slowdown, spread) = if c.slowdown.0.is_finite() {
+            (format!("{:.2}", c.slowdown.0), format!("{:.2}–{:.2}", c.slowdown.1, c.slowdown.2))
+        } else {
+            ("- (no baseline)".to_string(), "-".to_string())
+        };
+        let _ = writeln!(
+            md,
+            "| {progress} | {policy} | {workload} | {mpl} | {} | {:.2} | {slowdown} | {spread} | {} | {} | {verified} |",
+            c.n,
+            c.time,
+            c.comm.map_or("-".into(), |v| format!("{:.1} %", v * 100.0)),
+            c.coscheduled.map_or("-".into(), |v| format!("{:.0} %", v * 100.0)),
+        );
+    }
+    md
+}
+
 /// Writes `summary.md`, `index.html` and the SVG plots into `dir`; returns the HTML path.
-pub fn write(spec: &Spec, runs: &[ExperimentRun], dir: &Path) -> anyhow::Result<PathBuf> {
+pub fn write(spec: &Spec, all: &[ExperimentRun], dir: &Path) -> anyhow::Result<PathBuf> {
     std::fs::create_dir_all(dir)?;
-    let cells = cells(runs);
+    // Every number below is of the cases whose jobs all ran their course; the failed ones are marked.
+    let (ok, failed) = split_failed(all);
+    let runs = ok.as_slice();
+    let cells = cells(runs, &failed);
     let means = comm_heavy_means(spec, &cells);
     let mut md = format!("# {} — {}\n\n", spec.name, spec.description);
     let _ = writeln!(
         md,
         "{} job runs; {} ranks per job; placement `{}`; repetitions {}; MPI progress: `yield` = \
          `mpi_yield_when_idle 1`, `busy` = busy polling; `+container`: one podman container per rank; `+charliecloud`: one Charliecloud `ch-run` per rank; `+slurm`: one `srun` across the \
-         test cluster's nodes, timed from submission to exit. Slowdown = median kernel time / median dedicated time (the workload alone on the node); spread = min–max over jobs and repetitions; comm = PMPI time in MPI / \
-         wall time, mean over ranks and jobs; together = the agent's co-scheduled fraction (the share of the time \
-         some rank of the job ran in which all its ranks on the node did, measured in the kernel), mean over jobs.\n",
-        runs.len(),
+         test cluster's nodes, timed from submission to exit. Slowdown = median kernel time / median dedicated time \
+         (the workload alone on the node, under cfs: the `dedicated` rows, the MPL-1 baseline of every policy); \
+         spread = min–max over jobs and repetitions; comm = PMPI time in MPI / wall time, mean over ranks and \
+         jobs; together = the agent's co-scheduled fraction (the share of the time some rank of the job ran in \
+         which all its ranks on the node did, measured in the kernel), mean over jobs; verified: `FAILED` counts \
+         the jobs of failed cases, left out of every number.\n",
+        all.len(),
         spec.ranks,
         spec.placement,
         spec.repetitions
     );
-    md +=
-        "| progress | policy | workload | MPL | jobs | median time (s) | slowdown | spread | comm share | together | \
-         verified |\n";
-    md += "|---|---|---|---|---|---|---|---|---|---|---|\n";
-    for ((progress, policy, workload, mpl), c) in &cells {
-        let _ = writeln!(
-            md,
-            "| {progress} | {policy} | {workload} | {mpl} | {} | {:.2} | {:.2} | {:.2}–{:.2} | {} | {} | {} |",
-            c.n,
-            c.time,
-            c.slowdown.0,
-            c.slowdown.1,
-            c.slowdown.2,
-            c.comm.map_or("-".into(), |v| format!("{:.1} %", v * 100.0)),
-            c.coscheduled.map_or("-".into(), |v| format!("{:.0} %", v * 100.0)),
-            if c.verified { "yes" } else { "NO" }
-        );
-    }
+    md += &cells_table(&cells);
     md += "\n## Communication-heavy workloads: mean slowdown, and change against cfs\n\n";
     md += "| progress | MPL | policy | mean slowdown | vs cfs |\n|---|---|---|---|---|\n";
     for ((progress, policy, mpl), s) in &means {
@@ -187,14 +207,15 @@ pub fn write(spec: &Spec, runs: &[ExperimentRun], dir: &Path) -> anyhow::Result<
         let _ = writeln!(md, "| {progress} | {mpl} | {policy} | {s:.2} | {change} |");
     }
 
-    if runs.iter().any(|r| r.placement == "slurm") {
-        md += &slurm_section(runs, &means);
+    if all.iter().any(|r| r.placement == "slurm") {
+        md += &slurm_section(all, &means);
     }
-    md += &super::mix_report::section(runs);
+    md += &super::mix_report::section(runs, &failed);
     if runs.iter().any(|r| raises(&r.policy)) {
         md += &super::dcs_report::section(runs);
     }
-    md += &super::mix_report::headline(runs);
+    md += &super::mix_report::headline(runs, &failed);
+    md += &failed_section(&failed);
 
     let mut html = html_page(&spec.name, &spec.description);
     let bars = super::mix_report::bar_chart(runs);
@@ -209,11 +230,11 @@ pub fn write(spec: &Spec, runs: &[ExperimentRun], dir: &Path) -> anyhow::Result<
     };
     let workloads: Vec<String> = spec.workloads.keys().cloned().collect();
     for progress in &progresses {
-        let _ = write!(html, "<h2>MPI progress: {progress}</h2>");
+        let _ = write!(html, "<h2>MPI progress: {}</h2>", escape(progress));
         for w in &workloads {
             let mut slow: BTreeMap<String, Vec<(u32, f64)>> = BTreeMap::new();
             let mut comm: BTreeMap<String, Vec<(u32, f64)>> = BTreeMap::new();
-            for ((p, policy, workload, mpl), c) in &cells {
+            for ((p, policy, workload, mpl), c) in cells.iter().filter(|(_, c)| c.n > 0 && c.slowdown.0.is_finite()) {
                 if p == progress && workload == w {
                     slow.entry(policy.clone()).or_default().push((*mpl, c.slowdown.0));
                     if let Some(v) = c.comm {
@@ -233,4 +254,58 @@ pub fn write(spec: &Spec, runs: &[ExperimentRun], dir: &Path) -> anyhow::Result<
     }
     html += "<h2>Tables</h2>";
     write_files(dir, &md, html)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One job's run: `workload` in `mix` under `policy`, timed `time_s`, exiting `exit`.
+    fn run(policy: &str, mix: &str, workload: &str, time_s: f64, exit: i32) -> ExperimentRun {
+        ExperimentRun {
+            policy: policy.into(),
+            progress: "yield".into(),
+            placement: "process".into(),
+            mix: mix.into(),
+            mpl: mix.split('+').count() as u32,
+            workload: workload.into(),
+            job: format!("x-{workload}"),
+            repetition: 1,
+            time_s: Some(time_s),
+            verified: exit == 0,
+            exit_status: Some(exit),
+            started_at: f64::from(u32::from(mix.contains('+')) + u32::from(policy == "cfs")),
+            ..ExperimentRun::default()
+        }
+    }
+
+    #[test]
+    fn the_baseline_is_shown_once_and_a_failed_one_leaves_no_number_made_of_it() {
+        let spec = super::super::spec::tests::parse(
+            &super::super::spec::tests::GOOD.replace("mpl = [1, 2]", "mixes = [[\"lu\", \"ep\"]]"),
+        )
+        .unwrap();
+        let dir = lockstep_scratch::tempdir().unwrap();
+        let runs = [
+            run("dedicated", "lu", "lu", 1.0, 0),
+            run("dedicated", "ep", "ep", 1.0, 1),
+            run("cfs", "lu+ep", "lu", 2.0, 0),
+            run("cfs", "lu+ep", "ep", 2.0, 0),
+            run("gang/200ms", "lu+ep", "lu", 1.5, 0),
+            run("gang/200ms", "lu+ep", "ep", 1.5, 0),
+        ];
+        write(&spec, &runs, dir.path()).unwrap();
+        let md = std::fs::read_to_string(dir.path().join("summary.md")).unwrap();
+        assert!(!md.contains("NaN") && !md.contains("inf"), "{md}");
+        // The dedicated runs once, as their own rows; none under cfs or gang at MPL 1.
+        assert!(md.contains("| yield | dedicated | lu | 1 | 1 | 1.00 | 1.00 | 1.00–1.00 |"), "{md}");
+        assert!(md.contains("| yield | dedicated | ep | 1 | 0 | FAILED | FAILED |"), "{md}");
+        assert!(!md.contains("| yield | cfs | lu | 1 |") && !md.contains("| yield | gang/200ms | lu | 1 |"), "{md}");
+        assert!(md.contains("| yield | cfs | ep | 2 | 1 | 2.00 | - (no baseline) | - |"), "{md}");
+        assert!(md.contains("| yield | cfs | lu | 2 | 1 | 2.00 | 2.00 | 2.00–2.00 |"), "{md}");
+        assert!(
+            md.contains("## Failed cases")
+                && md.contains("| dedicated | yield | process | ep | 1 | x-ep | 1 | no | FAILED |")
+        );
+    }
 }

@@ -11,7 +11,8 @@ use crate::harness::agent::PrivateAgent;
 use crate::harness::cluster::Cluster;
 use crate::harness::containers;
 use crate::harness::mpi::{comm_ratio, pmpi_env};
-use crate::harness::progress_bar::progress_bar;
+use crate::harness::outcome::{Failures, Outcome};
+use crate::harness::progress_bar::CaseProgress;
 use crate::harness::spec::{PolicyConfig, Progress, RanksIn, Scheduler};
 use crate::harness::Paths;
 use lockstep_core::cosched::auto::Choice;
@@ -34,8 +35,16 @@ struct Case<'a> {
     number: usize,
 }
 
-/// Runs every case of `spec`; returns the session id (its start time).
-pub fn run(spec: &Spec, paths: &Paths) -> anyhow::Result<f64> {
+impl Case<'_> {
+    /// The case in a line: `cfs yield lu+ep rep 1` (`+container` and the like where ranks run elsewhere).
+    fn describe(&self) -> String {
+        let place = if self.ranks_in == RanksIn::Process { String::new() } else { format!("+{}", self.ranks_in) };
+        format!("{} {}{place} {} rep {}", self.label, self.progress, self.mix.join("+"), self.repetition)
+    }
+}
+
+/// Runs every case of `spec`; returns the session (its start time) and the jobs that failed.
+pub fn run(spec: &Spec, paths: &Paths) -> anyhow::Result<Outcome> {
     std::fs::create_dir_all(&paths.work)?;
     let store = Store::open(&paths.store)?;
     let session = now();
@@ -52,16 +61,10 @@ pub fn run(spec: &Spec, paths: &Paths) -> anyhow::Result<f64> {
     };
     let podman = setup(RanksIn::Container, containers::Runtime::Podman)?;
     let charliecloud = setup(RanksIn::Charliecloud, containers::Runtime::Charliecloud)?;
-    let bar = progress_bar(cases.len());
+    let mut progress = CaseProgress::new(cases.len());
+    let mut failures = Failures::default();
     for case in &cases {
-        bar.set_message(format!(
-            "{} {} {} {} #{}",
-            case.label,
-            case.progress,
-            case.ranks_in,
-            case.mix.join("+"),
-            case.repetition
-        ));
+        progress.start(case.describe());
         if let Some(c) = &mut cluster {
             c.apply(&case.policy)?;
         } else {
@@ -74,15 +77,18 @@ pub fn run(spec: &Spec, paths: &Paths) -> anyhow::Result<f64> {
             _ => None,
         };
         let site = Site { socket: &socket, containers, cluster: cluster.as_ref() };
-        for run in run_case(spec, paths, &site, case, session)? {
+        let before = failures.count();
+        for (run, stderr) in run_case(spec, paths, &site, case, session)? {
+            let verified = run.verified;
+            failures.note(&case.describe(), &run.job, run.exit_status, Some(verified), Some(&stderr));
             store.add_experiment_run(&run)?;
         }
-        bar.inc(1);
+        progress.done(failures.count() > before);
     }
-    bar.finish_with_message("done");
+    progress.finish();
     drop(agent);
     drop(cluster);
-    Ok(session)
+    Ok(Outcome { session, failures })
 }
 
 /// Every case, repetition by repetition: the dedicated baseline (each workload alone, under cfs), then every mix
@@ -161,14 +167,15 @@ struct AgentRecords {
     coscheduled: BTreeMap<String, f64>,
 }
 
-/// Starts every job of the case at once, waits for the measured ones, and returns their runs.
+/// Starts every job of the case at once, waits for the measured ones, and returns their runs, each with the file
+/// its standard error went to.
 fn run_case(
     spec: &Spec,
     paths: &Paths,
     site: &Site<'_>,
     case: &Case<'_>,
     session: f64,
-) -> anyhow::Result<Vec<ExperimentRun>> {
+) -> anyhow::Result<Vec<(ExperimentRun, PathBuf)>> {
     let started_at = now();
     let jobs = start_jobs(spec, paths, site, case)?;
     if let Some(setup) = site.containers {
@@ -181,7 +188,13 @@ fn run_case(
     let ended = wait_for_jobs(spec, paths, site.cluster, case, jobs)?;
     let names: Vec<&str> = ended.iter().map(|e| e.name.as_str()).collect();
     let records = agent_records(paths, site.cluster, case, &names, started_at, now())?;
-    Ok(ended.into_iter().map(|e| to_run(spec, site, case, session, started_at, &records, e)).collect())
+    Ok(ended
+        .into_iter()
+        .map(|e| {
+            let stderr = stderr_file(paths, &e.name);
+            (to_run(spec, site, case, session, started_at, &records, e), stderr)
+        })
+        .collect())
 }
 
 /// Has the agent adopt each job's containers once its ranks run, then lets the ranks start (opens their gate).
@@ -237,7 +250,8 @@ fn start_job(
     if spec.workloads[workload].progress_in(case.progress) == Progress::Busy {
         cmd.env("LOCKSTEP_MPI_BUSY_POLL", "1");
     }
-    cmd.stdout(Stdio::piped()).stderr(Stdio::null());
+    // Its errors go to a file of the work directory: the last line says why a job failed.
+    cmd.stdout(Stdio::piped()).stderr(std::fs::File::create(stderr_file(paths, &name))?);
     let (t0, submitted) = (Instant::now(), now());
     Ok(Started { workload: workload.to_string(), name, pmpi, t0, submitted, child: cmd.spawn()? })
 }
@@ -477,6 +491,11 @@ fn dcs_latency(stores: &[PathBuf], from: f64, to: f64) -> anyhow::Result<Option<
         crate::harness::stats::percentile(&mut us, 0.5),
         crate::harness::stats::percentile(&mut us, 0.99),
     )))
+}
+
+/// Where a job of the experiment writes its standard error.
+fn stderr_file(paths: &Paths, job: &str) -> PathBuf {
+    paths.work.join(format!("{job}.err"))
 }
 
 /// Where a Slurm job of the experiment writes its output.

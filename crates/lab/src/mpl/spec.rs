@@ -1,13 +1,13 @@
 //! The spec of mpl experiments, read and checked: what [`super`] runs and reports.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
 use crate::harness::spec::{
-    check_command, check_ranks, check_repetitions, policy_config, raw_spec, read, PolicyConfig, Progress, RanksIn,
-    PROGRESS, RANKS_IN,
+    check_command, check_ranks, check_repetitions, distinct, policy_config, raw_spec, read, PolicyConfig, Progress,
+    RanksIn, PROGRESS, RANKS_IN,
 };
 use lockstep_core::error::UsageError;
 use lockstep_core::place::PlacementKind;
@@ -15,6 +15,8 @@ use lockstep_core::place::PlacementKind;
 /// A parsed, validated spec.
 #[derive(Clone, Debug)]
 pub struct Spec {
+    /// The file it was read from (messages name it).
+    pub path: PathBuf,
     /// Experiment name (report directory, store key).
     pub name: String,
     /// One line saying what it reproduces.
@@ -132,6 +134,9 @@ pub fn parse(path: &Path, text: &str) -> Result<Spec, UsageError> {
         .iter()
         .map(|p| PROGRESS.parse(p).ok_or_else(|| bad(format!("progress mode {p:?} (expected yield or busy)"))))
         .collect::<Result<Vec<_>, _>>()?;
+    distinct("progress", &raw.progress, "one or both of \"yield\", \"busy\"").map_err(bad)?;
+    distinct("ranks_in", &raw.ranks_in, "one or more of \"process\", \"container\", \"charliecloud\", \"slurm\"")
+        .map_err(bad)?;
     let ranks_in = raw
         .ranks_in
         .iter()
@@ -169,26 +174,17 @@ pub fn parse(path: &Path, text: &str) -> Result<Spec, UsageError> {
     if policies.is_empty() {
         return Err(bad("no [[policies]]".into()));
     }
-    let mixes: Vec<Vec<String>> = if raw.mixes.is_empty() {
-        if raw.mpl.is_empty() || raw.mpl.iter().any(|m| !(1..=MAX_MPL).contains(m)) {
-            return Err(bad(format!("give mpl = [levels from 1 to {MAX_MPL}] or mixes = [[workloads…]]")));
-        }
-        raw.workloads.keys().flat_map(|w| raw.mpl.iter().map(move |&m| vec![w.clone(); m as usize])).collect()
-    } else {
-        raw.mixes.clone()
-    };
-    for mix in &mixes {
-        if mix.len() > MAX_MPL as usize {
-            return Err(bad(format!("mix {mix:?} has more than {MAX_MPL} workloads")));
-        }
-        if let Some(w) = mix.iter().find(|w| !raw.workloads.contains_key(*w)) {
-            return Err(bad(format!("mix names unknown workload {w:?}")));
-        }
-        if !mix.iter().any(|w| !raw.workloads[w].background) {
-            return Err(bad(format!("mix {mix:?} has no workload to measure (all are background)")));
-        }
+    let labels: Vec<String> = policies.iter().map(PolicyConfig::label).collect();
+    distinct("[[policies]]", &labels, "each policy and slot once").map_err(bad)?;
+    let mixes = mixes(&raw).map_err(bad)?;
+    if placement != PlacementKind::Any && !ranks_in.contains(&RanksIn::Process) {
+        return Err(bad(format!(
+            "placement = {:?} places bare processes only (expected ranks_in with \"process\", or placement = \"any\")",
+            placement.name()
+        )));
     }
     Ok(Spec {
+        path: path.to_path_buf(),
         name: header.name,
         description: header.description,
         ranks: raw.ranks,
@@ -202,6 +198,47 @@ pub fn parse(path: &Path, text: &str) -> Result<Spec, UsageError> {
         mixes,
         unloaded: raw.unloaded,
     })
+}
+
+/// The spec's mixes: its explicit `mixes`, or each workload at each `mpl` level; checked whole (each mix known
+/// workloads, something to measure in each, something compared, every workload in some mix).
+fn mixes(raw: &Raw) -> Result<Vec<Vec<String>>, String> {
+    if !raw.mpl.is_empty() && !raw.mixes.is_empty() {
+        return Err("both mpl and mixes given (expected one: mpl levels of each workload, or explicit mixes)".into());
+    }
+    let mixes: Vec<Vec<String>> = if raw.mixes.is_empty() {
+        if raw.mpl.is_empty() || raw.mpl.iter().any(|m| !(1..=MAX_MPL).contains(m)) {
+            return Err(format!("give mpl = [levels from 1 to {MAX_MPL}] or mixes = [[workloads…]]"));
+        }
+        distinct("mpl", &raw.mpl, "each level once")?;
+        raw.workloads.keys().flat_map(|w| raw.mpl.iter().map(move |&m| vec![w.clone(); m as usize])).collect()
+    } else {
+        distinct("mixes", &raw.mixes, "each mix once")?;
+        raw.mixes.clone()
+    };
+    for mix in &mixes {
+        if mix.len() > MAX_MPL as usize {
+            return Err(format!("mix {mix:?} has more than {MAX_MPL} workloads"));
+        }
+        if let Some(w) = mix.iter().find(|w| !raw.workloads.contains_key(*w)) {
+            return Err(format!("mix names unknown workload {w:?}"));
+        }
+        if !mix.iter().any(|w| !raw.workloads[w].background) {
+            return Err(format!("mix {mix:?} has no workload to measure (all are background)"));
+        }
+    }
+    // A mix of one job is run alone only, as the baseline: with nothing else, nothing is compared with it.
+    if !raw.unloaded && mixes.iter().all(|m| m.len() < 2) {
+        return Err(format!(
+            "{} compares nothing: every mix is one workload, which runs alone only (expected a mix of two or more \
+             workloads, or unloaded = true to run each alone under every policy too)",
+            if raw.mixes.is_empty() { format!("mpl = {:?}", raw.mpl) } else { format!("mixes = {:?}", raw.mixes) }
+        ));
+    }
+    if let Some(w) = raw.workloads.keys().find(|w| !mixes.iter().any(|m| m.contains(w))) {
+        return Err(format!("workload {w} is in no mix (add it to mixes, or remove it)"));
+    }
+    Ok(mixes)
 }
 
 #[cfg(test)]
@@ -255,12 +292,35 @@ pub(super) mod tests {
 
     #[test]
     fn background_workloads_need_a_measured_one() {
-        let spec = GOOD.replace("mpl = [1, 2]", "mixes = [[\"lu\", \"hog\"]]")
+        let spec = GOOD.replace("mpl = [1, 2]", "mixes = [[\"lu\", \"hog\"], [\"ep\"]]")
             + "[workloads.hog]\ncommand = [\"pi\"]\nbackground = true\n";
         let s = parse(&spec).unwrap();
         assert!(s.workloads["hog"].background && !s.unloaded);
-        let only = spec.replace("[[\"lu\", \"hog\"]]", "[[\"hog\"]]");
+        let only = spec.replace("[\"lu\", \"hog\"]", "[\"lu\"], [\"hog\"]");
         assert!(parse(&only).unwrap_err().contains("no workload to measure"));
+    }
+
+    #[test]
+    fn one_workload_mixes_compare_something_only_when_run_under_every_policy() {
+        let spec = parse(&GOOD.replace("mpl = [1, 2]", "mpl = [1]\nunloaded = true")).unwrap();
+        assert_eq!(spec.mixes.len(), 2);
+    }
+
+    #[test]
+    fn a_placement_this_machine_cannot_give_is_refused_naming_what_it_has() {
+        use crate::harness::Kind as _;
+        let machine = lockstep_core::topo::Machine::live().unwrap();
+        let spec = parse(&GOOD.replace("ranks = 2", "ranks = 2\nplacement = \"e-only\"")).unwrap();
+        match (machine.kinds.len(), spec.check_machine()) {
+            (1, Err(e)) => {
+                let e = e.to_string();
+                assert!(e.contains("placement = \"e-only\" on this machine (cores by kind: P ×"), "{e}");
+                assert!(e.contains("one core kind") && e.lines().count() == 1, "{e}");
+            }
+            (1, Ok(())) => panic!("e-only accepted on a machine with one core kind"),
+            (_, result) => assert!(result.is_ok(), "{result:?}"),
+        }
+        assert!(parse(GOOD).unwrap().check_machine().is_ok());
     }
 
     #[test]
@@ -284,6 +344,19 @@ pub(super) mod tests {
             (("name = \"cfs\"", "name = \"slurm-gang\""), "needs ranks_in"),
             (("name = \"it-experiment\"", "name = \"it-experiment-with-a-very-long-name\""), "1 to 32"),
             (("[workloads.lu]", "[workloads.lu-with-a-long-name]"), "workload name"),
+            (("ranks = 2", "ranks = 2\nprogress = []"), "progress = [] (expected one or both of"),
+            (("ranks = 2", "ranks = 2\nprogress = [\"busy\", \"busy\"]"), "progress names \"busy\" twice"),
+            (("ranks = 2", "ranks = 2\nranks_in = []"), "ranks_in = []"),
+            (("ranks = 2", "ranks = 2\nrepetitions = 0"), "repetitions = 0"),
+            (("mpl = [1, 2]", "mpl = [1, 2]\nmixes = [[\"lu\", \"ep\"]]"), "both mpl and mixes"),
+            (("mpl = [1, 2]", "mpl = [2, 2]"), "mpl names 2 twice"),
+            (("mpl = [1, 2]", "mpl = [1]"), "mpl = [1] compares nothing"),
+            (("mpl = [1, 2]", "mixes = [[\"lu\"], [\"ep\"]]"), "compares nothing"),
+            (("mpl = [1, 2]", "mixes = [[\"lu\", \"ep\"], [\"lu\", \"ep\"]]"), "twice"),
+            (("mpl = [1, 2]", "mixes = [[\"lu\", \"lu\"]]"), "workload ep is in no mix"),
+            (("mpl = [1, 2]", "mixes = [[]]"), "no workload to measure"),
+            (("name = \"gang\"", "name = \"cfs\""), "[[policies]] names \"cfs\" twice"),
+            (("ranks = 2", "ranks = 2\nplacement = \"e-only\"\nranks_in = [\"container\"]"), "bare processes only"),
         ] {
             let err = parse(&GOOD.replace(change.0, change.1)).unwrap_err();
             assert!(err.contains(needle), "{change:?}: {err}");

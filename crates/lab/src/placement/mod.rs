@@ -14,8 +14,10 @@ pub mod spec;
 
 use std::path::{Path, PathBuf};
 
+use crate::harness::outcome::Outcome;
 use crate::harness::report::some_runs;
 use crate::harness::{Kind, Paths};
+use lockstep_core::error::UsageError;
 use lockstep_store::Store;
 use spec::PlacementSpec;
 
@@ -28,11 +30,27 @@ impl Kind for PlacementSpec {
         crate::harness::mpi::programs(paths, self.workloads.values().map(|w| &w.command[0]))
     }
 
-    fn run(&self, paths: &Paths) -> anyhow::Result<f64> {
+    fn check_machine(&self) -> anyhow::Result<()> {
+        // Every policy seats the job's ranks here, natively or emulated, before anything runs.
+        let hybrid = spec::Hybrid::new(self, lockstep_core::topo::Machine::live()?)?;
+        for &policy in &self.policies {
+            hybrid.seats(policy, self.ranks).map_err(|e| {
+                UsageError::new(format!(
+                    "experiment {}: policies: {policy} cannot seat ranks = {} on {}: {e}",
+                    self.name,
+                    self.ranks,
+                    hybrid.label()
+                ))
+            })?;
+        }
+        Ok(())
+    }
+
+    fn run(&self, paths: &Paths) -> anyhow::Result<Outcome> {
         run::run(self, paths)
     }
 
-    fn report(&self, store: &Store, dir: &Path) -> anyhow::Result<PathBuf> {
-        report::write(self, &some_runs(&self.name, store.experiment_runs(&self.name)?)?, dir)
+    fn report(&self, store: &Store, dir: &Path, session: Option<f64>) -> anyhow::Result<PathBuf> {
+        report::write(self, &some_runs(&self.name, session, store.experiment_runs(&self.name, session)?)?, dir)
     }
 }

@@ -6,8 +6,8 @@ use std::fmt::Write;
 use std::path::{Path, PathBuf};
 
 use super::spec::PlacementSpec;
-use crate::harness::report::{html_page, write_files};
-use crate::harness::stats::median;
+use crate::harness::report::{failed_section, html_page, write_files};
+use crate::harness::stats::{failed, median, split_failed};
 use lockstep_store::ExperimentRun;
 
 /// S000's NPB CG class D times (s) on an i9-13900K, by placement.
@@ -40,7 +40,7 @@ pub fn write(spec: &PlacementSpec, runs: &[ExperimentRun], dir: &Path) -> anyhow
     let cells: BTreeMap<(String, String, String), Cell> = groups
         .into_iter()
         .map(|(k, rs)| {
-            let ok: Vec<&&ExperimentRun> = rs.iter().filter(|r| r.verified).collect();
+            let ok: Vec<&&ExperimentRun> = rs.iter().filter(|r| !failed(r)).collect();
             let mut times: Vec<f64> = ok.iter().filter_map(|r| r.time_s).collect();
             let mut scores: Vec<f64> = ok.iter().filter_map(|r| r.score).collect();
             let cell = Cell {
@@ -97,11 +97,14 @@ pub fn write(spec: &PlacementSpec, runs: &[ExperimentRun], dir: &Path) -> anyhow
                 md,
                 "| {cores} | {runtime} | {policy} | {} | {} | {} | {} | {} | {} |",
                 c.runs,
-                c.time.map_or("-".into(), |t| format!("{t:.2}")),
+                c.time.map_or_else(
+                    || if c.runs == c.failed { "FAILED".into() } else { "-".into() },
+                    |t| format!("{t:.2}")
+                ),
                 ratio(c.time, base.and_then(|b| b.time)),
                 c.score.map_or("-".into(), |s| format!("{s:.0}")),
                 ratio(c.score, base.and_then(|b| b.score)),
-                c.failed
+                if c.failed == 0 { "0".into() } else { format!("FAILED {} of {}", c.failed, c.runs) }
             );
         }
         md += "\n";
@@ -117,5 +120,6 @@ pub fn write(spec: &PlacementSpec, runs: &[ExperimentRun], dir: &Path) -> anyhow
         md += EMULATION_LIMITS;
         md += "\n";
     }
+    md += &failed_section(&split_failed(runs).1);
     write_files(dir, &md, html_page(&spec.name, &spec.description))
 }

@@ -12,9 +12,10 @@ use nix::unistd::Pid;
 
 use super::spec::{Hybrid, PlacementSpec, Seat};
 use crate::harness::containers::{self, rank_processes, Runtime, Setup};
+use crate::harness::outcome::{Failures, Outcome};
 use crate::harness::spec::{Progress, RanksIn};
 use crate::harness::Paths;
-use crate::harness::{agent::PrivateAgent, progress_bar::progress_bar};
+use crate::harness::{agent::PrivateAgent, progress_bar::CaseProgress};
 use lockstep_cgroup::{bandwidth, procfs, Version};
 use lockstep_core::place::PlacementKind;
 use lockstep_core::topo::Machine;
@@ -53,8 +54,8 @@ fn plan(spec: &PlacementSpec) -> Vec<Case<'_>> {
     cases
 }
 
-/// Runs every case; returns the session id.
-pub fn run(spec: &PlacementSpec, paths: &Paths) -> anyhow::Result<f64> {
+/// Runs every case; returns the session id and the jobs that failed.
+pub fn run(spec: &PlacementSpec, paths: &Paths) -> anyhow::Result<Outcome> {
     std::fs::create_dir_all(&paths.work)?;
     let store = Store::open(&paths.store)?;
     let session = now();
@@ -69,9 +70,11 @@ pub fn run(spec: &PlacementSpec, paths: &Paths) -> anyhow::Result<f64> {
     let charliecloud = setup(RanksIn::Charliecloud, Runtime::Charliecloud)?;
     let (label, native) = (hybrid.label(), matches!(hybrid, Hybrid::Native(_)));
     let cases = plan(spec);
-    let bar = progress_bar(cases.len());
+    let mut progress = CaseProgress::new(cases.len());
+    let mut failures = Failures::default();
     for (number, case) in cases.iter().enumerate() {
-        bar.set_message(format!("{} {} {} #{}", case.policy, case.ranks_in, case.workload, case.repetition));
+        let what = format!("{} {} {} rep {}", case.policy, case.ranks_in, case.workload, case.repetition);
+        progress.start(what.clone());
         let runtime = match case.ranks_in {
             RanksIn::Container => podman.as_ref(),
             RanksIn::Charliecloud => charliecloud.as_ref(),
@@ -81,12 +84,14 @@ pub fn run(spec: &PlacementSpec, paths: &Paths) -> anyhow::Result<f64> {
         let seats = hybrid.seats(case.policy, spec.ranks)?;
         let site = Site { paths, socket: &agent.socket, runtime, native };
         let run = run_case(spec, &site, &job, case, &seats)?;
+        let stderr = paths.work.join(format!("{job}.err"));
+        let failed = failures.note(&what, &job, run.exit_status, Some(run.verified), Some(&stderr));
         store.add_experiment_run(&ExperimentRun { session, hybrid: Some(label.clone()), ..run })?;
-        bar.inc(1);
+        progress.done(failed);
     }
-    bar.finish_with_message("done");
+    progress.finish();
     drop(agent);
-    Ok(session)
+    Ok(Outcome { session, failures })
 }
 
 /// Where a case runs: the experiment's files, the private agent, the container runtime of its ranks, whether the

@@ -99,6 +99,8 @@ pub fn parse(path: &Path, text: &str) -> Result<PlacementSpec, UsageError> {
         .iter()
         .map(|p| p.parse::<PlacementKind>().map_err(|e| bad(e.to_string())))
         .collect::<Result<Vec<_>, _>>()?;
+    crate::harness::spec::distinct("policies", &raw.policies, "each placement policy once").map_err(bad)?;
+    crate::harness::spec::distinct("ranks_in", &raw.ranks_in, "each place ranks run once").map_err(bad)?;
     let mut ranks_in = Vec::new();
     for r in &raw.ranks_in {
         match RANKS_IN.parse(r) {

@@ -12,6 +12,7 @@ pub mod spec;
 
 use std::path::{Path, PathBuf};
 
+use crate::harness::outcome::Outcome;
 use crate::harness::report::some_runs;
 use crate::harness::{Kind, Paths};
 use lockstep_store::Store;
@@ -26,11 +27,11 @@ impl Kind for ScaleSpec {
         self.workloads.iter().map(|w| paths.bin.join(&w[0])).collect()
     }
 
-    fn run(&self, paths: &Paths) -> anyhow::Result<f64> {
+    fn run(&self, paths: &Paths) -> anyhow::Result<Outcome> {
         run::run(self, paths)
     }
 
-    fn report(&self, store: &Store, dir: &Path) -> anyhow::Result<PathBuf> {
-        report::write(self, &some_runs(&self.name, store.scale_records(&self.name)?)?, dir)
+    fn report(&self, store: &Store, dir: &Path, session: Option<f64>) -> anyhow::Result<PathBuf> {
+        report::write(self, &some_runs(&self.name, session, store.scale_records(&self.name, session)?)?, dir)
     }
 }

@@ -13,10 +13,11 @@ use serde::{Deserialize, Serialize};
 use super::measure::{co_run, favoured, suspensions, switch_spreads};
 use super::spec::{stream, ScalePolicy, ScaleSpec, StreamJob};
 use crate::harness::cluster::Cluster;
+use crate::harness::outcome::{Failures, Outcome};
 use crate::harness::spec::{PolicyConfig, Progress, Scheduler};
 use crate::harness::stats::percentile;
 use crate::harness::Paths;
-use crate::harness::{mpi::comm_ratio, progress_bar::progress_bar};
+use crate::harness::{mpi::comm_ratio, progress_bar::CaseProgress};
 use lockstep_cgroup::procfs;
 use lockstep_core::cosched::PolicySpec;
 use lockstep_store::{now, Action, Decision, ScaleRecord, Store};
@@ -140,21 +141,23 @@ pub struct Scrapes {
     pub head_series: f64,
 }
 
-/// Runs every case; returns the session id.
-pub fn run(spec: &ScaleSpec, paths: &Paths) -> anyhow::Result<f64> {
+/// Runs every case; returns the session id and the jobs that failed.
+pub fn run(spec: &ScaleSpec, paths: &Paths) -> anyhow::Result<Outcome> {
     std::fs::create_dir_all(&paths.work)?;
     let store = Store::open(&paths.store)?;
     let session = now();
     let cases = spec.nodes.len() * (spec.policies.len() + 1);
-    let bar = progress_bar(cases);
+    let mut progress = CaseProgress::new(cases);
+    let mut failures = Failures::default();
     for &nodes in &spec.nodes {
         let jobs = stream(spec, nodes);
         let mut cluster = Cluster::new(paths, nodes)?;
-        bar.set_message(format!("{nodes} nodes: every job alone"));
+        progress.start(format!("{nodes} nodes: every job alone"));
         let alone = baselines(spec, &mut cluster, &jobs, paths)?;
-        bar.inc(1);
+        progress.done(false);
         for policy in &spec.policies {
-            bar.set_message(format!("{nodes} nodes: {}", policy.label()));
+            let what = format!("{nodes} nodes: {}", policy.label());
+            progress.start(what.clone());
             let (results, case) = run_case(spec, &mut cluster, policy, &jobs, &alone, paths)?;
             let record = |record: &str, data: String| ScaleRecord {
                 experiment: spec.name.clone(),
@@ -168,11 +171,26 @@ pub fn run(spec: &ScaleSpec, paths: &Paths) -> anyhow::Result<f64> {
                 store.add_scale_record(&record("job", serde_json::to_string(r)?))?;
             }
             store.add_scale_record(&record("case", serde_json::to_string(&case)?))?;
-            bar.inc(1);
+            let before = failures.count();
+            for (i, r) in results.iter().enumerate() {
+                let job = format!("Slurm job {} (stream job {i})", r.id);
+                if r.exit.is_none() {
+                    failures.add(format!("case {what}: {job} did not end before the case's deadline"));
+                } else {
+                    failures.note(
+                        &what,
+                        &job,
+                        r.exit,
+                        None,
+                        Some(&case_dir(paths, nodes, policy).join(format!("job-{i}.out"))),
+                    );
+                }
+            }
+            progress.done(failures.count() > before);
         }
     }
-    bar.finish_and_clear();
-    Ok(session)
+    progress.finish();
+    Ok(Outcome { session, failures })
 }
 
 /// What a job of the stream takes alone: its wall time, its timed region and its communication share.
@@ -329,6 +347,11 @@ fn cluster_pids(dir: &Path) -> BTreeMap<String, i32> {
         .collect()
 }
 
+/// The directory that keeps a case's job outputs and the cluster's logs.
+fn case_dir(paths: &Paths, nodes: u32, policy: &ScalePolicy) -> PathBuf {
+    paths.work.join("cases").join(format!("{nodes}-{}", policy.label().replace('/', "-")))
+}
+
 /// One policy's run of the stream.
 fn run_case(
     spec: &ScaleSpec,
@@ -351,7 +374,7 @@ fn run_case(
     let ctld = pids.get("slurmctld").copied().unwrap_or(0);
     let ctld_cpu0 = cpu(ctld);
     // Each case keeps its jobs' output and, at its end, the cluster's logs (a failed job's cause is in them).
-    let kept = paths.work.join("cases").join(format!("{nodes}-{}", policy.label().replace('/', "-")));
+    let kept = case_dir(paths, nodes, policy);
     let _ = std::fs::remove_dir_all(&kept);
     std::fs::create_dir_all(kept.join("log"))?;
     let t0 = Instant::now();

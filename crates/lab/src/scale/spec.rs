@@ -104,6 +104,7 @@ fn cluster() -> String {
 
 /// Validates a scale spec, `text` as read from `path` (which messages name); every problem is one usage error.
 pub fn parse(path: &Path, text: &str) -> Result<ScaleSpec, UsageError> {
+    use crate::harness::spec::distinct;
     let bad = crate::harness::spec::bad(path);
     let (header, raw) = crate::harness::spec::read::<Raw>(path, text, "scale")?;
     if raw.nodes.is_empty() || raw.nodes.iter().any(|n| !(2..=MAX_NODES).contains(n)) {
@@ -113,6 +114,7 @@ pub fn parse(path: &Path, text: &str) -> Result<ScaleSpec, UsageError> {
     if raw.sizes.is_empty() || raw.sizes.iter().any(|s| *s < 1 || *s > smallest) {
         return Err(bad(format!("sizes = {:?} (expected job sizes from 1 to {smallest} nodes)", raw.sizes)));
     }
+    distinct("nodes", &raw.nodes, "each cluster size once").map_err(bad)?;
     if !(1..=10_000).contains(&raw.jobs) {
         return Err(bad(format!("jobs = {} (expected 1 to 10000)", raw.jobs)));
     }
@@ -148,6 +150,8 @@ pub fn parse(path: &Path, text: &str) -> Result<ScaleSpec, UsageError> {
     if policies.is_empty() {
         return Err(bad("no [[policies]]".into()));
     }
+    let labels: Vec<String> = policies.iter().map(|p| format!("{} rows {}", p.config.label(), p.rows)).collect();
+    distinct("[[policies]]", &labels, "each policy, slot and rows once").map_err(bad)?;
     Ok(ScaleSpec {
         name: header.name,
         description: header.description,
@@ -272,6 +276,7 @@ slot = "5s"
     fn bad_specs_say_what_is_wrong() {
         for (from, to, says) in [
             ("nodes = [16, 32]", "nodes = [16, 65]", "cluster sizes"),
+            ("nodes = [16, 32]", "nodes = [16, 16]", "nodes names 16 twice"),
             ("sizes = [2, 4, 16]", "sizes = [2, 32]", "job sizes"),
             ("arrival = \"1s\"", "arrival = \"1ms\"", "arrival"),
             ("rows = \"node\"", "rows = \"global\"", "rows"),

@@ -34,6 +34,8 @@ pub fn exec(cmd: &ExperimentCommand, store: &Path) -> anyhow::Result<i32> {
             // From here on a stopping signal takes down what the experiment started, then ends it.
             experiment::harness::teardown::on_signals()?;
             let spec = experiment::load(path)?;
+            // What the spec asks of this machine is checked before anything is made.
+            spec.check_machine()?;
             let dir = reports.join(spec.name());
             let exe = std::env::current_exe()?;
             // The work directory is absolute once it exists: ranks in containers see its files from another
@@ -55,8 +57,13 @@ pub fn exec(cmd: &ExperimentCommand, store: &Path) -> anyhow::Result<i32> {
                 }
             }
             let paths = Paths { work: dir.canonicalize()?.join("work"), ..paths };
-            spec.run(&paths)?;
-            write_report(spec.as_ref(), store, &dir)
+            let outcome = spec.run(&paths)?;
+            // The report is of the runs this run made, failed ones marked; then a failed job fails the command.
+            write_report(spec.as_ref(), store, &dir, Some(outcome.session))?;
+            match outcome.failures.error(spec.name()) {
+                Some(error) => Err(anyhow::anyhow!(error)),
+                None => Ok(0),
+            }
         }
         ExperimentCommand::Report { name, reports } => {
             let dir = reports.join(name);
@@ -67,15 +74,17 @@ pub fn exec(cmd: &ExperimentCommand, store: &Path) -> anyhow::Result<i32> {
                 );
             }
             let spec = experiment::load(&copy)?;
-            write_report(spec.as_ref(), store, &dir)
+            write_report(spec.as_ref(), store, &dir, None)?;
+            Ok(0)
         }
     }
 }
 
-/// Writes the report of `spec`'s runs in `store` into `dir`, and prints its summary and where it is.
-fn write_report(spec: &dyn Kind, store: &Path, dir: &Path) -> anyhow::Result<i32> {
-    let index = spec.report(&Store::open(store)?, dir)?;
+/// Writes the report of `spec`'s runs of `session` (`None`: its latest) in `store` into `dir`, and prints its
+/// summary and where it is.
+fn write_report(spec: &dyn Kind, store: &Path, dir: &Path, session: Option<f64>) -> anyhow::Result<()> {
+    let index = spec.report(&Store::open(store)?, dir, session)?;
     print!("{}", std::fs::read_to_string(dir.join("summary.md"))?);
     println!("\nreport: {}", index.display());
-    Ok(0)
+    Ok(())
 }

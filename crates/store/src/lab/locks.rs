@@ -82,18 +82,20 @@ impl Store {
         Ok(())
     }
 
-    /// The runs of the latest session of locks experiment `experiment` (empty if it never ran).
-    pub fn lock_runs(&self, experiment: &str) -> crate::error::Result<Vec<LockRun>> {
+    /// The runs of session `session` of locks experiment `experiment`, or of its latest session when `None`
+    /// (empty if it never ran, or made none in that session).
+    pub fn lock_runs(&self, experiment: &str, session: Option<f64>) -> crate::error::Result<Vec<LockRun>> {
         let mut stmt = self.conn.prepare(
             "SELECT experiment, session, scenario, workload, lock, threads, threads_per_cpu, corunners, numa,
                     numa_policy, repetition, ops, throughput_ops_s, fairness_jain, p50_ns, p99_ns, p999_ns,
                     exit_status, started_at
              FROM lock_runs
-             WHERE experiment = ?1 AND session = (SELECT max(session) FROM lock_runs WHERE experiment = ?1)
+             WHERE experiment = ?1
+               AND session = coalesce(?2, (SELECT max(session) FROM lock_runs WHERE experiment = ?1))
              ORDER BY id",
         )?;
         let uint = |v: Option<i64>| v.map(|n| n as u64);
-        let rows = stmt.query_map(params![experiment], |r| {
+        let rows = stmt.query_map(params![experiment, session], |r| {
             Ok(LockRun {
                 experiment: r.get(0)?,
                 session: r.get(1)?,
@@ -152,7 +154,7 @@ mod tests {
         store.add_lock_run(&run(1.0, "mcs")).unwrap();
         store.add_lock_run(&run(2.0, "cna")).unwrap();
         store.add_lock_run(&run(2.0, "cna-pt")).unwrap();
-        assert_eq!(store.lock_runs("locks").unwrap(), vec![run(2.0, "cna"), run(2.0, "cna-pt")]);
-        assert!(store.lock_runs("other").unwrap().is_empty());
+        assert_eq!(store.lock_runs("locks", None).unwrap(), vec![run(2.0, "cna"), run(2.0, "cna-pt")]);
+        assert!(store.lock_runs("other", None).unwrap().is_empty());
     }
 }

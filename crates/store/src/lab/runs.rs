@@ -106,17 +106,19 @@ impl Store {
         Ok(())
     }
 
-    /// The runs of the latest session of `experiment` (empty if it never ran).
-    pub fn experiment_runs(&self, experiment: &str) -> crate::error::Result<Vec<ExperimentRun>> {
+    /// The runs of session `session` of `experiment`, or of its latest session when `None` (empty if it never
+    /// ran, or made none in that session).
+    pub fn experiment_runs(&self, experiment: &str, session: Option<f64>) -> crate::error::Result<Vec<ExperimentRun>> {
         let mut stmt = self.conn.prepare(
             "SELECT experiment, session, policy, progress, placement, mix, mpl, workload, job, repetition, time_s,
                     wall_s, comm_ratio, verified, exit_status, started_at, tool_cpu_s, tool_rss_bytes, slot_skew_ms,
                     dcs_raises, dcs_p50_us, dcs_p99_us, auto_chose, score, hybrid, coscheduled
              FROM experiment_runs
-             WHERE experiment = ?1 AND session = (SELECT max(session) FROM experiment_runs WHERE experiment = ?1)
+             WHERE experiment = ?1
+               AND session = coalesce(?2, (SELECT max(session) FROM experiment_runs WHERE experiment = ?1))
              ORDER BY id",
         )?;
-        let rows = stmt.query_map(params![experiment], |r| {
+        let rows = stmt.query_map(params![experiment, session], |r| {
             Ok(ExperimentRun {
                 experiment: r.get(0)?,
                 session: r.get(1)?,

@@ -32,14 +32,16 @@ impl Store {
         Ok(())
     }
 
-    /// The results of the latest session of `experiment`, in the order they were recorded (empty if it never
-    /// ran).
-    pub fn scale_records(&self, experiment: &str) -> crate::error::Result<Vec<ScaleRecord>> {
+    /// The results of session `session` of `experiment`, or of its latest session when `None`, in the order they
+    /// were recorded (empty if it never ran, or recorded none in that session).
+    pub fn scale_records(&self, experiment: &str, session: Option<f64>) -> crate::error::Result<Vec<ScaleRecord>> {
         self.scale_query(
             "SELECT experiment, session, nodes, policy, record, data FROM scale_results
-             WHERE experiment = ?1 AND session = (SELECT max(session) FROM scale_results WHERE experiment = ?1)
+             WHERE experiment = ?1
+               AND session = coalesce(?2, (SELECT max(session) FROM scale_results WHERE experiment = ?1))
              ORDER BY id",
             experiment,
+            session,
         )
     }
 
@@ -47,15 +49,16 @@ impl Store {
     pub fn scale_records_all(&self, experiment: &str) -> crate::error::Result<Vec<ScaleRecord>> {
         self.scale_query(
             "SELECT experiment, session, nodes, policy, record, data FROM scale_results
-             WHERE experiment = ?1 ORDER BY session, id",
+             WHERE experiment = ?1 AND (?2 IS NULL OR session = ?2) ORDER BY session, id",
             experiment,
+            None,
         )
     }
 
-    /// The rows of `sql` (its one parameter `experiment`) as records.
-    fn scale_query(&self, sql: &str, experiment: &str) -> crate::error::Result<Vec<ScaleRecord>> {
+    /// The rows of `sql` (its parameters `experiment` and `session`) as records.
+    fn scale_query(&self, sql: &str, experiment: &str, session: Option<f64>) -> crate::error::Result<Vec<ScaleRecord>> {
         let mut stmt = self.conn.prepare(sql)?;
-        let rows = stmt.query_map(params![experiment], |r| {
+        let rows = stmt.query_map(params![experiment, session], |r| {
             Ok(ScaleRecord {
                 experiment: r.get(0)?,
                 session: r.get(1)?,
@@ -88,8 +91,10 @@ mod tests {
         for r in [rec(1.0, "job"), rec(2.0, "job"), rec(2.0, "case")] {
             store.add_scale_record(&r).unwrap();
         }
-        assert_eq!(store.scale_records("x").unwrap(), vec![rec(2.0, "job"), rec(2.0, "case")]);
-        assert!(store.scale_records("y").unwrap().is_empty());
+        assert_eq!(store.scale_records("x", None).unwrap(), vec![rec(2.0, "job"), rec(2.0, "case")]);
+        assert!(store.scale_records("y", None).unwrap().is_empty());
+        assert_eq!(store.scale_records("x", Some(1.0)).unwrap(), vec![rec(1.0, "job")]);
+        assert!(store.scale_records("x", Some(3.0)).unwrap().is_empty());
         assert_eq!(store.scale_records_all("x").unwrap(), vec![rec(1.0, "job"), rec(2.0, "job"), rec(2.0, "case")]);
     }
 }

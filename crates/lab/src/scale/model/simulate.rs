@@ -7,11 +7,12 @@ use anyhow::Context;
 use super::answer::Answer;
 use super::calibration::calibrate;
 use super::spec::ModelSpec;
+use crate::harness::outcome::Outcome;
 use crate::harness::Paths;
 use lockstep_store::{now, ScaleRecord, Store};
 
-/// Calibrates, runs the model and stores its answer; returns the session id.
-pub fn run(spec: &ModelSpec, paths: &Paths) -> anyhow::Result<f64> {
+/// Calibrates, runs the model and stores its answer; returns the session (a model that fails is an error).
+pub fn run(spec: &ModelSpec, paths: &Paths) -> anyhow::Result<Outcome> {
     std::fs::create_dir_all(&paths.work)?;
     let store = Store::open(&paths.store)?;
     let session = now();
@@ -38,7 +39,7 @@ pub fn run(spec: &ModelSpec, paths: &Paths) -> anyhow::Result<f64> {
             data,
         })?;
     }
-    Ok(session)
+    Ok(Outcome { session, ..Outcome::default() })
 }
 
 #[cfg(test)]

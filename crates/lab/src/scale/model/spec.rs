@@ -56,6 +56,7 @@ pub fn parse(path: &Path, text: &str) -> Result<ModelSpec, UsageError> {
     if raw.extrapolate.is_empty() || raw.extrapolate.iter().any(|n| !(2..=100_000).contains(n)) {
         return Err(bad(format!("extrapolate = {:?} (expected cluster sizes from 2 to 100000)", raw.extrapolate)));
     }
+    crate::harness::spec::distinct("extrapolate", &raw.extrapolate, "each cluster size once").map_err(bad)?;
     let horizon =
         lockstep_core::duration::within("horizon", &raw.horizon, Duration::from_mins(1)..=Duration::from_hours(24))
             .map_err(|e| bad(e.to_string()))?;

@@ -1,0 +1,86 @@
+//! `lockstep experiment run` ends with what ran: a job that fails fails its case and the command, and the report
+//! printed is of the runs the command made, never of an earlier run of the same experiment.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use common::Env;
+
+/// The build tree of `make build`, with its kernels; `None` (the test skipped, saying why) without it.
+fn built() -> Option<PathBuf> {
+    let build = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../build");
+    if build.join("bin/lu").exists() && build.join("bin/lockstep").exists() {
+        Some(build)
+    } else {
+        common::missing("build/bin has no kernels (run make build)");
+        None
+    }
+}
+
+/// The small spec of the fixtures with its lu and ep together, named `name`, `ep_args` its ep's arguments.
+fn spec(env: &Env, name: &str, ep_args: &str, description: &str) -> PathBuf {
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/specs/mpl-small.toml");
+    let text = std::fs::read_to_string(fixture)
+        .unwrap()
+        .replace("mpl = [1, 2]", r#"mixes = [["lu", "ep"]]"#)
+        .replace("name = \"it-experiment\"", &format!("name = \"{name}\""))
+        .replace("description = \"integration test\"", &format!("description = {description:?}"))
+        .replace(r#"command = ["ep", "--class", "S"]"#, &format!("command = [\"ep\", {ep_args}]"));
+    let path = env.dir.path().join(format!("{name}.toml"));
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// Runs `lockstep experiment run SPEC` from the build tree (the kernels beside it), its stdout not a terminal.
+fn run(build: &Path, env: &Env, spec: &Path) -> Output {
+    let reports = env.dir.path().join("reports");
+    Command::new(build.join("bin/lockstep"))
+        .env("LOCKSTEP_STORE", env.store())
+        .args(["experiment", "run", spec.to_str().unwrap(), "--reports", reports.to_str().unwrap()])
+        .output()
+        .unwrap()
+}
+
+#[test]
+#[ignore = "needs root"]
+fn a_failed_job_fails_the_run_and_the_report_is_of_this_run_only() {
+    common::require_root();
+    let Some(build) = built() else { return };
+    let env = Env::new();
+    // A good run first: its numbers must not be printed as the next run's.
+    let good = run(&build, &env, &spec(&env, "it-failing", r#""--class", "S""#, "good"));
+    let out = String::from_utf8_lossy(&good.stdout);
+    assert!(good.status.success(), "{out}{}", String::from_utf8_lossy(&good.stderr));
+    assert!(out.contains("## Headline") && out.contains("6 job runs"), "{out}");
+    // Not a terminal: a line per finished case, the time left after all but the last.
+    assert!(out.contains("[1/4] dedicated yield lu rep 1: ") && out.contains("(ETA "), "{out}");
+
+    // The same experiment with an ep that refuses its class: every case with ep fails.
+    let bad = run(&build, &env, &spec(&env, "it-failing", r#""--class", "Z""#, "<script>alert(1)</script> & co"));
+    let (out, err) = (String::from_utf8_lossy(&bad.stdout), String::from_utf8_lossy(&bad.stderr));
+    assert_eq!(bad.status.code(), Some(1), "{out}{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(
+        err.contains(
+            "experiment it-failing: case dedicated yield ep rep 1: job it-failing-ep-0 failed (exit 2): ep: unknown \
+             class 'Z'"
+        ) && err.contains("2 more failed"),
+        "{err}"
+    );
+    assert!(out.contains("[2/4] dedicated yield ep rep 1: ") && out.contains(", FAILED"), "{out}");
+    // Its own six jobs, the failed cases marked, no mean of them and no headline.
+    assert!(out.contains("6 job runs") && out.contains("## Failed cases"), "{out}");
+    assert!(out.contains("| yield | lu+ep | FAILED | FAILED |"), "{out}");
+    assert!(!out.contains("## Headline") && !out.contains("- under "), "{out}");
+    let html = std::fs::read_to_string(env.dir.path().join("reports/it-failing/index.html")).unwrap();
+    assert!(!html.contains("<script>") && html.contains("&lt;script&gt;alert(1)&lt;/script&gt; &amp; co"), "{html}");
+    assert!(html.contains("<td class=\"failed\">FAILED</td>"), "{html}");
+
+    // A job whose kernel does not verify fails too.
+    let unverified = run(&build, &env, &spec(&env, "it-unverified", r#""--class", "S", "--perturb""#, "perturbed"));
+    let err = String::from_utf8_lossy(&unverified.stderr);
+    assert_eq!(unverified.status.code(), Some(1), "{err}");
+    assert!(err.contains("job it-unverified-ep-0 failed (exit 1)"), "{err}");
+}
