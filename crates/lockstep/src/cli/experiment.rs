@@ -74,7 +74,7 @@ pub fn exec(cmd: &ExperimentCommand, store: &Path) -> anyhow::Result<i32> {
 
 /// Writes the report of `spec`'s runs in `store` into `dir`, and prints its summary and where it is.
 fn write_report(spec: &dyn Kind, store: &Path, dir: &Path) -> anyhow::Result<i32> {
-    let index = spec.report(&Store::open(store)?, dir)?;
+    let index = spec.report(&Store::open_existing(store)?, dir)?;
     print!("{}", std::fs::read_to_string(dir.join("summary.md"))?);
     println!("\nreport: {}", index.display());
     Ok(0)
