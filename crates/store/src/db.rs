@@ -43,8 +43,8 @@ impl Store {
     ///
     /// A new store is made whole under a temporary name in the same directory (0600, marked, every migration
     /// run) and then linked in place, so a store at `path` is always a marked one; another process making it at
-    /// the same moment wins or loses that link, never sees half a store. No directory is created and no existing
-    /// file's mode is changed. A file that is not a lockstep store (another program's SQLite file, one that is
+    /// the same moment wins or loses that link, never sees half a store. No directory is created (but lockstep's
+    /// own, that of [`DEFAULT_PATH`], 0700) and no existing file's mode is changed. A file that is not a lockstep store (another program's SQLite file, one that is
     /// not SQLite, an empty one, a store of a newer lockstep), or a path that is not a regular file, is a usage
     /// error, and nothing is written to it; so is a directory that does not exist.
     pub fn open(path: &Path) -> anyhow::Result<Self> {
@@ -269,6 +269,11 @@ fn create(path: &Path) -> Result<(), UsageError> {
                 &format!("{} is not a directory", dir.display()),
                 "give --store a path in a directory",
             ))
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && path == Path::new(DEFAULT_PATH) => {
+            // lockstep's own state directory (systemd's `StateDirectory=` makes it for the agent's unit), made as
+            // the agent makes it: 0700, in a chain of directories only root can change.
+            lockstep_core::trust::ensure_dir(dir, 0o700, "store").map_err(|e| UsageError::new(e.to_string()))?;
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             return Err(refused(
