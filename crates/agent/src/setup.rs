@@ -113,6 +113,20 @@ fn holder(ino: u64) -> Option<i32> {
     })
 }
 
+/// Says so when other users may read the store (an older build made it so, or an admin): the agent changes no
+/// existing file's mode, and job command lines may hold secrets.
+fn warn_if_open(store: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    let Ok(meta) = std::fs::metadata(store) else { return };
+    let mode = meta.permissions().mode() & 0o777;
+    if mode & 0o077 != 0 {
+        crate::log::warning!(
+            "store {} has mode {mode:o}: other users may read job command lines (chmod 600 it and its -wal and -shm)",
+            store.display()
+        );
+    }
+}
+
 /// Raises the agent's limit of open descriptors to the hard limit: every job's counters and cgroup files take
 /// some, and the descriptors that undo a change are opened when the change is made, so the agent must not be the
 /// first process on the node to run out. Said when it cannot.
@@ -173,6 +187,7 @@ pub fn run(config: Config) -> anyhow::Result<i32> {
     if !held && !hold(&config.store)? {
         anyhow::bail!("store {} was removed as the agent started", config.store.display());
     }
+    warn_if_open(&config.store);
     store.set_busy_timeout(STORE_BUSY)?;
     let metrics = config.metrics.map(http::bind).transpose()?;
     let (listener, socket) = server::bind(&config.socket)?;
