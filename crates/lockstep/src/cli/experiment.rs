@@ -46,6 +46,8 @@ pub fn exec(cmd: &ExperimentCommand, store: &Path) -> anyhow::Result<i32> {
                 ))
                 .into());
             }
+            // The store before the report's directory: a store that is not lockstep's leaves nothing behind.
+            drop(Store::open(store)?);
             std::fs::create_dir_all(&dir)?;
             std::fs::copy(path, dir.join("spec.toml"))?;
             // What the report reads besides the spec (a model's measured spec) goes beside it.

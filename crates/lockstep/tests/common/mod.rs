@@ -60,6 +60,9 @@ pub fn lockstepd() -> Result<PathBuf, String> {
     BUILT.get_or_init(build_lockstepd).clone()
 }
 
+/// The longest [`lockstepd`]'s build may take.
+const BUILD_LIMIT: Duration = Duration::from_mins(30);
+
 fn build_lockstepd() -> Result<PathBuf, String> {
     let lockstep = Path::new(env!("CARGO_BIN_EXE_lockstep"));
     let daemon = lockstep.with_file_name("lockstepd");
@@ -72,17 +75,22 @@ fn build_lockstepd() -> Result<PathBuf, String> {
         Some(p) => p,
     };
     let cargo = std::env::var_os("CARGO").or_else(|| option_env!("CARGO").map(Into::into));
-    let built = cargo.map(|cargo| {
+    let build = cargo.and_then(|cargo| {
         Command::new(cargo)
             .current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("../.."))
             .args(["build", "--quiet", "--workspace", "--bin", "lockstepd", "--profile", profile, "--target-dir"])
             .arg(target)
             .stdin(Stdio::null())
-            .output()
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .ok()
     });
-    match built {
-        Some(Ok(out)) if out.status.success() && daemon.is_file() => Ok(daemon),
-        Some(Ok(out)) => Err(format!(
+    // A fresh target directory on a loaded 2-CPU machine builds in minutes; a build still running after
+    // BUILD_LIMIT fails the test, saying what it was doing.
+    match build.map(|child| output_within(child, BUILD_LIMIT, "cargo build --bin lockstepd (for the agent's tests)")) {
+        Some(out) if out.status.success() && daemon.is_file() => Ok(daemon),
+        Some(out) => Err(format!(
             "`cargo build --bin lockstepd` into {} failed ({}): {}",
             target.display(),
             out.status,
