@@ -131,11 +131,39 @@ fn readable(path: &Path) -> Result<(), UsageError> {
 /// at most this build's schema version, or one an older lockstep wrote before stores were marked (a schema
 /// version from 1 to this build's, holding exactly the tables and indexes of that version).
 fn header(path: &Path) -> Result<(), UsageError> {
-    let conn = Connection::open_with_flags(
-        uri(path, "immutable=1"),
-        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_URI | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-    )
-    .map_err(|e| refused(path, &format!("cannot open it: {e}"), "give --store a store this user can read"))?;
+    let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let cannot =
+        |e: rusqlite::Error| refused(path, &format!("cannot open it: {e}"), "give --store a store this user can read");
+    let conn =
+        Connection::open_with_flags(uri(path, "immutable=1"), flags | OpenFlags::SQLITE_OPEN_URI).map_err(cannot)?;
+    match judge(path, &conn) {
+        // An older lockstep made a store as an empty file turned to WAL mode, then migrated it in the WAL: until
+        // its first checkpoint the file itself holds no table. While that store is open (its `-wal` and `-shm`
+        // are there) it is read again through them, which creates no file.
+        Err(refusal) if blank(&conn) && sibling(path, "-wal").is_file() && sibling(path, "-shm").is_file() => {
+            let live = Connection::open_with_flags(path, flags).map_err(cannot)?;
+            judge(path, &live).map_err(|_| refusal)
+        }
+        judged => judged,
+    }
+}
+
+/// Whether the database of `conn` has neither a schema version nor a table.
+fn blank(conn: &Connection) -> bool {
+    conn.pragma_query_value(None, "user_version", |r| r.get::<_, i64>(0)).is_ok_and(|v| v == 0)
+        && tables(conn).is_ok_and(|t| t.is_empty())
+}
+
+/// The file whose name is `path`'s with `suffix` added (SQLite's `-wal`, `-shm`).
+fn sibling(path: &Path, suffix: &str) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(suffix);
+    PathBuf::from(name)
+}
+
+/// Refuses the database of `conn`, the file at `path`, unless it is a lockstep store this build can use (see
+/// [`header`]).
+fn judge(path: &Path, conn: &Connection) -> Result<(), UsageError> {
     let read = |pragma: &str| conn.pragma_query_value(None, pragma, |r| r.get::<_, i64>(0));
     let (id, version) = match (read("application_id"), read("user_version")) {
         (Ok(id), Ok(version)) => (id, version),
@@ -152,7 +180,7 @@ fn header(path: &Path) -> Result<(), UsageError> {
     if id == i64::from(APPLICATION_ID) {
         return newer(path, version, known);
     }
-    let tables = tables(&conn).map_err(|e| refused(path, &format!("cannot read its tables: {e}"), NOT_OURS))?;
+    let tables = tables(conn).map_err(|e| refused(path, &format!("cannot read its tables: {e}"), NOT_OURS))?;
     let foreign = || {
         let mut names: Vec<String> = tables.iter().take(5).map(|name| name.escape_debug().to_string()).collect();
         if tables.len() > 5 {
@@ -174,7 +202,7 @@ fn header(path: &Path) -> Result<(), UsageError> {
     }
     let expected = shape(&migrated(usize::try_from(version).unwrap_or(0))?)
         .map_err(|e| UsageError::new(format!("cannot read the schema replayed in memory: {e}")))?;
-    let found = shape(&conn).map_err(|e| refused(path, &format!("cannot read its tables: {e}"), NOT_OURS))?;
+    let found = shape(conn).map_err(|e| refused(path, &format!("cannot read its tables: {e}"), NOT_OURS))?;
     if expected.iter().all(|object| found.contains(object)) {
         Ok(())
     } else {
@@ -311,9 +339,7 @@ fn create(path: &Path) -> Result<(), UsageError> {
             Err(e) => Err(cannot(&e)),
         });
     for suffix in ["", "-wal", "-shm", "-journal"] {
-        let mut file = temp.as_os_str().to_owned();
-        file.push(suffix);
-        let _ = std::fs::remove_file(file);
+        let _ = std::fs::remove_file(sibling(&temp, suffix));
     }
     made?;
     // Made here or by another process: either way it must be a lockstep store now.
@@ -553,6 +579,38 @@ mod tests {
             &path,
             &format!("written by a newer lockstep (schema version {newer}, this build knows {})", MIGRATIONS.len()),
         );
+    }
+
+    /// An older lockstep made a store as an empty file in WAL mode and migrated it in the WAL: while it is open
+    /// there, the file alone holds no table, and the store is read through its WAL.
+    #[test]
+    fn an_older_lockstep_store_still_in_its_wal_is_accepted() {
+        let dir = lockstep_scratch::tempdir().unwrap();
+        let path = dir.path().join("old.db");
+        std::fs::write(&path, b"").unwrap();
+        let old = rusqlite::Connection::open(&path).unwrap();
+        old.pragma_update(None, "journal_mode", "WAL").unwrap();
+        for step in &MIGRATIONS[..3] {
+            old.execute_batch(step).unwrap();
+        }
+        old.pragma_update(None, "user_version", 3).unwrap();
+        let flags = rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_URI;
+        let file_alone = rusqlite::Connection::open_with_flags(super::uri(&path, "immutable=1"), flags).unwrap();
+        assert!(super::blank(&file_alone), "the file alone already holds the schema: this tests nothing");
+        drop(file_alone);
+        let store = Store::open(&path).unwrap();
+        assert_eq!(store.jobs(true).unwrap().len(), 0);
+        drop(store);
+        drop(old);
+        assert_eq!(pragma(&path, "application_id"), i64::from(APPLICATION_ID));
+        // Another program's empty WAL database, open with its files beside it, is still refused.
+        let other = dir.path().join("other.db");
+        let theirs = rusqlite::Connection::open(&other).unwrap();
+        theirs.pragma_update(None, "journal_mode", "WAL").unwrap();
+        theirs.execute_batch("CREATE TABLE notes (t TEXT)").unwrap();
+        let err = Store::open(&other).err().unwrap().to_string();
+        assert!(err.contains("not a lockstep store"), "{err}");
+        drop(theirs);
     }
 
     #[test]
