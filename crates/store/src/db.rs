@@ -374,10 +374,6 @@ fn connect(path: &Path) -> anyhow::Result<Store> {
         Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX)
             .map_err(|e| refused(path, &format!("cannot open it: {e}"), "give --store a store this user can read"))?;
     conn.busy_timeout(OPEN_WAIT)?;
-    to_wal(&conn).map_err(|e| refused(path, &format!("cannot use it: {e}"), NOT_OURS))?;
-    // In WAL mode NORMAL survives any crash of the process (not of the OS) without an fsync per commit; the
-    // agent commits at every slot switch.
-    conn.pragma_update(None, "synchronous", "NORMAL")?;
     // Several processes may open an older store at once (four `lockstep run` started together): the version is
     // read inside a write transaction, so that one of them migrates and the others find it done.
     let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
@@ -388,14 +384,30 @@ fn connect(path: &Path) -> anyhow::Result<Store> {
     }
     newer(path, version, MIGRATIONS.len() as i64)?;
     for (i, step) in MIGRATIONS.iter().enumerate().skip(usize::try_from(version).unwrap_or(0)) {
-        tx.execute_batch(step)?;
+        // A store whose tables are not what its version says fails here, in one line, rolled back.
+        tx.execute_batch(step).map_err(|e| {
+            refused(path, &format!("cannot bring it to this build's schema (step {}): {}", i + 1, brief(&e)), NOT_OURS)
+        })?;
         tx.pragma_update(None, "user_version", i + 1)?;
     }
     if id == 0 {
         tx.pragma_update(None, "application_id", APPLICATION_ID)?;
     }
     tx.commit()?;
+    // Only then WAL mode (a store lockstep made is in it already): a store refused above is left as it was.
+    to_wal(&conn).map_err(|e| refused(path, &format!("cannot use it: {e}"), NOT_OURS))?;
+    // In WAL mode NORMAL survives any crash of the process (not of the OS) without an fsync per commit; the
+    // agent commits at every slot switch.
+    conn.pragma_update(None, "synchronous", "NORMAL")?;
     Ok(Store { conn })
+}
+
+/// SQLite's own words for `e`, without the statement it was in (the SQL of a migration, many lines).
+fn brief(e: &rusqlite::Error) -> String {
+    match e {
+        rusqlite::Error::SqlInputError { msg, .. } | rusqlite::Error::SqliteFailure(_, Some(msg)) => msg.clone(),
+        other => other.to_string().lines().next().unwrap_or_default().to_string(),
+    }
 }
 
 /// Puts the store in WAL mode (a store lockstep made is in it already). Switching a store to WAL upgrades a
@@ -611,6 +623,21 @@ mod tests {
         let err = Store::open(&other).err().unwrap().to_string();
         assert!(err.contains("not a lockstep store"), "{err}");
         drop(theirs);
+    }
+
+    /// A marked store whose tables are not what its version says (a table of a later step made by hand) is
+    /// refused in one line when its migration fails, and left as it was.
+    #[test]
+    fn a_marked_store_whose_tables_clash_with_a_migration_is_refused_in_one_line() {
+        let dir = lockstep_scratch::tempdir().unwrap();
+        let path = dir.path().join("clash.db");
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.execute_batch(MIGRATIONS[0]).unwrap();
+        conn.execute_batch("CREATE TABLE restore_journal (x)").unwrap();
+        conn.pragma_update(None, "user_version", 1).unwrap();
+        conn.pragma_update(None, "application_id", APPLICATION_ID).unwrap();
+        drop(conn);
+        refused(&path, "cannot bring it to this build's schema (step 2): table restore_journal already exists");
     }
 
     #[test]
