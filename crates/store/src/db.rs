@@ -140,9 +140,9 @@ fn header(path: &Path) -> Result<(), UsageError> {
         // An older lockstep made a store as an empty file turned to WAL mode, then migrated it in the WAL: until
         // its first checkpoint the file itself holds no table. While that store is open (its `-wal` and `-shm`
         // are there) it is read again through them, which creates no file.
-        Err(refusal) if blank(&conn) && sibling(path, "-wal").is_file() && sibling(path, "-shm").is_file() => {
+        Err(_) if blank(&conn) && sibling(path, "-wal").is_file() && sibling(path, "-shm").is_file() => {
             let live = Connection::open_with_flags(path, flags).map_err(cannot)?;
-            judge(path, &live).map_err(|_| refusal)
+            judge(path, &live)
         }
         judged => judged,
     }
@@ -621,7 +621,7 @@ mod tests {
         theirs.pragma_update(None, "journal_mode", "WAL").unwrap();
         theirs.execute_batch("CREATE TABLE notes (t TEXT)").unwrap();
         let err = Store::open(&other).err().unwrap().to_string();
-        assert!(err.contains("not a lockstep store"), "{err}");
+        assert!(err.contains("not a lockstep store (application_id 0, user_version 0, tables: notes)"), "{err}");
         drop(theirs);
     }
 
