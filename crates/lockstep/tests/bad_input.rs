@@ -256,6 +256,7 @@ const STORE: &[(&[&str], &str)] = &[
         "no directory /nonexistent/d",
     ),
     (&["--store", "{missing.db}", "experiment", "report", "x", "--reports", "{reports}"], "no store at"),
+    (&["--store", "{other.db/s.db}", "jobs"], "other.db is a file, not a directory"),
 ];
 
 /// The agent given a store that is not lockstep's (root, as [`AGENT`]).

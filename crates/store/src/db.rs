@@ -44,9 +44,10 @@ impl Store {
     /// A new store is made whole under a temporary name in the same directory (0600, marked, every migration
     /// run) and then linked in place, so a store at `path` is always a marked one; another process making it at
     /// the same moment wins or loses that link, never sees half a store. No directory is created (but lockstep's
-    /// own, that of [`DEFAULT_PATH`], 0700) and no existing file's mode is changed. A file that is not a lockstep store (another program's SQLite file, one that is
-    /// not SQLite, an empty one, a store of a newer lockstep), or a path that is not a regular file, is a usage
-    /// error, and nothing is written to it; so is a directory that does not exist.
+    /// own, that of [`DEFAULT_PATH`], 0700) and no existing file's mode is changed. A file that is not a lockstep
+    /// store (another program's SQLite file, one that is not SQLite, an empty one, a store of a newer lockstep),
+    /// or a path that is not a regular file, is a usage error, and nothing is written to it; so is a directory
+    /// that does not exist.
     pub fn open(path: &Path) -> anyhow::Result<Self> {
         if !inspect(path)? {
             create(path)?;
@@ -109,6 +110,11 @@ fn inspect(path: &Path) -> Result<bool, UsageError> {
             Err(refused(path, "not a regular file", "expected a lockstep store, or a path where there is no file yet"))
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+        Err(e) if e.raw_os_error() == Some(libc::ENOTDIR) => {
+            // The file that stands where a directory of the path should be.
+            let file = path.ancestors().skip(1).find(|a| a.is_file()).unwrap_or(path);
+            Err(refused(path, &format!("{} is a file, not a directory", file.display()), "give --store a path"))
+        }
         Err(e) => Err(refused(path, &lockstep_core::error::io_reason(&e), "give --store a store this user can read")),
     }
 }
@@ -129,7 +135,7 @@ fn readable(path: &Path) -> Result<(), UsageError> {
 /// Reads the header and, for a store without lockstep's mark, the schema of the file at `path` (see
 /// [`inspect`]), and refuses it unless it is a lockstep store this build can use: one with lockstep's mark and
 /// at most this build's schema version, or one an older lockstep wrote before stores were marked (a schema
-/// version from 1 to this build's, holding exactly the tables and indexes of that version).
+/// version from 1 to this build's, holding every table and index of that version, with their columns).
 fn header(path: &Path) -> Result<(), UsageError> {
     let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
     let cannot =
