@@ -78,7 +78,7 @@ fn job_counts(job: &str, telemetry: &SharedTelemetry, store: &std::path::Path) -
         }
         t.node().to_string()
     };
-    let finals: Vec<_> = lockstep_store::Store::open(store)?.latest_samples(job, &node)?;
+    let finals: Vec<_> = lockstep_store::Store::open_existing(store)?.latest_samples(job, &node)?;
     if finals.is_empty() {
         return Ok(None);
     }

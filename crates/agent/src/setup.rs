@@ -64,6 +64,69 @@ fn prepare(config: &Config) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Takes the store at `path` for this agent's whole life (`false`: there is no regular file there yet, and
+/// [`Store::open`] makes it or says what is wrong). The lock is an `flock` on the store file: it belongs to a
+/// descriptor that is never closed, so it ends only with the process (a crash, a SIGKILL included), and it is
+/// separate from SQLite's own POSIX locks on the file, which closing any other descriptor of it would drop. An
+/// agent holding it already is a usage error naming its PID.
+fn hold(path: &Path) -> anyhow::Result<bool> {
+    use std::os::fd::{AsRawFd, IntoRawFd};
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    let Ok(file) = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC)
+        .open(path)
+    else {
+        return Ok(false);
+    };
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        return Ok(false);
+    }
+    // SAFETY: flock on a descriptor this function owns.
+    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        let e = std::io::Error::last_os_error();
+        if e.raw_os_error() != Some(libc::EWOULDBLOCK) {
+            anyhow::bail!("cannot lock store {}: {e}", path.display());
+        }
+        let who =
+            holder(meta.ino()).map_or_else(|| "another agent".to_string(), |pid| format!("the agent of PID {pid}"));
+        return Err(lockstep_core::error::UsageError::new(format!(
+            "store {}: in use by {who} (one agent per store: stop that one, or give --store another store)",
+            path.display()
+        ))
+        .into());
+    }
+    // Never closed: the lock lasts as long as the process.
+    let _ = file.into_raw_fd();
+    Ok(true)
+}
+
+/// The PID holding an `flock` on the file of inode `ino`, as `/proc/locks` lists it
+/// (`1: FLOCK  ADVISORY  WRITE 1234 08:01:5678 0 EOF`).
+fn holder(ino: u64) -> Option<i32> {
+    let locks = std::fs::read_to_string("/proc/locks").ok()?;
+    let ino = ino.to_string();
+    locks.lines().find_map(|line| {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        (f.len() > 5 && f[1] == "FLOCK" && f[5].rsplit(':').next() == Some(ino.as_str())).then(|| f[4].parse().ok())?
+    })
+}
+
+/// Says so when other users may read the store (an older build made it so, or an admin): the agent changes no
+/// existing file's mode, and job command lines may hold secrets.
+fn warn_if_open(store: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    let Ok(meta) = std::fs::metadata(store) else { return };
+    let mode = meta.permissions().mode() & 0o777;
+    if mode & 0o077 != 0 {
+        crate::log::warning!(
+            "store {} has mode {mode:o}: other users may read job command lines (chmod 600 it and its -wal and -shm)",
+            store.display()
+        );
+    }
+}
+
 /// Raises the agent's limit of open descriptors to the hard limit: every job's counters and cgroup files take
 /// some, and the descriptors that undo a change are opened when the change is made, so the agent must not be the
 /// first process on the node to run out. Said when it cannot.
@@ -105,6 +168,9 @@ pub fn run(config: Config) -> anyhow::Result<i32> {
     let backend = lockstep_cgroup::detect()?;
     server::check(&config.socket)?;
     prepare(&config)?;
+    // One agent per store, decided before anything is touched: a second one, even on another socket, would
+    // journal, plan and restore beside the first.
+    let held = hold(&config.store)?;
     // A client or scraper that hangs up mid-answer is an EPIPE error for that connection, never a signal.
     // SAFETY: ignoring a signal installs no handler code.
     unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) };
@@ -117,6 +183,11 @@ pub fn run(config: Config) -> anyhow::Result<i32> {
     signals.thread_block()?;
     // Everything that can refuse the start is tried before the socket exists: a refused start leaves nothing.
     let store = Store::open(&config.store)?;
+    // A store this agent made just now is held from here (another agent that made it meanwhile holds it first).
+    if !held && !hold(&config.store)? {
+        anyhow::bail!("store {} was removed as the agent started", config.store.display());
+    }
+    warn_if_open(&config.store);
     store.set_busy_timeout(STORE_BUSY)?;
     let metrics = config.metrics.map(http::bind).transpose()?;
     let (listener, socket) = server::bind(&config.socket)?;

@@ -457,6 +457,7 @@ fn adopted_pids_move_in_and_back_out() {
 fn bad_input_is_one_line_exit_2_and_changes_nothing() {
     common::require_root();
     let _serial = serial();
+    common::lockstepd().unwrap();
     let env = Env::new();
     usage_error(&env.run(&["agent", "--slot", "5ms"]), "bad slot \"5ms\"");
     usage_error(&env.run(&["agent", "--policy", "round-robin"]), "unknown co-scheduling policy");
@@ -488,6 +489,31 @@ fn bad_input_is_one_line_exit_2_and_changes_nothing() {
     assert_eq!(strip(&before), strip(&after), "bad input changed the agent");
     assert!(strip(&after)["jobs"].as_array().unwrap().is_empty());
     assert_eq!(strip(&after)["policy"], "boost");
+}
+
+/// One agent per store: a second agent on the same store, even on another socket, is refused in one line naming
+/// the first's PID, before it makes its socket; the first serves on. Once the first has stopped, the store is free.
+#[test]
+#[ignore = "needs root"]
+fn a_second_agent_on_the_same_store_is_refused_naming_the_first() {
+    common::require_root();
+    let _serial = serial();
+    let env = Env::new();
+    let first = Agent::start(&env, &["--policy", "boost", "--slot", "1s"]);
+    let other = env.dir.path().join("other.sock");
+    let before = std::fs::read_dir(env.dir.path()).unwrap().count();
+    let out = env.run(&["--socket", other.to_str().unwrap(), "agent"]);
+    usage_error(&out, &format!("in use by the agent of PID {}", first.pid()));
+    assert!(String::from_utf8_lossy(&out.stderr).contains(&env.store().display().to_string()));
+    assert!(!other.exists(), "the refused agent made its socket");
+    assert_eq!(std::fs::read_dir(env.dir.path()).unwrap().count(), before, "the refused agent left a file");
+    ok(&env.run(&["status"]));
+    let log = stopped_log(first);
+    assert!(log.contains("every job restored"), "{log}");
+    // The first agent's lock ended with it.
+    let second = Agent::start(&env, &["--policy", "boost", "--slot", "1s"]);
+    ok(&env.run(&["status"]));
+    drop(second);
 }
 
 /// `ranks_in` values of a spec (quoted): bare processes, and podman and Charliecloud containers where they are

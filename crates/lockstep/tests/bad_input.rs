@@ -257,23 +257,95 @@ const EXPERIMENT: &[(&[&str], &str)] = &[
     (&["experiment", "run", "{spec-no-repetitions.toml}"], "repetitions = 0"),
 ];
 
+/// Files at `--store` that are not a lockstep store, or no file at all: each is refused, read only (the test's
+/// snapshot holds their bytes and modes), and none is made where there was none.
+const STORE: &[(&[&str], &str)] = &[
+    (&["--store", "{other.db}", "jobs"], "not a lockstep store (application_id 0, user_version 0, tables: notes)"),
+    (&["--store", "{other.db}", "run", "--job", "x", "--place", "any", "--", "true"], "not a lockstep store"),
+    (&["--store", "{other-jobs.db}", "jobs"], "not a lockstep store (application_id 0, user_version 0, tables: jobs)"),
+    (&["--store", "{other-id.db}", "jobs"], "not a lockstep store (application_id 1234"),
+    (&["--store", "{empty.db}", "jobs"], "an empty file, not a lockstep store"),
+    (&["--store", "{empty.db}", "run", "--job", "x", "--place", "any", "--", "true"], "an empty file"),
+    (&["--store", "{garbage.db}", "jobs"], "not a SQLite file"),
+    (&["--store", "{newer.db}", "jobs"], "written by a newer lockstep (schema version 99999"),
+    (&["--store", "{missing.db}", "jobs"], "no store at"),
+    (&["--store", "/nonexistent/d/s.db", "jobs"], "no store at /nonexistent/d/s.db: no directory /nonexistent/d"),
+    (
+        &["--store", "/nonexistent/d/s.db", "run", "--job", "x", "--place", "any", "--", "true"],
+        "no directory /nonexistent/d",
+    ),
+    (&["--store", "{missing.db}", "experiment", "report", "x", "--reports", "{reports}"], "no store at"),
+    (&["--store", "{other.db/s.db}", "jobs"], "other.db is a file, not a directory"),
+];
+
+/// The agent given a store that is not lockstep's (root, as [`AGENT`]).
+const STORE_AGENT: &[(&[&str], &str)] = &[
+    (&["agent", "--store", "{other.db}"], "not a lockstep store"),
+    (&["agent", "--store", "{empty.db}"], "an empty file"),
+    (&["agent", "--store", "{newer.db}"], "written by a newer lockstep"),
+];
+
+/// Writes the files [`STORE`] names: other programs' SQLite files (one with a `jobs` table of its own, one with
+/// its own application_id), an empty file, one that is not SQLite, a store of a newer lockstep, and a reports
+/// directory holding an experiment's spec (so that `experiment report` gets as far as the store). All readable
+/// by others (0644), which must stay so.
+fn store_files(dir: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    let sqlite = |name: &str, sql: &str| {
+        let conn = rusqlite::Connection::open(dir.join(name)).unwrap();
+        conn.execute_batch(sql).unwrap();
+    };
+    sqlite("other.db", "CREATE TABLE notes (t TEXT); INSERT INTO notes VALUES ('mine');");
+    sqlite("other-jobs.db", "CREATE TABLE jobs (id INTEGER PRIMARY KEY, what TEXT);");
+    sqlite("other-id.db", "PRAGMA application_id = 1234; CREATE TABLE notes (t TEXT);");
+    sqlite(
+        "newer.db",
+        &format!(
+            "PRAGMA application_id = {}; PRAGMA user_version = 99999; CREATE TABLE jobs (id INTEGER);",
+            lockstep_store::APPLICATION_ID
+        ),
+    );
+    std::fs::write(dir.join("empty.db"), b"").unwrap();
+    std::fs::write(dir.join("garbage.db"), b"GIF89a, not a database\n".repeat(64)).unwrap();
+    std::fs::create_dir_all(dir.join("reports/x")).unwrap();
+    std::fs::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/specs/mpl-small.toml"),
+        dir.join("reports/x/spec.toml"),
+    )
+    .unwrap();
+    for name in ["other.db", "other-jobs.db", "other-id.db", "newer.db", "empty.db", "garbage.db"] {
+        std::fs::set_permissions(dir.join(name), std::fs::Permissions::from_mode(0o644)).unwrap();
+    }
+}
+
 #[test]
 fn every_bad_input_is_one_line_exit_2_and_changes_nothing() {
     let env = Env::new();
     let files = Files::new(&env);
-    // The agent's cases need root to get as far as the check that refuses them.
-    let agent_cases = if common::is_root() { AGENT } else { &[] };
+    store_files(&files.dir);
+    // The agent's cases need root to get as far as the check that refuses them, and the agent's binary, which
+    // `lockstep agent` execs.
+    let agent_cases: &[(&[&str], &str)] = if !common::is_root() {
+        &[]
+    } else if let Err(why) = common::lockstepd() {
+        common::missing(&format!("the agent's cases: {why}"));
+        &[]
+    } else {
+        AGENT
+    };
     let failed: Vec<String> = CLI
         .iter()
         .chain(agent_cases)
         .chain(EXPERIMENT)
+        .chain(STORE)
+        .chain(if agent_cases.is_empty() { &[] } else { STORE_AGENT })
         .filter_map(|(args, needle)| refused(&env, &files, &expand(&files, args), needle).err())
         .collect();
     assert!(
         failed.is_empty(),
         "{} of {} bad inputs not refused cleanly:\n{}",
         failed.len(),
-        CLI.len() + agent_cases.len(),
+        CLI.len() + agent_cases.len() + STORE.len() + if agent_cases.is_empty() { 0 } else { STORE_AGENT.len() },
         failed.join("\n")
     );
     assert!(!env.store().exists(), "a refused command created the store");

@@ -8,7 +8,7 @@ mod lab;
 mod node;
 mod schema;
 
-pub use db::{now, resolve_path, Store, DEFAULT_PATH};
+pub use db::{now, resolve_path, Store, APPLICATION_ID, DEFAULT_PATH};
 pub use error::{Error, Result};
 pub use lab::{ExperimentRun, LockRun, ScaleRecord};
 pub use node::{Action, Decision, JobRow, JournalEntry, ManagedJob, NewJob, SlurmJob, ACTIONS};

@@ -207,6 +207,9 @@ mod tests {
             let mut store = Store::open(&path).unwrap();
             let version: usize = store.conn.pragma_query_value(None, "user_version", |r| r.get(0)).unwrap();
             assert_eq!(version, MIGRATIONS.len(), "from {steps} steps");
+            // It was lockstep's before stores were marked: it is marked now.
+            let id: i32 = store.conn.pragma_query_value(None, "application_id", |r| r.get(0)).unwrap();
+            assert_eq!(id, crate::APPLICATION_ID, "from {steps} steps");
             let jobs = store.jobs(true).unwrap();
             assert_eq!((jobs.len(), jobs[0].name.as_str(), jobs[0].pus.as_str()), (1, "old", "0-1"));
             let journal = store.journal().unwrap();

@@ -21,10 +21,13 @@ pub struct PrivateAgent {
 const AGENT_STOP_GRACE: Duration = Duration::from_secs(30);
 
 impl PrivateAgent {
-    /// Starts `lockstep agent --policy cfs` with `extra` arguments on a socket in the work directory.
+    /// Starts `lockstep agent --policy cfs` with `extra` arguments on a socket in the work directory, its log in
+    /// `agent.log` beside it. An agent that refuses to start (another agent holds the store, say) ends the
+    /// experiment with the agent's own line, a usage error where the agent's was one.
     pub fn start(paths: &Paths, extra: &[String]) -> anyhow::Result<Self> {
         let socket = paths.work.join("agent.sock");
-        let child = Command::new(std::env::current_exe()?)
+        let log = paths.work.join("agent.log");
+        let mut child = Command::new(std::env::current_exe()?)
             .arg("--socket")
             .arg(&socket)
             .arg("--store")
@@ -32,10 +35,19 @@ impl PrivateAgent {
             .args(["agent", "--policy", "cfs"])
             .args(extra)
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(std::fs::File::create(&log)?)
             .spawn()?;
         let deadline = Instant::now() + Duration::from_secs(10);
         while std::os::unix::net::UnixStream::connect(&socket).is_err() {
+            if let Some(status) = child.try_wait()? {
+                let text = std::fs::read_to_string(&log).unwrap_or_default();
+                let said = text.lines().last().unwrap_or("nothing");
+                let message = format!("the experiment's agent did not start ({status}): {said}");
+                if status.code() == Some(lockstep_core::error::EXIT_USAGE) {
+                    return Err(lockstep_core::error::UsageError::new(message).into());
+                }
+                anyhow::bail!(message);
+            }
             anyhow::ensure!(Instant::now() < deadline, "the experiment's agent did not start");
             std::thread::sleep(Duration::from_millis(20));
         }

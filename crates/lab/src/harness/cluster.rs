@@ -268,7 +268,7 @@ impl Cluster {
     pub fn skew_ms(&self, from: f64, to: f64) -> anyhow::Result<Option<f64>> {
         let mut per_node = Vec::new();
         for db in self.stores() {
-            let switches = Store::open(&db)?.decisions_between(Action::Slot, from, to)?;
+            let switches = Store::open_existing(&db)?.decisions_between(Action::Slot, from, to)?;
             per_node
                 .push(switches.into_iter().map(|d| (d.slot, d.time)).collect::<std::collections::BTreeMap<u64, f64>>());
         }

@@ -381,7 +381,7 @@ fn agent_records(
     let mut choices = Vec::new();
     if auto {
         for db in &stores {
-            choices.extend(Store::open(db)?.auto_choices(from, to)?.into_iter().map(|(_, c)| c));
+            choices.extend(Store::open_existing(db)?.auto_choices(from, to)?.into_iter().map(|(_, c)| c));
         }
     }
     let coscheduled = jobs.iter().filter_map(|&job| Some((job.to_string(), coscheduled(&stores, job)?))).collect();
@@ -394,7 +394,7 @@ fn coscheduled(stores: &[PathBuf], job: &str) -> Option<f64> {
     let shares: Vec<f64> = stores
         .iter()
         .filter_map(|db| {
-            let samples = Store::open(db).ok()?.samples(job).ok()?;
+            let samples = Store::open_existing(db).ok()?.samples(job).ok()?;
             sample::latest(&samples, sample::COSCHEDULED)?.share()
         })
         .collect();
@@ -481,7 +481,9 @@ fn auto_chose(records: &[Choice], name: &str) -> String {
 fn dcs_latency(stores: &[PathBuf], from: f64, to: f64) -> anyhow::Result<Option<(u64, f64, f64)>> {
     let mut us = Vec::new();
     for db in stores {
-        us.extend(Store::open(db)?.decisions_between(Action::DcsRaise, from, to)?.into_iter().map(|d| d.duration_us));
+        us.extend(
+            Store::open_existing(db)?.decisions_between(Action::DcsRaise, from, to)?.into_iter().map(|d| d.duration_us),
+        );
     }
     if us.is_empty() {
         return Ok(None);

@@ -392,7 +392,7 @@ fn run_case(
     let to = now();
     let mut decisions: Vec<Decision> = Vec::new();
     for db in cluster.stores() {
-        let store = Store::open(&db)?;
+        let store = Store::open_existing(&db)?;
         for action in [Action::Favour, Action::Freeze, Action::Thaw, Action::Slot] {
             decisions.extend(store.decisions_between(action, from, to)?);
         }

@@ -48,6 +48,8 @@ pub fn exec(cmd: &ExperimentCommand, store: &Path) -> anyhow::Result<i32> {
                 ))
                 .into());
             }
+            // The store before the report's directory: a store that is not lockstep's leaves nothing behind.
+            drop(Store::open(store)?);
             std::fs::create_dir_all(&dir)?;
             std::fs::copy(path, dir.join("spec.toml"))?;
             // What the report reads besides the spec (a model's measured spec) goes beside it.
@@ -83,7 +85,7 @@ pub fn exec(cmd: &ExperimentCommand, store: &Path) -> anyhow::Result<i32> {
 /// Writes the report of `spec`'s runs of `session` (`None`: its latest) in `store` into `dir`, and prints its
 /// summary and where it is.
 fn write_report(spec: &dyn Kind, store: &Path, dir: &Path, session: Option<f64>) -> anyhow::Result<()> {
-    let index = spec.report(&Store::open(store)?, dir, session)?;
+    let index = spec.report(&Store::open_existing(store)?, dir, session)?;
     print!("{}", std::fs::read_to_string(dir.join("summary.md"))?);
     println!("\nreport: {}", index.display());
     Ok(())

@@ -20,7 +20,8 @@ pub struct Args {
 
 /// Runs `lockstep jobs`.
 pub fn exec(args: &Args, store: &Path) -> anyhow::Result<i32> {
-    let store = Store::open(store)?;
+    // A listing creates no store: none at the path is said, and a file that is not lockstep's is refused.
+    let store = Store::open_existing(store)?;
     reconcile(&store)?;
     let jobs = store.jobs(args.all)?;
     let state = |j: &lockstep_store::JobRow| {

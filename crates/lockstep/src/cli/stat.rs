@@ -144,8 +144,13 @@ fn slurm_nodes(id: lockstep_slurm::SlurmJobId, port: u16) -> anyhow::Result<Stri
 /// The processes of a running job of this node: a `lockstep run` job of the store, else a job the local agent
 /// manages (its cgroups and the cgroups below them).
 fn job_pids(store: &Path, socket: &Path, job: &str) -> anyhow::Result<Vec<i32>> {
-    let store = lockstep_store::Store::open(store)?;
-    let row = store.jobs(false)?.into_iter().find(|j| j.name == job);
+    // No store at the path is no `lockstep run` job (the agent may still manage one); a file that is not a
+    // lockstep store is refused.
+    let row = if std::fs::symlink_metadata(store).is_ok() {
+        lockstep_store::Store::open_existing(store)?.jobs(false)?.into_iter().find(|j| j.name == job)
+    } else {
+        None
+    };
     let cgroup = row.and_then(|j| j.cgroup).map(lockstep_cgroup::JobCgroup::from);
     let mut pids = cgroup.map(|cg| cg.pids().unwrap_or_default()).unwrap_or_default();
     if pids.is_empty() {
@@ -169,7 +174,9 @@ fn job_pids(store: &Path, socket: &Path, job: &str) -> anyhow::Result<Vec<i32>> 
 /// and the share of its time a rank waited for a CPU.
 fn print_coscheduled(store: &Path, job: &str) {
     use lockstep_core::sample::{latest, COSCHEDULED, RANK_RUNNING, RANK_WAITING};
-    let Some(samples) = lockstep_store::Store::open(store).ok().and_then(|s| s.samples(job).ok()) else { return };
+    let Some(samples) = lockstep_store::Store::open_existing(store).ok().and_then(|s| s.samples(job).ok()) else {
+        return;
+    };
     let lines = [
         (RANK_RUNNING, "running: some rank on a CPU (share of its time, agent)"),
         (COSCHEDULED, "co-scheduled: all its ranks on a CPU at once (share of the time one was, agent)"),

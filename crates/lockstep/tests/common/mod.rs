@@ -49,6 +49,59 @@ impl Env {
     }
 }
 
+/// `lockstepd`, which `lockstep agent` execs from its own directory, made current there first: `cargo test`
+/// builds the binaries of the package under test only (`lockstep`), so in a fresh clone there is none, and after
+/// an edit an older one. It is built as `make build` builds it (`cargo build --workspace`, the same features, in
+/// the same target directory and profile as this test's `lockstep`), so under `make test` this finds it current
+/// at once. Where cargo cannot be run (a test binary copied into a guest), a `lockstepd` already beside
+/// `lockstep` is used. `Err` says why there is none.
+pub fn lockstepd() -> Result<PathBuf, String> {
+    static BUILT: std::sync::OnceLock<Result<PathBuf, String>> = std::sync::OnceLock::new();
+    BUILT.get_or_init(build_lockstepd).clone()
+}
+
+/// The longest [`lockstepd`]'s build may take.
+const BUILD_LIMIT: Duration = Duration::from_mins(30);
+
+fn build_lockstepd() -> Result<PathBuf, String> {
+    let lockstep = Path::new(env!("CARGO_BIN_EXE_lockstep"));
+    let daemon = lockstep.with_file_name("lockstepd");
+    // `<target dir>/<profile dir>/lockstep`; the `dev` profile's directory is `debug`.
+    let (Some(profile_dir), Some(target)) = (lockstep.parent(), lockstep.parent().and_then(Path::parent)) else {
+        return Err(format!("cannot tell the target directory of {}", lockstep.display()));
+    };
+    let profile = match profile_dir.file_name().and_then(|p| p.to_str()) {
+        Some("debug") | None => "dev",
+        Some(p) => p,
+    };
+    let cargo = std::env::var_os("CARGO").or_else(|| option_env!("CARGO").map(Into::into));
+    let build = cargo.and_then(|cargo| {
+        Command::new(cargo)
+            .current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("../.."))
+            .args(["build", "--quiet", "--workspace", "--bin", "lockstepd", "--profile", profile, "--target-dir"])
+            .arg(target)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .ok()
+    });
+    // A fresh target directory on a loaded 2-CPU machine builds in minutes; a build still running after
+    // BUILD_LIMIT fails the test, saying what it was doing.
+    match build.map(|child| output_within(child, BUILD_LIMIT, "cargo build --bin lockstepd (for the agent's tests)")) {
+        Some(out) if out.status.success() && daemon.is_file() => Ok(daemon),
+        Some(out) => Err(format!(
+            "`cargo build --bin lockstepd` into {} failed ({}): {}",
+            target.display(),
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        )),
+        // No cargo here: the one beside `lockstep`, if any.
+        _ if daemon.is_file() => Ok(daemon),
+        _ => Err(format!("no {} and no cargo to build it (run `make build`)", daemon.display())),
+    }
+}
+
 /// The command line that runs a program as user nobody (UID and GID 65534, no supplementary groups): the attacker
 /// of the tests of what other users can do.
 pub const AS_NOBODY: [&str; 5] = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"];
@@ -276,6 +329,9 @@ impl Agent {
     /// as prlimit or setpriv), and waits for its socket.
     pub fn spawn(env: &Env, mut cmd: Command) -> Self {
         static STARTED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        if let Err(why) = lockstepd() {
+            panic!("cannot start the agent: {why}");
+        }
         let n = STARTED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let log = env.dir.path().join(format!("agent-{n}.log"));
         let file = std::fs::File::create(&log).unwrap();
