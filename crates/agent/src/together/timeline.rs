@@ -1,0 +1,309 @@
+//! A timeline: which job's ranks ran on which CPU over a short window, recorded by the `together` program's
+//! switch events (bpf/together.bpf.c, `timeline` ring buffer) and turned into segments per CPU, with each job's
+//! co-scheduled fraction over the same window from the program's integrated times.
+//!
+//! A recording is served on the control socket's thread, never the daemon's loop: [`serve`] moves to normal
+//! priority, takes the telemetry lock only to start and to finish (the window passes without it), and drains the
+//! ring every few milliseconds meanwhile. One recording runs at a time; its length is bounded
+//! ([`TIMELINE_MILLIS`]) and so are the events it keeps ([`MAX_EVENTS`]).
+
+use std::collections::{BTreeMap, HashMap};
+use std::io::Read;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use libbpf_rs::{Iter, MapCore, MapFlags, MapHandle, RingBufferBuilder};
+
+use super::{types, Reading, Together};
+use crate::bpf::{bytes_of, read_as};
+use crate::sampler::SharedTelemetry;
+use lockstep_core::error::UsageError;
+use lockstep_proto::protocol::{CpuLane, Response, Segment, Timeline, TimelineJob, TIMELINE_MILLIS};
+
+/// Most events one recording keeps (16 bytes each); those beyond count as dropped.
+const MAX_EVENTS: usize = 1 << 20;
+
+/// How often the ring buffer is drained while the window passes.
+const DRAIN_EVERY: Duration = Duration::from_millis(5);
+
+/// A switch the program saw (`struct timeline_event`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Event {
+    /// When (CLOCK_MONOTONIC ns).
+    pub ns: u64,
+    /// On which CPU.
+    pub cpu: u32,
+    /// The job slot of the rank.
+    pub slot: u32,
+    /// Switched onto the CPU (else off it).
+    pub on: bool,
+}
+
+/// A recording under way: the program records while this lives (dropping it turns recording off and frees the
+/// agent for the next one).
+pub(crate) struct Recording {
+    ring: MapHandle,
+    ctl: MapHandle,
+    /// When the window started (CLOCK_MONOTONIC ns).
+    start_ns: u64,
+    /// Each job's slot and reading as the window started.
+    before: BTreeMap<String, (u32, Reading)>,
+    /// Held while recording: one at a time.
+    busy: Arc<AtomicBool>,
+    events: Vec<Event>,
+    /// Events left out of `events` for want of room.
+    over: u64,
+}
+
+impl Drop for Recording {
+    fn drop(&mut self) {
+        let _ = set_ctl(&self.ctl, false);
+        self.busy.store(false, Ordering::Release);
+    }
+}
+
+/// Writes `timeline_ctl` (on or off, no drops counted).
+fn set_ctl(ctl: &MapHandle, on: bool) -> anyhow::Result<()> {
+    let value = types::timeline_ctl { on: u32::from(on), ..Default::default() };
+    ctl.update(&0u32.to_ne_bytes(), bytes_of(&value), MapFlags::ANY)?;
+    Ok(())
+}
+
+impl Together {
+    /// Starts recording: turns the program's recording on and notes each job's reading. An error when another
+    /// recording runs.
+    pub(crate) fn start_timeline(&self) -> anyhow::Result<Recording> {
+        if self.recording.swap(true, Ordering::AcqRel) {
+            return Err(UsageError::new("the agent is recording a timeline already (one at a time; try again)").into());
+        }
+        let mut recording = Recording {
+            ring: MapHandle::try_from(&self.timeline)?,
+            ctl: MapHandle::try_from(&self.timeline_ctl)?,
+            start_ns: 0,
+            before: BTreeMap::new(),
+            busy: self.recording.clone(),
+            events: Vec::new(),
+            over: 0,
+        };
+        // What an earlier recording left in the ring is not of this window.
+        recording.drain(u64::MAX)?;
+        recording.events.clear();
+        recording.over = 0;
+        recording.start_ns = crate::bpf::ktime_ns();
+        set_ctl(&recording.ctl, true)?;
+        // The ranks on a CPU now: they switch on no CPU until they are switched off.
+        Iter::new(&self.timeline_look)?.read_to_end(&mut Vec::new())?;
+        recording.before =
+            self.jobs.iter().filter_map(|(name, job)| Some((name.clone(), (job.slot, self.read(name)?)))).collect();
+        Ok(recording)
+    }
+
+    /// Ends `recording`: turns recording off, takes what is left in the ring and the drops, and makes the
+    /// timeline, with the jobs measured over the whole window (each job's slot still its own).
+    pub(crate) fn finish_timeline(&self, mut recording: Recording) -> anyhow::Result<Timeline> {
+        let end_ns = crate::bpf::ktime_ns();
+        let raw = recording.ctl.lookup(&0u32.to_ne_bytes(), MapFlags::ANY)?.unwrap_or_default();
+        let dropped = read_as::<types::timeline_ctl>(&raw).map_or(0, |c| c.dropped);
+        set_ctl(&recording.ctl, false)?;
+        recording.drain(end_ns)?;
+        let mut names = HashMap::new();
+        let mut jobs = Vec::new();
+        for (name, (slot, before)) in &recording.before {
+            let (Some(job), Some(after)) = (self.jobs.get(name), self.read(name)) else { continue };
+            if job.slot != *slot {
+                continue;
+            }
+            names.insert(*slot, name.clone());
+            let active = after.active.saturating_sub(before.active);
+            let together = after.together.saturating_sub(before.together);
+            let coscheduled = (active > 0).then(|| together.min(active) as f64 / active as f64);
+            jobs.push(TimelineJob { name: name.clone(), ranks: after.ranks, coscheduled });
+        }
+        Ok(Timeline {
+            window_ns: end_ns.saturating_sub(recording.start_ns),
+            dropped: dropped + recording.over,
+            cpus: lanes(&recording.events, recording.start_ns, end_ns, &names, cpu_count()),
+            jobs,
+        })
+    }
+}
+
+impl Recording {
+    /// Takes every event in the ring (those after `until` ns are of no window and left out).
+    fn drain(&mut self, until: u64) -> anyhow::Result<()> {
+        let mut taken = Vec::new();
+        {
+            let mut builder = RingBufferBuilder::new();
+            builder.add(&self.ring, |data: &[u8]| {
+                if let Some(e) = read_as::<types::timeline_event>(data) {
+                    taken.push(Event { ns: e.ns, cpu: e.cpu, slot: u32::from(e.job), on: e.kind != 0 });
+                }
+                0
+            })?;
+            builder.build()?.consume()?;
+        }
+        for e in taken.into_iter().filter(|e| e.ns <= until) {
+            if self.events.len() < MAX_EVENTS {
+                self.events.push(e);
+            } else {
+                self.over += 1;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// CPUs the node may have (the lanes of a timeline, idle ones too).
+fn cpu_count() -> u32 {
+    // SAFETY: sysconf has no preconditions.
+    let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_CONF) };
+    u32::try_from(n).unwrap_or(1).max(1)
+}
+
+/// The segments per CPU that `events` (switches, in any order) make over the window `start_ns..end_ns`, for the
+/// jobs in `names` (others left out), on `cpus` lanes at least. A rank switched off a CPU with no switch on seen
+/// before ran there since the window's start; one still on at the end runs to its end; a switch on while another
+/// rank was on (its switch off lost) ends that one.
+pub(crate) fn lanes(
+    events: &[Event],
+    start_ns: u64,
+    end_ns: u64,
+    names: &HashMap<u32, String>,
+    cpus: u32,
+) -> Vec<CpuLane> {
+    let mut sorted: Vec<Event> = events.iter().filter(|e| names.contains_key(&e.slot)).copied().collect();
+    sorted.sort_by_key(|e| e.ns);
+    let count = sorted.iter().map(|e| e.cpu + 1).max().unwrap_or(0).max(cpus);
+    let mut lanes: Vec<CpuLane> = (0..count).map(|cpu| CpuLane { cpu, segments: Vec::new() }).collect();
+    // Per CPU: the rank on it (its job slot, since when), and whether anything was seen on it yet.
+    let mut open: Vec<Option<(u32, u64)>> = vec![None; count as usize];
+    let mut seen = vec![false; count as usize];
+    let rel = |ns: u64| ns.clamp(start_ns, end_ns) - start_ns;
+    let push = |lane: &mut CpuLane, slot: u32, from: u64, to: u64| {
+        if to > from {
+            lane.segments.push(Segment { start_ns: from, end_ns: to, job: names[&slot].clone() });
+        }
+    };
+    for e in &sorted {
+        let i = e.cpu as usize;
+        let now = rel(e.ns);
+        match (e.on, open[i]) {
+            (true, running) => {
+                if let Some((slot, since)) = running {
+                    push(&mut lanes[i], slot, since, now);
+                }
+                open[i] = Some((e.slot, now));
+            }
+            (false, Some((slot, since))) if slot == e.slot => {
+                push(&mut lanes[i], slot, since, now);
+                open[i] = None;
+            }
+            (false, None) if !seen[i] => push(&mut lanes[i], e.slot, 0, now),
+            (false, _) => {}
+        }
+        seen[i] = true;
+    }
+    for (i, running) in open.into_iter().enumerate() {
+        if let Some((slot, since)) = running {
+            push(&mut lanes[i], slot, since, end_ns - start_ns);
+        }
+    }
+    lanes
+}
+
+/// Serves a `timeline` request of user `uid` for `millis` ms: root only, within [`TIMELINE_MILLIS`], on a thread
+/// of its own at normal priority (the control socket's threads are real-time).
+pub(crate) fn serve(telemetry: &SharedTelemetry, uid: u32, millis: u64) -> Response {
+    let answer = if uid == 0 {
+        check(millis).and_then(|()| {
+            let telemetry = telemetry.clone();
+            std::thread::Builder::new()
+                .name("lockstep-timeline".into())
+                .spawn(move || record(&telemetry, millis))?
+                .join()
+                .unwrap_or_else(|_| Err(anyhow::anyhow!("the timeline's recording failed")))
+        })
+    } else {
+        Err(anyhow::anyhow!("permission denied: only root may record a timeline (UID {uid} asked)"))
+    };
+    match answer {
+        Ok(timeline) => Response { ok: true, timeline: Some(timeline), ..Default::default() },
+        Err(e) => crate::server::failure(e),
+    }
+}
+
+/// Whether a window of `millis` ms may be recorded.
+fn check(millis: u64) -> anyhow::Result<()> {
+    if TIMELINE_MILLIS.contains(&millis) {
+        return Ok(());
+    }
+    Err(UsageError::new(format!(
+        "timeline window {millis} ms refused (expected {} to {} ms)",
+        TIMELINE_MILLIS.start(),
+        TIMELINE_MILLIS.end()
+    ))
+    .into())
+}
+
+/// Records a window of `millis` ms, at normal priority, the telemetry lock held only to start and finish.
+fn record(telemetry: &SharedTelemetry, millis: u64) -> anyhow::Result<Timeline> {
+    let param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: pid 0 is the calling thread; `param` is a valid sched_param.
+    if unsafe { libc::sched_setscheduler(0, libc::SCHED_OTHER, &raw const param) } != 0 {
+        anyhow::bail!("cannot record at normal priority: {}", std::io::Error::last_os_error());
+    }
+    let unmeasured = || anyhow::anyhow!("the agent does not measure its jobs' ranks (its eBPF program did not load)");
+    let mut recording = telemetry.lock().together_program().ok_or_else(unmeasured)?.start_timeline()?;
+    let deadline = Instant::now() + Duration::from_millis(millis);
+    while let Some(left) = deadline.checked_duration_since(Instant::now()).filter(|d| !d.is_zero()) {
+        std::thread::sleep(left.min(DRAIN_EVERY));
+        recording.drain(u64::MAX)?;
+    }
+    let telemetry = telemetry.lock();
+    telemetry.together_program().ok_or_else(unmeasured)?.finish_timeline(recording)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ev(ns: u64, cpu: u32, slot: u32, on: bool) -> Event {
+        Event { ns, cpu, slot, on }
+    }
+
+    fn seg(start_ns: u64, end_ns: u64, job: &str) -> Segment {
+        Segment { start_ns, end_ns, job: job.into() }
+    }
+
+    #[test]
+    fn switches_make_segments_per_cpu_from_the_windows_start_to_its_end() {
+        let names = HashMap::from([(1, "a".to_string()), (2, "b".to_string())]);
+        let events = [
+            // CPU 0: a ran since before the window, b from 150 to 300, a again to the end.
+            ev(1150, 0, 2, true),
+            ev(1100, 0, 1, false),
+            ev(1300, 0, 2, false),
+            ev(1300, 0, 1, true),
+            // CPU 1: a job the agent does not know, then b whose switch off was lost, then a.
+            ev(1200, 1, 9, true),
+            ev(1400, 1, 2, true),
+            ev(1500, 1, 1, true),
+            ev(1600, 1, 1, false),
+        ];
+        let lanes = lanes(&events, 1000, 2000, &names, 3);
+        assert_eq!(lanes.len(), 3, "an idle CPU has its lane");
+        assert_eq!(lanes[0].segments, [seg(0, 100, "a"), seg(150, 300, "b"), seg(300, 1000, "a")]);
+        assert_eq!(lanes[1].segments, [seg(400, 500, "b"), seg(500, 600, "a")]);
+        assert!(lanes[2].segments.is_empty());
+    }
+
+    #[test]
+    fn a_window_out_of_range_is_refused_as_bad_input() {
+        for millis in [0, 9, 5001, u64::MAX] {
+            let e = check(millis).unwrap_err();
+            assert!(e.is::<UsageError>() && e.to_string().contains(&format!("{millis} ms")), "{e}");
+        }
+        assert!(check(10).is_ok() && check(5000).is_ok());
+    }
+}
