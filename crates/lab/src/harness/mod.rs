@@ -1,7 +1,7 @@
 //! The harness every kind of experiment runs on, and nothing of any one kind: where things are ([`Paths`]), the
 //! spec's header and shared checks ([`spec`]), the private agent ([`agent`]), teardown on a signal
 //! ([`teardown`]), ranks in containers ([`containers`]), the test Slurm cluster ([`cluster`]), the PMPI profiler
-//! ([`mpi`]), the progress bar, reports and charts ([`report`], [`plot`]) and their statistics ([`stats`]).
+//! ([`mpi`]), the progress bar, reports and charts ([`report`], [`plot`], [`timeline`]) and their statistics ([`stats`]).
 
 pub mod agent;
 pub mod cluster;
@@ -15,6 +15,7 @@ pub mod report;
 pub mod spec;
 pub mod stats;
 pub mod teardown;
+pub mod timeline;
 
 pub use kind::Kind;
 pub use paths::Paths;

@@ -143,8 +143,9 @@ fn slurm_section(runs: &[ExperimentRun], means: &BTreeMap<(String, String, u32),
     md
 }
 
-/// Writes `summary.md`, `index.html` and the SVG plots into `dir`; returns the HTML path.
-pub fn write(spec: &Spec, runs: &[ExperimentRun], dir: &Path) -> anyhow::Result<PathBuf> {
+/// Writes `summary.md`, `index.html` (opening on `timeline`, the HTML of the timeline section) and the SVG plots
+/// into `dir`; returns the HTML path.
+pub fn write(spec: &Spec, runs: &[ExperimentRun], dir: &Path, timeline: &str) -> anyhow::Result<PathBuf> {
     std::fs::create_dir_all(dir)?;
     let cells = cells(runs);
     let means = comm_heavy_means(spec, &cells);
@@ -197,6 +198,7 @@ pub fn write(spec: &Spec, runs: &[ExperimentRun], dir: &Path) -> anyhow::Result<
     md += &super::mix_report::headline(runs);
 
     let mut html = html_page(&spec.name, &spec.description);
+    html += timeline;
     let bars = super::mix_report::bar_chart(runs);
     if !bars.is_empty() {
         std::fs::write(dir.join("slowdown-per-policy.svg"), &bars)?;

@@ -19,7 +19,7 @@ use lockstep_core::cosched::{slot, PolicySpec};
 use lockstep_core::sample;
 use lockstep_proto::client::{call, check};
 use lockstep_proto::protocol::Request;
-use lockstep_store::{now, Action, ExperimentRun, Store};
+use lockstep_store::{now, Action, ExperimentRun, Store, TimelineRecord};
 
 /// One case to run: jobs together under a policy.
 struct Case<'a> {
@@ -53,6 +53,7 @@ pub fn run(spec: &Spec, paths: &Paths) -> anyhow::Result<f64> {
     let podman = setup(RanksIn::Container, containers::Runtime::Podman)?;
     let charliecloud = setup(RanksIn::Charliecloud, containers::Runtime::Charliecloud)?;
     let bar = progress_bar(cases.len());
+    let mut timelines = super::timeline::Chooser::default();
     for case in &cases {
         bar.set_message(format!(
             "{} {} {} {} #{}",
@@ -74,8 +75,18 @@ pub fn run(spec: &Spec, paths: &Paths) -> anyhow::Result<f64> {
             _ => None,
         };
         let site = Site { socket: &socket, containers, cluster: cluster.as_ref() };
+        // The report's timeline: one window of the case as the private agent saw it, while it runs.
+        let measured = case.mix.iter().filter(|w| !spec.workloads[*w].background).count();
+        let recorder = (agent.is_some() && timelines.wants(case.policy.scheduler.agents(), measured, case.repetition))
+            .then(|| super::timeline::Recorder::start(&socket));
         for run in run_case(spec, paths, &site, case, session)? {
             store.add_experiment_run(&run)?;
+        }
+        if let Some(recorder) = recorder {
+            let (experiment, policy, mix) = (spec.name.clone(), case.label.clone(), case.mix.join("+"));
+            let record =
+                TimelineRecord { experiment, session, policy, mix, repetition: case.repetition, data: String::new() };
+            recorder.store(&store, record)?;
         }
         bar.inc(1);
     }
