@@ -2,9 +2,9 @@
 //! switch events (bpf/together.bpf.c, `timeline` ring buffer) and turned into segments per CPU, with each job's
 //! co-scheduled fraction over the same window from the program's integrated times.
 //!
-//! A recording is served on the control socket's thread, never the daemon's loop: [`serve`] moves to normal
-//! priority, takes the telemetry lock only to start and to finish (the window passes without it), and drains the
-//! ring every few milliseconds meanwhile. One recording runs at a time; its length is bounded
+//! A recording is served on a thread of the control socket's, never the daemon's loop: [`serve`] takes the
+//! telemetry lock only to start and to end (map operations; the window passes without it, at normal priority),
+//! drains the ring every few milliseconds meanwhile, and makes the segments after. One recording runs at a time; its length is bounded
 //! ([`TIMELINE_MILLIS`]) and so are the events it keeps ([`MAX_EVENTS`]).
 
 use std::collections::{BTreeMap, HashMap};
@@ -45,15 +45,19 @@ pub(crate) struct Event {
 pub(crate) struct Recording {
     ring: MapHandle,
     ctl: MapHandle,
-    /// When the window started (CLOCK_MONOTONIC ns).
+    /// When the window started and, once it has, ended (CLOCK_MONOTONIC ns).
     start_ns: u64,
+    end_ns: u64,
     /// Each job's slot and reading as the window started.
     before: BTreeMap<String, (u32, Reading)>,
     /// Held while recording: one at a time.
     busy: Arc<AtomicBool>,
     events: Vec<Event>,
-    /// Events left out of `events` for want of room.
-    over: u64,
+    /// Events lost: left out of `events` for want of room, or dropped by the program (a full ring).
+    lost: u64,
+    /// Once ended: the jobs measured over the whole window, and the slot of each.
+    jobs: Vec<TimelineJob>,
+    names: HashMap<u32, String>,
 }
 
 impl Drop for Recording {
@@ -72,24 +76,29 @@ fn set_ctl(ctl: &MapHandle, on: bool) -> anyhow::Result<()> {
 
 impl Together {
     /// Starts recording: turns the program's recording on and notes each job's reading. An error when another
-    /// recording runs.
+    /// recording runs. Map operations and one pass of the task iterator: short, under the telemetry lock.
     pub(crate) fn start_timeline(&self) -> anyhow::Result<Recording> {
+        let (ring, ctl) = (MapHandle::try_from(&self.timeline)?, MapHandle::try_from(&self.timeline_ctl)?);
         if self.recording.swap(true, Ordering::AcqRel) {
             return Err(UsageError::new("the agent is recording a timeline already (one at a time; try again)").into());
         }
+        // From here, dropping the recording frees the agent again.
         let mut recording = Recording {
-            ring: MapHandle::try_from(&self.timeline)?,
-            ctl: MapHandle::try_from(&self.timeline_ctl)?,
+            ring,
+            ctl,
             start_ns: 0,
+            end_ns: 0,
             before: BTreeMap::new(),
             busy: self.recording.clone(),
             events: Vec::new(),
-            over: 0,
+            lost: 0,
+            jobs: Vec::new(),
+            names: HashMap::new(),
         };
         // What an earlier recording left in the ring is not of this window.
         recording.drain(u64::MAX)?;
         recording.events.clear();
-        recording.over = 0;
+        recording.lost = 0;
         recording.start_ns = crate::bpf::ktime_ns();
         set_ctl(&recording.ctl, true)?;
         // The ranks on a CPU now: they switch on no CPU until they are switched off.
@@ -99,37 +108,39 @@ impl Together {
         Ok(recording)
     }
 
-    /// Ends `recording`: turns recording off, takes what is left in the ring and the drops, and makes the
-    /// timeline, with the jobs measured over the whole window (each job's slot still its own).
-    pub(crate) fn finish_timeline(&self, mut recording: Recording) -> anyhow::Result<Timeline> {
-        let end_ns = crate::bpf::ktime_ns();
+    /// Ends the window of `recording`: turns recording off, takes the drops and each job's reading (the jobs
+    /// measured over the whole window, each in the slot it had). Map operations only: under the telemetry lock.
+    pub(crate) fn end_timeline(&self, recording: &mut Recording) -> anyhow::Result<()> {
+        recording.end_ns = crate::bpf::ktime_ns();
+        // Read before turning off, which clears the count.
         let raw = recording.ctl.lookup(&0u32.to_ne_bytes(), MapFlags::ANY)?.unwrap_or_default();
-        let dropped = read_as::<types::timeline_ctl>(&raw).map_or(0, |c| c.dropped);
+        recording.lost += read_as::<types::timeline_ctl>(&raw).map_or(0, |c| c.dropped);
         set_ctl(&recording.ctl, false)?;
-        recording.drain(end_ns)?;
-        let mut names = HashMap::new();
-        let mut jobs = Vec::new();
         for (name, (slot, before)) in &recording.before {
             let (Some(job), Some(after)) = (self.jobs.get(name), self.read(name)) else { continue };
             if job.slot != *slot {
                 continue;
             }
-            names.insert(*slot, name.clone());
+            recording.names.insert(*slot, name.clone());
             let active = after.active.saturating_sub(before.active);
             let together = after.together.saturating_sub(before.together);
             let coscheduled = (active > 0).then(|| together.min(active) as f64 / active as f64);
-            jobs.push(TimelineJob { name: name.clone(), ranks: after.ranks, coscheduled });
+            recording.jobs.push(TimelineJob { name: name.clone(), ranks: after.ranks, coscheduled });
         }
-        Ok(Timeline {
-            window_ns: end_ns.saturating_sub(recording.start_ns),
-            dropped: dropped + recording.over,
-            cpus: lanes(&recording.events, recording.start_ns, end_ns, &names, cpu_count()),
-            jobs,
-        })
+        Ok(())
     }
 }
 
 impl Recording {
+    /// The timeline of a recording ended ([`Together::end_timeline`]): what is left in the ring, then the segments
+    /// (no lock needed).
+    fn into_timeline(mut self) -> anyhow::Result<Timeline> {
+        self.drain(self.end_ns)?;
+        let cpus = lanes(&self.events, self.start_ns, self.end_ns, &self.names, cpu_count());
+        let jobs = std::mem::take(&mut self.jobs);
+        Ok(Timeline { window_ns: self.end_ns.saturating_sub(self.start_ns), dropped: self.lost, cpus, jobs })
+    }
+
     /// Takes every event in the ring (those after `until` ns are of no window and left out).
     fn drain(&mut self, until: u64) -> anyhow::Result<()> {
         let mut taken = Vec::new();
@@ -147,7 +158,7 @@ impl Recording {
             if self.events.len() < MAX_EVENTS {
                 self.events.push(e);
             } else {
-                self.over += 1;
+                self.lost += 1;
             }
         }
         Ok(())
@@ -213,7 +224,7 @@ pub(crate) fn lanes(
 }
 
 /// Serves a `timeline` request of user `uid` for `millis` ms: root only, within [`TIMELINE_MILLIS`], on a thread
-/// of its own at normal priority (the control socket's threads are real-time).
+/// of its own (see [`record`]).
 pub(crate) fn serve(telemetry: &SharedTelemetry, uid: u32, millis: u64) -> Response {
     let answer = if uid == 0 {
         check(millis).and_then(|()| {
@@ -246,22 +257,34 @@ fn check(millis: u64) -> anyhow::Result<()> {
     .into())
 }
 
-/// Records a window of `millis` ms, at normal priority, the telemetry lock held only to start and finish.
+/// Records a window of `millis` ms: the window passes at normal priority, without the telemetry lock; the two
+/// short pieces under it (start and end: map operations) run at the agent's real-time priority, as every holder
+/// of that lock does, so that the daemon's loop, which takes it too, never waits behind the jobs.
 fn record(telemetry: &SharedTelemetry, millis: u64) -> anyhow::Result<Timeline> {
-    let param = libc::sched_param { sched_priority: 0 };
-    // SAFETY: pid 0 is the calling thread; `param` is a valid sched_param.
-    if unsafe { libc::sched_setscheduler(0, libc::SCHED_OTHER, &raw const param) } != 0 {
-        anyhow::bail!("cannot record at normal priority: {}", std::io::Error::last_os_error());
-    }
     let unmeasured = || anyhow::anyhow!("the agent does not measure its jobs' ranks (its eBPF program did not load)");
+    // The door's thread is real-time when the agent may be: this one, its child, is as well.
     let mut recording = telemetry.lock().together_program().ok_or_else(unmeasured)?.start_timeline()?;
+    normal_priority()?;
     let deadline = Instant::now() + Duration::from_millis(millis);
     while let Some(left) = deadline.checked_duration_since(Instant::now()).filter(|d| !d.is_zero()) {
         std::thread::sleep(left.min(DRAIN_EVERY));
         recording.drain(u64::MAX)?;
     }
-    let telemetry = telemetry.lock();
-    telemetry.together_program().ok_or_else(unmeasured)?.finish_timeline(recording)
+    // Back to the lock holders' priority for the end (where the agent may not be real-time, as it is).
+    let _ = crate::realtime::try_thread();
+    telemetry.lock().together_program().ok_or_else(unmeasured)?.end_timeline(&mut recording)?;
+    normal_priority()?;
+    recording.into_timeline()
+}
+
+/// Moves the calling thread to the ordinary scheduling policy (`SCHED_OTHER`).
+fn normal_priority() -> anyhow::Result<()> {
+    let param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: pid 0 is the calling thread; `param` is a valid sched_param.
+    if unsafe { libc::sched_setscheduler(0, libc::SCHED_OTHER, &raw const param) } != 0 {
+        anyhow::bail!("cannot record at normal priority: {}", std::io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 #[cfg(test)]
