@@ -21,8 +21,9 @@ use crate::sampler::SharedTelemetry;
 use lockstep_core::error::UsageError;
 use lockstep_proto::protocol::{CpuLane, Response, Segment, Timeline, TimelineJob, TIMELINE_MILLIS};
 
-/// Most events one recording keeps (16 bytes each); those beyond count as dropped.
-const MAX_EVENTS: usize = 1 << 20;
+/// Most events one recording keeps; those beyond count as lost. Each makes at most one segment, some 120 bytes
+/// of JSON with a job name of the longest: the answer stays within what the client reads (`MAX_ANSWER`, 16 MiB).
+const MAX_EVENTS: usize = 100_000;
 
 /// How often the ring buffer is drained while the window passes.
 const DRAIN_EVERY: Duration = Duration::from_millis(5);
