@@ -1,6 +1,7 @@
 //! A timeline drawn: which job's ranks ran on which CPU over a window (the agent's recording), CPUs down, time
 //! across, one colour per job, one panel per policy stacked over a shared time axis, each headed by its
-//! co-scheduled fraction, and a legend of the jobs beside them. Plain SVG: a rectangle per run of pixels one job
+//! co-scheduled fraction, and a legend of the jobs beside them; blank is a CPU that ran no rank (another task,
+//! or none). Plain SVG: a rectangle per run of pixels one job
 //! held, so that a window of tens of thousands of switches stays a picture of a few hundred elements.
 
 use std::collections::BTreeMap;
@@ -9,7 +10,7 @@ use std::fmt::Write as _;
 use lockstep_proto::protocol::{CpuLane, Timeline};
 
 /// Width of the time axis, in pixels.
-const WIDTH: u32 = 900;
+const WIDTH: u32 = 840;
 /// Left margin (the CPUs' names).
 const LEFT: u32 = 60;
 /// Height of one CPU's lane, and the gap below it.
@@ -217,10 +218,10 @@ mod tests {
     fn segments_become_rectangles_in_their_jobs_colours_with_names_escaped() {
         let hostile = "b<script>&\"x\"";
         let t = Timeline {
-            // 900 ns: a nanosecond per pixel column.
+            // A nanosecond per pixel column.
             window_ns: u64::from(WIDTH),
             dropped: 0,
-            cpus: vec![lane(0, &[(0, 300, "a"), (300, 900, hostile)]), lane(1, &[(100, 200, "a")])],
+            cpus: vec![lane(0, &[(0, 300, "a"), (300, u64::from(WIDTH), hostile)]), lane(1, &[(100, 200, "a")])],
             jobs: vec![job("a", Some(0.25)), job(hostile, Some(0.75))],
         };
         let panels = [Panel { label: "gang/200ms".into(), timeline: &t }];
@@ -231,7 +232,11 @@ mod tests {
         assert_ne!(a, b);
         for rect in [
             format!("<rect x=\"{LEFT}\" y=\"{HEAD}\" width=\"300\" height=\"{LANE}\" fill=\"{a}\">"),
-            format!("<rect x=\"{}\" y=\"{HEAD}\" width=\"600\" height=\"{LANE}\" fill=\"{b}\">", LEFT + 300),
+            format!(
+                "<rect x=\"{}\" y=\"{HEAD}\" width=\"{}\" height=\"{LANE}\" fill=\"{b}\">",
+                LEFT + 300,
+                WIDTH - 300
+            ),
             format!(
                 "<rect x=\"{}\" y=\"{}\" width=\"100\" height=\"{LANE}\" fill=\"{a}\">",
                 LEFT + 100,
