@@ -296,6 +296,11 @@ impl Telemetry {
         self.together.as_ref()?.read(name)
     }
 
+    /// The eBPF program that measures the jobs' ranks, where it loaded.
+    pub(crate) fn together_program(&self) -> Option<&Together> {
+        self.together.as_ref()
+    }
+
     /// Reads every job (re-listing the threads of per-thread jobs first); returns the samples.
     fn sample(&mut self) -> Vec<Sample> {
         match self.together.as_mut().map(Together::rescan) {

@@ -12,6 +12,7 @@ use hyper::{Method, StatusCode};
 
 use crate::command::{Command, Mailbox};
 use crate::doors::{Caller, Handler, Reply};
+use crate::sampler::SharedTelemetry;
 use lockstep_core::error::UsageError;
 use lockstep_core::trust;
 use lockstep_proto::client::REQUEST_PATH;
@@ -78,8 +79,9 @@ impl Drop for BoundSocket {
 
 /// The control API's handler: `POST /v1/request` with one JSON request, carried out by the daemon at `mailbox`;
 /// the answer is the JSON response, with the HTTP status saying how it went (200 done, 400 bad input, 403 not
-/// allowed, 500 failed; 503 once the agent is stopping).
-pub fn handler(mailbox: Mailbox) -> Handler {
+/// allowed, 500 failed; 503 once the agent is stopping). A `timeline` is recorded here, off the daemon's loop,
+/// from `telemetry` (crate::together::timeline).
+pub fn handler(mailbox: Mailbox, telemetry: SharedTelemetry) -> Handler {
     Arc::new(move |caller, parts, body| {
         let Caller::Local { uid } = caller else {
             return Reply::text(StatusCode::FORBIDDEN, "the control API is served on the Unix socket only");
@@ -88,6 +90,9 @@ pub fn handler(mailbox: Mailbox) -> Handler {
             Ok(request) => request,
             Err(reply) => return reply,
         };
+        if let Request::Timeline { millis } = request {
+            return reply(&crate::together::timeline::serve(&telemetry, uid, millis));
+        }
         match mailbox.ask(|reply| Command::Control { request, uid, reply }) {
             Some(response) => reply(&response),
             None => Reply {
@@ -137,7 +142,7 @@ pub fn reply(response: &Response) -> Reply {
 
 /// The answer to a request that failed with `e` (a [`UsageError`] is the caller's mistake).
 pub fn failure(e: anyhow::Error) -> Response {
-    Response { ok: false, usage: e.is::<UsageError>(), error: Some(format!("{e:#}")), status: None }
+    Response { ok: false, usage: e.is::<UsageError>(), error: Some(format!("{e:#}")), ..Default::default() }
 }
 
 /// The answer to a request carried out.

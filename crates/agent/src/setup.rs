@@ -231,7 +231,7 @@ pub fn run(config: Config) -> anyhow::Result<i32> {
             });
         }
     })?;
-    doors.unix(listener, doors::CONTROL, server::handler(mailbox.clone()))?;
+    doors.unix(listener, doors::CONTROL, server::handler(mailbox.clone(), telemetry.clone()))?;
     feeders::slurm::spawn(mailbox, version, roots, config.slurm_node.clone());
     if let Some(metrics) = metrics {
         serve_metrics(&doors, metrics, &telemetry, &config.store)?;

@@ -318,6 +318,17 @@ fn store_files(dir: &Path) {
     }
 }
 
+/// `lockstep timeline`: the window's bounds and the drawing's file, refused before the agent is asked.
+const TIMELINE: &[(&[&str], &str)] = &[
+    (&["timeline", "--ms", "5"], "5 is not in 10..=5000"),
+    (&["timeline", "--ms", "6000"], "6000 is not in 10..=5000"),
+    (&["timeline", "--ms", "-1"], "'-1'"),
+    (&["timeline", "--svg", "{a-directory}"], "is a directory"),
+    (&["timeline", "--svg", "{fifo}"], "is not a regular file"),
+    (&["timeline", "--svg", "/nonexistent/d/t.svg"], "its directory does not exist"),
+    (&["timeline"], "no lockstep agent"),
+];
+
 #[test]
 fn every_bad_input_is_one_line_exit_2_and_changes_nothing() {
     let env = Env::new();
@@ -339,6 +350,7 @@ fn every_bad_input_is_one_line_exit_2_and_changes_nothing() {
         .chain(EXPERIMENT)
         .chain(STORE)
         .chain(if agent_cases.is_empty() { &[] } else { STORE_AGENT })
+        .chain(TIMELINE)
         .filter_map(|(args, needle)| refused(&env, &files, &expand(&files, args), needle).err())
         .collect();
     assert!(

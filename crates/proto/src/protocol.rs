@@ -88,7 +88,16 @@ pub enum Request {
         /// Slurm job ID.
         id: lockstep_core::job::SlurmJobId,
     },
+    /// Record, for `millis` milliseconds from now, which job's ranks ran on which CPU (root only; one recording
+    /// at a time, of [`TIMELINE_MILLIS`]).
+    Timeline {
+        /// The window's length in milliseconds.
+        millis: u64,
+    },
 }
+
+/// The lengths of a timeline window a [`Request::Timeline`] may ask for, in milliseconds.
+pub const TIMELINE_MILLIS: std::ops::RangeInclusive<u64> = 10..=5000;
 
 /// The agent's answer.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
@@ -104,6 +113,54 @@ pub struct Response {
     /// The status table, for `status`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub status: Option<Status>,
+    /// The recording, for `timeline`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeline: Option<Timeline>,
+}
+
+/// Which job's ranks ran on which CPU over a window, as the agent's eBPF program saw the scheduler switch them.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Timeline {
+    /// The window's length in nanoseconds; every segment lies within `0..=window_ns`.
+    pub window_ns: u64,
+    /// Switches the recording lacks (its buffer was full): when not 0, some segments are missing or too long.
+    pub dropped: u64,
+    /// Every CPU of the node, in order, with the segments in which a rank ran on it.
+    pub cpus: Vec<CpuLane>,
+    /// The jobs the agent measured over the whole window.
+    pub jobs: Vec<TimelineJob>,
+}
+
+/// One CPU of a [`Timeline`].
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CpuLane {
+    /// The CPU's number.
+    pub cpu: u32,
+    /// When a rank of a job ran on it, in order, none overlapping.
+    pub segments: Vec<Segment>,
+}
+
+/// A rank of job `job` on a CPU from `start_ns` to `end_ns` (nanoseconds since the window's start).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Segment {
+    /// Start, ns into the window.
+    pub start_ns: u64,
+    /// End, ns into the window.
+    pub end_ns: u64,
+    /// The job's name.
+    pub job: String,
+}
+
+/// One job of a [`Timeline`].
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct TimelineJob {
+    /// The job's name.
+    pub name: String,
+    /// Its ranks on the node.
+    pub ranks: u32,
+    /// Over the window, the share of the time some of its ranks was on a CPU in which every one of them was at
+    /// once; absent when none ran.
+    pub coscheduled: Option<f64>,
 }
 
 /// The agent's live state.

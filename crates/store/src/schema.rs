@@ -167,6 +167,18 @@ CREATE INDEX scale_results_experiment ON scale_results(experiment, session);
     r"
 ALTER TABLE experiment_runs ADD COLUMN coscheduled REAL;  -- share of the time some rank ran in which all did (agent)
 ",
+    r"
+CREATE TABLE experiment_timelines (
+    id INTEGER PRIMARY KEY,
+    experiment TEXT NOT NULL,
+    session REAL NOT NULL,            -- start of the `experiment run` that recorded it
+    policy TEXT NOT NULL,             -- the case's policy label (cfs, gang/200ms)
+    mix TEXT NOT NULL,                -- the case's workloads, joined by +
+    repetition INTEGER NOT NULL,      -- the case's repetition, from 1
+    data TEXT NOT NULL                -- JSON: the agent's timeline (which job's ranks ran on which CPU, when)
+);
+CREATE INDEX experiment_timelines_session ON experiment_timelines(experiment, session);
+",
 ];
 
 #[cfg(test)]

@@ -60,6 +60,8 @@ impl Daemon {
                 self.slurm_prolog(SlurmJob { id, uid, row }, place)
             }
             Request::SlurmEpilog { id } => self.slurm_epilog(id),
+            // The control socket records it, off this loop (crate::together::timeline).
+            Request::Timeline { .. } => anyhow::bail!("a timeline is recorded by the control socket, not the daemon"),
         }
     }
 }

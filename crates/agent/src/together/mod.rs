@@ -2,7 +2,10 @@
 //! co-scheduled fraction), and how much of its time one of them was runnable but waited for a CPU — what
 //! co-scheduling is for, measured directly. The kernel does the measuring (bpf/together.bpf.c: BTF tracepoints on
 //! the scheduler's switches and wake-ups, a hash lookup per event for a thread that is not a rank); the agent tells
-//! it which threads are whose ranks (crate::ranks) and reads the integrated times.
+//! it which threads are whose ranks (crate::ranks) and reads the integrated times. On request the program also
+//! records which job's ranks ran on which CPU over a short window ([`timeline`]).
+
+pub(crate) mod timeline;
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::Read;
@@ -71,6 +74,13 @@ pub struct Together {
     _links: Vec<Link>,
     /// The iterator that gives newly registered ranks their state.
     look: Link,
+    /// The iterator that records the ranks on a CPU as a timeline starts.
+    timeline_look: Link,
+    /// The timeline's events and its switch (`timeline_ctl`).
+    timeline: MapHandle,
+    timeline_ctl: MapHandle,
+    /// Whether a timeline is being recorded (one at a time).
+    recording: std::sync::Arc<std::sync::atomic::AtomicBool>,
     ranks: MapHandle,
     times: MapHandle,
     sizes: MapHandle,
@@ -85,27 +95,33 @@ impl Together {
     pub fn load(btf: Option<&Path>) -> anyhow::Result<Self> {
         let object = crate::bpf::load(crate::bpf::open(OBJECT, btf, "together")?, "together")?;
         let mut links = Vec::new();
-        let mut look = None;
+        let (mut look, mut timeline_look) = (None, None);
         for prog in object.progs_mut() {
             let name = prog.name().to_string_lossy().into_owned();
             let link = prog
                 .attach()
                 .map_err(|e| anyhow::anyhow!("cannot attach the together eBPF program {name}: {}", explain(&e)))?;
-            if name == "together_look" {
-                look = Some(link);
-            } else {
-                links.push(link);
+            match name.as_str() {
+                "together_look" => look = Some(link),
+                "timeline_look" => timeline_look = Some(link),
+                _ => links.push(link),
             }
         }
-        let look = look.ok_or_else(|| anyhow::anyhow!("together eBPF object has no program together_look"))?;
+        let missing = |name: &str| anyhow::anyhow!("together eBPF object has no program {name}");
+        let look = look.ok_or_else(|| missing("together_look"))?;
+        let timeline_look = timeline_look.ok_or_else(|| missing("timeline_look"))?;
         let slots = find_map(&object, "jobs")?.max_entries();
         Ok(Self {
             ranks: MapHandle::try_from(&find_map(&object, "ranks")?)?,
             times: MapHandle::try_from(&find_map(&object, "jobs")?)?,
             sizes: MapHandle::try_from(&find_map(&object, "sizes")?)?,
+            timeline: MapHandle::try_from(&find_map(&object, "timeline")?)?,
+            timeline_ctl: MapHandle::try_from(&find_map(&object, "timeline_ctl")?)?,
             _object: object,
             _links: links,
             look,
+            timeline_look,
+            recording: std::sync::Arc::default(),
             jobs: BTreeMap::new(),
             free: (0..slots).rev().collect(),
         })
@@ -231,6 +247,8 @@ mod tests {
         assert_eq!(std::mem::size_of::<types::rank>(), 8);
         assert_eq!(std::mem::size_of::<types::job_size>(), 8);
         assert_eq!(std::mem::size_of::<types::job_time>(), 48);
+        assert_eq!(std::mem::size_of::<types::timeline_ctl>(), 16);
+        assert_eq!(std::mem::size_of::<types::timeline_event>(), 16);
         let t: types::job_time = crate::bpf::read_as(&[0u8; 48]).unwrap();
         assert_eq!((t.running, t.queued, t.active_ns, t.together_ns), (0, 0, 0, 0));
     }

@@ -2,7 +2,7 @@
 //! spec's header and shared checks ([`spec`]), the private agent ([`agent`]), teardown on a signal
 //! ([`teardown`]), ranks in containers ([`containers`]), the test Slurm cluster ([`cluster`]), the PMPI profiler
 //! ([`mpi`]), the progress of a run ([`progress_bar`]) and what it ended with ([`outcome`]), reports and charts
-//! ([`report`], [`plot`]) and their statistics ([`stats`]).
+//! ([`report`], [`plot`], [`timeline`]) and their statistics ([`stats`]).
 
 pub mod agent;
 pub mod cluster;
@@ -17,6 +17,7 @@ pub mod report;
 pub mod spec;
 pub mod stats;
 pub mod teardown;
+pub mod timeline;
 
 pub use kind::Kind;
 pub use paths::Paths;

@@ -1,6 +1,7 @@
 //! Co-scheduling experiments (`kind = "mpl"`, the default; the MPL and DCS papers): workloads run alone, then in
 //! MPL levels or explicit mixes under every co-scheduling policy, MPI progress mode and place where ranks run. This
-//! file is the spec; [`run`] runs it, [`report`] (with its mix and dcs sections) reports it.
+//! file is the spec; [`run`] runs it, [`report`] (with its mix and dcs sections, and the [`timeline`] it opens on)
+//! reports it.
 
 mod dcs_report;
 mod mix_report;
@@ -8,6 +9,7 @@ mod noise;
 pub mod report;
 pub mod run;
 pub mod spec;
+pub mod timeline;
 
 use std::path::{Path, PathBuf};
 
@@ -40,6 +42,10 @@ impl Kind for Spec {
     }
 
     fn report(&self, store: &Store, dir: &Path, session: Option<f64>) -> anyhow::Result<PathBuf> {
-        report::write(self, &some_runs(&self.name, session, store.experiment_runs(&self.name, session)?)?, dir)
+        let runs = some_runs(&self.name, session, store.experiment_runs(&self.name, session)?)?;
+        std::fs::create_dir_all(dir)?;
+        let progress = self.progress.first().map(ToString::to_string).unwrap_or_default();
+        let timeline = timeline::section(store, &runs, &progress, dir)?;
+        report::write(self, &runs, dir, &timeline)
     }
 }

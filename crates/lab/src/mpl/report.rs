@@ -174,8 +174,9 @@ fn cells_table(cells: &BTreeMap<Key, Cell>) -> String {
     md
 }
 
-/// Writes `summary.md`, `index.html` and the SVG plots into `dir`; returns the HTML path.
-pub fn write(spec: &Spec, all: &[ExperimentRun], dir: &Path) -> anyhow::Result<PathBuf> {
+/// Writes `summary.md`, `index.html` (opening on `timeline`, the HTML of the timeline section) and the SVG plots
+/// into `dir`; returns the HTML path.
+pub fn write(spec: &Spec, all: &[ExperimentRun], dir: &Path, timeline: &str) -> anyhow::Result<PathBuf> {
     std::fs::create_dir_all(dir)?;
     // Every number below is of the cases whose jobs all ran their course; the failed ones are marked.
     let (ok, failed) = split_failed(all);
@@ -218,6 +219,7 @@ pub fn write(spec: &Spec, all: &[ExperimentRun], dir: &Path) -> anyhow::Result<P
     md += &failed_section(&failed);
 
     let mut html = html_page(&spec.name, &spec.description);
+    html += timeline;
     let bars = super::mix_report::bar_chart(runs);
     if !bars.is_empty() {
         std::fs::write(dir.join("slowdown-per-policy.svg"), &bars)?;
@@ -294,7 +296,7 @@ mod tests {
             run("gang/200ms", "lu+ep", "lu", 1.5, 0),
             run("gang/200ms", "lu+ep", "ep", 1.5, 0),
         ];
-        write(&spec, &runs, dir.path()).unwrap();
+        write(&spec, &runs, dir.path(), "").unwrap();
         let md = std::fs::read_to_string(dir.path().join("summary.md")).unwrap();
         assert!(!md.contains("NaN") && !md.contains("inf"), "{md}");
         // The dedicated runs once, as their own rows; none under cfs or gang at MPL 1.

@@ -20,7 +20,7 @@ use lockstep_core::cosched::{slot, PolicySpec};
 use lockstep_core::sample;
 use lockstep_proto::client::{call, check};
 use lockstep_proto::protocol::Request;
-use lockstep_store::{now, Action, ExperimentRun, Store};
+use lockstep_store::{now, Action, ExperimentRun, Store, TimelineRecord};
 
 /// One case to run: jobs together under a policy.
 struct Case<'a> {
@@ -63,6 +63,7 @@ pub fn run(spec: &Spec, paths: &Paths) -> anyhow::Result<Outcome> {
     let charliecloud = setup(RanksIn::Charliecloud, containers::Runtime::Charliecloud)?;
     let mut progress = CaseProgress::new(cases.len());
     let mut failures = Failures::default();
+    let mut timelines = super::timeline::Chooser::default();
     for case in &cases {
         progress.start(case.describe());
         if let Some(c) = &mut cluster {
@@ -77,11 +78,21 @@ pub fn run(spec: &Spec, paths: &Paths) -> anyhow::Result<Outcome> {
             _ => None,
         };
         let site = Site { socket: &socket, containers, cluster: cluster.as_ref() };
+        // The report's timeline: one window of the case as the private agent saw it, while it runs.
+        let measured = case.mix.iter().filter(|w| !spec.workloads[*w].background).count();
+        let recorder = (agent.is_some() && timelines.wants(case.policy.scheduler.agents(), measured, case.repetition))
+            .then(|| super::timeline::Recorder::start(&socket));
         let before = failures.count();
         for (run, stderr) in run_case(spec, paths, &site, case, session)? {
             let verified = run.verified;
             failures.note(&case.describe(), &run.job, run.exit_status, Some(verified), Some(&stderr));
             store.add_experiment_run(&run)?;
+        }
+        if let Some(recorder) = recorder {
+            let (experiment, policy, mix) = (spec.name.clone(), case.label.clone(), case.mix.join("+"));
+            let record =
+                TimelineRecord { experiment, session, policy, mix, repetition: case.repetition, data: String::new() };
+            recorder.store(&store, record)?;
         }
         progress.done(failures.count() > before);
     }

@@ -7,6 +7,7 @@ mod place;
 mod run;
 mod slurm;
 mod stat;
+mod timeline;
 mod topo;
 
 use std::path::PathBuf;
@@ -119,6 +120,13 @@ enum Command {
   lockstep release --job sim
       the job's cgroups and processes as they were before adopt")]
     Release(control::ReleaseArgs),
+    /// Record which job's ranks ran on which CPU over a short window (the agent's eBPF program; root only).
+    #[command(after_help = "Examples:
+  lockstep timeline
+      one second: each job's co-scheduled fraction and share of each CPU
+  lockstep timeline --ms 500 --svg /tmp/timeline.svg
+      half a second, drawn: CPUs down, time across, a colour per job")]
+    Timeline(timeline::Args),
     /// Count hardware and software events of a command or processes, like `perf stat`.
     #[command(after_help = "Examples:
   lockstep stat -e task-clock,context-switches sleep 1
@@ -201,6 +209,7 @@ fn exec(cli: Cli) -> anyhow::Result<i32> {
         Command::Release(args) => control::release(&args, &socket, cli.quiet),
         Command::Experiment(cmd) => experiment::exec(&cmd, &store),
         Command::Stat(args) => stat::exec(&args, &store, &socket),
+        Command::Timeline(args) => timeline::exec(&args, &socket),
         Command::Slurm(cmd) => slurm::exec(&cmd, &socket),
         Command::Completion { shell } => {
             clap_complete::generate(shell, &mut Cli::command(), "lockstep", &mut std::io::stdout());

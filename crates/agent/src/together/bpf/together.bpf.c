@@ -18,6 +18,11 @@
 // still unknown in its job's generation the state it has now (on a CPU, runnable, or asleep): a rank that runs alone
 // on its CPU may not switch for a long time, and must not count as asleep meanwhile.
 //
+// While the agent records a timeline (`timeline_ctl`'s `on`, off unless it asks), every switch of a rank onto or
+// off a CPU is also an event in the `timeline` ring buffer, and the iterator `timeline_look` gives the ranks on a
+// CPU when the recording starts; an event that finds the ring full is dropped and counted. Off, it costs a rank's
+// switch one array lookup, and a thread that is no rank nothing.
+//
 // Kernel structures are read through minimal definitions of the few fields used, relocated by CO-RE against the
 // running kernel's BTF (preserve_access_index), as dcs.bpf.c does; the tasks are BTF pointers, read directly.
 
@@ -25,10 +30,16 @@
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
 
 #include "together_intf.h"
 
+struct thread_info {
+	unsigned int cpu;
+} __attribute__((preserve_access_index));
+
 struct task_struct {
+	struct thread_info thread_info;
 	int pid;
 	int on_cpu;
 	unsigned int __state;
@@ -61,6 +72,44 @@ struct {
 	__type(key, __u32);
 	__type(value, struct job_size);
 } sizes SEC(".maps");
+
+/// Never read: makes clang emit the BTF of `struct timeline_event` (only ring-buffer records have it otherwise),
+/// from which the agent's skeleton types are generated.
+const volatile struct timeline_event timeline_event_layout = {};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, TOGETHER_TIMELINE_BYTES);
+} timeline SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct timeline_ctl);
+} timeline_ctl SEC(".maps");
+
+/// While a timeline is recorded: a rank of job `slot` was switched onto or off (`kind`) CPU `cpu` at `now`.
+static __always_inline void record(__u32 slot, __u32 cpu, __u32 kind, __u64 now)
+{
+	__u32 zero = 0;
+	struct timeline_ctl *ctl = bpf_map_lookup_elem(&timeline_ctl, &zero);
+	struct timeline_event *e;
+
+	if (!ctl || !ctl->on)
+		return;
+	e = bpf_ringbuf_reserve(&timeline, sizeof(*e), 0);
+	if (!e) {
+		// Full: the agent reads `dropped` and says how many the recording lacks.
+		__sync_fetch_and_add(&ctl->dropped, 1);
+		return;
+	}
+	e->ns = now;
+	e->cpu = cpu;
+	e->job = slot;
+	e->kind = kind;
+	bpf_ringbuf_submit(e, 0);
+}
 
 /// A state word: `state` counted in generation `gen`.
 static __always_inline __u32 word(__u32 gen, __u32 state)
@@ -121,18 +170,19 @@ static __always_inline struct rank *rank_of(__u32 tid, __u32 *slot, struct job_s
 	return *size ? r : NULL;
 }
 
-/// Thread `tid`, if it is a rank, is now in state `to`.
-static __always_inline void move(__u32 tid, __u32 to, __u64 now)
+/// Thread `tid`, if it is a rank, is now in state `to`; returns its job's slot, or -1 if it is none.
+static __always_inline long move(__u32 tid, __u32 to, __u64 now)
 {
 	struct job_size *size;
 	__u32 slot, from;
 	struct rank *r = rank_of(tid, &slot, &size);
 
 	if (!r)
-		return;
+		return -1;
 	from = state_in(__sync_lock_test_and_set(&r->state, word(size->gen, to)), size->gen);
 	if (from != to)
 		account(slot, size->gen, size->ranks, from, to, now);
+	return slot;
 }
 
 /// Thread `tid`, if it is a rank and asleep, is woken: queued. (A wake-up of a running thread changes nothing.)
@@ -154,11 +204,17 @@ int BPF_PROG(together_switch, bool preempt, struct task_struct *prev, struct tas
 	     unsigned int prev_state)
 {
 	__u64 now = bpf_ktime_get_ns();
+	__u32 cpu = bpf_get_smp_processor_id();
+	long slot;
 
 	// Preempted, or yielded while runnable (state 0, TASK_RUNNING): it waits for a CPU; otherwise it sleeps. The
 	// tasks are BTF pointers the kernel passes: read directly (relocated by CO-RE), without a helper call.
-	move(prev->pid, preempt || prev_state == 0 ? RANK_QUEUED : RANK_ASLEEP, now);
-	move(next->pid, RANK_RUNNING, now);
+	slot = move(prev->pid, preempt || prev_state == 0 ? RANK_QUEUED : RANK_ASLEEP, now);
+	if (slot >= 0)
+		record(slot, cpu, TIMELINE_OFF, now);
+	slot = move(next->pid, RANK_RUNNING, now);
+	if (slot >= 0)
+		record(slot, cpu, TIMELINE_ON, now);
 	return 0;
 }
 
@@ -197,6 +253,23 @@ int together_look(struct bpf_iter__task *ctx)
 	now_state = task->on_cpu ? RANK_RUNNING : task->__state == 0 ? RANK_QUEUED : RANK_ASLEEP;
 	if (__sync_val_compare_and_swap(&r->state, was, word(size->gen, now_state)) == was)
 		account(slot, size->gen, size->ranks, RANK_UNKNOWN, now_state, bpf_ktime_get_ns());
+	return 0;
+}
+
+SEC("iter/task")
+int timeline_look(struct bpf_iter__task *ctx)
+{
+	struct task_struct *task = ctx->task;
+	struct job_size *size;
+	__u32 slot;
+
+	// The ranks on a CPU as the recording starts: a rank that runs on alone may not switch within the window.
+	// The CPU a task is on is its thread_info's (CONFIG_THREAD_INFO_IN_TASK); without it, it stays unknown.
+	if (!task || !task->on_cpu || !bpf_core_field_exists(task->thread_info.cpu))
+		return 0;
+	if (!rank_of(task->pid, &slot, &size))
+		return 0;
+	record(slot, task->thread_info.cpu, TIMELINE_ON, bpf_ktime_get_ns());
 	return 0;
 }
 

@@ -13,6 +13,10 @@ enum together_limits {
 	TOGETHER_MAX_JOBS = 1024,
 	/// Most ranks, over every job, in `ranks`.
 	TOGETHER_MAX_RANKS = 65536,
+	/// Bytes of the `timeline` ring buffer (a power of two, a multiple of the page size): 24 bytes per event
+	/// with its header, some 43,000 events, a second of switches on a busy node of dozens of CPUs; the agent
+	/// drains it every few milliseconds while it records.
+	TOGETHER_TIMELINE_BYTES = 1 << 20,
 };
 
 /// Where a rank is, as the scheduler's events last said.
@@ -62,6 +66,32 @@ struct job_time {
 	__u64 active_ns;
 	__u64 together_ns;
 	__u64 waiting_ns;
+};
+
+/// Whether the program records a timeline (`timeline_ctl`'s `on`), and the events it dropped since the agent
+/// turned it on: the agent writes both (on, 0) to start and (off, 0) to stop, and reads `dropped` before it stops;
+/// the program only ever adds to `dropped`.
+struct timeline_ctl {
+	__u32 on;
+	__u32 pad;
+	__u64 dropped;
+};
+
+/// What an event of the timeline says.
+enum timeline_kind {
+	/// The rank was switched out of the CPU.
+	TIMELINE_OFF = 0,
+	/// The rank was switched onto the CPU.
+	TIMELINE_ON = 1,
+};
+
+/// One event of the timeline (`timeline` ring buffer): at `ns` (CLOCK_MONOTONIC) a rank of the job in slot `job`
+/// was switched onto or off CPU `cpu` (`kind`, a `timeline_kind`).
+struct timeline_event {
+	__u64 ns;
+	__u32 cpu;
+	__u16 job;
+	__u16 kind;
 };
 
 #endif

@@ -1,0 +1,333 @@
+//! A timeline: which job's ranks ran on which CPU over a short window, recorded by the `together` program's
+//! switch events (bpf/together.bpf.c, `timeline` ring buffer) and turned into segments per CPU, with each job's
+//! co-scheduled fraction over the same window from the program's integrated times.
+//!
+//! A recording is served on a thread of the control socket's, never the daemon's loop: [`serve`] takes the
+//! telemetry lock only to start and to end (map operations; the window passes without it, at normal priority),
+//! drains the ring every few milliseconds meanwhile, and makes the segments after. One recording runs at a time; its length is bounded
+//! ([`TIMELINE_MILLIS`]) and so are the events it keeps ([`MAX_EVENTS`]).
+
+use std::collections::{BTreeMap, HashMap};
+use std::io::Read;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use libbpf_rs::{Iter, MapCore, MapFlags, MapHandle, RingBufferBuilder};
+
+use super::{types, Reading, Together};
+use crate::bpf::{bytes_of, read_as};
+use crate::sampler::SharedTelemetry;
+use lockstep_core::error::UsageError;
+use lockstep_proto::protocol::{CpuLane, Response, Segment, Timeline, TimelineJob, TIMELINE_MILLIS};
+
+/// Most events one recording keeps; those beyond count as lost. Each makes at most one segment, some 120 bytes
+/// of JSON with a job name of the longest: the answer stays within what the client reads (`MAX_ANSWER`, 16 MiB).
+const MAX_EVENTS: usize = 100_000;
+
+/// How often the ring buffer is drained while the window passes.
+const DRAIN_EVERY: Duration = Duration::from_millis(5);
+
+/// A switch the program saw (`struct timeline_event`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Event {
+    /// When (CLOCK_MONOTONIC ns).
+    pub ns: u64,
+    /// On which CPU.
+    pub cpu: u32,
+    /// The job slot of the rank.
+    pub slot: u32,
+    /// Switched onto the CPU (else off it).
+    pub on: bool,
+}
+
+/// A recording under way: the program records while this lives (dropping it turns recording off and frees the
+/// agent for the next one).
+pub(crate) struct Recording {
+    ring: MapHandle,
+    ctl: MapHandle,
+    /// When the window started and, once it has, ended (CLOCK_MONOTONIC ns).
+    start_ns: u64,
+    end_ns: u64,
+    /// Each job's slot and reading as the window started.
+    before: BTreeMap<String, (u32, Reading)>,
+    /// Held while recording: one at a time.
+    busy: Arc<AtomicBool>,
+    events: Vec<Event>,
+    /// Events lost: left out of `events` for want of room, or dropped by the program (a full ring).
+    lost: u64,
+    /// Once ended: the jobs measured over the whole window, and the slot of each.
+    jobs: Vec<TimelineJob>,
+    names: HashMap<u32, String>,
+}
+
+impl Drop for Recording {
+    fn drop(&mut self) {
+        let _ = set_ctl(&self.ctl, false);
+        self.busy.store(false, Ordering::Release);
+    }
+}
+
+/// Writes `timeline_ctl` (on or off, no drops counted).
+fn set_ctl(ctl: &MapHandle, on: bool) -> anyhow::Result<()> {
+    let value = types::timeline_ctl { on: u32::from(on), ..Default::default() };
+    ctl.update(&0u32.to_ne_bytes(), bytes_of(&value), MapFlags::ANY)?;
+    Ok(())
+}
+
+impl Together {
+    /// Starts recording: turns the program's recording on and notes each job's reading. An error when another
+    /// recording runs. Map operations and one pass of the task iterator: short, under the telemetry lock.
+    pub(crate) fn start_timeline(&self) -> anyhow::Result<Recording> {
+        let (ring, ctl) = (MapHandle::try_from(&self.timeline)?, MapHandle::try_from(&self.timeline_ctl)?);
+        if self.recording.swap(true, Ordering::AcqRel) {
+            return Err(UsageError::new("the agent is recording a timeline already (one at a time; try again)").into());
+        }
+        // From here, dropping the recording frees the agent again.
+        let mut recording = Recording {
+            ring,
+            ctl,
+            start_ns: 0,
+            end_ns: 0,
+            before: BTreeMap::new(),
+            busy: self.recording.clone(),
+            events: Vec::new(),
+            lost: 0,
+            jobs: Vec::new(),
+            names: HashMap::new(),
+        };
+        // What an earlier recording left in the ring is not of this window.
+        recording.drain(u64::MAX)?;
+        recording.events.clear();
+        recording.lost = 0;
+        recording.start_ns = crate::bpf::ktime_ns();
+        set_ctl(&recording.ctl, true)?;
+        // The ranks on a CPU now: they switch on no CPU until they are switched off.
+        Iter::new(&self.timeline_look)?.read_to_end(&mut Vec::new())?;
+        recording.before =
+            self.jobs.iter().filter_map(|(name, job)| Some((name.clone(), (job.slot, self.read(name)?)))).collect();
+        Ok(recording)
+    }
+
+    /// Ends the window of `recording`: turns recording off, takes the drops and each job's reading (the jobs
+    /// measured over the whole window, each in the slot it had). Map operations only: under the telemetry lock.
+    pub(crate) fn end_timeline(&self, recording: &mut Recording) -> anyhow::Result<()> {
+        recording.end_ns = crate::bpf::ktime_ns();
+        // Read before turning off, which clears the count.
+        let raw = recording.ctl.lookup(&0u32.to_ne_bytes(), MapFlags::ANY)?.unwrap_or_default();
+        recording.lost += read_as::<types::timeline_ctl>(&raw).map_or(0, |c| c.dropped);
+        set_ctl(&recording.ctl, false)?;
+        for (name, (slot, before)) in &recording.before {
+            let (Some(job), Some(after)) = (self.jobs.get(name), self.read(name)) else { continue };
+            if job.slot != *slot {
+                continue;
+            }
+            recording.names.insert(*slot, name.clone());
+            let active = after.active.saturating_sub(before.active);
+            let together = after.together.saturating_sub(before.together);
+            let coscheduled = (active > 0).then(|| together.min(active) as f64 / active as f64);
+            recording.jobs.push(TimelineJob { name: name.clone(), ranks: after.ranks, coscheduled });
+        }
+        Ok(())
+    }
+}
+
+impl Recording {
+    /// The timeline of a recording ended ([`Together::end_timeline`]): what is left in the ring, then the segments
+    /// (no lock needed).
+    fn into_timeline(mut self) -> anyhow::Result<Timeline> {
+        self.drain(self.end_ns)?;
+        let cpus = lanes(&self.events, self.start_ns, self.end_ns, &self.names, cpu_count());
+        let jobs = std::mem::take(&mut self.jobs);
+        Ok(Timeline { window_ns: self.end_ns.saturating_sub(self.start_ns), dropped: self.lost, cpus, jobs })
+    }
+
+    /// Takes every event in the ring (those after `until` ns are of no window and left out).
+    fn drain(&mut self, until: u64) -> anyhow::Result<()> {
+        let mut taken = Vec::new();
+        {
+            let mut builder = RingBufferBuilder::new();
+            builder.add(&self.ring, |data: &[u8]| {
+                if let Some(e) = read_as::<types::timeline_event>(data) {
+                    taken.push(Event { ns: e.ns, cpu: e.cpu, slot: u32::from(e.job), on: e.kind != 0 });
+                }
+                0
+            })?;
+            builder.build()?.consume()?;
+        }
+        for e in taken.into_iter().filter(|e| e.ns <= until) {
+            if self.events.len() < MAX_EVENTS {
+                self.events.push(e);
+            } else {
+                self.lost += 1;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// CPUs the node may have (the lanes of a timeline, idle ones too).
+fn cpu_count() -> u32 {
+    // SAFETY: sysconf has no preconditions.
+    let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_CONF) };
+    u32::try_from(n).unwrap_or(1).max(1)
+}
+
+/// The segments per CPU that `events` (switches, in any order) make over the window `start_ns..end_ns`, for the
+/// jobs in `names` (others left out), on `cpus` lanes at least. A rank switched off a CPU with no switch on seen
+/// before ran there since the window's start; one still on at the end runs to its end; a switch on while another
+/// rank was on (its switch off lost) ends that one.
+pub(crate) fn lanes(
+    events: &[Event],
+    start_ns: u64,
+    end_ns: u64,
+    names: &HashMap<u32, String>,
+    cpus: u32,
+) -> Vec<CpuLane> {
+    let mut sorted: Vec<Event> = events.iter().filter(|e| names.contains_key(&e.slot)).copied().collect();
+    sorted.sort_by_key(|e| e.ns);
+    let count = sorted.iter().map(|e| e.cpu + 1).max().unwrap_or(0).max(cpus);
+    let mut lanes: Vec<CpuLane> = (0..count).map(|cpu| CpuLane { cpu, segments: Vec::new() }).collect();
+    // Per CPU: the rank on it (its job slot, since when), and whether anything was seen on it yet.
+    let mut open: Vec<Option<(u32, u64)>> = vec![None; count as usize];
+    let mut seen = vec![false; count as usize];
+    let rel = |ns: u64| ns.clamp(start_ns, end_ns) - start_ns;
+    let push = |lane: &mut CpuLane, slot: u32, from: u64, to: u64| {
+        if to > from {
+            lane.segments.push(Segment { start_ns: from, end_ns: to, job: names[&slot].clone() });
+        }
+    };
+    for e in &sorted {
+        let i = e.cpu as usize;
+        let now = rel(e.ns);
+        match (e.on, open[i]) {
+            (true, running) => {
+                if let Some((slot, since)) = running {
+                    push(&mut lanes[i], slot, since, now);
+                }
+                open[i] = Some((e.slot, now));
+            }
+            (false, Some((slot, since))) if slot == e.slot => {
+                push(&mut lanes[i], slot, since, now);
+                open[i] = None;
+            }
+            (false, None) if !seen[i] => push(&mut lanes[i], e.slot, 0, now),
+            (false, _) => {}
+        }
+        seen[i] = true;
+    }
+    for (i, running) in open.into_iter().enumerate() {
+        if let Some((slot, since)) = running {
+            push(&mut lanes[i], slot, since, end_ns - start_ns);
+        }
+    }
+    lanes
+}
+
+/// Serves a `timeline` request of user `uid` for `millis` ms: root only, within [`TIMELINE_MILLIS`], on a thread
+/// of its own (see [`record`]).
+pub(crate) fn serve(telemetry: &SharedTelemetry, uid: u32, millis: u64) -> Response {
+    let answer = if uid == 0 {
+        check(millis).and_then(|()| {
+            let telemetry = telemetry.clone();
+            std::thread::Builder::new()
+                .name("lockstep-timeline".into())
+                .spawn(move || record(&telemetry, millis))?
+                .join()
+                .unwrap_or_else(|_| Err(anyhow::anyhow!("the timeline's recording failed")))
+        })
+    } else {
+        Err(anyhow::anyhow!("permission denied: only root may record a timeline (UID {uid} asked)"))
+    };
+    match answer {
+        Ok(timeline) => Response { ok: true, timeline: Some(timeline), ..Default::default() },
+        Err(e) => crate::server::failure(e),
+    }
+}
+
+/// Whether a window of `millis` ms may be recorded.
+fn check(millis: u64) -> anyhow::Result<()> {
+    if TIMELINE_MILLIS.contains(&millis) {
+        return Ok(());
+    }
+    Err(UsageError::new(format!(
+        "timeline window {millis} ms refused (expected {} to {} ms)",
+        TIMELINE_MILLIS.start(),
+        TIMELINE_MILLIS.end()
+    ))
+    .into())
+}
+
+/// Records a window of `millis` ms: the window passes at normal priority, without the telemetry lock; the two
+/// short pieces under it (start and end: map operations) run at the agent's real-time priority, as every holder
+/// of that lock does, so that the daemon's loop, which takes it too, never waits behind the jobs.
+fn record(telemetry: &SharedTelemetry, millis: u64) -> anyhow::Result<Timeline> {
+    let unmeasured = || anyhow::anyhow!("the agent does not measure its jobs' ranks (its eBPF program did not load)");
+    // The door's thread is real-time when the agent may be: this one, its child, is as well.
+    let mut recording = telemetry.lock().together_program().ok_or_else(unmeasured)?.start_timeline()?;
+    normal_priority()?;
+    let deadline = Instant::now() + Duration::from_millis(millis);
+    while let Some(left) = deadline.checked_duration_since(Instant::now()).filter(|d| !d.is_zero()) {
+        std::thread::sleep(left.min(DRAIN_EVERY));
+        recording.drain(u64::MAX)?;
+    }
+    // Back to the lock holders' priority for the end (where the agent may not be real-time, as it is).
+    let _ = crate::realtime::try_thread();
+    telemetry.lock().together_program().ok_or_else(unmeasured)?.end_timeline(&mut recording)?;
+    normal_priority()?;
+    recording.into_timeline()
+}
+
+/// Moves the calling thread to the ordinary scheduling policy (`SCHED_OTHER`).
+fn normal_priority() -> anyhow::Result<()> {
+    let param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: pid 0 is the calling thread; `param` is a valid sched_param.
+    if unsafe { libc::sched_setscheduler(0, libc::SCHED_OTHER, &raw const param) } != 0 {
+        anyhow::bail!("cannot record at normal priority: {}", std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ev(ns: u64, cpu: u32, slot: u32, on: bool) -> Event {
+        Event { ns, cpu, slot, on }
+    }
+
+    fn seg(start_ns: u64, end_ns: u64, job: &str) -> Segment {
+        Segment { start_ns, end_ns, job: job.into() }
+    }
+
+    #[test]
+    fn switches_make_segments_per_cpu_from_the_windows_start_to_its_end() {
+        let names = HashMap::from([(1, "a".to_string()), (2, "b".to_string())]);
+        let events = [
+            // CPU 0: a ran since before the window, b from 150 to 300, a again to the end.
+            ev(1150, 0, 2, true),
+            ev(1100, 0, 1, false),
+            ev(1300, 0, 2, false),
+            ev(1300, 0, 1, true),
+            // CPU 1: a job the agent does not know, then b whose switch off was lost, then a.
+            ev(1200, 1, 9, true),
+            ev(1400, 1, 2, true),
+            ev(1500, 1, 1, true),
+            ev(1600, 1, 1, false),
+        ];
+        let lanes = lanes(&events, 1000, 2000, &names, 3);
+        assert_eq!(lanes.len(), 3, "an idle CPU has its lane");
+        assert_eq!(lanes[0].segments, [seg(0, 100, "a"), seg(150, 300, "b"), seg(300, 1000, "a")]);
+        assert_eq!(lanes[1].segments, [seg(400, 500, "b"), seg(500, 600, "a")]);
+        assert!(lanes[2].segments.is_empty());
+    }
+
+    #[test]
+    fn a_window_out_of_range_is_refused_as_bad_input() {
+        for millis in [0, 9, 5001, u64::MAX] {
+            let e = check(millis).unwrap_err();
+            assert!(e.is::<UsageError>() && e.to_string().contains(&format!("{millis} ms")), "{e}");
+        }
+        assert!(check(10).is_ok() && check(5000).is_ok());
+    }
+}
