@@ -41,6 +41,10 @@ pub enum HttpError {
     /// No complete answer within the deadline.
     #[error("no answer within {0:?}")]
     Deadline(Duration),
+    /// The process listening on the Unix socket (its PID) is stopped (SIGSTOP, Ctrl-Z, a debugger): the kernel
+    /// takes connections into its backlog, but nothing will answer until it is continued.
+    #[error("its process {0} is stopped")]
+    Stopped(i32),
     /// The exchange failed (the peer closed, sent something that is not HTTP, or too much).
     #[error("{0}")]
     Exchange(String),
@@ -57,6 +61,10 @@ pub fn request(target: Target<'_>, path: &str, body: Option<Vec<u8>>, deadline: 
             match target {
                 Target::Unix(socket) => {
                     let io = tokio::net::UnixStream::connect(socket).await.map_err(HttpError::Connect)?;
+                    // The kernel accepts into a stopped listener's backlog: say so now, not at the deadline.
+                    if let Some(pid) = io.peer_cred().ok().and_then(|c| c.pid()).filter(|&p| stopped(p)) {
+                        return Err(HttpError::Stopped(pid));
+                    }
                     exchange(io, "localhost", path, body).await
                 }
                 Target::Tcp(addr) => {
@@ -68,6 +76,14 @@ pub fn request(target: Target<'_>, path: &str, body: Option<Vec<u8>>, deadline: 
         .await
         .map_err(|_| HttpError::Deadline(deadline))?
     })
+}
+
+/// Whether process `pid` is stopped or traced (state `T` or `t` in /proc/PID/stat): it takes no request.
+fn stopped(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| s.rsplit_once(')').and_then(|(_, rest)| rest.trim_start().chars().next()))
+        .is_some_and(|state| matches!(state, 'T' | 't'))
 }
 
 /// One request over `io`, one answer back.
