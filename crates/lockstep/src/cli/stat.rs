@@ -37,7 +37,8 @@ pub struct Args {
     #[arg(long, value_name = "HOST:PORT,...", requires = "job")]
     nodes: Option<String>,
     /// The agents' metrics port, for the nodes of a Slurm job.
-    #[arg(long, value_name = "PORT", default_value_t = DEFAULT_METRICS_PORT, requires = "job")]
+    #[arg(long, value_name = "PORT", default_value_t = DEFAULT_METRICS_PORT, requires = "job",
+          value_parser = clap::value_parser!(u16).range(1..))]
     metrics_port: u16,
     /// Print counts every MS milliseconds (10 to 3600000).
     #[arg(short = 'I', long = "interval-print", value_name = "MS", value_parser = clap::value_parser!(u64).range(10..=3_600_000))]
@@ -45,8 +46,8 @@ pub struct Args {
     /// CSV output with this field separator (1 to 8 printable characters, e.g. `,` or `;`).
     #[arg(short = 'x', long = "field-separator", value_name = "SEP", value_parser = separator)]
     separator: Option<String>,
-    /// JSON lines, one per event.
-    #[arg(long)]
+    /// JSON lines, one per event (not with -x: one output format at a time).
+    #[arg(long, conflicts_with = "separator")]
     json: bool,
     /// Run the command N times and print the mean of each count with its noise (the standard error of the
     /// mean, relative to it).
