@@ -34,7 +34,13 @@ pub fn call(socket: &Path, request: &Request) -> anyhow::Result<Response> {
         Err(e) => {
             let why = match e.kind() {
                 std::io::ErrorKind::NotFound => String::new(),
-                std::io::ErrorKind::ConnectionRefused => ": nothing listens on the socket there".into(),
+                std::io::ErrorKind::ConnectionRefused => {
+                    use std::os::unix::fs::FileTypeExt;
+                    match std::fs::metadata(socket) {
+                        Ok(m) if !m.file_type().is_socket() => ": it is not a socket".into(),
+                        _ => ": nothing listens on the socket there".into(),
+                    }
+                }
                 _ => format!(": {}", lockstep_core::error::io_reason(&e)),
             };
             Err(UsageError::new(format!("no agent at {}{why} ({NO_AGENT_HINT})", socket.display())).into())

@@ -129,7 +129,10 @@ pub fn exec(args: &Args, store: &Path, socket: &Path) -> anyhow::Result<i32> {
 
 /// The agents (`ADDR:PORT,…`) of the nodes Slurm job `id` runs on.
 fn slurm_nodes(id: lockstep_slurm::SlurmJobId, port: u16) -> anyhow::Result<String> {
-    let job = lockstep_slurm::show_job(id)?
+    let job = lockstep_slurm::show_job(id)
+        .map_err(|e| {
+            e.context(format!("cannot ask Slurm for the nodes of job {id} (or name them: --nodes HOST:PORT,...)"))
+        })?
         .ok_or_else(|| UsageError::new(format!("Slurm does not know job {id} (see squeue)")))?;
     if job.nodes.is_empty() {
         return Err(UsageError::new(format!("Slurm job {id} has no nodes ({})", job.state)).into());
