@@ -381,6 +381,11 @@ fn a_stopped_or_missing_agent_is_said_at_once() {
     let agent = common::Agent::start(&env, &["--policy", "cfs"]);
     let pid = agent.pid();
     nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGSTOP).unwrap();
+    // A stop reaches every thread of the agent in turn: the one that owns the socket may be stopped last.
+    let proc_stat = || std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    common::wait_until("the agent stopped", common::WAIT, proc_stat, |s| {
+        s.rsplit(')').next().is_some_and(|r| r.trim_start().starts_with('T'))
+    });
     let child = env.cmd().arg("status").stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
     let out = common::output_within(child, quick, "status of a stopped agent");
     nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGCONT).unwrap();

@@ -61,11 +61,24 @@ pub fn request(target: Target<'_>, path: &str, body: Option<Vec<u8>>, deadline: 
             match target {
                 Target::Unix(socket) => {
                     let io = tokio::net::UnixStream::connect(socket).await.map_err(HttpError::Connect)?;
-                    // The kernel accepts into a stopped listener's backlog: say so now, not at the deadline.
-                    if let Some(pid) = io.peer_cred().ok().and_then(|c| c.pid()).filter(|&p| stopped(p)) {
+                    // The kernel accepts into a stopped listener's backlog: say so now, not at the deadline, and
+                    // as soon as it stops should that be while it answers.
+                    let peer = io.peer_cred().ok().and_then(|c| c.pid());
+                    if let Some(pid) = peer.filter(|&p| stopped(p)) {
                         return Err(HttpError::Stopped(pid));
                     }
-                    exchange(io, "localhost", path, body).await
+                    let watch = async {
+                        loop {
+                            tokio::time::sleep(STOPPED_CHECK).await;
+                            if let Some(pid) = peer.filter(|&p| stopped(p)) {
+                                return pid;
+                            }
+                        }
+                    };
+                    tokio::select! {
+                        answer = exchange(io, "localhost", path, body) => answer,
+                        pid = watch => Err(HttpError::Stopped(pid)),
+                    }
                 }
                 Target::Tcp(addr) => {
                     let io = tokio::net::TcpStream::connect(addr).await.map_err(HttpError::Connect)?;
@@ -77,6 +90,9 @@ pub fn request(target: Target<'_>, path: &str, body: Option<Vec<u8>>, deadline: 
         .map_err(|_| HttpError::Deadline(deadline))?
     })
 }
+
+/// How often a request waiting on a Unix socket looks whether the process listening there has been stopped.
+const STOPPED_CHECK: Duration = Duration::from_millis(250);
 
 /// Whether process `pid` is stopped or traced (state `T` or `t` in /proc/PID/stat): it takes no request.
 fn stopped(pid: i32) -> bool {
