@@ -254,5 +254,9 @@ fn agent(
         cmd.arg("--socket").arg(socket);
     }
     let e = cmd.args(args).exec();
-    anyhow::bail!("cannot run the agent {}: {e} (make build installs it beside lockstep)", daemon.display())
+    anyhow::bail!(
+        "cannot run the agent {}: {} (make build installs it beside lockstep)",
+        daemon.display(),
+        lockstep_core::error::io_reason(&e)
+    )
 }
