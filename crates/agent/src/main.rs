@@ -271,10 +271,10 @@ fn man_sections(_: &str) -> Vec<Section> {
         Section::new(
             "EXIT STATUS",
             "0\tstopped by SIGTERM, SIGINT or SIGHUP, every job restored.\n\
-             1\ta failure of the system: the kernel refused what the agent needs (a cgroup hierarchy, the store's \
-             directory, a port).\n\
+             1\ta failure of the system: the kernel refused what the agent needs (a cgroup hierarchy, its watchdog, \
+             the store).\n\
              2\tbad input, refused before anything was made: not root, a bad flag, configuration key or file, a \
-             socket another agent answers on.\n\n\
+             socket another agent answers on, a metrics address already in use.\n\n\
              Every error is one line on stderr, lockstepd: WHAT: WHY (HINT) (lockstep: agent: ... when started by \
              lockstep agent); the exit status tells the two kinds apart.",
         ),
