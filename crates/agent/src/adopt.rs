@@ -89,6 +89,7 @@ pub fn from_cgroups(
             ))
             .into());
         }
+        check_not_lockstep_tree(path, &relative)?;
         let dirs = backend.existing(&relative);
         if dirs.is_empty() {
             return Err(UsageError::new(format!(
@@ -103,6 +104,24 @@ pub fn from_cgroups(
         groups.push(Group::new(dirs));
     }
     Ok(managed(name, groups, row, Origin::Cgroup))
+}
+
+/// Refuses the cgroup `asked` (`relative` to the hierarchies' roots) when it is lockstep's own tree (`lockstep/`
+/// of every hierarchy, the parent of every job's cgroup that `lockstep run`, adoption by PID and Slurm discovery
+/// make) or holds it, whether or not it exists yet: as one job, every job below would be frozen or weighted
+/// together (under `gang`, all frozen at once).
+fn check_not_lockstep_tree(asked: &Path, relative: &Path) -> Result<(), UsageError> {
+    let relative = relative.strip_prefix("/").unwrap_or(relative);
+    if !Path::new(lockstep_cgroup::PARENT).starts_with(relative) {
+        return Ok(());
+    }
+    let what = if relative == Path::new(lockstep_cgroup::PARENT) { "it is" } else { "it holds" };
+    Err(UsageError::new(format!(
+        "cannot adopt cgroup {}: {what} lockstep's own tree /{}, the parent of every job's cgroup (expected the \
+         cgroup of one job, e.g. /slurm_node/uid_0/job_1/step_0)",
+        asked.display(),
+        lockstep_cgroup::PARENT
+    )))
 }
 
 /// The prefix of a Charliecloud container in `adopt`: `charliecloud:PID`, the process `ch-run` became.
@@ -348,4 +367,17 @@ fn original_path(root: &Path, cgroups: &[(String, String)]) -> Option<String> {
         .find(|(c, _)| !c.is_empty() && name.split(',').all(|n| c.split(',').any(|x| x == n)))
         .or_else(|| cgroups.iter().find(|(c, _)| c.is_empty()))
         .map(|(_, p)| p.clone())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::check_not_lockstep_tree;
+    use std::path::Path;
+
+    #[test]
+    fn locksteps_own_tree_and_what_holds_it_are_refused() {
+        let refused = |p: &str| check_not_lockstep_tree(Path::new(p), Path::new(p)).is_err();
+        assert!(refused("/lockstep") && refused("lockstep") && refused("lockstep/") && refused("/"));
+        assert!(!refused("/lockstep/job") && !refused("/slurm_n1/uid_0/job_7") && !refused("/lockstep2"));
+    }
 }

@@ -16,7 +16,14 @@ use lockstep_telemetry::remote::JobCounts;
 
 /// Binds the metrics address; a usage error names it when it cannot be bound.
 pub fn bind(addr: SocketAddr) -> anyhow::Result<TcpListener> {
-    TcpListener::bind(addr).map_err(|e| UsageError::new(format!("cannot serve metrics on {addr}: {e}")).into())
+    TcpListener::bind(addr).map_err(|e| {
+        let hint = match e.kind() {
+            std::io::ErrorKind::AddrInUse => " (another program listens there: choose another --metrics port)",
+            std::io::ErrorKind::AddrNotAvailable => " (no interface of this machine has that address)",
+            _ => "",
+        };
+        UsageError::new(format!("cannot serve metrics on {addr}: {}{hint}", lockstep_core::error::io_reason(&e))).into()
+    })
 }
 
 /// The metrics door's handler: reads only (`GET`), over the agent's counters and store.

@@ -20,6 +20,7 @@ mod http;
 mod journal;
 mod log;
 mod managed;
+mod privileges;
 mod progress;
 mod ranks;
 mod realtime;
@@ -33,6 +34,7 @@ mod together;
 mod watchdog;
 
 pub use dcs::engine::Settings as DcsSettings;
+pub use privileges::check as check_privileges;
 pub use sampler::{Settings as TelemetrySettings, DEFAULT_EVENTS};
 pub use setup::{run, Config};
 pub use watchdog::watch as watchdog_main;

@@ -13,6 +13,7 @@ use lockstep_core::duration;
 use lockstep_core::error::UsageError;
 use lockstep_proto::names::check_node_name;
 use lockstep_telemetry::events::parse_list;
+use lockstep_version::man::Section;
 use lockstepd::{self as agent, Config};
 use lockstepd::{DcsSettings, TelemetrySettings as Settings, DEFAULT_EVENTS};
 
@@ -23,7 +24,7 @@ use lockstepd::{DcsSettings, TelemetrySettings as Settings, DEFAULT_EVENTS};
     version,
     after_help = "Examples:
   lockstepd --policy gang --slot 200ms
-      co-schedule this node's jobs, 200 ms per row (systemd runs it as lockstepd.service)
+      co-schedule this node's jobs, 200 ms per row (systemd runs it as lockstep-agent.service)
   lockstepd --config /etc/lockstep/agent.toml --metrics 9464
       settings from a file, and /metrics for Prometheus on 127.0.0.1:9464
   lockstep agent --policy auto
@@ -122,7 +123,13 @@ fn metrics_addr(text: &str) -> Result<std::net::SocketAddr, UsageError> {
     use std::net::ToSocketAddrs;
     let bad = |why: String| UsageError::new(format!("bad --metrics {text:?}: {why} (expected PORT or ADDR:PORT)"));
     let full = if text.parse::<u16>().is_ok() { format!("127.0.0.1:{text}") } else { text.to_string() };
-    full.to_socket_addrs().map_err(|e| bad(e.to_string()))?.next().ok_or_else(|| bad("no address".into()))
+    let addr =
+        full.to_socket_addrs().map_err(|e| bad(e.to_string()))?.next().ok_or_else(|| bad("no address".into()))?;
+    if addr.port() == 0 {
+        // Port 0 would bind wherever the kernel chose, where no scraper or `lockstep stat --nodes` looks.
+        return Err(bad("port 0 would be one the kernel picks, which no scraper knows".into()));
+    }
+    Ok(addr)
 }
 
 /// The telemetry settings from flags and file: events, sample interval, retention, job history.
@@ -151,7 +158,7 @@ const DEFAULT_QUANTUM: std::time::Duration = std::time::Duration::from_millis(5)
 fn dcs(quantum: Option<String>, btf: Option<PathBuf>) -> Result<DcsSettings, UsageError> {
     if let Some(path) = &btf {
         // Checked now, whatever the policy: a typo must not wait for the first `policy set dcs` to show.
-        lockstep_core::error::open_input(path, "BTF file", "the kernel's BTF, e.g. /sys/kernel/btf/vmlinux")?;
+        check_btf(path)?;
     }
     let quantum = match quantum {
         None => DEFAULT_QUANTUM,
@@ -164,8 +171,38 @@ fn dcs(quantum: Option<String>, btf: Option<PathBuf>) -> Result<DcsSettings, Usa
     Ok(DcsSettings { quantum, btf })
 }
 
+/// What a `--btf` file must be.
+const BTF_EXPECTED: &str = "the kernel's BTF, e.g. /sys/kernel/btf/vmlinux";
+
+/// Refuses a `--btf` file that is not BTF: unreadable, not a regular file, or not parsed by libbpf (raw BTF, as
+/// /sys/kernel/btf/vmlinux is, or an ELF file with a .BTF section).
+fn check_btf(path: &std::path::Path) -> Result<(), UsageError> {
+    use std::io::Read;
+    let mut head = [0u8; 4];
+    let mut file = lockstep_core::error::open_input(path, "BTF file", BTF_EXPECTED)?;
+    let bad = |why: &str| lockstep_core::error::input_error(path, "BTF file", BTF_EXPECTED, why);
+    file.read_exact(&mut head).map_err(|_| bad("is too short to be BTF"))?;
+    // Raw BTF begins with its magic 0xeB9F in the machine's byte order; libbpf also reads the .BTF of an ELF file.
+    let raw = u16::from_ne_bytes([head[0], head[1]]) == 0xEB9F;
+    if !raw && head != *b"\x7fELF" {
+        return Err(bad("is not BTF: neither the BTF magic 0xeB9F nor an ELF header"));
+    }
+    // libbpf's own messages would go to stderr beside ours; its verdict is enough.
+    libbpf_rs::set_print(None);
+    libbpf_rs::btf::Btf::from_path(path).map_err(|_| {
+        bad(if raw {
+            "libbpf cannot parse its type information (truncated or corrupt)"
+        } else {
+            "is an ELF file in which libbpf finds no valid .BTF section"
+        })
+    })?;
+    Ok(())
+}
+
 /// Runs the agent with the flags and the configuration file; returns the exit status.
 fn exec(args: &Args) -> anyhow::Result<i32> {
+    // Before anything is read or made: an agent that is not root could change no job.
+    agent::check_privileges()?;
     let (socket, store) = (args.socket.as_deref(), args.store.as_deref());
     let file: File = match &args.config {
         Some(path) => {
@@ -210,24 +247,99 @@ fn hostname() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname").map_or_else(|_| "localhost".into(), |h| h.trim().to_string())
 }
 
+/// The sections of lockstepd.8 that clap does not write.
+fn man_sections(_: &str) -> Vec<Section> {
+    vec![
+        Section::new(
+            "DESCRIPTION",
+            "lockstepd is the node agent of lockstep(1). It runs in the foreground, as root (it refuses to start \
+             otherwise: every job's cgroup files are root's), usually as the systemd unit lockstep-agent.service \
+             (deploy/systemd/), with the capabilities docs/security.md lists. It takes on the jobs of the node \
+             (those lockstep run starts, those lockstep adopt names, and Slurm's, from their cgroups), places them \
+             in rows of a co-scheduling matrix and, at every wall-clock slot boundary (the same instant on every \
+             node), applies the policy: cfs, boost, gang, auto, dcs or dcs+boost. It serves lockstep(1) on a Unix \
+             socket (status to every user, changes to root) and, with --metrics, Prometheus metrics over HTTP. It \
+             counts every job's events into the store.\n\n\
+             Every change to a cgroup is journaled in the store before it is made, and undone when the job ends or \
+             is released, when the agent stops, and, should the agent die, by its watchdog (a second process, \
+             lockstepd --watchdog) which thaws and restores every job. A restarted agent takes on the jobs of the \
+             store again.\n\n\
+             Everything that can refuse the start (not root, a bad flag or configuration key, a BTF file that is not \
+             BTF, a socket another agent answers on) is checked before the socket or the store is made: a refused \
+             start leaves nothing behind.",
+        ),
+        Section::new(
+            "EXIT STATUS",
+            "0\tstopped by SIGTERM, SIGINT or SIGHUP, every job restored.\n\
+             1\ta failure of the system: the kernel refused what the agent needs (a cgroup hierarchy, its watchdog, \
+             the store).\n\
+             2\tbad input, refused before anything was made: not root, a bad flag, configuration key or file, a \
+             socket another agent answers on, a metrics address already in use.\n\n\
+             Every error is one line on stderr, lockstepd: WHAT: WHY (HINT) (lockstep: agent: ... when started by \
+             lockstep agent); the exit status tells the two kinds apart.",
+        ),
+        Section::new(
+            "ENVIRONMENT",
+            "LOCKSTEP_STORE\tthe store, when neither --store nor the configuration file's store gives one.\n\
+             LOCKSTEP_SOCKET\tthe socket, when neither --socket nor the configuration file's socket gives one.\n\
+             JOURNAL_STREAM\tset by systemd: log lines then carry their syslog priority instead of a time.",
+        ),
+        Section::new(
+            "FILES",
+            "/etc/lockstep/agent.toml\tthe configuration the systemd unit gives with --config (keys as the long \
+             flags, with _ for -).\n\
+             /var/lib/lockstep/lockstep.db\tthe store (SQLite, mode 0600): jobs, journal, decisions, samples.\n\
+             /run/lockstep/agent.sock\tthe control socket (mode 0666; each request checked by SO_PEERCRED).\n\
+             /sys/kernel/btf/vmlinux\tthe kernel's BTF, which the eBPF programs load against unless --btf names \
+             another.\n\
+             /sys/fs/cgroup/*/lockstep/\tthe cgroups of the jobs lockstep makes, in every hierarchy.",
+        ),
+        Section::new(
+            "SIGNALS",
+            "SIGTERM, SIGINT\tstop: every job is thawed and its weights and threads restored, the socket removed, \
+             exit 0.\n\
+             SIGHUP\tthe same as SIGTERM (the configuration is not reloaded: restart the agent, e.g. systemctl \
+             restart lockstep-agent, which takes its jobs on again from the store).\n\
+             SIGKILL\tthe agent cannot restore anything; its watchdog does, when the agent's pipe to it closes.\n\
+             SIGPIPE\tignored: a client or scraper that hangs up ends only its own connection.",
+        ),
+    ]
+}
+
 /// Writes lockstepd.8 into `dir`.
 fn man(dir: &std::path::Path) -> anyhow::Result<i32> {
-    let related =
-        ["lockstep(1)", "lockstep-status(1)", "lockstep-policy(1)", "systemd.exec(5)", "slurm.conf(5)", "cgroups(7)"];
-    lockstep_version::man::write_pages(Args::command(), "8", dir, &related)
-        .map_err(|e| anyhow::anyhow!("cannot write lockstepd.8 into {}: {e}", dir.display()))?;
+    let related = [
+        "lockstep(1)",
+        "lockstep-status(1)",
+        "lockstep-policy(1)",
+        "systemctl(1)",
+        "systemd.exec(5)",
+        "slurm.conf(5)",
+        "cgroups(7)",
+    ];
+    lockstep_version::man::write_pages(Args::command(), "8", dir, &related, &man_sections).map_err(|e| {
+        let say = format!("cannot write lockstepd.8 into {}: {}", dir.display(), lockstep_core::error::io_reason(&e));
+        if e.kind() == std::io::ErrorKind::NotADirectory {
+            anyhow::Error::from(UsageError::new(format!(
+                "{say} (expected a directory, e.g. /usr/local/share/man/man8)"
+            )))
+        } else {
+            anyhow::anyhow!(say)
+        }
+    })?;
     Ok(0)
 }
 
-/// The `argv[0]` under which `lockstep agent` starts this program: usage and errors then say `lockstep agent`.
+/// The `argv[0]` under which `lockstep agent` starts this program: usage then says `lockstep agent`.
 const AS_SUBCOMMAND: &str = "lockstep agent";
 
 fn main() {
-    let program = match std::env::args_os().next() {
-        Some(arg0) if arg0 == AS_SUBCOMMAND => AS_SUBCOMMAND,
-        _ => "lockstepd",
+    // Errors begin as the command's do: `lockstep: agent: …` when started as `lockstep agent`.
+    let (bin, program) = match std::env::args_os().next() {
+        Some(arg0) if arg0 == AS_SUBCOMMAND => (AS_SUBCOMMAND, "lockstep: agent"),
+        _ => ("lockstepd", "lockstepd"),
     };
-    let cmd = lockstep_version::on_request(Args::command()).bin_name(program);
+    let cmd = lockstep_version::on_request(Args::command()).bin_name(bin);
     let status = match cmd.try_get_matches().and_then(|m| Args::from_arg_matches(&m)) {
         Ok(Args { watchdog: Some(store), .. }) => lockstepd::watchdog_main(&store),
         Ok(Args { man: Some(dir), .. }) => lockstep_core::error::exit_status(program, man(&dir)),

@@ -29,7 +29,13 @@ pub fn bind(path: &Path) -> anyhow::Result<(UnixListener, BoundSocket)> {
     }
     if stale {
         // A socket nobody answers: a stale one, of an agent that ended without removing it.
-        std::fs::remove_file(path)?;
+        std::fs::remove_file(path).map_err(|e| {
+            anyhow::anyhow!(
+                "cannot remove the stale socket {}: {}",
+                path.display(),
+                lockstep_core::error::io_reason(&e)
+            )
+        })?;
     }
     // Anyone may connect: each request is checked against the caller's credentials (SO_PEERCRED). The mode is
     // the one the socket is created with (umask), not one set afterwards by path.
@@ -38,8 +44,12 @@ pub fn bind(path: &Path) -> anyhow::Result<(UnixListener, BoundSocket)> {
     let bound = UnixListener::bind(path);
     // SAFETY: as above, putting the mask back.
     unsafe { libc::umask(mask) };
-    let listener = bound.map_err(|e| UsageError::new(format!("cannot listen on {}: {e}", path.display())))?;
-    let meta = std::fs::symlink_metadata(path)?;
+    let listener = bound.map_err(|e| {
+        UsageError::new(format!("cannot listen on {}: {}", path.display(), lockstep_core::error::io_reason(&e)))
+    })?;
+    let meta = std::fs::symlink_metadata(path).map_err(|e| {
+        anyhow::anyhow!("cannot see the socket {} just bound: {}", path.display(), lockstep_core::error::io_reason(&e))
+    })?;
     Ok((listener, BoundSocket { path: path.to_path_buf(), id: (meta.dev(), meta.ino()) }))
 }
 

@@ -57,6 +57,7 @@ fn clock_skew_file() -> Option<PathBuf> {
 /// What the agent makes sure of before it serves: its descriptors, and a store no other user can plant or swap
 /// (it holds the restore journal, which the agent replays as root).
 fn prepare(config: &Config) -> anyhow::Result<()> {
+    crate::privileges::warn_missing();
     raise_open_files();
     if let Some(dir) = config.store.parent().filter(|d| !d.as_os_str().is_empty()) {
         lockstep_core::trust::ensure_dir(dir, 0o700, "the store directory")?;

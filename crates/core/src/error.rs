@@ -65,13 +65,30 @@ pub fn input_error(path: &std::path::Path, what: &str, expected: &str, why: &str
     UsageError::new(format!("{what} {}: {why} (expected {expected})", path.display()))
 }
 
-/// An I/O error as a person says it: `does not exist`, `permission denied`, or the system's own words.
+/// An I/O error as a person says it: `does not exist`, `permission denied`, `a part of the path is not a
+/// directory`…, or the system's own words without their `(os error N)`; an error made with a message of its own
+/// keeps it.
 pub fn io_reason(e: &std::io::Error) -> String {
-    match e.kind() {
-        std::io::ErrorKind::NotFound => "does not exist".into(),
-        std::io::ErrorKind::PermissionDenied => "permission denied".into(),
-        _ => e.to_string(),
+    use std::io::ErrorKind;
+    if e.raw_os_error().is_none() {
+        return e.to_string();
     }
+    let said = match e.kind() {
+        ErrorKind::NotFound => "does not exist",
+        ErrorKind::PermissionDenied => "permission denied",
+        ErrorKind::NotADirectory => "a part of the path is not a directory",
+        ErrorKind::IsADirectory => "is a directory",
+        ErrorKind::AlreadyExists => "already exists",
+        ErrorKind::ReadOnlyFilesystem => "the file system is read-only",
+        ErrorKind::StorageFull => "no space left on the device",
+        _ => {
+            let text = e.to_string();
+            let text = text.split(" (os error").next().unwrap_or(&text).to_string();
+            let mut chars = text.chars();
+            return chars.next().map_or(text.clone(), |c| c.to_lowercase().chain(chars).collect());
+        }
+    };
+    said.into()
 }
 
 /// A TOML parse error as one line: `line N: what was wrong`.
@@ -84,20 +101,32 @@ pub fn toml_message(text: &str, e: &toml::de::Error) -> String {
     }
 }
 
-/// The exit status of a command that ended with `result`: its own status, [`EXIT_USAGE`] after printing a
-/// [`UsageError`] as one line, or 1 after printing any other error with its causes. `program` prefixes the line.
+/// Exit status of a command that failed for a reason other than its input (the system refused, a program it
+/// needed failed, the agent did not answer).
+pub const EXIT_FAILURE: i32 = 1;
+
+/// The exit status of a command that ended with `result`: its own status, or, after printing the error as one
+/// line `PROGRAM: WHAT: WHY (HINT)`, [`EXIT_USAGE`] for a [`UsageError`] (bad input: the user can fix it) and
+/// [`EXIT_FAILURE`] for any other error (shown with its causes). Both kinds of line look alike: the exit status
+/// tells them apart, as every manual page's EXIT STATUS says.
 pub fn exit_status(program: &str, result: anyhow::Result<i32>) -> i32 {
     match result {
         Ok(status) => status,
-        Err(e) if e.is::<UsageError>() => {
-            eprintln!("{program}: {e}");
-            EXIT_USAGE
-        }
         Err(e) => {
-            eprintln!("{program}: error: {e:#}");
-            1
+            eprintln!("{program}: {}", one_line(&e));
+            if e.is::<UsageError>() {
+                EXIT_USAGE
+            } else {
+                EXIT_FAILURE
+            }
         }
     }
+}
+
+/// `e` with its causes (`what: why: deeper why`) on one line: a cause's own line breaks become `; `.
+pub fn one_line(e: &anyhow::Error) -> String {
+    let text = if e.is::<UsageError>() { e.to_string() } else { format!("{e:#}") };
+    text.lines().map(str::trim).filter(|l| !l.is_empty()).collect::<Vec<_>>().join("; ")
 }
 
 /// What a command-line parser's rendered message becomes: on stderr (`to_stderr`, a bad argument) its first
@@ -128,4 +157,18 @@ pub fn clap_exit(program: &str, rendered: &str, to_stderr: bool) -> i32 {
     let message: Vec<&str> = rendered.lines().take_while(|l| !l.trim().is_empty()).map(str::trim).collect();
     eprintln!("{program}: {}", message.join(" ").trim_start_matches("error: "));
     EXIT_USAGE
+}
+
+#[cfg(test)]
+mod tests {
+    use super::io_reason;
+
+    #[test]
+    fn io_errors_are_said_without_their_numbers() {
+        let os = |n| io_reason(&std::io::Error::from_raw_os_error(n));
+        assert_eq!(os(libc::ENOENT), "does not exist");
+        assert_eq!(os(libc::ENOTDIR), "a part of the path is not a directory");
+        assert_eq!(os(libc::EBUSY), "device or resource busy");
+        assert_eq!(io_reason(&std::io::Error::other("its own words")), "its own words");
+    }
 }

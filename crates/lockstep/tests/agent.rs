@@ -464,7 +464,7 @@ fn bad_input_is_one_line_exit_2_and_changes_nothing() {
     let config = env.dir.path().join("bad.toml");
     std::fs::write(&config, "policy = [\n").unwrap();
     usage_error(&env.run(&["agent", "--config", config.to_str().unwrap()]), "bad config");
-    usage_error(&env.run(&["status"]), "no lockstep agent");
+    usage_error(&env.run(&["status"]), "no agent at");
 
     let _agent = Agent::start(&env, &["--policy", "boost", "--slot", "1s"]);
     let before = env.run(&["status", "--json"]);

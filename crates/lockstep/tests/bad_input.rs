@@ -29,6 +29,7 @@ impl Files {
         write("config.toml", b"# the admin's configuration\npolicy = \"gang\"\n");
         write("empty.xml", b"");
         write("binary.xml", &[0xff, 0xfe, 0, 1, 2, 3]);
+        write("corrupt.btf", &[0x9f, 0xeb, 1, 0, 24, 0, 0, 0, 0xff, 0xff, 0xff, 0x7f, 0, 0, 0, 0]);
         write("not-topology.xml", b"<?xml version=\"1.0\"?><html><body>hi</body></html>");
         write("bad-slot.toml", b"slot = \"1e20s\"\n");
         write("bad-retention.toml", b"retention = 5\n");
@@ -199,8 +200,8 @@ const CLI: &[(&[&str], &str)] = &[
     (&["policy", "set", "gang", "--slot", "1e20s"], "bad --slot \"1e20s\""),
     (&["policy", "set", "gang", "--slot", "5ms"], "bad --slot"),
     (&["policy", "set", "round-robin"], "unknown co-scheduling policy"),
-    (&["status"], "no lockstep agent"),
-    (&["release", "--job", "x"], "no lockstep agent"),
+    (&["status"], "no agent at"),
+    (&["release", "--job", "x"], "no agent at"),
     (&["adopt", "--job", "x", "--pid", "1,abc"], "--pid"),
     (&["adopt", "--job", "x", "--pid", "-1"], "-1"),
     (&["adopt", "--job", "bad/name", "--pid", "1"], "invalid job name"),
@@ -326,38 +327,71 @@ const TIMELINE: &[(&[&str], &str)] = &[
     (&["timeline", "--svg", "{a-directory}"], "is a directory"),
     (&["timeline", "--svg", "{fifo}"], "is not a regular file"),
     (&["timeline", "--svg", "/nonexistent/d/t.svg"], "its directory does not exist"),
-    (&["timeline"], "no lockstep agent"),
+    (&["timeline"], "no agent at"),
 ];
+/// The CLI's inputs of one error style: conflicting output formats, a port of 0, a file where a directory goes,
+/// a socket nobody listens on.
+const AGENTCLI: &[(&[&str], &str)] = &[
+    (&["stat", "-x", ",", "--json", "-e", "task-clock", "true"], "--json"),
+    (&["stat", "--json", "-x", ";", "-e", "task-clock", "true"], "--json"),
+    (&["stat", "--job", "slurm-1", "--metrics-port", "0"], "--metrics-port"),
+    (&["man", "{config.toml}"], "is not a directory (expected a directory"),
+    (&["man", "/dev/null/man1"], "a part of the path is not a directory"),
+    (&["--socket", "{config.toml}", "status"], "no agent at"),
+    (&["--socket", "{a-directory}", "status"], "no agent at"),
+    (&["--socket", "{fifo}", "policy", "set", "gang"], "no agent at"),
+    (&["experiment", "run", "--reports", "{config.toml}", "{spec-bad-slot.toml}"], "\"1e20s\""),
+];
+
+/// The agent's inputs that must be refused before it makes anything: BTF files that are not BTF whatever the
+/// policy, and a metrics port of 0.
+const AGENTCLI_AGENT: &[(&[&str], &str)] = &[
+    (&["agent", "--btf", "{binary.xml}"], "is not BTF"),
+    (&["agent", "--policy", "dcs", "--btf", "{binary.xml}"], "is not BTF"),
+    (&["agent", "--btf", "{config.toml}"], "is not BTF"),
+    (&["agent", "--btf", "{corrupt.btf}"], "libbpf cannot parse"),
+    (&["agent", "--policy", "dcs", "--btf", "{corrupt.btf}"], "libbpf cannot parse"),
+    (&["agent", "--policy", "gang", "--btf", "{empty.xml}"], "too short to be BTF"),
+    (&["agent", "--metrics", "0"], "port 0"),
+    (&["agent", "--metrics", "127.0.0.1:0"], "port 0"),
+    (&["agent", "--metrics", "[::1]:0"], "port 0"),
+];
+
+/// Held by the tests that start an agent, and by the table test, whose snapshots of lockstep's cgroups an agent
+/// starting beside it would change.
+static AGENTS: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 #[test]
 fn every_bad_input_is_one_line_exit_2_and_changes_nothing() {
+    let _agents = AGENTS.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     let env = Env::new();
     let files = Files::new(&env);
     store_files(&files.dir);
     // The agent's cases need root to get as far as the check that refuses them, and the agent's binary, which
     // `lockstep agent` execs.
-    let agent_cases: &[(&[&str], &str)] = if !common::is_root() {
-        &[]
+    let agent_ok = if !common::is_root() {
+        false
     } else if let Err(why) = common::lockstepd() {
         common::missing(&format!("the agent's cases: {why}"));
-        &[]
+        false
     } else {
-        AGENT
+        true
     };
-    let failed: Vec<String> = CLI
+    let agent_tables: [&[(&[&str], &str)]; 3] = [AGENT, STORE_AGENT, AGENTCLI_AGENT];
+    let cases: Vec<&(&[&str], &str)> = [CLI, EXPERIMENT, STORE, TIMELINE, AGENTCLI]
+        .into_iter()
+        .chain(agent_tables.into_iter().filter(|_| agent_ok))
+        .flatten()
+        .collect();
+    let failed: Vec<String> = cases
         .iter()
-        .chain(agent_cases)
-        .chain(EXPERIMENT)
-        .chain(STORE)
-        .chain(if agent_cases.is_empty() { &[] } else { STORE_AGENT })
-        .chain(TIMELINE)
         .filter_map(|(args, needle)| refused(&env, &files, &expand(&files, args), needle).err())
         .collect();
     assert!(
         failed.is_empty(),
         "{} of {} bad inputs not refused cleanly:\n{}",
         failed.len(),
-        CLI.len() + agent_cases.len() + STORE.len() + if agent_cases.is_empty() { 0 } else { STORE_AGENT.len() },
+        cases.len(),
         failed.join("\n")
     );
     assert!(!env.store().exists(), "a refused command created the store");
@@ -395,4 +429,100 @@ fn a_file_the_user_cannot_read_is_permission_denied() {
         assert!(err.contains(needle) && err.contains("permission denied"), "{case}: {err}");
         assert_eq!(before, Snapshot::take(&files.dir), "{case}: changed something");
     }
+}
+
+/// The agent started by a user other than root refuses in one line, before it makes its socket, its store (or the
+/// store's -wal and -shm) or anything else.
+#[test]
+#[ignore = "needs root"]
+fn the_agent_as_a_user_refuses_and_makes_nothing() {
+    common::require_root();
+    let env = Env::new();
+    let files = Files::new(&env);
+    // nobody may reach the directory, so that only the refusal can stop the agent from making its files there.
+    std::fs::set_permissions(env.dir.path(), std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+    let before = Snapshot::take(&files.dir);
+    let mut cmd = common::as_nobody(env!("CARGO_BIN_EXE_lockstep"));
+    cmd.env("LOCKSTEP_STORE", env.store()).env("LOCKSTEP_SOCKET", env.socket()).env("RUST_BACKTRACE", "0");
+    cmd.args(["agent", "--policy", "gang"]);
+    let out = output(cmd, "lockstep agent as nobody");
+    let err = common::stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.starts_with("lockstep: agent: needs root (running as UID 65534"), "{err}");
+    assert_eq!(before, Snapshot::take(&files.dir), "the refused agent changed something");
+    assert!(!env.store().exists() && !env.socket().exists(), "the refused agent made its store or socket");
+}
+
+/// `status` (and every command that talks to the agent) answers at once when no agent listens: nothing at the
+/// socket's path, a socket left by an agent that is gone, or an agent that is stopped (SIGSTOP, Ctrl-Z) and whose
+/// socket the kernel still accepts connections on.
+#[test]
+#[ignore = "needs root"]
+fn a_stopped_or_missing_agent_is_said_at_once() {
+    common::require_root();
+    let _agents = AGENTS.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let env = Env::new();
+    // The socket of an agent that ended without removing it: a socket file nobody listens on.
+    let stale = env.dir.path().join("stale.sock");
+    drop(std::os::unix::net::UnixListener::bind(&stale).unwrap());
+    let quick = Duration::from_secs(5);
+    for socket in [env.dir.path().join("nothing.sock"), stale] {
+        let mut cmd = env.cmd();
+        cmd.arg("--socket").arg(&socket).arg("status");
+        let case = format!("status at {}", socket.display());
+        let child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+        let out = common::output_within(child, quick, &case);
+        let err = common::stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{case}: {err}");
+        assert_eq!(err.lines().count(), 1, "{case}: {err}");
+        let said = format!("lockstep: no agent at {}", socket.display());
+        assert!(err.starts_with(&said) && err.contains("systemctl status lockstep-agent"), "{case}: {err}");
+    }
+    // An agent that is there but stopped: its PID is named, and the way to continue it.
+    let agent = common::Agent::start(&env, &["--policy", "cfs"]);
+    let pid = agent.pid();
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGSTOP).unwrap();
+    // A stop reaches every thread of the agent in turn: the one that owns the socket may be stopped last.
+    let proc_stat = || std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    common::wait_until("the agent stopped", common::WAIT, proc_stat, |s| {
+        s.rsplit(')').next().is_some_and(|r| r.trim_start().starts_with('T'))
+    });
+    let child = env.cmd().arg("status").stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let out = common::output_within(child, quick, "status of a stopped agent");
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGCONT).unwrap();
+    let err = common::stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains(&format!("its process {pid} is stopped (kill -CONT {pid}")), "{err}");
+    // Continued, it answers again.
+    let out = env.run(&["status"]);
+    assert!(out.status.success(), "{}", common::stderr(&out));
+    let stopped = agent.stop(nix::sys::signal::Signal::SIGTERM);
+    assert!(stopped.status.success(), "{}", common::stderr(&stopped));
+}
+
+/// `adopt --cgroup` of lockstep's own tree (the parent of every job's cgroup), given relative to the hierarchies
+/// or absolute, is refused in one line: as one job, every job below it would be frozen together.
+#[test]
+#[ignore = "needs root"]
+fn adopting_locksteps_own_tree_is_refused() {
+    common::require_root();
+    let _agents = AGENTS.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let env = Env::new();
+    let agent = common::Agent::start(&env, &["--policy", "gang", "--slot", "200ms"]);
+    let hierarchy = common::job_dirs("x")[0].parent().unwrap().to_path_buf();
+    for tree in [PathBuf::from("/lockstep"), hierarchy] {
+        let case = format!("adopt --cgroup {}", tree.display());
+        let out = env.run(&["adopt", "--job", "everything", "--cgroup", tree.to_str().unwrap()]);
+        let err = common::stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{case}: {err}");
+        assert_eq!(err.lines().count(), 1, "{case}: {err}");
+        assert!(err.contains("lockstep's own tree"), "{case}: {err}");
+    }
+    let status = env.run(&["status", "--json"]);
+    let status: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
+    assert_eq!(status["jobs"], serde_json::json!([]), "a refused adoption left a job");
+    let stopped = agent.stop(nix::sys::signal::Signal::SIGTERM);
+    assert!(stopped.status.success(), "{}", common::stderr(&stopped));
 }

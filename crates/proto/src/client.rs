@@ -23,28 +23,65 @@ pub const REQUEST_PATH: &str = "/v1/request";
 /// How long a request may take, connection to answer.
 const DEADLINE: Duration = Duration::from_secs(30);
 
-/// Sends one request and reads the answer. No agent listening is a usage error naming the socket.
+/// What to look at when no agent answers.
+const NO_AGENT_HINT: &str = "is lockstepd running? systemctl status lockstep-agent";
+
+/// Sends one request and reads the answer. No agent at the socket (nothing there, or a socket nobody listens on)
+/// is a usage error naming the socket, said at once; an agent that is there but does not answer is an error.
 pub fn call(socket: &Path, request: &Request) -> anyhow::Result<Response> {
-    call_if_running(socket, request).unwrap_or_else(|| {
-        Err(UsageError::new(format!("no lockstep agent at {}; start one with `lockstep agent`", socket.display()))
-            .into())
-    })
+    match send(socket, request) {
+        Ok(answer) => answer,
+        Err(e) => {
+            let why = match e.kind() {
+                std::io::ErrorKind::NotFound => String::new(),
+                std::io::ErrorKind::ConnectionRefused => {
+                    use std::os::unix::fs::FileTypeExt;
+                    match std::fs::metadata(socket) {
+                        Ok(m) if !m.file_type().is_socket() => ": it is not a socket".into(),
+                        _ => ": nothing listens on the socket there".into(),
+                    }
+                }
+                _ => format!(": {}", lockstep_core::error::io_reason(&e)),
+            };
+            Err(UsageError::new(format!("no agent at {}{why} ({NO_AGENT_HINT})", socket.display())).into())
+        }
+    }
 }
 
 /// Sends a request when an agent listens; `None` when none does (for `lockstep run`, which works alone too).
 pub fn call_if_running(socket: &Path, request: &Request) -> Option<anyhow::Result<Response>> {
+    send(socket, request).ok()
+}
+
+/// Sends a request: `Err` with the connection's error when no agent listens at `socket`, else the answer or why
+/// there was none.
+fn send(socket: &Path, request: &Request) -> Result<anyhow::Result<Response>, std::io::Error> {
     let body = match serde_json::to_vec(&Envelope { version: VERSION, request: request.clone() }) {
         Ok(b) => b,
-        Err(e) => return Some(Err(e.into())),
+        Err(e) => return Ok(Err(e.into())),
     };
+    let at = socket.display();
     let answer = match http::request(Target::Unix(socket), REQUEST_PATH, Some(body), DEADLINE) {
         Ok(answer) => answer,
-        Err(HttpError::Connect(_)) => return None,
-        Err(e) => return Some(Err(anyhow::anyhow!("the lockstep agent at {}: {e}", socket.display()))),
+        Err(HttpError::Connect(e)) => return Err(e),
+        Err(HttpError::Stopped(pid)) => {
+            return Ok(Err(anyhow::anyhow!(
+                "the agent at {at} cannot answer: its process {pid} is stopped (kill -CONT {pid}, or systemctl \
+                 restart lockstep-agent)"
+            )))
+        }
+        Err(HttpError::Deadline(d)) => {
+            return Ok(Err(anyhow::anyhow!(
+                "the agent at {at} took the request but gave no answer within {} s (is it hung? \
+                 systemctl status lockstep-agent)",
+                d.as_secs()
+            )))
+        }
+        Err(e) => return Ok(Err(anyhow::anyhow!("the agent at {at}: {e}"))),
     };
-    Some(serde_json::from_slice(&answer.body).map_err(|e| {
+    Ok(serde_json::from_slice(&answer.body).map_err(|e| {
         let text = String::from_utf8_lossy(&answer.body);
-        anyhow::anyhow!("the lockstep agent answered {} {:?} ({e})", answer.status, text.trim())
+        anyhow::anyhow!("the agent at {at} answered {} {:?} ({e})", answer.status, text.trim())
     }))
 }
 

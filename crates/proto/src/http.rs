@@ -41,6 +41,10 @@ pub enum HttpError {
     /// No complete answer within the deadline.
     #[error("no answer within {0:?}")]
     Deadline(Duration),
+    /// The process listening on the Unix socket (its PID) is stopped (SIGSTOP, Ctrl-Z, a debugger): the kernel
+    /// takes connections into its backlog, but nothing will answer until it is continued.
+    #[error("its process {0} is stopped")]
+    Stopped(i32),
     /// The exchange failed (the peer closed, sent something that is not HTTP, or too much).
     #[error("{0}")]
     Exchange(String),
@@ -57,7 +61,24 @@ pub fn request(target: Target<'_>, path: &str, body: Option<Vec<u8>>, deadline: 
             match target {
                 Target::Unix(socket) => {
                     let io = tokio::net::UnixStream::connect(socket).await.map_err(HttpError::Connect)?;
-                    exchange(io, "localhost", path, body).await
+                    // The kernel accepts into a stopped listener's backlog: say so now, not at the deadline, and
+                    // as soon as it stops should that be while it answers.
+                    let peer = io.peer_cred().ok().and_then(|c| c.pid());
+                    if let Some(pid) = peer.filter(|&p| stopped(p)) {
+                        return Err(HttpError::Stopped(pid));
+                    }
+                    let watch = async {
+                        loop {
+                            tokio::time::sleep(STOPPED_CHECK).await;
+                            if let Some(pid) = peer.filter(|&p| stopped(p)) {
+                                return pid;
+                            }
+                        }
+                    };
+                    tokio::select! {
+                        answer = exchange(io, "localhost", path, body) => answer,
+                        pid = watch => Err(HttpError::Stopped(pid)),
+                    }
                 }
                 Target::Tcp(addr) => {
                     let io = tokio::net::TcpStream::connect(addr).await.map_err(HttpError::Connect)?;
@@ -68,6 +89,17 @@ pub fn request(target: Target<'_>, path: &str, body: Option<Vec<u8>>, deadline: 
         .await
         .map_err(|_| HttpError::Deadline(deadline))?
     })
+}
+
+/// How often a request waiting on a Unix socket looks whether the process listening there has been stopped.
+const STOPPED_CHECK: Duration = Duration::from_millis(250);
+
+/// Whether process `pid` is stopped or traced (state `T` or `t` in /proc/PID/stat): it takes no request.
+fn stopped(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| s.rsplit_once(')').and_then(|(_, rest)| rest.trim_start().chars().next()))
+        .is_some_and(|state| matches!(state, 'T' | 't'))
 }
 
 /// One request over `io`, one answer back.

@@ -196,10 +196,15 @@ fn run_with_timeout(program: &str, args: &[&str]) -> anyhow::Result<String> {
         anyhow::bail!("{program} {} did not answer within {} s", args.join(" "), SCONTROL_TIMEOUT.as_secs());
     };
     if !out.status.success() {
-        // Slurm's clients say why over several lines: one line here, as every lockstep error is.
+        // Slurm's clients say why over several lines, each leading to the last (`squeue: fatal: Could not
+        // establish a configuration source` after the DNS lookups that led to it): the last is the one line here.
         let said = String::from_utf8_lossy(&out.stderr);
-        let said: Vec<&str> = said.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
-        anyhow::bail!("{program} {} failed: {}", args.join(" "), said.join("; "));
+        let last = said.lines().map(str::trim).rfind(|l| !l.is_empty()).unwrap_or("no message");
+        let unreachable = ["fatal", "contact", "connect"].iter().any(|w| last.contains(w));
+        let last = last.strip_prefix(&format!("{program}: ")).unwrap_or(last);
+        let code = out.status.code().map_or_else(|| "by a signal".to_string(), |c| format!("with status {c}"));
+        let hint = if unreachable { " (is slurmctld reachable? scontrol ping)" } else { "" };
+        anyhow::bail!("{program} failed {code}: {last}{hint}");
     }
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }

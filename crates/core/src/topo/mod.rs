@@ -100,6 +100,13 @@ fn kind_label(rank_from_top: usize) -> String {
     }
 }
 
+/// The `MemTotal` of a meminfo text (/proc/meminfo's `MemTotal: N kB`, or a node's `Node 0 MemTotal: N kB`), in
+/// KiB.
+fn mem_total_kib(text: &str) -> Option<u64> {
+    let line = text.lines().find(|l| l.contains("MemTotal:"))?;
+    line.split("MemTotal:").nth(1)?.split_whitespace().next()?.parse().ok()
+}
+
 fn cpulist_of(obj: &TopologyObject) -> CpuList {
     obj.cpuset().map(|set| set.iter_set().map(usize::from).collect()).unwrap_or_default()
 }
@@ -108,7 +115,25 @@ impl Machine {
     /// Loads the live machine's topology.
     pub fn live() -> anyhow::Result<Self> {
         let topo = Topology::new()?;
-        Ok(Self::from_hwloc(&topo, "this machine".into()))
+        let mut machine = Self::from_hwloc(&topo, "this machine".into());
+        machine.memory_from_kernel();
+        Ok(machine)
+    }
+
+    /// Fills in the memory of the nodes hwloc reported none for (a build without its Linux backend, some
+    /// virtual machines) from what the kernel says: each node's `MemTotal` in sysfs, or, on a machine of one node,
+    /// /proc/meminfo's.
+    fn memory_from_kernel(&mut self) {
+        let single = self.numa.len() == 1;
+        for node in self.numa.iter_mut().filter(|n| n.memory_bytes == 0) {
+            let sysfs = format!("/sys/devices/system/node/node{}/meminfo", node.os_index);
+            let from_sysfs = std::fs::read_to_string(sysfs).ok().and_then(|t| mem_total_kib(&t));
+            let from_meminfo =
+                || single.then(|| std::fs::read_to_string("/proc/meminfo").ok().and_then(|t| mem_total_kib(&t)))?;
+            if let Some(kib) = from_sysfs.or_else(from_meminfo) {
+                node.memory_bytes = kib * 1024;
+            }
+        }
     }
 
     /// Loads a topology from an hwloc XML file; a missing, unreadable or invalid file is a usage error.

@@ -5,8 +5,13 @@ use std::fmt::Write;
 
 use super::Machine;
 
+/// A memory size as lstopo writes it (`7642MB`), or what a topology without one is.
 fn mib(bytes: u64) -> String {
-    format!("{}MB", bytes / (1024 * 1024))
+    if bytes == 0 {
+        "memory not in the topology".into()
+    } else {
+        format!("{}MB", bytes / (1024 * 1024))
+    }
 }
 
 impl Machine {
@@ -17,8 +22,8 @@ impl Machine {
         let total: u64 = m.numa.iter().map(|n| n.memory_bytes).sum();
         let _ = writeln!(
             out,
-            "Machine ({} total) from {}: {} package(s), {} NUMA node(s), {} core(s), {} PU(s)",
-            mib(total),
+            "Machine ({}) from {}: {} package(s), {} NUMA node(s), {} core(s), {} PU(s)",
+            if total == 0 { mib(0) } else { format!("{} total", mib(total)) },
             m.source,
             m.packages,
             m.numa_nodes,

@@ -133,3 +133,18 @@ fn bad_xml_is_a_usage_error() {
     assert!(Machine::from_xml(&bad).is_err());
     assert!(Machine::from_xml(&dir.path().join("missing.xml")).is_err());
 }
+
+#[test]
+fn a_topology_without_memory_says_so() {
+    let m = fixture("intel-raptorlake-i7-1370p");
+    let text = m.render();
+    assert!(text.starts_with("Machine (memory not in the topology) from"), "{text}");
+    assert!(!text.contains("0MB"), "{text}");
+}
+
+#[test]
+fn meminfo_totals_are_read_in_kib() {
+    assert_eq!(super::mem_total_kib("MemTotal:       24731184 kB\nMemFree: 1 kB\n"), Some(24_731_184));
+    assert_eq!(super::mem_total_kib("Node 0 MemTotal:       13854440 kB\n"), Some(13_854_440));
+    assert_eq!(super::mem_total_kib("MemFree: 1 kB\n"), None);
+}

@@ -72,17 +72,27 @@ pub fn status(args: &StatusArgs, socket: &Path) -> anyhow::Result<i32> {
     Ok(0)
 }
 
+/// `ms` since the epoch as the UTC time of day, `HH:MM:SS.mmm UTC`.
+fn time_of_day(ms: u64) -> String {
+    let (s, ms) = (ms / 1000, ms % 1000);
+    format!("{:02}:{:02}:{:02}.{ms:03} UTC", s / 3600 % 24, s / 60 % 60, s % 60)
+}
+
 fn render(s: &Status) -> String {
+    let slot = lockstep_core::duration::format(std::time::Duration::from_millis(s.slot_ms));
+    // Slots are numbered from the epoch on the wall clock, so that every node's agent switches the same slot at
+    // the same moment: number K began K × slot after it.
     let mut out = format!(
-        "node {}  agent {}  watchdog {}  policy {}  slot {}  current slot {} (row {} of {})  last switch {:.0} us\n",
+        "node {}  agent {}  watchdog {}  policy {}  slot {slot}\nactive row {} of rows 0-{} since {} (slot {} of {slot} \
+         since the epoch, the same on every node); that switch took {:.0} us\n",
         s.node,
         s.pid,
         s.watchdog_pid,
         s.policy,
-        lockstep_core::duration::format(std::time::Duration::from_millis(s.slot_ms)),
-        s.slot,
         s.active_row,
-        s.rows,
+        s.rows.saturating_sub(1),
+        time_of_day(s.slot.saturating_mul(s.slot_ms)),
+        s.slot,
         s.last_apply_us
     );
     let _ = writeln!(

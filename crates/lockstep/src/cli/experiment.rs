@@ -50,15 +50,17 @@ pub fn exec(cmd: &ExperimentCommand, store: &Path) -> anyhow::Result<i32> {
             }
             // The store before the report's directory: a store that is not lockstep's leaves nothing behind.
             drop(Store::open(store)?);
-            std::fs::create_dir_all(&dir)?;
-            std::fs::copy(path, dir.join("spec.toml"))?;
+            std::fs::create_dir_all(&dir).map_err(|e| unwritable(&dir, &e))?;
+            let copy = dir.join("spec.toml");
+            std::fs::copy(path, &copy).map_err(|e| unwritable(&copy, &e))?;
             // What the report reads besides the spec (a model's measured spec) goes beside it.
             for input in spec.inputs() {
                 if let Some(file) = input.file_name() {
-                    std::fs::copy(&input, dir.join(file))?;
+                    let copy = dir.join(file);
+                    std::fs::copy(&input, &copy).map_err(|e| unwritable(&copy, &e))?;
                 }
             }
-            let paths = Paths { work: dir.canonicalize()?.join("work"), ..paths };
+            let paths = Paths { work: dir.canonicalize().map_err(|e| unwritable(&dir, &e))?.join("work"), ..paths };
             let outcome = spec.run(&paths)?;
             // The report is of the runs this run made, failed ones marked; then a failed job fails the command.
             write_report(spec.as_ref(), store, &dir, Some(outcome.session))?;
@@ -79,6 +81,24 @@ pub fn exec(cmd: &ExperimentCommand, store: &Path) -> anyhow::Result<i32> {
             write_report(spec.as_ref(), store, &dir, None)?;
             Ok(0)
         }
+    }
+}
+
+/// Why the report directory or a file in it (`path`) could not be written, with the path and what to do: the
+/// place is the user's choice (`--reports`), so a place that cannot be a directory or is not theirs is a usage
+/// error.
+fn unwritable(path: &Path, e: &std::io::Error) -> anyhow::Error {
+    use std::io::ErrorKind;
+    let why = lockstep_core::error::io_reason(e);
+    let say = format!("cannot write the report {}: {why}", path.display());
+    match e.kind() {
+        ErrorKind::PermissionDenied | ErrorKind::ReadOnlyFilesystem => {
+            UsageError::new(format!("{say} (run as root, or give --reports DIR)")).into()
+        }
+        ErrorKind::NotADirectory | ErrorKind::AlreadyExists | ErrorKind::IsADirectory => {
+            UsageError::new(format!("{say} (expected --reports to name a directory)")).into()
+        }
+        _ => anyhow::anyhow!(say),
     }
 }
 

@@ -3,6 +3,7 @@
 mod control;
 mod experiment;
 mod jobs;
+mod pages;
 mod place;
 mod run;
 mod slurm;
@@ -174,7 +175,7 @@ enum Command {
   lockstep man /usr/local/share/man/man1
       the pages, where man finds them (make install does this)")]
     Man {
-        /// Directory to write them into (created if missing).
+        /// Directory to write them into (created if missing; not a file).
         #[arg(value_name = "DIR")]
         dir: PathBuf,
     },
@@ -216,10 +217,23 @@ fn exec(cli: Cli) -> anyhow::Result<i32> {
             Ok(0)
         }
         Command::Man { dir } => {
-            lockstep_version::man::write_pages(Cli::command(), "1", &dir, RELATED)
-                .map_err(|e| anyhow::anyhow!("cannot write the manual pages into {}: {e}", dir.display()))?;
+            lockstep_version::man::write_pages(Cli::command(), "1", &dir, RELATED, &pages::sections)
+                .map_err(|e| man_error(&dir, &e))?;
             Ok(0)
         }
+    }
+}
+
+/// Why the manual pages could not be written into `dir`: a path that is not a directory is a usage error.
+fn man_error(dir: &std::path::Path, e: &std::io::Error) -> anyhow::Error {
+    let say = format!("cannot write the manual pages into {}: {}", dir.display(), lockstep_core::error::io_reason(e));
+    match e.kind() {
+        std::io::ErrorKind::NotADirectory => lockstep_core::error::UsageError::new(format!(
+            "{say} (expected a directory, e.g. /usr/local/share/man/man1)"
+        ))
+        .into(),
+        std::io::ErrorKind::PermissionDenied => anyhow::anyhow!("{say} (run as root, or give a directory of yours)"),
+        _ => anyhow::anyhow!(say),
     }
 }
 
@@ -249,5 +263,9 @@ fn agent(
         cmd.arg("--socket").arg(socket);
     }
     let e = cmd.args(args).exec();
-    anyhow::bail!("cannot run the agent {}: {e} (make build installs it beside lockstep)", daemon.display())
+    anyhow::bail!(
+        "cannot run the agent {}: {} (make build installs it beside lockstep)",
+        daemon.display(),
+        lockstep_core::error::io_reason(&e)
+    )
 }

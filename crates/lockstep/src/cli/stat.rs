@@ -37,7 +37,8 @@ pub struct Args {
     #[arg(long, value_name = "HOST:PORT,...", requires = "job")]
     nodes: Option<String>,
     /// The agents' metrics port, for the nodes of a Slurm job.
-    #[arg(long, value_name = "PORT", default_value_t = DEFAULT_METRICS_PORT, requires = "job")]
+    #[arg(long, value_name = "PORT", default_value_t = DEFAULT_METRICS_PORT, requires = "job",
+          value_parser = clap::value_parser!(u16).range(1..))]
     metrics_port: u16,
     /// Print counts every MS milliseconds (10 to 3600000).
     #[arg(short = 'I', long = "interval-print", value_name = "MS", value_parser = clap::value_parser!(u64).range(10..=3_600_000))]
@@ -45,8 +46,8 @@ pub struct Args {
     /// CSV output with this field separator (1 to 8 printable characters, e.g. `,` or `;`).
     #[arg(short = 'x', long = "field-separator", value_name = "SEP", value_parser = separator)]
     separator: Option<String>,
-    /// JSON lines, one per event.
-    #[arg(long)]
+    /// JSON lines, one per event (not with -x: one output format at a time).
+    #[arg(long, conflicts_with = "separator")]
     json: bool,
     /// Run the command N times and print the mean of each count with its noise (the standard error of the
     /// mean, relative to it).
@@ -128,7 +129,10 @@ pub fn exec(args: &Args, store: &Path, socket: &Path) -> anyhow::Result<i32> {
 
 /// The agents (`ADDR:PORT,…`) of the nodes Slurm job `id` runs on.
 fn slurm_nodes(id: lockstep_slurm::SlurmJobId, port: u16) -> anyhow::Result<String> {
-    let job = lockstep_slurm::show_job(id)?
+    let job = lockstep_slurm::show_job(id)
+        .map_err(|e| {
+            e.context(format!("cannot ask Slurm for the nodes of job {id} (or name them: --nodes HOST:PORT,...)"))
+        })?
         .ok_or_else(|| UsageError::new(format!("Slurm does not know job {id} (see squeue)")))?;
     if job.nodes.is_empty() {
         return Err(UsageError::new(format!("Slurm job {id} has no nodes ({})", job.state)).into());
