@@ -383,10 +383,8 @@ fn every_bad_input_is_one_line_exit_2_and_changes_nothing() {
         .chain(agent_tables.into_iter().filter(|_| agent_ok))
         .flatten()
         .collect();
-    let failed: Vec<String> = cases
-        .iter()
-        .filter_map(|(args, needle)| refused(&env, &files, &expand(&files, args), needle).err())
-        .collect();
+    let failed: Vec<String> =
+        cases.iter().filter_map(|(args, needle)| refused(&env, &files, &expand(&files, args), needle).err()).collect();
     assert!(
         failed.is_empty(),
         "{} of {} bad inputs not refused cleanly:\n{}",
