@@ -88,13 +88,24 @@ pub fn run(spec: &Spec, paths: &Paths) -> anyhow::Result<Outcome> {
             failures.note(&case.describe(), &run.job, run.exit_status, Some(verified), Some(&stderr));
             store.add_experiment_run(&run)?;
         }
-        if let Some(recorder) = recorder {
-            let (experiment, policy, mix) = (spec.name.clone(), case.label.clone(), case.mix.join("+"));
-            let record =
-                TimelineRecord { experiment, session, policy, mix, repetition: case.repetition, data: String::new() };
-            recorder.store(&store, record)?;
+        let failed = failures.count() > before;
+        match recorder {
+            Some(recorder) if failed => recorder.discard(),
+            Some(recorder) => {
+                let (experiment, policy, mix) = (spec.name.clone(), case.label.clone(), case.mix.join("+"));
+                let record = TimelineRecord {
+                    experiment,
+                    session,
+                    policy,
+                    mix,
+                    repetition: case.repetition,
+                    data: String::new(),
+                };
+                recorder.store(&store, record)?;
+            }
+            None => {}
         }
-        progress.done(failures.count() > before);
+        progress.done(failed);
     }
     progress.finish();
     drop(agent);

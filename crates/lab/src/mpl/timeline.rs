@@ -53,6 +53,12 @@ impl Recorder {
         }))
     }
 
+    /// Waits for the recording of a case that failed and drops it: the case's failure is what the run reports,
+    /// and a window of jobs that did not run their course shows nothing worth a picture.
+    pub fn discard(self) {
+        let _ = self.0.join();
+    }
+
     /// Waits for the recording and stores it as session `session`'s timeline of the case (`experiment`, its
     /// policy label, mix and repetition). A recording that failed, or in which no rank ran (the jobs ended
     /// first), is said on stderr and not stored: the report then has no timeline, and the runs stand.
