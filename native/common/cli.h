@@ -92,6 +92,22 @@ static inline int cli_long(const char *text, long min, long max, long *out)
 }
 
 /*
+ * The value of flag argv[*i] (the next argument, *i moved onto it) as an integer from `min` to `max`; otherwise
+ * `prog` refuses in one line (before MPI_Init, so that launcher rank 0 alone says it): a missing or bad value.
+ */
+static inline long cli_option_long(const char *prog, int argc, char **argv, int *i, long min, long max)
+{
+	const char *flag = argv[*i];
+	if (*i + 1 >= argc)
+		cli_refuse(prog, "%s needs a value (an integer from %ld to %ld)", flag, min, max);
+	const char *text = argv[++*i];
+	long v;
+	if (cli_long(text, min, max, &v) != 0)
+		cli_refuse(prog, "bad %s '%.40s' (expected an integer from %ld to %ld)", flag, text, min, max);
+	return v;
+}
+
+/*
  * Parses all of `text` as a finite decimal number from `min` to `max` into *out: 0, or -1 (nothing, spaces,
  * trailing characters, NaN, infinity, hexadecimal, out of range). *out is untouched on -1.
  */

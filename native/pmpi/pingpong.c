@@ -32,31 +32,17 @@ static const char usage[] =
     "  -h, --help       print this help and exit\n"
     "Exit status: 0 measured, 1 a failure of the system, 2 bad arguments or not 2 ranks.\n";
 
-/* The value of flag argv[*i] (the next argument), an integer from min to max; a usage error (before MPI_Init, so
- * that launcher rank 0 alone says it) otherwise. */
-static long option_value(int argc, char **argv, int *i, long min, long max)
-{
-    const char *flag = argv[*i];
-    if (*i + 1 >= argc)
-        cli_refuse("pingpong", "%s needs a value (an integer from %ld to %ld)", flag, min, max);
-    const char *text = argv[++*i];
-    long v;
-    if (cli_long(text, min, max, &v) != 0)
-        cli_refuse("pingpong", "bad %s '%.40s' (expected an integer from %ld to %ld)", flag, text, min, max);
-    return v;
-}
-
 int main(int argc, char **argv)
 {
     long size = 8, iterations = 10000, repeats = 5;
     int json = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--size"))
-            size = option_value(argc, argv, &i, 0, MAX_SIZE);
+            size = cli_option_long("pingpong", argc, argv, &i, 0, MAX_SIZE);
         else if (!strcmp(argv[i], "--iterations"))
-            iterations = option_value(argc, argv, &i, 1, MAX_ITERATIONS);
+            iterations = cli_option_long("pingpong", argc, argv, &i, 1, MAX_ITERATIONS);
         else if (!strcmp(argv[i], "--repeats"))
-            repeats = option_value(argc, argv, &i, 1, MAX_REPEATS);
+            repeats = cli_option_long("pingpong", argc, argv, &i, 1, MAX_REPEATS);
         else if (!strcmp(argv[i], "--json"))
             json = 1;
         else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {

@@ -69,28 +69,15 @@ static const char usage[] =
 	"  -h, --help    print this help and exit\n"
 	"Exit status: 0 verified, 1 verification failed (or a failure of the system), 2 bad arguments.\n";
 
-/* The value of flag argv[*i] (the next argument), parsed as an integer from min to max; a usage error otherwise. */
-static long option_value(int argc, char **argv, int *i, long min, long max)
-{
-	const char *flag = argv[*i];
-	if (*i + 1 >= argc)
-		cli_refuse("pi", "%s needs a value (an integer from %ld to %ld)", flag, min, max);
-	const char *text = argv[++*i];
-	long v;
-	if (cli_long(text, min, max, &v) != 0)
-		cli_refuse("pi", "bad %s '%.40s' (expected an integer from %ld to %ld)", flag, text, min, max);
-	return v;
-}
-
 int main(int argc, char **argv)
 {
 	long steps = 200000000, threads = 0;
 	int json = 0;
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--steps"))
-			steps = option_value(argc, argv, &i, 1, MAX_STEPS);
+			steps = cli_option_long("pi", argc, argv, &i, 1, MAX_STEPS);
 		else if (!strcmp(argv[i], "--threads"))
-			threads = option_value(argc, argv, &i, 1, MAX_THREADS);
+			threads = cli_option_long("pi", argc, argv, &i, 1, MAX_THREADS);
 		else if (!strcmp(argv[i], "--json"))
 			json = 1;
 		else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {

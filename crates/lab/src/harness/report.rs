@@ -130,7 +130,8 @@ pub(crate) fn html_page(name: &str, description: &str) -> String {
     )
 }
 
-/// `text` safe in HTML text and attribute values: `&`, `<`, `>` and quotes as entities.
+/// `text` safe in HTML and SVG (XML) text and attribute values: `&`, `<`, `>` and quotes as entities, control
+/// characters other than newline and tab (which XML forbids) as U+FFFD.
 pub(crate) fn escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
@@ -140,6 +141,7 @@ pub(crate) fn escape(text: &str) -> String {
             '>' => out.push_str("&gt;"),
             '"' => out.push_str("&quot;"),
             '\'' => out.push_str("&#39;"),
+            c if c.is_control() && c != '\n' && c != '\t' => out.push('\u{FFFD}'),
             c => out.push(c),
         }
     }

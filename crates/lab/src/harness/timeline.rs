@@ -34,23 +34,6 @@ pub struct Panel<'a> {
     pub timeline: &'a Timeline,
 }
 
-/// `text` with the characters that mean something in SVG (XML) escaped.
-pub fn escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c if c.is_control() => out.push('\u{FFFD}'),
-            c => out.push(c),
-        }
-    }
-    out
-}
-
 /// The colour of each job of `panels`: one per job name, the same in every panel.
 pub fn colours(panels: &[Panel<'_>]) -> BTreeMap<String, &'static str> {
     let mut names: Vec<&str> = panels
@@ -120,8 +103,8 @@ pub fn draw(panels: &[Panel<'_>]) -> String {
             svg,
             "<text x=\"{LEFT}\" y=\"{}\" font-size=\"15\" font-weight=\"bold\">{} — co-scheduled {share}{}</text>",
             y + 19,
-            escape(&panel.label),
-            escape(&dropped)
+            super::report::escape(&panel.label),
+            super::report::escape(&dropped)
         );
         // This panel's own window, on the shared axis.
         let columns = ((u128::from(t.window_ns) * u128::from(WIDTH)) / u128::from(window_ns)).max(1) as u32;
@@ -141,7 +124,7 @@ pub fn draw(panels: &[Panel<'_>]) -> String {
                     "<rect x=\"{}\" y=\"{top}\" width=\"{n}\" height=\"{LANE}\" fill=\"{}\"><title>{}</title></rect>",
                     LEFT + x,
                     colours.get(&job).copied().unwrap_or("#999999"),
-                    escape(&job)
+                    super::report::escape(&job)
                 );
             }
         }
@@ -180,7 +163,7 @@ pub fn draw(panels: &[Panel<'_>]) -> String {
             ly - 11,
             lx + 20,
             ly,
-            escape(job)
+            super::report::escape(job)
         );
         for panel in panels {
             if let Some(share) = panel.timeline.jobs.iter().find(|j| &j.name == job).and_then(|j| j.coscheduled) {
@@ -189,7 +172,7 @@ pub fn draw(panels: &[Panel<'_>]) -> String {
                     svg,
                     "<text x=\"{}\" y=\"{ly}\" font-size=\"12\" fill=\"#444\">{}: co-scheduled {share:.2}</text>",
                     lx + 20,
-                    escape(&panel.label)
+                    super::report::escape(&panel.label)
                 );
             }
         }

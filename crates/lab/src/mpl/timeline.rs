@@ -106,11 +106,11 @@ pub fn section(store: &Store, runs: &[ExperimentRun], progress: &str, dir: &Path
          recorded by the agent's eBPF program from the scheduler's switches: each CPU of the node, and the job \
          whose rank ran on it (blank: another task, or none). Co-scheduled: the share of the time some rank of a job ran in which all its ranks \
          did, over the window (the heading: the mean over the jobs).</p>{svg}",
-        crate::harness::timeline::escape(&case.mix),
-        crate::harness::timeline::escape(&panels.iter().map(|p| p.label.as_str()).collect::<Vec<_>>().join(" and ")),
+        crate::harness::report::escape(&case.mix),
+        crate::harness::report::escape(&panels.iter().map(|p| p.label.as_str()).collect::<Vec<_>>().join(" and ")),
         DELAY.as_secs(),
         case.repetition,
-        crate::harness::timeline::escape(progress)
+        crate::harness::report::escape(progress)
     ))
 }
 
