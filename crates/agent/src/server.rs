@@ -101,7 +101,10 @@ pub fn handler(mailbox: Mailbox, telemetry: SharedTelemetry) -> Handler {
             Err(reply) => return reply,
         };
         if let Request::Timeline { millis } = request {
-            return reply(&crate::together::timeline::serve(&telemetry, uid, millis));
+            return reply(&match crate::together::timeline::serve(&telemetry, uid, millis) {
+                Ok(timeline) => Response { ok: true, timeline: Some(timeline), ..Default::default() },
+                Err(e) => failure(e),
+            });
         }
         match mailbox.ask(|reply| Command::Control { request, uid, reply }) {
             Some(response) => reply(&response),

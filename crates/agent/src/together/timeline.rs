@@ -19,7 +19,7 @@ use super::{types, Reading, Together};
 use crate::bpf::{bytes_of, read_as};
 use crate::sampler::SharedTelemetry;
 use lockstep_core::error::UsageError;
-use lockstep_proto::protocol::{CpuLane, Response, Segment, Timeline, TimelineJob, TIMELINE_MILLIS};
+use lockstep_proto::protocol::{CpuLane, Segment, Timeline, TimelineJob, TIMELINE_MILLIS};
 
 /// Most events one recording keeps; those beyond count as lost. Each makes at most one segment, some 120 bytes
 /// of JSON with a job name of the longest: the answer stays within what the client reads (`MAX_ANSWER`, 16 MiB).
@@ -226,8 +226,8 @@ pub(crate) fn lanes(
 
 /// Serves a `timeline` request of user `uid` for `millis` ms: root only, within [`TIMELINE_MILLIS`], on a thread
 /// of its own (see [`record`]).
-pub(crate) fn serve(telemetry: &SharedTelemetry, uid: u32, millis: u64) -> Response {
-    let answer = if uid == 0 {
+pub(crate) fn serve(telemetry: &SharedTelemetry, uid: u32, millis: u64) -> anyhow::Result<Timeline> {
+    if uid == 0 {
         check(millis).and_then(|()| {
             let telemetry = telemetry.clone();
             std::thread::Builder::new()
@@ -238,10 +238,6 @@ pub(crate) fn serve(telemetry: &SharedTelemetry, uid: u32, millis: u64) -> Respo
         })
     } else {
         Err(anyhow::anyhow!("permission denied: only root may record a timeline (UID {uid} asked)"))
-    };
-    match answer {
-        Ok(timeline) => Response { ok: true, timeline: Some(timeline), ..Default::default() },
-        Err(e) => crate::server::failure(e),
     }
 }
 
