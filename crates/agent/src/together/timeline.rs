@@ -142,26 +142,26 @@ impl Recording {
         Ok(Timeline { window_ns: self.end_ns.saturating_sub(self.start_ns), dropped: self.lost, cpus, jobs })
     }
 
-    /// Takes every event in the ring (those after `until` ns are of no window and left out).
+    /// Takes every event in the ring (those after `until` ns are of no window and left out); past
+    /// [`MAX_EVENTS`] an event is counted as lost, not kept, so what a drain holds is bounded however fast the
+    /// ring fills.
     fn drain(&mut self, until: u64) -> anyhow::Result<()> {
-        let mut taken = Vec::new();
-        {
-            let mut builder = RingBufferBuilder::new();
-            builder.add(&self.ring, |data: &[u8]| {
-                if let Some(e) = read_as::<types::timeline_event>(data) {
-                    taken.push(Event { ns: e.ns, cpu: e.cpu, slot: u32::from(e.job), on: e.kind != 0 });
+        let room = MAX_EVENTS.saturating_sub(self.events.len());
+        let (events, lost) = (&mut self.events, &mut self.lost);
+        let mut taken = 0;
+        let mut builder = RingBufferBuilder::new();
+        builder.add(&self.ring, |data: &[u8]| {
+            if let Some(e) = read_as::<types::timeline_event>(data).filter(|e| e.ns <= until) {
+                if taken < room {
+                    events.push(Event { ns: e.ns, cpu: e.cpu, slot: u32::from(e.job), on: e.kind != 0 });
+                    taken += 1;
+                } else {
+                    *lost += 1;
                 }
-                0
-            })?;
-            builder.build()?.consume()?;
-        }
-        for e in taken.into_iter().filter(|e| e.ns <= until) {
-            if self.events.len() < MAX_EVENTS {
-                self.events.push(e);
-            } else {
-                self.lost += 1;
             }
-        }
+            0
+        })?;
+        builder.build()?.consume()?;
         Ok(())
     }
 }
@@ -174,9 +174,9 @@ fn cpu_count() -> u32 {
 }
 
 /// The segments per CPU that `events` (switches, in any order) make over the window `start_ns..end_ns`, for the
-/// jobs in `names` (others left out), on `cpus` lanes at least. A rank switched off a CPU with no switch on seen
-/// before ran there since the window's start; one still on at the end runs to its end; a switch on while another
-/// rank was on (its switch off lost) ends that one.
+/// jobs in `names` (others left out), on `cpus` lanes (an event of a CPU past them left out). A rank switched off
+/// a CPU with no switch on seen before ran there since the window's start; one still on at the end runs to its
+/// end; a switch on while another rank was on (its switch off lost) ends that one.
 pub(crate) fn lanes(
     events: &[Event],
     start_ns: u64,
@@ -184,9 +184,11 @@ pub(crate) fn lanes(
     names: &HashMap<u32, String>,
     cpus: u32,
 ) -> Vec<CpuLane> {
-    let mut sorted: Vec<Event> = events.iter().filter(|e| names.contains_key(&e.slot)).copied().collect();
+    // A CPU number past the node's is no CPU's: left out, so that no event can size the lanes.
+    let mut sorted: Vec<Event> =
+        events.iter().filter(|e| names.contains_key(&e.slot) && e.cpu < cpus).copied().collect();
     sorted.sort_by_key(|e| e.ns);
-    let count = sorted.iter().map(|e| e.cpu + 1).max().unwrap_or(0).max(cpus);
+    let count = cpus;
     let mut lanes: Vec<CpuLane> = (0..count).map(|cpu| CpuLane { cpu, segments: Vec::new() }).collect();
     // Per CPU: the rank on it (its job slot, since when), and whether anything was seen on it yet.
     let mut open: Vec<Option<(u32, u64)>> = vec![None; count as usize];
@@ -316,6 +318,16 @@ mod tests {
         assert_eq!(lanes[0].segments, [seg(0, 100, "a"), seg(150, 300, "b"), seg(300, 1000, "a")]);
         assert_eq!(lanes[1].segments, [seg(400, 500, "b"), seg(500, 600, "a")]);
         assert!(lanes[2].segments.is_empty());
+    }
+
+    #[test]
+    fn an_event_of_a_cpu_past_the_nodes_is_left_out_and_sizes_nothing() {
+        let names = HashMap::from([(1, "a".to_string())]);
+        let events = [ev(1100, u32::MAX, 1, true), ev(1200, 2, 1, true), ev(1300, 1, 1, true)];
+        let lanes = lanes(&events, 1000, 2000, &names, 2);
+        assert_eq!(lanes.len(), 2, "lanes as the node has CPUs, whatever an event says");
+        assert!(lanes[0].segments.is_empty());
+        assert_eq!(lanes[1].segments, [seg(300, 1000, "a")]);
     }
 
     #[test]
