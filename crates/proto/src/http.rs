@@ -41,7 +41,7 @@ pub enum HttpError {
     /// No complete answer within the deadline.
     #[error("no answer within {0:?}")]
     Deadline(Duration),
-    /// The process listening on the Unix socket (its PID) is stopped (SIGSTOP, Ctrl-Z, a debugger): the kernel
+    /// The process listening on the Unix socket (its PID) is stopped (SIGSTOP, Ctrl-Z): the kernel
     /// takes connections into its backlog, but nothing will answer until it is continued.
     #[error("its process {0} is stopped")]
     Stopped(i32),
@@ -67,12 +67,17 @@ pub fn request(target: Target<'_>, path: &str, body: Option<Vec<u8>>, deadline: 
                     if let Some(pid) = peer.filter(|&p| stopped(p)) {
                         return Err(HttpError::Stopped(pid));
                     }
+                    // Stopped at two looks in a row: a request it was already carrying out when it stopped
+                    // for a moment (a signal's default action undone at once) is not given up on.
                     let watch = async {
+                        let mut before = false;
                         loop {
                             tokio::time::sleep(STOPPED_CHECK).await;
-                            if let Some(pid) = peer.filter(|&p| stopped(p)) {
+                            let now = peer.is_some_and(stopped);
+                            if let (true, true, Some(pid)) = (before, now, peer) {
                                 return pid;
                             }
+                            before = now;
                         }
                     };
                     tokio::select! {
@@ -94,12 +99,13 @@ pub fn request(target: Target<'_>, path: &str, body: Option<Vec<u8>>, deadline: 
 /// How often a request waiting on a Unix socket looks whether the process listening there has been stopped.
 const STOPPED_CHECK: Duration = Duration::from_millis(250);
 
-/// Whether process `pid` is stopped or traced (state `T` or `t` in /proc/PID/stat): it takes no request.
+/// Whether process `pid` is stopped by a signal (state `T` in /proc/PID/stat): it takes no request until it is
+/// continued. A process stopped by a debugger that traces it (`t`) is not counted: the debugger lets it go on.
 fn stopped(pid: i32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat"))
         .ok()
         .and_then(|s| s.rsplit_once(')').and_then(|(_, rest)| rest.trim_start().chars().next()))
-        .is_some_and(|state| matches!(state, 'T' | 't'))
+        .is_some_and(|state| state == 'T')
 }
 
 /// One request over `io`, one answer back.
