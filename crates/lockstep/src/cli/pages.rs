@@ -55,6 +55,14 @@ const DESCRIPTIONS: &[(&str, &str)] = &[
          their own jobs only.",
     ),
     (
+        "lockstep-timeline",
+        "Asks the agent to record, for MS milliseconds (10 to 5000), which job's ranks ran on which CPU, from the \
+         scheduler's switches as its eBPF program sees them, and prints each job's share of the window in which \
+         all its ranks ran at once (CO-SCHEDULED) and each CPU's share per job; --svg draws the window (CPUs down, \
+         time across, a colour per job) and --json prints it whole. Root only; one recording at a time. Events \
+         past what the agent keeps in one window are counted as dropped and said.",
+    ),
+    (
         "lockstep-policy",
         "Changes the agent's co-scheduling policy. See lockstep-policy-set(1).",
     ),
