@@ -72,6 +72,40 @@ pub(crate) fn dedicated_medians(runs: &[ExperimentRun]) -> BTreeMap<(String, Str
     dedicated.into_iter().map(|(k, mut v)| (k, median(&mut v))).collect()
 }
 
+/// What [`paired_means`] gives: per group, per policy, a mean; and the (group, item) pairs it left out.
+pub(crate) struct Paired<G, I> {
+    /// Per group, per policy: its mean over the group's items that every policy has a value on.
+    pub means: BTreeMap<G, BTreeMap<String, f64>>,
+    /// The (group, item) pairs some policy of the group has no value on.
+    pub left_out: Vec<(G, I)>,
+}
+
+/// Per group, per policy: the mean of the policy's values over the items (mixes, workloads) of the group that
+/// every policy of the group has a value on; and the (group, item) pairs left out, where some policy of the group
+/// has none (its case failed). A policy's mean over other items than the rest's would compare different work. A
+/// policy with a value on no item of a group is not one of its policies: it has no mean there.
+pub(crate) fn paired_means<G: Ord + Clone, I: Ord + Clone>(
+    values: &BTreeMap<(G, I), BTreeMap<String, f64>>,
+) -> Paired<G, I> {
+    let mut policies: BTreeMap<&G, BTreeSet<&String>> = BTreeMap::new();
+    for ((group, _), per) in values {
+        policies.entry(group).or_default().extend(per.keys());
+    }
+    let mut acc: BTreeMap<G, BTreeMap<String, Vec<f64>>> = BTreeMap::new();
+    let mut left_out = Vec::new();
+    for ((group, item), per) in values {
+        if per.len() < policies[group].len() {
+            left_out.push((group.clone(), item.clone()));
+            continue;
+        }
+        for (p, v) in per {
+            acc.entry(group.clone()).or_default().entry(p.clone()).or_default().push(*v);
+        }
+    }
+    let means = acc.into_iter().map(|(g, per)| (g, per.into_iter().map(|(p, v)| (p, mean(&v))).collect())).collect();
+    Paired { means, left_out }
+}
+
 /// Whether a job failed: it exited with other than 0, or its result did not verify.
 pub(crate) fn failed(r: &ExperimentRun) -> bool {
     r.exit_status != Some(0) || !r.verified

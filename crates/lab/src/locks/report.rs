@@ -17,11 +17,19 @@ type Config = (String, String, String, u32);
 /// Thread count → [throughput, fairness, p99 ns] of every successful repetition.
 type ByThreads = BTreeMap<u32, Vec<[f64; 3]>>;
 
+/// Whether a lockbench run failed: it did not exit 0 (it exited non-zero, or was killed, after printing its JSON
+/// or not) or left no measures. A failed run is marked in the report and kept out of every number.
+pub fn failed(r: &LockRun) -> bool {
+    r.exit_status != Some(0) || r.throughput_ops_s.is_none()
+}
+
 /// Medians over repetitions, per lock and thread count.
 #[derive(Default)]
 struct Table {
     /// lock → its measures.
     cells: BTreeMap<String, ByThreads>,
+    /// (lock, threads) → its failed runs, left out of `cells`.
+    failed: BTreeMap<(String, u32), usize>,
     /// threads → threads per CPU.
     per_cpu: BTreeMap<u32, f64>,
 }
@@ -52,8 +60,9 @@ fn tables(runs: &[LockRun]) -> BTreeMap<Config, Table> {
         let t = out.entry(key).or_default();
         t.per_cpu.insert(r.threads, r.threads_per_cpu);
         let cell = t.cells.entry(r.lock.clone()).or_default().entry(r.threads).or_default();
-        if let (Some(x), Some(f), Some(p)) = (r.throughput_ops_s, r.fairness_jain, r.p99_ns) {
-            cell.push([x, f, p as f64]);
+        match (r.throughput_ops_s, r.fairness_jain, r.p99_ns) {
+            (Some(x), Some(f), Some(p)) if !failed(r) => cell.push([x, f, p as f64]),
+            _ => *t.failed.entry((r.lock.clone(), r.threads)).or_default() += 1,
         }
     }
     out
@@ -79,7 +88,13 @@ fn section(md: &mut String, spec: &LocksSpec, t: &Table, m: usize, title: &str, 
             let v = t.median(lock, th, m);
             let best = m == 0 && v.is_some() && v == t.best(th);
             let text = v.map_or("-".to_string(), &show);
-            let _ = write!(md, " {} |", if best { format!("**{text}**") } else { text });
+            let text = if best { format!("**{text}**") } else { text };
+            let text = match (t.failed.get(&(lock.to_string(), th)), v) {
+                (None, _) => text,
+                (Some(_), None) => "FAILED".to_string(),
+                (Some(n), Some(_)) => format!("{text} (FAILED {n})"),
+            };
+            let _ = write!(md, " {text} |");
         }
         md.push('\n');
     }
@@ -90,7 +105,7 @@ fn section(md: &mut String, spec: &LocksSpec, t: &Table, m: usize, title: &str, 
 pub fn write(spec: &LocksSpec, runs: &[LockRun], dir: &Path) -> anyhow::Result<PathBuf> {
     std::fs::create_dir_all(dir)?;
     let tables = tables(runs);
-    let failed = runs.iter().filter(|r| r.throughput_ops_s.is_none()).count();
+    let lost = runs.iter().filter(|r| failed(r)).count();
     let cpus = lockstep_core::cpulist::CpuList::online().len();
     let nodes = std::fs::read_dir("/sys/devices/system/node")
         .map_or(1, |d| d.flatten().filter(|e| e.file_name().to_string_lossy().starts_with("node")).count())
@@ -98,7 +113,8 @@ pub fn write(spec: &LocksSpec, runs: &[LockRun], dir: &Path) -> anyhow::Result<P
     let mut md = format!("# {} — {}\n\n", spec.name, spec.description);
     let _ = writeln!(
         md,
-        "{} lockbench runs ({failed} failed, left out) of {} s each, {} repetitions; medians over the repetitions. \
+        "{} lockbench runs ({lost} failed — exited non-zero, killed or without a result — marked `FAILED` in \
+         their cells and left out of every number) of {} s each, {} repetitions; medians over the repetitions. \
          Machine: {cpus} CPUs, {nodes} NUMA node(s). Threads and co-runner processes are multiples of the CPUs \
          (co-runners spin, preempting lock holders and waiters as a host preempts vCPUs). Latency: acquisition \
          for `counter`, the whole rename for the rename workloads. **Bold**: the best throughput of a column.\n",
@@ -176,7 +192,9 @@ fn across_vms(spec: &LocksSpec, tables: &BTreeMap<Config, Table>) -> (String, St
             "## {scenario} across VMs — {threads} threads per guest, all guests at once\n\nThroughput per guest \
              (M ops/s), then its ratio to the same lock in one guest alone and to pthread with as many guests:\n"
         );
-        let series = vm_table(&mut md, spec, &counts, &at);
+        let lost =
+            |n: u32, lock: &str| by_guests.get(&n).and_then(|t| t.failed.get(&(lock.to_string(), threads)).copied());
+        let series = vm_table(&mut md, spec, &counts, &at, &lost);
         vm_targets(&mut md, &counts, &at, &best);
         md.push('\n');
         html += &chart(&format!("{scenario} across VMs"), "guests", "throughput per guest (M ops/s)", &series);
@@ -187,8 +205,15 @@ fn across_vms(spec: &LocksSpec, tables: &BTreeMap<Config, Table>) -> (String, St
 /// A guest count, a lock and a measure (0 throughput, 1 fairness, 2 p99) → the median.
 type At<'a> = dyn Fn(u32, &str, usize) -> Option<f64> + 'a;
 
-/// The across-VMs table of one scenario into `md`; returns each lock's throughput series against the guests.
-fn vm_table(md: &mut String, spec: &LocksSpec, counts: &[u32], at: &At) -> BTreeMap<String, Vec<(u32, f64)>> {
+/// The across-VMs table of one scenario into `md`, a cell with failed runs (`lost`: their count, per guest count
+/// and lock) marked; returns each lock's throughput series against the guests.
+fn vm_table(
+    md: &mut String,
+    spec: &LocksSpec,
+    counts: &[u32],
+    at: &At,
+    lost: &dyn Fn(u32, &str) -> Option<usize>,
+) -> BTreeMap<String, Vec<(u32, f64)>> {
     md.push_str("| lock |");
     for n in counts {
         let _ = write!(md, " {n} guest(s) |");
@@ -205,8 +230,10 @@ fn vm_table(md: &mut String, spec: &LocksSpec, counts: &[u32], at: &At) -> BTree
                     series.entry(lock.clone()).or_default().push((n, x / 1e6));
                     let one = at(counts[0], lock, 0).map_or("-".into(), |b| format!("{:.2}", x / b));
                     let vs = at(n, "pthread", 0).map_or("-".into(), |p| format!("{:.2}", x / p));
-                    format!("{:.3} ({one}, {vs})", x / 1e6)
+                    let marked = lost(n, lock).map_or(String::new(), |k| format!(" (FAILED {k})"));
+                    format!("{:.3} ({one}, {vs}){marked}", x / 1e6)
                 }
+                None if lost(n, lock).is_some() => "FAILED".into(),
                 None => "-".into(),
             };
             let _ = write!(md, " {cell} |");
@@ -414,6 +441,41 @@ mod tests {
         assert!(md.contains("| mcs | 4.000 | 0.025 | 0.050 | collapses (< 0.5) |"), "{md}");
         assert!(md.contains("| cna-pt | 3.900 | 0.897 | 0.769 | ≥ 0.8: **not met** |"), "{md}");
         assert!(md.contains("- cna-pt: 0.950 (at 2 threads): met; over all thread counts 0.950 (at 2)"), "{md}");
+    }
+
+    #[test]
+    fn a_run_that_exits_non_zero_is_failed_even_with_its_json_and_left_out_of_every_number() {
+        let dir = lockstep_scratch::tempdir().unwrap();
+        let spec = spec(
+            dir.path(),
+            "kind = \"locks\"\nname = \"l\"\nduration_s = 1\nlocks = [\"mcs\", \"cna-pt\"]\n[[scenarios]]\n\
+             name = \"counter\"\nworkload = \"counter\"\nthreads_per_cpu = [1, 2]\n",
+        );
+        // mcs at 2 threads: one repetition printed its JSON then exited 1 (a far higher throughput, never to be
+        // the median), the other was killed after printing it; at 4 threads, one ran and one exited 1.
+        let exiting = |status: Option<i32>, threads: u32, per_cpu: f64, x: f64| LockRun {
+            exit_status: status,
+            repetition: 2,
+            ..run("mcs", threads, per_cpu, 0, x, 0.5)
+        };
+        let runs = vec![
+            exiting(Some(1), 2, 1.0, 9e6),
+            exiting(None, 2, 1.0, 8e6),
+            run("cna-pt", 2, 1.0, 0, 3.9e6, 0.95),
+            run("mcs", 4, 2.0, 0, 1e6, 0.9),
+            exiting(Some(1), 4, 2.0, 7e6),
+            run("cna-pt", 4, 2.0, 0, 3.5e6, 0.97),
+        ];
+        assert!(failed(&runs[0]) && failed(&runs[1]) && !failed(&runs[2]));
+        assert!(failed(&LockRun { throughput_ops_s: None, ..runs[2].clone() }));
+        write(&spec, &runs, dir.path()).unwrap();
+        let md = std::fs::read_to_string(dir.path().join("summary.md")).unwrap();
+        assert!(md.contains("6 lockbench runs (3 failed"), "{md}");
+        // Its cells are marked; the best of the 2-thread column is cna-pt's, not the failed runs' 9 M ops/s.
+        assert!(md.contains("| mcs | FAILED | 1.000 (FAILED 1) |"), "{md}");
+        assert!(md.contains("| cna-pt | **3.900** | **3.500** |"), "{md}");
+        assert!(md.contains("| mcs | FAILED | 0.900 (FAILED 1) |"), "{md}");
+        assert!(!md.contains("9.000") && !md.contains("7.000") && !md.contains("0.500"), "{md}");
     }
 
     #[test]

@@ -61,10 +61,14 @@ pub fn run(spec: &LocksSpec, paths: &Paths) -> anyhow::Result<Outcome> {
                 run_in_guests(spec, up.as_ref().expect("booted above"), g, case, session)?
             }
         };
-        // lockbench's errors went to our stderr; a run without its measures failed.
-        let failed = run.throughput_ops_s.is_none();
+        // lockbench's errors went to our stderr; a run that did not exit 0 or left no measures failed.
+        let failed = super::report::failed(&run);
         if failed {
-            let status = run.exit_status.map_or_else(|| "killed by a signal".into(), |c| format!("exit {c}"));
+            let status = match run.exit_status {
+                Some(0) => "exit 0 without a result".to_string(),
+                Some(c) => format!("exit {c}"),
+                None => "killed by a signal".to_string(),
+            };
             failures.add(format!("case {what}: lockbench failed ({status}): its errors are above"));
         }
         store.add_lock_run(&run)?;

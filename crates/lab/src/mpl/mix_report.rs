@@ -10,7 +10,7 @@ use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use super::noise::{held_out_best, Noise, Repetitions};
-use crate::harness::stats::{dedicated_medians, mean, mode, time_of};
+use crate::harness::stats::{dedicated_medians, mean, mode, paired_means, time_of};
 use lockstep_store::ExperimentRun;
 
 /// Mean slowdown per (mode, mix), per policy label.
@@ -63,35 +63,16 @@ fn mix_repetitions(all: &MixSlowdowns) -> BTreeMap<(String, String), Repetitions
     all.iter().map(|(k, per)| (k.clone(), per.iter().map(|(p, reps)| (p.clone(), each(reps))).collect())).collect()
 }
 
-/// Per mode, per policy: the mean over the mixes of their mean slowdowns. Only the mixes every policy of the
-/// mode has a result on count (a policy whose case failed on a mix would otherwise be averaged over other mixes
-/// than the rest).
+/// Per mode, per policy: the mean over the mixes of their mean slowdowns. Only the mixes every policy of the mode
+/// has a result on count (a policy whose case failed on a mix would otherwise be averaged over other mixes than
+/// the rest).
 fn policy_means(means: &MixMeans) -> BTreeMap<String, BTreeMap<String, f64>> {
-    let mut acc: BTreeMap<String, BTreeMap<String, Vec<f64>>> = BTreeMap::new();
-    for ((m, _), per) in means.iter().filter(|(key, per)| per.len() == policies_of_mode(means, &key.0)) {
-        for (p, s) in per {
-            acc.entry(m.clone()).or_default().entry(p.clone()).or_default().push(*s);
-        }
-    }
-    acc.into_iter().map(|(m, per)| (m, per.into_iter().map(|(p, v)| (p, mean(&v))).collect())).collect()
-}
-
-/// How many policies have a result on some mix of mode `m`.
-fn policies_of_mode(means: &MixMeans, m: &str) -> usize {
-    let mut all: Vec<&String> =
-        means.iter().filter(|((mode, _), _)| mode == m).flat_map(|(_, per)| per.keys()).collect();
-    all.sort_unstable();
-    all.dedup();
-    all.len()
+    paired_means(means).means
 }
 
 /// The mixes of `means` left out of the policies' means: some policy of their mode has no result on them.
 fn incomplete(means: &MixMeans) -> Vec<String> {
-    means
-        .iter()
-        .filter(|(key, per)| per.len() < policies_of_mode(means, &key.0))
-        .map(|((m, mix), _)| format!("{mix} ({m})"))
-        .collect()
+    paired_means(means).left_out.into_iter().map(|(m, mix)| format!("{mix} ({m})")).collect()
 }
 
 /// What `auto` chose in the runs of one mix: each choice with how many jobs got it (`gang ×4, cfs ×1`).

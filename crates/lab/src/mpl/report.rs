@@ -8,7 +8,9 @@ use std::path::{Path, PathBuf};
 
 use super::spec::Spec;
 use crate::harness::report::{chart, escape, failed_section, html_page, write_files};
-use crate::harness::stats::{dedicated_medians, mean, median, mode, raises, split_failed, time_of};
+use crate::harness::stats::{
+    dedicated_medians, mean, median, mode, paired_means, raises, split_failed, time_of, Paired,
+};
 use lockstep_store::ExperimentRun;
 
 /// Statistics of one cell of the table.
@@ -77,24 +79,36 @@ fn mean_if_any(values: &[f64]) -> Option<f64> {
     (!values.is_empty()).then(|| mean(values))
 }
 
-/// Mean slowdown of the communication-heavy workloads, per (progress, policy, MPL ≥ 2).
-pub fn comm_heavy_means(spec: &Spec, cells: &BTreeMap<Key, Cell>) -> BTreeMap<(String, String, u32), f64> {
-    let mut acc: BTreeMap<(String, String, u32), Vec<f64>> = BTreeMap::new();
+/// Mean slowdown per (progress, policy, MPL).
+pub type CommMeans = BTreeMap<(String, String, u32), f64>;
+
+/// Mean slowdowns of the communication-heavy workloads, per (progress, policy, MPL ≥ 2), over the workloads every
+/// policy of that progress and MPL has a slowdown on; and those left out (`lu at MPL 2 (yield)`), where some
+/// policy's cases failed (or its baseline did), so that every policy's mean is over the same workloads.
+pub fn comm_heavy_means(spec: &Spec, cells: &BTreeMap<Key, Cell>) -> (CommMeans, Vec<String>) {
+    let mut values: BTreeMap<((String, u32), String), BTreeMap<String, f64>> = BTreeMap::new();
     for ((progress, policy, workload, mpl), c) in cells {
-        if *mpl >= 2
-            && c.n > 0
-            && c.slowdown.0.is_finite()
-            && spec.workloads.get(workload).is_some_and(|w| w.communication)
-        {
-            acc.entry((progress.clone(), policy.clone(), *mpl)).or_default().push(c.slowdown.0);
+        if *mpl < 2 || !spec.workloads.get(workload).is_some_and(|w| w.communication) {
+            continue;
+        }
+        let per = values.entry(((progress.clone(), *mpl), workload.clone())).or_default();
+        if c.n > 0 && c.slowdown.0.is_finite() {
+            per.insert(policy.clone(), c.slowdown.0);
         }
     }
-    acc.into_iter().map(|(k, v)| (k, v.iter().sum::<f64>() / v.len() as f64)).collect()
+    let Paired { means, left_out } = paired_means(&values);
+    let means = means
+        .into_iter()
+        .flat_map(|((progress, mpl), per)| per.into_iter().map(move |(p, s)| ((progress.clone(), p, mpl), s)))
+        .collect();
+    let left_out = left_out.into_iter().map(|((progress, mpl), w)| format!("{w} at MPL {mpl} ({progress})")).collect();
+    (means, left_out)
 }
 
 /// Experiments on the Slurm test cluster: lockstep's best policy against Slurm's gang scheduling (mean slowdown
-/// of the communication-heavy jobs), jobs lost per policy, and the cross-node skew of the agents' slot switches.
-fn slurm_section(runs: &[ExperimentRun], means: &BTreeMap<(String, String, u32), f64>) -> String {
+/// of the communication-heavy jobs), jobs lost per policy (of `all` the runs), and the cross-node skew of the
+/// agents' slot switches (of the successful cases' runs, `ok`).
+fn slurm_section(all: &[ExperimentRun], ok: &[ExperimentRun], means: &CommMeans) -> String {
     let slurm_gang = |p: &str| p.starts_with(crate::harness::spec::SLURM_GANG);
     let lockstep = |p: &str| p.starts_with("boost/") || p.starts_with("gang/");
     let mut md = "\n## lockstep against Slurm's gang scheduling\n\nMean slowdown of the communication-heavy jobs; \
@@ -114,7 +128,7 @@ fn slurm_section(runs: &[ExperimentRun], means: &BTreeMap<(String, String, u32),
     }
     md += "\n| policy | jobs | verified | lost (failed or unverified) |\n|---|---|---|---|\n";
     let mut per_policy: BTreeMap<&str, (usize, usize)> = BTreeMap::new();
-    for r in runs {
+    for r in all {
         let e = per_policy.entry(r.policy.as_str()).or_default();
         e.0 += 1;
         e.1 += usize::from(r.verified && r.exit_status == Some(0));
@@ -122,10 +136,11 @@ fn slurm_section(runs: &[ExperimentRun], means: &BTreeMap<(String, String, u32),
     for (policy, (n, ok)) in &per_policy {
         let _ = writeln!(md, "| {policy} | {n} | {ok} | {} |", n - ok);
     }
-    md += "\n### Cross-node skew of slot switches\n\nPer case: the largest gap between the nodes' agents switching \
-           the same slot while the case ran.\n\n| policy | cases | median (ms) | worst (ms) |\n|---|---|---|---|\n";
+    md += "\n### Cross-node skew of slot switches\n\nPer case that ran its course (the failed ones left out): the \
+           largest gap between the nodes' agents switching the same slot while the case ran.\n\n| policy | cases | \
+           median (ms) | worst (ms) |\n|---|---|---|---|\n";
     let mut skews: BTreeMap<&str, BTreeMap<(String, u32), f64>> = BTreeMap::new();
-    for r in runs {
+    for r in ok {
         if let Some(s) = r.slot_skew_ms {
             skews.entry(r.policy.as_str()).or_default().insert((format!("{} {}", r.progress, r.mix), r.repetition), s);
         }
@@ -182,7 +197,7 @@ pub fn write(spec: &Spec, all: &[ExperimentRun], dir: &Path, timeline: &str) -> 
     let (ok, failed) = split_failed(all);
     let runs = ok.as_slice();
     let cells = cells(runs, &failed);
-    let means = comm_heavy_means(spec, &cells);
+    let (means, left_out) = comm_heavy_means(spec, &cells);
     let mut md = format!("# {} — {}\n\n", spec.name, spec.description);
     let _ = writeln!(
         md,
@@ -207,9 +222,16 @@ pub fn write(spec: &Spec, all: &[ExperimentRun], dir: &Path, timeline: &str) -> 
         let change = cfs.map_or("-".into(), |c| format!("{:+.1} %", (s - c) / c * 100.0));
         let _ = writeln!(md, "| {progress} | {mpl} | {policy} | {s:.2} | {change} |");
     }
+    if !left_out.is_empty() {
+        let _ = writeln!(
+            md,
+            "\nEvery policy's mean is over the same workloads; left out, a policy failed on them: {}.",
+            left_out.join(", ")
+        );
+    }
 
     if all.iter().any(|r| r.placement == "slurm") {
-        md += &slurm_section(all, &means);
+        md += &slurm_section(all, runs, &means);
     }
     md += &super::mix_report::section(runs, &failed);
     if runs.iter().any(|r| raises(&r.policy)) {
@@ -309,5 +331,57 @@ mod tests {
             md.contains("## Failed cases")
                 && md.contains("| dedicated | yield | process | ep | 1 | x-ep | 1 | no | FAILED |")
         );
+    }
+
+    #[test]
+    fn every_policy_s_mean_of_the_communication_heavy_workloads_is_over_the_same_workloads() {
+        let spec = super::super::spec::tests::parse(
+            &(super::super::spec::tests::GOOD.to_string()
+                + "[workloads.cg]\ncommand = [\"cg\", \"--class\", \"S\"]\ncommunication = true\n"),
+        )
+        .unwrap();
+        let dir = lockstep_scratch::tempdir().unwrap();
+        // gang's case on cg+cg failed: its mean must not be of lu alone against cfs's of lu and cg.
+        let runs = [
+            run("dedicated", "lu", "lu", 1.0, 0),
+            run("dedicated", "cg", "cg", 1.0, 0),
+            run("cfs", "lu+lu", "lu", 2.0, 0),
+            run("cfs", "cg+cg", "cg", 3.0, 0),
+            run("gang/200ms", "lu+lu", "lu", 1.5, 0),
+            run("gang/200ms", "cg+cg", "cg", 0.1, 1),
+        ];
+        let (ok, failed) = split_failed(&runs);
+        let (means, left_out) = comm_heavy_means(&spec, &cells(&ok, &failed));
+        assert_eq!(means.get(&("yield".into(), "cfs".into(), 2)), Some(&2.0));
+        assert_eq!(means.get(&("yield".into(), "gang/200ms".into(), 2)), Some(&1.5));
+        assert_eq!(left_out, ["cg at MPL 2 (yield)"]);
+        write(&spec, &runs, dir.path(), "").unwrap();
+        let md = std::fs::read_to_string(dir.path().join("summary.md")).unwrap();
+        assert!(md.contains("| yield | 2 | gang/200ms | 1.50 | -25.0 % |"), "{md}");
+        assert!(md.contains("left out, a policy failed on them: cg at MPL 2 (yield)."), "{md}");
+        // Nothing failed: both workloads count for both.
+        let mut fine = runs.to_vec();
+        fine[5] = run("gang/200ms", "cg+cg", "cg", 1.5, 0);
+        let (means, left_out) = comm_heavy_means(&spec, &cells(&fine, &[]));
+        assert_eq!(means.get(&("yield".into(), "cfs".into(), 2)), Some(&2.5));
+        assert_eq!(means.get(&("yield".into(), "gang/200ms".into(), 2)), Some(&1.5));
+        assert!(left_out.is_empty());
+    }
+
+    #[test]
+    fn the_slurm_skew_is_of_the_cases_that_ran_their_course() {
+        let on_slurm = |policy: &str, rep: u32, skew: f64, exit: i32| ExperimentRun {
+            placement: "slurm".into(),
+            repetition: rep,
+            wall_s: 2.0,
+            slot_skew_ms: Some(skew),
+            ..run(policy, "lu+lu", "lu", 2.0, exit)
+        };
+        let all =
+            [on_slurm("gang/200ms", 1, 2.0, 0), on_slurm("gang/200ms", 2, 4.0, 0), on_slurm("gang/200ms", 3, 900.0, 1)];
+        let (ok, _) = split_failed(&all);
+        let md = slurm_section(&all, &ok, &BTreeMap::new());
+        assert!(md.contains("| gang/200ms | 2 | 3.000 | 4.000 |"), "{md}");
+        assert!(md.contains("| gang/200ms | 3 | 2 | 1 |"), "{md}");
     }
 }

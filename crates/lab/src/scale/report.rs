@@ -41,16 +41,19 @@ pub fn cases(spec: &ScaleSpec, records: &[ScaleRecord]) -> anyhow::Result<Vec<((
     Ok(out)
 }
 
-/// Summary numbers of a case's jobs: all over the completed jobs (`srun` exited 0), since a job whose rank died
-/// is not run by all its nodes any more.
+/// Summary numbers of a case's jobs. A job that did not complete (`srun` exited other than 0, was killed or was
+/// cancelled at the deadline; a kernel that does not verify exits 1) fails its case: the jobs of the stream ran
+/// beside it, so none of the case's numbers is given (`failed` counts its failed jobs).
 pub struct Summary {
-    /// Mean slowdown of the completed jobs.
+    /// Jobs that did not complete; when any, every number below is `None`.
+    pub failed: usize,
+    /// Mean slowdown of the jobs.
     pub slowdown: Option<f64>,
     /// Mean slowdown of their timed regions (the computation alone).
     pub timed_slowdown: Option<f64>,
     /// Lowest and mean agreement (slotted policies).
     pub agreement: Option<(f64, f64)>,
-    /// Completed jobs below [`TARGET_AGREEMENT`].
+    /// Jobs below [`TARGET_AGREEMENT`].
     pub below: usize,
     /// Lowest agreement of a job that failed, if one did.
     pub failed_agreement: Option<f64>,
@@ -58,10 +61,12 @@ pub struct Summary {
     pub co_run: Option<(f64, f64)>,
 }
 
-/// The summary of `jobs`.
+/// The summary of `jobs`, one case's.
 pub fn summary(jobs: &[JobResult]) -> Summary {
     let mean = |v: &[f64]| (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64);
-    let done: Vec<&JobResult> = jobs.iter().filter(|j| j.exit == Some(0)).collect();
+    let lost = jobs.iter().filter(|j| j.exit != Some(0)).count();
+    // A case with a failed job gives no number: nothing of it is measured.
+    let done: Vec<&JobResult> = if lost == 0 { jobs.iter().collect() } else { Vec::new() };
     let slow: Vec<f64> = done.iter().filter_map(|j| j.slowdown()).collect();
     let timed: Vec<f64> = done.iter().filter_map(|j| j.timed_slowdown()).collect();
     let agree: Vec<f64> = done.iter().filter_map(|j| j.agreement).collect();
@@ -69,6 +74,7 @@ pub fn summary(jobs: &[JobResult]) -> Summary {
     let share: Vec<f64> = done.iter().filter_map(|j| j.share).collect();
     let failed: Vec<f64> = jobs.iter().filter(|j| j.exit != Some(0)).filter_map(|j| j.agreement).collect();
     Summary {
+        failed: lost,
         slowdown: mean(&slow),
         timed_slowdown: mean(&timed),
         agreement: mean(&agree).map(|m| (agree.iter().copied().fold(1.0, f64::min), m)),
@@ -76,6 +82,11 @@ pub fn summary(jobs: &[JobResult]) -> Summary {
         failed_agreement: (!failed.is_empty()).then(|| failed.iter().copied().fold(1.0, f64::min)),
         co_run: mean(&co).zip(mean(&share)),
     }
+}
+
+/// Whether a case failed: one of its jobs did not complete.
+fn failed_case(c: &Case) -> bool {
+    c.jobs.iter().any(|j| j.exit != Some(0))
 }
 
 fn num(v: Option<f64>, digits: usize) -> String {
@@ -114,8 +125,9 @@ fn largest_cluster_jobs(cases: &[((u32, String), Case)]) -> String {
          share | co-run share | comm share |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n"
     );
     for ((_, policy), c) in cases.iter().filter(|((n, _), _)| *n == largest) {
+        let marked = if failed_case(c) { format!("{policy} (case FAILED)") } else { policy.clone() };
         for j in &c.jobs {
-            let _ = writeln!(md, "| {policy} | {} |", job_cells(j).join(" | "));
+            let _ = writeln!(md, "| {marked} | {} |", job_cells(j).join(" | "));
         }
     }
     md + "\n"
@@ -130,6 +142,47 @@ fn jobs_csv(cases: &[((u32, String), Case)]) -> String {
         }
     }
     csv
+}
+
+/// The control-plane table of every case, a failed case `FAILED` without its numbers.
+fn control_plane(cases: &[((u32, String), Case)]) -> String {
+    let mut md = String::new();
+    md += "\n## Control plane\n\nHooks: the time lockstep's Slurm hooks took per call (p50/p99, ms; the controller's \
+           prolog and epilog run once per job, the nodes' once per job and node). Switch spread: per slot, the time \
+           between the first and the last agent switching it (p50/p99, ms). Agent CPU: share of one CPU over the \
+           case (mean/max over agents); RSS at the end (mean/max, MiB). Prometheus scraped every agent (file_sd) \
+           each second: targets up, scrape duration (mean/max over agents, ms) and the most series one agent \
+           exposed.\n\n| nodes | policy | prolog-slurmctld | epilog-slurmctld | prolog | epilog | switch spread | \
+           agent CPU % | agent RSS MiB | slurmctld CPU % | scraped up | scrape ms | series/agent |\n\
+           |---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+    for ((nodes, policy), c) in cases {
+        let Some(k) = &c.case else { continue };
+        if failed_case(c) {
+            let _ = writeln!(md, "| {nodes} | {policy} | FAILED |{}", " - |".repeat(10));
+            continue;
+        }
+        let hook = |name: &str| k.hooks.get(name).map_or("-".into(), |h| format!("{:.0}/{:.0}", h.1, h.2));
+        let prom = k.prometheus.as_ref();
+        let _ = writeln!(
+            md,
+            "| {nodes} | {policy} | {} | {} | {} | {} | {:.2}/{:.2} | {:.1}/{:.1} | {:.1}/{:.1} | {:.1} | {} | {} | {} |",
+            hook("prolog-slurmctld"),
+            hook("epilog-slurmctld"),
+            hook("prolog"),
+            hook("epilog"),
+            k.skew_ms.0,
+            k.skew_ms.1,
+            k.agent_cpu.0 * 100.0,
+            k.agent_cpu.1 * 100.0,
+            k.agent_rss_mib.0,
+            k.agent_rss_mib.1,
+            k.slurmctld_cpu * 100.0,
+            prom.map_or("-".into(), |p| format!("{}/{}", p.up, p.targets)),
+            prom.map_or("-".into(), |p| format!("{:.1}/{:.1}", p.mean_ms, p.max_ms)),
+            prom.map_or("-".into(), |p| format!("{:.0}", p.max_series)),
+        );
+    }
+    md
 }
 
 /// Writes `summary.md`, `index.html` and the charts into `dir`; returns the HTML path.
@@ -156,8 +209,11 @@ pub fn write(spec: &ScaleSpec, records: &[ScaleRecord], dir: &Path) -> anyhow::R
         lockstep_core::cpulist::CpuList::online().iter().count(),
         spec.progress
     );
-    md += "## Jobs\n\nSlowdown, agreement and shares are over the completed jobs; the last column is the lowest \
-           agreement of a job that failed (a rank that died leaves nodes that no longer run the job).\n\n\
+    md +=
+        "## Jobs\n\nSlowdown, agreement and shares are over the case's jobs. A case one of whose jobs failed (`srun` \
+           exited other than 0, was killed or was cancelled at the deadline) is `FAILED` in every table and gives no \
+           number: the others ran beside it. The last column is the lowest agreement of a job that failed (a rank \
+           that died leaves nodes that no longer run the job).\n\n\
            | nodes | policy | completed | mean slowdown | timed slowdown | agreement min | agreement mean | \
            below 0.95 | co-run share | matrix share | makespan (s) | failed jobs' agreement |\n\
            |---|---|---|---|---|---|---|---|---|---|---|---|\n";
@@ -167,6 +223,17 @@ pub fn write(spec: &ScaleSpec, records: &[ScaleRecord], dir: &Path) -> anyhow::R
         let s = summary(&c.jobs);
         let (submitted, completed, makespan) =
             c.case.as_ref().map_or((c.jobs.len() as u32, 0, None), |k| (k.submitted, k.completed, Some(k.makespan_s)));
+        if s.failed > 0 {
+            let _ = writeln!(
+                md,
+                "| {nodes} | {policy} | {completed}/{submitted} | FAILED ({} of {} jobs) | - | - | - | - | - | - | - \
+                 | {} |",
+                s.failed,
+                c.jobs.len(),
+                num(s.failed_agreement, 3)
+            );
+            continue;
+        }
         let _ = writeln!(
             md,
             "| {nodes} | {policy} | {completed}/{submitted} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
@@ -187,37 +254,7 @@ pub fn write(spec: &ScaleSpec, records: &[ScaleRecord], dir: &Path) -> anyhow::R
             slowdown_chart.entry(policy.clone()).or_default().push((log2(*nodes), x));
         }
     }
-    md += "\n## Control plane\n\nHooks: the time lockstep's Slurm hooks took per call (p50/p99, ms; the controller's \
-           prolog and epilog run once per job, the nodes' once per job and node). Switch spread: per slot, the time \
-           between the first and the last agent switching it (p50/p99, ms). Agent CPU: share of one CPU over the \
-           case (mean/max over agents); RSS at the end (mean/max, MiB). Prometheus scraped every agent (file_sd) \
-           each second: targets up, scrape duration (mean/max over agents, ms) and the most series one agent \
-           exposed.\n\n| nodes | policy | prolog-slurmctld | epilog-slurmctld | prolog | epilog | switch spread | \
-           agent CPU % | agent RSS MiB | slurmctld CPU % | scraped up | scrape ms | series/agent |\n\
-           |---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
-    for ((nodes, policy), c) in &cases {
-        let Some(k) = &c.case else { continue };
-        let hook = |name: &str| k.hooks.get(name).map_or("-".into(), |h| format!("{:.0}/{:.0}", h.1, h.2));
-        let prom = k.prometheus.as_ref();
-        let _ = writeln!(
-            md,
-            "| {nodes} | {policy} | {} | {} | {} | {} | {:.2}/{:.2} | {:.1}/{:.1} | {:.1}/{:.1} | {:.1} | {} | {} | {} |",
-            hook("prolog-slurmctld"),
-            hook("epilog-slurmctld"),
-            hook("prolog"),
-            hook("epilog"),
-            k.skew_ms.0,
-            k.skew_ms.1,
-            k.agent_cpu.0 * 100.0,
-            k.agent_cpu.1 * 100.0,
-            k.agent_rss_mib.0,
-            k.agent_rss_mib.1,
-            k.slurmctld_cpu * 100.0,
-            prom.map_or("-".into(), |p| format!("{}/{}", p.up, p.targets)),
-            prom.map_or("-".into(), |p| format!("{:.1}/{:.1}", p.mean_ms, p.max_ms)),
-            prom.map_or("-".into(), |p| format!("{:.0}", p.max_series)),
-        );
-    }
+    md += &control_plane(&cases);
     md += &largest_cluster_jobs(&cases);
     std::fs::write(dir.join("jobs.csv"), jobs_csv(&cases))?;
     let mut html = html_page(&spec.name, &spec.description);
@@ -234,4 +271,76 @@ pub fn write(spec: &ScaleSpec, records: &[ScaleRecord], dir: &Path) -> anyhow::R
     }
     html += "<h2>Tables</h2>";
     write_files(dir, &md, html)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A job of `nodes` nodes that exited `exit`, ran `wall_s` (1 s alone) and agreed `agreement`.
+    fn job(exit: Option<i32>, wall_s: f64, agreement: f64) -> JobResult {
+        JobResult {
+            nodes: vec![1, 2],
+            workload: "cg --class A".into(),
+            wall_s: Some(wall_s),
+            alone_s: Some(1.0),
+            exit,
+            agreement: Some(agreement),
+            share: Some(0.5),
+            co_run: Some(0.9),
+            ..JobResult::default()
+        }
+    }
+
+    #[test]
+    fn a_case_with_a_failed_job_gives_no_number_and_is_marked_failed() {
+        let s = summary(&[job(Some(0), 2.0, 1.0), job(Some(0), 4.0, 0.9)]);
+        assert_eq!(s.failed, 0);
+        assert_eq!(s.slowdown, Some(3.0));
+        assert_eq!(s.agreement, Some((0.9, 0.95)));
+        assert_eq!(s.below, 1);
+        // One job exited 1 and one was cancelled at the deadline: the completed one's numbers are not the case's.
+        let s = summary(&[job(Some(0), 2.0, 1.0), job(Some(1), 0.5, 0.4), job(None, 9.0, 0.7)]);
+        assert_eq!(s.failed, 2);
+        assert!(s.slowdown.is_none() && s.timed_slowdown.is_none() && s.agreement.is_none() && s.co_run.is_none());
+        assert_eq!(s.below, 0);
+        assert_eq!(s.failed_agreement, Some(0.4));
+
+        let dir = lockstep_scratch::tempdir().unwrap();
+        let path = dir.path().join("s.toml");
+        let text = "kind = \"scale\"\nname = \"s\"\nnodes = [2]\njobs = 2\nsizes = [2]\narrival = \"1s\"\nseed = 7\n\
+                    workloads = [[\"cg\"]]\n[[policies]]\nname = \"gang\"\nslot = \"500ms\"\n[[policies]]\n\
+                    name = \"cfs\"\n";
+        std::fs::write(&path, text).unwrap();
+        let spec = super::super::spec::parse(&path, text).unwrap();
+        let record = |policy: &str, record: &str, data: String| ScaleRecord {
+            experiment: "s".into(),
+            session: 1.0,
+            nodes: 2,
+            policy: policy.into(),
+            record: record.into(),
+            data,
+        };
+        let case = serde_json::to_string(&CaseResult { submitted: 2, completed: 1, ..CaseResult::default() }).unwrap();
+        let gang = spec.policies[0].label();
+        let records = [
+            record(&gang, "job", serde_json::to_string(&job(Some(0), 7.0, 1.0)).unwrap()),
+            record(&gang, "job", serde_json::to_string(&job(Some(1), 0.5, 0.4)).unwrap()),
+            record(&gang, "case", case.clone()),
+            record("cfs", "job", serde_json::to_string(&job(Some(0), 2.0, 1.0)).unwrap()),
+            record("cfs", "job", serde_json::to_string(&job(Some(0), 2.0, 1.0)).unwrap()),
+            record("cfs", "case", case.replace("\"completed\":1", "\"completed\":2")),
+        ];
+        write(&spec, &records, dir.path()).unwrap();
+        let md = std::fs::read_to_string(dir.path().join("summary.md")).unwrap();
+        assert!(md.contains(&format!("| 2 | {gang} | 1/2 | FAILED (1 of 2 jobs) | - |")), "{md}");
+        assert!(md.contains("| 2 | cfs | 2/2 | 2.00 |"), "{md}");
+        assert!(md.contains(&format!("| 2 | {gang} | FAILED | - |")), "{md}");
+        // Its jobs are listed as they ran, marked; the completed one's slowdown (7 s against 1 s alone) is in no
+        // number of the case, nor in the chart.
+        assert!(md.contains(&format!("| {gang} (case FAILED) | 0 | 2 | cg --class A | 0 | 7.00 |")), "{md}");
+        assert_eq!(md.matches("7.00").count(), 1, "{md}");
+        let chart = std::fs::read_to_string(dir.path().join("slowdown.svg")).unwrap();
+        assert!(!chart.contains(&gang), "{chart}");
+    }
 }

@@ -142,7 +142,7 @@ pub fn calibrate(spec: &ModelSpec, store: &Store) -> anyhow::Result<Calibration>
             if c.jobs.iter().zip(&stream).any(|(j, s)| j.nodes != s.nodes) {
                 continue;
             }
-            // The jobs that ran, completed or not (a job that failed still held its nodes and CPU while it ran).
+            // A case one of whose jobs failed measured nothing: it gives no summary and calibrates nothing.
             let summary = summary(&c.jobs);
             // Timed regions leave out what the model does not model: the launch and MPI start-up of a job on a
             // loaded host, and (Slurm gang) `srun`'s wait for its step.
