@@ -55,11 +55,23 @@ impl Store {
         connect(path)
     }
 
-    /// Opens the lockstep store at `path`, which must exist: for commands that read what was recorded
-    /// (`jobs`, `experiment report`, `stat`), which create nothing. No file at `path` is a usage error
-    /// (`no store at PATH`); so is every file [`Store::open`] refuses. A store of an older lockstep is brought
-    /// to this build's schema (it is lockstep's own file).
+    /// Opens the lockstep store at `path`, which must exist, to read it: for commands that read what was recorded
+    /// (`jobs`, `experiment report`, `stat`, the agent's `/counters`), which create nothing. The connection is
+    /// read-only: it takes no write lock, so a reader never stalls the agent's writes. No file at `path` is a
+    /// usage error (`no store at PATH`); so is every file [`Store::open`] refuses. A store of an older lockstep
+    /// (unmarked, or at an older schema version) is brought to this build's schema first, read-write, once.
     pub fn open_existing(path: &Path) -> anyhow::Result<Self> {
+        Self::open_existing_with(path, false)
+    }
+
+    /// [`Store::open_existing`], read-write: for what updates a store that must exist (`lockstep jobs` marking a
+    /// lost job, the watchdog clearing the journal).
+    pub fn open_existing_to_write(path: &Path) -> anyhow::Result<Self> {
+        Self::open_existing_with(path, true)
+    }
+
+    /// [`Store::open_existing`] (`write`: read-write).
+    fn open_existing_with(path: &Path, write: bool) -> anyhow::Result<Self> {
         if !inspect(path)? {
             let dir = directory(path);
             let why = if dir.is_dir() { String::new() } else { format!(": no directory {}", dir.display()) };
@@ -70,7 +82,10 @@ impl Store {
             ))
             .into());
         }
-        connect(path)
+        if write {
+            return connect(path);
+        }
+        read_only(path)
     }
 
     /// How long a write waits for a lock another connection holds before it fails (10 s when opened).
@@ -79,6 +94,9 @@ impl Store {
         Ok(())
     }
 }
+
+/// SQLite's flag that refuses a symbolic link at the path: a store is opened by its own name only.
+const NOFOLLOW: OpenFlags = OpenFlags::SQLITE_OPEN_NOFOLLOW;
 
 /// How long opening a store waits for other connections' locks.
 const OPEN_WAIT: Duration = Duration::from_secs(10);
@@ -137,7 +155,7 @@ fn readable(path: &Path) -> Result<(), UsageError> {
 /// at most this build's schema version, or one an older lockstep wrote before stores were marked (a schema
 /// version from 1 to this build's, holding every table and index of that version, with their columns).
 fn header(path: &Path) -> Result<(), UsageError> {
-    let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_NOFOLLOW;
     let cannot =
         |e: rusqlite::Error| refused(path, &format!("cannot open it: {e}"), "give --store a store this user can read");
     let conn =
@@ -359,8 +377,10 @@ fn create(path: &Path) -> Result<(), UsageError> {
 /// Makes the store at `temp` (an empty file): WAL mode, lockstep's mark, every migration; closed, so that SQLite
 /// moves the WAL into the file and removes `-wal` and `-shm`.
 fn build(temp: &Path) -> rusqlite::Result<()> {
-    let mut conn =
-        Connection::open_with_flags(temp, OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX)?;
+    let mut conn = Connection::open_with_flags(
+        temp,
+        OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX | NOFOLLOW,
+    )?;
     conn.pragma_update(None, "journal_mode", "WAL")?;
     let tx = conn.transaction()?;
     for step in MIGRATIONS {
@@ -376,17 +396,26 @@ fn build(temp: &Path) -> rusqlite::Result<()> {
 /// store an older lockstep wrote and runs the migrations it lacks. What changed between the check and this open
 /// is checked again inside the write transaction, before anything is written.
 fn connect(path: &Path) -> anyhow::Result<Store> {
-    let mut conn =
-        Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX)
-            .map_err(|e| refused(path, &format!("cannot open it: {e}"), "give --store a store this user can read"))?;
+    let mut conn = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX | NOFOLLOW,
+    )
+    .map_err(|e| refused(path, &format!("cannot open it: {e}"), "give --store a store this user can read"))?;
     conn.busy_timeout(OPEN_WAIT)?;
     // Several processes may open an older store at once (four `lockstep run` started together): the version is
     // read inside a write transaction, so that one of them migrates and the others find it done.
     let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
     let id: i64 = tx.pragma_query_value(None, "application_id", |r| r.get(0))?;
     let version: i64 = tx.pragma_query_value(None, "user_version", |r| r.get(0))?;
-    if id != 0 && id != i64::from(APPLICATION_ID) {
-        return Err(refused(path, &format!("not a lockstep store (application_id {id})"), NOT_OURS).into());
+    // A file swapped in after `inspect`: another program's, or a blank one (every store lockstep makes is marked,
+    // and an unmarked one of an older lockstep has a schema version of 1 or more).
+    if (id != 0 && id != i64::from(APPLICATION_ID)) || (id == 0 && version == 0) {
+        return Err(refused(
+            path,
+            &format!("not a lockstep store (application_id {id}, user_version {version})"),
+            NOT_OURS,
+        )
+        .into());
     }
     newer(path, version, MIGRATIONS.len() as i64)?;
     for (i, step) in MIGRATIONS.iter().enumerate().skip(usize::try_from(version).unwrap_or(0)) {
@@ -406,6 +435,22 @@ fn connect(path: &Path) -> anyhow::Result<Store> {
     // agent commits at every slot switch.
     conn.pragma_update(None, "synchronous", "NORMAL")?;
     Ok(Store { conn })
+}
+
+/// Opens the lockstep store at `path` (checked by [`inspect`]) read-only; one that is not at this build's schema
+/// with lockstep's mark is handed to [`connect`] to be migrated first.
+fn read_only(path: &Path) -> anyhow::Result<Store> {
+    let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX | NOFOLLOW;
+    let conn = Connection::open_with_flags(path, flags)
+        .map_err(|e| refused(path, &format!("cannot open it: {e}"), "give --store a store this user can read"))?;
+    conn.busy_timeout(OPEN_WAIT)?;
+    let id: i64 = conn.pragma_query_value(None, "application_id", |r| r.get(0))?;
+    let version: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
+    if id == i64::from(APPLICATION_ID) && version == MIGRATIONS.len() as i64 {
+        return Ok(Store { conn });
+    }
+    drop(conn);
+    connect(path)
 }
 
 /// SQLite's own words for `e`, without the statement it was in (the SQL of a migration, many lines).
@@ -688,5 +733,44 @@ mod tests {
         }
         assert!(held(&locks), "no POSIX lock of this process on the store (inode {ino}) for 5 s; last seen:\n{locks}");
         drop(first);
+    }
+
+    /// A blank SQLite file (no mark, schema version 0) swapped in after the check is refused when opened, not
+    /// migrated and marked as lockstep's; a symbolic link at the path is not followed.
+    #[test]
+    fn a_blank_file_or_a_link_swapped_in_after_the_check_is_refused() {
+        let dir = lockstep_scratch::tempdir().unwrap();
+        let path = dir.path().join("blank.db");
+        rusqlite::Connection::open(&path).unwrap().execute_batch("CREATE TABLE notes (t TEXT)").unwrap();
+        let before = std::fs::read(&path).unwrap();
+        let err = super::connect(&path).err().unwrap();
+        assert!(err.is::<UsageError>(), "{err:#}");
+        assert!(err.to_string().contains("not a lockstep store (application_id 0, user_version 0)"), "{err}");
+        assert_eq!(std::fs::read(&path).unwrap(), before);
+        let store = dir.path().join("lockstep.db");
+        drop(Store::open(&store).unwrap());
+        let link = dir.path().join("link.db");
+        std::os::unix::fs::symlink(&store, &link).unwrap();
+        assert!(super::connect(&link).is_err(), "connect followed a symbolic link");
+        assert!(super::read_only(&link).is_err(), "read_only followed a symbolic link");
+        assert!(super::header(&link).is_err(), "header followed a symbolic link");
+    }
+
+    /// A reader takes no write lock: it reads while another connection holds one (the agent's, mid-write), and
+    /// cannot write itself.
+    #[test]
+    fn reading_a_store_takes_no_write_lock() {
+        let dir = lockstep_scratch::tempdir().unwrap();
+        let path = dir.path().join("lockstep.db");
+        let writer = Store::open(&path).unwrap();
+        writer.conn.execute_batch("BEGIN IMMEDIATE").unwrap();
+        let start = std::time::Instant::now();
+        let reader = Store::open_existing(&path).unwrap();
+        assert!(reader.jobs(true).unwrap().is_empty());
+        assert!(start.elapsed() < std::time::Duration::from_secs(5), "the reader waited for the writer's lock");
+        assert!(reader.conn.execute_batch("CREATE TABLE x (y)").is_err(), "a reader could write");
+        writer.conn.execute_batch("COMMIT").unwrap();
+        // A store to write to that must exist: read-write.
+        Store::open_existing_to_write(&path).unwrap().conn.execute_batch("CREATE TABLE x (y)").unwrap();
     }
 }
