@@ -308,10 +308,10 @@ fn directory(path: &Path) -> &Path {
 /// Makes a new store at `path`, in a directory that must exist: whole under a temporary name beside it, then
 /// linked to `path` (see [`Store::open`]). Another process that made the store meanwhile wins: its store is
 /// checked and used.
-fn create(path: &Path) -> Result<(), UsageError> {
+fn create(path: &Path) -> anyhow::Result<()> {
     let dir = directory(path);
     let Some(name) = path.file_name() else {
-        return Err(refused(path, "not a file name", "give --store a path to a file"));
+        return Err(refused(path, "not a file name", "give --store a path to a file").into());
     };
     match std::fs::metadata(dir) {
         Ok(meta) if meta.is_dir() => {}
@@ -320,7 +320,8 @@ fn create(path: &Path) -> Result<(), UsageError> {
                 path,
                 &format!("{} is not a directory", dir.display()),
                 "give --store a path in a directory",
-            ))
+            )
+            .into())
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound && path == Path::new(DEFAULT_PATH) => {
             // lockstep's own state directory (systemd's `StateDirectory=` makes it for the agent's unit), made as
@@ -332,14 +333,16 @@ fn create(path: &Path) -> Result<(), UsageError> {
                 path,
                 &format!("no directory {}", dir.display()),
                 "lockstep creates no directories: create it, or give --store a path in an existing one",
-            ))
+            )
+            .into())
         }
         Err(e) => {
             return Err(refused(
                 path,
                 &format!("directory {}: {}", dir.display(), lockstep_core::error::io_reason(&e)),
                 "give --store a path in a directory this user can write",
-            ))
+            )
+            .into())
         }
     }
     let mut temp_name = std::ffi::OsString::from(".");
@@ -348,16 +351,18 @@ fn create(path: &Path) -> Result<(), UsageError> {
     temp_name.push(format!(".{}.{n}.new", std::process::id()));
     let temp = dir.join(temp_name);
     let cannot = |e: &std::io::Error| {
-        refused(
-            path,
-            &format!("cannot create it: {}", lockstep_core::error::io_reason(e)),
-            "give --store a path in a directory this user can write",
-        )
+        failed(path, &format!("cannot create it: {}", lockstep_core::error::io_reason(e)), system_io(e))
     };
     std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&temp).map_err(|e| cannot(&e))?;
     let made = build(&temp)
-        .map_err(|e| refused(path, &format!("cannot create it: {e}"), "give --store a path on a writable file system"))
-        .and_then(|()| match std::fs::hard_link(&temp, path) {
+        .map_err(|e| {
+            let system = matches!(
+                e.sqlite_error_code(),
+                Some(ErrorCode::DiskFull | ErrorCode::SystemIoFailure | ErrorCode::OutOfMemory)
+            );
+            failed(path, &format!("cannot create it: {e}"), system)
+        })
+        .and_then(|()| match place(&temp, path) {
             Ok(()) => Ok(()),
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
             Err(e) => Err(cannot(&e)),
@@ -370,7 +375,52 @@ fn create(path: &Path) -> Result<(), UsageError> {
     if inspect(path)? {
         Ok(())
     } else {
-        Err(refused(path, "removed while it was made", "try again"))
+        Err(refused(path, "removed while it was made", "try again").into())
+    }
+}
+
+/// Whether `e` is a failure of the system (a full or failing disk, no memory or descriptors left), not something
+/// wrong with the path given.
+fn system_io(e: &std::io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::ENOSPC | libc::EDQUOT | libc::EIO | libc::ENOMEM | libc::EMFILE | libc::ENFILE)
+    )
+}
+
+/// `store PATH: WHY`: a failure of the system (exit status 1) when `system`, else the usage error of a path that
+/// cannot hold a store (exit status 2).
+fn failed(path: &Path, why: &str, system: bool) -> anyhow::Error {
+    if system {
+        anyhow::anyhow!("store {}: {why}", path.display())
+    } else {
+        refused(path, why, "give --store a path in a directory this user can write").into()
+    }
+}
+
+/// Puts the made store `temp` at `path` unless a file is there (`AlreadyExists`): a hard link, or, on a file
+/// system that has none (`EPERM`, `EOPNOTSUPP`), a rename that replaces nothing (`RENAME_NOREPLACE`).
+fn place(temp: &Path, path: &Path) -> std::io::Result<()> {
+    match std::fs::hard_link(temp, path) {
+        Err(e) if matches!(e.raw_os_error(), Some(libc::EPERM | libc::EOPNOTSUPP)) => rename_noreplace(temp, path),
+        linked => linked,
+    }
+}
+
+/// `renameat2(temp, path, RENAME_NOREPLACE)`: `AlreadyExists` when a file is at `path`.
+fn rename_noreplace(temp: &Path, path: &Path) -> std::io::Result<()> {
+    let c = |p: &Path| {
+        std::ffi::CString::new(p.as_os_str().as_encoded_bytes())
+            .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidInput, "a path with a NUL byte"))
+    };
+    let (from, to) = (c(temp)?, c(path)?);
+    // SAFETY: two NUL-terminated paths, only read.
+    let rc =
+        unsafe { libc::renameat2(libc::AT_FDCWD, from.as_ptr(), libc::AT_FDCWD, to.as_ptr(), libc::RENAME_NOREPLACE) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
     }
 }
 
@@ -772,5 +822,34 @@ mod tests {
         writer.conn.execute_batch("COMMIT").unwrap();
         // A store to write to that must exist: read-write.
         Store::open_existing_to_write(&path).unwrap().conn.execute_batch("CREATE TABLE x (y)").unwrap();
+    }
+
+    /// A full or failing disk is the system's failure (exit status 1), a path this user may not write is a usage
+    /// error (exit status 2).
+    #[test]
+    fn a_full_disk_is_a_failure_of_the_system_not_bad_input() {
+        let path = Path::new("/x/lockstep.db");
+        for errno in [libc::ENOSPC, libc::EIO, libc::EDQUOT] {
+            let e = std::io::Error::from_raw_os_error(errno);
+            assert!(!super::failed(path, "cannot create it", super::system_io(&e)).is::<UsageError>(), "{e}");
+        }
+        let e = std::io::Error::from_raw_os_error(libc::EACCES);
+        assert!(super::failed(path, "cannot create it", super::system_io(&e)).is::<UsageError>());
+    }
+
+    /// Where there are no hard links, the made store is renamed in place, never over a file that is there.
+    #[test]
+    fn the_made_store_is_renamed_in_place_replacing_nothing() {
+        let dir = lockstep_scratch::tempdir().unwrap();
+        let (temp, path) = (dir.path().join(".new"), dir.path().join("lockstep.db"));
+        std::fs::write(&temp, b"made").unwrap();
+        std::fs::write(&path, b"theirs").unwrap();
+        let err = super::rename_noreplace(&temp, &path).unwrap_err();
+        assert_eq!(err.kind(), std::io::ErrorKind::AlreadyExists, "{err}");
+        assert_eq!(std::fs::read(&path).unwrap(), b"theirs");
+        std::fs::remove_file(&path).unwrap();
+        super::rename_noreplace(&temp, &path).unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"made");
+        assert!(!temp.exists());
     }
 }
