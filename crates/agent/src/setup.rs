@@ -70,15 +70,12 @@ fn prepare(config: &Config) -> anyhow::Result<()> {
 /// `flock` on the store file: it belongs to a descriptor that is never closed, so it ends only with the process
 /// (a crash, a SIGKILL included), and it is separate from SQLite's own POSIX locks on the file, which closing any
 /// other descriptor of it would drop. An agent holding it already is a usage error naming its PID; so is a store
-/// (or its `-wal` or `-shm`) that is not private to the agent's user (see [`private`]), checked before it is opened.
+/// (or its `-wal` or `-shm`, even with no store yet) that is not private to the agent's user (see [`private`]),
+/// checked before it is opened.
 fn hold(path: &Path) -> anyhow::Result<bool> {
     use std::os::fd::{AsRawFd, IntoRawFd};
     use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
-    let Ok(seen) = std::fs::symlink_metadata(path) else { return Ok(false) };
-    if !seen.is_file() {
-        return Ok(false);
-    }
-    private(path, &seen)?;
+    // SQLite reads a `-wal` beside the store into it: one planted before the store exists counts as much.
     for suffix in ["-wal", "-shm"] {
         let mut name = path.as_os_str().to_owned();
         name.push(suffix);
@@ -95,6 +92,11 @@ fn hold(path: &Path) -> anyhow::Result<bool> {
             private(&sibling, &meta)?;
         }
     }
+    let Ok(seen) = std::fs::symlink_metadata(path) else { return Ok(false) };
+    if !seen.is_file() {
+        return Ok(false);
+    }
+    private(path, &seen)?;
     let file = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC)
@@ -334,6 +336,12 @@ mod tests {
             assert!(err.contains("owned by UID 65534, not by the agent's user (UID 0)"), "{err}");
             let err = hold(&path).unwrap_err().to_string();
             assert!(err.contains("owned by UID 65534"), "{err}");
+            // A `-wal` planted where the store is yet to be made: SQLite would read it into the new store.
+            let planted = dir.path().join("new.db-wal");
+            std::fs::write(&planted, b"").unwrap();
+            std::os::unix::fs::chown(&planted, Some(65534), Some(65534)).unwrap();
+            let err = hold(&dir.path().join("new.db")).unwrap_err().to_string();
+            assert!(err.contains("new.db-wal: owned by UID 65534"), "{err}");
         }
     }
 
