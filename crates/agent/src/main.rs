@@ -265,16 +265,17 @@ fn man_sections(_: &str) -> Vec<Section> {
              lockstepd --watchdog) which thaws and restores every job. A restarted agent takes on the jobs of the \
              store again.\n\n\
              Everything that can refuse the start (not root, a bad flag or configuration key, a BTF file that is not \
-             BTF, a socket another agent answers on) is checked before the socket or the store is made: a refused \
-             start leaves nothing behind.",
+             BTF, a socket another agent answers on, a metrics address already in use, a store another user owns or \
+             may read or write) is checked before the store is made; a socket bound before a refusal is removed. \
+             A store directory the agent made stays.",
         ),
         Section::new(
             "EXIT STATUS",
             "0\tstopped by SIGTERM, SIGINT or SIGHUP, every job restored.\n\
              1\ta failure of the system: the kernel refused what the agent needs (a cgroup hierarchy, its watchdog, \
              the store).\n\
-             2\tbad input, refused before anything was made: not root, a bad flag, configuration key or file, a \
-             socket another agent answers on, a metrics address already in use.\n\n\
+             2\tbad input, refused before the store was made: not root, a bad flag, configuration key or file, a \
+             socket another agent answers on, a metrics address already in use, a store not private to root.\n\n\
              Every error is one line on stderr, lockstepd: WHAT: WHY (HINT) (lockstep: agent: ... when started by \
              lockstep agent); the exit status tells the two kinds apart.",
         ),

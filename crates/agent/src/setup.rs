@@ -66,23 +66,47 @@ fn prepare(config: &Config) -> anyhow::Result<()> {
 }
 
 /// Takes the store at `path` for this agent's whole life (`false`: there is no regular file there yet, and
-/// [`Store::open`] makes it or says what is wrong). The lock is an `flock` on the store file: it belongs to a
-/// descriptor that is never closed, so it ends only with the process (a crash, a SIGKILL included), and it is
-/// separate from SQLite's own POSIX locks on the file, which closing any other descriptor of it would drop. An
-/// agent holding it already is a usage error naming its PID.
+/// [`Store::open`] makes it or says what is wrong, without opening anything else at the path). The lock is an
+/// `flock` on the store file: it belongs to a descriptor that is never closed, so it ends only with the process
+/// (a crash, a SIGKILL included), and it is separate from SQLite's own POSIX locks on the file, which closing any
+/// other descriptor of it would drop. An agent holding it already is a usage error naming its PID; so is a store
+/// (or its `-wal` or `-shm`, even with no store yet) that is not private to the agent's user (see [`private`]),
+/// checked before it is opened.
 fn hold(path: &Path) -> anyhow::Result<bool> {
     use std::os::fd::{AsRawFd, IntoRawFd};
     use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
-    let Ok(file) = std::fs::OpenOptions::new()
+    // SQLite reads a `-wal` beside the store into it: one planted before the store exists counts as much.
+    for suffix in ["-wal", "-shm"] {
+        let mut name = path.as_os_str().to_owned();
+        name.push(suffix);
+        let sibling = PathBuf::from(name);
+        if let Ok(meta) = std::fs::symlink_metadata(&sibling) {
+            if !meta.is_file() {
+                return Err(lockstep_core::error::UsageError::new(format!(
+                    "store {}: {} is not a regular file (remove it, or give --store another store)",
+                    path.display(),
+                    sibling.display()
+                ))
+                .into());
+            }
+            private(&sibling, &meta)?;
+        }
+    }
+    let Ok(seen) = std::fs::symlink_metadata(path) else { return Ok(false) };
+    if !seen.is_file() {
+        return Ok(false);
+    }
+    private(path, &seen)?;
+    let file = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC)
         .open(path)
-    else {
-        return Ok(false);
-    };
+        .map_err(|e| {
+            anyhow::anyhow!("cannot open store {}: {}", path.display(), lockstep_core::error::io_reason(&e))
+        })?;
     let meta = file.metadata()?;
-    if !meta.is_file() {
-        return Ok(false);
+    if (meta.dev(), meta.ino()) != (seen.dev(), seen.ino()) {
+        anyhow::bail!("store {} was replaced as the agent started", path.display());
     }
     // SAFETY: flock on a descriptor this function owns.
     if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
@@ -90,8 +114,8 @@ fn hold(path: &Path) -> anyhow::Result<bool> {
         if e.raw_os_error() != Some(libc::EWOULDBLOCK) {
             anyhow::bail!("cannot lock store {}: {e}", path.display());
         }
-        let who =
-            holder(meta.ino()).map_or_else(|| "another agent".to_string(), |pid| format!("the agent of PID {pid}"));
+        let who = holder(meta.dev(), meta.ino())
+            .map_or_else(|| "another agent".to_string(), |pid| format!("the agent of PID {pid}"));
         return Err(lockstep_core::error::UsageError::new(format!(
             "store {}: in use by {who} (one agent per store: stop that one, or give --store another store)",
             path.display()
@@ -103,29 +127,47 @@ fn hold(path: &Path) -> anyhow::Result<bool> {
     Ok(true)
 }
 
-/// The PID holding an `flock` on the file of inode `ino`, as `/proc/locks` lists it
-/// (`1: FLOCK  ADVISORY  WRITE 1234 08:01:5678 0 EOF`).
-fn holder(ino: u64) -> Option<i32> {
-    let locks = std::fs::read_to_string("/proc/locks").ok()?;
-    let ino = ino.to_string();
-    locks.lines().find_map(|line| {
-        let f: Vec<&str> = line.split_whitespace().collect();
-        (f.len() > 5 && f[1] == "FLOCK" && f[5].rsplit(':').next() == Some(ino.as_str())).then(|| f[4].parse().ok())?
-    })
+/// Refuses the store file at `path` (or its `-wal` or `-shm`), of metadata `meta`, unless only the agent's user
+/// can change or read it: owned by the agent's effective user, one link, no permission for group or others. The
+/// agent replays the store's restore journal as root (writing each row's value to its file), so a store another
+/// user planted (at a path in a sticky directory such as /tmp) or may write, or a hard link to one, would let
+/// that user make root write any file; and job command lines, which may hold secrets, are in it. No existing
+/// file's mode is changed: the hint says how.
+fn private(path: &Path, meta: &std::fs::Metadata) -> Result<(), lockstep_core::error::UsageError> {
+    use std::os::unix::fs::MetadataExt;
+    // SAFETY: geteuid cannot fail.
+    let euid = unsafe { libc::geteuid() };
+    let mode = meta.mode() & 0o7777;
+    let (why, hint) = if meta.uid() != euid {
+        (
+            format!("owned by UID {}, not by the agent's user (UID {euid})", meta.uid()),
+            "give --store a store the agent made, or a path where there is no file yet".to_string(),
+        )
+    } else if meta.nlink() != 1 {
+        (
+            format!("has {} hard links, not 1", meta.nlink()),
+            "give --store a store the agent made, or a path where there is no file yet".to_string(),
+        )
+    } else if mode & 0o077 != 0 {
+        (
+            format!("mode {mode:o}: other users may read or write it, and the agent replays it as root"),
+            format!("chmod 600 {}", path.display()),
+        )
+    } else {
+        return Ok(());
+    };
+    Err(lockstep_core::error::UsageError::new(format!("store {}: {why} ({hint})", path.display())))
 }
 
-/// Says so when other users may read the store (an older build made it so, or an admin): the agent changes no
-/// existing file's mode, and job command lines may hold secrets.
-fn warn_if_open(store: &Path) {
-    use std::os::unix::fs::PermissionsExt;
-    let Ok(meta) = std::fs::metadata(store) else { return };
-    let mode = meta.permissions().mode() & 0o777;
-    if mode & 0o077 != 0 {
-        crate::log::warning!(
-            "store {} has mode {mode:o}: other users may read job command lines (chmod 600 it and its -wal and -shm)",
-            store.display()
-        );
-    }
+/// The PID holding an `flock` on the file of device `dev` and inode `ino`, as `/proc/locks` lists it
+/// (`1: FLOCK  ADVISORY  WRITE 1234 08:01:5678 0 EOF`: major and minor in hex, the inode in decimal).
+fn holder(dev: u64, ino: u64) -> Option<i32> {
+    let locks = std::fs::read_to_string("/proc/locks").ok()?;
+    let id = format!("{:02x}:{:02x}:{ino}", libc::major(dev), libc::minor(dev));
+    locks.lines().find_map(|line| {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        (f.len() > 5 && f[1] == "FLOCK" && f[5] == id).then(|| f[4].parse().ok())?
+    })
 }
 
 /// Raises the agent's limit of open descriptors to the hard limit: every job's counters and cgroup files take
@@ -168,6 +210,8 @@ fn serve_metrics(
 pub fn run(config: Config) -> anyhow::Result<i32> {
     let backend = lockstep_cgroup::detect()?;
     server::check(&config.socket)?;
+    // The metrics port first: it makes no file, and a refusal there must leave no store or directory behind.
+    let metrics = config.metrics.map(http::bind).transpose()?;
     prepare(&config)?;
     // One agent per store, decided before anything is touched: a second one, even on another socket, would
     // journal, plan and restore beside the first.
@@ -182,16 +226,15 @@ pub fn run(config: Config) -> anyhow::Result<i32> {
         signals.add(s);
     }
     signals.thread_block()?;
-    // Everything that can refuse the start is tried before the socket exists: a refused start leaves nothing.
+    // The socket before the store is made: a start refused from here on drops `socket`, which removes it, and
+    // leaves no new store behind.
+    let (listener, socket) = server::bind(&config.socket)?;
     let store = Store::open(&config.store)?;
     // A store this agent made just now is held from here (another agent that made it meanwhile holds it first).
     if !held && !hold(&config.store)? {
         anyhow::bail!("store {} was removed as the agent started", config.store.display());
     }
-    warn_if_open(&config.store);
     store.set_busy_timeout(STORE_BUSY)?;
-    let metrics = config.metrics.map(http::bind).transpose()?;
-    let (listener, socket) = server::bind(&config.socket)?;
     // The watchdog before any change: from now on, every change is journaled before it is made.
     let watchdog = Watchdog::spawn(&config.store)?;
     let telemetry = sampler::Telemetry::shared(config.telemetry.clone(), &config.node, config.dcs.btf.as_deref());
@@ -253,4 +296,86 @@ pub fn run(config: Config) -> anyhow::Result<i32> {
     drop(socket);
     crate::log::info!("stopped; every job restored");
     Ok(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::PermissionsExt;
+
+    use super::{hold, holder, private};
+
+    /// The store's metadata, as [`hold`] sees it before opening.
+    fn meta(path: &std::path::Path) -> std::fs::Metadata {
+        std::fs::symlink_metadata(path).unwrap()
+    }
+
+    /// A store another user owns, one with a second name, or one others may read or write is refused, in one
+    /// line naming it; one only the agent's user may touch is not. (Root's tests: the owner is nobody.)
+    #[test]
+    fn a_store_others_own_link_read_or_write_is_refused() {
+        let dir = lockstep_scratch::tempdir().unwrap();
+        let path = dir.path().join("s.db");
+        std::fs::write(&path, b"x").unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        private(&path, &meta(&path)).unwrap();
+        for mode in [0o644, 0o620, 0o602, 0o640] {
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+            let err = private(&path, &meta(&path)).unwrap_err().to_string();
+            assert!(err.contains(&format!("(chmod 600 {})", path.display())) && !err.contains('\n'), "{err}");
+        }
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let link = dir.path().join("link.db");
+        std::fs::hard_link(&path, &link).unwrap();
+        let err = private(&path, &meta(&path)).unwrap_err().to_string();
+        assert!(err.contains("has 2 hard links"), "{err}");
+        std::fs::remove_file(&link).unwrap();
+        // SAFETY: geteuid cannot fail.
+        if unsafe { libc::geteuid() } == 0 {
+            std::os::unix::fs::chown(&path, Some(65534), Some(65534)).unwrap();
+            let err = private(&path, &meta(&path)).unwrap_err().to_string();
+            assert!(err.contains("owned by UID 65534, not by the agent's user (UID 0)"), "{err}");
+            let err = hold(&path).unwrap_err().to_string();
+            assert!(err.contains("owned by UID 65534"), "{err}");
+            // A `-wal` planted where the store is yet to be made: SQLite would read it into the new store.
+            let planted = dir.path().join("new.db-wal");
+            std::fs::write(&planted, b"").unwrap();
+            std::os::unix::fs::chown(&planted, Some(65534), Some(65534)).unwrap();
+            let err = hold(&dir.path().join("new.db")).unwrap_err().to_string();
+            assert!(err.contains("new.db-wal: owned by UID 65534"), "{err}");
+        }
+    }
+
+    /// A FIFO at the store's path is never opened (opening one for reading could block, a device's could act):
+    /// [`hold`] leaves it to the store, which refuses what is not a regular file.
+    #[test]
+    fn a_store_path_that_is_not_a_regular_file_is_not_opened() {
+        let dir = lockstep_scratch::tempdir().unwrap();
+        let fifo = dir.path().join("s.db");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        assert!(!hold(&fifo).unwrap());
+        let wal = dir.path().join("t.db-wal");
+        nix::unistd::mkfifo(&wal, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        let store = dir.path().join("t.db");
+        std::fs::write(&store, b"x").unwrap();
+        std::fs::set_permissions(&store, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let err = hold(&store).unwrap_err().to_string();
+        assert!(err.contains("t.db-wal is not a regular file"), "{err}");
+    }
+
+    /// The holder of a store's lock is found by device and inode, as /proc/locks lists them.
+    #[test]
+    fn the_holder_of_a_lock_is_found_by_device_and_inode() {
+        use std::os::fd::AsRawFd;
+        use std::os::unix::fs::MetadataExt;
+        let dir = lockstep_scratch::tempdir().unwrap();
+        let path = dir.path().join("s.db");
+        let file = std::fs::File::create(&path).unwrap();
+        // SAFETY: flock on a descriptor this test owns.
+        assert_eq!(unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) }, 0);
+        let m = file.metadata().unwrap();
+        let me = i32::try_from(std::process::id()).unwrap();
+        assert_eq!(holder(m.dev(), m.ino()), Some(me), "{}", std::fs::read_to_string("/proc/locks").unwrap());
+        // The same inode on another device is another file.
+        assert_eq!(holder(m.dev() ^ 1, m.ino()), None);
+    }
 }

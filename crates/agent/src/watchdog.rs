@@ -153,7 +153,7 @@ pub fn watch(store: &Path) -> i32 {
     let (restored, failed) = restore(&tracked);
     // Only then the journal: the store may be busy (the agent died inside a transaction), and nothing may wait
     // on it before the jobs run again. A restarted agent finds these files already restored either way.
-    if let Ok(s) = Store::open_existing(store) {
+    if let Ok(s) = Store::open_existing_to_write(store) {
         for file in &restored {
             let _ = s.journal_remove(file);
         }

@@ -281,9 +281,15 @@ const STORE: &[(&[&str], &str)] = &[
 
 /// The agent given a store that is not lockstep's (root, as [`AGENT`]).
 const STORE_AGENT: &[(&[&str], &str)] = &[
-    (&["agent", "--store", "{other.db}"], "not a lockstep store"),
-    (&["agent", "--store", "{empty.db}"], "an empty file"),
-    (&["agent", "--store", "{newer.db}"], "written by a newer lockstep"),
+    (&["agent", "--store", "{agent-other.db}"], "not a lockstep store"),
+    (&["agent", "--store", "{agent-empty.db}"], "an empty file"),
+    (&["agent", "--store", "{agent-newer.db}"], "written by a newer lockstep"),
+    (&["agent", "--store", "{other.db}"], "mode 644: other users may read or write it"),
+    (&["agent", "--store", "{agent-nobodys.db}"], "owned by UID 65534, not by the agent's user (UID 0)"),
+    (&["agent", "--store", "{agent-open.db}"], "(chmod 600 "),
+    (&["agent", "--store", "{agent-linked.db}"], "has 2 hard links"),
+    (&["agent", "--store", "{agent-fifo.db}"], "not a regular file"),
+    (&["agent", "--store", "{agent-new.db}", "--metrics", "192.0.2.1:9100"], "cannot serve metrics on 192.0.2.1:9100"),
 ];
 
 /// Writes the files [`STORE`] names: other programs' SQLite files (one with a `jobs` table of its own, one with
@@ -317,6 +323,24 @@ fn store_files(dir: &Path) {
     for name in ["other.db", "other-jobs.db", "other-id.db", "newer.db", "empty.db", "garbage.db"] {
         std::fs::set_permissions(dir.join(name), std::fs::Permissions::from_mode(0o644)).unwrap();
     }
+    // The agent's: copies only root may touch (it refuses any other, see `agent_store_files`).
+    for name in ["other.db", "empty.db", "newer.db"] {
+        std::fs::copy(dir.join(name), dir.join(format!("agent-{name}"))).unwrap();
+        std::fs::set_permissions(dir.join(format!("agent-{name}")), std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
+}
+
+/// Writes the stores the agent must refuse though they are lockstep's (it replays a store's restore journal as
+/// root): one nobody owns, one others may read, one with a second name, and a FIFO at a store's path.
+fn agent_store_files(dir: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    for name in ["agent-nobodys.db", "agent-open.db", "agent-linked.db"] {
+        drop(lockstep_store::Store::open(&dir.join(name)).unwrap());
+    }
+    std::os::unix::fs::chown(dir.join("agent-nobodys.db"), Some(65534), Some(65534)).unwrap();
+    std::fs::set_permissions(dir.join("agent-open.db"), std::fs::Permissions::from_mode(0o644)).unwrap();
+    std::fs::hard_link(dir.join("agent-linked.db"), dir.join("agent-linked-too.db")).unwrap();
+    nix::unistd::mkfifo(&dir.join("agent-fifo.db"), nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
 }
 
 /// `lockstep timeline`: the window's bounds and the drawing's file, refused before the agent is asked.
@@ -377,6 +401,9 @@ fn every_bad_input_is_one_line_exit_2_and_changes_nothing() {
     } else {
         true
     };
+    if agent_ok {
+        agent_store_files(&files.dir);
+    }
     let agent_tables: [&[(&[&str], &str)]; 3] = [AGENT, STORE_AGENT, AGENTCLI_AGENT];
     let cases: Vec<&(&[&str], &str)> = [CLI, EXPERIMENT, STORE, TIMELINE, AGENTCLI]
         .into_iter()

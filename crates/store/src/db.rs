@@ -55,11 +55,23 @@ impl Store {
         connect(path)
     }
 
-    /// Opens the lockstep store at `path`, which must exist: for commands that read what was recorded
-    /// (`jobs`, `experiment report`, `stat`), which create nothing. No file at `path` is a usage error
-    /// (`no store at PATH`); so is every file [`Store::open`] refuses. A store of an older lockstep is brought
-    /// to this build's schema (it is lockstep's own file).
+    /// Opens the lockstep store at `path`, which must exist, to read it: for commands that read what was recorded
+    /// (`jobs`, `experiment report`, `stat`, the agent's `/counters`), which create nothing. The connection is
+    /// read-only: it takes no write lock, so a reader never stalls the agent's writes. No file at `path` is a
+    /// usage error (`no store at PATH`); so is every file [`Store::open`] refuses. A store of an older lockstep
+    /// (unmarked, or at an older schema version) is brought to this build's schema first, read-write, once.
     pub fn open_existing(path: &Path) -> anyhow::Result<Self> {
+        Self::open_existing_with(path, false)
+    }
+
+    /// [`Store::open_existing`], read-write: for what updates a store that must exist (`lockstep jobs` marking a
+    /// lost job, the watchdog clearing the journal).
+    pub fn open_existing_to_write(path: &Path) -> anyhow::Result<Self> {
+        Self::open_existing_with(path, true)
+    }
+
+    /// [`Store::open_existing`] (`write`: read-write).
+    fn open_existing_with(path: &Path, write: bool) -> anyhow::Result<Self> {
         if !inspect(path)? {
             let dir = directory(path);
             let why = if dir.is_dir() { String::new() } else { format!(": no directory {}", dir.display()) };
@@ -70,7 +82,10 @@ impl Store {
             ))
             .into());
         }
-        connect(path)
+        if write {
+            return connect(path);
+        }
+        read_only(path)
     }
 
     /// How long a write waits for a lock another connection holds before it fails (10 s when opened).
@@ -79,6 +94,9 @@ impl Store {
         Ok(())
     }
 }
+
+/// SQLite's flag that refuses a symbolic link at the path: a store is opened by its own name only.
+const NOFOLLOW: OpenFlags = OpenFlags::SQLITE_OPEN_NOFOLLOW;
 
 /// How long opening a store waits for other connections' locks.
 const OPEN_WAIT: Duration = Duration::from_secs(10);
@@ -137,7 +155,7 @@ fn readable(path: &Path) -> Result<(), UsageError> {
 /// at most this build's schema version, or one an older lockstep wrote before stores were marked (a schema
 /// version from 1 to this build's, holding every table and index of that version, with their columns).
 fn header(path: &Path) -> Result<(), UsageError> {
-    let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_NOFOLLOW;
     let cannot =
         |e: rusqlite::Error| refused(path, &format!("cannot open it: {e}"), "give --store a store this user can read");
     let conn =
@@ -290,10 +308,10 @@ fn directory(path: &Path) -> &Path {
 /// Makes a new store at `path`, in a directory that must exist: whole under a temporary name beside it, then
 /// linked to `path` (see [`Store::open`]). Another process that made the store meanwhile wins: its store is
 /// checked and used.
-fn create(path: &Path) -> Result<(), UsageError> {
+fn create(path: &Path) -> anyhow::Result<()> {
     let dir = directory(path);
     let Some(name) = path.file_name() else {
-        return Err(refused(path, "not a file name", "give --store a path to a file"));
+        return Err(refused(path, "not a file name", "give --store a path to a file").into());
     };
     match std::fs::metadata(dir) {
         Ok(meta) if meta.is_dir() => {}
@@ -302,7 +320,8 @@ fn create(path: &Path) -> Result<(), UsageError> {
                 path,
                 &format!("{} is not a directory", dir.display()),
                 "give --store a path in a directory",
-            ))
+            )
+            .into())
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound && path == Path::new(DEFAULT_PATH) => {
             // lockstep's own state directory (systemd's `StateDirectory=` makes it for the agent's unit), made as
@@ -314,14 +333,16 @@ fn create(path: &Path) -> Result<(), UsageError> {
                 path,
                 &format!("no directory {}", dir.display()),
                 "lockstep creates no directories: create it, or give --store a path in an existing one",
-            ))
+            )
+            .into())
         }
         Err(e) => {
             return Err(refused(
                 path,
                 &format!("directory {}: {}", dir.display(), lockstep_core::error::io_reason(&e)),
                 "give --store a path in a directory this user can write",
-            ))
+            )
+            .into())
         }
     }
     let mut temp_name = std::ffi::OsString::from(".");
@@ -330,16 +351,18 @@ fn create(path: &Path) -> Result<(), UsageError> {
     temp_name.push(format!(".{}.{n}.new", std::process::id()));
     let temp = dir.join(temp_name);
     let cannot = |e: &std::io::Error| {
-        refused(
-            path,
-            &format!("cannot create it: {}", lockstep_core::error::io_reason(e)),
-            "give --store a path in a directory this user can write",
-        )
+        failed(path, &format!("cannot create it: {}", lockstep_core::error::io_reason(e)), system_io(e))
     };
     std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&temp).map_err(|e| cannot(&e))?;
     let made = build(&temp)
-        .map_err(|e| refused(path, &format!("cannot create it: {e}"), "give --store a path on a writable file system"))
-        .and_then(|()| match std::fs::hard_link(&temp, path) {
+        .map_err(|e| {
+            let system = matches!(
+                e.sqlite_error_code(),
+                Some(ErrorCode::DiskFull | ErrorCode::SystemIoFailure | ErrorCode::OutOfMemory)
+            );
+            failed(path, &format!("cannot create it: {e}"), system)
+        })
+        .and_then(|()| match place(&temp, path) {
             Ok(()) => Ok(()),
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
             Err(e) => Err(cannot(&e)),
@@ -352,15 +375,62 @@ fn create(path: &Path) -> Result<(), UsageError> {
     if inspect(path)? {
         Ok(())
     } else {
-        Err(refused(path, "removed while it was made", "try again"))
+        Err(refused(path, "removed while it was made", "try again").into())
+    }
+}
+
+/// Whether `e` is a failure of the system (a full or failing disk, no memory or descriptors left), not something
+/// wrong with the path given.
+fn system_io(e: &std::io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::ENOSPC | libc::EDQUOT | libc::EIO | libc::ENOMEM | libc::EMFILE | libc::ENFILE)
+    )
+}
+
+/// `store PATH: WHY`: a failure of the system (exit status 1) when `system`, else the usage error of a path that
+/// cannot hold a store (exit status 2).
+fn failed(path: &Path, why: &str, system: bool) -> anyhow::Error {
+    if system {
+        anyhow::anyhow!("store {}: {why}", path.display())
+    } else {
+        refused(path, why, "give --store a path in a directory this user can write").into()
+    }
+}
+
+/// Puts the made store `temp` at `path` unless a file is there (`AlreadyExists`): a hard link, or, on a file
+/// system that has none (`EPERM`, `EOPNOTSUPP`), a rename that replaces nothing (`RENAME_NOREPLACE`).
+fn place(temp: &Path, path: &Path) -> std::io::Result<()> {
+    match std::fs::hard_link(temp, path) {
+        Err(e) if matches!(e.raw_os_error(), Some(libc::EPERM | libc::EOPNOTSUPP)) => rename_noreplace(temp, path),
+        linked => linked,
+    }
+}
+
+/// `renameat2(temp, path, RENAME_NOREPLACE)`: `AlreadyExists` when a file is at `path`.
+fn rename_noreplace(temp: &Path, path: &Path) -> std::io::Result<()> {
+    let c = |p: &Path| {
+        std::ffi::CString::new(p.as_os_str().as_encoded_bytes())
+            .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidInput, "a path with a NUL byte"))
+    };
+    let (from, to) = (c(temp)?, c(path)?);
+    // SAFETY: two NUL-terminated paths, only read.
+    let rc =
+        unsafe { libc::renameat2(libc::AT_FDCWD, from.as_ptr(), libc::AT_FDCWD, to.as_ptr(), libc::RENAME_NOREPLACE) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
     }
 }
 
 /// Makes the store at `temp` (an empty file): WAL mode, lockstep's mark, every migration; closed, so that SQLite
 /// moves the WAL into the file and removes `-wal` and `-shm`.
 fn build(temp: &Path) -> rusqlite::Result<()> {
-    let mut conn =
-        Connection::open_with_flags(temp, OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX)?;
+    let mut conn = Connection::open_with_flags(
+        temp,
+        OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX | NOFOLLOW,
+    )?;
     conn.pragma_update(None, "journal_mode", "WAL")?;
     let tx = conn.transaction()?;
     for step in MIGRATIONS {
@@ -376,17 +446,26 @@ fn build(temp: &Path) -> rusqlite::Result<()> {
 /// store an older lockstep wrote and runs the migrations it lacks. What changed between the check and this open
 /// is checked again inside the write transaction, before anything is written.
 fn connect(path: &Path) -> anyhow::Result<Store> {
-    let mut conn =
-        Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX)
-            .map_err(|e| refused(path, &format!("cannot open it: {e}"), "give --store a store this user can read"))?;
+    let mut conn = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX | NOFOLLOW,
+    )
+    .map_err(|e| refused(path, &format!("cannot open it: {e}"), "give --store a store this user can read"))?;
     conn.busy_timeout(OPEN_WAIT)?;
     // Several processes may open an older store at once (four `lockstep run` started together): the version is
     // read inside a write transaction, so that one of them migrates and the others find it done.
     let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
     let id: i64 = tx.pragma_query_value(None, "application_id", |r| r.get(0))?;
     let version: i64 = tx.pragma_query_value(None, "user_version", |r| r.get(0))?;
-    if id != 0 && id != i64::from(APPLICATION_ID) {
-        return Err(refused(path, &format!("not a lockstep store (application_id {id})"), NOT_OURS).into());
+    // A file swapped in after `inspect`: another program's, or a blank one (every store lockstep makes is marked,
+    // and an unmarked one of an older lockstep has a schema version of 1 or more).
+    if (id != 0 && id != i64::from(APPLICATION_ID)) || (id == 0 && version == 0) {
+        return Err(refused(
+            path,
+            &format!("not a lockstep store (application_id {id}, user_version {version})"),
+            NOT_OURS,
+        )
+        .into());
     }
     newer(path, version, MIGRATIONS.len() as i64)?;
     for (i, step) in MIGRATIONS.iter().enumerate().skip(usize::try_from(version).unwrap_or(0)) {
@@ -406,6 +485,22 @@ fn connect(path: &Path) -> anyhow::Result<Store> {
     // agent commits at every slot switch.
     conn.pragma_update(None, "synchronous", "NORMAL")?;
     Ok(Store { conn })
+}
+
+/// Opens the lockstep store at `path` (checked by [`inspect`]) read-only; one that is not at this build's schema
+/// with lockstep's mark is handed to [`connect`] to be migrated first.
+fn read_only(path: &Path) -> anyhow::Result<Store> {
+    let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX | NOFOLLOW;
+    let conn = Connection::open_with_flags(path, flags)
+        .map_err(|e| refused(path, &format!("cannot open it: {e}"), "give --store a store this user can read"))?;
+    conn.busy_timeout(OPEN_WAIT)?;
+    let id: i64 = conn.pragma_query_value(None, "application_id", |r| r.get(0))?;
+    let version: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
+    if id == i64::from(APPLICATION_ID) && version == MIGRATIONS.len() as i64 {
+        return Ok(Store { conn });
+    }
+    drop(conn);
+    connect(path)
 }
 
 /// SQLite's own words for `e`, without the statement it was in (the SQL of a migration, many lines).
@@ -688,5 +783,73 @@ mod tests {
         }
         assert!(held(&locks), "no POSIX lock of this process on the store (inode {ino}) for 5 s; last seen:\n{locks}");
         drop(first);
+    }
+
+    /// A blank SQLite file (no mark, schema version 0) swapped in after the check is refused when opened, not
+    /// migrated and marked as lockstep's; a symbolic link at the path is not followed.
+    #[test]
+    fn a_blank_file_or_a_link_swapped_in_after_the_check_is_refused() {
+        let dir = lockstep_scratch::tempdir().unwrap();
+        let path = dir.path().join("blank.db");
+        rusqlite::Connection::open(&path).unwrap().execute_batch("CREATE TABLE notes (t TEXT)").unwrap();
+        let before = std::fs::read(&path).unwrap();
+        let err = super::connect(&path).err().unwrap();
+        assert!(err.is::<UsageError>(), "{err:#}");
+        assert!(err.to_string().contains("not a lockstep store (application_id 0, user_version 0)"), "{err}");
+        assert_eq!(std::fs::read(&path).unwrap(), before);
+        let store = dir.path().join("lockstep.db");
+        drop(Store::open(&store).unwrap());
+        let link = dir.path().join("link.db");
+        std::os::unix::fs::symlink(&store, &link).unwrap();
+        assert!(super::connect(&link).is_err(), "connect followed a symbolic link");
+        assert!(super::read_only(&link).is_err(), "read_only followed a symbolic link");
+        assert!(super::header(&link).is_err(), "header followed a symbolic link");
+    }
+
+    /// A reader takes no write lock: it reads while another connection holds one (the agent's, mid-write), and
+    /// cannot write itself.
+    #[test]
+    fn reading_a_store_takes_no_write_lock() {
+        let dir = lockstep_scratch::tempdir().unwrap();
+        let path = dir.path().join("lockstep.db");
+        let writer = Store::open(&path).unwrap();
+        writer.conn.execute_batch("BEGIN IMMEDIATE").unwrap();
+        let start = std::time::Instant::now();
+        let reader = Store::open_existing(&path).unwrap();
+        assert!(reader.jobs(true).unwrap().is_empty());
+        assert!(start.elapsed() < std::time::Duration::from_secs(5), "the reader waited for the writer's lock");
+        assert!(reader.conn.execute_batch("CREATE TABLE x (y)").is_err(), "a reader could write");
+        writer.conn.execute_batch("COMMIT").unwrap();
+        // A store to write to that must exist: read-write.
+        Store::open_existing_to_write(&path).unwrap().conn.execute_batch("CREATE TABLE x (y)").unwrap();
+    }
+
+    /// A full or failing disk is the system's failure (exit status 1), a path this user may not write is a usage
+    /// error (exit status 2).
+    #[test]
+    fn a_full_disk_is_a_failure_of_the_system_not_bad_input() {
+        let path = Path::new("/x/lockstep.db");
+        for errno in [libc::ENOSPC, libc::EIO, libc::EDQUOT] {
+            let e = std::io::Error::from_raw_os_error(errno);
+            assert!(!super::failed(path, "cannot create it", super::system_io(&e)).is::<UsageError>(), "{e}");
+        }
+        let e = std::io::Error::from_raw_os_error(libc::EACCES);
+        assert!(super::failed(path, "cannot create it", super::system_io(&e)).is::<UsageError>());
+    }
+
+    /// Where there are no hard links, the made store is renamed in place, never over a file that is there.
+    #[test]
+    fn the_made_store_is_renamed_in_place_replacing_nothing() {
+        let dir = lockstep_scratch::tempdir().unwrap();
+        let (temp, path) = (dir.path().join(".new"), dir.path().join("lockstep.db"));
+        std::fs::write(&temp, b"made").unwrap();
+        std::fs::write(&path, b"theirs").unwrap();
+        let err = super::rename_noreplace(&temp, &path).unwrap_err();
+        assert_eq!(err.kind(), std::io::ErrorKind::AlreadyExists, "{err}");
+        assert_eq!(std::fs::read(&path).unwrap(), b"theirs");
+        std::fs::remove_file(&path).unwrap();
+        super::rename_noreplace(&temp, &path).unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"made");
+        assert!(!temp.exists());
     }
 }

@@ -19,10 +19,13 @@ pub struct Args {
 }
 
 /// Runs `lockstep jobs`.
-pub fn exec(args: &Args, store: &Path) -> anyhow::Result<i32> {
-    // A listing creates no store: none at the path is said, and a file that is not lockstep's is refused.
-    let store = Store::open_existing(store)?;
-    reconcile(&store)?;
+pub fn exec(args: &Args, path: &Path) -> anyhow::Result<i32> {
+    // A listing creates no store: none at the path is said, and a file that is not lockstep's is refused. It
+    // reads through a read-only connection; only a job whose supervisor died is written, marked lost.
+    let store = Store::open_existing(path)?;
+    if store.jobs(false)?.iter().any(|j| liveness(j) == Liveness::Lost) {
+        reconcile(&Store::open_existing_to_write(path)?)?;
+    }
     let jobs = store.jobs(args.all)?;
     let state = |j: &lockstep_store::JobRow| {
         if j.state == "running" && liveness(j) == Liveness::Orphaned {
