@@ -410,8 +410,9 @@ fn without_btf_dcs_is_refused_and_the_other_policies_keep_working() {
     let out = env.run(&["agent", "--policy", "cfs", "--btf", missing.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(stderr(&out).contains("BTF file") && stderr(&out).contains("does not exist"), "{}", stderr(&out));
-    // ...and one gone since (or a kernel without BTF) refuses dcs when it is asked for.
-    std::fs::write(&missing, b"").unwrap();
+    // ...and one gone since (or a kernel without BTF) refuses dcs when it is asked for. What is named at start is
+    // checked to be BTF whatever the policy: a copy of the kernel's own.
+    std::fs::copy("/sys/kernel/btf/vmlinux", &missing).unwrap();
     let agent = Agent::start(&env, &["--policy", "cfs", "--btf", missing.to_str().unwrap()]);
     std::fs::remove_file(&missing).unwrap();
     let out = env.run(&["policy", "set", "dcs"]);
