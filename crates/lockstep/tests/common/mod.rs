@@ -339,10 +339,12 @@ impl Agent {
         watch_log(&log);
         let agent = Self { child, log };
         let socket = env.socket();
-        let answer = || std::os::unix::net::UnixStream::connect(&socket).err();
+        // Started is answering, not only listening: the socket is bound before the store is held, and a second agent
+        // started in between (a test of one agent per store) would take the store first.
+        let answer = || answers(&socket);
         // A start gets a stop's bound: in a TCG guest beside a loaded host, exec'ing the agent from the guest's 9p
         // root and setting it up took more than WAIT (no log line yet after 20 s, in a loaded fresh-clone run).
-        wait_until("the agent's socket", STOP_LIMIT, answer, Option::is_none);
+        let _ = wait_until("the agent's answer to status", STOP_LIMIT, answer, Result::is_ok);
         agent
     }
 
@@ -443,5 +445,28 @@ impl Drop for Agent {
         let _ = self.child.kill();
         exit_within(&mut self.child, STOP_LIMIT, "the agent, killed");
         forget_log(&self.log);
+    }
+}
+
+/// The first line of the agent's answer to a status request on `socket` (any HTTP status: the doors are serving),
+/// or what stopped it (no socket yet, not listening, no answer within a second).
+fn answers(socket: &std::path::Path) -> Result<String, String> {
+    use std::io::{Read, Write};
+    let mut stream = std::os::unix::net::UnixStream::connect(socket).map_err(|e| format!("connect: {e}"))?;
+    stream.set_read_timeout(Some(Duration::from_secs(1))).map_err(|e| e.to_string())?;
+    let body = r#"{"op":"status"}"#;
+    let request = format!(
+        "POST /v1/request HTTP/1.1\r\nHost: lockstep\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\
+         Connection: close\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).map_err(|e| format!("write: {e}"))?;
+    let mut head = [0u8; 64];
+    let n = stream.read(&mut head).map_err(|e| format!("read: {e}"))?;
+    let line = String::from_utf8_lossy(&head[..n]).lines().next().unwrap_or_default().to_string();
+    if line.starts_with("HTTP/1.1 ") {
+        Ok(line)
+    } else {
+        Err(format!("answered {line:?}"))
     }
 }
