@@ -25,9 +25,10 @@ Measured over each window:
                     processes (and their children, exited or not) being in a v1 cpuacct cgroup of their own
                     (cpuacct.usage). The tree and descriptor attacks build what they hold before the window: in the
                     window the attacker spends (almost) nothing.
-  slot lateness     from the agent's store: each `slot` decision's time (when the tick began) minus its slot's
-                    boundary (slot index x slot length since the epoch), p50 and p99, in ms; slots missed = the
-                    boundaries in the window with no record
+  slot lateness     from the agent's store: when each slot switch was done (its `slot` decision's time, when the
+                    tick began, plus its duration_us: every job frozen, thawed, raised or lowered) minus its
+                    slot's boundary (slot index x slot length since the epoch), p50 and p99, in ms; slots missed =
+                    the boundaries in the window with no record
   bystander         a spinning process at nice 0 outside every job: its CPU over the window, % of one CPU
   root's scrapes    root runs `curl -m 2` on /metrics every 0.5 s: answered 200 / tried
 
@@ -441,14 +442,15 @@ class Bench:
         self.agent = None
 
     def slots(self, t0, t1):
-        """Lateness (ms) of every slot record between t0 and t1, and how many boundaries had none."""
+        """Lateness (ms) of every slot switch between t0 and t1 (when it was done: its record's time, when the
+        tick began, plus its duration, minus its boundary), and how many boundaries had no record."""
         db = sqlite3.connect(f"file:{self.store}?mode=ro", uri=True)
-        rows = db.execute("SELECT time, slot FROM decisions WHERE action = 'slot' AND time BETWEEN ? AND ?",
-                          (t0, t1)).fetchall()
+        rows = db.execute("SELECT time, duration_us, slot FROM decisions WHERE action = 'slot' AND time BETWEEN ? "
+                          "AND ?", (t0, t1)).fetchall()
         db.close()
-        late = sorted((t - k * SLOT_S) * 1e3 for t, k in rows)
+        late = sorted((t + us / 1e6 - k * SLOT_S) * 1e3 for t, us, k in rows)
         expected = int(t1 / SLOT_S) - int(t0 / SLOT_S)
-        return late, max(0, expected - len({k for _, k in rows}))
+        return late, max(0, expected - len({k for _, _, k in rows}))
 
     # --- one window ----------------------------------------------------------------------------------------------
     def window(self, acct=None):
@@ -677,6 +679,7 @@ def main():
     bench = Bench(bindir)
 
     def stop(signum, _frame):
+        say(f"stopped by signal {signum}: stopping what it started, removing the cgroups it made")
         raise SystemExit(128 + signum)
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
