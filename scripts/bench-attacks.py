@@ -84,14 +84,14 @@ BYSTANDER = 0.90
 ATTACKER = r'''
 import os, resource, signal, socket, sys, time
 mode, args = sys.argv[1], sys.argv[2:]
-count = 0
+count = ok = 0
 def done(*_):
-    print(count, flush=True)
+    print(count, ok, flush=True)
     os._exit(0)
 signal.signal(signal.SIGTERM, done)
 
 def ask(family, addr, request):
-    global count
+    global count, ok
     s = socket.socket(family, socket.SOCK_STREAM)
     try:
         s.connect(addr)
@@ -101,6 +101,7 @@ def ask(family, addr, request):
             pass
         if head.startswith(b"HTTP/1.1 "):
             count += 1
+            ok += head.startswith(b"HTTP/1.1 200") or head.startswith(b"HTTP/1.1 404")
     except OSError:
         time.sleep(0.001)
     finally:
@@ -483,15 +484,21 @@ class Bench:
 
     # --- the attacks: each returns (what it did, cleanup) after starting; the window is measured after -----------
     def attack(self, key, acct):
-        if key == "status":
-            ps = [self.attacker("status", self.env["LOCKSTEP_SOCKET"], acct=acct) for _ in range(FLOODERS)]
-            return lambda: f"{sum(int(self.kill(p, signal.SIGTERM) or 0) for p in ps):,} answers", None
-        if key == "metrics":
-            ps = [self.attacker("metrics", self.port, i, acct=acct) for i in range(FLOODERS)]
-            return lambda: f"{sum(int(self.kill(p, signal.SIGTERM) or 0) for p in ps):,} answers", None
+        if key in ("status", "metrics"):
+            if key == "status":
+                ps = [self.attacker("status", self.env["LOCKSTEP_SOCKET"], acct=acct) for _ in range(FLOODERS)]
+            else:
+                ps = [self.attacker("metrics", self.port, i, acct=acct) for i in range(FLOODERS)]
+
+            def done():
+                counts = [self.kill(p, signal.SIGTERM).split() or ["0", "0"] for p in ps]
+                answers, served = (sum(int(c[i]) for c in counts) for i in (0, 1))
+                # 404 is the served answer to the unknown job; anything else (a refusal) is counted apart.
+                return f"{answers:,} answers, {served:,} of them served (200 or 404), the rest refused"
+            return done, None
         if key == "held":
             p = self.attacker("hold", self.port, HELD, HOLD_PERIOD, acct=acct)
-            return lambda: f"{int(self.kill(p, signal.SIGTERM) or 0)} connections held", None
+            return lambda: f"{int((self.kill(p, signal.SIGTERM).split() or ['0'])[0])} connections held", None
         if key in ("wide", "deep"):
             name, dirs = self.delegated(key)
             sleeper = self.spawn(["sleep", "100000"], nobody=True, acct=acct)
@@ -513,9 +520,6 @@ class Bench:
             def done():
                 self.cli("release", "-q", "--job", job)
                 self.kill(sleeper)
-                for d in dirs:
-                    self.rmcg(d)
-                    self.cgroups.remove(d)
                 return what
             return done, None
         if key == "fork":
@@ -546,18 +550,28 @@ class Bench:
         raise ValueError(key)
 
     def pair(self, key):
-        """An idle window, then the attack's; what each measured."""
+        """An idle window, then the attack's; what each measured. An attack that cannot be set up (the agent
+        refuses the adoption, say) is said in its row, what it made undone, and the others go on."""
         idle = self.window()
-        acct = self.acct_group(key)
-        done, note = self.attack(key, acct)
-        time.sleep(1)  # the attack under way before the window opens
-        hit = self.window(acct)
-        hit["did"] = done()
-        hit["note"] = note
+        made, jobs = len(self.cgroups), len(self.jobs)
+        try:
+            acct = self.acct_group(key)
+            done, note = self.attack(key, acct)
+            time.sleep(1)  # the attack under way before the window opens
+            hit = self.window(acct)
+            hit["did"] = done()
+            hit["note"] = note
+        except (RuntimeError, OSError, ValueError, IndexError, subprocess.TimeoutExpired) as e:
+            say(f"{key}: {e}")
+            hit = {"error": str(e).splitlines()[0] if str(e) else type(e).__name__}
+            for job in self.jobs[jobs:]:
+                subprocess.run([self.lockstep, "release", "-q", "--job", job], env=self.env, capture_output=True,
+                               check=False)
         for p in [p for p in self.groups if p is not self.bystander and p not in [s for _, s in self.spinners]]:
             self.kill(p)
-        self.rmcg(acct)
-        self.cgroups.remove(acct)
+        for cg in reversed(self.cgroups[made:]):
+            self.rmcg(cg)
+            self.cgroups.remove(cg)
         time.sleep(1)
         return idle, hit
 
@@ -621,6 +635,9 @@ def table(bench, results):
     ]
     details = []
     for (key, policy, label), (idle, hit) in results:
+        if "error" in hit:
+            lines.append(f"| {label} | {policy} | could not run: {hit['error']} |||||||| not measured |")
+            continue
         li, mi = bench.slot_stats[id(idle)]
         lh, mh = bench.slot_stats[id(hit)]
         extra_rt, extra_normal = hit["rt"] - idle["rt"], hit["normal"] - idle["normal"]
