@@ -58,7 +58,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-SECONDS = float(os.environ.get("BENCH_ATTACKS_SECONDS", "15"))
+SECONDS = 15.0  # BENCH_ATTACKS_SECONDS, read in main
 SLOT_S = 0.1
 NOBODY = 65534
 AS_NOBODY = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "--"]
@@ -682,6 +682,16 @@ def main():
         print(f"bench-attacks: needs the v1 cpuacct, {' and '.join(DELEGATED)} hierarchies under {CGROUP} (the "
               "attacker's CPU is its cpuacct cgroup's; the trees are delegated v1 cgroups)", file=sys.stderr)
         return 2
+    global SECONDS  # noqa: PLW0603 - one setting for the whole run
+    seconds = os.environ.get("BENCH_ATTACKS_SECONDS", "15")
+    try:
+        SECONDS = float(seconds)
+        if not 1 <= SECONDS <= 3600:
+            raise ValueError
+    except ValueError:
+        print(f"bench-attacks: BENCH_ATTACKS_SECONDS={seconds}: not a window length (expected seconds, 1 to 3600, "
+              "e.g. 15)", file=sys.stderr)
+        return 2
     bindir = Path(os.environ.get("LOCKSTEP_BIN", ROOT / "build/bin"))
     if not os.access(bindir / "lockstep", os.X_OK):
         print(f"bench-attacks: no lockstep in {bindir} (run make build, or set LOCKSTEP_BIN)", file=sys.stderr)
@@ -717,6 +727,9 @@ def main():
                     bench.slot_stats[id(w)] = bench.slots(w["t0"], w["t1"])
             results += mine
         text = table(bench, results)
+    except (RuntimeError, OSError) as e:
+        say(str(e))
+        return 1
     finally:
         bench.cleanup()
     out = ROOT / "build/bench"
