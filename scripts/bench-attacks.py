@@ -311,6 +311,8 @@ class Scraper:
 
 
 class Bench:
+    """One run: a private agent at a time, the bystander, the attacks, and what each made (to undo)."""
+
     def __init__(self, bindir):
         self.lockstep = str(bindir / "lockstep")
         self.tmp = Path(tempfile.mkdtemp(prefix="lockstep-bench-attacks-"))
@@ -319,8 +321,9 @@ class Bench:
         self.groups = []  # session leaders of everything started but the agent (killed by process group)
         self.cgroups = []  # cgroup directories made, removed in reverse order
         self.jobs = []  # job names adopted, whose agent cgroups are removed if the agent left them
-        self.agent = None
-        self.agent_pid = None
+        self.agent = self.agent_pid = self.meter = self.bystander = None
+        self.spinners = []  # (job, process) of the agent's two spinning jobs
+        self.slot_stats = {}  # id(window) -> (lateness, missed), read from the store once the agent stopped
         self.store = self.tmp / "lockstep.db"
         self.env = dict(os.environ, LOCKSTEP_SOCKET=str(self.tmp / "agent.sock"), LOCKSTEP_STORE=str(self.store))
         with socket.socket() as s:
@@ -436,8 +439,9 @@ class Bench:
         self.meter = ThreadMeter(self.agent_pid)
 
     def stop_agent(self):
-        """Releases the spinning jobs, stops the agent (it restores everything), and reads its slot records."""
+        """Releases the spinning jobs and stops the agent (it restores everything)."""
         self.meter.close()
+        self.meter = None
         for job, p in self.spinners:
             try:
                 self.cli("release", "-q", "--job", job)
@@ -486,14 +490,16 @@ class Bench:
         return self.mkcg(ACCT / f"{self.tag}-{key}")
 
     def delegated(self, key):
-        """A cgroup in each of DELEGATED, owned by nobody (as Slurm or systemd delegate one), with a sleeper of
-        nobody's in it; adopted as a job. Returns the directories and the sleeper."""
+        """A cgroup in each of DELEGATED, given to nobody (the directory and its procs, tasks and freezer files)
+        as Slurm or systemd delegate one: its name relative to the hierarchies' roots, and its directories."""
         name = f"{self.tag}-{key}"
         dirs = [self.mkcg(CGROUP / h / name, owner=NOBODY) for h in DELEGATED]
         return name, dirs
 
-    # --- the attacks: each returns (what it did, cleanup) after starting; the window is measured after -----------
+    # --- the attacks ---------------------------------------------------------------------------------------------
     def attack(self, key, acct):
+        """Starts attack `key`, its processes in cpuacct cgroup `acct`; returns (done, note): `done()` ends it and
+        says what it did, `note` is what the table must say beside it (or None)."""
         if key in ("status", "metrics"):
             if key == "status":
                 ps = [self.attacker("status", self.env["LOCKSTEP_SOCKET"], acct=acct) for _ in range(FLOODERS)]
@@ -591,10 +597,8 @@ class Bench:
 
     def cleanup(self):
         if self.agent is not None:
-            try:
+            if self.meter is not None:
                 self.meter.close()
-            except Exception:  # noqa: BLE001 - the agent is stopped whatever failed
-                pass
             self.agent.terminate()
             try:
                 self.agent.wait(timeout=30)
@@ -725,7 +729,6 @@ def main():
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     results = []
-    bench.slot_stats = {}
     try:
         bench.bystander = bench.spawn(["sh", "-c", "renice -n 0 -p $$ >/dev/null; exec sh -c 'while :; do :; done'"])
         for policy in dict.fromkeys(p for _, p, _ in attacks):
