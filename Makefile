@@ -11,7 +11,7 @@ AGENT_CAPS := sys_admin,bpf,perfmon,net_admin,sys_nice,sys_ptrace,dac_read_searc
 OTHER_MPI := $(if $(filter mpich,$(MPI)),openmpi,mpich)
 NATIVE := $(BUILD)/native-$(MPI)
 
-.PHONY: all deps build install uninstall demo test bench bench-locks fuzz chaos soak clean
+.PHONY: all deps build install uninstall demo test bench bench-agent-attacks bench-locks fuzz chaos soak clean
 
 all: build
 
@@ -74,6 +74,12 @@ bench: build
 	@scripts/bench-kernels.sh
 	@scripts/bench-agent.sh
 	@scripts/bench-counters.sh
+	@scripts/bench-attacks.py
+
+# What users other than root can make the agent do: each attack of issue 59 as user nobody against a private agent
+# (docs/security.md, "Availability"); BENCH_ATTACKS_SECONDS per window (default 15).
+bench-agent-attacks: build
+	scripts/bench-attacks.py
 
 # Third-party programs (sysbench, pigz, memcached) under every lock of the interposer, glibc beside (docs/locks.md).
 bench-locks: build
