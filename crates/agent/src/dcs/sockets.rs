@@ -46,11 +46,20 @@ pub struct Budgets {
     pub threads: usize,
     /// Sockets read of one network namespace.
     pub sockets: usize,
+    /// Network namespaces whose sockets one scan reads (the agent's own first, then as the jobs' processes come).
+    pub namespaces: usize,
 }
 
 impl Default for Budgets {
     fn default() -> Self {
-        Self { per_process: 1_024, per_scan: 16_384, processes: 8_192, threads: 16_384, sockets: diag::MOST_SOCKETS }
+        Self {
+            per_process: 1_024,
+            per_scan: 16_384,
+            processes: 8_192,
+            threads: 16_384,
+            sockets: diag::MOST_SOCKETS,
+            namespaces: 64,
+        }
     }
 }
 
@@ -76,6 +85,8 @@ enum Partly {
     Processes,
     /// The scan's budget of threads ran out.
     Threads,
+    /// The scan's budget of network namespaces ran out.
+    Namespaces,
 }
 
 /// The scan of the jobs' sockets, with what it keeps from one scan to the next.
@@ -135,10 +146,18 @@ impl Scanner {
         let mut threads_left = self.budgets.threads;
         for &(j, process, _, netns) in &found {
             let pid = process.pid;
-            let ports = sockets.get(&netns);
+            let Some(ports) = sockets.get(&netns) else {
+                let why = format!(
+                    "its processes are in more network namespaces than one scan reads ({}); the sockets of process \
+                     {pid} are not watched",
+                    self.budgets.namespaces
+                );
+                partly[j].entry(Partly::Namespaces).or_insert(why);
+                continue;
+            };
             let held =
                 self.walked.get(&pid).filter(|w| w.process == process).map(|w| &w.inodes[..]).unwrap_or_default();
-            for port in held.iter().filter_map(|inode| ports?.get(inode)) {
+            for port in held.iter().filter_map(|inode| ports.get(inode)) {
                 out[j].owners.entry(PortKey { netns, port: *port }).or_default().push(pid);
             }
             let tids = procfs::threads(pid).unwrap_or_default();
@@ -206,13 +225,20 @@ impl Scanner {
         }
     }
 
-    /// The TCP sockets of each network namespace in `processes` ((namespace, a process in it)): inode to local
-    /// port. A namespace whose sockets cannot be read, or not all of them, is said once.
+    /// The TCP sockets of each network namespace in `processes` ((namespace, a process in it)), up to the
+    /// budget's count of namespaces: inode to local port. A namespace whose sockets cannot be read, or not all of
+    /// them, is said once.
     fn sockets(&mut self, processes: impl Iterator<Item = (u32, i32)>) -> HashMap<u32, HashMap<u64, u16>> {
-        let mut readers: HashMap<u32, i32> = HashMap::new();
+        let mut readers: Vec<(u32, i32)> = Vec::new();
+        let mut seen = HashSet::new();
         for (netns, pid) in processes {
-            readers.entry(netns).or_insert(pid);
+            if seen.insert(netns) {
+                readers.push((netns, pid));
+            }
         }
+        // The agent's own namespace (most jobs') first.
+        readers.sort_by_key(|r| Some(r.0) != self.own_netns);
+        readers.truncate(self.budgets.namespaces);
         let mut out = HashMap::new();
         for (netns, pid) in readers {
             let dump = if Some(netns) == self.own_netns { diag::open() } else { open_in(netns, pid) }
@@ -347,12 +373,21 @@ mod tests {
 
     /// A child process holding `sockets` listening sockets and `files` more descriptors, until killed.
     fn holder(sockets: usize, files: usize) -> std::process::Child {
+        holder_in(&[], "127.0.0.1", sockets, files)
+    }
+
+    /// [`holder`] run by `prefix` (e.g. `unshare --net`), its sockets on address `host`.
+    fn holder_in(prefix: &[&str], host: &str, sockets: usize, files: usize) -> std::process::Child {
         let script = format!(
-            "import socket,os,sys\nls=[socket.create_server(('127.0.0.1',0)) for _ in range({sockets})]\n\
+            "import socket,os,sys\nls=[socket.create_server(('{host}',0)) for _ in range({sockets})]\n\
              fs=[os.open('/dev/null',os.O_RDONLY) for _ in range({files})]\nprint(' '.join(str(l.getsockname()[1]) \
              for l in ls),flush=True)\nsys.stdin.read()"
         );
-        std::process::Command::new("python3")
+        let (program, args) = prefix.split_first().unwrap_or((&"python3", &[]));
+        let python: &[&str] = if prefix.is_empty() { &[] } else { &["python3"] };
+        std::process::Command::new(program)
+            .args(args)
+            .args(python)
             .args(["-c", &script])
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
@@ -436,5 +471,30 @@ mod tests {
         let found = scanner.scan(&[watched("a", vec![me(), me()])]);
         assert_eq!(found[0].threads[&me()].len(), 1);
         assert_eq!(scanner.said["a"], HashSet::from([Partly::Processes, Partly::Threads]));
+    }
+
+    #[test]
+    fn sockets_in_another_network_namespace_are_read_there_within_the_budget() {
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            eprintln!("skipped: a network namespace of its own needs root");
+            return;
+        }
+        let mut child = holder_in(&["unshare", "--net"], "", 1, 0);
+        let port = ports_of(&mut child)[0];
+        let pid = child.id() as i32;
+        let netns = netns_of(&pid.to_string()).unwrap();
+        let jobs = [watched("a", vec![pid])];
+        let found = Scanner::new(Budgets::default()).scan(&jobs);
+        assert_ne!(Some(netns), netns_of("thread-self"));
+        assert_eq!(found[0].owners.keys().copied().collect::<Vec<_>>(), vec![PortKey { netns, port }]);
+        // The agent's own namespace first: with a budget of one, the other is left out and said.
+        let mut scanner = Scanner::new(Budgets { namespaces: 1, ..Budgets::default() });
+        let found = scanner.scan(&[watched("a", vec![pid]), watched("b", vec![me()])]);
+        assert!(found[0].owners.is_empty());
+        assert_eq!(scanner.said["a"], HashSet::from([Partly::Namespaces]));
+        assert!(scanner.said["b"].is_empty());
+        let _ = child.kill();
+        let _ = child.wait();
     }
 }
