@@ -146,19 +146,18 @@ impl Scanner {
         let mut threads_left = self.budgets.threads;
         for &(j, process, _, netns) in &found {
             let pid = process.pid;
-            let Some(ports) = sockets.get(&netns) else {
+            if let Some(ports) = sockets.get(&netns) {
+                let walked = self.walked.get(&pid).filter(|w| w.process == process);
+                for port in walked.into_iter().flat_map(|w| &w.inodes).filter_map(|inode| ports.get(inode)) {
+                    out[j].owners.entry(PortKey { netns, port: *port }).or_default().push(pid);
+                }
+            } else {
                 let why = format!(
                     "its processes are in more network namespaces than one scan reads ({}); the sockets of process \
                      {pid} are not watched",
                     self.budgets.namespaces
                 );
                 partly[j].entry(Partly::Namespaces).or_insert(why);
-                continue;
-            };
-            let held =
-                self.walked.get(&pid).filter(|w| w.process == process).map(|w| &w.inodes[..]).unwrap_or_default();
-            for port in held.iter().filter_map(|inode| ports.get(inode)) {
-                out[j].owners.entry(PortKey { netns, port: *port }).or_default().push(pid);
             }
             let tids = procfs::threads(pid).unwrap_or_default();
             if tids.len() > threads_left {
@@ -492,6 +491,7 @@ mod tests {
         let mut scanner = Scanner::new(Budgets { namespaces: 1, ..Budgets::default() });
         let found = scanner.scan(&[watched("a", vec![pid]), watched("b", vec![me()])]);
         assert!(found[0].owners.is_empty());
+        assert!(found[0].threads[&pid].iter().any(|t| t.pid == pid), "its threads are raised all the same");
         assert_eq!(scanner.said["a"], HashSet::from([Partly::Namespaces]));
         assert!(scanner.said["b"].is_empty());
         let _ = child.kill();
