@@ -4,7 +4,10 @@
 //!
 //! A process's descriptors are read (`/proc/PID/fd`, one link each) only when the process is new, when its count
 //! of descriptors changed (`stat` of `/proc/PID/fd` gives the count, kernel 6.2 on), or every [`REFRESH`]; what
-//! they held is kept until then. One process is read up to [`Budgets::per_process`] descriptors, one scan up to
+//! they held is kept until then. A process holding more than [`CHEAP`] descriptors whose count keeps changing
+//! while its sockets stay the same (one that opens and closes files, or dups a socket to make the agent read) is
+//! read again after twice as long each time ([`CALMER`], up to [`REFRESH`]); one whose sockets changed is read at
+//! the next change again. One process is read up to [`Budgets::per_process`] descriptors, one scan up to
 //! [`Budgets::per_scan`] over all jobs (processes holding the fewest first; the others wait for the next scan),
 //! and one scan lists at most [`Budgets::processes`] processes and [`Budgets::threads`] threads. A job a cap left
 //! partly scanned is named once in the log, with what was left out.
@@ -33,6 +36,14 @@ pub struct PortKey {
 /// another opened between two scans leave the count as it was).
 pub const REFRESH: Duration = Duration::from_secs(10);
 
+/// How long after its last read a process whose count changed is read again, the first time its read found the
+/// sockets as they were: twice as long at each such read after, up to [`REFRESH`].
+pub const CALMER: Duration = Duration::from_millis(250);
+
+/// Descriptors of a process that are read again at every change of their count (most processes of a job hold
+/// fewer: their new sockets are found at once).
+pub const CHEAP: u64 = 64;
+
 /// What one scan may read.
 #[derive(Clone, Copy, Debug)]
 pub struct Budgets {
@@ -54,7 +65,7 @@ impl Default for Budgets {
     fn default() -> Self {
         Self {
             per_process: 1_024,
-            per_scan: 16_384,
+            per_scan: 8_192,
             processes: 8_192,
             threads: 16_384,
             sockets: diag::MOST_SOCKETS,
@@ -72,6 +83,24 @@ struct Walked {
     inodes: Vec<u64>,
     /// When they were read.
     at: Instant,
+    /// How many reads in a row found the same sockets as the one before.
+    same: u32,
+}
+
+impl Walked {
+    /// Whether process `process`, holding `count` descriptors now, is to be read again (`walked` is what its ID's
+    /// last read found).
+    fn due(walked: Option<&Self>, process: ProcessRef, count: u64) -> bool {
+        let Some(w) = walked.filter(|w| w.process == process) else { return true };
+        let since = w.at.elapsed();
+        let changed = count != w.count || count == 0;
+        let wait = match w.same {
+            0 => Duration::ZERO,
+            _ if w.count <= CHEAP => Duration::ZERO,
+            n => CALMER.saturating_mul(1 << (n - 1).min(16)).min(REFRESH),
+        };
+        since >= REFRESH || (changed && since >= wait)
+    }
 }
 
 /// Why a job was only partly scanned: each said once while the job is watched.
@@ -178,14 +207,11 @@ impl Scanner {
         out
     }
 
-    /// Reads the descriptors of the processes in `found` that are new, whose count changed, or that were read
-    /// [`REFRESH`] ago, those holding the fewest first, within the budgets.
+    /// Reads the descriptors of the processes in `found` that are due ([`Walked::due`]), those holding the fewest
+    /// first, within the budgets.
     fn walk(&mut self, found: &[(usize, ProcessRef, u64, u32)], partly: &mut [HashMap<Partly, String>]) {
-        let stale = |w: Option<&Walked>, process: ProcessRef, count: u64| {
-            w.is_none_or(|w| w.process != process || w.count != count || count == 0 || w.at.elapsed() >= REFRESH)
-        };
         let mut due: Vec<&(usize, ProcessRef, u64, u32)> =
-            found.iter().filter(|f| stale(self.walked.get(&f.1.pid), f.1, f.2)).collect();
+            found.iter().filter(|f| Walked::due(self.walked.get(&f.1.pid), f.1, f.2)).collect();
         due.sort_by_key(|f| f.2);
         let mut left = self.budgets.per_scan;
         for &&(j, process, count, _) in &due {
@@ -208,8 +234,10 @@ impl Scanner {
             let (inodes, read) = socket_inodes(process.pid, self.budgets.per_process);
             left -= read.min(left);
             self.reads += read as u64;
+            let before = self.walked.get(&process.pid).filter(|w| w.process == process);
+            let same = before.filter(|w| w.inodes == inodes).map_or(0, |w| w.same.saturating_add(1));
             // A process that exited meanwhile is dropped at the next scan.
-            self.walked.insert(process.pid, Walked { process, count, inodes, at: Instant::now() });
+            self.walked.insert(process.pid, Walked { process, count, inodes, at: Instant::now(), same });
         }
         // Whether read now or before: a process holding more than its budget was read in part.
         for &(j, process, count, _) in found {
@@ -422,6 +450,62 @@ mod tests {
         let _ = child.wait();
         assert!(scanner.scan(&jobs)[0].owners.is_empty());
         assert!(scanner.walked.is_empty(), "a process gone is forgotten");
+    }
+
+    #[test]
+    fn a_process_whose_count_changes_but_not_its_sockets_is_read_less_and_less_often() {
+        let mut child = holder(1, 100);
+        ports_of(&mut child);
+        let pid = child.id() as i32;
+        let mut scanner = Scanner::new(Budgets::default());
+        let jobs = [watched("a", vec![pid])];
+        scanner.scan(&jobs);
+        // A cheap one is read at every change.
+        let mut cheap = holder(1, 5);
+        ports_of(&mut cheap);
+        let cheap_pid = cheap.id() as i32;
+        let cheap_jobs = [watched("b", vec![cheap_pid])];
+        let mut cheap_scanner = Scanner::new(Budgets::default());
+        for n in 1..=4 {
+            cheap_scanner.scan(&cheap_jobs);
+            assert_eq!(cheap_scanner.reads, n * descriptors(cheap_pid).unwrap());
+            cheap_scanner.walked.get_mut(&cheap_pid).unwrap().count += 1;
+        }
+        let _ = cheap.kill();
+        let _ = cheap.wait();
+        // Its count changes (as if it opened a file): read again at once, finding the same sockets.
+        let changed = |s: &mut Scanner| s.walked.get_mut(&pid).unwrap().count += 1;
+        let each = scanner.reads;
+        changed(&mut scanner);
+        scanner.scan(&jobs);
+        assert_eq!(scanner.reads, 2 * each);
+        assert_eq!(scanner.walked[&pid].same, 1);
+        // Changed again: not read before CALMER has passed since, then read.
+        changed(&mut scanner);
+        scanner.scan(&jobs);
+        assert_eq!(scanner.reads, 2 * each, "read again before {CALMER:?}");
+        scanner.walked.get_mut(&pid).unwrap().at -= CALMER;
+        scanner.scan(&jobs);
+        assert_eq!(scanner.reads, 3 * each);
+        // Twice as long the next time.
+        changed(&mut scanner);
+        scanner.walked.get_mut(&pid).unwrap().at -= CALMER;
+        scanner.scan(&jobs);
+        assert_eq!(scanner.reads, 3 * each, "read again before {:?}", CALMER * 2);
+        scanner.walked.get_mut(&pid).unwrap().at -= CALMER;
+        scanner.scan(&jobs);
+        assert_eq!(scanner.reads, 4 * each);
+        // Sockets that changed make the next change read at once again.
+        scanner.walked.get_mut(&pid).unwrap().inodes.clear();
+        changed(&mut scanner);
+        scanner.walked.get_mut(&pid).unwrap().at -= CALMER * 4;
+        scanner.scan(&jobs);
+        assert_eq!(scanner.walked[&pid].same, 0);
+        changed(&mut scanner);
+        scanner.scan(&jobs);
+        assert_eq!(scanner.reads, 6 * each);
+        let _ = child.kill();
+        let _ = child.wait();
     }
 
     #[test]
