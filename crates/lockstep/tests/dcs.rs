@@ -490,9 +490,9 @@ impl Drop for Hoarder {
 fn agent_log(env: &Env) -> String {
     let mut text = String::new();
     for entry in std::fs::read_dir(env.dir.path()).unwrap().flatten() {
-        let name = entry.file_name().to_string_lossy().into_owned();
-        if name.starts_with("agent-") && name.ends_with(".log") {
-            text += &String::from_utf8_lossy(&std::fs::read(entry.path()).unwrap_or_default());
+        let (name, path) = (entry.file_name().to_string_lossy().into_owned(), entry.path());
+        if name.starts_with("agent-") && path.extension().is_some_and(|e| e == "log") {
+            text += &String::from_utf8_lossy(&std::fs::read(path).unwrap_or_default());
         }
     }
     text
