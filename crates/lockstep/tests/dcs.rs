@@ -453,3 +453,115 @@ fn without_bpf_privileges_dcs_is_refused_and_the_other_policies_keep_working() {
     assert_eq!(status(&env)["policy"], "gang");
     drop(agent.stop(Signal::SIGTERM));
 }
+
+/// `n` processes sharing one listening socket, each holding it `hold` times over (dup'ed up to its hard limit of
+/// descriptors), then sleeping; each prints `holding N` once it holds them.
+const HOARDER: &str = r#"
+import os, resource, socket, sys, time
+n, hold = int(sys.argv[1]), int(sys.argv[2])
+_, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+listener = socket.socket(); listener.bind(("127.0.0.1", 0)); listener.listen()
+for _ in range(n - 1):
+    if os.fork() == 0: break
+fds = []
+try:
+    while len(fds) < hold: fds.append(os.dup(listener.fileno()))
+except OSError: pass
+print("holding", len(fds), flush=True)
+time.sleep(600)
+"#;
+
+/// A job of user nobody whose processes hold many descriptors and sleep; killed when dropped.
+struct Hoarder {
+    name: String,
+    child: Child,
+}
+
+impl Drop for Hoarder {
+    fn drop(&mut self) {
+        let _ = kill(Pid::from_raw(self.child.id() as i32), Signal::SIGTERM);
+        common::exit_within(&mut self.child, common::STOP_LIMIT, &format!("the job {}, after SIGTERM", self.name));
+        assert_no_cgroup(&self.name);
+    }
+}
+
+/// The agent's log so far (every agent of `env`).
+fn agent_log(env: &Env) -> String {
+    let mut text = String::new();
+    for entry in std::fs::read_dir(env.dir.path()).unwrap().flatten() {
+        let (name, path) = (entry.file_name().to_string_lossy().into_owned(), entry.path());
+        if name.starts_with("agent-") && path.extension().is_some_and(|e| e == "log") {
+            text += &String::from_utf8_lossy(&std::fs::read(path).unwrap_or_default());
+        }
+    }
+    text
+}
+
+/// The scheduling policy (field 41 of `/proc/PID/task/TID/stat`) of each thread of process `pid`, by name.
+fn thread_policies(pid: i32) -> Vec<(String, i32)> {
+    let mut out = Vec::new();
+    for tid in lockstep_cgroup::procfs::threads(pid).unwrap_or_default() {
+        let task = format!("/proc/{pid}/task/{tid}");
+        let comm = std::fs::read_to_string(format!("{task}/comm")).unwrap_or_default().trim().to_string();
+        let stat = std::fs::read_to_string(format!("{task}/stat")).unwrap_or_default();
+        // Fields after the command name (field 2, in parentheses) start at field 3.
+        let policy = stat.rfind(')').and_then(|i| stat[i + 1..].split_whitespace().nth(41 - 3)?.parse().ok());
+        if let Some(policy) = policy {
+            out.push((comm, policy));
+        }
+    }
+    out
+}
+
+/// Attack: a job of nobody's processes, each holding its listening socket dup'ed up to nobody's hard limit of
+/// descriptors (20,000 here), sleeps under `dcs`, so that the agent's scan reads all of them twice a second. The
+/// scan reads the first 1,024 of each process once, says once in the log that the job was only partly scanned,
+/// still finds its socket (among its first descriptors) and still raises a neighbour that talks; and the scan
+/// threads run at normal priority, not real-time.
+#[test]
+#[ignore = "needs root"]
+fn a_job_holding_many_descriptors_is_scanned_in_part_said_once_at_normal_priority() {
+    common::require_root();
+    let _serial = serial();
+    let env = Env::new();
+    std::fs::set_permissions(env.dir.path(), std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let agent = Agent::start(&env, &["--policy", "dcs:nice", "--dcs-quantum", "5ms"]);
+    let name = name("dcs-hoard");
+    let mut args = vec!["run", "--job", &name, "--place", "any", "--"];
+    args.extend_from_slice(&common::AS_NOBODY);
+    args.extend_from_slice(&["env", "PATH=/usr/bin:/bin", "python3", "-c", HOARDER, "4", "20000"]);
+    let hoarder = Hoarder { child: env.spawn(&args), name: name.clone() };
+    common::processes(&job_dirs(&name)[0], 4);
+    let talkers = Talkers::start(&env, "dcs-hoard-talk", 300, 0.01);
+    let start = Instant::now();
+    // Said once all four hold their descriptors (each past the 1,024 one process is read to).
+    let said = format!("dcs: job {name} only partly scanned: process ");
+    let log = wait_until("the partly scanned job said", WAIT, || agent_log(&env), |l| l.matches(&said).count() >= 1);
+    assert!(log.contains("descriptors, the first 1024 read; sockets past them are not watched"), "{log}");
+    // Its socket is watched all the same, and dcs raises the neighbour that talks.
+    wait_until("the hoarder's socket watched", WAIT, || dcs_job(&env, &name), |j| j["ports"].as_u64() >= Some(1));
+    watched(&env, &talkers.name);
+    talkers.go();
+    let talk = talkers.name.clone();
+    let counted_and_raised =
+        |j: &serde_json::Value| j["packets"].as_u64() >= Some(100) && j["raises"].as_u64() >= Some(10);
+    let raised = wait_until("the talkers counted and raised", WAIT, || dcs_job(&env, &talk), counted_and_raised);
+    eprintln!("the talkers while the hoarder sleeps ({:?} in): {raised}", start.elapsed());
+    let policies = thread_policies(agent.pid().as_raw());
+    // A thread's name is cut to 15 bytes in comm.
+    for thread in ["lockstep-dcs", "lockstep-dcs-sc"] {
+        let policy = policies.iter().find(|(c, _)| c == thread).map(|(_, p)| *p);
+        assert_eq!(policy, Some(libc::SCHED_OTHER), "{thread} must run at normal priority: {policies:?}");
+    }
+    let out = talkers.finish();
+    assert!(out.status.success(), "the job failed: {}", stderr(&out));
+    // A few scans later, still said once.
+    std::thread::sleep(Duration::from_secs(2));
+    drop(hoarder);
+    let stopped = agent.stop(Signal::SIGTERM);
+    let log = stderr(&stopped);
+    let lines: Vec<&str> =
+        log.lines().filter(|l| l.contains(&format!("dcs: job {name} only partly scanned"))).collect();
+    assert_eq!(lines.len(), 1, "the partly scanned job must be said once: {lines:#?}");
+}

@@ -241,7 +241,7 @@ impl Engine {
                 self.slots.insert(job.name.clone(), free);
                 (free, true)
             };
-            out.push(Watched { slot, pids: job.pids(), new });
+            out.push(Watched { name: job.name.clone(), slot, pids: job.pids(), new });
         }
         out
     }

@@ -3,6 +3,7 @@
 //! through the policy's mechanism (a [`raiser::Raiser`]: CPU weight, `SCHED_RR`, nice) and lowers it after; two
 //! threads (`feeders::dcs`) carry the probe's arrivals and the jobs' sockets to it.
 
+pub mod diag;
 pub mod engine;
 mod nice;
 pub mod probe;

@@ -7,9 +7,12 @@ use super::probe::JobCounts;
 use super::sockets::PortKey;
 use crate::sched::Thread;
 
-/// A job to scan: its probe slot, its processes, and whether the slot is new to it (its counts start from zero).
+/// A job to scan: its name, its probe slot, its processes, and whether the slot is new to it (its counts start
+/// from zero).
 #[derive(Debug)]
 pub struct Watched {
+    /// The job's name (what the log says of it).
+    pub name: String,
     /// The job's slot in the probe's tables.
     pub slot: u32,
     /// The job's processes on this node.

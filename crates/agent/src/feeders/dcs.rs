@@ -1,6 +1,8 @@
 //! `dcs`'s two threads: the event thread, which hands the probe's arrivals to the daemon (raises happen there),
 //! and the scan thread, which keeps the probe's port table in step with the jobs' sockets. Each names its engine
-//! in its commands, and ends when the daemon answers that the engine has stopped, or has ended itself.
+//! in its commands, and ends when the daemon answers that the engine has stopped, or has ended itself. Both run at
+//! normal priority: what they read is the jobs' (their sockets, descriptors, threads), and a job must not buy the
+//! agent's real-time CPU with it; only the daemon's loop, which raises and lowers, is real-time.
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -8,12 +10,11 @@ use std::time::Duration;
 
 use crate::command::{Command, Mailbox};
 use crate::dcs::probe::{Arrival, Probe, Tables};
-use crate::dcs::processes::{Processes, Scanned};
-use crate::dcs::sockets;
-use crate::sched::Thread;
+use crate::dcs::processes::Scanned;
+use crate::dcs::sockets::{Budgets, Scanner};
 
-/// How often the probe's port table is brought in step with the jobs' sockets (a scan reads every descriptor
-/// of every job process: at 250 ms it cost a few percent of a CPU per agent with Slurm jobs).
+/// How often the probe's port table is brought in step with the jobs' sockets (a scan reads the descriptors of
+/// the processes that are new or changed, within [`Budgets`]).
 const SCAN_INTERVAL: Duration = Duration::from_millis(500);
 
 /// Starts the threads of engine `engine`, which serve `probe` and send their work to `mailbox`.
@@ -29,7 +30,6 @@ pub fn spawn(mailbox: &Mailbox, engine: u64, probe: Probe) -> anyhow::Result<()>
 /// The event thread of engine `engine`: polls the probe and sends the daemon its arrivals, as they come and at
 /// the latest when the daemon said a raise is due to end; dropping the probe at the end detaches it.
 fn serve(mailbox: &Mailbox, engine: u64, probe: &Probe) {
-    crate::realtime::thread("dcs raises");
     let sink: Rc<RefCell<Vec<Arrival>>> = Rc::default();
     let events = match probe.events(sink.clone()) {
         Ok(rb) => rb,
@@ -51,42 +51,35 @@ fn serve(mailbox: &Mailbox, engine: u64, probe: &Probe) {
 /// The scan thread of engine `engine`: every [`SCAN_INTERVAL`], the jobs' TCP ports into the probe's table,
 /// their threads and the probe's counts to the daemon.
 fn scan(mailbox: &Mailbox, engine: u64, mut tables: Tables) {
-    crate::realtime::thread("dcs port scans");
-    // What went wrong with the port table last, said once until it changes or clears.
-    let mut said: Option<String> = None;
+    // What went wrong with the port table last, fault once until it changes or clears.
+    let mut fault: Option<String> = None;
+    let mut scanner = Scanner::new(Budgets::default());
     loop {
         let Some(Some(watched)) = mailbox.ask(|reply| Command::DcsWatched { engine, reply }) else { return };
+        for job in watched.iter().filter(|j| j.new) {
+            let _ = tables.reset_job(job.slot);
+        }
+        let jobs = scanner.scan(&watched);
         let mut ports = Vec::new();
-        let mut scanned = Vec::new();
-        for job in watched {
-            if job.new {
-                let _ = tables.reset_job(job.slot);
-            }
-            let keys = sockets::tcp_ports(&job.pids);
-            let mut processes = Processes::default();
-            for (key, pid) in &keys {
-                processes.owners.entry(*key).or_default().push(*pid);
-            }
-            for pid in job.pids {
-                processes.threads.insert(pid, Thread::threads_of(&[pid]));
-            }
+        let mut found = Vec::new();
+        for (job, processes) in watched.into_iter().zip(jobs) {
+            ports.extend(processes.owners.keys().map(|k| (*k, job.slot)));
             let counts = tables.counts(job.slot).unwrap_or_default();
-            scanned.push(Scanned { slot: job.slot, ports: processes.owners.len(), counts, processes });
-            ports.extend(keys.into_iter().map(|(k, _)| (k, job.slot)));
+            found.push(Scanned { slot: job.slot, ports: processes.owners.len(), counts, processes });
         }
         match tables.set_ports(&ports).map_err(|e| format!("{e:#}")) {
-            Err(e) if said.as_ref() != Some(&e) => {
+            Err(e) if fault.as_ref() != Some(&e) => {
                 crate::log::warning!("dcs port table: {e}");
-                said = Some(e);
+                fault = Some(e);
             }
             Err(_) => {}
             Ok(()) => {
-                if said.take().is_some() {
+                if fault.take().is_some() {
                     crate::log::info!("dcs port table: every socket watched again");
                 }
             }
         }
-        if mailbox.ask(|reply| Command::DcsScanned { engine, scanned, reply }) != Some(true) {
+        if mailbox.ask(|reply| Command::DcsScanned { engine, scanned: found, reply }) != Some(true) {
             return;
         }
         std::thread::sleep(SCAN_INTERVAL);
