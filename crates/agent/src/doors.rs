@@ -253,7 +253,10 @@ impl Doors {
                         if let Some(room) = door.spare.out(&e).await {
                             if let Ok((stream, _)) = listener.accept().await {
                                 let caller = caller(&stream);
-                                serve_or_refuse(stream, caller, &door, room).await;
+                                match room.settle(&door.spare) {
+                                    Some(room) => serve_or_refuse(stream, caller, &door, room).await,
+                                    None => serve(stream, caller, &door, None),
+                                }
                             }
                         }
                     }
@@ -301,7 +304,10 @@ impl Doors {
                         if let Some(room) = door.spare.out(&e).await {
                             if let Ok((stream, peer)) = listener.accept().await {
                                 let caller = caller(&stream, peer);
-                                serve_or_refuse(stream, caller, &door, room).await;
+                                match room.settle(&door.spare) {
+                                    Some(room) => serve_or_refuse(stream, caller, &door, room).await,
+                                    None => serve(stream, caller, &door, None),
+                                }
                             }
                         }
                     }

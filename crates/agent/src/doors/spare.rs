@@ -61,6 +61,22 @@ impl Spare {
     }
 }
 
+impl Room {
+    /// A connection was accepted in this place: the place again, to answer it in, while the agent is still out
+    /// of descriptors; `None` when it no longer is (the spare opened again: the connection is served as any).
+    /// A door out of descriptors is refused by `accept` whether or not a connection waits, so its spare may be
+    /// lent long before the next one comes.
+    pub fn settle(self, spare: &Spare) -> Option<Self> {
+        refill(&spare.file);
+        let open = spare.file.lock().unwrap_or_else(std::sync::PoisonError::into_inner).is_some();
+        if open {
+            spare.ok();
+            return None;
+        }
+        Some(self)
+    }
+}
+
 impl Drop for Room {
     fn drop(&mut self) {
         refill(&self.0);
