@@ -235,8 +235,8 @@ impl Doors {
         listener.set_nonblocking(true)?;
         let _entered = self.runtime.enter();
         let listener = tokio::net::UnixListener::from_std(listener)?;
-        let root = |c: Caller| c == Caller::Local { uid: 0 };
-        let door = Door::new("control socket", limits, Box::new(root), handler);
+        let is_root = |c: Caller| c == Caller::Local { uid: 0 };
+        let door = Door::new("control socket", limits, Box::new(is_root), handler);
         self.runtime.spawn(async move {
             // A caller whose credentials cannot be read is treated as nobody in particular: unprivileged.
             let caller = |stream: &tokio::net::UnixStream| Caller::Local {

@@ -217,7 +217,7 @@ fn a_status_flood_of_another_user_is_refused_past_its_budget_and_root_is_answere
 /// each one the agent ends, for `argv[3]` seconds; then waits (at most 30 s) for the agent to end the ones left.
 /// Prints how each ended: refused (503), cut (closed or reset without an answer, or 408), answered otherwise,
 /// and how many were still open at the end.
-const HELD_HEADS: &str = r#"
+const HELD_HEADS: &str = r"
 import json, select, socket, sys, time
 port, n, hold = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
 conns, stats = {}, {'opened': 0, 'refused': 0, 'cut': 0, 'other': 0}
@@ -254,7 +254,7 @@ while conns and time.time() < last:
         ended(s, False)
 stats['left_open'] = len(conns)
 print(json.dumps(stats), flush=True)
-"#;
+";
 
 /// Another user holding 80 connections to the metrics door with unfinished request heads (and reopening each
 /// one the agent ends) takes at most its own share: every scrape of root's over loopback is answered 200 while
@@ -305,7 +305,7 @@ fn lowest_free_fd(pid: i32) -> u64 {
                 .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
                 .collect();
             std::thread::sleep(Duration::from_millis(50));
-            (0..).find(|n| !held.contains(n)).unwrap()
+            (0..=held.len() as u64).find(|n| !held.contains(n)).unwrap()
         })
         .min()
         .unwrap()
