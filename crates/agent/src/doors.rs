@@ -25,7 +25,7 @@ use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{header, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 pub use budget::Rate;
 use budget::{thread_cpu, Budgets};
@@ -174,6 +174,15 @@ impl Door {
             handler,
             spare: Spare::new(name),
         })
+    }
+
+    /// Takes a request's token from `caller`'s budget (a privileged caller has none to take): `Err` with how long
+    /// until it has one.
+    fn take(&self, caller: Caller) -> Result<(), Duration> {
+        if (self.privileged)(caller) {
+            return Ok(());
+        }
+        self.budgets.take(caller, Instant::now())
     }
 
     /// A place for a connection of `caller`, if the limits leave one.
@@ -351,6 +360,16 @@ fn serve<S>(stream: S, caller: Caller, door: &Arc<Door>, room: Option<spare::Roo
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
+    // Over the budget: refused before hyper or a handler sees the connection (the cheapest answer there is).
+    if let Err(wait) = door.take(caller) {
+        let seconds = wait.as_secs_f64().ceil().max(1.0) as u64;
+        let why = format!("too many requests from you to the {}; ask again in {seconds} s", door.name);
+        tokio::spawn(async move {
+            refuse(stream, StatusCode::TOO_MANY_REQUESTS, &why, Some(seconds)).await;
+            drop(room);
+        });
+        return;
+    }
     let Some(ticket) = door.admit(caller) else {
         tokio::spawn(async move {
             refuse(stream, StatusCode::SERVICE_UNAVAILABLE, "too many connections from you; try again", None).await;
@@ -413,9 +432,17 @@ where
     let _ = tokio::time::timeout(limits.deadline, connection).await;
 }
 
-/// An answer written without reading the request (a refusal): `status`, one line of text, and `Retry-After`
-/// seconds if given.
-async fn refuse<S: AsyncWrite + Unpin>(mut stream: S, status: StatusCode, why: &str, retry_after: Option<u64>) {
+/// An answer given without parsing the request (a refusal): `status`, one line of text, and `Retry-After` seconds
+/// if given. What the client sent already (within 100 ms, up to 16 KiB) is read first, so that the answer is not
+/// lost to a reset or a broken pipe on the client's side.
+async fn refuse<S: AsyncRead + AsyncWrite + Unpin>(
+    mut stream: S,
+    status: StatusCode,
+    why: &str,
+    retry_after: Option<u64>,
+) {
+    let mut sent = vec![0u8; MAX_HEAD];
+    let _ = tokio::time::timeout(Duration::from_millis(100), stream.read(&mut sent)).await;
     let retry = retry_after.map(|s| format!("Retry-After: {s}\r\n")).unwrap_or_default();
     let answer = format!(
         "HTTP/1.1 {status}\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {}\r\n{retry}Connection: \
@@ -425,8 +452,8 @@ async fn refuse<S: AsyncWrite + Unpin>(mut stream: S, status: StatusCode, why: &
     let _ = tokio::time::timeout(Duration::from_millis(100), stream.write_all(answer.as_bytes())).await;
 }
 
-/// Reads the body (within its cap) and runs the handler on a blocking thread; when `budgeted`, the caller's
-/// budget there pays for it (refused at once with 429 when spent), and the CPU the handler took is charged.
+/// Reads the body (within its cap) and runs the handler on a blocking thread; when `budgeted` (the request's
+/// token was taken from the caller's budget there as it was accepted), the CPU the handler took is charged to it.
 async fn answer(
     request: Request<Incoming>,
     caller: Caller,
@@ -434,17 +461,6 @@ async fn answer(
     handler: Handler,
     budgeted: Option<Arc<Door>>,
 ) -> Response<Full<Bytes>> {
-    if let Some(door) = &budgeted {
-        if let Err(wait) = door.budgets.take(caller, Instant::now()) {
-            let seconds = wait.as_secs_f64().ceil().max(1.0) as u64;
-            let mut response = respond(Reply::text(
-                StatusCode::TOO_MANY_REQUESTS,
-                &format!("too many requests from you to the {}; ask again in {seconds} s", door.name),
-            ));
-            response.headers_mut().insert(header::RETRY_AFTER, header::HeaderValue::from(seconds));
-            return response;
-        }
-    }
     let (parts, body) = request.into_parts();
     let body = match Limited::new(body, max_body).collect().await {
         Ok(collected) => collected.to_bytes(),

@@ -215,7 +215,8 @@ fn a_status_flood_of_another_user_is_refused_past_its_budget_and_root_is_answere
 
 /// Opens `argv[2]` connections to the metrics port `argv[1]` with an unfinished request head each, reopening
 /// each one the agent ends, for `argv[3]` seconds; then waits (at most 30 s) for the agent to end the ones left.
-/// Prints how each ended: refused (503), cut (closed or reset without an answer, or 408), answered otherwise,
+/// Prints how each ended: refused (503 over its cap, 429 over its budget), cut (closed or reset without an answer,
+/// or 408), answered otherwise,
 /// and how many were still open at the end.
 const HELD_HEADS: &str = r"
 import json, select, socket, sys, time
@@ -233,7 +234,7 @@ def ended(s, reopen):
         data = b''
     del conns[s]
     s.close()
-    if data.startswith(b'HTTP/1.1 503'):
+    if data.startswith(b'HTTP/1.1 503') or data.startswith(b'HTTP/1.1 429'):
         stats['refused'] += 1
     elif data == b'' or data.startswith(b'HTTP/1.1 408'):
         stats['cut'] += 1
@@ -258,8 +259,8 @@ print(json.dumps(stats), flush=True)
 
 /// Another user holding 80 connections to the metrics door with unfinished request heads (and reopening each
 /// one the agent ends) takes at most its own share: every scrape of root's over loopback is answered 200 while
-/// it does, the rest of its connections are refused at once, and the ones it held are cut at the head's deadline
-/// (none is left open).
+/// it does, the rest of its connections are refused at once (over its cap or its budget), and the ones it held
+/// are cut at the head's deadline (none is left open).
 #[test]
 #[ignore = "needs root"]
 fn held_metrics_connections_of_another_user_do_not_stop_roots_scrapes() {
