@@ -491,3 +491,24 @@ fn respond(reply: Reply) -> Response<Full<Bytes>> {
     }
     response
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{Caller, Scrapers};
+
+    /// Root on this host is always a scraper; a named user only on this host, a named address only from another
+    /// host (in either notation of an IPv4 address); an unknown local caller never.
+    #[test]
+    fn root_and_the_named_users_and_hosts_are_scrapers() {
+        let scrapers = Scrapers { uids: vec![998], ips: vec!["10.0.0.7".parse().unwrap()] };
+        let remote = |ip: &str| Caller::Remote { ip: ip.parse().unwrap() };
+        assert!(scrapers.names(Caller::Local { uid: 0 }));
+        assert!(Scrapers::default().names(Caller::Local { uid: 0 }));
+        assert!(scrapers.names(Caller::Local { uid: 998 }));
+        assert!(!scrapers.names(Caller::Local { uid: 65534 }));
+        assert!(scrapers.names(remote("10.0.0.7")));
+        assert!(scrapers.names(remote("::ffff:10.0.0.7")));
+        assert!(!scrapers.names(remote("10.0.0.8")));
+        assert!(!scrapers.names(Caller::LocalUnknown));
+    }
+}
