@@ -4,13 +4,14 @@
 
 use std::net::{SocketAddr, TcpListener};
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use hyper::{header, Method, StatusCode};
 
 use super::sampler::SharedTelemetry;
 use crate::doors::{Handler, Reply};
 use lockstep_core::error::UsageError;
+use lockstep_store::Store;
 use lockstep_telemetry::exposition::{render, Snapshot, OPENMETRICS, PROMETHEUS};
 use lockstep_telemetry::remote::JobCounts;
 
@@ -26,8 +27,11 @@ pub fn bind(addr: SocketAddr) -> anyhow::Result<TcpListener> {
     })
 }
 
-/// The metrics door's handler: reads only (`GET`), over the agent's counters and store.
+/// The metrics door's handler: reads only (`GET`), over the agent's counters and, for a job no longer counted,
+/// the store at `store` through one read-only connection opened once (opened at the first request that needs
+/// it, and again after a failure), shared by every request.
 pub fn handler(telemetry: SharedTelemetry, store: PathBuf) -> Handler {
+    let reader = Arc::new(Reader { path: store, store: Mutex::new(None) });
     Arc::new(move |_caller, parts, _body| {
         if parts.method != Method::GET {
             return Reply::text(StatusCode::METHOD_NOT_ALLOWED, "only GET is served");
@@ -37,11 +41,30 @@ pub fn handler(telemetry: SharedTelemetry, store: PathBuf) -> Handler {
             .get_all(header::ACCEPT)
             .iter()
             .any(|v| v.to_str().is_ok_and(|v| v.contains("application/openmetrics-text")));
-        route(parts.uri.path(), openmetrics, &telemetry, &store)
+        route(parts.uri.path(), openmetrics, &telemetry, &reader)
     })
 }
 
-fn route(path: &str, openmetrics: bool, telemetry: &SharedTelemetry, store: &std::path::Path) -> Reply {
+/// The store's read-only connection of the metrics door (`Store::open_existing`: no write lock, no write
+/// transaction, so no request can hold up the daemon's writes).
+struct Reader {
+    path: PathBuf,
+    store: Mutex<Option<Store>>,
+}
+
+impl Reader {
+    /// The last samples of job `job` of node `node` in the store.
+    fn latest_samples(&self, job: &str, node: &str) -> anyhow::Result<Vec<lockstep_core::sample::Sample>> {
+        let mut store = self.store.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if store.is_none() {
+            *store = Some(Store::open_existing(&self.path)?);
+        }
+        let found = store.as_ref().map(|s| s.latest_samples(job, node)).transpose()?.unwrap_or_default();
+        Ok(found)
+    }
+}
+
+fn route(path: &str, openmetrics: bool, telemetry: &SharedTelemetry, store: &Reader) -> Reply {
     if path == "/metrics" {
         let me = std::process::id() as i32;
         let t = telemetry.lock();
@@ -71,7 +94,7 @@ fn route(path: &str, openmetrics: bool, telemetry: &SharedTelemetry, store: &std
 }
 
 /// The job's latest counts: live when the agent counts it, else its final counts from the store.
-fn job_counts(job: &str, telemetry: &SharedTelemetry, store: &std::path::Path) -> anyhow::Result<Option<JobCounts>> {
+fn job_counts(job: &str, telemetry: &SharedTelemetry, store: &Reader) -> anyhow::Result<Option<JobCounts>> {
     let node = {
         let t = telemetry.lock();
         if let Some(latest) = t.latest_of(job) {
@@ -85,7 +108,7 @@ fn job_counts(job: &str, telemetry: &SharedTelemetry, store: &std::path::Path) -
         }
         t.node().to_string()
     };
-    let finals: Vec<_> = lockstep_store::Store::open_existing(store)?.latest_samples(job, &node)?;
+    let finals = store.latest_samples(job, &node)?;
     if finals.is_empty() {
         return Ok(None);
     }

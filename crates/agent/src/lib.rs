@@ -34,6 +34,7 @@ mod together;
 mod watchdog;
 
 pub use dcs::engine::Settings as DcsSettings;
+pub use doors::Scrapers;
 pub use privileges::check as check_privileges;
 pub use sampler::{Settings as TelemetrySettings, DEFAULT_EVENTS};
 pub use setup::{run, Config};

@@ -44,7 +44,7 @@ struct Args {
     #[arg(long, value_name = "DIR", hide = true)]
     man: Option<PathBuf>,
     /// TOML configuration file (keys: socket, store, node, policy, slot, events, sample_interval, retention,
-    /// job_history, metrics, slurm_node, dcs_quantum, btf); flags override it.
+    /// job_history, metrics, metrics_scraper (a list), slurm_node, dcs_quantum, btf); flags override it.
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
     /// Co-scheduling policy at start: cfs, boost, gang, auto, dcs or dcs+boost (dcs raises as `:weight`, `:rr`,
@@ -72,6 +72,11 @@ struct Args {
     /// Serve /metrics (Prometheus) and the counters API over HTTP on [ADDR:]PORT (ADDR defaults to 127.0.0.1).
     #[arg(long, value_name = "[ADDR:]PORT")]
     metrics: Option<String>,
+    /// A scraper of the metrics door, by user name or UID (a process of this host) or IP address (another host),
+    /// repeatable: its connections count apart from every other caller's and are not rate-limited, so no other
+    /// caller can take its room (root's scrapes always are).
+    #[arg(long, value_name = "USER|UID|IP")]
+    metrics_scraper: Vec<String>,
     /// This node's NodeName in Slurm, whose job cgroups the agent takes on (default: the node name).
     #[arg(long, value_name = "NAME")]
     slurm_node: Option<String>,
@@ -98,6 +103,7 @@ struct File {
     retention: Option<String>,
     job_history: Option<String>,
     metrics: Option<String>,
+    metrics_scraper: Option<Vec<String>>,
     slurm_node: Option<String>,
     dcs_quantum: Option<String>,
     btf: Option<PathBuf>,
@@ -130,6 +136,28 @@ fn metrics_addr(text: &str) -> Result<std::net::SocketAddr, UsageError> {
         return Err(bad("port 0 would be one the kernel picks, which no scraper knows".into()));
     }
     Ok(addr)
+}
+
+/// The metrics door's named scrapers, each `USER`, `UID` or `IP`: an address names a host, a number or a name a
+/// user of this host (looked up now).
+fn scrapers(named: &[String]) -> Result<agent::Scrapers, UsageError> {
+    let mut scrapers = agent::Scrapers::default();
+    for text in named {
+        if let Ok(ip) = text.parse::<std::net::IpAddr>() {
+            scrapers.ips.push(ip);
+        } else if let Ok(uid) = text.parse::<u32>() {
+            scrapers.uids.push(uid);
+        } else {
+            let user = nix::unistd::User::from_name(text).ok().flatten().ok_or_else(|| {
+                UsageError::new(format!(
+                    "bad --metrics-scraper {text:?}: no user of that name on this host (expected a user name, a \
+                     UID or an IP address)"
+                ))
+            })?;
+            scrapers.uids.push(user.uid.as_raw());
+        }
+    }
+    Ok(scrapers)
 }
 
 /// The telemetry settings from flags and file: events, sample interval, retention, job history.
@@ -238,6 +266,11 @@ fn exec(args: &Args) -> anyhow::Result<i32> {
             args.job_history.clone().or(file.job_history),
         )?,
         metrics: args.metrics.clone().or(file.metrics).as_deref().map(metrics_addr).transpose()?,
+        scrapers: scrapers(if args.metrics_scraper.is_empty() {
+            file.metrics_scraper.as_deref().unwrap_or_default()
+        } else {
+            &args.metrics_scraper
+        })?,
         dcs: dcs(args.dcs_quantum.clone().or(file.dcs_quantum), args.btf.clone().or(file.btf))?,
     };
     agent::run(config)

@@ -11,6 +11,7 @@ use hyper::http::request::Parts;
 use hyper::{Method, StatusCode};
 
 use crate::command::{Command, Mailbox};
+use crate::daemon::{visible_to, Board};
 use crate::doors::{Caller, Handler, Reply};
 use crate::sampler::SharedTelemetry;
 use lockstep_core::error::UsageError;
@@ -87,11 +88,13 @@ impl Drop for BoundSocket {
     }
 }
 
-/// The control API's handler: `POST /v1/request` with one JSON request, carried out by the daemon at `mailbox`;
-/// the answer is the JSON response, with the HTTP status saying how it went (200 done, 400 bad input, 403 not
-/// allowed, 500 failed; 503 once the agent is stopping). A `timeline` is recorded here, off the daemon's loop,
-/// from `telemetry` (crate::together::timeline).
-pub fn handler(mailbox: Mailbox, telemetry: SharedTelemetry) -> Handler {
+/// The control API's handler: `POST /v1/request` with one JSON request; the answer is the JSON response, with
+/// the HTTP status saying how it went (200 done, 400 bad input, 403 not allowed, 500 failed; 503 once the agent is
+/// stopping). A `status` is answered from the daemon's `board` (the status it published last), filtered for the
+/// asker; a `timeline` is recorded here, off the daemon's loop, from `telemetry` (crate::together::timeline);
+/// root's other requests are carried out by the daemon at `mailbox`. No request of another user reaches the
+/// daemon: they may ask for the status only.
+pub fn handler(mailbox: Mailbox, telemetry: SharedTelemetry, board: Board) -> Handler {
     Arc::new(move |caller, parts, body| {
         let Caller::Local { uid } = caller else {
             return Reply::text(StatusCode::FORBIDDEN, "the control API is served on the Unix socket only");
@@ -100,11 +103,23 @@ pub fn handler(mailbox: Mailbox, telemetry: SharedTelemetry) -> Handler {
             Ok(request) => request,
             Err(reply) => return reply,
         };
-        if let Request::Timeline { millis } = request {
-            return reply(&match crate::together::timeline::serve(&telemetry, uid, millis) {
-                Ok(timeline) => Response { ok: true, timeline: Some(timeline), ..Default::default() },
-                Err(e) => failure(e),
-            });
+        match request {
+            Request::Status => {
+                let status = visible_to(&board.read(), (uid != 0).then_some(uid));
+                return reply(&Response { ok: true, status: Some(status), ..Default::default() });
+            }
+            Request::Timeline { millis } => {
+                return reply(&match crate::together::timeline::serve(&telemetry, uid, millis) {
+                    Ok(timeline) => Response { ok: true, timeline: Some(timeline), ..Default::default() },
+                    Err(e) => failure(e),
+                });
+            }
+            _ if uid != 0 => {
+                return reply(&failure(anyhow::anyhow!(
+                    "permission denied: only root may change what the agent does (UID {uid} may query its own jobs)"
+                )));
+            }
+            _ => {}
         }
         match mailbox.ask(|reply| Command::Control { request, uid, reply }) {
             Some(response) => reply(&response),

@@ -10,7 +10,7 @@ use crate::command::{Command, Mailbox};
 use crate::daemon::{Daemon, Start};
 use crate::journal::{self, Journal};
 use crate::watchdog::Watchdog;
-use crate::{dcs, doors, feeders, http, realtime, sampler, server};
+use crate::{dcs, doors, feeders, http, sampler, server};
 use lockstep_core::cosched::PolicySpec;
 use lockstep_store::Store;
 
@@ -31,6 +31,8 @@ pub struct Config {
     pub telemetry: sampler::Settings,
     /// Where to serve `/metrics` over HTTP, if anywhere.
     pub metrics: Option<std::net::SocketAddr>,
+    /// The scrapers named for the metrics door (root's always is one): they count apart from other callers.
+    pub scrapers: doors::Scrapers,
     /// This node's name in Slurm (`slurm_<name>` in Slurm's cgroup paths).
     pub slurm_node: String,
     /// How `dcs` runs.
@@ -192,10 +194,11 @@ fn raise_open_files() {
 fn serve_metrics(
     doors: &doors::Doors,
     listener: std::net::TcpListener,
+    scrapers: doors::Scrapers,
     telemetry: &sampler::SharedTelemetry,
     store: &Path,
 ) -> anyhow::Result<()> {
-    let bound = doors.tcp(listener, doors::METRICS, http::handler(telemetry.clone(), store.to_path_buf()))?;
+    let bound = doors.tcp(listener, doors::METRICS, scrapers, http::handler(telemetry.clone(), store.to_path_buf()))?;
     crate::log::info!("metrics on http://{bound}/metrics");
     if !bound.ip().is_loopback() {
         crate::log::warning!(
@@ -266,19 +269,13 @@ pub fn run(config: Config) -> anyhow::Result<i32> {
             mailbox.tell(Command::Stop);
         });
     }
-    // The doors' threads come and go with the load: say it once if they cannot be real-time.
-    let said = std::sync::Once::new();
-    let doors = doors::Doors::new(move || {
-        if let Err(e) = realtime::try_thread() {
-            said.call_once(|| {
-                crate::log::warning!("cannot use SCHED_FIFO for the control socket ({e})");
-            });
-        }
-    })?;
-    doors.unix(listener, doors::CONTROL, server::handler(mailbox.clone(), telemetry.clone()))?;
+    // The doors run at normal priority: what they do is a user's, a scraper's or root's request, never a slot
+    // switch, and they read the daemon's status from its board rather than wait on its loop.
+    let doors = doors::Doors::new()?;
+    doors.unix(listener, doors::CONTROL, server::handler(mailbox.clone(), telemetry.clone(), daemon.board()))?;
     feeders::slurm::spawn(mailbox, version, roots, config.slurm_node.clone());
     if let Some(metrics) = metrics {
-        serve_metrics(&doors, metrics, &telemetry, &config.store)?;
+        serve_metrics(&doors, metrics, config.scrapers.clone(), &telemetry, &config.store)?;
     }
     crate::log::info!(
         "node {} serving {} (store {}, policy {}, slot {})",

@@ -381,6 +381,12 @@ const AGENTCLI_AGENT: &[(&[&str], &str)] = &[
     (&["agent", "--metrics", "[::1]:0"], "port 0"),
 ];
 
+/// The metrics door's scrapers: a name that is no user, nor a UID or an address, is refused before anything is made.
+const DOORS_AGENT: &[(&[&str], &str)] = &[
+    (&["agent", "--metrics", "9464", "--metrics-scraper", "no-such-user-lockstep"], "bad --metrics-scraper"),
+    (&["agent", "--metrics-scraper", "10.0.0.300"], "bad --metrics-scraper"),
+];
+
 /// Held by the tests that start an agent, and by the table test, whose snapshots of lockstep's cgroups an agent
 /// starting beside it would change.
 static AGENTS: std::sync::Mutex<()> = std::sync::Mutex::new(());
@@ -408,6 +414,7 @@ fn every_bad_input_is_one_line_exit_2_and_changes_nothing() {
     let cases: Vec<&(&[&str], &str)> = [CLI, EXPERIMENT, STORE, TIMELINE, AGENTCLI]
         .into_iter()
         .chain(agent_tables.into_iter().filter(|_| agent_ok))
+        .chain([DOORS_AGENT].into_iter().filter(|_| agent_ok))
         .flatten()
         .collect();
     let failed: Vec<String> =

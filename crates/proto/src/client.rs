@@ -81,7 +81,12 @@ fn send(socket: &Path, request: &Request) -> Result<anyhow::Result<Response>, st
     };
     Ok(serde_json::from_slice(&answer.body).map_err(|e| {
         let text = String::from_utf8_lossy(&answer.body);
-        anyhow::anyhow!("the agent at {at} answered {} {:?} ({e})", answer.status, text.trim())
+        match answer.status {
+            // Its door refused the request before reading it (over the caller's budget or caps, or out of
+            // descriptors): its one line says why and when to ask again.
+            429 | 503 => anyhow::anyhow!("the agent at {at} refused the request: {}", text.trim()),
+            status => anyhow::anyhow!("the agent at {at} answered {status} {:?} ({e})", text.trim()),
+        }
     }))
 }
 

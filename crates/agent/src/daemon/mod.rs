@@ -5,6 +5,7 @@
 //! must not hold up a slot (waiting for slurmctld, moving processes, scanning sockets) is done by those threads,
 //! and only its result comes in.
 
+mod board;
 mod control;
 mod dcs;
 mod jobs;
@@ -14,4 +15,6 @@ mod state;
 mod status;
 mod tick;
 
+pub use board::Board;
 pub use state::{Daemon, Start};
+pub use status::visible_to;

@@ -12,6 +12,9 @@ use lockstep_core::cosched::slot;
 /// How close to a boundary the loop stops waiting for commands and sleeps precisely until it.
 const PRECISE: Duration = Duration::from_millis(2);
 
+/// How soon the loop tries again to publish a status that a reader kept it from putting on the board.
+const RETRY_PUBLISH: Duration = Duration::from_millis(1);
+
 impl Daemon {
     /// Runs until told to stop ([`Command::Stop`]); the caller then restores every job
     /// ([`Daemon::restore_all`]). The thread runs at real-time priority.
@@ -30,6 +33,7 @@ impl Daemon {
                 if self.last_beat.elapsed() >= watchdog::BEAT_INTERVAL {
                     self.heartbeat();
                 }
+                let unpublished = self.publisher.retry();
                 if self.replan {
                     self.replan = false;
                     // A replan that comes after the boundary it was waiting for is that slot's first tick: its
@@ -59,7 +63,11 @@ impl Daemon {
                     slot::sleep_until(next);
                     continue;
                 }
-                let wait = left.saturating_sub(PRECISE / 2).min(watchdog::BEAT_INTERVAL);
+                let mut wait = left.saturating_sub(PRECISE / 2).min(watchdog::BEAT_INTERVAL);
+                if unpublished {
+                    // A reader held the board: try again soon rather than wait for the lock.
+                    wait = wait.min(RETRY_PUBLISH);
+                }
                 match self.inbox.recv_timeout(wait) {
                     Ok(command) => self.handle(command),
                     // The daemon holds an address of its inbox itself: it is never disconnected.
@@ -73,7 +81,10 @@ impl Daemon {
     fn handle(&mut self, command: Command) {
         match command {
             Command::Control { request, uid, reply } => {
-                let _ = reply.send(self.control(request, uid));
+                let response = self.control(request, uid);
+                // Published before the answer: a status asked right after a change shows it.
+                self.publish();
+                let _ = reply.send(response);
             }
             Command::Slurm { found, places, reply } => {
                 if let Some(places) = places {
@@ -85,7 +96,9 @@ impl Daemon {
                         Err(e) => self.faults.report("Slurm places", &e),
                     }
                 }
-                let _ = reply.send(self.sync_slurm(found));
+                let chores = self.sync_slurm(found);
+                self.publish();
+                let _ = reply.send(chores);
             }
             Command::DcsArrivals { engine, arrivals, reply } => {
                 let _ = reply.send(self.dcs_arrivals(engine, &arrivals));

@@ -72,6 +72,8 @@ pub struct Daemon {
     pub(super) inbox: Receiver<Command>,
     /// The inbox's address, for the threads the daemon starts (`dcs`'s).
     pub(super) mailbox: Mailbox,
+    /// Where the status the doors answer with is published.
+    pub(super) publisher: super::board::Publisher,
 }
 
 /// Where the daemon is in its life. Every cgroup change is undone on the way from `Running` to `Stopping`
@@ -146,10 +148,12 @@ impl Daemon {
             engines: 0,
             inbox,
             mailbox,
+            publisher: super::board::Publisher::new(lockstep_proto::protocol::Status::default()),
         };
         daemon.take_over()?;
         daemon.switch_dcs(daemon.policy.raises())?;
         daemon.slurm = daemon.store.slurm_all()?.into_iter().map(|j| (j.id, j)).collect();
+        daemon.publish();
         Ok(daemon)
     }
 }

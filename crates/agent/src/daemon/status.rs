@@ -5,33 +5,15 @@ use std::collections::HashSet;
 
 use super::state::Daemon;
 use super::tick::place_in_slot;
-use crate::managed::Managed;
-use lockstep_proto::protocol::{JobStatus, Status};
+use lockstep_proto::protocol::{DcsStatus, JobStatus, Status};
 
 /// How a job of another user is named in a group of `auto` that a user's status shows.
 const OTHER_JOB: &str = "(another user's job)";
 
 impl Daemon {
-    /// The live table; `viewer` set (a user other than root) lists only that user's jobs.
-    pub(super) fn status(&self, viewer: Option<u32>) -> Status {
-        // What a user other than root sees: their jobs, and of the others only how many there are.
-        let visible = |j: &Managed| viewer.is_none_or(|uid| j.owner == uid);
-        let mine: HashSet<&str> = self.jobs.iter().filter(|j| visible(j)).map(|j| j.name.as_str()).collect();
-        let shown = |name: &str| viewer.is_none() || mine.contains(name);
-        let groups = self
-            .planner
-            .choices()
-            .into_iter()
-            .filter(|g| g.jobs.iter().any(|n| shown(n)))
-            .map(|mut g| {
-                for n in &mut g.jobs {
-                    if !shown(n) {
-                        *n = OTHER_JOB.to_string();
-                    }
-                }
-                g
-            })
-            .collect();
+    /// The live table, whole (root's view); [`visible_to`] filters it for another user.
+    pub(super) fn status(&self) -> Status {
+        let groups = self.planner.choices();
         let telemetry = self.telemetry.lock();
         Status {
             node: self.node.clone(),
@@ -43,13 +25,12 @@ impl Daemon {
             active_row: self.active_row,
             rows: self.rows,
             last_apply_us: self.last_apply_us,
-            dcs: self.dcs.as_ref().map(|d| d.status(viewer.is_none(), &shown)),
+            dcs: self.dcs.as_ref().map(|d| d.status(true, &|_| true)),
             groups,
-            others: self.jobs.len() - mine.len(),
+            others: 0,
             jobs: self
                 .jobs
                 .iter()
-                .filter(|j| visible(j))
                 .map(|j| {
                     // A job with a place has its row from it at once, not only from the next slot's plan (a job
                     // found since then still holds the default row 0 there).
@@ -74,5 +55,41 @@ impl Daemon {
                 })
                 .collect(),
         }
+    }
+}
+
+/// The live table `full` as user `viewer` may see it (`None`: root, all of it): only that user's jobs, and of
+/// the others only how many there are; in `auto`'s groups, the other users' jobs unnamed; in `dcs`'s section,
+/// only that user's jobs, without the node-wide latencies.
+pub fn visible_to(full: &Status, viewer: Option<u32>) -> Status {
+    let Some(uid) = viewer else { return full.clone() };
+    let mine: HashSet<&str> = full.jobs.iter().filter(|j| j.owner == uid).map(|j| j.name.as_str()).collect();
+    let groups = full
+        .groups
+        .iter()
+        .filter(|g| g.jobs.iter().any(|n| mine.contains(n.as_str())))
+        .map(|g| {
+            let mut g = g.clone();
+            for n in &mut g.jobs {
+                if !mine.contains(n.as_str()) {
+                    *n = OTHER_JOB.to_string();
+                }
+            }
+            g
+        })
+        .collect();
+    let dcs = full.dcs.as_ref().map(|d| DcsStatus {
+        latency_p50_us: 0.0,
+        latency_p99_us: 0.0,
+        latency_max_us: 0.0,
+        jobs: d.jobs.iter().filter(|j| mine.contains(j.name.as_str())).cloned().collect(),
+        ..d.clone()
+    });
+    Status {
+        dcs,
+        groups,
+        others: full.jobs.len() - mine.len(),
+        jobs: full.jobs.iter().filter(|j| j.owner == uid).cloned().collect(),
+        ..full.clone()
     }
 }

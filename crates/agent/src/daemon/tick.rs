@@ -122,6 +122,7 @@ impl Daemon {
         if self.last_flush.elapsed() >= LOG_INTERVAL {
             self.flush();
         }
+        self.publish();
     }
 
     /// Releases the jobs that have ended (their cgroups removed, or their adopted processes exited), and drops the

@@ -256,34 +256,18 @@ fn check(millis: u64) -> anyhow::Result<()> {
     .into())
 }
 
-/// Records a window of `millis` ms: the window passes at normal priority, without the telemetry lock; the two
-/// short pieces under it (start and end: map operations) run at the agent's real-time priority, as every holder
-/// of that lock does, so that the daemon's loop, which takes it too, never waits behind the jobs.
+/// Records a window of `millis` ms, at normal priority (the thread of a request, as every door's is): the two
+/// short pieces under the telemetry lock (start and end: map operations) and the window between, without it.
 fn record(telemetry: &SharedTelemetry, millis: u64) -> anyhow::Result<Timeline> {
     let unmeasured = || anyhow::anyhow!("the agent does not measure its jobs' ranks (its eBPF program did not load)");
-    // The door's thread is real-time when the agent may be: this one, its child, is as well.
     let mut recording = telemetry.lock().together_program().ok_or_else(unmeasured)?.start_timeline()?;
-    normal_priority()?;
     let deadline = Instant::now() + Duration::from_millis(millis);
     while let Some(left) = deadline.checked_duration_since(Instant::now()).filter(|d| !d.is_zero()) {
         std::thread::sleep(left.min(DRAIN_EVERY));
         recording.drain(u64::MAX)?;
     }
-    // Back to the lock holders' priority for the end (where the agent may not be real-time, as it is).
-    let _ = crate::realtime::try_thread();
     telemetry.lock().together_program().ok_or_else(unmeasured)?.end_timeline(&mut recording)?;
-    normal_priority()?;
     recording.into_timeline()
-}
-
-/// Moves the calling thread to the ordinary scheduling policy (`SCHED_OTHER`).
-fn normal_priority() -> anyhow::Result<()> {
-    let param = libc::sched_param { sched_priority: 0 };
-    // SAFETY: pid 0 is the calling thread; `param` is a valid sched_param.
-    if unsafe { libc::sched_setscheduler(0, libc::SCHED_OTHER, &raw const param) } != 0 {
-        anyhow::bail!("cannot record at normal priority: {}", std::io::Error::last_os_error());
-    }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -52,7 +52,9 @@ const DESCRIPTIONS: &[(&str, &str)] = &[
          the same moment. Then one line per job: its row (ROW/PERIOD for a Slurm job's place in the cluster-wide \
          matrix, * when the row was given), its PUs, whether it is frozen or boosted now, where it came from, the \
          share of its time its ranks ran together (TOGETHER), and its first cgroup. A user other than root sees \
-         their own jobs only.",
+         their own jobs only, and may ask the agent 20 times at once and then 10 times a second (each millisecond \
+         of the agent's time a request takes counting as one more): past that, the agent refuses at once and \
+         lockstep says when to ask again (exit status 1).",
     ),
     (
         "lockstep-timeline",
