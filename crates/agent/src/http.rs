@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use hyper::{header, Method, StatusCode};
 
-use super::sampler::SharedTelemetry;
+use super::sampler::Sampler;
 use crate::doors::{Handler, Reply};
 use lockstep_core::error::UsageError;
 use lockstep_telemetry::exposition::{render, Snapshot, OPENMETRICS, PROMETHEUS};
@@ -26,8 +26,8 @@ pub fn bind(addr: SocketAddr) -> anyhow::Result<TcpListener> {
     })
 }
 
-/// The metrics door's handler: reads only (`GET`), over the agent's counters and store.
-pub fn handler(telemetry: SharedTelemetry, store: PathBuf) -> Handler {
+/// The metrics door's handler: reads only (`GET`), over the sampler's snapshot and the store.
+pub fn handler(telemetry: Sampler, store: PathBuf) -> Handler {
     Arc::new(move |_caller, parts, _body| {
         if parts.method != Method::GET {
             return Reply::text(StatusCode::METHOD_NOT_ALLOWED, "only GET is served");
@@ -41,10 +41,10 @@ pub fn handler(telemetry: SharedTelemetry, store: PathBuf) -> Handler {
     })
 }
 
-fn route(path: &str, openmetrics: bool, telemetry: &SharedTelemetry, store: &std::path::Path) -> Reply {
+fn route(path: &str, openmetrics: bool, telemetry: &Sampler, store: &std::path::Path) -> Reply {
     if path == "/metrics" {
         let me = std::process::id() as i32;
-        let t = telemetry.lock();
+        let t = telemetry.published();
         let snap = Snapshot {
             node: t.node(),
             samples: t.latest().collect(),
@@ -71,9 +71,9 @@ fn route(path: &str, openmetrics: bool, telemetry: &SharedTelemetry, store: &std
 }
 
 /// The job's latest counts: live when the agent counts it, else its final counts from the store.
-fn job_counts(job: &str, telemetry: &SharedTelemetry, store: &std::path::Path) -> anyhow::Result<Option<JobCounts>> {
+fn job_counts(job: &str, telemetry: &Sampler, store: &std::path::Path) -> anyhow::Result<Option<JobCounts>> {
     let node = {
-        let t = telemetry.lock();
+        let t = telemetry.published();
         if let Some(latest) = t.latest_of(job) {
             return Ok(Some(JobCounts {
                 node: t.node().to_string(),

@@ -94,8 +94,9 @@ pub struct Walk {
 }
 
 impl Walk {
-    /// Notes that `cut` stopped part of the walk.
-    fn cut(&mut self, cut: Cut) {
+    /// Notes that `cut` stopped part of the walk (or of what the caller made of it: the threads of its
+    /// processes, say).
+    pub fn cut(&mut self, cut: Cut) {
         if !self.cuts.contains(&cut) {
             self.cuts.push(cut);
             self.cuts.sort_unstable();

@@ -233,7 +233,7 @@ fn unsplit_returns_processes_and_a_failed_split_leaves_nothing() {
 /// A scratch cgroup: a directory whose `cgroup.procs` lists `procs`.
 fn scratch_cgroup(dir: &Path, procs: &[i32]) {
     fs::create_dir_all(dir).unwrap();
-    let text: String = procs.iter().map(|p| format!("{p}\n")).collect();
+    let text: String = procs.iter().map(|p| p.to_string() + "\n").collect();
     fs::write(dir.join("cgroup.procs"), text).unwrap();
 }
 

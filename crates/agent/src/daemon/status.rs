@@ -32,7 +32,7 @@ impl Daemon {
                 g
             })
             .collect();
-        let telemetry = self.telemetry.lock();
+        let telemetry = self.telemetry.published();
         Status {
             node: self.node.clone(),
             pid: std::process::id() as i32,
