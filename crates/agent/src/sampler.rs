@@ -25,7 +25,7 @@
 //! is said once.
 
 use std::cell::RefCell;
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs::File;
 use std::path::PathBuf;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
@@ -325,15 +325,12 @@ impl State {
         if self.settings.groups.is_empty() || self.jobs.contains_key(name) {
             return;
         }
+        // Each job's tree is walked once for this look, by the ranks' measures and the per-thread counters alike.
+        let mut walks = HashMap::new();
         if let Some(together) = &mut self.together {
             let dirs = groups.iter().filter_map(|d| d.first().cloned()).collect();
-            match together.attach(name, dirs).and_then(|()| together.rescan()) {
-                Ok(cut) => {
-                    for (job, walk) in &cut {
-                        say_cut(&mut self.cut, job, walk);
-                    }
-                }
-                Err(e) => crate::log::warning!("job {name}: co-scheduled time not measured: {e:#}"),
+            if let Err(e) = together.attach(name, dirs).and_then(|()| together.rescan(&mut walks)) {
+                crate::log::warning!("job {name}: co-scheduled time not measured: {e:#}");
             }
         }
         let mut counters = Counters::new(&self.settings.groups, false);
@@ -354,11 +351,13 @@ impl State {
             attach_cgroups(&mut counters, &perf_dirs, &pus).map(|()| None)
         } else {
             let dirs: Vec<PathBuf> = groups.iter().filter_map(|d| d.first().cloned()).collect();
-            let walk;
-            (short, walk) = rescan(&mut counters, &dirs, free);
-            say_cut(&mut self.cut, name, &walk);
+            let walk = walks.entry(name.to_string()).or_insert_with(|| procs_within(&dirs, JOB_TREE));
+            short = rescan(&mut counters, walk, free);
             Ok(Some(dirs))
         };
+        for (job, walk) in &walks {
+            say_cut(&mut self.cut, job, walk);
+        }
         match result {
             Ok(threads_of) => {
                 self.say_unsupported(&mut counters);
@@ -460,14 +459,11 @@ impl State {
 
     /// Reads every job (re-listing the threads of per-thread jobs first); returns the samples.
     fn sample(&mut self) -> Vec<Sample> {
-        match self.together.as_mut().map(Together::rescan) {
+        // Each job's tree is walked once per sample, by the ranks' measures and the per-thread counters alike.
+        let mut walks = HashMap::new();
+        match self.together.as_mut().map(|t| t.rescan(&mut walks)) {
             Some(Err(e)) => self.faults.report("co-scheduled time", &format!("cannot register the jobs' ranks: {e:#}")),
-            Some(Ok(cut)) => {
-                self.faults.clear("co-scheduled time");
-                for (job, walk) in &cut {
-                    say_cut(&mut self.cut, job, walk);
-                }
-            }
+            Some(Ok(())) => self.faults.clear("co-scheduled time"),
             None => {}
         }
         let time = lockstep_store::now();
@@ -477,8 +473,8 @@ impl State {
         for (name, job) in &mut jobs {
             if let Some(dirs) = &job.threads_of {
                 let before = job.counters.keys().count();
-                let (short, walk) = rescan(&mut job.counters, dirs, free + before);
-                say_cut(&mut self.cut, name, &walk);
+                let walk = walks.entry(name.clone()).or_insert_with(|| procs_within(dirs, JOB_TREE));
+                let short = rescan(&mut job.counters, walk, free + before);
                 free = (free + before).saturating_sub(job.counters.keys().count());
                 if short && !job.short {
                     say_short(name, self.budget);
@@ -493,6 +489,9 @@ impl State {
             }
         }
         self.jobs = jobs;
+        for (job, walk) in &walks {
+            say_cut(&mut self.cut, job, walk);
+        }
         out
     }
 
@@ -565,20 +564,23 @@ fn say_cut(said: &mut HashSet<String>, name: &str, walk: &Walk) {
     }
 }
 
-/// Attaches to the threads now in `dirs` (and below, within [`JOB_TREE`]: at most as many threads as processes)
-/// that are not counted yet, while the job holds fewer than `most` targets; detaches threads that exited (their
-/// final counts stay in the totals). Returns whether some threads were left uncounted for want of descriptors,
-/// and the walk of the tree (its processes taken out: only the bounds it hit).
-fn rescan(counters: &mut Counters, dirs: &[PathBuf], most: usize) -> (bool, Walk) {
-    let mut walk = procs_within(dirs, JOB_TREE);
+/// Attaches to the threads of the processes `walk` found in the job's tree (at most [`JOB_TREE`]'s count of
+/// processes: more is a cut of the walk) that are not counted yet, while the job holds fewer than `most` targets;
+/// detaches threads that exited (their final counts stay in the totals). Returns whether some threads were left
+/// uncounted for want of descriptors.
+fn rescan(counters: &mut Counters, walk: &mut Walk, most: usize) -> bool {
     let mut tids: Vec<i64> = Vec::new();
-    for &pid in &std::mem::take(&mut walk.procs) {
+    let mut more = false;
+    for &pid in &walk.procs {
         let Some(threads) = lockstep_cgroup::procfs::threads(pid) else { continue };
         if tids.len() + threads.len() > JOB_TREE.procs {
-            walk.cut(Cut::Procs);
+            more = true;
             break;
         }
         tids.extend(threads.into_iter().map(i64::from));
+    }
+    if more {
+        walk.cut(Cut::Procs);
     }
     let listed: HashSet<i64> = tids.iter().copied().collect();
     let gone: Vec<i64> = counters.keys().filter(|k| !listed.contains(k)).collect();
@@ -589,14 +591,14 @@ fn rescan(counters: &mut Counters, dirs: &[PathBuf], most: usize) -> (bool, Walk
     let mut held = known.len();
     for tid in tids.into_iter().filter(|t| !known.contains(t)) {
         if held >= most {
-            return (true, walk);
+            return true;
         }
         // A thread may exit between listing and attaching: skip it.
         if counters.attach(tid, Target::Thread { tid: tid as i32, inherit: false }).is_ok() {
             held += 1;
         }
     }
-    (false, walk)
+    false
 }
 
 /// Starts the sampler for `node` with `settings` (the ranks' measures against the kernel's BTF, or the file `btf`
@@ -781,9 +783,9 @@ mod tests {
         state.attach("deep", &[vec![top.clone()]], &CpuList::default());
         assert!(state.cut.contains("deep"), "the cut was not noted");
         assert!(state.jobs.contains_key("deep"), "a job walked in part is still counted");
-        let (_, walk) = rescan(&mut state.jobs.get_mut("deep").unwrap().counters, &[top], usize::MAX);
-        assert_eq!(walk.cuts, [Cut::Depth]);
-        assert!(walk.procs.is_empty(), "the walk's processes are the rescan's");
+        let mut walk = procs_within(&[top], JOB_TREE);
+        assert!(!rescan(&mut state.jobs.get_mut("deep").unwrap().counters, &mut walk, usize::MAX));
+        assert_eq!((walk.cuts, walk.procs), (vec![Cut::Depth], vec![std::process::id() as i32]));
         state.detach("deep");
         assert!(!state.cut.contains("deep"), "a job that comes again is said again");
     }

@@ -200,24 +200,21 @@ impl Together {
     }
 
     /// Registers the ranks every job has now, and takes away those it no longer has (exited, or no rank after all:
-    /// a job's processes are all its ranks only until one names its rank). Each job's tree is walked within
-    /// [`JOB_TREE`]; returns the jobs whose walk a bound cut short, with the walk (its processes left out).
-    pub fn rescan(&mut self) -> anyhow::Result<Vec<(String, Walk)>> {
+    /// a job's processes are all its ranks only until one names its rank). `walks` holds each job's walk of its
+    /// tree for this look, by name: a job not in it is walked now (within [`JOB_TREE`]) and added, for the
+    /// caller to use as well and to say which walks were cut short.
+    pub fn rescan(&mut self, walks: &mut HashMap<String, Walk>) -> anyhow::Result<()> {
         let mut changed = false;
-        let mut cut = Vec::new();
         for (name, job) in &mut self.jobs {
-            let (registered, walk) = register(&self.ranks, &self.sizes, job)?;
-            changed |= registered;
-            if !walk.cuts.is_empty() {
-                cut.push((name.clone(), walk));
-            }
+            let walk = walks.entry(name.clone()).or_insert_with(|| procs_within(&job.dirs, JOB_TREE));
+            changed |= register(&self.ranks, &self.sizes, job, &walk.procs)?;
         }
         if changed {
             // The iterator gives every rank unknown in its job's generation the state it has now; it writes
             // nothing to read.
             Iter::new(&self.look)?.read_to_end(&mut Vec::new())?;
         }
-        Ok(cut)
+        Ok(())
     }
 
     /// What the program measured for job `name` until now.
@@ -250,11 +247,10 @@ fn read_times(map: &MapHandle, key: &Key) -> Option<Reading> {
 }
 
 /// Registers `job`'s ranks now in `ranks` and takes away those it no longer has (a new generation of its counts
-/// then), and writes its size and generation in `sizes`. Returns whether its ranks changed, and the walk of its
-/// tree (its processes left out: only the bounds it hit, if any).
-fn register(ranks: &MapHandle, sizes: &MapHandle, job: &mut Job) -> anyhow::Result<(bool, Walk)> {
-    let mut walk = procs_within(&job.dirs, JOB_TREE);
-    let mut pids = std::mem::take(&mut walk.procs);
+/// then), and writes its size and generation in `sizes`; `procs` are the processes of its tree. Returns whether its
+/// ranks changed.
+fn register(ranks: &MapHandle, sizes: &MapHandle, job: &mut Job, procs: &[i32]) -> anyhow::Result<bool> {
+    let mut pids = procs.to_vec();
     pids.sort_unstable();
     pids.dedup();
     let found = job.ranks.of(&pids);
@@ -287,7 +283,7 @@ fn register(ranks: &MapHandle, sizes: &MapHandle, job: &mut Job) -> anyhow::Resu
     if added {
         job.first_ns.get_or_insert_with(crate::bpf::ktime_ns);
     }
-    Ok((added || !gone.is_empty(), walk))
+    Ok(added || !gone.is_empty())
 }
 
 #[cfg(test)]
