@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 
 use hyper::{header, Method, StatusCode};
 
-use super::sampler::SharedTelemetry;
+use super::sampler::Sampler;
 use crate::doors::{Handler, Reply};
 use lockstep_core::error::UsageError;
 use lockstep_store::Store;
@@ -30,7 +30,7 @@ pub fn bind(addr: SocketAddr) -> anyhow::Result<TcpListener> {
 /// The metrics door's handler: reads only (`GET`), over the agent's counters and, for a job no longer counted,
 /// the store at `store` through one read-only connection opened once (opened at the first request that needs
 /// it, and again after a failure), shared by every request.
-pub fn handler(telemetry: SharedTelemetry, store: PathBuf) -> Handler {
+pub fn handler(telemetry: Sampler, store: PathBuf) -> Handler {
     let reader = Arc::new(Reader { path: store, store: Mutex::new(None) });
     Arc::new(move |_caller, parts, _body| {
         if parts.method != Method::GET {
@@ -64,10 +64,10 @@ impl Reader {
     }
 }
 
-fn route(path: &str, openmetrics: bool, telemetry: &SharedTelemetry, store: &Reader) -> Reply {
+fn route(path: &str, openmetrics: bool, telemetry: &Sampler, store: &Reader) -> Reply {
     if path == "/metrics" {
         let me = std::process::id() as i32;
-        let t = telemetry.lock();
+        let t = telemetry.published();
         let snap = Snapshot {
             node: t.node(),
             samples: t.latest().collect(),
@@ -94,9 +94,9 @@ fn route(path: &str, openmetrics: bool, telemetry: &SharedTelemetry, store: &Rea
 }
 
 /// The job's latest counts: live when the agent counts it, else its final counts from the store.
-fn job_counts(job: &str, telemetry: &SharedTelemetry, store: &Reader) -> anyhow::Result<Option<JobCounts>> {
+fn job_counts(job: &str, telemetry: &Sampler, store: &Reader) -> anyhow::Result<Option<JobCounts>> {
     let node = {
-        let t = telemetry.lock();
+        let t = telemetry.published();
         if let Some(latest) = t.latest_of(job) {
             return Ok(Some(JobCounts {
                 node: t.node().to_string(),

@@ -15,7 +15,6 @@ mod doors;
 mod faults;
 mod feeders;
 pub mod fuzz;
-mod guarded;
 mod http;
 mod journal;
 mod log;

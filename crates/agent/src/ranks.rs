@@ -20,10 +20,8 @@
 //! others wait for the next) and at most [`LOOKS`] of each process.
 
 use std::collections::HashMap;
-use std::path::Path;
 
 use lockstep_cgroup::procfs::{self, ProcessRef};
-use lockstep_cgroup::procs_below;
 
 /// The variables by which a launcher tells a process its rank.
 const RANK_VARIABLES: [&[u8]; 3] = [b"PMIX_RANK=", b"PMI_RANK=", b"OMPI_COMM_WORLD_RANK="];
@@ -75,14 +73,6 @@ pub(crate) struct Ranks {
 }
 
 impl Ranks {
-    /// The job's ranks now, in its cgroup directories `dirs` (and below).
-    pub(crate) fn now(&mut self, dirs: &[impl AsRef<Path>]) -> JobRanks {
-        let mut pids: Vec<i32> = dirs.iter().flat_map(|d| procs_below(d.as_ref()).unwrap_or_default()).collect();
-        pids.sort_unstable();
-        pids.dedup();
-        self.of(&pids)
-    }
-
     /// The ranks among processes `pids` (sorted, without repeats) of the job.
     pub(crate) fn of(&mut self, pids: &[i32]) -> JobRanks {
         let mut seen = HashMap::with_capacity(pids.len());

@@ -15,22 +15,32 @@
 //! of its samples, in nanoseconds since its first rank was seen: [`RANK_RUNNING`], the time some rank was on a CPU;
 //! [`COSCHEDULED`], the time every one of its ranks on this node was at once (its `enabled`: the time some rank
 //! was); and [`RANK_WAITING`], the time one of them was runnable but not running.
+//!
+//! The sampler's thread owns all of it (the counters, the ranks' measures, the samples) and runs at normal
+//! priority: whatever a job makes it do (walk a tree, list threads, open counters) never holds up a slot switch.
+//! The daemon attaches and detaches jobs by message ([`Counting`]: a send, never a wait); after each change and
+//! each sample the thread publishes an immutable snapshot ([`Published`]) that the daemon, the doors and the
+//! timeline read, taking a lock only to clone a pointer (the daemon not even that: it never waits for it). Each
+//! look at a job's cgroup tree is bounded ([`lockstep_cgroup::JOB_TREE`]): a job whose tree was only partly walked
+//! is said once.
 
-use std::collections::{BTreeMap, HashSet};
+use std::cell::RefCell;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs::File;
 use std::path::PathBuf;
-use std::sync::Arc;
-
-use crate::guarded::Guarded;
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::{Arc, Mutex, PoisonError, TryLockError};
 use std::time::{Duration, Instant};
 
+use lockstep_cgroup::{procs_within, Cut, Walk, JOB_TREE};
 use lockstep_core::cpulist::CpuList;
 use lockstep_store::Store;
 use lockstep_telemetry::counters::{Counters, Target};
 use lockstep_telemetry::events::EventSpec;
 use lockstep_telemetry::Sample;
 
-use crate::together::{Reading, Together};
+use crate::together::timeline::Recording;
+use crate::together::{Reading, Times, Together};
 use lockstep_core::sample::{COSCHEDULED, RANK_RUNNING, RANK_WAITING};
 
 /// What the agent counts, and how often.
@@ -62,9 +72,8 @@ struct JobCounters {
 /// freezer and weight files), the doors' connections, the store and `/proc`.
 const COUNTER_SHARE: f64 = 0.5;
 
-/// The counters of every job and the latest sample of each, shared by the agent, the sampling thread and the
-/// HTTP server.
-pub struct Telemetry {
+/// The counters of every job and the latest sample of each: the sampler thread's own.
+struct State {
     settings: Settings,
     /// Disabled counters of every tracepoint counted, on the agent itself (see [`hold_tracepoints`]).
     _held: Option<Counters>,
@@ -85,7 +94,8 @@ pub struct Telemetry {
     /// Counter targets (a thread, or a cgroup on one PU) all jobs together may have open: each takes one
     /// descriptor per event.
     budget: usize,
-    stop: bool,
+    /// Jobs whose tree a walk has cut short (said once each).
+    cut: HashSet<String>,
 }
 
 /// How a job's ranks ran since its first rank was seen, as shares of time (see [`COSCHEDULED`]).
@@ -101,8 +111,155 @@ pub struct Shares {
     pub waiting: Option<f64>,
 }
 
-/// The telemetry and the condition its thread waits on.
-pub type SharedTelemetry = Arc<Guarded<Telemetry>>;
+/// What the sampler published last: every counted job's latest samples and shares, and the ranks' times to read
+/// live. Immutable: a reader holds it as long as it likes, and the sampler publishes the next beside it.
+#[derive(Default)]
+pub struct Published {
+    node: String,
+    /// Latest cumulative samples per counted job (none yet: an empty list).
+    latest: BTreeMap<String, Vec<Sample>>,
+    shares: BTreeMap<String, Shares>,
+    /// Where the eBPF program loaded.
+    together: Option<Times>,
+}
+
+impl Published {
+    /// The node name.
+    pub fn node(&self) -> &str {
+        &self.node
+    }
+
+    /// The latest samples of every job, for `/metrics`.
+    pub fn latest(&self) -> impl Iterator<Item = &Sample> {
+        self.latest.values().flatten()
+    }
+
+    /// The latest samples of job `name`, if the agent counts it.
+    pub fn latest_of(&self, name: &str) -> Option<&[Sample]> {
+        self.latest.get(name).map(Vec::as_slice)
+    }
+
+    /// How job `name`'s ranks ran, from its latest samples: `None` where the agent does not measure it.
+    pub fn shares(&self, name: &str) -> Option<Shares> {
+        self.shares.get(name).copied()
+    }
+
+    /// Number of jobs counted.
+    pub fn job_count(&self) -> usize {
+        self.latest.len()
+    }
+
+    /// What the eBPF program measured of job `name`'s ranks until now, read live from the kernel's map (the job as
+    /// the sampler last saw it); `None` where it does not measure it.
+    pub fn together(&self, name: &str) -> Option<Reading> {
+        self.together.as_ref()?.read(name)
+    }
+}
+
+/// Where the latest [`Published`] is: the lock is held only to swap or clone the pointer, never across work.
+type Cell = Arc<Mutex<Arc<Published>>>;
+
+/// What the sampler's thread is asked, in the order it was sent.
+enum Message {
+    /// Start counting a job: its name, its cgroups (one list of directories per cgroup), the PUs it may use.
+    Attach { name: String, groups: Vec<Vec<PathBuf>>, pus: CpuList },
+    /// Stop counting a job (its final counts go to the store).
+    Detach(String),
+    /// Answer once every message sent before is carried out and published.
+    Sync(Sender<()>),
+    /// Start recording a timeline (crate::together::timeline).
+    TimelineStart(Sender<anyhow::Result<Recording>>),
+    /// End the window of a recording, and hand it back.
+    TimelineEnd(Box<Recording>, Sender<(Box<Recording>, anyhow::Result<()>)>),
+    /// Detach every job, write what is left, end.
+    Stop,
+}
+
+/// The sampler as the doors, the timeline and the agent's setup hold it: the snapshot, and its thread's address.
+#[derive(Clone)]
+pub struct Sampler {
+    inbox: Sender<Message>,
+    cell: Cell,
+}
+
+impl Sampler {
+    /// The latest snapshot (the lock held only to clone its pointer).
+    pub fn published(&self) -> Arc<Published> {
+        self.cell.lock().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+
+    /// Waits, at most `within`, until the thread has carried out and published every message sent before (a job
+    /// the daemon attached before it answered is then counted); whether it has.
+    pub fn synced(&self, within: Duration) -> bool {
+        let (reply, answer) = mpsc::channel();
+        self.inbox.send(Message::Sync(reply)).is_ok() && answer.recv_timeout(within).is_ok()
+    }
+
+    /// The daemon's side of it.
+    pub fn counting(&self) -> Counting {
+        Counting { inbox: self.inbox.clone(), cell: self.cell.clone(), last: RefCell::new(self.published()) }
+    }
+
+    /// Starts recording a timeline, on the sampler's thread (which owns the program).
+    pub(crate) fn start_timeline(&self) -> anyhow::Result<Recording> {
+        let (reply, answer) = mpsc::channel();
+        self.inbox.send(Message::TimelineStart(reply)).map_err(|_| stopping())?;
+        answer.recv().map_err(|_| stopping())?
+    }
+
+    /// Ends the window of `recording`, on the sampler's thread.
+    pub(crate) fn end_timeline(&self, recording: Recording) -> anyhow::Result<Recording> {
+        let (reply, answer) = mpsc::channel();
+        self.inbox.send(Message::TimelineEnd(Box::new(recording), reply)).map_err(|_| stopping())?;
+        let (recording, ended) = answer.recv().map_err(|_| stopping())?;
+        ended.map(|()| *recording)
+    }
+
+    /// Tells the thread to detach every job, write what is left and stop; waits for it.
+    pub fn stop(&self, thread: std::thread::JoinHandle<()>) {
+        let _ = self.inbox.send(Message::Stop);
+        let _ = thread.join();
+    }
+}
+
+/// The error of a request the sampler's thread will not answer.
+fn stopping() -> anyhow::Error {
+    anyhow::anyhow!("the agent is stopping (its sampler has ended)")
+}
+
+/// The daemon's side of the sampler: jobs attached and detached by message, and the snapshot read without ever
+/// waiting (when the sampler is swapping it that moment, the one read before serves).
+pub struct Counting {
+    inbox: Sender<Message>,
+    cell: Cell,
+    last: RefCell<Arc<Published>>,
+}
+
+impl Counting {
+    /// Starts counting job `name`, whose cgroups are `groups` (one list of directories per cgroup) and which may
+    /// run on `pus`: sent, not waited for.
+    pub fn attach(&self, name: &str, groups: Vec<Vec<PathBuf>>, pus: CpuList) {
+        let _ = self.inbox.send(Message::Attach { name: name.to_string(), groups, pus });
+    }
+
+    /// Stops counting job `name`; its final counts go to the store. Sent, not waited for.
+    pub fn detach(&self, name: &str) {
+        let _ = self.inbox.send(Message::Detach(name.to_string()));
+    }
+
+    /// The latest snapshot the lock could be had for without waiting.
+    pub fn published(&self) -> Arc<Published> {
+        let now = match self.cell.try_lock() {
+            Ok(cell) => Some(cell.clone()),
+            Err(TryLockError::Poisoned(cell)) => Some(cell.into_inner().clone()),
+            Err(TryLockError::WouldBlock) => None,
+        };
+        if let Some(now) = now {
+            *self.last.borrow_mut() = now;
+        }
+        self.last.borrow().clone()
+    }
+}
 
 /// A tracepoint stays registered with the kernel while any perf event uses it, and registering one takes tens
 /// of milliseconds (the kernel patches code and waits for RCU): 41 tracepoints take 1.5 s here, which would
@@ -129,10 +286,10 @@ fn hold_tracepoints(groups: &[Vec<EventSpec>]) -> Option<Counters> {
     }
 }
 
-impl Telemetry {
-    /// Telemetry for `node` with `settings`, shared; the ranks' measures load against the kernel's BTF, or the
-    /// BTF file `btf` names.
-    pub fn shared(settings: Settings, node: &str, btf: Option<&std::path::Path>) -> SharedTelemetry {
+impl State {
+    /// The state for `node` with `settings`; the ranks' measures load against the kernel's BTF, or the BTF file
+    /// `btf` names.
+    fn new(settings: Settings, node: &str, btf: Option<&std::path::Path>) -> Self {
         let together = match Together::load(btf) {
             Ok(t) => Some(t),
             Err(e) => {
@@ -140,7 +297,7 @@ impl Telemetry {
                 None
             }
         };
-        Arc::new(Guarded::new(Self {
+        Self {
             _held: hold_tracepoints(&settings.groups),
             together,
             faults: crate::faults::Faults::default(),
@@ -152,8 +309,8 @@ impl Telemetry {
             unsupported_said: false,
             budget: target_budget(settings.groups.iter().map(Vec::len).sum()),
             settings,
-            stop: false,
-        }))
+            cut: HashSet::new(),
+        }
     }
 
     /// Counter targets open now, over every job.
@@ -161,21 +318,18 @@ impl Telemetry {
         self.jobs.values().map(|j| j.counters.keys().count()).sum()
     }
 
-    /// The node name.
-    pub fn node(&self) -> &str {
-        &self.node
-    }
-
     /// Starts counting job `name`, whose cgroups are `groups` (one list of directories per cgroup) and which
     /// may run on `pus`. Per cgroup when possible, else per thread; a failure is reported and the job runs
     /// uncounted.
-    pub fn attach(&mut self, name: &str, groups: &[Vec<PathBuf>], pus: &CpuList) {
+    fn attach(&mut self, name: &str, groups: &[Vec<PathBuf>], pus: &CpuList) {
         if self.settings.groups.is_empty() || self.jobs.contains_key(name) {
             return;
         }
+        // Each job's tree is walked once for this look, by the ranks' measures and the per-thread counters alike.
+        let mut walks = HashMap::new();
         if let Some(together) = &mut self.together {
             let dirs = groups.iter().filter_map(|d| d.first().cloned()).collect();
-            if let Err(e) = together.attach(name, dirs).and_then(|()| together.rescan()) {
+            if let Err(e) = together.attach(name, dirs).and_then(|()| together.rescan(&mut walks)) {
                 crate::log::warning!("job {name}: co-scheduled time not measured: {e:#}");
             }
         }
@@ -197,9 +351,13 @@ impl Telemetry {
             attach_cgroups(&mut counters, &perf_dirs, &pus).map(|()| None)
         } else {
             let dirs: Vec<PathBuf> = groups.iter().filter_map(|d| d.first().cloned()).collect();
-            short = rescan(&mut counters, &dirs, free);
+            let walk = walks.entry(name.to_string()).or_insert_with(|| procs_within(&dirs, JOB_TREE));
+            short = rescan(&mut counters, walk, free);
             Ok(Some(dirs))
         };
+        for (job, walk) in &walks {
+            say_cut(&mut self.cut, job, walk);
+        }
         match result {
             Ok(threads_of) => {
                 self.say_unsupported(&mut counters);
@@ -238,7 +396,7 @@ impl Telemetry {
     }
 
     /// Stops counting job `name`: its final counts are queued for the store.
-    pub fn detach(&mut self, name: &str) {
+    fn detach(&mut self, name: &str) {
         let Some(mut job) = self.jobs.remove(name) else { return };
         let time = lockstep_store::now();
         if let Some(samples) = self.read_job(name, &mut job, time) {
@@ -249,10 +407,11 @@ impl Telemetry {
         }
         self.latest.remove(name);
         self.previous.remove(name);
+        self.cut.remove(name);
     }
 
     /// Detaches every job (the agent is stopping).
-    pub fn detach_all(&mut self) {
+    fn detach_all(&mut self) {
         let names: Vec<String> = self.jobs.keys().cloned().collect();
         for name in names {
             self.detach(&name);
@@ -291,19 +450,18 @@ impl Telemetry {
         Some(samples)
     }
 
-    /// What the eBPF program measured of job `name`'s ranks until now, where it loaded.
-    pub fn together(&self, name: &str) -> Option<Reading> {
-        self.together.as_ref()?.read(name)
-    }
-
-    /// The eBPF program that measures the jobs' ranks, where it loaded.
-    pub(crate) fn together_program(&self) -> Option<&Together> {
-        self.together.as_ref()
+    /// The eBPF program that measures the jobs' ranks, or the error saying it did not load.
+    fn together_program(&self) -> anyhow::Result<&Together> {
+        self.together.as_ref().ok_or_else(|| {
+            anyhow::anyhow!("the agent does not measure its jobs' ranks (its eBPF program did not load)")
+        })
     }
 
     /// Reads every job (re-listing the threads of per-thread jobs first); returns the samples.
     fn sample(&mut self) -> Vec<Sample> {
-        match self.together.as_mut().map(Together::rescan) {
+        // Each job's tree is walked once per sample, by the ranks' measures and the per-thread counters alike.
+        let mut walks = HashMap::new();
+        match self.together.as_mut().map(|t| t.rescan(&mut walks)) {
             Some(Err(e)) => self.faults.report("co-scheduled time", &format!("cannot register the jobs' ranks: {e:#}")),
             Some(Ok(())) => self.faults.clear("co-scheduled time"),
             None => {}
@@ -315,7 +473,8 @@ impl Telemetry {
         for (name, job) in &mut jobs {
             if let Some(dirs) = &job.threads_of {
                 let before = job.counters.keys().count();
-                let short = rescan(&mut job.counters, dirs, free + before);
+                let walk = walks.entry(name.clone()).or_insert_with(|| procs_within(dirs, JOB_TREE));
+                let short = rescan(&mut job.counters, walk, free + before);
                 free = (free + before).saturating_sub(job.counters.keys().count());
                 if short && !job.short {
                     say_short(name, self.budget);
@@ -330,24 +489,24 @@ impl Telemetry {
             }
         }
         self.jobs = jobs;
+        for (job, walk) in &walks {
+            say_cut(&mut self.cut, job, walk);
+        }
         out
     }
 
-    /// The latest samples of every job, for `/metrics`.
-    pub fn latest(&self) -> impl Iterator<Item = &Sample> {
-        self.latest.values().flatten()
-    }
-
-    /// The latest samples of job `name`, if the agent counts it now.
-    pub fn latest_of(&self, name: &str) -> Option<&[Sample]> {
-        if !self.jobs.contains_key(name) {
-            return None;
+    /// The snapshot of what is counted now: each counted job's latest samples and shares.
+    fn publish(&self) -> Published {
+        Published {
+            node: self.node.clone(),
+            latest: self.jobs.keys().map(|n| (n.clone(), self.latest.get(n).cloned().unwrap_or_default())).collect(),
+            shares: self.jobs.keys().filter_map(|n| Some((n.clone(), self.shares(n)?))).collect(),
+            together: self.together.as_ref().map(Together::times),
         }
-        Some(self.latest.get(name).map_or(&[], Vec::as_slice))
     }
 
     /// How job `name`'s ranks ran, from its latest samples: `None` where the agent does not measure it.
-    pub fn shares(&self, name: &str) -> Option<Shares> {
+    fn shares(&self, name: &str) -> Option<Shares> {
         let of = |samples: Option<&Vec<Sample>>, event: &str| samples?.iter().find(|s| s.event == event).cloned();
         let (latest, previous) = (self.latest.get(name), self.previous.get(name));
         let now = of(latest, COSCHEDULED)?;
@@ -357,11 +516,6 @@ impl Telemetry {
             running: of(latest, RANK_RUNNING).and_then(|s| s.share()),
             waiting: of(latest, RANK_WAITING).and_then(|s| s.share()),
         })
-    }
-
-    /// Number of jobs counted.
-    pub fn job_count(&self) -> usize {
-        self.jobs.len()
     }
 }
 
@@ -396,13 +550,38 @@ fn say_short(name: &str, budget: usize) {
     );
 }
 
-/// Attaches to the threads now in `dirs` (and below) that are not counted yet, while the job holds fewer than
-/// `most` targets; detaches threads that exited (their final counts stay in the totals). Returns whether some
-/// threads were left uncounted.
-fn rescan(counters: &mut Counters, dirs: &[PathBuf], most: usize) -> bool {
-    let pids: Vec<i32> = dirs.iter().flat_map(|d| lockstep_cgroup::procs_below(d).unwrap_or_default()).collect();
-    let tids: Vec<i64> =
-        pids.iter().filter_map(|&p| lockstep_cgroup::procfs::threads(p)).flatten().map(i64::from).collect();
+/// Says once that job `name`'s tree was only partly walked, when `walk` was cut short (`said`: the jobs said).
+fn say_cut(said: &mut HashSet<String>, name: &str, walk: &Walk) {
+    if !walk.cuts.is_empty() && said.insert(name.to_string()) {
+        crate::log::warning!(
+            "job {name}: its cgroup tree was only partly walked ({}): the agent walks at most {} levels, {} cgroups \
+             and {} processes of a job per sample, and measures what it found",
+            walk.said(&JOB_TREE),
+            JOB_TREE.depth,
+            JOB_TREE.cgroups,
+            JOB_TREE.procs
+        );
+    }
+}
+
+/// Attaches to the threads of the processes `walk` found in the job's tree (at most [`JOB_TREE`]'s count of
+/// processes: more is a cut of the walk) that are not counted yet, while the job holds fewer than `most` targets;
+/// detaches threads that exited (their final counts stay in the totals). Returns whether some threads were left
+/// uncounted for want of descriptors.
+fn rescan(counters: &mut Counters, walk: &mut Walk, most: usize) -> bool {
+    let mut tids: Vec<i64> = Vec::new();
+    let mut more = false;
+    for &pid in &walk.procs {
+        let Some(threads) = lockstep_cgroup::procfs::threads(pid) else { continue };
+        if tids.len() + threads.len() > JOB_TREE.procs {
+            more = true;
+            break;
+        }
+        tids.extend(threads.into_iter().map(i64::from));
+    }
+    if more {
+        walk.cut(Cut::Procs);
+    }
     let listed: HashSet<i64> = tids.iter().copied().collect();
     let gone: Vec<i64> = counters.keys().filter(|k| !listed.contains(k)).collect();
     for k in gone {
@@ -422,61 +601,192 @@ fn rescan(counters: &mut Counters, dirs: &[PathBuf], most: usize) -> bool {
     false
 }
 
-/// Samples every interval (and writes final samples as jobs go) on a thread of its own, with its own store
-/// connection; deletes samples and decisions past the retention, and ended jobs past the job history, once a
-/// minute.
-pub fn spawn(telemetry: SharedTelemetry, store_path: PathBuf) -> anyhow::Result<std::thread::JoinHandle<()>> {
-    let mut store = Store::open(&store_path)?;
-    Ok(std::thread::spawn(move || {
-        // The daemon takes the telemetry lock to count and uncount jobs as they come and go: held by an
-        // ordinary thread preempted by the jobs, it would hold a slot switch back (a whole slot, measured).
-        crate::realtime::thread("sampling");
-        let mut t = telemetry.lock();
-        let interval = t.settings.interval;
-        let (retention, job_history) = (t.settings.retention, t.settings.job_history);
-        let mut next = interval.map(|i| Instant::now() + i);
-        let mut next_expiry = Instant::now();
-        let mut faults = crate::faults::Faults::default();
-        loop {
-            let mut batch = std::mem::take(&mut t.finals);
-            if let Some(at) = next.filter(|at| Instant::now() >= *at) {
-                batch.extend(t.sample());
-                next = interval.map(|i| at + i);
-            }
-            let stop = t.stop;
-            drop(t);
-            if !batch.is_empty() {
-                match store.insert_samples(&batch) {
-                    Ok(()) => faults.clear("samples"),
-                    Err(e) => faults.report("samples", &format!("cannot store them: {e:#}")),
-                }
-            }
-            if Instant::now() >= next_expiry {
-                let now = lockstep_store::now();
-                let _ = store.expire_samples(now - retention.as_secs_f64());
-                let _ = store.expire_decisions(now - retention.as_secs_f64());
-                let _ = store.expire_jobs(now - job_history.as_secs_f64());
-                next_expiry = Instant::now() + Duration::from_mins(1);
-            }
-            if stop {
-                return;
-            }
-            t = telemetry.lock();
-            if t.finals.is_empty() && !t.stop {
-                let wait = next.map_or(Duration::from_mins(1), |at| at.saturating_duration_since(Instant::now()));
-                t = telemetry.wait(t, wait);
-            }
-        }
-    }))
+/// Starts the sampler for `node` with `settings` (the ranks' measures against the kernel's BTF, or the file `btf`
+/// names) on a thread of its own at normal priority, with its own connection to the store at `store_path`: it
+/// samples every interval, writes final samples as jobs go, and deletes samples and decisions past the retention,
+/// and ended jobs past the job history, once a minute. Returns its handle and its thread.
+pub fn spawn(
+    settings: Settings,
+    node: &str,
+    btf: Option<&std::path::Path>,
+    store_path: &std::path::Path,
+) -> anyhow::Result<(Sampler, std::thread::JoinHandle<()>)> {
+    let store = Store::open(store_path)?;
+    let state = State::new(settings, node, btf);
+    let cell: Cell = Arc::new(Mutex::new(Arc::new(state.publish())));
+    let (inbox, messages) = mpsc::channel();
+    let sampler = Sampler { inbox, cell: cell.clone() };
+    let thread = std::thread::Builder::new()
+        .name("lockstep-sample".into())
+        .spawn(move || run(state, &messages, &cell, store))?;
+    Ok((sampler, thread))
 }
 
-/// Tells the sampling thread to write what is left and stop; waits for it.
-pub fn stop(telemetry: &SharedTelemetry, thread: std::thread::JoinHandle<()>) {
-    {
-        let mut t = telemetry.lock();
-        t.detach_all();
-        t.stop = true;
+/// Puts `published` in `cell`; the one it replaces is dropped after the lock is let go.
+fn put(cell: &Cell, published: Published) {
+    let new = Arc::new(published);
+    let old = {
+        let mut held = cell.lock().unwrap_or_else(PoisonError::into_inner);
+        std::mem::replace(&mut *held, new)
+    };
+    drop(old);
+}
+
+/// The sampler's thread: carries out the messages as they come and samples when due, publishing after each.
+fn run(mut state: State, messages: &Receiver<Message>, cell: &Cell, mut store: Store) {
+    let interval = state.settings.interval;
+    let (retention, job_history) = (state.settings.retention, state.settings.job_history);
+    let mut next = interval.map(|i| Instant::now() + i);
+    let mut next_expiry = Instant::now();
+    let mut faults = crate::faults::Faults::default();
+    loop {
+        let wait = next.map_or(Duration::from_mins(1), |at| at.saturating_duration_since(Instant::now()));
+        let first = match messages.recv_timeout(wait) {
+            Ok(m) => Some(m),
+            Err(RecvTimeoutError::Timeout) => None,
+            // Every handle is gone: nothing is left to count for.
+            Err(RecvTimeoutError::Disconnected) => Some(Message::Stop),
+        };
+        let (mut changed, mut stop) = (false, false);
+        let mut synced = Vec::new();
+        for message in first.into_iter().chain(messages.try_iter()) {
+            match message {
+                Message::Attach { name, groups, pus } => {
+                    state.attach(&name, &groups, &pus);
+                    changed = true;
+                }
+                Message::Detach(name) => {
+                    state.detach(&name);
+                    changed = true;
+                }
+                Message::Sync(reply) => synced.push(reply),
+                Message::TimelineStart(reply) => {
+                    let _ = reply.send(state.together_program().and_then(Together::start_timeline));
+                }
+                Message::TimelineEnd(mut recording, reply) => {
+                    let ended = state.together_program().and_then(|t| t.end_timeline(&mut recording));
+                    let _ = reply.send((recording, ended));
+                }
+                Message::Stop => {
+                    state.detach_all();
+                    (changed, stop) = (true, true);
+                    break;
+                }
+            }
+        }
+        let mut batch = std::mem::take(&mut state.finals);
+        if let Some(at) = next.filter(|at| Instant::now() >= *at) {
+            batch.extend(state.sample());
+            next = interval.map(|i| at + i);
+            changed = true;
+        }
+        // Final counts in the store before the job leaves the snapshot: a reader finds them in one or the other.
+        if !batch.is_empty() {
+            match store.insert_samples(&batch) {
+                Ok(()) => faults.clear("samples"),
+                Err(e) => faults.report("samples", &format!("cannot store them: {e:#}")),
+            }
+        }
+        if changed {
+            put(cell, state.publish());
+        }
+        for reply in synced {
+            let _ = reply.send(());
+        }
+        if stop {
+            return;
+        }
+        if Instant::now() >= next_expiry {
+            let now = lockstep_store::now();
+            let _ = store.expire_samples(now - retention.as_secs_f64());
+            let _ = store.expire_decisions(now - retention.as_secs_f64());
+            let _ = store.expire_jobs(now - job_history.as_secs_f64());
+            next_expiry = Instant::now() + Duration::from_mins(1);
+        }
     }
-    telemetry.notify();
-    let _ = thread.join();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings() -> Settings {
+        Settings {
+            groups: lockstep_telemetry::events::parse_list("task-clock").unwrap(),
+            interval: None,
+            retention: Duration::from_hours(1),
+            job_history: Duration::from_hours(1),
+        }
+    }
+
+    /// A scratch cgroup `dir` (a plain directory) whose `cgroup.procs` lists `procs`.
+    fn scratch_cgroup(dir: &std::path::Path, procs: &[u32]) {
+        std::fs::create_dir_all(dir).unwrap();
+        std::fs::write(dir.join("cgroup.procs"), procs.iter().map(|p| p.to_string() + "\n").collect::<String>())
+            .unwrap();
+    }
+
+    #[test]
+    fn jobs_are_attached_and_detached_by_message_and_published() {
+        let t = lockstep_scratch::tempdir().unwrap();
+        let (sampler, thread) = spawn(settings(), "n1", None, &t.path().join("store.db")).unwrap();
+        let counting = sampler.counting();
+        // This test's own process, counted per thread (the scratch directory is in no perf_event hierarchy).
+        let dir = t.path().join("job");
+        scratch_cgroup(&dir, &[std::process::id()]);
+        assert!(counting.published().latest_of("a").is_none());
+        counting.attach("a", vec![vec![dir.clone()]], CpuList::default());
+        assert!(sampler.synced(Duration::from_secs(20)), "the sampler did not answer");
+        let published = sampler.published();
+        assert_eq!((published.node(), published.job_count()), ("n1", 1));
+        let latest = published.latest_of("a").expect("job a is counted once the sampler answered");
+        assert!(latest.iter().any(|s| s.event == "task-clock"), "{latest:?}");
+        assert_eq!(counting.published().job_count(), 1, "the daemon reads the same snapshot");
+        counting.detach("a");
+        assert!(sampler.synced(Duration::from_secs(20)));
+        assert!(sampler.published().latest_of("a").is_none());
+        // Its final counts are in the store by the time it left the snapshot.
+        let finals = Store::open(&t.path().join("store.db")).unwrap().latest_samples("a", "n1").unwrap();
+        assert!(finals.iter().any(|s| s.event == "task-clock"), "{finals:?}");
+        sampler.stop(thread);
+    }
+
+    #[test]
+    fn the_daemon_never_waits_for_the_snapshot() {
+        let t = lockstep_scratch::tempdir().unwrap();
+        let (sampler, thread) = spawn(settings(), "n1", None, &t.path().join("store.db")).unwrap();
+        let counting = sampler.counting();
+        let before = counting.published();
+        // Whoever holds the cell (here: this test, as the sampler would while swapping), the daemon gets the last
+        // snapshot it read, at once.
+        let held = sampler.cell.lock().unwrap();
+        let during = counting.published();
+        assert!(Arc::ptr_eq(&before, &during));
+        // And a message sent meanwhile is not waited for either.
+        counting.detach("no-such-job");
+        drop(held);
+        assert!(sampler.synced(Duration::from_secs(20)));
+        sampler.stop(thread);
+    }
+
+    #[test]
+    fn a_tree_past_the_bounds_is_walked_in_part_and_said_once() {
+        let t = lockstep_scratch::tempdir().unwrap();
+        let top = t.path().join("job");
+        let mut dir = top.clone();
+        for _ in 0..=JOB_TREE.depth + 1 {
+            scratch_cgroup(&dir, &[]);
+            dir = dir.join("d");
+        }
+        scratch_cgroup(&top, &[std::process::id()]);
+        let mut state = State::new(settings(), "n1", None);
+        state.attach("deep", &[vec![top.clone()]], &CpuList::default());
+        assert!(state.cut.contains("deep"), "the cut was not noted");
+        assert!(state.jobs.contains_key("deep"), "a job walked in part is still counted");
+        let mut walk = procs_within(&[top], JOB_TREE);
+        assert!(!rescan(&mut state.jobs.get_mut("deep").unwrap().counters, &mut walk, usize::MAX));
+        assert_eq!((walk.cuts, walk.procs), (vec![Cut::Depth], vec![std::process::id() as i32]));
+        state.detach("deep");
+        assert!(!state.cut.contains("deep"), "a job that comes again is said again");
+    }
 }

@@ -13,7 +13,7 @@ use hyper::{Method, StatusCode};
 use crate::command::{Command, Mailbox};
 use crate::daemon::{visible_to, Board};
 use crate::doors::{Caller, Handler, Reply};
-use crate::sampler::SharedTelemetry;
+use crate::sampler::Sampler;
 use lockstep_core::error::UsageError;
 use lockstep_core::trust;
 use lockstep_proto::client::REQUEST_PATH;
@@ -88,13 +88,19 @@ impl Drop for BoundSocket {
     }
 }
 
+/// How long a `lockstep run` registration waits for the sampler to count its job, at most: the sampler attaches
+/// jobs between samples, each look at a job bounded.
+const REGISTER_COUNTED: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// The control API's handler: `POST /v1/request` with one JSON request; the answer is the JSON response, with
 /// the HTTP status saying how it went (200 done, 400 bad input, 403 not allowed, 500 failed; 503 once the agent is
 /// stopping). A `status` is answered from the daemon's `board` (the status it published last), filtered for the
-/// asker; a `timeline` is recorded here, off the daemon's loop, from `telemetry` (crate::together::timeline);
+/// asker; a `timeline` is recorded here, off the daemon's loop, through `sampler` (crate::together::timeline);
 /// root's other requests are carried out by the daemon at `mailbox`. No request of another user reaches the
 /// daemon: they may ask for the status only.
-pub fn handler(mailbox: Mailbox, telemetry: SharedTelemetry, board: Board) -> Handler {
+/// A job registered by `lockstep run` is answered once the sampler counts it (the daemon only sends it there), so
+/// that it is counted from its first instruction.
+pub fn handler(mailbox: Mailbox, sampler: Sampler, board: Board) -> Handler {
     Arc::new(move |caller, parts, body| {
         let Caller::Local { uid } = caller else {
             return Reply::text(StatusCode::FORBIDDEN, "the control API is served on the Unix socket only");
@@ -109,7 +115,7 @@ pub fn handler(mailbox: Mailbox, telemetry: SharedTelemetry, board: Board) -> Ha
                 return reply(&Response { ok: true, status: Some(status), ..Default::default() });
             }
             Request::Timeline { millis } => {
-                return reply(&match crate::together::timeline::serve(&telemetry, uid, millis) {
+                return reply(&match crate::together::timeline::serve(&sampler, uid, millis) {
                     Ok(timeline) => Response { ok: true, timeline: Some(timeline), ..Default::default() },
                     Err(e) => failure(e),
                 });
@@ -121,8 +127,14 @@ pub fn handler(mailbox: Mailbox, telemetry: SharedTelemetry, board: Board) -> Ha
             }
             _ => {}
         }
+        let registers = matches!(request, Request::Register { .. });
         match mailbox.ask(|reply| Command::Control { request, uid, reply }) {
-            Some(response) => reply(&response),
+            Some(response) => {
+                if registers && response.ok && !sampler.synced(REGISTER_COUNTED) {
+                    crate::log::warning!("a job registered by lockstep run starts before the sampler counts it");
+                }
+                reply(&response)
+            }
             None => Reply {
                 status: StatusCode::SERVICE_UNAVAILABLE,
                 ..reply(&failure(anyhow::anyhow!("the agent is stopping (ask again once it has started again)")))

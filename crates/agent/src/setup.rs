@@ -195,7 +195,7 @@ fn serve_metrics(
     doors: &doors::Doors,
     listener: std::net::TcpListener,
     scrapers: doors::Scrapers,
-    telemetry: &sampler::SharedTelemetry,
+    telemetry: &sampler::Sampler,
     store: &Path,
 ) -> anyhow::Result<()> {
     let bound = doors.tcp(listener, doors::METRICS, scrapers, http::handler(telemetry.clone(), store.to_path_buf()))?;
@@ -240,8 +240,8 @@ pub fn run(config: Config) -> anyhow::Result<i32> {
     store.set_busy_timeout(STORE_BUSY)?;
     // The watchdog before any change: from now on, every change is journaled before it is made.
     let watchdog = Watchdog::spawn(&config.store)?;
-    let telemetry = sampler::Telemetry::shared(config.telemetry.clone(), &config.node, config.dcs.btf.as_deref());
-    let sampling = sampler::spawn(telemetry.clone(), config.store.clone())?;
+    let (telemetry, sampling) =
+        sampler::spawn(config.telemetry.clone(), &config.node, config.dcs.btf.as_deref(), &config.store)?;
     let repaired = journal::repair(&store)?;
     if repaired > 0 {
         crate::log::info!("restored {repaired} cgroup file(s) left changed by a previous agent");
@@ -256,7 +256,7 @@ pub fn run(config: Config) -> anyhow::Result<i32> {
         journal: Journal::new(watchdog, config.store.clone()),
         store,
         backend,
-        telemetry: telemetry.clone(),
+        telemetry: telemetry.counting(),
         dcs: config.dcs.clone(),
         clock_skew_file: clock_skew_file(),
     };
@@ -289,7 +289,7 @@ pub fn run(config: Config) -> anyhow::Result<i32> {
     daemon.restore_all();
     // Commands still in the inbox go unanswered: their threads end.
     drop(daemon);
-    sampler::stop(&telemetry, sampling);
+    telemetry.stop(sampling);
     drop(socket);
     crate::log::info!("stopped; every job restored");
     Ok(0)

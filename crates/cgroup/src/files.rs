@@ -57,6 +57,120 @@ pub fn procs_below(dir: &Path) -> io::Result<Vec<i32>> {
     Ok(out)
 }
 
+/// How far a walk of a job's cgroup tree goes. A delegated tree is its user's to make: as deep and as wide as the
+/// kernel lets them (cgroup v1 sets no limit), and as full of processes as their limits allow.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Bounds {
+    /// Levels walked below the top directories (which are level 0).
+    pub depth: usize,
+    /// Cgroups whose processes are read, the top directories included.
+    pub cgroups: usize,
+    /// Processes listed.
+    pub procs: usize,
+}
+
+/// What the agent walks of one job's tree at most, per look: 32 levels, 4,096 cgroups, 65,536 processes.
+pub const JOB_TREE: Bounds = Bounds { depth: 32, cgroups: 4096, procs: 65_536 };
+
+/// Which bound cut a walk short.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Cut {
+    /// The tree goes deeper than [`Bounds::depth`].
+    Depth,
+    /// It has more cgroups than [`Bounds::cgroups`].
+    Cgroups,
+    /// It holds more processes than [`Bounds::procs`].
+    Procs,
+}
+
+/// What a bounded walk found: the processes listed (shallowest cgroups first), and the bounds that cut it short
+/// (empty when the whole tree was walked).
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Walk {
+    /// The processes listed.
+    pub procs: Vec<i32>,
+    /// The bounds hit, each once, in the order of [`Cut`].
+    pub cuts: Vec<Cut>,
+}
+
+impl Walk {
+    /// Notes that `cut` stopped part of the walk (or of what the caller made of it: the threads of its
+    /// processes, say).
+    pub fn cut(&mut self, cut: Cut) {
+        if !self.cuts.contains(&cut) {
+            self.cuts.push(cut);
+            self.cuts.sort_unstable();
+        }
+    }
+
+    /// The bounds hit, in words (`deeper than 32 levels, more than 4096 cgroups`), with `bounds` the walk's.
+    pub fn said(&self, bounds: &Bounds) -> String {
+        let word = |c: &Cut| match c {
+            Cut::Depth => format!("deeper than {} levels", bounds.depth),
+            Cut::Cgroups => format!("more than {} cgroups", bounds.cgroups),
+            Cut::Procs => format!("more than {} processes", bounds.procs),
+        };
+        self.cuts.iter().map(word).collect::<Vec<_>>().join(", ")
+    }
+}
+
+/// The processes in the cgroups `tops` and below, walked breadth first within `bounds`: what lies past a bound is
+/// left out, and the walk says which bounds it hit. A cgroup that cannot be read (gone, or no descriptor left) is
+/// passed over: what this lists is for measuring, never for deciding that a job ended (see [`procs_below`]).
+pub fn procs_within(tops: &[impl AsRef<Path>], bounds: Bounds) -> Walk {
+    use std::collections::VecDeque;
+    let mut walk = Walk::default();
+    let mut queue: VecDeque<(std::path::PathBuf, usize)> = VecDeque::new();
+    for top in tops {
+        if queue.len() >= bounds.cgroups {
+            walk.cut(Cut::Cgroups);
+            break;
+        }
+        queue.push_back((top.as_ref().to_path_buf(), 0));
+    }
+    // Cgroups taken into the walk so far (read or queued): the queue never holds more than the bound allows.
+    let mut taken = queue.len();
+    while let Some((dir, depth)) = queue.pop_front() {
+        if !read_procs_into(&dir, bounds.procs, &mut walk.procs) {
+            walk.cut(Cut::Procs);
+            break;
+        }
+        let Ok(entries) = fs::read_dir(&dir) else { continue };
+        for e in entries.flatten() {
+            if !e.file_type().is_ok_and(|t| t.is_dir()) {
+                continue;
+            }
+            if depth >= bounds.depth {
+                walk.cut(Cut::Depth);
+                break;
+            }
+            if taken >= bounds.cgroups {
+                walk.cut(Cut::Cgroups);
+                break;
+            }
+            taken += 1;
+            queue.push_back((e.path(), depth + 1));
+        }
+    }
+    walk
+}
+
+/// Appends the processes of cgroup `dir` to `out` while it holds fewer than `most`; returns `false` when some were
+/// left out for want of room. A cgroup that cannot be read adds none.
+fn read_procs_into(dir: &Path, most: usize, out: &mut Vec<i32>) -> bool {
+    use std::io::BufRead;
+    let Ok(file) = fs::File::open(dir.join("cgroup.procs")) else { return true };
+    for line in io::BufReader::new(file).lines() {
+        let Ok(line) = line else { break };
+        let Ok(pid) = line.trim().parse() else { continue };
+        if out.len() >= most {
+            return false;
+        }
+        out.push(pid);
+    }
+    true
+}
+
 /// Moves the calling process into the cgroup whose `cgroup.procs` is `path` (writing `0` names the writer).
 /// Async-signal-safe: usable between fork and exec.
 pub fn join(path: &CString) -> std::io::Result<()> {

@@ -14,7 +14,7 @@ mod v2;
 
 use std::path::PathBuf;
 
-pub use files::{join, procs_below, read_procs, remove_dir};
+pub use files::{join, procs_below, procs_within, read_procs, remove_dir, Bounds, Cut, Walk, JOB_TREE};
 pub use job::{Backend, CreateError, JobCgroup, Limits, Version, PARENT};
 pub use knobs::{weight_to_shares, Knobs};
 pub use mounts::{perf_event_dir, unified_mount};

@@ -229,3 +229,79 @@ fn unsplit_returns_processes_and_a_failed_split_leaves_nothing() {
     cg.destroy(Duration::from_secs(5)).unwrap();
     assert!(!child.wait().unwrap().success());
 }
+
+/// A scratch cgroup: a directory whose `cgroup.procs` lists `procs`.
+fn scratch_cgroup(dir: &Path, procs: &[i32]) {
+    fs::create_dir_all(dir).unwrap();
+    let text: String = procs.iter().map(|p| p.to_string() + "\n").collect();
+    fs::write(dir.join("cgroup.procs"), text).unwrap();
+}
+
+#[test]
+fn a_tree_within_the_bounds_is_walked_whole_shallowest_first() {
+    let root = lockstep_scratch::tempdir().unwrap();
+    let top = root.path().join("job");
+    scratch_cgroup(&top, &[1, 2]);
+    scratch_cgroup(&top.join("a/b"), &[5]);
+    scratch_cgroup(&top.join("a"), &[3]);
+    scratch_cgroup(&top.join("c"), &[4]);
+    let walk = procs_within(&[&top], JOB_TREE);
+    assert!(walk.cuts.is_empty(), "{walk:?}");
+    assert_eq!(&walk.procs[..2], &[1, 2], "the top first");
+    let mut all = walk.procs.clone();
+    all.sort_unstable();
+    assert_eq!(all, [1, 2, 3, 4, 5]);
+    assert_eq!(walk.procs.last(), Some(&5), "the deepest last");
+}
+
+#[test]
+fn a_deep_tree_is_walked_to_the_depth_bound_and_says_so() {
+    let root = lockstep_scratch::tempdir().unwrap();
+    let top = root.path().join("job");
+    let mut dir = top.clone();
+    for level in 0..10 {
+        scratch_cgroup(&dir, &[level]);
+        dir = dir.join("d");
+    }
+    let bounds = Bounds { depth: 3, ..JOB_TREE };
+    let walk = procs_within(&[&top], bounds);
+    assert_eq!(walk.procs, [0, 1, 2, 3], "levels 0 to 3, not below");
+    assert_eq!(walk.cuts, [Cut::Depth]);
+    assert_eq!(walk.said(&bounds), "deeper than 3 levels");
+}
+
+#[test]
+fn a_wide_tree_is_walked_to_the_cgroup_bound_and_says_so() {
+    let root = lockstep_scratch::tempdir().unwrap();
+    let top = root.path().join("job");
+    scratch_cgroup(&top, &[0]);
+    for i in 1..=50 {
+        scratch_cgroup(&top.join(format!("w{i}")), &[i]);
+    }
+    let bounds = Bounds { cgroups: 10, ..JOB_TREE };
+    let walk = procs_within(&[&top], bounds);
+    assert_eq!(walk.procs.len(), 10, "the top and 9 of its children: {walk:?}");
+    assert_eq!(walk.cuts, [Cut::Cgroups]);
+    // Tops beyond the bound are cut as well.
+    let tops: Vec<_> = (1..=5).map(|i| top.join(format!("w{i}"))).collect();
+    let walk = procs_within(&tops, Bounds { cgroups: 2, ..JOB_TREE });
+    assert_eq!((walk.procs, walk.cuts), (vec![1, 2], vec![Cut::Cgroups]));
+}
+
+#[test]
+fn processes_past_the_bound_are_left_out_and_said() {
+    let root = lockstep_scratch::tempdir().unwrap();
+    let top = root.path().join("job");
+    scratch_cgroup(&top, &(1..=8).collect::<Vec<_>>());
+    scratch_cgroup(&top.join("a"), &[9, 10]);
+    let bounds = Bounds { procs: 5, depth: 0, ..JOB_TREE };
+    let walk = procs_within(&[&top], bounds);
+    assert_eq!(walk.procs, [1, 2, 3, 4, 5]);
+    assert_eq!(walk.cuts, [Cut::Procs], "the walk stops at the first cut: depth is not reached");
+    assert_eq!(walk.said(&bounds), "more than 5 processes");
+    let walk = procs_within(&[&top], Bounds { procs: 10, depth: 0, ..JOB_TREE });
+    assert_eq!((walk.procs.len(), walk.cuts), (8, vec![Cut::Depth]));
+    // A cgroup that is gone lists nothing and cuts nothing.
+    let walk = procs_within(&[root.path().join("gone")], JOB_TREE);
+    assert_eq!(walk, Walk::default());
+}

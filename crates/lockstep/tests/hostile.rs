@@ -373,3 +373,123 @@ fn a_job_of_thousands_of_threads_cannot_run_the_agent_out_of_descriptors() {
     assert!(lockstep_cgroup::procfs::ProcessRef::of(many.0.id() as i32).is_some(), "nobody's process is gone");
     common::assert_no_cgroup(&a);
 }
+
+/// A tree of cgroups as nobody makes it in a delegated cgroup: `wide` children of `top`, and a chain of `deep`
+/// levels below it. Prints how deep the chain got (the kernel may stop it: cgroup v2's `cgroup.max.depth`).
+const TREE: &str = r"
+import os, sys
+top, wide, deep = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+for i in range(wide): os.mkdir(f'{top}/w{i}')
+d, depth = top, 0
+try:
+    for depth in range(1, deep + 1):
+        d += '/d'
+        os.mkdir(d)
+except OSError as e:
+    print(f'stopped at depth {depth}: {e}', file=sys.stderr)
+    depth -= 1
+print(depth, flush=True)
+";
+
+/// The cgroups below a delegated one, removed (deepest first) when dropped: nobody's processes stay in the top.
+struct Subtree(PathBuf);
+
+impl Drop for Subtree {
+    fn drop(&mut self) {
+        fn below(dir: &Path, depth: usize, out: &mut Vec<(usize, PathBuf)>) {
+            for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+                if e.file_type().is_ok_and(|t| t.is_dir()) {
+                    below(&e.path(), depth + 1, out);
+                    out.push((depth + 1, e.path()));
+                }
+            }
+        }
+        let mut dirs = Vec::new();
+        below(&self.0, 0, &mut dirs);
+        dirs.sort_by_key(|(depth, _)| std::cmp::Reverse(*depth));
+        for (_, dir) in dirs {
+            let _ = std::fs::remove_dir(dir);
+        }
+    }
+}
+
+/// Each thread of process `pid`: its name (`comm`) and scheduling policy (field 41 of its `stat`).
+fn thread_policies(pid: i64) -> Vec<(String, i32)> {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).unwrap();
+    tasks
+        .flatten()
+        .filter_map(|t| {
+            let comm = std::fs::read_to_string(t.path().join("comm")).ok()?.trim().to_string();
+            let stat = std::fs::read_to_string(t.path().join("stat")).ok()?;
+            // Fields after the command name (field 2, in parentheses) start at field 3.
+            let policy = stat[stat.rfind(')')? + 1..].split_whitespace().nth(41 - 3)?.parse().ok()?;
+            Some((comm, policy))
+        })
+        .collect()
+}
+
+/// Attack 4: nobody's job, adopted by its delegated cgroup, makes its tree wide (5,000 cgroups) and deep (200
+/// levels), and forks and exits as fast as it can. The sampler, at normal priority, walks a bounded part of the
+/// tree and says once that it did; the agent keeps switching slots and answering, and neither the sampler nor
+/// Slurm discovery runs at real-time priority.
+#[test]
+#[ignore = "needs root"]
+fn a_wide_deep_and_forking_job_tree_is_walked_in_part_at_normal_priority() {
+    if !v1_freezer() {
+        return;
+    }
+    let _serial = serial();
+    let env = Env::new();
+    let agent = Agent::start(&env, &["--policy", "gang", "--slot", "100ms", "--sample-interval", "200ms"]);
+    let theirs = Delegated::new("tree");
+    let _subtree = Subtree(theirs.0.clone());
+    let _sleeper = theirs.sleeper();
+    let roots = Reaped(Command::new("sleep").arg("600").spawn().unwrap());
+    let (a, b) = (name("tree-root"), name("tree-nobody"));
+    ok(&env.run(&["adopt", "--job", &a, "--pid", &roots.0.id().to_string()]));
+    ok(&env.run(&["adopt", "--job", &b, "--cgroup", &theirs.path()]));
+    // Once adopted, the job grows its tree, and forks and exits without end.
+    let top = theirs.0.to_string_lossy().into_owned();
+    let made = as_nobody("/usr/bin/python3").args(["-c", TREE, &top, "5000", "200"]).output().unwrap();
+    ok(&made);
+    let depth: usize = String::from_utf8_lossy(&made.stdout).trim().parse().unwrap();
+    eprintln!("nobody made 5000 cgroups and a chain {depth} deep ({})", stderr(&made).trim());
+    assert!(depth > 32, "the kernel stopped the chain at depth {depth}: no deeper than the agent walks");
+    let forks = Reaped(as_nobody("sh").args(["-c", "while :; do /bin/true; done"]).spawn().unwrap());
+    std::fs::write(theirs.0.join("cgroup.procs"), forks.0.id().to_string()).unwrap();
+
+    // The agent answers, and its slots go on, over many samples of the tree.
+    let status = || {
+        let out = env.run(&["status", "--json"]);
+        ok(&out);
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
+    };
+    let first = status();
+    let pid = first["pid"].as_i64().unwrap();
+    let slot = first["slot"].as_u64().unwrap();
+    let later = common::wait_until("30 slots later", common::WAIT, status, |s| s["slot"].as_u64() >= Some(slot + 30));
+    let names: Vec<&str> = later["jobs"].as_array().unwrap().iter().filter_map(|j| j["name"].as_str()).collect();
+    assert!(names.contains(&a.as_str()) && names.contains(&b.as_str()), "a job was dropped: {names:?}");
+    let threads = thread_policies(pid);
+    for role in ["lockstep-sample", "lockstep-slurm"] {
+        let policy = threads.iter().find(|(comm, _)| comm == role).map(|(_, p)| *p);
+        assert_eq!(policy, Some(libc::SCHED_OTHER), "{role} is not at normal priority: {threads:?}");
+    }
+
+    // Root's job goes back (its cgroup with it); nobody's is left to the agent's stop, which must thaw it.
+    ok(&env.run(&["release", "--job", &a]));
+    drop(forks);
+    let stopped = agent.stop(Signal::SIGTERM);
+    let log = stderr(&stopped);
+    assert!(stopped.status.success(), "the agent failed: {log}");
+    let said: Vec<&str> = log.lines().filter(|l| l.contains("only partly walked")).collect();
+    assert_eq!(said.len(), 1, "the partial walk must be said once: {log}");
+    eprintln!("{}\nthreads: {threads:?}", said[0]);
+    assert!(said[0].contains(&format!("job {b}:")), "{}", said[0]);
+    for fault in ["cannot register the jobs' ranks", "cannot read the counters", "co-scheduled time not measured"] {
+        assert!(!log.contains(fault), "the forking job made the sampler fail ({fault}): {log}");
+    }
+    let frozen = lockstep_cgroup::knobs::is_frozen(&theirs.0.join("freezer.state")).unwrap();
+    assert!(!frozen, "nobody's job was left frozen: {log}");
+    common::assert_no_cgroup(&a);
+}

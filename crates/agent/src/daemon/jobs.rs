@@ -152,18 +152,17 @@ impl Daemon {
         Ok(())
     }
 
-    /// Starts counting `job`.
+    /// Starts counting `job`: a message to the sampler, never a wait.
     pub(super) fn count(&self, job: &Managed) {
         let groups: Vec<Vec<PathBuf>> = match &job.origin {
             managed::Origin::Slurm { dirs, .. } => vec![dirs.clone()],
             _ => job.groups.iter().map(|g| g.dirs.clone()).collect(),
         };
-        self.telemetry.lock().attach(&job.name, &groups, &job.pus);
+        self.telemetry.attach(&job.name, groups, job.pus.clone());
     }
 
-    /// Stops counting job `name`; its final counts go to the store.
+    /// Stops counting job `name`; its final counts go to the store (a message to the sampler, never a wait).
     pub(super) fn uncount(&self, name: &str) {
-        self.telemetry.lock().detach(name);
-        self.telemetry.notify();
+        self.telemetry.detach(name);
     }
 }

@@ -10,7 +10,7 @@ use crate::dcs::engine::{Engine, Settings};
 use crate::faults::Faults;
 use crate::journal::Journal;
 use crate::managed::Managed;
-use crate::sampler::SharedTelemetry;
+use crate::sampler::Counting;
 use lockstep_cgroup::Backend;
 use lockstep_core::cosched::rows::Schedule;
 use lockstep_core::cosched::{self, Planner, PolicySpec};
@@ -54,8 +54,8 @@ pub struct Daemon {
     pub(super) faults: Faults,
     /// The file `LOCKSTEP_CLOCK_SKEW_FILE` names, read at start: the test seam for wall-clock steps.
     pub(super) clock_skew_file: Option<PathBuf>,
-    /// Every job's counters (shared with the sampling thread and the metrics door).
-    pub(super) telemetry: SharedTelemetry,
+    /// Every job's counters: attached by message, read from the sampler's snapshot, never waited for.
+    pub(super) telemetry: Counting,
     /// Slurm jobs the prolog announced, by ID.
     pub(super) slurm: HashMap<SlurmJobId, SlurmJob>,
     /// The cluster-wide places of Slurm jobs of this node, as the prolog and the last refresh read them.
@@ -103,8 +103,8 @@ pub struct Start {
     pub store: Store,
     /// The cgroup backend.
     pub backend: Box<dyn Backend>,
-    /// Every job's counters.
-    pub telemetry: SharedTelemetry,
+    /// Every job's counters (the daemon's side of the sampler).
+    pub telemetry: Counting,
     /// How `dcs` runs.
     pub dcs: Settings,
     /// The test seam for wall-clock steps, if set and trusted.

@@ -14,7 +14,7 @@ impl Daemon {
     /// The live table, whole (root's view); [`visible_to`] filters it for another user.
     pub(super) fn status(&self) -> Status {
         let groups = self.planner.choices();
-        let telemetry = self.telemetry.lock();
+        let telemetry = self.telemetry.published();
         Status {
             node: self.node.clone(),
             pid: std::process::id() as i32,

@@ -55,7 +55,7 @@ impl Daemon {
             ranks.retain(|name, _| jobs.iter().any(|j| j.name == *name));
             let mut sample = |i: usize| {
                 let job = &jobs[i];
-                let together = telemetry.lock().together(&job.name);
+                let together = telemetry.published().together(&job.name);
                 progress::sample(&job.count_dirs(), epoch, ranks.entry(job.name.clone()).or_default(), together)
             };
             for c in auto.observe(k, self.slot, &views, &mut sample) {

@@ -14,10 +14,10 @@ pub const SCAN_INTERVAL: Duration = Duration::from_millis(200);
 /// Looks for Slurm jobs of node `node` (cgroup `version`, hierarchies `roots`) every [`SCAN_INTERVAL`] until the
 /// daemon ends, and while it runs Slurm jobs reads their places from slurmctld every [`lockstep_slurm::REFRESH`]
 /// (a running job's place changes when a neighbour comes or goes). Waiting for slurmctld and moving processes
-/// between cgroups are done here, never in the daemon's loop.
+/// between cgroups are done here, never in the daemon's loop, and at normal priority: what Slurm's tree and
+/// slurmctld make this thread wait for or do holds up no slot switch.
 pub fn spawn(mailbox: Mailbox, version: Version, roots: Vec<PathBuf>, node: String) {
-    std::thread::spawn(move || {
-        crate::realtime::thread("Slurm job discovery");
+    let spawned = std::thread::Builder::new().name("lockstep-slurm".into()).spawn(move || {
         let mut refreshed: Option<Instant> = None;
         loop {
             let found = scan(version, &roots, &node);
@@ -31,4 +31,7 @@ pub fn spawn(mailbox: Mailbox, version: Version, roots: Vec<PathBuf>, node: Stri
             std::thread::sleep(SCAN_INTERVAL);
         }
     });
+    if let Err(e) = spawned {
+        crate::log::warning!("Slurm jobs are not looked for: cannot start the discovery thread: {e}");
+    }
 }

@@ -2,10 +2,10 @@
 //! switch events (bpf/together.bpf.c, `timeline` ring buffer) and turned into segments per CPU, with each job's
 //! co-scheduled fraction over the same window from the program's integrated times.
 //!
-//! A recording is served on a thread of the control socket's, never the daemon's loop: [`serve`] takes the
-//! telemetry lock only to start and to end (map operations; the window passes without it, at normal priority),
-//! drains the ring every few milliseconds meanwhile, and makes the segments after. One recording runs at a time; its length is bounded
-//! ([`TIMELINE_MILLIS`]) and so are the events it keeps ([`MAX_EVENTS`]).
+//! A recording is served on a thread of its own at normal priority, never the daemon's loop: [`serve`] asks the
+//! sampler's thread, which owns the program, to start and to end it (map operations), drains the ring every few
+//! milliseconds meanwhile, and makes the segments after. The daemon's loop takes part in none of it. One recording
+//! runs at a time; its length is bounded ([`TIMELINE_MILLIS`]) and so are the events it keeps ([`MAX_EVENTS`]).
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::Read;
@@ -17,7 +17,7 @@ use libbpf_rs::{Iter, MapCore, MapFlags, MapHandle, RingBufferBuilder};
 
 use super::{types, Reading, Together};
 use crate::bpf::{bytes_of, read_as};
-use crate::sampler::SharedTelemetry;
+use crate::sampler::Sampler;
 use lockstep_core::error::UsageError;
 use lockstep_proto::protocol::{CpuLane, Segment, Timeline, TimelineJob, TIMELINE_MILLIS};
 
@@ -77,7 +77,7 @@ fn set_ctl(ctl: &MapHandle, on: bool) -> anyhow::Result<()> {
 
 impl Together {
     /// Starts recording: turns the program's recording on and notes each job's reading. An error when another
-    /// recording runs. Map operations and one pass of the task iterator: short, under the telemetry lock.
+    /// recording runs. Map operations and one pass of the task iterator: short, on the sampler's thread.
     pub(crate) fn start_timeline(&self) -> anyhow::Result<Recording> {
         let (ring, ctl) = (MapHandle::try_from(&self.timeline)?, MapHandle::try_from(&self.timeline_ctl)?);
         if self.recording.swap(true, Ordering::AcqRel) {
@@ -110,7 +110,7 @@ impl Together {
     }
 
     /// Ends the window of `recording`: turns recording off, takes the drops and each job's reading (the jobs
-    /// measured over the whole window, each in the slot it had). Map operations only: under the telemetry lock.
+    /// measured over the whole window, each in the slot it had). Map operations only: on the sampler's thread.
     pub(crate) fn end_timeline(&self, recording: &mut Recording) -> anyhow::Result<()> {
         recording.end_ns = crate::bpf::ktime_ns();
         // Read before turning off, which clears the count.
@@ -228,13 +228,13 @@ pub(crate) fn lanes(
 
 /// Serves a `timeline` request of user `uid` for `millis` ms: root only, within [`TIMELINE_MILLIS`], on a thread
 /// of its own (see [`record`]).
-pub(crate) fn serve(telemetry: &SharedTelemetry, uid: u32, millis: u64) -> anyhow::Result<Timeline> {
+pub(crate) fn serve(sampler: &Sampler, uid: u32, millis: u64) -> anyhow::Result<Timeline> {
     if uid == 0 {
         check(millis).and_then(|()| {
-            let telemetry = telemetry.clone();
+            let sampler = sampler.clone();
             std::thread::Builder::new()
                 .name("lockstep-timeline".into())
-                .spawn(move || record(&telemetry, millis))?
+                .spawn(move || record(&sampler, millis))?
                 .join()
                 .unwrap_or_else(|_| Err(anyhow::anyhow!("the timeline's recording failed")))
         })
@@ -256,18 +256,16 @@ fn check(millis: u64) -> anyhow::Result<()> {
     .into())
 }
 
-/// Records a window of `millis` ms, at normal priority (the thread of a request, as every door's is): the two
-/// short pieces under the telemetry lock (start and end: map operations) and the window between, without it.
-fn record(telemetry: &SharedTelemetry, millis: u64) -> anyhow::Result<Timeline> {
-    let unmeasured = || anyhow::anyhow!("the agent does not measure its jobs' ranks (its eBPF program did not load)");
-    let mut recording = telemetry.lock().together_program().ok_or_else(unmeasured)?.start_timeline()?;
+/// Records a window of `millis` ms at normal priority: the sampler's thread starts and ends it (it owns the
+/// program), and this one drains the ring meanwhile.
+fn record(sampler: &Sampler, millis: u64) -> anyhow::Result<Timeline> {
+    let mut recording = sampler.start_timeline()?;
     let deadline = Instant::now() + Duration::from_millis(millis);
     while let Some(left) = deadline.checked_duration_since(Instant::now()).filter(|d| !d.is_zero()) {
         std::thread::sleep(left.min(DRAIN_EVERY));
         recording.drain(u64::MAX)?;
     }
-    telemetry.lock().together_program().ok_or_else(unmeasured)?.end_timeline(&mut recording)?;
-    recording.into_timeline()
+    sampler.end_timeline(recording)?.into_timeline()
 }
 
 #[cfg(test)]
