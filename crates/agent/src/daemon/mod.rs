@@ -8,6 +8,7 @@
 mod control;
 mod dcs;
 mod jobs;
+mod records;
 mod run;
 mod slurm;
 mod state;
