@@ -106,7 +106,18 @@ pub fn handler(mailbox: Mailbox, telemetry: SharedTelemetry) -> Handler {
                 Err(e) => failure(e),
             });
         }
-        match mailbox.ask(|reply| Command::Control { request, uid, reply }) {
+        // An adoption's slow part (podman, /proc, the cgroups' trees) is done here, on this door's thread: the
+        // daemon's loop only claims and moves (crate::adopt).
+        let resolved = match &request {
+            Request::Adopt { cgroups, pids, containers, .. } if uid == 0 => {
+                match crate::adopt::resolve(cgroups, pids, containers) {
+                    Ok(resolved) => Some(resolved),
+                    Err(e) => return reply(&failure(e)),
+                }
+            }
+            _ => None,
+        };
+        match mailbox.ask(|reply| Command::Control { request, uid, resolved, reply }) {
             Some(response) => reply(&response),
             None => Reply {
                 status: StatusCode::SERVICE_UNAVAILABLE,

@@ -59,6 +59,7 @@ impl Daemon {
                 .iter()
                 .map(|j| (j.name.clone(), j.groups.iter().flat_map(|g| g.dirs.clone()).collect()))
                 .collect(),
+            roots: self.backend.roots(),
         };
         let mut job = make(self.backend.as_ref(), &claims)?;
         if let Err(e) = self.record(Record::ManagedPut(name.to_string(), serde_json::to_string(&job.saved())?)) {

@@ -72,8 +72,8 @@ impl Daemon {
     /// Carries out `command`. An answer that cannot be sent (its asker gave up) is dropped.
     fn handle(&mut self, command: Command) {
         match command {
-            Command::Control { request, uid, reply } => {
-                let _ = reply.send(self.control(request, uid));
+            Command::Control { request, uid, resolved, reply } => {
+                let _ = reply.send(self.control(request, uid, resolved));
             }
             Command::Slurm { found, places, reply } => {
                 if let Some(places) = places {
