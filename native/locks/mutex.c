@@ -14,7 +14,9 @@
  * and of pthread_cond_clockwait. A timed lock of a replaced mutex polls trylock every 50 µs until its deadline.
  *
  * A bad LOCKSTEP_LOCK, LOCKSTEP_NUMA_MAP or LOCKSTEP_CNA_BOUND prints one line on stderr and leaves every mutex
- * glibc's. LOCKSTEP_MUTEX_VERBOSE=1 prints, at exit, how many mutexes ran on which lock.
+ * glibc's. LOCKSTEP_MUTEX_VERBOSE=1 prints, at exit, how many mutexes ran on which lock. Every setting is read
+ * with secure_getenv: a set-user-ID or set-group-ID program it is preloaded into (the loader preloads such a
+ * program only from its trusted directories) runs on the default lock and says nothing, whatever its caller set.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -98,10 +100,10 @@ static void setup(void)
 	real.cond_clockwait = lookup("pthread_cond_clockwait");
 	real.cond_signal = lookup("pthread_cond_signal");
 	real.cond_broadcast = lookup("pthread_cond_broadcast");
-	const char *v = getenv("LOCKSTEP_MUTEX_VERBOSE");
+	const char *v = secure_getenv("LOCKSTEP_MUTEX_VERBOSE");
 	if (v && *v && strcmp(v, "0") != 0 && (report_fd = fcntl(2, F_DUPFD_CLOEXEC, 3)) >= 0)
 		atexit(report);
-	const char *name = getenv("LOCKSTEP_LOCK");
+	const char *name = secure_getenv("LOCKSTEP_LOCK");
 	if (!name || !*name)
 		name = LS_DEFAULT_LOCK;
 	if (strcmp(name, "pthread") == 0)

@@ -85,7 +85,7 @@ bad:
 
 static void load(void)
 {
-	const char *map = getenv("LOCKSTEP_NUMA_MAP");
+	const char *map = secure_getenv("LOCKSTEP_NUMA_MAP");
 	if (!map)
 		return;
 	mapped = 1;

@@ -95,7 +95,7 @@ static char error[200];
 
 static void load(void)
 {
-	const char *text = getenv("LOCKSTEP_CNA_BOUND");
+	const char *text = secure_getenv("LOCKSTEP_CNA_BOUND");
 	if (!text)
 		return;
 	char *end;

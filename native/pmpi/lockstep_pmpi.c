@@ -25,7 +25,13 @@
  * Bytes are the payload this rank hands to MPI to send (for Recv: the bytes actually received; for Irecv: the
  * posted size). Counters are plain per-process integers: with MPI_THREAD_MULTIPLE and concurrent calls they are
  * approximate.
+ *
+ * Settings are read with secure_getenv: in a set-user-ID or set-group-ID program the profiler is preloaded into
+ * (the loader preloads such a program only from its trusted directories), the environment of whoever ran it
+ * is not believed, and the profiler writes no report and no live file of the caller's choosing.
  */
+
+#define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -174,7 +180,7 @@ static void live_sweep(void)
  * goes on without a live file. */
 static void live_start(void)
 {
-    const char *on = getenv("LOCKSTEP_PMPI_LIVE");
+    const char *on = secure_getenv("LOCKSTEP_PMPI_LIVE");
     if (live || (on && strcmp(on, "0") == 0))
         return;
     snprintf(live_path, sizeof live_path, "/dev/shm/lockstep-pmpi.%ld", (long)getpid());
@@ -312,7 +318,7 @@ static void put_string(char *buf, size_t cap, size_t *len, const char *s)
 
 static void write_report(uint64_t end_ns, uint64_t end_ticks)
 {
-    const char *out = getenv("LOCKSTEP_PMPI_OUT");
+    const char *out = secure_getenv("LOCKSTEP_PMPI_OUT");
     if (!out || !*out)
         return;
     int rank = 0, size = 1;
@@ -333,9 +339,9 @@ static void write_report(uint64_t end_ns, uint64_t end_ticks)
     double mpi = all.ticks * spt;
     static char buf[1 << 16];
     size_t len = 0, cap = sizeof buf - 2;
-    const char *job = getenv("LOCKSTEP_JOB");
+    const char *job = secure_getenv("LOCKSTEP_JOB");
     if (!job)
-        job = getenv("SLURM_JOB_ID");
+        job = secure_getenv("SLURM_JOB_ID");
     put(buf, cap, &len, "{\"rank\":%d,\"size\":%d,\"host\":", rank, size);
     put_string(buf, cap, &len, host);
     put(buf, cap, &len, ",\"pid\":%ld,", (long)getpid());

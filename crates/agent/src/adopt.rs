@@ -1,4 +1,12 @@
 //! Turning an adopt or register request into a managed job: which cgroups, which PUs.
+//!
+//! An adoption comes in two steps, so that the daemon's loop never waits on what a user can make slow. The
+//! control door's thread [`resolve`]s it first: podman asked for its containers' processes (a subprocess),
+//! Charliecloud's processes checked (their environments), the cgroups named found in every hierarchy with their
+//! first process's owner and the PUs they may run on (a walk of a tree its owner may have made deep or wide), the
+//! processes named read from `/proc`. The loop then [`commit`]s it: what other jobs and the agent hold is claimed
+//! (each check one small read of `/proc/PID/cgroup`, never a walk of another job's tree), each process checked to
+//! still be the one resolved (its start time), and moved.
 
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -18,24 +26,34 @@ pub struct Claims {
     pub protected: Vec<(i32, &'static str)>,
     /// The managed jobs' cgroup directories, by job.
     pub taken: Vec<(String, Vec<PathBuf>)>,
+    /// The hierarchies' roots (to tell where a process is from its `/proc/PID/cgroup`).
+    pub roots: Vec<PathBuf>,
 }
 
 impl Claims {
-    /// Refuses `pid` when it is (a thread of) a protected process or in another job's cgroups (or when those
-    /// cannot be listed: a claim is never given up on a failed read).
+    /// Refuses `pid` when it is (a thread of) a protected process or in another job's cgroups (or when its
+    /// cgroups cannot be read: a claim is never given up on a failed read).
     fn check_pid(&self, pid: i32) -> anyhow::Result<()> {
         let process = thread_group(pid).unwrap_or(pid);
         if let Some((_, what)) = self.protected.iter().find(|(p, _)| *p == process) {
             return Err(UsageError::new(format!("PID {pid} is {what}: it cannot be part of a job")).into());
         }
+        let cgroups = procfs::cgroups(process)
+            .ok_or_else(|| UsageError::new(format!("PID {pid} does not exist (expected running processes)")))?;
         for (job, dirs) in &self.taken {
-            for d in dirs {
-                if procs_listed(d)?.contains(&process) {
-                    return Err(UsageError::new(format!("PID {pid} belongs to job {job:?} already")).into());
-                }
+            if dirs.iter().any(|d| self.is_in(&cgroups, d)) {
+                return Err(UsageError::new(format!("PID {pid} belongs to job {job:?} already")).into());
             }
         }
         Ok(())
+    }
+
+    /// Whether a process whose `/proc/PID/cgroup` says `cgroups` is in cgroup `dir` or below it.
+    fn is_in(&self, cgroups: &[(String, String)], dir: &Path) -> bool {
+        let Some(root) = self.roots.iter().filter(|r| dir.starts_with(r)).max_by_key(|r| r.as_os_str().len()) else {
+            return false;
+        };
+        original_path(root, cgroups).is_some_and(|p| root.join(p.trim_start_matches('/')).starts_with(dir))
     }
 
     /// Refuses `dir` when it is, holds or lies within another job's cgroup, or holds a protected process.
@@ -44,8 +62,10 @@ impl Claims {
         if let Some((job, _)) = self.taken.iter().find(|(_, dirs)| dirs.iter().any(overlaps)) {
             return Err(UsageError::new(format!("cgroup {} overlaps the cgroups of job {job:?}", dir.display())).into());
         }
-        let inside = procs_listed(dir)?;
-        if let Some((pid, what)) = self.protected.iter().find(|(p, _)| inside.contains(p)) {
+        // Where each protected process is: a read of its `/proc/PID/cgroup`, however big the tree below `dir`. One
+        // that cannot be read is taken to be inside (a claim is never given up on a failed read).
+        let inside = |pid: i32| procfs::cgroups(pid).is_none_or(|c| self.is_in(&c, dir));
+        if let Some((pid, what)) = self.protected.iter().find(|(p, _)| inside(*p)) {
             return Err(UsageError::new(format!(
                 "cgroup {} holds {what} (PID {pid}): it cannot be part of a job",
                 dir.display()
@@ -56,27 +76,68 @@ impl Claims {
     }
 }
 
-/// The processes in cgroup `dir` and below, or an error naming the cgroup.
-fn procs_listed(dir: &Path) -> anyhow::Result<Vec<i32>> {
-    lockstep_cgroup::procs_below(dir)
-        .map_err(|e| anyhow::anyhow!("cannot list the processes of {}: {e}", dir.display()))
-}
-
 /// The process (thread group) thread `tid` belongs to.
 fn thread_group(tid: i32) -> Option<i32> {
     let status = std::fs::read_to_string(format!("/proc/{tid}/status")).ok()?;
     status.lines().find_map(|l| l.strip_prefix("Tgid:")?.trim().parse().ok())
 }
 
-/// A job over existing cgroup paths (absolute, or relative to the hierarchy roots). Paths must name cgroups below
-/// a hierarchy's root (no `..`, not the root itself) that no other job holds.
-pub fn from_cgroups(
+/// What an adoption takes on, resolved off the daemon's loop (see the module doc).
+#[derive(Debug)]
+pub enum Resolved {
+    /// Existing cgroups (given by path, or those of podman containers): each group's directories, the owner of
+    /// their first process, the PUs they may run on.
+    Cgroups {
+        /// Each group's directories, one per hierarchy.
+        groups: Vec<Vec<PathBuf>>,
+        /// Whoever owns the first process found in them.
+        owner: Option<u32>,
+        /// Their cpusets, else their processes' affinity, else every online PU.
+        pus: CpuList,
+    },
+    /// Processes to move into a cgroup of the agent's, each as it was when resolved, with its cgroups.
+    Pids(Vec<(ProcessRef, Vec<(String, String)>)>),
+}
+
+/// Resolves an adoption of exactly one of `cgroups`, `pids` or `containers` on this machine's cgroups: the slow
+/// part, done by the caller's thread before the daemon sees the request. A usage error when what is named is
+/// not there.
+pub fn resolve(cgroups: &[PathBuf], pids: &[i32], containers: &[String]) -> anyhow::Result<Resolved> {
+    let backend = lockstep_cgroup::detect()?;
+    match (cgroups.is_empty(), pids.is_empty(), containers.is_empty()) {
+        (false, true, true) => resolve_cgroups(backend.as_ref(), cgroups),
+        (true, false, true) => resolve_pids(pids),
+        (true, true, false) => resolve_containers(backend.as_ref(), containers),
+        _ => Err(UsageError::new("adopt needs exactly one of --cgroup, --pid, --container").into()),
+    }
+}
+
+/// Takes on the job `resolved` names, as `name`, within what other jobs and the agent hold (`claims`): the
+/// daemon's step, on its loop. Nothing here waits on a user (see the module doc).
+pub fn commit(
     backend: &dyn Backend,
     claims: &Claims,
     name: &str,
-    paths: &[PathBuf],
+    resolved: Resolved,
     row: Option<u32>,
 ) -> anyhow::Result<Managed> {
+    match resolved {
+        Resolved::Cgroups { groups, owner, pus } => {
+            for dir in groups.iter().flatten() {
+                claims.check_dir(dir)?;
+            }
+            let groups: Vec<Group> = groups.into_iter().map(Group::new).collect();
+            let mut job = managed_over(name, groups, row, Origin::Cgroup, pus);
+            job.owner = owner.unwrap_or(0);
+            Ok(job)
+        }
+        Resolved::Pids(processes) => from_pids(backend, claims, name, processes, row),
+    }
+}
+
+/// Existing cgroup paths (absolute, or relative to the hierarchy roots), found in every hierarchy. Paths must
+/// name cgroups below a hierarchy's root (no `..`, not the root itself).
+fn resolve_cgroups(backend: &dyn Backend, paths: &[PathBuf]) -> anyhow::Result<Resolved> {
     let mut groups = Vec::new();
     for path in paths {
         let relative = relative_to_roots(backend, path);
@@ -98,12 +159,11 @@ pub fn from_cgroups(
             ))
             .into());
         }
-        for dir in &dirs {
-            claims.check_dir(dir)?;
-        }
         groups.push(Group::new(dirs));
     }
-    Ok(managed(name, groups, row, Origin::Cgroup))
+    let firsts: Vec<PathBuf> = groups.iter().filter_map(|g| g.dirs.first().cloned()).collect();
+    let (owner, pus) = (process_owner(&firsts), pus(&groups));
+    Ok(Resolved::Cgroups { groups: groups.into_iter().map(|g| g.dirs).collect(), owner, pus })
 }
 
 /// Refuses the cgroup `asked` (`relative` to the hierarchies' roots) when it is lockstep's own tree (`lockstep/`
@@ -127,20 +187,14 @@ fn check_not_lockstep_tree(asked: &Path, relative: &Path) -> Result<(), UsageErr
 /// The prefix of a Charliecloud container in `adopt`: `charliecloud:PID`, the process `ch-run` became.
 const CHARLIECLOUD: &str = "charliecloud:";
 
-/// A job over containers: podman containers by name or ID (the v1 freezer or v2 cgroup of each container's init
-/// process), or Charliecloud containers as `charliecloud:PID` (processes, moved into a cgroup of the agent's, as
+/// Containers: podman containers by name or ID (the v1 freezer or v2 cgroup of each container's init process),
+/// or Charliecloud containers as `charliecloud:PID` (processes, to be moved into a cgroup of the agent's, as
 /// `from_pids` does: Charliecloud makes no cgroup of its own). One job is all of one kind.
-pub fn from_containers(
-    backend: &dyn Backend,
-    claims: &Claims,
-    name: &str,
-    ids: &[String],
-    row: Option<u32>,
-) -> anyhow::Result<Managed> {
+fn resolve_containers(backend: &dyn Backend, ids: &[String]) -> anyhow::Result<Resolved> {
     let charliecloud = ids.iter().filter(|id| id.starts_with(CHARLIECLOUD)).count();
     if charliecloud == ids.len() {
         let pids: Vec<i32> = ids.iter().map(|id| charliecloud_pid(id)).collect::<Result<_, _>>()?;
-        return from_pids(backend, claims, name, &pids, row);
+        return resolve_pids(&pids);
     }
     if charliecloud > 0 {
         return Err(UsageError::new("a job's containers are all podman or all charliecloud:PID, not both").into());
@@ -167,7 +221,7 @@ pub fn from_containers(
                 .ok_or_else(|| UsageError::new(format!("cannot read the cgroup of container {id:?} (PID {pid})")))?,
         ));
     }
-    from_cgroups(backend, claims, name, &paths, row)
+    resolve_cgroups(backend, &paths)
 }
 
 /// The PID of `charliecloud:PID`, checked to be a process ch-run started (its environment has `CH_RUNNING`).
@@ -186,23 +240,35 @@ fn charliecloud_pid(id: &str) -> Result<i32, UsageError> {
     Ok(pid)
 }
 
-/// A job over processes moved into a new cgroup `lockstep/<name>` of the agent's (freezer and cpu only on v1).
-/// When a process cannot be moved, those moved already go back and the new cgroup is removed: nothing changes.
-pub fn from_pids(
-    backend: &dyn Backend,
-    claims: &Claims,
-    name: &str,
-    pids: &[i32],
-    row: Option<u32>,
-) -> anyhow::Result<Managed> {
-    let mut before = Vec::new();
+/// Processes `pids`, each as it is now (from here on only this process is moved, never one that gets its PID
+/// later), with the cgroups it is in.
+fn resolve_pids(pids: &[i32]) -> anyhow::Result<Resolved> {
+    let mut processes = Vec::new();
     for &pid in pids {
-        // The process as it is now: from here on only this process is moved, never one that gets its PID later.
         let gone = || UsageError::new(format!("PID {pid} does not exist (expected running processes)"));
         let process = ProcessRef::of(pid).ok_or_else(gone)?;
         let cgroups = procfs::cgroups(pid).ok_or_else(gone)?;
+        processes.push((process, cgroups));
+    }
+    Ok(Resolved::Pids(processes))
+}
+
+/// A job over resolved processes moved into a new cgroup `lockstep/<name>` of the agent's (freezer and cpu only
+/// on v1), each still the process resolved. When a process cannot be moved, those moved already go back and the
+/// new cgroup is removed: nothing changes.
+fn from_pids(
+    backend: &dyn Backend,
+    claims: &Claims,
+    name: &str,
+    before: Vec<(ProcessRef, Vec<(String, String)>)>,
+    row: Option<u32>,
+) -> anyhow::Result<Managed> {
+    for (process, _) in &before {
+        let pid = process.pid;
+        if !process.alive() {
+            return Err(UsageError::new(format!("PID {pid} does not exist (expected running processes)")).into());
+        }
         claims.check_pid(pid)?;
-        before.push((process, cgroups));
     }
     let created = backend.create_control(name).map_err(|e| match e {
         CreateError::Exists(_) => {
@@ -299,10 +365,18 @@ pub fn from_slurm(
 /// A job over `groups`, owned by whoever owns its first process (root when it has none yet).
 fn managed(name: &str, groups: Vec<Group>, row: Option<u32>, origin: Origin) -> Managed {
     let dirs: Vec<PathBuf> = groups.iter().filter_map(|g| g.dirs.first().cloned()).collect();
+    let pus = pus(&groups);
+    let mut job = managed_over(name, groups, row, origin, pus);
+    job.owner = process_owner(&dirs).unwrap_or(0);
+    job
+}
+
+/// A job over `groups` that may run on `pus`, owned by root until said otherwise.
+fn managed_over(name: &str, groups: Vec<Group>, row: Option<u32>, origin: Origin, pus: CpuList) -> Managed {
     Managed {
-        owner: process_owner(&dirs).unwrap_or(0),
+        owner: 0,
         name: name.to_string(),
-        pus: pus(&groups),
+        pus,
         groups,
         pinned: row,
         place: None,

@@ -24,6 +24,8 @@ pub enum Command {
         request: Request,
         /// Who asks.
         uid: u32,
+        /// An adoption's slow part, done by the control socket's thread before sending it.
+        resolved: Option<crate::adopt::Resolved>,
         /// The answer.
         reply: Reply<Response>,
     },

@@ -11,6 +11,9 @@ use lockstep_store::{JournalEntry, Store};
 
 /// Store + watchdog, kept in step. Entries reach the store before the change they guard; their removal after a
 /// restore is batched into the next store transaction (a stale entry only restores a value already in place).
+/// The daemon's loop never waits for the store's write lock: an entry the store is too busy to take at once is
+/// held here, with the watchdog guarding the change meanwhile, and goes to the store at the next flush
+/// ([`Journal::save_unsaved`]).
 pub struct Journal {
     watchdog: Watchdog,
     /// The store the watchdog clears entries from (a new watchdog is started with it).
@@ -19,12 +22,14 @@ pub struct Journal {
     live: HashMap<String, String>,
     /// Entries restored since the last [`Journal::take_restored`], still in the store, with their values.
     restored: HashMap<String, String>,
+    /// Entries in force that the store was too busy to take, by file: written at the next flush.
+    unsaved: HashMap<String, JournalEntry>,
 }
 
 impl Journal {
     /// A journal over a running watchdog started with `store_path`.
     pub fn new(watchdog: Watchdog, store_path: PathBuf) -> Self {
-        Self { watchdog, store_path, live: HashMap::new(), restored: HashMap::new() }
+        Self { watchdog, store_path, live: HashMap::new(), restored: HashMap::new(), unsaved: HashMap::new() }
     }
 
     /// The watchdog's PID.
@@ -71,7 +76,17 @@ impl Journal {
         // store holds this very value (a file changed again and again, as `dcs` does), it stays as it is.
         let in_store = self.restored.remove(&name).is_some_and(|v| v == value);
         if !in_store {
-            store.journal_add(&JournalEntry { file: name.clone(), value: value.to_string(), job: job.to_string() })?;
+            let entry = JournalEntry { file: name.clone(), value: value.to_string(), job: job.to_string() };
+            match store.journal_add(&entry) {
+                Ok(()) => {
+                    self.unsaved.remove(&name);
+                }
+                // Held by another writer: the watchdog guards the change until the next flush writes it.
+                Err(e) if e.is_busy() => {
+                    self.unsaved.insert(name.clone(), entry);
+                }
+                Err(e) => return Err(e.into()),
+            }
         }
         if self.watchdog.track(&name, value).is_err() {
             // The watchdog died (or is stuck): a new one takes this entry with the others, or the change is not made.
@@ -98,7 +113,22 @@ impl Journal {
         // A watchdog that cannot be told only restores a value already in place.
         let _ = self.watchdog.untrack(&name);
         let value = self.live.remove(&name).unwrap_or_default();
+        self.unsaved.remove(&name);
         self.restored.insert(name, value);
+    }
+
+    /// Writes the entries the store was too busy to take when they were made; those it still cannot take stay
+    /// for the next call.
+    pub fn save_unsaved(&mut self, store: &Store) -> lockstep_store::Result<()> {
+        let mut result = Ok(());
+        self.unsaved.retain(|_, entry| match store.journal_add(entry) {
+            Ok(()) => false,
+            Err(e) => {
+                result = Err(e);
+                true
+            }
+        });
+        result
     }
 
     /// Gives back files [`Journal::take_restored`] returned whose removal from the store failed, for the next try.

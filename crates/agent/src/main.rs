@@ -306,7 +306,7 @@ fn man_sections(_: &str) -> Vec<Section> {
             "EXIT STATUS",
             "0\tstopped by SIGTERM, SIGINT or SIGHUP, every job restored.\n\
              1\ta failure of the system: the kernel refused what the agent needs (a cgroup hierarchy, its watchdog, \
-             the store).\n\
+             the store), or a job could not be restored at stop (the log names it; the watchdog tries again).\n\
              2\tbad input, refused before the store was made: not root, a bad flag, configuration key or file, a \
              socket another agent answers on, a metrics address already in use, a store not private to root.\n\n\
              Every error is one line on stderr, lockstepd: WHAT: WHY (HINT) (lockstep: agent: ... when started by \

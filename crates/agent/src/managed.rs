@@ -350,6 +350,17 @@ impl Managed {
         }
     }
 
+    /// For a job of processes adopted into a cgroup of the agent's: removes that cgroup if no process is left in
+    /// it, which tells that the job has ended without a descriptor (the kernel refuses `rmdir` of a cgroup a
+    /// process is in). Whether it is gone; `false` for every other job.
+    pub fn remove_if_ended(&self) -> bool {
+        let Origin::Pids { created, .. } = &self.origin else { return false };
+        let removed = |d: &PathBuf| remove_dir(d).map_or_else(|e| e.kind() == io::ErrorKind::NotFound, |()| true);
+        // Every one tried (no short cut): each hierarchy's directory goes on its own.
+        let gone: Vec<bool> = created.dirs.iter().map(removed).collect();
+        gone.into_iter().all(|g| g)
+    }
+
     /// The job's processes on this node.
     pub fn pids(&self) -> Vec<i32> {
         match &self.origin {

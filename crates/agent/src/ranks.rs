@@ -11,8 +11,8 @@
 //! (`liblockstep-pmpi.so`) will publish its MPI calls once its `MPI_Init` returns: until every such rank does, the
 //! job is still starting (what `auto` waits for).
 //!
-//! The environment is the job's own, and hostile: at most 1 MiB of it is read, from `/proc` (which never
-//! blocks). A process found to be a rank that preloads the profiler is not read again. Any other is read at its
+//! The environment is the job's own, and hostile: at most [`ENV_BYTES`] of it is read, from `/proc` (which never
+//! blocks), and a job one of whose processes has more is said once in the log (what lies past it is not seen). A process found to be a rank that preloads the profiler is not read again. Any other is read at its
 //! first [`LOOKS`] scans: a process a launcher forked names its rank only once it has executed the program, and a
 //! rank started through a wrapper (`env LD_PRELOAD=… program`) preloads the profiler only once the wrapper has
 //! executed the program, either of which a scan may just miss.
@@ -55,8 +55,13 @@ pub(crate) struct JobRanks {
 /// How many times the environment of one process is read, at most (once per scan).
 const LOOKS: u8 = 8;
 
-/// How many environments of one job are read per scan, at most.
-const READS_PER_SCAN: usize = 256;
+/// How many environments of one job are read per scan, at most: with [`ENV_BYTES`], 2 MiB per job per scan at
+/// worst, each process read at most [`LOOKS`] times in its life.
+const READS_PER_SCAN: usize = 32;
+
+/// Most bytes of one process's environment read: launchers' variables, in environments of a few KiB to a few
+/// tens of KiB (a module system's), not what a job may pad one with (up to `ARG_MAX`).
+const ENV_BYTES: u64 = 64 << 10;
 
 /// What was found out about one process of a job.
 #[derive(Clone, Copy, Default)]
@@ -70,6 +75,8 @@ struct Seen {
 #[derive(Default)]
 pub(crate) struct Ranks {
     seen: HashMap<ProcessRef, Seen>,
+    /// Whether an environment past [`ENV_BYTES`] was said.
+    said_cut: bool,
 }
 
 impl Ranks {
@@ -82,7 +89,7 @@ impl Ranks {
             let mut s = self.seen.remove(&process).unwrap_or_default();
             if !(s.names.rank && s.names.profiled) && s.looks < LOOKS && reads < READS_PER_SCAN {
                 // What an earlier read found stays: a process that exited meanwhile reads as naming nothing.
-                let now = names(pid);
+                let now = self.names(pid);
                 let names = Names {
                     rank: s.names.rank || now.rank,
                     local_size: now.local_size.or(s.names.local_size),
@@ -106,9 +113,25 @@ impl Ranks {
     }
 }
 
-/// What process `pid`'s environment says of its rank.
-fn names(pid: i32) -> Names {
-    let Some(env) = procfs::environ(pid) else { return Names::default() };
+impl Ranks {
+    /// What process `pid`'s environment says of its rank, from its first [`ENV_BYTES`]; one with more is said,
+    /// once per job.
+    fn names(&mut self, pid: i32) -> Names {
+        let Some((env, cut)) = procfs::environ_within(pid, ENV_BYTES) else { return Names::default() };
+        if cut && !self.said_cut {
+            self.said_cut = true;
+            crate::log::info!(
+                "auto: the environment of PID {pid} is over {} KiB: only its first {} KiB are read for its rank",
+                ENV_BYTES >> 10,
+                ENV_BYTES >> 10
+            );
+        }
+        names_in(&env)
+    }
+}
+
+/// What an environment says of its process's rank.
+fn names_in(env: &[Vec<u8>]) -> Names {
     let rank = env.iter().any(|v| RANK_VARIABLES.iter().any(|name| v.starts_with(name)));
     let local_size = env.iter().find_map(|v| {
         let name = LOCAL_SIZE_VARIABLES.iter().find(|name| v.starts_with(name))?;

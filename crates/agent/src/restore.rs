@@ -94,6 +94,28 @@ fn restore_thread(thread: Thread, value: &str) -> io::Result<()> {
     }
 }
 
+/// Descriptors held for the way out: opened at start (`/dev/null`) and closed just before every job is restored
+/// at stop, so that what the stop needs a new descriptor for (listing an ended job's processes, moving adopted
+/// processes back, the store's last writes) finds room even when the agent has run out of them (a flood of
+/// connections, a leak). The restore itself needs none: a thaw or an unboost writes through the descriptor opened
+/// for the change, and an ended job's cgroup goes by `rmdir`.
+pub struct Reserve(Vec<std::fs::File>);
+
+impl Reserve {
+    /// How many descriptors are held.
+    const SIZE: usize = 16;
+
+    /// Holds [`Reserve::SIZE`] descriptors.
+    pub fn hold() -> io::Result<Self> {
+        (0..Self::SIZE).map(|_| std::fs::File::open("/dev/null")).collect::<io::Result<_>>().map(Self)
+    }
+
+    /// Closes them, for the restore at stop to use.
+    pub fn release(&mut self) {
+        self.0.clear();
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

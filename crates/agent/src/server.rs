@@ -127,8 +127,19 @@ pub fn handler(mailbox: Mailbox, sampler: Sampler, board: Board) -> Handler {
             }
             _ => {}
         }
+        // An adoption's slow part (podman, /proc, the cgroups' trees) is done here, on this door's thread: the
+        // daemon's loop only claims and moves (crate::adopt).
+        let resolved = match &request {
+            Request::Adopt { cgroups, pids, containers, .. } if uid == 0 => {
+                match crate::adopt::resolve(cgroups, pids, containers) {
+                    Ok(resolved) => Some(resolved),
+                    Err(e) => return reply(&failure(e)),
+                }
+            }
+            _ => None,
+        };
         let registers = matches!(request, Request::Register { .. });
-        match mailbox.ask(|reply| Command::Control { request, uid, reply }) {
+        match mailbox.ask(|reply| Command::Control { request, uid, resolved, reply }) {
             Some(response) => {
                 if registers && response.ok && !sampler.synced(REGISTER_COUNTED) {
                     crate::log::warning!("a job registered by lockstep run starts before the sampler counts it");

@@ -39,8 +39,9 @@ pub struct Config {
     pub dcs: dcs::engine::Settings,
 }
 
-/// How long a store write of the agent's may wait for a lock another process holds: the daemon's loop makes them,
-/// and must not stall behind a `sqlite3` session (the default wait is 10 s).
+/// How long the agent's start (the repair of what a previous agent left changed) may wait for a lock another
+/// process holds (the default wait is 10 s). The daemon's loop, which is handed the same connection, waits for
+/// none: `Daemon::new` takes the wait away.
 const STORE_BUSY: Duration = Duration::from_millis(200);
 
 /// The test seam for wall-clock steps, `LOCKSTEP_CLOCK_SKEW_FILE`, if it names a file in directories only root
@@ -286,13 +287,18 @@ pub fn run(config: Config) -> anyhow::Result<i32> {
         lockstep_core::duration::format(config.slot)
     );
     daemon.run();
-    daemon.restore_all();
+    let left = daemon.restore_all();
     // Commands still in the inbox go unanswered: their threads end.
     drop(daemon);
     telemetry.stop(sampling);
     drop(socket);
-    crate::log::info!("stopped; every job restored");
-    Ok(0)
+    if left.is_empty() {
+        crate::log::info!("stopped; every job restored");
+        return Ok(0);
+    }
+    // The watchdog, whose pipe closes as the agent exits, tries them again.
+    crate::log::warning!("stopped; {} job(s) not restored: {}", left.len(), left.join("; "));
+    Ok(1)
 }
 
 #[cfg(test)]

@@ -15,8 +15,15 @@ fn on_cgroupfs(path: &Path) -> bool {
 /// deepest first. On cgroupfs `rmdir` drops the interface files with it. Anywhere else only an empty directory
 /// goes: a path that is not a cgroup never costs a file, however it reached the caller. This crate's own tests
 /// build scratch trees whose interface files are plain files; there, and only there, the tree goes whole.
+/// A cgroup with no cgroup below it goes by one `rmdir`, which needs no descriptor: a job's cgroup is removed even
+/// when the agent has run out of them (listing the cgroups below needs one).
 pub fn remove_dir(path: &Path) -> io::Result<()> {
     if on_cgroupfs(path) {
+        // EBUSY: cgroups below it (removed first, then this one again), or a process in it (refused again).
+        match fs::remove_dir(path) {
+            Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {}
+            done => return done,
+        }
         for child in fs::read_dir(path)?.flatten().filter(|e| e.file_type().is_ok_and(|t| t.is_dir())) {
             remove_dir(&child.path())?;
         }

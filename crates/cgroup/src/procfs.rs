@@ -140,10 +140,21 @@ const MAX_ENVIRON: u64 = 1 << 20;
 /// The environment of process `pid` (`/proc/PID/environ`, at most 1 MiB of it) as `NAME=value` entries, or
 /// `None` if it cannot be read (no such process, or not ours to read).
 pub fn environ(pid: i32) -> Option<Vec<Vec<u8>>> {
+    environ_within(pid, MAX_ENVIRON).map(|(env, _)| env)
+}
+
+/// The first `max` bytes of process `pid`'s environment as [`environ`] reads it, and whether there was more (the
+/// entry cut in two is left out then).
+pub fn environ_within(pid: i32, max: u64) -> Option<(Vec<Vec<u8>>, bool)> {
     use std::io::Read;
     let mut env = Vec::new();
-    fs::File::open(format!("/proc/{pid}/environ")).ok()?.take(MAX_ENVIRON).read_to_end(&mut env).ok()?;
-    Some(env.split(|&b| b == 0).filter(|v| !v.is_empty()).map(<[u8]>::to_vec).collect())
+    fs::File::open(format!("/proc/{pid}/environ")).ok()?.take(max + 1).read_to_end(&mut env).ok()?;
+    let cut = env.len() as u64 > max;
+    if cut {
+        let whole = env[..max as usize].iter().rposition(|&b| b == 0).map_or(0, |i| i + 1);
+        env.truncate(whole);
+    }
+    Some((env.split(|&b| b == 0).filter(|v| !v.is_empty()).map(<[u8]>::to_vec).collect(), cut))
 }
 
 /// The parent of process `pid` (field 4 of `/proc/PID/stat`).
@@ -209,5 +220,39 @@ mod tests {
         let rss = rss_bytes(me);
         assert!(rss.is_some_and(|b| b > 0));
         assert!(peak_rss_bytes(me) >= rss);
+    }
+}
+
+#[cfg(test)]
+mod environ_tests {
+    use super::{environ, environ_within};
+
+    #[test]
+    fn an_environment_read_within_a_bound_keeps_whole_entries_and_says_it_was_cut() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("10")
+            .env_clear()
+            .env("A", "1")
+            .env("PAD", "x".repeat(100))
+            .env("B", "2")
+            .spawn()
+            .unwrap();
+        let pid = child.id() as i32;
+        // Until it has executed `sleep`, its environment is this process's: wait for the one given.
+        let mut whole = environ(pid).unwrap_or_default();
+        for _ in 0..100 {
+            if whole.len() == 3 {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            whole = environ(pid).unwrap_or_default();
+        }
+        let cut = environ_within(pid, 50);
+        let _ = child.kill();
+        let _ = child.wait();
+        assert_eq!(whole.len(), 3, "{whole:?}");
+        let (first, was_cut) = cut.unwrap();
+        assert!(was_cut);
+        assert!(first.iter().all(|e| whole.contains(e)) && first.len() < 3, "{first:?}");
     }
 }

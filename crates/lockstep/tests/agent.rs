@@ -501,12 +501,13 @@ fn a_second_agent_on_the_same_store_is_refused_naming_the_first() {
     let env = Env::new();
     let first = Agent::start(&env, &["--policy", "boost", "--slot", "1s"]);
     let other = env.dir.path().join("other.sock");
-    // The first agent's own store files (its -wal and -shm come and go as it writes) are not the refused one's.
+    // The first agent's own store files (its -wal and -shm come and go as it writes, and the hidden file it makes
+    // the store in is there until the store is, after its socket answers) are not the refused one's.
     let names = || {
         let mut names: Vec<String> = std::fs::read_dir(env.dir.path())
             .unwrap()
             .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .filter(|n| !n.starts_with("lockstep.db"))
+            .filter(|n| !n.starts_with("lockstep.db") && !n.starts_with(".lockstep.db."))
             .collect();
         names.sort();
         names
@@ -1242,4 +1243,66 @@ fn a_full_or_read_only_store_leaves_every_job_runnable_and_the_agent_recovers() 
     }
     assert!(said.values().all(|n| *n <= 2), "a fault said more than once: {log}");
     assert!(log.contains("works again"), "the recovery must be said: {log}");
+}
+
+/// Seconds since the epoch, as the store's times are.
+fn epoch_now() -> f64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs_f64()
+}
+
+/// The store's write lock held for seconds by another connection (root's `sqlite3` in a transaction, as the
+/// sampler's or a metrics request's would for less): the slot loop waits for none of it. Gang goes on alternating
+/// (each freeze's journal entry kept while the watchdog guards it), an adoption is answered, and once the lock is
+/// gone the adopted job and the decisions of the locked seconds are in the store.
+#[test]
+#[ignore = "needs root"]
+fn a_store_locked_by_another_connection_holds_up_no_slot_and_loses_no_record() {
+    common::require_root();
+    let _serial = serial();
+    let env = Env::new();
+    let agent = Agent::start(&env, &["--policy", "gang", "--slot", "200ms"]);
+    let a = Job::start(&env, &name("locked-a"), &[]);
+    let b = Job::start(&env, &name("locked-b"), &[]);
+    alternating(&a, &b, "before");
+    let mut sleeper = std::process::Command::new("sleep").arg("600").spawn().unwrap();
+    let c = name("locked-c");
+    let mut db = rusqlite::Connection::open(env.store()).unwrap();
+    let locked_at = epoch_now();
+    let held = db.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate).unwrap();
+    alternating(&a, &b, "while another connection holds the store's write lock");
+    ok(&env.run(&["adopt", "--job", &c, "--pid", &sleeper.id().to_string()]));
+    alternating(&a, &b, "after an adoption the store could not take");
+    let unlocked_at = epoch_now();
+    drop(held);
+    let look = rusqlite::Connection::open(env.store()).unwrap();
+    let saved = wait_until(
+        "the adopted job and the locked seconds' decisions in the store",
+        WAIT,
+        || {
+            let managed: Vec<String> = look
+                .prepare("SELECT name FROM managed")
+                .unwrap()
+                .query_map([], |r| r.get(0))
+                .unwrap()
+                .collect::<Result<_, _>>()
+                .unwrap();
+            let decided: i64 = look
+                .query_row(
+                    "SELECT count(*) FROM decisions WHERE action = 'freeze' AND time BETWEEN ?1 AND ?2",
+                    [locked_at, unlocked_at],
+                    |r| r.get(0),
+                )
+                .unwrap();
+            (managed, decided)
+        },
+        |(managed, decided)| managed.contains(&c) && *decided > 0,
+    );
+    eprintln!("after the lock: {saved:?}");
+    ok(&env.run(&["release", "--job", &c]));
+    let _ = sleeper.kill();
+    let _ = sleeper.wait();
+    drop(a);
+    drop(b);
+    let log = stopped_log(agent);
+    assert!(log.contains("every job restored"), "{log}");
 }

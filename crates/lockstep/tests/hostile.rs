@@ -493,3 +493,42 @@ fn a_wide_deep_and_forking_job_tree_is_walked_in_part_at_normal_priority() {
     assert!(!frozen, "nobody's job was left frozen: {log}");
     common::assert_no_cgroup(&a);
 }
+
+/// Attack 3, at its end: the agent's open-file limit lowered below what it holds (to 3: no new descriptor at all,
+/// as a flood of connections or a leak would leave it, without the holes the agent's own closes would open) while
+/// nobody's two jobs, adopted by PID under `gang`, end. Their processes cannot be listed,
+/// so the agent keeps them; when it is stopped, it still finds them ended (by `rmdir` of their cgroups, which
+/// needs no descriptor, and with the descriptors it reserved for the way out), removes every cgroup it made for
+/// them in every hierarchy, and says "every job restored" only because it is so.
+#[test]
+#[ignore = "needs root"]
+fn jobs_that_end_while_the_agent_has_no_descriptor_left_leave_no_cgroup_at_stop() {
+    common::require_root();
+    let _serial = serial();
+    let env = Env::new();
+    let agent = Agent::start(&env, &["--policy", "gang", "--slot", "100ms"]);
+    let (a, b) = (name("emfile-a"), name("emfile-b"));
+    let mut sleepers = Vec::new();
+    for job in [&a, &b] {
+        let sleeper = as_nobody("sleep").arg("600").spawn().unwrap();
+        ok(&env.run(&["adopt", "--job", job, "--pid", &sleeper.id().to_string()]));
+        sleepers.push(sleeper);
+    }
+    let started = Instant::now();
+    let pid = agent.pid().as_raw().to_string();
+    ok(&Command::new("prlimit").args(["--pid", &pid, "--nofile=3:3"]).output().unwrap());
+    // Both end while the agent can open nothing; gang's thaws (through the descriptors held since each freeze)
+    // let a frozen one die.
+    for s in &mut sleepers {
+        s.kill().unwrap();
+        common::exit_within(s, common::STOP_LIMIT, "nobody's sleeper, killed");
+    }
+    eprintln!("both jobs' processes gone {:?} after the limit was lowered", started.elapsed());
+    let stopped = agent.stop(Signal::SIGTERM);
+    let log = stderr(&stopped);
+    eprintln!("stopped {:?} after the limit was lowered", started.elapsed());
+    assert!(stopped.status.success(), "the agent failed to stop: {log}");
+    assert!(log.contains("every job restored"), "{log}");
+    common::assert_no_cgroup(&a);
+    common::assert_no_cgroup(&b);
+}

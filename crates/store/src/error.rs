@@ -15,5 +15,17 @@ pub enum Error {
     Json(#[from] serde_json::Error),
 }
 
+impl Error {
+    /// Whether the store was only busy: another connection held the write lock past this one's busy timeout
+    /// (the write may go through when tried again), rather than failing for good.
+    pub fn is_busy(&self) -> bool {
+        matches!(
+            self,
+            Self::Sqlite(rusqlite::Error::SqliteFailure(e, _))
+                if matches!(e.code, rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
+        )
+    }
+}
+
 /// A store operation's result.
 pub type Result<T> = std::result::Result<T, Error>;

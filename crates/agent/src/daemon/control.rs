@@ -6,13 +6,12 @@ use super::state::Daemon;
 use crate::adopt;
 use crate::server::{done, failure};
 use lockstep_core::cosched::{rows, slot, PolicySpec};
-use lockstep_core::error::UsageError;
 use lockstep_proto::protocol::{Request, Response};
 use lockstep_store::SlurmJob;
 
 impl Daemon {
-    /// Carries out `request` for user `uid`.
-    pub(super) fn control(&mut self, request: Request, uid: u32) -> Response {
+    /// Carries out `request` for user `uid`; an adoption comes `resolved` by the control door (`adopt::resolve`).
+    pub(super) fn control(&mut self, request: Request, uid: u32, resolved: Option<adopt::Resolved>) -> Response {
         if uid != 0 && !matches!(request, Request::Status) {
             return failure(anyhow::anyhow!(
                 "permission denied: only root may change what the agent does (UID {uid} may query its own jobs)"
@@ -21,7 +20,7 @@ impl Daemon {
         let result = match request {
             // The control socket answers it from the board, without the loop; root's view if asked here.
             Request::Status => return Response { ok: true, status: Some(self.status()), ..Default::default() },
-            request => self.change(request),
+            request => self.change(request, resolved),
         };
         match result {
             Ok(()) => done(),
@@ -30,7 +29,7 @@ impl Daemon {
     }
 
     /// Carries out a request that changes what the agent does (root's only).
-    fn change(&mut self, request: Request) -> anyhow::Result<()> {
+    fn change(&mut self, request: Request, resolved: Option<adopt::Resolved>) -> anyhow::Result<()> {
         match request {
             Request::Status => Ok(()),
             Request::Policy { name, slot_ms } => {
@@ -38,16 +37,14 @@ impl Daemon {
                 let slot = slot_ms.map(|ms| slot::from_millis("slot", ms)).transpose()?;
                 self.set_policy(policy, slot)
             }
-            Request::Adopt { job, cgroups, pids, containers, row } => {
+            Request::Adopt { job, row, .. } => {
                 rows::check(row)?;
-                self.add_job(&job, |backend, claims| {
-                    match (cgroups.is_empty(), pids.is_empty(), containers.is_empty()) {
-                        (false, true, true) => adopt::from_cgroups(backend, claims, &job, &cgroups, row),
-                        (true, false, true) => adopt::from_pids(backend, claims, &job, &pids, row),
-                        (true, true, false) => adopt::from_containers(backend, claims, &job, &containers, row),
-                        _ => Err(UsageError::new("adopt needs exactly one of --cgroup, --pid, --container").into()),
-                    }
-                })
+                // Its slow part was done before it came (podman, /proc, the cgroups' trees): only claims and
+                // moves are left to this loop.
+                let Some(resolved) = resolved else {
+                    anyhow::bail!("an adoption comes resolved by the control socket (adopt::resolve)");
+                };
+                self.add_job(&job, |backend, claims| adopt::commit(backend, claims, &job, resolved, row))
             }
             Request::Register { job, dirs, row } => {
                 rows::check(row)?;

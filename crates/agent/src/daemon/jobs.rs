@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use super::records::Record;
 use super::state::Daemon;
 use crate::adopt;
 use crate::dcs::engine::Engine;
@@ -58,9 +59,10 @@ impl Daemon {
                 .iter()
                 .map(|j| (j.name.clone(), j.groups.iter().flat_map(|g| g.dirs.clone()).collect()))
                 .collect(),
+            roots: self.backend.roots(),
         };
         let mut job = make(self.backend.as_ref(), &claims)?;
-        if let Err(e) = self.store.managed_put(name, &serde_json::to_string(&job.saved())?) {
+        if let Err(e) = self.record(Record::ManagedPut(name.to_string(), serde_json::to_string(&job.saved())?)) {
             // Nothing may stay changed by a request that failed.
             let _ = job.release(&mut self.journal, &self.store);
             return Err(e.into());
@@ -89,7 +91,7 @@ impl Daemon {
         job.release(&mut self.journal, &self.store)?;
         crate::log::info!("job {name} released; its cgroups are as they were before");
         self.flush();
-        self.store.managed_remove(name)?;
+        self.record(Record::ManagedRemove(name.to_string()))?;
         self.replan = true;
         Ok(())
     }
@@ -122,20 +124,35 @@ impl Daemon {
         Ok(())
     }
 
-    /// Restores every job's cgroups on the way out. Jobs stay in the store, so that the next agent takes them
-    /// over; adopted processes stay in the agent's cgroups for the same reason.
-    pub fn restore_all(&mut self) {
+    /// Restores every job's cgroups on the way out; returns what could not be restored, one line per job. Jobs
+    /// that still run stay in the store, so that the next agent takes them over, and so do the processes adopted
+    /// into the agent's cgroups; a job that has ended is forgotten and the cgroups the agent made for it removed.
+    /// None of this needs a new descriptor, however the agent ran out of them: a thaw or an unboost writes
+    /// through the descriptor opened for the change, and whether an adopted job has ended is asked of the kernel
+    /// by `rmdir` of its cgroup (refused while a process is in it). The [`Reserve`](crate::restore::Reserve) is
+    /// closed first, for what else may need one.
+    pub fn restore_all(&mut self) -> Vec<String> {
+        self.reserve.release();
         if let Some(old) = self.dcs.take() {
             old.stop(&mut self.jobs, Ctx { journal: &mut self.journal, store: &self.store });
         }
+        self.drop_ended();
+        let mut left = Vec::new();
         for job in &mut self.jobs {
             if let Err(e) = job.apply(cosched::Desired::default(), &mut self.journal, &self.store) {
                 if !matches!(e, ChangeError::Gone(_)) {
-                    crate::log::warning!("cannot restore job {}: {e:#}", job.name);
+                    left.push(format!("job {}: {e:#}", job.name));
                 }
             }
         }
+        // Ended while its processes could not be listed: its cgroup went with the rmdir, the job goes too.
+        for i in (0..self.jobs.len()).rev() {
+            if self.jobs[i].applied == cosched::Desired::default() && self.jobs[i].remove_if_ended() {
+                self.retire(i);
+            }
+        }
         self.flush();
+        left
     }
 
     /// Takes over the jobs a previous agent managed (their cgroups still exist); counting restarts from zero.
@@ -146,7 +163,7 @@ impl Daemon {
                     self.count(&job);
                     self.jobs.push(job);
                 }
-                None => self.store.managed_remove(&name)?,
+                None => self.record(Record::ManagedRemove(name))?,
             }
         }
         Ok(())

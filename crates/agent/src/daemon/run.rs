@@ -80,8 +80,8 @@ impl Daemon {
     /// Carries out `command`. An answer that cannot be sent (its asker gave up) is dropped.
     fn handle(&mut self, command: Command) {
         match command {
-            Command::Control { request, uid, reply } => {
-                let response = self.control(request, uid);
+            Command::Control { request, uid, resolved, reply } => {
+                let response = self.control(request, uid, resolved);
                 // Published before the answer: a status asked right after a change shows it.
                 self.publish();
                 let _ = reply.send(response);

@@ -5,6 +5,7 @@
 use std::fs;
 use std::path::PathBuf;
 
+use super::records::Record;
 use super::state::Daemon;
 use crate::adopt;
 use crate::managed::Origin;
@@ -65,7 +66,7 @@ impl Daemon {
             job.place = self.places.get(&f.id).copied();
             match serde_json::to_string(&job.saved())
                 .map_err(anyhow::Error::from)
-                .and_then(|s| Ok(self.store.managed_put(&name, &s)?))
+                .and_then(|s| Ok(self.record(Record::ManagedPut(name.clone(), s))?))
             {
                 Ok(()) => {
                     self.count(&job);
@@ -124,7 +125,7 @@ impl Daemon {
     /// The prolog announced job `job` on this node: remember its owner and row or place (a job already found
     /// gets them at once).
     pub(super) fn slurm_prolog(&mut self, job: SlurmJob, place: Option<Schedule>) -> anyhow::Result<()> {
-        self.store.slurm_put(&job)?;
+        self.record(Record::SlurmPut(job))?;
         crate::log::info!(
             "Slurm job {} registered by its prolog (uid {}, row {})",
             job.id,
@@ -141,7 +142,8 @@ impl Daemon {
             m.pinned = job.row;
             m.place = place.or(m.place);
             m.owner = job.uid;
-            self.store.managed_put(&name, &serde_json::to_string(&m.saved())?)?;
+            let saved = serde_json::to_string(&m.saved())?;
+            self.record(Record::ManagedPut(name, saved))?;
             self.replan = true;
         }
         Ok(())
@@ -166,7 +168,7 @@ impl Daemon {
     /// The epilog ran for job `id`: its processes are gone; restore and forget it, and do not take it on again
     /// while Slurm removes its cgroups.
     pub(super) fn slurm_epilog(&mut self, id: SlurmJobId) -> anyhow::Result<()> {
-        self.store.slurm_remove(id)?;
+        self.record(Record::SlurmRemove(id))?;
         crate::log::info!("Slurm job {id} ended (its epilog)");
         self.slurm.remove(&id);
         self.places.remove(&id);

@@ -36,6 +36,8 @@ pub struct Daemon {
     pub(super) last_apply_us: f64,
     /// Whether the plan must be redone at once (policy change, new or released job), not at the next boundary.
     pub(super) replan: bool,
+    /// The daemon's records the store was too busy to take, in order, for the next flush.
+    pub(super) unsaved: Vec<super::records::Record>,
     /// Decisions not yet in the store.
     pub(super) pending: Vec<Decision>,
     /// What `auto` chose or started trying, not yet in the store (time, record).
@@ -68,6 +70,8 @@ pub struct Daemon {
     pub(super) dcs_settings: Settings,
     /// How many `dcs` engines were started: the next one's ID.
     pub(super) engines: u64,
+    /// Descriptors held for restoring every job at stop, whatever ran the agent out of them.
+    pub(super) reserve: crate::restore::Reserve,
     /// Where the other threads' commands come in.
     pub(super) inbox: Receiver<Command>,
     /// The inbox's address, for the threads the daemon starts (`dcs`'s).
@@ -115,6 +119,9 @@ impl Daemon {
     /// The daemon of `start`, reading commands from `inbox` (whose address is `mailbox`): it takes over the jobs a
     /// previous agent managed, starts `dcs` if the policy raises, and reads the Slurm jobs the prologs announced.
     pub fn new(start: Start, mailbox: Mailbox, inbox: Receiver<Command>) -> anyhow::Result<Self> {
+        // The loop never waits for another connection's write lock: what the store cannot take at once waits in
+        // memory for the next flush (records, journal entries, decisions).
+        start.store.set_busy_timeout(Duration::ZERO)?;
         let mut daemon = Self {
             policy: start.policy,
             planner: start.policy.build(),
@@ -130,6 +137,7 @@ impl Daemon {
             rows: 1,
             last_apply_us: 0.0,
             replan: false,
+            unsaved: Vec::new(),
             pending: Vec::new(),
             choices: Vec::new(),
             epoch: Instant::now(),
@@ -146,6 +154,7 @@ impl Daemon {
             dcs: None,
             dcs_settings: start.dcs,
             engines: 0,
+            reserve: crate::restore::Reserve::hold()?,
             inbox,
             mailbox,
             publisher: super::board::Publisher::new(lockstep_proto::protocol::Status::default()),

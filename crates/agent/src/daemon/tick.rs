@@ -3,6 +3,7 @@
 
 use std::time::{Duration, Instant};
 
+use super::records::Record;
 use super::state::Daemon;
 use crate::managed::ChangeError;
 use crate::progress;
@@ -146,16 +147,19 @@ impl Daemon {
             Ok(()) => crate::log::info!("job {} ended", job.name),
             Err(e) => crate::log::warning!("job {} ended; cannot clean up after it: {e:#}", job.name),
         }
-        let _ = self.store.managed_remove(&job.name);
+        let _ = self.record(Record::ManagedRemove(job.name.clone()));
         let d = self.decision(Some(&job.name), Action::Gone, Duration::ZERO);
         self.pending.push(d);
     }
 
-    /// Writes pending decisions and journal removals to the store in one transaction, then `auto`'s pending
-    /// choices in another. What was written is dropped, each batch on its own (decisions written are never written
-    /// again because the choices failed); when the store cannot take a batch (locked, read-only, full), it waits
-    /// for the next flush, the oldest dropped past [`MAX_PENDING`].
+    /// Writes what waited for the store (the daemon's records and journal entries the store was busy for), then
+    /// pending decisions and journal removals in one transaction, then `auto`'s pending choices in another. What
+    /// was written is dropped, each batch on its own (decisions written are never written again because the
+    /// choices failed); when the store cannot take a batch (locked, read-only, full), it waits for the next flush,
+    /// the oldest decisions and choices dropped past [`MAX_PENDING`]. Nothing here waits for another connection's
+    /// lock (the loop's store connection has no busy timeout).
     pub(super) fn flush(&mut self) {
+        let records = self.save_records().and(self.journal.save_unsaved(&self.store));
         let restored = self.journal.take_restored();
         let decisions = self.store.log_decisions(&self.pending, &restored);
         if decisions.is_ok() {
@@ -172,7 +176,7 @@ impl Daemon {
             let excess = self.choices.len().saturating_sub(MAX_PENDING);
             self.choices.drain(..excess);
         }
-        match decisions.and(choices) {
+        match records.and(decisions).and(choices) {
             Ok(()) => self.faults.clear("store"),
             Err(e) => self.faults.report("store", &format!("cannot log decisions: {e:#}")),
         }
