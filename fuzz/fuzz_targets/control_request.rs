@@ -14,7 +14,7 @@ fuzz_target!(|data: &[u8]| {
             Request::Policy { name, .. } => {
                 let _ = name.parse::<lockstep_core::cosched::PolicySpec>();
             }
-            Request::Release { .. } | Request::Status | Request::SlurmEpilog { .. } => {}
+            Request::Release { .. } | Request::Status | Request::SlurmEpilog { .. } | Request::Timeline { .. } => {}
         }
         // What the agent would answer with must always serialise.
         let _ = serde_json::to_vec(&envelope).unwrap();
