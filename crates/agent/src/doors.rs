@@ -9,6 +9,7 @@
 //! (`spare`). Every refusal is an immediate answer, never a held connection.
 
 mod budget;
+mod caller;
 mod peer;
 mod spare;
 
@@ -29,6 +30,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 pub use budget::Rate;
 use budget::{thread_cpu, Budgets};
+pub use caller::Caller;
 use spare::Spare;
 
 /// What one door admits.
@@ -81,24 +83,6 @@ pub const METRICS: Limits = Limits {
     privileged: 16,
     rate: RATE,
 };
-
-/// Who is at the other end of a connection.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Caller {
-    /// A process of this host of user `uid` (on the Unix socket, `SO_PEERCRED`; over TCP, the owner of the
-    /// peer's socket as the kernel says).
-    Local {
-        /// Its UID.
-        uid: u32,
-    },
-    /// A process of this host over TCP whose user the kernel did not say: every such one is this one caller.
-    LocalUnknown,
-    /// A client on another host, by its address.
-    Remote {
-        /// Its address.
-        ip: IpAddr,
-    },
-}
 
 /// The metrics door's named scrapers: they count apart from every other caller, as root does on the control
 /// socket, so that no other caller can take their room. Root (UID 0) on this host is always one.

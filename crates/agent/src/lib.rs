@@ -22,7 +22,6 @@ mod managed;
 mod privileges;
 mod progress;
 mod ranks;
-mod realtime;
 mod restore;
 mod sampler;
 mod sched;

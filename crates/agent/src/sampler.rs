@@ -39,7 +39,7 @@ use lockstep_telemetry::counters::{Counters, Target};
 use lockstep_telemetry::events::EventSpec;
 use lockstep_telemetry::Sample;
 
-use crate::together::timeline::Recording;
+use crate::together::timeline::{Recorder, Recording};
 use crate::together::{Reading, Times, Together};
 use lockstep_core::sample::{COSCHEDULED, RANK_RUNNING, RANK_WAITING};
 
@@ -200,25 +200,27 @@ impl Sampler {
         Counting { inbox: self.inbox.clone(), cell: self.cell.clone(), last: RefCell::new(self.published()) }
     }
 
+    /// Tells the thread to detach every job, write what is left and stop; waits for it.
+    pub fn stop(&self, thread: std::thread::JoinHandle<()>) {
+        let _ = self.inbox.send(Message::Stop);
+        let _ = thread.join();
+    }
+}
+
+impl Recorder for Sampler {
     /// Starts recording a timeline, on the sampler's thread (which owns the program).
-    pub(crate) fn start_timeline(&self) -> anyhow::Result<Recording> {
+    fn start_timeline(&self) -> anyhow::Result<Recording> {
         let (reply, answer) = mpsc::channel();
         self.inbox.send(Message::TimelineStart(reply)).map_err(|_| stopping())?;
         answer.recv().map_err(|_| stopping())?
     }
 
     /// Ends the window of `recording`, on the sampler's thread.
-    pub(crate) fn end_timeline(&self, recording: Recording) -> anyhow::Result<Recording> {
+    fn end_timeline(&self, recording: Recording) -> anyhow::Result<Recording> {
         let (reply, answer) = mpsc::channel();
         self.inbox.send(Message::TimelineEnd(Box::new(recording), reply)).map_err(|_| stopping())?;
         let (recording, ended) = answer.recv().map_err(|_| stopping())?;
         ended.map(|()| *recording)
-    }
-
-    /// Tells the thread to detach every job, write what is left and stop; waits for it.
-    pub fn stop(&self, thread: std::thread::JoinHandle<()>) {
-        let _ = self.inbox.send(Message::Stop);
-        let _ = thread.join();
     }
 }
 

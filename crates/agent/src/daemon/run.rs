@@ -9,6 +9,8 @@ use crate::command::Command;
 use crate::watchdog;
 use lockstep_core::cosched::slot;
 
+mod realtime;
+
 /// How close to a boundary the loop stops waiting for commands and sleeps precisely until it.
 const PRECISE: Duration = Duration::from_millis(2);
 
@@ -19,7 +21,7 @@ impl Daemon {
     /// Runs until told to stop ([`Command::Stop`]); the caller then restores every job
     /// ([`Daemon::restore_all`]). The thread runs at real-time priority.
     pub fn run(&mut self) {
-        crate::realtime::thread("slot switches");
+        realtime::thread("slot switches");
         let mut k = slot::index(slot::realtime_ns(), self.slot);
         self.tick(k, false);
         loop {

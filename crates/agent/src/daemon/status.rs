@@ -3,6 +3,7 @@
 
 use std::collections::HashSet;
 
+use super::board::Board;
 use super::state::Daemon;
 use super::tick::place_in_slot;
 use lockstep_proto::protocol::{DcsStatus, JobStatus, Status};
@@ -91,5 +92,60 @@ pub fn visible_to(full: &Status, viewer: Option<u32>) -> Status {
         others: full.jobs.len() - mine.len(),
         jobs: full.jobs.iter().filter(|j| j.owner == uid).cloned().collect(),
         ..full.clone()
+    }
+}
+
+impl Daemon {
+    /// Where the doors read the daemon's status.
+    pub fn board(&self) -> Board {
+        self.publisher.board()
+    }
+
+    /// Publishes the status as it is now.
+    pub(super) fn publish(&mut self) {
+        let status = self.status();
+        self.publisher.publish(status);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// What a user other than root reads from the board: their jobs, a count of the others, `auto`'s groups with
+    /// the others' jobs unnamed, `dcs`'s jobs of theirs without the node-wide latencies; root reads it whole.
+    #[test]
+    fn a_user_reads_only_their_own_jobs_from_the_board() {
+        use lockstep_core::cosched::auto::Choice;
+        use lockstep_proto::protocol::{DcsJob, DcsStatus, JobStatus};
+        let job = |name: &str, owner| JobStatus { name: name.into(), owner, ..JobStatus::default() };
+        let group = |jobs: &[&str]| Choice {
+            jobs: jobs.iter().map(|j| (*j).to_string()).collect(),
+            policy: "gang".into(),
+            trying: false,
+            why: String::new(),
+            rates: std::collections::BTreeMap::new(),
+        };
+        let dcs_job = |name: &str| DcsJob { name: name.into(), ..DcsJob::default() };
+        let full = Status {
+            jobs: vec![job("mine", 1000), job("root's", 0), job("theirs", 1001)],
+            groups: vec![group(&["mine", "root's"]), group(&["root's", "theirs"])],
+            dcs: Some(DcsStatus {
+                latency_p99_us: 7.0,
+                raises: 3,
+                jobs: vec![dcs_job("mine"), dcs_job("theirs")],
+                ..DcsStatus::default()
+            }),
+            ..Status::default()
+        };
+        let seen = super::visible_to(&full, Some(1000));
+        let names = |jobs: &[JobStatus]| jobs.iter().map(|j| j.name.clone()).collect::<Vec<_>>();
+        assert_eq!(names(&seen.jobs), ["mine"]);
+        assert_eq!(seen.others, 2);
+        assert_eq!(seen.groups.len(), 1);
+        assert_eq!(seen.groups[0].jobs, ["mine", "(another user's job)"]);
+        let dcs = seen.dcs.unwrap();
+        assert_eq!(dcs.jobs.iter().map(|j| j.name.as_str()).collect::<Vec<_>>(), ["mine"]);
+        assert_eq!((dcs.latency_p99_us, dcs.raises), (0.0, 3));
+        let root = super::visible_to(&full, None);
+        assert_eq!(serde_json::to_string(&root).unwrap(), serde_json::to_string(&full).unwrap());
     }
 }

@@ -235,3 +235,33 @@ fn read_small(file: &std::path::Path) -> Option<String> {
     f.take(64).read_to_string(&mut text).ok()?;
     Some(text)
 }
+
+impl Daemon {
+    /// Writes `record` now, or, when the store is busy (or writes are already waiting, which go first), keeps it
+    /// for the next flush. Any other failure is the caller's.
+    pub(super) fn record(&mut self, record: Record) -> lockstep_store::Result<()> {
+        if self.unsaved.is_empty() {
+            match record.write(&self.store) {
+                Err(e) if e.is_busy() => {}
+                done => return done,
+            }
+        }
+        self.unsaved.push(record);
+        Ok(())
+    }
+
+    /// Writes the records kept while the store was busy, in the order they were made, up to the first that still
+    /// cannot be written (busy again: it and those after it wait for the next flush; failed for good: said and
+    /// dropped).
+    pub(super) fn save_records(&mut self) -> lockstep_store::Result<()> {
+        while let Some(record) = self.unsaved.first() {
+            match record.write(&self.store) {
+                Ok(()) => {}
+                Err(e) if e.is_busy() => return Err(e),
+                Err(e) => crate::log::warning!("cannot write {} to the store: {e:#}", record.what()),
+            }
+            self.unsaved.remove(0);
+        }
+        Ok(())
+    }
+}

@@ -6,6 +6,7 @@
 pub mod diag;
 pub mod engine;
 mod nice;
+pub mod port;
 pub mod probe;
 pub mod processes;
 pub mod raiser;

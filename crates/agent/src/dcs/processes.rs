@@ -3,8 +3,8 @@
 
 use std::collections::HashMap;
 
+use super::port::PortKey;
 use super::probe::JobCounts;
-use super::sockets::PortKey;
 use crate::sched::Thread;
 
 /// A job to scan: its name, its probe slot, its processes, and whether the slot is new to it (its counts start

@@ -19,18 +19,10 @@ use std::os::unix::fs::MetadataExt;
 use std::time::{Duration, Instant};
 
 use super::diag;
+use super::port::PortKey;
 use super::processes::{Processes, Watched};
 use crate::sched::Thread;
 use lockstep_cgroup::procfs::{self, ProcessRef};
-
-/// A TCP socket as the eBPF program keys it: network namespace inode and local port.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct PortKey {
-    /// Inode number of the network namespace (`/proc/PID/ns/net` is `net:[N]`).
-    pub netns: u32,
-    /// Local port.
-    pub port: u16,
-}
 
 /// How long what a process's descriptors held is trusted while their count stays the same (a socket closed and
 /// another opened between two scans leave the count as it was).

@@ -7,7 +7,7 @@ use std::net::IpAddr;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use super::Caller;
+use super::caller::Caller;
 
 /// A budget: what a caller may spend at once, and how fast it comes back.
 #[derive(Clone, Copy, Debug)]
@@ -112,7 +112,7 @@ mod tests {
     use std::time::{Duration, Instant};
 
     use super::{Budgets, Rate};
-    use crate::doors::Caller;
+    use crate::doors::caller::Caller;
 
     const RATE: Rate = Rate { burst: 20.0, per_second: 10.0 };
 

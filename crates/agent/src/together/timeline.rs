@@ -17,7 +17,6 @@ use libbpf_rs::{Iter, MapCore, MapFlags, MapHandle, RingBufferBuilder};
 
 use super::{types, Reading, Together};
 use crate::bpf::{bytes_of, read_as};
-use crate::sampler::Sampler;
 use lockstep_core::error::UsageError;
 use lockstep_proto::protocol::{CpuLane, Segment, Timeline, TimelineJob, TIMELINE_MILLIS};
 
@@ -226,9 +225,18 @@ pub(crate) fn lanes(
     lanes
 }
 
+/// What records a window: the thread that owns the eBPF program (the sampler's) starts and ends it.
+pub(crate) trait Recorder: Clone + Send + 'static {
+    /// Starts recording a timeline, on the thread that owns the program.
+    fn start_timeline(&self) -> anyhow::Result<Recording>;
+
+    /// Ends the window of `recording`, on that thread.
+    fn end_timeline(&self, recording: Recording) -> anyhow::Result<Recording>;
+}
+
 /// Serves a `timeline` request of user `uid` for `millis` ms: root only, within [`TIMELINE_MILLIS`], on a thread
 /// of its own (see [`record`]).
-pub(crate) fn serve(sampler: &Sampler, uid: u32, millis: u64) -> anyhow::Result<Timeline> {
+pub(crate) fn serve(sampler: &impl Recorder, uid: u32, millis: u64) -> anyhow::Result<Timeline> {
     if uid == 0 {
         check(millis).and_then(|()| {
             let sampler = sampler.clone();
@@ -258,7 +266,7 @@ fn check(millis: u64) -> anyhow::Result<()> {
 
 /// Records a window of `millis` ms at normal priority: the sampler's thread starts and ends it (it owns the
 /// program), and this one drains the ring meanwhile.
-fn record(sampler: &Sampler, millis: u64) -> anyhow::Result<Timeline> {
+fn record(sampler: &impl Recorder, millis: u64) -> anyhow::Result<Timeline> {
     let mut recording = sampler.start_timeline()?;
     let deadline = Instant::now() + Duration::from_millis(millis);
     while let Some(left) = deadline.checked_duration_since(Instant::now()).filter(|d| !d.is_zero()) {
