@@ -115,7 +115,7 @@ mod tests {
     #[test]
     fn a_user_reads_only_their_own_jobs_from_the_board() {
         use lockstep_core::cosched::auto::Choice;
-        use lockstep_proto::protocol::{DcsJob, DcsStatus, JobStatus};
+        use lockstep_proto::protocol::{DcsJob, DcsStatus, JobStatus, Status};
         let job = |name: &str, owner| JobStatus { name: name.into(), owner, ..JobStatus::default() };
         let group = |jobs: &[&str]| Choice {
             jobs: jobs.iter().map(|j| (*j).to_string()).collect(),
