@@ -214,6 +214,16 @@ def process_ns(pid):
     return (int(fields[14 - 3]) + int(fields[15 - 3])) * 1e9 / os.sysconf("SC_CLK_TCK")
 
 
+
+def stop_agent(agent):
+    """Stops the agent process `agent` by SIGTERM (it restores every job), by SIGKILL past 30 s; waits for it."""
+    agent.terminate()
+    try:
+        agent.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        agent.kill()
+        agent.wait()
+
 class ThreadMeter:
     """The agent's CPU per thread over a window, by policy: sampled every 100 ms by a thread of its own."""
 
@@ -448,12 +458,7 @@ class Bench:
             except RuntimeError as e:
                 say(str(e))
             self.kill(p)
-        self.agent.terminate()
-        try:
-            self.agent.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.agent.kill()
-            self.agent.wait()
+        stop_agent(self.agent)
         self.agent = None
 
     def slots(self, t0, t1):
@@ -599,12 +604,7 @@ class Bench:
         if self.agent is not None:
             if self.meter is not None:
                 self.meter.close()
-            self.agent.terminate()
-            try:
-                self.agent.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.agent.kill()
-                self.agent.wait()
+            stop_agent(self.agent)
         # Nothing may stay frozen: a frozen process cannot be killed.
         for cg in [CGROUP / "freezer/lockstep" / job for job in self.jobs] + self.cgroups:
             if (cg / "freezer.state").exists():
