@@ -360,3 +360,64 @@ fn out_of_descriptors_root_is_answered_and_others_told_busy_at_once() {
     assert_eq!(said, 1, "out of descriptors was not said once: {log}");
     assert!(log.contains("control socket: accepting connections again"), "{log}");
 }
+
+/// GETs `/metrics` and `/api/v1/jobs/<a job no one runs>` in turn from the metrics port `argv[1]` for `argv[2]`
+/// seconds, one connection at a time; prints the answers' codes by count and how long it ran.
+const METRICS_FLOOD: &str = r"
+import json, socket, sys, time
+port, seconds = int(sys.argv[1]), float(sys.argv[2])
+codes, t0, n = {}, time.time(), 0
+while time.time() - t0 < seconds:
+    path = b'/metrics' if n % 2 == 0 else b'/api/v1/jobs/no-such-job-%d' % n
+    n += 1
+    s = socket.create_connection(('127.0.0.1', port), timeout=20)
+    s.sendall(b'GET ' + path + b' HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n')
+    data = b''
+    while True:
+        c = s.recv(65536)
+        if not c:
+            break
+        data += c
+    s.close()
+    code = data[9:12].decode() or 'none'
+    codes[code] = codes.get(code, 0) + 1
+print(json.dumps({'codes': codes, 'seconds': time.time() - t0}))
+";
+
+/// A metrics flood by another user over loopback (scrapes and lookups of jobs no one runs) is refused 429 once past
+/// that user's budget, while every one of root's scrapes is answered; the user got no more than its budget allows.
+#[test]
+#[ignore = "needs root"]
+fn a_metrics_flood_of_another_user_is_refused_past_its_budget_and_roots_scrapes_are_answered() {
+    common::require_root();
+    let env = Env::new();
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let addr = format!("127.0.0.1:{port}");
+    let _agent = Agent::start(&env, &["--policy", "cfs", "--metrics", &addr]);
+    let up = || lockstep_telemetry::remote::get(&addr, "/metrics").map(|(code, _)| code).map_err(|e| e.to_string());
+    let _ = wait_until("the agent's metrics door", WAIT, up, |r| r.as_ref().is_ok_and(|&code| code == 200));
+    let flood = common::as_nobody("/usr/bin/python3")
+        .args(["-c", METRICS_FLOOD, &port.to_string(), "4"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut answered = Vec::new();
+    for _ in 0..10 {
+        answered.push(up());
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let out = common::output_within(flood, Duration::from_mins(1), "nobody's metrics flood");
+    assert!(out.status.success(), "the flood failed: {}", common::stderr(&out));
+    let seen: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    eprintln!("nobody's metrics flood: {seen}; root's scrapes: {answered:?}");
+    assert!(answered.iter().all(|a| a.as_ref().is_ok_and(|&code| code == 200)), "root's scrapes: {answered:?}");
+    let count = |code: &str| seen["codes"][code].as_u64().unwrap_or(0);
+    let codes = seen["codes"].as_object().unwrap();
+    assert!(codes.keys().all(|c| ["200", "404", "429"].contains(&c.as_str())), "unexpected answers: {seen}");
+    assert!(count("429") > 0, "the flood was never refused: {seen}");
+    // A burst of 20, then 10 a second (each millisecond of the agent's CPU costing one more).
+    let budget = 20.0 + 10.0 * seen["seconds"].as_f64().unwrap() + 1.0;
+    let served = (count("200") + count("404")) as f64;
+    assert!(served <= budget, "nobody got {served} answers, over the budget of {budget}");
+}
