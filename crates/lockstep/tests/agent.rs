@@ -1087,33 +1087,6 @@ fn slots_follow_the_wall_clock_when_it_steps_an_hour() {
 
 #[test]
 #[ignore = "needs root"]
-fn a_locked_store_leaves_every_job_runnable_and_the_agent_recovers() {
-    common::require_root();
-    let _serial = serial();
-    let env = Env::new();
-    let agent = Agent::start(&env, &["--policy", "gang", "--slot", "200ms"]);
-    let a = Job::start(&env, &name("lock-a"), &[]);
-    let b = Job::start(&env, &name("lock-b"), &[]);
-    alternating(&a, &b, "before");
-    // Another process holds the store's write lock (a sqlite3 session left open, say) for 3 s.
-    let db = rusqlite::Connection::open(env.store()).unwrap();
-    db.execute_batch("BEGIN EXCLUSIVE").unwrap();
-    // The agent cannot journal a freeze, so it makes none: both jobs run.
-    wait_until(
-        "both jobs running while the store is locked",
-        WAIT,
-        || (a.frozen(), b.frozen()),
-        |&f| f == (false, false),
-    );
-    std::thread::sleep(Duration::from_secs(2));
-    assert!(!a.frozen() && !b.frozen(), "a job was frozen without a journal entry");
-    db.execute_batch("COMMIT").unwrap();
-    alternating(&a, &b, "after the lock");
-    said_per_fault(&stopped_log(agent), "locked");
-}
-
-#[test]
-#[ignore = "needs root"]
 fn a_refused_cgroup_write_leaves_every_job_runnable_and_heals() {
     common::require_root();
     let _serial = serial();
