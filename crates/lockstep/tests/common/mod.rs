@@ -53,7 +53,8 @@ impl Env {
 /// builds the binaries of the package under test only (`lockstep`), so in a fresh clone there is none, and after
 /// an edit an older one. It is built as `make build` builds it (`cargo build --workspace`, the same features, in
 /// the same target directory and profile as this test's `lockstep`), so under `make test` this finds it current
-/// at once. Where cargo cannot be run (a test binary copied into a guest), a `lockstepd` already beside
+/// at once. Where cargo cannot be run (a test binary run in a guest, which sets `LOCKSTEP_TESTS_PREBUILT=1`), a
+/// `lockstepd` already beside
 /// `lockstep` is used. `Err` says why there is none.
 pub fn lockstepd() -> Result<PathBuf, String> {
     static BUILT: std::sync::OnceLock<Result<PathBuf, String>> = std::sync::OnceLock::new();
@@ -74,7 +75,9 @@ fn build_lockstepd() -> Result<PathBuf, String> {
         Some("debug") | None => "dev",
         Some(p) => p,
     };
-    let cargo = std::env::var_os("CARGO").or_else(|| option_env!("CARGO").map(Into::into));
+    // A guest running the host's test binaries has them built, and no toolchain on its PATH: it says so.
+    let prebuilt = std::env::var_os("LOCKSTEP_TESTS_PREBUILT").is_some_and(|v| v == "1");
+    let cargo = std::env::var_os("CARGO").or_else(|| option_env!("CARGO").map(Into::into)).filter(|_| !prebuilt);
     let build = cargo.and_then(|cargo| {
         Command::new(cargo)
             .current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("../.."))
