@@ -54,8 +54,7 @@ impl Env {
 /// an edit an older one. It is built as `make build` builds it (`cargo build --workspace`, the same features, in
 /// the same target directory and profile as this test's `lockstep`), so under `make test` this finds it current
 /// at once. Where cargo cannot be run (a test binary run in a guest, which sets `LOCKSTEP_TESTS_PREBUILT=1`), a
-/// `lockstepd` already beside
-/// `lockstep` is used. `Err` says why there is none.
+/// `lockstepd` already beside `lockstep` is used. `Err` says why there is none.
 pub fn lockstepd() -> Result<PathBuf, String> {
     static BUILT: std::sync::OnceLock<Result<PathBuf, String>> = std::sync::OnceLock::new();
     BUILT.get_or_init(build_lockstepd).clone()
