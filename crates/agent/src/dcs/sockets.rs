@@ -77,6 +77,8 @@ struct Walked {
     at: Instant,
     /// How many reads in a row found the same sockets as the one before.
     same: u32,
+    /// Whether it held more descriptors than were read (how a kernel that does not say the count tells).
+    more: bool,
 }
 
 impl Walked {
@@ -223,21 +225,28 @@ impl Scanner {
                 }
                 continue;
             }
-            let (inodes, read) = socket_inodes(process.pid, self.budgets.per_process);
+            let (inodes, read, more) = socket_inodes(process.pid, self.budgets.per_process);
             left -= read.min(left);
             self.reads += read as u64;
             let before = self.walked.get(&process.pid).filter(|w| w.process == process);
             let same = before.filter(|w| w.inodes == inodes).map_or(0, |w| w.same.saturating_add(1));
             // A process that exited meanwhile is dropped at the next scan.
-            self.walked.insert(process.pid, Walked { process, count, inodes, at: Instant::now(), same });
+            self.walked.insert(process.pid, Walked { process, count, inodes, at: Instant::now(), same, more });
         }
         // Whether read now or before: a process holding more than its budget was read in part.
         for &(j, process, count, _) in found {
-            let capped = count > self.budgets.per_process as u64;
-            if capped && self.walked.get(&process.pid).is_some_and(|w| w.process == process) {
+            let Some(walked) = self.walked.get(&process.pid).filter(|w| w.process == process) else { continue };
+            let most = self.budgets.per_process;
+            // Before kernel 6.2 the count is not said (0): a read that stopped at the budget with more left tells.
+            let held = if count > most as u64 {
+                Some(count.to_string())
+            } else {
+                walked.more.then(|| format!("more than {most}"))
+            };
+            if let Some(held) = held {
                 let why = format!(
-                    "process {} holds {count} descriptors, the first {} read; sockets past them are not watched",
-                    process.pid, self.budgets.per_process
+                    "process {} holds {held} descriptors, the first {most} read; sockets past them are not watched",
+                    process.pid
                 );
                 partly[j].entry(Partly::Descriptors).or_insert(why);
             }
@@ -317,19 +326,23 @@ fn netns_of(which: &str) -> Option<u32> {
     target.to_str()?.strip_prefix("net:[")?.strip_suffix(']')?.parse().ok()
 }
 
-/// Inodes of the sockets among the first `most` descriptors of process `pid`, and how many descriptors were read.
-fn socket_inodes(pid: i32, most: usize) -> (Vec<u64>, usize) {
-    let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/fd")) else { return (Vec::new(), 0) };
+/// Inodes of the sockets among the first `most` descriptors of process `pid`, how many descriptors were read, and
+/// whether it holds more than those.
+fn socket_inodes(pid: i32, most: usize) -> (Vec<u64>, usize, bool) {
+    let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/fd")) else { return (Vec::new(), 0, false) };
+    let mut entries = dir.flatten();
     let mut read = 0;
     let mut inodes = Vec::new();
-    for entry in dir.flatten().take(most) {
+    for entry in entries.by_ref().take(most) {
         read += 1;
         let Ok(target) = std::fs::read_link(entry.path()) else { continue };
         let inode: Option<u64> =
             target.to_str().and_then(|t| t.strip_prefix("socket:[")?.strip_suffix(']')?.parse().ok());
         inodes.extend(inode);
     }
-    (inodes, read)
+    // One more name listed (no link read) says whether the budget left some out.
+    let more = entries.next().is_some();
+    (inodes, read, more)
 }
 
 /// A socket-diagnostics socket in network namespace `netns`, which process `pid` is in: made by a short-lived
