@@ -213,6 +213,21 @@ fn a_status_flood_of_another_user_is_refused_past_its_budget_and_root_is_answere
     assert!(body.contains("too many requests") && body.trim_end().lines().count() == 1, "{body:?}");
 }
 
+/// An agent under `cfs` serving metrics on a free loopback port, once its metrics door answers: the agent, the
+/// port and `127.0.0.1:PORT`.
+fn metrics_agent(env: &Env) -> (Agent, u16, String) {
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let addr = format!("127.0.0.1:{port}");
+    let agent = Agent::start(env, &["--policy", "cfs", "--metrics", &addr]);
+    let _ = wait_until("the agent's metrics door", WAIT, || scrape(&addr), |r| r.as_ref().is_ok_and(|&c| c == 200));
+    (agent, port, addr)
+}
+
+/// Root's scrape of `/metrics` at `addr`: the HTTP status, or why there was none.
+fn scrape(addr: &str) -> Result<u16, String> {
+    lockstep_telemetry::remote::get(addr, "/metrics").map(|(code, _)| code).map_err(|e| e.to_string())
+}
+
 /// Opens `argv[2]` connections to the metrics port `argv[1]` with an unfinished request head each, reopening
 /// each one the agent ends, for `argv[3]` seconds; then waits (at most 30 s) for the agent to end the ones left.
 /// Prints how each ended: refused (503 over its cap, 429 over its budget), cut (closed or reset without an answer,
@@ -266,11 +281,8 @@ print(json.dumps(stats), flush=True)
 fn held_metrics_connections_of_another_user_do_not_stop_roots_scrapes() {
     common::require_root();
     let env = Env::new();
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let addr = format!("127.0.0.1:{port}");
-    let _agent = Agent::start(&env, &["--policy", "cfs", "--metrics", &addr]);
-    let up = || lockstep_telemetry::remote::get(&addr, "/metrics").map(|(code, _)| code).map_err(|e| e.to_string());
-    let _ = wait_until("the agent's metrics door", WAIT, up, |r| r.as_ref().is_ok_and(|&code| code == 200));
+    let (_agent, port, addr) = metrics_agent(&env);
+    let up = || scrape(&addr);
     let mut held = common::as_nobody("/usr/bin/python3")
         .args(["-c", HELD_HEADS, &port.to_string(), "80", "5"])
         .stdout(Stdio::piped())
@@ -391,11 +403,8 @@ print(json.dumps({'codes': codes, 'seconds': time.time() - t0}))
 fn a_metrics_flood_of_another_user_is_refused_past_its_budget_and_roots_scrapes_are_answered() {
     common::require_root();
     let env = Env::new();
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let addr = format!("127.0.0.1:{port}");
-    let _agent = Agent::start(&env, &["--policy", "cfs", "--metrics", &addr]);
-    let up = || lockstep_telemetry::remote::get(&addr, "/metrics").map(|(code, _)| code).map_err(|e| e.to_string());
-    let _ = wait_until("the agent's metrics door", WAIT, up, |r| r.as_ref().is_ok_and(|&code| code == 200));
+    let (_agent, port, addr) = metrics_agent(&env);
+    let up = || scrape(&addr);
     let flood = common::as_nobody("/usr/bin/python3")
         .args(["-c", METRICS_FLOOD, &port.to_string(), "4"])
         .stdout(Stdio::piped())
