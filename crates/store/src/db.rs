@@ -110,10 +110,7 @@ fn refused(path: &Path, why: &str, hint: &str) -> UsageError {
 const NOT_OURS: &str = "give --store a lockstep store, or a path where there is no file yet";
 
 /// Whether there is a lockstep store at `path` (`false`: no file there). Anything else there is refused, having
-/// been read only: the header is read through a connection that opens the file read-only and `immutable` (no
-/// lock, no journal, no `-wal` or `-shm` file), and that SQLite keeps open until this process's other
-/// connections to the file release their locks, so closing it drops none of theirs (a descriptor opened and
-/// closed outside SQLite would).
+/// been read only (see [`header`]).
 fn inspect(path: &Path) -> Result<bool, UsageError> {
     match std::fs::symlink_metadata(path) {
         Ok(meta) if meta.is_file() => {
@@ -154,28 +151,30 @@ fn readable(path: &Path) -> Result<(), UsageError> {
 /// [`inspect`]), and refuses it unless it is a lockstep store this build can use: one with lockstep's mark and
 /// at most this build's schema version, or one an older lockstep wrote before stores were marked (a schema
 /// version from 1 to this build's, holding every table and index of that version, with their columns).
+///
+/// A database open in WAL mode somewhere (its `-wal` and `-shm` beside it: an agent's store) is read through
+/// them, read-only, under SQLite's own locks: the file alone may be in the middle of a checkpoint, and the tables
+/// of an older lockstep's store may still be in the WAL only. Any other file is read through a connection that
+/// opens it read-only and `immutable` (no lock, no journal, no `-wal` or `-shm` file created), and that SQLite
+/// keeps open until this process's other connections to the file release their locks, so closing it drops none
+/// of theirs (a descriptor opened and closed outside SQLite would); should it be opened in WAL mode while it is
+/// read, it is read again through the WAL.
 fn header(path: &Path) -> Result<(), UsageError> {
     let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_NOFOLLOW;
     let cannot =
         |e: rusqlite::Error| refused(path, &format!("cannot open it: {e}"), "give --store a store this user can read");
-    let conn =
-        Connection::open_with_flags(uri(path, "immutable=1"), flags | OpenFlags::SQLITE_OPEN_URI).map_err(cannot)?;
-    match judge(path, &conn) {
-        // An older lockstep made a store as an empty file turned to WAL mode, then migrated it in the WAL: until
-        // its first checkpoint the file itself holds no table. While that store is open (its `-wal` and `-shm`
-        // are there) it is read again through them, which creates no file.
-        Err(_) if blank(&conn) && sibling(path, "-wal").is_file() && sibling(path, "-shm").is_file() => {
-            let live = Connection::open_with_flags(path, flags).map_err(cannot)?;
-            judge(path, &live)
+    let live = || sibling(path, "-wal").is_file() && sibling(path, "-shm").is_file();
+    if !live() {
+        let conn = Connection::open_with_flags(uri(path, "immutable=1"), flags | OpenFlags::SQLITE_OPEN_URI)
+            .map_err(cannot)?;
+        match judge(path, &conn) {
+            Err(_) if live() => {}
+            judged => return judged,
         }
-        judged => judged,
     }
-}
-
-/// Whether the database of `conn` has neither a schema version nor a table.
-fn blank(conn: &Connection) -> bool {
-    conn.pragma_query_value(None, "user_version", |r| r.get::<_, i64>(0)).is_ok_and(|v| v == 0)
-        && tables(conn).is_ok_and(|t| t.is_empty())
+    let conn = Connection::open_with_flags(path, flags).map_err(cannot)?;
+    conn.busy_timeout(OPEN_WAIT).map_err(cannot)?;
+    judge(path, &conn)
 }
 
 /// The file whose name is `path`'s with `suffix` added (SQLite's `-wal`, `-shm`).
@@ -709,7 +708,9 @@ mod tests {
         old.pragma_update(None, "user_version", 3).unwrap();
         let flags = rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_URI;
         let file_alone = rusqlite::Connection::open_with_flags(super::uri(&path, "immutable=1"), flags).unwrap();
-        assert!(super::blank(&file_alone), "the file alone already holds the schema: this tests nothing");
+        let version: i64 = file_alone.pragma_query_value(None, "user_version", |r| r.get(0)).unwrap();
+        let tables = super::tables(&file_alone).unwrap();
+        assert!(version == 0 && tables.is_empty(), "the file alone already holds the schema ({version}, {tables:?})");
         drop(file_alone);
         let store = Store::open(&path).unwrap();
         assert_eq!(store.jobs(true).unwrap().len(), 0);
@@ -851,5 +852,46 @@ mod tests {
         super::rename_noreplace(&temp, &path).unwrap();
         assert_eq!(std::fs::read(&path).unwrap(), b"made");
         assert!(!temp.exists());
+    }
+
+    /// A store another process writes and checkpoints all the while (the agent at every slot switch) is read as
+    /// a lockstep store on every try: the check never reads the file in the middle of a checkpoint.
+    #[test]
+    fn a_store_written_and_checkpointed_meanwhile_is_always_accepted() {
+        let dir = lockstep_scratch::tempdir().unwrap();
+        let path = dir.path().join("busy.db");
+        drop(Store::open(&path).unwrap());
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let writer = {
+            let (path, stop) = (path.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let conn = rusqlite::Connection::open(&path).unwrap();
+                conn.execute_batch("CREATE TABLE IF NOT EXISTS churn (x BLOB)").unwrap();
+                let mut n = 0u64;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    conn.execute("INSERT INTO churn VALUES (randomblob(3000))", []).unwrap();
+                    conn.execute("DELETE FROM churn WHERE rowid % 3 = 0", []).unwrap();
+                    n += 1;
+                    if n % 10 == 0 {
+                        conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(())).unwrap();
+                    }
+                }
+                n
+            })
+        };
+        let mut failures = Vec::new();
+        for _ in 0..3000 {
+            if let Err(e) = super::inspect(&path) {
+                failures.push(e.to_string());
+            }
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let writes = writer.join().unwrap();
+        assert!(
+            failures.is_empty(),
+            "{} of 3000 checks failed while {writes} writes ran: {:?}",
+            failures.len(),
+            &failures[..failures.len().min(3)]
+        );
     }
 }
