@@ -872,7 +872,7 @@ mod tests {
                     conn.execute("INSERT INTO churn VALUES (randomblob(3000))", []).unwrap();
                     conn.execute("DELETE FROM churn WHERE rowid % 3 = 0", []).unwrap();
                     n += 1;
-                    if n % 10 == 0 {
+                    if n.is_multiple_of(10) {
                         conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(())).unwrap();
                     }
                 }
@@ -886,10 +886,10 @@ mod tests {
             }
         }
         stop.store(true, std::sync::atomic::Ordering::Relaxed);
-        let writes = writer.join().unwrap();
+        let rounds = writer.join().unwrap();
         assert!(
             failures.is_empty(),
-            "{} of 3000 checks failed while {writes} writes ran: {:?}",
+            "{} of 3000 checks failed while {rounds} rounds of writes ran: {:?}",
             failures.len(),
             &failures[..failures.len().min(3)]
         );
