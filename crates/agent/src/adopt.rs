@@ -8,7 +8,6 @@
 //! (each check one small read of `/proc/PID/cgroup`, never a walk of another job's tree), each process checked to
 //! still be the one resolved (its start time), and moved.
 
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use super::managed::{Group, Managed, Origin};
@@ -339,26 +338,22 @@ pub fn from_run(name: &str, dirs: Vec<PathBuf>, row: Option<u32>) -> Managed {
     managed(name, vec![Group::new(dirs)], row, Origin::Run)
 }
 
-/// A Slurm job found in Slurm's cgroups (see [`super::slurm`]), owned by `uid` when the prolog or Slurm's path
-/// says (else by its first process's owner); `weight_dir` joins its first group.
+/// A Slurm job found in Slurm's cgroups (see [`super::slurm`]) and measured there, owned by `owner` when the
+/// prolog or Slurm's path says (else by root until a prolog does); `weight_dir` joins its first group.
 pub fn from_slurm(
     name: &str,
-    id: lockstep_core::job::SlurmJobId,
-    uid: Option<u32>,
-    dirs: Vec<PathBuf>,
-    mut groups: Vec<Vec<PathBuf>>,
+    found: super::slurm::Found,
+    owner: Option<u32>,
     weight_dir: Option<PathBuf>,
     row: Option<u32>,
 ) -> Managed {
+    let super::slurm::Found { id, job_dirs, mut groups, pus, .. } = found;
     if let (Some(w), Some(first)) = (&weight_dir, groups.first_mut()) {
         first.push(w.clone());
     }
-    let origin = Origin::Slurm { id, dirs, weight_dir };
-    let mut job = managed(name, groups.into_iter().map(Group::new).collect(), row, origin);
-    // The prolog's word, or Slurm's path, over a process's owner (a step's first process may be root's).
-    if let Some(uid) = uid {
-        job.owner = uid;
-    }
+    let origin = Origin::Slurm { id, dirs: job_dirs, weight_dir };
+    let mut job = managed_over(name, groups.into_iter().map(Group::new).collect(), row, origin, pus);
+    job.owner = owner.unwrap_or(0);
     job
 }
 
@@ -392,7 +387,7 @@ fn managed_over(name: &str, groups: Vec<Group>, row: Option<u32>, origin: Origin
 /// The owner of the first process in `dirs` (or below them).
 fn process_owner(dirs: &[PathBuf]) -> Option<u32> {
     let pid = dirs.iter().flat_map(|d| lockstep_cgroup::procs_below(d).unwrap_or_default()).next()?;
-    std::fs::metadata(format!("/proc/{pid}")).ok().map(|m| m.uid())
+    procfs::owner(pid)
 }
 
 /// The PUs `groups` may run on: their cpusets, else the affinity of the processes in them (and below), else

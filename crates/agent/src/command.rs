@@ -7,9 +7,8 @@ use std::time::Duration;
 
 use crate::dcs::probe::Arrival;
 use crate::dcs::processes::{Scanned, Watched};
-use crate::slurm::{Chores, Found};
+use crate::slurm::{Answer, Chores, Found};
 use lockstep_proto::protocol::{Request, Response};
-use lockstep_slurm::{Row, SlurmJobId};
 
 /// Where a command's answer goes.
 pub type Reply<T> = Sender<T>;
@@ -29,13 +28,13 @@ pub enum Command {
         /// The answer.
         reply: Reply<Response>,
     },
-    /// What a scan of Slurm's cgroups found, and the places slurmctld gave when they were due (or why it could
-    /// not); answered with the cgroup work to do outside the loop.
+    /// What a scan of Slurm's cgroups found, and which jobs slurmctld runs here with their places when that was
+    /// due (or why it could not be asked); answered with the cgroup work to do outside the loop.
     Slurm {
         /// The jobs in the cgroup tree.
         found: Vec<Found>,
-        /// Each job's place, as slurmctld holds them, when read.
-        places: Option<Result<Vec<(SlurmJobId, Row)>, String>>,
+        /// What slurmctld said, when asked.
+        word: Option<Result<Answer, String>>,
         /// The work left to the discovery thread.
         reply: Reply<Chores>,
     },

@@ -9,17 +9,62 @@
 //!   slurmd). `job_<id>` also holds each step's slurmstepd (`step_<n>/slurm`), which must never freeze: the groups
 //!   are the steps' `step_<n>/user` directories, added as steps start.
 //!
+//! The job's user owns directories of this tree (v1: the step's freezer directory; v2: the steps' `user`
+//! directories) and may make cgroups of their own in them, and move their processes there: the tree is hostile
+//! input. Processes are read only where Slurm puts them (see [`Found::processes`]), and at most [`ENTRIES`]
+//! entries of any directory are looked at per scan. What is found is only a candidate: the daemon takes a job on
+//! only while Slurm says it runs here (`daemon::slurm`).
+//!
 //! This module reads the tree and does the cgroup work that follows a scan; the discovery thread
 //! (`feeders::slurm`) runs it, and the daemon (`daemon::slurm`) takes on what it finds.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
+use std::time::Instant;
 
-use lockstep_cgroup::procfs::ProcessRef;
-use lockstep_cgroup::{self as cgroup, Version};
+use lockstep_cgroup::procfs::{self, ProcessRef};
+use lockstep_cgroup::{self as cgroup, Knobs, Version};
+use lockstep_core::cpulist::CpuList;
 use lockstep_core::job::SlurmJobId;
+
+/// The most entries of one directory of Slurm's tree looked at per scan: a user's step directory may hold
+/// thousands of cgroups of theirs, which cost nothing to skip beyond this.
+pub const ENTRIES: usize = 256;
+
+/// What slurmctld said of a node's jobs: those it runs there (running, configuring, suspended), each with its
+/// row if it has one, as asked at `asked`.
+#[derive(Clone, Debug)]
+pub struct Answer {
+    /// When slurmctld was asked.
+    pub asked: Instant,
+    /// The jobs it runs on this node.
+    pub jobs: Vec<(SlurmJobId, Option<lockstep_slurm::Row>)>,
+}
+
+/// What Slurm said of which of its jobs run on this node.
+#[derive(Debug, Default)]
+pub struct Word {
+    /// When slurmctld was last asked, and the jobs its answer listed; `None` until it first answered.
+    pub last: Option<(Instant, HashSet<SlurmJobId>)>,
+    /// Jobs announced by their prolog since this agent started, and when.
+    pub announced: HashMap<SlurmJobId, Instant>,
+    /// Jobs whose directories were found though Slurm does not run them here, already said in the log.
+    pub phantoms: HashSet<SlurmJobId>,
+    /// Jobs whose tree held more entries than were looked at, already said in the log.
+    pub partial: HashSet<SlurmJobId>,
+}
+
+impl Word {
+    /// Whether Slurm says job `id` runs on this node: its prolog announced it after slurmctld was last asked, or
+    /// slurmctld's last answer lists it.
+    pub fn runs(&self, id: SlurmJobId) -> bool {
+        let asked = self.last.as_ref().map(|(t, _)| *t);
+        let announced = self.announced.get(&id).is_some_and(|&at| asked.is_none_or(|a| at >= a));
+        announced || self.last.as_ref().is_some_and(|(_, jobs)| jobs.contains(&id))
+    }
+}
 
 /// A Slurm job found in the cgroup tree.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -32,6 +77,80 @@ pub struct Found {
     pub job_dirs: Vec<PathBuf>,
     /// The cgroups co-scheduling acts on, each as its directories.
     pub groups: Vec<Vec<PathBuf>>,
+    /// The layout it was found in.
+    pub version: Version,
+    /// The PUs it may run on, once [`Found::measure`]d (its cpusets, else its processes' affinity, else every
+    /// online PU).
+    pub pus: CpuList,
+    /// Whether a directory of its tree held more than [`ENTRIES`] entries, so that some were not looked at.
+    pub partial: bool,
+}
+
+impl Found {
+    /// The cgroups Slurm puts the job's processes in, and no other: v1, each `step_*` directory right below a
+    /// `job_<id>` directory (in every hierarchy); v2, each step's `user` directory and the `task_*` directories
+    /// right in it. Never deeper, where the user's own cgroups are.
+    fn leaves(&self, partial: &mut bool) -> Vec<PathBuf> {
+        match self.version {
+            Version::V1 => self.job_dirs.iter().flat_map(|d| children(d, "step_", partial)).collect(),
+            Version::V2 => self
+                .groups
+                .iter()
+                .flatten()
+                .flat_map(|user| {
+                    let tasks = children(user, "task_", partial);
+                    std::iter::once(user.clone()).chain(tasks)
+                })
+                .collect(),
+        }
+    }
+
+    /// The processes of the job's steps, where Slurm puts them (see [`Found::leaves`]); `partial` is set when a
+    /// directory held more than [`ENTRIES`] entries.
+    pub fn processes(&self, partial: &mut bool) -> Vec<i32> {
+        let mut pids: Vec<i32> =
+            self.leaves(partial).iter().flat_map(|d| cgroup::read_procs(d).unwrap_or_default()).collect();
+        pids.sort_unstable();
+        pids.dedup();
+        pids
+    }
+
+    /// Fills in what is learnt by reading the job's cgroups rather than their names: the PUs it may run on and,
+    /// where the layout does not say it (v2), its owner (that of its first task: a step's tasks are the user's).
+    /// Done by the discovery thread, never the daemon's loop.
+    pub fn measure(&mut self) {
+        let mut partial = self.partial;
+        let cpusets: Vec<CpuList> = self.groups.iter().filter_map(|g| Knobs::find(g).pus()).collect();
+        let pids = if cpusets.is_empty() || self.uid.is_none() { self.processes(&mut partial) } else { Vec::new() };
+        let lists = if cpusets.is_empty() {
+            pids.iter().filter_map(|&p| CpuList::parse(&procfs::cpus_allowed(p)?).ok()).collect()
+        } else {
+            cpusets
+        };
+        self.pus = if lists.is_empty() { CpuList::online() } else { lists.iter().flat_map(CpuList::iter).collect() };
+        if self.uid.is_none() {
+            self.uid = pids.iter().find_map(|&p| procfs::owner(p));
+        }
+        self.partial = partial;
+    }
+}
+
+/// The directories right in `dir` named `<prefix>…`, among its first [`ENTRIES`] entries (`partial` set when
+/// there were more).
+fn children(dir: &Path, prefix: &str, partial: &mut bool) -> Vec<PathBuf> {
+    let Ok(entries) = fs::read_dir(dir) else { return Vec::new() };
+    let mut out = Vec::new();
+    for (i, e) in entries.flatten().enumerate() {
+        if i == ENTRIES {
+            *partial = true;
+            break;
+        }
+        if e.file_name().to_str().is_some_and(|n| n.starts_with(prefix)) && e.file_type().is_ok_and(|t| t.is_dir()) {
+            out.push(e.path());
+        }
+    }
+    out.sort();
+    out
 }
 
 /// Every Slurm job of node `node` under the hierarchy `roots` (v1: one per controller; v2: the unified one).
@@ -47,17 +166,22 @@ fn base<'a>(roots: &[PathBuf], names: &'a [String]) -> Option<&'a str> {
     names.iter().find(|n| roots.iter().any(|r| r.join(n).is_dir())).map(String::as_str)
 }
 
-/// `(number, path)` of the entries of `dir` named `<prefix><number>`.
-pub fn numbered<N: FromStr + Ord>(dir: &Path, prefix: &str) -> Vec<(N, PathBuf)> {
+/// `(number, path)` of the directories in `dir` named `<prefix><number>`, among its first [`ENTRIES`] entries
+/// (`partial` set when there were more).
+pub fn numbered<N: FromStr + Ord>(dir: &Path, prefix: &str, partial: &mut bool) -> Vec<(N, PathBuf)> {
     let Ok(entries) = fs::read_dir(dir) else { return Vec::new() };
-    let mut out: Vec<(N, PathBuf)> = entries
-        .flatten()
-        .filter_map(|e| {
-            let n = e.file_name().to_str()?.strip_prefix(prefix)?.parse().ok()?;
-            e.file_type().ok()?.is_dir().then(|| (n, e.path()))
-        })
-        .collect();
-    out.sort();
+    let mut out: Vec<(N, PathBuf)> = Vec::new();
+    for (i, e) in entries.flatten().enumerate() {
+        if i == ENTRIES {
+            *partial = true;
+            break;
+        }
+        let number = e.file_name().to_str().and_then(|n| n.strip_prefix(prefix)?.parse().ok());
+        if let Some(n) = number.filter(|_| e.file_type().is_ok_and(|t| t.is_dir())) {
+            out.push((n, e.path()));
+        }
+    }
+    out.sort_by(|a, b| a.0.cmp(&b.0));
     out
 }
 
@@ -66,14 +190,21 @@ fn scan_v1(roots: &[PathBuf], node: &str) -> Vec<Found> {
     let Some(base) = base(roots, &names) else { return Vec::new() };
     let mut jobs: BTreeMap<SlurmJobId, Found> = BTreeMap::new();
     for root in roots {
-        for (uid, user_dir) in numbered::<u32>(&root.join(base), "uid_") {
-            for (id, dir) in numbered(&user_dir, "job_") {
+        let mut users_partial = false;
+        for (uid, user_dir) in numbered::<u32>(&root.join(base), "uid_", &mut users_partial) {
+            let mut partial = users_partial;
+            let found_here = numbered(&user_dir, "job_", &mut partial);
+            for (id, dir) in found_here {
                 let found = jobs.entry(id).or_insert_with(|| Found {
                     id,
                     uid: Some(uid),
                     job_dirs: Vec::new(),
                     groups: Vec::new(),
+                    version: Version::V1,
+                    pus: CpuList::new(),
+                    partial: false,
                 });
+                found.partial |= partial;
                 if !found.job_dirs.contains(&dir) {
                     found.job_dirs.push(dir);
                 }
@@ -91,35 +222,42 @@ fn scan_v1(roots: &[PathBuf], node: &str) -> Vec<Found> {
 fn scan_v2(root: &Path, node: &str) -> Vec<Found> {
     let names = [format!("system.slice/{node}_slurmstepd.scope"), "system.slice/slurmstepd.scope".to_string()];
     let Some(base) = base(&[root.to_path_buf()], &names) else { return Vec::new() };
-    numbered(&root.join(base), "job_")
+    let mut scope_partial = false;
+    numbered(&root.join(base), "job_", &mut scope_partial)
         .into_iter()
         .filter_map(|(id, dir)| {
-            let mut groups: Vec<Vec<PathBuf>> = fs::read_dir(&dir)
-                .ok()?
-                .flatten()
-                .filter(|e| e.file_name().to_str().is_some_and(|n| n.starts_with("step_")))
-                .map(|e| e.path().join("user"))
+            let mut partial = scope_partial;
+            let mut groups: Vec<Vec<PathBuf>> = children(&dir, "step_", &mut partial)
+                .into_iter()
+                .map(|step| step.join("user"))
                 .filter(|u| u.is_dir())
                 .map(|u| vec![u])
                 .collect();
             groups.sort();
-            (!groups.is_empty()).then(|| Found { id, uid: None, job_dirs: vec![dir], groups })
+            (!groups.is_empty()).then(|| Found {
+                id,
+                uid: None,
+                job_dirs: vec![dir],
+                groups,
+                version: Version::V2,
+                pus: CpuList::new(),
+                partial,
+            })
         })
         .collect()
 }
 
-/// Moves the processes of a Slurm job's steps (the cgroups below `job_dirs`) that are not yet in `weight_dir`
-/// into it; a process moved there stays in Slurm's own cgroups of every other controller.
+/// Moves the processes of a Slurm job's steps (where Slurm puts them: [`Found::processes`]) that are not yet in
+/// `weight_dir` into it; a process moved there stays in Slurm's own cgroups of every other controller.
 ///
 /// A process directly in `job_<id>` is Slurm's, never the job's: a slurmstepd whose step ended moves itself up
 /// there to remove the step's cgroups. Moved into the weight cgroup, it kept that cgroup and the job's own alive
 /// past the job's end.
-fn gather(job_dirs: &[PathBuf], weight_dir: &Path) {
+fn gather(found: &Found, weight_dir: &Path) {
     let there = cgroup::read_procs(weight_dir).unwrap_or_default();
     let procs = weight_dir.join("cgroup.procs");
-    let steps = job_dirs.iter().flat_map(|d| fs::read_dir(d).into_iter().flatten().flatten());
-    let step_dirs = steps.filter(|e| e.file_type().is_ok_and(|t| t.is_dir())).map(|e| e.path());
-    for pid in step_dirs.flat_map(|d| cgroup::procs_below(&d).unwrap_or_default()) {
+    let mut partial = false;
+    for pid in found.processes(&mut partial) {
         // Named with its start time as soon as it is listed: a process that exits meanwhile is left out, and its
         // PID, if another process gets it, is not moved.
         if let Some(process) = ProcessRef::of(pid).filter(|_| !there.contains(&pid)) {
@@ -130,26 +268,48 @@ fn gather(job_dirs: &[PathBuf], weight_dir: &Path) {
 
 /// The cgroup work a scan leaves for the discovery thread, not the daemon's loop, to do: moving processes into a
 /// cgroup and removing one wait on the kernel's cgroup locks (tens of milliseconds when the machine is busy), and
-/// a slot switch must never wait behind them.
+/// a slot switch must never wait behind them; and what is said of Slurm's tree that takes reading it.
 #[derive(Debug, Default)]
 pub struct Chores {
-    /// Each Slurm job's `job_<id>` directories and its weight cgroup, to gather its new processes into.
-    pub gather: Vec<(Vec<PathBuf>, PathBuf)>,
+    /// Each Slurm job and its weight cgroup, to gather its new processes into.
+    pub gather: Vec<(Found, PathBuf)>,
     /// Weight cgroups of jobs no longer managed, to remove once empty.
     pub sweep: Vec<PathBuf>,
+    /// Jobs whose cgroups are there though Slurm does not run them here (each said once): to say in the log,
+    /// with who owns the processes left in them.
+    pub phantoms: Vec<Found>,
 }
 
 impl Chores {
     /// Does the work.
     pub fn run(self) {
-        for (dirs, weight_dir) in &self.gather {
-            gather(dirs, weight_dir);
+        for (found, weight_dir) in &self.gather {
+            gather(found, weight_dir);
         }
         // A job's last processes may still be exiting when its epilog runs: its cgroup goes once they have.
         for dir in self.sweep {
             if cgroup::read_procs(&dir).is_ok_and(|p| p.is_empty()) {
                 let _ = cgroup::remove_dir(&dir);
             }
+        }
+        for found in &self.phantoms {
+            let mut partial = found.partial;
+            let pids = found.processes(&mut partial);
+            let mut owners: BTreeMap<u32, usize> = BTreeMap::new();
+            for pid in &pids {
+                if let Some(uid) = procfs::owner(*pid) {
+                    *owners.entry(uid).or_default() += 1;
+                }
+            }
+            let said: Vec<String> = owners.iter().map(|(uid, n)| format!("{n} of uid {uid}")).collect();
+            let left = if said.is_empty() { "no process in its steps".to_string() } else { said.join(", ") };
+            let more = if partial { "; its tree holds more than was looked at" } else { "" };
+            crate::log::warning!(
+                "Slurm job {}: its cgroups remain ({}) but slurmctld does not run it on this node: left alone, \
+                 never co-scheduled (processes: {left}{more})",
+                found.id,
+                found.job_dirs.first().map_or_else(String::new, |d| d.display().to_string())
+            );
         }
     }
 }
@@ -212,5 +372,62 @@ mod tests {
         assert_eq!(found[0].job_dirs, vec![job.clone()]);
         assert_eq!(found[0].groups, vec![vec![job.join("step_0/user")], vec![job.join("step_batch/user")]]);
         assert_eq!(scan(Version::V2, &[t.path().to_path_buf()], "n9")[0].id, SlurmJobId(6));
+    }
+
+    /// A step's processes are read where Slurm puts them; the cgroups a user makes below their step, and the
+    /// entries of a directory past [`ENTRIES`], are never read, and the scan says it was partial.
+    #[test]
+    fn processes_are_read_only_where_slurm_puts_them_and_within_the_bound() {
+        let t = lockstep_scratch::tempdir().unwrap();
+        let job = "slurm_n1/uid_65534/job_3";
+        mkdirs(t.path(), &[&format!("{job}/step_batch/hidden/deeper"), &format!("{job}/step_0")]);
+        let write = |rel: &str, text: &str| fs::write(t.path().join(rel).join("cgroup.procs"), text).unwrap();
+        write(job, "1\n");
+        write(&format!("{job}/step_batch"), "10\n11\n");
+        write(&format!("{job}/step_0"), "12\n10\n");
+        write(&format!("{job}/step_batch/hidden"), "98\n");
+        write(&format!("{job}/step_batch/hidden/deeper"), "99\n");
+        let found = scan(Version::V1, &[t.path().to_path_buf()], "n1").remove(0);
+        let mut partial = false;
+        assert_eq!(found.processes(&mut partial), vec![10, 11, 12], "slurmstepd in job_3 and the hidden ones left");
+        assert!(!partial && !found.partial);
+        for i in 0..ENTRIES {
+            fs::create_dir(t.path().join(job).join(format!("mine_{i}"))).unwrap();
+        }
+        let found = scan(Version::V1, &[t.path().to_path_buf()], "n1").remove(0);
+        let mut partial = false;
+        let pids = found.processes(&mut partial);
+        assert!(partial, "{} entries in job_3 were all looked at", ENTRIES + 2);
+        assert!(pids.len() <= 3, "{pids:?}");
+    }
+
+    /// A user's directory holding more `job_<id>` names than [`ENTRIES`] is looked at only that far.
+    #[test]
+    fn a_user_directory_full_of_job_names_is_read_only_as_far_as_the_bound() {
+        let t = lockstep_scratch::tempdir().unwrap();
+        for i in 0..ENTRIES + 50 {
+            fs::create_dir_all(t.path().join(format!("slurm/uid_7/job_{i}"))).unwrap();
+        }
+        let found = scan(Version::V1, &[t.path().to_path_buf()], "n1");
+        assert_eq!(found.len(), ENTRIES);
+        assert!(found.iter().all(|f| f.partial));
+    }
+
+    /// A job runs while its prolog announced it after slurmctld was last asked, or slurmctld's last answer lists
+    /// it; nothing else (a directory, a registration from before a restart) makes it run.
+    #[test]
+    fn slurms_word_is_the_prolog_since_the_last_answer_or_that_answer() {
+        let (a, b) = (SlurmJobId(1), SlurmJobId(2));
+        let t0 = Instant::now();
+        let (t1, t2) = (t0 + std::time::Duration::from_millis(1), t0 + std::time::Duration::from_millis(2));
+        let mut word = Word::default();
+        assert!(!word.runs(a), "nothing said yet");
+        word.announced.insert(a, t0);
+        assert!(word.runs(a), "announced, slurmctld not yet asked");
+        word.last = Some((t1, HashSet::from([b])));
+        assert!(!word.runs(a), "slurmctld asked after the announcement and without it");
+        assert!(word.runs(b));
+        word.announced.insert(a, t2);
+        assert!(word.runs(a), "announced after slurmctld was asked");
     }
 }

@@ -107,6 +107,13 @@ fn exited(pidfd: &OwnedFd) -> bool {
     unsafe { libc::poll(&raw mut poll, 1, 0) > 0 && poll.revents & libc::POLLIN != 0 }
 }
 
+/// The owner of process `pid`: that of its `/proc/PID` directory (its effective UID; root's for a process that
+/// is not dumpable).
+pub fn owner(pid: i32) -> Option<u32> {
+    use std::os::unix::fs::MetadataExt;
+    fs::metadata(format!("/proc/{pid}")).ok().map(|m| m.uid())
+}
+
 /// The `Cpus_allowed_list` of process `pid`.
 pub fn cpus_allowed(pid: i32) -> Option<String> {
     let status = fs::read_to_string(format!("/proc/{pid}/status")).ok()?;

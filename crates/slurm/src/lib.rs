@@ -458,10 +458,12 @@ pub fn show(row: Row) -> String {
     }
 }
 
-/// The rows of the jobs running on node `node` (`squeue -w NODE`): what an agent reads every [`REFRESH`].
-pub fn rows_on(node: &str) -> anyhow::Result<Vec<(SlurmJobId, Row)>> {
+/// The jobs slurmctld runs on node `node` now (running, configuring or suspended: `squeue -w NODE -t R,CF,S`),
+/// each with its row if it has one: what an agent reads every [`REFRESH`], and its only word on which Slurm jobs
+/// exist here.
+pub fn on_node(node: &str) -> anyhow::Result<Vec<(SlurmJobId, Option<Row>)>> {
     let text = run_with_timeout("squeue", &["-h", "-w", node, "-t", "R,CF,S", "-O", JOB_FORMAT])?;
-    Ok(text.lines().filter_map(JobInfo::parse).filter_map(|job| Some((job.id, job.row()?))).collect())
+    Ok(text.lines().filter_map(JobInfo::parse).map(|job| (job.id, job.row())).collect())
 }
 
 #[cfg(test)]

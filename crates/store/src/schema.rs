@@ -179,6 +179,9 @@ CREATE TABLE experiment_timelines (
 );
 CREATE INDEX experiment_timelines_session ON experiment_timelines(experiment, session);
 ",
+    r"
+ALTER TABLE slurm_jobs ADD COLUMN ended REAL;  -- when its epilog ran on this node (NULL: it runs)
+",
 ];
 
 #[cfg(test)]

@@ -14,8 +14,11 @@ pub(super) enum Record {
     ManagedRemove(String),
     /// Remembers a Slurm job its prolog announced.
     SlurmPut(SlurmJob),
-    /// Forgets a Slurm job whose epilog ran.
-    SlurmRemove(SlurmJobId),
+    /// Marks a Slurm job ended on this node (its epilog ran), for good: an agent restarted while its cgroups
+    /// remain never takes it on again.
+    SlurmEnd(SlurmJobId),
+    /// Forgets a Slurm job whose cgroups are gone.
+    SlurmForget(SlurmJobId),
 }
 
 impl Record {
@@ -25,7 +28,8 @@ impl Record {
             Self::ManagedPut(name, _) => format!("job {name}'s description"),
             Self::ManagedRemove(name) => format!("the removal of job {name}"),
             Self::SlurmPut(job) => format!("Slurm job {}'s registration", job.id),
-            Self::SlurmRemove(id) => format!("the end of Slurm job {id}"),
+            Self::SlurmEnd(id) => format!("the end of Slurm job {id}"),
+            Self::SlurmForget(id) => format!("forgetting ended Slurm job {id}"),
         }
     }
 
@@ -34,7 +38,8 @@ impl Record {
             Self::ManagedPut(name, saved) => store.managed_put(name, saved),
             Self::ManagedRemove(name) => store.managed_remove(name),
             Self::SlurmPut(job) => store.slurm_put(job),
-            Self::SlurmRemove(id) => store.slurm_remove(*id),
+            Self::SlurmEnd(id) => store.slurm_end(*id),
+            Self::SlurmForget(id) => store.slurm_remove(*id),
         }
     }
 }

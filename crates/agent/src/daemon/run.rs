@@ -88,15 +88,14 @@ impl Daemon {
                 self.publish();
                 let _ = reply.send(response);
             }
-            Command::Slurm { found, places, reply } => {
-                if let Some(places) = places {
-                    match places {
-                        Ok(rows) => {
-                            self.faults.clear("Slurm places");
-                            self.refresh_places(&rows);
-                        }
-                        Err(e) => self.faults.report("Slurm places", &e),
+            Command::Slurm { found, word, reply } => {
+                match word {
+                    Some(Ok(word)) => {
+                        self.faults.clear("asking slurmctld which jobs run here");
+                        self.heard_slurm(word);
                     }
+                    Some(Err(e)) => self.faults.report("asking slurmctld which jobs run here", &e),
+                    None => {}
                 }
                 let chores = self.sync_slurm(found);
                 self.publish();

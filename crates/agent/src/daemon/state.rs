@@ -62,8 +62,10 @@ pub struct Daemon {
     pub(super) slurm: HashMap<SlurmJobId, SlurmJob>,
     /// The cluster-wide places of Slurm jobs of this node, as the prolog and the last refresh read them.
     pub(super) places: HashMap<SlurmJobId, Schedule>,
-    /// Slurm jobs whose epilog ran, while their cgroups are still there.
+    /// Slurm jobs whose epilog ran (kept in the store), while their cgroups are still there.
     pub(super) slurm_done: HashSet<SlurmJobId>,
+    /// What Slurm said of which of its jobs run on this node.
+    pub(super) slurm_word: crate::slurm::Word,
     /// Message-driven raises, while a `dcs` policy is in force.
     pub(super) dcs: Option<Engine>,
     /// How `dcs` runs when a policy asks for it.
@@ -151,6 +153,7 @@ impl Daemon {
             slurm: HashMap::new(),
             places: HashMap::new(),
             slurm_done: HashSet::new(),
+            slurm_word: crate::slurm::Word::default(),
             dcs: None,
             dcs_settings: start.dcs,
             engines: 0,
@@ -162,6 +165,7 @@ impl Daemon {
         daemon.take_over()?;
         daemon.switch_dcs(daemon.policy.raises())?;
         daemon.slurm = daemon.store.slurm_all()?.into_iter().map(|j| (j.id, j)).collect();
+        daemon.slurm_done = daemon.store.slurm_ended()?.into_iter().collect();
         daemon.publish();
         Ok(daemon)
     }

@@ -5,28 +5,33 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use crate::command::{Command, Mailbox};
-use crate::slurm::scan;
+use crate::slurm::{scan, Answer};
 use lockstep_cgroup::Version;
 
 /// How often the agent looks for new Slurm jobs and steps.
 pub const SCAN_INTERVAL: Duration = Duration::from_millis(200);
 
 /// Looks for Slurm jobs of node `node` (cgroup `version`, hierarchies `roots`) every [`SCAN_INTERVAL`] until the
-/// daemon ends, and while it runs Slurm jobs reads their places from slurmctld every [`lockstep_slurm::REFRESH`]
-/// (a running job's place changes when a neighbour comes or goes). Waiting for slurmctld and moving processes
+/// daemon ends, and while there are Slurm cgroups asks slurmctld every [`lockstep_slurm::REFRESH`] which jobs it
+/// runs here and their places (a running job's place changes when a neighbour comes or goes): the daemon takes
+/// on only the jobs Slurm says run here. Waiting for slurmctld and moving processes
 /// between cgroups are done here, never in the daemon's loop, and at normal priority: what Slurm's tree and
 /// slurmctld make this thread wait for or do holds up no slot switch.
 pub fn spawn(mailbox: Mailbox, version: Version, roots: Vec<PathBuf>, node: String) {
     let spawned = std::thread::Builder::new().name("lockstep-slurm".into()).spawn(move || {
         let mut refreshed: Option<Instant> = None;
         loop {
-            let found = scan(version, &roots, &node);
+            let mut found = scan(version, &roots, &node);
+            for f in &mut found {
+                f.measure();
+            }
             let due = !found.is_empty() && refreshed.is_none_or(|t| t.elapsed() >= lockstep_slurm::REFRESH);
-            let places = due.then(|| {
-                refreshed = Some(Instant::now());
-                lockstep_slurm::rows_on(&node).map_err(|e| format!("{e:#}"))
+            let word = due.then(|| {
+                let asked = Instant::now();
+                refreshed = Some(asked);
+                lockstep_slurm::on_node(&node).map(|jobs| Answer { asked, jobs }).map_err(|e| format!("{e:#}"))
             });
-            let Some(chores) = mailbox.ask(|reply| Command::Slurm { found, places, reply }) else { return };
+            let Some(chores) = mailbox.ask(|reply| Command::Slurm { found, word, reply }) else { return };
             chores.run();
             std::thread::sleep(SCAN_INTERVAL);
         }
