@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use super::journal::Journal;
 use lockstep_cgroup::knobs::{freeze_value, weight_value};
 use lockstep_cgroup::procfs::ProcessRef;
-use lockstep_cgroup::{remove_dir, JobCgroup, Knobs};
+use lockstep_cgroup::{procs_within, remove_dir, Bounds, JobCgroup, Knobs, JOB_TREE};
 use lockstep_core::cosched::rows::Schedule;
 use lockstep_core::cosched::{Desired, BOOST_WEIGHT};
 use lockstep_core::cpulist::CpuList;
@@ -361,16 +361,24 @@ impl Managed {
         gone.into_iter().all(|g| g)
     }
 
-    /// The job's processes on this node.
+    /// How far the agent looks into the job's cgroup tree: a Slurm job's processes are where Slurm puts them
+    /// ([`crate::slurm::STEPS`]), deeper is its user's own making; any other job's whole tree, within
+    /// [`JOB_TREE`].
+    pub fn bounds(&self) -> Bounds {
+        match self.origin {
+            Origin::Slurm { .. } => crate::slurm::STEPS,
+            _ => JOB_TREE,
+        }
+    }
+
+    /// The job's processes on this node (as far as [`Managed::bounds`] look).
     pub fn pids(&self) -> Vec<i32> {
         match &self.origin {
             Origin::Pids { created, .. } => created.pids().unwrap_or_default(),
-            _ => self
-                .groups
-                .iter()
-                .filter_map(|g| g.dirs.first())
-                .flat_map(|d| lockstep_cgroup::procs_below(d).unwrap_or_default())
-                .collect(),
+            _ => {
+                procs_within(&self.groups.iter().filter_map(|g| g.dirs.first()).collect::<Vec<_>>(), self.bounds())
+                    .procs
+            }
         }
     }
 

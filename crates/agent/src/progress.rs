@@ -12,7 +12,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use lockstep_cgroup::{procfs, procs_below};
+use lockstep_cgroup::{procfs, procs_within, Bounds};
 use lockstep_core::cosched::auto::Sample;
 use lockstep_core::trust::open_regular;
 
@@ -29,11 +29,17 @@ const MAGIC: &[u8; 8] = b"LSPMPI1\0";
 const LIVE_DIR: &str = "/dev/shm";
 
 /// Reads one job's totals now; `dirs` are the job's cgroup directories, one per group of processes (a job's
-/// containers are several), `epoch` the agent's monotonic origin, `ranks` what is known of the job's ranks (to
+/// containers are several), walked within `bounds`, `epoch` the agent's monotonic origin, `ranks` what is known of the job's ranks (to
 /// tell how many will publish), `together` what the eBPF program measured of them (their co-scheduled time), if
 /// it runs.
-pub(crate) fn sample(dirs: &[&Path], epoch: Instant, ranks: &mut Ranks, together: Option<Reading>) -> Sample {
-    let mut pids: Vec<i32> = dirs.iter().flat_map(|d| procs_below(d).unwrap_or_default()).collect();
+pub(crate) fn sample(
+    dirs: &[&Path],
+    bounds: Bounds,
+    epoch: Instant,
+    ranks: &mut Ranks,
+    together: Option<Reading>,
+) -> Sample {
+    let mut pids: Vec<i32> = procs_within(dirs, bounds).procs;
     pids.sort_unstable();
     pids.dedup();
     let profiled = ranks.of(&pids).profiled;

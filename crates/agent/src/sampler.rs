@@ -32,7 +32,7 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex, PoisonError, TryLockError};
 use std::time::{Duration, Instant};
 
-use lockstep_cgroup::{procs_within, Cut, Walk, JOB_TREE};
+use lockstep_cgroup::{procs_within, Bounds, Cut, Walk, JOB_TREE};
 use lockstep_core::cpulist::CpuList;
 use lockstep_store::Store;
 use lockstep_telemetry::counters::{Counters, Target};
@@ -64,6 +64,8 @@ struct JobCounters {
     counters: Counters,
     /// Per-thread counting: the cgroup directories whose processes' threads are counted.
     threads_of: Option<Vec<PathBuf>>,
+    /// How far its tree is walked.
+    bounds: Bounds,
     /// Whether some of its threads were left uncounted for want of descriptors (said once).
     short: bool,
 }
@@ -162,7 +164,7 @@ type Cell = Arc<Mutex<Arc<Published>>>;
 /// What the sampler's thread is asked, in the order it was sent.
 enum Message {
     /// Start counting a job: its name, its cgroups (one list of directories per cgroup), the PUs it may use.
-    Attach { name: String, groups: Vec<Vec<PathBuf>>, pus: CpuList },
+    Attach { name: String, groups: Vec<Vec<PathBuf>>, pus: CpuList, bounds: Bounds },
     /// Stop counting a job (its final counts go to the store).
     Detach(String),
     /// Answer once every message sent before is carried out and published.
@@ -238,10 +240,10 @@ pub struct Counting {
 }
 
 impl Counting {
-    /// Starts counting job `name`, whose cgroups are `groups` (one list of directories per cgroup) and which may
-    /// run on `pus`: sent, not waited for.
-    pub fn attach(&self, name: &str, groups: Vec<Vec<PathBuf>>, pus: CpuList) {
-        let _ = self.inbox.send(Message::Attach { name: name.to_string(), groups, pus });
+    /// Starts counting job `name`, whose cgroups are `groups` (one list of directories per cgroup), whose tree is
+    /// walked within `bounds`, and which may run on `pus`: sent, not waited for.
+    pub fn attach(&self, name: &str, groups: Vec<Vec<PathBuf>>, pus: CpuList, bounds: Bounds) {
+        let _ = self.inbox.send(Message::Attach { name: name.to_string(), groups, pus, bounds });
     }
 
     /// Stops counting job `name`; its final counts go to the store. Sent, not waited for.
@@ -320,10 +322,10 @@ impl State {
         self.jobs.values().map(|j| j.counters.keys().count()).sum()
     }
 
-    /// Starts counting job `name`, whose cgroups are `groups` (one list of directories per cgroup) and which
-    /// may run on `pus`. Per cgroup when possible, else per thread; a failure is reported and the job runs
-    /// uncounted.
-    fn attach(&mut self, name: &str, groups: &[Vec<PathBuf>], pus: &CpuList) {
+    /// Starts counting job `name`, whose cgroups are `groups` (one list of directories per cgroup), walked within
+    /// `bounds`, and which may run on `pus`. Per cgroup when possible, else per thread; a failure is reported and
+    /// the job runs uncounted.
+    fn attach(&mut self, name: &str, groups: &[Vec<PathBuf>], pus: &CpuList, bounds: Bounds) {
         if self.settings.groups.is_empty() || self.jobs.contains_key(name) {
             return;
         }
@@ -331,7 +333,7 @@ impl State {
         let mut walks = HashMap::new();
         if let Some(together) = &mut self.together {
             let dirs = groups.iter().filter_map(|d| d.first().cloned()).collect();
-            if let Err(e) = together.attach(name, dirs).and_then(|()| together.rescan(&mut walks)) {
+            if let Err(e) = together.attach(name, dirs, bounds).and_then(|()| together.rescan(&mut walks)) {
                 crate::log::warning!("job {name}: co-scheduled time not measured: {e:#}");
             }
         }
@@ -353,12 +355,13 @@ impl State {
             attach_cgroups(&mut counters, &perf_dirs, &pus).map(|()| None)
         } else {
             let dirs: Vec<PathBuf> = groups.iter().filter_map(|d| d.first().cloned()).collect();
-            let walk = walks.entry(name.to_string()).or_insert_with(|| procs_within(&dirs, JOB_TREE));
+            let walk = walks.entry(name.to_string()).or_insert_with(|| procs_within(&dirs, bounds));
             short = rescan(&mut counters, walk, free);
             Ok(Some(dirs))
         };
         for (job, walk) in &walks {
-            say_cut(&mut self.cut, job, walk);
+            let of = if job == name { bounds } else { self.jobs.get(job).map_or(JOB_TREE, |j| j.bounds) };
+            say_cut(&mut self.cut, job, walk, &of);
         }
         match result {
             Ok(threads_of) => {
@@ -366,7 +369,7 @@ impl State {
                 if short {
                     say_short(name, self.budget);
                 }
-                let mut job = JobCounters { counters, threads_of, short };
+                let mut job = JobCounters { counters, threads_of, bounds, short };
                 // A first (zero) sample, so that the job and its events show at once.
                 if let Some(samples) = self.read_job(name, &mut job, lockstep_store::now()) {
                     self.latest.insert(name.to_string(), samples);
@@ -475,7 +478,7 @@ impl State {
         for (name, job) in &mut jobs {
             if let Some(dirs) = &job.threads_of {
                 let before = job.counters.keys().count();
-                let walk = walks.entry(name.clone()).or_insert_with(|| procs_within(dirs, JOB_TREE));
+                let walk = walks.entry(name.clone()).or_insert_with(|| procs_within(dirs, job.bounds));
                 let short = rescan(&mut job.counters, walk, free + before);
                 free = (free + before).saturating_sub(job.counters.keys().count());
                 if short && !job.short {
@@ -492,7 +495,8 @@ impl State {
         }
         self.jobs = jobs;
         for (job, walk) in &walks {
-            say_cut(&mut self.cut, job, walk);
+            let bounds = self.jobs.get(job).map_or(JOB_TREE, |j| j.bounds);
+            say_cut(&mut self.cut, job, walk, &bounds);
         }
         out
     }
@@ -552,16 +556,17 @@ fn say_short(name: &str, budget: usize) {
     );
 }
 
-/// Says once that job `name`'s tree was only partly walked, when `walk` was cut short (`said`: the jobs said).
-fn say_cut(said: &mut HashSet<String>, name: &str, walk: &Walk) {
+/// Says once that job `name`'s tree was only partly walked, when `walk` (within `bounds`) was cut short (`said`:
+/// the jobs said).
+fn say_cut(said: &mut HashSet<String>, name: &str, walk: &Walk, bounds: &Bounds) {
     if !walk.cuts.is_empty() && said.insert(name.to_string()) {
         crate::log::warning!(
             "job {name}: its cgroup tree was only partly walked ({}): the agent walks at most {} levels, {} cgroups \
-             and {} processes of a job per sample, and measures what it found",
-            walk.said(&JOB_TREE),
-            JOB_TREE.depth,
-            JOB_TREE.cgroups,
-            JOB_TREE.procs
+             and {} processes of this job per sample, and measures what it found",
+            walk.said(bounds),
+            bounds.depth,
+            bounds.cgroups,
+            bounds.procs
         );
     }
 }
@@ -653,8 +658,8 @@ fn run(mut state: State, messages: &Receiver<Message>, cell: &Cell, mut store: S
         let mut synced = Vec::new();
         for message in first.into_iter().chain(messages.try_iter()) {
             match message {
-                Message::Attach { name, groups, pus } => {
-                    state.attach(&name, &groups, &pus);
+                Message::Attach { name, groups, pus, bounds } => {
+                    state.attach(&name, &groups, &pus, bounds);
                     changed = true;
                 }
                 Message::Detach(name) => {
@@ -737,7 +742,7 @@ mod tests {
         let dir = t.path().join("job");
         scratch_cgroup(&dir, &[std::process::id()]);
         assert!(counting.published().latest_of("a").is_none());
-        counting.attach("a", vec![vec![dir.clone()]], CpuList::default());
+        counting.attach("a", vec![vec![dir.clone()]], CpuList::default(), JOB_TREE);
         assert!(sampler.synced(Duration::from_secs(20)), "the sampler did not answer");
         let published = sampler.published();
         assert_eq!((published.node(), published.job_count()), ("n1", 1));
@@ -782,7 +787,7 @@ mod tests {
         }
         scratch_cgroup(&top, &[std::process::id()]);
         let mut state = State::new(settings(), "n1", None);
-        state.attach("deep", &[vec![top.clone()]], &CpuList::default());
+        state.attach("deep", &[vec![top.clone()]], &CpuList::default(), JOB_TREE);
         assert!(state.cut.contains("deep"), "the cut was not noted");
         assert!(state.jobs.contains_key("deep"), "a job walked in part is still counted");
         let mut walk = procs_within(&[top], JOB_TREE);

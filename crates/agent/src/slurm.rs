@@ -25,7 +25,7 @@ use std::str::FromStr;
 use std::time::Instant;
 
 use lockstep_cgroup::procfs::{self, ProcessRef};
-use lockstep_cgroup::{self as cgroup, Knobs, Version};
+use lockstep_cgroup::{self as cgroup, Bounds, Knobs, Version, JOB_TREE};
 use lockstep_core::cpulist::CpuList;
 use lockstep_core::job::SlurmJobId;
 
@@ -65,6 +65,11 @@ impl Word {
         announced || self.last.as_ref().is_some_and(|(_, jobs)| jobs.contains(&id))
     }
 }
+
+/// How far the agent walks a Slurm job's cgroup tree (from its `job_<id>` directories on v1, its steps' `user`
+/// directories on v2): one level, the steps (v1) or tasks (v2), where Slurm puts the job's processes. The
+/// directories below are the user's own making (a v1 step's freezer directory is theirs): never walked.
+pub const STEPS: Bounds = Bounds { depth: 1, cgroups: 1 + ENTRIES, procs: JOB_TREE.procs };
 
 /// A Slurm job found in the cgroup tree.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -213,6 +218,10 @@ fn scan_v1(roots: &[PathBuf], node: &str) -> Vec<Found> {
     }
     jobs.into_values()
         .map(|mut f| {
+            // The freezer's first: Slurm puts tasks right in its step directories (other controllers may have a
+            // `task_*` level below), and what looks at a job's first directory only (its counters, its progress)
+            // walks one level.
+            f.job_dirs.sort_by_key(|d| !d.join("freezer.state").exists());
             f.groups = vec![f.job_dirs.clone()];
             f
         })

@@ -175,7 +175,7 @@ impl Daemon {
             managed::Origin::Slurm { dirs, .. } => vec![dirs.clone()],
             _ => job.groups.iter().map(|g| g.dirs.clone()).collect(),
         };
-        self.telemetry.attach(&job.name, groups, job.pus.clone());
+        self.telemetry.attach(&job.name, groups, job.pus.clone(), job.bounds());
     }
 
     /// Stops counting job `name`; its final counts go to the store (a message to the sampler, never a wait).

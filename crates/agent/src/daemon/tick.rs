@@ -57,7 +57,8 @@ impl Daemon {
             let mut sample = |i: usize| {
                 let job = &jobs[i];
                 let together = telemetry.published().together(&job.name);
-                progress::sample(&job.count_dirs(), epoch, ranks.entry(job.name.clone()).or_default(), together)
+                let ranks = ranks.entry(job.name.clone()).or_default();
+                progress::sample(&job.count_dirs(), job.bounds(), epoch, ranks, together)
             };
             for c in auto.observe(k, self.slot, &views, &mut sample) {
                 if !c.trying {
