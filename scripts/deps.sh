@@ -24,6 +24,7 @@ packages=(
   sysbench pigz memcached libmemcached-tools  # make bench-locks: third-party programs under the interposer
   qemu-system-x86 linux-image-amd64 cpio e2fsprogs  # tests/vm: guests with cgroup v2 and vNUMA (busybox-static above for their initramfs); loop-disk faults
   python3-venv                       # build/venv: SimPy for the scale model (experiments/model/)
+  strace                             # tests: which files the agent opens (never the cgroups a Slurm user made)
 )
 
 missing=()

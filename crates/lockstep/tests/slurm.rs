@@ -690,3 +690,148 @@ fn three_jobs_in_a_triangle_agree_cluster_wide_under_gang() {
     }
     nothing_frozen_or_boosted();
 }
+
+impl Cluster {
+    /// `sbatch --wrap SCRIPT` as `user`, output to /dev/null; the job's ID.
+    fn sbatch_as(&self, user: &str, script: &str) -> u64 {
+        let out = self
+            .slurm("runuser")
+            .args(["-u", user, "--", "sbatch", "--parsable", "-D", "/", "-o", "/dev/null", "--wrap", script])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "sbatch as {user}: {}", stderr(&out));
+        String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
+    }
+
+    /// Job `id`'s state as Slurm says it (`RUNNING`, `COMPLETED`, …).
+    fn job_state(&self, id: u64) -> String {
+        let out = self.slurm("squeue").args(["-h", "-t", "all", "-j", &id.to_string(), "-o", "%T"]).output().unwrap();
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+
+    /// Stops node `node`'s agent (SIGTERM, as systemd does) and starts it again as `up` did, on `store`; the new
+    /// agent is recorded for `down`. Returns once it answers.
+    fn restart_agent(&mut self, node: u32, store: &Path) {
+        let name = format!("agent-n{node}");
+        let (_, pid) = self.pids.iter().rev().find(|(n, _)| *n == name).cloned().unwrap();
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGTERM).unwrap();
+        wait_until("the agent to stop", WAIT, || common::running(pid), |alive| !alive);
+        let metrics = self
+            .said
+            .lines()
+            .find(|l| l.trim_start().starts_with(&format!("n{node}:")))
+            .and_then(|l| l.split("metrics http://").nth(1))
+            .and_then(|rest| rest.split('/').next())
+            .map(str::to_string)
+            .unwrap_or_else(|| panic!("no metrics address for n{node} in what up said: {}", self.said));
+        let log = std::fs::OpenOptions::new().append(true).open(self.log(node)).unwrap();
+        let child = Command::new("nsenter")
+            .arg(format!("--net=/run/netns/ls-n{node}"))
+            .arg(env!("CARGO_BIN_EXE_lockstep"))
+            .arg("--socket")
+            .arg(self.socket(node))
+            .arg("--store")
+            .arg(store)
+            .args(["agent", "--node", &format!("n{node}"), "--metrics", &metrics])
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        let pid = child.id() as i32;
+        self.pids.push((name.clone(), pid));
+        let mut pids = std::fs::OpenOptions::new().append(true).open(self.dir.path().join("pids")).unwrap();
+        std::io::Write::write_all(&mut pids, format!("{name} {pid}\n").as_bytes()).unwrap();
+        let answers = || {
+            Command::new(env!("CARGO_BIN_EXE_lockstep"))
+                .arg("--socket")
+                .arg(self.socket(node))
+                .arg("status")
+                .output()
+                .is_ok_and(|o| o.status.success())
+        };
+        wait_until("the restarted agent to answer", WAIT, answers, |ok| *ok);
+    }
+}
+
+/// Where job `id` of user `uid` has its freezer directory on node 1.
+fn freezer_dir(uid: u32, id: u64) -> PathBuf {
+    PathBuf::from(format!("/sys/fs/cgroup/freezer/slurm_n1/uid_{uid}/job_{id}"))
+}
+
+/// What a batch script runs to move a `sleep` into a cgroup of its user's own below the step's freezer directory
+/// (the user's), where Slurm does not look when it ends the job: `$f` is that directory.
+const HIDE: &str = "f=/sys/fs/cgroup/freezer$(sed -n 's/^[0-9]*:freezer://p' /proc/self/cgroup); mkdir \"$f/mine\"; \
+                    setsid sleep 600 </dev/null >/dev/null 2>&1 & echo $! >\"$f/mine/cgroup.procs\"";
+
+/// A user keeps their job's cgroups past its end (a process in a cgroup of theirs below their step, which Slurm
+/// does not kill): agents restarted afterwards, on their store and on a new one, never take the job on (Slurm
+/// does not run it), the new one says so once with the leftover process's owner, and another user's job alone on
+/// the node is never frozen for it under `gang`.
+#[test]
+#[ignore = "needs root"]
+fn a_job_kept_alive_in_its_users_own_cgroup_is_never_taken_on_after_a_restart() {
+    let Some((_serial, mut cluster)) = start_nodes(1, true) else { return };
+    cluster.policy("gang", "200ms");
+    let phantom = cluster.sbatch_as("nobody", &format!("{HIDE}; sleep 2"));
+    let dir = freezer_dir(65534, phantom);
+    let hidden = dir.join("step_batch/mine");
+    let leftover = wait_until(
+        "the job to end in Slurm with its hidden process left",
+        Duration::from_secs(60),
+        || (cluster.job_state(phantom), lockstep_cgroup::read_procs(&hidden).unwrap_or_default()),
+        |(state, procs)| state == "COMPLETED" && !procs.is_empty(),
+    );
+    let cleanup = Leftover { pid: leftover.1[0], dir: hidden.clone() };
+    assert!(dir.is_dir(), "{} is gone: nothing to test", dir.display());
+    let store = cluster.store(1);
+    cluster.restart_agent(1, &store);
+    let fresh = cluster.dir.path().join("n1/fresh.db");
+    cluster.restart_agent(1, &fresh);
+    let said = format!("Slurm job {phantom}: its cgroups remain");
+    let log = || std::fs::read_to_string(cluster.log(1)).unwrap_or_default();
+    let seen = wait_until("the new agent to say the job is left alone", WAIT, log, |l| l.contains(&said));
+    assert!(seen.contains("(processes: 1 of uid 65534)"), "{seen}");
+    let bystander = cluster.sbatch_as("root", "sleep 120");
+    let name = format!("slurm-{bystander}");
+    wait_until(
+        "the agent to take on the bystander",
+        WAIT,
+        || cluster.status(1),
+        |s| s.jobs.iter().any(|j| j.name == name),
+    );
+    let freezer = freezer_dir(0, bystander).join("freezer.state");
+    let mut states = Vec::new();
+    for _ in 0..40 {
+        states.push(is_frozen(&freezer).unwrap_or(false));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let status = cluster.status(1);
+    let names: Vec<&str> = status.jobs.iter().map(|j| j.name.as_str()).collect();
+    assert_eq!(names, [name.as_str()], "only the bystander is managed");
+    assert!(
+        !states.contains(&true),
+        "the bystander was frozen in {} of 40 looks",
+        states.iter().filter(|f| **f).count()
+    );
+    let said_once = log().matches(&said).count();
+    assert_eq!(said_once, 1, "said {said_once} times");
+    drop(cleanup);
+}
+
+/// A process a test left in a cgroup of its own, and that cgroup: killed and removed when dropped.
+struct Leftover {
+    pid: i32,
+    dir: PathBuf,
+}
+
+impl Drop for Leftover {
+    fn drop(&mut self) {
+        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(self.pid), nix::sys::signal::Signal::SIGKILL);
+        let deadline = Instant::now() + WAIT;
+        while lockstep_cgroup::read_procs(&self.dir).is_ok_and(|p| !p.is_empty()) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = std::fs::remove_dir(&self.dir);
+    }
+}
