@@ -1,9 +1,10 @@
 //! Slurm as lockstep talks to it: how a Slurm job is named, what `squeue` says about jobs (only fields no user
 //! writes) and `scontrol` about nodes, and the co-scheduling place the controller's prolog gives each job, kept in
 //! the job's `AdminComment` (which only administrators can change) as `lockstep_row=ROW/PERIOD`, with
-//! `lockstep_from=MS lockstep_before=ROW/PERIOD` while a change is pending (docs/policies/gang.md).
-//! `lockstep_row=ROW` alone is a row of each node's own cycle (`prolog-slurmctld --rows node`, as before
-//! cluster-wide places).
+//! `lockstep_from=MS lockstep_before=ROW/PERIOD` while a change is pending (docs/policies/gang.md), and
+//! `lockstep_run=N`, the run it was given for: Slurm's restart count then (a requeued job runs again with the
+//! count one higher, and a place of an earlier run is none). `lockstep_row=ROW` alone is a row of each node's own
+//! cycle (`prolog-slurmctld --rows node`, as before cluster-wide places).
 
 pub mod hostlist;
 
@@ -37,6 +38,9 @@ pub const ROW_KEY: &str = "lockstep_row=";
 const FROM_KEY: &str = "lockstep_from=";
 /// The `AdminComment` key of the place until then.
 const BEFORE_KEY: &str = "lockstep_before=";
+/// The `AdminComment` key of the run a place was given for: the job's restart count (`RestartCnt`) when it was
+/// given. A comment without it (written before lockstep recorded runs) holds a place of run 0.
+const RUN_KEY: &str = "lockstep_run=";
 
 /// How long the agents of a job whose place changes have to learn it before it takes effect: a few of their
 /// [`REFRESH`] intervals.
@@ -74,14 +78,33 @@ pub struct JobInfo {
     pub state: String,
     /// `NodeList`, expanded.
     pub nodes: Vec<String>,
+    /// `RestartCnt`: how many times the job was requeued (by `scontrol requeue`, or by Slurm after a node
+    /// failure); its run now is run `restarts`.
+    pub restarts: u32,
     /// `AdminComment`.
     pub admin_comment: String,
 }
 
 impl JobInfo {
-    /// The row or place the controller's prolog gave the job (words that do not parse count as none).
+    /// The row or place the controller's prolog gave the job for the run it is in (words that do not parse count
+    /// as none). A place given for another run (the job was requeued since) is none: the neighbours it had may
+    /// have ended, and jobs placed while it was pending did not make room for it.
     pub fn row(&self) -> Option<Row> {
-        let word = |key: &str| self.admin_comment.split_whitespace().find_map(|w| w.strip_prefix(key));
+        let run = self.word(RUN_KEY).map_or(Some(0), |r| r.parse::<u32>().ok());
+        if run != Some(self.restarts) {
+            return None;
+        }
+        self.recorded_row()
+    }
+
+    /// The word of `key` in the `AdminComment` (its first), without the key.
+    fn word(&self, key: &str) -> Option<&str> {
+        self.admin_comment.split_whitespace().find_map(|w| w.strip_prefix(key))
+    }
+
+    /// The row or place the `AdminComment` holds, for whichever run it was given.
+    fn recorded_row(&self) -> Option<Row> {
+        let word = |key: &str| self.word(key);
         let row = word(ROW_KEY)?;
         if !row.contains('/') {
             return row.parse().ok().filter(|&r| r < MAX_ROWS).map(Row::Node);
@@ -110,12 +133,13 @@ impl JobInfo {
         matches!(self.state.as_str(), "RUNNING" | "CONFIGURING" | "SUSPENDED")
     }
 
-    /// One job from a line of `squeue -h -O` [`JOB_FORMAT`]: its ID, state and node list (which only Slurm
-    /// writes, none with a `|`), each ended by a `|`, then its `AdminComment` (which only an administrator or the
-    /// controller's prolog writes) as the rest of the line. `None` for a line that is not one.
+    /// One job from a line of `squeue -h -O` [`JOB_FORMAT`]: its ID, state, node list and restart count (which
+    /// only Slurm writes, none with a `|`), each ended by a `|`, then its `AdminComment` (which only an
+    /// administrator or the controller's prolog writes) as the rest of the line. `None` for a line that is not one.
     pub fn parse(line: &str) -> Option<Self> {
-        let mut parts = line.splitn(4, FIELD_END);
+        let mut parts = line.splitn(5, FIELD_END);
         let (id, state, nodes) = (parts.next()?.trim(), parts.next()?.trim(), parts.next()?.trim());
+        let restarts = parts.next()?.trim();
         let comment = parts.next()?.trim();
         let state_ok = !state.is_empty() && state.chars().all(|c| c.is_ascii_uppercase() || c == '_');
         if !state_ok {
@@ -129,6 +153,7 @@ impl JobInfo {
             id: id.parse().ok()?,
             state: state.to_string(),
             nodes,
+            restarts: if restarts.bytes().all(|b| b.is_ascii_digit()) { restarts.parse().ok()? } else { return None },
             admin_comment: if comment == "(null)" { String::new() } else { comment.to_string() },
         })
     }
@@ -137,11 +162,11 @@ impl JobInfo {
 /// What ends each field but the last in `squeue`'s output: no job ID, state or host list holds it.
 const FIELD_END: char = '|';
 
-/// The fields lockstep asks `squeue -O` for, in this order: ID, state, node list, `AdminComment` (last, so that
-/// whatever it holds is the rest of the line). Each field is as wide as its value (size 0: never cut, never
-/// padded), the first three ended by [`FIELD_END`]. No field a user sets (job name, comment, work directory,
-/// command) is asked for: none can be taken for another.
-pub const JOB_FORMAT: &str = "JobID:0|,State:0|,NodeList:0|,admin_comment:0";
+/// The fields lockstep asks `squeue -O` for, in this order: ID, state, node list, restart count, `AdminComment`
+/// (last, so that whatever it holds is the rest of the line). Each field is as wide as its value (size 0: never
+/// cut, never padded), the first four ended by [`FIELD_END`]. No field a user sets (job name, comment, work
+/// directory, command) is asked for: none can be taken for another.
+pub const JOB_FORMAT: &str = "JobID:0|,State:0|,NodeList:0|,RestartCnt:0|,admin_comment:0";
 
 /// The `Key=Value` fields of one `scontrol -o show node` line. A value may hold spaces: a word that does not
 /// start with a key (Slurm's keys start with a capital: `NodeAddr`, `CPUTot`) continues the value before it. Only
@@ -309,14 +334,17 @@ pub fn grow_after(ended: &JobInfo, others: &[JobInfo]) -> Vec<Change> {
     changes
 }
 
-/// `comment` with its row words replaced by `words` (other words kept).
-fn with_row(comment: &str, words: &[String]) -> String {
-    let mut out: Vec<String> = comment
+/// `job`'s `AdminComment` with its row words replaced by `words` and the run they are for, the job's run now
+/// (other words kept).
+fn with_row(job: &JobInfo, words: &[String]) -> String {
+    let mut out: Vec<String> = job
+        .admin_comment
         .split_whitespace()
-        .filter(|w| ![ROW_KEY, FROM_KEY, BEFORE_KEY].iter().any(|k| w.starts_with(k)))
+        .filter(|w| ![ROW_KEY, FROM_KEY, BEFORE_KEY, RUN_KEY].iter().any(|k| w.starts_with(k)))
         .map(str::to_string)
         .collect();
     out.extend_from_slice(words);
+    out.push(format!("{RUN_KEY}{}", job.restarts));
     out.join(" ")
 }
 
@@ -387,50 +415,57 @@ fn apply_changes(all: &[JobInfo], changes: &[Change]) -> anyhow::Result<()> {
             Some(Row::Cluster(s)) => Some(s.at(now_ms())),
             _ => None,
         };
-        let comment = format!("AdminComment={}", with_row(&job.admin_comment, &change_words(place, before, from_ms)));
+        let comment = format!("AdminComment={}", with_row(job, &change_words(place, before, from_ms)));
         scontrol(&["update", &format!("JobId={id}"), &comment])?;
     }
     Ok(())
 }
 
-/// Gives job `id` its row (`mode`) and records it in its `AdminComment`, with the changes of place its
-/// neighbours make room with; returns what was done, for the log (a job that has a row keeps it).
+/// Gives job `id` its row (`mode`) and records it in its `AdminComment` with the run it is for, with the changes
+/// of place its neighbours make room with; returns what was done, for the log (a job that has a row for this run
+/// keeps it; a place of an earlier run, before the job was requeued, is replaced by a fresh one).
 pub fn assign_row(id: SlurmJobId, mode: RowMode) -> anyhow::Result<String> {
     locked(|all| {
         let job = all.iter().find(|j| j.id == id).with_context(|| format!("Slurm does not know job {id}"))?;
         if let Some(row) = job.row() {
             return Ok(format!("job {id} keeps {}", show(row)));
         }
+        // A place the comment holds is of an earlier run: the job was requeued since.
+        let requeued = job.recorded_row().map_or(String::new(), |row| {
+            format!(" for run {} (requeued: {} of an earlier run not kept)", job.restarts, show(row))
+        });
         let (words, said) = match mode {
             RowMode::Node => {
                 let row = free_row(job, &all);
-                (vec![format!("{ROW_KEY}{row}")], format!("job {id} row {row} (node cycles)"))
+                (vec![format!("{ROW_KEY}{row}")], format!("job {id} row {row} (node cycles){requeued}"))
             }
             RowMode::Cluster => {
                 let (place, changes) = place_new(job, &all);
                 apply_changes(&all, &changes)?;
                 let moved: Vec<String> = changes.iter().map(|(j, p)| format!("{j} -> {p}")).collect();
                 let said = if moved.is_empty() {
-                    format!("job {id} place {place}")
+                    format!("job {id} place {place}{requeued}")
                 } else {
-                    format!("job {id} place {place}; made room: {}", moved.join(", "))
+                    format!("job {id} place {place}{requeued}; made room: {}", moved.join(", "))
                 };
                 (vec![format!("{ROW_KEY}{place}")], said)
             }
         };
-        let comment = format!("AdminComment={}", with_row(&job.admin_comment, &words));
+        let comment = format!("AdminComment={}", with_row(job, &words));
         scontrol(&["update", &format!("JobId={id}"), &comment])?;
         Ok(said)
     })
 }
 
-/// Job `id` ended: its neighbours grow into the slots it held (see [`grow_after`]); returns what was done.
+/// Job `id` ended, or its run did (it was requeued): its neighbours grow into the slots it held (see
+/// [`grow_after`]); returns what was done. A requeued job's restart count has already grown when its epilog
+/// runs, so the place it held is the one its comment holds, whichever run it was given for.
 pub fn release_row(id: SlurmJobId) -> anyhow::Result<String> {
     locked(|all| {
         let Some(job) = all.iter().find(|j| j.id == id) else {
             return Ok(format!("job {id} is gone; nothing to give back"));
         };
-        if job.place().is_none() {
+        if !matches!(job.recorded_row(), Some(Row::Cluster(_))) {
             return Ok(format!("job {id} had no cluster place"));
         }
         let changes = grow_after(job, &all);
@@ -472,16 +507,34 @@ mod tests {
 
     #[test]
     fn parses_squeue_lines() {
-        let job = JobInfo::parse("12|RUNNING|n[1-2]|keep me | lockstep_row=2 JobState=PENDING").unwrap();
+        let job = JobInfo::parse("12|RUNNING|n[1-2]|0|keep me | lockstep_row=2 JobState=PENDING").unwrap();
         assert_eq!(job.id, SlurmJobId(12));
         assert_eq!(job.state, "RUNNING");
         assert_eq!(job.nodes, ["n1", "n2"]);
+        assert_eq!(job.restarts, 0);
         assert_eq!(job.admin_comment, "keep me | lockstep_row=2 JobState=PENDING");
         assert_eq!(job.row(), Some(Row::Node(2)));
-        let pending = JobInfo::parse("13|PENDING||").unwrap();
+        let pending = JobInfo::parse("13|PENDING||2|").unwrap();
         assert!(pending.nodes.is_empty());
-        assert_eq!((pending.row(), pending.admin_comment.as_str()), (None, ""));
-        for bad in ["", "13", "13|RUNNING|n1", "x|RUNNING|n1|", "13|running|n1|", "13||n1|", "13|RUNNING|n[|"] {
+        assert_eq!((pending.row(), pending.admin_comment.as_str(), pending.restarts), (None, "", 2));
+        let bad_lines = [
+            "",
+            "13",
+            "13|RUNNING|n1",
+            "13|RUNNING|n1|",
+            "x|RUNNING|n1|0|",
+            "13|running|n1|0|",
+            "13||n1|0|",
+            "13|RUNNING|n[|0|",
+            "13|RUNNING|n1||",
+            "13|RUNNING|n1|x|",
+            "13|RUNNING|n1|+1|",
+            "13|RUNNING|n1|-1|",
+            "13|RUNNING|n1|99999999999|",
+            // A line of the format before the restart count: the comment is not taken for one.
+            "13|RUNNING|n1|lockstep_row=0/1",
+        ];
+        for bad in bad_lines {
             assert_eq!(JobInfo::parse(bad), None, "{bad:?}");
         }
         let f = fields("NodeName=n1 Arch=x86_64 NodeAddr=10.0.0.1 Reason=down for a while [root]");
@@ -495,6 +548,7 @@ mod tests {
             id: SlurmJobId(id),
             state: state.into(),
             nodes: nodes.iter().map(std::string::ToString::to_string).collect(),
+            restarts: 0,
             admin_comment: row.map(|r| format!("{ROW_KEY}{r}")).unwrap_or_default(),
         };
         let new = job(5, &["n1", "n2"], "CONFIGURING", None);
@@ -511,10 +565,11 @@ mod tests {
 
     #[test]
     fn row_replaces_the_old_one_and_keeps_other_words() {
-        assert_eq!(with_row("", &["lockstep_row=1".into()]), "lockstep_row=1");
+        assert_eq!(with_row(&JobInfo::default(), &["lockstep_row=1".into()]), "lockstep_row=1 lockstep_run=0");
         let words = change_words(Place { row: 0, period: 4 }, Some(Place { row: 0, period: 2 }), 77);
-        let comment = with_row("audit lockstep_row=0/2", &words);
-        assert_eq!(comment, "audit lockstep_row=0/4 lockstep_from=77 lockstep_before=0/2");
+        let comment =
+            with_row(&JobInfo { admin_comment: "audit lockstep_row=0/2".into(), ..JobInfo::default() }, &words);
+        assert_eq!(comment, "audit lockstep_row=0/4 lockstep_from=77 lockstep_before=0/2 lockstep_run=0");
         let job = JobInfo { admin_comment: comment, ..JobInfo::default() };
         let want =
             Schedule { place: Place { row: 0, period: 4 }, from_ms: 77, before: Some(Place { row: 0, period: 2 }) };
@@ -530,6 +585,7 @@ mod tests {
             id: SlurmJobId(id),
             state: "RUNNING".into(),
             nodes: nodes.iter().map(std::string::ToString::to_string).collect(),
+            restarts: 0,
             admin_comment: if place.is_empty() { String::new() } else { format!("{ROW_KEY}{place}") },
         }
     }
@@ -599,6 +655,50 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn a_place_holds_only_for_the_run_it_was_given_for() {
+        let job = |comment: &str, restarts| JobInfo { admin_comment: comment.into(), restarts, ..JobInfo::default() };
+        let half = |row| Some(Row::Cluster(Schedule { place: Place { row, period: 2 }, from_ms: 0, before: None }));
+        // A comment without the run word (written before runs were recorded) is run 0's.
+        assert_eq!(job("lockstep_row=1/2", 0).row(), half(1));
+        assert_eq!(job("lockstep_row=1/2", 1).row(), None);
+        assert_eq!(job("lockstep_row=1/2 lockstep_run=0", 0).row(), half(1));
+        assert_eq!(job("lockstep_row=1/2 lockstep_run=3", 3).row(), half(1));
+        assert_eq!(job("lockstep_row=3 lockstep_run=1", 1).row(), Some(Row::Node(3)));
+        for (comment, restarts) in [
+            ("lockstep_row=1/2 lockstep_run=0", 1),
+            ("lockstep_row=1/2 lockstep_run=1", 2),
+            ("lockstep_row=1/2 lockstep_run=2", 1),
+            ("lockstep_row=3 lockstep_run=0", 1),
+            ("lockstep_row=1/2 lockstep_run=x", 0),
+            ("lockstep_row=1/2 lockstep_run=", 0),
+            ("lockstep_row=1/2 lockstep_run=-0", 0),
+        ] {
+            assert_eq!(job(comment, restarts).row(), None, "{comment} at restart {restarts}");
+        }
+        // The stale place is still what the run that ended held (its epilog gives it back).
+        assert_eq!(job("lockstep_row=1/2 lockstep_run=0", 1).recorded_row(), half(1));
+        // Placing a requeued job again replaces every word of the old place and records the run now.
+        let stale = job("audit lockstep_row=0/4 lockstep_from=9 lockstep_before=0/2 lockstep_run=0", 1);
+        let fresh = JobInfo { admin_comment: with_row(&stale, &["lockstep_row=1/2".into()]), ..stale };
+        assert_eq!(fresh.admin_comment, "audit lockstep_row=1/2 lockstep_run=1");
+        assert_eq!(fresh.row(), half(1));
+    }
+
+    #[test]
+    fn a_requeued_job_is_placed_anew_beside_a_neighbour_placed_while_it_was_pending() {
+        // Job 1 had the whole cycle, was requeued, and job 2 took the whole cycle while it was pending.
+        let requeued = JobInfo { restarts: 1, ..placed(1, &["n1"], "0/1") };
+        let neighbour = placed(2, &["n1"], "0/1");
+        let all = [requeued.clone(), neighbour.clone()];
+        assert_eq!(requeued.place(), None, "run 0's place is not run 1's");
+        let (place, changes) = place_new(&requeued, &all);
+        assert_eq!((place.to_string(), changes), ("1/2".into(), vec![(SlurmJobId(2), "0/2".parse().unwrap())]));
+        // A newcomer does not make room for a stale place: it is no place.
+        let (place, _) = place_new(&placed(3, &["n1"], ""), &[requeued]);
+        assert_eq!(place.to_string(), "0/1");
     }
 
     #[test]

@@ -176,6 +176,7 @@ mod tests {
             id: lockstep_slurm::SlurmJobId(id),
             state: "RUNNING".into(),
             nodes: nodes.iter().map(|n| format!("n{n}")).collect(),
+            restarts: 0,
             admin_comment: format!("{ROW_KEY}{place}"),
         };
         let mut running: Vec<JobInfo> = Vec::new();
