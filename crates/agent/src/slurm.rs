@@ -301,17 +301,19 @@ impl Chores {
                 let _ = cgroup::remove_dir(&dir);
             }
         }
+        // Said once per job: the whole tree is walked (within the bounds of any job's), the user's own cgroups
+        // included, to name whose processes keep it.
         for found in &self.phantoms {
-            let mut partial = found.partial;
-            let pids = found.processes(&mut partial);
+            let walk = cgroup::procs_within(&found.job_dirs, JOB_TREE);
+            let partial = found.partial || !walk.cuts.is_empty();
             let mut owners: BTreeMap<u32, usize> = BTreeMap::new();
-            for pid in &pids {
+            for pid in &walk.procs {
                 if let Some(uid) = procfs::owner(*pid) {
                     *owners.entry(uid).or_default() += 1;
                 }
             }
             let said: Vec<String> = owners.iter().map(|(uid, n)| format!("{n} of uid {uid}")).collect();
-            let left = if said.is_empty() { "no process in its steps".to_string() } else { said.join(", ") };
+            let left = if said.is_empty() { "none".to_string() } else { said.join(", ") };
             let more = if partial { "; its tree holds more than was looked at" } else { "" };
             crate::log::warning!(
                 "Slurm job {}: its cgroups remain ({}) but slurmctld does not run it on this node: left alone, \

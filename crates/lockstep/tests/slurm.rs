@@ -725,7 +725,9 @@ impl Cluster {
             .map(str::to_string)
             .unwrap_or_else(|| panic!("no metrics address for n{node} in what up said: {}", self.said));
         let log = std::fs::OpenOptions::new().append(true).open(self.log(node)).unwrap();
-        let child = Command::new("nsenter")
+        // Slurm's clients in the agent find the cluster through SLURM_CONF, as under `up`.
+        let child = self
+            .slurm("nsenter")
             .arg(format!("--net=/run/netns/ls-n{node}"))
             .arg(env!("CARGO_BIN_EXE_lockstep"))
             .arg("--socket")
@@ -788,6 +790,7 @@ fn a_job_kept_alive_in_its_users_own_cgroup_is_never_taken_on_after_a_restart() 
     cluster.restart_agent(1, &store);
     let fresh = cluster.dir.path().join("n1/fresh.db");
     cluster.restart_agent(1, &fresh);
+    cluster.policy("gang", "200ms");
     let said = format!("Slurm job {phantom}: its cgroups remain");
     let log = || std::fs::read_to_string(cluster.log(1)).unwrap_or_default();
     let seen = wait_until("the new agent to say the job is left alone", WAIT, log, |l| l.contains(&said));
@@ -817,6 +820,60 @@ fn a_job_kept_alive_in_its_users_own_cgroup_is_never_taken_on_after_a_restart() 
     let said_once = log().matches(&said).count();
     assert_eq!(said_once, 1, "said {said_once} times");
     drop(cleanup);
+}
+
+/// A user makes 4,000 cgroups below their step (their own freezer directory) while their job runs beside
+/// another under `auto`: no thread of the agent opens any of them (traced with strace for 3 s), while it goes on
+/// reading the step itself; the cgroups Slurm made are where it looks, one level deep.
+#[test]
+#[ignore = "needs root"]
+fn the_cgroups_a_user_makes_below_their_step_are_never_walked() {
+    if !Command::new("strace").arg("-V").output().is_ok_and(|o| o.status.success()) {
+        common::missing("strace (scripts/deps.sh)");
+        return;
+    }
+    let Some((_serial, cluster)) = start_nodes(1, true) else { return };
+    cluster.policy("auto", "200ms");
+    let grower = "f=/sys/fs/cgroup/freezer$(sed -n 's/^[0-9]*:freezer://p' /proc/self/cgroup); \
+                  for i in $(seq 4000); do mkdir \"$f/c$i\" || exit 1; done; sleep 120";
+    let job = cluster.sbatch_as("nobody", grower);
+    let bystander = cluster.sbatch_as("root", "sleep 120");
+    let step = freezer_dir(65534, job).join("step_batch");
+    let count = || std::fs::read_dir(&step).map(|d| d.flatten().filter(|e| e.path().is_dir()).count()).unwrap_or(0);
+    wait_until("the user's 4,000 cgroups", Duration::from_secs(120), count, |n| *n >= 4000);
+    let names = [format!("slurm-{job}"), format!("slurm-{bystander}")];
+    let both = |s: &Status| names.iter().all(|n| s.jobs.iter().any(|j| j.name == *n));
+    wait_until("the agent to take on both jobs", WAIT, || cluster.status(1), both);
+    let agent = cluster.pids.iter().rev().find(|(n, _)| n == "agent-n1").unwrap().1;
+    let trace = cluster.dir.path().join("agent.strace");
+    let out = Command::new("timeout")
+        .args(["-s", "INT", "3", "strace", "-f", "-qq", "-e", "trace=openat,open", "-o"])
+        .arg(&trace)
+        .args(["-p", &agent.to_string()])
+        .output()
+        .unwrap();
+    let text = std::fs::read_to_string(&trace).unwrap_or_default();
+    let ours = format!("job_{job}/step_batch/");
+    let opened: Vec<&str> = text.lines().filter(|l| l.contains(&ours)).collect();
+    assert!(
+        opened.iter().any(|l| l.contains(&format!("{ours}cgroup.procs"))),
+        "the agent never read the step in 3 s: nothing was traced ({}); trace:\n{}",
+        stderr(&out),
+        text.lines().take(20).collect::<Vec<_>>().join("\n")
+    );
+    // The user's are `c1` to `c4000`; Slurm's own files there (`cgroup.procs`, `freezer.state`) are read.
+    let theirs = |l: &&&str| {
+        l.split(&ours)
+            .nth(1)
+            .is_some_and(|rest| rest.starts_with('c') && rest[1..].starts_with(|c: char| c.is_ascii_digit()))
+    };
+    let below: Vec<&&str> = opened.iter().filter(theirs).collect();
+    assert!(
+        below.is_empty(),
+        "the agent opened {} of the user's cgroups: {:?}",
+        below.len(),
+        &below[..below.len().min(5)]
+    );
 }
 
 /// A process a test left in a cgroup of its own, and that cgroup: killed and removed when dropped.
