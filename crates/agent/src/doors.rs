@@ -6,7 +6,8 @@
 //! an idle or slow client never delays another; root's connections (the CLI, the Slurm hooks) and the named
 //! scrapers' count apart and always find room. Every other caller has a budget of requests and of the agent's CPU
 //! they take (`budget`), and a spare descriptor lets a door answer "busy" at once when descriptors run out
-//! (`spare`). Every refusal is an immediate answer, never a held connection.
+//! (`spare`). Every refusal is an immediate answer, written by the door's accept loop itself with no task or
+//! buffer of its own (`refusal`), never a held connection.
 
 mod budget;
 mod caller;
