@@ -376,10 +376,11 @@ fn tcp_caller(diag: &mut peer::SockDiag, here: SocketAddr, peer: SocketAddr) -> 
 /// Connections accepted in one turn of a door's loop at most, before it lets the runtime's other tasks run.
 const BATCH: usize = 64;
 
-/// A door's loop: accepts every connection waiting on `listener` (`accept` says who made each), refuses at once,
-/// in the loop itself, each one its caller may not make now (over the budget: 429; over a cap: 503), and serves
-/// the others, each on a task of its own (`to_async` hands the connection to the runtime). Out of descriptors,
-/// the connection waiting is accepted in the spare descriptor's place.
+/// A door's loop: accepts every connection waiting on `listener` (`accept` says who made each), refuses in the
+/// loop itself each one its caller may not make now (over the budget: 429; over a cap: 503), and serves
+/// the others, each on a task of its own (`to_async` hands the connection to the runtime); a refusal is held a
+/// moment before it is answered (`refusal`), a connection admitted never waits. Out of descriptors, the connection
+/// waiting is accepted in the spare descriptor's place.
 async fn keep<L, S, T>(
     listener: AsyncFd<L>,
     door: Arc<Door>,
@@ -418,7 +419,7 @@ async fn keep<L, S, T>(
                 }
             }
         }
-        refusals.close_due(Instant::now());
+        refusals.answer_due(Instant::now());
         let Some(e) = failed else { continue };
         let Some(room) = door.spare.out(&e).await else { continue };
         let accepted = loop {
