@@ -6,8 +6,9 @@
 //! an idle or slow client never delays another; root's connections (the CLI, the Slurm hooks) and the named
 //! scrapers' count apart and always find room. Every other caller has a budget of requests and of the agent's CPU
 //! they take (`budget`), and a spare descriptor lets a door answer "busy" at once when descriptors run out
-//! (`spare`). Every refusal is an immediate answer, written by the door's accept loop itself with no task or
-//! buffer of its own (`refusal`), never a held connection.
+//! (`spare`). Every refusal is answered by the door's accept loop itself, with no task or buffer of its own,
+//! after a pause of 10 ms that the refused caller waits asleep (`refusal`); no caller within its budget and caps
+//! waits.
 
 mod budget;
 mod caller;
