@@ -6,16 +6,21 @@
 //! an idle or slow client never delays another; root's connections (the CLI, the Slurm hooks) and the named
 //! scrapers' count apart and always find room. Every other caller has a budget of requests and of the agent's CPU
 //! they take (`budget`), and a spare descriptor lets a door answer "busy" at once when descriptors run out
-//! (`spare`). Every refusal is an immediate answer, never a held connection.
+//! (`spare`). Every refusal is answered by the door's accept loop itself, with no task or buffer of its own,
+//! after a pause of 10 ms that the refused caller waits asleep (`refusal`); no caller within its budget and caps
+//! waits.
 
 mod budget;
 mod caller;
 mod peer;
+mod refusal;
 mod spare;
 
 use std::collections::HashMap;
 use std::convert::Infallible;
+use std::fmt::Write as _;
 use std::net::{IpAddr, SocketAddr};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -26,11 +31,14 @@ use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{header, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
+use tokio::io::unix::AsyncFd;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, Interest};
 
 pub use budget::Rate;
 use budget::{thread_cpu, Budgets};
 pub use caller::Caller;
+use refusal::Refusals;
 use spare::Spare;
 
 /// What one door admits.
@@ -160,13 +168,24 @@ impl Door {
         })
     }
 
-    /// Takes a request's token from `caller`'s budget (a privileged caller has none to take): `Err` with how long
-    /// until it has one.
-    fn take(&self, caller: Caller) -> Result<(), Duration> {
-        if (self.privileged)(caller) {
-            return Ok(());
+    /// A place for a connection of `caller`, its request's token taken from its budget (a privileged caller has
+    /// none), or why not.
+    fn enter(self: &Arc<Self>, caller: Caller) -> Result<Ticket, Refusal> {
+        if !(self.privileged)(caller) {
+            if let Err(wait) = self.budgets.take(caller, Instant::now()) {
+                return Err(Refusal::Budget { seconds: wait.as_secs_f64().ceil().max(1.0) as u64 });
+            }
         }
-        self.budgets.take(caller, Instant::now())
+        self.admit(caller).ok_or(Refusal::Cap)
+    }
+
+    /// As [`Door::enter`], in the spare descriptor's place while the agent is out of descriptors (`out`): only a
+    /// privileged caller is served there, any other told "busy".
+    fn enter_in(self: &Arc<Self>, caller: Caller, out: bool) -> Result<Ticket, Refusal> {
+        if out && !(self.privileged)(caller) {
+            return Err(Refusal::Busy);
+        }
+        self.enter(caller)
     }
 
     /// A place for a connection of `caller`, if the limits leave one.
@@ -185,6 +204,56 @@ impl Door {
         }
         *open.entry(caller).or_default() += 1;
         Some(Ticket(self.clone(), caller))
+    }
+}
+
+/// Why a connection is refused, at once and without reading its request.
+#[derive(Clone, Copy, Debug)]
+enum Refusal {
+    /// Its caller is over its budget until `seconds` from now: 429.
+    Budget { seconds: u64 },
+    /// Its caller is over a cap of connections at once: 503.
+    Cap,
+    /// The agent is out of descriptors and its caller is not privileged: 503.
+    Busy,
+}
+
+/// The text of refusals, written into buffers kept by a door's loop (no allocation per refusal).
+#[derive(Default)]
+struct Answers {
+    line: String,
+    text: String,
+}
+
+impl Answers {
+    /// The whole answer (head and one line of text) refusing a connection to door `door` for `why`.
+    fn of(&mut self, door: &str, why: &Refusal) -> &[u8] {
+        self.line.clear();
+        let (status, retry) = match why {
+            Refusal::Budget { seconds } => {
+                let _ = write!(self.line, "too many requests from you to the {door}; ask again in {seconds} s");
+                (StatusCode::TOO_MANY_REQUESTS, Some(*seconds))
+            }
+            Refusal::Cap => {
+                self.line.push_str("too many connections from you; try again");
+                (StatusCode::SERVICE_UNAVAILABLE, None)
+            }
+            Refusal::Busy => {
+                self.line.push_str("the agent is busy (out of descriptors); try again");
+                (StatusCode::SERVICE_UNAVAILABLE, None)
+            }
+        };
+        self.text.clear();
+        let _ = write!(
+            self.text,
+            "HTTP/1.1 {status}\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {}\r\n",
+            self.line.len() + 1
+        );
+        if let Some(seconds) = retry {
+            let _ = write!(self.text, "Retry-After: {seconds}\r\n");
+        }
+        let _ = write!(self.text, "Connection: close\r\n\r\n{}\n", self.line);
+        self.text.as_bytes()
     }
 }
 
@@ -227,35 +296,17 @@ impl Doors {
     ) -> anyhow::Result<()> {
         listener.set_nonblocking(true)?;
         let _entered = self.runtime.enter();
-        let listener = tokio::net::UnixListener::from_std(listener)?;
+        // SAFETY: the listener owns its descriptor, and keeps it open and the same as long as it lives.
+        let listener = unsafe { AsyncFd::register_with_interest(listener, Interest::READABLE) }?;
         let is_root = |c: Caller| c == Caller::Local { uid: 0 };
         let door = Door::new("control socket", limits, Box::new(is_root), handler);
-        self.runtime.spawn(async move {
-            // A caller whose credentials cannot be read is treated as nobody in particular: unprivileged.
-            let caller = |stream: &tokio::net::UnixStream| Caller::Local {
-                uid: stream.peer_cred().map_or(u32::MAX, |c| c.uid()),
-            };
-            loop {
-                match listener.accept().await {
-                    Ok((stream, _)) => {
-                        door.spare.ok();
-                        let caller = caller(&stream);
-                        serve(stream, caller, &door, None);
-                    }
-                    Err(e) => {
-                        if let Some(room) = door.spare.out(&e).await {
-                            if let Ok((stream, _)) = listener.accept().await {
-                                let caller = caller(&stream);
-                                match room.settle(&door.spare) {
-                                    Some(room) => serve_or_refuse(stream, caller, &door, room).await,
-                                    None => serve(stream, caller, &door, None),
-                                }
-                            }
-                        }
-                    }
-                }
-            }
-        });
+        // A caller whose credentials cannot be read is treated as nobody in particular: unprivileged.
+        let accept = |listener: &std::os::unix::net::UnixListener| {
+            let (stream, _) = listener.accept()?;
+            let uid = getsockopt(&stream, PeerCredentials).map_or(u32::MAX, |c| c.uid());
+            Ok((stream, Caller::Local { uid }))
+        };
+        self.runtime.spawn(keep(listener, door, accept, tokio::net::UnixStream::from_std));
         Ok(())
     }
 
@@ -271,7 +322,8 @@ impl Doors {
         listener.set_nonblocking(true)?;
         let bound = listener.local_addr()?;
         let _entered = self.runtime.enter();
-        let listener = tokio::net::TcpListener::from_std(listener)?;
+        // SAFETY: the listener owns its descriptor, and keeps it open and the same as long as it lives.
+        let listener = unsafe { AsyncFd::register_with_interest(listener, Interest::READABLE) }?;
         let door = Door::new("metrics", limits, Box::new(move |c| scrapers.names(c)), handler);
         let mut diag = peer::SockDiag::open();
         if let Err(e) = &diag {
@@ -280,56 +332,40 @@ impl Doors {
                  one caller, root's scrapes too"
             );
         }
-        self.runtime.spawn(async move {
-            let mut caller = |stream: &tokio::net::TcpStream, peer: SocketAddr| match &mut diag {
-                Ok(diag) => tcp_caller(diag, stream, peer),
-                Err(_) if local(stream, peer) => Caller::LocalUnknown,
+        let accept = move |listener: &std::net::TcpListener| {
+            let (stream, peer) = listener.accept()?;
+            // A listener bound to one address is reached there only: no need to ask each connection.
+            let here = if bound.ip().is_unspecified() { stream.local_addr()? } else { bound };
+            let caller = match &mut diag {
+                Ok(diag) => tcp_caller(diag, here, peer),
+                Err(_) if local(here, peer) => Caller::LocalUnknown,
                 Err(_) => Caller::Remote { ip: peer.ip().to_canonical() },
             };
-            loop {
-                match listener.accept().await {
-                    Ok((stream, peer)) => {
-                        door.spare.ok();
-                        let caller = caller(&stream, peer);
-                        serve(stream, caller, &door, None);
-                    }
-                    Err(e) => {
-                        if let Some(room) = door.spare.out(&e).await {
-                            if let Ok((stream, peer)) = listener.accept().await {
-                                let caller = caller(&stream, peer);
-                                match room.settle(&door.spare) {
-                                    Some(room) => serve_or_refuse(stream, caller, &door, room).await,
-                                    None => serve(stream, caller, &door, None),
-                                }
-                            }
-                        }
-                    }
-                }
-            }
-        });
+            Ok((stream, caller))
+        };
+        self.runtime.spawn(keep(listener, door, accept, tokio::net::TcpStream::from_std));
         Ok(bound)
     }
 }
 
-/// Whether the TCP peer `peer` of `stream` is on this host: loopback, or the very address it reached.
-fn local(stream: &tokio::net::TcpStream, peer: SocketAddr) -> bool {
+/// Whether a TCP peer `peer` reaching this host at `here` is on this host: loopback, or the very address it reached.
+fn local(here: SocketAddr, peer: SocketAddr) -> bool {
     let ip = peer.ip().to_canonical();
-    ip.is_loopback() || stream.local_addr().is_ok_and(|l| l.ip().to_canonical() == ip)
+    ip.is_loopback() || here.ip().to_canonical() == ip
 }
 
-/// Who is at the other end of `stream`, from `peer`: the user owning the peer's socket when it is on this host
-/// (`sock_diag`), else its address; a peer on this host whose owner the kernel does not say is
+/// Who is at the other end of a TCP connection from `peer` to `here`: the user owning the peer's socket when it is
+/// on this host (`sock_diag`), else its address; a peer on this host whose owner the kernel does not say is
 /// [`Caller::LocalUnknown`].
-fn tcp_caller(diag: &mut peer::SockDiag, stream: &tokio::net::TcpStream, peer: SocketAddr) -> Caller {
-    let owner = stream.local_addr().map(|l| diag.owner(l, peer));
-    match owner {
-        Ok(Ok(Some(uid))) => Caller::Local { uid },
-        Ok(Ok(None)) if !local(stream, peer) => Caller::Remote { ip: peer.ip().to_canonical() },
-        Ok(Ok(None)) => Caller::LocalUnknown,
-        Ok(Err(e)) | Err(e) => {
+fn tcp_caller(diag: &mut peer::SockDiag, here: SocketAddr, peer: SocketAddr) -> Caller {
+    match diag.owner(here, peer) {
+        Ok(Some(uid)) => Caller::Local { uid },
+        Ok(None) if !local(here, peer) => Caller::Remote { ip: peer.ip().to_canonical() },
+        Ok(None) => Caller::LocalUnknown,
+        Err(e) => {
             static SAID: std::sync::Once = std::sync::Once::new();
             SAID.call_once(|| crate::log::warning!("metrics: cannot ask the kernel who connects ({e})"));
-            if local(stream, peer) {
+            if local(here, peer) {
                 Caller::LocalUnknown
             } else {
                 Caller::Remote { ip: peer.ip().to_canonical() }
@@ -338,52 +374,103 @@ fn tcp_caller(diag: &mut peer::SockDiag, stream: &tokio::net::TcpStream, peer: S
     }
 }
 
-/// Serves one connection on a task of its own, or refuses it at once (503) when its caller is over a cap;
-/// `room` (the spare descriptor's place, lent) is given back when it ends.
-fn serve<S>(stream: S, caller: Caller, door: &Arc<Door>, room: Option<spare::Room>)
-where
-    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+/// Connections accepted in one turn of a door's loop at most, before it lets the runtime's other tasks run.
+const BATCH: usize = 64;
+
+/// A door's loop: accepts every connection waiting on `listener` (`accept` says who made each), refuses in the
+/// loop itself each one its caller may not make now (over the budget: 429; over a cap: 503), and serves
+/// the others, each on a task of its own (`to_async` hands the connection to the runtime); a refusal is held a
+/// moment before it is answered (`refusal`), a connection admitted never waits. Out of descriptors, the connection
+/// waiting is accepted in the spare descriptor's place.
+async fn keep<L, S, T>(
+    listener: AsyncFd<L>,
+    door: Arc<Door>,
+    mut accept: impl FnMut(&L) -> std::io::Result<(S, Caller)> + Send + 'static,
+    to_async: fn(S) -> std::io::Result<T>,
+) where
+    L: AsRawFd + Send + Sync + 'static,
+    S: Into<OwnedFd> + AsFd + Send + 'static,
+    T: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    // Over the budget: refused before hyper or a handler sees the connection (the cheapest answer there is).
-    if let Err(wait) = door.take(caller) {
-        let seconds = wait.as_secs_f64().ceil().max(1.0) as u64;
-        let why = format!("too many requests from you to the {}; ask again in {seconds} s", door.name);
-        tokio::spawn(async move {
-            refuse(stream, StatusCode::TOO_MANY_REQUESTS, &why, Some(seconds)).await;
-            drop(room);
-        });
-        return;
+    let mut refusals = Refusals::new();
+    let mut answers = Answers::default();
+    loop {
+        let ready = match refusals.due() {
+            None => Some(listener.readable().await),
+            Some(due) => tokio::time::timeout_at(due.into(), listener.readable()).await.ok(),
+        };
+        let mut failed = None;
+        if let Some(Ok(mut ready)) = ready {
+            for _ in 0..BATCH {
+                match ready.try_io(|l| accept(l.get_ref())) {
+                    Err(_would_block) => break,
+                    Ok(Ok((stream, caller))) => {
+                        door.spare.ok();
+                        match door.enter(caller) {
+                            Ok(ticket) => serve(stream, to_async, caller, ticket, None),
+                            Err(refusal) => {
+                                refusals.refuse(stream.into(), answers.of(door.name, &refusal), Instant::now());
+                            }
+                        }
+                    }
+                    Ok(Err(e)) => {
+                        failed = Some(e);
+                        break;
+                    }
+                }
+            }
+        }
+        refusals.answer_due(Instant::now());
+        let Some(e) = failed else { continue };
+        let Some(room) = door.spare.out(&e).await else { continue };
+        let accepted = loop {
+            let Ok(mut ready) = listener.readable().await else { break None };
+            if let Ok(accepted) = ready.try_io(|l| accept(l.get_ref())) {
+                break accepted.ok();
+            }
+        };
+        let Some((stream, caller)) = accepted else { continue };
+        let room = room.settle(&door.spare);
+        match door.enter_in(caller, room.is_some()) {
+            Ok(ticket) => serve(stream, to_async, caller, ticket, room),
+            Err(refusal) => {
+                let answer = answers.of(door.name, &refusal).to_vec();
+                let Ok(stream) = set_nonblocking(stream).and_then(to_async) else { continue };
+                tokio::spawn(async move {
+                    refuse(stream, &answer).await;
+                    drop(room);
+                });
+            }
+        }
     }
-    let Some(ticket) = door.admit(caller) else {
-        tokio::spawn(async move {
-            refuse(stream, StatusCode::SERVICE_UNAVAILABLE, "too many connections from you; try again", None).await;
-            drop(room);
-        });
-        return;
-    };
-    let door = door.clone();
+}
+
+/// `stream`, made non-blocking (as the runtime needs it).
+fn set_nonblocking<S: AsFd>(stream: S) -> std::io::Result<S> {
+    nix::fcntl::fcntl(stream.as_fd().as_raw_fd(), nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK))?;
+    Ok(stream)
+}
+
+/// Serves one connection (its place in the door `ticket`) on a task of its own; `room` (the spare descriptor's
+/// place, lent) is given back when it ends.
+fn serve<S: AsFd, T>(
+    stream: S,
+    to_async: fn(S) -> std::io::Result<T>,
+    caller: Caller,
+    ticket: Ticket,
+    room: Option<spare::Room>,
+) where
+    T: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let Ok(stream) = set_nonblocking(stream).and_then(to_async) else { return };
     tokio::spawn(async move {
-        let _ticket = ticket;
         let _room = room;
+        let door = ticket.0.clone();
+        let _ticket = ticket;
         let limits = door.limits;
         let handler = door.handler.clone();
         exchange(stream, caller, limits, handler, Some(door)).await;
     });
-}
-
-/// A connection accepted in the spare descriptor's place while the agent is out of descriptors: a privileged
-/// caller (root) is served in it, any other told "busy" at once; the place goes back to the spare after.
-async fn serve_or_refuse<S>(stream: S, caller: Caller, door: &Arc<Door>, room: spare::Room)
-where
-    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
-{
-    if (door.privileged)(caller) {
-        serve(stream, caller, door, Some(room));
-    } else {
-        refuse(stream, StatusCode::SERVICE_UNAVAILABLE, "the agent is busy (out of descriptors); try again", None)
-            .await;
-        drop(room);
-    }
 }
 
 /// One connection, one request, served by hyper within the door's caps and deadlines (the fuzz targets' entry:
@@ -416,24 +503,13 @@ where
     let _ = tokio::time::timeout(limits.deadline, connection).await;
 }
 
-/// An answer given without parsing the request (a refusal): `status`, one line of text, and `Retry-After` seconds
-/// if given. What the client sent already (within 100 ms, up to 16 KiB) is read first, so that the answer is not
-/// lost to a reset or a broken pipe on the client's side.
-async fn refuse<S: AsyncRead + AsyncWrite + Unpin>(
-    mut stream: S,
-    status: StatusCode,
-    why: &str,
-    retry_after: Option<u64>,
-) {
+/// A refusal given in the spare descriptor's place, `answer` written whole. What the client sent already (within
+/// 100 ms, up to 16 KiB) is read first, so that the answer is not lost to a reset or a broken pipe on the client's
+/// side.
+async fn refuse<S: AsyncRead + AsyncWrite + Unpin>(mut stream: S, answer: &[u8]) {
     let mut sent = vec![0u8; MAX_HEAD];
     let _ = tokio::time::timeout(Duration::from_millis(100), stream.read(&mut sent)).await;
-    let retry = retry_after.map(|s| format!("Retry-After: {s}\r\n")).unwrap_or_default();
-    let answer = format!(
-        "HTTP/1.1 {status}\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {}\r\n{retry}Connection: \
-         close\r\n\r\n{why}\n",
-        why.len() + 1
-    );
-    let _ = tokio::time::timeout(Duration::from_millis(100), stream.write_all(answer.as_bytes())).await;
+    let _ = tokio::time::timeout(Duration::from_millis(100), stream.write_all(answer)).await;
 }
 
 /// Reads the body (within its cap) and runs the handler on a blocking thread; when `budgeted` (the request's
