@@ -12,7 +12,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use lockstep_cgroup::{procfs, procs_below};
+use lockstep_cgroup::{procfs, procs_within, JOB_TREE};
 use lockstep_core::cosched::auto::Sample;
 use lockstep_core::trust::open_regular;
 
@@ -28,12 +28,25 @@ const MAGIC: &[u8; 8] = b"LSPMPI1\0";
 /// The directory the profiler publishes in.
 const LIVE_DIR: &str = "/dev/shm";
 
-/// Reads one job's totals now; `dirs` are the job's cgroup directories, one per group of processes (a job's
-/// containers are several), `epoch` the agent's monotonic origin, `ranks` what is known of the job's ranks (to
-/// tell how many will publish), `together` what the eBPF program measured of them (their co-scheduled time), if
-/// it runs.
-pub(crate) fn sample(dirs: &[&Path], epoch: Instant, ranks: &mut Ranks, together: Option<Reading>) -> Sample {
-    let mut pids: Vec<i32> = dirs.iter().flat_map(|d| procs_below(d).unwrap_or_default()).collect();
+/// Where a job's processes are: its cgroup directories, one per group of processes (a job's containers are
+/// several), and, when its tree is costly to walk, the processes the sampler found at its last walk.
+pub(crate) struct Tree<'a> {
+    /// The job's cgroup directories.
+    pub(crate) dirs: &'a [&'a Path],
+    /// The sampler's last walk of a tree costly to walk (`Published::costly_tree`): then the tree is not walked.
+    pub(crate) costly: Option<&'a [i32]>,
+}
+
+/// Reads one job's totals now; `tree` is where its processes are (walked within
+/// [`lockstep_cgroup::JOB_TREE`] unless costly), `epoch` the agent's monotonic origin, `ranks` what is known of the
+/// job's ranks (to tell how many will publish), `together` what the eBPF program measured of them (their
+/// co-scheduled time), if it runs.
+pub(crate) fn sample(tree: &Tree<'_>, epoch: Instant, ranks: &mut Ranks, together: Option<Reading>) -> Sample {
+    let dirs = tree.dirs;
+    let mut pids: Vec<i32> = match tree.costly {
+        Some(procs) => procs.to_vec(),
+        None => procs_within(dirs, JOB_TREE).procs,
+    };
     pids.sort_unstable();
     pids.dedup();
     let profiled = ranks.of(&pids).profiled;

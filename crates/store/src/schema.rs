@@ -179,6 +179,9 @@ CREATE TABLE experiment_timelines (
 );
 CREATE INDEX experiment_timelines_session ON experiment_timelines(experiment, session);
 ",
+    r"
+ALTER TABLE decisions ADD COLUMN prompt_us REAL;  -- slot, replan: until every promptly switching job was switched
+",
 ];
 
 #[cfg(test)]
@@ -238,6 +241,7 @@ mod tests {
                 job: None,
                 action: Action::Slot,
                 duration_us: 1.0,
+                prompt_us: Some(0.5),
             };
             store.log_decisions(&[d], &[]).unwrap();
             assert_eq!(store.decisions_between(Action::Slot, 4.0, 6.0).unwrap()[0].slot, 7);
