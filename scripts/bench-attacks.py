@@ -26,9 +26,12 @@ Measured over each window:
                     (cpuacct.usage). The tree and descriptor attacks build what they hold before the window: in the
                     window the attacker spends (almost) nothing.
   slot lateness     from the agent's store: when each slot switch was done (its `slot` decision's time, when the
-                    tick began, plus its duration_us: every job frozen, thawed, raised or lowered) minus its
-                    slot's boundary (slot index x slot length since the epoch), p50 and p99, in ms; slots missed =
-                    the boundaries in the window with no record
+                    tick began, plus its prompt_us: every job known to switch promptly frozen, thawed, raised or
+                    lowered; an agent that keeps no prompt_us: its duration_us) minus its slot's boundary (slot
+                    index x slot length since the epoch), p50 and p99, in ms; slots missed = the boundaries in the
+                    window with no record
+  whole switch      the same to the end of the whole switch (time + duration_us: the slow jobs, switched last,
+                    too), p99 in ms: what the slowly switching jobs' own switches wait for
   bystander         a spinning process at nice 0 outside every job: its CPU over the window, % of one CPU
   root's scrapes    root runs `curl -m 2` on /metrics every 0.5 s: answered 200 / tried
 
@@ -333,7 +336,7 @@ class Bench:
         self.jobs = []  # job names adopted, whose agent cgroups are removed if the agent left them
         self.agent = self.agent_pid = self.meter = self.bystander = None
         self.spinners = []  # (job, process) of the agent's two spinning jobs
-        self.slot_stats = {}  # id(window) -> (lateness, missed), read from the store once the agent stopped
+        self.slot_stats = {}  # id(window) -> (lateness, missed, whole), read from the store once the agent stopped
         self.store = self.tmp / "lockstep.db"
         self.env = dict(os.environ, LOCKSTEP_SOCKET=str(self.tmp / "agent.sock"), LOCKSTEP_STORE=str(self.store))
         with socket.socket() as s:
@@ -462,15 +465,20 @@ class Bench:
         self.agent = None
 
     def slots(self, t0, t1):
-        """Lateness (ms) of every slot switch between t0 and t1 (when it was done: its record's time, when the
-        tick began, plus its duration, minus its boundary), and how many boundaries had no record."""
+        """Lateness (ms) of every slot switch between t0 and t1 (when its prompt part was done: its record's time,
+        when the tick began, plus its prompt_us, or its duration_us where the agent keeps none, minus its
+        boundary), how many boundaries had no record, and the lateness of the whole switches (to time +
+        duration_us)."""
         db = sqlite3.connect(f"file:{self.store}?mode=ro", uri=True)
-        rows = db.execute("SELECT time, duration_us, slot FROM decisions WHERE action = 'slot' AND time BETWEEN ? "
-                          "AND ?", (t0, t1)).fetchall()
+        columns = {r[1] for r in db.execute("PRAGMA table_info(decisions)")}
+        prompt = "coalesce(prompt_us, duration_us)" if "prompt_us" in columns else "duration_us"
+        rows = db.execute(f"SELECT time, {prompt}, duration_us, slot FROM decisions WHERE action = 'slot' AND time "
+                          "BETWEEN ? AND ?", (t0, t1)).fetchall()
         db.close()
-        late = sorted((t + us / 1e6 - k * SLOT_S) * 1e3 for t, us, k in rows)
+        late = sorted((t + us / 1e6 - k * SLOT_S) * 1e3 for t, us, _, k in rows)
+        whole = sorted((t + us / 1e6 - k * SLOT_S) * 1e3 for t, _, us, k in rows)
         expected = int(t1 / SLOT_S) - int(t0 / SLOT_S)
-        return late, max(0, expected - len({k for _, _, k in rows}))
+        return late, max(0, expected - len({k for _, _, _, k in rows})), whole
 
     # --- one window ----------------------------------------------------------------------------------------------
     def window(self, acct=None):
@@ -647,17 +655,17 @@ def table(bench, results):
         f"{BYSTANDER:.0%} of idle; every root scrape answered. Idle values (the window just before) in parentheses.",
         "",
         "| attack | policy | attacker CPU % | agent real-time CPU % | agent normal CPU % | agent CPU beyond idle per "
-        "attacker CPU-s (real-time + normal) | slot lateness p50 / p99 ms (missed) | bystander CPU % | "
-        "root scrapes 200/tried | targets missed |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "attacker CPU-s (real-time + normal) | slot lateness p50 / p99 ms (missed) | whole switch p99 ms | "
+        "bystander CPU % | root scrapes 200/tried | targets missed |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     details = []
     for (key, policy, label), (idle, hit) in results:
         if "error" in hit:
-            lines.append(f"| {label} | {policy} | could not run: {hit['error']} |||||||| not measured |")
+            lines.append(f"| {label} | {policy} | could not run: {hit['error']} ||||||||| not measured |")
             continue
-        li, mi = bench.slot_stats[id(idle)]
-        lh, mh = bench.slot_stats[id(hit)]
+        li, mi, wi = bench.slot_stats[id(idle)]
+        lh, mh, wh = bench.slot_stats[id(hit)]
         extra_rt, extra_normal = hit["rt"] - idle["rt"], hit["normal"] - idle["normal"]
         extra = extra_rt + extra_normal
         if hit["attacker"] >= 1.0:
@@ -682,6 +690,7 @@ def table(bench, results):
             f"| {label} | {policy} | {hit['attacker']:.1f} | {hit['rt']:.1f} ({idle['rt']:.1f}) | "
             f"{hit['normal']:.1f} ({idle['normal']:.1f}) | {ratio} | "
             f"{pctile(lh, 0.5):.2f} / {p99h:.2f} ({mh}) [idle {pctile(li, 0.5):.2f} / {p99i:.2f} ({mi})] | "
+            f"{pctile(wh, 0.99):.2f} ({pctile(wi, 0.99):.2f}) | "
             f"{hit['bystander']:.0f} ({idle['bystander']:.0f}) | {a}/{t} ({idle['scrapes'][0]}/{idle['scrapes'][1]}) | "
             f"{', '.join(missed) or 'none'} |")
         busy = "; ".join(f"{n} ({p}) {c:.1f} %" for n, p, c in hit["busiest"])

@@ -381,6 +381,8 @@ fn managed_over(name: &str, groups: Vec<Group>, row: Option<u32>, origin: Origin
         applied: Desired::default(),
         planned: Desired::default(),
         origin,
+        switch_cost: None,
+        said_slow: false,
     }
 }
 

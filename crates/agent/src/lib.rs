@@ -29,6 +29,7 @@ mod server;
 mod setup;
 mod slurm;
 mod together;
+mod walks;
 mod watchdog;
 
 pub use dcs::engine::Settings as DcsSettings;

@@ -5,6 +5,7 @@ use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
@@ -102,44 +103,57 @@ impl Group {
     }
 
     /// Freezes or thaws the group (the journal first, so that a crash in between still restores it). The file is
-    /// opened before the job is frozen and kept open until it is thawed.
-    fn set_frozen(&mut self, frozen: bool, job: &str, journal: &mut Journal, store: &Store) -> Result<(), ChangeError> {
-        let Some(file) = &self.knobs.freeze else { return Ok(()) };
+    /// opened before the job is frozen and kept open until it is thawed. Returns how long the kernel took to take
+    /// the write (a v1 freezer walks every cgroup and process below the group in it).
+    fn set_frozen(
+        &mut self,
+        frozen: bool,
+        job: &str,
+        journal: &mut Journal,
+        store: &Store,
+    ) -> Result<Duration, ChangeError> {
+        let Some(file) = &self.knobs.freeze else { return Ok(Duration::ZERO) };
         if frozen {
             let held = open(file)?;
             journal.remember(store, job, file, freeze_value(file, false))?;
-            write(&held, file, freeze_value(file, true))?;
+            let took = write(&held, file, freeze_value(file, true))?;
             self.thaw = Some(held);
+            Ok(took)
         } else if let Some(held) = &self.thaw {
-            write(held, file, freeze_value(file, false))?;
+            let took = write(held, file, freeze_value(file, false))?;
             self.thaw = None;
             journal.forget(file);
+            Ok(took)
+        } else {
+            Ok(Duration::ZERO)
         }
-        Ok(())
     }
 
     /// Raises the group's weight to [`BOOST_WEIGHT`], or puts back the weight it had (through the descriptor
-    /// opened when it was raised).
+    /// opened when it was raised). Returns how long the kernel took to take the write.
     fn set_boosted(
         &mut self,
         boosted: bool,
         job: &str,
         journal: &mut Journal,
         store: &Store,
-    ) -> Result<(), ChangeError> {
-        let Some(file) = &self.knobs.weight else { return Ok(()) };
+    ) -> Result<Duration, ChangeError> {
+        let Some(file) = &self.knobs.weight else { return Ok(Duration::ZERO) };
         if boosted {
             let held = open(file)?;
             let before = std::fs::read_to_string(file).map_err(|_| ChangeError::Gone(file.clone()))?.trim().to_string();
             journal.remember(store, job, file, &before)?;
-            write(&held, file, &weight_value(file, BOOST_WEIGHT))?;
+            let took = write(&held, file, &weight_value(file, BOOST_WEIGHT))?;
             self.unboost = Some((held, before));
+            Ok(took)
         } else if let Some((held, before)) = &self.unboost {
-            write(held, file, before)?;
+            let took = write(held, file, before)?;
             self.unboost = None;
             journal.forget(file);
+            Ok(took)
+        } else {
+            Ok(Duration::ZERO)
         }
-        Ok(())
     }
 
     /// Drops the group's journal entries (its files are gone: nothing left to restore).
@@ -177,7 +191,20 @@ pub struct Managed {
     pub origin: Origin,
     /// UID of the job's owner: users see their own jobs through the agent socket.
     pub owner: u32,
+    /// What a change of the job's cgroups costs in the kernel's writes: the last change's, or half the estimate
+    /// before it when more (so that one quick write does not make a slow job prompt again at once). `None` until
+    /// its first change. See [`Managed::prompt`].
+    pub switch_cost: Option<Duration>,
+    /// Whether the job was said to be switched after the others (once).
+    pub said_slow: bool,
 }
+
+/// How long the kernel may take over one job's change for the job to be switched with the others at a slot's
+/// start: half the 2 ms a slot switch may be late by (issue 59), over ten times what a job of one cgroup takes
+/// (70 µs here). A v1 freezer write walks every cgroup and process below the one written, in the writer's time:
+/// 2 to 9 ms for a delegated tree of 5,000 cgroups. A job past it is switched after every other job, so that what
+/// its tree costs falls on it alone.
+pub const PROMPT_SWITCH: Duration = Duration::from_millis(1);
 
 /// What the store keeps of a managed job, to take it over again after a restart.
 #[derive(Debug, Serialize, Deserialize)]
@@ -206,6 +233,12 @@ pub enum ChangeError {
     Failed(#[from] anyhow::Error),
 }
 
+/// A job's switch cost after a change whose writes took `took`, the estimate before it being `before`: the change's,
+/// or half the estimate when more (a slow job is prompt again only after several quick changes).
+fn switch_cost(before: Option<Duration>, took: Duration) -> Duration {
+    before.map_or(took, |before| took.max(before / 2))
+}
+
 /// Opens cgroup file `file` for the writes that change it and put it back.
 fn open(file: &Path) -> Result<File, ChangeError> {
     OpenOptions::new().write(true).open(file).map_err(|e| match e.kind() {
@@ -215,9 +248,10 @@ fn open(file: &Path) -> Result<File, ChangeError> {
 }
 
 /// Writes `value` to cgroup file `file` through `held`, its open descriptor (a cgroup file takes each write whole,
-/// wherever the offset is). A removed cgroup answers `ENODEV`: it is gone.
-fn write(held: &File, file: &Path, value: &str) -> Result<(), ChangeError> {
-    held.write_at(value.as_bytes(), 0).map(drop).map_err(|e| match (e.kind(), e.raw_os_error()) {
+/// wherever the offset is); returns how long the write took. A removed cgroup answers `ENODEV`: it is gone.
+fn write(held: &File, file: &Path, value: &str) -> Result<Duration, ChangeError> {
+    let started = Instant::now();
+    held.write_at(value.as_bytes(), 0).map(|_| started.elapsed()).map_err(|e| match (e.kind(), e.raw_os_error()) {
         (io::ErrorKind::NotFound, _) | (_, Some(libc::ENODEV)) => ChangeError::Gone(file.to_path_buf()),
         _ => anyhow::anyhow!("cannot write {value} to {}: {e}", file.display()).into(),
     })
@@ -264,25 +298,38 @@ impl Managed {
             planned: Desired::default(),
             origin: saved.origin,
             owner: saved.owner,
+            switch_cost: None,
+            said_slow: false,
         })
     }
 
-    /// Brings the job's cgroups to `want`; returns the actions taken (freeze or thaw, boost or unboost).
+    /// Whether the job is known to switch promptly: a change of it has been measured ([`Managed::switch_cost`]),
+    /// within [`PROMPT_SWITCH`]. A job not yet changed is not known to be prompt.
+    pub fn prompt(&self) -> bool {
+        self.switch_cost.is_some_and(|c| c <= PROMPT_SWITCH)
+    }
+
+    /// Brings the job's cgroups to `want`; returns the actions taken (freeze or thaw, boost or unboost). A change
+    /// measures what the kernel's writes cost ([`Managed::switch_cost`]).
     pub fn apply(&mut self, want: Desired, journal: &mut Journal, store: &Store) -> Result<Vec<Action>, ChangeError> {
         let mut actions = Vec::new();
+        let mut took = Duration::ZERO;
         if want.frozen != self.applied.frozen {
             for g in &mut self.groups {
-                g.set_frozen(want.frozen, &self.name, journal, store)?;
+                took += g.set_frozen(want.frozen, &self.name, journal, store)?;
             }
             actions.push(if want.frozen { Action::Freeze } else { Action::Thaw });
             self.applied.frozen = want.frozen;
         }
         if want.boosted != self.applied.boosted {
             for g in &mut self.groups {
-                g.set_boosted(want.boosted, &self.name, journal, store)?;
+                took += g.set_boosted(want.boosted, &self.name, journal, store)?;
             }
             actions.push(if want.boosted { Action::Boost } else { Action::Unboost });
             self.applied.boosted = want.boosted;
+        }
+        if !actions.is_empty() {
+            self.switch_cost = Some(switch_cost(self.switch_cost, took));
         }
         Ok(actions)
     }
@@ -394,6 +441,27 @@ impl Managed {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_job_is_prompt_once_measured_quick_and_slow_for_some_changes_after_a_slow_one() {
+        let ms = Duration::from_millis;
+        let mut job = Managed::restore_saved(
+            "j",
+            Saved { origin: Origin::Run, groups: vec![vec!["/".into()]], pus: String::new(), pinned: None, owner: 0 },
+        )
+        .unwrap();
+        assert!(!job.prompt(), "a job never changed is not known to be prompt");
+        job.switch_cost = Some(switch_cost(None, Duration::from_micros(70)));
+        assert!(job.prompt());
+        // A freeze of a wide tree: 8 ms; then quick writes bring it back after a few changes, not at once.
+        let mut cost = switch_cost(job.switch_cost, ms(8));
+        let mut slow = 0;
+        while cost > PROMPT_SWITCH {
+            cost = switch_cost(Some(cost), Duration::from_micros(70));
+            slow += 1;
+        }
+        assert_eq!(slow, 3, "8 ms halves to 4, 2, 1");
+    }
 
     #[test]
     fn adopted_processes_keep_their_start_time_and_bare_pids_of_old_stores_move_nobody() {

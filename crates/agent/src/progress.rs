@@ -28,18 +28,26 @@ const MAGIC: &[u8; 8] = b"LSPMPI1\0";
 /// The directory the profiler publishes in.
 const LIVE_DIR: &str = "/dev/shm";
 
-/// Reads one job's totals now; `dirs` are the job's cgroup directories, one per group of processes (a job's
-/// containers are several), walked within `bounds`, `epoch` the agent's monotonic origin, `ranks` what is known of the job's ranks (to
-/// tell how many will publish), `together` what the eBPF program measured of them (their co-scheduled time), if
-/// it runs.
-pub(crate) fn sample(
-    dirs: &[&Path],
-    bounds: Bounds,
-    epoch: Instant,
-    ranks: &mut Ranks,
-    together: Option<Reading>,
-) -> Sample {
-    let mut pids: Vec<i32> = procs_within(dirs, bounds).procs;
+/// Where a job's processes are: its cgroup directories, one per group of processes (a job's containers are
+/// several), and, when its tree is costly to walk, the processes the sampler found at its last walk.
+pub(crate) struct Tree<'a> {
+    /// The job's cgroup directories.
+    pub(crate) dirs: &'a [&'a Path],
+    /// How far below them its processes are looked for (`Managed::bounds`).
+    pub(crate) bounds: Bounds,
+    /// The sampler's last walk of a tree costly to walk (`Published::costly_tree`): then the tree is not walked.
+    pub(crate) costly: Option<&'a [i32]>,
+}
+
+/// Reads one job's totals now; `tree` is where its processes are (walked within its bounds unless costly), `epoch` the agent's monotonic origin, `ranks` what is known of the
+/// job's ranks (to tell how many will publish), `together` what the eBPF program measured of them (their
+/// co-scheduled time), if it runs.
+pub(crate) fn sample(tree: &Tree<'_>, epoch: Instant, ranks: &mut Ranks, together: Option<Reading>) -> Sample {
+    let dirs = tree.dirs;
+    let mut pids: Vec<i32> = match tree.costly {
+        Some(procs) => procs.to_vec(),
+        None => procs_within(dirs, tree.bounds).procs,
+    };
     pids.sort_unstable();
     pids.dedup();
     let profiled = ranks.of(&pids).profiled;

@@ -22,7 +22,8 @@
 //! each sample the thread publishes an immutable snapshot ([`Published`]) that the daemon, the doors and the
 //! timeline read, taking a lock only to clone a pointer (the daemon not even that: it never waits for it). Each
 //! look at a job's cgroup tree is bounded ([`lockstep_cgroup::JOB_TREE`]): a job whose tree was only partly walked
-//! is said once.
+//! is said once; and a job's tree is walked no more often than its walks' cost allows (crate::walks): a wide tree is
+//! walked less often than sampled, and said once.
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -32,7 +33,7 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex, PoisonError, TryLockError};
 use std::time::{Duration, Instant};
 
-use lockstep_cgroup::{procs_within, Bounds, Cut, Walk, JOB_TREE};
+use lockstep_cgroup::{Bounds, Cut, Walk, JOB_TREE};
 use lockstep_core::cpulist::CpuList;
 use lockstep_store::Store;
 use lockstep_telemetry::counters::{Counters, Target};
@@ -41,6 +42,7 @@ use lockstep_telemetry::Sample;
 
 use crate::together::timeline::{Recorder, Recording};
 use crate::together::{Reading, Times, Together};
+use crate::walks::Paced;
 use lockstep_core::sample::{COSCHEDULED, RANK_RUNNING, RANK_WAITING};
 
 /// What the agent counts, and how often.
@@ -62,10 +64,8 @@ pub const DEFAULT_EVENTS: &str = "task-clock,context-switches,cpu-migrations,pag
 /// One job's counters.
 struct JobCounters {
     counters: Counters,
-    /// Per-thread counting: the cgroup directories whose processes' threads are counted.
-    threads_of: Option<Vec<PathBuf>>,
-    /// How far its tree is walked.
-    bounds: Bounds,
+    /// Per-thread counting: the threads of the processes of its tree are counted (re-listed at each walk of it).
+    per_thread: bool,
     /// Whether some of its threads were left uncounted for want of descriptors (said once).
     short: bool,
 }
@@ -98,6 +98,14 @@ struct State {
     budget: usize,
     /// Jobs whose tree a walk has cut short (said once each).
     cut: HashSet<String>,
+    /// Every job's cgroup directories (one per group), whose trees are walked for its ranks and threads, and how
+    /// far.
+    trees: BTreeMap<String, (Vec<PathBuf>, Bounds)>,
+    /// When each job's tree may be walked again, for what its walks cost.
+    paced: Paced,
+    /// The processes found at the last walk of each job whose tree is costly to walk (walked less often than
+    /// sampled): published, so that the daemon's loop never walks such a tree.
+    costly: BTreeMap<String, Arc<Vec<i32>>>,
 }
 
 /// How a job's ranks ran since its first rank was seen, as shares of time (see [`COSCHEDULED`]).
@@ -123,9 +131,18 @@ pub struct Published {
     shares: BTreeMap<String, Shares>,
     /// Where the eBPF program loaded.
     together: Option<Times>,
+    /// The processes found at the last walk of each job whose tree is costly to walk.
+    costly: BTreeMap<String, Arc<Vec<i32>>>,
 }
 
 impl Published {
+    /// The processes found at the sampler's last walk of job `name`'s tree, when that tree is costly to walk
+    /// (walked less often than sampled, crate::walks): whoever needs them reads them here rather than walking it.
+    /// `None` for a tree cheap to walk (or not walked by the sampler).
+    pub fn costly_tree(&self, name: &str) -> Option<&[i32]> {
+        self.costly.get(name).map(|p| p.as_slice())
+    }
+
     /// The node name.
     pub fn node(&self) -> &str {
         &self.node
@@ -314,6 +331,9 @@ impl State {
             budget: target_budget(settings.groups.iter().map(Vec::len).sum()),
             settings,
             cut: HashSet::new(),
+            trees: BTreeMap::new(),
+            paced: Paced::default(),
+            costly: BTreeMap::new(),
         }
     }
 
@@ -329,19 +349,31 @@ impl State {
         if self.settings.groups.is_empty() || self.jobs.contains_key(name) {
             return;
         }
-        // Each job's tree is walked once for this look, by the ranks' measures and the per-thread counters alike.
+        let dirs: Vec<PathBuf> = groups.iter().filter_map(|d| d.first().cloned()).collect();
+        let perf_dirs: Vec<PathBuf> = groups.iter().filter_map(|d| lockstep_cgroup::perf_event_dir(d)).collect();
+        let per_thread = perf_dirs.len() != groups.len();
+        self.trees.insert(name.to_string(), (dirs.clone(), bounds));
+        // The job's tree is walked once for this look, by the ranks' measures and the per-thread counters alike
+        // (and to know whether it is costly to walk).
         let mut walks = HashMap::new();
+        if let Some(walk) = self.paced.walk(name, &dirs, bounds, self.settings.interval) {
+            walks.insert(name.to_string(), walk);
+        }
+        self.note_costly(&walks);
         if let Some(together) = &mut self.together {
-            let dirs = groups.iter().filter_map(|d| d.first().cloned()).collect();
-            if let Err(e) = together.attach(name, dirs, bounds).and_then(|()| together.rescan(&mut walks)) {
+            if let Err(e) = together.attach(name).and_then(|()| together.rescan(&walks)) {
                 crate::log::warning!("job {name}: co-scheduled time not measured: {e:#}");
             }
         }
         let mut counters = Counters::new(&self.settings.groups, false);
-        let perf_dirs: Vec<PathBuf> = groups.iter().filter_map(|d| lockstep_cgroup::perf_event_dir(d)).collect();
         let free = self.budget.saturating_sub(self.targets());
         let mut short = false;
-        let result = if perf_dirs.len() == groups.len() {
+        let result = if per_thread {
+            if let Some(walk) = walks.get_mut(name) {
+                short = rescan(&mut counters, walk, free);
+            }
+            Ok(())
+        } else {
             let pus = if pus.is_empty() { CpuList::online() } else { pus.clone() };
             let need = perf_dirs.len() * pus.iter().count();
             if need > free {
@@ -352,24 +384,18 @@ impl State {
                 );
                 return;
             }
-            attach_cgroups(&mut counters, &perf_dirs, &pus).map(|()| None)
-        } else {
-            let dirs: Vec<PathBuf> = groups.iter().filter_map(|d| d.first().cloned()).collect();
-            let walk = walks.entry(name.to_string()).or_insert_with(|| procs_within(&dirs, bounds));
-            short = rescan(&mut counters, walk, free);
-            Ok(Some(dirs))
+            attach_cgroups(&mut counters, &perf_dirs, &pus)
         };
         for (job, walk) in &walks {
-            let of = if job == name { bounds } else { self.jobs.get(job).map_or(JOB_TREE, |j| j.bounds) };
-            say_cut(&mut self.cut, job, walk, &of);
+            say_cut(&mut self.cut, job, walk, &bounds);
         }
         match result {
-            Ok(threads_of) => {
+            Ok(()) => {
                 self.say_unsupported(&mut counters);
                 if short {
                     say_short(name, self.budget);
                 }
-                let mut job = JobCounters { counters, threads_of, bounds, short };
+                let mut job = JobCounters { counters, per_thread, short };
                 // A first (zero) sample, so that the job and its events show at once.
                 if let Some(samples) = self.read_job(name, &mut job, lockstep_store::now()) {
                     self.latest.insert(name.to_string(), samples);
@@ -402,17 +428,21 @@ impl State {
 
     /// Stops counting job `name`: its final counts are queued for the store.
     fn detach(&mut self, name: &str) {
+        // A job whose counters did not open may still be measured and walked: that ends too.
+        if let Some(together) = &mut self.together {
+            together.detach(name);
+        }
+        self.trees.remove(name);
+        self.paced.forget(name);
+        self.costly.remove(name);
+        self.cut.remove(name);
         let Some(mut job) = self.jobs.remove(name) else { return };
         let time = lockstep_store::now();
         if let Some(samples) = self.read_job(name, &mut job, time) {
             self.finals.extend(samples);
         }
-        if let Some(together) = &mut self.together {
-            together.detach(name);
-        }
         self.latest.remove(name);
         self.previous.remove(name);
-        self.cut.remove(name);
     }
 
     /// Detaches every job (the agent is stopping).
@@ -462,11 +492,20 @@ impl State {
         })
     }
 
-    /// Reads every job (re-listing the threads of per-thread jobs first); returns the samples.
+    /// Reads every job (re-listing the ranks, and the threads of per-thread jobs, of those whose trees are walked
+    /// this time); returns the samples.
     fn sample(&mut self) -> Vec<Sample> {
-        // Each job's tree is walked once per sample, by the ranks' measures and the per-thread counters alike.
+        // Each job's tree is walked at most once per sample, as its pace allows, for the ranks' measures, the
+        // per-thread counters and the daemon's `auto` (the processes of a tree costly to walk) alike; a job not
+        // walked this time keeps the ranks, threads and processes found before.
         let mut walks = HashMap::new();
-        match self.together.as_mut().map(|t| t.rescan(&mut walks)) {
+        for (name, (dirs, bounds)) in &self.trees {
+            if let Some(walk) = self.paced.walk(name, dirs, *bounds, self.settings.interval) {
+                walks.insert(name.clone(), walk);
+            }
+        }
+        self.note_costly(&walks);
+        match self.together.as_mut().map(|t| t.rescan(&walks)) {
             Some(Err(e)) => self.faults.report("co-scheduled time", &format!("cannot register the jobs' ranks: {e:#}")),
             Some(Ok(())) => self.faults.clear("co-scheduled time"),
             None => {}
@@ -476,9 +515,8 @@ impl State {
         let mut jobs = std::mem::take(&mut self.jobs);
         let mut out = Vec::new();
         for (name, job) in &mut jobs {
-            if let Some(dirs) = &job.threads_of {
+            if let Some(walk) = walks.get_mut(name).filter(|_| job.per_thread) {
                 let before = job.counters.keys().count();
-                let walk = walks.entry(name.clone()).or_insert_with(|| procs_within(dirs, job.bounds));
                 let short = rescan(&mut job.counters, walk, free + before);
                 free = (free + before).saturating_sub(job.counters.keys().count());
                 if short && !job.short {
@@ -495,16 +533,30 @@ impl State {
         }
         self.jobs = jobs;
         for (job, walk) in &walks {
-            let bounds = self.jobs.get(job).map_or(JOB_TREE, |j| j.bounds);
+            let bounds = self.trees.get(job).map_or(JOB_TREE, |(_, b)| *b);
             say_cut(&mut self.cut, job, walk, &bounds);
         }
         out
     }
 
-    /// The snapshot of what is counted now: each counted job's latest samples and shares.
+    /// Keeps the processes `walks` found of each job whose tree is costly to walk, for the snapshot; a job whose
+    /// tree is cheap again leaves it.
+    fn note_costly(&mut self, walks: &HashMap<String, Walk>) {
+        for (name, walk) in walks {
+            if self.paced.spaced(name) {
+                self.costly.insert(name.clone(), Arc::new(walk.procs.clone()));
+            } else {
+                self.costly.remove(name);
+            }
+        }
+    }
+
+    /// The snapshot of what is counted now: each counted job's latest samples and shares, and the processes of
+    /// the trees that are costly to walk.
     fn publish(&self) -> Published {
         Published {
             node: self.node.clone(),
+            costly: self.costly.clone(),
             latest: self.jobs.keys().map(|n| (n.clone(), self.latest.get(n).cloned().unwrap_or_default())).collect(),
             shares: self.jobs.keys().filter_map(|n| Some((n.clone(), self.shares(n)?))).collect(),
             together: self.together.as_ref().map(Together::times),
@@ -716,6 +768,7 @@ fn run(mut state: State, messages: &Receiver<Message>, cell: &Cell, mut store: S
 #[cfg(test)]
 mod tests {
     use super::*;
+    use lockstep_cgroup::procs_within;
 
     fn settings() -> Settings {
         Settings {
@@ -774,6 +827,23 @@ mod tests {
         drop(held);
         assert!(sampler.synced(Duration::from_secs(20)));
         sampler.stop(thread);
+    }
+
+    #[test]
+    fn the_processes_of_a_tree_costly_to_walk_are_published_for_the_loop() {
+        let t = lockstep_scratch::tempdir().unwrap();
+        let dir = t.path().join("job");
+        scratch_cgroup(&dir, &[std::process::id()]);
+        // Sampled every nanosecond, any walk is spaced out past the interval: the tree counts as costly.
+        let mut state = State::new(Settings { interval: Some(Duration::from_nanos(1)), ..settings() }, "n1", None);
+        state.attach("j", &[vec![dir.clone()]], &CpuList::default(), JOB_TREE);
+        assert_eq!(state.publish().costly_tree("j"), Some(&[std::process::id() as i32][..]));
+        state.detach("j");
+        assert_eq!(state.publish().costly_tree("j"), None);
+        // Sampled every second, a tree of one cgroup is cheap: the loop walks it itself.
+        let mut state = State::new(Settings { interval: Some(Duration::from_secs(1)), ..settings() }, "n1", None);
+        state.attach("j", &[vec![dir]], &CpuList::default(), JOB_TREE);
+        assert_eq!(state.publish().costly_tree("j"), None);
     }
 
     #[test]

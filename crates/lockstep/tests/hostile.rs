@@ -532,3 +532,100 @@ fn jobs_that_end_while_the_agent_has_no_descriptor_left_leave_no_cgroup_at_stop(
     common::assert_no_cgroup(&a);
     common::assert_no_cgroup(&b);
 }
+
+/// A job over a delegated cgroup that nobody makes 10,000 cgroups wide, beside root's job under `gang`: a v1 freezer
+/// write walks every cgroup below the one written, in the writer's time (milliseconds for these), so the agent
+/// switches nobody's job after root's in every slot (said once), and the slot's prompt part (what lateness is
+/// measured to) ends before it; nobody's job is still frozen and thawed in turn, and thawed at stop. The sampler
+/// walks its tree no more often than the walks' cost allows, and says so once.
+#[test]
+#[ignore = "needs root"]
+fn a_wide_tree_s_job_is_switched_after_the_others_and_walked_less_often() {
+    type Row = (i64, Option<String>, String, f64, Option<f64>);
+    if !v1_freezer() {
+        return;
+    }
+    let _serial = serial();
+    let env = Env::new();
+    let agent = Agent::start(&env, &["--policy", "gang", "--slot", "100ms", "--sample-interval", "200ms"]);
+    let theirs = Delegated::new("wide");
+    // The freezer file stays root's: the agent, under the unit's capabilities (no CAP_DAC_OVERRIDE), writes only
+    // what root may. The directory is nobody's, to grow.
+    std::os::unix::fs::chown(theirs.0.join("freezer.state"), Some(0), Some(0)).unwrap();
+    let _subtree = Subtree(theirs.0.clone());
+    let _sleeper = theirs.sleeper();
+    let roots = Reaped(Command::new("sleep").arg("600").spawn().unwrap());
+    let (a, b) = (name("wide-root"), name("wide-nobody"));
+    ok(&env.run(&["adopt", "--job", &a, "--pid", &roots.0.id().to_string()]));
+    ok(&env.run(&["adopt", "--job", &b, "--cgroup", &theirs.path()]));
+    let top = theirs.0.to_string_lossy().into_owned();
+    // 10,000: twice the 1 ms a job may take to be switched with the others, on this machine (5,000 took 1.1 ms).
+    ok(&as_nobody("/usr/bin/python3").args(["-c", TREE, &top, "10000", "0"]).output().unwrap());
+    let grown = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs_f64();
+
+    let status = || {
+        let out = env.run(&["status", "--json"]);
+        ok(&out);
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
+    };
+    let slot = status()["slot"].as_u64().unwrap();
+    common::wait_until("40 slots later", common::WAIT, status, |s| s["slot"].as_u64() >= Some(slot + 40));
+    ok(&env.run(&["release", "--job", &a]));
+    let stopped = agent.stop(Signal::SIGTERM);
+    let log = stderr(&stopped);
+    assert!(stopped.status.success(), "the agent failed: {log}");
+
+    // Each slot's switches in the order they were made (the slot's own record first).
+    let db = rusqlite::Connection::open(env.store()).unwrap();
+    let mut stmt = db
+        .prepare(
+            "SELECT slot, job, action, duration_us, prompt_us FROM decisions WHERE time > ?1 AND action IN \
+             ('slot', 'freeze', 'thaw') ORDER BY rowid",
+        )
+        .unwrap();
+    let rows: Vec<Row> = stmt
+        .query_map([grown], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    let kinds: std::collections::BTreeSet<(Option<&str>, &str)> =
+        rows.iter().map(|r| (r.1.as_deref(), r.2.as_str())).collect();
+    eprintln!("{} decisions since the tree grew: {kinds:?}", rows.len());
+    let mut slots: std::collections::BTreeMap<i64, Vec<&Row>> = std::collections::BTreeMap::new();
+    for row in &rows {
+        slots.entry(row.0).or_default().push(row);
+    }
+    let (mut after, mut before, mut actions) = (0, 0, std::collections::BTreeSet::new());
+    for switched in slots.values() {
+        let at = |job: &str| switched.iter().position(|r| r.1.as_deref() == Some(job) && r.2 != "slot");
+        if let Some(r) = switched.iter().find(|r| r.1.as_deref() == Some(b.as_str())) {
+            actions.insert(r.2.clone());
+        }
+        if let Some(own) = switched.iter().find(|r| r.2 == "slot") {
+            let prompt = own.4.expect("a slot's record keeps when its prompt part was done");
+            assert!(prompt <= own.3, "the prompt part took longer than the whole switch: {own:?}");
+        }
+        match (at(&a), at(&b)) {
+            (Some(x), Some(y)) if y > x => after += 1,
+            (Some(_), Some(_)) => before += 1,
+            _ => {}
+        }
+    }
+    eprintln!("slots with both jobs switched: nobody's last in {after}, first in {before}");
+    // Only its first switch after the tree grew may come first (its cost measured before that was a small tree's).
+    assert!(
+        before <= 1 && after >= 10,
+        "nobody's job was not switched after root's: {after} after, {before} before: {log}"
+    );
+    assert_eq!(actions.into_iter().collect::<Vec<_>>(), ["freeze", "thaw"], "nobody's job was not switched both ways");
+    let said: Vec<&str> = log.lines().filter(|l| l.contains("switched after every other job")).collect();
+    assert_eq!(said.len(), 1, "the slow switch must be said once: {log}");
+    assert!(said[0].contains(&format!("job {b}:")), "{}", said[0]);
+    let paced: Vec<&str> = log.lines().filter(|l| l.contains("a walk of its cgroup tree took")).collect();
+    assert_eq!(paced.len(), 1, "the spaced-out walks must be said once: {log}");
+    assert!(paced[0].contains(&format!("job {b}:")), "{}", paced[0]);
+    eprintln!("{}\n{}", said[0], paced[0]);
+    let frozen = lockstep_cgroup::knobs::is_frozen(&theirs.0.join("freezer.state")).unwrap();
+    assert!(!frozen, "nobody's job was left frozen: {log}");
+    common::assert_no_cgroup(&a);
+}

@@ -182,6 +182,9 @@ CREATE INDEX experiment_timelines_session ON experiment_timelines(experiment, se
     r"
 ALTER TABLE slurm_jobs ADD COLUMN ended REAL;  -- when its epilog ran on this node (NULL: it runs)
 ",
+    r"
+ALTER TABLE decisions ADD COLUMN prompt_us REAL;  -- slot, replan: until every promptly switching job was switched
+",
 ];
 
 #[cfg(test)]
@@ -241,6 +244,7 @@ mod tests {
                 job: None,
                 action: Action::Slot,
                 duration_us: 1.0,
+                prompt_us: Some(0.5),
             };
             store.log_decisions(&[d], &[]).unwrap();
             assert_eq!(store.decisions_between(Action::Slot, 4.0, 6.0).unwrap()[0].slot, 7);

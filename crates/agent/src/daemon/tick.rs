@@ -5,11 +5,11 @@ use std::time::{Duration, Instant};
 
 use super::records::Record;
 use super::state::Daemon;
-use crate::managed::ChangeError;
+use crate::managed::{ChangeError, Managed};
 use crate::progress;
 use crate::watchdog;
 use lockstep_core::cosched::rows::{self, Entry, Place, Schedule};
-use lockstep_core::cosched::{self, slot, JobView};
+use lockstep_core::cosched::{self, slot, Desired, JobView};
 use lockstep_store::{Action, Decision};
 
 /// Decisions kept while the store cannot take them.
@@ -56,9 +56,12 @@ impl Daemon {
             ranks.retain(|name, _| jobs.iter().any(|j| j.name == *name));
             let mut sample = |i: usize| {
                 let job = &jobs[i];
-                let together = telemetry.published().together(&job.name);
-                let ranks = ranks.entry(job.name.clone()).or_default();
-                progress::sample(&job.count_dirs(), job.bounds(), epoch, ranks, together)
+                let published = telemetry.published();
+                // A tree costly to walk is never walked here: its processes are the sampler's last walk's.
+                let (dirs, bounds, costly) = (&job.count_dirs(), job.bounds(), published.costly_tree(&job.name));
+                let tree = progress::Tree { dirs, bounds, costly };
+                let together = published.together(&job.name);
+                progress::sample(&tree, epoch, ranks.entry(job.name.clone()).or_default(), together)
             };
             for c in auto.observe(k, self.slot, &views, &mut sample) {
                 if !c.trying {
@@ -73,38 +76,7 @@ impl Daemon {
             // A job dcs raised by weight keeps it until its quantum is over.
             p.boosted |= self.dcs.as_ref().is_some_and(|d| d.holds_weight(&j.name));
         }
-        // Lower before raising, so that no two sharing jobs are ever boosted together, and thaw before freezing,
-        // so that no two are ever frozen together.
-        let mut order: Vec<usize> = (0..self.jobs.len()).collect();
-        order.sort_by_key(|&i| {
-            let lowered = !plan[i].boosted && self.jobs[i].applied.boosted;
-            match (plan[i].frozen, lowered) {
-                (true, _) => 2,
-                (false, true) => 0,
-                (false, false) => 1,
-            }
-        });
-        let mut decisions = Vec::new();
-        let mut gone = Vec::new();
-        for i in order {
-            let t0 = Instant::now();
-            match self.jobs[i].apply(plan[i], &mut self.journal, &self.store) {
-                Ok(actions) => {
-                    // A job works again when a change of its went through (not when nothing was to be done).
-                    if !actions.is_empty() && !self.faults.is_empty() {
-                        self.faults.clear(&format!("job {}", self.jobs[i].name));
-                    }
-                    for a in actions {
-                        decisions.push(self.decision(Some(&self.jobs[i].name), a, t0.elapsed()));
-                    }
-                }
-                Err(ChangeError::Gone(_)) => gone.push(i),
-                Err(e) => {
-                    let name = self.jobs[i].name.clone();
-                    self.faults.report(&format!("job {name}"), &format!("{e:#}"));
-                }
-            }
-        }
+        let (mut decisions, mut gone, prompt_done) = self.switch(&plan, started);
         gone.sort_unstable();
         for i in gone.into_iter().rev() {
             self.retire(i);
@@ -113,6 +85,7 @@ impl Daemon {
         let mut slot_record =
             self.decision(None, if boundary { Action::Slot } else { Action::Replan }, started.elapsed());
         slot_record.time = started_at;
+        slot_record.prompt_us = Some(prompt_done.as_secs_f64() * 1e6);
         decisions.insert(0, slot_record);
         // Which jobs the slot is for, at its boundary: what agreement across nodes is measured from.
         if boundary && self.policy.slotted() {
@@ -125,6 +98,54 @@ impl Daemon {
             self.flush();
         }
         self.publish();
+    }
+
+    /// Brings every job to its `plan`, the jobs known to switch promptly first; returns the decisions taken, the
+    /// jobs found gone, and how long after `started` (the tick's start) every prompt job was switched.
+    fn switch(&mut self, plan: &[Desired], started: Instant) -> (Vec<Decision>, Vec<usize>, Duration) {
+        // Jobs known to switch promptly first: what a job's own tree makes the kernel's writes cost falls on that
+        // job alone. Among the prompt jobs and then among the others: lower before raising, so that no two sharing
+        // jobs are ever boosted together, and thaw before freezing, so that no two are ever frozen together (a
+        // slow job being thawed may be frozen beside a prompt one for as long as its own thaw takes).
+        let prompt: Vec<bool> = self.jobs.iter().map(Managed::prompt).collect();
+        let mut order: Vec<usize> = (0..self.jobs.len()).collect();
+        order.sort_by_key(|&i| {
+            let lowered = !plan[i].boosted && self.jobs[i].applied.boosted;
+            let phase = match (plan[i].frozen, lowered) {
+                (true, _) => 2,
+                (false, true) => 0,
+                (false, false) => 1,
+            };
+            (!prompt[i], phase)
+        });
+        let (mut decisions, mut gone) = (Vec::new(), Vec::new());
+        let mut prompt_done = None;
+        for i in order {
+            if !prompt[i] && prompt_done.is_none() {
+                prompt_done = Some(started.elapsed());
+            }
+            let t0 = Instant::now();
+            match self.jobs[i].apply(plan[i], &mut self.journal, &self.store) {
+                Ok(actions) => {
+                    // A job works again when a change of its went through (not when nothing was to be done).
+                    if !actions.is_empty() && !self.faults.is_empty() {
+                        self.faults.clear(&format!("job {}", self.jobs[i].name));
+                    }
+                    if !actions.is_empty() {
+                        say_slow(&mut self.jobs[i]);
+                    }
+                    for a in actions {
+                        decisions.push(self.decision(Some(&self.jobs[i].name), a, t0.elapsed()));
+                    }
+                }
+                Err(ChangeError::Gone(_)) => gone.push(i),
+                Err(e) => {
+                    let name = self.jobs[i].name.clone();
+                    self.faults.report(&format!("job {name}"), &format!("{e:#}"));
+                }
+            }
+        }
+        (decisions, gone, prompt_done.unwrap_or_else(|| started.elapsed()))
     }
 
     /// Releases the jobs that have ended (their cgroups removed, or their adopted processes exited), and drops the
@@ -195,6 +216,7 @@ impl Daemon {
             job: job.map(str::to_string),
             action,
             duration_us: took.as_secs_f64() * 1e6,
+            prompt_us: None,
         }
     }
 
@@ -220,6 +242,19 @@ impl Daemon {
             }
         }
     }
+}
+
+/// Says once that `job`, whose change was just measured, is switched after the others, when it is.
+fn say_slow(job: &mut Managed) {
+    let Some(cost) = job.switch_cost.filter(|_| !job.prompt() && !job.said_slow) else { return };
+    job.said_slow = true;
+    crate::log::info!(
+        "job {}: a change of its cgroups took the kernel {:.1} ms (more than {} ms: each write walks the cgroups and \
+         processes below them): it is switched after every other job, so that this falls on it alone",
+        job.name,
+        cost.as_secs_f64() * 1e3,
+        crate::managed::PROMPT_SWITCH.as_millis()
+    );
 }
 
 /// The place `schedule` holds in slot `k` of length `slot`: the one in force when the slot starts, so that every

@@ -183,6 +183,7 @@ mod tests {
             job: job.map(str::to_string),
             action,
             duration_us: 0.0,
+            prompt_us: None,
         }
     }
 

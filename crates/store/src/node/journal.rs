@@ -106,8 +106,14 @@ pub struct Decision {
     pub job: Option<String>,
     /// What was done.
     pub action: Action,
-    /// Time the action took, in microseconds.
+    /// Time the action took, in microseconds; for a slot's own record (`slot`, `replan`), the whole tick: every
+    /// job switched, the slow ones last.
     pub duration_us: f64,
+    /// For a slot's own record: microseconds from the tick's start until every job known to switch promptly was
+    /// switched (those whose change the kernel takes long over, or not yet measured, come after: the agent's
+    /// `managed::PROMPT_SWITCH`). What the slot's lateness is measured to. `None` for other records, and for
+    /// records of agents before it was kept.
+    pub prompt_us: Option<f64>,
 }
 
 impl Store {
@@ -170,8 +176,8 @@ impl Store {
                 remove.execute(params![file])?;
             }
             let mut stmt = tx.prepare_cached(
-                "INSERT INTO decisions (time, node, policy, slot, active_row, rows, job, action, duration_us)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                "INSERT INTO decisions (time, node, policy, slot, active_row, rows, job, action, duration_us,
+                 prompt_us) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
             )?;
             for d in decisions {
                 stmt.execute(params![
@@ -183,7 +189,8 @@ impl Store {
                     d.rows,
                     d.job,
                     d.action,
-                    d.duration_us
+                    d.duration_us,
+                    d.prompt_us
                 ])?;
             }
         }
@@ -246,7 +253,8 @@ impl Store {
     /// The decisions that `filter` (an SQL condition over `decisions`, with its ordering) selects.
     fn select_decisions(&self, filter: &str, args: &[&dyn ToSql]) -> crate::error::Result<Vec<Decision>> {
         let mut stmt = self.conn.prepare(&format!(
-            "SELECT time, node, policy, slot, active_row, rows, job, action, duration_us FROM decisions WHERE {filter}"
+            "SELECT time, node, policy, slot, active_row, rows, job, action, duration_us, prompt_us FROM decisions \
+             WHERE {filter}"
         ))?;
         let rows = stmt.query_map(args, |r| {
             Ok(Decision {
@@ -259,6 +267,7 @@ impl Store {
                 job: r.get(6)?,
                 action: r.get(7)?,
                 duration_us: r.get(8)?,
+                prompt_us: r.get(9)?,
             })
         })?;
         Ok(rows.collect::<Result<_, _>>()?)
