@@ -535,38 +535,44 @@ fn jobs_that_end_while_the_agent_has_no_descriptor_left_leave_no_cgroup_at_stop(
 }
 
 /// Plants, as nobody, something at the name where the PMPI profiler once published each rank's live count
-/// (`/dev/shm/lockstep-pmpi.<pid>`) for the 3,000 PIDs after the last one given out, in one process (a shell's
-/// per name would use up the very PIDs it plants for): by turns a regular file that reads as a live file of a huge
-/// count, a FIFO, a link. A name taken already stays as it is; a planting that fails removes what it made. Prints
-/// the last PID given out before.
+/// (`/dev/shm/lockstep-pmpi.<pid>`) for the 2,000 PIDs after the last one given out, and keeps planting ahead as
+/// PIDs are given out (every 10 ms; a machine running other tests gives out thousands a minute), in one process (a
+/// shell's per name would use up the very PIDs it plants for; past `pid_max` the kernel starts again at 300): by
+/// turns a regular file that reads as a live file of a huge count, a FIFO, a link. A name taken already stays as
+/// it is. Prints `up` once the first 2,000 are planted.
 const PLANT_EVERY_KIND: &str = r"
-import os, struct
-n = int(open('/proc/sys/kernel/ns_last_pid').read())
-made = []
-try:
-    for p in range(n + 1, n + 3001):
-        name = f'/dev/shm/lockstep-pmpi.{p}'
-        try:
-            if p % 3 == 0:
-                fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-                os.write(fd, b'LSPMPI1\0' + struct.pack('=QQ', 0, 1 << 40) + bytes(40))
-                os.close(fd)
-            elif p % 3 == 1:
-                os.mkfifo(name)
-            else:
-                os.symlink('/dev/null', name)
-            made.append(name)
-        except FileExistsError:
-            pass
-except BaseException:
-    for name in made: os.unlink(name)
-    raise
-print(n, flush=True)
+import os, struct, time
+top = int(open('/proc/sys/kernel/pid_max').read())
+planted = set()
+def plant(p):
+    name = f'/dev/shm/lockstep-pmpi.{p}'
+    try:
+        if p % 3 == 0:
+            fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            os.write(fd, b'LSPMPI1\0' + struct.pack('=QQ', 0, 1 << 40) + bytes(40))
+            os.close(fd)
+        elif p % 3 == 1:
+            os.mkfifo(name)
+        else:
+            os.symlink('/dev/null', name)
+    except FileExistsError:
+        pass
+    planted.add(p)
+said = False
+while True:
+    n = int(open('/proc/sys/kernel/ns_last_pid').read())
+    for p in range(n + 1, n + 2001):
+        p = p if p < top else 300 + p - top
+        if p not in planted: plant(p)
+    if not said:
+        print('up', flush=True)
+        said = True
+    time.sleep(0.01)
 ";
 
-/// What nobody planted at the profiler's old names for a range of PIDs, removed when dropped (pass or fail); nothing
-/// of another user's that holds one of the names.
-struct Planted(std::ops::RangeInclusive<u32>);
+/// What nobody planted at the profiler's old names, removed when dropped (pass or fail): every such name that is
+/// nobody's, nothing of another user's.
+struct Planted;
 
 impl Planted {
     /// Whether nobody holds the old name of PID `pid`.
@@ -574,11 +580,18 @@ impl Planted {
         use std::os::unix::fs::MetadataExt;
         std::fs::symlink_metadata(format!("/dev/shm/lockstep-pmpi.{pid}")).is_ok_and(|m| m.uid() == NOBODY)
     }
+
+    /// The PIDs whose old names nobody holds.
+    fn held() -> Vec<u32> {
+        let names = std::fs::read_dir("/dev/shm").into_iter().flatten().flatten();
+        let pids = names.filter_map(|e| e.file_name().to_str()?.strip_prefix("lockstep-pmpi.")?.parse().ok());
+        pids.filter(|&p| Self::holds(p)).collect()
+    }
 }
 
 impl Drop for Planted {
     fn drop(&mut self) {
-        for p in self.0.clone().filter(|&p| Self::holds(p)) {
+        for p in Self::held() {
             let _ = std::fs::remove_file(format!("/dev/shm/lockstep-pmpi.{p}"));
         }
     }
@@ -602,9 +615,9 @@ impl Drop for RootJob {
 }
 
 /// Attack 5, its other half: with something of nobody's (a regular file that reads as a live file, a FIFO, a link)
-/// at the profiler's old live-file name of each of the next 3,000 PIDs, root's two profiled MPI jobs under `auto`
-/// still publish their calls and the agent reads them: the pair is measured by the calls of its ranks (every rate
-/// of the choice has a call rate), none of nobody's files taken for a rank's, none waited for. Before the live
+/// at the profiler's old live-file name of each PID about to be given out, root's two profiled MPI jobs under
+/// `auto` still publish their calls and the agent reads them: the pair is measured by the calls of its ranks (every
+/// rate of the choice has a call rate), none of nobody's files taken for a rank's, none waited for. Before the live
 /// count moved into a memory file each rank holds (found through `/proc/PID/fd`), such a file made the profiler go
 /// on without a live file, and `auto` waited 30 s for the ranks to publish, then measured without their calls.
 #[test]
@@ -620,10 +633,13 @@ fn files_planted_at_the_next_pids_live_file_names_neither_stop_ranks_publishing_
         common::missing("build/bin/pingpong and build/lib/liblockstep-pmpi.so (make build)");
         return;
     }
-    let out = as_nobody("/usr/bin/python3").args(["-c", PLANT_EVERY_KIND]).output().unwrap();
-    ok(&out);
-    let next: u32 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
-    let planted = Planted(next + 1..=next + 3000);
+    let old_names = Planted;
+    let mut planter =
+        as_nobody("/usr/bin/python3").args(["-c", PLANT_EVERY_KIND]).stdout(Stdio::piped()).spawn().unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(planter.stdout.take().unwrap()), &mut line).unwrap();
+    let planter = Reaped(planter);
+    assert_eq!(line.trim(), "up", "nobody's planter did not start");
     let env = Env::new();
     let agent = Agent::start(&env, &["--policy", "auto", "--slot", "100ms"]);
     // Two jobs whose ranks poll without yielding and exchange messages without end, the profiler preloaded.
@@ -676,6 +692,8 @@ fn files_planted_at_the_next_pids_live_file_names_neither_stop_ranks_publishing_
     let stopped = agent.stop(Signal::SIGTERM);
     assert!(stopped.status.success(), "the agent failed: {}", stderr(&stopped));
     drop(jobs);
-    let left = planted.0.clone().filter(|&p| Planted::holds(p)).count();
-    eprintln!("{left} of nobody's files still at their names (the profiler replaces nothing of another user's)");
+    drop(planter);
+    let left = Planted::held().len();
+    drop(old_names);
+    eprintln!("{left} names held by nobody's files, FIFOs and links at the end (the profiler replaces nothing)");
 }
