@@ -13,12 +13,14 @@
  * run; elsewhere with clock_gettime.
  *
  * While the run lasts, each rank also publishes a live count of the calls that make progress (every intercepted
- * call but the polling ones: MPI_Test*, MPI_Iprobe) in a 64-byte file /dev/shm/lockstep-pmpi.<pid>, removed at
- * MPI_Finalize, at exit, or on a terminating signal the process had left at its default (the file is removed,
- * then the signal is raised again); files that killed ranks of the same user left behind are removed when the
- * next rank starts. The lockstep agent's `auto` policy reads it to tell how fast the job progresses (a rank
- * spinning in MPI_Wait burns CPU but completes no more calls). Mode 0644: a count, as readable as /proc/PID/stat,
- * so that an agent without CAP_DAC_READ_SEARCH reads every user's. LOCKSTEP_PMPI_LIVE=0 turns it off. Layout:
+ * call but the polling ones: MPI_Test*, MPI_Iprobe) in a 64-byte memory file of its own, named LIVE_NAME
+ * (memfd_create: the name is a label, in no directory; readlink of the rank's /proc/PID/fd entry shows
+ * "/memfd:lockstep-pmpi (deleted)"). The rank holds it open and mapped until MPI_Finalize or exit, which clear its
+ * magic, and the kernel frees it with the rank's last reference, however the rank ends. No other user can plant,
+ * replace or hold such a file for a rank (there is no name in a shared directory to take first), nor read it: the
+ * lockstep agent finds each rank's file through the rank itself (/proc/PID/fd, CAP_SYS_PTRACE and
+ * CAP_DAC_READ_SEARCH) and reads it there. Its `auto` policy reads it to tell how fast the job progresses (a rank
+ * spinning in MPI_Wait burns CPU but completes no more calls). LOCKSTEP_PMPI_LIVE=0 turns it off. Layout:
  * "LSPMPI1\0", the process's start time (clock ticks since boot, /proc/self/stat field 22), the count;
  * native-endian 64-bit words.
  *
@@ -32,10 +34,8 @@
  */
 
 #define _GNU_SOURCE
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <signal.h>
 #include <mpi.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -51,6 +51,13 @@
 #endif
 
 #include "families.h"
+
+/* The label of a rank's live file, which the agent looks for among the rank's open files. */
+#define LIVE_NAME "lockstep-pmpi"
+/* memfd_create's flag for a file that can never be made executable (Linux 6.3; older headers lack it). */
+#ifndef MFD_NOEXEC_SEAL
+#define MFD_NOEXEC_SEAL 0x0008U
+#endif
 
 enum family { P2P, COLL, WAIT, RMA, NFAMILIES };
 static const char *const FAMILY_NAMES[NFAMILIES] = { "p2p", "collective", "wait", "rma" };
@@ -76,8 +83,8 @@ struct live {
     uint64_t reserved[5];
 };
 static struct live *live;
+static int live_fd = -1;
 static uint64_t live_calls;
-static char live_path[64];
 static uint64_t init_ns, init_ticks;
 static int thread_level = -1;
 static int use_tsc;
@@ -136,84 +143,45 @@ static uint64_t start_time(void)
     return p ? strtoull(p + 1, NULL, 10) : 0;
 }
 
+/* Ends the live count: its magic is cleared (a reader that holds the file sees the count is over), then the file
+ * is unmapped and closed (the kernel frees it with the last reference). */
 static void live_stop(void)
 {
     if (!live)
         return;
+    __atomic_store_n(&live->magic[0], 0, __ATOMIC_RELEASE);
     munmap(live, sizeof *live);
     live = NULL;
-    unlink(live_path);
+    close(live_fd);
+    live_fd = -1;
 }
 
-/* A terminating signal: the live file goes, then the signal does what it would have done. */
-static void live_signal(int sig)
-{
-    unlink(live_path);
-    signal(sig, SIG_DFL);
-    raise(sig);
-}
-
-/* Removes the live files of this user's processes that are gone (ranks killed by a signal that gave no chance). */
-static void live_sweep(void)
-{
-    DIR *dir = opendir("/dev/shm");
-    struct dirent *e;
-    while (dir && (e = readdir(dir))) {
-        char *end;
-        if (strncmp(e->d_name, "lockstep-pmpi.", 14) != 0)
-            continue;
-        long pid = strtol(e->d_name + 14, &end, 10);
-        struct stat st;
-        if (*end || pid <= 0 || fstatat(dirfd(dir), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
-            st.st_uid != geteuid() || !S_ISREG(st.st_mode))
-            continue;
-        if (kill((pid_t)pid, 0) != 0 && errno == ESRCH)
-            unlinkat(dirfd(dir), e->d_name, 0);
-    }
-    if (dir)
-        closedir(dir);
-}
-
-/* Opens this rank's live file; a regular file left by a dead process of ours with the same PID is replaced.
- * /dev/shm is shared by every user: whatever else holds the name (a FIFO, a link, another user's file) is only
- * looked at, never opened (opening a FIFO would block MPI_Init until someone opens its other end), and the rank
- * goes on without a live file. */
+/* Creates this rank's live file: a memory file of its own (see the top of this file), so that nothing another user
+ * put in a shared directory can take its place or stop it. Kernels that refuse MFD_NOEXEC_SEAL (before 6.3) get
+ * the file without it; where the kernel has no memfd_create the rank goes on without a live file (the agent then
+ * measures it by the time its ranks run). */
 static void live_start(void)
 {
     const char *on = secure_getenv("LOCKSTEP_PMPI_LIVE");
     if (live || (on && strcmp(on, "0") == 0))
         return;
-    snprintf(live_path, sizeof live_path, "/dev/shm/lockstep-pmpi.%ld", (long)getpid());
-    int flags = O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC;
-    int fd = open(live_path, flags, 0644);
-    if (fd < 0 && errno == EEXIST) {
-        struct stat st;
-        if (fstatat(AT_FDCWD, live_path, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) &&
-            st.st_uid == geteuid())
-            unlink(live_path);
-        fd = open(live_path, flags, 0644);
-    }
+    int fd = memfd_create(LIVE_NAME, MFD_CLOEXEC | MFD_NOEXEC_SEAL);
+    if (fd < 0 && errno == EINVAL)
+        fd = memfd_create(LIVE_NAME, MFD_CLOEXEC);
     if (fd < 0)
-        return; /* no /dev/shm, or taken by someone else: the agent falls back to CPU time */
+        return;
     void *map = MAP_FAILED;
     if (ftruncate(fd, sizeof *live) == 0)
         map = mmap(NULL, sizeof *live, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    close(fd);
     if (map == MAP_FAILED) {
-        unlink(live_path);
+        close(fd);
         return;
     }
     live = map;
+    live_fd = fd;
     live->start_time = start_time();
     memcpy(live->magic, "LSPMPI1", 8);
     atexit(live_stop);
-    const int terminating[] = { SIGTERM, SIGINT, SIGHUP };
-    for (size_t i = 0; i < sizeof terminating / sizeof *terminating; i++) {
-        struct sigaction old;
-        if (sigaction(terminating[i], NULL, &old) == 0 && old.sa_handler == SIG_DFL && !(old.sa_flags & SA_SIGINFO))
-            signal(terminating[i], live_signal);
-    }
-    live_sweep();
 }
 
 /* Marks the start of the measured run: called when MPI_Init returns. */

@@ -17,6 +17,7 @@ mod feeders;
 pub mod fuzz;
 mod http;
 mod journal;
+mod live;
 mod log;
 mod managed;
 mod privileges;

@@ -17,8 +17,12 @@ struct Capability {
 const CAPABILITIES: &[Capability] = &[
     Capability { bit: 21, name: "CAP_SYS_ADMIN", needed_by: "tracepoint events, adopt --container" },
     Capability { bit: 23, name: "CAP_SYS_NICE", needed_by: "real-time slot switches, dcs raises" },
-    Capability { bit: 19, name: "CAP_SYS_PTRACE", needed_by: "dcs for other users' jobs" },
-    Capability { bit: 2, name: "CAP_DAC_READ_SEARCH", needed_by: "dcs for other users' jobs" },
+    Capability { bit: 19, name: "CAP_SYS_PTRACE", needed_by: "dcs and auto's MPI call counts for other users' jobs" },
+    Capability {
+        bit: 2,
+        name: "CAP_DAC_READ_SEARCH",
+        needed_by: "dcs and auto's MPI call counts for other users' jobs",
+    },
     Capability { bit: 39, name: "CAP_BPF", needed_by: "the dcs probe and co-scheduled time" },
     Capability { bit: 38, name: "CAP_PERFMON", needed_by: "per-job counters" },
     Capability { bit: 12, name: "CAP_NET_ADMIN", needed_by: "the dcs probe" },

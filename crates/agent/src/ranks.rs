@@ -50,6 +50,8 @@ pub(crate) struct JobRanks {
     /// How many ranks will publish their MPI calls: those that preload the profiler, or as many as the launcher
     /// said the node has where one does and more have yet to start.
     pub(crate) profiled: u32,
+    /// The ranks seen to preload the profiler: those whose live call counts are looked for (crate::live).
+    pub(crate) preloading: Vec<ProcessRef>,
 }
 
 /// How many times the environment of one process is read, at most (once per scan).
@@ -102,14 +104,19 @@ impl Ranks {
         }
         self.seen = seen;
         let ranks: Vec<ProcessRef> = self.seen.iter().filter(|(_, s)| s.names.rank).map(|(p, _)| *p).collect();
+        let preloading = |rank: bool| -> Vec<ProcessRef> {
+            self.seen.iter().filter(|(_, s)| s.names.profiled && (s.names.rank || !rank)).map(|(p, _)| *p).collect()
+        };
         if ranks.is_empty() {
-            let profiled = self.seen.values().filter(|s| s.names.profiled).count() as u32;
-            return JobRanks { ranks: self.seen.keys().copied().collect(), local_size: None, profiled };
+            let preloading = preloading(false);
+            let profiled = preloading.len() as u32;
+            return JobRanks { ranks: self.seen.keys().copied().collect(), local_size: None, profiled, preloading };
         }
         let local_size = self.seen.values().filter_map(|s| s.names.local_size).max();
-        let profiled = self.seen.values().filter(|s| s.names.rank && s.names.profiled).count() as u32;
+        let preloading = preloading(true);
+        let profiled = preloading.len() as u32;
         let profiled = if profiled > 0 { profiled.max(local_size.unwrap_or(0)) } else { 0 };
-        JobRanks { ranks, local_size, profiled }
+        JobRanks { ranks, local_size, profiled, preloading }
     }
 }
 
@@ -173,5 +180,6 @@ mod tests {
         let _ = child.kill();
         let _ = child.wait();
         assert_eq!((found.ranks.len(), found.local_size, found.profiled), (1, Some(2), 2));
+        assert_eq!(found.preloading.iter().map(|p| p.pid).collect::<Vec<_>>(), [pid]);
     }
 }

@@ -269,8 +269,9 @@ impl Drop for Fifos {
     }
 }
 
-/// Attack 5: nobody plants FIFOs at the names of the PMPI profiler's live files for the next PIDs; a root MPI run
-/// with the profiler preloaded must not block in `MPI_Init` on one (it goes on without a live file).
+/// Attack 5: nobody plants FIFOs at the names where the PMPI profiler once published its live files for the next
+/// PIDs; a root MPI run with the profiler preloaded must not block in `MPI_Init` on one (its live file is a memory
+/// file of its own now: it opens nothing at those names).
 #[test]
 #[ignore = "needs root"]
 fn fifos_planted_for_the_next_pids_do_not_hang_a_profiled_mpi_run() {
@@ -628,4 +629,168 @@ fn a_wide_tree_s_job_is_switched_after_the_others_and_walked_less_often() {
     let frozen = lockstep_cgroup::knobs::is_frozen(&theirs.0.join("freezer.state")).unwrap();
     assert!(!frozen, "nobody's job was left frozen: {log}");
     common::assert_no_cgroup(&a);
+}
+
+/// Plants, as nobody, something at the name where the PMPI profiler once published each rank's live count
+/// (`/dev/shm/lockstep-pmpi.<pid>`) for the 2,000 PIDs after the last one given out, and keeps planting ahead as
+/// PIDs are given out (every 10 ms; a machine running other tests gives out thousands a minute), in one process (a
+/// shell's per name would use up the very PIDs it plants for; past `pid_max` the kernel starts again at 300): by
+/// turns a regular file that reads as a live file of a huge count, a FIFO, a link. A name taken already stays as
+/// it is. Prints `up` once the first 2,000 are planted.
+const PLANT_EVERY_KIND: &str = r"
+import os, struct, time
+top = int(open('/proc/sys/kernel/pid_max').read())
+planted = set()
+def plant(p):
+    name = f'/dev/shm/lockstep-pmpi.{p}'
+    try:
+        if p % 3 == 0:
+            fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            os.write(fd, b'LSPMPI1\0' + struct.pack('=QQ', 0, 1 << 40) + bytes(40))
+            os.close(fd)
+        elif p % 3 == 1:
+            os.mkfifo(name)
+        else:
+            os.symlink('/dev/null', name)
+    except FileExistsError:
+        pass
+    planted.add(p)
+said = False
+while True:
+    n = int(open('/proc/sys/kernel/ns_last_pid').read())
+    for p in range(n + 1, n + 2001):
+        p = p if p < top else 300 + p - top
+        if p not in planted: plant(p)
+    if not said:
+        print('up', flush=True)
+        said = True
+    time.sleep(0.01)
+";
+
+/// What nobody planted at the profiler's old names, removed when dropped (pass or fail): every such name that is
+/// nobody's, nothing of another user's.
+struct Planted;
+
+impl Planted {
+    /// Whether nobody holds the old name of PID `pid`.
+    fn holds(pid: u32) -> bool {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::symlink_metadata(format!("/dev/shm/lockstep-pmpi.{pid}")).is_ok_and(|m| m.uid() == NOBODY)
+    }
+
+    /// The PIDs whose old names nobody holds.
+    fn held() -> Vec<u32> {
+        let names = std::fs::read_dir("/dev/shm").into_iter().flatten().flatten();
+        let pids = names.filter_map(|e| e.file_name().to_str()?.strip_prefix("lockstep-pmpi.")?.parse().ok());
+        pids.filter(|&p| Self::holds(p)).collect()
+    }
+}
+
+impl Drop for Planted {
+    fn drop(&mut self) {
+        for p in Self::held() {
+            let _ = std::fs::remove_file(format!("/dev/shm/lockstep-pmpi.{p}"));
+        }
+    }
+}
+
+/// A job of root's started with `lockstep run`, thawed, stopped and reaped when dropped.
+struct RootJob {
+    name: String,
+    child: Child,
+}
+
+impl Drop for RootJob {
+    fn drop(&mut self) {
+        // Thaw first: a frozen job cannot die.
+        if let Some(f) = lockstep_cgroup::Knobs::find(&common::job_dirs(&self.name)).freeze {
+            let _ = std::fs::write(&f, lockstep_cgroup::knobs::freeze_value(&f, false));
+        }
+        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(self.child.id() as i32), Signal::SIGTERM);
+        common::exit_within(&mut self.child, common::STOP_LIMIT, &format!("the job {}, after SIGTERM", self.name));
+    }
+}
+
+/// Attack 5, its other half: with something of nobody's (a regular file that reads as a live file, a FIFO, a link)
+/// at the profiler's old live-file name of each PID about to be given out, root's two profiled MPI jobs under
+/// `auto` still publish their calls and the agent reads them: the pair is measured by the calls of its ranks (every
+/// rate of the choice has a call rate), none of nobody's files taken for a rank's, none waited for. Before the live
+/// count moved into a memory file each rank holds (found through `/proc/PID/fd`), such a file made the profiler go
+/// on without a live file, and `auto` waited 30 s for the ranks to publish, then measured without their calls.
+#[test]
+#[ignore = "needs root"]
+fn files_planted_at_the_next_pids_live_file_names_neither_stop_ranks_publishing_nor_are_read() {
+    common::require_root();
+    let _serial = serial();
+    let build = std::env::var_os("LOCKSTEP_BIN")
+        .map_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../build/bin"), PathBuf::from);
+    let (mpirun, pingpong, preload) =
+        (build.join("mpirun"), build.join("pingpong"), build.join("../lib/liblockstep-pmpi.so"));
+    if !pingpong.exists() || !preload.exists() {
+        common::missing("build/bin/pingpong and build/lib/liblockstep-pmpi.so (make build)");
+        return;
+    }
+    let old_names = Planted;
+    let mut planter =
+        as_nobody("/usr/bin/python3").args(["-c", PLANT_EVERY_KIND]).stdout(Stdio::piped()).spawn().unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(planter.stdout.take().unwrap()), &mut line).unwrap();
+    let planter = Reaped(planter);
+    assert_eq!(line.trim(), "up", "nobody's planter did not start");
+    let env = Env::new();
+    let agent = Agent::start(&env, &["--policy", "auto", "--slot", "100ms"]);
+    // Two jobs whose ranks poll without yielding and exchange messages without end, the profiler preloaded.
+    let start = |job: &str| {
+        let mut cmd = env.cmd();
+        cmd.env("LOCKSTEP_MPI_BUSY_POLL", "1").args(["run", "--job", job, "--place", "any", "--"]);
+        cmd.arg(&mpirun).args(["-n", "2", "env"]).arg(format!("LD_PRELOAD={}", preload.display()));
+        cmd.arg(&pingpong).args(["--iterations", "1000000000", "--repeats", "1"]);
+        let child = cmd.stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+        RootJob { name: job.to_string(), child }
+    };
+    let jobs = [start(&name("planted-a")), start(&name("planted-b"))];
+    // Their ranks got PIDs nobody planted for.
+    for job in &jobs {
+        let ranks_of = || {
+            let pids = lockstep_cgroup::procs_below(&common::job_dirs(&job.name)[0]).unwrap_or_default();
+            let comm = |p: &i32| std::fs::read_to_string(format!("/proc/{p}/comm")).unwrap_or_default();
+            pids.into_iter().filter(|p| comm(p).trim() == "pingpong").collect::<Vec<i32>>()
+        };
+        let ranks = common::wait_until("the job's two ranks", common::WAIT, ranks_of, |r| r.len() == 2);
+        let ranks: Vec<(i32, bool)> = ranks.iter().map(|&p| (p, Planted::holds(p as u32))).collect();
+        eprintln!("{}: ranks (PID, a file of nobody's at its old name) {ranks:?}", job.name);
+        assert!(ranks.iter().all(|&(_, held)| held), "a rank's PID is not one nobody planted for: {ranks:?}");
+    }
+    let names: Vec<serde_json::Value> = jobs.iter().map(|j| j.name.as_str().into()).collect();
+    let status = || {
+        let out = env.run(&["status", "--json"]);
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap_or_default()
+    };
+    // The pair's choice, once made with every rate read from the ranks' calls.
+    let by_calls = |s: &serde_json::Value| {
+        s["groups"].as_array().into_iter().flatten().any(|g| {
+            let rates: Vec<&serde_json::Value> = g["rates"]
+                .as_object()
+                .into_iter()
+                .flat_map(|r| r.values())
+                .filter_map(|r| r.as_array())
+                .flatten()
+                .collect();
+            g["trying"] == false
+                && g["jobs"].as_array().is_some_and(|j| names.iter().all(|n| j.contains(n)))
+                && rates.len() == 4
+                && rates.iter().all(|r| r["calls_s"].as_f64().is_some())
+        })
+    };
+    let seen =
+        common::wait_until("a choice for the pair from its ranks' calls", Duration::from_mins(1), status, by_calls);
+    let group = seen["groups"].as_array().unwrap().iter().find(|g| g["trying"] == false).unwrap();
+    eprintln!("auto: {} {}", group["policy"], group["why"]);
+    let stopped = agent.stop(Signal::SIGTERM);
+    assert!(stopped.status.success(), "the agent failed: {}", stderr(&stopped));
+    drop(jobs);
+    drop(planter);
+    let left = Planted::held().len();
+    drop(old_names);
+    eprintln!("{left} names held by nobody's files, FIFOs and links at the end (the profiler replaces nothing)");
 }

@@ -83,6 +83,8 @@ struct Cluster {
     pids: Vec<(String, i32)>,
     /// What `up` said.
     said: String,
+    /// Agents a test started again (`restart_agent`), reaped once `down` stopped them.
+    restarted: Vec<Child>,
 }
 
 impl Cluster {
@@ -98,7 +100,7 @@ impl Cluster {
             .output()
             .unwrap();
         let text = String::from_utf8_lossy(&out.stdout).into_owned();
-        let mut cluster = Self { dir, nodes, pids: Vec::new(), said: text.clone() };
+        let mut cluster = Self { dir, nodes, pids: Vec::new(), said: text.clone(), restarted: Vec::new() };
         for node in 1..=nodes {
             common::watch_log(&cluster.log(node));
         }
@@ -199,6 +201,9 @@ impl Drop for Cluster {
             common::forget_log(&self.log(node));
         }
         let _ = Command::new(repo().join("tests/cluster/down")).env("LOCKSTEP_CLUSTER_DIR", self.dir.path()).output();
+        for mut agent in self.restarted.drain(..) {
+            let _ = agent.wait();
+        }
     }
 }
 
@@ -722,8 +727,7 @@ impl Cluster {
             .find(|l| l.trim_start().starts_with(&format!("n{node}:")))
             .and_then(|l| l.split("metrics http://").nth(1))
             .and_then(|rest| rest.split('/').next())
-            .map(str::to_string)
-            .unwrap_or_else(|| panic!("no metrics address for n{node} in what up said: {}", self.said));
+            .map_or_else(|| panic!("no metrics address for n{node} in what up said: {}", self.said), str::to_string);
         let log = std::fs::OpenOptions::new().append(true).open(self.log(node)).unwrap();
         // Slurm's clients in the agent find the cluster through SLURM_CONF, as under `up`.
         let child = self
@@ -741,6 +745,7 @@ impl Cluster {
             .spawn()
             .unwrap();
         let pid = child.id() as i32;
+        self.restarted.push(child);
         self.pids.push((name.clone(), pid));
         let mut pids = std::fs::OpenOptions::new().append(true).open(self.dir.path().join("pids")).unwrap();
         std::io::Write::write_all(&mut pids, format!("{name} {pid}\n").as_bytes()).unwrap();
@@ -780,7 +785,7 @@ fn a_job_kept_alive_in_its_users_own_cgroup_is_never_taken_on_after_a_restart() 
     let hidden = dir.join("step_batch/mine");
     let leftover = wait_until(
         "the job to end in Slurm with its hidden process left",
-        Duration::from_secs(60),
+        Duration::from_mins(1),
         || (cluster.job_state(phantom), lockstep_cgroup::read_procs(&hidden).unwrap_or_default()),
         |(state, procs)| state == "COMPLETED" && !procs.is_empty(),
     );
@@ -804,19 +809,15 @@ fn a_job_kept_alive_in_its_users_own_cgroup_is_never_taken_on_after_a_restart() 
         |s| s.jobs.iter().any(|j| j.name == name),
     );
     let freezer = freezer_dir(0, bystander).join("freezer.state");
-    let mut states = Vec::new();
+    let mut looks = Vec::new();
     for _ in 0..40 {
-        states.push(is_frozen(&freezer).unwrap_or(false));
+        looks.push(is_frozen(&freezer).unwrap_or(false));
         std::thread::sleep(Duration::from_millis(100));
     }
     let status = cluster.status(1);
     let names: Vec<&str> = status.jobs.iter().map(|j| j.name.as_str()).collect();
     assert_eq!(names, [name.as_str()], "only the bystander is managed");
-    assert!(
-        !states.contains(&true),
-        "the bystander was frozen in {} of 40 looks",
-        states.iter().filter(|f| **f).count()
-    );
+    assert!(!looks.contains(&true), "the bystander was frozen in {} of 40 looks", looks.iter().filter(|f| **f).count());
     let said_once = log().matches(&said).count();
     assert_eq!(said_once, 1, "said {said_once} times");
     drop(cleanup);
@@ -839,8 +840,8 @@ fn the_cgroups_a_user_makes_below_their_step_are_never_walked() {
     let job = cluster.sbatch_as("nobody", grower);
     let bystander = cluster.sbatch_as("root", "sleep 120");
     let step = freezer_dir(65534, job).join("step_batch");
-    let count = || std::fs::read_dir(&step).map(|d| d.flatten().filter(|e| e.path().is_dir()).count()).unwrap_or(0);
-    wait_until("the user's 4,000 cgroups", Duration::from_secs(120), count, |n| *n >= 4000);
+    let count = || std::fs::read_dir(&step).map_or(0, |d| d.flatten().filter(|e| e.path().is_dir()).count());
+    wait_until("the user's 4,000 cgroups", Duration::from_mins(2), count, |n| *n >= 4000);
     let names = [format!("slurm-{job}"), format!("slurm-{bystander}")];
     let both = |s: &Status| names.iter().all(|n| s.jobs.iter().any(|j| j.name == *n));
     wait_until("the agent to take on both jobs", WAIT, || cluster.status(1), both);

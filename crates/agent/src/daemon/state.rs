@@ -44,8 +44,8 @@ pub struct Daemon {
     pub(super) choices: Vec<(f64, cosched::auto::Choice)>,
     /// The origin of the monotonic times `auto` measures with.
     pub(super) epoch: Instant,
-    /// What `auto` knows of each measured job's ranks (which preload the profiler), by job name.
-    pub(super) ranks: HashMap<String, crate::ranks::Ranks>,
+    /// What `auto` knows of each measured job's ranks (which preload the profiler, where they publish), by job name.
+    pub(super) ranks: HashMap<String, crate::progress::Watch>,
     /// When decisions last went to the store.
     pub(super) last_flush: Instant,
     /// Where the daemon is in its life.
