@@ -269,6 +269,20 @@ impl Drop for Fifos {
     }
 }
 
+/// The built `mpirun` wrapper, `pingpong` and the PMPI profiler to preload, or `None` (said) where `make build`
+/// has not made them.
+fn profiled_mpi() -> Option<(PathBuf, PathBuf, PathBuf)> {
+    let build = std::env::var_os("LOCKSTEP_BIN")
+        .map_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../build/bin"), PathBuf::from);
+    let (mpirun, pingpong, preload) =
+        (build.join("mpirun"), build.join("pingpong"), build.join("../lib/liblockstep-pmpi.so"));
+    if !pingpong.exists() || !preload.exists() {
+        common::missing("build/bin/pingpong and build/lib/liblockstep-pmpi.so (make build)");
+        return None;
+    }
+    Some((mpirun, pingpong, preload))
+}
+
 /// Attack 5: nobody plants FIFOs at the names where the PMPI profiler once published its live files for the next
 /// PIDs; a root MPI run with the profiler preloaded must not block in `MPI_Init` on one (its live file is a memory
 /// file of its own now: it opens nothing at those names).
@@ -277,14 +291,7 @@ impl Drop for Fifos {
 fn fifos_planted_for_the_next_pids_do_not_hang_a_profiled_mpi_run() {
     common::require_root();
     let _serial = serial();
-    let build = std::env::var_os("LOCKSTEP_BIN")
-        .map_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../build/bin"), PathBuf::from);
-    let (mpirun, pingpong, preload) =
-        (build.join("mpirun"), build.join("pingpong"), build.join("../lib/liblockstep-pmpi.so"));
-    if !pingpong.exists() || !preload.exists() {
-        common::missing("build/bin/pingpong and build/lib/liblockstep-pmpi.so (make build)");
-        return;
-    }
+    let Some((mpirun, pingpong, preload)) = profiled_mpi() else { return };
     // One process plants them all (a shell's mkfifo per FIFO would use up the very PIDs it plants for), for the
     // 3,000 PIDs after the last one given out; it prints that one.
     // A name taken already (another process's live file) stays as it is; a planting that fails removes its FIFOs.
@@ -722,14 +729,7 @@ impl Drop for RootJob {
 fn files_planted_at_the_next_pids_live_file_names_neither_stop_ranks_publishing_nor_are_read() {
     common::require_root();
     let _serial = serial();
-    let build = std::env::var_os("LOCKSTEP_BIN")
-        .map_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../build/bin"), PathBuf::from);
-    let (mpirun, pingpong, preload) =
-        (build.join("mpirun"), build.join("pingpong"), build.join("../lib/liblockstep-pmpi.so"));
-    if !pingpong.exists() || !preload.exists() {
-        common::missing("build/bin/pingpong and build/lib/liblockstep-pmpi.so (make build)");
-        return;
-    }
+    let Some((mpirun, pingpong, preload)) = profiled_mpi() else { return };
     let old_names = Planted;
     let mut planter =
         as_nobody("/usr/bin/python3").args(["-c", PLANT_EVERY_KIND]).stdout(Stdio::piped()).spawn().unwrap();

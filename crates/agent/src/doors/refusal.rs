@@ -12,7 +12,7 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::time::{Duration, Instant};
 
 /// How long a refused connection is held before its answer.
-pub const PACE: Duration = Duration::from_millis(10);
+pub const PACE: Duration = Duration::from_millis(50);
 
 /// How long a refused connection whose request had not come when it was answered is kept for the request.
 pub const LINGER: Duration = Duration::from_millis(100);
