@@ -29,8 +29,9 @@ use lockstep_cgroup::{self as cgroup, Bounds, Knobs, Version, JOB_TREE};
 use lockstep_core::cpulist::CpuList;
 use lockstep_core::job::SlurmJobId;
 
-/// The most entries of one directory of Slurm's tree looked at per scan: a user's step directory may hold
-/// thousands of cgroups of theirs, which cost nothing to skip beyond this.
+/// The most task directories of one step looked at per scan (v2, where a step's `user` directory is the job's
+/// user's, who may fill it with cgroups of their own); every directory above it is Slurm's (root's), and as many
+/// as the jobs and steps Slurm runs.
 pub const ENTRIES: usize = 256;
 
 /// What slurmctld said of a node's jobs: those it runs there (running, configuring, suspended), each with its
@@ -43,6 +44,10 @@ pub struct Answer {
     pub jobs: Vec<(SlurmJobId, Option<lockstep_slurm::Row>)>,
 }
 
+/// How long a job's directories may stay after Slurm stopped running it (a slurmstepd cleaning up, its last
+/// processes exiting) before they are said to be left behind.
+pub const LEFT_BEHIND: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// What Slurm said of which of its jobs run on this node.
 #[derive(Debug, Default)]
 pub struct Word {
@@ -50,9 +55,11 @@ pub struct Word {
     pub last: Option<(Instant, HashSet<SlurmJobId>)>,
     /// Jobs announced by their prolog since this agent started, and when.
     pub announced: HashMap<SlurmJobId, Instant>,
-    /// Jobs whose directories were found though Slurm does not run them here, already said in the log.
+    /// Jobs whose directories were found while Slurm did not run them, and since when.
+    pub unlisted: HashMap<SlurmJobId, Instant>,
+    /// Jobs whose directories were said to be left behind, in the log.
     pub phantoms: HashSet<SlurmJobId>,
-    /// Jobs whose tree held more entries than were looked at, already said in the log.
+    /// Jobs with more task directories in a step than were looked at, already said in the log.
     pub partial: HashSet<SlurmJobId>,
 }
 
@@ -63,6 +70,29 @@ impl Word {
         let asked = self.last.as_ref().map(|(t, _)| *t);
         let announced = self.announced.get(&id).is_some_and(|&at| asked.is_none_or(|a| at >= a));
         announced || self.last.as_ref().is_some_and(|(_, jobs)| jobs.contains(&id))
+    }
+
+    /// Notes that job `id`'s directories were found at `now` while Slurm does not run it; whether they are left
+    /// behind: slurmctld was asked at least [`LEFT_BEHIND`] after they were first found so, and did not list it.
+    /// (A job whose directories appear between two answers is listed by the next; one that just ended has its
+    /// directories removed by Slurm within moments.)
+    pub fn left_behind(&mut self, id: SlurmJobId, now: Instant) -> bool {
+        let since = *self.unlisted.entry(id).or_insert(now);
+        self.last.as_ref().is_some_and(|(asked, _)| *asked >= since + LEFT_BEHIND)
+    }
+
+    /// Forgets what was noted of job `id`'s directories while Slurm did not run it: it runs (again).
+    pub fn listed(&mut self, id: SlurmJobId) {
+        self.unlisted.remove(&id);
+        self.phantoms.remove(&id);
+    }
+
+    /// Keeps only what concerns the jobs whose directories are there still.
+    pub fn retain_found(&mut self, found: &[Found]) {
+        let there = |id: &SlurmJobId| found.iter().any(|f| f.id == *id);
+        self.unlisted.retain(|id, _| there(id));
+        self.phantoms.retain(there);
+        self.partial.retain(there);
     }
 }
 
@@ -87,7 +117,7 @@ pub struct Found {
     /// The PUs it may run on, once [`Found::measure`]d (its cpusets, else its processes' affinity, else every
     /// online PU).
     pub pus: CpuList,
-    /// Whether a directory of its tree held more than [`ENTRIES`] entries, so that some were not looked at.
+    /// Whether a step held more than [`ENTRIES`] task directories, so that some were not looked at.
     pub partial: bool,
 }
 
@@ -97,13 +127,13 @@ impl Found {
     /// right in it. Never deeper, where the user's own cgroups are.
     fn leaves(&self, partial: &mut bool) -> Vec<PathBuf> {
         match self.version {
-            Version::V1 => self.job_dirs.iter().flat_map(|d| children(d, "step_", partial)).collect(),
+            Version::V1 => self.job_dirs.iter().flat_map(|d| children(d, "step_")).collect(),
             Version::V2 => self
                 .groups
                 .iter()
                 .flatten()
                 .flat_map(|user| {
-                    let tasks = children(user, "task_", partial);
+                    let tasks = users_children(user, "task_", partial);
                     std::iter::once(user.clone()).chain(tasks)
                 })
                 .collect(),
@@ -111,7 +141,7 @@ impl Found {
     }
 
     /// The processes of the job's steps, where Slurm puts them (see [`Found::leaves`]); `partial` is set when a
-    /// directory held more than [`ENTRIES`] entries.
+    /// step held more than [`ENTRIES`] task directories.
     pub fn processes(&self, partial: &mut bool) -> Vec<i32> {
         let mut pids: Vec<i32> =
             self.leaves(partial).iter().flat_map(|d| cgroup::read_procs(d).unwrap_or_default()).collect();
@@ -140,21 +170,49 @@ impl Found {
     }
 }
 
-/// The directories right in `dir` named `<prefix>…`, among its first [`ENTRIES`] entries (`partial` set when
-/// there were more).
-fn children(dir: &Path, prefix: &str, partial: &mut bool) -> Vec<PathBuf> {
+/// The directories right in `dir` (one of Slurm's, root's) named `<prefix>…`.
+fn children(dir: &Path, prefix: &str) -> Vec<PathBuf> {
+    let Ok(entries) = fs::read_dir(dir) else { return Vec::new() };
+    let mut out: Vec<PathBuf> = entries
+        .flatten()
+        .filter(|e| e.file_name().to_str().is_some_and(|n| n.starts_with(prefix)))
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .map(|e| e.path())
+        .collect();
+    out.sort();
+    out
+}
+
+/// The directories right in `dir`, a directory the job's user may fill, named `<prefix>…`, among its first
+/// [`ENTRIES`] directories (`partial` set when there were more; its files are not counted).
+fn users_children(dir: &Path, prefix: &str, partial: &mut bool) -> Vec<PathBuf> {
     let Ok(entries) = fs::read_dir(dir) else { return Vec::new() };
     let mut out = Vec::new();
-    for (i, e) in entries.flatten().enumerate() {
+    let dirs = entries.flatten().filter(|e| e.file_type().is_ok_and(|t| t.is_dir()));
+    for (i, e) in dirs.enumerate() {
         if i == ENTRIES {
             *partial = true;
             break;
         }
-        if e.file_name().to_str().is_some_and(|n| n.starts_with(prefix)) && e.file_type().is_ok_and(|t| t.is_dir()) {
+        if e.file_name().to_str().is_some_and(|n| n.starts_with(prefix)) {
             out.push(e.path());
         }
     }
     out.sort();
+    out
+}
+
+/// `(number, path)` of the directories in `dir` (one of Slurm's, root's) named `<prefix><number>`.
+pub fn numbered<N: FromStr + Ord>(dir: &Path, prefix: &str) -> Vec<(N, PathBuf)> {
+    let Ok(entries) = fs::read_dir(dir) else { return Vec::new() };
+    let mut out: Vec<(N, PathBuf)> = entries
+        .flatten()
+        .filter_map(|e| {
+            let n = e.file_name().to_str()?.strip_prefix(prefix)?.parse().ok()?;
+            e.file_type().ok()?.is_dir().then(|| (n, e.path()))
+        })
+        .collect();
+    out.sort_by(|a, b| a.0.cmp(&b.0));
     out
 }
 
@@ -171,35 +229,13 @@ fn base<'a>(roots: &[PathBuf], names: &'a [String]) -> Option<&'a str> {
     names.iter().find(|n| roots.iter().any(|r| r.join(n).is_dir())).map(String::as_str)
 }
 
-/// `(number, path)` of the directories in `dir` named `<prefix><number>`, among its first [`ENTRIES`] entries
-/// (`partial` set when there were more).
-pub fn numbered<N: FromStr + Ord>(dir: &Path, prefix: &str, partial: &mut bool) -> Vec<(N, PathBuf)> {
-    let Ok(entries) = fs::read_dir(dir) else { return Vec::new() };
-    let mut out: Vec<(N, PathBuf)> = Vec::new();
-    for (i, e) in entries.flatten().enumerate() {
-        if i == ENTRIES {
-            *partial = true;
-            break;
-        }
-        let number = e.file_name().to_str().and_then(|n| n.strip_prefix(prefix)?.parse().ok());
-        if let Some(n) = number.filter(|_| e.file_type().is_ok_and(|t| t.is_dir())) {
-            out.push((n, e.path()));
-        }
-    }
-    out.sort_by(|a, b| a.0.cmp(&b.0));
-    out
-}
-
 fn scan_v1(roots: &[PathBuf], node: &str) -> Vec<Found> {
     let names = [format!("slurm_{node}"), "slurm".to_string()];
     let Some(base) = base(roots, &names) else { return Vec::new() };
     let mut jobs: BTreeMap<SlurmJobId, Found> = BTreeMap::new();
     for root in roots {
-        let mut users_partial = false;
-        for (uid, user_dir) in numbered::<u32>(&root.join(base), "uid_", &mut users_partial) {
-            let mut partial = users_partial;
-            let found_here = numbered(&user_dir, "job_", &mut partial);
-            for (id, dir) in found_here {
+        for (uid, user_dir) in numbered::<u32>(&root.join(base), "uid_") {
+            for (id, dir) in numbered(&user_dir, "job_") {
                 let found = jobs.entry(id).or_insert_with(|| Found {
                     id,
                     uid: Some(uid),
@@ -209,7 +245,6 @@ fn scan_v1(roots: &[PathBuf], node: &str) -> Vec<Found> {
                     pus: CpuList::new(),
                     partial: false,
                 });
-                found.partial |= partial;
                 if !found.job_dirs.contains(&dir) {
                     found.job_dirs.push(dir);
                 }
@@ -231,12 +266,10 @@ fn scan_v1(roots: &[PathBuf], node: &str) -> Vec<Found> {
 fn scan_v2(root: &Path, node: &str) -> Vec<Found> {
     let names = [format!("system.slice/{node}_slurmstepd.scope"), "system.slice/slurmstepd.scope".to_string()];
     let Some(base) = base(&[root.to_path_buf()], &names) else { return Vec::new() };
-    let mut scope_partial = false;
-    numbered(&root.join(base), "job_", &mut scope_partial)
+    numbered(&root.join(base), "job_")
         .into_iter()
         .filter_map(|(id, dir)| {
-            let mut partial = scope_partial;
-            let mut groups: Vec<Vec<PathBuf>> = children(&dir, "step_", &mut partial)
+            let mut groups: Vec<Vec<PathBuf>> = children(&dir, "step_")
                 .into_iter()
                 .map(|step| step.join("user"))
                 .filter(|u| u.is_dir())
@@ -250,7 +283,7 @@ fn scan_v2(root: &Path, node: &str) -> Vec<Found> {
                 groups,
                 version: Version::V2,
                 pus: CpuList::new(),
-                partial,
+                partial: false,
             })
         })
         .collect()
@@ -304,7 +337,10 @@ impl Chores {
         // Said once per job: the whole tree is walked (within the bounds of any job's), the user's own cgroups
         // included, to name whose processes keep it.
         for found in &self.phantoms {
-            let walk = cgroup::procs_within(&found.job_dirs, JOB_TREE);
+            let mut walk = cgroup::procs_within(&found.job_dirs, JOB_TREE);
+            // The same process is in the job's directory of every v1 hierarchy.
+            walk.procs.sort_unstable();
+            walk.procs.dedup();
             let partial = found.partial || !walk.cuts.is_empty();
             let mut owners: BTreeMap<u32, usize> = BTreeMap::new();
             for pid in &walk.procs {
@@ -316,10 +352,11 @@ impl Chores {
             let left = if said.is_empty() { "none".to_string() } else { said.join(", ") };
             let more = if partial { "; its tree holds more than was looked at" } else { "" };
             crate::log::warning!(
-                "Slurm job {}: its cgroups remain ({}) but slurmctld does not run it on this node: left alone, \
-                 never co-scheduled (processes: {left}{more})",
+                "Slurm job {}: its cgroups remain ({}) but slurmctld has not run it on this node for {} s: left \
+                 alone, never co-scheduled (processes: {left}{more})",
                 found.id,
-                found.job_dirs.first().map_or_else(String::new, |d| d.display().to_string())
+                found.job_dirs.first().map_or_else(String::new, |d| d.display().to_string()),
+                LEFT_BEHIND.as_secs()
             );
         }
     }
@@ -385,8 +422,8 @@ mod tests {
         assert_eq!(scan(Version::V2, &[t.path().to_path_buf()], "n9")[0].id, SlurmJobId(6));
     }
 
-    /// A step's processes are read where Slurm puts them; the cgroups a user makes below their step, and the
-    /// entries of a directory past [`ENTRIES`], are never read, and the scan says it was partial.
+    /// A step's processes are read where Slurm puts them; the cgroups a user makes below their step are never
+    /// read (v1), and a v2 step's task directories past [`ENTRIES`] are not looked at, the scan saying so.
     #[test]
     fn processes_are_read_only_where_slurm_puts_them_and_within_the_bound() {
         let t = lockstep_scratch::tempdir().unwrap();
@@ -402,26 +439,18 @@ mod tests {
         let mut partial = false;
         assert_eq!(found.processes(&mut partial), vec![10, 11, 12], "slurmstepd in job_3 and the hidden ones left");
         assert!(!partial && !found.partial);
+        let user = "system.slice/n1_slurmstepd.scope/job_4/step_0/user";
+        mkdirs(t.path(), &[&format!("{user}/task_0")]);
+        write(&format!("{user}/task_0"), "20\n");
         for i in 0..ENTRIES {
-            fs::create_dir(t.path().join(job).join(format!("mine_{i}"))).unwrap();
+            fs::create_dir(t.path().join(user).join(format!("mine_{i}"))).unwrap();
+            fs::write(t.path().join(user).join(format!("file_{i}")), "").unwrap();
         }
-        let found = scan(Version::V1, &[t.path().to_path_buf()], "n1").remove(0);
+        let found = scan(Version::V2, &[t.path().to_path_buf()], "n1").remove(0);
         let mut partial = false;
         let pids = found.processes(&mut partial);
-        assert!(partial, "{} entries in job_3 were all looked at", ENTRIES + 2);
-        assert!(pids.len() <= 3, "{pids:?}");
-    }
-
-    /// A user's directory holding more `job_<id>` names than [`ENTRIES`] is looked at only that far.
-    #[test]
-    fn a_user_directory_full_of_job_names_is_read_only_as_far_as_the_bound() {
-        let t = lockstep_scratch::tempdir().unwrap();
-        for i in 0..ENTRIES + 50 {
-            fs::create_dir_all(t.path().join(format!("slurm/uid_7/job_{i}"))).unwrap();
-        }
-        let found = scan(Version::V1, &[t.path().to_path_buf()], "n1");
-        assert_eq!(found.len(), ENTRIES);
-        assert!(found.iter().all(|f| f.partial));
+        assert!(partial, "{} directories in the step's user directory were all looked at", ENTRIES + 1);
+        assert!(pids.len() <= 1, "{pids:?}");
     }
 
     /// A job runs while its prolog announced it after slurmctld was last asked, or slurmctld's last answer lists
@@ -440,5 +469,21 @@ mod tests {
         assert!(word.runs(b));
         word.announced.insert(a, t2);
         assert!(word.runs(a), "announced after slurmctld was asked");
+    }
+
+    /// Directories of a job Slurm does not run are left behind only once slurmctld, asked [`LEFT_BEHIND`] after
+    /// they were first found so, still does not list it; a job listed meanwhile starts over.
+    #[test]
+    fn a_job_is_left_behind_only_past_the_grace_and_listing_starts_it_over() {
+        let id = SlurmJobId(3);
+        let t0 = Instant::now();
+        let mut word = Word::default();
+        assert!(!word.left_behind(id, t0), "slurmctld never answered");
+        word.last = Some((t0 + LEFT_BEHIND / 2, HashSet::new()));
+        assert!(!word.left_behind(id, t0 + LEFT_BEHIND), "asked within the grace");
+        word.last = Some((t0 + LEFT_BEHIND, HashSet::new()));
+        assert!(word.left_behind(id, t0 + LEFT_BEHIND * 2), "asked past the grace, still not listed");
+        word.listed(id);
+        assert!(!word.left_behind(id, t0 + LEFT_BEHIND * 2), "found so anew after being listed");
     }
 }

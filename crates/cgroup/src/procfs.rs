@@ -107,11 +107,11 @@ fn exited(pidfd: &OwnedFd) -> bool {
     unsafe { libc::poll(&raw mut poll, 1, 0) > 0 && poll.revents & libc::POLLIN != 0 }
 }
 
-/// The owner of process `pid`: that of its `/proc/PID` directory (its effective UID; root's for a process that
-/// is not dumpable).
+/// The owner of process `pid`: its real UID (the `Uid:` line of its status, which the process cannot make look
+/// like another user's, as a process that is not dumpable makes its `/proc/PID` root's).
 pub fn owner(pid: i32) -> Option<u32> {
-    use std::os::unix::fs::MetadataExt;
-    fs::metadata(format!("/proc/{pid}")).ok().map(|m| m.uid())
+    let status = fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status.lines().find_map(|l| l.strip_prefix("Uid:"))?.split_whitespace().next()?.parse().ok()
 }
 
 /// The `Cpus_allowed_list` of process `pid`.

@@ -773,8 +773,8 @@ const HIDE: &str = "f=/sys/fs/cgroup/freezer$(sed -n 's/^[0-9]*:freezer://p' /pr
 
 /// A user keeps their job's cgroups past its end (a process in a cgroup of theirs below their step, which Slurm
 /// does not kill): agents restarted afterwards, on their store and on a new one, never take the job on (Slurm
-/// does not run it), the new one says so once with the leftover process's owner, and another user's job alone on
-/// the node is never frozen for it under `gang`.
+/// does not run it), the last one says so once with the leftover process's owner, and another user's job alone
+/// on the node is never frozen for it under `gang`.
 #[test]
 #[ignore = "needs root"]
 fn a_job_kept_alive_in_its_users_own_cgroup_is_never_taken_on_after_a_restart() {
@@ -797,8 +797,13 @@ fn a_job_kept_alive_in_its_users_own_cgroup_is_never_taken_on_after_a_restart() 
     cluster.restart_agent(1, &fresh);
     cluster.policy("gang", "200ms");
     let said = format!("Slurm job {phantom}: its cgroups remain");
-    let log = || std::fs::read_to_string(cluster.log(1)).unwrap_or_default();
-    let seen = wait_until("the new agent to say the job is left alone", WAIT, log, |l| l.contains(&said));
+    // What the last agent (on the new store) logged.
+    let log = || {
+        let all = std::fs::read_to_string(cluster.log(1)).unwrap_or_default();
+        all.rsplit_once("fresh.db").map(|(_, after)| after.to_string()).unwrap_or_default()
+    };
+    let limit = lockstep_slurm::REFRESH * 2 + Duration::from_secs(10) + WAIT;
+    let seen = wait_until("the new agent to say the job is left alone", limit, log, |l| l.contains(&said));
     assert!(seen.contains("(processes: 1 of uid 65534)"), "{seen}");
     let bystander = cluster.sbatch_as("root", "sleep 120");
     let name = format!("slurm-{bystander}");
@@ -819,7 +824,7 @@ fn a_job_kept_alive_in_its_users_own_cgroup_is_never_taken_on_after_a_restart() 
     assert_eq!(names, [name.as_str()], "only the bystander is managed");
     assert!(!looks.contains(&true), "the bystander was frozen in {} of 40 looks", looks.iter().filter(|f| **f).count());
     let said_once = log().matches(&said).count();
-    assert_eq!(said_once, 1, "said {said_once} times");
+    assert_eq!(said_once, 1, "the new agent said it {said_once} times");
     drop(cleanup);
 }
 

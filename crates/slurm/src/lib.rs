@@ -493,12 +493,23 @@ pub fn show(row: Row) -> String {
     }
 }
 
-/// The jobs slurmctld runs on node `node` now (running, configuring or suspended: `squeue -w NODE -t R,CF,S`),
-/// each with its row if it has one: what an agent reads every [`REFRESH`], and its only word on which Slurm jobs
-/// exist here.
+/// The jobs slurmctld runs on node `node` now (running, configuring, suspended or stopped: `squeue --all -w NODE
+/// -t R,CF,S,ST`, every partition's, hidden ones included), each with its row if it has one: what an agent reads
+/// every [`REFRESH`], and its only word on which Slurm jobs exist here. A line whose other fields do not parse
+/// still names its job (without a row); one that names no job fails the whole answer, since a job left out of it
+/// would be released.
 pub fn on_node(node: &str) -> anyhow::Result<Vec<(SlurmJobId, Option<Row>)>> {
-    let text = run_with_timeout("squeue", &["-h", "-w", node, "-t", "R,CF,S", "-O", JOB_FORMAT])?;
-    Ok(text.lines().filter_map(JobInfo::parse).map(|job| (job.id, job.row())).collect())
+    let text = run_with_timeout("squeue", &["--all", "-h", "-w", node, "-t", "R,CF,S,ST", "-O", JOB_FORMAT])?;
+    let mut jobs = Vec::new();
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        if let Some(job) = JobInfo::parse(line) {
+            jobs.push((job.id, job.row()));
+        } else {
+            let id = line.split(FIELD_END).next().and_then(|id| id.trim().parse().ok());
+            jobs.push((id.with_context(|| format!("squeue printed a line that names no job: {line:?}"))?, None));
+        }
+    }
+    Ok(jobs)
 }
 
 #[cfg(test)]

@@ -5,9 +5,10 @@
 //! Slurm's word decides which Slurm jobs exist: a `job_<id>` directory is only a candidate, since a user can keep
 //! one alive past the job's end (a process moved into a cgroup of their own below their step, which Slurm does
 //! not kill). A job is taken on, and kept, only while its prolog announced it (since slurmctld was last asked) or
-//! slurmctld's last answer lists it as running, configuring or suspended on this node; an epilog's end is kept in
-//! the store, so that no restart takes the job on again. A directory Slurm does not run is said once in the log,
-//! with the owners of the processes left in it, and left alone: never managed, never given a row.
+//! slurmctld's last answer lists it as running, configuring, suspended or stopped on this node; an epilog's end is
+//! kept in the store, so that no restart takes the job on again (until slurmctld, asked after that end, lists the
+//! job again: a requeued run). Directories Slurm has not run for [`crate::slurm::LEFT_BEHIND`] are said once in
+//! the log, with the owners of the processes left in them, and left alone: never managed, never given a row.
 
 use std::fs;
 use std::path::PathBuf;
@@ -29,6 +30,20 @@ impl Daemon {
     pub(super) fn heard_slurm(&mut self, answer: Answer) {
         let rows: Vec<(SlurmJobId, Row)> = answer.jobs.iter().filter_map(|&(id, row)| Some((id, row?))).collect();
         self.refresh_places(&rows);
+        // A job whose end was marked before slurmctld was asked, and which it lists, runs again (requeued).
+        let again: Vec<SlurmJobId> = answer
+            .jobs
+            .iter()
+            .filter(|(id, _)| self.slurm_done.get(id).is_some_and(|ended| *ended < answer.asked))
+            .map(|(id, _)| *id)
+            .collect();
+        for id in again {
+            crate::log::info!("Slurm job {id} runs here again (slurmctld lists it after its end)");
+            self.slurm_done.remove(&id);
+            if let Err(e) = self.record(Record::SlurmForget(id)) {
+                crate::log::warning!("Slurm job {id}: {e:#}");
+            }
+        }
         let word = &mut self.slurm_word;
         word.announced.retain(|_, at| *at >= answer.asked);
         word.last = Some((answer.asked, answer.jobs.into_iter().map(|(id, _)| id).collect()));
@@ -41,36 +56,34 @@ impl Daemon {
     /// are left alone; a job adopted by hand is not taken twice.
     pub(super) fn sync_slurm(&mut self, found: Vec<Found>) -> Chores {
         let gone: Vec<SlurmJobId> =
-            self.slurm_done.iter().filter(|id| !found.iter().any(|f| f.id == **id)).copied().collect();
+            self.slurm_done.keys().filter(|id| !found.iter().any(|f| f.id == **id)).copied().collect();
         for id in gone {
             self.slurm_done.remove(&id);
             if let Err(e) = self.record(Record::SlurmForget(id)) {
                 crate::log::warning!("Slurm job {id}: {e:#}");
             }
         }
-        let word = &mut self.slurm_word;
-        word.phantoms.retain(|id| found.iter().any(|f| f.id == *id));
-        word.partial.retain(|id| found.iter().any(|f| f.id == *id));
+        self.slurm_word.retain_found(&found);
         let mut changed = self.release_slurm_jobs_not_running();
         let mut phantoms = Vec::new();
         let mut gathered = Vec::new();
+        let now = Instant::now();
         for f in found {
             let id = f.id;
-            if self.slurm_done.contains(&id) {
-                continue;
-            }
-            if !self.slurm_word.runs(f.id) {
-                // Said once slurmctld has answered: before, nothing is known either way.
-                if self.slurm_word.last.is_some() && self.slurm_word.phantoms.insert(f.id) {
+            if !self.slurm_word.runs(id) {
+                if self.slurm_word.left_behind(id, now) && self.slurm_word.phantoms.insert(id) {
                     phantoms.push(f);
                 }
                 continue;
             }
-            if f.partial && self.slurm_word.partial.insert(f.id) {
+            self.slurm_word.listed(id);
+            if self.slurm_done.contains_key(&id) {
+                continue;
+            }
+            if f.partial && self.slurm_word.partial.insert(id) {
                 crate::log::warning!(
-                    "Slurm job {}: a directory of its cgroup tree holds more than {} entries; only the first were \
-                     looked at (the job's user may make cgroups in their steps)",
-                    f.id,
+                    "Slurm job {id}: a step holds more than {} directories; only the first were looked at for its \
+                     tasks (the job's user may make cgroups in their step)",
                     crate::slurm::ENTRIES
                 );
             }
@@ -151,13 +164,11 @@ impl Daemon {
                 _ => None,
             })
             .collect();
+        // Released, not ended: should slurmctld list it again, it is taken on again.
         for &id in &stale {
             crate::log::info!("Slurm job {id}: slurmctld no longer runs it on this node; released");
             if let Some(i) = self.jobs.iter().position(|j| j.name == job_name(id)) {
                 self.retire(i);
-            }
-            if let Err(e) = self.end_slurm_job(id) {
-                crate::log::warning!("Slurm job {id}: {e:#}");
             }
         }
         if !stale.is_empty() {
@@ -166,12 +177,25 @@ impl Daemon {
         !stale.is_empty()
     }
 
+    /// Restores and forgets the Slurm jobs taken over from the store whose end it also holds (an agent that died
+    /// between the two writes).
+    pub(super) fn retire_ended_slurm_jobs(&mut self) {
+        while let Some(i) = self
+            .jobs
+            .iter()
+            .position(|j| matches!(j.origin, Origin::Slurm { id, .. } if self.slurm_done.contains_key(&id)))
+        {
+            crate::log::info!("job {}: its Slurm job ended (its epilog); released", self.jobs[i].name);
+            self.retire(i);
+        }
+    }
+
     /// Marks Slurm job `id` ended on this node, in memory and (for good) in the store.
     fn end_slurm_job(&mut self, id: SlurmJobId) -> anyhow::Result<()> {
         self.slurm.remove(&id);
         self.places.remove(&id);
         self.slurm_word.announced.remove(&id);
-        self.slurm_done.insert(id);
+        self.slurm_done.insert(id, Instant::now());
         Ok(self.record(Record::SlurmEnd(id))?)
     }
 
@@ -185,7 +209,7 @@ impl Daemon {
     fn unmanaged_weight_dirs(&self) -> Vec<PathBuf> {
         let Some(root) = self.v1_cpu_root() else { return Vec::new() };
         let prefix = format!("slurm_{}_job_", self.slurm_node);
-        numbered(&root.join(cgroup::PARENT), &prefix, &mut false)
+        numbered(&root.join(cgroup::PARENT), &prefix)
             .into_iter()
             .filter(|(id, _)| !self.jobs.iter().any(|j| j.name == job_name(*id)))
             .map(|(_, dir)| dir)
@@ -220,7 +244,7 @@ impl Daemon {
         self.slurm.insert(job.id, job);
         self.slurm_done.remove(&job.id);
         self.slurm_word.announced.insert(job.id, Instant::now());
-        self.slurm_word.phantoms.remove(&job.id);
+        self.slurm_word.listed(job.id);
         if let Some(p) = place {
             self.places.insert(job.id, p);
         }
@@ -256,13 +280,13 @@ impl Daemon {
     /// while Slurm removes its cgroups.
     pub(super) fn slurm_epilog(&mut self, id: SlurmJobId) -> anyhow::Result<()> {
         crate::log::info!("Slurm job {id} ended (its epilog)");
-        self.end_slurm_job(id)?;
+        // Restored first: a mark the store refuses leaves no job managed past its end.
         let name = job_name(id);
         if let Some(i) = self.jobs.iter().position(|j| j.name == name) {
             self.retire(i);
             self.flush();
             self.replan = true;
         }
-        Ok(())
+        self.end_slurm_job(id)
     }
 }

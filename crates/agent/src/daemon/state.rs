@@ -1,6 +1,6 @@
 //! What the daemon owns, and how it is made.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
@@ -62,8 +62,9 @@ pub struct Daemon {
     pub(super) slurm: HashMap<SlurmJobId, SlurmJob>,
     /// The cluster-wide places of Slurm jobs of this node, as the prolog and the last refresh read them.
     pub(super) places: HashMap<SlurmJobId, Schedule>,
-    /// Slurm jobs whose epilog ran (kept in the store), while their cgroups are still there.
-    pub(super) slurm_done: HashSet<SlurmJobId>,
+    /// Slurm jobs whose epilog ran (kept in the store), and when (this agent's start for those it read there),
+    /// while their cgroups are still there.
+    pub(super) slurm_done: HashMap<SlurmJobId, Instant>,
     /// What Slurm said of which of its jobs run on this node.
     pub(super) slurm_word: crate::slurm::Word,
     /// Message-driven raises, while a `dcs` policy is in force.
@@ -152,7 +153,7 @@ impl Daemon {
             telemetry: start.telemetry,
             slurm: HashMap::new(),
             places: HashMap::new(),
-            slurm_done: HashSet::new(),
+            slurm_done: HashMap::new(),
             slurm_word: crate::slurm::Word::default(),
             dcs: None,
             dcs_settings: start.dcs,
@@ -165,7 +166,9 @@ impl Daemon {
         daemon.take_over()?;
         daemon.switch_dcs(daemon.policy.raises())?;
         daemon.slurm = daemon.store.slurm_all()?.into_iter().map(|j| (j.id, j)).collect();
-        daemon.slurm_done = daemon.store.slurm_ended()?.into_iter().collect();
+        let started = Instant::now();
+        daemon.slurm_done = daemon.store.slurm_ended()?.into_iter().map(|id| (id, started)).collect();
+        daemon.retire_ended_slurm_jobs();
         daemon.publish();
         Ok(daemon)
     }
