@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{as_nobody, name, stderr, Agent, Env};
+use common::{as_nobody, name, stderr, Agent, Env, Planted, Reaped};
 use nix::sys::signal::Signal;
 
 /// One attack at a time: each starts its own agent, and the PID-recycling one steers the kernel's next PID.
@@ -93,16 +93,6 @@ impl Drop for Delegated {
             let _ = std::fs::write("/sys/fs/cgroup/freezer/cgroup.procs", pid.to_string());
         }
         let _ = std::fs::remove_dir(&self.0);
-    }
-}
-
-/// A child killed and reaped when dropped.
-struct Reaped(Child);
-
-impl Drop for Reaped {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        common::exit_within(&mut self.0, common::STOP_LIMIT, "nobody's process, killed");
     }
 }
 
@@ -638,69 +628,6 @@ fn a_wide_tree_s_job_is_switched_after_the_others_and_walked_less_often() {
     common::assert_no_cgroup(&a);
 }
 
-/// Plants, as nobody, something at the name where the PMPI profiler once published each rank's live count
-/// (`/dev/shm/lockstep-pmpi.<pid>`) for the 2,000 PIDs after the last one given out, and keeps planting ahead as
-/// PIDs are given out (every 10 ms; a machine running other tests gives out thousands a minute), in one process (a
-/// shell's per name would use up the very PIDs it plants for; past `pid_max` the kernel starts again at 300): by
-/// turns a regular file that reads as a live file of a huge count, a FIFO, a link. A name taken already stays as
-/// it is. Prints `up` once the first 2,000 are planted.
-const PLANT_EVERY_KIND: &str = r"
-import os, struct, time
-top = int(open('/proc/sys/kernel/pid_max').read())
-planted = set()
-def plant(p):
-    name = f'/dev/shm/lockstep-pmpi.{p}'
-    try:
-        if p % 3 == 0:
-            fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-            os.write(fd, b'LSPMPI1\0' + struct.pack('=QQ', 0, 1 << 40) + bytes(40))
-            os.close(fd)
-        elif p % 3 == 1:
-            os.mkfifo(name)
-        else:
-            os.symlink('/dev/null', name)
-    except FileExistsError:
-        pass
-    planted.add(p)
-said = False
-while True:
-    n = int(open('/proc/sys/kernel/ns_last_pid').read())
-    for p in range(n + 1, n + 2001):
-        p = p if p < top else 300 + p - top
-        if p not in planted: plant(p)
-    if not said:
-        print('up', flush=True)
-        said = True
-    time.sleep(0.01)
-";
-
-/// What nobody planted at the profiler's old names, removed when dropped (pass or fail): every such name that is
-/// nobody's, nothing of another user's.
-struct Planted;
-
-impl Planted {
-    /// Whether nobody holds the old name of PID `pid`.
-    fn holds(pid: u32) -> bool {
-        use std::os::unix::fs::MetadataExt;
-        std::fs::symlink_metadata(format!("/dev/shm/lockstep-pmpi.{pid}")).is_ok_and(|m| m.uid() == NOBODY)
-    }
-
-    /// The PIDs whose old names nobody holds.
-    fn held() -> Vec<u32> {
-        let names = std::fs::read_dir("/dev/shm").into_iter().flatten().flatten();
-        let pids = names.filter_map(|e| e.file_name().to_str()?.strip_prefix("lockstep-pmpi.")?.parse().ok());
-        pids.filter(|&p| Self::holds(p)).collect()
-    }
-}
-
-impl Drop for Planted {
-    fn drop(&mut self) {
-        for p in Self::held() {
-            let _ = std::fs::remove_file(format!("/dev/shm/lockstep-pmpi.{p}"));
-        }
-    }
-}
-
 /// A job of root's started with `lockstep run`, thawed, stopped and reaped when dropped.
 struct RootJob {
     name: String,
@@ -731,12 +658,7 @@ fn files_planted_at_the_next_pids_live_file_names_neither_stop_ranks_publishing_
     let _serial = serial();
     let Some((mpirun, pingpong, preload)) = profiled_mpi() else { return };
     let old_names = Planted;
-    let mut planter =
-        as_nobody("/usr/bin/python3").args(["-c", PLANT_EVERY_KIND]).stdout(Stdio::piped()).spawn().unwrap();
-    let mut line = String::new();
-    std::io::BufRead::read_line(&mut std::io::BufReader::new(planter.stdout.take().unwrap()), &mut line).unwrap();
-    let planter = Reaped(planter);
-    assert_eq!(line.trim(), "up", "nobody's planter did not start");
+    let planter = common::start_planter();
     let env = Env::new();
     let agent = Agent::start(&env, &["--policy", "auto", "--slot", "100ms"]);
     // Two jobs whose ranks poll without yielding and exchange messages without end, the profiler preloaded.

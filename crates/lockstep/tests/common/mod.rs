@@ -472,3 +472,88 @@ fn answers(socket: &std::path::Path) -> Result<String, String> {
         Err(format!("answered {line:?}"))
     }
 }
+
+/// Plants, as nobody, something at the name where the PMPI profiler once published each rank's live count
+/// (`/dev/shm/lockstep-pmpi.<pid>`) for the 2,000 PIDs after the last one given out, and keeps planting ahead as
+/// PIDs are given out (every 10 ms; a machine running other tests gives out thousands a minute), in one process (a
+/// shell's per name would use up the very PIDs it plants for; past `pid_max` the kernel starts again at 300): by
+/// turns a regular file that reads as a live file of a huge count, a FIFO, a link. A name taken already stays as
+/// it is. Prints `up` once the first 2,000 are planted.
+pub const PLANT_EVERY_KIND: &str = r"
+import os, struct, time
+top = int(open('/proc/sys/kernel/pid_max').read())
+planted = set()
+def plant(p):
+    name = f'/dev/shm/lockstep-pmpi.{p}'
+    try:
+        if p % 3 == 0:
+            fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            os.write(fd, b'LSPMPI1\0' + struct.pack('=QQ', 0, 1 << 40) + bytes(40))
+            os.close(fd)
+        elif p % 3 == 1:
+            os.mkfifo(name)
+        else:
+            os.symlink('/dev/null', name)
+    except FileExistsError:
+        pass
+    planted.add(p)
+said = False
+while True:
+    n = int(open('/proc/sys/kernel/ns_last_pid').read())
+    for p in range(n + 1, n + 2001):
+        p = p if p < top else 300 + p - top
+        if p not in planted: plant(p)
+    if not said:
+        print('up', flush=True)
+        said = True
+    time.sleep(0.01)
+";
+
+/// What nobody planted at the profiler's old names, removed when dropped (pass or fail): every such name that is
+/// nobody's, nothing of another user's.
+pub struct Planted;
+
+impl Planted {
+    /// Whether nobody holds the old name of PID `pid`.
+    pub fn holds(pid: u32) -> bool {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::symlink_metadata(format!("/dev/shm/lockstep-pmpi.{pid}")).is_ok_and(|m| m.uid() == 65534)
+    }
+
+    /// The PIDs whose old names nobody holds.
+    pub fn held() -> Vec<u32> {
+        let names = std::fs::read_dir("/dev/shm").into_iter().flatten().flatten();
+        let pids = names.filter_map(|e| e.file_name().to_str()?.strip_prefix("lockstep-pmpi.")?.parse().ok());
+        pids.filter(|&p| Self::holds(p)).collect()
+    }
+}
+
+impl Drop for Planted {
+    fn drop(&mut self) {
+        for p in Self::held() {
+            let _ = std::fs::remove_file(format!("/dev/shm/lockstep-pmpi.{p}"));
+        }
+    }
+}
+
+/// Starts nobody's planter ([`PLANT_EVERY_KIND`]) and waits until it planted the first names; the planter is
+/// killed and reaped when the returned child is dropped by [`Reaped`].
+pub fn start_planter() -> Reaped {
+    let mut planter =
+        as_nobody("/usr/bin/python3").args(["-c", PLANT_EVERY_KIND]).stdout(Stdio::piped()).spawn().unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(planter.stdout.take().unwrap()), &mut line).unwrap();
+    let planter = Reaped(planter);
+    assert_eq!(line.trim(), "up", "nobody's planter did not start");
+    planter
+}
+
+/// A child process killed and reaped when dropped.
+pub struct Reaped(pub Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        exit_within(&mut self.0, STOP_LIMIT, "a test's helper process, killed");
+    }
+}
