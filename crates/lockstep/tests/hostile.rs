@@ -689,21 +689,7 @@ fn files_planted_at_the_next_pids_live_file_names_neither_stop_ranks_publishing_
         serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap_or_default()
     };
     // The pair's choice, once made with every rate read from the ranks' calls.
-    let by_calls = |s: &serde_json::Value| {
-        s["groups"].as_array().into_iter().flatten().any(|g| {
-            let rates: Vec<&serde_json::Value> = g["rates"]
-                .as_object()
-                .into_iter()
-                .flat_map(|r| r.values())
-                .filter_map(|r| r.as_array())
-                .flatten()
-                .collect();
-            g["trying"] == false
-                && g["jobs"].as_array().is_some_and(|j| names.iter().all(|n| j.contains(n)))
-                && rates.len() == 4
-                && rates.iter().all(|r| r["calls_s"].as_f64().is_some())
-        })
-    };
+    let by_calls = |s: &serde_json::Value| common::chosen_from_calls(s, &names, 4);
     let seen =
         common::wait_until("a choice for the pair from its ranks' calls", Duration::from_mins(1), status, by_calls);
     let group = seen["groups"].as_array().unwrap().iter().find(|g| g["trying"] == false).unwrap();

@@ -910,18 +910,7 @@ fn names_planted_for_the_next_pids_neither_stop_a_slurm_jobs_ranks_publishing_no
         serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap_or_default()
     };
     // The pair's choice, made with every rate read from the ranks' calls.
-    let by_calls = |s: &serde_json::Value| {
-        s["groups"].as_array().into_iter().flatten().any(|g| {
-            let rates: Vec<&serde_json::Value> = g["rates"]
-                .as_object()
-                .into_iter()
-                .flat_map(|r| r.values())
-                .filter_map(|r| r.as_array())
-                .flatten()
-                .collect();
-            g["trying"] == false && rates.len() == 4 && rates.iter().all(|r| r["calls_s"].as_f64().is_some())
-        })
-    };
+    let by_calls = |s: &serde_json::Value| common::chosen_from_calls(s, &[], 4);
     let seen = wait_until("a choice for the pair from its ranks' calls", Duration::from_mins(2), status, by_calls);
     let ranks: Vec<(i32, bool)> = seen["jobs"]
         .as_array()

@@ -557,3 +557,22 @@ impl Drop for Reaped {
         exit_within(&mut self.0, STOP_LIMIT, "a test's helper process, killed");
     }
 }
+
+/// Whether `status` (the agent's `status --json`) holds a choice of `auto`, not a trial, for a group with every
+/// job of `names` (any group when none is named) whose `rates` (`rates` of them) were all read from the ranks'
+/// calls.
+pub fn chosen_from_calls(status: &serde_json::Value, names: &[serde_json::Value], rates: usize) -> bool {
+    status["groups"].as_array().into_iter().flatten().any(|g| {
+        let read: Vec<&serde_json::Value> = g["rates"]
+            .as_object()
+            .into_iter()
+            .flat_map(|r| r.values())
+            .filter_map(|r| r.as_array())
+            .flatten()
+            .collect();
+        g["trying"] == false
+            && g["jobs"].as_array().is_some_and(|j| names.iter().all(|n| j.contains(n)))
+            && read.len() == rates
+            && read.iter().all(|r| r["calls_s"].as_f64().is_some())
+    })
+}
