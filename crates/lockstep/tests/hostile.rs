@@ -445,14 +445,15 @@ fn a_wide_deep_and_forking_job_tree_is_walked_in_part_at_normal_priority() {
     let roots = Reaped(Command::new("sleep").arg("600").spawn().unwrap());
     let (a, b) = (name("tree-root"), name("tree-nobody"));
     ok(&env.run(&["adopt", "--job", &a, "--pid", &roots.0.id().to_string()]));
-    ok(&env.run(&["adopt", "--job", &b, "--cgroup", &theirs.path()]));
-    // Once adopted, the job grows its tree, and forks and exits without end.
+    // The job's tree is grown, then adopted (a walk of a tree still growing may cost enough to put the next one
+    // past this test's window: walks are paced by their cost), then forks and exits without end.
     let top = theirs.0.to_string_lossy().into_owned();
     let made = as_nobody("/usr/bin/python3").args(["-c", TREE, &top, "5000", "200"]).output().unwrap();
     ok(&made);
     let depth: usize = String::from_utf8_lossy(&made.stdout).trim().parse().unwrap();
     eprintln!("nobody made 5000 cgroups and a chain {depth} deep ({})", stderr(&made).trim());
     assert!(depth > 32, "the kernel stopped the chain at depth {depth}: no deeper than the agent walks");
+    ok(&env.run(&["adopt", "--job", &b, "--cgroup", &theirs.path()]));
     let forks = Reaped(as_nobody("sh").args(["-c", "while :; do /bin/true; done"]).spawn().unwrap());
     std::fs::write(theirs.0.join("cgroup.procs"), forks.0.id().to_string()).unwrap();
 
