@@ -882,53 +882,6 @@ fn the_cgroups_a_user_makes_below_their_step_are_never_walked() {
     );
 }
 
-/// Nobody plants, at the profiler's old live-file name of every PID about to be given out, a regular file that
-/// reads as a live count, a FIFO or a link; two Slurm jobs of root's run profiled MPI ranks (the SPANK plugin
-/// preloads the profiler) under `auto`: their ranks got PIDs nobody planted for, and the agent still chooses for
-/// the pair from every rank's calls (a planted file is never read, never waited for).
-#[test]
-#[ignore = "needs root"]
-fn names_planted_for_the_next_pids_neither_stop_a_slurm_jobs_ranks_publishing_nor_are_read() {
-    if !library().join("lockstep-spank.so").exists() {
-        common::missing("needs lockstep-spank.so (make build, with libslurm-dev from scripts/deps.sh)");
-        return;
-    }
-    let Some((_serial, cluster)) = start_nodes(1, true) else { return };
-    cluster.policy("auto", "100ms");
-    let old_names = common::Planted;
-    let planter = common::start_planter();
-    let pingpong = kernels().unwrap().join("pingpong");
-    let srun = || {
-        let mut srun = cluster.slurm("srun");
-        srun.args(["-N1", "-n2", "--lockstep-profiler=on"]).arg(&pingpong);
-        srun.args(["--iterations", "1000000000", "--repeats", "1"]).env("LOCKSTEP_MPI_BUSY_POLL", "1");
-        common::Reaped(srun.stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap())
-    };
-    let runs = [srun(), srun()];
-    let status = || {
-        let out = cluster.lockstep(1, &["status", "--json"]);
-        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap_or_default()
-    };
-    // The pair's choice, made with every rate read from the ranks' calls.
-    let by_calls = |s: &serde_json::Value| common::chosen_from_calls(s, &[], 4);
-    let seen = wait_until("a choice for the pair from its ranks' calls", Duration::from_mins(2), status, by_calls);
-    let ranks: Vec<(i32, bool)> = seen["jobs"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .flat_map(|j| j["cgroups"].as_array().into_iter().flatten().filter_map(|d| d.as_str()).map(PathBuf::from))
-        .flat_map(|dir| lockstep_cgroup::procs_below(&dir).unwrap_or_default())
-        .filter(|p| std::fs::read_to_string(format!("/proc/{p}/comm")).is_ok_and(|c| c.trim() == "pingpong"))
-        .map(|p| (p, common::Planted::holds(p as u32)))
-        .collect();
-    eprintln!("ranks (PID, a name of nobody's at its old live file) {ranks:?}");
-    assert_eq!(ranks.len(), 4, "the two jobs' ranks: {ranks:?}");
-    assert!(ranks.iter().all(|&(_, held)| held), "a rank's PID is not one nobody planted for: {ranks:?}");
-    drop(runs);
-    drop(planter);
-    drop(old_names);
-}
-
 /// A process a test left in a cgroup of its own, and that cgroup: killed and removed when dropped.
 struct Leftover {
     pid: i32,
