@@ -150,23 +150,28 @@ impl Found {
         pids
     }
 
-    /// Fills in what is learnt by reading the job's cgroups rather than their names: the PUs it may run on and,
-    /// where the layout does not say it (v2), its owner (that of its first task: a step's tasks are the user's).
-    /// Done by the discovery thread, never the daemon's loop.
+    /// Fills in what is learnt by reading the job's cgroups rather than their names: the PUs it may run on (its
+    /// cpusets, else the affinity of the processes in its groups' first directories and one level below, where
+    /// Slurm puts them: on v1 that includes the job's slurmstepd, whose affinity is the job's allocation, as
+    /// before these walks were bounded) and, where the layout does not say it (v2), its owner (that of its first
+    /// task: a step's tasks are the user's). Done by the discovery thread, never the daemon's loop.
     pub fn measure(&mut self) {
-        let mut partial = self.partial;
         let cpusets: Vec<CpuList> = self.groups.iter().filter_map(|g| Knobs::find(g).pus()).collect();
-        let pids = if cpusets.is_empty() || self.uid.is_none() { self.processes(&mut partial) } else { Vec::new() };
-        let lists = if cpusets.is_empty() {
+        let lists: Vec<CpuList> = if cpusets.is_empty() {
+            let firsts: Vec<&PathBuf> = self.groups.iter().filter_map(|g| g.first()).collect();
+            let mut pids = cgroup::procs_within(&firsts, STEPS).procs;
+            pids.sort_unstable();
+            pids.dedup();
             pids.iter().filter_map(|&p| CpuList::parse(&procfs::cpus_allowed(p)?).ok()).collect()
         } else {
             cpusets
         };
         self.pus = if lists.is_empty() { CpuList::online() } else { lists.iter().flat_map(CpuList::iter).collect() };
         if self.uid.is_none() {
-            self.uid = pids.iter().find_map(|&p| procfs::owner(p));
+            let mut partial = self.partial;
+            self.uid = self.processes(&mut partial).iter().find_map(|&p| procfs::owner(p));
+            self.partial = partial;
         }
-        self.partial = partial;
     }
 }
 
