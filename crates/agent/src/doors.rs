@@ -35,9 +35,10 @@ use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
 use tokio::io::unix::AsyncFd;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, Interest};
 
+use budget::Budgets;
 pub use budget::Rate;
-use budget::{thread_cpu, Budgets};
 pub use caller::Caller;
+use lockstep_cgroup::procfs::thread_cpu;
 use refusal::Refusals;
 use spare::Spare;
 

@@ -9,6 +9,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use lockstep_cgroup::procfs::thread_cpu;
 use lockstep_cgroup::{procs_within, Bounds, Walk};
 
 /// The share of one CPU the walks of one job's tree may take: a walk that took the sampler's thread `t` of CPU
@@ -86,16 +87,6 @@ impl Paced {
     pub(crate) fn forget(&mut self, name: &str) {
         self.jobs.remove(name);
     }
-}
-
-/// The CPU time the calling thread has had.
-fn thread_cpu() -> Duration {
-    let mut t = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: clock_gettime with a valid timespec.
-    if unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &raw mut t) } != 0 {
-        return Duration::ZERO;
-    }
-    Duration::new(t.tv_sec as u64, t.tv_nsec as u32)
 }
 
 #[cfg(test)]

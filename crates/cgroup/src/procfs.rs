@@ -114,6 +114,16 @@ pub fn owner(pid: i32) -> Option<u32> {
     status.lines().find_map(|l| l.strip_prefix("Uid:"))?.split_whitespace().next()?.parse().ok()
 }
 
+/// The CPU time the calling thread has used (its `CLOCK_THREAD_CPUTIME_ID`; zero should the clock fail).
+pub fn thread_cpu() -> std::time::Duration {
+    let mut t = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime with a valid timespec.
+    if unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &raw mut t) } != 0 {
+        return std::time::Duration::ZERO;
+    }
+    std::time::Duration::new(t.tv_sec as u64, t.tv_nsec as u32)
+}
+
 /// The `Cpus_allowed_list` of process `pid`.
 pub fn cpus_allowed(pid: i32) -> Option<String> {
     let status = fs::read_to_string(format!("/proc/{pid}/status")).ok()?;

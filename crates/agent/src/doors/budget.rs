@@ -99,14 +99,6 @@ fn key(caller: Caller) -> Caller {
     }
 }
 
-/// The CPU time the calling thread has used.
-pub fn thread_cpu() -> Duration {
-    let mut t = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: clock_gettime with a valid timespec; the thread's own clock always exists.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &raw mut t) };
-    Duration::new(t.tv_sec as u64, t.tv_nsec as u32)
-}
-
 #[cfg(test)]
 mod tests {
     use std::time::{Duration, Instant};
