@@ -383,6 +383,8 @@ fn managed_over(name: &str, groups: Vec<Group>, row: Option<u32>, origin: Origin
         origin,
         switch_cost: None,
         said_slow: false,
+        spent: crate::managed::Spent::default(),
+        left: None,
     }
 }
 

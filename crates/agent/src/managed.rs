@@ -197,6 +197,50 @@ pub struct Managed {
     pub switch_cost: Option<Duration>,
     /// Whether the job was said to be switched after the others (once).
     pub said_slow: bool,
+    /// What its changes cost the kernel's writes in the window being judged ([`COST_SHARE`]).
+    pub spent: Spent,
+    /// Why the job is left to the kernel, if it is: its changes cost more than [`COST_SHARE`] of a CPU, so it is
+    /// thawed, at its own weight, and never switched again until it ends.
+    pub left: Option<String>,
+}
+
+/// The share of one CPU that changes of one job's cgroups may cost the agent, judged over [`COST_WINDOW`]: a job
+/// past it is left to the kernel ([`Managed::left`]). A v1 freezer write walks every cgroup below the one written,
+/// so a job whose user made thousands of cgroups in its tree would otherwise buy the agent's (real-time) CPU at
+/// every switch, for nothing it spends; a job of 64 ranks in one cgroup, switched every 100 ms, costs 0.1 %.
+pub const COST_SHARE: f64 = 0.01;
+
+/// How long what a job's changes cost is summed before it is judged ([`COST_SHARE`]).
+pub const COST_WINDOW: Duration = Duration::from_secs(5);
+
+/// What a job's changes cost the kernel's writes since the window began.
+#[derive(Clone, Copy, Debug)]
+pub struct Spent {
+    /// When the window began.
+    since: Instant,
+    /// What the writes took in it.
+    took: Duration,
+}
+
+impl Default for Spent {
+    fn default() -> Self {
+        Self { since: Instant::now(), took: Duration::ZERO }
+    }
+}
+
+impl Spent {
+    /// Adds a change that took `took`; at the end of a window, returns the share of a CPU spent in it and begins
+    /// the next.
+    fn add(&mut self, took: Duration) -> Option<f64> {
+        self.took += took;
+        let elapsed = self.since.elapsed();
+        if elapsed < COST_WINDOW {
+            return None;
+        }
+        let share = self.took.as_secs_f64() / elapsed.as_secs_f64();
+        *self = Self::default();
+        Some(share)
+    }
 }
 
 /// How long the kernel may take over one job's change for the job to be switched with the others at a slot's
@@ -300,6 +344,8 @@ impl Managed {
             owner: saved.owner,
             switch_cost: None,
             said_slow: false,
+            spent: Spent::default(),
+            left: None,
         })
     }
 
@@ -330,6 +376,24 @@ impl Managed {
         }
         if !actions.is_empty() {
             self.switch_cost = Some(switch_cost(self.switch_cost, took));
+            if let Some(share) = self.spent.add(took).filter(|&s| s > COST_SHARE && self.left.is_none()) {
+                let why = format!(
+                    "changes of its cgroups cost the kernel's writes {:.1} % of a CPU over {} s, more than the {} % a \
+                     job may (each write walks the cgroups and processes below)",
+                    share * 100.0,
+                    COST_WINDOW.as_secs(),
+                    COST_SHARE * 100.0
+                );
+                crate::log::warning!(
+                    "job {}: {why}: left to the kernel, thawed and at its own weight, until it ends",
+                    self.name
+                );
+                self.left = Some(why);
+                // Put back at once, not at the next tick.
+                if self.applied != Desired::default() {
+                    actions.extend(self.apply(Desired::default(), journal, store)?);
+                }
+            }
         }
         Ok(actions)
     }
@@ -441,6 +505,18 @@ impl Managed {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn what_changes_cost_is_judged_once_per_window() {
+        let mut spent = Spent::default();
+        assert_eq!(spent.add(Duration::from_millis(40)), None, "judged before its window ended");
+        spent.since -= COST_WINDOW;
+        let share = spent.add(Duration::from_millis(20)).unwrap();
+        // 60 ms over a little more than the window.
+        assert!(share > 0.011 && share <= 0.012, "{share}");
+        assert_eq!(spent.took, Duration::ZERO, "the next window begins empty");
+        assert_eq!(spent.add(Duration::from_millis(1)), None);
+    }
 
     #[test]
     fn a_job_is_prompt_once_measured_quick_and_slow_for_some_changes_after_a_slow_one() {

@@ -25,8 +25,11 @@ impl Daemon {
         let started = Instant::now();
         let started_at = lockstep_store::now();
         self.drop_ended();
-        // Jobs with a cluster-wide place follow it; the others share the node's own cycle of rows.
-        let local: Vec<usize> = (0..self.jobs.len()).filter(|&i| self.jobs[i].place.is_none()).collect();
+        // Jobs with a cluster-wide place follow it; the others share the node's own cycle of rows. A job left to the
+        // kernel takes no row and is not planned: it stays as it was put back, thawed at its own weight.
+        let local: Vec<usize> =
+            (0..self.jobs.len()).filter(|&i| self.jobs[i].place.is_none() && self.jobs[i].left.is_none()).collect();
+        let planned: Vec<usize> = (0..self.jobs.len()).filter(|&i| self.jobs[i].left.is_none()).collect();
         let entries: Vec<Entry> = local
             .iter()
             .map(|&i| Entry { name: &self.jobs[i].name, pus: &self.jobs[i].pus, pinned: self.jobs[i].pinned })
@@ -45,17 +48,17 @@ impl Daemon {
                 (j.row, j.round, j.favoured) = (place.row, place.period, place.holds(k));
             }
         }
-        let views: Vec<JobView> = self
-            .jobs
+        let views: Vec<JobView> = planned
             .iter()
+            .map(|&i| &self.jobs[i])
             .map(|j| JobView { name: &j.name, favoured: j.favoured, round: j.round, pus: &j.pus })
             .collect();
         if let Some(auto) = self.planner.measuring() {
             // Only jobs that share PUs with another are measured; a job alone is left to the kernel.
             let (jobs, epoch, ranks, telemetry) = (&self.jobs, self.epoch, &mut self.ranks, &self.telemetry);
             ranks.retain(|name, _| jobs.iter().any(|j| j.name == *name));
-            let mut sample = |i: usize| {
-                let job = &jobs[i];
+            let mut sample = |v: usize| {
+                let job = &jobs[planned[v]];
                 let published = telemetry.published();
                 // A tree costly to walk is never walked here: its processes are the sampler's last walk's.
                 let (dirs, bounds, costly) = (&job.count_dirs(), job.bounds(), published.costly_tree(&job.name));
@@ -70,11 +73,14 @@ impl Daemon {
                 self.choices.push((lockstep_store::now(), c));
             }
         }
-        let mut plan = self.planner.plan(&views);
+        let mut plan = vec![Desired::default(); self.jobs.len()];
+        for (&i, p) in planned.iter().zip(self.planner.plan(&views)) {
+            plan[i] = p;
+        }
         for (j, p) in self.jobs.iter_mut().zip(plan.iter_mut()) {
             j.planned = *p;
             // A job dcs raised by weight keeps it until its quantum is over.
-            p.boosted |= self.dcs.as_ref().is_some_and(|d| d.holds_weight(&j.name));
+            p.boosted |= j.left.is_none() && self.dcs.as_ref().is_some_and(|d| d.holds_weight(&j.name));
         }
         let (mut decisions, mut gone, prompt_done) = self.switch(&plan, started);
         gone.sort_unstable();

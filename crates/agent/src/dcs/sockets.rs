@@ -41,8 +41,12 @@ pub const CHEAP: u64 = 64;
 pub struct Budgets {
     /// Descriptors read of one process (its first ones): sockets past them are not watched.
     pub per_process: usize,
-    /// Descriptors read in one scan, over all jobs.
+    /// Descriptors read in one scan, over all jobs, of processes new or changed.
     pub per_scan: usize,
+    /// Descriptors one scan may add to what it may read of processes that did not change, only to find what
+    /// [`REFRESH`] is for (what is not spent is kept, up to one process's budget, so that a process holding many is
+    /// read again after some scans): a job that holds many descriptors and does nothing costs the agent little.
+    pub refresh: usize,
     /// Processes looked at in one scan, over all jobs.
     pub processes: usize,
     /// Threads listed in one scan, over all jobs (those past it are not raised).
@@ -58,6 +62,7 @@ impl Default for Budgets {
         Self {
             per_process: 1_024,
             per_scan: 8_192,
+            refresh: 256,
             processes: 8_192,
             threads: 16_384,
             sockets: diag::MOST_SOCKETS,
@@ -121,6 +126,8 @@ pub struct Scanner {
     own_netns: Option<u32>,
     /// Descriptors read so far, over all scans.
     pub reads: u64,
+    /// What the scans may still read of processes that did not change ([`Budgets::refresh`]).
+    refresh_credit: usize,
     /// Per job: why it was partly scanned, as said.
     said: HashMap<String, HashSet<Partly>>,
     /// Network namespaces whose sockets could not all be read, as said.
@@ -135,6 +142,7 @@ impl Scanner {
             walked: HashMap::new(),
             own_netns: netns_of("thread-self"),
             reads: 0,
+            refresh_credit: 0,
             said: HashMap::new(),
             said_netns: HashSet::new(),
         }
@@ -201,37 +209,47 @@ impl Scanner {
         out
     }
 
-    /// Reads the descriptors of the processes in `found` that are due ([`Walked::due`]), those holding the fewest
-    /// first, within the budgets.
+    /// Reads the descriptors of the processes in `found` that are due ([`Walked::due`]), within the budgets: those
+    /// new or changed first, holding the fewest first; then those due only because [`REFRESH`] has passed, read
+    /// longest ago first, while the refresh credit lasts.
     fn walk(&mut self, found: &[(usize, ProcessRef, u64, u32)], partly: &mut [HashMap<Partly, String>]) {
-        let mut due: Vec<&(usize, ProcessRef, u64, u32)> =
-            found.iter().filter(|f| Walked::due(self.walked.get(&f.1.pid), f.1, f.2)).collect();
-        due.sort_by_key(|f| f.2);
-        let mut left = self.budgets.per_scan;
-        for &&(j, process, count, _) in &due {
-            let want = match usize::try_from(count) {
-                Ok(0) | Err(_) => self.budgets.per_process,
-                Ok(n) => n.min(self.budgets.per_process),
-            };
-            if want > left {
+        let unchanged = |walked: Option<&Walked>, f: &(usize, ProcessRef, u64, u32)| {
+            walked.is_some_and(|w| w.process == f.1 && w.count == f.2 && f.2 != 0)
+        };
+        let (mut fresh, mut stale): (Vec<&(usize, ProcessRef, u64, u32)>, Vec<_>) = found
+            .iter()
+            .filter(|f| Walked::due(self.walked.get(&f.1.pid), f.1, f.2))
+            .partition(|f| !unchanged(self.walked.get(&f.1.pid), f));
+        fresh.sort_by_key(|f| f.2);
+        stale.sort_by_key(|f| self.walked.get(&f.1.pid).map(|w| w.at));
+        let budgets = self.budgets;
+        let want = |count: u64| match usize::try_from(count) {
+            Ok(0) | Err(_) => budgets.per_process,
+            Ok(n) => n.min(budgets.per_process),
+        };
+        let mut left = budgets.per_scan;
+        for &(j, process, count, _) in fresh {
+            if want(count) > left {
                 let known = self.walked.get(&process.pid).is_some_and(|w| w.process == process);
                 if !known {
                     let why = format!(
                         "its processes hold more descriptors than one scan reads ({}); the rest are read at the \
                          next scans",
-                        self.budgets.per_scan
+                        budgets.per_scan
                     );
                     partly[j].entry(Partly::Waiting).or_insert(why);
                 }
                 continue;
             }
-            let (inodes, read, more) = socket_inodes(process.pid, self.budgets.per_process);
-            left -= read.min(left);
-            self.reads += read as u64;
-            let before = self.walked.get(&process.pid).filter(|w| w.process == process);
-            let same = before.filter(|w| w.inodes == inodes).map_or(0, |w| w.same.saturating_add(1));
-            // A process that exited meanwhile is dropped at the next scan.
-            self.walked.insert(process.pid, Walked { process, count, inodes, at: Instant::now(), same, more });
+            left -= self.read(process, count).min(left);
+        }
+        let most = budgets.per_process.max(budgets.refresh);
+        self.refresh_credit = (self.refresh_credit + budgets.refresh).min(most);
+        for &(_, process, count, _) in stale {
+            if want(count) > self.refresh_credit {
+                break;
+            }
+            self.refresh_credit -= self.read(process, count).min(self.refresh_credit);
         }
         // Whether read now or before: a process holding more than its budget was read in part.
         for &(j, process, count, _) in found {
@@ -251,6 +269,18 @@ impl Scanner {
                 partly[j].entry(Partly::Descriptors).or_insert(why);
             }
         }
+    }
+
+    /// Reads the descriptors of `process`, which holds `count`, up to one process's budget; returns how many
+    /// were read.
+    fn read(&mut self, process: ProcessRef, count: u64) -> usize {
+        let (inodes, read, more) = socket_inodes(process.pid, self.budgets.per_process);
+        self.reads += read as u64;
+        let before = self.walked.get(&process.pid).filter(|w| w.process == process);
+        let same = before.filter(|w| w.inodes == inodes).map_or(0, |w| w.same.saturating_add(1));
+        // A process that exited meanwhile is dropped at the next scan.
+        self.walked.insert(process.pid, Walked { process, count, inodes, at: Instant::now(), same, more });
+        read
     }
 
     /// The TCP sockets of each network namespace in `processes` ((namespace, a process in it)), up to the
@@ -550,6 +580,33 @@ mod tests {
             let _ = c.kill();
             let _ = c.wait();
         }
+    }
+
+    #[test]
+    fn a_process_that_did_not_change_is_read_again_as_the_refresh_credit_allows() {
+        let mut child = holder(1, 80);
+        ports_of(&mut child);
+        let pid = child.id() as i32;
+        let budgets = Budgets { per_process: 100, refresh: 30, ..Budgets::default() };
+        let mut scanner = Scanner::new(budgets);
+        let jobs = [watched("a", vec![pid])];
+        scanner.scan(&jobs);
+        let each = scanner.reads;
+        assert!(each > 80 && each <= 100, "{each} read");
+        // Due again only because REFRESH passed: 60 of credit after two scans, not enough for its 80-odd; 90 at the
+        // next scan.
+        scanner.walked.get_mut(&pid).unwrap().at -= REFRESH;
+        scanner.scan(&jobs);
+        assert_eq!(scanner.reads, each, "read again with less credit than it holds");
+        scanner.scan(&jobs);
+        assert_eq!(scanner.reads, 2 * each);
+        // A change is read as before, whatever the credit (spent now).
+        scanner.walked.get_mut(&pid).unwrap().count += 1;
+        scanner.walked.get_mut(&pid).unwrap().at -= CALMER;
+        scanner.scan(&jobs);
+        assert_eq!(scanner.reads, 3 * each);
+        let _ = child.kill();
+        let _ = child.wait();
     }
 
     #[test]

@@ -115,6 +115,11 @@ fn render(s: &Status) -> String {
             j.cgroups.first().map(|p| p.display().to_string()).unwrap_or_default()
         );
     }
+    for j in &s.jobs {
+        if let Some(why) = &j.left {
+            let _ = writeln!(out, "({} left to the kernel: {why})", j.name);
+        }
+    }
     if s.others > 0 {
         let _ = writeln!(out, "({} job(s) of other users not shown)", s.others);
     }
