@@ -12,10 +12,22 @@ use crate::command::{Command, Mailbox};
 use crate::dcs::probe::{Arrival, Probe, Tables};
 use crate::dcs::processes::Scanned;
 use crate::dcs::sockets::{Budgets, Scanner};
+use lockstep_cgroup::procfs::thread_cpu;
 
 /// How often the probe's port table is brought in step with the jobs' sockets (a scan reads the descriptors of
-/// the processes that are new or changed, within [`Budgets`]).
+/// the processes that are new or changed, within [`Budgets`]), at most.
 const SCAN_INTERVAL: Duration = Duration::from_millis(500);
+
+/// The share of one CPU the scans may take: a scan that took more of the thread's CPU than this share of
+/// [`SCAN_INTERVAL`] is followed by a longer wait (what the jobs' processes, threads and sockets make a scan cost
+/// is paid by their own jobs, in freshness, not by the node).
+const SCAN_SHARE: f64 = 0.01;
+
+/// How long to wait after a scan that took `cpu` of the thread's CPU: [`SCAN_INTERVAL`], or longer so that the
+/// scans take at most [`SCAN_SHARE`] of a CPU.
+fn scan_wait(cpu: Duration) -> Duration {
+    SCAN_INTERVAL.max(cpu.div_f64(SCAN_SHARE).saturating_sub(cpu))
+}
 
 /// Starts the threads of engine `engine`, which serve `probe` and send their work to `mailbox`.
 pub fn spawn(mailbox: &Mailbox, engine: u64, probe: Probe) -> anyhow::Result<()> {
@@ -54,7 +66,10 @@ fn scan(mailbox: &Mailbox, engine: u64, mut tables: Tables) {
     // What went wrong with the port table last, fault once until it changes or clears.
     let mut fault: Option<String> = None;
     let mut scanner = Scanner::new(Budgets::default());
+    // Whether the scans were said to be spaced out for their cost (once while the engine runs).
+    let mut said = false;
     loop {
+        let started = thread_cpu();
         let Some(Some(watched)) = mailbox.ask(|reply| Command::DcsWatched { engine, reply }) else { return };
         for job in watched.iter().filter(|j| j.new) {
             let _ = tables.reset_job(job.slot);
@@ -82,6 +97,31 @@ fn scan(mailbox: &Mailbox, engine: u64, mut tables: Tables) {
         if mailbox.ask(|reply| Command::DcsScanned { engine, scanned: found, reply }) != Some(true) {
             return;
         }
-        std::thread::sleep(SCAN_INTERVAL);
+        let cpu = thread_cpu().saturating_sub(started);
+        let wait = scan_wait(cpu);
+        if wait > SCAN_INTERVAL && !said {
+            said = true;
+            crate::log::info!(
+                "dcs: a scan of the jobs' sockets took {:.1} ms of CPU: scans are {:.1} s apart ({} % of a CPU), and \
+                 new sockets are found that much later",
+                cpu.as_secs_f64() * 1e3,
+                wait.as_secs_f64() + cpu.as_secs_f64(),
+                SCAN_SHARE * 100.0
+            );
+        }
+        std::thread::sleep(wait);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn costly_scans_are_spaced_out_to_their_share_of_a_cpu() {
+        assert_eq!(scan_wait(Duration::ZERO), SCAN_INTERVAL);
+        assert_eq!(scan_wait(Duration::from_millis(5)), SCAN_INTERVAL, "5 ms in 500 is its 1 %");
+        // 20 ms of CPU: 2 s from the start of one scan to the next.
+        assert_eq!(scan_wait(Duration::from_millis(20)), Duration::from_millis(1980));
     }
 }
