@@ -67,9 +67,9 @@ pub struct Limits {
 /// Largest request head (request line and headers) hyper buffers; a longer one gets 431 and the connection ends.
 const MAX_HEAD: usize = 16 * 1024;
 
-/// What an ordinary caller may ask of either door: a burst of 20 requests, then 10 a second, each millisecond
+/// What an ordinary caller may ask of either door: a burst of 20 requests, then 5 a second, each millisecond
 /// of the agent's CPU a request takes counting as one more.
-pub const RATE: Rate = Rate { burst: 20.0, per_second: 10.0 };
+pub const RATE: Rate = Rate { burst: 20.0, per_second: 5.0 };
 
 /// The control socket's limits: requests are small JSON objects.
 pub const CONTROL: Limits = Limits {
