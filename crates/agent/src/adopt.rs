@@ -385,6 +385,7 @@ fn managed_over(name: &str, groups: Vec<Group>, row: Option<u32>, origin: Origin
         said_slow: false,
         spent: crate::managed::Spent::default(),
         left: None,
+        halted: false,
     }
 }
 

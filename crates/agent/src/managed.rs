@@ -202,6 +202,9 @@ pub struct Managed {
     /// Why the job is left to the kernel, if it is: its changes cost more than [`COST_SHARE`] of a CPU, so it is
     /// thawed, at its own weight, and never switched again until it ends.
     pub left: Option<String>,
+    /// Whether Slurm holds the job halted (suspended or stopped): it is not planned, its slots going to its
+    /// neighbours, until Slurm resumes it.
+    pub halted: bool,
 }
 
 /// The share of one CPU that changes of one job's cgroups may cost the agent, judged over [`COST_WINDOW`]: a job
@@ -346,7 +349,18 @@ impl Managed {
             said_slow: false,
             spent: Spent::default(),
             left: None,
+            halted: false,
         })
+    }
+
+    /// Whether the job is planned and switched: neither left to the kernel for its cost nor halted by Slurm.
+    pub fn switched(&self) -> bool {
+        self.left.is_none() && !self.halted
+    }
+
+    /// Why the job is not switched now, if it is not ([`Managed::switched`]).
+    pub fn unswitched(&self) -> Option<String> {
+        self.left.clone().or_else(|| self.halted.then(|| "Slurm holds it suspended".to_string()))
     }
 
     /// Whether the job is known to switch promptly: a change of it has been measured ([`Managed::switch_cost`]),

@@ -41,7 +41,7 @@ pub struct Answer {
     /// When slurmctld was asked.
     pub asked: Instant,
     /// The jobs it runs on this node.
-    pub jobs: Vec<(SlurmJobId, Option<lockstep_slurm::Row>)>,
+    pub jobs: Vec<lockstep_slurm::Listed>,
 }
 
 /// How long a job's directories may stay after Slurm stopped running it (a slurmstepd cleaning up, its last
@@ -61,6 +61,8 @@ pub struct Word {
     pub phantoms: HashSet<SlurmJobId>,
     /// Jobs with more task directories in a step than were looked at, already said in the log.
     pub partial: HashSet<SlurmJobId>,
+    /// Jobs slurmctld's last answer lists as halted (suspended or stopped).
+    pub halted: HashSet<SlurmJobId>,
 }
 
 impl Word {

@@ -1009,3 +1009,55 @@ fn a_requeued_job_is_placed_anew_beside_the_jobs_placed_while_it_was_pending() {
     let given_back = format!("job {first} ended; grown: {second} -> 0/1");
     wait_until("the controller's epilog to say so", WAIT, hooks, |h| h.contains(&given_back));
 }
+
+/// Issue 60: a job Slurm suspends (`scontrol suspend`: Slurm stops its processes and it keeps its node) gives its
+/// slots to its neighbour, which then runs in every slot instead of half of them, and gets them back when Slurm
+/// resumes it. Two spinning one-task jobs on one node under `gang`, both free to run on both CPUs.
+#[test]
+#[ignore = "needs root"]
+fn a_job_slurm_suspends_gives_its_slots_to_its_neighbour_until_it_resumes() {
+    let Some((_serial, cluster)) = start_nodes(1, true) else { return };
+    cluster.policy("gang", "300ms");
+    let spin = "exec sh -c 'while :; do :; done'";
+    let (a, b) = (cluster.sbatch_as("root", spin), cluster.sbatch_as("root", spin));
+    let (name_a, name_b) = (format!("slurm-{a}"), format!("slurm-{b}"));
+    let job = |s: &Status, name: &str| s.jobs.iter().find(|j| j.name == name).cloned();
+    let frozen = |s: &Status, name: &str| job(s, name).is_some_and(|j| j.frozen);
+    let both = |s: &Status| s.jobs.len() == 2 && (frozen(s, &name_a) || frozen(s, &name_b));
+    wait_until("both jobs taken on, one frozen", WAIT, || cluster.status(1), both);
+
+    let out = cluster.slurm("scontrol").args(["suspend", &a.to_string()]).output().unwrap();
+    assert!(out.status.success(), "scontrol suspend: {}", stderr(&out));
+    let halted = |s: &Status| job(s, &name_a).is_some_and(|j| j.left.is_some() && !j.frozen);
+    let seen = wait_until("the agent to see the suspension", WAIT, || cluster.status(1), halted);
+    assert_eq!(cluster.job_state(a), "SUSPENDED");
+    let since = seen.slot;
+    let later = |s: &Status| s.slot >= since + 6;
+    let seen = wait_until("6 slots later", WAIT, || cluster.status(1), later);
+    assert!(job(&seen, &name_a).is_some_and(|j| j.left.is_some()), "taken back while suspended: {seen:?}");
+    // Not one freeze of its neighbour since: it had the node's slots to itself.
+    let store = rusqlite::Connection::open(cluster.store(1)).unwrap();
+    let freezes = |job: &str, from: u64| -> i64 {
+        store
+            .query_row(
+                "SELECT count(*) FROM decisions WHERE job = ?1 AND action = 'freeze' AND slot > ?2",
+                rusqlite::params![job, from as i64],
+                |r| r.get(0),
+            )
+            .unwrap()
+    };
+    // The agent writes its decisions once a second.
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(freezes(&name_b, since), 0, "the neighbour was frozen while job {a} was suspended");
+
+    let out = cluster.slurm("scontrol").args(["resume", &a.to_string()]).output().unwrap();
+    assert!(out.status.success(), "scontrol resume: {}", stderr(&out));
+    let back = |s: &Status| job(s, &name_a).is_some_and(|j| j.left.is_none()) && frozen(s, &name_b);
+    wait_until("the resumed job back in its slots (its neighbour frozen in them)", WAIT, || cluster.status(1), back);
+
+    let out = cluster.slurm("scancel").args([a.to_string(), b.to_string()]).output().unwrap();
+    assert!(out.status.success(), "scancel: {}", stderr(&out));
+    wait_until("the queue to empty", WAIT, || cluster.queue(), Vec::is_empty);
+    wait_until("the agent to let the jobs go", WAIT, || cluster.status(1), |s| s.jobs.is_empty());
+    nothing_frozen_or_boosted();
+}

@@ -236,8 +236,8 @@ pub struct JobStatus {
     /// Share of the same time in which one of its ranks was runnable but not on a CPU.
     #[serde(default)]
     pub rank_waiting: Option<f64>,
-    /// Why the agent left the job to the kernel (never frozen, favoured or boosted again until it ends), if it did:
-    /// changes of its cgroups cost the agent more than a job may.
+    /// Why the agent leaves the job to the kernel now (never frozen, favoured or boosted), if it does: changes of
+    /// its cgroups cost the agent more than a job may (until it ends), or Slurm holds it suspended (until resumed).
     #[serde(default)]
     pub left: Option<String>,
 }

@@ -128,6 +128,11 @@ impl JobInfo {
         self.id != other.id && self.holds_nodes() && self.nodes.iter().any(|n| other.nodes.contains(n))
     }
 
+    /// Whether Slurm holds the job halted (suspended or stopped): its processes are stopped, its nodes kept.
+    pub fn halted(&self) -> bool {
+        matches!(self.state.as_str(), "SUSPENDED" | "STOPPED")
+    }
+
     /// Whether the job holds its nodes now (so its row is taken there).
     fn holds_nodes(&self) -> bool {
         matches!(self.state.as_str(), "RUNNING" | "CONFIGURING" | "SUSPENDED")
@@ -493,20 +498,33 @@ pub fn show(row: Row) -> String {
     }
 }
 
+/// A job slurmctld lists on a node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Listed {
+    /// The job.
+    pub id: SlurmJobId,
+    /// Its row or place, if its `AdminComment` holds one.
+    pub row: Option<Row>,
+    /// Whether Slurm holds it halted (`SUSPENDED` by `scontrol suspend` or gang scheduling's preemption, or
+    /// `STOPPED`): its processes are stopped, and it keeps its nodes.
+    pub halted: bool,
+}
+
 /// The jobs slurmctld runs on node `node` now (running, configuring, suspended or stopped: `squeue --all -w NODE
-/// -t R,CF,S,ST`, every partition's, hidden ones included), each with its row if it has one: what an agent reads
-/// every [`REFRESH`], and its only word on which Slurm jobs exist here. A line whose other fields do not parse
-/// still names its job (without a row); one that names no job fails the whole answer, since a job left out of it
-/// would be released.
-pub fn on_node(node: &str) -> anyhow::Result<Vec<(SlurmJobId, Option<Row>)>> {
+/// -t R,CF,S,ST`, every partition's, hidden ones included), each with its row if it has one and whether it is
+/// halted: what an agent reads every [`REFRESH`], and its only word on which Slurm jobs exist here. A line whose
+/// other fields do not parse still names its job (without a row, not halted); one that names no job fails the
+/// whole answer, since a job left out of it would be released.
+pub fn on_node(node: &str) -> anyhow::Result<Vec<Listed>> {
     let text = run_with_timeout("squeue", &["--all", "-h", "-w", node, "-t", "R,CF,S,ST", "-O", JOB_FORMAT])?;
     let mut jobs = Vec::new();
     for line in text.lines().filter(|l| !l.trim().is_empty()) {
         if let Some(job) = JobInfo::parse(line) {
-            jobs.push((job.id, job.row()));
+            jobs.push(Listed { id: job.id, row: job.row(), halted: job.halted() });
         } else {
             let id = line.split(FIELD_END).next().and_then(|id| id.trim().parse().ok());
-            jobs.push((id.with_context(|| format!("squeue printed a line that names no job: {line:?}"))?, None));
+            let id = id.with_context(|| format!("squeue printed a line that names no job: {line:?}"))?;
+            jobs.push(Listed { id, row: None, halted: false });
         }
     }
     Ok(jobs)
@@ -525,6 +543,10 @@ mod tests {
         assert_eq!(job.restarts, 0);
         assert_eq!(job.admin_comment, "keep me | lockstep_row=2 JobState=PENDING");
         assert_eq!(job.row(), Some(Row::Node(2)));
+        assert!(!job.halted());
+        for (state, halted) in [("SUSPENDED", true), ("STOPPED", true), ("CONFIGURING", false), ("PENDING", false)] {
+            assert_eq!(JobInfo::parse(&format!("12|{state}|n1|0|")).unwrap().halted(), halted, "{state}");
+        }
         let pending = JobInfo::parse("13|PENDING||2|").unwrap();
         assert!(pending.nodes.is_empty());
         assert_eq!((pending.row(), pending.admin_comment.as_str(), pending.restarts), (None, "", 2));

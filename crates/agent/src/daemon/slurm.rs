@@ -28,14 +28,14 @@ use lockstep_store::SlurmJob;
 impl Daemon {
     /// Takes what slurmctld said: which jobs it runs on this node, and their cluster-wide places.
     pub(super) fn heard_slurm(&mut self, answer: Answer) {
-        let rows: Vec<(SlurmJobId, Row)> = answer.jobs.iter().filter_map(|&(id, row)| Some((id, row?))).collect();
+        let rows: Vec<(SlurmJobId, Row)> = answer.jobs.iter().filter_map(|l| Some((l.id, l.row?))).collect();
         self.refresh_places(&rows);
         // A job whose end was marked before slurmctld was asked, and which it lists, runs again (requeued).
         let again: Vec<SlurmJobId> = answer
             .jobs
             .iter()
-            .filter(|(id, _)| self.slurm_done.get(id).is_some_and(|ended| *ended < answer.asked))
-            .map(|(id, _)| *id)
+            .filter(|l| self.slurm_done.get(&l.id).is_some_and(|ended| *ended < answer.asked))
+            .map(|l| l.id)
             .collect();
         for id in again {
             crate::log::info!("Slurm job {id} runs here again (slurmctld lists it after its end)");
@@ -46,7 +46,29 @@ impl Daemon {
         }
         let word = &mut self.slurm_word;
         word.announced.retain(|_, at| *at >= answer.asked);
-        word.last = Some((answer.asked, answer.jobs.into_iter().map(|(id, _)| id).collect()));
+        word.halted = answer.jobs.iter().filter(|l| l.halted).map(|l| l.id).collect();
+        word.last = Some((answer.asked, answer.jobs.into_iter().map(|l| l.id).collect()));
+        self.follow_halts();
+    }
+
+    /// Gives the slots of the Slurm jobs Slurm holds halted (suspended or stopped: their processes stopped by
+    /// Slurm) to their neighbours, and takes back those it resumed: a halted job is not planned (thawed and at
+    /// its own weight, which its stopped processes do not use) until slurmctld lists it running again.
+    fn follow_halts(&mut self) {
+        for job in &mut self.jobs {
+            let Origin::Slurm { id, .. } = job.origin else { continue };
+            let halted = self.slurm_word.halted.contains(&id);
+            if halted == job.halted {
+                continue;
+            }
+            job.halted = halted;
+            self.replan = true;
+            if halted {
+                crate::log::info!("Slurm job {id} is suspended: its slots go to its neighbours until it resumes");
+            } else {
+                crate::log::info!("Slurm job {id} resumed: back in its slots");
+            }
+        }
     }
 
     /// Takes on the Slurm jobs found on this node that Slurm says run here, adds the steps that started since the
@@ -137,6 +159,7 @@ impl Daemon {
         if changed {
             self.replan = true;
         }
+        self.follow_halts();
         let gather = gathered
             .into_iter()
             .filter_map(|f| {

@@ -52,7 +52,7 @@ impl Daemon {
                         coscheduled_window: shares.coscheduled_window,
                         rank_running: shares.running,
                         rank_waiting: shares.waiting,
-                        left: j.left.clone(),
+                        left: j.unswitched(),
                     }
                 })
                 .collect(),

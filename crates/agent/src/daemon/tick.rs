@@ -26,10 +26,10 @@ impl Daemon {
         let started_at = lockstep_store::now();
         self.drop_ended();
         // Jobs with a cluster-wide place follow it; the others share the node's own cycle of rows. A job left to the
-        // kernel takes no row and is not planned: it stays as it was put back, thawed at its own weight.
+        // kernel or halted by Slurm takes no row and is not planned: thawed, at its own weight.
         let local: Vec<usize> =
-            (0..self.jobs.len()).filter(|&i| self.jobs[i].place.is_none() && self.jobs[i].left.is_none()).collect();
-        let planned: Vec<usize> = (0..self.jobs.len()).filter(|&i| self.jobs[i].left.is_none()).collect();
+            (0..self.jobs.len()).filter(|&i| self.jobs[i].place.is_none() && self.jobs[i].switched()).collect();
+        let planned: Vec<usize> = (0..self.jobs.len()).filter(|&i| self.jobs[i].switched()).collect();
         let entries: Vec<Entry> = local
             .iter()
             .map(|&i| Entry { name: &self.jobs[i].name, pus: &self.jobs[i].pus, pinned: self.jobs[i].pinned })
@@ -80,7 +80,7 @@ impl Daemon {
         for (j, p) in self.jobs.iter_mut().zip(plan.iter_mut()) {
             j.planned = *p;
             // A job dcs raised by weight keeps it until its quantum is over.
-            p.boosted |= j.left.is_none() && self.dcs.as_ref().is_some_and(|d| d.holds_weight(&j.name));
+            p.boosted |= j.switched() && self.dcs.as_ref().is_some_and(|d| d.holds_weight(&j.name));
         }
         let (mut decisions, mut gone, prompt_done) = self.switch(&plan, started);
         gone.sort_unstable();
