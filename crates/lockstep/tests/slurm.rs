@@ -1014,8 +1014,8 @@ fn a_requeued_job_is_placed_anew_beside_the_jobs_placed_while_it_was_pending() {
 /// directory (`prolog.d/*` globs for slurmd, deploy/slurm/hook-dir for slurmctld), and beside lockstep's controller
 /// epilog runs a jobstats-like one (`60-jobstats`, after `50-lockstep`) that writes `JS1:<base64>` into a job's
 /// `AdminComment` at the end of a run only when the field is empty. While user nobody's first job runs, an
-/// administrator appends content of their own (with `=`, `:` and base64), and a second job of nobody's makes it give
-/// up half its slots: lockstep's write keeps the administrator's content byte for byte, and the places are disjoint.
+/// administrator appends content of their own (with `=`, `:`, base64, two spaces and a line break), and a second
+/// job of nobody's makes it give up half its slots: lockstep's write keeps the administrator's content byte for byte, and the places are disjoint.
 /// Both are requeued: at the end of each run lockstep's words leave the field before jobstats looks, so jobstats
 /// finds the first's holding the administrator's content alone (and leaves it), the second's empty (and writes its
 /// summary). Both run again, placed anew after the other tools' content, and end for good: slurmctld changes no
@@ -1024,7 +1024,7 @@ fn a_requeued_job_is_placed_anew_beside_the_jobs_placed_while_it_was_pending() {
 #[ignore = "needs root"]
 fn another_tools_admin_comment_survives_lockstep_and_a_jobstats_like_epilog_finds_the_field_as_without_it() {
     use lockstep_core::cosched::rows::Place;
-    use lockstep_slurm::{without_ours, JobInfo, Row, JOB_FORMAT};
+    use lockstep_slurm::{records, without_ours, JobInfo, Row, JOB_FORMAT};
     let Some((_serial, cluster)) = start_nodes(1, true) else { return };
     let dir = cluster.dir.path();
     let jobstats_log = jobstats_like(dir);
@@ -1033,7 +1033,7 @@ fn another_tools_admin_comment_survives_lockstep_and_a_jobstats_like_epilog_find
         let out = cluster.slurm("squeue").args(["-h", "-t", "all", "-O", JOB_FORMAT]).output().unwrap();
         assert!(out.status.success(), "squeue: {}", stderr(&out));
         let text = String::from_utf8_lossy(&out.stdout).into_owned();
-        let jobs: Vec<JobInfo> = text.lines().filter_map(JobInfo::parse).collect();
+        let jobs: Vec<JobInfo> = records(&text).iter().filter_map(|r| JobInfo::parse(r)).collect();
         (text, jobs)
     };
     let job = |seen: &(String, Vec<JobInfo>), id: u64| seen.1.iter().find(|j| j.id.0 == id).cloned();
@@ -1061,7 +1061,7 @@ fn another_tools_admin_comment_survives_lockstep_and_a_jobstats_like_epilog_find
     let first = cluster.sbatch_as("nobody", "sleep 300");
     let seen = wait_until("nobody's first job to run in a place", WAIT, jobs, |s| place(s, first) == Some(whole));
     // The administrator appends to the field as it is now (read, then written whole: all scontrol offers).
-    let theirs = "audit=1 note=a:b=c JS0:aGVsbG8gd29ybGQ=";
+    let theirs = "audit=1 note=a:b=c\nJS0:aGVsbG8gd29ybGQ=  k=v";
     let now = job(&seen, first).unwrap().admin_comment;
     scontrol(&["update", &format!("JobId={first}"), &format!("AdminComment={now} {theirs}")]);
     let second = cluster.sbatch_as("nobody", "sleep 300");
@@ -1091,7 +1091,7 @@ fn another_tools_admin_comment_survives_lockstep_and_a_jobstats_like_epilog_find
     eprintln!("the second requeued:\n{}", seen.0);
     let looked = |(a, b): &(Vec<String>, Vec<String>)| !a.is_empty() && !b.is_empty();
     let (first_saw, second_saw) = wait_until("jobstats to look at both", WAIT, || (saw(first), saw(second)), looked);
-    assert_eq!(first_saw, [theirs], "jobstats found the administrator's content alone");
+    assert_eq!(first_saw, [theirs.replace('\n', "~")], "jobstats found the administrator's content alone");
     assert!(matches!(second_saw.as_slice(), [s] if s.is_empty() || s == "(null)"), "found empty: {second_saw:?}");
     let summary = job(&seen, second).unwrap().admin_comment;
     assert!(!summary.contains(' '), "jobstats' summary alone: {summary:?}");
@@ -1128,21 +1128,21 @@ fn another_tools_admin_comment_survives_lockstep_and_a_jobstats_like_epilog_find
     );
     eprintln!("jobstats found:\n{}", std::fs::read_to_string(&jobstats_log).unwrap_or_default());
     for (id, other, last) in [(first, theirs, &seen.0[1]), (second, summary.as_str(), &seen.1[1])] {
-        assert_eq!(without_ours(last), other, "job {id}: jobstats found {last:?}");
+        assert_eq!(without_ours(&last.replace('~', "\n")), other, "job {id}: jobstats found {last:?}");
     }
 }
 
 /// Installs a jobstats-like controller epilog in the cluster in `dir`, after lockstep's
 /// (`epilog-slurmctld.d/60-jobstats`): like jobstats' `slurmctldepilog.sh`, it writes a summary (`JS1:<base64>`)
-/// into the job's `AdminComment`, here only when the field is empty, and logs what it found (`ID <FIELD>`) to the
-/// file it returns.
+/// into the job's `AdminComment`, here only when the field is empty, and logs what it found (`ID <FIELD>`, each line
+/// break of the field a `~`) to the file it returns.
 fn jobstats_like(dir: &Path) -> PathBuf {
     let log = dir.join("log/jobstats.log");
     let script = format!(
         "#!/bin/sh\n\
          export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin SLURM_CONF={conf}\n\
          now=$(squeue -h -t all -j \"$SLURM_JOB_ID\" -O admin_comment:0)\n\
-         echo \"$SLURM_JOB_ID <$now>\" >>{log}\n\
+         echo \"$SLURM_JOB_ID <$(printf %s \"$now\" | tr '\\n' '~')>\" >>{log}\n\
          case $now in '' | '(null)') ;; *) exit 0 ;; esac\n\
          summary=$(printf '{{\"nodes\":{{\"n1\":{{\"cpus\":1}}}},\"job\":%s}}' \"$SLURM_JOB_ID\" | base64 -w0)\n\
          exec scontrol update JobId=\"$SLURM_JOB_ID\" AdminComment=\"JS1:$summary\"\n",

@@ -259,7 +259,7 @@ fn run_with_timeout(program: &str, args: &[&str]) -> anyhow::Result<String> {
 /// Job `id`, if Slurm knows it.
 pub fn show_job(id: SlurmJobId) -> anyhow::Result<Option<JobInfo>> {
     match run_with_timeout("squeue", &["-h", "-t", "all", "-j", &id.to_string(), "-O", JOB_FORMAT]) {
-        Ok(text) => Ok(text.lines().filter_map(JobInfo::parse).find(|j| j.id == id)),
+        Ok(text) => Ok(records(&text).iter().filter_map(|r| JobInfo::parse(r)).find(|j| j.id == id)),
         Err(e) if format!("{e:#}").contains("Invalid job id") => Ok(None),
         Err(e) => Err(e),
     }
@@ -267,7 +267,31 @@ pub fn show_job(id: SlurmJobId) -> anyhow::Result<Option<JobInfo>> {
 
 /// Every job slurmctld knows.
 fn jobs() -> anyhow::Result<Vec<JobInfo>> {
-    Ok(run_with_timeout("squeue", &["-h", "-t", "all", "-O", JOB_FORMAT])?.lines().filter_map(JobInfo::parse).collect())
+    let text = run_with_timeout("squeue", &["-h", "-t", "all", "-O", JOB_FORMAT])?;
+    Ok(records(&text).iter().filter_map(|r| JobInfo::parse(r)).collect())
+}
+
+/// The jobs' records in `squeue -O` [`JOB_FORMAT`] output, one a job: each is a line, but for an `AdminComment`
+/// that holds line breaks (an administrator can write one with scontrol; squeue prints it as it is), whose lines
+/// after the first continue the record before them. A record starts with a line of at least five fields (four
+/// `|`) whose first starts with a digit and holds no whitespace: a job ID. (A line of a comment that looks so
+/// starts a record of its own: only administrators write the field.)
+pub fn records(text: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for line in text.lines() {
+        let id = line.split(FIELD_END).next().unwrap_or_default();
+        let starts = line.matches(FIELD_END).count() >= 4
+            && id.starts_with(|c: char| c.is_ascii_digit())
+            && !id.contains(char::is_whitespace);
+        match out.last_mut() {
+            Some(record) if !starts => {
+                record.push('\n');
+                record.push_str(line);
+            }
+            _ => out.push(line.to_string()),
+        }
+    }
+    out
 }
 
 /// The address of node `name` (`NodeAddr`).
@@ -604,7 +628,11 @@ pub fn show(row: Row) -> String {
 pub fn on_node(node: &str) -> anyhow::Result<Vec<(SlurmJobId, Option<Row>)>> {
     let text = run_with_timeout("squeue", &["--all", "-h", "-w", node, "-t", "R,CF,S,ST", "-O", JOB_FORMAT])?;
     let mut jobs = Vec::new();
-    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+    for record in records(&text) {
+        let line = record.as_str();
+        if line.trim().is_empty() {
+            continue;
+        }
         if let Some(job) = JobInfo::parse(line) {
             jobs.push((job.id, job.row()));
         } else {
@@ -877,6 +905,26 @@ mod tests {
         // Nothing but lockstep's words: placed, the field holds them alone; ended, it is empty again.
         let alone = with_row(&JobInfo::default(), &["lockstep_row=0/1".into()]);
         assert_eq!((alone.as_str(), without_ours(&alone).as_str()), ("lockstep_row=0/1 lockstep_run=0", ""));
+    }
+
+    #[test]
+    fn a_comment_of_several_lines_is_read_and_written_whole() {
+        let text = "7|RUNNING|n1|0|first line\n2026|note: second lockstep_row=1/2\n\n  third\n8|PENDING||0|\n";
+        let two = records(text);
+        assert_eq!(two.len(), 2, "{two:?}");
+        let job = JobInfo::parse(&two[0]).unwrap();
+        assert_eq!(job.admin_comment, "first line\n2026|note: second lockstep_row=1/2\n\n  third");
+        assert_eq!(
+            job.row(),
+            Some(Row::Cluster(Schedule { place: Place { row: 1, period: 2 }, from_ms: 0, before: None }))
+        );
+        let placed = with_row(&job, &["lockstep_row=0/2".into()]);
+        assert_eq!(placed, "first line\n2026|note: second\n\n  third lockstep_row=0/2 lockstep_run=0");
+        assert_eq!(without_ours(&placed), "first line\n2026|note: second\n\n  third");
+        assert_eq!(JobInfo::parse(&two[1]).map(|j| j.id), Some(SlurmJobId(8)));
+        // A line before any record is a record of its own, which parses as no job; a line that names a job but
+        // does not parse is a record (on_node takes its job without a row).
+        assert_eq!(records("x\n9|RUNNING|n1|0|\n10|?|n1|0|"), ["x", "9|RUNNING|n1|0|", "10|?|n1|0|"]);
     }
 
     #[test]
