@@ -1130,6 +1130,9 @@ fn another_tools_admin_comment_survives_lockstep_and_a_jobstats_like_epilog_find
     for (id, other, last) in [(first, theirs, &seen.0[1]), (second, summary.as_str(), &seen.1[1])] {
         assert_eq!(without_ours(&last.replace('~', "\n")), other, "job {id}: jobstats found {last:?}");
     }
+    let hooks = std::fs::read_to_string(dir.join("log/hooks.log")).unwrap_or_default();
+    let kept = "lockstep's words stay in its AdminComment (Slurm changes no finished job's)";
+    assert_eq!(hooks.matches(kept).count(), 2, "the controller's epilog says so at each final end: {hooks}");
 }
 
 /// Installs a jobstats-like controller epilog in the cluster in `dir`, after lockstep's

@@ -557,8 +557,9 @@ pub fn assign_row(id: SlurmJobId, mode: RowMode) -> anyhow::Result<String> {
 const KEPT_WHEN_FINISHED: &str = "; lockstep's words stay in its AdminComment (Slurm changes no finished job's)";
 
 /// Job `id` ended, or its run did (it was requeued): its neighbours grow into the slots it held (see
-/// [`grow_after`]), and, where Slurm lets a job's `AdminComment` change (a requeued job, which runs again; never a
-/// finished one), lockstep's words leave it ([`without_ours`]), so that the tools that run after this epilog find
+/// [`grow_after`]), and, where Slurm lets a job's `AdminComment` change (a requeued job, which runs again: its
+/// restart count has grown past the run its words are for; never a finished one, so no call is made for one),
+/// lockstep's words leave it ([`without_ours`]), so that the tools that run after this epilog find
 /// the field as they would without lockstep: another tool's content byte for byte, an empty field empty (written
 /// only when it held words of lockstep's). Returns what was done. A requeued job's restart count has already grown when its
 /// epilog runs, so the place it held is the one its comment holds, whichever run it was given for. A job that runs
@@ -589,12 +590,14 @@ pub fn release_row(id: SlurmJobId) -> anyhow::Result<String> {
         let rest = without_ours(&job.admin_comment);
         let cleared = if rest == job.admin_comment {
             Ok(String::new())
-        } else if job.finished() {
+        } else if job.finished() || job.row().is_some() {
+            // Its words are of the run that ended and it runs no other: it ended for good (squeue says COMPLETING
+            // at first, as for a requeued run; a requeued job's restart count has grown past its words' run).
             Ok(KEPT_WHEN_FINISHED.to_string())
         } else {
             match scontrol(&["update", &format!("JobId={id}"), &format!("AdminComment={rest}")]) {
                 Ok(_) => Ok("; lockstep's words taken out of its AdminComment".to_string()),
-                // It finished between squeue's answer and this write.
+                // It finished for good though it was requeued (cancelled meanwhile).
                 Err(e) if format!("{e:#}").contains("already finished") => Ok(KEPT_WHEN_FINISHED.to_string()),
                 Err(e) => Err(e),
             }
