@@ -8,7 +8,9 @@
 #   PREFIX/bin/lockstep, lockstepd                   the CLI and the node agent
 #   PREFIX/libexec/lockstep/                         the lab's programs (kernels, corebench, lockbench, mpirun
 #                                                    wrapper), where an installed `lockstep experiment` finds them
-#   PREFIX/libexec/lockstep/slurm/                   Slurm's Prolog, Epilog and PrologSlurmctld hooks
+#   PREFIX/libexec/lockstep/slurm/                   Slurm's Prolog, Epilog, PrologSlurmctld and EpilogSlurmctld
+#                                                    hooks, and hook-dir (several programs for one of slurmctld's
+#                                                    hooks); deploy/slurm/README.md links them into place
 #   PREFIX/lib/lockstep/                             the PMPI profiler and the lock interposers (LD_PRELOAD), the
 #                                                    SPANK plugin that preloads the profiler into Slurm jobs
 #   PREFIX/lib/systemd/system/lockstep-agent.service the unit, pointing at PREFIX/bin/lockstepd
@@ -62,7 +64,7 @@ install_all() {
     put 644 "$f" "$prefix/lib/lockstep/$(basename "$f")"
   done
   local to_bin="s#/usr/local/bin/#$prefix/bin/#g"
-  for f in prolog epilog prolog-slurmctld epilog-slurmctld; do
+  for f in prolog epilog prolog-slurmctld epilog-slurmctld hook-dir; do
     put_edited 755 "deploy/slurm/$f" "$to_bin; s#/etc/slurm/lockstep/#$prefix/libexec/lockstep/slurm/#g" \
       "$prefix/libexec/lockstep/slurm/$f"
   done
@@ -73,6 +75,7 @@ install_all() {
   for f in up down trusted.sh; do
     put 755 "tests/cluster/$f" "$prefix/share/lockstep/lab/cluster/$f"
   done
+  put 755 deploy/slurm/hook-dir "$prefix/share/lockstep/lab/cluster/hook-dir"
   put 644 scripts/running.sh "$prefix/share/lockstep/lab/cluster/running.sh"
   put 644 experiments/model/scale_model.py "$prefix/share/lockstep/lab/model/scale_model.py"
   if [[ ! -e $destdir$sysconfdir/lockstep/agent.toml ]]; then

@@ -919,9 +919,10 @@ impl Drop for Leftover {
 }
 
 /// A requeued job runs again in a fresh place (issue 64): user nobody's job has the whole cycle, nobody requeues
-/// it, and a second job of nobody's takes the whole cycle while the first is pending. When the first runs again,
-/// the place its `AdminComment` still holds (run 0's) is not kept: the controller's prolog places it anew beside
-/// the second, records the run (`lockstep_run=1`, Slurm's restart count) and the node's agent takes that place.
+/// it (the controller's epilog of run 0 takes lockstep's words out of its `AdminComment`, issue 60), and a second
+/// job of nobody's takes the whole cycle while the first is pending. When the first runs again, the controller's
+/// prolog places it anew beside the second, records the run (`lockstep_run=1`, Slurm's restart count) and the
+/// node's agent takes that place.
 /// Requeued by root once more, its epilog gives its slots back to the second job, though its restart count has
 /// grown past the run its place was given for.
 #[test]
@@ -968,12 +969,11 @@ fn a_requeued_job_is_placed_anew_beside_the_jobs_placed_while_it_was_pending() {
     let first = submit();
     wait_until("nobody's first job to run in a place", WAIT, jobs, |s| place(s, first) == Some(whole));
     requeue(first, true);
-    let seen = wait_until("the requeued job to pend as run 1", WAIT, jobs, |s| {
-        job(s, first).is_some_and(|j| j.state == "PENDING" && j.restarts == 1)
+    let seen = wait_until("the requeued job to pend as run 1, its place taken out of its comment", WAIT, jobs, |s| {
+        job(s, first).is_some_and(|j| j.state == "PENDING" && j.restarts == 1 && !j.admin_comment.contains("lockstep_"))
     });
     let stale = job(&seen, first).unwrap();
     eprintln!("requeued, pending:\n{}", seen.0);
-    assert!(stale.admin_comment.contains("lockstep_row=0/1"), "run 0's place is still in the comment: {stale:?}");
     assert_eq!(stale.row(), None, "run 0's place is no place for run 1: {stale:?}");
     let second = submit();
     wait_until("the second job to take the whole cycle", WAIT, jobs, |s| place(s, second) == Some(whole));
@@ -989,8 +989,8 @@ fn a_requeued_job_is_placed_anew_beside_the_jobs_placed_while_it_was_pending() {
     assert_eq!((p1.to_string(), p2.to_string()), ("1/2".into(), "0/2".into()), "{}", seen.0);
     assert_eq!(again.restarts, 1, "{again:?}");
     assert!(again.admin_comment.split_whitespace().any(|w| w == "lockstep_run=1"), "{again:?}");
-    let placed_anew = format!("job {first} place 1/2 for run 1 (requeued: place 0/1 of an earlier run not kept)");
-    wait_until("the controller's prolog to say why", WAIT, hooks, |h| h.contains(&placed_anew));
+    let placed_anew = format!("job {first} place 1/2; made room: {second} -> 0/2\n");
+    wait_until("the controller's prolog to say so", WAIT, hooks, |h| h.contains(&placed_anew));
     // The node's agent favours it in its new place.
     let name = format!("slurm-{first}");
     wait_until(
@@ -1060,4 +1060,152 @@ fn a_job_slurm_suspends_gives_its_slots_to_its_neighbour_until_it_resumes() {
     wait_until("the queue to empty", WAIT, || cluster.queue(), Vec::is_empty);
     wait_until("the agent to let the jobs go", WAIT, || cluster.status(1), |s| s.jobs.is_empty());
     nothing_frozen_or_boosted();
+}
+
+/// `AdminComment` is shared (issue 60): the test cluster installs lockstep's hooks as sites do, each in its hook's
+/// directory (`prolog.d/*` globs for slurmd, deploy/slurm/hook-dir for slurmctld), and beside lockstep's controller
+/// epilog runs a jobstats-like one (`60-jobstats`, after `50-lockstep`) that writes `JS1:<base64>` into a job's
+/// `AdminComment` at the end of a run only when the field is empty. While user nobody's first job runs, an
+/// administrator appends content of their own (with `=`, `:`, base64, two spaces and a line break), and a second
+/// job of nobody's makes it give up half its slots: lockstep's write keeps the administrator's content byte for byte, and the places are disjoint.
+/// Both are requeued: at the end of each run lockstep's words leave the field before jobstats looks, so jobstats
+/// finds the first's holding the administrator's content alone (and leaves it), the second's empty (and writes its
+/// summary). Both run again, placed anew after the other tools' content, and end for good: slurmctld changes no
+/// finished job, so lockstep's words stay after that content, which is still intact.
+#[test]
+#[ignore = "needs root"]
+fn another_tools_admin_comment_survives_lockstep_and_a_jobstats_like_epilog_finds_the_field_as_without_it() {
+    use lockstep_core::cosched::rows::Place;
+    use lockstep_slurm::{records, without_ours, JobInfo, Row, JOB_FORMAT};
+    let Some((_serial, cluster)) = start_nodes(1, true) else { return };
+    let dir = cluster.dir.path();
+    let jobstats_log = jobstats_like(dir);
+
+    let jobs = || {
+        let out = cluster.slurm("squeue").args(["-h", "-t", "all", "-O", JOB_FORMAT]).output().unwrap();
+        assert!(out.status.success(), "squeue: {}", stderr(&out));
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let jobs: Vec<JobInfo> = records(&text).iter().filter_map(|r| JobInfo::parse(r)).collect();
+        (text, jobs)
+    };
+    let job = |seen: &(String, Vec<JobInfo>), id: u64| seen.1.iter().find(|j| j.id.0 == id).cloned();
+    let place = |seen: &(String, Vec<JobInfo>), id: u64| match job(seen, id).filter(|j| j.state == "RUNNING")?.row()? {
+        Row::Cluster(s) => Some(s.place),
+        Row::Node(_) => None,
+    };
+    let disjoint = |s: &(String, Vec<JobInfo>), a: u64, b: u64| {
+        place(s, a).is_some_and(|p| place(s, b).is_some_and(|q| !p.overlaps(q)))
+    };
+    let whole = Place { row: 0, period: 1 };
+    let scontrol = |args: &[&str]| {
+        let out = cluster.slurm("scontrol").args(args).output().unwrap();
+        assert!(out.status.success(), "scontrol {args:?}: {}", stderr(&out));
+    };
+    // What jobstats found in job `id`'s field, at each of its runs' ends so far.
+    let saw = |id: u64| {
+        let log = std::fs::read_to_string(&jobstats_log).unwrap_or_default();
+        let prefix = format!("{id} <");
+        log.lines()
+            .filter_map(|l| Some(l.strip_prefix(&prefix)?.strip_suffix('>')?.trim_end().to_string()))
+            .collect::<Vec<_>>()
+    };
+
+    let first = cluster.sbatch_as("nobody", "sleep 300");
+    let seen = wait_until("nobody's first job to run in a place", WAIT, jobs, |s| place(s, first) == Some(whole));
+    // The administrator appends to the field as it is now (read, then written whole: all scontrol offers).
+    let theirs = "audit=1 note=a:b=c\nJS0:aGVsbG8gd29ybGQ=  k=v";
+    let now = job(&seen, first).unwrap().admin_comment;
+    scontrol(&["update", &format!("JobId={first}"), &format!("AdminComment={now} {theirs}")]);
+    let second = cluster.sbatch_as("nobody", "sleep 300");
+    let seen = wait_until("both jobs to run in places of their own", WAIT, jobs, |s| disjoint(s, first, second));
+    eprintln!("both running:\n{}", seen.0);
+    let moved = job(&seen, first).unwrap();
+    assert!(moved.admin_comment.starts_with(&format!("{theirs} lockstep_")), "{moved:?}");
+    assert_eq!(without_ours(&moved.admin_comment), theirs, "{moved:?}");
+    let name = format!("slurm-{second}");
+    wait_until(
+        "n1's agent to take the second job's place",
+        WAIT,
+        || cluster.status(1),
+        |s| s.jobs.iter().any(|j| j.name == name && j.period == Some(2)),
+    );
+
+    // Both requeued, one after the other: lockstep's words leave each field before jobstats looks.
+    scontrol(&["requeue", &first.to_string()]);
+    let seen = wait_until("the first's field to hold the administrator's content alone", WAIT, jobs, |s| {
+        job(s, first).is_some_and(|j| j.admin_comment == theirs) && place(s, second) == Some(whole)
+    });
+    eprintln!("the first requeued:\n{}", seen.0);
+    scontrol(&["requeue", &second.to_string()]);
+    let seen = wait_until("jobstats' summary in the second's field", WAIT, jobs, |s| {
+        job(s, second).is_some_and(|j| j.admin_comment.starts_with("JS1:"))
+    });
+    eprintln!("the second requeued:\n{}", seen.0);
+    let looked = |(a, b): &(Vec<String>, Vec<String>)| !a.is_empty() && !b.is_empty();
+    let (first_saw, second_saw) = wait_until("jobstats to look at both", WAIT, || (saw(first), saw(second)), looked);
+    assert_eq!(first_saw, [theirs.replace('\n', "~")], "jobstats found the administrator's content alone");
+    assert!(matches!(second_saw.as_slice(), [s] if s.is_empty() || s == "(null)"), "found empty: {second_saw:?}");
+    let summary = job(&seen, second).unwrap().admin_comment;
+    assert!(!summary.contains(' '), "jobstats' summary alone: {summary:?}");
+    let hooks = std::fs::read_to_string(dir.join("log/hooks.log")).unwrap_or_default();
+    assert!(
+        hooks.contains(&format!("job {first} ended; grown: {second} -> 0/1; lockstep's words taken out")),
+        "{hooks}"
+    );
+
+    // Both run again (root lets the requeued jobs start now), placed anew after the other tools' content.
+    let pending =
+        |s: &(String, Vec<JobInfo>)| [first, second].iter().all(|&id| job(s, id).is_some_and(|j| j.state == "PENDING"));
+    wait_until("both requeued jobs to pend", WAIT, jobs, pending);
+    for id in [first, second] {
+        scontrol(&["update", &format!("JobId={id}"), "StartTime=now"]);
+    }
+    let seen = wait_until("both to run again in places of their own", WAIT, jobs, |s| disjoint(s, first, second));
+    eprintln!("running again:\n{}", seen.0);
+    for (id, other) in [(first, theirs), (second, summary.as_str())] {
+        let again = job(&seen, id).unwrap();
+        assert!(again.admin_comment.starts_with(&format!("{other} lockstep_")), "{again:?}");
+        assert_eq!(without_ours(&again.admin_comment), other, "{again:?}");
+        assert!(again.admin_comment.ends_with(" lockstep_run=1"), "{again:?}");
+    }
+
+    // Ended for good: slurmctld changes no finished job; the other tools' content is still intact.
+    let out = cluster.slurm("scancel").args([first.to_string(), second.to_string()]).output().unwrap();
+    assert!(out.status.success(), "scancel: {}", stderr(&out));
+    let seen = wait_until(
+        "jobstats to look at both again",
+        WAIT,
+        || (saw(first), saw(second)),
+        |(a, b)| a.len() == 2 && b.len() == 2,
+    );
+    eprintln!("jobstats found:\n{}", std::fs::read_to_string(&jobstats_log).unwrap_or_default());
+    for (id, other, last) in [(first, theirs, &seen.0[1]), (second, summary.as_str(), &seen.1[1])] {
+        assert_eq!(without_ours(&last.replace('~', "\n")), other, "job {id}: jobstats found {last:?}");
+    }
+    let hooks = std::fs::read_to_string(dir.join("log/hooks.log")).unwrap_or_default();
+    let kept = "lockstep's words stay in its AdminComment (Slurm changes no finished job's)";
+    assert_eq!(hooks.matches(kept).count(), 2, "the controller's epilog says so at each final end: {hooks}");
+}
+
+/// Installs a jobstats-like controller epilog in the cluster in `dir`, after lockstep's
+/// (`epilog-slurmctld.d/60-jobstats`): like jobstats' `slurmctldepilog.sh`, it writes a summary (`JS1:<base64>`)
+/// into the job's `AdminComment`, here only when the field is empty, and logs what it found (`ID <FIELD>`, each line
+/// break of the field a `~`) to the file it returns.
+fn jobstats_like(dir: &Path) -> PathBuf {
+    let log = dir.join("log/jobstats.log");
+    let script = format!(
+        "#!/bin/sh\n\
+         export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin SLURM_CONF={conf}\n\
+         now=$(squeue -h -t all -j \"$SLURM_JOB_ID\" -O admin_comment:0)\n\
+         echo \"$SLURM_JOB_ID <$(printf %s \"$now\" | tr '\\n' '~')>\" >>{log}\n\
+         case $now in '' | '(null)') ;; *) exit 0 ;; esac\n\
+         summary=$(printf '{{\"nodes\":{{\"n1\":{{\"cpus\":1}}}},\"job\":%s}}' \"$SLURM_JOB_ID\" | base64 -w0)\n\
+         exec scontrol update JobId=\"$SLURM_JOB_ID\" AdminComment=\"JS1:$summary\"\n",
+        conf = dir.join("slurm.conf").display(),
+        log = log.display(),
+    );
+    let path = dir.join("epilog-slurmctld.d/60-jobstats");
+    std::fs::write(&path, script).unwrap();
+    std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    log
 }

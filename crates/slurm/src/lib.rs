@@ -4,7 +4,11 @@
 //! `lockstep_from=MS lockstep_before=ROW/PERIOD` while a change is pending (docs/policies/gang.md), and
 //! `lockstep_run=N`, the run it was given for: Slurm's restart count then (a requeued job runs again with the
 //! count one higher, and a place of an earlier run is none). `lockstep_row=ROW` alone is a row of each node's own
-//! cycle (`prolog-slurmctld --rows node`, as before cluster-wide places).
+//! cycle (`prolog-slurmctld --rows node`, as before cluster-wide places). The field is shared: lockstep's words
+//! follow whatever else it holds, which every write keeps byte for byte, and the controller's epilog takes them out
+//! again at the end of a run after which the job runs again (requeued; [`without_ours`]), so that tools that write
+//! the field then (a jobstats-like summary) find it as they would without lockstep. A finished job's stay: Slurm
+//! changes nothing of a finished job.
 
 pub mod hostlist;
 
@@ -133,6 +137,24 @@ impl JobInfo {
         matches!(self.state.as_str(), "SUSPENDED" | "STOPPED")
     }
 
+    /// Whether the job has finished for good (a state of squeue's for a job that will not run again): Slurm then
+    /// changes nothing of it.
+    fn finished(&self) -> bool {
+        const FINAL: [&str; 10] = [
+            "BOOT_FAIL",
+            "CANCELLED",
+            "COMPLETED",
+            "DEADLINE",
+            "FAILED",
+            "NODE_FAIL",
+            "OUT_OF_MEMORY",
+            "PREEMPTED",
+            "REVOKED",
+            "TIMEOUT",
+        ];
+        FINAL.contains(&self.state.as_str())
+    }
+
     /// Whether the job holds its nodes now (so its row is taken there).
     fn holds_nodes(&self) -> bool {
         matches!(self.state.as_str(), "RUNNING" | "CONFIGURING" | "SUSPENDED")
@@ -242,7 +264,7 @@ fn run_with_timeout(program: &str, args: &[&str]) -> anyhow::Result<String> {
 /// Job `id`, if Slurm knows it.
 pub fn show_job(id: SlurmJobId) -> anyhow::Result<Option<JobInfo>> {
     match run_with_timeout("squeue", &["-h", "-t", "all", "-j", &id.to_string(), "-O", JOB_FORMAT]) {
-        Ok(text) => Ok(text.lines().filter_map(JobInfo::parse).find(|j| j.id == id)),
+        Ok(text) => Ok(records(&text).iter().filter_map(|r| JobInfo::parse(r)).find(|j| j.id == id)),
         Err(e) if format!("{e:#}").contains("Invalid job id") => Ok(None),
         Err(e) => Err(e),
     }
@@ -250,7 +272,31 @@ pub fn show_job(id: SlurmJobId) -> anyhow::Result<Option<JobInfo>> {
 
 /// Every job slurmctld knows.
 fn jobs() -> anyhow::Result<Vec<JobInfo>> {
-    Ok(run_with_timeout("squeue", &["-h", "-t", "all", "-O", JOB_FORMAT])?.lines().filter_map(JobInfo::parse).collect())
+    let text = run_with_timeout("squeue", &["-h", "-t", "all", "-O", JOB_FORMAT])?;
+    Ok(records(&text).iter().filter_map(|r| JobInfo::parse(r)).collect())
+}
+
+/// The jobs' records in `squeue -O` [`JOB_FORMAT`] output, one a job: each is a line, but for an `AdminComment`
+/// that holds line breaks (an administrator can write one with scontrol; squeue prints it as it is), whose lines
+/// after the first continue the record before them. A record starts with a line of at least five fields (four
+/// `|`) whose first starts with a digit and holds no whitespace: a job ID. (A line of a comment that looks so
+/// starts a record of its own: only administrators write the field.)
+pub fn records(text: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for line in text.lines() {
+        let id = line.split(FIELD_END).next().unwrap_or_default();
+        let starts = line.matches(FIELD_END).count() >= 4
+            && id.starts_with(|c: char| c.is_ascii_digit())
+            && !id.contains(char::is_whitespace);
+        match out.last_mut() {
+            Some(record) if !starts => {
+                record.push('\n');
+                record.push_str(line);
+            }
+            _ => out.push(line.to_string()),
+        }
+    }
+    out
 }
 
 /// The address of node `name` (`NodeAddr`).
@@ -339,18 +385,66 @@ pub fn grow_after(ended: &JobInfo, others: &[JobInfo]) -> Vec<Change> {
     changes
 }
 
-/// `job`'s `AdminComment` with its row words replaced by `words` and the run they are for, the job's run now
-/// (other words kept).
+/// The keys of lockstep's words in an `AdminComment`.
+const KEYS: [&str; 4] = [ROW_KEY, FROM_KEY, BEFORE_KEY, RUN_KEY];
+
+/// Whether `word`, one of an `AdminComment`'s whitespace-separated words, is lockstep's: it starts with one of
+/// lockstep's keys, as the words [`JobInfo::row`] reads do (`lockstep_row=x` too, which it reads as no row). A key
+/// inside another word (`note=lockstep_row=1/2`, `JS1:…`) is another tool's.
+fn is_ours(word: &str) -> bool {
+    KEYS.iter().any(|k| word.starts_with(k))
+}
+
+/// `comment` without lockstep's words, everything else byte for byte: each word of lockstep's goes with the
+/// whitespace before it, or, when no other word comes before it, with the whitespace after it (what [`with_row`]
+/// adds is taken away again). A comment with none of lockstep's words comes back as it is; one with only
+/// lockstep's words comes back empty.
+pub fn without_ours(comment: &str) -> String {
+    let mut out = String::with_capacity(comment.len());
+    let mut rest = comment;
+    // Whether another word was kept yet, and whether the whitespace before the next word goes (a word of
+    // lockstep's that no other word came before took it).
+    let (mut kept, mut drop_space) = (false, false);
+    loop {
+        let word_at = rest.len() - rest.trim_start().len();
+        let (space, after) = rest.split_at(word_at);
+        let word_len = after.find(char::is_whitespace).unwrap_or(after.len());
+        let (word, next) = after.split_at(word_len);
+        if word.is_empty() {
+            if !drop_space {
+                out.push_str(space);
+            }
+            return out;
+        }
+        if is_ours(word) {
+            if !kept && !drop_space {
+                out.push_str(space);
+            }
+            drop_space = !kept;
+        } else {
+            if !drop_space {
+                out.push_str(space);
+            }
+            out.push_str(word);
+            (kept, drop_space) = (true, false);
+        }
+        rest = next;
+    }
+}
+
+/// `job`'s `AdminComment` with its row words replaced by `words` and the run they are for, the job's run now:
+/// whatever else it holds (another tool's or an administrator's) is kept byte for byte ([`without_ours`]), and
+/// lockstep's words follow it, after one space.
 fn with_row(job: &JobInfo, words: &[String]) -> String {
-    let mut out: Vec<String> = job
-        .admin_comment
-        .split_whitespace()
-        .filter(|w| ![ROW_KEY, FROM_KEY, BEFORE_KEY, RUN_KEY].iter().any(|k| w.starts_with(k)))
-        .map(str::to_string)
-        .collect();
-    out.extend_from_slice(words);
-    out.push(format!("{RUN_KEY}{}", job.restarts));
-    out.join(" ")
+    let mut out = without_ours(&job.admin_comment);
+    let run = format!("{RUN_KEY}{}", job.restarts);
+    for word in words.iter().chain(std::iter::once(&run)) {
+        if !out.is_empty() {
+            out.push(' ');
+        }
+        out.push_str(word);
+    }
+    out
 }
 
 /// The row words of a running job's place changing to `place` at `from_ms` (it keeps `before` until then).
@@ -462,25 +556,61 @@ pub fn assign_row(id: SlurmJobId, mode: RowMode) -> anyhow::Result<String> {
     })
 }
 
+/// What the controller's epilog says of a finished job's words: slurmctld refuses every change to a finished job
+/// ("Job has already finished"), so they stay in its `AdminComment` (and in the accounting record slurmctld wrote
+/// as the job finished).
+const KEPT_WHEN_FINISHED: &str = "; lockstep's words stay in its AdminComment (Slurm changes no finished job's)";
+
 /// Job `id` ended, or its run did (it was requeued): its neighbours grow into the slots it held (see
-/// [`grow_after`]); returns what was done. A requeued job's restart count has already grown when its epilog
-/// runs, so the place it held is the one its comment holds, whichever run it was given for.
+/// [`grow_after`]), and, where Slurm lets a job's `AdminComment` change (a requeued job, which runs again: its
+/// restart count has grown past the run its words are for; never a finished one, so no call is made for one),
+/// lockstep's words leave it ([`without_ours`]), so that the tools that run after this epilog find
+/// the field as they would without lockstep: another tool's content byte for byte, an empty field empty (written
+/// only when it held words of lockstep's). Returns what was done. A requeued job's restart count has already grown when its
+/// epilog runs, so the place it held is the one its comment holds, whichever run it was given for. A job that runs
+/// again in a place given for the run it is in (its next run started before this epilog ran) is left as it is.
 pub fn release_row(id: SlurmJobId) -> anyhow::Result<String> {
     locked(|all| {
         let Some(job) = all.iter().find(|j| j.id == id) else {
             return Ok(format!("job {id} is gone; nothing to give back"));
         };
-        if !matches!(job.recorded_row(), Some(Row::Cluster(_))) {
-            return Ok(format!("job {id} had no cluster place"));
+        if job.holds_nodes() && job.row().is_some() {
+            return Ok(format!("job {id} runs again (run {}) in its place; kept", job.restarts));
         }
-        let changes = grow_after(job, &all);
-        apply_changes(&all, &changes)?;
-        let grown: Vec<String> = changes.iter().map(|(j, p)| format!("{j} -> {p}")).collect();
-        Ok(if grown.is_empty() {
-            format!("job {id} ended; no neighbour grows")
+        let grown = if matches!(job.recorded_row(), Some(Row::Cluster(_))) {
+            let changes = grow_after(job, &all);
+            let applied = apply_changes(&all, &changes);
+            let grown: Vec<String> = changes.iter().map(|(j, p)| format!("{j} -> {p}")).collect();
+            applied.map(|()| {
+                if grown.is_empty() {
+                    format!("job {id} ended; no neighbour grows")
+                } else {
+                    format!("job {id} ended; grown: {}", grown.join(", "))
+                }
+            })
         } else {
-            format!("job {id} ended; grown: {}", grown.join(", "))
-        })
+            Ok(format!("job {id} had no cluster place"))
+        };
+        // Taken out whether or not the neighbours could grow: the tools after this epilog read the field now.
+        let rest = without_ours(&job.admin_comment);
+        let cleared = if rest == job.admin_comment {
+            Ok(String::new())
+        } else if job.finished() || job.row().is_some() {
+            // Its words are of the run that ended and it runs no other: it ended for good (squeue says COMPLETING
+            // at first, as for a requeued run; a requeued job's restart count has grown past its words' run).
+            Ok(KEPT_WHEN_FINISHED.to_string())
+        } else {
+            match scontrol(&["update", &format!("JobId={id}"), &format!("AdminComment={rest}")]) {
+                Ok(_) => Ok("; lockstep's words taken out of its AdminComment".to_string()),
+                // It finished for good though it was requeued (cancelled meanwhile).
+                Err(e) if format!("{e:#}").contains("already finished") => Ok(KEPT_WHEN_FINISHED.to_string()),
+                Err(e) => Err(e),
+            }
+        };
+        match (grown, cleared) {
+            (Ok(grown), Ok(cleared)) => Ok(format!("{grown}{cleared}")),
+            (Err(e), _) | (Ok(_), Err(e)) => Err(e),
+        }
     })
 }
 
@@ -518,7 +648,11 @@ pub struct Listed {
 pub fn on_node(node: &str) -> anyhow::Result<Vec<Listed>> {
     let text = run_with_timeout("squeue", &["--all", "-h", "-w", node, "-t", "R,CF,S,ST", "-O", JOB_FORMAT])?;
     let mut jobs = Vec::new();
-    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+    for record in records(&text) {
+        let line = record.as_str();
+        if line.trim().is_empty() {
+            continue;
+        }
         if let Some(job) = JobInfo::parse(line) {
             jobs.push(Listed { id: job.id, row: job.row(), halted: job.halted() });
         } else {
@@ -732,6 +866,90 @@ mod tests {
         // A newcomer does not make room for a stale place: it is no place.
         let (place, _) = place_new(&placed(3, &["n1"], ""), &[requeued]);
         assert_eq!(place.to_string(), "0/1");
+    }
+
+    #[test]
+    fn lockstep_takes_out_its_words_and_keeps_everything_else_byte_for_byte() {
+        for (comment, rest) in [
+            ("", ""),
+            ("lockstep_row=1/2 lockstep_run=0", ""),
+            ("lockstep_row=0/4 lockstep_from=77 lockstep_before=0/2 lockstep_run=3", ""),
+            ("lockstep_row=3", ""),
+            ("audit=1", "audit=1"),
+            ("audit=1 lockstep_row=1/2 lockstep_run=0", "audit=1"),
+            ("lockstep_row=1/2 lockstep_run=0 audit=1", "audit=1"),
+            ("lockstep_row=1/2 audit=1 lockstep_run=0", "audit=1"),
+            ("a  lockstep_row=1/2\tb", "a\tb"),
+            ("a\tb  c lockstep_row=1/2", "a\tb  c"),
+            ("JS1:H4sIAAAA+/x=lockstep_row== lockstep_run=0", "JS1:H4sIAAAA+/x=lockstep_row=="),
+            // A key inside another tool's word, or in another case, is that tool's.
+            ("note=lockstep_row=1/2", "note=lockstep_row=1/2"),
+            (
+                "xlockstep_row=1/2 LOCKSTEP_ROW=1/2 lockstep_rows=2",
+                "xlockstep_row=1/2 LOCKSTEP_ROW=1/2 lockstep_rows=2",
+            ),
+            ("lockstep_row lockstep_run", "lockstep_row lockstep_run"),
+            // A word that starts with a key is lockstep's, as `row` reads it, even one it reads as no row.
+            ("keep lockstep_row=x lockstep_run=", "keep"),
+        ] {
+            assert_eq!(without_ours(comment), rest, "{comment:?}");
+        }
+    }
+
+    #[test]
+    fn another_tools_content_survives_every_write_of_a_place() {
+        let others = [
+            "audit=1",
+            "JS1:H4sIAAAAAAAAA+2YXW/aMBSG/wo=",
+            "audit=1 note: a=b  JS1:eyJub2RlcyI6e319\tk:v",
+            "user said \"lockstep_row=0/1\" here: note=lockstep_row=0/1",
+        ];
+        for other in others {
+            // Placed, a change of place, placed again for run 1; then the job ends.
+            let placed =
+                with_row(&JobInfo { admin_comment: other.into(), ..JobInfo::default() }, &["lockstep_row=0/1".into()]);
+            assert_eq!(placed, format!("{other} lockstep_row=0/1 lockstep_run=0"));
+            let job = JobInfo { admin_comment: placed, ..JobInfo::default() };
+            assert_eq!(
+                job.row(),
+                Some(Row::Cluster(Schedule { place: Place { row: 0, period: 1 }, from_ms: 0, before: None }))
+            );
+            // Another tool appends while the job runs.
+            let appended = JobInfo { admin_comment: format!("{} audit=2", job.admin_comment), ..job };
+            let words = change_words(Place { row: 1, period: 2 }, Some(Place { row: 0, period: 1 }), 9);
+            let changed = with_row(&appended, &words);
+            assert_eq!(
+                changed,
+                format!("{other} audit=2 lockstep_row=1/2 lockstep_from=9 lockstep_before=0/1 lockstep_run=0")
+            );
+            let requeued = JobInfo { admin_comment: changed, restarts: 1, ..JobInfo::default() };
+            let again = with_row(&requeued, &["lockstep_row=0/2".into()]);
+            assert_eq!(again, format!("{other} audit=2 lockstep_row=0/2 lockstep_run=1"));
+            assert_eq!(without_ours(&again), format!("{other} audit=2"));
+        }
+        // Nothing but lockstep's words: placed, the field holds them alone; ended, it is empty again.
+        let alone = with_row(&JobInfo::default(), &["lockstep_row=0/1".into()]);
+        assert_eq!((alone.as_str(), without_ours(&alone).as_str()), ("lockstep_row=0/1 lockstep_run=0", ""));
+    }
+
+    #[test]
+    fn a_comment_of_several_lines_is_read_and_written_whole() {
+        let text = "7|RUNNING|n1|0|first line\n2026|note: second lockstep_row=1/2\n\n  third\n8|PENDING||0|\n";
+        let two = records(text);
+        assert_eq!(two.len(), 2, "{two:?}");
+        let job = JobInfo::parse(&two[0]).unwrap();
+        assert_eq!(job.admin_comment, "first line\n2026|note: second lockstep_row=1/2\n\n  third");
+        assert_eq!(
+            job.row(),
+            Some(Row::Cluster(Schedule { place: Place { row: 1, period: 2 }, from_ms: 0, before: None }))
+        );
+        let placed = with_row(&job, &["lockstep_row=0/2".into()]);
+        assert_eq!(placed, "first line\n2026|note: second\n\n  third lockstep_row=0/2 lockstep_run=0");
+        assert_eq!(without_ours(&placed), "first line\n2026|note: second\n\n  third");
+        assert_eq!(JobInfo::parse(&two[1]).map(|j| j.id), Some(SlurmJobId(8)));
+        // A line before any record is a record of its own, which parses as no job; a line that names a job but
+        // does not parse is a record (on_node takes its job without a row).
+        assert_eq!(records("x\n9|RUNNING|n1|0|\n10|?|n1|0|"), ["x", "9|RUNNING|n1|0|", "10|?|n1|0|"]);
     }
 
     #[test]

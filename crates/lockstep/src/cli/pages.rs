@@ -140,11 +140,15 @@ const DESCRIPTIONS: &[(&str, &str)] = &[
         "lockstep-slurm-prolog-slurmctld",
         "slurm.conf's PrologSlurmctld: run by slurmctld before the job starts; gives the job its place in the \
          cluster-wide matrix (the same slots on every node, disjoint from those of the jobs it shares a node with, \
-         running neighbours making room) and keeps it in the job's AdminComment.",
+         running neighbours making room) and keeps it in the job's AdminComment, after whatever else the field \
+         holds.",
     ),
     (
         "lockstep-slurm-epilog-slurmctld",
-        "slurm.conf's EpilogSlurmctld: run by slurmctld after the job; its neighbours grow into the slots it held.",
+        "slurm.conf's EpilogSlurmctld: run by slurmctld after the job (and after each run of a requeued job); its \
+         neighbours grow into the slots it held. A requeued job's AdminComment loses lockstep's words, whatever \
+         else the field holds kept as it is (an empty field stays empty); a finished job's stays, as Slurm \
+         changes nothing of a finished job.",
     ),
     (
         "lockstep-completion",

@@ -21,7 +21,8 @@ pub enum SlurmCommand {
     /// slurm.conf `PrologSlurmctld=`: give the job its place in the cluster-wide matrix (the same slots on every
     /// node; jobs sharing a node get disjoint slots, running neighbours making room), kept in its AdminComment.
     PrologSlurmctld(ControllerArgs),
-    /// slurm.conf `EpilogSlurmctld=`: the job's neighbours grow into the slots it held.
+    /// slurm.conf `EpilogSlurmctld=`: the job's neighbours grow into the slots it held, and a requeued job's
+    /// AdminComment loses lockstep's words (the rest kept as it is).
     EpilogSlurmctld(JobArgs),
 }
 
