@@ -1166,7 +1166,7 @@ fn another_tools_admin_comment_survives_lockstep_and_a_jobstats_like_epilog_find
         let again = job(&seen, id).unwrap();
         assert!(again.admin_comment.starts_with(&format!("{other} lockstep_")), "{again:?}");
         assert_eq!(without_ours(&again.admin_comment), other, "{again:?}");
-        assert!(again.admin_comment.ends_with(" lockstep_run=1"), "{again:?}");
+        assert!(again.admin_comment.ends_with(&format!(" lockstep_run=1 lockstep_job={id}")), "{again:?}");
     }
 
     // Ended for good: slurmctld changes no finished job; the other tools' content is still intact.
@@ -1208,4 +1208,79 @@ fn jobstats_like(dir: &Path) -> PathBuf {
     std::fs::write(&path, script).unwrap();
     std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     log
+}
+
+/// Issue 60: the tasks of a job array, started together on one node, get places of their own. Slurm splits each
+/// task off the array's record as it starts, with the `AdminComment` the record held, so a task started after
+/// another was placed held that one's place; it is placed anew (lockstep's words name the job they were written
+/// for), its neighbour making room, and the two are co-scheduled.
+#[test]
+#[ignore = "needs root"]
+fn a_job_array_s_tasks_get_places_of_their_own() {
+    let Some((_serial, cluster)) = start_nodes(1, true) else { return };
+    cluster.policy("gang", "300ms");
+    let spin = "exec sh -c 'while :; do :; done'";
+    let out = cluster
+        .slurm("sbatch")
+        .args(["--parsable", "--array=1-2", "-n1", "-D", "/", "-o", "/dev/null", "--wrap", spin])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "sbatch: {}", stderr(&out));
+    let array = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let places = |s: &Status| -> Vec<(u32, Option<u32>)> { s.jobs.iter().map(|j| (j.row, j.period)).collect() };
+    let apart = |s: &Status| {
+        let p = places(s);
+        p.len() == 2 && p.iter().all(|(_, period)| *period == Some(2)) && p[0].0 != p[1].0
+    };
+    let seen = wait_until("the two tasks in places of their own", WAIT, || cluster.status(1), apart);
+    eprintln!("{:?}", places(&seen));
+    wait_until("one task frozen in the other's slot", WAIT, || cluster.status(1), |s| s.jobs.iter().any(|j| j.frozen));
+    let out = cluster.slurm("scancel").arg(&array).output().unwrap();
+    assert!(out.status.success(), "scancel: {}", stderr(&out));
+    wait_until("the queue to empty", WAIT, || cluster.queue(), Vec::is_empty);
+    wait_until("the agent to let the jobs go", WAIT, || cluster.status(1), |s| s.jobs.is_empty());
+    nothing_frozen_or_boosted();
+}
+
+/// Issue 60: a job given its node alone (`--exclusive`) has nothing to be co-scheduled with: another job waits for
+/// the node in the queue, and the agent never freezes or boosts the exclusive one.
+#[test]
+#[ignore = "needs root"]
+fn an_exclusive_job_is_never_frozen_or_boosted() {
+    let Some((_serial, cluster)) = start_nodes(1, true) else { return };
+    cluster.policy("gang", "200ms");
+    let spin = "exec sh -c 'while :; do :; done'";
+    let sbatch = |exclusive: bool| {
+        let mut c = cluster.slurm("sbatch");
+        c.args(["--parsable", "-n1", "-D", "/", "-o", "/dev/null"]);
+        if exclusive {
+            c.arg("--exclusive");
+        }
+        let out = c.args(["--wrap", spin]).output().unwrap();
+        assert!(out.status.success(), "sbatch: {}", stderr(&out));
+        String::from_utf8_lossy(&out.stdout).trim().parse::<u64>().unwrap()
+    };
+    let alone = sbatch(true);
+    let name = format!("slurm-{alone}");
+    wait_until("the exclusive job taken on", WAIT, || cluster.status(1), |s| s.jobs.iter().any(|j| j.name == name));
+    let other = sbatch(false);
+    let since = cluster.status(1).slot;
+    let later = |s: &Status| s.slot >= since + 10;
+    let seen = wait_until("10 slots later", WAIT, || cluster.status(1), later);
+    assert_eq!(seen.jobs.len(), 1, "a second job shares the exclusive one's node: {seen:?}");
+    assert_eq!(cluster.job_state(other), "PENDING");
+    // The agent writes its decisions once a second.
+    std::thread::sleep(Duration::from_millis(1500));
+    let store = rusqlite::Connection::open(cluster.store(1)).unwrap();
+    let actions: i64 = store
+        .query_row("SELECT count(*) FROM decisions WHERE job = ?1 AND action IN ('freeze', 'boost')", [&name], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    assert_eq!(actions, 0, "the exclusive job was frozen or boosted");
+    let out = cluster.slurm("scancel").args([alone.to_string(), other.to_string()]).output().unwrap();
+    assert!(out.status.success(), "scancel: {}", stderr(&out));
+    wait_until("the queue to empty", WAIT, || cluster.queue(), Vec::is_empty);
+    wait_until("the agent to let the jobs go", WAIT, || cluster.status(1), |s| s.jobs.is_empty());
+    nothing_frozen_or_boosted();
 }

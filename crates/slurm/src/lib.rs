@@ -45,6 +45,10 @@ const BEFORE_KEY: &str = "lockstep_before=";
 /// The `AdminComment` key of the run a place was given for: the job's restart count (`RestartCnt`) when it was
 /// given. A comment without it (written before lockstep recorded runs) holds a place of run 0.
 const RUN_KEY: &str = "lockstep_run=";
+/// The `AdminComment` key of the job a place was given to: a job array's tasks that had not started yet when one
+/// task was placed inherit its `AdminComment` as Slurm splits them off, and the place is not theirs. A comment
+/// without it (written before lockstep recorded it) is taken as the job's own.
+const JOB_KEY: &str = "lockstep_job=";
 
 /// How long the agents of a job whose place changes have to learn it before it takes effect: a few of their
 /// [`REFRESH`] intervals.
@@ -85,6 +89,9 @@ pub struct JobInfo {
     /// `RestartCnt`: how many times the job was requeued (by `scontrol requeue`, or by Slurm after a node
     /// failure); its run now is run `restarts`.
     pub restarts: u32,
+    /// For a task of a job array that runs as a job of its own: the array's job ID and the task's index
+    /// (`ArrayJobID`, `ArrayTaskID`).
+    pub array_task: Option<(SlurmJobId, u32)>,
     /// `AdminComment`.
     pub admin_comment: String,
 }
@@ -95,7 +102,8 @@ impl JobInfo {
     /// have ended, and jobs placed while it was pending did not make room for it.
     pub fn row(&self) -> Option<Row> {
         let run = self.word(RUN_KEY).map_or(Some(0), |r| r.parse::<u32>().ok());
-        if run != Some(self.restarts) {
+        let job = self.word(JOB_KEY).map_or(Some(self.id.0), |j| j.parse::<u64>().ok());
+        if run != Some(self.restarts) || job != Some(self.id.0) {
             return None;
         }
         self.recorded_row()
@@ -132,6 +140,12 @@ impl JobInfo {
         self.id != other.id && self.holds_nodes() && self.nodes.iter().any(|n| other.nodes.contains(n))
     }
 
+    /// How `scontrol update` names this job alone: `ARRAY_TASK` for a task of a job array (the array's ID, which a
+    /// task may hold, names every task of the array), its ID for any other.
+    fn scontrol_id(&self) -> String {
+        self.array_task.map_or_else(|| self.id.to_string(), |(array, task)| format!("{array}_{task}"))
+    }
+
     /// Whether Slurm holds the job halted (suspended or stopped): its processes are stopped, its nodes kept.
     pub fn halted(&self) -> bool {
         matches!(self.state.as_str(), "SUSPENDED" | "STOPPED")
@@ -160,14 +174,24 @@ impl JobInfo {
         matches!(self.state.as_str(), "RUNNING" | "CONFIGURING" | "SUSPENDED")
     }
 
-    /// One job from a line of `squeue -h -O` [`JOB_FORMAT`]: its ID, state, node list and restart count (which
-    /// only Slurm writes, none with a `|`), each ended by a `|`, then its `AdminComment` (which only an
-    /// administrator or the controller's prolog writes) as the rest of the line. `None` for a line that is not one.
+    /// One job from a line of `squeue -h -O` [`JOB_FORMAT`]: its ID, state, node list, restart count, array job ID
+    /// and array task ID (which only Slurm writes, none with a `|`), each ended by a `|`, then its `AdminComment`
+    /// (which only an administrator or the controller's prolog writes) as the rest of the line. `None` for a line
+    /// that is not one.
     pub fn parse(line: &str) -> Option<Self> {
-        let mut parts = line.splitn(5, FIELD_END);
+        let mut parts = line.splitn(FIELDS, FIELD_END);
         let (id, state, nodes) = (parts.next()?.trim(), parts.next()?.trim(), parts.next()?.trim());
         let restarts = parts.next()?.trim();
+        let (array, task) = (parts.next()?.trim(), parts.next()?.trim());
         let comment = parts.next()?.trim();
+        let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+        // A task of an array running as a job of its own has a single index; the array's record of its tasks not
+        // started yet a range (`2-9`), and a job of no array `N/A`.
+        let array_task = match (digits(array), digits(task)) {
+            (true, true) => Some((SlurmJobId(array.parse().ok()?), task.parse().ok()?)),
+            (true, false) => None,
+            (false, _) => return None,
+        };
         let state_ok = !state.is_empty() && state.chars().all(|c| c.is_ascii_uppercase() || c == '_');
         if !state_ok {
             return None;
@@ -181,6 +205,7 @@ impl JobInfo {
             state: state.to_string(),
             nodes,
             restarts: if restarts.bytes().all(|b| b.is_ascii_digit()) { restarts.parse().ok()? } else { return None },
+            array_task,
             admin_comment: if comment == "(null)" { String::new() } else { comment.to_string() },
         })
     }
@@ -189,11 +214,14 @@ impl JobInfo {
 /// What ends each field but the last in `squeue`'s output: no job ID, state or host list holds it.
 const FIELD_END: char = '|';
 
-/// The fields lockstep asks `squeue -O` for, in this order: ID, state, node list, restart count, `AdminComment`
-/// (last, so that whatever it holds is the rest of the line). Each field is as wide as its value (size 0: never
-/// cut, never padded), the first four ended by [`FIELD_END`]. No field a user sets (job name, comment, work
+/// The fields lockstep asks `squeue -O` for, in this order: ID, state, node list, restart count, array job ID,
+/// array task ID, `AdminComment` (last, so that whatever it holds is the rest of the line). Each field is as wide
+/// as its value (size 0: never cut, never padded), the first six ended by [`FIELD_END`]. No field a user sets (job name, comment, work
 /// directory, command) is asked for: none can be taken for another.
-pub const JOB_FORMAT: &str = "JobID:0|,State:0|,NodeList:0|,RestartCnt:0|,admin_comment:0";
+pub const JOB_FORMAT: &str = "JobID:0|,State:0|,NodeList:0|,RestartCnt:0|,ArrayJobID:0|,ArrayTaskID:0|,admin_comment:0";
+
+/// The fields of [`JOB_FORMAT`].
+const FIELDS: usize = 7;
 
 /// The `Key=Value` fields of one `scontrol -o show node` line. A value may hold spaces: a word that does not
 /// start with a key (Slurm's keys start with a capital: `NodeAddr`, `CPUTot`) continues the value before it. Only
@@ -285,7 +313,7 @@ pub fn records(text: &str) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     for line in text.lines() {
         let id = line.split(FIELD_END).next().unwrap_or_default();
-        let starts = line.matches(FIELD_END).count() >= 4
+        let starts = line.matches(FIELD_END).count() >= FIELDS - 1
             && id.starts_with(|c: char| c.is_ascii_digit())
             && !id.contains(char::is_whitespace);
         match out.last_mut() {
@@ -386,7 +414,7 @@ pub fn grow_after(ended: &JobInfo, others: &[JobInfo]) -> Vec<Change> {
 }
 
 /// The keys of lockstep's words in an `AdminComment`.
-const KEYS: [&str; 4] = [ROW_KEY, FROM_KEY, BEFORE_KEY, RUN_KEY];
+const KEYS: [&str; 5] = [ROW_KEY, FROM_KEY, BEFORE_KEY, RUN_KEY, JOB_KEY];
 
 /// Whether `word`, one of an `AdminComment`'s whitespace-separated words, is lockstep's: it starts with one of
 /// lockstep's keys, as the words [`JobInfo::row`] reads do (`lockstep_row=x` too, which it reads as no row). A key
@@ -437,8 +465,8 @@ pub fn without_ours(comment: &str) -> String {
 /// lockstep's words follow it, after one space.
 fn with_row(job: &JobInfo, words: &[String]) -> String {
     let mut out = without_ours(&job.admin_comment);
-    let run = format!("{RUN_KEY}{}", job.restarts);
-    for word in words.iter().chain(std::iter::once(&run)) {
+    let stamp = [format!("{RUN_KEY}{}", job.restarts), format!("{JOB_KEY}{}", job.id)];
+    for word in words.iter().chain(&stamp) {
         if !out.is_empty() {
             out.push(' ');
         }
@@ -515,7 +543,7 @@ fn apply_changes(all: &[JobInfo], changes: &[Change]) -> anyhow::Result<()> {
             _ => None,
         };
         let comment = format!("AdminComment={}", with_row(job, &change_words(place, before, from_ms)));
-        scontrol(&["update", &format!("JobId={id}"), &comment])?;
+        scontrol(&["update", &format!("JobId={}", job.scontrol_id()), &comment])?;
     }
     Ok(())
 }
@@ -551,7 +579,7 @@ pub fn assign_row(id: SlurmJobId, mode: RowMode) -> anyhow::Result<String> {
             }
         };
         let comment = format!("AdminComment={}", with_row(job, &words));
-        scontrol(&["update", &format!("JobId={id}"), &comment])?;
+        scontrol(&["update", &format!("JobId={}", job.scontrol_id()), &comment])?;
         Ok(said)
     })
 }
@@ -600,7 +628,7 @@ pub fn release_row(id: SlurmJobId) -> anyhow::Result<String> {
             // at first, as for a requeued run; a requeued job's restart count has grown past its words' run).
             Ok(KEPT_WHEN_FINISHED.to_string())
         } else {
-            match scontrol(&["update", &format!("JobId={id}"), &format!("AdminComment={rest}")]) {
+            match scontrol(&["update", &format!("JobId={}", job.scontrol_id()), &format!("AdminComment={rest}")]) {
                 Ok(_) => Ok("; lockstep's words taken out of its AdminComment".to_string()),
                 // It finished for good though it was requeued (cancelled meanwhile).
                 Err(e) if format!("{e:#}").contains("already finished") => Ok(KEPT_WHEN_FINISHED.to_string()),
@@ -670,7 +698,7 @@ mod tests {
 
     #[test]
     fn parses_squeue_lines() {
-        let job = JobInfo::parse("12|RUNNING|n[1-2]|0|keep me | lockstep_row=2 JobState=PENDING").unwrap();
+        let job = JobInfo::parse("12|RUNNING|n[1-2]|0|12|N/A|keep me | lockstep_row=2 JobState=PENDING").unwrap();
         assert_eq!(job.id, SlurmJobId(12));
         assert_eq!(job.state, "RUNNING");
         assert_eq!(job.nodes, ["n1", "n2"]);
@@ -679,11 +707,20 @@ mod tests {
         assert_eq!(job.row(), Some(Row::Node(2)));
         assert!(!job.halted());
         for (state, halted) in [("SUSPENDED", true), ("STOPPED", true), ("CONFIGURING", false), ("PENDING", false)] {
-            assert_eq!(JobInfo::parse(&format!("12|{state}|n1|0|")).unwrap().halted(), halted, "{state}");
+            assert_eq!(JobInfo::parse(&format!("12|{state}|n1|0|12|N/A|")).unwrap().halted(), halted, "{state}");
         }
-        let pending = JobInfo::parse("13|PENDING||2|").unwrap();
+        let pending = JobInfo::parse("13|PENDING||2|13|N/A|").unwrap();
         assert!(pending.nodes.is_empty());
         assert_eq!((pending.row(), pending.admin_comment.as_str(), pending.restarts), (None, "", 2));
+        // A task of an array, running as job 14, is named by the array's ID and its index when it is changed; the
+        // array's record of its tasks not started, and a job of no array, by their own ID.
+        let task = JobInfo::parse("14|RUNNING|n1|0|12|3|").unwrap();
+        assert_eq!(
+            (task.id, task.array_task, task.scontrol_id()),
+            (SlurmJobId(14), Some((SlurmJobId(12), 3)), "12_3".into())
+        );
+        assert_eq!(JobInfo::parse("12|PENDING||0|12|4-9|").unwrap().scontrol_id(), "12");
+        assert_eq!(job.scontrol_id(), "12");
         let bad_lines = [
             "",
             "13",
@@ -697,7 +734,11 @@ mod tests {
             "13|RUNNING|n1|x|",
             "13|RUNNING|n1|+1|",
             "13|RUNNING|n1|-1|",
-            "13|RUNNING|n1|99999999999|",
+            "13|RUNNING|n1|99999999999|13|N/A|",
+            "13|RUNNING|n1|0|",
+            "13|RUNNING|n1|0|x|N/A|",
+            "13|RUNNING|n1|0||N/A|",
+            "13|RUNNING|n1|0|-1|2|",
             // A line of the format before the restart count: the comment is not taken for one.
             "13|RUNNING|n1|lockstep_row=0/1",
         ];
@@ -712,6 +753,7 @@ mod tests {
     #[test]
     fn rows_differ_on_shared_nodes_only() {
         let job = |id, nodes: &[&str], state: &str, row: Option<u32>| JobInfo {
+            array_task: None,
             id: SlurmJobId(id),
             state: state.into(),
             nodes: nodes.iter().map(std::string::ToString::to_string).collect(),
@@ -731,12 +773,36 @@ mod tests {
     }
 
     #[test]
+    fn a_place_inherited_from_another_job_is_none() {
+        // Task 1_1 of array 1, split off as job 2 after task 1_2 (job 1) was placed: it holds job 1's words.
+        let placed = with_row(&JobInfo { id: SlurmJobId(1), ..JobInfo::default() }, &["lockstep_row=0/1".into()]);
+        assert!(placed.ends_with("lockstep_run=0 lockstep_job=1"), "{placed}");
+        let own = JobInfo { id: SlurmJobId(1), admin_comment: placed.clone(), ..JobInfo::default() };
+        let inherited = JobInfo { id: SlurmJobId(2), admin_comment: placed, ..JobInfo::default() };
+        assert!(own.row().is_some());
+        assert_eq!(inherited.row(), None);
+        // Words of before the job key are the job's own.
+        let older = JobInfo { id: SlurmJobId(2), admin_comment: "lockstep_row=0/1 lockstep_run=0".into(), ..own };
+        assert!(older.row().is_some());
+        for bad in ["x", "", "-1", "3", "2.0"] {
+            let comment = format!("lockstep_row=0/1 lockstep_job={bad}");
+            assert_eq!(JobInfo { admin_comment: comment.clone(), ..older.clone() }.row(), None, "{comment}");
+        }
+    }
+
+    #[test]
     fn row_replaces_the_old_one_and_keeps_other_words() {
-        assert_eq!(with_row(&JobInfo::default(), &["lockstep_row=1".into()]), "lockstep_row=1 lockstep_run=0");
+        assert_eq!(
+            with_row(&JobInfo::default(), &["lockstep_row=1".into()]),
+            "lockstep_row=1 lockstep_run=0 lockstep_job=0"
+        );
         let words = change_words(Place { row: 0, period: 4 }, Some(Place { row: 0, period: 2 }), 77);
         let comment =
             with_row(&JobInfo { admin_comment: "audit lockstep_row=0/2".into(), ..JobInfo::default() }, &words);
-        assert_eq!(comment, "audit lockstep_row=0/4 lockstep_from=77 lockstep_before=0/2 lockstep_run=0");
+        assert_eq!(
+            comment,
+            "audit lockstep_row=0/4 lockstep_from=77 lockstep_before=0/2 lockstep_run=0 lockstep_job=0"
+        );
         let job = JobInfo { admin_comment: comment, ..JobInfo::default() };
         let want =
             Schedule { place: Place { row: 0, period: 4 }, from_ms: 77, before: Some(Place { row: 0, period: 2 }) };
@@ -753,6 +819,7 @@ mod tests {
             state: "RUNNING".into(),
             nodes: nodes.iter().map(std::string::ToString::to_string).collect(),
             restarts: 0,
+            array_task: None,
             admin_comment: if place.is_empty() { String::new() } else { format!("{ROW_KEY}{place}") },
         }
     }
@@ -850,7 +917,7 @@ mod tests {
         // Placing a requeued job again replaces every word of the old place and records the run now.
         let stale = job("audit lockstep_row=0/4 lockstep_from=9 lockstep_before=0/2 lockstep_run=0", 1);
         let fresh = JobInfo { admin_comment: with_row(&stale, &["lockstep_row=1/2".into()]), ..stale };
-        assert_eq!(fresh.admin_comment, "audit lockstep_row=1/2 lockstep_run=1");
+        assert_eq!(fresh.admin_comment, "audit lockstep_row=1/2 lockstep_run=1 lockstep_job=0");
         assert_eq!(fresh.row(), half(1));
     }
 
@@ -908,7 +975,7 @@ mod tests {
             // Placed, a change of place, placed again for run 1; then the job ends.
             let placed =
                 with_row(&JobInfo { admin_comment: other.into(), ..JobInfo::default() }, &["lockstep_row=0/1".into()]);
-            assert_eq!(placed, format!("{other} lockstep_row=0/1 lockstep_run=0"));
+            assert_eq!(placed, format!("{other} lockstep_row=0/1 lockstep_run=0 lockstep_job=0"));
             let job = JobInfo { admin_comment: placed, ..JobInfo::default() };
             assert_eq!(
                 job.row(),
@@ -920,21 +987,25 @@ mod tests {
             let changed = with_row(&appended, &words);
             assert_eq!(
                 changed,
-                format!("{other} audit=2 lockstep_row=1/2 lockstep_from=9 lockstep_before=0/1 lockstep_run=0")
+                format!("{other} audit=2 lockstep_row=1/2 lockstep_from=9 lockstep_before=0/1 lockstep_run=0 lockstep_job=0")
             );
             let requeued = JobInfo { admin_comment: changed, restarts: 1, ..JobInfo::default() };
             let again = with_row(&requeued, &["lockstep_row=0/2".into()]);
-            assert_eq!(again, format!("{other} audit=2 lockstep_row=0/2 lockstep_run=1"));
+            assert_eq!(again, format!("{other} audit=2 lockstep_row=0/2 lockstep_run=1 lockstep_job=0"));
             assert_eq!(without_ours(&again), format!("{other} audit=2"));
         }
         // Nothing but lockstep's words: placed, the field holds them alone; ended, it is empty again.
         let alone = with_row(&JobInfo::default(), &["lockstep_row=0/1".into()]);
-        assert_eq!((alone.as_str(), without_ours(&alone).as_str()), ("lockstep_row=0/1 lockstep_run=0", ""));
+        assert_eq!(
+            (alone.as_str(), without_ours(&alone).as_str()),
+            ("lockstep_row=0/1 lockstep_run=0 lockstep_job=0", "")
+        );
     }
 
     #[test]
     fn a_comment_of_several_lines_is_read_and_written_whole() {
-        let text = "7|RUNNING|n1|0|first line\n2026|note: second lockstep_row=1/2\n\n  third\n8|PENDING||0|\n";
+        let text =
+            "7|RUNNING|n1|0|7|N/A|first line\n2026|note: second lockstep_row=1/2\n\n  third\n8|PENDING||0|8|N/A|\n";
         let two = records(text);
         assert_eq!(two.len(), 2, "{two:?}");
         let job = JobInfo::parse(&two[0]).unwrap();
@@ -944,12 +1015,15 @@ mod tests {
             Some(Row::Cluster(Schedule { place: Place { row: 1, period: 2 }, from_ms: 0, before: None }))
         );
         let placed = with_row(&job, &["lockstep_row=0/2".into()]);
-        assert_eq!(placed, "first line\n2026|note: second\n\n  third lockstep_row=0/2 lockstep_run=0");
+        assert_eq!(placed, "first line\n2026|note: second\n\n  third lockstep_row=0/2 lockstep_run=0 lockstep_job=7");
         assert_eq!(without_ours(&placed), "first line\n2026|note: second\n\n  third");
         assert_eq!(JobInfo::parse(&two[1]).map(|j| j.id), Some(SlurmJobId(8)));
         // A line before any record is a record of its own, which parses as no job; a line that names a job but
         // does not parse is a record (on_node takes its job without a row).
-        assert_eq!(records("x\n9|RUNNING|n1|0|\n10|?|n1|0|"), ["x", "9|RUNNING|n1|0|", "10|?|n1|0|"]);
+        assert_eq!(
+            records("x\n9|RUNNING|n1|0|9|N/A|\n10|?|n1|0|10|N/A|"),
+            ["x", "9|RUNNING|n1|0|9|N/A|", "10|?|n1|0|10|N/A|"]
+        );
     }
 
     #[test]

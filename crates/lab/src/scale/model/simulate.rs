@@ -177,6 +177,7 @@ mod tests {
             state: "RUNNING".into(),
             nodes: nodes.iter().map(|n| format!("n{n}")).collect(),
             restarts: 0,
+            array_task: None,
             admin_comment: format!("{ROW_KEY}{place}"),
         };
         let mut running: Vec<JobInfo> = Vec::new();
