@@ -63,11 +63,16 @@ fn start(hooks: bool) -> Option<(std::sync::MutexGuard<'static, ()>, Cluster)> {
 
 /// A cluster of `nodes` nodes, as [`start`].
 fn start_nodes(nodes: u32, hooks: bool) -> Option<(std::sync::MutexGuard<'static, ()>, Cluster)> {
+    start_with(nodes, hooks, &[])
+}
+
+/// A cluster of `nodes` nodes, as [`start`], brought up with `env` (`tests/cluster/up`'s settings) too.
+fn start_with(nodes: u32, hooks: bool, env: &[(&str, &str)]) -> Option<(std::sync::MutexGuard<'static, ()>, Cluster)> {
     if !can_run() {
         return None;
     }
     let serial = SERIAL.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-    Some((serial, Cluster::up(nodes, hooks)))
+    Some((serial, Cluster::up(nodes, hooks, env)))
 }
 
 /// Gang scheduling with 100 ms slots on both nodes, and two MPI jobs over both: lu (about 1 s alone) and cg
@@ -91,11 +96,12 @@ struct Cluster {
 }
 
 impl Cluster {
-    /// `nodes` nodes, with lockstep's prolog and epilog when `hooks`.
-    fn up(nodes: u32, hooks: bool) -> Self {
+    /// `nodes` nodes, with lockstep's prolog and epilog when `hooks`, `up` run with `env` too.
+    fn up(nodes: u32, hooks: bool, env: &[(&str, &str)]) -> Self {
         let dir = lockstep_scratch::tempdir().unwrap();
         let out = Command::new(repo().join("tests/cluster/up"))
             .arg(nodes.to_string())
+            .envs(env.iter().copied())
             .env("LOCKSTEP_CLUSTER_HOOKS", if hooks { "yes" } else { "no" })
             .env("LOCKSTEP_CLUSTER_DIR", dir.path())
             .env("LOCKSTEP", env!("CARGO_BIN_EXE_lockstep"))
@@ -1283,4 +1289,23 @@ fn an_exclusive_job_is_never_frozen_or_boosted() {
     wait_until("the queue to empty", WAIT, || cluster.queue(), Vec::is_empty);
     wait_until("the agent to let the jobs go", WAIT, || cluster.status(1), |s| s.jobs.is_empty());
     nothing_frozen_or_boosted();
+}
+
+/// Issue 60: Slurm's own time slicing (`PreemptMode=GANG`) beside lockstep's would stop jobs in turns of both: the
+/// agent says so once, at the first Slurm job it finds (one question to slurmctld in its life).
+#[test]
+#[ignore = "needs root"]
+fn the_agent_says_once_when_slurm_time_slices_jobs_itself() {
+    let Some((_serial, cluster)) = start_with(1, true, &[("LOCKSTEP_CLUSTER_GANG", "5")]) else { return };
+    let said = "Slurm time-slices jobs itself here (PreemptMode=GANG";
+    let log = || std::fs::read_to_string(cluster.log(1)).unwrap_or_default();
+    let first = cluster.sbatch_as("root", "sleep 60");
+    wait_until("the agent to say Slurm slices time", WAIT, log, |l| l.contains(said));
+    let second = cluster.sbatch_as("root", "sleep 60");
+    wait_until("the second job taken on", WAIT, || cluster.status(1), |s| s.jobs.len() == 2);
+    let out = cluster.slurm("scancel").args([first.to_string(), second.to_string()]).output().unwrap();
+    assert!(out.status.success(), "scancel: {}", stderr(&out));
+    wait_until("the queue to empty", WAIT, || cluster.queue(), Vec::is_empty);
+    wait_until("the agent to let the jobs go", WAIT, || cluster.status(1), |s| s.jobs.is_empty());
+    assert_eq!(log().matches(said).count(), 1, "said more than once: {}", log());
 }

@@ -249,6 +249,20 @@ pub fn fields(line: &str) -> Vec<(String, String)> {
 const SCONTROL_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Runs `scontrol ARGS`; its standard output. Killed after [`SCONTROL_TIMEOUT`].
+/// slurmctld's `PreemptMode` (`scontrol show config`), as it says it (`OFF`, `GANG,SUSPEND`, …).
+pub fn preempt_mode() -> anyhow::Result<String> {
+    let text = scontrol(&["show", "config"])?;
+    text.lines()
+        .find_map(|l| l.split_once('=').filter(|(k, _)| k.trim() == "PreemptMode").map(|(_, v)| v.trim().to_string()))
+        .context("scontrol show config names no PreemptMode")
+}
+
+/// Whether Slurm time-slices jobs itself under preemption mode `mode` (its `GANG`): two time slicers on one node
+/// would each stop jobs in slots of their own.
+pub fn slices_time(mode: &str) -> bool {
+    mode.split(',').any(|m| m.trim().eq_ignore_ascii_case("GANG"))
+}
+
 fn scontrol(args: &[&str]) -> anyhow::Result<String> {
     run_with_timeout("scontrol", args)
 }
@@ -770,6 +784,13 @@ mod tests {
         ];
         assert_eq!(free_row(&new, &others), 1);
         assert_eq!(free_row(&job(6, &["n4"], "CONFIGURING", None), &others), 0);
+    }
+
+    #[test]
+    fn gang_among_the_preemption_modes_is_slurm_s_own_time_slicing() {
+        for (mode, slices) in [("OFF", false), ("SUSPEND", false), ("GANG,SUSPEND", true), ("suspend, gang", true)] {
+            assert_eq!(slices_time(mode), slices, "{mode}");
+        }
     }
 
     #[test]

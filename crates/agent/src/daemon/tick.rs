@@ -95,7 +95,7 @@ impl Daemon {
         decisions.insert(0, slot_record);
         // Which jobs the slot is for, at its boundary: what agreement across nodes is measured from.
         if boundary && self.policy.slotted() {
-            for j in self.jobs.iter().filter(|j| j.favoured) {
+            for j in self.jobs.iter().filter(|j| j.favoured && j.switched()) {
                 decisions.push(self.decision(Some(&j.name), Action::Favour, Duration::ZERO));
             }
         }

@@ -35,7 +35,7 @@ pub struct Scanned {
 }
 
 /// A job's processes as the scan found them: threads per process, and the processes holding each socket.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct Processes {
     /// Each process's threads.
     pub threads: HashMap<i32, Vec<Thread>>,

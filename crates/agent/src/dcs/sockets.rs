@@ -61,7 +61,7 @@ impl Default for Budgets {
     fn default() -> Self {
         Self {
             per_process: 1_024,
-            per_scan: 2_048,
+            per_scan: 8_192,
             refresh: 256,
             processes: 8_192,
             threads: 16_384,

@@ -5,17 +5,18 @@
 //! agent's real-time CPU with it; only the daemon's loop, which raises and lowers, is real-time.
 
 use std::cell::RefCell;
+use std::collections::HashMap;
 use std::rc::Rc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::command::{Command, Mailbox};
 use crate::dcs::probe::{Arrival, Probe, Tables};
-use crate::dcs::processes::Scanned;
+use crate::dcs::processes::{Processes, Scanned};
 use crate::dcs::sockets::{Budgets, Scanner};
 use lockstep_cgroup::procfs::thread_cpu;
 
-/// How often the probe's port table is brought in step with the jobs' sockets (a scan reads the descriptors of
-/// the processes that are new or changed, within [`Budgets`]), at most.
+/// How often the probe's counts go to the daemon, and the probe's port table is brought in step with the jobs'
+/// sockets at most (a scan reads the descriptors of the processes that are new or changed, within [`Budgets`]).
 const SCAN_INTERVAL: Duration = Duration::from_millis(500);
 
 /// The share of one CPU the scans may take: a scan that took more of the thread's CPU than this share of
@@ -60,56 +61,71 @@ fn serve(mailbox: &Mailbox, engine: u64, probe: &Probe) {
     }
 }
 
-/// The scan thread of engine `engine`: every [`SCAN_INTERVAL`], the jobs' TCP ports into the probe's table,
-/// their threads and the probe's counts to the daemon.
+/// The scan thread of engine `engine`: every [`SCAN_INTERVAL`], the probe's counts to the daemon, with each job's
+/// threads and sockets as the last scan found them; the scan itself (the jobs' TCP ports into the probe's table)
+/// at once for a job new to the engine, else as often as [`SCAN_SHARE`] allows.
 fn scan(mailbox: &Mailbox, engine: u64, mut tables: Tables) {
     // What went wrong with the port table last, fault once until it changes or clears.
     let mut fault: Option<String> = None;
     let mut scanner = Scanner::new(Budgets::default());
     // Whether the scans were said to be spaced out for their cost (once while the engine runs).
     let mut said = false;
+    // What the last scan found of each job (by its slot in the probe's tables), and when the next is due.
+    let mut last: HashMap<u32, Processes> = HashMap::new();
+    let mut next_scan = Instant::now();
     loop {
-        let started = thread_cpu();
         let Some(Some(watched)) = mailbox.ask(|reply| Command::DcsWatched { engine, reply }) else { return };
         for job in watched.iter().filter(|j| j.new) {
             let _ = tables.reset_job(job.slot);
         }
-        let jobs = scanner.scan(&watched);
-        let mut ports = Vec::new();
-        let mut found = Vec::new();
-        for (job, processes) in watched.into_iter().zip(jobs) {
-            ports.extend(processes.owners.keys().map(|k| (*k, job.slot)));
-            let counts = tables.counts(job.slot).unwrap_or_default();
-            found.push(Scanned { slot: job.slot, ports: processes.owners.len(), counts, processes });
-        }
-        match tables.set_ports(&ports).map_err(|e| format!("{e:#}")) {
-            Err(e) if fault.as_ref() != Some(&e) => {
-                crate::log::warning!("dcs port table: {e}");
-                fault = Some(e);
-            }
-            Err(_) => {}
-            Ok(()) => {
-                if fault.take().is_some() {
-                    crate::log::info!("dcs port table: every socket watched again");
+        let unknown = watched.iter().any(|j| j.new || !last.contains_key(&j.slot));
+        if unknown || Instant::now() >= next_scan {
+            let started = thread_cpu();
+            let jobs = scanner.scan(&watched);
+            let ports: Vec<_> = watched
+                .iter()
+                .zip(&jobs)
+                .flat_map(|(job, processes)| processes.owners.keys().map(|k| (*k, job.slot)))
+                .collect();
+            match tables.set_ports(&ports).map_err(|e| format!("{e:#}")) {
+                Err(e) if fault.as_ref() != Some(&e) => {
+                    crate::log::warning!("dcs port table: {e}");
+                    fault = Some(e);
+                }
+                Err(_) => {}
+                Ok(()) => {
+                    if fault.take().is_some() {
+                        crate::log::info!("dcs port table: every socket watched again");
+                    }
                 }
             }
+            last = watched.iter().map(|j| j.slot).zip(jobs).collect();
+            let cpu = thread_cpu().saturating_sub(started);
+            let wait = scan_wait(cpu);
+            if wait > SCAN_INTERVAL && !said {
+                said = true;
+                crate::log::info!(
+                    "dcs: a scan of the jobs' sockets took {:.1} ms of CPU: scans are {:.1} s apart ({} % of a \
+                     CPU), and new sockets of the jobs it knows are found that much later",
+                    cpu.as_secs_f64() * 1e3,
+                    wait.as_secs_f64() + cpu.as_secs_f64(),
+                    SCAN_SHARE * 100.0
+                );
+            }
+            next_scan = Instant::now() + wait.saturating_sub(SCAN_INTERVAL);
         }
+        let found = watched
+            .iter()
+            .map(|job| {
+                let processes = last.get(&job.slot).cloned().unwrap_or_default();
+                let counts = tables.counts(job.slot).unwrap_or_default();
+                Scanned { slot: job.slot, ports: processes.owners.len(), counts, processes }
+            })
+            .collect();
         if mailbox.ask(|reply| Command::DcsScanned { engine, scanned: found, reply }) != Some(true) {
             return;
         }
-        let cpu = thread_cpu().saturating_sub(started);
-        let wait = scan_wait(cpu);
-        if wait > SCAN_INTERVAL && !said {
-            said = true;
-            crate::log::info!(
-                "dcs: a scan of the jobs' sockets took {:.1} ms of CPU: scans are {:.1} s apart ({} % of a CPU), and \
-                 new sockets are found that much later",
-                cpu.as_secs_f64() * 1e3,
-                wait.as_secs_f64() + cpu.as_secs_f64(),
-                SCAN_SHARE * 100.0
-            );
-        }
-        std::thread::sleep(wait);
+        std::thread::sleep(SCAN_INTERVAL);
     }
 }
 

@@ -20,8 +20,13 @@ pub const SCAN_INTERVAL: Duration = Duration::from_millis(200);
 pub fn spawn(mailbox: Mailbox, version: Version, roots: Vec<PathBuf>, node: String) {
     let spawned = std::thread::Builder::new().name("lockstep-slurm".into()).spawn(move || {
         let mut refreshed: Option<Instant> = None;
+        let mut checked = false;
         loop {
             let mut found = scan(version, &roots, &node);
+            if !found.is_empty() && !checked {
+                checked = true;
+                check_preemption();
+            }
             for f in &mut found {
                 f.measure();
             }
@@ -38,5 +43,20 @@ pub fn spawn(mailbox: Mailbox, version: Version, roots: Vec<PathBuf>, node: Stri
     });
     if let Err(e) = spawned {
         crate::log::warning!("Slurm jobs are not looked for: cannot start the discovery thread: {e}");
+    }
+}
+
+/// Says once, at the first Slurm job found, when slurmctld time-slices jobs itself (`PreemptMode=GANG`): its slices
+/// and lockstep's slots would each stop jobs in turns of their own, so neither gets what it plans. One question to
+/// slurmctld in the agent's life.
+fn check_preemption() {
+    match lockstep_slurm::preempt_mode() {
+        Ok(mode) if lockstep_slurm::slices_time(&mode) => crate::log::warning!(
+            "Slurm time-slices jobs itself here (PreemptMode={mode}): its slices and lockstep's slots would stop \
+             jobs in turns of their own; keep one of the two (PreemptMode without GANG, or policy cfs on this \
+             node; deploy/slurm/README.md)"
+        ),
+        Ok(_) => {}
+        Err(e) => crate::log::info!("cannot read Slurm's PreemptMode: {e:#}"),
     }
 }
