@@ -24,10 +24,16 @@ const SCAN_INTERVAL: Duration = Duration::from_millis(500);
 /// is paid by their own jobs, in freshness, not by the node).
 const SCAN_SHARE: f64 = 0.01;
 
+/// The longest wait between two scans, whatever the last one cost: a job's new sockets are found within it. One
+/// scan that met a job's processes growing their descriptor tables took over a second of CPU in CI, which would
+/// have stopped the scans for minutes; a scan that costly every time its job's own processes keep changing costs
+/// the node less than they spend.
+const SCAN_MOST_APART: Duration = Duration::from_secs(5);
+
 /// How long to wait after a scan that took `cpu` of the thread's CPU: [`SCAN_INTERVAL`], or longer so that the
-/// scans take at most [`SCAN_SHARE`] of a CPU.
+/// scans take at most [`SCAN_SHARE`] of a CPU, up to [`SCAN_MOST_APART`].
 fn scan_wait(cpu: Duration) -> Duration {
-    SCAN_INTERVAL.max(cpu.div_f64(SCAN_SHARE).saturating_sub(cpu))
+    SCAN_INTERVAL.max(cpu.div_f64(SCAN_SHARE).saturating_sub(cpu).min(SCAN_MOST_APART))
 }
 
 /// Starts the threads of engine `engine`, which serve `probe` and send their work to `mailbox`.
@@ -139,5 +145,6 @@ mod tests {
         assert_eq!(scan_wait(Duration::from_millis(5)), SCAN_INTERVAL, "5 ms in 500 is its 1 %");
         // 20 ms of CPU: 2 s from the start of one scan to the next.
         assert_eq!(scan_wait(Duration::from_millis(20)), Duration::from_millis(1980));
+        assert_eq!(scan_wait(Duration::from_secs(1)), SCAN_MOST_APART);
     }
 }
