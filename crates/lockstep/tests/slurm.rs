@@ -16,6 +16,9 @@ use lockstep_proto::protocol::{JobOrigin, Status};
 /// One cluster at a time: the bridge, namespaces and ports are fixed.
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
+/// A batch script that spins on one CPU until cancelled.
+const SPIN: &str = "exec sh -c 'while :; do :; done'";
+
 /// How long after both are seen two jobs of lu class A are surely past MPI_Init and still running.
 const MIDWAY: Duration = Duration::from_secs(3);
 
@@ -158,9 +161,29 @@ impl Cluster {
     }
 
     /// Waits until neither n1's nor n2's agent shows a job.
+    /// Waits until every node's agent has let its jobs go.
     fn let_go(&self) {
-        let none = |(s1, s2): &(Status, Status)| s1.jobs.is_empty() && s2.jobs.is_empty();
-        wait_until("the agents to let the jobs go", WAIT, || self.statuses(), none);
+        let all = || (1..=self.nodes).map(|n| self.status(n)).collect::<Vec<_>>();
+        wait_until("the agents to let the jobs go", WAIT, all, |s| s.iter().all(|s| s.jobs.is_empty()));
+    }
+
+    /// Cancels jobs `ids`; returns once the queue is empty and the agents have let them go, nothing left frozen
+    /// or boosted.
+    fn cancel_all(&self, ids: &[String]) {
+        let out = self.slurm("scancel").args(ids).output().unwrap();
+        assert!(out.status.success(), "scancel: {}", stderr(&out));
+        wait_until("the queue to empty", WAIT, || self.queue(), Vec::is_empty);
+        self.let_go();
+        nothing_frozen_or_boosted();
+    }
+
+    /// How many of `actions` node `node`'s agent recorded for `job` after slot `after` (its decisions reach the
+    /// store once a second: waited for here).
+    fn recorded(&self, node: u32, job: &str, actions: &str, after: u64) -> i64 {
+        std::thread::sleep(Duration::from_millis(1500));
+        let store = rusqlite::Connection::open(self.store(node)).unwrap();
+        let sql = format!("SELECT count(*) FROM decisions WHERE job = ?1 AND action IN ({actions}) AND slot > ?2");
+        store.query_row(&sql, rusqlite::params![job, after as i64], |r| r.get(0)).unwrap()
     }
 
     fn slurm(&self, program: &str) -> Command {
@@ -1024,8 +1047,7 @@ fn a_requeued_job_is_placed_anew_beside_the_jobs_placed_while_it_was_pending() {
 fn a_job_slurm_suspends_gives_its_slots_to_its_neighbour_until_it_resumes() {
     let Some((_serial, cluster)) = start_nodes(1, true) else { return };
     cluster.policy("gang", "300ms");
-    let spin = "exec sh -c 'while :; do :; done'";
-    let (a, b) = (cluster.sbatch_as("root", spin), cluster.sbatch_as("root", spin));
+    let (a, b) = (cluster.sbatch_as("root", SPIN), cluster.sbatch_as("root", SPIN));
     let (name_a, name_b) = (format!("slurm-{a}"), format!("slurm-{b}"));
     let job = |s: &Status, name: &str| s.jobs.iter().find(|j| j.name == name).cloned();
     let frozen = |s: &Status, name: &str| job(s, name).is_some_and(|j| j.frozen);
@@ -1042,30 +1064,15 @@ fn a_job_slurm_suspends_gives_its_slots_to_its_neighbour_until_it_resumes() {
     let seen = wait_until("6 slots later", WAIT, || cluster.status(1), later);
     assert!(job(&seen, &name_a).is_some_and(|j| j.left.is_some()), "taken back while suspended: {seen:?}");
     // Not one freeze of its neighbour since: it had the node's slots to itself.
-    let store = rusqlite::Connection::open(cluster.store(1)).unwrap();
-    let freezes = |job: &str, from: u64| -> i64 {
-        store
-            .query_row(
-                "SELECT count(*) FROM decisions WHERE job = ?1 AND action = 'freeze' AND slot > ?2",
-                rusqlite::params![job, from as i64],
-                |r| r.get(0),
-            )
-            .unwrap()
-    };
-    // The agent writes its decisions once a second.
-    std::thread::sleep(Duration::from_millis(1500));
-    assert_eq!(freezes(&name_b, since), 0, "the neighbour was frozen while job {a} was suspended");
+    let freezes = cluster.recorded(1, &name_b, "'freeze'", since);
+    assert_eq!(freezes, 0, "the neighbour was frozen while job {a} was suspended");
 
     let out = cluster.slurm("scontrol").args(["resume", &a.to_string()]).output().unwrap();
     assert!(out.status.success(), "scontrol resume: {}", stderr(&out));
     let back = |s: &Status| job(s, &name_a).is_some_and(|j| j.left.is_none()) && frozen(s, &name_b);
     wait_until("the resumed job back in its slots (its neighbour frozen in them)", WAIT, || cluster.status(1), back);
 
-    let out = cluster.slurm("scancel").args([a.to_string(), b.to_string()]).output().unwrap();
-    assert!(out.status.success(), "scancel: {}", stderr(&out));
-    wait_until("the queue to empty", WAIT, || cluster.queue(), Vec::is_empty);
-    wait_until("the agent to let the jobs go", WAIT, || cluster.status(1), |s| s.jobs.is_empty());
-    nothing_frozen_or_boosted();
+    cluster.cancel_all(&[a.to_string(), b.to_string()]);
 }
 
 /// `AdminComment` is shared (issue 60): the test cluster installs lockstep's hooks as sites do, each in its hook's
@@ -1225,10 +1232,9 @@ fn jobstats_like(dir: &Path) -> PathBuf {
 fn a_job_array_s_tasks_get_places_of_their_own() {
     let Some((_serial, cluster)) = start_nodes(1, true) else { return };
     cluster.policy("gang", "300ms");
-    let spin = "exec sh -c 'while :; do :; done'";
     let out = cluster
         .slurm("sbatch")
-        .args(["--parsable", "--array=1-2", "-n1", "-D", "/", "-o", "/dev/null", "--wrap", spin])
+        .args(["--parsable", "--array=1-2", "-n1", "-D", "/", "-o", "/dev/null", "--wrap", SPIN])
         .output()
         .unwrap();
     assert!(out.status.success(), "sbatch: {}", stderr(&out));
@@ -1241,11 +1247,7 @@ fn a_job_array_s_tasks_get_places_of_their_own() {
     let seen = wait_until("the two tasks in places of their own", WAIT, || cluster.status(1), apart);
     eprintln!("{:?}", places(&seen));
     wait_until("one task frozen in the other's slot", WAIT, || cluster.status(1), |s| s.jobs.iter().any(|j| j.frozen));
-    let out = cluster.slurm("scancel").arg(&array).output().unwrap();
-    assert!(out.status.success(), "scancel: {}", stderr(&out));
-    wait_until("the queue to empty", WAIT, || cluster.queue(), Vec::is_empty);
-    wait_until("the agent to let the jobs go", WAIT, || cluster.status(1), |s| s.jobs.is_empty());
-    nothing_frozen_or_boosted();
+    cluster.cancel_all(&[array]);
 }
 
 /// Issue 60: a job given its node alone (`--exclusive`) has nothing to be co-scheduled with: another job waits for
@@ -1255,14 +1257,13 @@ fn a_job_array_s_tasks_get_places_of_their_own() {
 fn an_exclusive_job_is_never_frozen_or_boosted() {
     let Some((_serial, cluster)) = start_nodes(1, true) else { return };
     cluster.policy("gang", "200ms");
-    let spin = "exec sh -c 'while :; do :; done'";
     let sbatch = |exclusive: bool| {
         let mut c = cluster.slurm("sbatch");
         c.args(["--parsable", "-n1", "-D", "/", "-o", "/dev/null"]);
         if exclusive {
             c.arg("--exclusive");
         }
-        let out = c.args(["--wrap", spin]).output().unwrap();
+        let out = c.args(["--wrap", SPIN]).output().unwrap();
         assert!(out.status.success(), "sbatch: {}", stderr(&out));
         String::from_utf8_lossy(&out.stdout).trim().parse::<u64>().unwrap()
     };
@@ -1275,20 +1276,9 @@ fn an_exclusive_job_is_never_frozen_or_boosted() {
     let seen = wait_until("10 slots later", WAIT, || cluster.status(1), later);
     assert_eq!(seen.jobs.len(), 1, "a second job shares the exclusive one's node: {seen:?}");
     assert_eq!(cluster.job_state(other), "PENDING");
-    // The agent writes its decisions once a second.
-    std::thread::sleep(Duration::from_millis(1500));
-    let store = rusqlite::Connection::open(cluster.store(1)).unwrap();
-    let actions: i64 = store
-        .query_row("SELECT count(*) FROM decisions WHERE job = ?1 AND action IN ('freeze', 'boost')", [&name], |r| {
-            r.get(0)
-        })
-        .unwrap();
+    let actions = cluster.recorded(1, &name, "'freeze', 'boost'", 0);
     assert_eq!(actions, 0, "the exclusive job was frozen or boosted");
-    let out = cluster.slurm("scancel").args([alone.to_string(), other.to_string()]).output().unwrap();
-    assert!(out.status.success(), "scancel: {}", stderr(&out));
-    wait_until("the queue to empty", WAIT, || cluster.queue(), Vec::is_empty);
-    wait_until("the agent to let the jobs go", WAIT, || cluster.status(1), |s| s.jobs.is_empty());
-    nothing_frozen_or_boosted();
+    cluster.cancel_all(&[alone.to_string(), other.to_string()]);
 }
 
 /// Issue 60: Slurm's own time slicing (`PreemptMode=GANG`) beside lockstep's would stop jobs in turns of both: the
@@ -1303,9 +1293,6 @@ fn the_agent_says_once_when_slurm_time_slices_jobs_itself() {
     wait_until("the agent to say Slurm slices time", WAIT, log, |l| l.contains(said));
     let second = cluster.sbatch_as("root", "sleep 60");
     wait_until("the second job taken on", WAIT, || cluster.status(1), |s| s.jobs.len() == 2);
-    let out = cluster.slurm("scancel").args([first.to_string(), second.to_string()]).output().unwrap();
-    assert!(out.status.success(), "scancel: {}", stderr(&out));
-    wait_until("the queue to empty", WAIT, || cluster.queue(), Vec::is_empty);
-    wait_until("the agent to let the jobs go", WAIT, || cluster.status(1), |s| s.jobs.is_empty());
+    cluster.cancel_all(&[first.to_string(), second.to_string()]);
     assert_eq!(log().matches(said).count(), 1, "said more than once: {}", log());
 }

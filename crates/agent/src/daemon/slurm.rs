@@ -48,7 +48,6 @@ impl Daemon {
         word.announced.retain(|_, at| *at >= answer.asked);
         word.halted = answer.jobs.iter().filter(|l| l.halted).map(|l| l.id).collect();
         word.last = Some((answer.asked, answer.jobs.into_iter().map(|l| l.id).collect()));
-        self.follow_halts();
     }
 
     /// Gives the slots of the Slurm jobs Slurm holds halted (suspended or stopped: their processes stopped by
@@ -159,6 +158,7 @@ impl Daemon {
         if changed {
             self.replan = true;
         }
+        // Every answer of slurmctld's is followed by this sync: halts are taken here, once.
         self.follow_halts();
         let gather = gathered
             .into_iter()
