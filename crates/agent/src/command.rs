@@ -38,6 +38,11 @@ pub enum Command {
         /// The work left to the discovery thread.
         reply: Reply<Chores>,
     },
+    /// The rows or places the controller's hooks told this node (a notice the metrics door took).
+    SlurmTold {
+        /// The jobs the notice named.
+        jobs: Vec<lockstep_slurm::Listed>,
+    },
     /// The eBPF probe's arrivals, from the event thread of `dcs` engine `engine`; answered with how long the
     /// thread may wait for the next one, `None` once that engine has stopped.
     DcsArrivals {

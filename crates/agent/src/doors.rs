@@ -84,7 +84,8 @@ pub const CONTROL: Limits = Limits {
 
 /// The metrics door's limits: GET only, a scrape at a time per scraper.
 pub const METRICS: Limits = Limits {
-    max_body: 0,
+    // The controller's notices of places (`notices`); every other request has no body.
+    max_body: 64 * 1024,
     head: Duration::from_secs(2),
     deadline: Duration::from_secs(10),
     per_caller: 4,

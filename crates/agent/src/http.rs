@@ -1,6 +1,6 @@
 //! The agent's HTTP endpoint (`--metrics ADDR:PORT`): `GET /metrics` for Prometheus (OpenMetrics when the
-//! scraper asks for it) and `GET /api/v1/jobs/NAME` (one job's counts as JSON, for `lockstep stat --nodes`).
-//! Reads only; nothing else is served. The door itself (HTTP, caps, deadlines) is `doors`.
+//! scraper asks for it), `GET /api/v1/jobs/NAME` (one job's counts as JSON, for `lockstep stat --nodes`), and
+//! `POST /slurm/places`, the controller's notices of places (`notices`): the one request that is not a read. The door itself (HTTP, caps, deadlines) is `doors`.
 
 use std::net::{SocketAddr, TcpListener};
 use std::path::PathBuf;
@@ -10,6 +10,7 @@ use hyper::{header, Method, StatusCode};
 
 use super::sampler::Sampler;
 use crate::doors::{Handler, Reply};
+use crate::notices::Notices;
 use lockstep_core::error::UsageError;
 use lockstep_store::Store;
 use lockstep_telemetry::exposition::{render, Snapshot, OPENMETRICS, PROMETHEUS};
@@ -29,12 +30,19 @@ pub fn bind(addr: SocketAddr) -> anyhow::Result<TcpListener> {
 
 /// The metrics door's handler: reads only (`GET`), over the agent's counters and, for a job no longer counted,
 /// the store at `store` through one read-only connection opened once (opened at the first request that needs
-/// it, and again after a failure), shared by every request.
-pub fn handler(telemetry: Sampler, store: PathBuf) -> Handler {
+/// it, and again after a failure), shared by every request; and takes the controller's notices of places
+/// (`POST /slurm/places`) to `notices`.
+pub fn handler(telemetry: Sampler, store: PathBuf, notices: Arc<Notices>) -> Handler {
     let reader = Arc::new(Reader { path: store, store: Mutex::new(None) });
-    Arc::new(move |_caller, parts, _body| {
+    Arc::new(move |_caller, parts, body| {
+        if parts.method == Method::POST && parts.uri.path() == lockstep_slurm::push::PATH {
+            return notices.take(&body);
+        }
         if parts.method != Method::GET {
-            return Reply::text(StatusCode::METHOD_NOT_ALLOWED, "only GET is served");
+            return Reply::text(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "only GET is served (and POST of the controller's notices)",
+            );
         }
         let openmetrics = parts
             .headers

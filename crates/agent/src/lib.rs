@@ -20,6 +20,7 @@ mod journal;
 mod live;
 mod log;
 mod managed;
+mod notices;
 mod privileges;
 mod progress;
 mod ranks;

@@ -360,7 +360,7 @@ impl Managed {
 
     /// Why the job is not switched now, if it is not ([`Managed::switched`]).
     pub fn unswitched(&self) -> Option<String> {
-        self.left.clone().or_else(|| self.halted.then(|| "Slurm holds it suspended".to_string()))
+        self.left.clone().or_else(|| self.halted.then(|| "its processes are stopped (Slurm suspended it)".to_string()))
     }
 
     /// Whether the job is known to switch promptly: a change of it has been measured ([`Managed::switch_cost`]),

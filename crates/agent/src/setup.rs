@@ -2,6 +2,7 @@
 //! watchdog, the sampling thread, the daemon and the threads that feed it; at the end, every job restored.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use nix::sys::signal::{SigSet, Signal};
@@ -9,6 +10,7 @@ use nix::sys::signal::{SigSet, Signal};
 use crate::command::{Command, Mailbox};
 use crate::daemon::{Daemon, Start};
 use crate::journal::{self, Journal};
+use crate::notices::Notices;
 use crate::watchdog::Watchdog;
 use crate::{dcs, doors, feeders, http, sampler, server};
 use lockstep_core::cosched::PolicySpec;
@@ -190,16 +192,18 @@ fn raise_open_files() {
     }
 }
 
-/// Serves /metrics and the counters API on the bound `listener`; says where, and warns when that is reachable
-/// from the network.
+/// Serves /metrics, the counters API and the controller's `notices` on the bound `listener`; says where, and
+/// warns when that is reachable from the network.
 fn serve_metrics(
     doors: &doors::Doors,
     listener: std::net::TcpListener,
     scrapers: doors::Scrapers,
     telemetry: &sampler::Sampler,
     store: &Path,
+    notices: Arc<Notices>,
 ) -> anyhow::Result<()> {
-    let bound = doors.tcp(listener, doors::METRICS, scrapers, http::handler(telemetry.clone(), store.to_path_buf()))?;
+    let handler = http::handler(telemetry.clone(), store.to_path_buf(), notices);
+    let bound = doors.tcp(listener, doors::METRICS, scrapers, handler)?;
     crate::log::info!("metrics on http://{bound}/metrics");
     if !bound.ip().is_loopback() {
         crate::log::warning!(
@@ -274,10 +278,14 @@ pub fn run(config: Config) -> anyhow::Result<i32> {
     // switch, and they read the daemon's status from its board rather than wait on its loop.
     let doors = doors::Doors::new()?;
     doors.unix(listener, doors::CONTROL, server::handler(mailbox.clone(), telemetry.clone(), daemon.board()))?;
-    feeders::slurm::spawn(mailbox, version, roots, config.slurm_node.clone());
+    // With the metrics door open, the controller's hooks tell this node its Slurm jobs' places; without it the
+    // discovery thread asks slurmctld.
+    let told = metrics.is_some();
     if let Some(metrics) = metrics {
-        serve_metrics(&doors, metrics, config.scrapers.clone(), &telemetry, &config.store)?;
+        let notices = Arc::new(Notices::new(config.slurm_node.clone(), mailbox.clone()));
+        serve_metrics(&doors, metrics, config.scrapers.clone(), &telemetry, &config.store, notices)?;
     }
+    feeders::slurm::spawn(mailbox, version, roots, config.slurm_node.clone(), told);
     crate::log::info!(
         "node {} serving {} (store {}, policy {}, slot {})",
         config.node,

@@ -48,6 +48,9 @@ pub struct Answer {
 /// processes exiting) before they are said to be left behind.
 pub const LEFT_BEHIND: std::time::Duration = std::time::Duration::from_secs(10);
 
+/// How long a job's directories may be there before its prolog announces it: Slurm may make them first.
+pub const ASK_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// What Slurm said of which of its jobs run on this node.
 #[derive(Debug, Default)]
 pub struct Word {
@@ -61,9 +64,16 @@ pub struct Word {
     pub phantoms: HashSet<SlurmJobId>,
     /// Jobs with more task directories in a step than were looked at, already said in the log.
     pub partial: HashSet<SlurmJobId>,
-    /// Jobs slurmctld's last answer lists as halted (suspended or stopped).
+    /// Jobs whose processes were all seen stopped, since when (and not seen running since).
+    pub stopped: HashMap<SlurmJobId, Instant>,
+    /// Jobs taken as halted: stopped for [`HALT_AFTER`] (Slurm suspends a job by stopping its processes).
     pub halted: HashSet<SlurmJobId>,
 }
+
+/// How long a job's processes must be seen stopped, and none running, before its slots go to its neighbours: a
+/// user who stops and continues their own processes gains nothing by it (stopped, they do not run; the slots
+/// come back at the first look that finds one continued).
+pub const HALT_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
 
 impl Word {
     /// Whether Slurm says job `id` runs on this node: its prolog announced it after slurmctld was last asked, or
@@ -83,18 +93,44 @@ impl Word {
         self.last.as_ref().is_some_and(|(asked, _)| *asked >= since + LEFT_BEHIND)
     }
 
+    /// Whether slurmctld is to be asked about job `id`, found at `now` while Slurm does not run it (see
+    /// [`Word::left_behind`]): it was never asked, or the job's directories have been there [`ASK_GRACE`] without
+    /// its prolog announcing it, and they are not said to be left behind yet.
+    pub fn undecided(&self, id: SlurmJobId, now: Instant) -> bool {
+        let since = self.unlisted.get(&id).copied().unwrap_or(now);
+        !self.phantoms.contains(&id) && (self.last.is_none() || now.duration_since(since) >= ASK_GRACE)
+    }
+
     /// Forgets what was noted of job `id`'s directories while Slurm did not run it: it runs (again).
     pub fn listed(&mut self, id: SlurmJobId) {
         self.unlisted.remove(&id);
         self.phantoms.remove(&id);
     }
 
-    /// Keeps only what concerns the jobs whose directories are there still.
-    pub fn retain_found(&mut self, found: &[Found]) {
+    /// Keeps only what concerns the jobs whose directories are there still, and takes what their processes' states
+    /// said at `now` of which are halted.
+    pub fn retain_found(&mut self, found: &[Found], now: Instant) {
         let there = |id: &SlurmJobId| found.iter().any(|f| f.id == *id);
         self.unlisted.retain(|id, _| there(id));
         self.phantoms.retain(there);
         self.partial.retain(there);
+        self.stopped.retain(|id, _| there(id));
+        self.halted.retain(there);
+        for f in found {
+            match f.stopped {
+                Some(true) => {
+                    let since = *self.stopped.entry(f.id).or_insert(now);
+                    if now.duration_since(since) >= HALT_AFTER {
+                        self.halted.insert(f.id);
+                    }
+                }
+                Some(false) => {
+                    self.stopped.remove(&f.id);
+                    self.halted.remove(&f.id);
+                }
+                None => {}
+            }
+        }
     }
 }
 
@@ -121,6 +157,10 @@ pub struct Found {
     pub pus: CpuList,
     /// Whether a step held more than [`ENTRIES`] task directories, so that some were not looked at.
     pub partial: bool,
+    /// What the states of its processes said of whether it is halted, once [`Found::measure`]d: `Some(true)`
+    /// when every one of them (zombies aside) was stopped, `Some(false)` when one ran or could, `None` when
+    /// they said nothing (none, or the job was frozen: a frozen process looks neither stopped nor running).
+    pub stopped: Option<bool>,
 }
 
 impl Found {
@@ -174,6 +214,33 @@ impl Found {
             self.uid = self.processes(&mut partial).iter().find_map(|&p| procfs::owner(p));
             self.partial = partial;
         }
+        self.stopped = self.stopped();
+    }
+
+    /// Whether every process of the job's steps is stopped (`T`, as Slurm stops a job it suspends: SIGSTOP to
+    /// each task), read while none of its groups is frozen, before and after; see [`Found::stopped`]. A user who
+    /// stops their own processes makes the job look halted too: it then gives its slots away, and takes them
+    /// back at the first look that finds a process continued.
+    fn stopped(&self) -> Option<bool> {
+        let frozen = || {
+            self.groups
+                .iter()
+                .any(|g| Knobs::find(g).freeze.is_some_and(|f| cgroup::knobs::is_frozen(&f).unwrap_or(true)))
+        };
+        if frozen() {
+            return None;
+        }
+        let mut partial = false;
+        let states: Vec<char> = self
+            .processes(&mut partial)
+            .iter()
+            .filter_map(|&p| procfs::state(p))
+            .filter(|s| !matches!(s, 'Z' | 'X' | 'x'))
+            .collect();
+        if states.is_empty() || frozen() {
+            return None;
+        }
+        Some(states.iter().all(|s| matches!(s, 'T' | 't')))
     }
 }
 
@@ -251,6 +318,7 @@ fn scan_v1(roots: &[PathBuf], node: &str) -> Vec<Found> {
                     version: Version::V1,
                     pus: CpuList::new(),
                     partial: false,
+                    stopped: None,
                 });
                 if !found.job_dirs.contains(&dir) {
                     found.job_dirs.push(dir);
@@ -291,6 +359,7 @@ fn scan_v2(root: &Path, node: &str) -> Vec<Found> {
                 version: Version::V2,
                 pus: CpuList::new(),
                 partial: false,
+                stopped: None,
             })
         })
         .collect()
@@ -327,6 +396,9 @@ pub struct Chores {
     /// Jobs whose cgroups are there though Slurm does not run them here (each said once): to say in the log,
     /// with who owns the processes left in them.
     pub phantoms: Vec<Found>,
+    /// Whether a job was found that neither its prolog announced nor slurmctld's last answer lists, and that is not
+    /// yet said to be left behind: slurmctld is to be asked.
+    pub ask: bool,
 }
 
 impl Chores {
@@ -492,5 +564,51 @@ mod tests {
         assert!(word.left_behind(id, t0 + LEFT_BEHIND * 2), "asked past the grace, still not listed");
         word.listed(id);
         assert!(!word.left_behind(id, t0 + LEFT_BEHIND * 2), "found so anew after being listed");
+    }
+
+    /// slurmctld is asked about a job nobody announced at once while it never answered, else once its directories
+    /// have been there [`ASK_GRACE`] (its prolog may come after Slurm made them), and never once they are left
+    /// behind.
+    #[test]
+    fn slurmctld_is_asked_about_an_unannounced_job_past_the_grace_until_it_is_left_behind() {
+        let id = SlurmJobId(4);
+        let t0 = Instant::now();
+        let mut word = Word::default();
+        word.left_behind(id, t0);
+        assert!(word.undecided(id, t0), "never asked: at once");
+        word.last = Some((t0, HashSet::new()));
+        assert!(!word.undecided(id, t0 + ASK_GRACE / 2), "within the grace");
+        assert!(word.undecided(id, t0 + ASK_GRACE), "past the grace");
+        word.phantoms.insert(id);
+        assert!(!word.undecided(id, t0 + LEFT_BEHIND * 2), "said to be left behind");
+    }
+
+    /// A job is halted once its processes were seen stopped for [`HALT_AFTER`] with none seen running; a look
+    /// while it was frozen says nothing; one process seen running takes it back at once.
+    #[test]
+    fn a_job_is_halted_after_its_processes_were_seen_stopped_for_a_while_and_back_at_the_first_running() {
+        let mut found = Found {
+            id: SlurmJobId(5),
+            uid: None,
+            job_dirs: Vec::new(),
+            groups: Vec::new(),
+            version: Version::V1,
+            pus: CpuList::new(),
+            partial: false,
+            stopped: Some(true),
+        };
+        let t0 = Instant::now();
+        let mut word = Word::default();
+        let mut look = |stopped: Option<bool>, at: std::time::Duration| {
+            found.stopped = stopped;
+            word.retain_found(std::slice::from_ref(&found), t0 + at);
+            word.halted.contains(&found.id)
+        };
+        assert!(!look(Some(true), std::time::Duration::ZERO), "stopped at one look");
+        assert!(!look(None, HALT_AFTER), "frozen: says nothing");
+        assert!(look(Some(true), HALT_AFTER), "stopped for HALT_AFTER");
+        assert!(look(None, HALT_AFTER * 2), "frozen: still halted");
+        assert!(!look(Some(false), HALT_AFTER * 2), "one process running");
+        assert!(!look(Some(true), HALT_AFTER * 3), "stopped anew: the wait starts over");
     }
 }

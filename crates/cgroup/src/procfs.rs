@@ -180,6 +180,13 @@ pub fn parent(pid: i32) -> Option<i32> {
     stat[stat.rfind(')')? + 1..].split_whitespace().nth(1)?.parse().ok()
 }
 
+/// The state letter of process `pid` (field 3 of `/proc/PID/stat`: `R`, `S`, `D`, `T` stopped by a signal, `t`
+/// by a tracer, `Z`, …), or `None` if it does not exist.
+pub fn state(pid: i32) -> Option<char> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat[stat.rfind(')')? + 1..].split_whitespace().next()?.chars().next()
+}
+
 /// CPU time (user + system) process `pid` has used, in seconds (fields 14 and 15 of `/proc/PID/stat`).
 pub fn cpu_seconds(pid: i32) -> Option<f64> {
     let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;

@@ -1296,3 +1296,150 @@ fn the_agent_says_once_when_slurm_time_slices_jobs_itself() {
     cluster.cancel_all(&[first.to_string(), second.to_string()]);
     assert_eq!(log().matches(said).count(), 1, "said more than once: {}", log());
 }
+
+impl Cluster {
+    /// `sbatch` of a job of one spinning task on each of `nodes` nodes, as root; its ID.
+    fn sbatch_spinning(&self, nodes: u32) -> u64 {
+        let n = nodes.to_string();
+        let out = self
+            .slurm("sbatch")
+            .args(["--parsable", "-N", &n, "-n", &n, "--ntasks-per-node", "1", "-D", "/", "-o", "/dev/null"])
+            .args(["--wrap", &format!("srun {SPIN}")])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "sbatch: {}", stderr(&out));
+        String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
+    }
+
+    /// slurmctld's RPC counts by message type since they were last reset (`sdiag`), and resets them.
+    fn rpcs(&self) -> Vec<(String, u64)> {
+        let out = self.slurm("sdiag").output().unwrap();
+        assert!(out.status.success(), "sdiag: {}", stderr(&out));
+        let reset = self.slurm("sdiag").arg("-r").output().unwrap();
+        assert!(reset.status.success(), "sdiag -r: {}", stderr(&reset));
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let by_type = text.split("by message type").nth(1).unwrap_or_default();
+        let by_type = by_type.split("by user").next().unwrap_or_default();
+        by_type
+            .lines()
+            .filter_map(|l| {
+                let (name, stats) = l.trim().split_once(' ')?;
+                let count = stats.split("count:").nth(1)?.split_whitespace().next()?.parse().ok()?;
+                Some((name.to_string(), count))
+            })
+            .collect()
+    }
+}
+
+/// Node `node`'s agent's metrics door, `HOST:PORT`, as tests/cluster/up opens it.
+fn door(node: u32) -> String {
+    format!("10.231.0.{}:19464", 10 + node)
+}
+
+/// Where job `name` is in status `s`: its row and period.
+fn place_of(s: &Status, name: &str) -> Option<(u32, u32)> {
+    s.jobs.iter().find(|j| j.name == name).and_then(|j| Some((j.row, j.period?)))
+}
+
+/// Whether both statuses show exactly the jobs of `want`, each at its place.
+fn holds((a, b): &(Status, Status), want: &[(&str, (u32, u32))]) -> bool {
+    [a, b].iter().all(|s| s.jobs.len() == want.len() && want.iter().all(|(n, p)| place_of(s, n) == Some(*p)))
+}
+
+/// Issue 60: the controller's hooks tell the agents every place they give and change (a munge-sealed notice to
+/// each node's metrics door), so that no agent asks slurmctld while its jobs run. A second two-node job beside a
+/// running one (which gives up half its slots to it) and its end (which gives them back): both agents hold the
+/// same places throughout, and slurmctld answers job queries (`REQUEST_JOB_INFO`, squeue's) only for the two
+/// controller hooks, one each; where agents asked every 2 s, that was 2 a node every 2 s.
+#[test]
+#[ignore = "needs root"]
+fn the_controller_tells_the_agents_every_place_and_no_agent_asks_slurmctld_while_its_jobs_run() {
+    let Some((_serial, cluster)) = start_nodes(2, true) else { return };
+    cluster.policy("gang", "200ms");
+    let first = format!("slurm-{}", cluster.sbatch_spinning(2));
+    let alone = |s: &(Status, Status)| holds(s, &[(&first, (0, 1))]);
+    wait_until("both agents to hold the first job at 0/1", WAIT, || cluster.statuses(), alone);
+    cluster.rpcs();
+
+    let id = cluster.sbatch_spinning(2);
+    let second = format!("slurm-{id}");
+    let halves = |s: &(Status, Status)| holds(s, &[(&first, (0, 2)), (&second, (1, 2))]);
+    wait_until("both agents to hold the halved places", WAIT, || cluster.statuses(), halves);
+    let out = cluster.slurm("scancel").arg(id.to_string()).output().unwrap();
+    assert!(out.status.success(), "scancel: {}", stderr(&out));
+    wait_until("both agents to hold the first job at 0/1 again", WAIT, || cluster.statuses(), alone);
+    // Past two of the 2 s refreshes agents once made: none is made now.
+    std::thread::sleep(Duration::from_secs(5));
+    let rpcs = cluster.rpcs();
+    let asked = rpcs.iter().find(|(t, _)| t == "REQUEST_JOB_INFO").map_or(0, |(_, c)| *c);
+    assert_eq!(asked, 2, "slurmctld answered job queries other than the two hooks': {rpcs:?}");
+    for node in 1..=2 {
+        let log = std::fs::read_to_string(cluster.log(node)).unwrap();
+        assert!(log.contains("the controller's hooks told"), "n{node}'s agent was told nothing: {log}");
+    }
+    let out = cluster.slurm("scancel").arg(first.trim_start_matches("slurm-")).output().unwrap();
+    assert!(out.status.success(), "scancel: {}", stderr(&out));
+    wait_until("the queue to empty", WAIT, || cluster.queue(), Vec::is_empty);
+    cluster.let_go();
+    nothing_frozen_or_boosted();
+}
+
+/// Issue 60, the notices' door as user `nobody` would use it: the agents' metrics door is open to the network, so
+/// a notice must be sealed by root or `SlurmUser`, for this node, and new. nobody's own credential holding a
+/// notice that would put their job in every slot, a notice for another node sealed by root, a credential of
+/// root's sent again, and bytes that are no credential are all refused; the job keeps the place the controller
+/// gave it.
+#[test]
+#[ignore = "needs root"]
+fn a_notice_of_places_is_taken_only_from_root_or_slurm_user_for_this_node_once() {
+    let Some((_serial, cluster)) = start_nodes(1, true) else { return };
+    cluster.policy("gang", "200ms");
+    let (a, b) = (cluster.sbatch_as("nobody", SPIN), cluster.sbatch_as("nobody", SPIN));
+    let (name_a, name_b) = (format!("slurm-{a}"), format!("slurm-{b}"));
+    let placed = |s: &Status| place_of(s, &name_a) == Some((0, 2)) && place_of(s, &name_b) == Some((1, 2));
+    wait_until("both jobs at their places", WAIT, || cluster.status(1), placed);
+    let socket = cluster.dir.path().join("run/munge.sock");
+    let seal = |user: &str, payload: &str| {
+        let mut child = Command::new("runuser")
+            .args(["-u", user, "--", "munge", "-S"])
+            .arg(&socket)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::io::Write::write_all(child.stdin.as_mut().unwrap(), payload.as_bytes()).unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success(), "munge as {user}");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    // As nobody, over the network, as a user on another node would.
+    let post = |body: &str| {
+        let mut child = Command::new("runuser")
+            .args(["-u", "nobody", "--", "curl", "-s", "-w", "\n%{http_code}", "--data-binary", "@-"])
+            .arg(format!("http://{}/slurm/places", door(1)))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::io::Write::write_all(child.stdin.as_mut().unwrap(), body.as_bytes()).unwrap();
+        String::from_utf8(child.wait_with_output().unwrap().stdout).unwrap()
+    };
+    let notice = |node: &str| {
+        format!(
+            "lockstep-places 1 node={node}\n{a}|RUNNING||0|{a}|N/A|lockstep_row=0/1 lockstep_run=0 lockstep_job={a}\n"
+        )
+    };
+    let said = post(&seal("nobody", &notice("n1")));
+    assert!(said.ends_with("403") && said.contains("sealed by UID 65534"), "nobody's own notice: {said}");
+    let said = post(&seal("root", &notice("n2")));
+    assert!(said.ends_with("403") && said.contains("not this one"), "a notice for n2: {said}");
+    let roots = seal("root", "lockstep-places 1 node=n1\n");
+    assert!(post(&roots).ends_with("200"), "root's empty notice is taken");
+    let said = post(&roots);
+    assert!(said.ends_with("403") && said.contains("Replayed"), "root's notice again: {said}");
+    let said = post("lockstep_row=0/1");
+    assert!(said.ends_with("400"), "bytes that are no credential: {said}");
+    let seen = cluster.status(1);
+    assert_eq!(place_of(&seen, &name_a), Some((0, 2)), "{seen:?}");
+    cluster.cancel_all(&[a.to_string(), b.to_string()]);
+}

@@ -116,6 +116,10 @@ pub struct Response {
     /// The recording, for `timeline`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeline: Option<Timeline>,
+    /// For `SlurmProlog`: whether the agent holds the job's row or place (the controller's hooks told it, or the
+    /// prolog did).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placed: Option<bool>,
 }
 
 /// Which job's ranks ran on which CPU over a window, as the agent's eBPF program saw the scheduler switch them.

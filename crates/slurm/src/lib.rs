@@ -11,6 +11,7 @@
 //! changes nothing of a finished job.
 
 pub mod hostlist;
+pub mod push;
 
 use std::fs::OpenOptions;
 use std::os::unix::fs::OpenOptionsExt;
@@ -50,11 +51,13 @@ const RUN_KEY: &str = "lockstep_run=";
 /// without it (written before lockstep recorded it) is taken as the job's own.
 const JOB_KEY: &str = "lockstep_job=";
 
-/// How long the agents of a job whose place changes have to learn it before it takes effect: a few of their
+/// How long the agents of a job whose place changes have to learn it before it takes effect: the controller's
+/// notice reaches them within its two tries ([`push`]); an agent that asks slurmctld instead, within a few of its
 /// [`REFRESH`] intervals.
 pub const CHANGE_MARGIN: Duration = Duration::from_secs(5);
 
-/// How often an agent that runs Slurm jobs reads their places again (a change reaches it within this).
+/// How often an agent that runs Slurm jobs and cannot be told their places (no metrics door for the controller's
+/// notices) reads them again (a change reaches it within this).
 pub const REFRESH: Duration = Duration::from_secs(2);
 
 /// A job's co-scheduling row, as its `AdminComment` holds it.
@@ -144,11 +147,6 @@ impl JobInfo {
     /// task may hold, names every task of the array), its ID for any other.
     fn scontrol_id(&self) -> String {
         self.array_task.map_or_else(|| self.id.to_string(), |(array, task)| format!("{array}_{task}"))
-    }
-
-    /// Whether Slurm holds the job halted (suspended or stopped): its processes are stopped, its nodes kept.
-    pub fn halted(&self) -> bool {
-        matches!(self.state.as_str(), "SUSPENDED" | "STOPPED")
     }
 
     /// Whether the job has finished for good (a state of squeue's for a job that will not run again): Slurm then
@@ -248,15 +246,6 @@ pub fn fields(line: &str) -> Vec<(String, String)> {
 /// How long an `scontrol` call may take: a prolog must not hold a job up when slurmctld does not answer.
 const SCONTROL_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Runs `scontrol ARGS`; its standard output. Killed after [`SCONTROL_TIMEOUT`].
-/// slurmctld's `PreemptMode` (`scontrol show config`), as it says it (`OFF`, `GANG,SUSPEND`, …).
-pub fn preempt_mode() -> anyhow::Result<String> {
-    let text = scontrol(&["show", "config"])?;
-    text.lines()
-        .find_map(|l| l.split_once('=').filter(|(k, _)| k.trim() == "PreemptMode").map(|(_, v)| v.trim().to_string()))
-        .context("scontrol show config names no PreemptMode")
-}
-
 /// Whether Slurm time-slices jobs itself under preemption mode `mode` (its `GANG`): two time slicers on one node
 /// would each stop jobs in slots of their own.
 pub fn slices_time(mode: &str) -> bool {
@@ -269,17 +258,30 @@ fn scontrol(args: &[&str]) -> anyhow::Result<String> {
 
 /// Runs Slurm client `program` with `args`; its standard output. Killed after [`SCONTROL_TIMEOUT`].
 fn run_with_timeout(program: &str, args: &[&str]) -> anyhow::Result<String> {
-    let child = trust::command(program)
+    run_with_input(program, args, Vec::new())
+}
+
+/// Runs Slurm's (or munge's) client `program` with `args` and `input` on its standard input; its standard output.
+/// Killed after [`SCONTROL_TIMEOUT`].
+fn run_with_input(program: &str, args: &[&str], input: Vec<u8>) -> anyhow::Result<String> {
+    let mut child = trust::command(program)
         .map_err(|e| UsageError::new(format!("{e}; Slurm's client commands must be on PATH")))?
         .args(args)
+        .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .map_err(|e| UsageError::new(format!("cannot run {program} ({e}); Slurm's client commands must be on PATH")))?;
-    // The output is read while waiting (a long job list fills a pipe), on a thread, so that the wait can end.
+    // The input is written and the output read while waiting (a long job list fills a pipe), on a thread, so
+    // that the wait can end.
     let pid = child.id() as i32;
+    let stdin = child.stdin.take();
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
+        if let Some(mut stdin) = stdin {
+            use std::io::Write as _;
+            let _ = stdin.write_all(&input);
+        }
         let _ = tx.send(child.wait_with_output());
     });
     let out = if let Ok(out) = rx.recv_timeout(SCONTROL_TIMEOUT) {
@@ -546,9 +548,10 @@ fn now_ms() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
 }
 
-/// Writes running jobs' changes of place, each effective [`CHANGE_MARGIN`] from now.
-fn apply_changes(all: &[JobInfo], changes: &[Change]) -> anyhow::Result<()> {
+/// Writes running jobs' changes of place, each effective [`CHANGE_MARGIN`] from now; the jobs as they are now.
+fn apply_changes(all: &[JobInfo], changes: &[Change]) -> anyhow::Result<Vec<JobInfo>> {
     let from_ms = now_ms() + CHANGE_MARGIN.as_millis() as u64;
+    let mut updated = Vec::new();
     for &(id, place) in changes {
         let Some(job) = all.iter().find(|j| j.id == id) else { continue };
         // The place the job's nodes use until the change: what is in force now.
@@ -556,16 +559,25 @@ fn apply_changes(all: &[JobInfo], changes: &[Change]) -> anyhow::Result<()> {
             Some(Row::Cluster(s)) => Some(s.at(now_ms())),
             _ => None,
         };
-        let comment = format!("AdminComment={}", with_row(job, &change_words(place, before, from_ms)));
-        scontrol(&["update", &format!("JobId={}", job.scontrol_id()), &comment])?;
+        updated.push(update_comment(job, with_row(job, &change_words(place, before, from_ms)))?);
     }
-    Ok(())
+    Ok(updated)
 }
+
+/// Writes `comment` as `job`'s `AdminComment`; the job as it is now.
+fn update_comment(job: &JobInfo, comment: String) -> anyhow::Result<JobInfo> {
+    scontrol(&["update", &format!("JobId={}", job.scontrol_id()), &format!("AdminComment={comment}")])?;
+    Ok(JobInfo { admin_comment: comment, ..job.clone() })
+}
+
+/// What the controller's hooks do with the jobs whose place they gave or changed, the row lock still held: tell
+/// the agents of their nodes ([`push`]); returns what to add to the hook's log line.
+pub type Tell<'a> = &'a dyn Fn(&[JobInfo]) -> String;
 
 /// Gives job `id` its row (`mode`) and records it in its `AdminComment` with the run it is for, with the changes
 /// of place its neighbours make room with; returns what was done, for the log (a job that has a row for this run
 /// keeps it; a place of an earlier run, before the job was requeued, is replaced by a fresh one).
-pub fn assign_row(id: SlurmJobId, mode: RowMode) -> anyhow::Result<String> {
+pub fn assign_row(id: SlurmJobId, mode: RowMode, tell: Tell<'_>) -> anyhow::Result<String> {
     locked(|all| {
         let job = all.iter().find(|j| j.id == id).with_context(|| format!("Slurm does not know job {id}"))?;
         if let Some(row) = job.row() {
@@ -575,26 +587,25 @@ pub fn assign_row(id: SlurmJobId, mode: RowMode) -> anyhow::Result<String> {
         let requeued = job.recorded_row().map_or(String::new(), |row| {
             format!(" for run {} (requeued: {} of an earlier run not kept)", job.restarts, show(row))
         });
-        let (words, said) = match mode {
+        let (words, said, mut changed) = match mode {
             RowMode::Node => {
                 let row = free_row(job, &all);
-                (vec![format!("{ROW_KEY}{row}")], format!("job {id} row {row} (node cycles){requeued}"))
+                (vec![format!("{ROW_KEY}{row}")], format!("job {id} row {row} (node cycles){requeued}"), Vec::new())
             }
             RowMode::Cluster => {
                 let (place, changes) = place_new(job, &all);
-                apply_changes(&all, &changes)?;
+                let updated = apply_changes(&all, &changes)?;
                 let moved: Vec<String> = changes.iter().map(|(j, p)| format!("{j} -> {p}")).collect();
                 let said = if moved.is_empty() {
                     format!("job {id} place {place}{requeued}")
                 } else {
                     format!("job {id} place {place}{requeued}; made room: {}", moved.join(", "))
                 };
-                (vec![format!("{ROW_KEY}{place}")], said)
+                (vec![format!("{ROW_KEY}{place}")], said, updated)
             }
         };
-        let comment = format!("AdminComment={}", with_row(job, &words));
-        scontrol(&["update", &format!("JobId={}", job.scontrol_id()), &comment])?;
-        Ok(said)
+        changed.push(update_comment(job, with_row(job, &words))?);
+        Ok(format!("{said}{}", tell(&changed)))
     })
 }
 
@@ -611,7 +622,7 @@ const KEPT_WHEN_FINISHED: &str = "; lockstep's words stay in its AdminComment (S
 /// only when it held words of lockstep's). Returns what was done. A requeued job's restart count has already grown when its
 /// epilog runs, so the place it held is the one its comment holds, whichever run it was given for. A job that runs
 /// again in a place given for the run it is in (its next run started before this epilog ran) is left as it is.
-pub fn release_row(id: SlurmJobId) -> anyhow::Result<String> {
+pub fn release_row(id: SlurmJobId, tell: Tell<'_>) -> anyhow::Result<String> {
     locked(|all| {
         let Some(job) = all.iter().find(|j| j.id == id) else {
             return Ok(format!("job {id} is gone; nothing to give back"));
@@ -623,11 +634,11 @@ pub fn release_row(id: SlurmJobId) -> anyhow::Result<String> {
             let changes = grow_after(job, &all);
             let applied = apply_changes(&all, &changes);
             let grown: Vec<String> = changes.iter().map(|(j, p)| format!("{j} -> {p}")).collect();
-            applied.map(|()| {
+            applied.map(|changed| {
                 if grown.is_empty() {
                     format!("job {id} ended; no neighbour grows")
                 } else {
-                    format!("job {id} ended; grown: {}", grown.join(", "))
+                    format!("job {id} ended; grown: {}{}", grown.join(", "), tell(&changed))
                 }
             })
         } else {
@@ -677,16 +688,13 @@ pub struct Listed {
     pub id: SlurmJobId,
     /// Its row or place, if its `AdminComment` holds one.
     pub row: Option<Row>,
-    /// Whether Slurm holds it halted (`SUSPENDED` by `scontrol suspend` or gang scheduling's preemption, or
-    /// `STOPPED`): its processes are stopped, and it keeps its nodes.
-    pub halted: bool,
 }
 
 /// The jobs slurmctld runs on node `node` now (running, configuring, suspended or stopped: `squeue --all -w NODE
-/// -t R,CF,S,ST`, every partition's, hidden ones included), each with its row if it has one and whether it is
-/// halted: what an agent reads every [`REFRESH`], and its only word on which Slurm jobs exist here. A line whose
-/// other fields do not parse still names its job (without a row, not halted); one that names no job fails the
-/// whole answer, since a job left out of it would be released.
+/// -t R,CF,S,ST`, every partition's, hidden ones included), each with its row if it has one: what an agent reads
+/// when it starts, when it finds a job it was not told of, and every [`REFRESH`] where the controller's hooks
+/// cannot tell it ([`push`]). A line whose other fields do not parse still names its job (without a row); one
+/// that names no job fails the whole answer, since a job left out of it would be released.
 pub fn on_node(node: &str) -> anyhow::Result<Vec<Listed>> {
     let text = run_with_timeout("squeue", &["--all", "-h", "-w", node, "-t", "R,CF,S,ST", "-O", JOB_FORMAT])?;
     let mut jobs = Vec::new();
@@ -696,11 +704,11 @@ pub fn on_node(node: &str) -> anyhow::Result<Vec<Listed>> {
             continue;
         }
         if let Some(job) = JobInfo::parse(line) {
-            jobs.push(Listed { id: job.id, row: job.row(), halted: job.halted() });
+            jobs.push(Listed { id: job.id, row: job.row() });
         } else {
             let id = line.split(FIELD_END).next().and_then(|id| id.trim().parse().ok());
             let id = id.with_context(|| format!("squeue printed a line that names no job: {line:?}"))?;
-            jobs.push(Listed { id, row: None, halted: false });
+            jobs.push(Listed { id, row: None });
         }
     }
     Ok(jobs)
@@ -719,10 +727,6 @@ mod tests {
         assert_eq!(job.restarts, 0);
         assert_eq!(job.admin_comment, "keep me | lockstep_row=2 JobState=PENDING");
         assert_eq!(job.row(), Some(Row::Node(2)));
-        assert!(!job.halted());
-        for (state, halted) in [("SUSPENDED", true), ("STOPPED", true), ("CONFIGURING", false), ("PENDING", false)] {
-            assert_eq!(JobInfo::parse(&format!("12|{state}|n1|0|12|N/A|")).unwrap().halted(), halted, "{state}");
-        }
         let pending = JobInfo::parse("13|PENDING||2|13|N/A|").unwrap();
         assert!(pending.nodes.is_empty());
         assert_eq!((pending.row(), pending.admin_comment.as_str(), pending.restarts), (None, "", 2));

@@ -20,6 +20,15 @@ impl Daemon {
         let result = match request {
             // The control socket answers it from the board, without the loop; root's view if asked here.
             Request::Status => return Response { ok: true, status: Some(self.status()), ..Default::default() },
+            Request::SlurmProlog { id, uid, row, place } => {
+                let placed = rows::check(row)
+                    .map_err(anyhow::Error::from)
+                    .and_then(|()| self.slurm_prolog(SlurmJob { id, uid, row }, place));
+                return match placed {
+                    Ok(placed) => Response { placed: Some(placed), ..done() },
+                    Err(e) => failure(e),
+                };
+            }
             request => self.change(request, resolved),
         };
         match result {
@@ -31,7 +40,8 @@ impl Daemon {
     /// Carries out a request that changes what the agent does (root's only).
     fn change(&mut self, request: Request, resolved: Option<adopt::Resolved>) -> anyhow::Result<()> {
         match request {
-            Request::Status => Ok(()),
+            // Answered by `control` itself.
+            Request::Status | Request::SlurmProlog { .. } => Ok(()),
             Request::Policy { name, slot_ms } => {
                 let policy: PolicySpec = name.parse()?;
                 let slot = slot_ms.map(|ms| slot::from_millis("slot", ms)).transpose()?;
@@ -51,10 +61,6 @@ impl Daemon {
                 self.add_job(&job, |_, _| Ok(adopt::from_run(&job, dirs, row)))
             }
             Request::Release { job } => self.release(&job),
-            Request::SlurmProlog { id, uid, row, place } => {
-                rows::check(row)?;
-                self.slurm_prolog(SlurmJob { id, uid, row }, place)
-            }
             Request::SlurmEpilog { id } => self.slurm_epilog(id),
             // The control socket records it, off this loop (crate::together::timeline).
             Request::Timeline { .. } => anyhow::bail!("a timeline is recorded by the control socket, not the daemon"),

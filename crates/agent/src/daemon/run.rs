@@ -88,6 +88,7 @@ impl Daemon {
                 self.publish();
                 let _ = reply.send(response);
             }
+            Command::SlurmTold { jobs } => self.told_places(&jobs),
             Command::Slurm { found, word, reply } => {
                 match word {
                     Some(Ok(word)) => {

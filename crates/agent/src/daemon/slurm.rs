@@ -1,6 +1,9 @@
 //! The Slurm jobs of this node: taken on as discovery finds them in Slurm's cgroups while Slurm says they run
-//! here, their steps and PUs kept current, their owners, rows and cluster-wide places taken from the prolog and
-//! slurmctld, and released by the epilog or once slurmctld no longer runs them here.
+//! here, their steps and PUs kept current, their owners, rows and cluster-wide places taken from the controller's
+//! notices (`crate::notices`), the prolog and slurmctld, and released by the epilog or once slurmctld no longer
+//! runs them here. slurmctld is asked only when the agent finds Slurm's jobs first, and when it finds one that
+//! neither its prolog nor slurmctld's last answer named (`feeders::slurm`), unless the controller cannot tell
+//! this node (no metrics door): then every `lockstep_slurm::REFRESH`.
 //!
 //! Slurm's word decides which Slurm jobs exist: a `job_<id>` directory is only a candidate, since a user can keep
 //! one alive past the job's end (a process moved into a cgroup of their own below their step, which Slurm does
@@ -46,13 +49,13 @@ impl Daemon {
         }
         let word = &mut self.slurm_word;
         word.announced.retain(|_, at| *at >= answer.asked);
-        word.halted = answer.jobs.iter().filter(|l| l.halted).map(|l| l.id).collect();
         word.last = Some((answer.asked, answer.jobs.into_iter().map(|l| l.id).collect()));
     }
 
-    /// Gives the slots of the Slurm jobs Slurm holds halted (suspended or stopped: their processes stopped by
-    /// Slurm) to their neighbours, and takes back those it resumed: a halted job is not planned (thawed and at
-    /// its own weight, which its stopped processes do not use) until slurmctld lists it running again.
+    /// Gives the slots of the Slurm jobs Slurm holds halted (suspended: their processes stopped by Slurm, as
+    /// their states say, `crate::slurm::Word::halted`) to their neighbours, and takes back those it resumed: a
+    /// halted job is not planned (thawed and at its own weight, which its stopped processes do not use) until one
+    /// of its processes is seen continued.
     fn follow_halts(&mut self) {
         for job in &mut self.jobs {
             let Origin::Slurm { id, .. } = job.origin else { continue };
@@ -84,16 +87,19 @@ impl Daemon {
                 crate::log::warning!("Slurm job {id}: {e:#}");
             }
         }
-        self.slurm_word.retain_found(&found);
+        let now = Instant::now();
+        self.slurm_word.retain_found(&found, now);
         let mut changed = self.release_slurm_jobs_not_running();
         let mut phantoms = Vec::new();
         let mut gathered = Vec::new();
-        let now = Instant::now();
+        let mut ask = false;
         for f in found {
             let id = f.id;
             if !self.slurm_word.runs(id) {
                 if self.slurm_word.left_behind(id, now) && self.slurm_word.phantoms.insert(id) {
                     phantoms.push(f);
+                } else {
+                    ask |= self.slurm_word.undecided(id, now) && !self.slurm_done.contains_key(&id);
                 }
                 continue;
             }
@@ -158,7 +164,6 @@ impl Daemon {
         if changed {
             self.replan = true;
         }
-        // Every answer of slurmctld's is followed by this sync: halts are taken here, once.
         self.follow_halts();
         let gather = gathered
             .into_iter()
@@ -170,7 +175,7 @@ impl Daemon {
                 }
             })
             .collect();
-        Chores { gather, sweep: self.unmanaged_weight_dirs(), phantoms }
+        Chores { gather, sweep: self.unmanaged_weight_dirs(), phantoms, ask }
     }
 
     /// Releases (restoring them) the managed Slurm jobs that Slurm no longer says run on this node: slurmctld
@@ -217,6 +222,7 @@ impl Daemon {
     fn end_slurm_job(&mut self, id: SlurmJobId) -> anyhow::Result<()> {
         self.slurm.remove(&id);
         self.places.remove(&id);
+        self.node_rows.remove(&id);
         self.slurm_word.announced.remove(&id);
         self.slurm_done.insert(id, Instant::now());
         Ok(self.record(Record::SlurmEnd(id))?)
@@ -255,8 +261,11 @@ impl Daemon {
     }
 
     /// The prolog announced job `job` on this node: remember its owner and row or place (a job already found
-    /// gets them at once).
-    pub(super) fn slurm_prolog(&mut self, job: SlurmJob, place: Option<Schedule>) -> anyhow::Result<()> {
+    /// gets them at once); a row or place the prolog does not give is the one the controller's hooks told, if
+    /// they did. Whether the agent now holds one.
+    pub(super) fn slurm_prolog(&mut self, mut job: SlurmJob, place: Option<Schedule>) -> anyhow::Result<bool> {
+        job.row = job.row.or_else(|| self.node_rows.get(&job.id).copied());
+        let place = place.or_else(|| self.places.get(&job.id).copied());
         self.record(Record::SlurmPut(job))?;
         crate::log::info!(
             "Slurm job {} registered by its prolog (uid {}, row {})",
@@ -280,14 +289,31 @@ impl Daemon {
             self.record(Record::ManagedPut(name, saved))?;
             self.replan = true;
         }
-        Ok(())
+        Ok(job.row.is_some() || place.is_some())
+    }
+
+    /// The controller's hooks told this node the rows or places they gave or changed (`lockstep_slurm::push`):
+    /// taken as slurmctld's answer's are, whether or not the jobs run here yet (the controller's prolog tells
+    /// before the job starts).
+    pub(super) fn told_places(&mut self, jobs: &[lockstep_slurm::Listed]) {
+        let rows: Vec<(SlurmJobId, Row)> = jobs.iter().filter_map(|l| Some((l.id, l.row?))).collect();
+        let told: Vec<String> = rows.iter().map(|(id, row)| format!("{id}: {}", lockstep_slurm::show(*row))).collect();
+        crate::log::info!("the controller's hooks told: {}", told.join(", "));
+        self.refresh_places(&rows);
     }
 
     /// Takes the cluster-wide places slurmctld holds for this node's jobs now (a change of place carries the
-    /// time it takes effect, so every node of a job switches in the same slot).
+    /// time it takes effect, so every node of a job switches in the same slot), and the rows of the nodes' own
+    /// cycles for their prologs.
     pub(super) fn refresh_places(&mut self, rows: &[(SlurmJobId, Row)]) {
         for &(id, row) in rows {
-            let Row::Cluster(schedule) = row else { continue };
+            let schedule = match row {
+                Row::Cluster(schedule) => schedule,
+                Row::Node(r) => {
+                    self.node_rows.insert(id, r);
+                    continue;
+                }
+            };
             if self.places.insert(id, schedule) == Some(schedule) {
                 continue;
             }

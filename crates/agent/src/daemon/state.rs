@@ -60,8 +60,12 @@ pub struct Daemon {
     pub(super) telemetry: Counting,
     /// Slurm jobs the prolog announced, by ID.
     pub(super) slurm: HashMap<SlurmJobId, SlurmJob>,
-    /// The cluster-wide places of Slurm jobs of this node, as the prolog and the last refresh read them.
+    /// The cluster-wide places of Slurm jobs of this node, as the controller's hooks, the prolog or slurmctld told
+    /// them.
     pub(super) places: HashMap<SlurmJobId, Schedule>,
+    /// The rows of each node's own cycle the controller's hooks told for Slurm jobs of this node (`--rows node`),
+    /// kept for their prologs.
+    pub(super) node_rows: HashMap<SlurmJobId, u32>,
     /// Slurm jobs whose epilog ran (kept in the store), and when (this agent's start for those it read there),
     /// while their cgroups are still there.
     pub(super) slurm_done: HashMap<SlurmJobId, Instant>,
@@ -153,6 +157,7 @@ impl Daemon {
             telemetry: start.telemetry,
             slurm: HashMap::new(),
             places: HashMap::new(),
+            node_rows: HashMap::new(),
             slurm_done: HashMap::new(),
             slurm_word: crate::slurm::Word::default(),
             dcs: None,

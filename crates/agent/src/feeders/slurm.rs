@@ -1,5 +1,5 @@
-//! The discovery thread: looks for this node's Slurm jobs in the cgroup tree and reads their places from
-//! slurmctld, sends what it found to the daemon, and does the cgroup work the daemon answers with.
+//! The discovery thread: looks for this node's Slurm jobs in the cgroup tree, asks slurmctld which of them run
+//! here when it must, sends what it found to the daemon, and does the cgroup work the daemon answers with.
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -11,15 +11,23 @@ use lockstep_cgroup::Version;
 /// How often the agent looks for new Slurm jobs and steps.
 pub const SCAN_INTERVAL: Duration = Duration::from_millis(200);
 
+/// How soon slurmctld is asked again while a job is found that nobody told this node of: a few asks decide it
+/// (listed, or left behind after [`crate::slurm::LEFT_BEHIND`]).
+pub const ASK_AGAIN: Duration = Duration::from_secs(5);
+
 /// Looks for Slurm jobs of node `node` (cgroup `version`, hierarchies `roots`) every [`SCAN_INTERVAL`] until the
-/// daemon ends, and while there are Slurm cgroups asks slurmctld every [`lockstep_slurm::REFRESH`] which jobs it
-/// runs here and their places (a running job's place changes when a neighbour comes or goes): the daemon takes
-/// on only the jobs Slurm says run here. Waiting for slurmctld and moving processes
-/// between cgroups are done here, never in the daemon's loop, and at normal priority: what Slurm's tree and
-/// slurmctld make this thread wait for or do holds up no slot switch.
-pub fn spawn(mailbox: Mailbox, version: Version, roots: Vec<PathBuf>, node: String) {
+/// daemon ends, and asks slurmctld which jobs it runs here and their places: when `told` (the controller's hooks
+/// tell this node its jobs' places: `crate::notices`), only when Slurm's jobs are first found and while the
+/// daemon finds one that neither its prolog nor slurmctld's last answer named (at most every [`ASK_AGAIN`]);
+/// else, while there are Slurm cgroups, every [`lockstep_slurm::REFRESH`] (a running job's place changes when a
+/// neighbour comes or goes). The daemon takes on only the jobs Slurm says run here. Waiting for slurmctld and
+/// moving processes between cgroups are done here, never in the daemon's loop, and at normal priority: what
+/// Slurm's tree and slurmctld make this thread wait for or do holds up no slot switch.
+pub fn spawn(mailbox: Mailbox, version: Version, roots: Vec<PathBuf>, node: String, told: bool) {
     let spawned = std::thread::Builder::new().name("lockstep-slurm".into()).spawn(move || {
-        let mut refreshed: Option<Instant> = None;
+        let mut asked: Option<Instant> = None;
+        // Whether the daemon's last answer asks for slurmctld's word: at first, whatever is found.
+        let mut wanted = true;
         let mut checked = false;
         loop {
             let mut found = scan(version, &roots, &node);
@@ -30,13 +38,16 @@ pub fn spawn(mailbox: Mailbox, version: Version, roots: Vec<PathBuf>, node: Stri
             for f in &mut found {
                 f.measure();
             }
-            let due = !found.is_empty() && refreshed.is_none_or(|t| t.elapsed() >= lockstep_slurm::REFRESH);
+            let since = |every: Duration| asked.is_none_or(|t| t.elapsed() >= every);
+            let due =
+                !found.is_empty() && if told { wanted && since(ASK_AGAIN) } else { since(lockstep_slurm::REFRESH) };
             let word = due.then(|| {
-                let asked = Instant::now();
-                refreshed = Some(asked);
-                lockstep_slurm::on_node(&node).map(|jobs| Answer { asked, jobs }).map_err(|e| format!("{e:#}"))
+                let at = Instant::now();
+                asked = Some(at);
+                lockstep_slurm::on_node(&node).map(|jobs| Answer { asked: at, jobs }).map_err(|e| format!("{e:#}"))
             });
             let Some(chores) = mailbox.ask(|reply| Command::Slurm { found, word, reply }) else { return };
+            wanted = chores.ask;
             chores.run();
             std::thread::sleep(SCAN_INTERVAL);
         }
@@ -50,13 +61,14 @@ pub fn spawn(mailbox: Mailbox, version: Version, roots: Vec<PathBuf>, node: Stri
 /// and lockstep's slots would each stop jobs in turns of their own, so neither gets what it plans. One question to
 /// slurmctld in the agent's life.
 fn check_preemption() {
-    match lockstep_slurm::preempt_mode() {
-        Ok(mode) if lockstep_slurm::slices_time(&mode) => crate::log::warning!(
-            "Slurm time-slices jobs itself here (PreemptMode={mode}): its slices and lockstep's slots would stop \
+    match lockstep_slurm::push::Config::ask() {
+        Ok(c) if lockstep_slurm::slices_time(&c.preempt_mode) => crate::log::warning!(
+            "Slurm time-slices jobs itself here (PreemptMode={}): its slices and lockstep's slots would stop \
              jobs in turns of their own; keep one of the two (PreemptMode without GANG, or policy cfs on this \
-             node; deploy/slurm/README.md)"
+             node; deploy/slurm/README.md)",
+            c.preempt_mode
         ),
         Ok(_) => {}
-        Err(e) => crate::log::info!("cannot read Slurm's PreemptMode: {e:#}"),
+        Err(e) => crate::log::info!("cannot read Slurm's configuration: {e:#}"),
     }
 }

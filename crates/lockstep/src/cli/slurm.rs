@@ -4,11 +4,16 @@
 //! and the exit status stays 0. Only a missing or malformed job ID, which means it was run by hand, is exit 2.
 
 use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, PoisonError};
+use std::time::Duration;
 
+use anyhow::Context;
 use lockstep_core::error::UsageError;
 use lockstep_proto::client::{call_if_running, check};
-use lockstep_proto::protocol::Request;
-use lockstep_slurm::{self as slurm, SlurmJobId};
+use lockstep_proto::http::{self, Target};
+use lockstep_proto::protocol::{Request, Response};
+use lockstep_slurm::{self as slurm, push, SlurmJobId};
 
 /// `lockstep slurm …`.
 #[derive(Debug, clap::Subcommand)]
@@ -23,10 +28,10 @@ pub enum SlurmCommand {
     PrologSlurmctld(ControllerArgs),
     /// slurm.conf `EpilogSlurmctld=`: the job's neighbours grow into the slots it held, and a requeued job's
     /// AdminComment loses lockstep's words (the rest kept as it is).
-    EpilogSlurmctld(JobArgs),
+    EpilogSlurmctld(ControllerEndArgs),
 }
 
-/// The controller prolog's job and how it gives rows.
+/// The controller prolog's job, how it gives rows, and where the agents take notices.
 #[derive(Debug, clap::Args)]
 pub struct ControllerArgs {
     #[command(flatten)]
@@ -35,6 +40,25 @@ pub struct ControllerArgs {
     /// before cluster-wide places; agreement then holds only where nodes run the same jobs).
     #[arg(long, value_enum, default_value_t = slurm::RowMode::Cluster)]
     rows: slurm::RowMode,
+    #[command(flatten)]
+    agents: AgentArgs,
+}
+
+/// Where the controller's hooks tell the nodes' agents the places they give.
+#[derive(Debug, clap::Args)]
+pub struct AgentArgs {
+    /// The port of the agents' metrics door (lockstepd --metrics ADDR:PORT), at each node's NodeAddr.
+    #[arg(long, value_name = "PORT", default_value_t = 9464)]
+    agent_port: u16,
+}
+
+/// The controller epilog's job, and where the agents take notices.
+#[derive(Debug, clap::Args)]
+pub struct ControllerEndArgs {
+    #[command(flatten)]
+    job: JobArgs,
+    #[command(flatten)]
+    agents: AgentArgs,
 }
 
 /// The job a prolog or epilog is for.
@@ -62,7 +86,7 @@ pub fn exec(cmd: &SlurmCommand, socket: &Path) -> anyhow::Result<i32> {
     let (what, result) = match cmd {
         SlurmCommand::Prolog(args) => {
             let id = args.id()?;
-            ("prolog", prolog(id, socket).map(|row| format!("job {id} announced, {}", show_row(row))))
+            ("prolog", prolog(id, socket).map(|row| format!("job {id} announced, {row}")))
         }
         SlurmCommand::Epilog(args) => {
             let id = args.id()?;
@@ -70,9 +94,14 @@ pub fn exec(cmd: &SlurmCommand, socket: &Path) -> anyhow::Result<i32> {
         }
         SlurmCommand::PrologSlurmctld(args) => {
             let id = args.job.id()?;
-            ("prolog-slurmctld", slurm::assign_row(id, args.rows))
+            let tell = |jobs: &[slurm::JobInfo]| push_places(jobs, args.agents.agent_port);
+            ("prolog-slurmctld", slurm::assign_row(id, args.rows, &tell))
         }
-        SlurmCommand::EpilogSlurmctld(args) => ("epilog-slurmctld", slurm::release_row(args.id()?)),
+        SlurmCommand::EpilogSlurmctld(args) => {
+            let id = args.job.id()?;
+            let tell = |jobs: &[slurm::JobInfo]| push_places(jobs, args.agents.agent_port);
+            ("epilog-slurmctld", slurm::release_row(id, &tell))
+        }
     };
     match result {
         Ok(msg) => eprintln!("lockstep slurm {what}: {msg}"),
@@ -85,11 +114,17 @@ fn show_row(row: Option<slurm::Row>) -> String {
     row.map_or_else(|| "row from the job-ID hash".into(), slurm::show)
 }
 
-/// Announces job `id` to the agent; returns its row or place.
-fn prolog(id: SlurmJobId, socket: &Path) -> anyhow::Result<Option<slurm::Row>> {
+/// Announces job `id` to the agent; returns what it has of the job's row or place, for the log. The controller's prolog has told the agent the
+/// job's place before any node's prolog runs; only when it could not (the agent was not reachable then, or has
+/// restarted since) is slurmctld asked for it here, and the agent told again.
+fn prolog(id: SlurmJobId, socket: &Path) -> anyhow::Result<String> {
     let Some(uid) = std::env::var("SLURM_JOB_UID").ok().and_then(|u| u.parse().ok()) else {
         anyhow::bail!("SLURM_JOB_UID is not set or not a number")
     };
+    let answer = ask(socket, &Request::SlurmProlog { id, uid, row: None, place: None })?;
+    if answer.placed == Some(true) {
+        return Ok("its place as the controller's prolog told the agent".to_string());
+    }
     let row = match slurm::show_job(id) {
         Ok(job) => job.and_then(|j| j.row()),
         Err(e) => {
@@ -102,14 +137,82 @@ fn prolog(id: SlurmJobId, socket: &Path) -> anyhow::Result<Option<slurm::Row>> {
         Some(slurm::Row::Cluster(s)) => (None, Some(s)),
         None => (None, None),
     };
-    tell(socket, &Request::SlurmProlog { id, uid, row: node_row, place })?;
-    Ok(row)
+    if row.is_some() {
+        ask(socket, &Request::SlurmProlog { id, uid, row: node_row, place })?;
+    }
+    Ok(format!("{} (asked of slurmctld: the agent had not been told)", show_row(row)))
+}
+
+/// How many agents the controller's hooks tell at once.
+const TOLD_AT_ONCE: usize = 32;
+
+/// How long the controller's hooks wait for one agent to take its notice (they hold the row lock meanwhile).
+const TELL_DEADLINE: Duration = Duration::from_secs(2);
+
+/// Tells the agents of `jobs`' nodes the jobs' places now (`push`: one notice a node, sealed by munge, sent to
+/// the agent's metrics door on `port` at the node's `NodeAddr`, [`TOLD_AT_ONCE`] at a time, each tried twice
+/// within [`TELL_DEADLINE`]); returns what to add to the hook's log line: how many were told, and each one not
+/// told and why (its agent keeps the places it had until the next notice, or asks slurmctld when it restarts).
+fn push_places(jobs: &[slurm::JobInfo], port: u16) -> String {
+    let notices = push::notices(jobs);
+    if notices.is_empty() {
+        return String::new();
+    }
+    let names: Vec<String> = notices.iter().map(|n| n.node.clone()).collect();
+    let addresses = match push::addresses(&names) {
+        Ok(a) => a,
+        Err(e) => return format!("; no agent told (cannot read the nodes' addresses: {e:#})"),
+    };
+    let socket = push::controller_socket();
+    let next = AtomicUsize::new(0);
+    let failed = Mutex::new(Vec::new());
+    let tell_one = |notice: &push::Notice| -> anyhow::Result<()> {
+        let addr = addresses.get(&notice.node).context("slurmctld names no NodeAddr for it")?;
+        let target = if addr.contains(':') { format!("[{addr}]:{port}") } else { format!("{addr}:{port}") };
+        let mut last = None;
+        for _ in 0..2 {
+            // A credential is decoded once: each try seals the notice anew.
+            let credential = push::encode(&socket, &notice.payload)?;
+            match http::request(Target::Tcp(&target), push::PATH, Some(credential.into_bytes()), TELL_DEADLINE) {
+                Ok(answer) if answer.status == 200 => return Ok(()),
+                Ok(answer) => {
+                    let said = String::from_utf8_lossy(&answer.body);
+                    anyhow::bail!("its agent at {target} refused it ({}: {})", answer.status, said.trim())
+                }
+                Err(e) => last = Some(format!("cannot reach its agent at {target}: {e}")),
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        anyhow::bail!(last.unwrap_or_default())
+    };
+    std::thread::scope(|scope| {
+        for _ in 0..TOLD_AT_ONCE.min(notices.len()) {
+            scope.spawn(|| {
+                while let Some(notice) = notices.get(next.fetch_add(1, Ordering::Relaxed)) {
+                    if let Err(e) = tell_one(notice) {
+                        failed.lock().unwrap_or_else(PoisonError::into_inner).push(format!("{}: {e:#}", notice.node));
+                    }
+                }
+            });
+        }
+    });
+    let failed = failed.into_inner().unwrap_or_else(PoisonError::into_inner);
+    if failed.is_empty() {
+        format!("; told {} agent(s)", notices.len())
+    } else {
+        format!("; told {} of {} agents (not told: {})", notices.len() - failed.len(), notices.len(), failed.join("; "))
+    }
 }
 
 /// Sends a request to the agent; no agent running is fine (the job runs without co-scheduling).
 fn tell(socket: &Path, request: &Request) -> anyhow::Result<()> {
+    ask(socket, request).map(drop)
+}
+
+/// Sends a request to the agent; its answer.
+fn ask(socket: &Path, request: &Request) -> anyhow::Result<Response> {
     match call_if_running(socket, request) {
-        Some(answer) => check(answer?).map(drop),
+        Some(answer) => check(answer?),
         None => anyhow::bail!("no agent at {}", socket.display()),
     }
 }

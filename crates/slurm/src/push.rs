@@ -1,0 +1,282 @@
+//! How the controller's hooks tell the agents of a job's nodes the places they give and change, so that no agent
+//! asks slurmctld while its jobs run: one HTTP `POST` of [`PATH`] to each node's agent (its metrics door), whose
+//! body is a munge credential (munge: the authentication every Slurm node already trusts) sealing the node's name
+//! and the records of that node's jobs whose place was given or changed, as `squeue -O` [`JOB_FORMAT`] prints
+//! them. An agent takes a notice only from root or `SlurmUser`, only for its own node, and only once (munged
+//! refuses a credential it decoded before: [`decode`]).
+//!
+//! [`JOB_FORMAT`]: crate::JOB_FORMAT
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+use anyhow::Context;
+
+use crate::{records, run_with_input, scontrol, JobInfo, Listed, FIELD_END};
+
+/// The path the agents take notices on.
+pub const PATH: &str = "/slurm/places";
+
+/// A notice's first line, before the node's name: its kind and version.
+const HEADER: &str = "lockstep-places 1 node=";
+
+/// munged's socket when Slurm names none: munge's own default.
+const DEFAULT_SOCKET: &str = "/run/munge/munge.socket.2";
+
+/// munge's default socket.
+pub fn default_socket() -> PathBuf {
+    PathBuf::from(DEFAULT_SOCKET)
+}
+
+/// The socket an `AuthInfo` value names (`socket=/run/munge/munge.socket.2,ttl=60`), if it names one.
+pub fn socket_in(auth_info: &str) -> Option<PathBuf> {
+    auth_info.split(',').find_map(|o| o.trim().strip_prefix("socket=")).filter(|s| !s.is_empty()).map(PathBuf::from)
+}
+
+/// munged's socket for the controller's hooks: `LOCKSTEP_MUNGE_SOCKET`, else the one slurm.conf's `AuthInfo`
+/// names (`$SLURM_CONF`, else /etc/slurm/slurm.conf: the controller always has the file), else munge's default.
+pub fn controller_socket() -> PathBuf {
+    if let Some(socket) = std::env::var_os("LOCKSTEP_MUNGE_SOCKET") {
+        return PathBuf::from(socket);
+    }
+    let conf = std::env::var_os("SLURM_CONF").map_or_else(|| PathBuf::from("/etc/slurm/slurm.conf"), PathBuf::from);
+    let text = std::fs::read_to_string(conf).unwrap_or_default();
+    text.lines()
+        .map(|l| l.split('#').next().unwrap_or_default())
+        .find_map(|l| l.split_once('=').filter(|(k, _)| k.trim().eq_ignore_ascii_case("AuthInfo")).map(|(_, v)| v))
+        .and_then(socket_in)
+        .unwrap_or_else(default_socket)
+}
+
+/// What an agent needs of slurmctld's configuration (`scontrol show config`, read once in its life).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Config {
+    /// `PreemptMode`, as slurmctld says it (`OFF`, `GANG,SUSPEND`, …).
+    pub preempt_mode: String,
+    /// `SlurmUser`'s UID: the controller's hooks run as it, and its munge credentials are theirs.
+    pub slurm_user: u32,
+    /// munged's socket (`AuthInfo=socket=…`), else munge's default.
+    pub munge_socket: PathBuf,
+}
+
+impl Config {
+    /// slurmctld's configuration, asked once.
+    pub fn ask() -> anyhow::Result<Self> {
+        Self::parse(&scontrol(&["show", "config"])?)
+    }
+
+    /// The configuration in `scontrol show config`'s text (`Key = Value` lines).
+    pub fn parse(text: &str) -> anyhow::Result<Self> {
+        let value = |key: &str| {
+            text.lines().find_map(|l| l.split_once('=').filter(|(k, _)| k.trim() == key).map(|(_, v)| v.trim()))
+        };
+        let preempt_mode = value("PreemptMode").context("scontrol show config names no PreemptMode")?.to_string();
+        // `slurm(64030)`: the UID in parentheses.
+        let user = value("SlurmUser").context("scontrol show config names no SlurmUser")?;
+        let slurm_user = user
+            .rsplit_once('(')
+            .and_then(|(_, uid)| uid.strip_suffix(')')?.parse().ok())
+            .with_context(|| format!("scontrol show config: SlurmUser {user:?} names no UID"))?;
+        let munge_socket = value("AuthInfo").and_then(socket_in).unwrap_or_else(default_socket);
+        Ok(Self { preempt_mode, slurm_user, munge_socket })
+    }
+}
+
+/// What one node's agent is told.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Notice {
+    /// The node.
+    pub node: String,
+    /// The sealed text: [`HEADER`] and the node, then a record of each of its jobs.
+    pub payload: String,
+}
+
+/// The notices of `jobs` (as their `AdminComment` now is): one for each node any of them runs on, naming those
+/// of them that run there, in the order of the nodes' names.
+pub fn notices(jobs: &[JobInfo]) -> Vec<Notice> {
+    let mut by_node: BTreeMap<&str, Vec<&JobInfo>> = BTreeMap::new();
+    for job in jobs {
+        for node in &job.nodes {
+            by_node.entry(node).or_default().push(job);
+        }
+    }
+    by_node
+        .into_iter()
+        .map(|(node, jobs)| {
+            let mut payload = format!("{HEADER}{node}\n");
+            for job in jobs {
+                payload.push_str(&job.record());
+                payload.push('\n');
+            }
+            Notice { node: node.to_string(), payload }
+        })
+        .collect()
+}
+
+/// The node a notice is for and the jobs it names, each with its row. A text that is not a notice, or a record that names no job, fails the whole notice.
+pub fn parse(payload: &str) -> anyhow::Result<(String, Vec<Listed>)> {
+    let (first, rest) = payload.split_once('\n').unwrap_or((payload, ""));
+    let node = first.strip_prefix(HEADER).filter(|n| !n.is_empty()).context("not a notice of lockstep's places")?;
+    let jobs = records(rest)
+        .iter()
+        .filter(|r| !r.trim().is_empty())
+        .map(|r| {
+            JobInfo::parse(r)
+                .map(|j| Listed { id: j.id, row: j.row() })
+                .with_context(|| format!("a notice's record names no job: {r:?}"))
+        })
+        .collect::<anyhow::Result<_>>()?;
+    Ok((node.to_string(), jobs))
+}
+
+/// A munge credential sealing `payload`, from munged at `socket` (as this process's user).
+pub fn encode(socket: &Path, payload: &str) -> anyhow::Result<String> {
+    let socket = socket.to_string_lossy();
+    let out = run_with_input("munge", &["-S", &socket], payload.as_bytes().to_vec())?;
+    Ok(out.trim().to_string())
+}
+
+/// What a credential sealed, and who sealed it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Sealed {
+    /// The UID of the process that made the credential, as munge vouches for it.
+    pub uid: u32,
+    /// What it sealed.
+    pub payload: String,
+}
+
+/// Whether `body` has the shape of a munge credential (`MUNGE:` base64 `:`), checked before munged is asked to
+/// decode it: anything else costs the agent no process.
+pub fn looks_like_credential(body: &[u8]) -> bool {
+    let Some(inner) = body.trim_ascii().strip_prefix(b"MUNGE:").and_then(|b| b.strip_suffix(b":")) else {
+        return false;
+    };
+    !inner.is_empty() && inner.iter().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'='))
+}
+
+/// The UID and payload of credential `credential`, decoded by munged at `socket`: refused when munged refuses it
+/// (another key, expired, or decoded once already: munged says "Replayed credential").
+pub fn decode(socket: &Path, credential: &[u8]) -> anyhow::Result<Sealed> {
+    let socket = socket.to_string_lossy();
+    let out = run_with_input("unmunge", &["-S", &socket, "-N", "-k", "UID"], credential.to_vec())
+        .context("munged refused the credential")?;
+    // `UID: 0`, a blank line, then the payload.
+    let (meta, payload) = out.split_once("\n\n").context("unmunge printed no payload")?;
+    let uid = meta
+        .lines()
+        .find_map(|l| l.strip_prefix("UID:"))
+        .and_then(|u| u.trim().parse().ok())
+        .context("unmunge printed no UID")?;
+    Ok(Sealed { uid, payload: payload.to_string() })
+}
+
+/// How long the controller's hooks keep the nodes' addresses before asking slurmctld again.
+const ADDRESSES_KEPT: Duration = Duration::from_mins(10);
+
+/// The addresses (`NodeAddr`) of `nodes`, from the hooks' file of them beside the row lock, asked of slurmctld
+/// (one `scontrol -o show node` for every node) when a node is not in it or it is older than [`ADDRESSES_KEPT`].
+pub fn addresses(nodes: &[String]) -> anyhow::Result<BTreeMap<String, String>> {
+    let path = crate::lock_path().with_file_name("nodes");
+    let fresh = std::fs::metadata(&path)
+        .and_then(|m| m.modified())
+        .is_ok_and(|t| SystemTime::now().duration_since(t).is_ok_and(|age| age < ADDRESSES_KEPT));
+    let kept: BTreeMap<String, String> = if fresh {
+        let text = std::fs::read_to_string(&path).unwrap_or_default();
+        text.lines().filter_map(|l| l.split_once(' ')).map(|(n, a)| (n.to_string(), a.to_string())).collect()
+    } else {
+        BTreeMap::new()
+    };
+    let all = if nodes.iter().all(|n| kept.contains_key(n)) {
+        kept
+    } else {
+        let text = scontrol(&["-o", "show", "node"])?;
+        let asked: BTreeMap<String, String> = text
+            .lines()
+            .filter_map(|l| {
+                let f = crate::fields(l);
+                let get = |key: &str| f.iter().find(|(k, _)| k == key).map(|(_, v)| v.clone());
+                Some((get("NodeName")?, get("NodeAddr")?))
+            })
+            .collect();
+        let text: String = asked.iter().flat_map(|(n, a)| [n.as_str(), " ", a.as_str(), "\n"]).collect();
+        // Written whole, then put in place: a hook that reads it meanwhile sees the old file or the new one.
+        let partial = path.with_file_name("nodes.new");
+        if std::fs::write(&partial, text).and_then(|()| std::fs::rename(&partial, &path)).is_err() {
+            let _ = std::fs::remove_file(&partial);
+        }
+        asked
+    };
+    Ok(nodes.iter().filter_map(|n| Some((n.clone(), all.get(n)?.clone()))).collect())
+}
+
+impl JobInfo {
+    /// The job as a line of `squeue -O` [`JOB_FORMAT`](crate::JOB_FORMAT) prints it (without its node list: a
+    /// notice is for one node), read back by [`JobInfo::parse`].
+    pub fn record(&self) -> String {
+        let (array, task) = self.array_task.map_or((self.id.0, "N/A".to_string()), |(a, t)| (a.0, t.to_string()));
+        let e = FIELD_END;
+        format!("{}{e}{}{e}{e}{}{e}{array}{e}{task}{e}{}", self.id, self.state, self.restarts, self.admin_comment)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Row, SlurmJobId};
+
+    fn job(id: u64, nodes: &[&str], comment: &str) -> JobInfo {
+        JobInfo {
+            id: SlurmJobId(id),
+            state: "RUNNING".into(),
+            nodes: nodes.iter().map(ToString::to_string).collect(),
+            restarts: 0,
+            array_task: None,
+            admin_comment: comment.into(),
+        }
+    }
+
+    #[test]
+    fn a_notice_names_each_node_s_jobs_and_reads_back_their_places() {
+        let a = job(7, &["n1", "n2"], "JS1:x lockstep_row=0/2 lockstep_run=0 lockstep_job=7");
+        let mut b = job(9, &["n2"], "lockstep_row=1/2 lockstep_from=5 lockstep_before=0/1");
+        b.array_task = Some((SlurmJobId(8), 1));
+        let notices = notices(&[a, b]);
+        assert_eq!(notices.iter().map(|n| n.node.as_str()).collect::<Vec<_>>(), ["n1", "n2"]);
+        let (node, jobs) = parse(&notices[1].payload).unwrap();
+        assert_eq!(node, "n2");
+        assert_eq!(jobs.iter().map(|l| l.id.0).collect::<Vec<_>>(), [7, 9]);
+        assert!(matches!(jobs[0].row, Some(Row::Cluster(s)) if s.place.to_string() == "0/2"));
+        // Words that name no job are taken as the job's own (written before lockstep recorded it).
+        assert!(jobs[1].row.is_some(), "{jobs:?}");
+    }
+
+    #[test]
+    fn a_text_that_is_no_notice_is_refused() {
+        assert!(parse("hello\n1|RUNNING||0|1|N/A|").is_err());
+        assert!(parse("lockstep-places 1 node=\n").is_err());
+        assert!(parse("lockstep-places 1 node=n1\nnot a record").is_err());
+        assert_eq!(parse("lockstep-places 1 node=n1\n").unwrap(), ("n1".to_string(), vec![]));
+    }
+
+    #[test]
+    fn only_a_credential_s_shape_is_decoded() {
+        assert!(looks_like_credential(b"MUNGE:AwQFAAAL+/9=:\n"));
+        for body in [&b""[..], b"MUNGE::", b"MUNGE:abc", b"GET / HTTP/1.1", b"MUNGE:a b:"] {
+            assert!(!looks_like_credential(body), "{body:?}");
+        }
+    }
+
+    #[test]
+    fn the_socket_is_the_one_auth_info_names() {
+        assert_eq!(socket_in("socket=/tmp/m.sock,ttl=60"), Some(PathBuf::from("/tmp/m.sock")));
+        assert_eq!(socket_in("ttl=60"), None);
+        let config = "PreemptMode             = GANG,SUSPEND\nSlurmUser               = slurm(64030)\n\
+                      AuthInfo                = socket=/run/m.sock\n";
+        let c = Config::parse(config).unwrap();
+        assert_eq!((c.preempt_mode.as_str(), c.slurm_user), ("GANG,SUSPEND", 64030));
+        assert_eq!(c.munge_socket, PathBuf::from("/run/m.sock"));
+        let c = Config::parse("PreemptMode = OFF\nSlurmUser = root(0)\nAuthInfo = (null)\n").unwrap();
+        assert_eq!(c.munge_socket, default_socket());
+    }
+}
