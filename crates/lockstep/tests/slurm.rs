@@ -1426,7 +1426,7 @@ fn a_notice_of_places_is_taken_only_from_root_or_slurm_user_for_this_node_once()
     };
     let notice = |node: &str| {
         format!(
-            "lockstep-places 1 node={node}\n{a}|RUNNING||0|{a}|N/A|lockstep_row=0/1 lockstep_run=0 lockstep_job={a}\n"
+            "lockstep-places 1 node={node}\n{a}|RUNNING||0|{a}|N/A|N/A|lockstep_row=0/1 lockstep_run=0 lockstep_job={a}\n"
         )
     };
     let said = post(&seal("nobody", &notice("n1")));
@@ -1442,4 +1442,180 @@ fn a_notice_of_places_is_taken_only_from_root_or_slurm_user_for_this_node_once()
     let seen = cluster.status(1);
     assert_eq!(place_of(&seen, &name_a), Some((0, 2)), "{seen:?}");
     cluster.cancel_all(&[a.to_string(), b.to_string()]);
+}
+
+impl Cluster {
+    /// `sbatch ARGS --wrap SCRIPT` as root, output to /dev/null; the job's ID.
+    fn sbatch(&self, args: &[&str], script: &str) -> u64 {
+        let out = self
+            .slurm("sbatch")
+            .args(["--parsable", "-D", "/", "-o", "/dev/null"])
+            .args(args)
+            .args(["--wrap", script])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "sbatch {args:?}: {}", stderr(&out));
+        String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
+    }
+
+    /// `scontrol ARGS`, which must succeed.
+    fn scontrol(&self, args: &[&str]) {
+        let out = self.slurm("scontrol").args(args).output().unwrap();
+        assert!(out.status.success(), "scontrol {args:?}: {}", stderr(&out));
+    }
+}
+
+/// Whether job `name` shows frozen in `s`.
+fn frozen_in(s: &Status, name: &str) -> bool {
+    s.jobs.iter().any(|j| j.name == name && j.frozen)
+}
+
+/// Issue 60: every step of a job is the job's. A job running two steps at once (`srun --overlap`, both on its one
+/// CPU) beside a neighbour under `gang`: the agent manages it as one job, and whenever it says the job is frozen,
+/// every step of it is (the freezer's state of each step directory), its batch step too.
+#[test]
+#[ignore = "needs root"]
+fn two_steps_of_one_job_at_once_are_frozen_and_thawed_as_the_job() {
+    let Some((_serial, cluster)) = start_nodes(1, true) else { return };
+    cluster.policy("gang", "300ms");
+    let steps = format!("srun -n1 --overlap {SPIN} & srun -n1 --overlap {SPIN} & wait");
+    let a = cluster.sbatch(&["-n1"], &steps);
+    let b = cluster.sbatch(&["-n1"], SPIN);
+    let name = format!("slurm-{a}");
+    let dir = freezer_dir(0, a);
+    let step_dirs = || {
+        let mut dirs: Vec<PathBuf> = std::fs::read_dir(&dir)
+            .map(|d| d.flatten().map(|e| e.path()).filter(|p| p.join("freezer.state").exists()).collect())
+            .unwrap_or_default();
+        dirs.sort();
+        dirs
+    };
+    let both_steps =
+        || step_dirs().iter().filter(|d| d.to_string_lossy().contains("step_") && !d.ends_with("step_batch")).count();
+    wait_until("job a's two steps", WAIT, both_steps, |n| *n >= 2);
+    wait_until("job a frozen", WAIT, || cluster.status(1), |s| s.jobs.len() == 2 && frozen_in(s, &name));
+    let mut looks = Vec::new();
+    for _ in 0..20 {
+        let seen = cluster.status(1);
+        let states: Vec<(PathBuf, bool)> =
+            step_dirs().into_iter().map(|d| (d.clone(), is_frozen(&d.join("freezer.state")).unwrap())).collect();
+        let again = cluster.status(1);
+        // Only looks where the agent said the same before and after the freezer was read.
+        if frozen_in(&seen, &name) == frozen_in(&again, &name) && seen.slot == again.slot {
+            looks.push((frozen_in(&seen, &name), states));
+        }
+        std::thread::sleep(Duration::from_millis(70));
+    }
+    let frozen_looks: Vec<_> = looks.iter().filter(|(f, _)| *f).collect();
+    assert!(!frozen_looks.is_empty(), "job a never seen frozen: {looks:?}");
+    for (_, states) in &frozen_looks {
+        assert!(states.len() >= 3 && states.iter().all(|(_, f)| *f), "a step ran while its job was frozen: {states:?}");
+    }
+    cluster.cancel_all(&[a.to_string(), b.to_string()]);
+}
+
+/// Issue 60: a node drained and then set down while one of its jobs is frozen (as before a reboot): drained, the
+/// jobs run on as before; down, Slurm kills them, and nothing is left frozen, boosted or in Slurm's cgroups; the
+/// agent started again (as after the reboot) finds nothing to restore, and the node, resumed, runs and places a new
+/// job.
+#[test]
+#[ignore = "needs root"]
+fn a_node_drained_and_set_down_while_a_job_is_frozen_leaves_nothing_frozen() {
+    let Some((_serial, mut cluster)) = start_nodes(1, true) else { return };
+    cluster.policy("gang", "300ms");
+    let (a, b) = (cluster.sbatch(&["-n1", "--no-requeue"], SPIN), cluster.sbatch(&["-n1", "--no-requeue"], SPIN));
+    let one_frozen = |s: &Status| s.jobs.len() == 2 && s.jobs.iter().any(|j| j.frozen);
+    wait_until("both jobs taken on, one frozen", WAIT, || cluster.status(1), one_frozen);
+    cluster.scontrol(&["update", "NodeName=n1", "State=DRAIN", "Reason=lockstep-test"]);
+    let since = cluster.status(1).slot;
+    let seen = wait_until("6 slots later", WAIT, || cluster.status(1), |s| s.slot >= since + 6);
+    assert_eq!(seen.jobs.len(), 2, "draining ended a job: {seen:?}");
+    wait_until("job a frozen", WAIT, || cluster.status(1), |s| frozen_in(s, &format!("slurm-{a}")));
+    cluster.scontrol(&["update", "NodeName=n1", "State=DOWN", "Reason=lockstep-test"]);
+    wait_until("Slurm to end both jobs", WAIT, || cluster.queue(), Vec::is_empty);
+    assert!(!cluster.job_state(a).is_empty() && cluster.job_state(a) != "RUNNING", "job {a}: {}", cluster.job_state(a));
+    cluster.let_go();
+    nothing_frozen_or_boosted();
+    wait_until("Slurm's cgroups to go", Duration::from_secs(70), slurm_files, |f| f.0.is_empty() && f.1.is_empty());
+    let store = cluster.store(1);
+    cluster.restart_agent(1, &store);
+    assert!(cluster.status(1).jobs.is_empty(), "the restarted agent took a job on");
+    cluster.scontrol(&["update", "NodeName=n1", "State=RESUME"]);
+    let c = cluster.sbatch(&["-n1"], SPIN);
+    let name = format!("slurm-{c}");
+    wait_until("a new job placed on the resumed node", WAIT, || cluster.status(1), |s| place_of(s, &name).is_some());
+    cluster.cancel_all(&[b.to_string(), c.to_string()]);
+}
+
+/// Issue 60: Slurm's memory limits still bind a job lockstep co-schedules. On a cluster that counts memory as sites
+/// do (`CR_Core_Memory`, `ConstrainRAMSpace=yes`), a job of 100 MB that fills 400 MB, frozen and thawed under `gang`
+/// beside a neighbour for its first seconds, is killed by the kernel at its limit (`OUT_OF_MEMORY`), and its
+/// neighbour runs on.
+#[test]
+#[ignore = "needs root"]
+fn a_job_under_gang_is_still_killed_at_its_slurm_memory_limit() {
+    let Some((_serial, cluster)) = start_with(1, true, &[("LOCKSTEP_CLUSTER_MEMORY", "yes")]) else { return };
+    cluster.policy("gang", "300ms");
+    let b = cluster.sbatch(&["-n1", "--mem=100M"], SPIN);
+    let fill = "sleep 4; exec python3 -c \"x = b'x' * (400 << 20); import time; time.sleep(60)\"";
+    let a = cluster.sbatch(&["-n1", "--mem=100M", "--no-requeue"], fill);
+    let name = format!("slurm-{a}");
+    wait_until(
+        "job a taken on beside its neighbour",
+        WAIT,
+        || cluster.status(1),
+        |s| place_of(s, &name).is_some() && s.jobs.len() == 2,
+    );
+    wait_until("job a killed at its memory limit", WAIT, || cluster.job_state(a), |s| s == "OUT_OF_MEMORY");
+    assert_eq!(cluster.job_state(b), "RUNNING");
+    cluster.cancel_all(&[b.to_string()]);
+}
+
+/// Issue 60: a heterogeneous job (`#SBATCH hetjob`: each component a job of its own, here one on n1 and one on n2)
+/// is placed whole, so that its ranks on every node are favoured in the same slots: its first component's
+/// controller prolog makes room on the nodes of all its components, and the other takes that place. A job alone on
+/// n2 holds 0/1; the heterogeneous job halves it (0/2) there, and both components hold 1/2, on n1 as on n2.
+#[test]
+#[ignore = "needs root"]
+fn a_heterogeneous_job_s_components_share_one_place_on_all_their_nodes() {
+    let Some((_serial, cluster)) = start_nodes(2, true) else { return };
+    cluster.policy("gang", "200ms");
+    let p = cluster.sbatch(&["-n1", "-w", "n2"], SPIN);
+    let alone = format!("slurm-{p}");
+    wait_until("the job on n2 at 0/1", WAIT, || cluster.status(2), |s| place_of(s, &alone) == Some((0, 1)));
+    let script = cluster.dir.path().join("het.sh");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\n#SBATCH -n1 -w n1\n#SBATCH hetjob\n#SBATCH -n1 -w n2\n\
+             srun --het-group=0 {SPIN} & srun --het-group=1 {SPIN} & wait\n"
+        ),
+    )
+    .unwrap();
+    let out = cluster.slurm("sbatch").args(["--parsable", "-D", "/", "-o", "/dev/null"]).arg(&script).output().unwrap();
+    assert!(out.status.success(), "sbatch: {}", stderr(&out));
+    let leader: u64 = String::from_utf8_lossy(&out.stdout).trim().split(['+', ';']).next().unwrap().parse().unwrap();
+    let components = || {
+        let out = cluster.slurm("squeue").args(["-h", "-O", "JobID:0|,HetJobID:0|,NodeList:0"]).output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let mut found: Vec<(u64, String)> = text
+            .lines()
+            .filter_map(|l| {
+                let f: Vec<&str> = l.split('|').collect();
+                let ours = f.len() == 3 && f[1] == leader.to_string();
+                ours.then(|| Some((f[0].parse().ok()?, f[2].to_string())))?
+            })
+            .collect();
+        found.sort();
+        found
+    };
+    let found = wait_until("both components running", WAIT, components, |c| c.len() == 2);
+    let on = |node: &str| format!("slurm-{}", found.iter().find(|(_, n)| n == node).unwrap().0);
+    let (first, second) = (on("n1"), on("n2"));
+    wait_until("n1's component at 1/2", WAIT, || cluster.status(1), |s| place_of(s, &first) == Some((1, 2)));
+    let both = |s: &Status| place_of(s, &second) == Some((1, 2)) && place_of(s, &alone) == Some((0, 2));
+    wait_until("n2's component at 1/2 beside the halved job", WAIT, || cluster.status(2), both);
+    let mut ids: Vec<String> = found.iter().map(|(id, _)| id.to_string()).collect();
+    ids.push(p.to_string());
+    cluster.cancel_all(&ids);
 }

@@ -95,6 +95,9 @@ pub struct JobInfo {
     /// For a task of a job array that runs as a job of its own: the array's job ID and the task's index
     /// (`ArrayJobID`, `ArrayTaskID`).
     pub array_task: Option<(SlurmJobId, u32)>,
+    /// For a component of a heterogeneous job (`sbatch -n1 : -n4`, each component a job of its own, on nodes of
+    /// its own): the heterogeneous job's ID, its first component's (`HetJobID`). Its components share one place.
+    pub het_job: Option<SlurmJobId>,
     /// `AdminComment`.
     pub admin_comment: String,
 }
@@ -138,9 +141,13 @@ impl JobInfo {
         }
     }
 
-    /// Whether the job shares a node with `other` and holds it now.
+    /// Whether the job shares a node with `other` and holds it now (the components of one heterogeneous job are not
+    /// neighbours: they share their place).
     fn neighbour_of(&self, other: &JobInfo) -> bool {
-        self.id != other.id && self.holds_nodes() && self.nodes.iter().any(|n| other.nodes.contains(n))
+        self.id != other.id
+            && (self.het_job.is_none() || self.het_job != other.het_job)
+            && self.holds_nodes()
+            && self.nodes.iter().any(|n| other.nodes.contains(n))
     }
 
     /// How `scontrol update` names this job alone: `ARRAY_TASK` for a task of a job array (the array's ID, which a
@@ -172,15 +179,16 @@ impl JobInfo {
         matches!(self.state.as_str(), "RUNNING" | "CONFIGURING" | "SUSPENDED")
     }
 
-    /// One job from a line of `squeue -h -O` [`JOB_FORMAT`]: its ID, state, node list, restart count, array job ID
-    /// and array task ID (which only Slurm writes, none with a `|`), each ended by a `|`, then its `AdminComment`
-    /// (which only an administrator or the controller's prolog writes) as the rest of the line. `None` for a line
-    /// that is not one.
+    /// One job from a line of `squeue -h -O` [`JOB_FORMAT`]: its ID, state, node list, restart count, array job ID,
+    /// array task ID and heterogeneous job ID (which only Slurm writes, none with a `|`), each ended by a `|`, then
+    /// its `AdminComment` (which only an administrator or the controller's prolog writes) as the rest of the line.
+    /// `None` for a line that is not one.
     pub fn parse(line: &str) -> Option<Self> {
         let mut parts = line.splitn(FIELDS, FIELD_END);
         let (id, state, nodes) = (parts.next()?.trim(), parts.next()?.trim(), parts.next()?.trim());
         let restarts = parts.next()?.trim();
         let (array, task) = (parts.next()?.trim(), parts.next()?.trim());
+        let het = parts.next()?.trim();
         let comment = parts.next()?.trim();
         let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
         // A task of an array running as a job of its own has a single index; the array's record of its tasks not
@@ -189,6 +197,12 @@ impl JobInfo {
             (true, true) => Some((SlurmJobId(array.parse().ok()?), task.parse().ok()?)),
             (true, false) => None,
             (false, _) => return None,
+        };
+        // A job of no heterogeneous job: `N/A` (or 0).
+        let het_job = match het {
+            "N/A" | "0" | "" => None,
+            id if digits(id) => Some(SlurmJobId(id.parse().ok()?)),
+            _ => return None,
         };
         let state_ok = !state.is_empty() && state.chars().all(|c| c.is_ascii_uppercase() || c == '_');
         if !state_ok {
@@ -204,6 +218,7 @@ impl JobInfo {
             nodes,
             restarts: if restarts.bytes().all(|b| b.is_ascii_digit()) { restarts.parse().ok()? } else { return None },
             array_task,
+            het_job,
             admin_comment: if comment == "(null)" { String::new() } else { comment.to_string() },
         })
     }
@@ -213,13 +228,14 @@ impl JobInfo {
 const FIELD_END: char = '|';
 
 /// The fields lockstep asks `squeue -O` for, in this order: ID, state, node list, restart count, array job ID,
-/// array task ID, `AdminComment` (last, so that whatever it holds is the rest of the line). Each field is as wide
-/// as its value (size 0: never cut, never padded), the first six ended by [`FIELD_END`]. No field a user sets (job name, comment, work
+/// array task ID, heterogeneous job ID, `AdminComment` (last, so that whatever it holds is the rest of the line).
+/// Each field is as wide as its value (size 0: never cut, never padded), the first seven ended by [`FIELD_END`]. No field a user sets (job name, comment, work
 /// directory, command) is asked for: none can be taken for another.
-pub const JOB_FORMAT: &str = "JobID:0|,State:0|,NodeList:0|,RestartCnt:0|,ArrayJobID:0|,ArrayTaskID:0|,admin_comment:0";
+pub const JOB_FORMAT: &str =
+    "JobID:0|,State:0|,NodeList:0|,RestartCnt:0|,ArrayJobID:0|,ArrayTaskID:0|,HetJobID:0|,admin_comment:0";
 
 /// The fields of [`JOB_FORMAT`].
-const FIELDS: usize = 7;
+const FIELDS: usize = 8;
 
 /// The `Key=Value` fields of one `scontrol -o show node` line. A value may hold spaces: a word that does not
 /// start with a key (Slurm's keys start with a capital: `NodeAddr`, `CPUTot`) continues the value before it. Only
@@ -322,8 +338,8 @@ fn jobs() -> anyhow::Result<Vec<JobInfo>> {
 
 /// The jobs' records in `squeue -O` [`JOB_FORMAT`] output, one a job: each is a line, but for an `AdminComment`
 /// that holds line breaks (an administrator can write one with scontrol; squeue prints it as it is), whose lines
-/// after the first continue the record before them. A record starts with a line of at least five fields (four
-/// `|`) whose first starts with a digit and holds no whitespace: a job ID. (A line of a comment that looks so
+/// after the first continue the record before them. A record starts with a line of at least [`FIELDS`] fields
+/// (one `|` fewer) whose first starts with a digit and holds no whitespace: a job ID. (A line of a comment that looks so
 /// starts a record of its own: only administrators write the field.)
 pub fn records(text: &str) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
@@ -592,8 +608,16 @@ pub fn assign_row(id: SlurmJobId, mode: RowMode, tell: Tell<'_>) -> anyhow::Resu
                 let row = free_row(job, &all);
                 (vec![format!("{ROW_KEY}{row}")], format!("job {id} row {row} (node cycles){requeued}"), Vec::new())
             }
+            RowMode::Cluster if job.het_job.is_some() && het_place(job, &all).is_some() => {
+                let place = het_place(job, &all).expect("just seen");
+                let said = format!("job {id} place {place}{requeued}, its heterogeneous job's");
+                (vec![format!("{ROW_KEY}{place}")], said, Vec::new())
+            }
             RowMode::Cluster => {
-                let (place, changes) = place_new(job, &all);
+                // A heterogeneous job is placed whole, at its first component's prolog: over every node of its
+                // components, which then share the place.
+                let whole = JobInfo { nodes: het_nodes(job, &all), ..job.clone() };
+                let (place, changes) = place_new(&whole, &all);
                 let updated = apply_changes(&all, &changes)?;
                 let moved: Vec<String> = changes.iter().map(|(j, p)| format!("{j} -> {p}")).collect();
                 let said = if moved.is_empty() {
@@ -607,6 +631,22 @@ pub fn assign_row(id: SlurmJobId, mode: RowMode, tell: Tell<'_>) -> anyhow::Resu
         changed.push(update_comment(job, with_row(job, &words))?);
         Ok(format!("{said}{}", tell(&changed)))
     })
+}
+
+/// The place another component of `job`'s heterogeneous job holds for the run it is in, if one does.
+fn het_place(job: &JobInfo, all: &[JobInfo]) -> Option<Place> {
+    all.iter().filter(|o| o.id != job.id && o.het_job.is_some() && o.het_job == job.het_job).find_map(JobInfo::place)
+}
+
+/// The nodes of `job` and of every other component of its heterogeneous job, if it is one of one.
+fn het_nodes(job: &JobInfo, all: &[JobInfo]) -> Vec<String> {
+    let mut nodes = job.nodes.clone();
+    for other in all.iter().filter(|o| o.id != job.id && job.het_job.is_some() && o.het_job == job.het_job) {
+        nodes.extend(other.nodes.iter().filter(|n| !job.nodes.contains(n)).cloned());
+    }
+    nodes.sort();
+    nodes.dedup();
+    nodes
 }
 
 /// What the controller's epilog says of a finished job's words: slurmctld refuses every change to a finished job
@@ -720,24 +760,24 @@ mod tests {
 
     #[test]
     fn parses_squeue_lines() {
-        let job = JobInfo::parse("12|RUNNING|n[1-2]|0|12|N/A|keep me | lockstep_row=2 JobState=PENDING").unwrap();
+        let job = JobInfo::parse("12|RUNNING|n[1-2]|0|12|N/A|N/A|keep me | lockstep_row=2 JobState=PENDING").unwrap();
         assert_eq!(job.id, SlurmJobId(12));
         assert_eq!(job.state, "RUNNING");
         assert_eq!(job.nodes, ["n1", "n2"]);
         assert_eq!(job.restarts, 0);
         assert_eq!(job.admin_comment, "keep me | lockstep_row=2 JobState=PENDING");
         assert_eq!(job.row(), Some(Row::Node(2)));
-        let pending = JobInfo::parse("13|PENDING||2|13|N/A|").unwrap();
+        let pending = JobInfo::parse("13|PENDING||2|13|N/A|N/A|").unwrap();
         assert!(pending.nodes.is_empty());
         assert_eq!((pending.row(), pending.admin_comment.as_str(), pending.restarts), (None, "", 2));
         // A task of an array, running as job 14, is named by the array's ID and its index when it is changed; the
         // array's record of its tasks not started, and a job of no array, by their own ID.
-        let task = JobInfo::parse("14|RUNNING|n1|0|12|3|").unwrap();
+        let task = JobInfo::parse("14|RUNNING|n1|0|12|3|N/A|").unwrap();
         assert_eq!(
             (task.id, task.array_task, task.scontrol_id()),
             (SlurmJobId(14), Some((SlurmJobId(12), 3)), "12_3".into())
         );
-        assert_eq!(JobInfo::parse("12|PENDING||0|12|4-9|").unwrap().scontrol_id(), "12");
+        assert_eq!(JobInfo::parse("12|PENDING||0|12|4-9|N/A|").unwrap().scontrol_id(), "12");
         assert_eq!(job.scontrol_id(), "12");
         let bad_lines = [
             "",
@@ -752,11 +792,14 @@ mod tests {
             "13|RUNNING|n1|x|",
             "13|RUNNING|n1|+1|",
             "13|RUNNING|n1|-1|",
-            "13|RUNNING|n1|99999999999|13|N/A|",
+            "13|RUNNING|n1|99999999999|13|N/A|N/A|",
             "13|RUNNING|n1|0|",
-            "13|RUNNING|n1|0|x|N/A|",
-            "13|RUNNING|n1|0||N/A|",
-            "13|RUNNING|n1|0|-1|2|",
+            "13|RUNNING|n1|0|x|N/A|N/A|",
+            "13|RUNNING|n1|0||N/A|N/A|",
+            "13|RUNNING|n1|0|-1|2|N/A|",
+            "13|RUNNING|n1|0|13|N/A|x|",
+            // A line of the format before the heterogeneous job's ID: the comment is not taken for it.
+            "13|RUNNING|n1|0|13|N/A|lockstep_row=0/1",
             // A line of the format before the restart count: the comment is not taken for one.
             "13|RUNNING|n1|lockstep_row=0/1",
         ];
@@ -772,6 +815,7 @@ mod tests {
     fn rows_differ_on_shared_nodes_only() {
         let job = |id, nodes: &[&str], state: &str, row: Option<u32>| JobInfo {
             array_task: None,
+            het_job: None,
             id: SlurmJobId(id),
             state: state.into(),
             nodes: nodes.iter().map(std::string::ToString::to_string).collect(),
@@ -845,8 +889,27 @@ mod tests {
             nodes: nodes.iter().map(std::string::ToString::to_string).collect(),
             restarts: 0,
             array_task: None,
+            het_job: None,
             admin_comment: if place.is_empty() { String::new() } else { format!("{ROW_KEY}{place}") },
         }
+    }
+
+    /// A heterogeneous job is placed whole: its first component makes room on every node of its components, and
+    /// the others take its place; its components are not each other's neighbours.
+    #[test]
+    fn a_heterogeneous_job_s_components_share_one_place_made_room_for_on_all_their_nodes() {
+        let p = placed(1, &["n2"], "0/1");
+        let het = |id, node: &str, place: &str| JobInfo { het_job: Some(SlurmJobId(10)), ..placed(id, &[node], place) };
+        let (first, second) = (het(10, "n1", ""), het(11, "n2", ""));
+        let all = [p.clone(), first.clone(), second.clone()];
+        assert_eq!(het_nodes(&first, &all), ["n1", "n2"]);
+        assert_eq!(het_place(&first, &all), None);
+        let whole = JobInfo { nodes: het_nodes(&first, &all), ..first.clone() };
+        let (place, changes) = place_new(&whole, &all);
+        assert_eq!((place.to_string(), changes), ("1/2".to_string(), vec![(SlurmJobId(1), "0/2".parse().unwrap())]));
+        let all = [p, het(10, "n1", "1/2"), second.clone()];
+        assert_eq!(het_place(&second, &all).map(|p| p.to_string()), Some("1/2".to_string()));
+        assert!(!all[1].neighbour_of(&JobInfo { nodes: vec!["n1".into()], ..second }));
     }
 
     #[test]
@@ -1030,7 +1093,7 @@ mod tests {
     #[test]
     fn a_comment_of_several_lines_is_read_and_written_whole() {
         let text =
-            "7|RUNNING|n1|0|7|N/A|first line\n2026|note: second lockstep_row=1/2\n\n  third\n8|PENDING||0|8|N/A|\n";
+            "7|RUNNING|n1|0|7|N/A|N/A|first line\n2026|note: second lockstep_row=1/2\n\n  third\n8|PENDING||0|8|N/A|N/A|\n";
         let two = records(text);
         assert_eq!(two.len(), 2, "{two:?}");
         let job = JobInfo::parse(&two[0]).unwrap();
@@ -1046,8 +1109,8 @@ mod tests {
         // A line before any record is a record of its own, which parses as no job; a line that names a job but
         // does not parse is a record (on_node takes its job without a row).
         assert_eq!(
-            records("x\n9|RUNNING|n1|0|9|N/A|\n10|?|n1|0|10|N/A|"),
-            ["x", "9|RUNNING|n1|0|9|N/A|", "10|?|n1|0|10|N/A|"]
+            records("x\n9|RUNNING|n1|0|9|N/A|N/A|\n10|?|n1|0|10|N/A|N/A|"),
+            ["x", "9|RUNNING|n1|0|9|N/A|N/A|", "10|?|n1|0|10|N/A|N/A|"]
         );
     }
 

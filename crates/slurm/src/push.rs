@@ -215,8 +215,10 @@ impl JobInfo {
     /// notice is for one node), read back by [`JobInfo::parse`].
     pub fn record(&self) -> String {
         let (array, task) = self.array_task.map_or((self.id.0, "N/A".to_string()), |(a, t)| (a.0, t.to_string()));
+        let het = self.het_job.map_or_else(|| "N/A".to_string(), |h| h.to_string());
         let e = FIELD_END;
-        format!("{}{e}{}{e}{e}{}{e}{array}{e}{task}{e}{}", self.id, self.state, self.restarts, self.admin_comment)
+        let (id, state, restarts, comment) = (self.id, &self.state, self.restarts, &self.admin_comment);
+        format!("{id}{e}{state}{e}{e}{restarts}{e}{array}{e}{task}{e}{het}{e}{comment}")
     }
 }
 
@@ -232,6 +234,7 @@ mod tests {
             nodes: nodes.iter().map(ToString::to_string).collect(),
             restarts: 0,
             array_task: None,
+            het_job: None,
             admin_comment: comment.into(),
         }
     }
@@ -253,7 +256,7 @@ mod tests {
 
     #[test]
     fn a_text_that_is_no_notice_is_refused() {
-        assert!(parse("hello\n1|RUNNING||0|1|N/A|").is_err());
+        assert!(parse("hello\n1|RUNNING||0|1|N/A|N/A|").is_err());
         assert!(parse("lockstep-places 1 node=\n").is_err());
         assert!(parse("lockstep-places 1 node=n1\nnot a record").is_err());
         assert_eq!(parse("lockstep-places 1 node=n1\n").unwrap(), ("n1".to_string(), vec![]));

@@ -178,6 +178,7 @@ mod tests {
             nodes: nodes.iter().map(|n| format!("n{n}")).collect(),
             restarts: 0,
             array_task: None,
+            het_job: None,
             admin_comment: format!("{ROW_KEY}{place}"),
         };
         let mut running: Vec<JobInfo> = Vec::new();
