@@ -35,6 +35,8 @@ pub enum Command {
         found: Vec<Found>,
         /// What slurmctld said, when asked.
         word: Option<Result<Answer, String>>,
+        /// What slurmctld said of the jobs the last answer asked about (`Chores::halts`): halted or not.
+        halts: Vec<(lockstep_slurm::SlurmJobId, bool)>,
         /// The work left to the discovery thread.
         reply: Reply<Chores>,
     },

@@ -278,9 +278,9 @@ pub fn run(config: Config) -> anyhow::Result<i32> {
     // switch, and they read the daemon's status from its board rather than wait on its loop.
     let doors = doors::Doors::new()?;
     doors.unix(listener, doors::CONTROL, server::handler(mailbox.clone(), telemetry.clone(), daemon.board()))?;
-    // With the metrics door open, the controller's hooks tell this node its Slurm jobs' places; without it the
-    // discovery thread asks slurmctld.
-    let told = metrics.is_some();
+    // With the metrics door open to other hosts, the controller's hooks tell this node its Slurm jobs' places;
+    // without it (or on loopback alone) the discovery thread asks slurmctld.
+    let told = metrics.as_ref().and_then(|l| l.local_addr().ok()).is_some_and(|a| !a.ip().is_loopback());
     if let Some(metrics) = metrics {
         let notices = Arc::new(Notices::new(config.slurm_node.clone(), mailbox.clone()));
         serve_metrics(&doors, metrics, config.scrapers.clone(), &telemetry, &config.store, notices)?;

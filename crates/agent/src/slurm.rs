@@ -66,14 +66,22 @@ pub struct Word {
     pub partial: HashSet<SlurmJobId>,
     /// Jobs whose processes were all seen stopped, since when (and not seen running since).
     pub stopped: HashMap<SlurmJobId, Instant>,
-    /// Jobs taken as halted: stopped for [`HALT_AFTER`] (Slurm suspends a job by stopping its processes).
+    /// When slurmctld was last asked whether a stopped job is halted.
+    pub halt_asked: HashMap<SlurmJobId, Instant>,
+    /// Jobs taken as halted: seen stopped for [`HALT_AFTER`], and slurmctld said they are suspended or stopped.
     pub halted: HashSet<SlurmJobId>,
 }
 
-/// How long a job's processes must be seen stopped, and none running, before its slots go to its neighbours: a
-/// user who stops and continues their own processes gains nothing by it (stopped, they do not run; the slots
-/// come back at the first look that finds one continued).
+/// How long a job's processes must be seen stopped, and none running, before slurmctld is asked whether Slurm
+/// halted it (a user can stop their own processes: only Slurm's word gives its slots away).
 pub const HALT_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// How soon slurmctld is asked again about a job seen stopped that it did not say halted: what a user who stops
+/// their own processes can make the agent ask.
+pub const HALT_ASK_AGAIN: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// The most jobs slurmctld is asked about per scan.
+const HALT_ASKS: usize = 4;
 
 impl Word {
     /// Whether Slurm says job `id` runs on this node: its prolog announced it after slurmctld was last asked, or
@@ -115,14 +123,12 @@ impl Word {
         self.phantoms.retain(there);
         self.partial.retain(there);
         self.stopped.retain(|id, _| there(id));
+        self.halt_asked.retain(|id, _| there(id));
         self.halted.retain(there);
         for f in found {
             match f.stopped {
                 Some(true) => {
-                    let since = *self.stopped.entry(f.id).or_insert(now);
-                    if now.duration_since(since) >= HALT_AFTER {
-                        self.halted.insert(f.id);
-                    }
+                    self.stopped.entry(f.id).or_insert(now);
                 }
                 Some(false) => {
                     self.stopped.remove(&f.id);
@@ -130,6 +136,31 @@ impl Word {
                 }
                 None => {}
             }
+        }
+    }
+
+    /// The jobs to ask slurmctld about at `now`: seen stopped for [`HALT_AFTER`], not halted yet, and not asked
+    /// within [`HALT_ASK_AGAIN`]; at most [`HALT_ASKS`], each noted as asked.
+    pub fn halts_to_ask(&mut self, now: Instant) -> Vec<SlurmJobId> {
+        let mut due: Vec<SlurmJobId> = self
+            .stopped
+            .iter()
+            .filter(|(id, since)| now.duration_since(**since) >= HALT_AFTER && !self.halted.contains(id))
+            .filter(|(id, _)| self.halt_asked.get(id).is_none_or(|t| now.duration_since(*t) >= HALT_ASK_AGAIN))
+            .map(|(id, _)| *id)
+            .collect();
+        due.sort_unstable();
+        due.truncate(HALT_ASKS);
+        for id in &due {
+            self.halt_asked.insert(*id, now);
+        }
+        due
+    }
+
+    /// Takes slurmctld's word on whether job `id` is halted: halted, and still seen stopped, it is.
+    pub fn slurm_halted(&mut self, id: SlurmJobId, halted: bool) {
+        if halted && self.stopped.contains_key(&id) {
+            self.halted.insert(id);
         }
     }
 }
@@ -217,11 +248,22 @@ impl Found {
         self.stopped = self.stopped();
     }
 
-    /// Whether every process of the job's steps is stopped (`T`, as Slurm stops a job it suspends: SIGSTOP to
-    /// each task), read while none of its groups is frozen, before and after; see [`Found::stopped`]. A user who
-    /// stops their own processes makes the job look halted too: it then gives its slots away, and takes them
-    /// back at the first look that finds a process continued.
+    /// Whether the job looks halted: a step of it frozen by itself (v1 `freezer.self_freezing`: Slurm may suspend a
+    /// step with the freezer; lockstep freezes whole jobs, above the steps), or every process of its steps stopped
+    /// (`T`, as Slurm stops a job it suspends with SIGSTOP), read while none of its groups is frozen, before and
+    /// after; see [`Found::stopped`]. The reading stops at the first process that runs or could (`R`, `S`, `I`);
+    /// one in `D` or a zombie says nothing. A user can make their job look halted: slurmctld decides
+    /// ([`Word::halts_to_ask`]).
     fn stopped(&self) -> Option<bool> {
+        let self_frozen = self.version == Version::V1
+            && self.job_dirs.first().is_some_and(|d| {
+                children(d, "step_")
+                    .iter()
+                    .any(|s| fs::read_to_string(s.join("freezer.self_freezing")).is_ok_and(|v| v.trim() == "1"))
+            });
+        if self_frozen {
+            return Some(true);
+        }
         let frozen = || {
             self.groups
                 .iter()
@@ -231,16 +273,15 @@ impl Found {
             return None;
         }
         let mut partial = false;
-        let states: Vec<char> = self
-            .processes(&mut partial)
-            .iter()
-            .filter_map(|&p| procfs::state(p))
-            .filter(|s| !matches!(s, 'Z' | 'X' | 'x'))
-            .collect();
-        if states.is_empty() || frozen() {
-            return None;
+        let mut stopped = false;
+        for pid in self.processes(&mut partial) {
+            match procfs::state(pid) {
+                Some('T' | 't') => stopped = true,
+                Some('R' | 'S' | 'I' | 'W' | 'P') => return (!frozen()).then_some(false),
+                _ => {}
+            }
         }
-        Some(states.iter().all(|s| matches!(s, 'T' | 't')))
+        (stopped && !frozen()).then_some(true)
     }
 }
 
@@ -399,6 +440,8 @@ pub struct Chores {
     /// Whether a job was found that neither its prolog announced nor slurmctld's last answer lists, and that is not
     /// yet said to be left behind: slurmctld is to be asked.
     pub ask: bool,
+    /// Jobs seen stopped that slurmctld is to be asked about: halted or not.
+    pub halts: Vec<SlurmJobId>,
 }
 
 impl Chores {
@@ -583,10 +626,10 @@ mod tests {
         assert!(!word.undecided(id, t0 + LEFT_BEHIND * 2), "said to be left behind");
     }
 
-    /// A job is halted once its processes were seen stopped for [`HALT_AFTER`] with none seen running; a look
-    /// while it was frozen says nothing; one process seen running takes it back at once.
+    /// A job seen stopped for [`HALT_AFTER`] (a look while it was frozen says nothing) is asked about, at most
+    /// every [`HALT_ASK_AGAIN`]; it is halted once slurmctld says so, and back at the first process seen running.
     #[test]
-    fn a_job_is_halted_after_its_processes_were_seen_stopped_for_a_while_and_back_at_the_first_running() {
+    fn a_job_seen_stopped_is_halted_only_on_slurmctld_s_word_and_back_at_the_first_running_process() {
         let mut found = Found {
             id: SlurmJobId(5),
             uid: None,
@@ -597,18 +640,26 @@ mod tests {
             partial: false,
             stopped: Some(true),
         };
+        let id = found.id;
         let t0 = Instant::now();
         let mut word = Word::default();
-        let mut look = |stopped: Option<bool>, at: std::time::Duration| {
+        let mut look = |word: &mut Word, stopped: Option<bool>, at: std::time::Duration| {
             found.stopped = stopped;
             word.retain_found(std::slice::from_ref(&found), t0 + at);
-            word.halted.contains(&found.id)
+            word.halts_to_ask(t0 + at)
         };
-        assert!(!look(Some(true), std::time::Duration::ZERO), "stopped at one look");
-        assert!(!look(None, HALT_AFTER), "frozen: says nothing");
-        assert!(look(Some(true), HALT_AFTER), "stopped for HALT_AFTER");
-        assert!(look(None, HALT_AFTER * 2), "frozen: still halted");
-        assert!(!look(Some(false), HALT_AFTER * 2), "one process running");
-        assert!(!look(Some(true), HALT_AFTER * 3), "stopped anew: the wait starts over");
+        assert!(look(&mut word, Some(true), std::time::Duration::ZERO).is_empty(), "stopped at one look");
+        assert!(look(&mut word, None, HALT_AFTER / 2).is_empty(), "frozen: says nothing");
+        assert_eq!(look(&mut word, Some(true), HALT_AFTER), [id], "stopped for HALT_AFTER: ask slurmctld");
+        word.slurm_halted(id, false);
+        assert!(!word.halted.contains(&id), "slurmctld says it runs: the user stopped it");
+        assert!(look(&mut word, Some(true), HALT_AFTER * 2).is_empty(), "asked not long ago");
+        assert_eq!(look(&mut word, Some(true), HALT_ASK_AGAIN + HALT_AFTER), [id], "asked again later");
+        word.slurm_halted(id, true);
+        assert!(word.halted.contains(&id), "slurmctld says it is suspended");
+        assert!(look(&mut word, None, HALT_ASK_AGAIN * 2).is_empty(), "frozen: still halted, nothing to ask");
+        assert!(word.halted.contains(&id));
+        look(&mut word, Some(false), HALT_ASK_AGAIN * 2);
+        assert!(!word.halted.contains(&id), "one process running: back at once");
     }
 }

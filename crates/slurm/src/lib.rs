@@ -156,6 +156,11 @@ impl JobInfo {
         self.array_task.map_or_else(|| self.id.to_string(), |(array, task)| format!("{array}_{task}"))
     }
 
+    /// Whether Slurm holds the job halted (suspended or stopped): its processes are stopped, its nodes kept.
+    pub fn halted(&self) -> bool {
+        matches!(self.state.as_str(), "SUSPENDED" | "STOPPED")
+    }
+
     /// Whether the job has finished for good (a state of squeue's for a job that will not run again): Slurm then
     /// changes nothing of it.
     fn finished(&self) -> bool {
@@ -175,7 +180,7 @@ impl JobInfo {
     }
 
     /// Whether the job holds its nodes now (so its row is taken there).
-    fn holds_nodes(&self) -> bool {
+    pub fn holds_nodes(&self) -> bool {
         matches!(self.state.as_str(), "RUNNING" | "CONFIGURING" | "SUSPENDED")
     }
 
@@ -587,8 +592,14 @@ fn update_comment(job: &JobInfo, comment: String) -> anyhow::Result<JobInfo> {
 }
 
 /// What the controller's hooks do with the jobs whose place they gave or changed, the row lock still held: tell
-/// the agents of their nodes ([`push`]); returns what to add to the hook's log line.
-pub type Tell<'a> = &'a dyn Fn(&[JobInfo]) -> String;
+/// the agents of their nodes ([`push`]), given every job slurmctld knows as it is now; returns what to add to the
+/// hook's log line.
+pub type Tell<'a> = &'a dyn Fn(&[JobInfo], &[JobInfo]) -> String;
+
+/// `all` with the jobs of `updated` as they are now.
+fn now_all(all: &[JobInfo], updated: &[JobInfo]) -> Vec<JobInfo> {
+    all.iter().map(|j| updated.iter().find(|u| u.id == j.id).unwrap_or(j).clone()).collect()
+}
 
 /// Gives job `id` its row (`mode`) and records it in its `AdminComment` with the run it is for, with the changes
 /// of place its neighbours make room with; returns what was done, for the log (a job that has a row for this run
@@ -608,7 +619,7 @@ pub fn assign_row(id: SlurmJobId, mode: RowMode, tell: Tell<'_>) -> anyhow::Resu
                 let row = free_row(job, &all);
                 (vec![format!("{ROW_KEY}{row}")], format!("job {id} row {row} (node cycles){requeued}"), Vec::new())
             }
-            RowMode::Cluster if job.het_job.is_some() && het_place(job, &all).is_some() => {
+            RowMode::Cluster if het_place(job, &all).is_some() => {
                 let place = het_place(job, &all).expect("just seen");
                 let said = format!("job {id} place {place}{requeued}, its heterogeneous job's");
                 (vec![format!("{ROW_KEY}{place}")], said, Vec::new())
@@ -629,19 +640,31 @@ pub fn assign_row(id: SlurmJobId, mode: RowMode, tell: Tell<'_>) -> anyhow::Resu
             }
         };
         changed.push(update_comment(job, with_row(job, &words))?);
-        Ok(format!("{said}{}", tell(&changed)))
+        // The other components of a heterogeneous job placed whole hold its place from now on, before their own
+        // prologs: a job placed meanwhile beside one of them makes room for it.
+        if mode == RowMode::Cluster {
+            for sibling in het_siblings(job, &all).filter(|s| s.row().is_none()) {
+                changed.push(update_comment(sibling, with_row(sibling, &words))?);
+            }
+        }
+        Ok(format!("{said}{}", tell(&changed, &now_all(&all, &changed))))
     })
+}
+
+/// The other components of `job`'s heterogeneous job, if it is a component of one.
+fn het_siblings<'a>(job: &'a JobInfo, all: &'a [JobInfo]) -> impl Iterator<Item = &'a JobInfo> {
+    all.iter().filter(move |o| o.id != job.id && job.het_job.is_some() && o.het_job == job.het_job)
 }
 
 /// The place another component of `job`'s heterogeneous job holds for the run it is in, if one does.
 fn het_place(job: &JobInfo, all: &[JobInfo]) -> Option<Place> {
-    all.iter().filter(|o| o.id != job.id && o.het_job.is_some() && o.het_job == job.het_job).find_map(JobInfo::place)
+    het_siblings(job, all).find_map(JobInfo::place)
 }
 
 /// The nodes of `job` and of every other component of its heterogeneous job, if it is one of one.
 fn het_nodes(job: &JobInfo, all: &[JobInfo]) -> Vec<String> {
     let mut nodes = job.nodes.clone();
-    for other in all.iter().filter(|o| o.id != job.id && job.het_job.is_some() && o.het_job == job.het_job) {
+    for other in het_siblings(job, all) {
         nodes.extend(other.nodes.iter().filter(|n| !job.nodes.contains(n)).cloned());
     }
     nodes.sort();
@@ -678,7 +701,7 @@ pub fn release_row(id: SlurmJobId, tell: Tell<'_>) -> anyhow::Result<String> {
                 if grown.is_empty() {
                     format!("job {id} ended; no neighbour grows")
                 } else {
-                    format!("job {id} ended; grown: {}{}", grown.join(", "), tell(&changed))
+                    format!("job {id} ended; grown: {}{}", grown.join(", "), tell(&changed, &now_all(&all, &changed)))
                 }
             })
         } else {

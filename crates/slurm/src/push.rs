@@ -92,20 +92,19 @@ pub struct Notice {
     pub payload: String,
 }
 
-/// The notices of `jobs` (as their `AdminComment` now is): one for each node any of them runs on, naming those
-/// of them that run there, in the order of the nodes' names.
-pub fn notices(jobs: &[JobInfo]) -> Vec<Notice> {
-    let mut by_node: BTreeMap<&str, Vec<&JobInfo>> = BTreeMap::new();
-    for job in jobs {
-        for node in &job.nodes {
-            by_node.entry(node).or_default().push(job);
-        }
-    }
-    by_node
+/// The notices for the nodes of `changed` (the jobs whose place was given or changed), made at `at_ms`
+/// (milliseconds since the Unix epoch): one for each node any of them runs on, naming every job of `all` (each as
+/// its `AdminComment` now is) that holds that node, so that a notice also sets right what a lost one left wrong; in
+/// the order of the nodes' names.
+pub fn notices(changed: &[JobInfo], all: &[JobInfo], at_ms: u64) -> Vec<Notice> {
+    let mut nodes: Vec<&str> = changed.iter().flat_map(|j| j.nodes.iter().map(String::as_str)).collect();
+    nodes.sort_unstable();
+    nodes.dedup();
+    nodes
         .into_iter()
-        .map(|(node, jobs)| {
-            let mut payload = format!("{HEADER}{node}\n");
-            for job in jobs {
+        .map(|node| {
+            let mut payload = format!("{HEADER}{node} at={at_ms}\n");
+            for job in all.iter().filter(|j| j.holds_nodes() && j.nodes.iter().any(|n| n == node)) {
                 payload.push_str(&job.record());
                 payload.push('\n');
             }
@@ -114,10 +113,24 @@ pub fn notices(jobs: &[JobInfo]) -> Vec<Notice> {
         .collect()
 }
 
-/// The node a notice is for and the jobs it names, each with its row. A text that is not a notice, or a record that names no job, fails the whole notice.
-pub fn parse(payload: &str) -> anyhow::Result<(String, Vec<Listed>)> {
+/// What a notice says: the node it is for, when it was made, and the jobs it names, each with its row.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Told {
+    /// The node.
+    pub node: String,
+    /// When the controller's hook made it (ms since the Unix epoch): of two notices, the later one holds.
+    pub at_ms: u64,
+    /// Every job that holds the node, as the hook saw it.
+    pub jobs: Vec<Listed>,
+}
+
+/// What notice `payload` says. A text that is not a notice, or a record that names no job, fails the whole
+/// notice.
+pub fn parse(payload: &str) -> anyhow::Result<Told> {
     let (first, rest) = payload.split_once('\n').unwrap_or((payload, ""));
-    let node = first.strip_prefix(HEADER).filter(|n| !n.is_empty()).context("not a notice of lockstep's places")?;
+    let head = first.strip_prefix(HEADER).context("not a notice of lockstep's places")?;
+    let (node, at) = head.split_once(" at=").context("a notice without its time")?;
+    let at_ms = at.parse().ok().filter(|_| !node.is_empty()).context("a notice without its node or time")?;
     let jobs = records(rest)
         .iter()
         .filter(|r| !r.trim().is_empty())
@@ -127,7 +140,7 @@ pub fn parse(payload: &str) -> anyhow::Result<(String, Vec<Listed>)> {
                 .with_context(|| format!("a notice's record names no job: {r:?}"))
         })
         .collect::<anyhow::Result<_>>()?;
-    Ok((node.to_string(), jobs))
+    Ok(Told { node: node.to_string(), at_ms, jobs })
 }
 
 /// A munge credential sealing `payload`, from munged at `socket` (as this process's user).
@@ -244,10 +257,15 @@ mod tests {
         let a = job(7, &["n1", "n2"], "JS1:x lockstep_row=0/2 lockstep_run=0 lockstep_job=7");
         let mut b = job(9, &["n2"], "lockstep_row=1/2 lockstep_from=5 lockstep_before=0/1");
         b.array_task = Some((SlurmJobId(8), 1));
-        let notices = notices(&[a, b]);
+        let c = job(4, &["n3"], "lockstep_row=0/1");
+        let pending = JobInfo { state: "PENDING".into(), ..job(5, &["n2"], "") };
+        let all = [a.clone(), b, c, pending];
+        let notices = notices(&[a], &all, 77);
         assert_eq!(notices.iter().map(|n| n.node.as_str()).collect::<Vec<_>>(), ["n1", "n2"]);
-        let (node, jobs) = parse(&notices[1].payload).unwrap();
-        assert_eq!(node, "n2");
+        let told = parse(&notices[1].payload).unwrap();
+        assert_eq!((told.node.as_str(), told.at_ms), ("n2", 77));
+        // Every job holding n2, not only the one that changed; none that holds no node.
+        let jobs = told.jobs;
         assert_eq!(jobs.iter().map(|l| l.id.0).collect::<Vec<_>>(), [7, 9]);
         assert!(matches!(jobs[0].row, Some(Row::Cluster(s)) if s.place.to_string() == "0/2"));
         // Words that name no job are taken as the job's own (written before lockstep recorded it).
@@ -257,9 +275,12 @@ mod tests {
     #[test]
     fn a_text_that_is_no_notice_is_refused() {
         assert!(parse("hello\n1|RUNNING||0|1|N/A|N/A|").is_err());
-        assert!(parse("lockstep-places 1 node=\n").is_err());
-        assert!(parse("lockstep-places 1 node=n1\nnot a record").is_err());
-        assert_eq!(parse("lockstep-places 1 node=n1\n").unwrap(), ("n1".to_string(), vec![]));
+        assert!(parse("lockstep-places 1 node= at=1\n").is_err());
+        assert!(parse("lockstep-places 1 node=n1\n").is_err());
+        assert!(parse("lockstep-places 1 node=n1 at=x\n").is_err());
+        assert!(parse("lockstep-places 1 node=n1 at=1\nnot a record").is_err());
+        let empty = Told { node: "n1".into(), at_ms: 1, jobs: vec![] };
+        assert_eq!(parse("lockstep-places 1 node=n1 at=1\n").unwrap(), empty);
     }
 
     #[test]

@@ -89,7 +89,7 @@ impl Daemon {
                 let _ = reply.send(response);
             }
             Command::SlurmTold { jobs } => self.told_places(&jobs),
-            Command::Slurm { found, word, reply } => {
+            Command::Slurm { found, word, halts, reply } => {
                 match word {
                     Some(Ok(word)) => {
                         self.faults.clear("asking slurmctld which jobs run here");
@@ -98,7 +98,7 @@ impl Daemon {
                     Some(Err(e)) => self.faults.report("asking slurmctld which jobs run here", &e),
                     None => {}
                 }
-                let chores = self.sync_slurm(found);
+                let chores = self.sync_slurm(found, &halts);
                 self.publish();
                 let _ = reply.send(chores);
             }

@@ -13,6 +13,7 @@
 //! job again: a requeued run). Directories Slurm has not run for [`crate::slurm::LEFT_BEHIND`] are said once in
 //! the log, with the owners of the processes left in them, and left alone: never managed, never given a row.
 
+use std::collections::HashMap;
 use std::fs;
 use std::path::PathBuf;
 use std::time::Instant;
@@ -52,10 +53,10 @@ impl Daemon {
         word.last = Some((answer.asked, answer.jobs.into_iter().map(|l| l.id).collect()));
     }
 
-    /// Gives the slots of the Slurm jobs Slurm holds halted (suspended: their processes stopped by Slurm, as
-    /// their states say, `crate::slurm::Word::halted`) to their neighbours, and takes back those it resumed: a
-    /// halted job is not planned (thawed and at its own weight, which its stopped processes do not use) until one
-    /// of its processes is seen continued.
+    /// Gives the slots of the Slurm jobs Slurm holds halted (suspended: seen stopped, and slurmctld said so,
+    /// `crate::slurm::Word::halted`) to their neighbours, and takes back those it resumed: a halted job is not
+    /// planned (thawed and at its own weight, which its stopped processes do not use) until one of its processes
+    /// is seen continued.
     fn follow_halts(&mut self) {
         for job in &mut self.jobs {
             let Origin::Slurm { id, .. } = job.origin else { continue };
@@ -78,17 +79,13 @@ impl Daemon {
     /// returns the cgroup work left to do outside the loop (gathering each job's new processes into its weight
     /// cgroup, removing those of jobs gone, saying which directories Slurm does not run). Jobs whose epilog ran
     /// are left alone; a job adopted by hand is not taken twice.
-    pub(super) fn sync_slurm(&mut self, found: Vec<Found>) -> Chores {
-        let gone: Vec<SlurmJobId> =
-            self.slurm_done.keys().filter(|id| !found.iter().any(|f| f.id == **id)).copied().collect();
-        for id in gone {
-            self.slurm_done.remove(&id);
-            if let Err(e) = self.record(Record::SlurmForget(id)) {
-                crate::log::warning!("Slurm job {id}: {e:#}");
-            }
-        }
+    pub(super) fn sync_slurm(&mut self, found: Vec<Found>, halts: &[(SlurmJobId, bool)]) -> Chores {
+        self.forget_ended_and_gone(&found);
         let now = Instant::now();
         self.slurm_word.retain_found(&found, now);
+        for &(id, halted) in halts {
+            self.slurm_word.slurm_halted(id, halted);
+        }
         let mut changed = self.release_slurm_jobs_not_running();
         let mut phantoms = Vec::new();
         let mut gathered = Vec::new();
@@ -175,7 +172,21 @@ impl Daemon {
                 }
             })
             .collect();
-        Chores { gather, sweep: self.unmanaged_weight_dirs(), phantoms, ask }
+        let halts = self.slurm_word.halts_to_ask(now);
+        Chores { gather, sweep: self.unmanaged_weight_dirs(), phantoms, ask, halts }
+    }
+
+    /// Forgets the end of the Slurm jobs whose directories are gone (`found`: those there), in memory and in the
+    /// store: should the job run here again, its prolog or slurmctld says so.
+    fn forget_ended_and_gone(&mut self, found: &[Found]) {
+        let gone: Vec<SlurmJobId> =
+            self.slurm_done.keys().filter(|id| !found.iter().any(|f| f.id == **id)).copied().collect();
+        for id in gone {
+            self.slurm_done.remove(&id);
+            if let Err(e) = self.record(Record::SlurmForget(id)) {
+                crate::log::warning!("Slurm job {id}: {e:#}");
+            }
+        }
     }
 
     /// Releases (restoring them) the managed Slurm jobs that Slurm no longer says run on this node: slurmctld
@@ -296,6 +307,15 @@ impl Daemon {
     /// taken as slurmctld's answer's are, whether or not the jobs run here yet (the controller's prolog tells
     /// before the job starts).
     pub(super) fn told_places(&mut self, jobs: &[lockstep_slurm::Listed]) {
+        // A notice names every job that holds this node: the places of the others it held for jobs that never came
+        // (cancelled before they started here) go.
+        let named = |id: &SlurmJobId| jobs.iter().any(|l| l.id == *id);
+        let kept = |id: &SlurmJobId, jobs: &[crate::managed::Managed], slurm: &HashMap<SlurmJobId, SlurmJob>| {
+            named(id) || slurm.contains_key(id) || jobs.iter().any(|j| j.name == job_name(*id))
+        };
+        let (managed, slurm) = (&self.jobs, &self.slurm);
+        self.places.retain(|id, _| kept(id, managed, slurm));
+        self.node_rows.retain(|id, _| kept(id, managed, slurm));
         let rows: Vec<(SlurmJobId, Row)> = jobs.iter().filter_map(|l| Some((l.id, l.row?))).collect();
         let told: Vec<String> = rows.iter().map(|(id, row)| format!("{id}: {}", lockstep_slurm::show(*row))).collect();
         crate::log::info!("the controller's hooks told: {}", told.join(", "));

@@ -18,7 +18,8 @@ pub const ASK_AGAIN: Duration = Duration::from_secs(5);
 /// Looks for Slurm jobs of node `node` (cgroup `version`, hierarchies `roots`) every [`SCAN_INTERVAL`] until the
 /// daemon ends, and asks slurmctld which jobs it runs here and their places: when `told` (the controller's hooks
 /// tell this node its jobs' places: `crate::notices`), only when Slurm's jobs are first found and while the
-/// daemon finds one that neither its prolog nor slurmctld's last answer named (at most every [`ASK_AGAIN`]);
+/// daemon finds one that neither its prolog nor slurmctld's last answer named (at most every [`ASK_AGAIN`]), and
+/// about each job the daemon saw stopped, whether Slurm halted it (`crate::slurm::Word::halts_to_ask`);
 /// else, while there are Slurm cgroups, every [`lockstep_slurm::REFRESH`] (a running job's place changes when a
 /// neighbour comes or goes). The daemon takes on only the jobs Slurm says run here. Waiting for slurmctld and
 /// moving processes between cgroups are done here, never in the daemon's loop, and at normal priority: what
@@ -29,10 +30,20 @@ pub fn spawn(mailbox: Mailbox, version: Version, roots: Vec<PathBuf>, node: Stri
         // Whether the daemon's last answer asks for slurmctld's word: at first, whatever is found.
         let mut wanted = true;
         let mut checked = false;
+        let mut halts = Vec::new();
         loop {
             let mut found = scan(version, &roots, &node);
             if !found.is_empty() && !checked {
                 checked = true;
+                if told {
+                    crate::log::info!("Slurm jobs here: the controller's hooks tell their places (POST /slurm/places)");
+                } else {
+                    crate::log::info!(
+                        "Slurm jobs here: slurmctld is asked their places every {} s (no metrics door open to the \
+                         controller's notices)",
+                        lockstep_slurm::REFRESH.as_secs()
+                    );
+                }
                 check_preemption();
             }
             for f in &mut found {
@@ -46,14 +57,28 @@ pub fn spawn(mailbox: Mailbox, version: Version, roots: Vec<PathBuf>, node: Stri
                 asked = Some(at);
                 lockstep_slurm::on_node(&node).map(|jobs| Answer { asked: at, jobs }).map_err(|e| format!("{e:#}"))
             });
-            let Some(chores) = mailbox.ask(|reply| Command::Slurm { found, word, reply }) else { return };
+            let Some(chores) = mailbox.ask(|reply| Command::Slurm { found, word, halts, reply }) else { return };
             wanted = chores.ask;
+            // Slurm's word on the jobs seen stopped, for the next scan.
+            halts = chores.halts.iter().filter_map(|&id| Some((id, halted(id)?))).collect();
             chores.run();
             std::thread::sleep(SCAN_INTERVAL);
         }
     });
     if let Err(e) = spawned {
         crate::log::warning!("Slurm jobs are not looked for: cannot start the discovery thread: {e}");
+    }
+}
+
+/// Whether Slurm holds job `id` halted (suspended or stopped), as slurmctld says (`squeue -j`); `None` when it
+/// cannot be asked.
+fn halted(id: lockstep_slurm::SlurmJobId) -> Option<bool> {
+    match lockstep_slurm::show_job(id) {
+        Ok(job) => Some(job.is_some_and(|j| j.halted())),
+        Err(e) => {
+            crate::log::info!("Slurm job {id}: cannot ask slurmctld whether it is suspended: {e:#}");
+            None
+        }
     }
 }
 

@@ -128,9 +128,10 @@ const DESCRIPTIONS: &[(&str, &str)] = &[
     ),
     (
         "lockstep-slurm-prolog",
-        "slurm.conf's Prolog: run by slurmd as the job starts on the node; tells the node's agent the job's ID, \
-         owner and row or place, so that the agent takes its cgroups on at once. No agent running is no error: the \
-         job then runs without co-scheduling.",
+        "slurm.conf's Prolog: run by slurmd as the job starts on the node; tells the node's agent the job's ID and \
+         owner, so that the agent takes its cgroups on at once, and its row or place when the controller's prolog \
+         could not tell the agent (then read from squeue). No agent running is no error: the job then runs without \
+         co-scheduling.",
     ),
     (
         "lockstep-slurm-epilog",
@@ -140,13 +141,14 @@ const DESCRIPTIONS: &[(&str, &str)] = &[
         "lockstep-slurm-prolog-slurmctld",
         "slurm.conf's PrologSlurmctld: run by slurmctld before the job starts; gives the job its place in the \
          cluster-wide matrix (the same slots on every node, disjoint from those of the jobs it shares a node with, \
-         running neighbours making room) and keeps it in the job's AdminComment, after whatever else the field \
-         holds.",
+         running neighbours making room), keeps it in the job's AdminComment, after whatever else the field \
+         holds, and tells the agents of the nodes concerned (a notice sealed by munge, POST /slurm/places at each \
+         node's NodeAddr on --agent-port), so that no agent asks slurmctld while its jobs run.",
     ),
     (
         "lockstep-slurm-epilog-slurmctld",
         "slurm.conf's EpilogSlurmctld: run by slurmctld after the job (and after each run of a requeued job); its \
-         neighbours grow into the slots it held. A requeued job's AdminComment loses lockstep's words, whatever \
+         neighbours grow into the slots it held, and their nodes' agents are told. A requeued job's AdminComment loses lockstep's words, whatever \
          else the field holds kept as it is (an empty field stays empty); a finished job's stays, as Slurm \
          changes nothing of a finished job.",
     ),

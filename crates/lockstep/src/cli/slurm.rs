@@ -94,12 +94,14 @@ pub fn exec(cmd: &SlurmCommand, socket: &Path) -> anyhow::Result<i32> {
         }
         SlurmCommand::PrologSlurmctld(args) => {
             let id = args.job.id()?;
-            let tell = |jobs: &[slurm::JobInfo]| push_places(jobs, args.agents.agent_port);
+            let tell =
+                |changed: &[slurm::JobInfo], all: &[slurm::JobInfo]| push_places(changed, all, args.agents.agent_port);
             ("prolog-slurmctld", slurm::assign_row(id, args.rows, &tell))
         }
         SlurmCommand::EpilogSlurmctld(args) => {
             let id = args.job.id()?;
-            let tell = |jobs: &[slurm::JobInfo]| push_places(jobs, args.agents.agent_port);
+            let tell =
+                |changed: &[slurm::JobInfo], all: &[slurm::JobInfo]| push_places(changed, all, args.agents.agent_port);
             ("epilog-slurmctld", slurm::release_row(id, &tell))
         }
     };
@@ -149,12 +151,14 @@ const TOLD_AT_ONCE: usize = 32;
 /// How long the controller's hooks wait for one agent to take its notice (they hold the row lock meanwhile).
 const TELL_DEADLINE: Duration = Duration::from_secs(2);
 
-/// Tells the agents of `jobs`' nodes the jobs' places now (`push`: one notice a node, sealed by munge, sent to
-/// the agent's metrics door on `port` at the node's `NodeAddr`, [`TOLD_AT_ONCE`] at a time, each tried twice
-/// within [`TELL_DEADLINE`]); returns what to add to the hook's log line: how many were told, and each one not
-/// told and why (its agent keeps the places it had until the next notice, or asks slurmctld when it restarts).
-fn push_places(jobs: &[slurm::JobInfo], port: u16) -> String {
-    let notices = push::notices(jobs);
+/// Tells the agents of the nodes of `changed` (the jobs whose place was given or changed) the places of every
+/// job on those nodes (of `all`) now (`push`: one notice a node, sealed by munge, sent to the agent's metrics door
+/// on `port` at the node's `NodeAddr`, [`TOLD_AT_ONCE`] at a time, each tried twice with a deadline of
+/// [`TELL_DEADLINE`]); returns what to add to the hook's log line: how many were told, and each one not told and
+/// why (its agent keeps the places it had until its next notice, or asks slurmctld when it restarts).
+fn push_places(changed: &[slurm::JobInfo], all: &[slurm::JobInfo], port: u16) -> String {
+    let at_ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);
+    let notices = push::notices(changed, all, at_ms);
     if notices.is_empty() {
         return String::new();
     }
@@ -175,6 +179,10 @@ fn push_places(jobs: &[slurm::JobInfo], port: u16) -> String {
             let credential = push::encode(&socket, &notice.payload)?;
             match http::request(Target::Tcp(&target), push::PATH, Some(credential.into_bytes()), TELL_DEADLINE) {
                 Ok(answer) if answer.status == 200 => return Ok(()),
+                // Busy (the door's caps or the caller's budget): worth the second try.
+                Ok(answer) if matches!(answer.status, 429 | 503) => {
+                    last = Some(format!("its agent at {target} was busy ({})", answer.status));
+                }
                 Ok(answer) => {
                     let said = String::from_utf8_lossy(&answer.body);
                     anyhow::bail!("its agent at {target} refused it ({}: {})", answer.status, said.trim())
