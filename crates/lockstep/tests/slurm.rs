@@ -18,6 +18,8 @@ static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 /// A batch script that spins on one CPU until cancelled.
 const SPIN: &str = "exec sh -c 'while :; do :; done'";
+/// What [`SPIN`] runs, as a step (`srun` runs a program, not a shell's `exec`).
+const SPINNER: &str = "sh -c 'while :; do :; done'";
 
 /// How long after both are seen two jobs of lu class A are surely past MPI_Init and still running.
 const MIDWAY: Duration = Duration::from_secs(3);
@@ -1304,7 +1306,7 @@ impl Cluster {
         let out = self
             .slurm("sbatch")
             .args(["--parsable", "-N", &n, "-n", &n, "--ntasks-per-node", "1", "-D", "/", "-o", "/dev/null"])
-            .args(["--wrap", &format!("srun {SPIN}")])
+            .args(["--wrap", &format!("srun {SPINNER}")])
             .output()
             .unwrap();
         assert!(out.status.success(), "sbatch: {}", stderr(&out));
@@ -1334,6 +1336,11 @@ impl Cluster {
 /// Node `node`'s agent's metrics door, `HOST:PORT`, as tests/cluster/up opens it.
 fn door(node: u32) -> String {
     format!("10.231.0.{}:19464", 10 + node)
+}
+
+/// Milliseconds since the Unix epoch: a notice's time.
+fn now_ms() -> u128 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis()
 }
 
 /// Where job `name` is in status `s`: its row and period.
@@ -1426,14 +1433,16 @@ fn a_notice_of_places_is_taken_only_from_root_or_slurm_user_for_this_node_once()
     };
     let notice = |node: &str| {
         format!(
-            "lockstep-places 1 node={node}\n{a}|RUNNING||0|{a}|N/A|N/A|lockstep_row=0/1 lockstep_run=0 lockstep_job={a}\n"
+            "lockstep-places 1 node={node} at={}\n{a}|RUNNING||0|{a}|N/A|N/A|lockstep_row=0/1 lockstep_run=0 \
+             lockstep_job={a}\n",
+            now_ms()
         )
     };
     let said = post(&seal("nobody", &notice("n1")));
     assert!(said.ends_with("403") && said.contains("sealed by UID 65534"), "nobody's own notice: {said}");
     let said = post(&seal("root", &notice("n2")));
     assert!(said.ends_with("403") && said.contains("not this one"), "a notice for n2: {said}");
-    let roots = seal("root", "lockstep-places 1 node=n1\n");
+    let roots = seal("root", &format!("lockstep-places 1 node=n1 at={}\n", now_ms()));
     assert!(post(&roots).ends_with("200"), "root's empty notice is taken");
     let said = post(&roots);
     assert!(said.ends_with("403") && said.contains("Replayed"), "root's notice again: {said}");
@@ -1478,7 +1487,7 @@ fn frozen_in(s: &Status, name: &str) -> bool {
 fn two_steps_of_one_job_at_once_are_frozen_and_thawed_as_the_job() {
     let Some((_serial, cluster)) = start_nodes(1, true) else { return };
     cluster.policy("gang", "300ms");
-    let steps = format!("srun -n1 --overlap {SPIN} & srun -n1 --overlap {SPIN} & wait");
+    let steps = format!("srun -n1 --overlap {SPINNER} & srun -n1 --overlap {SPINNER} & wait");
     let a = cluster.sbatch(&["-n1"], &steps);
     let b = cluster.sbatch(&["-n1"], SPIN);
     let name = format!("slurm-{a}");
@@ -1588,7 +1597,7 @@ fn a_heterogeneous_job_s_components_share_one_place_on_all_their_nodes() {
         &script,
         format!(
             "#!/bin/sh\n#SBATCH -n1 -w n1\n#SBATCH hetjob\n#SBATCH -n1 -w n2\n\
-             srun --het-group=0 {SPIN} & srun --het-group=1 {SPIN} & wait\n"
+             srun --het-group=0 {SPINNER} & srun --het-group=1 {SPINNER} & wait\n"
         ),
     )
     .unwrap();
@@ -1603,13 +1612,15 @@ fn a_heterogeneous_job_s_components_share_one_place_on_all_their_nodes() {
             .filter_map(|l| {
                 let f: Vec<&str> = l.split('|').collect();
                 let ours = f.len() == 3 && f[1] == leader.to_string();
-                ours.then(|| Some((f[0].parse().ok()?, f[2].to_string())))?
+                ours.then(|| Some((f[0].trim().parse().ok()?, f[2].trim().to_string())))?
             })
             .collect();
         found.sort();
         found
     };
-    let found = wait_until("both components running", WAIT, components, |c| c.len() == 2);
+    let found = wait_until("both components running on n1 and n2", WAIT, components, |c| {
+        c.len() == 2 && c.iter().any(|(_, n)| n == "n1") && c.iter().any(|(_, n)| n == "n2")
+    });
     let on = |node: &str| format!("slurm-{}", found.iter().find(|(_, n)| n == node).unwrap().0);
     let (first, second) = (on("n1"), on("n2"));
     wait_until("n1's component at 1/2", WAIT, || cluster.status(1), |s| place_of(s, &first) == Some((1, 2)));

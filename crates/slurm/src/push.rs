@@ -172,8 +172,22 @@ pub fn looks_like_credential(body: &[u8]) -> bool {
 /// (another key, expired, or decoded once already: munged says "Replayed credential").
 pub fn decode(socket: &Path, credential: &[u8]) -> anyhow::Result<Sealed> {
     let socket = socket.to_string_lossy();
-    let out = run_with_input("unmunge", &["-S", &socket, "-N", "-k", "UID"], credential.to_vec())
-        .context("munged refused the credential")?;
+    let out = run_with_input("unmunge", &["-S", &socket, "-N", "-k", "UID"], credential.to_vec()).map_err(|e| {
+        // unmunge says why in its exit status (munge's error codes), not on stderr.
+        let said = format!("{e:#}");
+        let why = [
+            ("status 15", "Expired credential"),
+            ("status 16", "Rewound credential (made in the future)"),
+            ("status 17", "Replayed credential (decoded once already)"),
+            ("status 18", "Unauthorized credential"),
+            ("status 8", "Bad credential (not munge's)"),
+            ("status 14", "Invalid credential (another key)"),
+        ]
+        .iter()
+        .find(|(code, _)| said.contains(&format!("with {code}:")))
+        .map_or(said.clone(), |(_, why)| (*why).to_string());
+        anyhow::anyhow!("munged refused the credential: {why}")
+    })?;
     // `UID: 0`, a blank line, then the payload.
     let (meta, payload) = out.split_once("\n\n").context("unmunge printed no payload")?;
     let uid = meta
