@@ -208,7 +208,8 @@ fn serve_metrics(
     if !bound.ip().is_loopback() {
         crate::log::warning!(
             "{bound} is reachable from the network: every job's name and counts are readable \
-             there (bind 127.0.0.1 and scrape through a proxy, or firewall the port)"
+             there (firewall the port to the controller, whose hooks tell places there, the Prometheus server and \
+             the login nodes; or bind 127.0.0.1 and scrape through a proxy)"
         );
     }
     Ok(())
