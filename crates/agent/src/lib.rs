@@ -30,6 +30,7 @@ mod sched;
 mod server;
 mod setup;
 mod slurm;
+mod slurm_config;
 mod together;
 mod walks;
 mod watchdog;

@@ -6,56 +6,30 @@
 //! before munged is asked. Taken at
 //! normal priority on a door's thread; the daemon gets only the jobs and places, which it takes as slurmctld's.
 
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::sync::{Arc, Mutex};
 
 use hyper::StatusCode;
 
 use crate::command::{Command, Mailbox};
 use crate::doors::Reply;
-use lockstep_slurm::push::{self, Config};
-
-/// How long after failing to read slurmctld's configuration a notice waits before it is asked again (a body shaped
-/// like a credential, from anyone, would else make the agent ask slurmctld each time).
-const CONFIG_RETRY: Duration = Duration::from_secs(10);
+use crate::slurm_config::SlurmConfig;
+use lockstep_slurm::push;
 
 /// Where notices for node `node` are checked and sent on to the daemon.
 pub struct Notices {
     node: String,
     mailbox: Mailbox,
-    /// slurmctld's configuration (the munge socket, `SlurmUser`), asked at the first notice; or when asking it
-    /// last failed.
-    config: Mutex<Result<Config, Option<Instant>>>,
+    /// slurmctld's configuration (the munge socket, `SlurmUser`), shared with the discovery thread.
+    config: Arc<SlurmConfig>,
     /// When the last notice taken was made: an older one (a try that timed out, taken after the next) is refused.
     last_at: Mutex<u64>,
 }
 
 impl Notices {
-    /// Notices for node `node`, sent on to the daemon at `mailbox`.
-    pub fn new(node: String, mailbox: Mailbox) -> Self {
-        Self { node, mailbox, config: Mutex::new(Err(None)), last_at: Mutex::new(0) }
-    }
-
-    /// slurmctld's configuration, asked once (again at most every [`CONFIG_RETRY`] after a failure).
-    fn config(&self) -> Result<Config, String> {
-        let mut kept = self.config.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        match &*kept {
-            Ok(c) => return Ok(c.clone()),
-            Err(Some(failed)) if failed.elapsed() < CONFIG_RETRY => {
-                return Err("cannot read Slurm's configuration (asked again shortly)".into());
-            }
-            Err(_) => {}
-        }
-        match Config::ask() {
-            Ok(c) => {
-                *kept = Ok(c.clone());
-                Ok(c)
-            }
-            Err(e) => {
-                *kept = Err(Some(Instant::now()));
-                Err(format!("cannot read Slurm's configuration: {e:#}"))
-            }
-        }
+    /// Notices for node `node`, checked with slurmctld's configuration `config` and sent on to the daemon at
+    /// `mailbox`.
+    pub fn new(node: String, mailbox: Mailbox, config: Arc<SlurmConfig>) -> Self {
+        Self { node, mailbox, config, last_at: Mutex::new(0) }
     }
 
     /// Takes one notice, `body` its munge credential.
@@ -63,7 +37,7 @@ impl Notices {
         if !push::looks_like_credential(body) {
             return Reply::text(StatusCode::BAD_REQUEST, "expected a munge credential (a notice of the controller's)");
         }
-        let config = match self.config() {
+        let config = match self.config.get() {
             Ok(c) => c,
             Err(said) => return Reply::text(StatusCode::SERVICE_UNAVAILABLE, &said),
         };

@@ -11,6 +11,7 @@ use crate::command::{Command, Mailbox};
 use crate::daemon::{Daemon, Start};
 use crate::journal::{self, Journal};
 use crate::notices::Notices;
+use crate::slurm_config::SlurmConfig;
 use crate::watchdog::Watchdog;
 use crate::{dcs, doors, feeders, http, sampler, server};
 use lockstep_core::cosched::PolicySpec;
@@ -282,11 +283,12 @@ pub fn run(config: Config) -> anyhow::Result<i32> {
     // With the metrics door open to other hosts, the controller's hooks tell this node its Slurm jobs' places;
     // without it (or on loopback alone) the discovery thread asks slurmctld.
     let told = metrics.as_ref().and_then(|l| l.local_addr().ok()).is_some_and(|a| !a.ip().is_loopback());
+    let slurm_config = Arc::new(SlurmConfig::new());
     if let Some(metrics) = metrics {
-        let notices = Arc::new(Notices::new(config.slurm_node.clone(), mailbox.clone()));
+        let notices = Arc::new(Notices::new(config.slurm_node.clone(), mailbox.clone(), slurm_config.clone()));
         serve_metrics(&doors, metrics, config.scrapers.clone(), &telemetry, &config.store, notices)?;
     }
-    feeders::slurm::spawn(mailbox, version, roots, config.slurm_node.clone(), told);
+    feeders::slurm::spawn(mailbox, version, roots, config.slurm_node.clone(), told, slurm_config);
     crate::log::info!(
         "node {} serving {} (store {}, policy {}, slot {})",
         config.node,

@@ -70,6 +70,10 @@ pub struct Word {
     pub halt_asked: HashMap<SlurmJobId, Instant>,
     /// Jobs taken as halted: seen stopped for [`HALT_AFTER`], and slurmctld said they are suspended or stopped.
     pub halted: HashSet<SlurmJobId>,
+    /// Jobs found in the v2 layout, where Slurm suspends a step by writing the `cgroup.freeze` file lockstep
+    /// writes: a halted one is held frozen (`Managed::shares_slurms_freezer`), so that its processes say nothing
+    /// of a resumption, and slurmctld is asked again about it every [`HALT_ASK_AGAIN`].
+    pub shared_freezer: HashSet<SlurmJobId>,
 }
 
 /// How long a job's processes must be seen stopped, and none running, before slurmctld is asked whether Slurm
@@ -125,6 +129,7 @@ impl Word {
         self.stopped.retain(|id, _| there(id));
         self.halt_asked.retain(|id, _| there(id));
         self.halted.retain(there);
+        self.shared_freezer = found.iter().filter(|f| f.version == Version::V2).map(|f| f.id).collect();
         for f in found {
             match f.stopped {
                 Some(true) => {
@@ -139,13 +144,17 @@ impl Word {
         }
     }
 
-    /// The jobs to ask slurmctld about at `now`: seen stopped for [`HALT_AFTER`], not halted yet, and not asked
-    /// within [`HALT_ASK_AGAIN`]; at most [`HALT_ASKS`], each noted as asked.
+    /// The jobs to ask slurmctld about at `now`, not asked within [`HALT_ASK_AGAIN`]: those seen stopped for
+    /// [`HALT_AFTER`] and not halted yet, and the halted ones held frozen in a freezer Slurm shares (whose
+    /// resumption only slurmctld can tell); at most [`HALT_ASKS`], each noted as asked.
     pub fn halts_to_ask(&mut self, now: Instant) -> Vec<SlurmJobId> {
         let mut due: Vec<SlurmJobId> = self
             .stopped
             .iter()
-            .filter(|(id, since)| now.duration_since(**since) >= HALT_AFTER && !self.halted.contains(id))
+            .filter(|(id, since)| {
+                now.duration_since(**since) >= HALT_AFTER
+                    && (!self.halted.contains(id) || self.shared_freezer.contains(id))
+            })
             .filter(|(id, _)| self.halt_asked.get(id).is_none_or(|t| now.duration_since(*t) >= HALT_ASK_AGAIN))
             .map(|(id, _)| *id)
             .collect();
@@ -157,9 +166,12 @@ impl Word {
         due
     }
 
-    /// Takes slurmctld's word on whether job `id` is halted: halted, and still seen stopped, it is.
+    /// Takes slurmctld's word on whether job `id` is halted: halted, and still seen stopped, it is; not halted,
+    /// it is not.
     pub fn slurm_halted(&mut self, id: SlurmJobId, halted: bool) {
-        if halted && self.stopped.contains_key(&id) {
+        if !halted {
+            self.halted.remove(&id);
+        } else if self.stopped.contains_key(&id) {
             self.halted.insert(id);
         }
     }
@@ -240,21 +252,29 @@ impl Found {
             cpusets
         };
         self.pus = if lists.is_empty() { CpuList::online() } else { lists.iter().flat_map(CpuList::iter).collect() };
+        // Listed once for both readings below.
+        let mut partial = self.partial;
+        let pids = self.processes(&mut partial);
+        self.partial = partial;
         if self.uid.is_none() {
-            let mut partial = self.partial;
-            self.uid = self.processes(&mut partial).iter().find_map(|&p| procfs::owner(p));
-            self.partial = partial;
+            self.uid = pids.iter().find_map(|&p| procfs::owner(p));
         }
-        self.stopped = self.stopped();
+        self.stopped = self.stopped(&pids);
     }
 
-    /// Whether the job looks halted: a step of it frozen by itself (v1 `freezer.self_freezing`: Slurm may suspend a
-    /// step with the freezer; lockstep freezes whole jobs, above the steps), or every process of its steps stopped
-    /// (`T`, as Slurm stops a job it suspends with SIGSTOP), read while none of its groups is frozen, before and
-    /// after; see [`Found::stopped`]. The reading stops at the first process that runs or could (`R`, `S`, `I`);
-    /// one in `D` or a zombie says nothing. A user can make their job look halted: slurmctld decides
+    /// Whether the job looks halted, read while none of its groups is frozen, before and after (a frozen process
+    /// looks neither stopped nor running); `pids` are its processes ([`Found::processes`]). Slurm suspends a job by
+    /// stopping each step's tasks (SIGTSTP) and then freezing each step, and what that leaves differs:
+    /// - v1: a step frozen by itself (`freezer.self_freezing`: lockstep freezes whole jobs, above the steps), or
+    ///   every process of its steps stopped (`T`); the reading stops at the first process that runs or could
+    ///   (`R`, `S`, `I`).
+    /// - v2: one process stopped is enough. Slurm freezes a step through the very `cgroup.freeze` lockstep
+    ///   writes, which says nothing of who froze it, and SIGTSTP reaches only the tasks, not what they started
+    ///   (the batch step's `srun`, which sleeps on).
+    ///
+    /// One in `D` or a zombie says nothing. A user can make their job look halted: slurmctld decides
     /// ([`Word::halts_to_ask`]).
-    fn stopped(&self) -> Option<bool> {
+    fn stopped(&self, pids: &[i32]) -> Option<bool> {
         let self_frozen = self.version == Version::V1
             && self.job_dirs.first().is_some_and(|d| {
                 children(d, "step_")
@@ -272,16 +292,27 @@ impl Found {
         if frozen() {
             return None;
         }
-        let mut partial = false;
-        let mut stopped = false;
-        for pid in self.processes(&mut partial) {
+        let one_is_enough = self.version == Version::V2;
+        let (mut stopped, mut running) = (false, false);
+        for &pid in pids {
             match procfs::state(pid) {
                 Some('T' | 't') => stopped = true,
-                Some('R' | 'S' | 'I' | 'W' | 'P') => return (!frozen()).then_some(false),
+                Some('R' | 'S' | 'I' | 'W' | 'P') => running = true,
                 _ => {}
             }
+            if (stopped && one_is_enough) || (running && !one_is_enough) {
+                break;
+            }
         }
-        (stopped && !frozen()).then_some(true)
+        if frozen() {
+            return None;
+        }
+        match (stopped, running) {
+            (true, _) if one_is_enough => Some(true),
+            (_, true) => Some(false),
+            (true, false) => Some(true),
+            (false, false) => None,
+        }
     }
 }
 
@@ -661,5 +692,40 @@ mod tests {
         assert!(word.halted.contains(&id));
         look(&mut word, Some(false), HALT_ASK_AGAIN * 2);
         assert!(!word.halted.contains(&id), "one process running: back at once");
+    }
+
+    /// On cgroup v2 a halted job is held frozen in the freezer Slurm shares, so its processes say nothing of a
+    /// resumption: slurmctld is asked again every [`HALT_ASK_AGAIN`], and its word that the job runs ends the halt.
+    #[test]
+    fn a_halted_job_held_frozen_on_v2_is_asked_about_again_and_back_when_slurmctld_says_it_runs() {
+        let mut found = Found {
+            id: SlurmJobId(6),
+            uid: None,
+            job_dirs: Vec::new(),
+            groups: Vec::new(),
+            version: Version::V2,
+            pus: CpuList::new(),
+            partial: false,
+            stopped: Some(true),
+        };
+        let id = found.id;
+        let t0 = Instant::now();
+        let mut word = Word::default();
+        let mut look = |word: &mut Word, stopped: Option<bool>, at: std::time::Duration| {
+            found.stopped = stopped;
+            word.retain_found(std::slice::from_ref(&found), t0 + at);
+            word.halts_to_ask(t0 + at)
+        };
+        look(&mut word, Some(true), std::time::Duration::ZERO);
+        assert_eq!(look(&mut word, Some(true), HALT_AFTER), [id]);
+        word.slurm_halted(id, true);
+        assert!(word.halted.contains(&id));
+        assert!(look(&mut word, None, HALT_AFTER * 2).is_empty(), "held frozen, asked not long ago");
+        assert_eq!(look(&mut word, None, HALT_AFTER + HALT_ASK_AGAIN), [id], "held frozen: asked again");
+        word.slurm_halted(id, true);
+        assert!(word.halted.contains(&id), "still suspended");
+        assert_eq!(look(&mut word, None, HALT_AFTER + HALT_ASK_AGAIN * 2), [id]);
+        word.slurm_halted(id, false);
+        assert!(!word.halted.contains(&id), "slurmctld says it runs: no longer halted");
     }
 }

@@ -10,6 +10,7 @@
 //! the field then (a jobstats-like summary) find it as they would without lockstep. A finished job's stay: Slurm
 //! changes nothing of a finished job.
 
+pub mod config;
 pub mod hostlist;
 pub mod push;
 

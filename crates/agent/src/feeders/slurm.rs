@@ -2,10 +2,12 @@
 //! here when it must, sends what it found to the daemon, and does the cgroup work the daemon answers with.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::command::{Command, Mailbox};
 use crate::slurm::{scan, Answer};
+use crate::slurm_config::SlurmConfig;
 use lockstep_cgroup::Version;
 
 /// How often the agent looks for new Slurm jobs and steps.
@@ -24,7 +26,14 @@ pub const ASK_AGAIN: Duration = Duration::from_secs(5);
 /// neighbour comes or goes). The daemon takes on only the jobs Slurm says run here. Waiting for slurmctld and
 /// moving processes between cgroups are done here, never in the daemon's loop, and at normal priority: what
 /// Slurm's tree and slurmctld make this thread wait for or do holds up no slot switch.
-pub fn spawn(mailbox: Mailbox, version: Version, roots: Vec<PathBuf>, node: String, told: bool) {
+pub fn spawn(
+    mailbox: Mailbox,
+    version: Version,
+    roots: Vec<PathBuf>,
+    node: String,
+    told: bool,
+    config: Arc<SlurmConfig>,
+) {
     let spawned = std::thread::Builder::new().name("lockstep-slurm".into()).spawn(move || {
         let mut asked: Option<Instant> = None;
         // Whether the daemon's last answer asks for slurmctld's word: at first, whatever is found.
@@ -44,7 +53,7 @@ pub fn spawn(mailbox: Mailbox, version: Version, roots: Vec<PathBuf>, node: Stri
                         lockstep_slurm::REFRESH.as_secs()
                     );
                 }
-                check_preemption();
+                check_preemption(&config);
             }
             for f in &mut found {
                 f.measure();
@@ -83,10 +92,10 @@ fn halted(id: lockstep_slurm::SlurmJobId) -> Option<bool> {
 }
 
 /// Says once, at the first Slurm job found, when slurmctld time-slices jobs itself (`PreemptMode=GANG`): its slices
-/// and lockstep's slots would each stop jobs in turns of their own, so neither gets what it plans. One question to
-/// slurmctld in the agent's life.
-fn check_preemption() {
-    match lockstep_slurm::push::Config::ask() {
+/// and lockstep's slots would each stop jobs in turns of their own, so neither gets what it plans. Slurm's
+/// configuration is the one the notices door reads: one question to slurmctld in the agent's life.
+fn check_preemption(config: &SlurmConfig) {
+    match config.get() {
         Ok(c) if lockstep_slurm::slices_time(&c.preempt_mode) => crate::log::warning!(
             "Slurm time-slices jobs itself here (PreemptMode={}): its slices and lockstep's slots would stop \
              jobs in turns of their own; keep one of the two (PreemptMode without GANG, or policy cfs on this \
@@ -94,6 +103,6 @@ fn check_preemption() {
             c.preempt_mode
         ),
         Ok(_) => {}
-        Err(e) => crate::log::info!("cannot read Slurm's configuration: {e:#}"),
+        Err(e) => crate::log::info!("{e}"),
     }
 }
