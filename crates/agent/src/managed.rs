@@ -358,15 +358,6 @@ impl Managed {
         self.left.is_none() && !self.halted
     }
 
-    /// Whether Slurm suspends this job by writing the very freezer files lockstep writes: a Slurm job on cgroup
-    /// v2, whose steps' `user` directories Slurm freezes (`cgroup.freeze`) to suspend it (on v1 Slurm freezes each
-    /// step, below the `job_<id>` directory lockstep freezes). Such a job, while Slurm holds it halted, is held
-    /// frozen: thawing it would undo Slurm's suspension.
-    pub fn shares_slurms_freezer(&self) -> bool {
-        matches!(self.origin, Origin::Slurm { .. })
-            && self.groups.iter().any(|g| g.knobs.freeze.as_deref().is_some_and(|f| f.ends_with("cgroup.freeze")))
-    }
-
     /// Why the job is not switched now, if it is not ([`Managed::switched`]).
     pub fn unswitched(&self) -> Option<String> {
         self.left.clone().or_else(|| self.halted.then(|| "its processes are stopped (Slurm suspended it)".to_string()))

@@ -6,11 +6,14 @@
 //!   step below, and slurmstepd itself lives outside the freezer's step cgroups (when a step ends, its slurmstepd
 //!   moves up into `job_<id>` to remove them: never gathered into the job's weight cgroup).
 //! - cgroup v2 (`cgroup/v2`): `system.slice/<node>_slurmstepd.scope/job_<id>` (`slurmstepd.scope` with one
-//!   slurmd). `job_<id>` also holds each step's slurmstepd (`step_<n>/slurm`), which must never freeze: the groups
-//!   are the steps' `step_<n>/user` directories, added as steps start.
+//!   slurmd). `job_<id>` also holds each step's slurmstepd (`step_<n>/slurm`), which must never freeze. The
+//!   groups are the task directories in each step's `step_<n>/user` (`task_<n>`, `task_special`), added as steps
+//!   and tasks start: every process of a step is in one (`user` enables controllers for them, so it holds none
+//!   itself). `user` is left to Slurm, which freezes it (`cgroup.freeze`) to suspend the step: had lockstep
+//!   frozen and thawed that same file, a thaw in the job's slot would undo Slurm's suspension.
 //!
-//! The job's user owns directories of this tree (v1: the step's freezer directory; v2: the steps' `user`
-//! directories) and may make cgroups of their own in them, and move their processes there: the tree is hostile
+//! The job's user owns directories of this tree (v1: the step's freezer directory; v2: the task directories, and
+//! with some Slurm versions the steps' `user` directories) and may make cgroups of their own in them: the tree is hostile
 //! input. Processes are read only where Slurm puts them (see [`Found::processes`]), and at most [`ENTRIES`]
 //! entries of any directory are looked at per scan. What is found is only a candidate: the daemon takes a job on
 //! only while Slurm says it runs here (`daemon::slurm`).
@@ -70,10 +73,6 @@ pub struct Word {
     pub halt_asked: HashMap<SlurmJobId, Instant>,
     /// Jobs taken as halted: seen stopped for [`HALT_AFTER`], and slurmctld said they are suspended or stopped.
     pub halted: HashSet<SlurmJobId>,
-    /// Jobs found in the v2 layout, where Slurm suspends a step by writing the `cgroup.freeze` file lockstep
-    /// writes: a halted one is held frozen (`Managed::shares_slurms_freezer`), so that its processes say nothing
-    /// of a resumption, and slurmctld is asked again about it every [`HALT_ASK_AGAIN`].
-    pub shared_freezer: HashSet<SlurmJobId>,
 }
 
 /// How long a job's processes must be seen stopped, and none running, before slurmctld is asked whether Slurm
@@ -129,7 +128,6 @@ impl Word {
         self.stopped.retain(|id, _| there(id));
         self.halt_asked.retain(|id, _| there(id));
         self.halted.retain(there);
-        self.shared_freezer = found.iter().filter(|f| f.version == Version::V2).map(|f| f.id).collect();
         for f in found {
             match f.stopped {
                 Some(true) => {
@@ -144,17 +142,13 @@ impl Word {
         }
     }
 
-    /// The jobs to ask slurmctld about at `now`, not asked within [`HALT_ASK_AGAIN`]: those seen stopped for
-    /// [`HALT_AFTER`] and not halted yet, and the halted ones held frozen in a freezer Slurm shares (whose
-    /// resumption only slurmctld can tell); at most [`HALT_ASKS`], each noted as asked.
+    /// The jobs to ask slurmctld about at `now`: seen stopped for [`HALT_AFTER`], not halted yet, and not asked
+    /// within [`HALT_ASK_AGAIN`]; at most [`HALT_ASKS`], each noted as asked.
     pub fn halts_to_ask(&mut self, now: Instant) -> Vec<SlurmJobId> {
         let mut due: Vec<SlurmJobId> = self
             .stopped
             .iter()
-            .filter(|(id, since)| {
-                now.duration_since(**since) >= HALT_AFTER
-                    && (!self.halted.contains(id) || self.shared_freezer.contains(id))
-            })
+            .filter(|(id, since)| now.duration_since(**since) >= HALT_AFTER && !self.halted.contains(id))
             .filter(|(id, _)| self.halt_asked.get(id).is_none_or(|t| now.duration_since(*t) >= HALT_ASK_AGAIN))
             .map(|(id, _)| *id)
             .collect();
@@ -166,12 +160,9 @@ impl Word {
         due
     }
 
-    /// Takes slurmctld's word on whether job `id` is halted: halted, and still seen stopped, it is; not halted,
-    /// it is not.
+    /// Takes slurmctld's word on whether job `id` is halted: halted, and still seen stopped, it is.
     pub fn slurm_halted(&mut self, id: SlurmJobId, halted: bool) {
-        if !halted {
-            self.halted.remove(&id);
-        } else if self.stopped.contains_key(&id) {
+        if halted && self.stopped.contains_key(&id) {
             self.halted.insert(id);
         }
     }
@@ -193,6 +184,8 @@ pub struct Found {
     pub job_dirs: Vec<PathBuf>,
     /// The cgroups co-scheduling acts on, each as its directories.
     pub groups: Vec<Vec<PathBuf>>,
+    /// v2: the steps' `user` directories, which Slurm freezes to suspend a step (v1: none).
+    pub users: Vec<PathBuf>,
     /// The layout it was found in.
     pub version: Version,
     /// The PUs it may run on, once [`Found::measure`]d (its cpusets, else its processes' affinity, else every
@@ -214,9 +207,8 @@ impl Found {
         match self.version {
             Version::V1 => self.job_dirs.iter().flat_map(|d| children(d, "step_")).collect(),
             Version::V2 => self
-                .groups
+                .users
                 .iter()
-                .flatten()
                 .flat_map(|user| {
                     let tasks = users_children(user, "task_", partial);
                     std::iter::once(user.clone()).chain(tasks)
@@ -262,26 +254,25 @@ impl Found {
         self.stopped = self.stopped(&pids);
     }
 
-    /// Whether the job looks halted, read while none of its groups is frozen, before and after (a frozen process
-    /// looks neither stopped nor running); `pids` are its processes ([`Found::processes`]). Slurm suspends a job by
-    /// stopping each step's tasks (SIGTSTP) and then freezing each step, and what that leaves differs:
-    /// - v1: a step frozen by itself (`freezer.self_freezing`: lockstep freezes whole jobs, above the steps), or
-    ///   every process of its steps stopped (`T`); the reading stops at the first process that runs or could
-    ///   (`R`, `S`, `I`).
-    /// - v2: one process stopped is enough. Slurm freezes a step through the very `cgroup.freeze` lockstep
-    ///   writes, which says nothing of who froze it, and SIGTSTP reaches only the tasks, not what they started
-    ///   (the batch step's `srun`, which sleeps on).
-    ///
-    /// One in `D` or a zombie says nothing. A user can make their job look halted: slurmctld decides
+    /// Whether the job looks halted: a step of it frozen by Slurm (v1: frozen by itself, `freezer.self_freezing`,
+    /// lockstep freezing whole jobs above the steps; v2: its `user` directory's `cgroup.freeze` set, a file only
+    /// root writes and lockstep never does), or every process of its steps stopped (`T`), read while none of its
+    /// groups is frozen, before and after (a frozen process looks neither stopped nor running); `pids` are its
+    /// processes ([`Found::processes`]). The reading stops at the first process that runs or could (`R`, `S`,
+    /// `I`); one in `D` or a zombie says nothing. A user can make their job look halted: slurmctld decides
     /// ([`Word::halts_to_ask`]).
     fn stopped(&self, pids: &[i32]) -> Option<bool> {
-        let self_frozen = self.version == Version::V1
-            && self.job_dirs.first().is_some_and(|d| {
+        let slurm_froze = match self.version {
+            Version::V1 => self.job_dirs.first().is_some_and(|d| {
                 children(d, "step_")
                     .iter()
                     .any(|s| fs::read_to_string(s.join("freezer.self_freezing")).is_ok_and(|v| v.trim() == "1"))
-            });
-        if self_frozen {
+            }),
+            Version::V2 => {
+                self.users.iter().any(|u| fs::read_to_string(u.join("cgroup.freeze")).is_ok_and(|v| v.trim() == "1"))
+            }
+        };
+        if slurm_froze {
             return Some(true);
         }
         let frozen = || {
@@ -292,27 +283,15 @@ impl Found {
         if frozen() {
             return None;
         }
-        let one_is_enough = self.version == Version::V2;
-        let (mut stopped, mut running) = (false, false);
+        let mut stopped = false;
         for &pid in pids {
             match procfs::state(pid) {
                 Some('T' | 't') => stopped = true,
-                Some('R' | 'S' | 'I' | 'W' | 'P') => running = true,
+                Some('R' | 'S' | 'I' | 'W' | 'P') => return (!frozen()).then_some(false),
                 _ => {}
             }
-            if (stopped && one_is_enough) || (running && !one_is_enough) {
-                break;
-            }
         }
-        if frozen() {
-            return None;
-        }
-        match (stopped, running) {
-            (true, _) if one_is_enough => Some(true),
-            (_, true) => Some(false),
-            (true, false) => Some(true),
-            (false, false) => None,
-        }
+        (stopped && !frozen()).then_some(true)
     }
 }
 
@@ -387,6 +366,7 @@ fn scan_v1(roots: &[PathBuf], node: &str) -> Vec<Found> {
                     uid: Some(uid),
                     job_dirs: Vec::new(),
                     groups: Vec::new(),
+                    users: Vec::new(),
                     version: Version::V1,
                     pus: CpuList::new(),
                     partial: false,
@@ -416,21 +396,20 @@ fn scan_v2(root: &Path, node: &str) -> Vec<Found> {
     numbered(&root.join(base), "job_")
         .into_iter()
         .filter_map(|(id, dir)| {
-            let mut groups: Vec<Vec<PathBuf>> = children(&dir, "step_")
-                .into_iter()
-                .map(|step| step.join("user"))
-                .filter(|u| u.is_dir())
-                .map(|u| vec![u])
-                .collect();
-            groups.sort();
+            let users: Vec<PathBuf> =
+                children(&dir, "step_").into_iter().map(|step| step.join("user")).filter(|u| u.is_dir()).collect();
+            let mut partial = false;
+            let groups: Vec<Vec<PathBuf>> =
+                users.iter().flat_map(|u| users_children(u, "task_", &mut partial)).map(|task| vec![task]).collect();
             (!groups.is_empty()).then(|| Found {
                 id,
                 uid: None,
                 job_dirs: vec![dir],
                 groups,
+                users,
                 version: Version::V2,
                 pus: CpuList::new(),
-                partial: false,
+                partial,
                 stopped: None,
             })
         })
@@ -554,7 +533,7 @@ mod tests {
     }
 
     #[test]
-    fn v2_groups_are_the_steps_user_cgroups() {
+    fn v2_groups_are_the_steps_task_cgroups() {
         let t = lockstep_scratch::tempdir().unwrap();
         let scope = "system.slice/n1_slurmstepd.scope";
         mkdirs(
@@ -564,14 +543,17 @@ mod tests {
                 &format!("{scope}/job_4/step_0/user/task_0"),
                 &format!("{scope}/job_4/step_batch/user/task_special"),
                 &format!("{scope}/job_5/step_0/slurm"),
-                "system.slice/slurmstepd.scope/job_6/step_0/user",
+                &format!("{scope}/job_5/step_1/user"),
+                "system.slice/slurmstepd.scope/job_6/step_0/user/task_0",
             ],
         );
         let found = scan(Version::V2, &[t.path().to_path_buf()], "n1");
         assert_eq!(found.len(), 1, "job 5 has no task cgroup yet; job 6 belongs to the single-slurmd scope");
         let job = t.path().join(scope).join("job_4");
         assert_eq!(found[0].job_dirs, vec![job.clone()]);
-        assert_eq!(found[0].groups, vec![vec![job.join("step_0/user")], vec![job.join("step_batch/user")]]);
+        let (task_0, special) = (job.join("step_0/user/task_0"), job.join("step_batch/user/task_special"));
+        assert_eq!(found[0].groups, vec![vec![task_0], vec![special]]);
+        assert_eq!(found[0].users, vec![job.join("step_0/user"), job.join("step_batch/user")]);
         assert_eq!(scan(Version::V2, &[t.path().to_path_buf()], "n9")[0].id, SlurmJobId(6));
     }
 
@@ -666,6 +648,7 @@ mod tests {
             uid: None,
             job_dirs: Vec::new(),
             groups: Vec::new(),
+            users: Vec::new(),
             version: Version::V1,
             pus: CpuList::new(),
             partial: false,
@@ -694,38 +677,21 @@ mod tests {
         assert!(!word.halted.contains(&id), "one process running: back at once");
     }
 
-    /// On cgroup v2 a halted job is held frozen in the freezer Slurm shares, so its processes say nothing of a
-    /// resumption: slurmctld is asked again every [`HALT_ASK_AGAIN`], and its word that the job runs ends the halt.
+    /// Slurm suspends a v2 step by setting its `user` directory's `cgroup.freeze`, which lockstep never writes (it
+    /// freezes the task directories below): read as the job halted, whatever its processes do (a task may ignore
+    /// SIGTSTP); cleared by Slurm's resume, it says nothing.
     #[test]
-    fn a_halted_job_held_frozen_on_v2_is_asked_about_again_and_back_when_slurmctld_says_it_runs() {
-        let mut found = Found {
-            id: SlurmJobId(6),
-            uid: None,
-            job_dirs: Vec::new(),
-            groups: Vec::new(),
-            version: Version::V2,
-            pus: CpuList::new(),
-            partial: false,
-            stopped: Some(true),
+    fn a_v2_step_slurm_froze_reads_as_halted() {
+        let t = lockstep_scratch::tempdir().unwrap();
+        let user = t.path().join("system.slice/n1_slurmstepd.scope/job_4/step_0/user");
+        mkdirs(t.path(), &["system.slice/n1_slurmstepd.scope/job_4/step_0/user/task_0"]);
+        let look = |freeze: &str| {
+            fs::write(user.join("cgroup.freeze"), freeze).unwrap();
+            let mut found = scan(Version::V2, &[t.path().to_path_buf()], "n1").remove(0);
+            found.measure();
+            found.stopped
         };
-        let id = found.id;
-        let t0 = Instant::now();
-        let mut word = Word::default();
-        let mut look = |word: &mut Word, stopped: Option<bool>, at: std::time::Duration| {
-            found.stopped = stopped;
-            word.retain_found(std::slice::from_ref(&found), t0 + at);
-            word.halts_to_ask(t0 + at)
-        };
-        look(&mut word, Some(true), std::time::Duration::ZERO);
-        assert_eq!(look(&mut word, Some(true), HALT_AFTER), [id]);
-        word.slurm_halted(id, true);
-        assert!(word.halted.contains(&id));
-        assert!(look(&mut word, None, HALT_AFTER * 2).is_empty(), "held frozen, asked not long ago");
-        assert_eq!(look(&mut word, None, HALT_AFTER + HALT_ASK_AGAIN), [id], "held frozen: asked again");
-        word.slurm_halted(id, true);
-        assert!(word.halted.contains(&id), "still suspended");
-        assert_eq!(look(&mut word, None, HALT_AFTER + HALT_ASK_AGAIN * 2), [id]);
-        word.slurm_halted(id, false);
-        assert!(!word.halted.contains(&id), "slurmctld says it runs: no longer halted");
+        assert_eq!(look("1\n"), Some(true), "Slurm froze the step");
+        assert_eq!(look("0\n"), None, "thawed, and no process says anything");
     }
 }

@@ -25,7 +25,6 @@ use crate::managed::Origin;
 use crate::slurm::{numbered, Answer, Chores, Found};
 use lockstep_cgroup::{self as cgroup, Knobs, Version};
 use lockstep_core::cosched::rows::Schedule;
-use lockstep_core::cosched::Desired;
 use lockstep_core::job::SlurmJobId;
 use lockstep_slurm::{job_name, Row};
 use lockstep_store::SlurmJob;
@@ -56,11 +55,9 @@ impl Daemon {
 
     /// Gives the slots of the Slurm jobs Slurm holds halted (suspended: seen stopped, and slurmctld said so,
     /// `crate::slurm::Word::halted`) to their neighbours, and takes back those it resumed: a halted job is not
-    /// planned (thawed and at its own weight, which its stopped processes do not use; on cgroup v2, where Slurm
-    /// suspends it through lockstep's own freezer files, held frozen) until one of its processes is seen
-    /// continued, or slurmctld says it runs.
+    /// planned (thawed and at its own weight, which its stopped processes do not use) until one of its processes
+    /// is seen continued.
     fn follow_halts(&mut self) {
-        let mut thawed = Vec::new();
         for job in &mut self.jobs {
             let Origin::Slurm { id, .. } = job.origin else { continue };
             let halted = self.slurm_word.halted.contains(&id);
@@ -73,19 +70,7 @@ impl Daemon {
                 crate::log::info!("Slurm job {id} is suspended: its slots go to its neighbours until it resumes");
             } else {
                 crate::log::info!("Slurm job {id} resumed: back in its slots");
-                // Held frozen for Slurm (v2): Slurm thawed it as it resumed it, or, resumed before the hold began,
-                // it is thawed now.
-                if job.shares_slurms_freezer() {
-                    match job.apply(Desired::default(), &mut self.journal, &self.store) {
-                        Ok(actions) => thawed.extend(actions.into_iter().map(|a| (job.name.clone(), a))),
-                        Err(e) => crate::log::warning!("Slurm job {id}: {e:#}"),
-                    }
-                }
             }
-        }
-        for (name, action) in thawed {
-            let decision = self.decision(Some(&name), action, std::time::Duration::ZERO);
-            self.pending.push(decision);
         }
     }
 

@@ -26,8 +26,7 @@ impl Daemon {
         let started_at = lockstep_store::now();
         self.drop_ended();
         // Jobs with a cluster-wide place follow it; the others share the node's own cycle of rows. A job left to the
-        // kernel or halted by Slurm takes no row and is not planned: thawed (a halted one on cgroup v2 held frozen, as Slurm
-        // froze it), at its own weight.
+        // kernel or halted by Slurm takes no row and is not planned: thawed, at its own weight.
         let local: Vec<usize> =
             (0..self.jobs.len()).filter(|&i| self.jobs[i].place.is_none() && self.jobs[i].switched()).collect();
         let planned: Vec<usize> = (0..self.jobs.len()).filter(|&i| self.jobs[i].switched()).collect();
@@ -82,8 +81,6 @@ impl Daemon {
             j.planned = *p;
             // A job dcs raised by weight keeps it until its quantum is over.
             p.boosted |= j.switched() && self.dcs.as_ref().is_some_and(|d| d.holds_weight(&j.name));
-            // A job Slurm suspended through the freezer files lockstep writes stays frozen, as Slurm left it.
-            p.frozen |= j.halted && j.shares_slurms_freezer();
         }
         let (mut decisions, mut gone, prompt_done) = self.switch(&plan, started);
         gone.sort_unstable();
