@@ -257,7 +257,8 @@ impl Found {
     /// Whether the job looks halted: a step of it frozen by Slurm (v1: frozen by itself, `freezer.self_freezing`,
     /// lockstep freezing whole jobs above the steps; v2: its `user` directory's `cgroup.freeze` set, a file only
     /// root writes and lockstep never does), or every process of its steps stopped (`T`), read while none of its
-    /// groups is frozen, before and after (a frozen process looks neither stopped nor running); `pids` are its
+    /// groups is asked to be frozen, before and after (a frozen process looks neither stopped nor running; asked,
+    /// not whether it is: see [`cgroup::knobs::freezing`]); `pids` are its
     /// processes ([`Found::processes`]). The reading stops at the first process that runs or could (`R`, `S`,
     /// `I`); one in `D` or a zombie says nothing. A user can make their job look halted: slurmctld decides
     /// ([`Word::halts_to_ask`]).
@@ -278,7 +279,7 @@ impl Found {
         let frozen = || {
             self.groups
                 .iter()
-                .any(|g| Knobs::find(g).freeze.is_some_and(|f| cgroup::knobs::is_frozen(&f).unwrap_or(true)))
+                .any(|g| Knobs::find(g).freeze.is_some_and(|f| cgroup::knobs::freezing(&f).unwrap_or(true)))
         };
         if frozen() {
             return None;
