@@ -17,7 +17,8 @@
 #   PREFIX/share/man/man1/lockstep*.1, man8/lockstepd.8
 #   PREFIX/share/bash-completion/completions/lockstep, zsh/site-functions/_lockstep,
 #   PREFIX/share/fish/vendor_completions.d/lockstep.fish
-#   PREFIX/share/doc/lockstep/                       README.md and docs/
+#   PREFIX/share/doc/lockstep/                       README.md and docs/; examples/prometheus/ (scrape
+#                                                    configuration and alert rules)
 #   PREFIX/share/lockstep/lab/                       the lab's data: the test cluster's scripts (cluster/) and the
 #                                                    scale model (model/scale_model.py)
 #   SYSCONFDIR/lockstep/agent.toml                   only if absent (an existing configuration is kept)
@@ -72,6 +73,9 @@ install_all() {
     "$to_bin; s#/usr/local/share/doc/#$prefix/share/doc/#g; s#/etc/lockstep/#$sysconfdir/lockstep/#g" \
     "$prefix/lib/systemd/system/lockstep-agent.service"
   put 644 deploy/systemd/agent.toml "$prefix/share/lockstep/agent.toml"
+  for f in prometheus.yml lockstep-rules.yml; do
+    put 644 "deploy/prometheus/$f" "$prefix/share/doc/lockstep/examples/prometheus/$f"
+  done
   for f in up down trusted.sh; do
     put 755 "tests/cluster/$f" "$prefix/share/lockstep/lab/cluster/$f"
   done

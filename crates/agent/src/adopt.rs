@@ -386,6 +386,7 @@ fn managed_over(name: &str, groups: Vec<Group>, row: Option<u32>, origin: Origin
         spent: crate::managed::Spent::default(),
         left: None,
         halted: false,
+        frozen_time: (std::time::Duration::ZERO, None),
     }
 }
 

@@ -71,8 +71,15 @@ pub enum Command {
         /// Whether the engine goes on.
         reply: Reply<bool>,
     },
-    /// Restore every job and end (SIGINT, SIGTERM or SIGHUP came).
+    /// Restore every job and end (SIGINT or SIGTERM came).
     Stop,
+    /// The configuration was read again (SIGHUP): the policy and slot length it gives now.
+    Reload {
+        /// The policy.
+        policy: lockstep_core::cosched::PolicySpec,
+        /// The slot length.
+        slot: std::time::Duration,
+    },
 }
 
 /// The daemon's address: where threads send their commands.

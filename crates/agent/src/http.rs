@@ -2,6 +2,7 @@
 //! scraper asks for it), `GET /api/v1/jobs/NAME` (one job's counts as JSON, for `lockstep stat --nodes`), and
 //! `POST /slurm/places`, the controller's notices of places (`notices`): the one request that is not a read. The door itself (HTTP, caps, deadlines) is `doors`.
 
+use std::collections::HashMap;
 use std::net::{SocketAddr, TcpListener};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -9,6 +10,7 @@ use std::sync::{Arc, Mutex};
 use hyper::{header, Method, StatusCode};
 
 use super::sampler::Sampler;
+use crate::daemon::Board;
 use crate::doors::{Handler, Reply};
 use crate::notices::Notices;
 use lockstep_core::error::UsageError;
@@ -32,7 +34,8 @@ pub fn bind(addr: SocketAddr) -> anyhow::Result<TcpListener> {
 /// the store at `store` through one read-only connection opened once (opened at the first request that needs
 /// it, and again after a failure), shared by every request; and takes the controller's notices of places
 /// (`POST /slurm/places`) to `notices`.
-pub fn handler(telemetry: Sampler, store: PathBuf, notices: Arc<Notices>) -> Handler {
+/// Each scrape also shows the daemon's latest status, read from `board` (never waiting on the daemon's loop).
+pub fn handler(telemetry: Sampler, board: Board, store: PathBuf, notices: Arc<Notices>) -> Handler {
     let reader = Arc::new(Reader { path: store, store: Mutex::new(None) });
     Arc::new(move |_caller, parts, body| {
         if parts.method == Method::POST && parts.uri.path() == lockstep_slurm::push::PATH {
@@ -49,7 +52,7 @@ pub fn handler(telemetry: Sampler, store: PathBuf, notices: Arc<Notices>) -> Han
             .get_all(header::ACCEPT)
             .iter()
             .any(|v| v.to_str().is_ok_and(|v| v.contains("application/openmetrics-text")));
-        route(parts.uri.path(), openmetrics, &telemetry, &reader)
+        route(parts.uri.path(), openmetrics, &telemetry, &board, &reader)
     })
 }
 
@@ -72,16 +75,22 @@ impl Reader {
     }
 }
 
-fn route(path: &str, openmetrics: bool, telemetry: &Sampler, store: &Reader) -> Reply {
+fn route(path: &str, openmetrics: bool, telemetry: &Sampler, board: &Board, store: &Reader) -> Reply {
     if path == "/metrics" {
         let me = std::process::id() as i32;
         let t = telemetry.published();
+        let status = board.read();
+        let owners: Vec<u32> = status.jobs.iter().map(|j| j.owner).collect();
+        let users = user_names(&owners);
         let snap = Snapshot {
             node: t.node(),
             samples: t.latest().collect(),
             jobs: t.job_count(),
             cpu_seconds: lockstep_cgroup::procfs::cpu_seconds(me).unwrap_or(0.0),
             rss_bytes: lockstep_cgroup::procfs::rss_bytes(me).unwrap_or(0),
+            status: &status,
+            users: &users,
+            build: (lockstep_version::RELEASE, lockstep_version::COMMIT),
         };
         let body = render(&snap, openmetrics);
         let content_type = if openmetrics { OPENMETRICS } else { PROMETHEUS };
@@ -99,6 +108,24 @@ fn route(path: &str, openmetrics: bool, telemetry: &Sampler, store: &Reader) -> 
         };
     }
     Reply::text(StatusCode::NOT_FOUND, "not found (try /metrics or /api/v1/jobs/NAME)")
+}
+
+/// The names of the UIDs `owners`, from /etc/passwd (root's file; the name service is never asked: an LDAP
+/// server that is slow would hold up the scrape). A UID not there is shown as its number.
+fn user_names(owners: &[u32]) -> HashMap<u32, String> {
+    if owners.is_empty() {
+        return HashMap::new();
+    }
+    let passwd = std::fs::read_to_string("/etc/passwd").unwrap_or_default();
+    passwd
+        .lines()
+        .filter_map(|l| {
+            let mut fields = l.split(':');
+            let name = fields.next()?;
+            let uid: u32 = fields.nth(1)?.parse().ok()?;
+            owners.contains(&uid).then(|| (uid, name.to_string()))
+        })
+        .collect()
 }
 
 /// The job's latest counts: live when the agent counts it, else its final counts from the store.

@@ -18,7 +18,7 @@ use lockstepd::{self as agent, Config};
 use lockstepd::{DcsSettings, TelemetrySettings as Settings, DEFAULT_EVENTS};
 
 /// lockstepd: the lockstep node agent (co-scheduling, watchdog, control socket, counters), in the foreground.
-#[derive(Debug, Parser)]
+#[derive(Clone, Debug, Parser)]
 #[command(
     name = "lockstepd",
     version,
@@ -231,6 +231,13 @@ fn check_btf(path: &std::path::Path) -> Result<(), UsageError> {
 fn exec(args: &Args) -> anyhow::Result<i32> {
     // Before anything is read or made: an agent that is not root could change no job.
     agent::check_privileges()?;
+    let first = config(args)?;
+    let again = args.clone();
+    agent::run(first, Box::new(move || config(&again)))
+}
+
+/// The agent's configuration: the flags `args`, over the configuration file they name as it is now.
+fn config(args: &Args) -> anyhow::Result<Config> {
     let (socket, store) = (args.socket.as_deref(), args.store.as_deref());
     let file: File = match &args.config {
         Some(path) => {
@@ -273,7 +280,7 @@ fn exec(args: &Args) -> anyhow::Result<i32> {
         })?,
         dcs: dcs(args.dcs_quantum.clone().or(file.dcs_quantum), args.btf.clone().or(file.btf))?,
     };
-    agent::run(config)
+    Ok(config)
 }
 
 fn hostname() -> String {
@@ -304,7 +311,7 @@ fn man_sections(_: &str) -> Vec<Section> {
         ),
         Section::new(
             "EXIT STATUS",
-            "0\tstopped by SIGTERM, SIGINT or SIGHUP, every job restored.\n\
+            "0\tstopped by SIGTERM or SIGINT, every job restored.\n\
              1\ta failure of the system: the kernel refused what the agent needs (a cgroup hierarchy, its watchdog, \
              the store), or a job could not be restored at stop (the log names it; the watchdog tries again).\n\
              2\tbad input, refused before the store was made: not root, a bad flag, configuration key or file, a \
@@ -332,8 +339,10 @@ fn man_sections(_: &str) -> Vec<Section> {
             "SIGNALS",
             "SIGTERM, SIGINT\tstop: every job is thawed and its weights and threads restored, the socket removed, \
              exit 0.\n\
-             SIGHUP\tthe same as SIGTERM (the configuration is not reloaded: restart the agent, e.g. systemctl \
-             restart lockstep-agent, which takes its jobs on again from the store).\n\
+             SIGHUP\treload: the configuration file is read again (under the flags given at the start, which still \
+             win); a new policy or slot length takes effect at once, a change of any other setting is said in \
+             the log to take a restart, and a file that does not read is said and the running configuration \
+             kept (systemctl reload lockstep-agent).\n\
              SIGKILL\tthe agent cannot restore anything; its watchdog does, when the agent's pipe to it closes.\n\
              SIGPIPE\tignored: a client or scraper that hangs up ends only its own connection.",
         ),

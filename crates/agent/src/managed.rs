@@ -205,6 +205,8 @@ pub struct Managed {
     /// Whether Slurm holds the job halted (suspended or stopped): it is not planned, its slots going to its
     /// neighbours, until Slurm resumes it.
     pub halted: bool,
+    /// How long the agent held it frozen, up to its last thaw, and since when it holds it frozen now.
+    pub frozen_time: (Duration, Option<Instant>),
 }
 
 /// The share of one CPU that changes of one job's cgroups may cost the agent, judged over [`COST_WINDOW`]: a job
@@ -350,12 +352,19 @@ impl Managed {
             spent: Spent::default(),
             left: None,
             halted: false,
+            frozen_time: (Duration::ZERO, None),
         })
     }
 
     /// Whether the job is planned and switched: neither left to the kernel for its cost nor halted by Slurm.
     pub fn switched(&self) -> bool {
         self.left.is_none() && !self.halted
+    }
+
+    /// Seconds the agent has held the job frozen since it took it on.
+    pub fn frozen_seconds(&self) -> f64 {
+        let (total, since) = self.frozen_time;
+        (total + since.map_or(Duration::ZERO, |at| at.elapsed())).as_secs_f64()
     }
 
     /// Why the job is not switched now, if it is not ([`Managed::switched`]).
@@ -380,6 +389,12 @@ impl Managed {
             }
             actions.push(if want.frozen { Action::Freeze } else { Action::Thaw });
             self.applied.frozen = want.frozen;
+            let (total, since) = &mut self.frozen_time;
+            if want.frozen {
+                *since = Some(Instant::now());
+            } else if let Some(at) = since.take() {
+                *total += at.elapsed();
+            }
         }
         if want.boosted != self.applied.boosted {
             for g in &mut self.groups {

@@ -46,7 +46,7 @@ use crate::walks::Paced;
 use lockstep_core::sample::{COSCHEDULED, RANK_RUNNING, RANK_WAITING};
 
 /// What the agent counts, and how often.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Settings {
     /// The event groups (as `-e` takes them).
     pub groups: Vec<Vec<EventSpec>>,

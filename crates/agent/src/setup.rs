@@ -202,8 +202,9 @@ fn serve_metrics(
     telemetry: &sampler::Sampler,
     store: &Path,
     notices: Arc<Notices>,
+    board: crate::daemon::Board,
 ) -> anyhow::Result<()> {
-    let handler = http::handler(telemetry.clone(), store.to_path_buf(), notices);
+    let handler = http::handler(telemetry.clone(), board, store.to_path_buf(), notices);
     let bound = doors.tcp(listener, doors::METRICS, scrapers, handler)?;
     crate::log::info!("metrics on http://{bound}/metrics");
     if !bound.ip().is_loopback() {
@@ -216,8 +217,50 @@ fn serve_metrics(
     Ok(())
 }
 
-/// Runs the agent in the foreground until SIGINT or SIGTERM; returns the exit status.
-pub fn run(config: Config) -> anyhow::Result<i32> {
+/// Takes the signals the agent blocked: SIGINT and SIGTERM stop it (its jobs restored); SIGHUP reads the
+/// configuration again with `reload`, and sends the daemon the policy and slot length it gives; what else changed
+/// is said to take a restart. A configuration that does not read is said, and the running one kept.
+fn wait_for_signals(signals: &SigSet, mailbox: &Mailbox, mut running: Config, reload: &Reload) {
+    while let Ok(Signal::SIGHUP) = signals.wait() {
+        let new = match reload() {
+            Ok(new) => new,
+            Err(e) => {
+                crate::log::warning!("configuration not read again, the running one kept: {e:#}");
+                continue;
+            }
+        };
+        let restart = [
+            ("socket", running.socket != new.socket),
+            ("store", running.store != new.store),
+            ("node", running.node != new.node),
+            ("slurm_node", running.slurm_node != new.slurm_node),
+            ("metrics", running.metrics != new.metrics),
+            ("events, sample_interval, retention or job_history", running.telemetry != new.telemetry),
+            ("metrics_scraper", running.scrapers != new.scrapers),
+            ("dcs_quantum or btf", running.dcs != new.dcs),
+        ];
+        let changed: Vec<&str> = restart.iter().filter(|(_, c)| *c).map(|(name, _)| *name).collect();
+        if !changed.is_empty() {
+            crate::log::warning!(
+                "configuration read again: {} changed, which takes a restart (systemctl restart lockstep-agent); \
+                 the policy and slot are taken now",
+                changed.join(", ")
+            );
+        }
+        mailbox.tell(Command::Reload { policy: new.policy, slot: new.slot });
+        running.policy = new.policy;
+        running.slot = new.slot;
+    }
+    mailbox.tell(Command::Stop);
+}
+
+/// Reads the configuration again, as at the start (the flags given then, over the file as it is now).
+pub type Reload = Box<dyn Fn() -> anyhow::Result<Config> + Send>;
+
+/// Runs the agent in the foreground until SIGINT or SIGTERM; returns the exit status. At SIGHUP the
+/// configuration is read again with `reload`: a new policy or slot length takes effect at once; a configuration
+/// that does not read keeps the running one, and the log says why.
+pub fn run(config: Config, reload: Reload) -> anyhow::Result<i32> {
     let backend = lockstep_cgroup::detect()?;
     server::check(&config.socket)?;
     // The metrics port first: it makes no file, and a refusal there must leave no store or directory behind.
@@ -271,10 +314,8 @@ pub fn run(config: Config) -> anyhow::Result<i32> {
     let mut daemon = Daemon::new(start, mailbox.clone(), inbox)?;
     {
         let mailbox = mailbox.clone();
-        std::thread::spawn(move || {
-            let _ = signals.wait();
-            mailbox.tell(Command::Stop);
-        });
+        let running = config.clone();
+        std::thread::spawn(move || wait_for_signals(&signals, &mailbox, running, &reload));
     }
     // The doors run at normal priority: what they do is a user's, a scraper's or root's request, never a slot
     // switch, and they read the daemon's status from its board rather than wait on its loop.
@@ -286,7 +327,7 @@ pub fn run(config: Config) -> anyhow::Result<i32> {
     let slurm_config = Arc::new(SlurmConfig::new());
     if let Some(metrics) = metrics {
         let notices = Arc::new(Notices::new(config.slurm_node.clone(), mailbox.clone(), slurm_config.clone()));
-        serve_metrics(&doors, metrics, config.scrapers.clone(), &telemetry, &config.store, notices)?;
+        serve_metrics(&doors, metrics, config.scrapers.clone(), &telemetry, &config.store, notices, daemon.board())?;
     }
     feeders::slurm::spawn(mailbox, version, roots, config.slurm_node.clone(), told, slurm_config);
     crate::log::info!(

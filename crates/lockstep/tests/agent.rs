@@ -481,7 +481,7 @@ fn bad_input_is_one_line_exit_2_and_changes_nothing() {
     let after = env.run(&["status", "--json"]);
     let strip = |o: &Output| {
         let mut v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-        for k in ["slot", "active_row", "last_apply_us"] {
+        for k in ["slot", "active_row", "last_apply_us", "lateness"] {
             v[k] = serde_json::Value::Null;
         }
         v
@@ -489,6 +489,40 @@ fn bad_input_is_one_line_exit_2_and_changes_nothing() {
     assert_eq!(strip(&before), strip(&after), "bad input changed the agent");
     assert!(strip(&after)["jobs"].as_array().unwrap().is_empty());
     assert_eq!(strip(&after)["policy"], "boost");
+}
+
+/// SIGHUP reads the configuration again (as `systemctl reload` does): a new policy and slot take effect at once;
+/// a file that does not read is said in the log and the running configuration kept; a change that takes a restart
+/// (the node name) is said so. The agent serves on, and SIGTERM still stops it, exit 0.
+#[test]
+#[ignore = "needs root"]
+fn sighup_reloads_the_policy_and_keeps_the_running_config_when_the_file_is_bad() {
+    common::require_root();
+    let _serial = serial();
+    let env = Env::new();
+    let config = env.dir.path().join("agent.toml");
+    std::fs::write(&config, "policy = \"cfs\"\nnode = \"r1\"\n").unwrap();
+    let agent = Agent::start(&env, &["--config", config.to_str().unwrap()]);
+    let status = || serde_json::from_slice::<serde_json::Value>(&env.run(&["status", "--json"]).stdout).unwrap();
+    assert_eq!(status()["policy"], "cfs");
+
+    std::fs::write(&config, "policy = \"gang\"\nslot = \"300ms\"\nnode = \"r2\"\n").unwrap();
+    kill(agent.pid(), Signal::SIGHUP).unwrap();
+    let gang = |s: &serde_json::Value| s["policy"] == "gang" && s["slot_ms"] == 300;
+    let seen = wait_until("the reloaded policy", WAIT, status, gang);
+    assert_eq!(seen["node"], "r1", "the node name changes only at a restart");
+
+    std::fs::write(&config, "policy = [\n").unwrap();
+    kill(agent.pid(), Signal::SIGHUP).unwrap();
+    let said = || agent.log_text();
+    wait_until("the log to say the file was not read", WAIT, said, |l| l.contains("configuration not read again"));
+    assert!(gang(&status()), "a bad file changed the running configuration");
+
+    let out = agent.stop(Signal::SIGTERM);
+    let log = common::stderr(&out);
+    assert!(out.status.success(), "{log}");
+    assert!(log.contains("node changed, which takes a restart"), "{log}");
+    assert!(log.contains("bad config") || log.contains("expected"), "the bad file's error, in one line: {log}");
 }
 
 /// One agent per store: a second agent on the same store, even on another socket, is refused in one line naming

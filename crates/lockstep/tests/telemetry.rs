@@ -70,10 +70,24 @@ fn metrics(addr: &str) -> String {
     body
 }
 
-/// The value of the series `lockstep_job_events_total` for `job` and `event` in an exposition text.
-fn series(text: &str, job: &str, event: &str) -> Option<u64> {
-    let prefix = format!("lockstep_job_events_total{{node=\"tn1\",job=\"{job}\",event=\"{event}\"}} ");
-    text.lines().find_map(|l| l.strip_prefix(&prefix)).map(|v| v.parse().unwrap())
+/// The value of the first series named `name` (as exposed) in an exposition text whose labels include each of
+/// `labels`.
+fn value_of(text: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+    text.lines().filter_map(|l| l.strip_prefix(name)?.strip_prefix('{')).find_map(|rest| {
+        let (set, value) = rest.split_once("} ")?;
+        let has = |(k, v): &(&str, &str)| set.split(',').any(|p| p == format!("{k}=\"{v}\""));
+        labels.iter().all(has).then(|| value.parse().unwrap())
+    })
+}
+
+/// The count of event `event` for `job` in an exposition text, in the event's family (one unit per name:
+/// `task-clock` as `lockstep_job_cpu_seconds_total`, in seconds; a count event as `lockstep_job_<event>_total`).
+fn series(text: &str, job: &str, event: &str) -> Option<f64> {
+    let family = match event {
+        "task-clock" => "lockstep_job_cpu_seconds".to_string(),
+        other => format!("lockstep_job_{}", other.replace(['-', ':'], "_")),
+    };
+    value_of(text, &format!("{family}_total"), &[("lockstep_job", job)])
 }
 
 fn promtool_check(text: &str) {
@@ -101,9 +115,21 @@ fn agent_samples_go_to_store_metrics_and_nodes_sum() {
     let job = name("samples");
     let mut run = Daemon(env.spawn(&["run", "--job", &job, "--place", "any", "--", "sh", "-c", &job_script(6)]));
     // Counted from the start: the job is on /metrics as soon as it runs, and its counts grow.
-    let counted = |m: &String| series(m, &job, "task-clock").is_some_and(|v| v > 0);
+    let counted = |m: &String| series(m, &job, "task-clock").is_some_and(|v| v > 0.0);
     let live = wait_until("the job's task-clock on /metrics", WAIT, || metrics(&addr), counted);
-    assert!(live.contains("lockstep_agent_jobs{node=\"tn1\"} 1"), "{live}");
+    assert!(live.contains("lockstep_agent_jobs 1\n"), "{live}");
+    assert!(live.contains("lockstep_agent_info{node=\"tn1\",policy=\"cfs\"} 1\n"), "{live}");
+    assert!(value_of(&live, "lockstep_build_info", &[("version", lockstep_version::RELEASE)]) == Some(1.0), "{live}");
+    // The job's state, labelled by its owner's name; no series carries Prometheus's own `job` or `node` labels.
+    assert_eq!(
+        value_of(&live, "lockstep_job_frozen", &[("lockstep_job", &job), ("user", "root")]),
+        Some(0.0),
+        "{live}"
+    );
+    let series_lines = live.lines().filter(|l| !l.starts_with('#'));
+    let foreign = |l: &&str| l.contains("{job=") || l.contains(",job=") || l.contains("node=");
+    let foreign: Vec<&str> = series_lines.filter(foreign).filter(|l| !l.starts_with("lockstep_agent_info{")).collect();
+    assert!(foreign.is_empty(), "series labelled job or node: {foreign:?}");
     assert!(series(&live, &job, "cycles").is_none(), "cycles is not countable here and must not be exported");
     promtool_check(&live);
     let (code, om) = {
@@ -177,7 +203,7 @@ fn prometheus_server_scrapes_the_job_counters() {
     std::fs::write(
         &config,
         format!(
-            "global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: lockstep\n    honor_labels: true\n    \
+            "global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: lockstep\n    \
              static_configs:\n      - targets: ['{agent_addr}']\n"
         ),
     )
@@ -197,7 +223,7 @@ fn prometheus_server_scrapes_the_job_counters() {
 
     let job = name("prom");
     let _run = Daemon(env.spawn(&["run", "--job", &job, "--place", "any", "--", "sh", "-c", &job_script(16)]));
-    let query = encode(&format!("lockstep_job_events_total{{job=\"{job}\",event=\"task-clock\",node=\"tn1\"}}"));
+    let query = encode(&format!("lockstep_job_cpu_seconds_total{{lockstep_job=\"{job}\",job=\"lockstep\"}}"));
     let deadline = Instant::now() + Duration::from_secs(30);
     let value = loop {
         let (code, body) = get(&prom_addr, &format!("/api/v1/query?query={query}")).unwrap();
@@ -263,7 +289,7 @@ fn adopted_cgroup_outside_perf_event_is_counted_per_thread() {
     let worker = Daemon(worker.spawn().unwrap());
     let out = env.run(&["adopt", "--job", &job, "--cgroup", &format!("/{job}")]);
     assert!(out.status.success(), "{}", stderr(&out));
-    let counted = |m: &String| series(m, &job, "task-clock").is_some_and(|v| v > 1_000_000);
+    let counted = |m: &String| series(m, &job, "task-clock").is_some_and(|v| v > 0.001);
     wait_until("per-thread task-clock of the adopted job", WAIT, || metrics(&addr), counted);
     // `lockstep stat --job` finds the adopted job's processes through the agent, and counts them until Ctrl-C.
     let stat = env.spawn(&["stat", "--job", &job, "-x", ",", "-e", "task-clock"]);
@@ -311,16 +337,14 @@ fn alternating_ranks(dir: &Path, seconds: u32) -> String {
 
 /// The value of the gauge `name` for `job` in an exposition text.
 fn gauge(text: &str, name: &str, job: &str) -> Option<f64> {
-    let prefix = format!("{name}{{node=\"tn1\",job=\"{job}\"}} ");
-    text.lines().find_map(|l| l.strip_prefix(&prefix)).map(|v| v.parse().unwrap())
+    value_of(text, name, &[("lockstep_job", job)])
 }
 
 /// Seconds since a job's first rank was seen, from `lockstep_job_event_enabled_seconds_total` of its
 /// `rank-running` event.
 fn measured_seconds(text: &str, job: &str) -> f64 {
-    let prefix =
-        format!("lockstep_job_event_enabled_seconds_total{{node=\"tn1\",job=\"{job}\",event=\"rank-running\"}} ");
-    text.lines().find_map(|l| l.strip_prefix(&prefix)).map_or(0.0, |v| v.parse().unwrap())
+    let labels = [("lockstep_job", job), ("event", "rank-running")];
+    value_of(text, "lockstep_job_event_enabled_seconds_total", &labels).unwrap_or(0.0)
 }
 
 #[test]
@@ -368,4 +392,26 @@ fn coscheduled_time_tells_ranks_that_run_together_from_ranks_that_never_do() {
     // Ranks that take turns are never all on a CPU, whatever the load.
     let (alternating, _, _, text) = measure("apart", &alternating_ranks(fifos.path(), 8));
     assert!(alternating < 0.05, "ranks that take turns ran together {alternating:.3} of the time\n{text}");
+}
+
+/// The alert rules shipped in deploy/prometheus pass `promtool check rules`, and their unit tests
+/// (tests/prometheus/lockstep-rules.test.yml: each alert fires on its failure and not on a healthy agent) pass
+/// `promtool test rules`.
+#[test]
+fn the_alert_rules_pass_promtool_and_their_unit_tests() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    for args in [
+        ["check", "rules", "deploy/prometheus/lockstep-rules.yml"],
+        ["test", "rules", "tests/prometheus/lockstep-rules.test.yml"],
+    ] {
+        let child = Command::new("promtool")
+            .args(args)
+            .current_dir(&root)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("promtool (scripts/deps.sh installs the prometheus package)");
+        let out = common::output_within(child, common::RUN_LIMIT, "promtool");
+        assert!(out.status.success(), "promtool {args:?}: {}{}", String::from_utf8_lossy(&out.stdout), stderr(&out));
+    }
 }

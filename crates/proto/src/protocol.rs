@@ -199,6 +199,41 @@ pub struct Status {
     /// Jobs of other users, counted but not shown (a status asked for by a user other than root).
     #[serde(default)]
     pub others: usize,
+    /// How late the slot switches began after their boundaries, since the agent started.
+    #[serde(default)]
+    pub lateness: Histogram,
+}
+
+/// A histogram of observed values, as Prometheus keeps one: cumulative counts of values at most each bound, their
+/// sum and their count.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Histogram {
+    /// Upper bounds of the buckets, ascending (`+Inf` implied).
+    pub bounds: Vec<f64>,
+    /// For each bound, how many values were at most it.
+    pub cumulative: Vec<u64>,
+    /// Sum of the values.
+    pub sum: f64,
+    /// Number of values.
+    pub count: u64,
+}
+
+impl Histogram {
+    /// An empty histogram over `bounds` (ascending).
+    pub fn new(bounds: &[f64]) -> Self {
+        Self { bounds: bounds.to_vec(), cumulative: vec![0; bounds.len()], sum: 0.0, count: 0 }
+    }
+
+    /// Counts `value`.
+    pub fn observe(&mut self, value: f64) {
+        for (bound, n) in self.bounds.iter().zip(&mut self.cumulative) {
+            if value <= *bound {
+                *n += 1;
+            }
+        }
+        self.sum += value;
+        self.count += 1;
+    }
 }
 
 /// One managed job in the status table.
@@ -244,6 +279,9 @@ pub struct JobStatus {
     /// its cgroups cost the agent more than a job may (until it ends), or Slurm holds it suspended (until resumed).
     #[serde(default)]
     pub left: Option<String>,
+    /// Seconds the agent has held the job frozen since it took it on.
+    #[serde(default)]
+    pub frozen_seconds: f64,
 }
 
 /// What `status` shows of `dcs`.

@@ -1,10 +1,15 @@
-//! The agent's counters as Prometheus exposition text (format 0.0.4) or OpenMetrics 1.0 text. Labels are
-//! limited to `node`, `job` and `event`: one series per job and event, never per PID or per CPU.
+//! The agent's counters and state as Prometheus exposition text (format 0.0.4) or OpenMetrics 1.0 text, by
+//! Prometheus's conventions: one unit per metric name, in base units (seconds, not nanoseconds), `_total` on
+//! counters, `_info` metrics for what is text. A job's series are labelled `lockstep_job` (its lockstep name),
+//! `slurm_job_id` (a Slurm job's ID) and `user` (its owner): never `job` or `node`, which Prometheus gives every
+//! target itself (`job`, `instance`). One series per job and event, never per PID or per CPU.
 
+use std::collections::HashMap;
 use std::fmt::Write;
 
 use crate::Sample;
 use lockstep_core::sample::{COSCHEDULED, RANK_RUNNING, RANK_WAITING};
+use lockstep_proto::protocol::{Histogram, JobOrigin, JobStatus, Status};
 
 /// What one scrape shows.
 pub struct Snapshot<'a> {
@@ -18,6 +23,12 @@ pub struct Snapshot<'a> {
     pub cpu_seconds: f64,
     /// The agent's resident set size in bytes.
     pub rss_bytes: u64,
+    /// The daemon's latest status: the policy, each managed job's state, how late the slot switches are.
+    pub status: &'a Status,
+    /// The name of each UID that owns a job, where the system knows one.
+    pub users: &'a HashMap<u32, String>,
+    /// The agent's release and the commit it was built from.
+    pub build: (&'a str, &'a str),
 }
 
 /// The content type for OpenMetrics.
@@ -30,16 +41,32 @@ fn escape(value: &str) -> String {
     value.replace('\\', r"\\").replace('"', r#"\""#).replace('\n', r"\n")
 }
 
-/// One metric family in either format. `name` is the family name without `_total`; `counter` families get
-/// `_total` on their samples.
-struct Family<'w> {
+/// The kinds of metric family written here.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Counter,
+    Gauge,
+    Info,
+    Histogram,
+}
+
+/// The families being written, in either format.
+struct Writer<'w> {
     out: &'w mut String,
     openmetrics: bool,
 }
 
-impl Family<'_> {
-    fn header(&mut self, name: &str, kind: &str, unit: Option<&str>, help: &str) {
-        let exposed = if kind == "counter" && !self.openmetrics { format!("{name}_total") } else { name.to_string() };
+impl Writer<'_> {
+    /// The header of family `name` (without `_total` or `_info`): HELP, TYPE and, in OpenMetrics, UNIT.
+    fn header(&mut self, name: &str, kind: Kind, unit: Option<&str>, help: &str) {
+        let (exposed, kind) = match (kind, self.openmetrics) {
+            (Kind::Counter, true) => (name.to_string(), "counter"),
+            (Kind::Counter, false) => (format!("{name}_total"), "counter"),
+            (Kind::Info, true) => (name.to_string(), "info"),
+            (Kind::Info, false) => (format!("{name}_info"), "gauge"),
+            (Kind::Gauge, _) => (name.to_string(), "gauge"),
+            (Kind::Histogram, _) => (name.to_string(), "histogram"),
+        };
         let _ = writeln!(self.out, "# HELP {exposed} {help}");
         let _ = writeln!(self.out, "# TYPE {exposed} {kind}");
         if let (Some(unit), true) = (unit, self.openmetrics) {
@@ -47,44 +74,148 @@ impl Family<'_> {
         }
     }
 
-    fn sample(&mut self, name: &str, labels: &[(&str, &str)], value: &str) {
-        let labels: Vec<String> = labels.iter().map(|(k, v)| format!("{k}=\"{}\"", escape(v))).collect();
-        let _ = writeln!(self.out, "{name}{{{}}} {value}", labels.join(","));
+    /// One sample, `name` as exposed (with its suffix).
+    fn sample(&mut self, name: &str, labels: &[(&str, String)], value: &str) {
+        let labels: Vec<String> =
+            labels.iter().filter(|(_, v)| !v.is_empty()).map(|(k, v)| format!("{k}=\"{}\"", escape(v))).collect();
+        if labels.is_empty() {
+            let _ = writeln!(self.out, "{name} {value}");
+        } else {
+            let _ = writeln!(self.out, "{name}{{{}}} {value}", labels.join(","));
+        }
+    }
+
+    /// A histogram's samples (`_bucket` for each bound and `+Inf`, `_sum`, `_count`).
+    fn histogram(&mut self, name: &str, h: &Histogram) {
+        for (bound, n) in h.bounds.iter().zip(&h.cumulative) {
+            self.sample(&format!("{name}_bucket"), &[("le", format!("{bound:?}"))], &n.to_string());
+        }
+        self.sample(&format!("{name}_bucket"), &[("le", "+Inf".to_string())], &h.count.to_string());
+        self.sample(&format!("{name}_sum"), &[], &format!("{:.9}", h.sum));
+        self.sample(&format!("{name}_count"), &[], &h.count.to_string());
     }
 }
 
-/// One per-event metric family: name, unit, help, and the sample's value as exposed.
-type EventFamily = (&'static str, Option<&'static str>, &'static str, fn(&Sample) -> String);
+/// The counter family one counted event is exposed as, with its samples.
+struct EventFamily<'a> {
+    /// Its name, without `_total`.
+    name: String,
+    /// The event.
+    event: &'a str,
+    /// Whether the event counts nanoseconds of time, exposed in seconds; else it is a count.
+    seconds: bool,
+    samples: Vec<&'a Sample>,
+}
+
+impl<'a> EventFamily<'a> {
+    /// The family of `event`. Events counted in nanoseconds of time are exposed in seconds; any other event as a
+    /// count, its name made of what Prometheus allows in one.
+    fn of(event: &'a str) -> Self {
+        let (name, seconds) = match event {
+            "task-clock" => ("cpu".to_string(), true),
+            "cpu-clock" => ("cpu_clock".to_string(), true),
+            RANK_RUNNING => ("rank_running".to_string(), true),
+            RANK_WAITING => ("rank_waiting".to_string(), true),
+            COSCHEDULED => ("coscheduled".to_string(), true),
+            other => (other.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect(), false),
+        };
+        let name = if seconds { format!("lockstep_job_{name}_seconds") } else { format!("lockstep_job_{name}") };
+        Self { name, event, seconds, samples: Vec::new() }
+    }
+
+    /// A sample's value as exposed.
+    fn value(&self, s: &Sample) -> String {
+        if self.seconds {
+            format!("{:.9}", s.value as f64 / 1e9)
+        } else {
+            s.value.to_string()
+        }
+    }
+}
+
+/// The labels of job `name`'s series: its name, and from the daemon's status, its Slurm job ID and owner.
+fn job_labels(
+    name: &str,
+    jobs: &HashMap<&str, &JobStatus>,
+    users: &HashMap<u32, String>,
+) -> Vec<(&'static str, String)> {
+    let status = jobs.get(name);
+    let slurm_job_id = status
+        .filter(|j| j.origin == JobOrigin::Slurm)
+        .and_then(|_| name.strip_prefix("slurm-"))
+        .map(str::to_string)
+        .unwrap_or_default();
+    let user = status.map(|j| users.get(&j.owner).cloned().unwrap_or_else(|| j.owner.to_string())).unwrap_or_default();
+    vec![("lockstep_job", name.to_string()), ("slurm_job_id", slurm_job_id), ("user", user)]
+}
 
 /// Renders `snap`; OpenMetrics when `openmetrics`, else the Prometheus text format.
 pub fn render(snap: &Snapshot, openmetrics: bool) -> String {
     let mut out = String::new();
-    let mut f = Family { out: &mut out, openmetrics };
-    let node = snap.node;
-    let per_event: [EventFamily; 3] = [
-        (
-            "lockstep_job_events",
-            None,
-            "Events counted for a job since the agent attached to it, raw (scale by enabled/running when multiplexed).",
-            |s| s.value.to_string(),
-        ),
-        (
-            "lockstep_job_event_enabled_seconds",
-            Some("seconds"),
-            "Time the job's counter for this event was enabled, summed over its counters.",
-            |s| format!("{:.9}", s.enabled as f64 / 1e9),
-        ),
+    let mut w = Writer { out: &mut out, openmetrics };
+    let jobs: HashMap<&str, &JobStatus> = snap.status.jobs.iter().map(|j| (j.name.as_str(), j)).collect();
+    let labels = |name: &str| job_labels(name, &jobs, snap.users);
+    write_events(&mut w, snap, &labels);
+    write_job_states(&mut w, snap, &labels);
+    write_agent(&mut w, snap);
+    if openmetrics {
+        out.push_str("# EOF\n");
+    }
+    out
+}
+
+/// One of a sample's two times (enabled, running), in nanoseconds.
+type SampleTime = fn(&Sample) -> u64;
+
+/// A family of each job's state: name, kind, unit, help, and the value of a job as exposed.
+type JobState = (&'static str, Kind, Option<&'static str>, &'static str, fn(&JobStatus) -> String);
+
+/// A job's labels by its name.
+type Labels<'a> = dyn Fn(&str) -> Vec<(&'static str, String)> + 'a;
+
+/// The counted events: a family per event, the times their counters were enabled and running, and the shares.
+fn write_events(w: &mut Writer, snap: &Snapshot, labels: &Labels) {
+    // One family per event, in the order the events first come; an event whose name would be another's family
+    // is left to the two families below, which name every event.
+    let mut families: Vec<EventFamily> = Vec::new();
+    for s in &snap.samples {
+        let family = EventFamily::of(&s.event);
+        match families.iter_mut().find(|f| f.name == family.name) {
+            Some(f) if f.event == s.event => f.samples.push(s),
+            Some(_) => {}
+            None => families.push(EventFamily { samples: vec![s], ..family }),
+        }
+    }
+    for f in &families {
+        let event = f.event;
+        let (unit, help) = if f.seconds {
+            (Some("seconds"), format!("Time counted for the job's \"{event}\" event since the agent attached to it."))
+        } else {
+            let help = format!(
+                "\"{event}\" events counted for the job since the agent attached to it (raw: scale by \
+                 lockstep_job_event_enabled_seconds_total / lockstep_job_event_running_seconds_total when multiplexed)."
+            );
+            (None, help)
+        };
+        w.header(&f.name, Kind::Counter, unit, &help);
+        for s in &f.samples {
+            w.sample(&format!("{}_total", f.name), &labels(&s.job), &f.value(s));
+        }
+    }
+    let times: [(&str, &str, SampleTime); 2] = [
+        ("lockstep_job_event_enabled_seconds", "Time the job's counter for the event was enabled.", |s| s.enabled),
         (
             "lockstep_job_event_running_seconds",
-            Some("seconds"),
-            "Time the job's counter for this event was counting (less than enabled when multiplexed).",
-            |s| format!("{:.9}", s.running as f64 / 1e9),
+            "Time the job's counter for the event was counting (less than enabled when multiplexed).",
+            |s| s.running,
         ),
     ];
-    for (name, unit, help, value) in per_event {
-        f.header(name, "counter", unit, help);
+    for (name, help, value) in times {
+        w.header(name, Kind::Counter, Some("seconds"), help);
         for s in &snap.samples {
-            f.sample(&format!("{name}_total"), &[("node", node), ("job", &s.job), ("event", &s.event)], &value(s));
+            let mut l = labels(&s.job);
+            l.push(("event", s.event.clone()));
+            w.sample(&format!("{name}_total"), &l, &format!("{:.9}", value(s) as f64 / 1e9));
         }
     }
     let shares: [(&str, &str, &str); 3] = [
@@ -109,74 +240,234 @@ pub fn render(snap: &Snapshot, openmetrics: bool) -> String {
         ),
     ];
     for (name, event, help) in shares {
-        f.header(name, "gauge", Some("ratio"), help);
+        w.header(name, Kind::Gauge, Some("ratio"), help);
         for s in snap.samples.iter().filter(|s| s.event == event) {
             if let Some(share) = s.share() {
-                f.sample(name, &[("node", node), ("job", &s.job)], &format!("{share:.6}"));
+                w.sample(name, &labels(&s.job), &format!("{share:.6}"));
             }
         }
     }
-    f.header("lockstep_agent_jobs", "gauge", None, "Jobs the agent counts now.");
-    f.sample("lockstep_agent_jobs", &[("node", node)], &snap.jobs.to_string());
-    f.header("lockstep_agent_cpu_seconds", "counter", Some("seconds"), "CPU time the agent has used (user + system).");
-    f.sample("lockstep_agent_cpu_seconds_total", &[("node", node)], &format!("{:.2}", snap.cpu_seconds));
-    f.header("lockstep_agent_resident_memory_bytes", "gauge", Some("bytes"), "Resident memory of the agent.");
-    f.sample("lockstep_agent_resident_memory_bytes", &[("node", node)], &snap.rss_bytes.to_string());
-    if openmetrics {
-        out.push_str("# EOF\n");
+}
+
+/// Each managed job's state, from the daemon.
+fn write_job_states(w: &mut Writer, snap: &Snapshot, labels: &Labels) {
+    let states: [JobState; 4] = [
+        ("lockstep_job_frozen", Kind::Gauge, None, "1 while the agent holds the job frozen, else 0.", |j| {
+            u8::from(j.frozen).to_string()
+        }),
+        (
+            "lockstep_job_boosted",
+            Kind::Gauge,
+            None,
+            "1 while the agent holds the job's CPU weight raised, else 0.",
+            |j| u8::from(j.boosted).to_string(),
+        ),
+        (
+            "lockstep_job_planned",
+            Kind::Gauge,
+            None,
+            "1 while the policy in force plans the job; 0 while the agent leaves it to the kernel (its cgroups cost \
+             too much to switch, or Slurm suspended it).",
+            |j| u8::from(j.left.is_none()).to_string(),
+        ),
+        (
+            "lockstep_job_frozen_seconds",
+            Kind::Counter,
+            Some("seconds"),
+            "Time the agent has held the job frozen since it took it on.",
+            |j| format!("{:.6}", j.frozen_seconds),
+        ),
+    ];
+    for (name, kind, unit, help, value) in states {
+        w.header(name, kind, unit, help);
+        let exposed = if kind == Kind::Counter { format!("{name}_total") } else { name.to_string() };
+        for j in &snap.status.jobs {
+            w.sample(&exposed, &labels(&j.name), &value(j));
+        }
     }
-    out
+}
+
+/// The agent: its build, node, policy, slots and its own cost.
+fn write_agent(w: &mut Writer, snap: &Snapshot) {
+    let (release, commit) = snap.build;
+    w.header("lockstep_build", Kind::Info, None, "The agent's release and the commit it was built from.");
+    w.sample("lockstep_build_info", &[("version", release.to_string()), ("revision", commit.to_string())], "1");
+    w.header("lockstep_agent", Kind::Info, None, "The node the agent serves and the policy in force.");
+    let agent = [("node", snap.node.to_string()), ("policy", snap.status.policy.clone())];
+    w.sample("lockstep_agent_info", &agent, "1");
+    w.header("lockstep_agent_slot_seconds", Kind::Gauge, Some("seconds"), "Length of a slot.");
+    w.sample("lockstep_agent_slot_seconds", &[], &format!("{:.3}", snap.status.slot_ms as f64 / 1e3));
+    w.header(
+        "lockstep_agent_slot_switch_seconds",
+        Kind::Gauge,
+        Some("seconds"),
+        "How long the last slot switch took the agent (every job's cgroups written).",
+    );
+    w.sample("lockstep_agent_slot_switch_seconds", &[], &format!("{:.6}", snap.status.last_apply_us / 1e6));
+    w.header(
+        "lockstep_agent_slot_lateness_seconds",
+        Kind::Histogram,
+        Some("seconds"),
+        "How late each slot switch began after its boundary on the wall clock, since the agent started.",
+    );
+    w.histogram("lockstep_agent_slot_lateness_seconds", &snap.status.lateness);
+    w.header("lockstep_agent_jobs", Kind::Gauge, None, "Jobs the agent counts now.");
+    w.sample("lockstep_agent_jobs", &[], &snap.jobs.to_string());
+    w.header(
+        "lockstep_agent_cpu_seconds",
+        Kind::Counter,
+        Some("seconds"),
+        "CPU time the agent has used (user + system).",
+    );
+    w.sample("lockstep_agent_cpu_seconds_total", &[], &format!("{:.2}", snap.cpu_seconds));
+    w.header("lockstep_agent_resident_memory_bytes", Kind::Gauge, Some("bytes"), "Resident memory of the agent.");
+    w.sample("lockstep_agent_resident_memory_bytes", &[], &snap.rss_bytes.to_string());
 }
 
 #[cfg(test)]
 mod tests {
+    use std::collections::HashMap;
+
     use super::{render, Snapshot};
     use crate::Sample;
+    use lockstep_proto::protocol::{Histogram, JobOrigin, JobStatus, Status};
 
-    #[test]
-    fn renders_both_formats_with_escaped_labels() {
-        let s = Sample {
-            job: "a\"b".into(),
-            node: "n1".into(),
-            time: 1.0,
-            event: "sched:sched_switch".into(),
-            value: 42,
-            enabled: 2_000_000_000,
-            running: 1_000_000_000,
-        };
-        let snap = Snapshot { node: "n1", samples: vec![&s], jobs: 1, cpu_seconds: 0.5, rss_bytes: 4096 };
-        let text = render(&snap, false);
-        assert!(text.contains("# TYPE lockstep_job_events_total counter\n"));
-        assert!(
-            text.contains("lockstep_job_events_total{node=\"n1\",job=\"a\\\"b\",event=\"sched:sched_switch\"} 42\n")
-        );
-        assert!(text.contains("lockstep_job_event_running_seconds_total{node=\"n1\",job=\"a\\\"b\",event=\"sched:sched_switch\"} 1.000000000\n"));
-        assert!(!text.contains("# EOF"));
-        let om = render(&snap, true);
-        assert!(om.contains("# TYPE lockstep_job_events counter\n"));
-        assert!(om.contains("# UNIT lockstep_job_event_enabled_seconds seconds\n"));
-        assert!(om.ends_with("# EOF\n"));
-    }
-
-    #[test]
-    fn time_events_give_their_share_as_a_gauge() {
-        let at = |event: &str, value| Sample {
-            job: "j".into(),
+    fn sample(job: &str, event: &str, value: u64) -> Sample {
+        Sample {
+            job: job.into(),
             node: "n1".into(),
             time: 1.0,
             event: event.into(),
             value,
             enabled: 2_000_000_000,
-            running: 2_000_000_000,
+            running: 1_000_000_000,
+        }
+    }
+
+    /// What a scrape of node `n1` shows of `samples` and `status`, the agent counting two jobs.
+    fn snapshot<'a>(samples: Vec<&'a Sample>, status: &'a Status, users: &'a HashMap<u32, String>) -> Snapshot<'a> {
+        Snapshot {
+            node: "n1",
+            samples,
+            jobs: 2,
+            cpu_seconds: 0.5,
+            rss_bytes: 4096,
+            status,
+            users,
+            build: ("0.1.0", "abc123"),
+        }
+    }
+
+    fn status() -> Status {
+        let mut lateness = Histogram::new(&[0.001, 0.01]);
+        lateness.observe(0.0005);
+        lateness.observe(0.02);
+        let job = |name: &str, origin, owner, frozen| JobStatus {
+            name: name.into(),
+            origin,
+            owner,
+            frozen,
+            frozen_seconds: 1.5,
+            ..JobStatus::default()
         };
+        Status {
+            policy: "gang".into(),
+            slot_ms: 500,
+            lateness,
+            jobs: vec![job("slurm-42", JobOrigin::Slurm, 1000, true), job("a\"b", JobOrigin::Run, 0, false)],
+            ..Status::default()
+        }
+    }
+
+    /// One unit per name: time in seconds, counts as counts; a job's series labelled by its name, Slurm job ID
+    /// and owner, never `job` or `node`; label values escaped.
+    #[test]
+    fn renders_both_formats_one_unit_per_name_with_escaped_labels() {
+        let (clock, switches, trace) = (
+            sample("slurm-42", "task-clock", 3_000_000_000),
+            sample("slurm-42", "context-switches", 7),
+            sample("a\"b", "sched:sched_switch", 42),
+        );
+        let (status, users) = (status(), HashMap::from([(1000, "alice".to_string())]));
+        let snap = snapshot(vec![&clock, &switches, &trace], &status, &users);
+        let text = render(&snap, false);
+        let slurm = "lockstep_job=\"slurm-42\",slurm_job_id=\"42\",user=\"alice\"";
+        for line in [
+            "# TYPE lockstep_job_cpu_seconds_total counter\n".to_string(),
+            format!("lockstep_job_cpu_seconds_total{{{slurm}}} 3.000000000\n"),
+            format!("lockstep_job_context_switches_total{{{slurm}}} 7\n"),
+            "lockstep_job_sched_sched_switch_total{lockstep_job=\"a\\\"b\",user=\"0\"} 42\n".to_string(),
+            format!("lockstep_job_event_running_seconds_total{{{slurm},event=\"task-clock\"}} 1.000000000\n"),
+            format!("lockstep_job_frozen{{{slurm}}} 1\n"),
+            format!("lockstep_job_frozen_seconds_total{{{slurm}}} 1.500000\n"),
+            "lockstep_build_info{version=\"0.1.0\",revision=\"abc123\"} 1\n".to_string(),
+            "lockstep_agent_info{node=\"n1\",policy=\"gang\"} 1\n".to_string(),
+            "lockstep_agent_slot_seconds 0.500\n".to_string(),
+            "lockstep_agent_slot_lateness_seconds_bucket{le=\"0.001\"} 1\n".to_string(),
+            "lockstep_agent_slot_lateness_seconds_bucket{le=\"+Inf\"} 2\n".to_string(),
+            "lockstep_agent_slot_lateness_seconds_count 2\n".to_string(),
+        ] {
+            assert!(text.contains(&line), "{line} not in:\n{text}");
+        }
+        let series = text.lines().filter(|l| !l.starts_with('#'));
+        assert!(series.clone().all(|l| !l.contains("{job=") && !l.contains(",job=")), "{text}");
+        assert!(series.filter(|l| l.contains("node=")).all(|l| l.starts_with("lockstep_agent_info{")), "{text}");
+        assert!(!text.contains("# EOF"), "{text}");
+        let om = render(&snap, true);
+        assert!(
+            om.contains("# TYPE lockstep_job_cpu_seconds counter\n# UNIT lockstep_job_cpu_seconds seconds\n"),
+            "{om}"
+        );
+        assert!(om.contains("# TYPE lockstep_build info\n"), "{om}");
+        assert!(om.ends_with("# EOF\n"));
+    }
+
+    #[test]
+    fn time_events_give_their_share_as_a_gauge() {
+        let at = |event: &str, value| Sample { running: 2_000_000_000, ..sample("j", event, value) };
         let (together, waiting) = (at("coscheduled", 500_000_000), at("rank-waiting", 1_500_000_000));
         let running = at("rank-running", 1_000_000_000);
+        let (status, users) = (Status::default(), HashMap::new());
         let samples = vec![&together, &running, &waiting];
-        let snap = Snapshot { node: "n1", samples, jobs: 1, cpu_seconds: 0.0, rss_bytes: 0 };
+        let snap = Snapshot {
+            node: "n1",
+            samples,
+            jobs: 1,
+            cpu_seconds: 0.0,
+            rss_bytes: 0,
+            status: &status,
+            users: &users,
+            build: ("0.1.0", "abc"),
+        };
         let text = render(&snap, true);
         assert!(text.contains("# UNIT lockstep_job_coscheduled_ratio ratio\n"), "{text}");
-        assert!(text.contains("lockstep_job_coscheduled_ratio{node=\"n1\",job=\"j\"} 0.250000\n"), "{text}");
-        assert!(text.contains("lockstep_job_rank_running_ratio{node=\"n1\",job=\"j\"} 0.500000\n"), "{text}");
-        assert!(text.contains("lockstep_job_rank_waiting_ratio{node=\"n1\",job=\"j\"} 0.750000\n"), "{text}");
+        assert!(text.contains("lockstep_job_coscheduled_ratio{lockstep_job=\"j\"} 0.250000\n"), "{text}");
+        assert!(text.contains("lockstep_job_rank_running_ratio{lockstep_job=\"j\"} 0.500000\n"), "{text}");
+        assert!(text.contains("lockstep_job_rank_waiting_ratio{lockstep_job=\"j\"} 0.750000\n"), "{text}");
+        assert!(text.contains("lockstep_job_coscheduled_seconds_total{lockstep_job=\"j\"} 0.500000000\n"), "{text}");
+    }
+
+    /// Every metric the shipped alert rules (deploy/prometheus/lockstep-rules.yml) name is one the agent exports.
+    #[test]
+    fn every_metric_the_alert_rules_name_is_exported() {
+        let rules = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/prometheus/lockstep-rules.yml");
+        let rules = std::fs::read_to_string(&rules).unwrap();
+        let (status, users) = (status(), HashMap::new());
+        let events = ["task-clock", "coscheduled", "rank-running", "rank-waiting"];
+        let samples: Vec<Sample> = events.iter().map(|e| sample("slurm-42", e, 1)).collect();
+        let snap = snapshot(samples.iter().collect(), &status, &users);
+        let text = render(&snap, false);
+        let named: Vec<&str> = rules
+            .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .filter(|w| w.starts_with("lockstep_") && w.len() > "lockstep_".len())
+            .filter(|w| !["lockstep_job"].contains(w))
+            .collect();
+        assert!(named.len() >= 4, "{named:?}");
+        for name in named {
+            assert!(
+                text.lines().any(|l| l.starts_with(&format!("{name}{{")) || l.starts_with(&format!("{name} "))),
+                "{name} is not exported:\n{text}"
+            );
+        }
     }
 }

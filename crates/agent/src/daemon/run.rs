@@ -112,6 +112,14 @@ impl Daemon {
                 let _ = reply.send(self.dcs_scanned(engine, scanned));
             }
             Command::Stop => self.lifecycle = Lifecycle::Stopping,
+            Command::Reload { policy, slot } => {
+                if (policy, slot) == (self.policy, self.slot) {
+                    crate::log::info!("configuration read again: policy and slot unchanged");
+                } else if let Err(e) = self.set_policy(policy, Some(slot)) {
+                    crate::log::warning!("configuration read again, but policy {policy} cannot start: {e:#}");
+                }
+                self.publish();
+            }
         }
     }
 }

@@ -17,6 +17,10 @@ use lockstep_core::cosched::{self, Planner, PolicySpec};
 use lockstep_core::job::SlurmJobId;
 use lockstep_store::{Decision, SlurmJob, Store};
 
+/// The bounds of the slot-switch lateness histogram, in seconds: 100 µs to 1 s.
+const LATENESS_BOUNDS: [f64; 13] =
+    [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0];
+
 /// The agent's state, and its loop ([`Daemon::run`]).
 pub struct Daemon {
     /// The policy in force, and its slot planner.
@@ -34,6 +38,8 @@ pub struct Daemon {
     pub(super) active_row: u32,
     pub(super) rows: u32,
     pub(super) last_apply_us: f64,
+    /// How late each slot switch began after its boundary.
+    pub(super) lateness: lockstep_proto::protocol::Histogram,
     /// Whether the plan must be redone at once (policy change, new or released job), not at the next boundary.
     pub(super) replan: bool,
     /// The daemon's records the store was too busy to take, in order, for the next flush.
@@ -93,7 +99,7 @@ pub struct Daemon {
 pub(super) enum Lifecycle {
     /// Applying the policy at every slot.
     Running,
-    /// Told to stop (SIGINT, SIGTERM, SIGHUP): the loop ends and everything is restored.
+    /// Told to stop (SIGINT, SIGTERM): the loop ends and everything is restored.
     Stopping,
 }
 
@@ -143,6 +149,7 @@ impl Daemon {
             active_row: 0,
             rows: 1,
             last_apply_us: 0.0,
+            lateness: lockstep_proto::protocol::Histogram::new(&LATENESS_BOUNDS),
             replan: false,
             unsaved: Vec::new(),
             pending: Vec::new(),

@@ -29,6 +29,7 @@ impl Daemon {
             dcs: self.dcs.as_ref().map(|d| d.status(true, &|_| true)),
             groups,
             others: 0,
+            lateness: self.lateness.clone(),
             jobs: self
                 .jobs
                 .iter()
@@ -53,6 +54,7 @@ impl Daemon {
                         rank_running: shares.running,
                         rank_waiting: shares.waiting,
                         left: j.unswitched(),
+                        frozen_seconds: j.frozen_seconds(),
                     }
                 })
                 .collect(),

@@ -19,7 +19,7 @@ use lockstep_proto::protocol::{DcsJob, DcsStatus};
 use lockstep_store::Action;
 
 /// How `dcs` runs on this agent.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Settings {
     /// How long one raise lasts.
     pub quantum: Duration,

@@ -195,7 +195,7 @@ pub fn sections(name: &str) -> Vec<Section> {
     let exit = match name {
         "lockstep-run" | "lockstep-stat" => format!("{EXIT_STATUS}\n\n{EXIT_OF_COMMAND}"),
         "lockstep-agent" => {
-            "As lockstepd(8): 0 after SIGTERM, SIGINT or SIGHUP with every job restored; 1 and 2 as \
+            "As lockstepd(8): 0 after SIGTERM or SIGINT with every job restored; 1 and 2 as \
                              below.\n\n"
                 .to_string()
                 + EXIT_STATUS
@@ -237,7 +237,7 @@ fn signals(name: &str) -> Option<&'static str> {
              restores every cgroup change, a test Slurm cluster), then exit with 128 + the signal; the cases \
              finished so far stay in the store."
         }
-        "lockstep-agent" => "SIGTERM, SIGINT, SIGHUP\tas lockstepd(8): restore every job, then exit 0.",
+        "lockstep-agent" => "SIGTERM, SIGINT\tas lockstepd(8): restore every job, then exit 0.\nSIGHUP\tas lockstepd(8): read the configuration again.",
         _ => return None,
     })
 }

@@ -354,6 +354,11 @@ impl Agent {
         Pid::from_raw(self.child.id() as i32)
     }
 
+    /// What the agent has logged so far.
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
     /// Stops the agent with `sig` and returns its output, its log as stderr; an agent still running a minute
     /// later fails the test.
     pub fn stop(mut self, sig: Signal) -> Output {
