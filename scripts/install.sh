@@ -18,7 +18,7 @@
 #   PREFIX/share/bash-completion/completions/lockstep, zsh/site-functions/_lockstep,
 #   PREFIX/share/fish/vendor_completions.d/lockstep.fish
 #   PREFIX/share/doc/lockstep/                       README.md and docs/; examples/prometheus/ (scrape
-#                                                    configuration and alert rules)
+#                                                    configuration and alert rules), examples/grafana/
 #   PREFIX/share/lockstep/lab/                       the lab's data: the test cluster's scripts (cluster/) and the
 #                                                    scale model (model/scale_model.py)
 #   SYSCONFDIR/lockstep/agent.toml                   only if absent (an existing configuration is kept)
@@ -76,6 +76,7 @@ install_all() {
   for f in prometheus.yml lockstep-rules.yml; do
     put 644 "deploy/prometheus/$f" "$prefix/share/doc/lockstep/examples/prometheus/$f"
   done
+  put 644 deploy/grafana/lockstep.json "$prefix/share/doc/lockstep/examples/grafana/lockstep.json"
   for f in up down trusted.sh; do
     put 755 "tests/cluster/$f" "$prefix/share/lockstep/lab/cluster/$f"
   done

@@ -70,6 +70,10 @@ struct JobCounters {
     short: bool,
 }
 
+/// How long a job's final counts stay on `/metrics` after its end: a scrape interval of up to a minute (Prometheus's
+/// default) sees them at least once, so the job's last interval is not lost.
+pub const FINALS_SERVED: Duration = Duration::from_mins(1);
+
 /// The share of the agent's open-file limit its counters may take: the rest is for what undoes a change (held
 /// freezer and weight files), the doors' connections, the store and `/proc`.
 const COUNTER_SHARE: f64 = 0.5;
@@ -91,6 +95,8 @@ struct State {
     previous: BTreeMap<String, Vec<Sample>>,
     /// Final samples of jobs that went, not yet written.
     finals: Vec<Sample>,
+    /// Final samples of the jobs that went within [`FINALS_SERVED`], and when each went: still on `/metrics`.
+    ended: BTreeMap<String, (Instant, Vec<Sample>)>,
     /// Events this machine cannot count (said once).
     unsupported_said: bool,
     /// Counter targets (a thread, or a cgroup on one PU) all jobs together may have open: each takes one
@@ -128,6 +134,8 @@ pub struct Published {
     node: String,
     /// Latest cumulative samples per counted job (none yet: an empty list).
     latest: BTreeMap<String, Vec<Sample>>,
+    /// The final samples of the jobs that ended within [`FINALS_SERVED`].
+    ended: Vec<Sample>,
     shares: BTreeMap<String, Shares>,
     /// Where the eBPF program loaded.
     together: Option<Times>,
@@ -148,9 +156,10 @@ impl Published {
         &self.node
     }
 
-    /// The latest samples of every job, for `/metrics`.
+    /// The latest samples of every job, for `/metrics`: those counted now, and the final ones of the jobs that
+    /// ended within [`FINALS_SERVED`], so that a scrape after a job's end still sees its last interval.
     pub fn latest(&self) -> impl Iterator<Item = &Sample> {
-        self.latest.values().flatten()
+        self.latest.values().flatten().chain(&self.ended)
     }
 
     /// The latest samples of job `name`, if the agent counts it.
@@ -327,6 +336,7 @@ impl State {
             latest: BTreeMap::new(),
             previous: BTreeMap::new(),
             finals: Vec::new(),
+            ended: BTreeMap::new(),
             unsupported_said: false,
             budget: target_budget(settings.groups.iter().map(Vec::len).sum()),
             settings,
@@ -439,6 +449,7 @@ impl State {
         let Some(mut job) = self.jobs.remove(name) else { return };
         let time = lockstep_store::now();
         if let Some(samples) = self.read_job(name, &mut job, time) {
+            self.ended.insert(name.to_string(), (Instant::now(), samples.clone()));
             self.finals.extend(samples);
         }
         self.latest.remove(name);
@@ -553,11 +564,13 @@ impl State {
 
     /// The snapshot of what is counted now: each counted job's latest samples and shares, and the processes of
     /// the trees that are costly to walk.
-    fn publish(&self) -> Published {
+    fn publish(&mut self) -> Published {
+        self.ended.retain(|name, (at, _)| at.elapsed() < FINALS_SERVED && !self.jobs.contains_key(name));
         Published {
             node: self.node.clone(),
             costly: self.costly.clone(),
             latest: self.jobs.keys().map(|n| (n.clone(), self.latest.get(n).cloned().unwrap_or_default())).collect(),
+            ended: self.ended.values().flat_map(|(_, samples)| samples.clone()).collect(),
             shares: self.jobs.keys().filter_map(|n| Some((n.clone(), self.shares(n)?))).collect(),
             together: self.together.as_ref().map(Together::times),
         }
@@ -671,7 +684,7 @@ pub fn spawn(
     store_path: &std::path::Path,
 ) -> anyhow::Result<(Sampler, std::thread::JoinHandle<()>)> {
     let store = Store::open(store_path)?;
-    let state = State::new(settings, node, btf);
+    let mut state = State::new(settings, node, btf);
     let cell: Cell = Arc::new(Mutex::new(Arc::new(state.publish())));
     let (inbox, messages) = mpsc::channel();
     let sampler = Sampler { inbox, cell: cell.clone() };

@@ -149,6 +149,12 @@ fn agent_samples_go_to_store_metrics_and_nodes_sum() {
     let done =
         |(code, body): &(u16, String)| *code == 200 && !serde_json::from_str::<JobCounts>(body).unwrap().counting;
     wait_until("the job's final sample", WAIT, counts, done);
+    // Its final counts stay on /metrics a while after its end, under the labels its series had, so that the next
+    // scrape still sees its last interval.
+    let after = metrics(&addr);
+    let cpu = value_of(&after, "lockstep_job_cpu_seconds_total", &[("lockstep_job", &job), ("user", "root")]);
+    assert!(cpu.is_some_and(|v| v > 0.0), "no final task-clock after the job's end:\n{after}");
+    assert!(value_of(&after, "lockstep_job_frozen", &[("lockstep_job", &job)]).is_none(), "{after}");
     let samples = store.samples(&job).unwrap();
     let times: std::collections::BTreeSet<u64> = samples.iter().map(|s| (s.time * 1e6) as u64).collect();
     assert!(times.len() >= 5, "expected a sample every 200 ms over ~3 s, got {} times", times.len());
@@ -414,4 +420,49 @@ fn the_alert_rules_pass_promtool_and_their_unit_tests() {
         let out = common::output_within(child, common::RUN_LIMIT, "promtool");
         assert!(out.status.success(), "promtool {args:?}: {}{}", String::from_utf8_lossy(&out.stdout), stderr(&out));
     }
+}
+
+/// Every query of the Grafana dashboard (deploy/grafana/lockstep.json) is PromQL that Prometheus parses: written,
+/// with Grafana's variables given values, as recording rules that `promtool check rules` reads.
+#[test]
+fn the_dashboard_queries_are_promql() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let dashboard: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(root.join("deploy/grafana/lockstep.json")).unwrap()).unwrap();
+    let panels = dashboard["panels"].as_array().unwrap();
+    let exprs: Vec<String> = panels
+        .iter()
+        .filter_map(|p| p["targets"].as_array())
+        .flatten()
+        .map(|t| {
+            t["expr"]
+                .as_str()
+                .unwrap()
+                .replace("$__rate_interval", "1m")
+                .replace('$', "")
+                .replace("=~\"instance\"", "=~\".*\"")
+                .replace("=~\"lockstep_job\"", "=~\".*\"")
+        })
+        .collect();
+    assert!(exprs.len() >= 10, "{exprs:?}");
+    let records: Vec<String> = exprs
+        .iter()
+        .enumerate()
+        .map(|(i, e)| {
+            format!("      - record: dashboard:query{i}\n        expr: {}\n", serde_json::to_string(e).unwrap())
+        })
+        .collect();
+    let rules = format!("groups:\n  - name: dashboard\n    rules:\n{}", records.concat());
+    let dir = lockstep_scratch::tempdir().unwrap();
+    let file = dir.path().join("dashboard-rules.yml");
+    std::fs::write(&file, &rules).unwrap();
+    let child = Command::new("promtool")
+        .args(["check", "rules"])
+        .arg(&file)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("promtool (scripts/deps.sh installs the prometheus package)");
+    let out = common::output_within(child, common::RUN_LIMIT, "promtool check rules");
+    assert!(out.status.success(), "promtool: {}{}\n{rules}", String::from_utf8_lossy(&out.stdout), stderr(&out));
 }

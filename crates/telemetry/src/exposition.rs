@@ -25,6 +25,8 @@ pub struct Snapshot<'a> {
     pub rss_bytes: u64,
     /// The daemon's latest status: the policy, each managed job's state, how late the slot switches are.
     pub status: &'a Status,
+    /// Jobs the daemon managed a moment ago and no longer does: their final counts keep the labels they had.
+    pub ended: &'a [JobStatus],
     /// The name of each UID that owns a job, where the system knows one.
     pub users: &'a HashMap<u32, String>,
     /// The agent's release and the commit it was built from.
@@ -153,7 +155,8 @@ fn job_labels(
 pub fn render(snap: &Snapshot, openmetrics: bool) -> String {
     let mut out = String::new();
     let mut w = Writer { out: &mut out, openmetrics };
-    let jobs: HashMap<&str, &JobStatus> = snap.status.jobs.iter().map(|j| (j.name.as_str(), j)).collect();
+    let jobs: HashMap<&str, &JobStatus> =
+        snap.ended.iter().chain(&snap.status.jobs).map(|j| (j.name.as_str(), j)).collect();
     let labels = |name: &str| job_labels(name, &jobs, snap.users);
     write_events(&mut w, snap, &labels);
     write_job_states(&mut w, snap, &labels);
@@ -353,6 +356,7 @@ mod tests {
             cpu_seconds: 0.5,
             rss_bytes: 4096,
             status,
+            ended: &[],
             users,
             build: ("0.1.0", "abc123"),
         }
@@ -436,6 +440,7 @@ mod tests {
             cpu_seconds: 0.0,
             rss_bytes: 0,
             status: &status,
+            ended: &[],
             users: &users,
             build: ("0.1.0", "abc"),
         };
@@ -447,19 +452,31 @@ mod tests {
         assert!(text.contains("lockstep_job_coscheduled_seconds_total{lockstep_job=\"j\"} 0.500000000\n"), "{text}");
     }
 
-    /// Every metric the shipped alert rules (deploy/prometheus/lockstep-rules.yml) name is one the agent exports.
+    /// Every metric the shipped alert rules (deploy/prometheus/lockstep-rules.yml) and the Grafana dashboard's
+    /// queries (deploy/grafana/lockstep.json) name is one the agent exports.
     #[test]
-    fn every_metric_the_alert_rules_name_is_exported() {
-        let rules = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/prometheus/lockstep-rules.yml");
-        let rules = std::fs::read_to_string(&rules).unwrap();
+    fn every_metric_the_alert_rules_and_the_dashboard_name_is_exported() {
+        let deploy = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy");
+        let rules = std::fs::read_to_string(deploy.join("prometheus/lockstep-rules.yml")).unwrap();
+        let dashboard: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(deploy.join("grafana/lockstep.json")).unwrap()).unwrap();
+        let mut queries = vec![rules];
+        let panels = dashboard["panels"].as_array().unwrap();
+        let targets = panels.iter().filter_map(|p| p["targets"].as_array()).flatten();
+        queries.extend(targets.map(|t| t["expr"].as_str().unwrap().to_string()));
+        let variables = dashboard["templating"]["list"].as_array().unwrap();
+        queries.extend(variables.iter().filter_map(|v| v["definition"].as_str().map(str::to_string)));
+        assert!(queries.len() > 10, "{queries:?}");
+        let rules = queries.join("\n");
         let (status, users) = (status(), HashMap::new());
-        let events = ["task-clock", "coscheduled", "rank-running", "rank-waiting"];
+        let events = ["task-clock", "context-switches", "coscheduled", "rank-running", "rank-waiting"];
         let samples: Vec<Sample> = events.iter().map(|e| sample("slurm-42", e, 1)).collect();
         let snap = snapshot(samples.iter().collect(), &status, &users);
         let text = render(&snap, false);
         let named: Vec<&str> = rules
             .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
             .filter(|w| w.starts_with("lockstep_") && w.len() > "lockstep_".len())
+            // Label names, not metrics.
             .filter(|w| !["lockstep_job"].contains(w))
             .collect();
         assert!(named.len() >= 4, "{named:?}");
