@@ -11,7 +11,7 @@ AGENT_CAPS := sys_admin,bpf,perfmon,net_admin,sys_nice,sys_ptrace,dac_read_searc
 OTHER_MPI := $(if $(filter mpich,$(MPI)),openmpi,mpich)
 NATIVE := $(BUILD)/native-$(MPI)
 
-.PHONY: all deps build install uninstall demo test bench bench-agent-attacks bench-locks fuzz chaos soak clean
+.PHONY: all deps build install uninstall package demo test bench bench-agent-attacks bench-locks fuzz chaos soak clean
 
 all: build
 
@@ -42,6 +42,17 @@ install: build
 uninstall:
 	PREFIX=$(PREFIX) SYSCONFDIR=$(SYSCONFDIR) DESTDIR=$(DESTDIR) scripts/install.sh uninstall
 
+# Debian packages (debian/): lockstep (agent, CLI, libraries, SPANK plugin, unit, man pages, completions, examples)
+# and lockstep-lab (kernels, mpirun wrapper, cluster scripts, scale model), built by debhelper from `make build`
+# and scripts/install.sh, into build/packages/.
+package: build
+	command -v dh > /dev/null || apt-get install -y -qq --no-install-recommends debhelper > /dev/null
+	dpkg-buildpackage --build=binary --no-sign --no-check-builddeps
+	mkdir -p $(BUILD)/packages
+	mv ../lockstep*_$$(dpkg-parsechangelog -S Version)_*.deb ../lockstep_$$(dpkg-parsechangelog -S Version)_*.buildinfo \
+	  ../lockstep_$$(dpkg-parsechangelog -S Version)_*.changes $(BUILD)/packages/
+	@ls $(BUILD)/packages/*.deb
+
 demo: build
 	@scripts/demo.sh "$(FIXTURE)"
 
@@ -56,6 +67,8 @@ test: build
 		LOCKSTEP_AGENT_CAPS=$(AGENT_CAPS) $(CARGO) test --release --locked --workspace -- --include-ignored
 	scripts/beside $(BUILD)/soak.log scripts/soak-agent.sh 2 -- tests/vm/cgroup-v2
 	tests/vm/systemd-unit
+	$(MAKE) package > $(BUILD)/package.log
+	tests/vm/deb-install
 	tests/vm/slurm-v2
 	tests/vm/two-nodes
 	tests/vm/slurm-two

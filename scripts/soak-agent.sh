@@ -63,10 +63,13 @@ while time.time() < end:
 hostile+=($!)
 pids+=("${hostile[@]}")
 
-# The baseline is taken once every kind of work has run for a while (a quarter of the run, at most 5 min): the
-# allocator's arenas, the doors' threads and the store's WAL reach their working size in the first minutes.
+# The baseline is taken once every kind of work has run for a while (a quarter of the run, at most 5 min, at
+# least 75 s): the allocator's arenas, the doors' threads and the store's WAL reach their working size in the
+# first minutes, and the final counts of the jobs that ended within the last minute are still on /metrics
+# (sampler::FINALS_SERVED), so the ended jobs' share is full only after a minute.
 start=$(date +%s) end=$(( $(date +%s) + minutes * 60 ))
 warm=$(( minutes * 60 / 4 < 300 ? minutes * 60 / 4 : 300 ))
+warm=$(( warm < 75 ? 75 : warm ))
 rss0=""
 jobs=0 adoptions=0 changes=0 scrapes=0 last_change=$start next=0
 policies=(cfs boost gang)

@@ -2,20 +2,18 @@
 //! scraper asks for it), `GET /api/v1/jobs/NAME` (one job's counts as JSON, for `lockstep stat --nodes`), and
 //! `POST /slurm/places`, the controller's notices of places (`notices`): the one request that is not a read. The door itself (HTTP, caps, deadlines) is `doors`.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::net::{SocketAddr, TcpListener};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
 
 use hyper::{header, Method, StatusCode};
 
-use super::sampler::{Sampler, FINALS_SERVED};
+use super::sampler::Sampler;
 use crate::daemon::Board;
 use crate::doors::{Handler, Reply};
 use crate::notices::Notices;
 use lockstep_core::error::UsageError;
-use lockstep_proto::protocol::JobStatus;
 use lockstep_store::Store;
 use lockstep_telemetry::exposition::{render, Snapshot, OPENMETRICS, PROMETHEUS};
 use lockstep_telemetry::remote::JobCounts;
@@ -37,10 +35,16 @@ pub fn bind(addr: SocketAddr) -> anyhow::Result<TcpListener> {
 /// it, and again after a failure), shared by every request; and takes the controller's notices of places
 /// (`POST /slurm/places`) to `notices`.
 /// Each scrape also shows the daemon's latest status, read from `board` (never waiting on the daemon's loop).
-pub fn handler(telemetry: Sampler, board: Board, store: PathBuf, notices: Arc<Notices>) -> Handler {
+/// Root and the `scrapers` named are told whose each job is.
+pub fn handler(
+    telemetry: Sampler,
+    board: Board,
+    store: PathBuf,
+    notices: Arc<Notices>,
+    scrapers: crate::doors::Scrapers,
+) -> Handler {
     let reader = Arc::new(Reader { path: store, store: Mutex::new(None) });
-    let seen = Arc::new(Seen::default());
-    Arc::new(move |_caller, parts, body| {
+    Arc::new(move |caller, parts, body| {
         if parts.method == Method::POST && parts.uri.path() == lockstep_slurm::push::PATH {
             return notices.take(&body);
         }
@@ -55,7 +59,7 @@ pub fn handler(telemetry: Sampler, board: Board, store: PathBuf, notices: Arc<No
             .get_all(header::ACCEPT)
             .iter()
             .any(|v| v.to_str().is_ok_and(|v| v.contains("application/openmetrics-text")));
-        route(parts.uri.path(), openmetrics, &telemetry, &board, &reader, &seen)
+        route(parts.uri.path(), openmetrics, scrapers.names(caller), &telemetry, &board, &reader)
     })
 }
 
@@ -78,13 +82,14 @@ impl Reader {
     }
 }
 
-fn route(path: &str, openmetrics: bool, telemetry: &Sampler, board: &Board, store: &Reader, seen: &Seen) -> Reply {
+/// Answers `path`; a scrape by a `privileged` caller (root, a named scraper) also says whose each job is.
+fn route(path: &str, openmetrics: bool, privileged: bool, telemetry: &Sampler, board: &Board, store: &Reader) -> Reply {
     if path == "/metrics" {
         let me = std::process::id() as i32;
         let t = telemetry.published();
         let status = board.read();
-        let ended = seen.ended(&status.jobs);
-        let owners: Vec<u32> = status.jobs.iter().chain(&ended).map(|j| j.owner).collect();
+        let owners: HashSet<u32> =
+            if privileged { status.jobs.iter().map(|j| j.owner).collect() } else { HashSet::new() };
         let users = user_names(&owners);
         let snap = Snapshot {
             node: t.node(),
@@ -93,8 +98,8 @@ fn route(path: &str, openmetrics: bool, telemetry: &Sampler, board: &Board, stor
             cpu_seconds: lockstep_cgroup::procfs::cpu_seconds(me).unwrap_or(0.0),
             rss_bytes: lockstep_cgroup::procfs::rss_bytes(me).unwrap_or(0),
             status: &status,
-            ended: &ended,
             users: &users,
+            privileged,
             build: (lockstep_version::RELEASE, lockstep_version::COMMIT),
         };
         let body = render(&snap, openmetrics);
@@ -115,27 +120,10 @@ fn route(path: &str, openmetrics: bool, telemetry: &Sampler, board: &Board, stor
     Reply::text(StatusCode::NOT_FOUND, "not found (try /metrics or /api/v1/jobs/NAME)")
 }
 
-/// The jobs the metrics door saw the daemon manage, and when last: a job's final counts, served for
-/// [`FINALS_SERVED`] after its end, keep the labels (Slurm job ID, user) its series had.
-#[derive(Default)]
-struct Seen(Mutex<HashMap<String, (JobStatus, Instant)>>);
-
-impl Seen {
-    /// Notes `jobs`, managed now; returns those seen within [`FINALS_SERVED`] that are no longer.
-    fn ended(&self, jobs: &[JobStatus]) -> Vec<JobStatus> {
-        let mut seen = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let now = Instant::now();
-        for j in jobs {
-            seen.insert(j.name.clone(), (j.clone(), now));
-        }
-        seen.retain(|_, (_, at)| now.duration_since(*at) < FINALS_SERVED);
-        seen.values().filter(|(j, _)| !jobs.iter().any(|k| k.name == j.name)).map(|(j, _)| j.clone()).collect()
-    }
-}
-
-/// The names of the UIDs `owners`, from /etc/passwd (root's file; the name service is never asked: an LDAP
-/// server that is slow would hold up the scrape). A UID not there is shown as its number.
-fn user_names(owners: &[u32]) -> HashMap<u32, String> {
+/// The names of the UIDs `owners`, from /etc/passwd (root's file, read once per privileged scrape; the name
+/// service is never asked: an LDAP server that is slow would hold up the scrape). A UID not there is shown as its
+/// number.
+fn user_names(owners: &HashSet<u32>) -> HashMap<u32, String> {
     if owners.is_empty() {
         return HashMap::new();
     }

@@ -264,8 +264,9 @@ fn config(args: &Args) -> anyhow::Result<Config> {
         node,
         policy: args.policy.clone().or(file.policy).as_deref().map(str::parse).transpose()?.unwrap_or(PolicySpec::Cfs),
         slot: slot_text.as_deref().map(|t| slot::parse("slot", t)).transpose()?.unwrap_or(slot::DEFAULT),
-        // Event names are resolved now, while the process has one thread (tracepoints may need a private
-        // tracefs mount).
+        // Event names are resolved now, at the start while the process has one thread (tracepoints may need a
+        // private tracefs mount, which is then the whole agent's); at a reload, only to tell whether they changed
+        // (a change takes a restart).
         telemetry: telemetry(
             args.events.clone().or(file.events),
             args.sample_interval.clone().or(file.sample_interval),

@@ -361,6 +361,20 @@ impl Managed {
         self.left.is_none() && !self.halted
     }
 
+    /// Follows [`Managed::frozen_time`] to `applied.frozen`: opens the interval at a freeze (unless one is open),
+    /// closes it at a thaw, wherever `applied` changes (a switch, or a restore by the watchdog or at release).
+    pub fn count_frozen_time(&mut self) {
+        let (total, since) = &mut self.frozen_time;
+        match (self.applied.frozen, *since) {
+            (true, None) => *since = Some(Instant::now()),
+            (false, Some(at)) => {
+                *total += at.elapsed();
+                *since = None;
+            }
+            _ => {}
+        }
+    }
+
     /// Seconds the agent has held the job frozen since it took it on.
     pub fn frozen_seconds(&self) -> f64 {
         let (total, since) = self.frozen_time;
@@ -389,12 +403,7 @@ impl Managed {
             }
             actions.push(if want.frozen { Action::Freeze } else { Action::Thaw });
             self.applied.frozen = want.frozen;
-            let (total, since) = &mut self.frozen_time;
-            if want.frozen {
-                *since = Some(Instant::now());
-            } else if let Some(at) = since.take() {
-                *total += at.elapsed();
-            }
+            self.count_frozen_time();
         }
         if want.boosted != self.applied.boosted {
             for g in &mut self.groups {
@@ -528,6 +537,7 @@ impl Managed {
             g.forget(journal);
         }
         self.applied = Desired::default();
+        self.count_frozen_time();
     }
 }
 

@@ -74,6 +74,9 @@ struct JobCounters {
 /// default) sees them at least once, so the job's last interval is not lost.
 pub const FINALS_SERVED: Duration = Duration::from_mins(1);
 
+/// The most ended jobs whose final counts are on `/metrics` at once.
+const ENDED_SERVED: usize = 1024;
+
 /// The share of the agent's open-file limit its counters may take: the rest is for what undoes a change (held
 /// freezer and weight files), the doors' connections, the store and `/proc`.
 const COUNTER_SHARE: f64 = 0.5;
@@ -449,6 +452,11 @@ impl State {
         let Some(mut job) = self.jobs.remove(name) else { return };
         let time = lockstep_store::now();
         if let Some(samples) = self.read_job(name, &mut job, time) {
+            // At most ENDED_SERVED jobs: a flood of short jobs keeps the latest ones on /metrics, not more memory.
+            if self.ended.len() >= ENDED_SERVED {
+                let oldest = self.ended.iter().min_by_key(|(_, (at, _))| *at).map(|(n, _)| n.clone());
+                oldest.map(|n| self.ended.remove(&n));
+            }
             self.ended.insert(name.to_string(), (Instant::now(), samples.clone()));
             self.finals.extend(samples);
         }

@@ -2,7 +2,7 @@
 //! watchdog, the sampling thread, the daemon and the threads that feed it; at the end, every job restored.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use nix::sys::signal::{SigSet, Signal};
@@ -204,7 +204,7 @@ fn serve_metrics(
     notices: Arc<Notices>,
     board: crate::daemon::Board,
 ) -> anyhow::Result<()> {
-    let handler = http::handler(telemetry.clone(), board, store.to_path_buf(), notices);
+    let handler = http::handler(telemetry.clone(), board, store.to_path_buf(), notices, scrapers.clone());
     let bound = doors.tcp(listener, doors::METRICS, scrapers, handler)?;
     crate::log::info!("metrics on http://{bound}/metrics");
     if !bound.ip().is_loopback() {
@@ -218,44 +218,68 @@ fn serve_metrics(
 }
 
 /// Takes the signals the agent blocked: SIGINT and SIGTERM stop it (its jobs restored); SIGHUP reads the
-/// configuration again with `reload`, and sends the daemon the policy and slot length it gives; what else changed
-/// is said to take a restart. A configuration that does not read is said, and the running one kept.
-fn wait_for_signals(signals: &SigSet, mailbox: &Mailbox, mut running: Config, reload: &Reload) {
+/// configuration again, on a thread of its own (one at a time: a file on a hung file system must not keep a stop
+/// from being taken), see [`reload`].
+fn wait_for_signals(signals: &SigSet, mailbox: &Mailbox, running: Config, reload: Reload) {
+    let state = Arc::new((Mutex::new(running), reload, std::sync::atomic::AtomicBool::new(false)));
     while let Ok(Signal::SIGHUP) = signals.wait() {
-        let new = match reload() {
-            Ok(new) => new,
-            Err(e) => {
-                crate::log::warning!("configuration not read again, the running one kept: {e:#}");
-                continue;
-            }
-        };
-        let restart = [
-            ("socket", running.socket != new.socket),
-            ("store", running.store != new.store),
-            ("node", running.node != new.node),
-            ("slurm_node", running.slurm_node != new.slurm_node),
-            ("metrics", running.metrics != new.metrics),
-            ("events, sample_interval, retention or job_history", running.telemetry != new.telemetry),
-            ("metrics_scraper", running.scrapers != new.scrapers),
-            ("dcs_quantum or btf", running.dcs != new.dcs),
-        ];
-        let changed: Vec<&str> = restart.iter().filter(|(_, c)| *c).map(|(name, _)| *name).collect();
-        if !changed.is_empty() {
-            crate::log::warning!(
-                "configuration read again: {} changed, which takes a restart (systemctl restart lockstep-agent); \
-                 the policy and slot are taken now",
-                changed.join(", ")
-            );
+        if state.2.swap(true, std::sync::atomic::Ordering::AcqRel) {
+            crate::log::warning!("SIGHUP: the configuration is being read again already");
+            continue;
         }
-        mailbox.tell(Command::Reload { policy: new.policy, slot: new.slot });
-        running.policy = new.policy;
-        running.slot = new.slot;
+        let (state, mailbox) = (state.clone(), mailbox.clone());
+        let spawned = std::thread::Builder::new().name("lockstep-reload".into()).spawn(move || {
+            let mut running = state.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            reload_config(&mut running, &state.1, &mailbox);
+            state.2.store(false, std::sync::atomic::Ordering::Release);
+        });
+        if let Err(e) = spawned {
+            crate::log::warning!("SIGHUP: cannot read the configuration again: {e}");
+        }
     }
     mailbox.tell(Command::Stop);
 }
 
+/// Reads the configuration again with `reload`: when the policy or slot it gives differ from those it gave
+/// before (`running`), the daemon takes them (so a reload for another change leaves a `lockstep policy set` in
+/// force); what else changed is said to take a restart. A configuration that does not read is said, and the
+/// running one kept.
+fn reload_config(running: &mut Config, reload: &Reload, mailbox: &Mailbox) {
+    let new = match reload() {
+        Ok(new) => new,
+        Err(e) => {
+            crate::log::warning!("configuration not read again, the running one kept: {e:#}");
+            return;
+        }
+    };
+    let restart = [
+        ("socket", running.socket != new.socket),
+        ("store", running.store != new.store),
+        ("node", running.node != new.node),
+        ("slurm_node", running.slurm_node != new.slurm_node),
+        ("metrics", running.metrics != new.metrics),
+        ("events, sample_interval, retention or job_history", running.telemetry != new.telemetry),
+        ("metrics_scraper", running.scrapers != new.scrapers),
+        ("dcs_quantum or btf", running.dcs != new.dcs),
+    ];
+    let changed: Vec<&str> = restart.iter().filter(|(_, c)| *c).map(|(name, _)| *name).collect();
+    if !changed.is_empty() {
+        crate::log::warning!(
+            "configuration read again: {} changed, which takes a restart (systemctl restart lockstep-agent)",
+            changed.join(", ")
+        );
+    }
+    if (new.policy, new.slot) == (running.policy, running.slot) {
+        crate::log::info!("configuration read again: policy and slot as before");
+        return;
+    }
+    mailbox.tell(Command::Reload { policy: new.policy, slot: new.slot });
+    running.policy = new.policy;
+    running.slot = new.slot;
+}
+
 /// Reads the configuration again, as at the start (the flags given then, over the file as it is now).
-pub type Reload = Box<dyn Fn() -> anyhow::Result<Config> + Send>;
+pub type Reload = Box<dyn Fn() -> anyhow::Result<Config> + Send + Sync>;
 
 /// Runs the agent in the foreground until SIGINT or SIGTERM; returns the exit status. At SIGHUP the
 /// configuration is read again with `reload`: a new policy or slot length takes effect at once; a configuration
@@ -315,7 +339,7 @@ pub fn run(config: Config, reload: Reload) -> anyhow::Result<i32> {
     {
         let mailbox = mailbox.clone();
         let running = config.clone();
-        std::thread::spawn(move || wait_for_signals(&signals, &mailbox, running, &reload));
+        std::thread::spawn(move || wait_for_signals(&signals, &mailbox, running, reload));
     }
     // The doors run at normal priority: what they do is a user's, a scraper's or root's request, never a slot
     // switch, and they read the daemon's status from its board rather than wait on its loop.

@@ -282,6 +282,9 @@ pub struct JobStatus {
     /// Seconds the agent has held the job frozen since it took it on.
     #[serde(default)]
     pub frozen_seconds: f64,
+    /// Seconds the agent has held it frozen without a break, now (0 while it is not frozen).
+    #[serde(default)]
+    pub frozen_for_seconds: f64,
 }
 
 /// What `status` shows of `dcs`.

@@ -1,8 +1,10 @@
 //! The agent's counters and state as Prometheus exposition text (format 0.0.4) or OpenMetrics 1.0 text, by
 //! Prometheus's conventions: one unit per metric name, in base units (seconds, not nanoseconds), `_total` on
-//! counters, `_info` metrics for what is text. A job's series are labelled `lockstep_job` (its lockstep name),
-//! `slurm_job_id` (a Slurm job's ID) and `user` (its owner): never `job` or `node`, which Prometheus gives every
-//! target itself (`job`, `instance`). One series per job and event, never per PID or per CPU.
+//! counters, `_info` metrics for what is text. A job's series are labelled `lockstep_job` (its lockstep name)
+//! alone, a label that never changes while it runs; `lockstep_job_info` adds its Slurm job ID and owner, to join
+//! (`* on(instance, lockstep_job) group_left(user) lockstep_job_info`), for the privileged callers only. Never
+//! `job` or `node`, which Prometheus gives every target itself (`job`, `instance`). One series per job and event,
+//! never per PID or per CPU.
 
 use std::collections::HashMap;
 use std::fmt::Write;
@@ -25,10 +27,11 @@ pub struct Snapshot<'a> {
     pub rss_bytes: u64,
     /// The daemon's latest status: the policy, each managed job's state, how late the slot switches are.
     pub status: &'a Status,
-    /// Jobs the daemon managed a moment ago and no longer does: their final counts keep the labels they had.
-    pub ended: &'a [JobStatus],
     /// The name of each UID that owns a job, where the system knows one.
     pub users: &'a HashMap<u32, String>,
+    /// Whether the caller is root or a named scraper, who see whose each job is (`lockstep_job_info`); others
+    /// see names and counts only, as they always could.
+    pub privileged: bool,
     /// The agent's release and the commit it was built from.
     pub build: (&'a str, &'a str),
 }
@@ -41,6 +44,16 @@ pub const PROMETHEUS: &str = "text/plain; version=0.0.4; charset=utf-8";
 /// `value` as a label value: backslash, double quote and newline escaped.
 fn escape(value: &str) -> String {
     value.replace('\\', r"\\").replace('"', r#"\""#).replace('\n', r"\n")
+}
+
+/// `text` as a HELP text: backslash and newline escaped (and, for OpenMetrics, double quotes).
+fn escape_help(text: &str, openmetrics: bool) -> String {
+    let text = text.replace('\\', r"\\").replace('\n', r"\n");
+    if openmetrics {
+        text.replace('"', r#"\""#)
+    } else {
+        text
+    }
 }
 
 /// The kinds of metric family written here.
@@ -69,7 +82,7 @@ impl Writer<'_> {
             (Kind::Gauge, _) => (name.to_string(), "gauge"),
             (Kind::Histogram, _) => (name.to_string(), "histogram"),
         };
-        let _ = writeln!(self.out, "# HELP {exposed} {help}");
+        let _ = writeln!(self.out, "# HELP {exposed} {}", escape_help(help, self.openmetrics));
         let _ = writeln!(self.out, "# TYPE {exposed} {kind}");
         if let (Some(unit), true) = (unit, self.openmetrics) {
             let _ = writeln!(self.out, "# UNIT {exposed} {unit}");
@@ -119,7 +132,10 @@ impl<'a> EventFamily<'a> {
             RANK_RUNNING => ("rank_running".to_string(), true),
             RANK_WAITING => ("rank_waiting".to_string(), true),
             COSCHEDULED => ("coscheduled".to_string(), true),
-            other => (other.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect(), false),
+            other => {
+                let name: String = other.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect();
+                (name.split('_').filter(|w| !w.is_empty()).collect::<Vec<_>>().join("_"), false)
+            }
         };
         let name = if seconds { format!("lockstep_job_{name}_seconds") } else { format!("lockstep_job_{name}") };
         Self { name, event, seconds, samples: Vec::new() }
@@ -135,31 +151,32 @@ impl<'a> EventFamily<'a> {
     }
 }
 
-/// The labels of job `name`'s series: its name, and from the daemon's status, its Slurm job ID and owner.
-fn job_labels(
-    name: &str,
-    jobs: &HashMap<&str, &JobStatus>,
-    users: &HashMap<u32, String>,
-) -> Vec<(&'static str, String)> {
-    let status = jobs.get(name);
-    let slurm_job_id = status
-        .filter(|j| j.origin == JobOrigin::Slurm)
-        .and_then(|_| name.strip_prefix("slurm-"))
-        .map(str::to_string)
-        .unwrap_or_default();
-    let user = status.map(|j| users.get(&j.owner).cloned().unwrap_or_else(|| j.owner.to_string())).unwrap_or_default();
-    vec![("lockstep_job", name.to_string()), ("slurm_job_id", slurm_job_id), ("user", user)]
+/// The families the agent writes itself: an event whose family would take one of these names is not exposed as a
+/// family of its own (its times still are, labelled by event).
+const FIXED: [&str; 10] = [
+    "lockstep_job_info",
+    "lockstep_job_frozen",
+    "lockstep_job_boosted",
+    "lockstep_job_planned",
+    "lockstep_job_frozen_seconds",
+    "lockstep_job_frozen_for_seconds",
+    "lockstep_job_round_seconds",
+    "lockstep_job_event_enabled_seconds",
+    "lockstep_job_event_running_seconds",
+    "lockstep_job_coscheduled_ratio",
+];
+
+/// The labels of job `name`'s series: its name alone.
+fn job_labels(name: &str) -> Vec<(&'static str, String)> {
+    vec![("lockstep_job", name.to_string())]
 }
 
 /// Renders `snap`; OpenMetrics when `openmetrics`, else the Prometheus text format.
 pub fn render(snap: &Snapshot, openmetrics: bool) -> String {
     let mut out = String::new();
     let mut w = Writer { out: &mut out, openmetrics };
-    let jobs: HashMap<&str, &JobStatus> =
-        snap.ended.iter().chain(&snap.status.jobs).map(|j| (j.name.as_str(), j)).collect();
-    let labels = |name: &str| job_labels(name, &jobs, snap.users);
-    write_events(&mut w, snap, &labels);
-    write_job_states(&mut w, snap, &labels);
+    write_events(&mut w, snap);
+    write_job_states(&mut w, snap);
     write_agent(&mut w, snap);
     if openmetrics {
         out.push_str("# EOF\n");
@@ -170,19 +187,21 @@ pub fn render(snap: &Snapshot, openmetrics: bool) -> String {
 /// One of a sample's two times (enabled, running), in nanoseconds.
 type SampleTime = fn(&Sample) -> u64;
 
-/// A family of each job's state: name, kind, unit, help, and the value of a job as exposed.
-type JobState = (&'static str, Kind, Option<&'static str>, &'static str, fn(&JobStatus) -> String);
-
-/// A job's labels by its name.
-type Labels<'a> = dyn Fn(&str) -> Vec<(&'static str, String)> + 'a;
+/// A family of each job's state: name, kind, unit, help, and the value of a job as exposed (given the job's round).
+type JobState =
+    (&'static str, Kind, Option<&'static str>, &'static str, fn(&JobStatus, &dyn Fn(&JobStatus) -> String) -> String);
 
 /// The counted events: a family per event, the times their counters were enabled and running, and the shares.
-fn write_events(w: &mut Writer, snap: &Snapshot, labels: &Labels) {
+fn write_events(w: &mut Writer, snap: &Snapshot) {
+    let labels = job_labels;
     // One family per event, in the order the events first come; an event whose name would be another's family
     // is left to the two families below, which name every event.
     let mut families: Vec<EventFamily> = Vec::new();
     for s in &snap.samples {
         let family = EventFamily::of(&s.event);
+        if FIXED.contains(&family.name.as_str()) || family.name.ends_with("_ratio") {
+            continue;
+        }
         match families.iter_mut().find(|f| f.name == family.name) {
             Some(f) if f.event == s.event => f.samples.push(s),
             Some(_) => {}
@@ -252,10 +271,13 @@ fn write_events(w: &mut Writer, snap: &Snapshot, labels: &Labels) {
     }
 }
 
-/// Each managed job's state, from the daemon.
-fn write_job_states(w: &mut Writer, snap: &Snapshot, labels: &Labels) {
-    let states: [JobState; 4] = [
-        ("lockstep_job_frozen", Kind::Gauge, None, "1 while the agent holds the job frozen, else 0.", |j| {
+/// Each managed job's state, from the daemon; and, for the privileged, whose each job is.
+fn write_job_states(w: &mut Writer, snap: &Snapshot) {
+    let slot = snap.status.slot_ms as f64 / 1e3;
+    let rows = snap.status.rows;
+    let round = move |j: &JobStatus| format!("{:.3}", f64::from(j.period.unwrap_or(rows).max(1)) * slot);
+    let states: [JobState; 6] = [
+        ("lockstep_job_frozen", Kind::Gauge, None, "1 while the agent holds the job frozen, else 0.", |j, _| {
             u8::from(j.frozen).to_string()
         }),
         (
@@ -263,7 +285,7 @@ fn write_job_states(w: &mut Writer, snap: &Snapshot, labels: &Labels) {
             Kind::Gauge,
             None,
             "1 while the agent holds the job's CPU weight raised, else 0.",
-            |j| u8::from(j.boosted).to_string(),
+            |j, _| u8::from(j.boosted).to_string(),
         ),
         (
             "lockstep_job_planned",
@@ -271,21 +293,49 @@ fn write_job_states(w: &mut Writer, snap: &Snapshot, labels: &Labels) {
             None,
             "1 while the policy in force plans the job; 0 while the agent leaves it to the kernel (its cgroups cost \
              too much to switch, or Slurm suspended it).",
-            |j| u8::from(j.left.is_none()).to_string(),
+            |j, _| u8::from(j.left.is_none()).to_string(),
         ),
         (
             "lockstep_job_frozen_seconds",
             Kind::Counter,
             Some("seconds"),
             "Time the agent has held the job frozen since it took it on.",
-            |j| format!("{:.6}", j.frozen_seconds),
+            |j, _| format!("{:.6}", j.frozen_seconds),
+        ),
+        (
+            "lockstep_job_frozen_for_seconds",
+            Kind::Gauge,
+            Some("seconds"),
+            "How long the agent has held the job frozen without a break, now (0 while it runs).",
+            |j, _| format!("{:.3}", j.frozen_for_seconds),
+        ),
+        (
+            "lockstep_job_round_seconds",
+            Kind::Gauge,
+            Some("seconds"),
+            "Length of the job's round (its rows or its place's period, times the slot): a slotted policy thaws it \
+             at least once a round.",
+            |j, round| round(j),
         ),
     ];
     for (name, kind, unit, help, value) in states {
         w.header(name, kind, unit, help);
         let exposed = if kind == Kind::Counter { format!("{name}_total") } else { name.to_string() };
         for j in &snap.status.jobs {
-            w.sample(&exposed, &labels(&j.name), &value(j));
+            w.sample(&exposed, &job_labels(&j.name), &value(j, &round));
+        }
+    }
+    if snap.privileged {
+        w.header("lockstep_job", Kind::Info, None, "Whose each job is: its Slurm job ID and its owner.");
+        for j in &snap.status.jobs {
+            let slurm_job_id = (j.origin == JobOrigin::Slurm)
+                .then(|| j.name.strip_prefix("slurm-"))
+                .flatten()
+                .unwrap_or_default()
+                .to_string();
+            let user = snap.users.get(&j.owner).cloned().unwrap_or_else(|| j.owner.to_string());
+            let labels = [("lockstep_job", j.name.clone()), ("slurm_job_id", slurm_job_id), ("user", user)];
+            w.sample("lockstep_job_info", &labels, "1");
         }
     }
 }
@@ -347,7 +397,7 @@ mod tests {
         }
     }
 
-    /// What a scrape of node `n1` shows of `samples` and `status`, the agent counting two jobs.
+    /// What a privileged scrape of node `n1` shows of `samples` and `status`, the agent counting two jobs.
     fn snapshot<'a>(samples: Vec<&'a Sample>, status: &'a Status, users: &'a HashMap<u32, String>) -> Snapshot<'a> {
         Snapshot {
             node: "n1",
@@ -356,8 +406,8 @@ mod tests {
             cpu_seconds: 0.5,
             rss_bytes: 4096,
             status,
-            ended: &[],
             users,
+            privileged: true,
             build: ("0.1.0", "abc123"),
         }
     }
@@ -383,8 +433,8 @@ mod tests {
         }
     }
 
-    /// One unit per name: time in seconds, counts as counts; a job's series labelled by its name, Slurm job ID
-    /// and owner, never `job` or `node`; label values escaped.
+    /// One unit per name: time in seconds, counts as counts; a job's series labelled by its name alone, whose it
+    /// is in `lockstep_job_info` (for the privileged), never `job` or `node`; label values escaped.
     #[test]
     fn renders_both_formats_one_unit_per_name_with_escaped_labels() {
         let (clock, switches, trace) = (
@@ -395,12 +445,15 @@ mod tests {
         let (status, users) = (status(), HashMap::from([(1000, "alice".to_string())]));
         let snap = snapshot(vec![&clock, &switches, &trace], &status, &users);
         let text = render(&snap, false);
-        let slurm = "lockstep_job=\"slurm-42\",slurm_job_id=\"42\",user=\"alice\"";
+        let slurm = "lockstep_job=\"slurm-42\"";
         for line in [
             "# TYPE lockstep_job_cpu_seconds_total counter\n".to_string(),
             format!("lockstep_job_cpu_seconds_total{{{slurm}}} 3.000000000\n"),
             format!("lockstep_job_context_switches_total{{{slurm}}} 7\n"),
-            "lockstep_job_sched_sched_switch_total{lockstep_job=\"a\\\"b\",user=\"0\"} 42\n".to_string(),
+            "lockstep_job_sched_sched_switch_total{lockstep_job=\"a\\\"b\"} 42\n".to_string(),
+            "lockstep_job_info{lockstep_job=\"slurm-42\",slurm_job_id=\"42\",user=\"alice\"} 1\n".to_string(),
+            "lockstep_job_info{lockstep_job=\"a\\\"b\",user=\"0\"} 1\n".to_string(),
+            format!("lockstep_job_round_seconds{{{slurm}}} 0.500\n"),
             format!("lockstep_job_event_running_seconds_total{{{slurm},event=\"task-clock\"}} 1.000000000\n"),
             format!("lockstep_job_frozen{{{slurm}}} 1\n"),
             format!("lockstep_job_frozen_seconds_total{{{slurm}}} 1.500000\n"),
@@ -424,6 +477,9 @@ mod tests {
         );
         assert!(om.contains("# TYPE lockstep_build info\n"), "{om}");
         assert!(om.ends_with("# EOF\n"));
+        // Whose each job is: only for root and the named scrapers.
+        let others = Snapshot { privileged: false, ..snap };
+        assert!(!render(&others, false).contains("lockstep_job_info"));
     }
 
     #[test]
@@ -440,8 +496,8 @@ mod tests {
             cpu_seconds: 0.0,
             rss_bytes: 0,
             status: &status,
-            ended: &[],
             users: &users,
+            privileged: true,
             build: ("0.1.0", "abc"),
         };
         let text = render(&snap, true);

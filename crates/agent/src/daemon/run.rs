@@ -56,6 +56,9 @@ impl Daemon {
                     break;
                 }
                 if now >= next {
+                    // How late this switch begins after the boundary the loop waited for (a stall of several slots
+                    // counts whole); a replan or a clock step is no boundary waited for.
+                    self.lateness.observe((now - next) as f64 / 1e9);
                     k = slot::index(now, self.slot);
                     self.tick(k, true);
                     break;
@@ -113,9 +116,7 @@ impl Daemon {
             }
             Command::Stop => self.lifecycle = Lifecycle::Stopping,
             Command::Reload { policy, slot } => {
-                if (policy, slot) == (self.policy, self.slot) {
-                    crate::log::info!("configuration read again: policy and slot unchanged");
-                } else if let Err(e) = self.set_policy(policy, Some(slot)) {
+                if let Err(e) = self.set_policy(policy, Some(slot)) {
                     crate::log::warning!("configuration read again, but policy {policy} cannot start: {e:#}");
                 }
                 self.publish();

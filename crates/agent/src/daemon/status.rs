@@ -55,6 +55,7 @@ impl Daemon {
                         rank_waiting: shares.waiting,
                         left: j.unswitched(),
                         frozen_seconds: j.frozen_seconds(),
+                        frozen_for_seconds: j.frozen_time.1.map_or(0.0, |at| at.elapsed().as_secs_f64()),
                     }
                 })
                 .collect(),

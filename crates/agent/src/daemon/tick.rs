@@ -24,11 +24,6 @@ impl Daemon {
     pub(super) fn tick(&mut self, k: u64, boundary: bool) {
         let started = Instant::now();
         let started_at = lockstep_store::now();
-        if boundary {
-            // How late the switch begins: from the slot's boundary on the wall clock, every node's common time.
-            let boundary_ns = k.saturating_mul(self.slot.as_nanos() as u64);
-            self.lateness.observe(slot::realtime_ns().saturating_sub(boundary_ns) as f64 / 1e9);
-        }
         self.drop_ended();
         // Jobs with a cluster-wide place follow it; the others share the node's own cycle of rows. A job left to the
         // kernel or halted by Slurm takes no row and is not planned: thawed, at its own weight.
@@ -241,6 +236,7 @@ impl Daemon {
             );
             for job in &mut self.jobs {
                 job.applied = cosched::Desired::default();
+                job.count_frozen_time();
             }
             self.replan = true;
         }
