@@ -6,7 +6,7 @@ mod common;
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{name, stderr, wait_until, Agent, Env, WAIT};
@@ -398,6 +398,18 @@ fn coscheduled_time_tells_ranks_that_run_together_from_ranks_that_never_do() {
     assert!(alternating < 0.05, "ranks that take turns ran together {alternating:.3} of the time\n{text}");
 }
 
+/// `promtool ARGS` run in `dir`, within the run limit.
+fn promtool(dir: &Path, args: &[&std::ffi::OsStr]) -> Output {
+    let child = Command::new("promtool")
+        .args(args)
+        .current_dir(dir)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("promtool (scripts/deps.sh installs the prometheus package)");
+    common::output_within(child, common::RUN_LIMIT, "promtool")
+}
+
 /// The alert rules shipped in deploy/prometheus pass `promtool check rules`, and their unit tests
 /// (tests/prometheus/lockstep-rules.test.yml: each alert fires on its failure and not on a healthy agent) pass
 /// `promtool test rules`.
@@ -408,14 +420,7 @@ fn the_alert_rules_pass_promtool_and_their_unit_tests() {
         ["check", "rules", "deploy/prometheus/lockstep-rules.yml"],
         ["test", "rules", "tests/prometheus/lockstep-rules.test.yml"],
     ] {
-        let child = Command::new("promtool")
-            .args(args)
-            .current_dir(&root)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("promtool (scripts/deps.sh installs the prometheus package)");
-        let out = common::output_within(child, common::RUN_LIMIT, "promtool");
+        let out = promtool(&root, &args.map(std::ffi::OsStr::new));
         assert!(out.status.success(), "promtool {args:?}: {}{}", String::from_utf8_lossy(&out.stdout), stderr(&out));
     }
 }
@@ -454,13 +459,6 @@ fn the_dashboard_queries_are_promql() {
     let dir = lockstep_scratch::tempdir().unwrap();
     let file = dir.path().join("dashboard-rules.yml");
     std::fs::write(&file, &rules).unwrap();
-    let child = Command::new("promtool")
-        .args(["check", "rules"])
-        .arg(&file)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("promtool (scripts/deps.sh installs the prometheus package)");
-    let out = common::output_within(child, common::RUN_LIMIT, "promtool check rules");
+    let out = promtool(dir.path(), &["check".as_ref(), "rules".as_ref(), file.as_os_str()]);
     assert!(out.status.success(), "promtool: {}{}\n{rules}", String::from_utf8_lossy(&out.stdout), stderr(&out));
 }
