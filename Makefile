@@ -4,6 +4,7 @@ BUILD  := $(CURDIR)/build
 BIN    := $(BUILD)/bin
 FIXTURE ?= fixtures/topology/intel-raptorlake-i7-1370p.xml
 # MPI the kernels and the profiler are built with (openmpi or mpich); `make test` also verifies the other one.
+# MPICC and MPIEXEC name its wrappers where they are not Debian's /usr/bin/mpicc.$(MPI) and mpiexec.$(MPI).
 MPI    ?= openmpi
 # The capabilities the agent needs (docs/security.md); make test runs every agent its tests start with only these
 # (the end-to-end experiments' agents, which the experiment starts itself, and the guests' run as full root).
@@ -15,12 +16,14 @@ NATIVE := $(BUILD)/native-$(MPI)
 
 all: build
 
+# NO_DEPS=1: the build dependencies are the system's package manager's (an RPM or Spack build), not deps.sh's.
 deps:
-	@scripts/deps.sh
+	@[ -n "$(NO_DEPS)" ] || scripts/deps.sh
 
 build: deps
 	$(CARGO) build --release --locked --workspace
-	cmake -S native -B $(NATIVE) -DLOCKSTEP_MPI=$(MPI) -DCMAKE_INSTALL_PREFIX=$(BUILD) >/dev/null
+	cmake -S native -B $(NATIVE) -DLOCKSTEP_MPI=$(MPI) -DCMAKE_INSTALL_PREFIX=$(BUILD) \
+	  $(if $(MPICC),-DLOCKSTEP_MPICC=$(MPICC)) $(if $(MPIEXEC),-DLOCKSTEP_MPIEXEC=$(MPIEXEC)) >/dev/null
 	cmake --build $(NATIVE) -j 2
 	DESTDIR= cmake --install $(NATIVE) >/dev/null
 	install -D -m 755 target/release/lockstep $(BIN)/lockstep
@@ -33,25 +36,34 @@ build: deps
 	$(BIN)/lockstep completion fish > $(BUILD)/share/completions/lockstep.fish
 
 # The binaries, libraries, lab programs, systemd unit, Slurm hooks, man pages and completions (scripts/install.sh
-# lists where each goes); PREFIX (/usr/local), SYSCONFDIR (/etc), DESTDIR as usual.
+# lists where each goes); PREFIX (/usr/local), SYSCONFDIR (/etc), DESTDIR as usual; LAB=no leaves out the lab.
 PREFIX ?= /usr/local
+LAB ?= yes
 SYSCONFDIR ?= /etc
 install: build
-	PREFIX=$(PREFIX) SYSCONFDIR=$(SYSCONFDIR) DESTDIR=$(DESTDIR) scripts/install.sh install
+	PREFIX=$(PREFIX) SYSCONFDIR=$(SYSCONFDIR) DESTDIR=$(DESTDIR) LAB=$(LAB) scripts/install.sh install
 
 uninstall:
 	PREFIX=$(PREFIX) SYSCONFDIR=$(SYSCONFDIR) DESTDIR=$(DESTDIR) scripts/install.sh uninstall
 
+# The workspace's version (Cargo.toml), which the packages carry.
+VERSION := $(shell sed -n 's/^version = "\(.*\)"$$/\1/p' Cargo.toml | head -n 1)
+
 # Debian packages (debian/): lockstep (agent, CLI, libraries, SPANK plugin, unit, man pages, completions, examples)
 # and lockstep-lab (kernels, mpirun wrapper, cluster scripts, scale model), built by debhelper from `make build`
-# and scripts/install.sh, into build/packages/.
+# and scripts/install.sh, into build/packages/; and the same two as RPMs (packaging/rpm/lockstep.spec, rpmbuild;
+# --nodeps, as the build dependencies here are Debian's, which rpm's database does not list).
 package: build
 	command -v dh > /dev/null || apt-get install -y -qq --no-install-recommends debhelper > /dev/null
 	dpkg-buildpackage --build=binary --no-sign --no-check-builddeps
 	mkdir -p $(BUILD)/packages
 	mv ../lockstep*_$$(dpkg-parsechangelog -S Version)_*.deb ../lockstep_$$(dpkg-parsechangelog -S Version)_*.buildinfo \
 	  ../lockstep_$$(dpkg-parsechangelog -S Version)_*.changes $(BUILD)/packages/
-	@ls $(BUILD)/packages/*.deb
+	command -v rpmbuild > /dev/null || apt-get install -y -qq --no-install-recommends rpm > /dev/null
+	rpmbuild -bb --nodeps --build-in-place --define "_topdir $(BUILD)/rpm" --define "pkg_version $(VERSION)" \
+	  packaging/rpm/lockstep.spec
+	mv $(BUILD)/rpm/RPMS/*/lockstep-*$(VERSION)-1.*.rpm $(BUILD)/packages/
+	@ls $(BUILD)/packages/*.deb $(BUILD)/packages/*.rpm
 
 demo: build
 	@scripts/demo.sh "$(FIXTURE)"
@@ -68,6 +80,7 @@ test: build
 	scripts/beside $(BUILD)/soak.log scripts/soak-agent.sh 2 -- tests/vm/cgroup-v2
 	tests/vm/systemd-unit
 	$(MAKE) package > $(BUILD)/package.log
+	tests/packages
 	tests/vm/deb-install
 	tests/vm/slurm-v2
 	tests/vm/two-nodes

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs what `make build` built, or removes it again (make install / make uninstall):
 #
-#   scripts/install.sh install|uninstall   with PREFIX (default /usr/local), SYSCONFDIR (default /etc) and DESTDIR
-#                                         (default empty: staging root for packagers) in the environment
+#   scripts/install.sh install|uninstall   with PREFIX (default /usr/local), SYSCONFDIR (default /etc), DESTDIR
+#                                         (default empty: staging root for packagers) and LAB (yes, the default,
+#                                         or no: without the lab, as a production node wants) in the environment
 #
 # Layout (under DESTDIR):
 #   PREFIX/bin/lockstep, lockstepd                   the CLI and the node agent
@@ -30,6 +31,8 @@ cd "$(dirname "$0")/.."
 prefix=${PREFIX:-/usr/local}
 sysconfdir=${SYSCONFDIR:-/etc}
 destdir=${DESTDIR:-}
+lab=${LAB:-yes}
+[[ $lab == yes || $lab == no ]] || { echo "install.sh: LAB=$lab (expected yes or no)" >&2; exit 2; }
 for dir in "$prefix" "$sysconfdir"; do
   [[ $dir == /* ]] || { echo "install.sh: $dir is not an absolute path (PREFIX and SYSCONFDIR must be)" >&2; exit 2; }
 done
@@ -59,7 +62,7 @@ install_all() {
   put 755 build/bin/lockstepd "$prefix/bin/lockstepd"
   for f in build/bin/*; do
     name=$(basename "$f")
-    [[ $name == lockstep || $name == lockstepd ]] || put 755 "$f" "$prefix/libexec/lockstep/$name"
+    [[ $name == lockstep || $name == lockstepd || $lab == no ]] || put 755 "$f" "$prefix/libexec/lockstep/$name"
   done
   for f in build/lib/*.so; do
     put 644 "$f" "$prefix/lib/lockstep/$(basename "$f")"
@@ -77,12 +80,14 @@ install_all() {
     put 644 "deploy/prometheus/$f" "$prefix/share/doc/lockstep/examples/prometheus/$f"
   done
   put 644 deploy/grafana/lockstep.json "$prefix/share/doc/lockstep/examples/grafana/lockstep.json"
-  for f in up down trusted.sh; do
-    put 755 "tests/cluster/$f" "$prefix/share/lockstep/lab/cluster/$f"
-  done
-  put 755 deploy/slurm/hook-dir "$prefix/share/lockstep/lab/cluster/hook-dir"
-  put 644 scripts/running.sh "$prefix/share/lockstep/lab/cluster/running.sh"
-  put 644 experiments/model/scale_model.py "$prefix/share/lockstep/lab/model/scale_model.py"
+  if [[ $lab == yes ]]; then
+    for f in up down trusted.sh; do
+      put 755 "tests/cluster/$f" "$prefix/share/lockstep/lab/cluster/$f"
+    done
+    put 755 deploy/slurm/hook-dir "$prefix/share/lockstep/lab/cluster/hook-dir"
+    put 644 scripts/running.sh "$prefix/share/lockstep/lab/cluster/running.sh"
+    put 644 experiments/model/scale_model.py "$prefix/share/lockstep/lab/model/scale_model.py"
+  fi
   if [[ ! -e $destdir$sysconfdir/lockstep/agent.toml ]]; then
     put 644 deploy/systemd/agent.toml "$sysconfdir/lockstep/agent.toml"
   fi

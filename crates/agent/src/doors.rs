@@ -329,7 +329,7 @@ impl Doors {
         let door = Door::new("metrics", limits, Box::new(move |c| scrapers.names(c)), handler);
         let mut diag = peer::SockDiag::open();
         if let Err(e) = &diag {
-            crate::log::warning!(
+            log::warn!(
                 "metrics: cannot ask the kernel who connects from this host ({e}); every local client counts as \
                  one caller, root's scrapes too"
             );
@@ -366,7 +366,7 @@ fn tcp_caller(diag: &mut peer::SockDiag, here: SocketAddr, peer: SocketAddr) -> 
         Ok(None) => Caller::LocalUnknown,
         Err(e) => {
             static SAID: std::sync::Once = std::sync::Once::new();
-            SAID.call_once(|| crate::log::warning!("metrics: cannot ask the kernel who connects ({e})"));
+            SAID.call_once(|| log::warn!("metrics: cannot ask the kernel who connects ({e})"));
             if local(here, peer) {
                 Caller::LocalUnknown
             } else {

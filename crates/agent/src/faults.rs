@@ -11,7 +11,7 @@ impl Faults {
     /// Says `what` failed at `place`, unless that is what was said last for it.
     pub fn report(&mut self, place: &str, what: &str) {
         if self.0.get(place).is_none_or(|said| said != what) {
-            crate::log::warning!("{place}: {what}");
+            log::warn!("{place}: {what}");
             self.0.insert(place.to_string(), what.to_string());
         }
     }
@@ -19,7 +19,7 @@ impl Faults {
     /// Says `place` works again, if it had failed.
     pub fn clear(&mut self, place: &str) {
         if self.0.remove(place).is_some() {
-            crate::log::info!("{place}: works again");
+            log::info!("{place}: works again");
         }
     }
 

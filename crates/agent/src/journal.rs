@@ -41,7 +41,7 @@ impl Journal {
     pub fn heartbeat(&mut self) {
         if !self.watchdog.alive() {
             if let Err(e) = self.respawn() {
-                crate::log::warning!("the watchdog died and cannot be started again: {e:#}");
+                log::error!("the watchdog died and cannot be started again: {e:#}");
                 return;
             }
         }
@@ -55,7 +55,7 @@ impl Journal {
         for (target, value) in &self.live {
             watchdog.track(target, value)?;
         }
-        crate::log::warning!("the watchdog died; started a new one (PID {})", watchdog.pid());
+        log::warn!("the watchdog died; started a new one (PID {})", watchdog.pid());
         self.watchdog = watchdog;
         Ok(())
     }

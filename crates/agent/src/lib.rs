@@ -18,7 +18,7 @@ pub mod fuzz;
 mod http;
 mod journal;
 mod live;
-mod log;
+mod logging;
 mod managed;
 mod notices;
 mod privileges;

@@ -99,7 +99,7 @@ impl Published {
         *budget -= look.read;
         if look.more && look.file.is_none() && !self.said_many {
             self.said_many = true;
-            crate::log::info!(
+            log::info!(
                 "auto: PID {} holds more than {FDS_PER_RANK} open files: its live MPI call count is looked for among \
                  its first {FDS_PER_RANK} only",
                 rank.pid

@@ -324,7 +324,10 @@ fn man_sections(_: &str) -> Vec<Section> {
             "ENVIRONMENT",
             "LOCKSTEP_STORE\tthe store, when neither --store nor the configuration file's store gives one.\n\
              LOCKSTEP_SOCKET\tthe socket, when neither --socket nor the configuration file's socket gives one.\n\
-             JOURNAL_STREAM\tset by systemd: log lines then carry their syslog priority instead of a time.",
+             LOCKSTEP_LOG\twhich log lines are written, in env_logger's filter syntax (warn, debug, \
+             lockstepd::slurm=debug); by default the agent's from info up, other crates' from warn up.\n\
+             JOURNAL_STREAM\tset by systemd: log lines then carry their syslog priority (3 error, 4 warning, 6 info, \
+             7 debug) instead of the time and level.",
         ),
         Section::new(
             "FILES",

@@ -422,10 +422,7 @@ impl Managed {
                     COST_WINDOW.as_secs(),
                     COST_SHARE * 100.0
                 );
-                crate::log::warning!(
-                    "job {}: {why}: left to the kernel, thawed and at its own weight, until it ends",
-                    self.name
-                );
+                log::warn!("job {}: {why}: left to the kernel, thawed and at its own weight, until it ends", self.name);
                 self.left = Some(why);
                 // Put back at once, not at the next tick.
                 if self.applied != Desired::default() {

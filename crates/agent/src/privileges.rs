@@ -67,7 +67,7 @@ pub fn warn_missing() {
         return;
     }
     let said: Vec<String> = missing.iter().map(|c| format!("{} (for {})", c.name, c.needed_by)).collect();
-    crate::log::warning!(
+    log::warn!(
         "running without {}: what needs them will fail (docs/security.md lists the agent's capabilities)",
         said.join(", ")
     );

@@ -127,7 +127,7 @@ impl Ranks {
         let Some((env, cut)) = procfs::environ_within(pid, ENV_BYTES) else { return Names::default() };
         if cut && !self.said_cut {
             self.said_cut = true;
-            crate::log::info!(
+            log::info!(
                 "auto: the environment of PID {pid} is over {} KiB: only its first {} KiB are read for its rank",
                 ENV_BYTES >> 10,
                 ENV_BYTES >> 10

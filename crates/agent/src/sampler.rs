@@ -313,7 +313,7 @@ fn hold_tracepoints(groups: &[Vec<EventSpec>]) -> Option<Counters> {
     match held.attach(0, Target::Thread { tid, inherit: false }) {
         Ok(()) => Some(held),
         Err(e) => {
-            crate::log::warning!("cannot hold tracepoints registered ({e:#}); attaching jobs will be slower");
+            log::warn!("cannot hold tracepoints registered ({e:#}); attaching jobs will be slower");
             None
         }
     }
@@ -326,7 +326,7 @@ impl State {
         let together = match Together::load(btf) {
             Ok(t) => Some(t),
             Err(e) => {
-                crate::log::warning!("jobs' co-scheduled time is not measured: {e:#}");
+                log::warn!("jobs' co-scheduled time is not measured: {e:#}");
                 None
             }
         };
@@ -375,7 +375,7 @@ impl State {
         self.note_costly(&walks);
         if let Some(together) = &mut self.together {
             if let Err(e) = together.attach(name).and_then(|()| together.rescan(&walks)) {
-                crate::log::warning!("job {name}: co-scheduled time not measured: {e:#}");
+                log::warn!("job {name}: co-scheduled time not measured: {e:#}");
             }
         }
         let mut counters = Counters::new(&self.settings.groups, false);
@@ -390,7 +390,7 @@ impl State {
             let pus = if pus.is_empty() { CpuList::online() } else { pus.clone() };
             let need = perf_dirs.len() * pus.iter().count();
             if need > free {
-                crate::log::warning!(
+                log::warn!(
                     "job {name} is not counted: its cgroups need {need} counter targets, {free} of the \
                      agent's {} are free (half its open-file limit)",
                     self.budget
@@ -415,7 +415,7 @@ impl State {
                 }
                 self.jobs.insert(name.to_string(), job);
             }
-            Err(e) => crate::log::warning!("job {name} is not counted: {e:#}"),
+            Err(e) => log::warn!("job {name} is not counted: {e:#}"),
         }
     }
 
@@ -433,7 +433,7 @@ impl State {
                 .map(|(e, _)| e.name.as_str())
                 .collect();
             if !missing.is_empty() {
-                crate::log::warning!("not supported on this machine, not counted: {}", missing.join(","));
+                log::warn!("not supported on this machine, not counted: {}", missing.join(","));
             }
             self.unsupported_said = true;
         }
@@ -476,7 +476,7 @@ impl State {
         let readings = match job.counters.read() {
             Ok(r) => r,
             Err(e) => {
-                crate::log::warning!("cannot read the counters of job {name}: {e}");
+                log::warn!("cannot read the counters of job {name}: {e}");
                 return None;
             }
         };
@@ -623,7 +623,7 @@ fn target_budget(events: usize) -> usize {
 
 /// Says that job `name` has threads left uncounted, the agent's counters holding all of `budget`.
 fn say_short(name: &str, budget: usize) {
-    crate::log::warning!(
+    log::warn!(
         "job {name} is counted in part: some of its threads are not, the agent's counters holding \
          all {budget} targets their descriptors allow (half its open-file limit)"
     );
@@ -633,7 +633,7 @@ fn say_short(name: &str, budget: usize) {
 /// the jobs said).
 fn say_cut(said: &mut HashSet<String>, name: &str, walk: &Walk, bounds: &Bounds) {
     if !walk.cuts.is_empty() && said.insert(name.to_string()) {
-        crate::log::warning!(
+        log::warn!(
             "job {name}: its cgroup tree was only partly walked ({}): the agent walks at most {} levels, {} cgroups \
              and {} processes of this job per sample, and measures what it found",
             walk.said(bounds),

@@ -142,7 +142,7 @@ pub fn handler(mailbox: Mailbox, sampler: Sampler, board: Board) -> Handler {
         match mailbox.ask(|reply| Command::Control { request, uid, resolved, reply }) {
             Some(response) => {
                 if registers && response.ok && !sampler.synced(REGISTER_COUNTED) {
-                    crate::log::warning!("a job registered by lockstep run starts before the sampler counts it");
+                    log::warn!("a job registered by lockstep run starts before the sampler counts it");
                 }
                 reply(&response)
             }

@@ -54,7 +54,7 @@ fn clock_skew_file() -> Option<PathBuf> {
     match lockstep_core::trust::check_path(&file, "LOCKSTEP_CLOCK_SKEW_FILE") {
         Ok(()) => Some(file),
         Err(e) => {
-            crate::log::warning!("{e}");
+            log::warn!("{e}");
             None
         }
     }
@@ -189,7 +189,7 @@ fn raise_open_files() {
         }
     };
     if !raised {
-        crate::log::warning!("cannot raise the open-file limit: {}", std::io::Error::last_os_error());
+        log::warn!("cannot raise the open-file limit: {}", std::io::Error::last_os_error());
     }
 }
 
@@ -206,9 +206,9 @@ fn serve_metrics(
 ) -> anyhow::Result<()> {
     let handler = http::handler(telemetry.clone(), board, store.to_path_buf(), notices, scrapers.clone());
     let bound = doors.tcp(listener, doors::METRICS, scrapers, handler)?;
-    crate::log::info!("metrics on http://{bound}/metrics");
+    log::info!("metrics on http://{bound}/metrics");
     if !bound.ip().is_loopback() {
-        crate::log::warning!(
+        log::warn!(
             "{bound} is reachable from the network: every job's name and counts are readable \
              there (firewall the port to the controller, whose hooks tell places there, the Prometheus server and \
              the login nodes; or bind 127.0.0.1 and scrape through a proxy)"
@@ -224,7 +224,7 @@ fn wait_for_signals(signals: &SigSet, mailbox: &Mailbox, running: Config, reload
     let state = Arc::new((Mutex::new(running), reload, std::sync::atomic::AtomicBool::new(false)));
     while let Ok(Signal::SIGHUP) = signals.wait() {
         if state.2.swap(true, std::sync::atomic::Ordering::AcqRel) {
-            crate::log::warning!("SIGHUP: the configuration is being read again already");
+            log::warn!("SIGHUP: the configuration is being read again already");
             continue;
         }
         let (state, mailbox) = (state.clone(), mailbox.clone());
@@ -234,7 +234,7 @@ fn wait_for_signals(signals: &SigSet, mailbox: &Mailbox, running: Config, reload
             state.2.store(false, std::sync::atomic::Ordering::Release);
         });
         if let Err(e) = spawned {
-            crate::log::warning!("SIGHUP: cannot read the configuration again: {e}");
+            log::warn!("SIGHUP: cannot read the configuration again: {e}");
         }
     }
     mailbox.tell(Command::Stop);
@@ -248,7 +248,7 @@ fn reload_config(running: &mut Config, reload: &Reload, mailbox: &Mailbox) {
     let new = match reload() {
         Ok(new) => new,
         Err(e) => {
-            crate::log::warning!("configuration not read again, the running one kept: {e:#}");
+            log::warn!("configuration not read again, the running one kept: {e:#}");
             return;
         }
     };
@@ -264,13 +264,13 @@ fn reload_config(running: &mut Config, reload: &Reload, mailbox: &Mailbox) {
     ];
     let changed: Vec<&str> = restart.iter().filter(|(_, c)| *c).map(|(name, _)| *name).collect();
     if !changed.is_empty() {
-        crate::log::warning!(
+        log::warn!(
             "configuration read again: {} changed, which takes a restart (systemctl restart lockstep-agent)",
             changed.join(", ")
         );
     }
     if (new.policy, new.slot) == (running.policy, running.slot) {
-        crate::log::info!("configuration read again: policy and slot as before");
+        log::info!("configuration read again: policy and slot as before");
         return;
     }
     mailbox.tell(Command::Reload { policy: new.policy, slot: new.slot });
@@ -285,6 +285,7 @@ pub type Reload = Box<dyn Fn() -> anyhow::Result<Config> + Send + Sync>;
 /// configuration is read again with `reload`: a new policy or slot length takes effect at once; a configuration
 /// that does not read keeps the running one, and the log says why.
 pub fn run(config: Config, reload: Reload) -> anyhow::Result<i32> {
+    crate::logging::init("lockstep agent");
     let backend = lockstep_cgroup::detect()?;
     server::check(&config.socket)?;
     // The metrics port first: it makes no file, and a refusal there must leave no store or directory behind.
@@ -318,7 +319,7 @@ pub fn run(config: Config, reload: Reload) -> anyhow::Result<i32> {
         sampler::spawn(config.telemetry.clone(), &config.node, config.dcs.btf.as_deref(), &config.store)?;
     let repaired = journal::repair(&store)?;
     if repaired > 0 {
-        crate::log::info!("restored {repaired} cgroup file(s) left changed by a previous agent");
+        log::info!("restored {repaired} cgroup file(s) left changed by a previous agent");
     }
 
     let (version, roots) = (backend.version(), backend.roots());
@@ -354,7 +355,7 @@ pub fn run(config: Config, reload: Reload) -> anyhow::Result<i32> {
         serve_metrics(&doors, metrics, config.scrapers.clone(), &telemetry, &config.store, notices, daemon.board())?;
     }
     feeders::slurm::spawn(mailbox, version, roots, config.slurm_node.clone(), told, slurm_config);
-    crate::log::info!(
+    log::info!(
         "node {} serving {} (store {}, policy {}, slot {})",
         config.node,
         config.socket.display(),
@@ -369,11 +370,11 @@ pub fn run(config: Config, reload: Reload) -> anyhow::Result<i32> {
     telemetry.stop(sampling);
     drop(socket);
     if left.is_empty() {
-        crate::log::info!("stopped; every job restored");
+        log::info!("stopped; every job restored");
         return Ok(0);
     }
     // The watchdog, whose pipe closes as the agent exits, tries them again.
-    crate::log::warning!("stopped; {} job(s) not restored: {}", left.len(), left.join("; "));
+    log::error!("stopped; {} job(s) not restored: {}", left.len(), left.join("; "));
     Ok(1)
 }
 

@@ -484,7 +484,7 @@ impl Chores {
             let said: Vec<String> = owners.iter().map(|(uid, n)| format!("{n} of uid {uid}")).collect();
             let left = if said.is_empty() { "none".to_string() } else { said.join(", ") };
             let more = if partial { "; its tree holds more than was looked at" } else { "" };
-            crate::log::warning!(
+            log::warn!(
                 "Slurm job {}: its cgroups remain ({}) but slurmctld has not run it on this node for {} s: left \
                  alone, never co-scheduled (processes: {left}{more})",
                 found.id,

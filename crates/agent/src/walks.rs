@@ -67,7 +67,7 @@ impl Paced {
         pace.spaced = interval.is_some_and(|i| wait > i);
         if pace.spaced && !pace.said {
             pace.said = true;
-            crate::log::info!(
+            log::info!(
                 "job {name}: a walk of its cgroup tree took {:.1} ms of CPU: it is walked at most every {:.1} s \
                  ({} % of a CPU), and processes that appear in it are found that much later",
                 cost.as_secs_f64() * 1e3,

@@ -95,7 +95,7 @@ impl Drop for Watchdog {
 /// The watchdog process (`lockstepd --watchdog STORE`): collects entries from standard input, restores them when
 /// the agent goes silent or goes away. Returns the exit status.
 pub fn watch(store: &Path) -> i32 {
-    crate::log::speaker("lockstep watchdog");
+    crate::logging::init("lockstep watchdog");
     // Signals aimed at the agent's process group (Ctrl-C, a service manager's SIGTERM) must not kill the
     // watchdog before the agent has restored: only the pipe decides.
     for sig in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP, Signal::SIGQUIT, Signal::SIGPIPE] {
@@ -128,7 +128,7 @@ pub fn watch(store: &Path) -> i32 {
                 if apply(&line, &mut tracked) {
                     last_beat = Instant::now();
                     if silent {
-                        crate::log::info!("the agent beats again");
+                        log::info!("the agent beats again");
                         silent = false;
                     }
                 }
@@ -139,7 +139,7 @@ pub fn watch(store: &Path) -> i32 {
         }
         if !silent && last_beat.elapsed() >= BEAT_TIMEOUT {
             let (restored, failed) = restore(&tracked);
-            crate::log::warning!(
+            log::warn!(
                 "no beat from the agent for {BEAT_TIMEOUT:?}; restored {} target(s), {failed} \
                  failed",
                 restored.len()
@@ -158,7 +158,7 @@ pub fn watch(store: &Path) -> i32 {
             let _ = s.journal_remove(file);
         }
     }
-    crate::log::info!("agent gone; restored {} cgroup file(s) and thread(s)", restored.len());
+    log::info!("agent gone; restored {} cgroup file(s) and thread(s)", restored.len());
     i32::from(failed > 0)
 }
 
@@ -214,7 +214,7 @@ fn restore(tracked: &BTreeMap<String, String>) -> (Vec<&String>, usize) {
     for (target, file, value) in entries {
         match target.put_back(value) {
             Err(e) => {
-                crate::log::warning!("cannot restore {file} to {value}: {e}");
+                log::error!("cannot restore {file} to {value}: {e}");
                 failed += 1;
             }
             Ok(()) => restored.push(file),

@@ -447,9 +447,37 @@ fn adopted_pids_move_in_and_back_out() {
         format!("lockstep agent: job {again} ended"),
     ] {
         let line = log.lines().find(|l| l.contains(&needle)).unwrap_or_else(|| panic!("no {needle:?} in: {log}"));
-        let stamp = line.split(' ').next().unwrap_or_default();
+        let mut words = line.split(' ');
+        let stamp = words.next().unwrap_or_default();
         assert!(stamp.len() == 24 && stamp.ends_with('Z') && stamp.as_bytes()[10] == b'T', "{line}");
+        assert_eq!(words.next(), Some("INFO"), "the level after the time: {line}");
     }
+}
+
+/// Under systemd (stderr is the journal's stream that `JOURNAL_STREAM` names) every line of the agent and its
+/// watchdog starts with its syslog priority instead of a time, and `LOCKSTEP_LOG` chooses which lines are written.
+#[test]
+#[ignore = "needs root"]
+fn under_the_journal_lines_carry_their_priority_and_lockstep_log_filters_them() {
+    common::require_root();
+    let _serial = serial();
+    let env = Env::new();
+    // As systemd sets it: DEVICE:INODE of the agent's stderr (the test's log file), in decimal.
+    let script = "JOURNAL_STREAM=$(stat -L -c %d:%i /proc/self/fd/2) exec \"$0\" agent \"$@\"";
+    let mut cmd = std::process::Command::new("sh");
+    cmd.args(["-c", script, env!("CARGO_BIN_EXE_lockstep"), "--policy", "gang", "--slot", "200ms"]);
+    cmd.env("LOCKSTEP_STORE", env.store()).env("LOCKSTEP_SOCKET", env.socket());
+    cmd.env("LOCKSTEP_LOG", "warn,lockstepd::setup=info");
+    let agent = Agent::spawn(&env, cmd);
+    let job = name("journal");
+    ok(&env.run(&["run", "--job", &job, "--place", "any", "--", "true"]));
+    let log = stopped_log(agent);
+    let lines: Vec<&str> = log.lines().collect();
+    assert!(lines.iter().any(|l| l.starts_with("<6>lockstep agent: node ")), "the start, at info: {log}");
+    assert!(lines.contains(&"<6>lockstep agent: stopped; every job restored"), "the stop, at info: {log}");
+    assert!(lines.iter().all(|l| l.starts_with('<')), "a line without its priority: {log}");
+    // The job's lines are info from another module of the agent, which the filter leaves out.
+    assert!(!log.contains(&job), "LOCKSTEP_LOG=warn,lockstepd::setup=info wrote a job's line: {log}");
 }
 
 #[test]

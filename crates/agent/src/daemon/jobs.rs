@@ -26,7 +26,7 @@ impl Daemon {
         if let Some(slot) = slot {
             self.slot = slot;
         }
-        crate::log::info!(
+        log::info!(
             "policy {} slot {} -> policy {} slot {}",
             was.0,
             lockstep_core::duration::format(was.1),
@@ -68,7 +68,7 @@ impl Daemon {
             return Err(e.into());
         }
         self.count(&job);
-        crate::log::info!(
+        log::info!(
             "job {name} taken on ({}, {} cgroup(s), PUs {}, owner uid {})",
             job.origin.kind(),
             job.groups.len(),
@@ -89,7 +89,7 @@ impl Daemon {
         self.dcs_leave(&mut job);
         self.uncount(name);
         job.release(&mut self.journal, &self.store)?;
-        crate::log::info!("job {name} released; its cgroups are as they were before");
+        log::info!("job {name} released; its cgroups are as they were before");
         self.flush();
         self.record(Record::ManagedRemove(name.to_string()))?;
         self.replan = true;

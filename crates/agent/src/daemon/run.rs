@@ -50,7 +50,7 @@ impl Daemon {
                 // The wall clock stepped back by more than a slot: start again from the slot it says it is, rather
                 // than wait (perhaps an hour) for the boundary the old time was heading to.
                 if now.saturating_add(slot_ns(self.slot)) < next {
-                    crate::log::info!("the wall clock stepped back; slots follow it");
+                    log::info!("the wall clock stepped back; slots follow it");
                     k = slot::index(now, self.slot);
                     self.tick(k, true);
                     break;
@@ -117,7 +117,7 @@ impl Daemon {
             Command::Stop => self.lifecycle = Lifecycle::Stopping,
             Command::Reload { policy, slot } => {
                 if let Err(e) = self.set_policy(policy, Some(slot)) {
-                    crate::log::warning!("configuration read again, but policy {policy} cannot start: {e:#}");
+                    log::warn!("configuration read again, but policy {policy} cannot start: {e:#}");
                 }
                 self.publish();
             }

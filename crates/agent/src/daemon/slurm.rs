@@ -42,10 +42,10 @@ impl Daemon {
             .map(|l| l.id)
             .collect();
         for id in again {
-            crate::log::info!("Slurm job {id} runs here again (slurmctld lists it after its end)");
+            log::info!("Slurm job {id} runs here again (slurmctld lists it after its end)");
             self.slurm_done.remove(&id);
             if let Err(e) = self.record(Record::SlurmForget(id)) {
-                crate::log::warning!("Slurm job {id}: {e:#}");
+                log::warn!("Slurm job {id}: {e:#}");
             }
         }
         let word = &mut self.slurm_word;
@@ -67,9 +67,9 @@ impl Daemon {
             job.halted = halted;
             self.replan = true;
             if halted {
-                crate::log::info!("Slurm job {id} is suspended: its slots go to its neighbours until it resumes");
+                log::info!("Slurm job {id} is suspended: its slots go to its neighbours until it resumes");
             } else {
-                crate::log::info!("Slurm job {id} resumed: back in its slots");
+                log::info!("Slurm job {id} resumed: back in its slots");
             }
         }
     }
@@ -105,7 +105,7 @@ impl Daemon {
                 continue;
             }
             if f.partial && self.slurm_word.partial.insert(id) {
-                crate::log::warning!(
+                log::warn!(
                     "Slurm job {id}: a step holds more than {} directories; only the first were looked at for its \
                      tasks (the job's user may make cgroups in their step)",
                     crate::slurm::ENTRIES
@@ -118,7 +118,7 @@ impl Daemon {
                 for dirs in f.groups {
                     if !job.groups.iter().any(|g| g.dirs == dirs) {
                         if let Err(e) = job.add_group(dirs, &mut self.journal, &self.store) {
-                            crate::log::info!("job {name}: {e:#}");
+                            log::info!("job {name}: {e:#}");
                         }
                         changed = true;
                     }
@@ -139,7 +139,7 @@ impl Daemon {
             let weight_dir = match self.weight_dir(&f) {
                 Ok(dir) => dir,
                 Err(e) => {
-                    crate::log::warning!("Slurm job {}: no CPU weight to boost ({e})", f.id);
+                    log::warn!("Slurm job {}: no CPU weight to boost ({e})", f.id);
                     None
                 }
             };
@@ -155,7 +155,7 @@ impl Daemon {
                     self.jobs.push(job);
                     changed = true;
                 }
-                Err(e) => crate::log::warning!("cannot take on Slurm job {id}: {e:#}"),
+                Err(e) => log::warn!("cannot take on Slurm job {id}: {e:#}"),
             }
         }
         if changed {
@@ -184,7 +184,7 @@ impl Daemon {
         for id in gone {
             self.slurm_done.remove(&id);
             if let Err(e) = self.record(Record::SlurmForget(id)) {
-                crate::log::warning!("Slurm job {id}: {e:#}");
+                log::warn!("Slurm job {id}: {e:#}");
             }
         }
     }
@@ -205,7 +205,7 @@ impl Daemon {
             .collect();
         // Released, not ended: should slurmctld list it again, it is taken on again.
         for &id in &stale {
-            crate::log::info!("Slurm job {id}: slurmctld no longer runs it on this node; released");
+            log::info!("Slurm job {id}: slurmctld no longer runs it on this node; released");
             if let Some(i) = self.jobs.iter().position(|j| j.name == job_name(id)) {
                 self.retire(i);
             }
@@ -224,7 +224,7 @@ impl Daemon {
             .iter()
             .position(|j| matches!(j.origin, Origin::Slurm { id, .. } if self.slurm_done.contains_key(&id)))
         {
-            crate::log::info!("job {}: its Slurm job ended (its epilog); released", self.jobs[i].name);
+            log::info!("job {}: its Slurm job ended (its epilog); released", self.jobs[i].name);
             self.retire(i);
         }
     }
@@ -278,7 +278,7 @@ impl Daemon {
         job.row = job.row.or_else(|| self.node_rows.get(&job.id).copied());
         let place = place.or_else(|| self.places.get(&job.id).copied());
         self.record(Record::SlurmPut(job))?;
-        crate::log::info!(
+        log::info!(
             "Slurm job {} registered by its prolog (uid {}, row {})",
             job.id,
             job.uid,
@@ -318,7 +318,7 @@ impl Daemon {
         self.node_rows.retain(|id, _| kept(id, managed, slurm));
         let rows: Vec<(SlurmJobId, Row)> = jobs.iter().filter_map(|l| Some((l.id, l.row?))).collect();
         let told: Vec<String> = rows.iter().map(|(id, row)| format!("{id}: {}", lockstep_slurm::show(*row))).collect();
-        crate::log::info!("the controller's hooks told: {}", told.join(", "));
+        log::info!("the controller's hooks told: {}", told.join(", "));
         self.refresh_places(&rows);
     }
 
@@ -348,7 +348,7 @@ impl Daemon {
     /// The epilog ran for job `id`: its processes are gone; restore and forget it, and do not take it on again
     /// while Slurm removes its cgroups.
     pub(super) fn slurm_epilog(&mut self, id: SlurmJobId) -> anyhow::Result<()> {
-        crate::log::info!("Slurm job {id} ended (its epilog)");
+        log::info!("Slurm job {id} ended (its epilog)");
         // Restored first: a mark the store refuses leaves no job managed past its end.
         let name = job_name(id);
         if let Some(i) = self.jobs.iter().position(|j| j.name == name) {

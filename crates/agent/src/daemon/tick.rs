@@ -68,7 +68,7 @@ impl Daemon {
             };
             for c in auto.observe(k, self.slot, &views, &mut sample) {
                 if !c.trying {
-                    crate::log::info!("auto: {} -> {}: {}", c.jobs.join(" "), c.policy, c.why);
+                    log::info!("auto: {} -> {}: {}", c.jobs.join(" "), c.policy, c.why);
                 }
                 self.choices.push((lockstep_store::now(), c));
             }
@@ -172,8 +172,8 @@ impl Daemon {
         self.dcs_leave(&mut job);
         self.uncount(&job.name);
         match job.release(&mut self.journal, &self.store) {
-            Ok(()) => crate::log::info!("job {} ended", job.name),
-            Err(e) => crate::log::warning!("job {} ended; cannot clean up after it: {e:#}", job.name),
+            Ok(()) => log::info!("job {} ended", job.name),
+            Err(e) => log::error!("job {} ended; cannot clean up after it: {e:#}", job.name),
         }
         let _ = self.record(Record::ManagedRemove(job.name.clone()));
         let d = self.decision(Some(&job.name), Action::Gone, Duration::ZERO);
@@ -230,7 +230,7 @@ impl Daemon {
     /// agent was stopped), the watchdog has put every job back: the jobs are taken as restored and planned again.
     pub(super) fn heartbeat(&mut self) {
         if self.last_beat.elapsed() >= watchdog::BEAT_TIMEOUT {
-            crate::log::warning!(
+            log::warn!(
                 "did not run for {:.1} s; the watchdog restored every job, planning again",
                 self.last_beat.elapsed().as_secs_f64()
             );
@@ -255,7 +255,7 @@ impl Daemon {
 fn say_slow(job: &mut Managed) {
     let Some(cost) = job.switch_cost.filter(|_| !job.prompt() && !job.said_slow) else { return };
     job.said_slow = true;
-    crate::log::info!(
+    log::info!(
         "job {}: a change of its cgroups took the kernel {:.1} ms (more than {} ms: each write walks the cgroups and \
          processes below them): it is switched after every other job, so that this falls on it alone",
         job.name,
@@ -301,7 +301,7 @@ impl Daemon {
             match record.write(&self.store) {
                 Ok(()) => {}
                 Err(e) if e.is_busy() => return Err(e),
-                Err(e) => crate::log::warning!("cannot write {} to the store: {e:#}", record.what()),
+                Err(e) => log::error!("cannot write {} to the store: {e:#}", record.what()),
             }
             self.unsaved.remove(0);
         }

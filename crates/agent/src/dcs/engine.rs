@@ -153,7 +153,7 @@ impl Engine {
                 }
                 Err(e) => {
                     if self.failed.insert(name.clone()) {
-                        crate::log::warning!("dcs cannot raise job {name}: {e:#}");
+                        log::warn!("dcs cannot raise job {name}: {e:#}");
                     }
                 }
             }
@@ -198,7 +198,7 @@ impl Engine {
         self.held_max = self.held_max.max(held);
         if let Some(job) = jobs.iter_mut().find(|j| j.name == name) {
             if let Err(e) = self.raiser.lower(job, raised, ctx) {
-                crate::log::warning!("dcs cannot lower job {name}: {e:#}");
+                log::warn!("dcs cannot lower job {name}: {e:#}");
             }
         }
         Some(held)
@@ -212,7 +212,7 @@ impl Engine {
         self.seen.remove(&job.name);
         self.threads.remove(&job.name);
         if let Err(e) = self.raiser.leave(&job.name, &mut ctx) {
-            crate::log::warning!("dcs cannot restore job {}: {e:#}", job.name);
+            log::error!("dcs cannot restore job {}: {e:#}", job.name);
         }
     }
 
@@ -223,7 +223,7 @@ impl Engine {
             self.leave(job, Ctx { journal: ctx.journal, store: ctx.store });
         }
         if let Err(e) = self.raiser.stop(&mut ctx) {
-            crate::log::warning!("dcs cannot restore: {e:#}");
+            log::error!("dcs cannot restore: {e:#}");
         }
     }
 

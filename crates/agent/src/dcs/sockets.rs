@@ -304,7 +304,7 @@ impl Scanner {
             let ports = match dump {
                 Ok(dump) => {
                     if dump.capped && self.said_netns.insert(netns) {
-                        crate::log::warning!(
+                        log::warn!(
                             "dcs: network namespace {netns} holds more than {} TCP sockets; only the first {} are \
                              matched to jobs (sockets past them are not watched)",
                             self.budgets.sockets,
@@ -315,7 +315,7 @@ impl Scanner {
                 }
                 Err(e) => {
                     if self.said_netns.insert(netns) {
-                        crate::log::warning!(
+                        log::warn!(
                             "dcs: cannot read the TCP sockets of network namespace {netns} (process {pid}'s): {e}; \
                              the sockets of its jobs are not watched"
                         );
@@ -336,7 +336,7 @@ impl Scanner {
             let mut reasons: Vec<(Partly, String)> = reasons.into_iter().filter(|(r, _)| !said.contains(r)).collect();
             reasons.sort_by_key(|(r, _)| *r as u8);
             for (reason, why) in reasons {
-                crate::log::warning!("dcs: job {} only partly scanned: {why}", job.name);
+                log::warn!("dcs: job {} only partly scanned: {why}", job.name);
                 said.insert(reason);
             }
         }

@@ -76,7 +76,7 @@ pub fn lower(changed: &Changed) {
     for (thread, before, raised) in changed {
         if let Err(e) = change(thread, raised, before) {
             if e.raw_os_error() != Some(libc::ESRCH) {
-                crate::log::warning!("cannot lower thread {}: {e}", thread.pid);
+                log::warn!("cannot lower thread {}: {e}", thread.pid);
             }
         }
     }
@@ -92,7 +92,7 @@ fn change(thread: &Thread, from: &Sched, to: &Sched) -> std::io::Result<()> {
     }
     if let Some(other) = Thread::of(thread.pid).filter(|o| o != thread) {
         if put_back_stranger(&other, to) {
-            crate::log::warning!(
+            log::warn!(
                 "dcs: thread {} exited as its scheduling was changed, and the thread that took its ID may have been                  changed in its place: put back to the normal class",
                 thread.pid
             );

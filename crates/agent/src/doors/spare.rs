@@ -31,7 +31,7 @@ impl Spare {
     /// it could not be.
     pub fn ok(&self) {
         if self.said.swap(false, Ordering::Relaxed) {
-            crate::log::info!("{}: accepting connections again", self.door);
+            log::info!("{}: accepting connections again", self.door);
         }
         refill(&self.file);
     }
@@ -44,7 +44,7 @@ impl Spare {
             return None;
         }
         if !self.said.swap(true, Ordering::Relaxed) {
-            crate::log::warning!(
+            log::warn!(
                 "{}: cannot accept a connection ({e}); each caller is answered \"busy\" (root's served) in a spare \
                  descriptor's place until descriptors are free again",
                 self.door

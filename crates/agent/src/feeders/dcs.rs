@@ -53,7 +53,7 @@ fn serve(mailbox: &Mailbox, engine: u64, probe: &Probe) {
     let events = match probe.events(sink.clone()) {
         Ok(rb) => rb,
         Err(e) => {
-            crate::log::warning!("dcs cannot read its probe's events: {e:#}");
+            log::warn!("dcs cannot read its probe's events: {e:#}");
             return;
         }
     };
@@ -95,13 +95,13 @@ fn scan(mailbox: &Mailbox, engine: u64, mut tables: Tables) {
                 .collect();
             match tables.set_ports(&ports).map_err(|e| format!("{e:#}")) {
                 Err(e) if fault.as_ref() != Some(&e) => {
-                    crate::log::warning!("dcs port table: {e}");
+                    log::warn!("dcs port table: {e}");
                     fault = Some(e);
                 }
                 Err(_) => {}
                 Ok(()) => {
                     if fault.take().is_some() {
-                        crate::log::info!("dcs port table: every socket watched again");
+                        log::info!("dcs port table: every socket watched again");
                     }
                 }
             }
@@ -110,7 +110,7 @@ fn scan(mailbox: &Mailbox, engine: u64, mut tables: Tables) {
             let wait = scan_wait(cpu);
             if wait > SCAN_INTERVAL && !said {
                 said = true;
-                crate::log::info!(
+                log::info!(
                     "dcs: a scan of the jobs' sockets took {:.1} ms of CPU: scans are {:.1} s apart ({} % of a \
                      CPU), and new sockets of the jobs it knows are found that much later",
                     cpu.as_secs_f64() * 1e3,

@@ -45,9 +45,9 @@ pub fn spawn(
             if !found.is_empty() && !checked {
                 checked = true;
                 if told {
-                    crate::log::info!("Slurm jobs here: the controller's hooks tell their places (POST /slurm/places)");
+                    log::info!("Slurm jobs here: the controller's hooks tell their places (POST /slurm/places)");
                 } else {
-                    crate::log::info!(
+                    log::info!(
                         "Slurm jobs here: slurmctld is asked their places every {} s (no metrics door open to the \
                          controller's notices)",
                         lockstep_slurm::REFRESH.as_secs()
@@ -75,7 +75,7 @@ pub fn spawn(
         }
     });
     if let Err(e) = spawned {
-        crate::log::warning!("Slurm jobs are not looked for: cannot start the discovery thread: {e}");
+        log::warn!("Slurm jobs are not looked for: cannot start the discovery thread: {e}");
     }
 }
 
@@ -85,7 +85,7 @@ fn halted(id: lockstep_slurm::SlurmJobId) -> Option<bool> {
     match lockstep_slurm::show_job(id) {
         Ok(job) => Some(job.is_some_and(|j| j.halted())),
         Err(e) => {
-            crate::log::info!("Slurm job {id}: cannot ask slurmctld whether it is suspended: {e:#}");
+            log::info!("Slurm job {id}: cannot ask slurmctld whether it is suspended: {e:#}");
             None
         }
     }
@@ -96,13 +96,13 @@ fn halted(id: lockstep_slurm::SlurmJobId) -> Option<bool> {
 /// configuration is the one the notices door reads: one question to slurmctld in the agent's life.
 fn check_preemption(config: &SlurmConfig) {
     match config.get() {
-        Ok(c) if lockstep_slurm::slices_time(&c.preempt_mode) => crate::log::warning!(
+        Ok(c) if lockstep_slurm::slices_time(&c.preempt_mode) => log::warn!(
             "Slurm time-slices jobs itself here (PreemptMode={}): its slices and lockstep's slots would stop \
              jobs in turns of their own; keep one of the two (PreemptMode without GANG, or policy cfs on this \
              node; deploy/slurm/README.md)",
             c.preempt_mode
         ),
         Ok(_) => {}
-        Err(e) => crate::log::info!("{e}"),
+        Err(e) => log::info!("{e}"),
     }
 }

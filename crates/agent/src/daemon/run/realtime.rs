@@ -13,7 +13,7 @@ const PRIORITY: i32 = 10;
 /// Moves the calling thread to `SCHED_FIFO` at [`PRIORITY`]; says so, naming `role`, when it cannot.
 pub(super) fn thread(role: &str) {
     if let Err(e) = try_thread() {
-        crate::log::warning!("cannot use SCHED_FIFO for {role} ({e}); slot switches may lag under load");
+        log::warn!("cannot use SCHED_FIFO for {role} ({e}); slot switches may lag under load");
     }
 }
 
