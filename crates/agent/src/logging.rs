@@ -26,13 +26,28 @@ pub fn init(speaker: &'static str) {
         Err(_) => builder.filter_level(LevelFilter::Warn).filter_module(env!("CARGO_CRATE_NAME"), LevelFilter::Info),
     };
     builder.target(env_logger::Target::Stderr).format(move |out, record| {
+        let said = record.args().to_string();
+        let text = one_line(&said);
         if journal {
-            writeln!(out, "<{}>{speaker}: {}", priority(record.level()), record.args())
+            writeln!(out, "<{}>{speaker}: {text}", priority(record.level()))
         } else {
-            writeln!(out, "{} {:<5} {speaker}: {}", out.timestamp_millis(), record.level(), record.args())
+            writeln!(out, "{} {:<5} {speaker}: {text}", out.timestamp_millis(), record.level())
         }
     });
     let _ = builder.try_init();
+}
+
+/// `text` as one line: a line may quote what users control (a Slurm field, a path, a process's name), and a
+/// newline there would start a line of their own, with a priority of their choosing under the journal. Control
+/// characters are written escaped, as Rust escapes them (`\n`, `\u{1b}`).
+fn one_line(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.chars().any(char::is_control) {
+        return text.into();
+    }
+    text.chars()
+        .map(|c| if c.is_control() { c.escape_default().to_string() } else { c.to_string() })
+        .collect::<String>()
+        .into()
 }
 
 /// The syslog priority (RFC 5424's severity) the journal files a line of `level` under.
@@ -62,8 +77,18 @@ fn to_journal() -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::priority;
+    use super::{one_line, priority};
     use log::Level;
+
+    #[test]
+    fn a_quoted_newline_cannot_start_a_line() {
+        assert_eq!(one_line("job x ended"), "job x ended");
+        assert_eq!(
+            one_line("Slurm job 7: comment \"a\n<0>forged\"\r\u{1b}[2J"),
+            "Slurm job 7: comment \"a\\n<0>forged\"\\r\\u{1b}[2J"
+        );
+        assert_eq!(one_line("tab\there, ünïcode kept"), "tab\\there, ünïcode kept");
+    }
 
     #[test]
     fn levels_map_to_syslog_priorities() {
