@@ -4,7 +4,8 @@ BUILD  := $(CURDIR)/build
 BIN    := $(BUILD)/bin
 FIXTURE ?= fixtures/topology/intel-raptorlake-i7-1370p.xml
 # MPI the kernels and the profiler are built with (openmpi or mpich); `make test` also verifies the other one.
-# MPICC and MPIEXEC name its wrappers where they are not Debian's /usr/bin/mpicc.$(MPI) and mpiexec.$(MPI).
+# MPICC=… and MPIEXEC=… on the command line (never from the environment, where MPI modules export their own) name
+# its wrappers where they are not Debian's /usr/bin/mpicc.$(MPI) and mpiexec.$(MPI).
 MPI    ?= openmpi
 # The capabilities the agent needs (docs/security.md); make test runs every agent its tests start with only these
 # (the end-to-end experiments' agents, which the experiment starts itself, and the guests' run as full root).
@@ -23,7 +24,8 @@ deps:
 build: deps
 	$(CARGO) build --release --locked --workspace
 	cmake -S native -B $(NATIVE) -DLOCKSTEP_MPI=$(MPI) -DCMAKE_INSTALL_PREFIX=$(BUILD) \
-	  $(if $(MPICC),-DLOCKSTEP_MPICC=$(MPICC)) $(if $(MPIEXEC),-DLOCKSTEP_MPIEXEC=$(MPIEXEC)) >/dev/null
+	  $(if $(filter command line,$(origin MPICC)),-DLOCKSTEP_MPICC=$(MPICC)) \
+	  $(if $(filter command line,$(origin MPIEXEC)),-DLOCKSTEP_MPIEXEC=$(MPIEXEC)) >/dev/null
 	cmake --build $(NATIVE) -j 2
 	DESTDIR= cmake --install $(NATIVE) >/dev/null
 	install -D -m 755 target/release/lockstep $(BIN)/lockstep
@@ -61,6 +63,7 @@ package: build
 	  ../lockstep_$$(dpkg-parsechangelog -S Version)_*.changes $(BUILD)/packages/
 	command -v rpmbuild > /dev/null || apt-get install -y -qq --no-install-recommends rpm > /dev/null
 	rpmbuild -bb --nodeps --build-in-place --define "_topdir $(BUILD)/rpm" --define "pkg_version $(VERSION)" \
+	  --define "lockstep_mpi $(MPI)" --define "mpicc /usr/bin/mpicc.$(MPI)" --define "mpiexec /usr/bin/mpiexec.$(MPI)" \
 	  packaging/rpm/lockstep.spec
 	mv $(BUILD)/rpm/RPMS/*/lockstep-*$(VERSION)-1.*.rpm $(BUILD)/packages/
 	@ls $(BUILD)/packages/*.deb $(BUILD)/packages/*.rpm

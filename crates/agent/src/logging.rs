@@ -5,8 +5,9 @@
 //! priority (`<3>` error, `<4>` warning, `<6>` info, `<7>` debug and trace), which the journal files the line under
 //! (`journalctl -p warning`), and the journal stamps it; anywhere else each starts with the UTC time and the level,
 //! `2026-11-27T21:50:01.123Z WARN  lockstep agent: …`. `LOCKSTEP_LOG` chooses what is written, in `env_logger`'s
-//! syntax (`warn`, `debug`, `lockstepd::sampler=debug`); by default the agent's lines from `info` up and other
-//! crates' from `warn` up.
+//! syntax, in place of the default as `RUST_LOG` does (`warn`: warnings and errors only; `warn,lockstepd::setup=info`;
+//! a target matches by prefix, and one no directive matches is not written); unset or empty, the agent's lines
+//! from `info` up and other crates' from `warn` up.
 
 use std::io::Write;
 use std::os::fd::AsRawFd;
@@ -22,8 +23,8 @@ pub fn init(speaker: &'static str) {
     let journal = to_journal();
     let mut builder = env_logger::Builder::new();
     match std::env::var(FILTER_VAR) {
-        Ok(filter) => builder.parse_filters(&filter),
-        Err(_) => builder.filter_level(LevelFilter::Warn).filter_module(env!("CARGO_CRATE_NAME"), LevelFilter::Info),
+        Ok(filter) if !filter.trim().is_empty() => builder.parse_filters(&filter),
+        _ => builder.filter_level(LevelFilter::Warn).filter_module(env!("CARGO_CRATE_NAME"), LevelFilter::Info),
     };
     builder.target(env_logger::Target::Stderr).format(move |out, record| {
         let said = record.args().to_string();

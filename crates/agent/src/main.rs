@@ -324,8 +324,9 @@ fn man_sections(_: &str) -> Vec<Section> {
             "ENVIRONMENT",
             "LOCKSTEP_STORE\tthe store, when neither --store nor the configuration file's store gives one.\n\
              LOCKSTEP_SOCKET\tthe socket, when neither --socket nor the configuration file's socket gives one.\n\
-             LOCKSTEP_LOG\twhich log lines are written, in env_logger's filter syntax (warn, debug, \
-             lockstepd::slurm=debug); by default the agent's from info up, other crates' from warn up.\n\
+             LOCKSTEP_LOG\twhich log lines are written, in env_logger's filter syntax, in place of the default as \
+             RUST_LOG does (warn: warnings and errors only; warn,lockstepd::daemon=info); unset or empty, the \
+             agent's from info up, other crates' from warn up.\n\
              JOURNAL_STREAM\tset by systemd: log lines then carry their syslog priority (3 error, 4 warning, 6 info, \
              7 debug) instead of the time and level.",
         ),

@@ -45,7 +45,7 @@ impl Daemon {
             log::info!("Slurm job {id} runs here again (slurmctld lists it after its end)");
             self.slurm_done.remove(&id);
             if let Err(e) = self.record(Record::SlurmForget(id)) {
-                log::warn!("Slurm job {id}: {e:#}");
+                log::error!("Slurm job {id}: cannot write its end to the store: {e:#}");
             }
         }
         let word = &mut self.slurm_word;
@@ -184,7 +184,7 @@ impl Daemon {
         for id in gone {
             self.slurm_done.remove(&id);
             if let Err(e) = self.record(Record::SlurmForget(id)) {
-                log::warn!("Slurm job {id}: {e:#}");
+                log::error!("Slurm job {id}: cannot write its end to the store: {e:#}");
             }
         }
     }

@@ -20,23 +20,24 @@ class Lockstep(MakefilePackage):
     version("0.1.0")
 
     variant("lab", default=False, description="Install the lab: MPI kernels, mpirun wrapper, cluster scripts")
+    variant("slurm", default=True, description="Build the SPANK plugin that preloads the profiler into Slurm jobs")
 
     depends_on("c", type="build")
     depends_on("cxx", type="build")
     depends_on("gmake", type="build")
     depends_on("cmake@3.16:", type="build")
     depends_on("pkgconfig", type="build")
-    depends_on("rust@1.85:", type="build")
+    depends_on("rust@1.91:", type="build")
     # clang compiles the dcs policy's eBPF program (-target bpf).
     depends_on("llvm+clang", type="build")
 
-    depends_on("hwloc@2:")
-    depends_on("sqlite@3:")
+    # hwlocality uses the API of hwloc 2.8; SQLite is built into the binaries (rusqlite's bundled copy).
+    depends_on("hwloc@2.8:")
     depends_on("elfutils")
     depends_on("zlib-api")
     depends_on("openssl")
     depends_on("libpfm4")
-    depends_on("slurm")
+    depends_on("slurm", when="+slurm")
     depends_on("mpi")
     depends_on("python@3.9:", type="run", when="+lab")
 
