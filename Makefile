@@ -71,7 +71,8 @@ package: build
 demo: build
 	@scripts/demo.sh "$(FIXTURE)"
 
-# Each line of the suite says how long it took (scripts/timed-shell).
+# Each line of the suite says how long it took (scripts/timed-shell). Guests of one qemu each run two at a time
+# (scripts/together), as each runs on one host thread; those of two (two-nodes, slurm-two) share a bridge, alone.
 test: SHELL := $(CURDIR)/scripts/timed-shell
 test: build
 	$(CARGO) fmt --all --check
@@ -81,14 +82,12 @@ test: build
 	scripts/beside $(BUILD)/fuzz/build.log scripts/fuzz.sh build -- env LOCKSTEP_BIN=$(BIN) LOCKSTEP_REQUIRE_ALL=1 \
 		LOCKSTEP_AGENT_CAPS=$(AGENT_CAPS) $(CARGO) test --release --locked --workspace -- --include-ignored
 	scripts/beside $(BUILD)/soak.log scripts/soak-agent.sh 2 -- tests/vm/cgroup-v2
-	tests/vm/systemd-unit
 	$(MAKE) package > $(BUILD)/package.log
 	tests/packages
-	tests/vm/deb-install
-	tests/vm/slurm-v2
+	scripts/together $(BUILD)/vm-logs tests/vm/systemd-unit tests/vm/deb-install
+	scripts/together $(BUILD)/vm-logs tests/vm/slurm-v2 tests/vm/numa
 	tests/vm/two-nodes
 	tests/vm/slurm-two
-	tests/vm/numa
 	scripts/fuzz.sh smoke 5
 	ctest --test-dir $(NATIVE) --output-on-failure
 	cmake -S native/locks -B $(BUILD)/locks-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_FLAGS=-fsanitize=thread >/dev/null

@@ -33,7 +33,7 @@ vm_prepare() {
   vm_initrd=$vm_dir/initramfs-$vm_kver.cpio
   if [[ ! -s $vm_vmlinux ]]; then
     # The bzImage's payload is one XZ stream: decompress from its magic on.
-    python3 - "$vmlinuz" "$vm_vmlinux.tmp" <<'PY'
+    python3 - "$vmlinuz" "$vm_vmlinux.tmp.$$" <<'PY'
 import lzma, sys
 data = open(sys.argv[1], "rb").read()
 at = data.find(b"\xfd7zXZ\x00")
@@ -44,7 +44,7 @@ if image[:4] != b"\x7fELF":
     sys.exit(f"{sys.argv[1]}: the payload is not an ELF image")
 open(sys.argv[2], "wb").write(image)
 PY
-    mv "$vm_vmlinux.tmp" "$vm_vmlinux"
+    mv "$vm_vmlinux.tmp.$$" "$vm_vmlinux"
   fi
   if [[ ! -s $vm_initrd || $vm_root/tests/vm/init -nt $vm_initrd ]]; then
     local tree
@@ -62,9 +62,9 @@ PY
         fi
       done
     done
-    (cd "$tree" && find . | cpio -o -H newc --quiet) > "$vm_initrd.tmp"
+    (cd "$tree" && find . | cpio -o -H newc --quiet) > "$vm_initrd.tmp.$$"
     rm -rf "$tree"
-    mv "$vm_initrd.tmp" "$vm_initrd"
+    mv "$vm_initrd.tmp.$$" "$vm_initrd"
   fi
 }
 
