@@ -38,17 +38,28 @@ pub fn init(speaker: &'static str) {
     let _ = builder.try_init();
 }
 
+/// The longest text a line carries, in bytes: with its prefix, one line stays one write of at most `PIPE_BUF`
+/// (4096) bytes, which the kernel never interleaves with the other process's (agent and watchdog share stderr).
+const LINE_MAX: usize = 3968;
+
 /// `text` as one line: a line may quote what users control (a Slurm field, a path, a process's name), and a
 /// newline there would start a line of their own, with a priority of their choosing under the journal. Control
-/// characters are written escaped, as Rust escapes them (`\n`, `\u{1b}`).
+/// characters are written escaped, as Rust escapes them (`\n`, `\u{1b}`); a text longer than [`LINE_MAX`] is cut
+/// at a character boundary and says so.
 fn one_line(text: &str) -> std::borrow::Cow<'_, str> {
-    if !text.chars().any(char::is_control) {
+    if text.len() <= LINE_MAX && !text.chars().any(char::is_control) {
         return text.into();
     }
-    text.chars()
-        .map(|c| if c.is_control() { c.escape_default().to_string() } else { c.to_string() })
-        .collect::<String>()
-        .into()
+    let mut line = String::with_capacity(text.len().min(LINE_MAX + 32));
+    for (at, c) in text.char_indices() {
+        let escaped = if c.is_control() { c.escape_default().to_string() } else { c.to_string() };
+        if line.len() + escaped.len() > LINE_MAX {
+            line.push_str(&format!(" … ({} bytes cut)", text.len() - at));
+            break;
+        }
+        line.push_str(&escaped);
+    }
+    line.into()
 }
 
 /// The syslog priority (RFC 5424's severity) the journal files a line of `level` under.
@@ -89,6 +100,15 @@ mod tests {
             "Slurm job 7: comment \"a\\n<0>forged\"\\r\\u{1b}[2J"
         );
         assert_eq!(one_line("tab\there, ünïcode kept"), "tab\\there, ünïcode kept");
+    }
+
+    #[test]
+    fn a_long_text_is_cut_at_a_character_and_says_so() {
+        let long = "é".repeat(3000);
+        let line = one_line(&long);
+        let kept = line.split(" … (").next().unwrap();
+        assert!(kept.len() <= super::LINE_MAX && kept.chars().all(|c| c == 'é'), "{}", kept.len());
+        assert_eq!(line.strip_prefix(kept).unwrap(), format!(" … ({} bytes cut)", long.len() - kept.len()));
     }
 
     #[test]
