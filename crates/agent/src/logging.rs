@@ -47,6 +47,7 @@ const LINE_MAX: usize = 3968;
 /// characters are written escaped, as Rust escapes them (`\n`, `\u{1b}`); a text longer than [`LINE_MAX`] is cut
 /// at a character boundary and says so.
 fn one_line(text: &str) -> std::borrow::Cow<'_, str> {
+    use std::fmt::Write as _;
     if text.len() <= LINE_MAX && !text.chars().any(char::is_control) {
         return text.into();
     }
@@ -54,7 +55,7 @@ fn one_line(text: &str) -> std::borrow::Cow<'_, str> {
     for (at, c) in text.char_indices() {
         let escaped = if c.is_control() { c.escape_default().to_string() } else { c.to_string() };
         if line.len() + escaped.len() > LINE_MAX {
-            line.push_str(&format!(" … ({} bytes cut)", text.len() - at));
+            let _ = write!(line, " … ({} bytes cut)", text.len() - at);
             break;
         }
         line.push_str(&escaped);
