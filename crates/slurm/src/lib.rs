@@ -570,10 +570,37 @@ fn now_ms() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
 }
 
-/// Writes running jobs' changes of place, each effective [`CHANGE_MARGIN`] from now; the jobs as they are now.
-fn apply_changes(all: &[JobInfo], changes: &[Change]) -> anyhow::Result<Vec<JobInfo>> {
+/// Running jobs' changes of place as written: the jobs as they are now, and those that finished after `squeue`
+/// listed them (slurmctld changes no finished job's field, and a finished job needs no place).
+struct Applied {
+    /// The jobs whose place was written, each as it is now.
+    updated: Vec<JobInfo>,
+    /// Each change written, for the log.
+    moved: Vec<String>,
+    /// The jobs that finished meanwhile, left as they are.
+    ended: Vec<SlurmJobId>,
+}
+
+impl Applied {
+    /// What the hook's log line says of the changes: `"{what}: 2 -> 0/1"`, and which jobs ended meanwhile.
+    fn said(&self, what: &str) -> String {
+        let mut out = String::new();
+        if !self.moved.is_empty() {
+            out = format!("; {what}: {}", self.moved.join(", "));
+        }
+        if !self.ended.is_empty() {
+            let ended: Vec<String> = self.ended.iter().map(ToString::to_string).collect();
+            out.push_str(&format!("; ended meanwhile, left as they are: {}", ended.join(", ")));
+        }
+        out
+    }
+}
+
+/// Writes running jobs' changes of place, each effective [`CHANGE_MARGIN`] from now. A job that finished since
+/// `all` was read (its own end's epilog runs beside this hook) is left out; any other failure fails the whole.
+fn apply_changes(all: &[JobInfo], changes: &[Change]) -> anyhow::Result<Applied> {
     let from_ms = now_ms() + CHANGE_MARGIN.as_millis() as u64;
-    let mut updated = Vec::new();
+    let mut applied = Applied { updated: Vec::new(), moved: Vec::new(), ended: Vec::new() };
     for &(id, place) in changes {
         let Some(job) = all.iter().find(|j| j.id == id) else { continue };
         // The place the job's nodes use until the change: what is in force now.
@@ -581,9 +608,22 @@ fn apply_changes(all: &[JobInfo], changes: &[Change]) -> anyhow::Result<Vec<JobI
             Some(Row::Cluster(s)) => Some(s.at(now_ms())),
             _ => None,
         };
-        updated.push(update_comment(job, with_row(job, &change_words(place, before, from_ms)))?);
+        match update_comment(job, with_row(job, &change_words(place, before, from_ms))) {
+            Ok(now) => {
+                applied.updated.push(now);
+                applied.moved.push(format!("{id} -> {place}"));
+            }
+            Err(e) if finished_meanwhile(&e) => applied.ended.push(id),
+            Err(e) => return Err(e),
+        }
     }
-    Ok(updated)
+    Ok(applied)
+}
+
+/// Whether `scontrol update` failed because the job has finished: slurmctld refuses every change to a finished
+/// job with "Job has already finished" (`ESLURM_ALREADY_DONE`), which scontrol prints and exits 1 with.
+fn finished_meanwhile(e: &anyhow::Error) -> bool {
+    format!("{e:#}").contains("already finished")
 }
 
 /// Writes `comment` as `job`'s `AdminComment`; the job as it is now.
@@ -630,14 +670,9 @@ pub fn assign_row(id: SlurmJobId, mode: RowMode, tell: Tell<'_>) -> anyhow::Resu
                 // components, which then share the place.
                 let whole = JobInfo { nodes: het_nodes(job, &all), ..job.clone() };
                 let (place, changes) = place_new(&whole, &all);
-                let updated = apply_changes(&all, &changes)?;
-                let moved: Vec<String> = changes.iter().map(|(j, p)| format!("{j} -> {p}")).collect();
-                let said = if moved.is_empty() {
-                    format!("job {id} place {place}{requeued}")
-                } else {
-                    format!("job {id} place {place}{requeued}; made room: {}", moved.join(", "))
-                };
-                (vec![format!("{ROW_KEY}{place}")], said, updated)
+                let applied = apply_changes(&all, &changes)?;
+                let said = format!("job {id} place {place}{requeued}{}", applied.said("made room"));
+                (vec![format!("{ROW_KEY}{place}")], said, applied.updated)
             }
         };
         changed.push(update_comment(job, with_row(job, &words))?);
@@ -695,14 +730,12 @@ pub fn release_row(id: SlurmJobId, tell: Tell<'_>) -> anyhow::Result<String> {
             return Ok(format!("job {id} runs again (run {}) in its place; kept", job.restarts));
         }
         let grown = if matches!(job.recorded_row(), Some(Row::Cluster(_))) {
-            let changes = grow_after(job, &all);
-            let applied = apply_changes(&all, &changes);
-            let grown: Vec<String> = changes.iter().map(|(j, p)| format!("{j} -> {p}")).collect();
-            applied.map(|changed| {
-                if grown.is_empty() {
-                    format!("job {id} ended; no neighbour grows")
+            apply_changes(&all, &grow_after(job, &all)).map(|applied| {
+                if applied.updated.is_empty() {
+                    format!("job {id} ended; no neighbour grows{}", applied.said("grown"))
                 } else {
-                    format!("job {id} ended; grown: {}{}", grown.join(", "), tell(&changed, &now_all(&all, &changed)))
+                    let told = tell(&applied.updated, &now_all(&all, &applied.updated));
+                    format!("job {id} ended{}{told}", applied.said("grown"))
                 }
             })
         } else {
@@ -720,7 +753,7 @@ pub fn release_row(id: SlurmJobId, tell: Tell<'_>) -> anyhow::Result<String> {
             match scontrol(&["update", &format!("JobId={}", job.scontrol_id()), &format!("AdminComment={rest}")]) {
                 Ok(_) => Ok("; lockstep's words taken out of its AdminComment".to_string()),
                 // It finished for good though it was requeued (cancelled meanwhile).
-                Err(e) if format!("{e:#}").contains("already finished") => Ok(KEPT_WHEN_FINISHED.to_string()),
+                Err(e) if finished_meanwhile(&e) => Ok(KEPT_WHEN_FINISHED.to_string()),
                 Err(e) => Err(e),
             }
         };
@@ -781,6 +814,17 @@ pub fn on_node(node: &str) -> anyhow::Result<Vec<Listed>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_neighbour_that_ended_meanwhile_is_named_apart_from_the_changes_written() {
+        let none = Applied { updated: Vec::new(), moved: Vec::new(), ended: Vec::new() };
+        assert_eq!(none.said("grown"), "");
+        let both = Applied { updated: Vec::new(), moved: vec!["3 -> 0/1".into()], ended: vec![SlurmJobId(2)] };
+        assert_eq!(both.said("grown"), "; grown: 3 -> 0/1; ended meanwhile, left as they are: 2");
+        let error = anyhow::anyhow!("scontrol failed with status 1: Job has already finished for job 2");
+        assert!(finished_meanwhile(&error));
+        assert!(!finished_meanwhile(&anyhow::anyhow!("scontrol failed with status 1: Invalid job id specified")));
+    }
 
     #[test]
     fn parses_squeue_lines() {
