@@ -584,15 +584,15 @@ struct Applied {
 impl Applied {
     /// What the hook's log line says of the changes: `"{what}: 2 -> 0/1"`, and which jobs ended meanwhile.
     fn said(&self, what: &str) -> String {
-        let mut out = String::new();
+        let mut parts = Vec::new();
         if !self.moved.is_empty() {
-            out = format!("; {what}: {}", self.moved.join(", "));
+            parts.push(format!("; {what}: {}", self.moved.join(", ")));
         }
         if !self.ended.is_empty() {
             let ended: Vec<String> = self.ended.iter().map(ToString::to_string).collect();
-            out.push_str(&format!("; ended meanwhile, left as they are: {}", ended.join(", ")));
+            parts.push(format!("; ended meanwhile, left as they are: {}", ended.join(", ")));
         }
-        out
+        parts.concat()
     }
 }
 
