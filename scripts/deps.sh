@@ -23,6 +23,7 @@ packages=(
   numactl xz-utils                   # locks: lockbench's memory policies; xz, a real program the interposer is tested under
   sysbench pigz memcached libmemcached-tools  # make bench-locks: third-party programs under the interposer
   qemu-system-x86 linux-image-amd64 cpio e2fsprogs  # tests/vm: guests with cgroup v2 and vNUMA (busybox-static above for their initramfs); loop-disk faults
+  mmdebstrap                         # tests/vm/deb-install: a clean Debian 12 root for the guest that installs the packages
   python3-venv                       # build/venv: SimPy for the scale model (experiments/model/)
   strace                             # tests: which files the agent opens (never the cgroups a Slurm user made)
 )

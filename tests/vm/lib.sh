@@ -8,6 +8,9 @@
 
 vm_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 vm_dir=$vm_root/build/vm
+# The directory the guests boot as their root file system (read-only, under the overlay): this host's, unless
+# tests/vm/run --root says another (a clean Debian, vm_debian_root).
+vm_lower=/
 
 # Says what is wrong with the arguments, and exits 2.
 vm_usage() {
@@ -68,6 +71,42 @@ PY
   fi
 }
 
+# A clean Debian 12 root for a guest that must find what a fresh site node has: minbase, systemd as init, and what
+# tests/vm/guest uses (iproute2, kmod), from this host's Debian sources, made once with mmdebstrap (a few minutes)
+# into build/vm/debian12/ and kept. apt's package lists stay in it: a guest has no network, and installs from what
+# vm_debian_fetch put in its cache beforehand. Sets vm_debian.
+vm_debian_root() {
+  vm_debian=$vm_dir/debian12
+  [[ -f $vm_dir/debian12.made ]] && return
+  command -v mmdebstrap > /dev/null || { echo "$vm_prog: mmdebstrap missing (scripts/deps.sh installs it)" >&2; exit 1; }
+  local sources=/etc/apt/sources.list.d/debian.sources tmp=$vm_dir/debian12.tmp.$$
+  [[ -f $sources ]] || sources=/etc/apt/sources.list
+  [[ -f $sources ]] || sources=http://deb.debian.org/debian
+  rm -rf "$vm_debian" "$tmp"
+  mkdir -p "$vm_dir"
+  if ! mmdebstrap --variant=minbase --include=systemd-sysv,iproute2,kmod --skip=cleanup/apt/lists bookworm "$tmp" \
+    "$sources" > "$vm_dir/debian12.log" 2>&1; then
+    rm -rf "$tmp"
+    echo "$vm_prog: mmdebstrap could not make a Debian 12 root from $sources; its log ($vm_dir/debian12.log) ends:" >&2
+    tail -n 20 "$vm_dir/debian12.log" | sed 's/^/  | /' >&2
+    exit 1
+  fi
+  mv "$tmp" "$vm_debian"
+  : > "$vm_dir/debian12.made"
+}
+
+# Fetches into vm_debian_root's cache (/var/cache/apt/archives) every package that `apt install` of the .deb
+# files given (absolute paths) needs beyond what the root has, Recommends included, as a site's apt would: with
+# the root's own package lists and dpkg database. The lists are brought up to date once if a package named in them
+# is no longer served.
+vm_debian_fetch() {
+  local apt=(apt-get -qq -o "Dir=$vm_debian" -o APT::Sandbox::User=root)
+  "${apt[@]}" install --download-only -y "$@" > "$vm_dir/debian12-fetch.log" 2>&1 ||
+    { "${apt[@]}" update && "${apt[@]}" install --download-only -y "$@"; } >> "$vm_dir/debian12-fetch.log" 2>&1 ||
+    { echo "$vm_prog: cannot fetch the packages' dependencies into $vm_debian; apt said:" >&2
+      tail -n 20 "$vm_dir/debian12-fetch.log" | sed 's/^/  | /' >&2; exit 1; }
+}
+
 # The qemu command of one guest: vm_qemu NAME VCPUS NUMA MEM_MIB SHARE INIT [NETDEV…] (INIT: "shell" or
 # "systemd", what runs the second stage); sets the array vm_cmd.
 vm_qemu() {
@@ -88,7 +127,7 @@ vm_qemu() {
     -smp "$vcpus,sockets=$numa,cores=$per,threads=1" -m "${mem}M"
     -kernel "$vm_vmlinux" -initrd "$vm_initrd"
     -append "console=ttyS0 quiet panic=-1 cryptomgr.notests no_timer_check tsc=reliable mitigations=off sysrq_always_enabled cgroup_no_v1=all lockstep_init=$init$systemd"
-    -virtfs "local,path=/,mount_tag=root,security_model=none,readonly=on,multidevs=remap"
+    -virtfs "local,path=$vm_lower,mount_tag=root,security_model=none,readonly=on,multidevs=remap"
     -virtfs "local,path=$share,mount_tag=share,security_model=none,multidevs=remap")
   for ((n = 0; n < numa; n++)); do
     vm_cmd+=(-object "memory-backend-ram,id=m$n,size=${node_mem}M"
