@@ -72,7 +72,8 @@ demo: build
 	@scripts/demo.sh "$(FIXTURE)"
 
 # Each line of the suite says how long it took (scripts/timed-shell). Guests of one qemu each run two at a time
-# (scripts/together), as each runs on one host thread; those of two (two-nodes, slurm-two) share a bridge, alone.
+# (scripts/together --jobs 2, the longest first), as each runs on one host thread, the agent soak beside them at
+# nice 19; those of two (two-nodes, slurm-two) share a bridge, alone.
 test: SHELL := $(CURDIR)/scripts/timed-shell
 test: build
 	$(CARGO) fmt --all --check
@@ -81,11 +82,10 @@ test: build
 	$(CARGO) clippy --release --locked --workspace --all-targets -- -D warnings
 	scripts/beside $(BUILD)/fuzz/build.log scripts/fuzz.sh build -- env LOCKSTEP_BIN=$(BIN) LOCKSTEP_REQUIRE_ALL=1 \
 		LOCKSTEP_AGENT_CAPS=$(AGENT_CAPS) $(CARGO) test --release --locked --workspace -- --include-ignored
-	scripts/beside $(BUILD)/soak.log scripts/soak-agent.sh 2 -- tests/vm/cgroup-v2
 	$(MAKE) package > $(BUILD)/package.log
 	tests/packages
-	scripts/together $(BUILD)/vm-logs tests/vm/systemd-unit tests/vm/deb-install
-	scripts/together $(BUILD)/vm-logs tests/vm/slurm-v2 tests/vm/numa
+	scripts/beside $(BUILD)/soak.log scripts/soak-agent.sh 2 -- scripts/together --jobs 2 $(BUILD)/vm-logs \
+		tests/vm/cgroup-v2 tests/vm/systemd-unit tests/vm/deb-install tests/vm/slurm-v2 tests/vm/numa
 	tests/vm/two-nodes
 	tests/vm/slurm-two
 	scripts/fuzz.sh smoke 5

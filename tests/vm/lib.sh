@@ -4,7 +4,8 @@
 # A guest boots Debian's own kernel (linux-image-amd64, installed beside the host's) uncompressed, so that TCG does
 # not spend seconds decompressing it; its root file system is this host's, read-only over virtio-9p, under an
 # overlay whose upper layer is a tmpfs (every installed package and the project's build/ are there, nothing to
-# build); a second, writable 9p share (build/vm/NAME/) carries the command in and its status and files out.
+# build; tests/vm/run --root boots another directory instead, e.g. a clean Debian: vm_debian_root); a second,
+# writable 9p share (build/vm/NAME/) carries the command in and its status and files out.
 
 vm_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 vm_dir=$vm_root/build/vm
@@ -71,23 +72,22 @@ PY
   fi
 }
 
-# A clean Debian 12 root for a guest that must find what a fresh site node has: minbase, systemd as init, and what
-# tests/vm/guest uses (iproute2, kmod), from this host's Debian sources, made once with mmdebstrap (a few minutes)
-# into build/vm/debian12/ and kept. apt's package lists stay in it: a guest has no network, and installs from what
-# vm_debian_fetch put in its cache beforehand. Sets vm_debian.
+# A clean Debian 12 root for a guest that must find what a fresh site node has: minbase, systemd as init, and
+# iproute2 (what tests/vm/guest uses; no kernel modules: modprobe in such a guest finds none), from deb.debian.org
+# (bookworm, its updates and its security archive, as mmdebstrap sets them for a stable suite), made once with
+# mmdebstrap (about 40 s) into build/vm/debian12/ and kept. apt's package lists stay in it, so that packages can be
+# installed into a copy of it offline, from what vm_debian_fetch put in its cache. Sets vm_debian.
 vm_debian_root() {
   vm_debian=$vm_dir/debian12
-  [[ -f $vm_dir/debian12.made ]] && return
+  [[ -f $vm_dir/debian12.made && -x $vm_debian/usr/bin/apt-get ]] && return
   command -v mmdebstrap > /dev/null || { echo "$vm_prog: mmdebstrap missing (scripts/deps.sh installs it)" >&2; exit 1; }
-  local sources=/etc/apt/sources.list.d/debian.sources tmp=$vm_dir/debian12.tmp.$$
-  [[ -f $sources ]] || sources=/etc/apt/sources.list
-  [[ -f $sources ]] || sources=http://deb.debian.org/debian
-  rm -rf "$vm_debian" "$tmp"
+  local tmp=$vm_dir/debian12.tmp.$$
+  rm -rf --one-file-system "$vm_debian" "$vm_dir"/debian12.tmp.* "$vm_dir/debian12.made"
   mkdir -p "$vm_dir"
-  if ! mmdebstrap --variant=minbase --include=systemd-sysv,iproute2,kmod --skip=cleanup/apt/lists bookworm "$tmp" \
-    "$sources" > "$vm_dir/debian12.log" 2>&1; then
-    rm -rf "$tmp"
-    echo "$vm_prog: mmdebstrap could not make a Debian 12 root from $sources; its log ($vm_dir/debian12.log) ends:" >&2
+  if ! mmdebstrap --variant=minbase --include=systemd-sysv,iproute2 --skip=cleanup/apt/lists bookworm "$tmp" \
+    > "$vm_dir/debian12.log" 2>&1; then
+    rm -rf --one-file-system "$tmp"
+    echo "$vm_prog: mmdebstrap could not make a Debian 12 root; its log ($vm_dir/debian12.log) ends:" >&2
     tail -n 20 "$vm_dir/debian12.log" | sed 's/^/  | /' >&2
     exit 1
   fi
@@ -97,14 +97,17 @@ vm_debian_root() {
 
 # Fetches into vm_debian_root's cache (/var/cache/apt/archives) every package that `apt install` of the .deb
 # files given (absolute paths) needs beyond what the root has, Recommends included, as a site's apt would: with
-# the root's own package lists and dpkg database. The lists are brought up to date once if a package named in them
-# is no longer served.
+# the root's own configuration, package lists and dpkg database (APT_CONFIG: none of this host's apt settings).
+# The lists are brought up to date once if a package named in them is no longer served; packages no longer
+# served leave the cache.
 vm_debian_fetch() {
-  local apt=(apt-get -qq -o "Dir=$vm_debian" -o APT::Sandbox::User=root)
-  "${apt[@]}" install --download-only -y "$@" > "$vm_dir/debian12-fetch.log" 2>&1 ||
-    { "${apt[@]}" update && "${apt[@]}" install --download-only -y "$@"; } >> "$vm_dir/debian12-fetch.log" 2>&1 ||
+  local config=$vm_dir/debian12.apt.conf log=$vm_dir/debian12-fetch.log
+  printf 'Dir "%s/";\nAPT::Sandbox::User "root";\n' "$vm_debian" > "$config"
+  local apt=(env APT_CONFIG="$config" apt-get -qq)
+  { "${apt[@]}" install --download-only -y "$@" || { "${apt[@]}" update && "${apt[@]}" install --download-only -y "$@"; }; } \
+    > "$log" 2>&1 && "${apt[@]}" autoclean >> "$log" 2>&1 ||
     { echo "$vm_prog: cannot fetch the packages' dependencies into $vm_debian; apt said:" >&2
-      tail -n 20 "$vm_dir/debian12-fetch.log" | sed 's/^/  | /' >&2; exit 1; }
+      tail -n 20 "$log" | sed 's/^/  | /' >&2; exit 1; }
 }
 
 # The qemu command of one guest: vm_qemu NAME VCPUS NUMA MEM_MIB SHARE INIT [NETDEV…] (INIT: "shell" or

@@ -582,7 +582,7 @@ struct Applied {
 }
 
 impl Applied {
-    /// What the hook's log line says of the changes: `"{what}: 2 -> 0/1"`, and which jobs ended meanwhile.
+    /// What the hook's log line says of the changes: `"; {what}: 2 -> 0/1"`, then which jobs ended meanwhile.
     fn said(&self, what: &str) -> String {
         let mut parts = Vec::new();
         if !self.moved.is_empty() {
@@ -621,9 +621,9 @@ fn apply_changes(all: &[JobInfo], changes: &[Change]) -> anyhow::Result<Applied>
 }
 
 /// Whether `scontrol update` failed because the job has finished: slurmctld refuses every change to a finished
-/// job with "Job has already finished" (`ESLURM_ALREADY_DONE`), which scontrol prints and exits 1 with.
+/// job with `ESLURM_JOB_FINISHED`, whose text, "Job has already finished", scontrol prints as it exits 1.
 fn finished_meanwhile(e: &anyhow::Error) -> bool {
-    format!("{e:#}").contains("already finished")
+    format!("{e:#}").contains("Job has already finished")
 }
 
 /// Writes `comment` as `job`'s `AdminComment`; the job as it is now.
@@ -642,6 +642,23 @@ fn now_all(all: &[JobInfo], updated: &[JobInfo]) -> Vec<JobInfo> {
     all.iter().map(|j| updated.iter().find(|u| u.id == j.id).unwrap_or(j).clone()).collect()
 }
 
+/// What the agents are told slurmctld lists now: `all` with the jobs of `updated` as they are now, without the
+/// jobs of `gone`, which finished meanwhile.
+fn listed_now(all: &[JobInfo], updated: &[JobInfo], gone: &[SlurmJobId]) -> Vec<JobInfo> {
+    now_all(all, updated).into_iter().filter(|j| !gone.contains(&j.id)).collect()
+}
+
+/// `changed` with the jobs of `later`, each as it is after the later change.
+fn merged(mut changed: Vec<JobInfo>, later: Vec<JobInfo>) -> Vec<JobInfo> {
+    for job in later {
+        match changed.iter_mut().find(|c| c.id == job.id) {
+            Some(c) => *c = job,
+            None => changed.push(job),
+        }
+    }
+    changed
+}
+
 /// Gives job `id` its row (`mode`) and records it in its `AdminComment` with the run it is for, with the changes
 /// of place its neighbours make room with; returns what was done, for the log (a job that has a row for this run
 /// keeps it; a place of an earlier run, before the job was requeued, is replaced by a fresh one).
@@ -655,35 +672,54 @@ pub fn assign_row(id: SlurmJobId, mode: RowMode, tell: Tell<'_>) -> anyhow::Resu
         let requeued = job.recorded_row().map_or(String::new(), |row| {
             format!(" for run {} (requeued: {} of an earlier run not kept)", job.restarts, show(row))
         });
-        let (words, said, mut changed) = match mode {
+        // A heterogeneous job is placed whole, at its first component's prolog: over every node of its
+        // components, which then share the place.
+        let whole = JobInfo { nodes: het_nodes(job, &all), ..job.clone() };
+        // The jobs whose place was written, and those that finished meanwhile (left as they are).
+        let (words, said, changed, mut gone) = match mode {
             RowMode::Node => {
                 let row = free_row(job, &all);
-                (vec![format!("{ROW_KEY}{row}")], format!("job {id} row {row} (node cycles){requeued}"), Vec::new())
+                let said = format!("job {id} row {row} (node cycles){requeued}");
+                (vec![format!("{ROW_KEY}{row}")], said, Vec::new(), Vec::new())
             }
             RowMode::Cluster if het_place(job, &all).is_some() => {
                 let place = het_place(job, &all).expect("just seen");
                 let said = format!("job {id} place {place}{requeued}, its heterogeneous job's");
-                (vec![format!("{ROW_KEY}{place}")], said, Vec::new())
+                (vec![format!("{ROW_KEY}{place}")], said, Vec::new(), Vec::new())
             }
             RowMode::Cluster => {
-                // A heterogeneous job is placed whole, at its first component's prolog: over every node of its
-                // components, which then share the place.
-                let whole = JobInfo { nodes: het_nodes(job, &all), ..job.clone() };
                 let (place, changes) = place_new(&whole, &all);
                 let applied = apply_changes(&all, &changes)?;
                 let said = format!("job {id} place {place}{requeued}{}", applied.said("made room"));
-                (vec![format!("{ROW_KEY}{place}")], said, applied.updated)
+                (vec![format!("{ROW_KEY}{place}")], said, applied.updated, applied.ended)
             }
         };
-        changed.push(update_comment(job, with_row(job, &words))?);
+        let (said, mut changed) = match update_comment(job, with_row(job, &words)) {
+            Ok(now) => (said, merged(changed, vec![now])),
+            // Cancelled while this prolog ran: the neighbours grow back into the room they made for it.
+            Err(e) if finished_meanwhile(&e) => {
+                gone.push(id);
+                let now = listed_now(&all, &changed, &gone);
+                let back = apply_changes(&now, &grow_after(&whole, &now))?;
+                gone.extend(&back.ended);
+                let said = format!("{said}; job {id} ended meanwhile{}", back.said("grown back"));
+                (said, merged(changed, back.updated))
+            }
+            Err(e) => return Err(e),
+        };
         // The other components of a heterogeneous job placed whole hold its place from now on, before their own
         // prologs: a job placed meanwhile beside one of them makes room for it.
-        if mode == RowMode::Cluster {
+        if mode == RowMode::Cluster && !gone.contains(&id) {
             for sibling in het_siblings(job, &all).filter(|s| s.row().is_none()) {
-                changed.push(update_comment(sibling, with_row(sibling, &words))?);
+                match update_comment(sibling, with_row(sibling, &words)) {
+                    Ok(now) => changed.push(now),
+                    Err(e) if finished_meanwhile(&e) => gone.push(sibling.id),
+                    Err(e) => return Err(e),
+                }
             }
         }
-        Ok(format!("{said}{}", tell(&changed, &now_all(&all, &changed))))
+        changed.retain(|c| !gone.contains(&c.id));
+        Ok(format!("{said}{}", tell(&changed, &listed_now(&all, &changed, &gone))))
     })
 }
 
@@ -734,7 +770,7 @@ pub fn release_row(id: SlurmJobId, tell: Tell<'_>) -> anyhow::Result<String> {
                 if applied.updated.is_empty() {
                     format!("job {id} ended; no neighbour grows{}", applied.said("grown"))
                 } else {
-                    let told = tell(&applied.updated, &now_all(&all, &applied.updated));
+                    let told = tell(&applied.updated, &listed_now(&all, &applied.updated, &applied.ended));
                     format!("job {id} ended{}{told}", applied.said("grown"))
                 }
             })
