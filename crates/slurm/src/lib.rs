@@ -575,8 +575,8 @@ fn now_ms() -> u64 {
 struct Applied {
     /// The jobs whose place was written, each as it is now.
     updated: Vec<JobInfo>,
-    /// Each change written, for the log.
-    moved: Vec<String>,
+    /// Each change written.
+    moved: Vec<Change>,
     /// The jobs that finished meanwhile, left as they are.
     ended: Vec<SlurmJobId>,
 }
@@ -586,7 +586,8 @@ impl Applied {
     fn said(&self, what: &str) -> String {
         let mut parts = Vec::new();
         if !self.moved.is_empty() {
-            parts.push(format!("; {what}: {}", self.moved.join(", ")));
+            let moved: Vec<String> = self.moved.iter().map(|(id, place)| format!("{id} -> {place}")).collect();
+            parts.push(format!("; {what}: {}", moved.join(", ")));
         }
         if !self.ended.is_empty() {
             let ended: Vec<String> = self.ended.iter().map(ToString::to_string).collect();
@@ -611,7 +612,7 @@ fn apply_changes(all: &[JobInfo], changes: &[Change]) -> anyhow::Result<Applied>
         match update_comment(job, with_row(job, &change_words(place, before, from_ms))) {
             Ok(now) => {
                 applied.updated.push(now);
-                applied.moved.push(format!("{id} -> {place}"));
+                applied.moved.push((id, place));
             }
             Err(e) if finished_meanwhile(&e) => applied.ended.push(id),
             Err(e) => return Err(e),
@@ -637,15 +638,13 @@ fn update_comment(job: &JobInfo, comment: String) -> anyhow::Result<JobInfo> {
 /// hook's log line.
 pub type Tell<'a> = &'a dyn Fn(&[JobInfo], &[JobInfo]) -> String;
 
-/// `all` with the jobs of `updated` as they are now.
-fn now_all(all: &[JobInfo], updated: &[JobInfo]) -> Vec<JobInfo> {
-    all.iter().map(|j| updated.iter().find(|u| u.id == j.id).unwrap_or(j).clone()).collect()
-}
-
 /// What the agents are told slurmctld lists now: `all` with the jobs of `updated` as they are now, without the
 /// jobs of `gone`, which finished meanwhile.
 fn listed_now(all: &[JobInfo], updated: &[JobInfo], gone: &[SlurmJobId]) -> Vec<JobInfo> {
-    now_all(all, updated).into_iter().filter(|j| !gone.contains(&j.id)).collect()
+    all.iter()
+        .filter(|j| !gone.contains(&j.id))
+        .map(|j| updated.iter().find(|u| u.id == j.id).unwrap_or(j).clone())
+        .collect()
 }
 
 /// `changed` with the jobs of `later`, each as it is after the later change.
@@ -695,7 +694,7 @@ pub fn assign_row(id: SlurmJobId, mode: RowMode, tell: Tell<'_>) -> anyhow::Resu
             }
         };
         let (said, mut changed) = match update_comment(job, with_row(job, &words)) {
-            Ok(now) => (said, merged(changed, vec![now])),
+            Ok(now) => (said, [changed, vec![now]].concat()),
             // Cancelled while this prolog ran: the neighbours grow back into the room they made for it.
             Err(e) if finished_meanwhile(&e) => {
                 gone.push(id);
@@ -855,7 +854,8 @@ mod tests {
     fn a_neighbour_that_ended_meanwhile_is_named_apart_from_the_changes_written() {
         let none = Applied { updated: Vec::new(), moved: Vec::new(), ended: Vec::new() };
         assert_eq!(none.said("grown"), "");
-        let both = Applied { updated: Vec::new(), moved: vec!["3 -> 0/1".into()], ended: vec![SlurmJobId(2)] };
+        let moved = vec![(SlurmJobId(3), Place { row: 0, period: 1 })];
+        let both = Applied { updated: Vec::new(), moved, ended: vec![SlurmJobId(2)] };
         assert_eq!(both.said("grown"), "; grown: 3 -> 0/1; ended meanwhile, left as they are: 2");
         let error = anyhow::anyhow!("scontrol failed with status 1: Job has already finished for job 2");
         assert!(finished_meanwhile(&error));
