@@ -11,7 +11,9 @@ use lockstep_cgroup::{procfs, procs_within, Bounds};
 use lockstep_core::cosched::auto::Sample;
 
 use crate::live::Published;
+use crate::managed::Managed;
 use crate::ranks::Ranks;
+use crate::sampler::Counting;
 use crate::together::Reading;
 
 /// What is kept of one measured job from one sample to the next: which of its processes are ranks, and where they
@@ -60,6 +62,16 @@ pub(crate) fn sample(tree: &Tree<'_>, epoch: Instant, watch: &mut Watch, togethe
         together_ns: together.map(|t| t.together),
         ranks: together.map_or(0, |t| t.ranks),
     }
+}
+
+/// Reads job `job`'s totals now, as [`sample`] does, with what the sampler published last (`telemetry`): a tree
+/// costly to walk is never walked here (its processes are the sampler's last walk's), and the co-scheduled time is
+/// the eBPF program's.
+pub(crate) fn of_job(job: &Managed, epoch: Instant, watch: &mut Watch, telemetry: &Counting) -> Sample {
+    let published = telemetry.published();
+    let (dirs, bounds, costly) = (&job.count_dirs(), job.bounds(), published.costly_tree(&job.name));
+    let tree = Tree { dirs, bounds, costly };
+    sample(&tree, epoch, watch, published.together(&job.name))
 }
 
 /// v2 `cpu.stat` `usage_usec` of the cgroup and its descendants, in ns.

@@ -88,6 +88,10 @@ pub enum Request {
         /// Slurm job ID.
         id: lockstep_core::job::SlurmJobId,
     },
+    /// Every job's progress totals now, as `auto` reads them at slot boundaries (root only): the CPU time its
+    /// processes have had, its ranks' co-scheduled time and its live count of MPI calls. What a paired comparison
+    /// of policies samples (`lockstep experiment run` with `[ab]`).
+    Progress,
     /// Record, for `millis` milliseconds from now, which job's ranks ran on which CPU (root only; one recording
     /// at a time, of [`TIMELINE_MILLIS`]).
     Timeline {
@@ -116,10 +120,22 @@ pub struct Response {
     /// The recording, for `timeline`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeline: Option<Timeline>,
+    /// Every job's progress totals, for `progress`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub progress: Option<Vec<JobProgress>>,
     /// For `SlurmProlog`: whether the agent holds the job's row or place (the controller's hooks told it, or the
     /// prolog did).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub placed: Option<bool>,
+}
+
+/// One job's progress totals, as [`Request::Progress`] answers them.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobProgress {
+    /// Job name.
+    pub job: JobName,
+    /// Its running totals, read now.
+    pub totals: lockstep_core::cosched::auto::Sample,
 }
 
 /// Which job's ranks ran on which CPU over a window, as the agent's eBPF program saw the scheduler switch them.

@@ -185,6 +185,16 @@ ALTER TABLE slurm_jobs ADD COLUMN ended REAL;  -- when its epilog ran on this no
     r"
 ALTER TABLE decisions ADD COLUMN prompt_us REAL;  -- slot, replan: until every promptly switching job was switched
 ",
+    r"
+CREATE TABLE experiment_records (
+    id INTEGER PRIMARY KEY,
+    experiment TEXT NOT NULL,
+    session REAL NOT NULL,            -- start of the `experiment run` that recorded it
+    record TEXT NOT NULL,             -- what it is, the kind's word (ab-window, ...)
+    data TEXT NOT NULL                -- JSON, the kind's fields
+);
+CREATE INDEX experiment_records_session ON experiment_records(experiment, session);
+",
 ];
 
 #[cfg(test)]

@@ -4,9 +4,10 @@
 
 use super::state::Daemon;
 use crate::adopt;
+use crate::progress;
 use crate::server::{done, failure};
 use lockstep_core::cosched::{rows, slot, PolicySpec};
-use lockstep_proto::protocol::{Request, Response};
+use lockstep_proto::protocol::{JobProgress, Request, Response};
 use lockstep_store::SlurmJob;
 
 impl Daemon {
@@ -29,6 +30,9 @@ impl Daemon {
                     Err(e) => failure(e),
                 };
             }
+            Request::Progress => {
+                return Response { ok: true, progress: Some(self.progress_now()), ..Default::default() };
+            }
             request => self.change(request, resolved),
         };
         match result {
@@ -37,11 +41,24 @@ impl Daemon {
         }
     }
 
+    /// Every job's progress totals now (crate::progress), read as `auto` reads them; what is kept of a job's ranks
+    /// from one reading to the next is dropped once the job is gone.
+    fn progress_now(&mut self) -> Vec<JobProgress> {
+        let (jobs, epoch, ranks, telemetry) = (&self.jobs, self.epoch, &mut self.ranks, &self.telemetry);
+        ranks.retain(|name, _| jobs.iter().any(|j| j.name == *name));
+        jobs.iter()
+            .filter_map(|job| {
+                let totals = progress::of_job(job, epoch, ranks.entry(job.name.clone()).or_default(), telemetry);
+                Some(JobProgress { job: job.name.parse().ok()?, totals })
+            })
+            .collect()
+    }
+
     /// Carries out a request that changes what the agent does (root's only).
     fn change(&mut self, request: Request, resolved: Option<adopt::Resolved>) -> anyhow::Result<()> {
         match request {
             // Answered by `control` itself.
-            Request::Status | Request::SlurmProlog { .. } => Ok(()),
+            Request::Status | Request::SlurmProlog { .. } | Request::Progress => Ok(()),
             Request::Policy { name, slot_ms } => {
                 let policy: PolicySpec = name.parse()?;
                 let slot = slot_ms.map(|ms| slot::from_millis("slot", ms)).transpose()?;

@@ -59,12 +59,7 @@ impl Daemon {
             ranks.retain(|name, _| jobs.iter().any(|j| j.name == *name));
             let mut sample = |v: usize| {
                 let job = &jobs[planned[v]];
-                let published = telemetry.published();
-                // A tree costly to walk is never walked here: its processes are the sampler's last walk's.
-                let (dirs, bounds, costly) = (&job.count_dirs(), job.bounds(), published.costly_tree(&job.name));
-                let tree = progress::Tree { dirs, bounds, costly };
-                let together = published.together(&job.name);
-                progress::sample(&tree, epoch, ranks.entry(job.name.clone()).or_default(), together)
+                progress::of_job(job, epoch, ranks.entry(job.name.clone()).or_default(), telemetry)
             };
             for c in auto.observe(k, self.slot, &views, &mut sample) {
                 if !c.trying {

@@ -10,6 +10,7 @@ pub mod containers;
 mod kind;
 pub mod mpi;
 pub mod outcome;
+pub mod paired;
 mod paths;
 pub mod plot;
 pub mod progress_bar;

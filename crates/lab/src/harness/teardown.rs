@@ -127,21 +127,32 @@ fn children_of(parent: i32) -> Vec<i32> {
         .collect()
 }
 
+/// The descendants of processes `roots` (not the roots), each with its start time, so that a PID used again by
+/// the time it is signalled is left alone: one look at `/proc`.
+pub fn descendants(roots: &[i32]) -> Vec<ProcessRef> {
+    let pids = std::fs::read_dir("/proc").into_iter().flatten().flatten();
+    let parents: Vec<(i32, i32)> = pids
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter_map(|pid| Some((pid, lockstep_cgroup::procfs::parent(pid)?)))
+        .collect();
+    let mut tree = Vec::new();
+    let mut next = roots.to_vec();
+    while let Some(p) = next.pop() {
+        for &(child, _) in parents.iter().filter(|&&(_, parent)| parent == p) {
+            if let Some(process) = ProcessRef::of(child) {
+                tree.push(process);
+                next.push(child);
+            }
+        }
+    }
+    tree
+}
+
 /// Stops child process `pid` as [`stop_child`] does, then kills what it started and left behind: a launcher
 /// such as `mpiexec` forwards SIGTERM to its ranks and waits for them, and ranks that block SIGTERM (Charliecloud
 /// ranks inherit a mask with nearly every signal blocked) would hold it forever; SIGKILL ends both.
 pub fn stop_tree(pid: u32, grace: Duration) {
-    // Its descendants with their start times, so that a PID used again by then is left alone.
-    let mut tree = Vec::new();
-    let mut next = vec![pid as i32];
-    while let Some(p) = next.pop() {
-        for c in children_of(p) {
-            if let Some(process) = ProcessRef::of(c) {
-                tree.push(process);
-                next.push(c);
-            }
-        }
-    }
+    let tree = descendants(&[pid as i32]);
     stop_child(pid, grace);
     for process in tree {
         let _ = process.signal(libc::SIGKILL);

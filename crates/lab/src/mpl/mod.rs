@@ -1,8 +1,10 @@
 //! Co-scheduling experiments (`kind = "mpl"`, the default; the MPL and DCS papers): workloads run alone, then in
 //! MPL levels or explicit mixes under every co-scheduling policy, MPI progress mode and place where ranks run. This
 //! file is the spec; [`run`] runs it, [`report`] (with its mix and dcs sections, and the [`timeline`] it opens on)
-//! reports it.
+//! reports it. A spec with `[ab]` is a paired comparison instead: [`ab`] runs it and [`ab_report`] reports it.
 
+pub mod ab;
+pub mod ab_report;
 mod dcs_report;
 mod mix_report;
 mod noise;
@@ -38,10 +40,16 @@ impl Kind for Spec {
     }
 
     fn run(&self, paths: &Paths) -> anyhow::Result<Outcome> {
-        run::run(self, paths)
+        match &self.ab {
+            Some(ab) => ab::run(self, ab, paths),
+            None => run::run(self, paths),
+        }
     }
 
     fn report(&self, store: &Store, dir: &Path, session: Option<f64>) -> anyhow::Result<PathBuf> {
+        if let Some(ab) = &self.ab {
+            return ab_report::write(self, ab, store, dir, session);
+        }
         let runs = some_runs(&self.name, session, store.experiment_runs(&self.name, session)?)?;
         std::fs::create_dir_all(dir)?;
         let progress = self.progress.first().map(ToString::to_string).unwrap_or_default();

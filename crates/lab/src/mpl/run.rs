@@ -23,16 +23,16 @@ use lockstep_proto::protocol::Request;
 use lockstep_store::{now, Action, ExperimentRun, Store, TimelineRecord};
 
 /// One case to run: jobs together under a policy.
-struct Case<'a> {
-    mix: &'a [String],
-    policy: PolicyConfig,
-    label: String,
-    progress: Progress,
-    ranks_in: RanksIn,
-    repetition: u32,
+pub(super) struct Case<'a> {
+    pub(super) mix: &'a [String],
+    pub(super) policy: PolicyConfig,
+    pub(super) label: String,
+    pub(super) progress: Progress,
+    pub(super) ranks_in: RanksIn,
+    pub(super) repetition: u32,
     /// Its place in the plan, which tells its containers from those of earlier cases (podman may still be
     /// removing those when the next case starts).
-    number: usize,
+    pub(super) number: usize,
 }
 
 impl Case<'_> {
@@ -150,22 +150,22 @@ fn plan(spec: &Spec) -> Vec<Case<'_>> {
 }
 
 /// Where the case's jobs run: the private agent's socket, the container runtime of its ranks, the test cluster.
-struct Site<'a> {
-    socket: &'a Path,
-    containers: Option<&'a containers::Setup>,
-    cluster: Option<&'a Cluster>,
+pub(super) struct Site<'a> {
+    pub(super) socket: &'a Path,
+    pub(super) containers: Option<&'a containers::Setup>,
+    pub(super) cluster: Option<&'a Cluster>,
 }
 
 /// A job of the case, started.
-struct Started {
+pub(super) struct Started {
     workload: String,
-    name: String,
+    pub(super) name: String,
     /// Its PMPI profile.
     pmpi: PathBuf,
     /// When it started (for its wall time) and when it was submitted (seconds since the epoch).
     t0: Instant,
     submitted: f64,
-    child: Child,
+    pub(super) child: Child,
 }
 
 /// A measured job, ended.
@@ -258,7 +258,7 @@ fn start_jobs(spec: &Spec, paths: &Paths, site: &Site<'_>, case: &Case<'_>) -> a
 }
 
 /// Starts one job of the case, named `name`.
-fn start_job(
+pub(super) fn start_job(
     spec: &Spec,
     paths: &Paths,
     site: &Site<'_>,
@@ -281,7 +281,7 @@ fn start_job(
 /// Stops jobs of the case: cancels each Slurm job (its `sbatch --wait` is then not worth waiting for) and stops
 /// the process tree that runs it (`lockstep run` passes SIGTERM on to the job; what ignores it is killed after
 /// the grace).
-fn stop_jobs(cluster: Option<&Cluster>, jobs: &[Started]) {
+pub(super) fn stop_jobs(cluster: Option<&Cluster>, jobs: &[Started]) {
     for job in jobs {
         if let Some(c) = cluster {
             c.cancel(&job.name);
@@ -518,7 +518,7 @@ fn dcs_latency(stores: &[PathBuf], from: f64, to: f64) -> anyhow::Result<Option<
 }
 
 /// Where a job of the experiment writes its standard error.
-fn stderr_file(paths: &Paths, job: &str) -> PathBuf {
+pub(super) fn stderr_file(paths: &Paths, job: &str) -> PathBuf {
     paths.work.join(format!("{job}.err"))
 }
 

@@ -42,6 +42,37 @@ pub struct Spec {
     /// Whether single-workload mixes also run under every policy (what a policy costs on an unloaded node), not
     /// only as the dedicated baseline.
     pub unloaded: bool,
+    /// The paired comparison (`[ab]`): the policies take turns over one long run of each mix instead of whole
+    /// runs one after another (the `ab` module).
+    pub ab: Option<Ab>,
+}
+
+/// How a paired comparison (`[ab]`) runs: each mix's jobs run for `duration`, restarted as they end, while the
+/// `[[policies]]` take turns in windows of `window`, round after round, every other round in reverse order (A B,
+/// B A, …); the first `settle` of each window is the switch's and is not counted.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Ab {
+    /// Each policy's window.
+    pub window: std::time::Duration,
+    /// The start of each window that is not counted.
+    pub settle: std::time::Duration,
+    /// How long each mix runs, in each progress mode.
+    pub duration: std::time::Duration,
+    /// The confidence of the intervals reported (0.95).
+    pub confidence: f64,
+    /// Per entry of `policies`, in order: its label and handicap.
+    pub arms: Vec<Arm>,
+}
+
+/// One entry of `[[policies]]` in a paired comparison.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Arm {
+    /// Its name in the report: `label` if given, else the policy's label, with its handicap (`gang/200ms stopped
+    /// 10%`).
+    pub label: String,
+    /// The share of every [`PERIOD`] in which every process of every job is stopped (SIGSTOP) under
+    /// it: a known waste, which the comparison must find at its size (0: none).
+    pub handicap: f64,
 }
 
 /// One workload: a program of `build/bin/` and its arguments.
@@ -95,6 +126,7 @@ raw_spec! {
         mixes: Vec<Vec<String>>,
         #[serde(default)]
         unloaded: bool,
+        ab: Option<RawAb>,
     }
 }
 
@@ -103,6 +135,19 @@ raw_spec! {
 struct RawPolicy {
     name: String,
     slot: Option<String>,
+    /// `[ab]` only: its name in the report.
+    label: Option<String>,
+    /// `[ab]` only: the share of time every job is stopped under it.
+    handicap: Option<f64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawAb {
+    window: Option<String>,
+    settle: Option<String>,
+    duration: String,
+    confidence: Option<f64>,
 }
 
 fn any() -> String {
@@ -174,8 +219,16 @@ pub fn parse(path: &Path, text: &str) -> Result<Spec, UsageError> {
     if policies.is_empty() {
         return Err(bad("no [[policies]]".into()));
     }
-    let labels: Vec<String> = policies.iter().map(PolicyConfig::label).collect();
-    distinct("[[policies]]", &labels, "each policy and slot once").map_err(bad)?;
+    if raw.ab.is_none() && raw.policies.iter().any(|p| p.label.is_some() || p.handicap.is_some()) {
+        return Err(bad("a policy's label and handicap are for paired comparisons (add [ab])".into()));
+    }
+    let ab = raw.ab.as_ref().map(|ab| paired(ab, &raw.policies, &policies, &ranks_in)).transpose().map_err(bad)?;
+    let labels: Vec<String> = match &ab {
+        Some(ab) => ab.arms.iter().map(|a| a.label.clone()).collect(),
+        None => policies.iter().map(PolicyConfig::label).collect(),
+    };
+    let expected = if ab.is_some() { "each label once" } else { "each policy and slot once" };
+    distinct("[[policies]]", &labels, expected).map_err(bad)?;
     let mixes = mixes(&raw).map_err(bad)?;
     if placement != PlacementKind::Any && !ranks_in.contains(&RanksIn::Process) {
         return Err(bad(format!(
@@ -197,7 +250,94 @@ pub fn parse(path: &Path, text: &str) -> Result<Spec, UsageError> {
         policies,
         mixes,
         unloaded: raw.unloaded,
+        ab,
     })
+}
+
+/// How often a paired comparison reads the jobs' progress, and the period a handicap stops a share of: windows
+/// and settles are whole multiples of it.
+pub const PERIOD: std::time::Duration = std::time::Duration::from_millis(200);
+
+/// The most a handicap may waste of every period.
+const MAX_HANDICAP: f64 = 0.5;
+
+/// The shortest window of a paired comparison: every policy's slots have turned in it.
+const MIN_WINDOW: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// The paired comparison `[ab]` asks for, with its `[[policies]]` (as written, `raw`, and read, `policies`), checked
+/// whole.
+fn paired(ab: &RawAb, raw: &[RawPolicy], policies: &[PolicyConfig], ranks_in: &[RanksIn]) -> Result<Ab, String> {
+    use lockstep_core::duration::{format, within};
+    use std::time::Duration;
+    let time = |field: &str, text: Option<&str>, default: &str, range: std::ops::RangeInclusive<Duration>| {
+        within(&format!("[ab] {field}"), text.unwrap_or(default), range).map_err(|e| e.to_string())
+    };
+    let window = time("window", ab.window.as_deref(), "4s", MIN_WINDOW..=Duration::from_mins(10))?;
+    let settle = time("settle", ab.settle.as_deref(), "1s", Duration::ZERO..=Duration::from_mins(1))?;
+    let duration = time("duration", Some(&ab.duration), "", Duration::from_secs(1)..=Duration::from_hours(24 * 7))?;
+    if ranks_in != [RanksIn::Process] {
+        return Err("[ab] runs bare processes under a private agent (expected ranks_in = [\"process\"])".into());
+    }
+    if policies.len() < 2 {
+        return Err("[ab] compares policies: give two or more [[policies]]".into());
+    }
+    let period = PERIOD;
+    if [window, settle].iter().any(|d| !d.as_nanos().is_multiple_of(period.as_nanos())) {
+        return Err(format!(
+            "[ab] window = {:?}, settle = {:?} (expected whole multiples of {}, the period the jobs are read at)",
+            format(window),
+            format(settle),
+            format(period)
+        ));
+    }
+    if settle >= window {
+        return Err(format!("[ab] settle = {:?} (expected less than the window, {})", format(settle), format(window)));
+    }
+    let slowest = policies.iter().filter(|p| p.scheduler.agents().slotted()).map(|p| p.slot).max().unwrap_or_default();
+    let counted = window.saturating_sub(settle);
+    if counted < slowest * 2 {
+        return Err(format!(
+            "[ab] window = {:?} counts {} after its settle: expected at least two slots of every policy ({} each)",
+            format(window),
+            format(counted),
+            format(slowest)
+        ));
+    }
+    let round = window * policies.len() as u32;
+    if duration < round * 2 {
+        return Err(format!(
+            "[ab] duration = {:?} (expected at least two rounds of every policy's window: {})",
+            format(duration),
+            format(round * 2)
+        ));
+    }
+    let confidence = ab.confidence.unwrap_or(0.95);
+    if !(0.5..1.0).contains(&confidence) {
+        return Err(format!("[ab] confidence = {confidence} (expected at least 0.5 and below 1, e.g. 0.95)"));
+    }
+    let mut arms = Vec::new();
+    for (r, p) in raw.iter().zip(policies) {
+        let handicap = r.handicap.unwrap_or(0.0);
+        if !(0.0..=MAX_HANDICAP).contains(&handicap) {
+            return Err(format!("policy {}: handicap = {handicap} (expected 0 to {MAX_HANDICAP})", p.label()));
+        }
+        let label = match &r.label {
+            Some(l) => {
+                let fits = (1..=32).contains(&l.len()) && l.chars().all(|c| c.is_ascii_graphic() || c == ' ');
+                if !fits || l.contains(['<', '>', '&', '"', '|', '`']) {
+                    return Err(format!(
+                        "policy {}: label {l:?} (expected 1 to 32 printable ASCII characters, none of <>&\"|`)",
+                        p.label()
+                    ));
+                }
+                l.clone()
+            }
+            None if handicap > 0.0 => format!("{} stopped {:.0}%", p.label(), handicap * 100.0),
+            None => p.label(),
+        };
+        arms.push(Arm { label, handicap });
+    }
+    Ok(Ab { window, settle, duration, confidence, arms })
 }
 
 /// The spec's mixes: its explicit `mixes`, or each workload at each `mpl` level; checked whole (each mix known
@@ -321,6 +461,44 @@ pub(super) mod tests {
             (_, result) => assert!(result.is_ok(), "{result:?}"),
         }
         assert!(parse(GOOD).unwrap().check_machine().is_ok());
+    }
+
+    #[test]
+    fn a_paired_comparison_is_checked_whole() {
+        let good = GOOD.to_string() + "[ab]\nduration = \"1m\"\n";
+        let spec = parse(&good).unwrap();
+        let ab = spec.ab.unwrap();
+        assert_eq!((ab.window.as_secs(), ab.settle.as_secs(), ab.confidence), (4, 1, 0.95));
+        assert_eq!(ab.arms.iter().map(|a| a.label.as_str()).collect::<Vec<_>>(), ["cfs", "gang/200ms"]);
+        for (change, needle) in [
+            (("duration = \"1m\"", "duration = \"10s\""), "at least two rounds of every policy's window: 16s"),
+            (("duration = \"1m\"", "duration = \"1m\"\nwindow = \"1.1s\""), "whole multiples of 200ms"),
+            (("duration = \"1m\"", "duration = \"1m\"\nsettle = \"4s\""), "less than the window"),
+            (("duration = \"1m\"", "duration = \"1m\"\nwindow = \"1s\"\nsettle = \"800ms\""), "two slots"),
+            (("duration = \"1m\"", "duration = \"1e30s\""), "bad [ab] duration"),
+            (("duration = \"1m\"", "duration = \"1m\"\nconfidence = 1.0"), "confidence = 1"),
+            (("duration = \"1m\"", "window = \"4s\""), "missing field `duration`"),
+            (("slot = \"200ms\"", "slot = \"200ms\"\nhandicap = 0.9"), "handicap = 0.9 (expected 0 to 0.5)"),
+            (("slot = \"200ms\"", "slot = \"200ms\"\nlabel = \"a<b\""), "label \"a<b\""),
+            (
+                ("slot = \"200ms\"", "slot = \"200ms\"\nlabel = \"cfs\""),
+                "names \"cfs\" twice (expected each label once)",
+            ),
+            (("ranks = 2", "ranks = 2\nranks_in = [\"container\"]"), "ranks_in = [\"process\"]"),
+            (("[[policies]]\nname = \"gang\"\nslot = \"200ms\"\n", ""), "two or more [[policies]]"),
+        ] {
+            let err = parse(&good.replace(change.0, change.1)).unwrap_err();
+            assert!(err.contains(needle), "{change:?}: {err}");
+            assert_eq!(err.lines().count(), 1, "{err}");
+        }
+        // Two entries of one policy are a comparison of it with itself, told apart by label.
+        let aa = good.replace(
+            "slot = \"200ms\"",
+            "slot = \"200ms\"\n[[policies]]\nname = \"gang\"\nslot = \"200ms\"\nlabel = \"B\"",
+        );
+        assert_eq!(parse(&aa).unwrap().ab.unwrap().arms[2].label, "B");
+        let err = parse(&GOOD.replace("slot = \"200ms\"", "slot = \"200ms\"\nhandicap = 0.1")).unwrap_err();
+        assert!(err.contains("label and handicap are for paired comparisons (add [ab])"), "{err}");
     }
 
     #[test]

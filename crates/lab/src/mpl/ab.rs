@@ -1,0 +1,420 @@
+//! The paired comparison (`[ab]` in an mpl spec): each mix's jobs run once, for the spec's `duration`, each
+//! started again as it ends, while the `[[policies]]` take turns in windows of `window` in a balanced order (A B,
+//! B A, A B, …). Every [`PERIOD`] the private agent is asked for every job's progress totals (`Request::Progress`:
+//! MPI calls, CPU time and co-scheduled time, as `auto` reads them), and what each job did between two readings is
+//! added to the window it lies in; the first `settle` of a window, the switch's transient, is not counted. Each
+//! window is stored (`ab-window` records); the report (`ab_report`) pairs each round's windows and estimates how the
+//! policies compare, with a confidence interval.
+//!
+//! A job that fails or does not verify fails its comparison, which is stored without its windows, and the run.
+//! A policy with a handicap has every process of every job stopped (SIGSTOP, then SIGCONT) for that share of each
+//! [`PERIOD`] while it is in force: a waste of known size, for checking that the comparison finds it.
+
+use std::collections::BTreeMap;
+use std::io::Read as _;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use super::run::{start_job, stderr_file, stop_jobs, Case, Site, Started};
+use super::spec::{Ab, Spec, PERIOD};
+use crate::harness::agent::PrivateAgent;
+use crate::harness::outcome::{Failures, Outcome};
+use crate::harness::progress_bar::CaseProgress;
+use crate::harness::spec::{Progress, RanksIn};
+use crate::harness::teardown::descendants;
+use crate::harness::Paths;
+use lockstep_cgroup::procfs::ProcessRef;
+use lockstep_core::cosched::auto::Sample;
+use lockstep_proto::client::{call, check};
+use lockstep_proto::protocol::Request;
+use lockstep_store::{now, Record, Store};
+
+/// The record of one window.
+pub const WINDOW: &str = "ab-window";
+
+/// The record of one comparison (a mix in a progress mode): whether it ran its course.
+pub const COMPARISON: &str = "ab-comparison";
+
+/// How often the processes a handicap stops are listed again while the jobs' runs stay the same (ranks start a
+/// little after their launcher).
+const RELIST: u32 = 5;
+
+/// One window: what each job of the mix did while one policy was in force.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Window {
+    /// MPI progress mode.
+    pub progress: String,
+    /// The mix, its workloads joined by `+`.
+    pub mix: String,
+    /// The policy's place in `[[policies]]`.
+    pub arm: usize,
+    /// Its label.
+    pub label: String,
+    /// The round, from 0: each round has a window of every policy.
+    pub round: u32,
+    /// The seconds counted (the window after its settle).
+    pub seconds: f64,
+    /// Per job of the mix, in the mix's order (background load included, never measured).
+    pub jobs: Vec<Done>,
+}
+
+/// What one job did in a window's counted seconds.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Done {
+    /// Its workload.
+    pub workload: String,
+    /// MPI calls that make progress, as its ranks published them.
+    pub calls: u64,
+    /// CPU seconds its processes had.
+    pub cpu_s: f64,
+    /// Rank-seconds in which all its ranks ran at once.
+    pub together_s: f64,
+    /// Runs of it that ended (verified) within the window.
+    pub ended: u32,
+}
+
+/// The record of one comparison.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Comparison {
+    /// MPI progress mode.
+    pub progress: String,
+    /// The mix.
+    pub mix: String,
+    /// Why it failed; `None` when it ran its course.
+    pub failed: Option<String>,
+    /// Its rounds.
+    pub rounds: u32,
+}
+
+/// Runs every mix (of more than one workload, or every one with `unloaded`) in every progress mode as a paired
+/// comparison of the spec's policies; stores its windows and comparisons.
+pub fn run(spec: &Spec, ab: &Ab, paths: &Paths) -> anyhow::Result<Outcome> {
+    std::fs::create_dir_all(&paths.work)?;
+    let store = Store::open(&paths.store)?;
+    let session = now();
+    let agent = PrivateAgent::start(paths, &[])?;
+    let site = Site { socket: &agent.socket, containers: None, cluster: None };
+    let comparisons: Vec<(Progress, &Vec<String>)> = spec
+        .progress
+        .iter()
+        .flat_map(|&p| spec.mixes.iter().filter(|m| m.len() > 1 || spec.unloaded).map(move |m| (p, m)))
+        .collect();
+    let mut bar = CaseProgress::new(comparisons.len());
+    let mut failures = Failures::default();
+    let record = |record: &str, data: String| {
+        store.add_record(&Record { experiment: spec.name.clone(), session, record: record.into(), data })
+    };
+    for (number, &(progress, mix)) in comparisons.iter().enumerate() {
+        let case = Case {
+            mix,
+            policy: spec.policies[0],
+            label: String::new(),
+            progress,
+            ranks_in: RanksIn::Process,
+            repetition: 1,
+            number,
+        };
+        let what = format!("paired {progress} {}", mix.join("+"));
+        bar.start(what.clone());
+        let before = failures.count();
+        let mut comparison = Comparison { progress: progress.to_string(), mix: mix.join("+"), failed: None, rounds: 0 };
+        let mut runner = Runner { spec, ab, paths, site: &site, case, what, jobs: Vec::new() };
+        let result = runner.compare(&mut failures);
+        runner.stop();
+        let windows = result?;
+        if failures.count() > before {
+            comparison.failed = failures.error(&spec.name);
+        } else {
+            comparison.rounds = windows.iter().map(|w| w.round + 1).max().unwrap_or(0);
+            for w in &windows {
+                record(WINDOW, serde_json::to_string(w)?)?;
+            }
+        }
+        record(COMPARISON, serde_json::to_string(&comparison)?)?;
+        bar.done(comparison.failed.is_some());
+    }
+    bar.finish();
+    drop(agent);
+    Ok(Outcome { session, failures })
+}
+
+/// One job of the mix as it runs: its current run, and its last reading.
+struct Job {
+    workload: String,
+    /// Its place in the mix.
+    index: usize,
+    background: bool,
+    /// Runs started so far.
+    runs: u32,
+    run: Option<Started>,
+    /// The current run's last reading; `None` before the first, and when the agent did not list it.
+    last: Option<Sample>,
+}
+
+/// One comparison as it runs.
+struct Runner<'a> {
+    spec: &'a Spec,
+    ab: &'a Ab,
+    paths: &'a Paths,
+    site: &'a Site<'a>,
+    case: Case<'a>,
+    what: String,
+    jobs: Vec<Job>,
+}
+
+impl Runner<'_> {
+    /// Runs the comparison; returns its windows, none when a job failed (noted in `failures`).
+    fn compare(&mut self, failures: &mut Failures) -> anyhow::Result<Vec<Window>> {
+        let (ab, spec) = (self.ab, self.spec);
+        // Background load first, so that the measured jobs start under it.
+        let mut order: Vec<(usize, &String)> = self.case.mix.iter().enumerate().collect();
+        order.sort_by_key(|(_, w)| !spec.workloads[*w].background);
+        for (index, workload) in order {
+            let background = spec.workloads[workload].background;
+            self.jobs.push(Job { workload: workload.clone(), index, background, runs: 0, run: None, last: None });
+            let last = self.jobs.len() - 1;
+            self.start(last)?;
+        }
+        self.jobs.sort_by_key(|j| j.index);
+        let k = ab.arms.len();
+        let rounds = (ab.duration.as_secs_f64() / (ab.window.as_secs_f64() * k as f64)).floor().max(2.0) as u32;
+        // Every other round in reverse: A B, B A, A B, … (a drift of the machine's speed weighs on each policy alike).
+        let turns: Vec<(u32, usize)> =
+            (0..rounds).flat_map(|r| (0..k).map(move |i| (r, if r % 2 == 0 { i } else { k - 1 - i }))).collect();
+        let mut windows = Vec::new();
+        let mut turn = 0;
+        let mut started = self.switch(turns[0].1)?;
+        let mut done = vec![Done::default(); self.jobs.len()];
+        let mut seconds = 0.0;
+        let mut stopped = Stopped::default();
+        // Readings on a grid of periods from the window's start: its counted part is then a whole number of
+        // periods, and so of the policy's rounds (a whole round holds every job's slots, wherever it starts).
+        let (mut previous, mut next) = (started, started + PERIOD);
+        let half = PERIOD / 2;
+        loop {
+            let handicap = ab.arms[turns[turn].1].handicap;
+            if handicap > 0.0 {
+                stopped.waste(&self.jobs, PERIOD.mul_f64(handicap));
+            }
+            std::thread::sleep(next.saturating_duration_since(Instant::now()));
+            next += PERIOD;
+            let Some(ended) = self.restart_ended(failures)? else { return Ok(Vec::new()) };
+            let answer = check(call(self.site.socket, &Request::Progress)?)?;
+            let at = Instant::now();
+            let totals: BTreeMap<String, Sample> =
+                answer.progress.unwrap_or_default().into_iter().map(|p| (p.job.to_string(), p.totals)).collect();
+            // What happened before the window's settle ended is the switch's, and counts nowhere; nor does a period
+            // in which a measured job was not at work all through: it ended, or its run was still starting or already
+            // ending (not every rank published its calls, or not every rank ran yet), so that what is compared is
+            // the jobs' speed while they work, not where their runs' starts fell.
+            let mut clean = previous + half >= started + ab.settle && ended.is_empty();
+            let mut did = Vec::new();
+            for job in &mut self.jobs {
+                let now = job.run.as_ref().and_then(|r| totals.get(&r.name)).copied();
+                let working = |s: &Sample| working(s, spec.workloads[&job.workload].profiler, spec.ranks);
+                match (job.last, now) {
+                    (Some(before), Some(now)) if working(&before) && working(&now) => did.push(between(&before, &now)),
+                    _ if job.background => did.push((0, 0.0, 0.0)),
+                    _ => clean = false,
+                }
+                job.last = now;
+            }
+            if clean {
+                for (d, (calls, cpu_s, together_s)) in done.iter_mut().zip(did) {
+                    d.calls += calls;
+                    d.cpu_s += cpu_s;
+                    d.together_s += together_s;
+                }
+                seconds += at.duration_since(previous).as_secs_f64();
+            }
+            for &i in &ended {
+                done[i].ended += 1;
+            }
+            previous = at;
+            if at + half >= started + ab.window {
+                let (round, arm) = turns[turn];
+                for (d, job) in done.iter_mut().zip(&self.jobs) {
+                    d.workload.clone_from(&job.workload);
+                }
+                windows.push(Window {
+                    progress: self.case.progress.to_string(),
+                    mix: self.case.mix.join("+"),
+                    arm,
+                    label: ab.arms[arm].label.clone(),
+                    round,
+                    seconds,
+                    jobs: std::mem::replace(&mut done, vec![Done::default(); self.jobs.len()]),
+                });
+                seconds = 0.0;
+                turn += 1;
+                if turn == turns.len() {
+                    return Ok(windows);
+                }
+                started = self.switch(turns[turn].1)?;
+                (previous, next) = (started, started + PERIOD);
+            }
+        }
+    }
+
+    /// Puts policy `arm` in force; returns when it was.
+    fn switch(&self, arm: usize) -> anyhow::Result<Instant> {
+        let policy = self.spec.policies[arm];
+        let name = policy.scheduler.agents().name().to_string();
+        check(call(self.site.socket, &Request::Policy { name, slot_ms: policy.agent_slot_ms() })?)?;
+        Ok(Instant::now())
+    }
+
+    /// Starts job `j`'s next run.
+    fn start(&mut self, j: usize) -> anyhow::Result<()> {
+        let job = &mut self.jobs[j];
+        let name = format!("{}-{}-{}-{}", self.spec.name, job.workload, job.index, job.runs);
+        job.run = Some(start_job(self.spec, self.paths, self.site, &self.case, &job.workload, name)?);
+        job.runs += 1;
+        job.last = None;
+        Ok(())
+    }
+
+    /// Starts again every job whose run ended and verified; returns the measured ones that ended, or `None` when
+    /// one failed (noted in `failures`).
+    fn restart_ended(&mut self, failures: &mut Failures) -> anyhow::Result<Option<Vec<usize>>> {
+        let mut ended = Vec::new();
+        for j in 0..self.jobs.len() {
+            let background = self.jobs[j].background;
+            let Some(run) = self.jobs[j].run.as_mut() else { continue };
+            let Some(status) = run.child.try_wait()? else { continue };
+            let mut stdout = String::new();
+            if let Some(mut out) = run.child.stdout.take() {
+                out.read_to_string(&mut stdout)?;
+            }
+            // Background load verifies nothing; a measured job's kernel says whether its result verified.
+            let verified = (!background).then(|| verified(&stdout));
+            let name = run.name.clone();
+            let stderr = stderr_file(self.paths, &name);
+            if failures.note(&self.what, &name, status.code(), verified, Some(&stderr)) {
+                return Ok(None);
+            }
+            if !background {
+                ended.push(j);
+            }
+            self.start(j)?;
+        }
+        Ok(Some(ended))
+    }
+
+    /// Stops every job's current run.
+    fn stop(&mut self) {
+        let runs: Vec<Started> = self.jobs.iter_mut().filter_map(|j| j.run.take()).collect();
+        stop_jobs(None, &runs);
+    }
+}
+
+/// Whether a kernel's output (`--json`) says its result verified.
+fn verified(stdout: &str) -> bool {
+    stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .any(|v| v.get("kernel").is_some() && v["verified"] == true)
+}
+
+/// Whether a run whose reading is `s` is at work: every one of its `ranks` publishes its MPI calls (a `profiled`
+/// job's), or runs where the agent counts its ranks (a job without the profiler's).
+fn working(s: &Sample, profiled: bool, ranks: u32) -> bool {
+    if profiled {
+        s.publishers >= ranks
+    } else {
+        s.together_ns.is_none() || s.ranks >= ranks
+    }
+}
+
+/// What a run did between readings `a` and `b`: MPI calls, CPU seconds, and co-scheduled rank-seconds. A count
+/// that went back (a rank ended, and its count with it) or ranks counted afresh give none of it.
+fn between(a: &Sample, b: &Sample) -> (u64, f64, f64) {
+    let calls = b.calls.unwrap_or(0).saturating_sub(a.calls.unwrap_or(0));
+    let cpu = b.cpu_ns.saturating_sub(a.cpu_ns) as f64 / 1e9;
+    let together = match (a.together_ns, b.together_ns) {
+        (Some(x), Some(y)) if a.ranks == b.ranks => y.saturating_sub(x) as f64 / 1e9 * f64::from(b.ranks),
+        _ => 0.0,
+    };
+    (calls, cpu, together)
+}
+
+/// The processes a handicap stops: every process of every job's run, listed again when the runs change and every
+/// [`RELIST`] periods.
+#[derive(Default)]
+struct Stopped {
+    processes: Vec<ProcessRef>,
+    /// The runs they were listed for.
+    runs: Vec<u32>,
+    /// Periods since they were.
+    age: u32,
+}
+
+impl Stopped {
+    /// Stops every process of the jobs' runs for `stop`, then lets them go on.
+    fn waste(&mut self, jobs: &[Job], stop: Duration) {
+        let runs: Vec<u32> = jobs.iter().map(|j| j.runs).collect();
+        if runs != self.runs || self.age >= RELIST {
+            let roots: Vec<i32> = jobs.iter().filter_map(|j| Some(j.run.as_ref()?.child.id() as i32)).collect();
+            self.processes = descendants(&roots);
+            (self.runs, self.age) = (runs, 0);
+        }
+        self.age += 1;
+        let held = Held(&self.processes);
+        for p in held.0 {
+            let _ = p.signal(libc::SIGSTOP);
+        }
+        std::thread::sleep(stop);
+        drop(held);
+    }
+}
+
+/// Stopped processes, sent SIGCONT when dropped (also when what stopped them unwinds).
+struct Held<'a>(&'a [ProcessRef]);
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        for p in self.0 {
+            let _ = p.signal(libc::SIGCONT);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reading(calls: Option<u64>, cpu_ns: u64, together_ns: Option<u64>, ranks: u32) -> Sample {
+        Sample { calls, cpu_ns, together_ns, ranks, ..Sample::default() }
+    }
+
+    #[test]
+    fn a_run_counts_what_grew_between_readings_and_nothing_that_went_back() {
+        let first = reading(Some(40), 2_000_000_000, Some(1_000_000_000), 2);
+        let later = reading(Some(100), 3_000_000_000, Some(1_500_000_000), 2);
+        assert_eq!(between(&first, &later), (60, 1.0, 1.0));
+        // A rank ended: its calls left the sum, and the ranks counted changed.
+        let ending = reading(Some(70), 3_100_000_000, Some(1_550_000_000), 1);
+        assert_eq!(between(&later, &ending), (0, 0.1, 0.0));
+        // A run whose ranks publish no calls (no profiler) counts none.
+        assert_eq!(between(&reading(None, 5, None, 0), &reading(None, 9, None, 0)).0, 0);
+    }
+
+    #[test]
+    fn a_run_works_once_every_rank_publishes_or_runs() {
+        let s = |publishers, ranks| Sample { publishers, ranks, together_ns: Some(1), ..Sample::default() };
+        assert!(!working(&s(1, 2), true, 2) && working(&s(2, 2), true, 2));
+        // Starting (no rank exec'd yet: none preloads, none publishes) is not working.
+        assert!(!working(&s(0, 0), true, 2));
+        assert!(!working(&s(0, 1), false, 2) && working(&s(0, 2), false, 2));
+        assert!(working(&Sample::default(), false, 2), "without the eBPF count a run works once seen");
+    }
+
+    #[test]
+    fn a_kernel_verified_only_when_its_json_line_says_so() {
+        assert!(verified("noise\n{\"kernel\":\"lu\",\"verified\":true}\n"));
+        assert!(!verified("{\"kernel\":\"lu\",\"verified\":false}\n"));
+        assert!(!verified("{\"verified\":true}\n"));
+        assert!(!verified(""));
+    }
+}

@@ -1,0 +1,326 @@
+//! The report of a paired comparison (super::ab): for each mix and progress mode, how long every policy makes the
+//! jobs take against the first of `[[policies]]`, from the rounds' paired windows, with its confidence interval;
+//! the checks of the method (a policy against itself, a known handicap); and the headline.
+//!
+//! A job's progress in a window is its rate of MPI calls where it communicates and its ranks publish the count, its
+//! co-scheduled rank-seconds where it communicates without the profiler, and its CPU seconds otherwise (as `auto`
+//! reads them). A round gives one log ratio: the mean over the measured jobs of the log of (rate under the first
+//! policy / rate under the other), the other policy's time relative to the first's; the estimate is the geometric
+//! mean over the rounds, its interval Student's t over them (crate::harness::paired).
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use super::ab::{Comparison, Window, COMPARISON, WINDOW};
+use super::spec::{Ab, Spec};
+use crate::harness::paired::Estimate;
+use crate::harness::report::{html_page, some_runs, write_files};
+use lockstep_store::Store;
+
+/// What a job's progress is read from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Measure {
+    Calls,
+    Together,
+    Cpu,
+}
+
+impl Measure {
+    /// Its amount in `d`.
+    fn of(self, d: &super::ab::Done) -> f64 {
+        match self {
+            Self::Calls => d.calls as f64,
+            Self::Together => d.together_s,
+            Self::Cpu => d.cpu_s,
+        }
+    }
+
+    /// Its name in the report.
+    fn name(self) -> &'static str {
+        match self {
+            Self::Calls => "MPI calls",
+            Self::Together => "co-scheduled time",
+            Self::Cpu => "CPU time",
+        }
+    }
+}
+
+/// One comparison's windows, by round and policy.
+struct Rounds<'a> {
+    by_round: BTreeMap<u32, BTreeMap<usize, &'a Window>>,
+    /// Per job of the mix: what its progress is read from; `None` for background load.
+    measures: Vec<Option<Measure>>,
+}
+
+impl<'a> Rounds<'a> {
+    fn new(spec: &Spec, windows: &[&'a Window]) -> Self {
+        let mut by_round: BTreeMap<u32, BTreeMap<usize, &Window>> = BTreeMap::new();
+        for w in windows {
+            by_round.entry(w.round).or_default().insert(w.arm, w);
+        }
+        let jobs = windows.first().map_or(0, |w| w.jobs.len());
+        let measures = (0..jobs)
+            .map(|j| {
+                let workload = &spec.workloads[&windows[0].jobs[j].workload];
+                if workload.background {
+                    return None;
+                }
+                let chosen = match (workload.communication, workload.profiler) {
+                    (true, true) => Measure::Calls,
+                    (true, false) if spec.ranks > 1 => Measure::Together,
+                    _ => Measure::Cpu,
+                };
+                // A job whose chosen measure saw nothing (its ranks never published) is read by its CPU time.
+                let seen = windows.iter().any(|w| chosen.of(&w.jobs[j]) > 0.0);
+                Some(if seen { chosen } else { Measure::Cpu })
+            })
+            .collect();
+        Self { by_round, measures }
+    }
+
+    /// Job `j`'s rate in window `w`, read by `by` (its own measure when `None`).
+    fn rate(&self, w: &Window, j: usize, by: Option<Measure>) -> Option<f64> {
+        let measure = self.measures[j].map(|m| by.unwrap_or(m))?;
+        let rate = measure.of(&w.jobs[j]) / w.seconds;
+        (rate > 0.0 && rate.is_finite()).then_some(rate)
+    }
+
+    /// Policy `b`'s time relative to policy `a`'s, over the rounds that have both (of the jobs `only`, all when
+    /// `None`; read by `by`, each by its own measure when `None`); `None` with fewer than two such rounds. A round
+    /// in which a job made no progress under either gives no ratio.
+    fn estimate(
+        &self,
+        a: usize,
+        b: usize,
+        only: Option<usize>,
+        by: Option<Measure>,
+        confidence: f64,
+    ) -> Option<Estimate> {
+        let logs: Vec<f64> = self
+            .by_round
+            .values()
+            .filter_map(|arms| {
+                let (wa, wb) = (arms.get(&a)?, arms.get(&b)?);
+                let jobs: Vec<usize> = (0..self.measures.len())
+                    .filter(|&j| self.measures[j].is_some() && only.is_none_or(|o| o == j))
+                    .collect();
+                let each: Option<Vec<f64>> =
+                    jobs.iter().map(|&j| Some((self.rate(wa, j, by)? / self.rate(wb, j, by)?).ln())).collect();
+                let each = each?;
+                (!each.is_empty()).then(|| each.iter().sum::<f64>() / each.len() as f64)
+            })
+            .collect();
+        Estimate::from_logs(&logs, confidence)
+    }
+}
+
+/// The check of the method that policy `arm`, the first policy again (`e` its estimate against it), makes in
+/// comparison `what`: against itself (A/A) it must come out at 1; with a handicap, at the handicap's size and not
+/// at 1. A handicap's size is exact in CPU time (every process of every job is stopped that share of the time),
+/// so that its check reads every job by its CPU time: a communicating job's calls lose more than that (its ranks
+/// resume out of step), which is the handicap's doing, not the measurement's. `None` where it cannot be made.
+fn check(rounds: &Rounds<'_>, ab: &Ab, arm: usize, e: Estimate, what: &str) -> Option<String> {
+    let (base, a) = (&ab.arms[0], &ab.arms[arm]);
+    let expected = (1.0 - base.handicap) / (1.0 - a.handicap);
+    if (expected - 1.0).abs() < 1e-9 {
+        let verdict = if e.contains(1.0) { "found" } else { "MISSED" };
+        return Some(format!(
+            "- A/A: `{}` against `{}` ({what}): {}, expected 1.000: **{verdict}**",
+            a.label,
+            base.label,
+            e.show()
+        ));
+    }
+    let cpu = rounds.estimate(0, arm, None, Some(Measure::Cpu), ab.confidence)?;
+    let verdict = if cpu.contains(expected) && !cpu.contains(1.0) { "found" } else { "MISSED" };
+    Some(format!(
+        "- handicap: `{}` against `{}` ({what}): {} in CPU time, expected {expected:.3}, and not 1: **{verdict}** \
+         ({} by each job's own measure)",
+        a.label,
+        base.label,
+        cpu.show(),
+        e.show()
+    ))
+}
+
+/// Writes the report of the paired comparison of session `session` (its latest when `None`) into `dir`; returns
+/// the HTML page.
+pub fn write(spec: &Spec, ab: &Ab, store: &Store, dir: &Path, session: Option<f64>) -> anyhow::Result<PathBuf> {
+    let comparisons = some_runs(&spec.name, session, store.records(&spec.name, session, COMPARISON)?)?;
+    let session = comparisons[0].session;
+    let comparisons: Vec<Comparison> =
+        comparisons.iter().map(|r| serde_json::from_str(&r.data)).collect::<Result<_, _>>()?;
+    let windows: Vec<Window> = store
+        .records(&spec.name, Some(session), WINDOW)?
+        .iter()
+        .map(|r| serde_json::from_str(&r.data))
+        .collect::<Result<_, _>>()?;
+    std::fs::create_dir_all(dir)?;
+    let md = summary(spec, ab, &comparisons, &windows);
+    write_files(dir, &md, html_page(&spec.name, &spec.description))
+}
+
+/// The report's Markdown.
+fn summary(spec: &Spec, ab: &Ab, comparisons: &[Comparison], windows: &[Window]) -> String {
+    let base = &ab.arms[0].label;
+    let pct = format!("{}", (ab.confidence * 1000.0).round() / 10.0);
+    let mut md = format!("# {} — {}\n\n", spec.name, spec.description);
+    let _ = writeln!(
+        md,
+        "Paired comparison: each mix ran for {} while the policies took turns in windows of {} (the first {} of \
+         each not counted), every other round in reverse order; {} ranks per job, each job started again as it \
+         ended. A job's progress is its rate of MPI calls (communicating, profiled), co-scheduled time \
+         (communicating, unprofiled) or CPU time. **time vs {base}** is how long a policy makes the jobs take \
+         against `{base}`, the geometric mean over the rounds of the mean over the jobs, with its {pct} % \
+         interval (Student's t over the rounds); below 1 is faster.\n",
+        lockstep_core::duration::format(ab.duration),
+        lockstep_core::duration::format(ab.window),
+        lockstep_core::duration::format(ab.settle),
+        spec.ranks,
+    );
+    let _ = writeln!(md, "| progress | mix | policy | time vs {base} | ± | rounds | per job | measured by |");
+    md += "|---|---|---|---|---|---|---|---|\n";
+    let mut headline = Vec::new();
+    let mut checks = Vec::new();
+    for c in comparisons {
+        if c.failed.is_some() {
+            let _ = writeln!(md, "| {} | {} | FAILED | | | | | |", c.progress, c.mix);
+            continue;
+        }
+        let mine: Vec<&Window> = windows.iter().filter(|w| w.progress == c.progress && w.mix == c.mix).collect();
+        let rounds = Rounds::new(spec, &mine);
+        let measured: Vec<usize> = (0..rounds.measures.len()).filter(|&j| rounds.measures[j].is_some()).collect();
+        let workload = |j: usize| mine.first().map_or("", |w| w.jobs[j].workload.as_str()).to_string();
+        let by = measured
+            .iter()
+            .map(|&j| format!("{} {}", workload(j), rounds.measures[j].map_or("", Measure::name)))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let mut best: Option<(usize, Estimate)> = None;
+        for (arm, a) in ab.arms.iter().enumerate().skip(1) {
+            let Some(e) = rounds.estimate(0, arm, None, None, ab.confidence) else {
+                let _ = writeln!(md, "| {} | {} | {} | - | | 0 | | {by} |", c.progress, c.mix, a.label);
+                continue;
+            };
+            let per_job = measured
+                .iter()
+                .filter_map(|&j| {
+                    Some(format!("{} {:.3}", workload(j), rounds.estimate(0, arm, Some(j), None, ab.confidence)?.ratio))
+                })
+                .collect::<Vec<_>>()
+                .join(", ");
+            let _ = writeln!(
+                md,
+                "| {} | {} | {} | {} | {:.1} % | {} | {per_job} | {by} |",
+                c.progress,
+                c.mix,
+                a.label,
+                e.show(),
+                e.precision() * 100.0,
+                e.pairs
+            );
+            let same = spec.policies[arm] == spec.policies[0];
+            if same {
+                checks.extend(check(&rounds, ab, arm, e, &format!("{} {}", c.progress, c.mix)));
+            } else if best.is_none_or(|(_, b)| e.ratio < b.ratio) {
+                best = Some((arm, e));
+            }
+        }
+        if let Some((arm, e)) = best {
+            headline.push(format!(
+                "- {} {}: `{}` takes {:.2}× the time of `{base}` ({pct} % interval {:.2}–{:.2}, {} rounds)",
+                c.progress, c.mix, ab.arms[arm].label, e.ratio, e.low, e.high, e.pairs
+            ));
+        }
+    }
+    if !checks.is_empty() {
+        md += "\n## Checks of the method\n\nA policy compared with itself must come out at 1 within its interval \
+               (A/A); one whose jobs are all stopped a known share of the time (`handicap`, SIGSTOP for that \
+               share of every 200 ms) at its known size, and not at 1.\n\n";
+        md += &checks.join("\n");
+        md += "\n";
+    }
+    let failed: Vec<&Comparison> = comparisons.iter().filter(|c| c.failed.is_some()).collect();
+    if failed.is_empty() && !headline.is_empty() {
+        md += "\n## Headline\n\nThe fastest policy against the first, per mix (paired):\n\n";
+        md += &headline.join("\n");
+        md += "\n";
+    }
+    if !failed.is_empty() {
+        md += "\n## Failed comparisons\n\nA job failed or did not verify: the comparison has no numbers.\n\n";
+        for c in failed {
+            let _ = writeln!(md, "- {} {}: {}", c.progress, c.mix, c.failed.as_deref().unwrap_or_default());
+        }
+    }
+    md
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::ab::Done;
+    use super::super::spec::tests::{parse, GOOD};
+    use super::*;
+
+    /// A spec comparing gang with itself and with a 20 % handicap, on lu (calls) and ep (CPU time).
+    fn spec() -> Spec {
+        let text = GOOD.replace("mpl = [1, 2]", "mixes = [[\"lu\", \"ep\"]]")
+            + "[[policies]]\nname = \"gang\"\nslot = \"200ms\"\nlabel = \"again\"\n\
+               [[policies]]\nname = \"gang\"\nslot = \"200ms\"\nhandicap = 0.2\n\
+               [ab]\nduration = \"1m\"\nwindow = \"2s\"\n";
+        let text = text.replace("[[policies]]\nname = \"cfs\"\n", "");
+        parse(&text).unwrap()
+    }
+
+    /// A window of `arm` in `round` in which lu made `calls` calls and ep had `cpu` CPU seconds, in 1 s.
+    fn window(arm: usize, round: u32, calls: u64, cpu: f64) -> Window {
+        let job = |workload: &str, calls, cpu_s| Done { workload: workload.into(), calls, cpu_s, ..Done::default() };
+        Window {
+            progress: "yield".into(),
+            mix: "lu+ep".into(),
+            arm,
+            label: String::new(),
+            round,
+            seconds: 1.0,
+            jobs: vec![job("lu", calls, calls as f64 / 1000.0), job("ep", 0, cpu)],
+        }
+    }
+
+    #[test]
+    fn a_policy_against_itself_and_a_handicap_are_checked_against_what_they_must_show() {
+        let spec = spec();
+        let ab = spec.ab.clone().unwrap();
+        assert_eq!(
+            ab.arms.iter().map(|a| a.label.as_str()).collect::<Vec<_>>(),
+            ["gang/200ms", "again", "gang/200ms stopped 20%"]
+        );
+        // The machine slows down round by round; within a round the jobs go as fast under the first two, and 80 %
+        // as fast under the handicap.
+        let mut windows = Vec::new();
+        for round in 0..6 {
+            let speed = 1.0 - 0.05 * f64::from(round) + if round % 2 == 0 { 0.01 } else { -0.01 };
+            // Each window strays from its round's speed by a percent or two, as windows do.
+            let stray = [1.012, 0.991, 1.004, 0.985, 1.009, 0.998][round as usize];
+            windows.push(window(0, round, (1000.0 * speed) as u64, speed));
+            windows.push(window(1, round, (1000.0 * speed * stray) as u64, speed * stray));
+            windows.push(window(2, round, (800.0 * speed * stray) as u64, speed * 0.8 * stray));
+        }
+        let comparison = Comparison { progress: "yield".into(), mix: "lu+ep".into(), failed: None, rounds: 6 };
+        let md = summary(&spec, &ab, &[comparison], &windows);
+        assert!(md.contains("- A/A: `again` against `gang/200ms` (yield lu+ep): 1.000 ["), "{md}");
+        assert!(md.contains("expected 1.000: **found**"), "{md}");
+        assert!(md.contains("- handicap: `gang/200ms stopped 20%` against `gang/200ms` (yield lu+ep): 1.25"), "{md}");
+        assert!(md.contains("in CPU time, expected 1.250, and not 1: **found**"), "{md}");
+        assert!(md.contains("lu MPI calls, ep CPU time"), "{md}");
+        // A failed comparison has no numbers and no headline.
+        let failed = Comparison {
+            progress: "busy".into(),
+            mix: "lu+ep".into(),
+            failed: Some("job lu failed".into()),
+            rounds: 0,
+        };
+        let md = summary(&spec, &ab, &[failed], &[]);
+        assert!(md.contains("| busy | lu+ep | FAILED |") && md.contains("## Failed comparisons"), "{md}");
+        assert!(!md.contains("## Headline"), "{md}");
+    }
+}

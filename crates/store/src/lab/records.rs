@@ -1,0 +1,71 @@
+//! An experiment kind's own results, each a JSON document of the kind's fields keyed by experiment, session and
+//! what it is: what a kind whose results fit no shared table records (the paired comparison's windows, first).
+
+use rusqlite::params;
+
+use crate::db::Store;
+
+/// One result an experiment recorded.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Record {
+    /// Experiment name.
+    pub experiment: String,
+    /// Start time of the `experiment run` invocation.
+    pub session: f64,
+    /// What it is, in the kind's word (`ab-window`).
+    pub record: String,
+    /// The result, as JSON.
+    pub data: String,
+}
+
+impl Store {
+    /// Records one result.
+    pub fn add_record(&self, r: &Record) -> crate::error::Result<()> {
+        self.conn.execute(
+            "INSERT INTO experiment_records (experiment, session, record, data) VALUES (?1, ?2, ?3, ?4)",
+            params![r.experiment, r.session, r.record, r.data],
+        )?;
+        Ok(())
+    }
+
+    /// The results of kind `record` that session `session` of `experiment` recorded, or its latest session that
+    /// recorded any when `None`, in the order they were recorded (empty if none).
+    pub fn records(&self, experiment: &str, session: Option<f64>, record: &str) -> crate::error::Result<Vec<Record>> {
+        let mut stmt = self.conn.prepare(
+            "SELECT experiment, session, record, data FROM experiment_records
+             WHERE experiment = ?1 AND record = ?3
+               AND session = coalesce(?2, (SELECT max(session) FROM experiment_records
+                                           WHERE experiment = ?1 AND record = ?3))
+             ORDER BY id",
+        )?;
+        let rows = stmt.query_map(params![experiment, session, record], |r| {
+            Ok(Record { experiment: r.get(0)?, session: r.get(1)?, record: r.get(2)?, data: r.get(3)? })
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_session_s_records_of_one_kind_come_back_in_order_the_latest_session_by_default() {
+        let dir = lockstep_scratch::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("s.db")).unwrap();
+        let rec = |session: f64, record: &str, data: &str| Record {
+            experiment: "e".into(),
+            session,
+            record: record.into(),
+            data: data.into(),
+        };
+        for r in [rec(1.0, "w", "1"), rec(1.0, "w", "2"), rec(2.0, "w", "3"), rec(3.0, "other", "4")] {
+            store.add_record(&r).unwrap();
+        }
+        let data = |rs: Vec<Record>| rs.into_iter().map(|r| r.data).collect::<Vec<_>>();
+        assert_eq!(data(store.records("e", Some(1.0), "w").unwrap()), ["1", "2"]);
+        assert_eq!(data(store.records("e", None, "w").unwrap()), ["3"]);
+        assert_eq!(data(store.records("e", None, "other").unwrap()), ["4"]);
+        assert!(store.records("f", None, "w").unwrap().is_empty());
+    }
+}
