@@ -2,7 +2,9 @@
 # `make demo`: this machine's topology, a hybrid machine's topology and placements (from a bundled hwloc XML),
 # a real parallel computation run as a lockstep job under a placement policy, and the MPL paper's co-scheduling
 # experiment in miniature (lu + ep sharing the node in both MPI progress modes under cfs, gang and auto, ending
-# with how much slower the jobs ran together under each; about a minute on 2 cores).
+# with how much slower the jobs ran together under each; about a minute on 2 cores), then the same pair measured
+# paired (cfs and gang taking turns every 4 s over one long run: gang's time against cfs's with its 95 % interval;
+# two minutes).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 fixture=${1:-fixtures/topology/intel-raptorlake-i7-1370p.xml}
@@ -33,3 +35,6 @@ $lockstep jobs --all | awk 'NR <= 5'   # awk reads to the end: no SIGPIPE for lo
 
 section "co-scheduling: lockstep experiment run experiments/mpl-demo.toml"
 $lockstep experiment run experiments/mpl-demo.toml
+
+section "co-scheduling, paired: lockstep experiment run experiments/mpl-demo-ab.toml"
+$lockstep experiment run experiments/mpl-demo-ab.toml

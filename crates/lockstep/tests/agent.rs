@@ -1042,6 +1042,26 @@ fn users_see_only_their_own_jobs_and_change_nothing() {
         assert!(!out.status.success(), "{args:?} by nobody must be refused");
         assert!(String::from_utf8_lossy(&out.stderr).contains("permission denied"), "{}", common::stderr(&out));
     }
+    // Every job's progress totals are root's to read: nobody is refused at the door, even for their own job.
+    let ask = |as_nobody: bool| -> String {
+        let mut c = if as_nobody { common::as_nobody("/usr/bin/python3") } else { std::process::Command::new("/usr/bin/python3") };
+        let out = c.args(["-c", PROGRESS_REQUEST, env.socket().to_str().unwrap()]).output().unwrap();
+        assert!(out.status.success(), "{}", common::stderr(&out));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let refused = ask(true);
+    assert!(refused.starts_with("HTTP/1.1 403") && refused.contains("permission denied"), "{refused}");
+    let answered = ask(false);
+    let body = answered.split("\r\n\r\n").nth(1).unwrap_or_default();
+    let progress: serde_json::Value = serde_json::from_str(body).unwrap_or_default();
+    let mut listed: Vec<String> = progress["progress"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|p| Some(p["job"].as_str()?.to_string()))
+        .collect();
+    listed.sort_unstable();
+    assert!(answered.starts_with("HTTP/1.1 200") && listed == expected, "{answered}");
     let status: serde_json::Value = serde_json::from_slice(&env.run(&["status", "--json"]).stdout).unwrap();
     assert_eq!(status["policy"], "cfs", "a refused request changes nothing");
     ok(&env.run(&["release", "--job", &mine]));
@@ -1051,6 +1071,23 @@ fn users_see_only_their_own_jobs_and_change_nothing() {
         common::exit_within(c, common::STOP_LIMIT, "a sleeper, killed");
     }
 }
+
+/// A `progress` request on the control socket given as its argument, the whole HTTP answer printed.
+const PROGRESS_REQUEST: &str = r#"
+import socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.connect(sys.argv[1])
+body = b'{"op":"progress"}'
+s.sendall(b"POST /v1/request HTTP/1.1\r\nHost: lockstep\r\nContent-Type: application/json\r\nContent-Length: "
+          + str(len(body)).encode() + b"\r\nConnection: close\r\n\r\n" + body)
+answer = b""
+while True:
+    part = s.recv(65536)
+    if not part:
+        break
+    answer += part
+sys.stdout.write(answer.decode())
+"#;
 
 #[test]
 #[ignore = "needs root"]

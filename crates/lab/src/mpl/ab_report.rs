@@ -234,6 +234,9 @@ fn summary(spec: &Spec, ab: &Ab, comparisons: &[Comparison], windows: &[Window])
             ));
         }
     }
+    if ab.arms.len() > 2 {
+        md += &pairs(spec, ab, comparisons, windows);
+    }
     if !checks.is_empty() {
         md += "\n## Checks of the method\n\nA policy compared with itself must come out at 1 within its interval \
                (A/A); one whose jobs are all stopped a known share of the time (`handicap`, SIGSTOP for that \
@@ -251,6 +254,35 @@ fn summary(spec: &Spec, ab: &Ab, comparisons: &[Comparison], windows: &[Window])
         md += "\n## Failed comparisons\n\nA job failed or did not verify: the comparison has no numbers.\n\n";
         for c in failed {
             let _ = writeln!(md, "- {} {}: {}", c.progress, c.mix, c.failed.as_deref().unwrap_or_default());
+        }
+    }
+    md
+}
+
+/// With more than two policies, every pair of them (the later one's time against the earlier one's), from the
+/// rounds' windows of the two: which of two close policies is faster, with its interval.
+fn pairs(spec: &Spec, ab: &Ab, comparisons: &[Comparison], windows: &[Window]) -> String {
+    let mut md = "\n## Every pair\n\n| progress | mix | policy | against | time ratio | ± | rounds |\n\
+                  |---|---|---|---|---|---|---|\n"
+        .to_string();
+    for c in comparisons.iter().filter(|c| c.failed.is_none()) {
+        let mine: Vec<&Window> = windows.iter().filter(|w| w.progress == c.progress && w.mix == c.mix).collect();
+        let rounds = Rounds::new(spec, &mine);
+        for a in 0..ab.arms.len() {
+            for b in a + 1..ab.arms.len() {
+                let Some(e) = rounds.estimate(a, b, None, None, ab.confidence) else { continue };
+                let _ = writeln!(
+                    md,
+                    "| {} | {} | {} | {} | {} | {:.1} % | {} |",
+                    c.progress,
+                    c.mix,
+                    ab.arms[b].label,
+                    ab.arms[a].label,
+                    e.show(),
+                    e.precision() * 100.0,
+                    e.pairs
+                );
+            }
         }
     }
     md
@@ -312,6 +344,8 @@ mod tests {
         assert!(md.contains("- handicap: `gang/200ms stopped 20%` against `gang/200ms` (yield lu+ep): 1.25"), "{md}");
         assert!(md.contains("in CPU time, expected 1.250, and not 1: **found**"), "{md}");
         assert!(md.contains("lu MPI calls, ep CPU time"), "{md}");
+        // Three policies: every pair, the later against the earlier.
+        assert!(md.contains("| yield | lu+ep | gang/200ms stopped 20% | again | 1.25"), "{md}");
         // A failed comparison has no numbers and no headline.
         let failed = Comparison {
             progress: "busy".into(),
