@@ -1044,7 +1044,11 @@ fn users_see_only_their_own_jobs_and_change_nothing() {
     }
     // Every job's progress totals are root's to read: nobody is refused at the door, even for their own job.
     let ask = |as_nobody: bool| -> String {
-        let mut c = if as_nobody { common::as_nobody("/usr/bin/python3") } else { std::process::Command::new("/usr/bin/python3") };
+        let mut c = if as_nobody {
+            common::as_nobody("/usr/bin/python3")
+        } else {
+            std::process::Command::new("/usr/bin/python3")
+        };
         let out = c.args(["-c", PROGRESS_REQUEST, env.socket().to_str().unwrap()]).output().unwrap();
         assert!(out.status.success(), "{}", common::stderr(&out));
         String::from_utf8_lossy(&out.stdout).into_owned()
