@@ -48,11 +48,13 @@ pub(crate) fn sample(tree: &Tree<'_>, epoch: Instant, watch: &mut Watch, togethe
     pids.dedup();
     let ranks = watch.ranks.of(&pids);
     let (calls, publishers) = watch.published.calls(&ranks.preloading);
-    let mut cpu_ns = pids.iter().map(|&pid| threads_cpu_ns(pid)).sum();
-    // The cgroups' own totals (v2 `cpu.stat`) include threads that have exited: preferred where they exist.
-    if let Some(total) = dirs.iter().map(|d| cgroup_cpu_ns(d)).sum::<Option<u64>>() {
-        cpu_ns = total;
-    }
+    // The cgroups' own totals (v2 `cpu.stat`) include threads that have exited: preferred where they exist, and then
+    // no thread is read.
+    let cpu_ns = dirs
+        .iter()
+        .map(|d| cgroup_cpu_ns(d))
+        .sum::<Option<u64>>()
+        .unwrap_or_else(|| pids.iter().map(|&pid| threads_cpu_ns(pid)).sum());
     Sample {
         at_ns: epoch.elapsed().as_nanos() as u64,
         cpu_ns,

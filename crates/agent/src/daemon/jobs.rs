@@ -2,7 +2,7 @@
 //! agent), released, restored on the way out; the policy switched, `dcs` started and stopped with it.
 
 use std::path::PathBuf;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::records::Record;
 use super::state::Daemon;
@@ -12,16 +12,33 @@ use crate::dcs::raiser::Ctx;
 use crate::feeders;
 use crate::managed::{self, ChangeError, Managed};
 use lockstep_cgroup::Backend;
-use lockstep_core::cosched::{self, PolicySpec};
+use lockstep_core::cosched::{self, Planner, PolicySpec};
 use lockstep_core::error::UsageError;
+
+/// How long `auto`'s state is kept while another policy is in force: longer than a paired comparison's windows
+/// (seconds), shorter than what an admin switching policies means as a fresh start.
+pub(super) const AUTO_KEPT: Duration = Duration::from_mins(1);
 
 impl Daemon {
     /// Switches to `policy` (and slot length `slot`, when given) at once: `dcs` is started or stopped as the
-    /// policy asks (a `dcs` that cannot start leaves everything as it was), and the plan is redone.
+    /// policy asks (a `dcs` that cannot start leaves everything as it was), and the plan is redone. `auto` left for
+    /// another policy is taken up again where it was if it comes back within [`AUTO_KEPT`].
     pub(super) fn set_policy(&mut self, policy: PolicySpec, slot: Option<Duration>) -> anyhow::Result<()> {
         self.switch_dcs(policy.raises())?;
         let was = (self.policy, self.slot);
-        self.planner = policy.build();
+        let before = std::mem::replace(&mut self.planner, policy.build());
+        // `auto` away for a while (another policy tried beside it, as a paired comparison does) keeps what it
+        // measured and chose, and takes it up again when it comes back.
+        match (before, &mut self.planner) {
+            (Planner::Auto(auto), Planner::Fixed(_)) => self.auto_away = Some((auto, Instant::now())),
+            (_, Planner::Auto(auto)) => {
+                if let Some((mut kept, _)) = self.auto_away.take().filter(|(_, since)| since.elapsed() <= AUTO_KEPT) {
+                    kept.resume();
+                    *auto = kept;
+                }
+            }
+            _ => {}
+        }
         self.policy = policy;
         if let Some(slot) = slot {
             self.slot = slot;

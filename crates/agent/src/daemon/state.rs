@@ -26,6 +26,9 @@ pub struct Daemon {
     /// The policy in force, and its slot planner.
     pub(super) policy: PolicySpec,
     pub(super) planner: Planner,
+    /// `auto`'s state while another policy is in force, and since when: taken up again if `auto` comes back within
+    /// `AUTO_KEPT` (a minute; `set_policy`).
+    pub(super) auto_away: Option<(cosched::auto::Auto, Instant)>,
     pub(super) slot: Duration,
     pub(super) jobs: Vec<Managed>,
     pub(super) journal: Journal,
@@ -138,6 +141,7 @@ impl Daemon {
         let mut daemon = Self {
             policy: start.policy,
             planner: start.policy.build(),
+            auto_away: None,
             slot: start.slot,
             jobs: Vec::new(),
             journal: start.journal,

@@ -308,6 +308,16 @@ impl Group {
         };
     }
 
+    /// Takes the group up again in slot `slot` (samples `now`) after `away` slots under another policy: its window
+    /// starts here, and its deadlines move on by `away`.
+    fn resume(&mut self, slot: u64, now: Vec<Sample>, away: u64) {
+        self.start = (slot, now);
+        self.formed = self.formed.saturating_add(away);
+        if let Phase::Exploit { until, .. } = &mut self.phase {
+            *until = until.saturating_add(away);
+        }
+    }
+
     /// Why the trial waits in slot `slot` (samples `now` of jobs `names`) rather than measure: a job still
     /// starting, within [`MAX_STARTUP`] of the trial's start. `None` when it measures.
     fn waits(&self, slot: u64, slot_len: Duration, names: &[String], now: &[Sample]) -> Option<String> {
@@ -345,6 +355,10 @@ pub struct Auto {
     groups: BTreeMap<Vec<String>, Group>,
     /// The policy in force for each job of a group, as of the last [`Auto::observe`].
     in_force: BTreeMap<String, PolicySpec>,
+    /// The slot of the last [`Auto::observe`].
+    last_slot: u64,
+    /// Whether another policy was in force since then ([`Auto::resume`]).
+    resumed: bool,
 }
 
 /// The sets of jobs that share PUs, directly or through each other, with more than one job: indices into
@@ -493,6 +507,13 @@ pub fn decide(names: &[String], windows: &[Vec<Rate>]) -> Decision {
 }
 
 impl Auto {
+    /// Takes `auto` up again after another policy was in force for a while (a paired comparison's turns): at the
+    /// next [`Auto::observe`], every group's window starts afresh (what its jobs did meanwhile was not under what
+    /// it measures), and the slots it was away do not count towards its next trial or its wait for jobs to start.
+    pub fn resume(&mut self) {
+        self.resumed = true;
+    }
+
     /// Reads the samples of the jobs that share PUs with another (`sample(i)` for job `i` of `jobs`; a job alone
     /// is not read) in slot `slot` (at its boundary, or when jobs came or went), moves every group's trial on, and
     /// returns the choices made or started now (to be logged). [`Policy::plan`] then applies them to the same jobs.
@@ -505,13 +526,17 @@ impl Auto {
     ) -> Vec<Choice> {
         let mut said = Vec::new();
         let mut kept = BTreeMap::new();
+        let away = if std::mem::take(&mut self.resumed) { slot.saturating_sub(self.last_slot) } else { 0 };
+        self.last_slot = slot;
         for members in groups(jobs) {
             let names: Vec<String> = members.iter().map(|&i| jobs[i].name.to_string()).collect();
             let now: Vec<Sample> = members.iter().map(|&i| sample(i)).collect();
             // Slots in one round of the group's cycles.
             let rows = members.iter().map(|&i| jobs[i].round).max().unwrap_or(1);
             let group = if let Some(mut g) = self.groups.remove(&names) {
-                if let Some(why) = g.waits(slot, slot_len, &names, &now) {
+                if away > 0 {
+                    g.resume(slot, now, away);
+                } else if let Some(why) = g.waits(slot, slot_len, &names, &now) {
                     // Measured from scratch once every job has started; said when what it waits for changes.
                     let said_before = g.why == why;
                     g.restart(slot, now, &why);

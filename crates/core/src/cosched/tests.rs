@@ -547,6 +547,32 @@ mod auto {
     }
 
     #[test]
+    fn taken_up_again_a_choice_stands_and_its_window_starts_afresh() {
+        let (x, y) = (pus("0-1"), pus("0-1"));
+        let jobs = [view("x", 0, &x), view("y", 1, &y)];
+        let mut auto = Auto::default();
+        see(&mut auto, 10, &jobs, &calls_at(0.0, &[0, 0]));
+        see(&mut auto, 12, &jobs, &calls_at(0.4, &[800, 800]));
+        let chosen = see(&mut auto, 13, &jobs, &calls_at(0.6, &[1000, 1000]));
+        assert!(!chosen[0].trying && chosen[0].policy == "gang", "{chosen:?}");
+        // Another policy for 100 slots, under which the jobs made few calls: taken up again, gang stands, and
+        // what they did meanwhile is no drift.
+        auto.resume();
+        assert!(see(&mut auto, 113, &jobs, &calls_at(20.6, &[1100, 1100])).is_empty());
+        assert_eq!(auto.choices()[0].policy, "gang");
+        assert!(see(&mut auto, 115, &jobs, &calls_at(21.0, &[1900, 1900])).is_empty());
+        assert!(see(&mut auto, 117, &jobs, &calls_at(21.4, &[2700, 2700])).is_empty());
+        // Without being taken up again, the same gap reads as progress that fell away: a drift, tried again.
+        let mut fresh = Auto::default();
+        see(&mut fresh, 10, &jobs, &calls_at(0.0, &[0, 0]));
+        see(&mut fresh, 12, &jobs, &calls_at(0.4, &[800, 800]));
+        see(&mut fresh, 13, &jobs, &calls_at(0.6, &[1000, 1000]));
+        see(&mut fresh, 113, &jobs, &calls_at(20.6, &[1100, 1100]));
+        let again = see(&mut fresh, 115, &jobs, &calls_at(21.0, &[1200, 1200]));
+        assert!(again[0].trying && again[0].why.contains("drifted"), "{again:?}");
+    }
+
+    #[test]
     fn a_job_whose_processes_change_restarts_the_trial() {
         let (x, y) = (pus("0-1"), pus("0-1"));
         let jobs = [view("x", 0, &x), view("y", 1, &y)];

@@ -55,6 +55,11 @@ impl Failures {
         self.first.get_or_insert(what);
     }
 
+    /// The first failure, as noted.
+    pub fn first(&self) -> Option<&str> {
+        self.first.as_deref()
+    }
+
     /// How many jobs failed.
     pub fn count(&self) -> usize {
         self.count

@@ -36,9 +36,9 @@ pub const WINDOW: &str = "ab-window";
 /// The record of one comparison (a mix in a progress mode): whether it ran its course.
 pub const COMPARISON: &str = "ab-comparison";
 
-/// How often the processes a handicap stops are listed again while the jobs' runs stay the same (ranks start a
-/// little after their launcher).
-const RELIST: u32 = 5;
+/// The periods after a run starts in which the processes a handicap stops are listed every period (its ranks start
+/// a little after their launcher), and how often they are listed after that.
+const RELIST: u32 = 10;
 
 /// One window: what each job of the mix did while one policy was in force.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -117,14 +117,17 @@ pub fn run(spec: &Spec, ab: &Ab, paths: &Paths) -> anyhow::Result<Outcome> {
         };
         let what = format!("paired {progress} {}", mix.join("+"));
         bar.start(what.clone());
-        let before = failures.count();
         let mut comparison = Comparison { progress: progress.to_string(), mix: mix.join("+"), failed: None, rounds: 0 };
         let mut runner = Runner { spec, ab, paths, site: &site, case, what, jobs: Vec::new() };
-        let result = runner.compare(&mut failures);
+        // This comparison's own failures: its record says its own, the run's end says the first of all.
+        let mut failed = Failures::default();
+        let result = runner.compare(&mut failed);
         runner.stop();
         let windows = result?;
-        if failures.count() > before {
-            comparison.failed = failures.error(&spec.name);
+        let why = failed.first().map(str::to_string).or_else(|| too_little(ab, &runner.what, &windows));
+        if let Some(why) = why {
+            failures.add(why.clone());
+            comparison.failed = Some(why);
         } else {
             comparison.rounds = windows.iter().map(|w| w.round + 1).max().unwrap_or(0);
             for w in &windows {
@@ -137,6 +140,23 @@ pub fn run(spec: &Spec, ab: &Ab, paths: &Paths) -> anyhow::Result<Outcome> {
     bar.finish();
     drop(agent);
     Ok(Outcome { session, failures })
+}
+
+/// The least share of the windows' time after their settles that must have been counted (every job at work) for
+/// a comparison to stand: less says that the jobs mostly started and ended, or that the agent could not read them.
+const LEAST_COUNTED: f64 = 0.25;
+
+/// Why comparison `what` measured too little to stand (see [`LEAST_COUNTED`]); `None` when it measured enough.
+fn too_little(ab: &Ab, what: &str, windows: &[Window]) -> Option<String> {
+    let counted: f64 = windows.iter().map(|w| w.seconds).sum();
+    let span = windows.len() as f64 * ab.window.saturating_sub(ab.settle).as_secs_f64();
+    (counted < LEAST_COUNTED * span).then(|| {
+        format!(
+            "case {what}: only {counted:.0} s of the windows' {span:.0} s had every job at work (expected at least \
+             {:.0} %: runs too short for the windows, or jobs the agent could not read)",
+            LEAST_COUNTED * 100.0
+        )
+    })
 }
 
 /// One job of the mix as it runs: its current run, and its last reading.
@@ -178,8 +198,9 @@ impl Runner<'_> {
         }
         self.jobs.sort_by_key(|j| j.index);
         let k = ab.arms.len();
-        let rounds = (ab.duration.as_secs_f64() / (ab.window.as_secs_f64() * k as f64)).floor().max(2.0) as u32;
-        // Every other round in reverse: A B, B A, A B, … (a drift of the machine's speed weighs on each policy alike).
+        // An even number of rounds, every other one in reverse (A B, B A, …): a drift of the machine's speed that is
+        // linear over a pair of rounds weighs on each policy alike, and so does going first or second.
+        let rounds = (ab.duration.as_secs_f64() / (ab.window.as_secs_f64() * k as f64) / 2.0).floor() as u32 * 2;
         let turns: Vec<(u32, usize)> =
             (0..rounds).flat_map(|r| (0..k).map(move |i| (r, if r % 2 == 0 { i } else { k - 1 - i }))).collect();
         let mut windows = Vec::new();
@@ -189,7 +210,8 @@ impl Runner<'_> {
         let mut seconds = 0.0;
         let mut stopped = Stopped::default();
         // Readings on a grid of periods from the window's start: its counted part is then a whole number of
-        // periods, and so of the policy's rounds (a whole round holds every job's slots, wherever it starts).
+        // periods, as long as the spec made it (whole rounds of every slotted policy's rows, checked there: a whole
+        // round holds every job's slots, wherever it starts).
         let (mut previous, mut next) = (started, started + PERIOD);
         let half = PERIOD / 2;
         loop {
@@ -283,17 +305,21 @@ impl Runner<'_> {
             let background = self.jobs[j].background;
             let Some(run) = self.jobs[j].run.as_mut() else { continue };
             let Some(status) = run.child.try_wait()? else { continue };
+            // Reaped: its PID is no longer its own, and nothing may signal it again.
+            let Some(mut run) = self.jobs[j].run.take() else { continue };
             let mut stdout = String::new();
             if let Some(mut out) = run.child.stdout.take() {
                 out.read_to_string(&mut stdout)?;
             }
             // Background load verifies nothing; a measured job's kernel says whether its result verified.
             let verified = (!background).then(|| verified(&stdout));
-            let name = run.name.clone();
-            let stderr = stderr_file(self.paths, &name);
-            if failures.note(&self.what, &name, status.code(), verified, Some(&stderr)) {
+            let stderr = stderr_file(self.paths, &run.name);
+            if failures.note(&self.what, &run.name, status.code(), verified, Some(&stderr)) {
                 return Ok(None);
             }
+            // A run that did its work leaves nothing behind: a long comparison starts hundreds.
+            let _ = std::fs::remove_file(&stderr);
+            let _ = std::fs::remove_file(&run.pmpi);
             if !background {
                 ended.push(j);
             }
@@ -339,28 +365,40 @@ fn between(a: &Sample, b: &Sample) -> (u64, f64, f64) {
     (calls, cpu, together)
 }
 
-/// The processes a handicap stops: every process of every job's run, listed again when the runs change and every
-/// [`RELIST`] periods.
+/// The processes a handicap stops: every process of every job's run, listed again every period while some run is
+/// young (its ranks are still being started), and every [`RELIST`] periods after.
 #[derive(Default)]
 struct Stopped {
     processes: Vec<ProcessRef>,
     /// The runs they were listed for.
     runs: Vec<u32>,
-    /// Periods since they were.
+    /// Periods since the runs last changed, and since the processes were last listed.
+    steady: u32,
     age: u32,
 }
 
 impl Stopped {
-    /// Stops every process of the jobs' runs for `stop`, then lets them go on.
+    /// Stops every process of the jobs' runs for `stop`, then lets them go on; a signal that ends the experiment
+    /// meanwhile lets them go on too (crate::harness::teardown), before it stops them.
     fn waste(&mut self, jobs: &[Job], stop: Duration) {
         let runs: Vec<u32> = jobs.iter().map(|j| j.runs).collect();
-        if runs != self.runs || self.age >= RELIST {
+        if runs != self.runs {
+            (self.runs, self.steady) = (runs, 0);
+        }
+        if self.steady < RELIST || self.age >= RELIST {
             let roots: Vec<i32> = jobs.iter().filter_map(|j| Some(j.run.as_ref()?.child.id() as i32)).collect();
             self.processes = descendants(&roots);
-            (self.runs, self.age) = (runs, 0);
+            self.age = 0;
         }
+        self.steady += 1;
         self.age += 1;
         let held = Held(&self.processes);
+        let go_on = self.processes.clone();
+        let _teardown = crate::harness::teardown::register(move || {
+            for p in go_on {
+                let _ = p.signal(libc::SIGCONT);
+            }
+        });
         for p in held.0 {
             let _ = p.signal(libc::SIGSTOP);
         }

@@ -156,6 +156,20 @@ pub fn write(spec: &Spec, ab: &Ab, store: &Store, dir: &Path, session: Option<f6
         .iter()
         .map(|r| serde_json::from_str(&r.data))
         .collect::<Result<_, _>>()?;
+    let fits = |w: &Window| {
+        ab.arms.get(w.arm).is_some_and(|a| a.label == w.label)
+            && w.jobs.iter().all(|j| spec.workloads.contains_key(&j.workload))
+    };
+    if let Some(w) = windows.iter().find(|w| !fits(w)) {
+        return Err(lockstep_core::error::UsageError::new(format!(
+            "experiment {}: its stored windows do not fit the spec as it is now (policy {:?} or workloads {} \
+             changed since it ran; expected the spec it ran with)",
+            spec.name,
+            w.label,
+            w.jobs.iter().map(|j| j.workload.as_str()).collect::<Vec<_>>().join("+")
+        ))
+        .into());
+    }
     std::fs::create_dir_all(dir)?;
     let md = summary(spec, ab, &comparisons, &windows);
     write_files(dir, &md, html_page(&spec.name, &spec.description))

@@ -161,7 +161,7 @@ pub(super) struct Started {
     workload: String,
     pub(super) name: String,
     /// Its PMPI profile.
-    pmpi: PathBuf,
+    pub(super) pmpi: PathBuf,
     /// When it started (for its wall time) and when it was submitted (seconds since the epoch).
     t0: Instant,
     submitted: f64,

@@ -47,9 +47,9 @@ pub struct Spec {
     pub ab: Option<Ab>,
 }
 
-/// How a paired comparison (`[ab]`) runs: each mix's jobs run for `duration`, restarted as they end, while the
-/// `[[policies]]` take turns in windows of `window`, round after round, every other round in reverse order (A B,
-/// B A, …); the first `settle` of each window is the switch's and is not counted.
+/// How a paired comparison (`[ab]`) runs: each mix's jobs run for as many rounds of the `[[policies]]`' windows of
+/// `window` as `duration` holds, an even number (A B, B A, …: every other round in reverse order), restarted as they
+/// end; the first `settle` of each window is the switch's and is not counted.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Ab {
     /// Each policy's window.
@@ -223,6 +223,15 @@ pub fn parse(path: &Path, text: &str) -> Result<Spec, UsageError> {
         return Err(bad("a policy's label and handicap are for paired comparisons (add [ab])".into()));
     }
     let ab = raw.ab.as_ref().map(|ab| paired(ab, &raw.policies, &policies, &ranks_in)).transpose().map_err(bad)?;
+    if let Some(ab) = &ab {
+        if raw.repetitions != 1 {
+            return Err(bad(format!(
+                "repetitions = {} is for whole runs (expected none with [ab]: its duration is how long it measures)",
+                raw.repetitions
+            )));
+        }
+        whole_rounds(ab, &policies, &mixes(&raw).map_err(bad)?).map_err(bad)?;
+    }
     let labels: Vec<String> = match &ab {
         Some(ab) => ab.arms.iter().map(|a| a.label.clone()).collect(),
         None => policies.iter().map(PolicyConfig::label).collect(),
@@ -258,6 +267,31 @@ pub fn parse(path: &Path, text: &str) -> Result<Spec, UsageError> {
 /// and settles are whole multiples of it.
 pub const PERIOD: std::time::Duration = std::time::Duration::from_millis(200);
 
+/// Checks that the counted part of every window of `ab` (after its settle) is a whole number of rounds of every
+/// slotted policy of `policies` with every mix of `mixes` (slot × the mix's jobs, one row each): then every job has
+/// its slots in every window, wherever the agent's slot clock stands when it starts.
+fn whole_rounds(ab: &Ab, policies: &[PolicyConfig], mixes: &[Vec<String>]) -> Result<(), String> {
+    let counted = ab.window.saturating_sub(ab.settle);
+    for p in policies.iter().filter(|p| p.scheduler.agents().slotted()) {
+        for mix in mixes {
+            let round = p.slot * mix.len() as u32;
+            if !counted.as_nanos().is_multiple_of(round.as_nanos()) {
+                return Err(format!(
+                    "[ab] window = {:?} and settle = {:?} count {} of each window, not whole rounds of {} with mix \
+                     {} ({} each: expected a multiple of it)",
+                    lockstep_core::duration::format(ab.window),
+                    lockstep_core::duration::format(ab.settle),
+                    lockstep_core::duration::format(counted),
+                    p.label(),
+                    mix.join("+"),
+                    lockstep_core::duration::format(round)
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// The most a handicap may waste of every period.
 const MAX_HANDICAP: f64 = 0.5;
 
@@ -273,7 +307,7 @@ fn paired(ab: &RawAb, raw: &[RawPolicy], policies: &[PolicyConfig], ranks_in: &[
         within(&format!("[ab] {field}"), text.unwrap_or(default), range).map_err(|e| e.to_string())
     };
     let window = time("window", ab.window.as_deref(), "4s", MIN_WINDOW..=Duration::from_mins(10))?;
-    let settle = time("settle", ab.settle.as_deref(), "1s", Duration::ZERO..=Duration::from_mins(1))?;
+    let settle = time("settle", ab.settle.as_deref(), "400ms", Duration::ZERO..=Duration::from_mins(1))?;
     let duration = time("duration", Some(&ab.duration), "", Duration::from_secs(1)..=Duration::from_hours(24 * 7))?;
     if ranks_in != [RanksIn::Process] {
         return Err("[ab] runs bare processes under a private agent (expected ranks_in = [\"process\"])".into());
@@ -288,6 +322,13 @@ fn paired(ab: &RawAb, raw: &[RawPolicy], policies: &[PolicyConfig], ranks_in: &[
             format(window),
             format(settle),
             format(period)
+        ));
+    }
+    if settle < period {
+        return Err(format!(
+            "[ab] settle = {:?} (expected at least {period}: the first period after a switch is the switch's)",
+            format(settle),
+            period = format(period)
         ));
     }
     if settle >= window {
@@ -468,7 +509,7 @@ pub(super) mod tests {
         let good = GOOD.to_string() + "[ab]\nduration = \"1m\"\n";
         let spec = parse(&good).unwrap();
         let ab = spec.ab.unwrap();
-        assert_eq!((ab.window.as_secs(), ab.settle.as_secs(), ab.confidence), (4, 1, 0.95));
+        assert_eq!((ab.window.as_secs(), ab.settle.as_millis(), ab.confidence), (4, 400, 0.95));
         assert_eq!(ab.arms.iter().map(|a| a.label.as_str()).collect::<Vec<_>>(), ["cfs", "gang/200ms"]);
         for (change, needle) in [
             (("duration = \"1m\"", "duration = \"10s\""), "at least two rounds of every policy's window: 16s"),
@@ -485,6 +526,12 @@ pub(super) mod tests {
                 "names \"cfs\" twice (expected each label once)",
             ),
             (("ranks = 2", "ranks = 2\nranks_in = [\"container\"]"), "ranks_in = [\"process\"]"),
+            (
+                ("duration = \"1m\"", "duration = \"1m\"\nsettle = \"600ms\""),
+                "not whole rounds of gang/200ms with mix ep+ep (400ms each",
+            ),
+            (("duration = \"1m\"", "duration = \"1m\"\nsettle = \"0s\""), "settle = \"0ms\" (expected at least 200ms"),
+            (("ranks = 2", "ranks = 2\nrepetitions = 3"), "repetitions = 3 is for whole runs"),
             (("[[policies]]\nname = \"gang\"\nslot = \"200ms\"\n", ""), "two or more [[policies]]"),
         ] {
             let err = parse(&good.replace(change.0, change.1)).unwrap_err();
