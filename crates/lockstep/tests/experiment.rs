@@ -8,6 +8,15 @@ use std::process::{Command, Output};
 
 use common::Env;
 
+/// One experiment at a time: each runs its own agent and jobs on the whole machine, and the paired comparison's
+/// checks measure speeds that another experiment beside it would change.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Holds the machine for one test's experiments.
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 /// The build tree of `make build`, with its kernels; `None` (the test skipped, saying why) without it.
 fn built() -> Option<PathBuf> {
     let build = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../build");
@@ -47,6 +56,7 @@ fn run(build: &Path, env: &Env, spec: &Path) -> Output {
 #[ignore = "needs root"]
 fn a_failed_job_fails_the_run_and_the_report_is_of_this_run_only() {
     common::require_root();
+    let _serial = serial();
     let Some(build) = built() else { return };
     let env = Env::new();
     // A good run first: its numbers must not be printed as the next run's.
@@ -89,13 +99,14 @@ fn a_failed_job_fails_the_run_and_the_report_is_of_this_run_only() {
 #[ignore = "needs root"]
 fn a_paired_comparison_finds_a_policy_equal_to_itself_and_a_handicap_at_its_size() {
     common::require_root();
+    let _serial = serial();
     let Some(build) = built() else { return };
     let env = Env::new();
     let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/specs/ab-check.toml");
     let out = run(&build, &env, &fixture);
     let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert!(out.status.success(), "{stdout}{stderr}");
-    // The verdicts are at 99.9 %: a sound method misses one about once in a thousand runs.
+    // The verdicts are at 99.9 %: a sound method misses one of the two about twice in a thousand runs.
     let checks: Vec<&str> =
         stdout.lines().filter(|l| l.starts_with("- A/A: ") || l.starts_with("- handicap: ")).collect();
     assert_eq!(checks.len(), 2, "{stdout}");
