@@ -14,7 +14,11 @@ fuzz_target!(|data: &[u8]| {
             Request::Policy { name, .. } => {
                 let _ = name.parse::<lockstep_core::cosched::PolicySpec>();
             }
-            Request::Release { .. } | Request::Status | Request::SlurmEpilog { .. } | Request::Timeline { .. } => {}
+            Request::Release { .. }
+            | Request::Status
+            | Request::Progress
+            | Request::SlurmEpilog { .. }
+            | Request::Timeline { .. } => {}
         }
         // What the agent would answer with must always serialise.
         let _ = serde_json::to_vec(&envelope).unwrap();
