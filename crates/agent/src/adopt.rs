@@ -387,6 +387,7 @@ fn managed_over(name: &str, groups: Vec<Group>, row: Option<u32>, origin: Origin
         left: None,
         halted: false,
         frozen_time: (std::time::Duration::ZERO, None),
+        demand: crate::demand::Demand::default(),
     }
 }
 

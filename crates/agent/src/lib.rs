@@ -11,6 +11,7 @@ mod bpf;
 mod command;
 mod daemon;
 mod dcs;
+mod demand;
 mod doors;
 mod faults;
 mod feeders;

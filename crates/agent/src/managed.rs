@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
+use super::demand::Demand;
 use super::journal::Journal;
 use lockstep_cgroup::knobs::{freeze_value, weight_value};
 use lockstep_cgroup::procfs::ProcessRef;
@@ -207,6 +208,8 @@ pub struct Managed {
     pub halted: bool,
     /// How long the agent held it frozen, up to its last thaw, and since when it holds it frozen now.
     pub frozen_time: (Duration, Option<Instant>),
+    /// How many CPUs its ranks want, as last measured (what `gang` slices by).
+    pub demand: Demand,
 }
 
 /// The share of one CPU that changes of one job's cgroups may cost the agent, judged over [`COST_WINDOW`]: a job
@@ -353,6 +356,7 @@ impl Managed {
             left: None,
             halted: false,
             frozen_time: (Duration::ZERO, None),
+            demand: Demand::default(),
         })
     }
 

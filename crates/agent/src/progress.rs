@@ -76,11 +76,19 @@ pub(crate) fn of_job(job: &Managed, epoch: Instant, watch: &mut Watch, telemetry
     sample(&tree, epoch, watch, published.together(&job.name))
 }
 
-/// v2 `cpu.stat` `usage_usec` of the cgroup and its descendants, in ns.
+/// The CPU time of a job's cgroups until now (ns), summed over `groups` (each a cgroup's directories, one per v1
+/// hierarchy, read as [`cgroup_cpu_ns`] reads one; what a job wants, crate::demand). `None` where a group has none.
+pub fn cpu_ns<'a>(groups: impl IntoIterator<Item = &'a [PathBuf]>) -> Option<u64> {
+    groups.into_iter().map(|dirs| dirs.iter().find_map(|d| cgroup_cpu_ns(d))).sum()
+}
+
+/// The CPU time of the cgroup and its descendants, in ns: v2 `cpu.stat`'s `usage_usec`, or v1 `cpuacct.usage`
+/// (a v1 `cpu` directory's `cpu.stat` has no usage); `None` where the directory keeps neither.
 fn cgroup_cpu_ns(dir: &Path) -> Option<u64> {
-    let text = read_bounded(&dir.join("cpu.stat"), 4096)?;
-    let usec = text.lines().find_map(|l| l.strip_prefix("usage_usec "))?.trim().parse::<u64>().ok()?;
-    Some(usec * 1000)
+    let v2 = read_bounded(&dir.join("cpu.stat"), 4096).and_then(|text| {
+        text.lines().find_map(|l| Some(l.strip_prefix("usage_usec ")?.trim().parse::<u64>().ok()? * 1000))
+    });
+    v2.or_else(|| read_bounded(&dir.join("cpuacct.usage"), 64)?.trim().parse().ok())
 }
 
 /// Run time of every thread of `pid` (the first field of `/proc/PID/task/TID/schedstat`), in ns.
@@ -115,5 +123,22 @@ mod tests {
             x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(1));
         }
         assert!(threads_cpu_ns(me) > t0);
+    }
+
+    #[test]
+    fn cpu_time_is_read_from_either_version() {
+        let dir = std::env::temp_dir().join(format!("lockstep-demand-{}", std::process::id()));
+        let (v2, v1, none) = (dir.join("v2"), dir.join("v1"), dir.join("none"));
+        for d in [&v2, &v1, &none] {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        std::fs::write(v2.join("cpu.stat"), "usage_usec 1500\nuser_usec 1000\n").unwrap();
+        std::fs::write(v1.join("cpuacct.usage"), "2000000\n").unwrap();
+        // A v1 `cpu` directory's `cpu.stat` has no usage: the next hierarchy's `cpuacct.usage` is read.
+        std::fs::write(none.join("cpu.stat"), "nr_periods 0\n").unwrap();
+        let groups = [vec![v2.clone()], vec![none.clone(), v1.clone()]];
+        assert_eq!(cpu_ns(groups.iter().map(Vec::as_slice)), Some(3_500_000));
+        assert_eq!(cpu_ns([vec![none.clone()]].iter().map(Vec::as_slice)), None);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -20,7 +20,14 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-/// A job started with `lockstep run` (a busy loop on every PU), killed and reaped when dropped.
+/// A shell script that runs a busy loop on every PU of this machine (a job placed `any` has them all), forking
+/// nothing else: two such jobs want twice as many CPUs as there are, and `gang` slices them.
+fn spin_every_pu() -> String {
+    let pus = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
+    "(while :; do :; done) & ".repeat(pus) + "wait"
+}
+
+/// A job started with `lockstep run` ([`spin_every_pu`]), killed and reaped when dropped.
 struct Job {
     name: String,
     child: Child,
@@ -28,9 +35,15 @@ struct Job {
 
 impl Job {
     fn start(env: &Env, name: &str, extra: &[&str]) -> Self {
+        Self::start_with(env, name, extra, &["sh", "-c", &spin_every_pu()])
+    }
+
+    /// `lockstep run` of `command` as job `name`, with the options `extra`.
+    fn start_with(env: &Env, name: &str, extra: &[&str], command: &[&str]) -> Self {
         let mut args = vec!["run", "--job", name, "--place", "any"];
         args.extend_from_slice(extra);
-        args.extend_from_slice(&["--", "sh", "-c", "while :; do :; done"]);
+        args.push("--");
+        args.extend_from_slice(command);
         Self::started(env.spawn(&args), name)
     }
 
@@ -148,6 +161,44 @@ fn gang_alternates_and_never_freezes_both() {
     assert!(switches >= 10, "expected ~15 slot switches in 3 s of 200 ms slots, saw {switches}");
     stopped_log(agent);
     assert!(!a.frozen() && !b.frozen(), "SIGTERM must thaw every job");
+}
+
+/// Two jobs whose busy loops together fill their PUs exactly (half the PUs' loops each) fit them: once the agent has
+/// measured what they want, `gang` leaves both running in every slot, as cfs would, and says what each wants.
+#[test]
+#[ignore = "needs root"]
+fn under_gang_two_jobs_that_fit_their_pus_are_never_frozen() {
+    common::require_root();
+    let _serial = serial();
+    let env = Env::new();
+    let agent = Agent::start(&env, &["--policy", "gang", "--slot", "200ms", "--sample-interval", "200ms"]);
+    let pus = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
+    let half = "(while :; do :; done) & ".repeat(pus / 2) + "wait";
+    let a = Job::start_with(&env, &name("fit-a"), &[], &["sh", "-c", &half]);
+    let b = Job::start_with(&env, &name("fit-b"), &[], &["sh", "-c", &half]);
+    let wants = |status: &serde_json::Value| -> Vec<Option<f64>> {
+        [&a.name, &b.name]
+            .iter()
+            .map(|n| {
+                let jobs = status["jobs"].as_array().into_iter().flatten();
+                jobs.filter(|j| j["name"] == n.as_str()).find_map(|j| j["cpus_wanted"].as_f64())
+            })
+            .collect()
+    };
+    let status = wait_until(
+        "both jobs' demand measured, neither frozen",
+        WAIT,
+        || serde_json::from_slice::<serde_json::Value>(&env.run(&["status", "--json"]).stdout).unwrap_or_default(),
+        |s| wants(s).iter().all(Option::is_some) && !a.frozen() && !b.frozen(),
+    );
+    eprintln!("CPUs wanted: {:?}", wants(&status));
+    let samples = sample_both(&a, &b, Job::frozen, Duration::from_secs(2));
+    assert!(samples.iter().all(|&f| f == (false, false)), "a job that fits was frozen: {samples:?}");
+    let table = env.run(&["status"]);
+    ok(&table);
+    let text = String::from_utf8_lossy(&table.stdout);
+    assert!(text.contains("WANTS"), "status names what each job wants: {text}");
+    stopped_log(agent);
 }
 
 /// `build/`, when `make build` has put `program` in `build/bin` (otherwise it says what is missing).
@@ -364,9 +415,12 @@ fn two_agents_switch_slots_in_step() {
     let (n1, n2) = (Env::new(), Env::new());
     let a1 = Agent::start(&n1, &["--policy", "gang", "--slot", "100ms", "--node", "node1"]);
     let a2 = Agent::start(&n2, &["--policy", "gang", "--slot", "100ms", "--node", "node2"]);
+    // The slot clock is what is measured: jobs that sleep give each agent rows to switch, and load nobody.
     let jobs: Vec<Job> = [(&n1, "n1", "0"), (&n1, "n1", "1"), (&n2, "n2", "0"), (&n2, "n2", "1")]
         .iter()
-        .map(|(env, node, row)| Job::start(env, &name(&format!("two-{node}-r{row}")), &["--row", row]))
+        .map(|(env, node, row)| {
+            Job::start_with(env, &name(&format!("two-{node}-r{row}")), &["--row", row], &["sleep", "600"])
+        })
         .collect();
     std::thread::sleep(Duration::from_secs(2));
     drop(a1.stop(Signal::SIGTERM));
@@ -858,7 +912,7 @@ impl Podman {
             .podman()
             .args(["run", "-d", "--name", name, "--network", "host", "--rootfs"])
             .arg(&rootfs)
-            .args(["sh", "-c", "while :; do :; done"])
+            .args(["sh", "-c", &spin_every_pu()])
             .output()
             .unwrap();
         ok(&out);

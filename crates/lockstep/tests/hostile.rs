@@ -611,7 +611,10 @@ fn a_wide_tree_s_job_is_switched_after_the_others_and_walked_less_often() {
         }
         match (at(&a), at(&b)) {
             (Some(x), Some(y)) if y > x => after += 1,
-            (Some(_), Some(_)) => before += 1,
+            (Some(_), Some(_)) => {
+                eprintln!("nobody's job first: {switched:?}");
+                before += 1;
+            }
             _ => {}
         }
     }

@@ -16,10 +16,18 @@ use lockstep_proto::protocol::{JobOrigin, Status};
 /// One cluster at a time: the bridge, namespaces and ports are fixed.
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-/// A batch script that spins on one CPU until cancelled.
-const SPIN: &str = "exec sh -c 'while :; do :; done'";
-/// What [`SPIN`] runs, as a step (`srun` runs a program, not a shell's `exec`).
-const SPINNER: &str = "sh -c 'while :; do :; done'";
+/// What spins on every CPU of a node (the cluster's nodes have this machine's) until cancelled, forking nothing
+/// else: two such jobs on one node want twice as many CPUs as there are, and `gang` slices them. As a step
+/// (`srun` runs a program, not a shell's `exec`).
+fn spinner() -> String {
+    let pus = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
+    format!("sh -c '{}wait'", "(while :; do :; done) & ".repeat(pus))
+}
+
+/// A batch script that runs [`spinner`].
+fn spin() -> String {
+    format!("exec {}", spinner())
+}
 
 /// How long after both are seen two jobs of lu class A are surely past MPI_Init and still running.
 const MIDWAY: Duration = Duration::from_secs(3);
@@ -1049,7 +1057,7 @@ fn a_requeued_job_is_placed_anew_beside_the_jobs_placed_while_it_was_pending() {
 fn a_job_slurm_suspends_gives_its_slots_to_its_neighbour_until_it_resumes() {
     let Some((_serial, cluster)) = start_nodes(1, true) else { return };
     cluster.policy("gang", "300ms");
-    let (a, b) = (cluster.sbatch_as("root", SPIN), cluster.sbatch_as("root", SPIN));
+    let (a, b) = (cluster.sbatch_as("root", &spin()), cluster.sbatch_as("root", &spin()));
     let (name_a, name_b) = (format!("slurm-{a}"), format!("slurm-{b}"));
     let job = |s: &Status, name: &str| s.jobs.iter().find(|j| j.name == name).cloned();
     let frozen = |s: &Status, name: &str| job(s, name).is_some_and(|j| j.frozen);
@@ -1237,7 +1245,7 @@ fn a_job_array_s_tasks_get_places_of_their_own() {
     cluster.policy("gang", "300ms");
     let out = cluster
         .slurm("sbatch")
-        .args(["--parsable", "--array=1-2", "-n1", "-D", "/", "-o", "/dev/null", "--wrap", SPIN])
+        .args(["--parsable", "--array=1-2", "-n1", "-D", "/", "-o", "/dev/null", "--wrap", &spin()])
         .output()
         .unwrap();
     assert!(out.status.success(), "sbatch: {}", stderr(&out));
@@ -1266,7 +1274,7 @@ fn an_exclusive_job_is_never_frozen_or_boosted() {
         if exclusive {
             c.arg("--exclusive");
         }
-        let out = c.args(["--wrap", SPIN]).output().unwrap();
+        let out = c.args(["--wrap", &spin()]).output().unwrap();
         assert!(out.status.success(), "sbatch: {}", stderr(&out));
         String::from_utf8_lossy(&out.stdout).trim().parse::<u64>().unwrap()
     };
@@ -1307,7 +1315,7 @@ impl Cluster {
         let out = self
             .slurm("sbatch")
             .args(["--parsable", "-N", &n, "-n", &n, "--ntasks-per-node", "1", "-D", "/", "-o", "/dev/null"])
-            .args(["--wrap", &format!("srun {SPINNER}")])
+            .args(["--wrap", &format!("srun {}", spinner())])
             .output()
             .unwrap();
         assert!(out.status.success(), "sbatch: {}", stderr(&out));
@@ -1402,7 +1410,7 @@ fn the_controller_tells_the_agents_every_place_and_no_agent_asks_slurmctld_while
 fn a_notice_of_places_is_taken_only_from_root_or_slurm_user_for_this_node_once() {
     let Some((_serial, cluster)) = start_nodes(1, true) else { return };
     cluster.policy("gang", "200ms");
-    let (a, b) = (cluster.sbatch_as("nobody", SPIN), cluster.sbatch_as("nobody", SPIN));
+    let (a, b) = (cluster.sbatch_as("nobody", &spin()), cluster.sbatch_as("nobody", &spin()));
     let (name_a, name_b) = (format!("slurm-{a}"), format!("slurm-{b}"));
     // Whichever of the two the controller placed first holds 0/2 once the other came.
     let halves = |s: &Status| {
@@ -1493,9 +1501,9 @@ fn frozen_in(s: &Status, name: &str) -> bool {
 fn two_steps_of_one_job_at_once_are_frozen_and_thawed_as_the_job() {
     let Some((_serial, cluster)) = start_nodes(1, true) else { return };
     cluster.policy("gang", "300ms");
-    let steps = format!("srun -n1 --overlap {SPINNER} & srun -n1 --overlap {SPINNER} & wait");
+    let steps = format!("srun -n1 --overlap {0} & srun -n1 --overlap {0} & wait", spinner());
     let a = cluster.sbatch(&["-n1"], &steps);
-    let b = cluster.sbatch(&["-n1"], SPIN);
+    let b = cluster.sbatch(&["-n1"], &spin());
     let name = format!("slurm-{a}");
     let dir = freezer_dir(0, a);
     let step_dirs = || {
@@ -1538,7 +1546,7 @@ fn two_steps_of_one_job_at_once_are_frozen_and_thawed_as_the_job() {
 fn a_node_drained_and_set_down_while_a_job_is_frozen_leaves_nothing_frozen() {
     let Some((_serial, mut cluster)) = start_nodes(1, true) else { return };
     cluster.policy("gang", "300ms");
-    let (a, b) = (cluster.sbatch(&["-n1", "--no-requeue"], SPIN), cluster.sbatch(&["-n1", "--no-requeue"], SPIN));
+    let (a, b) = (cluster.sbatch(&["-n1", "--no-requeue"], &spin()), cluster.sbatch(&["-n1", "--no-requeue"], &spin()));
     let one_frozen = |s: &Status| s.jobs.len() == 2 && s.jobs.iter().any(|j| j.frozen);
     wait_until("both jobs taken on, one frozen", WAIT, || cluster.status(1), one_frozen);
     cluster.scontrol(&["update", "NodeName=n1", "State=DRAIN", "Reason=lockstep-test"]);
@@ -1556,7 +1564,7 @@ fn a_node_drained_and_set_down_while_a_job_is_frozen_leaves_nothing_frozen() {
     cluster.restart_agent(1, &store);
     assert!(cluster.status(1).jobs.is_empty(), "the restarted agent took a job on");
     cluster.scontrol(&["update", "NodeName=n1", "State=RESUME"]);
-    let c = cluster.sbatch(&["-n1"], SPIN);
+    let c = cluster.sbatch(&["-n1"], &spin());
     let name = format!("slurm-{c}");
     wait_until("a new job placed on the resumed node", WAIT, || cluster.status(1), |s| place_of(s, &name).is_some());
     cluster.cancel_all(&[b.to_string(), c.to_string()]);
@@ -1571,7 +1579,7 @@ fn a_node_drained_and_set_down_while_a_job_is_frozen_leaves_nothing_frozen() {
 fn a_job_under_gang_is_still_killed_at_its_slurm_memory_limit() {
     let Some((_serial, cluster)) = start_with(1, true, &[("LOCKSTEP_CLUSTER_MEMORY", "yes")]) else { return };
     cluster.policy("gang", "300ms");
-    let b = cluster.sbatch(&["-n1", "--mem=100M"], SPIN);
+    let b = cluster.sbatch(&["-n1", "--mem=100M"], &spin());
     let fill = "sleep 4; exec python3 -c \"x = b'x' * (400 << 20); import time; time.sleep(60)\"";
     let a = cluster.sbatch(&["-n1", "--mem=100M", "--no-requeue"], fill);
     let name = format!("slurm-{a}");
@@ -1595,7 +1603,7 @@ fn a_job_under_gang_is_still_killed_at_its_slurm_memory_limit() {
 fn a_heterogeneous_job_s_components_share_one_place_on_all_their_nodes() {
     let Some((_serial, cluster)) = start_nodes(2, true) else { return };
     cluster.policy("gang", "200ms");
-    let p = cluster.sbatch(&["-n1", "-w", "n2"], SPIN);
+    let p = cluster.sbatch(&["-n1", "-w", "n2"], &spin());
     let alone = format!("slurm-{p}");
     wait_until("the job on n2 at 0/1", WAIT, || cluster.status(2), |s| place_of(s, &alone) == Some((0, 1)));
     let script = cluster.dir.path().join("het.sh");
@@ -1603,7 +1611,8 @@ fn a_heterogeneous_job_s_components_share_one_place_on_all_their_nodes() {
         &script,
         format!(
             "#!/bin/sh\n#SBATCH -n1 -w n1\n#SBATCH hetjob\n#SBATCH -n1 -w n2\n\
-             srun --het-group=0 {SPINNER} & srun --het-group=1 {SPINNER} & wait\n"
+             srun --het-group=0 {0} & srun --het-group=1 {0} & wait\n",
+            spinner()
         ),
     )
     .unwrap();

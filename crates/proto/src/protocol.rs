@@ -291,6 +291,11 @@ pub struct JobStatus {
     /// Share of the same time in which one of its ranks was runnable but not on a CPU.
     #[serde(default)]
     pub rank_waiting: Option<f64>,
+    /// How many CPUs its ranks wanted (their runnable time per unit of time) in the last slot the agent held the
+    /// job unfrozen throughout: `gang` slices only jobs that, together, want more than the PUs they share. Absent
+    /// where the agent does not measure it.
+    #[serde(default)]
+    pub cpus_wanted: Option<f64>,
     /// Why the agent leaves the job to the kernel now (never frozen, favoured or boosted), if it does: changes of
     /// its cgroups cost the agent more than a job may (until it ends), or Slurm holds it suspended (until resumed).
     #[serde(default)]

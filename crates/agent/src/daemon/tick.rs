@@ -51,7 +51,13 @@ impl Daemon {
         let views: Vec<JobView> = planned
             .iter()
             .map(|&i| &self.jobs[i])
-            .map(|j| JobView { name: &j.name, favoured: j.favoured, round: j.round, pus: &j.pus })
+            .map(|j| JobView {
+                name: &j.name,
+                favoured: j.favoured,
+                round: j.round,
+                pus: &j.pus,
+                demand: j.demand.wanted,
+            })
             .collect();
         if let Some(auto) = self.planner.measuring() {
             // Only jobs that share PUs with another are measured; a job alone is left to the kernel.
@@ -78,6 +84,12 @@ impl Daemon {
             p.boosted |= j.switched() && self.dcs.as_ref().is_some_and(|d| d.holds_weight(&j.name));
         }
         let (mut decisions, mut gone, prompt_done) = self.switch(&plan, started);
+        // What each job's ranks want, over slots it ran unfrozen throughout (read once the slot's state is in force).
+        let published = self.telemetry.published();
+        for j in &mut self.jobs {
+            let cpu_ns = progress::cpu_ns(j.groups.iter().map(|g| g.dirs.as_slice()));
+            j.demand.observe(published.together(&j.name), cpu_ns, j.applied.frozen || j.halted, boundary);
+        }
         gone.sort_unstable();
         for i in gone.into_iter().rev() {
             self.retire(i);

@@ -50,6 +50,9 @@ pub struct Reading {
     pub together: u64,
     /// Nanoseconds of them in which some rank was runnable but not running.
     pub waiting: u64,
+    /// Nanoseconds each rank was runnable (on a CPU or waiting for one), summed over the ranks: its rate over an
+    /// interval is how many CPUs the job's ranks wanted then.
+    pub runnable: u64,
     /// The ranks `together` counts (the job's ranks on the node).
     pub ranks: u32,
 }
@@ -237,9 +240,17 @@ fn read_times(map: &MapHandle, key: &Key) -> Option<Reading> {
     let active = t.active_ns + if t.running > 0 { since } else { 0 };
     let together = t.together_ns + if size > 0 && t.running >= size { since } else { 0 };
     let waiting = t.waiting_ns + if t.queued > 0 { since } else { 0 };
+    let runnable = t.runnable_ns + since * u64::try_from(t.running + t.queued).unwrap_or(0);
     let span = now.saturating_sub(first);
     let active = active.min(span);
-    Some(Reading { span, active, together: together.min(active), waiting: waiting.min(span), ranks: key.size })
+    Some(Reading {
+        span,
+        active,
+        together: together.min(active),
+        waiting: waiting.min(span),
+        runnable,
+        ranks: key.size,
+    })
 }
 
 /// Registers `job`'s ranks now in `ranks` and takes away those it no longer has (a new generation of its counts
@@ -291,10 +302,10 @@ mod tests {
         // Sizes of the C structs in together_intf.h (x86-64 and aarch64 alike).
         assert_eq!(std::mem::size_of::<types::rank>(), 8);
         assert_eq!(std::mem::size_of::<types::job_size>(), 8);
-        assert_eq!(std::mem::size_of::<types::job_time>(), 48);
+        assert_eq!(std::mem::size_of::<types::job_time>(), 56);
         assert_eq!(std::mem::size_of::<types::timeline_ctl>(), 16);
         assert_eq!(std::mem::size_of::<types::timeline_event>(), 16);
-        let t: types::job_time = crate::bpf::read_as(&[0u8; 48]).unwrap();
-        assert_eq!((t.running, t.queued, t.active_ns, t.together_ns), (0, 0, 0, 0));
+        let t: types::job_time = crate::bpf::read_as(&[0u8; 56]).unwrap();
+        assert_eq!((t.running, t.queued, t.active_ns, t.together_ns, t.runnable_ns), (0, 0, 0, 0, 0));
     }
 }

@@ -35,6 +35,7 @@ use serde::{Deserialize, Serialize};
 use super::cfs::Cfs;
 use super::gang::Gang;
 use super::policy::{Desired, JobView, Policy};
+use super::sharing::groups;
 use super::spec::PolicySpec;
 
 /// The policies `auto` tries, in the order it tries them.
@@ -359,33 +360,6 @@ pub struct Auto {
     last_slot: u64,
     /// Whether another policy was in force since then ([`Auto::resume`]).
     resumed: bool,
-}
-
-/// The sets of jobs that share PUs, directly or through each other, with more than one job: indices into
-/// `jobs`, each set sorted, sets in order of their first job.
-pub fn groups(jobs: &[JobView<'_>]) -> Vec<Vec<usize>> {
-    fn root(parent: &mut [usize], mut i: usize) -> usize {
-        while parent[i] != i {
-            parent[i] = parent[parent[i]];
-            i = parent[i];
-        }
-        i
-    }
-    let mut parent: Vec<usize> = (0..jobs.len()).collect();
-    for i in 0..jobs.len() {
-        for j in i + 1..jobs.len() {
-            if jobs[i].pus.intersects(jobs[j].pus) {
-                let (a, b) = (root(&mut parent, i), root(&mut parent, j));
-                parent[a.max(b)] = a.min(b);
-            }
-        }
-    }
-    let mut sets: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
-    for i in 0..jobs.len() {
-        let r = root(&mut parent, i);
-        sets.entry(r).or_default().push(i);
-    }
-    sets.into_values().filter(|s| s.len() > 1).collect()
 }
 
 /// Slots in a measurement window for a group whose jobs hold `rows` rows: whole rounds of the rows, at least

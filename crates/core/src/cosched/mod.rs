@@ -12,6 +12,7 @@ mod gang;
 mod planner;
 mod policy;
 pub mod rows;
+pub mod sharing;
 pub mod slot;
 mod spec;
 

@@ -19,6 +19,9 @@ pub struct JobView<'a> {
     pub round: u32,
     /// PUs the job may run on.
     pub pus: &'a CpuList,
+    /// How many CPUs the job's ranks wanted when last measured running unfrozen (their runnable time per unit of
+    /// time); `None` where it was not measured, and then it is taken to want every PU it has.
+    pub demand: Option<f64>,
 }
 
 /// The state a policy wants a job's cgroup in.

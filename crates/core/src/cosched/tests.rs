@@ -12,7 +12,7 @@ fn pus(s: &str) -> CpuList {
 
 /// A job of row `row` of two, in a slot whose active row is 0.
 fn view<'a>(name: &'a str, row: u32, pus: &'a CpuList) -> JobView<'a> {
-    JobView { name, favoured: row == 0, round: 2, pus }
+    JobView { name, favoured: row == 0, round: 2, pus, demand: None }
 }
 
 /// The same jobs one slot later (row 1 active).
@@ -70,6 +70,38 @@ fn gang_freezes_only_jobs_sharing_pus_with_the_active_row() {
     assert_eq!(plan.iter().map(|d| d.frozen).collect::<Vec<_>>(), [false, true, false]);
     let plan = gang.plan(&next(&jobs));
     assert_eq!(plan.iter().map(|d| d.frozen).collect::<Vec<_>>(), [true, false, false]);
+}
+
+/// The jobs `jobs` with the demands `wants`, in order.
+fn wanting<'a>(jobs: &[JobView<'a>], wants: &[Option<f64>]) -> Vec<JobView<'a>> {
+    jobs.iter().zip(wants).map(|(j, &demand)| JobView { demand, ..*j }).collect()
+}
+
+#[test]
+fn gang_slices_only_jobs_that_want_more_cpus_than_they_share() {
+    let (two, other) = (pus("0-1"), pus("2-3"));
+    let jobs = [view("a", 0, &two), view("b", 1, &two), view("c", 1, &other), view("d", 0, &other)];
+    let gang = by_name("gang").build();
+    let frozen = |wants: &[Option<f64>]| {
+        let views = wanting(&jobs, wants);
+        let (now, later) = (gang.plan(&views), gang.plan(&next(&views)));
+        now.iter().zip(&later).map(|(x, y)| x.frozen || y.frozen).collect::<Vec<_>>()
+    };
+    // One busy rank each on two shared PUs: they fit, and both run in every slot.
+    assert_eq!(frozen(&[Some(1.0), Some(1.0), Some(2.0), Some(0.1)]), [false, false, false, false]);
+    // A little over (the agent's own work): still one CPU each.
+    assert_eq!(frozen(&[Some(1.05), Some(1.04), Some(2.0), Some(0.1)]), [false, false, false, false]);
+    // Three ranks on two PUs, or one job not measured yet: sliced in turn.
+    assert_eq!(frozen(&[Some(2.0), Some(1.0), Some(2.0), Some(0.1)]), [true, true, false, false]);
+    assert_eq!(frozen(&[None, Some(0.0), Some(2.0), Some(0.1)]), [true, true, false, false]);
+    assert_eq!(frozen(&[Some(1.0), Some(1.0), Some(2.0), None]), [false, false, true, true]);
+    // Jobs that share through a third: their demands count over every PU the three span.
+    let (left, middle, right) = (pus("0"), pus("0-1"), pus("1"));
+    let chain = [view("l", 0, &left), view("m", 1, &middle), view("r", 0, &right)];
+    let fits = wanting(&chain, &[Some(1.0), Some(0.5), Some(0.5)]);
+    assert!(gang.plan(&fits).iter().chain(&gang.plan(&next(&fits))).all(|d| !d.frozen));
+    let over = wanting(&chain, &[Some(1.0), Some(1.0), Some(0.5)]);
+    assert_eq!(gang.plan(&over).iter().map(|d| d.frozen).collect::<Vec<_>>(), [false, true, false]);
 }
 
 #[test]
@@ -155,9 +187,10 @@ mod auto {
 
     use super::{next, pus, view};
     use crate::cosched::auto::{
-        decide, groups, window_slots, Auto, Choice, Decision, Rate, Sample, CANDIDATES, EVEN_EXPLOIT, MAX_STARTUP,
+        decide, window_slots, Auto, Choice, Decision, Rate, Sample, CANDIDATES, EVEN_EXPLOIT, MAX_STARTUP,
         MIN_READABLE_CALLS,
     };
+    use crate::cosched::sharing::groups;
     use crate::cosched::{Desired, JobView, Policy, PolicySpec};
 
     fn r(calls_s: f64, cpu_s: f64) -> Rate {

@@ -97,13 +97,13 @@ fn render(s: &Status) -> String {
     );
     let _ = writeln!(
         out,
-        "{:<24} {:>6} {:<12} {:<7} {:<7} {:<7} {:>8} CGROUP",
-        "JOB", "ROW", "PUS", "FROZEN", "BOOSTED", "ORIGIN", "TOGETHER"
+        "{:<24} {:>6} {:<12} {:<7} {:<7} {:<7} {:>8} {:>5} CGROUP",
+        "JOB", "ROW", "PUS", "FROZEN", "BOOSTED", "ORIGIN", "TOGETHER", "WANTS"
     );
     for j in &s.jobs {
         let _ = writeln!(
             out,
-            "{:<24} {:>5}{} {:<12} {:<7} {:<7} {:<7} {:>8} {}",
+            "{:<24} {:>5}{} {:<12} {:<7} {:<7} {:<7} {:>8} {:>5} {}",
             j.name,
             j.period.map_or_else(|| j.row.to_string(), |p| format!("{}/{p}", j.row)),
             if j.pinned { "*" } else { " " },
@@ -112,6 +112,7 @@ fn render(s: &Status) -> String {
             if j.boosted { "yes" } else { "no" },
             j.origin,
             j.coscheduled.map_or_else(|| "-".to_string(), |c| format!("{:.0} %", c * 100.0)),
+            j.cpus_wanted.map_or_else(|| "-".to_string(), |w| format!("{w:.2}")),
             j.cgroups.first().map(|p| p.display().to_string()).unwrap_or_default()
         );
     }

@@ -7,7 +7,8 @@
 // `ranks` (thread id -> job slot and state) from state to state: asleep, queued (woken, or preempted while
 // runnable), running. Every change of a rank's state moves its job's counts of running and queued ranks, and first
 // adds the time since the job's previous change to `active_ns` if some rank ran during it, to `together_ns` if
-// every rank did (running >= the size the agent wrote in `sizes`), and to `waiting_ns` if one waited. A thread that
+// every rank did (running >= the size the agent wrote in `sizes`), to `waiting_ns` if one waited, and the ranks
+// that ran or waited, times the time, to `runnable_ns` (how many CPUs the job wants, integrated). A thread that
 // is not a rank costs one hash lookup per event. The state moves by one atomic exchange (a compare-exchange for a
 // wake-up, which only wakes a sleeper), so that events racing on several CPUs each move the counts once; the counts
 // and times move under the job's lock.
@@ -141,6 +142,8 @@ static __always_inline void account(__u32 slot, __u32 gen, __s32 want, __u32 fro
 			j->together_ns += dt;
 		if (j->queued > 0)
 			j->waiting_ns += dt;
+		if (j->running + j->queued > 0)
+			j->runnable_ns += dt * (__u64)(j->running + j->queued);
 	}
 	if (now > j->last_ns)
 		j->last_ns = now;

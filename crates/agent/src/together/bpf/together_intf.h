@@ -56,7 +56,8 @@ struct job_size {
 /// One job's ranks over time, guarded by `lock`: how many run and wait now (in generation `gen`), when that last
 /// changed (CLOCK_MONOTONIC ns), and the time integrated so far in which some rank was on a CPU (`active_ns`, while
 /// `running` > 0), in which every rank ran at once (`together_ns`, while `running` reaches the job's size) and in
-/// which some rank waited for a CPU (`waiting_ns`, while `queued` > 0).
+/// which some rank waited for a CPU (`waiting_ns`, while `queued` > 0); and the ranks' runnable time, summed over
+/// the ranks (`runnable_ns`: `running` + `queued` per nanosecond), whose rate is how many CPUs the job wants.
 struct job_time {
 	struct bpf_spin_lock lock;
 	__s32 running;
@@ -66,6 +67,7 @@ struct job_time {
 	__u64 active_ns;
 	__u64 together_ns;
 	__u64 waiting_ns;
+	__u64 runnable_ns;
 };
 
 /// Whether the program records a timeline (`timeline_ctl`'s `on`), and the events it dropped since the agent

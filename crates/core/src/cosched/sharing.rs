@@ -1,0 +1,60 @@
+//! Which jobs share PUs ([`groups`]), and whether they contend for them ([`contending`]): jobs whose ranks want
+//! no more CPUs than the PUs they share have run together at full speed, and no slot should take that away.
+
+use std::collections::BTreeMap;
+
+use super::policy::JobView;
+use crate::cpulist::CpuList;
+
+/// CPUs the summed demand of jobs may exceed their PUs by and still fit them: what the agent's own work, the
+/// kernel's threads and the measurement's edges add to jobs that exactly fill their PUs.
+pub const FIT_MARGIN: f64 = 0.1;
+
+/// The sets of jobs that share PUs, directly or through each other, with more than one job: indices into
+/// `jobs`, each set sorted, sets in order of their first job.
+pub fn groups(jobs: &[JobView<'_>]) -> Vec<Vec<usize>> {
+    fn root(parent: &mut [usize], mut i: usize) -> usize {
+        while parent[i] != i {
+            parent[i] = parent[parent[i]];
+            i = parent[i];
+        }
+        i
+    }
+    let mut parent: Vec<usize> = (0..jobs.len()).collect();
+    for i in 0..jobs.len() {
+        for j in i + 1..jobs.len() {
+            if jobs[i].pus.intersects(jobs[j].pus) {
+                let (a, b) = (root(&mut parent, i), root(&mut parent, j));
+                parent[a.max(b)] = a.min(b);
+            }
+        }
+    }
+    let mut sets: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
+    for i in 0..jobs.len() {
+        let r = root(&mut parent, i);
+        sets.entry(r).or_default().push(i);
+    }
+    sets.into_values().filter(|s| s.len() > 1).collect()
+}
+
+/// For each job of `jobs`, whether it contends for its PUs: whether the jobs sharing PUs with it, directly or
+/// through each other, want more CPUs than those PUs are — their demands summed exceed the PUs they span by more
+/// than [`FIT_MARGIN`], or one of them has no demand measured (a job not yet seen to run unfrozen, or one the
+/// agent cannot measure), which is taken to want every PU it has. A job that shares no PU contends with nobody.
+pub fn contending(jobs: &[JobView<'_>]) -> Vec<bool> {
+    let mut out = vec![false; jobs.len()];
+    for members in groups(jobs) {
+        let mut span = CpuList::new();
+        for &i in &members {
+            for pu in jobs[i].pus.iter() {
+                span.insert(pu);
+            }
+        }
+        let wanted: Option<f64> = members.iter().map(|&i| jobs[i].demand).sum();
+        let contend = wanted.is_none_or(|w| w > span.len() as f64 + FIT_MARGIN);
+        for i in members {
+            out[i] = contend;
+        }
+    }
+    out
+}
