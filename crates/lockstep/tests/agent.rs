@@ -296,8 +296,12 @@ fn auto_gangs_a_spinning_mpi_pair_with_or_without_the_profiler_and_leaves_a_pair
         "every rate without calls, with co-scheduled time: {choice}"
     );
     drop((a, b));
-    // Two jobs that never wait (busy loops, no MPI): gang cannot make them faster; they stay with the kernel.
-    let (c, d) = (Job::start(&env, &name("auto-loop-c"), &[]), Job::start(&env, &name("auto-loop-d"), &[]));
+    // Two jobs that never wait (a busy loop each, no MPI): gang cannot make them faster; they stay with the kernel.
+    let lone_loop = ["sh", "-c", "while :; do :; done"];
+    let (c, d) = (
+        Job::start_with(&env, &name("auto-loop-c"), &[], &lone_loop),
+        Job::start_with(&env, &name("auto-loop-d"), &[], &lone_loop),
+    );
     auto_choice(&env, &c, &d, "cfs");
     // One snapshot at a time: while the agent's own status says the pair is left to the kernel (not trying
     // again, which it may do when progress drifts on a loaded machine), neither job is frozen in it.
