@@ -1,20 +1,26 @@
 //! How many CPUs a job wants: its ranks' runnable time (on a CPU, or waiting for one) per unit of time, as the
-//! eBPF program integrates it (crate::together), or the CPU time its cgroups had per unit of time where that is
-//! more (threads that are not ranks: OpenMP workers, or a job that hides its work from the rank count), over the
-//! last slot in which the agent held the job unfrozen throughout. A frozen rank is asleep, so a slot the job spent
-//! frozen, even in part, says nothing of what it wants and is not measured. A job whose ranks are not measured, or
-//! one of whose cgroups says no CPU time, has no demand known: `gang` slices only jobs whose demands are known and,
-//! summed, exceed the PUs they share (lockstep_core::cosched::sharing).
+//! eBPF program integrates it (crate::together), over the last slot in which the agent held the job unfrozen
+//! throughout. A frozen rank is asleep, so a slot the job spent frozen, even in part, says nothing of what it
+//! wants and is not measured. The job's cgroups' CPU time over the same slot checks it: where that is more than
+//! the ranks ran (threads that are not ranks — OpenMP workers, or a job that hides its work from the rank count),
+//! what those threads want is not seen, and the demand is not known. A job whose demand is not known is taken to
+//! want every PU it has: `gang` slices only jobs whose demands are known and, summed, exceed the PUs they share
+//! (lockstep_core::cosched::sharing).
 
 use crate::together::Reading;
 
-/// The shortest interval measured: a replan just after a boundary leaves too little time to rate.
+/// The shortest slot measured: slots of 10–20 ms are allowed, and over less than this the reads' own skew counts.
 const MIN_INTERVAL_NS: u64 = 20_000_000;
 
-/// A job's demand as last measured, and the interval being measured now.
+/// CPU time beyond the ranks' running time (CPUs) that still counts as the ranks': an MPI library's progress
+/// thread, the agent's own reads.
+const OTHER_THREADS: f64 = 0.1;
+
+/// A job's demand as last measured, and the slot being measured now.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Demand {
-    /// CPUs wanted over the last slot measured; `None` until one is, or where the job's ranks are not measured.
+    /// CPUs wanted over the last slot measured; `None` until one is, where the job's ranks or CPU time are not
+    /// measured, or where its CPU time says threads other than its ranks worked.
     pub wanted: Option<f64>,
     /// Where the slot being measured began.
     start: Option<Mark>,
@@ -29,28 +35,31 @@ struct Mark {
 }
 
 impl Demand {
-    /// Takes the job's state after a tick's switch: `reading` what the eBPF program measured of its ranks until now
-    /// (`None` where it does not measure them), `cpu_ns` the CPU time of its cgroups until now,
-    /// `frozen` whether the job is frozen now, `boundary` whether the tick began a slot (which ends the slot being
-    /// measured and begins the next).
-    pub fn observe(&mut self, reading: Option<Reading>, cpu_ns: Option<u64>, frozen: bool, boundary: bool) {
+    /// At a slot boundary, before the slot is planned: ends the slot being measured and begins the next. `reading`
+    /// is what the eBPF program measured of the job's ranks until now (`None` where it does not measure them),
+    /// `cpu_ns` the CPU time of its cgroups until now (`None` where they keep none).
+    pub fn boundary(&mut self, reading: Option<Reading>, cpu_ns: Option<u64>) {
         let (Some(reading), Some(cpu_ns)) = (reading.filter(|r| r.ranks > 0), cpu_ns) else {
             *self = Self::default();
             return;
         };
-        match &mut self.start {
-            Some(mark) if !boundary => mark.frozen |= frozen,
-            _ => {
-                if let Some(start) = self.start.filter(|m| !m.frozen) {
-                    let span = reading.span.saturating_sub(start.reading.span);
-                    if span >= MIN_INTERVAL_NS {
-                        let ranks = reading.runnable.saturating_sub(start.reading.runnable);
-                        let cpu = cpu_ns.saturating_sub(start.cpu_ns);
-                        self.wanted = Some(ranks.max(cpu) as f64 / span as f64);
-                    }
-                }
-                self.start = Some(Mark { reading, cpu_ns, frozen });
+        if let Some(start) = self.start.filter(|m| !m.frozen) {
+            let span = reading.span.saturating_sub(start.reading.span);
+            if span >= MIN_INTERVAL_NS {
+                let ranks = reading.runnable.saturating_sub(start.reading.runnable) as f64 / span as f64;
+                let cpu = cpu_ns.saturating_sub(start.cpu_ns) as f64 / span as f64;
+                // CPU time past what the runnable ranks could have used: other threads worked.
+                self.wanted = (cpu <= ranks + OTHER_THREADS).then_some(ranks);
             }
+        }
+        self.start = Some(Mark { reading, cpu_ns, frozen: false });
+    }
+
+    /// After every switch (at a boundary and at a replan within the slot): whether the job is held frozen now,
+    /// which makes the slot being measured say nothing.
+    pub fn held(&mut self, frozen: bool) {
+        if let Some(mark) = &mut self.start {
+            mark.frozen |= frozen;
         }
     }
 }
@@ -66,33 +75,40 @@ mod tests {
     }
 
     #[test]
-    fn only_a_slot_held_unfrozen_throughout_is_measured() {
+    fn only_a_slot_held_unfrozen_throughout_and_run_by_its_ranks_is_measured() {
         let mut d = Demand::default();
-        d.observe(Some(at(0, 0)), Some(0), false, true);
+        d.boundary(Some(at(0, 0)), Some(0));
+        d.held(false);
         assert_eq!(d.wanted, None);
         // 200 ms in which two ranks were runnable 300 ms between them: 1.5 CPUs.
-        d.observe(Some(at(200, 300)), Some(250 * MS), true, true);
+        d.boundary(Some(at(200, 300)), Some(250 * MS));
         assert_eq!(d.wanted, Some(1.5));
-        // Frozen at its start: not measured, the last stands.
-        d.observe(Some(at(400, 300)), Some(250 * MS), false, true);
+        // Frozen from its start: not measured, the last stands.
+        d.held(true);
+        d.boundary(Some(at(400, 300)), Some(250 * MS));
         assert_eq!(d.wanted, Some(1.5));
         // Frozen by a replan within the slot: not measured either.
-        d.observe(Some(at(450, 350)), Some(300 * MS), true, false);
-        d.observe(Some(at(600, 400)), Some(350 * MS), false, true);
+        d.held(false);
+        d.held(true);
+        d.boundary(Some(at(600, 400)), Some(350 * MS));
         assert_eq!(d.wanted, Some(1.5));
-        d.observe(Some(at(800, 800)), Some(700 * MS), false, true);
+        d.held(false);
+        d.boundary(Some(at(800, 800)), Some(700 * MS));
         assert_eq!(d.wanted, Some(2.0));
-        // Threads that are no ranks ran: the CPU time says more than the ranks.
-        d.observe(Some(at(1000, 800)), Some(1100 * MS), false, true);
-        assert_eq!(d.wanted, Some(2.0));
+        // Threads that are not ranks ran (2 CPUs of time where the ranks wanted 1): what they want is not seen.
+        d.boundary(Some(at(1000, 1000)), Some(1100 * MS));
+        assert_eq!(d.wanted, None);
+        d.boundary(Some(at(1200, 1200)), Some(1300 * MS));
+        assert_eq!(d.wanted, Some(1.0));
         // Ranks no longer measured, or no CPU time: nothing known.
-        d.observe(None, Some(1100 * MS), false, true);
+        d.boundary(None, Some(1300 * MS));
         assert_eq!(d.wanted, None);
-        d.observe(Some(at(1100, 900)), Some(1200 * MS), false, true);
-        d.observe(Some(at(1300, 1100)), None, false, true);
+        d.boundary(Some(at(1300, 1300)), Some(1400 * MS));
+        d.boundary(Some(at(1400, 1400)), None);
         assert_eq!(d.wanted, None);
-        d.observe(Some(Reading { ranks: 0, ..Reading::default() }), Some(0), false, true);
-        d.observe(Some(at(1500, 1300)), Some(1300 * MS), false, true);
+        // Slots too short to rate are not measured.
+        d.boundary(Some(at(1500, 1500)), Some(1500 * MS));
+        d.boundary(Some(at(1510, 1510)), Some(1510 * MS));
         assert_eq!(d.wanted, None);
     }
 }

@@ -11,7 +11,7 @@ use lockstep_cgroup::{procfs, procs_within, Bounds};
 use lockstep_core::cosched::auto::Sample;
 
 use crate::live::Published;
-use crate::managed::Managed;
+use crate::managed::{Managed, Origin};
 use crate::ranks::Ranks;
 use crate::sampler::Counting;
 use crate::together::Reading;
@@ -76,9 +76,20 @@ pub(crate) fn of_job(job: &Managed, epoch: Instant, watch: &mut Watch, telemetry
     sample(&tree, epoch, watch, published.together(&job.name))
 }
 
-/// The CPU time of a job's cgroups until now (ns), summed over `groups` (each a cgroup's directories, one per v1
-/// hierarchy, read as [`cgroup_cpu_ns`] reads one; what a job wants, crate::demand). `None` where a group has none.
-pub fn cpu_ns<'a>(groups: impl IntoIterator<Item = &'a [PathBuf]>) -> Option<u64> {
+/// The CPU time of job `job`'s cgroups until now (ns; what it wants is checked against it, crate::demand): a Slurm
+/// job's from its `job_<id>` directory (v2; it keeps the time of steps that ended, whatever the job does to its
+/// steps' directories) or the agent's own `cpu` directory of it (v1, where Slurm keeps no CPU time); any other
+/// job's summed over its groups. `None` where one has none.
+pub(crate) fn job_cpu_ns(job: &Managed) -> Option<u64> {
+    match &job.origin {
+        Origin::Slurm { dirs, weight_dir, .. } => dirs.iter().chain(weight_dir).find_map(|d| cgroup_cpu_ns(d)),
+        _ => cpu_ns(job.groups.iter().map(|g| g.dirs.as_slice())),
+    }
+}
+
+/// The CPU time of cgroups until now (ns), summed over `groups` (each a cgroup's directories, one per v1
+/// hierarchy, read as [`cgroup_cpu_ns`] reads one). `None` where a group has none.
+fn cpu_ns<'a>(groups: impl IntoIterator<Item = &'a [PathBuf]>) -> Option<u64> {
     groups.into_iter().map(|dirs| dirs.iter().find_map(|d| cgroup_cpu_ns(d))).sum()
 }
 

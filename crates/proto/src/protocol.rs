@@ -292,8 +292,8 @@ pub struct JobStatus {
     #[serde(default)]
     pub rank_waiting: Option<f64>,
     /// How many CPUs its ranks wanted (their runnable time per unit of time) in the last slot the agent held the
-    /// job unfrozen throughout: `gang` slices only jobs that, together, want more than the PUs they share. Absent
-    /// where the agent does not measure it.
+    /// job unfrozen throughout, unless its CPU time then showed other threads working: `gang` slices only jobs
+    /// that, together, want more than the PUs they share. Absent where not known.
     #[serde(default)]
     pub cpus_wanted: Option<f64>,
     /// Why the agent leaves the job to the kernel now (never frozen, favoured or boosted), if it does: changes of

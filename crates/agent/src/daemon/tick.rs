@@ -48,6 +48,16 @@ impl Daemon {
                 (j.row, j.round, j.favoured) = (place.row, place.period, place.holds(k));
             }
         }
+        // What each job wanted over the slot that ends here, if it ran unfrozen throughout: read at the boundary,
+        // before planning, and only of the jobs planned.
+        if boundary {
+            let published = self.telemetry.published();
+            for &i in &planned {
+                let j = &mut self.jobs[i];
+                let cpu_ns = progress::job_cpu_ns(j);
+                j.demand.boundary(published.together(&j.name), cpu_ns);
+            }
+        }
         let views: Vec<JobView> = planned
             .iter()
             .map(|&i| &self.jobs[i])
@@ -84,11 +94,14 @@ impl Daemon {
             p.boosted |= j.switched() && self.dcs.as_ref().is_some_and(|d| d.holds_weight(&j.name));
         }
         let (mut decisions, mut gone, prompt_done) = self.switch(&plan, started);
-        // What each job's ranks want, over slots it ran unfrozen throughout (read once the slot's state is in force).
-        let published = self.telemetry.published();
+        // A slot in which a job was held frozen says nothing of what it wants; one left to the kernel or halted by
+        // Slurm is measured again from scratch when it is switched again.
         for j in &mut self.jobs {
-            let cpu_ns = progress::cpu_ns(j.groups.iter().map(|g| g.dirs.as_slice()));
-            j.demand.observe(published.together(&j.name), cpu_ns, j.applied.frozen || j.halted, boundary);
+            if j.switched() {
+                j.demand.held(j.applied.frozen);
+            } else {
+                j.demand = crate::demand::Demand::default();
+            }
         }
         gone.sort_unstable();
         for i in gone.into_iter().rev() {

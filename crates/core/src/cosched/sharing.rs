@@ -38,11 +38,14 @@ pub fn groups(jobs: &[JobView<'_>]) -> Vec<Vec<usize>> {
 }
 
 /// For each job of `jobs`, whether it contends for its PUs: whether the jobs sharing PUs with it, directly or
-/// through each other, want more CPUs than those PUs are — their demands summed exceed the PUs they span by more
-/// than [`FIT_MARGIN`], or one of them has no demand measured (a job not yet seen to run unfrozen, or one the
-/// agent cannot measure), which is taken to want every PU it has. A job that shares no PU contends with nobody.
+/// through each other, want more CPUs than there are for them — their demands summed exceed the PUs they span by
+/// more than [`FIT_MARGIN`], or those of the jobs confined to some one job's PUs exceed that job's PUs (two jobs
+/// on one PU do not fit because a third, idle, spans eight), or one of them has no demand measured (a job not yet
+/// seen to run unfrozen, or one the agent cannot measure), which is taken to want every PU it has. A job that
+/// shares no PU contends with nobody.
 pub fn contending(jobs: &[JobView<'_>]) -> Vec<bool> {
     let mut out = vec![false; jobs.len()];
+    let over = |wanted: f64, pus: usize| wanted > pus as f64 + FIT_MARGIN;
     for members in groups(jobs) {
         let mut span = CpuList::new();
         for &i in &members {
@@ -50,8 +53,14 @@ pub fn contending(jobs: &[JobView<'_>]) -> Vec<bool> {
                 span.insert(pu);
             }
         }
-        let wanted: Option<f64> = members.iter().map(|&i| jobs[i].demand).sum();
-        let contend = wanted.is_none_or(|w| w > span.len() as f64 + FIT_MARGIN);
+        let known: Option<Vec<f64>> = members.iter().map(|&i| jobs[i].demand).collect();
+        let contend = known.is_none_or(|demands| {
+            over(demands.iter().sum(), span.len())
+                || members.iter().any(|&i| {
+                    let within = members.iter().zip(&demands).filter(|(&k, _)| jobs[k].pus.is_subset(jobs[i].pus));
+                    over(within.map(|(_, d)| d).sum(), jobs[i].pus.len())
+                })
+        });
         for i in members {
             out[i] = contend;
         }

@@ -102,6 +102,11 @@ fn gang_slices_only_jobs_that_want_more_cpus_than_they_share() {
     assert!(gang.plan(&fits).iter().chain(&gang.plan(&next(&fits))).all(|d| !d.frozen));
     let over = wanting(&chain, &[Some(1.0), Some(1.0), Some(0.5)]);
     assert_eq!(gang.plan(&over).iter().map(|d| d.frozen).collect::<Vec<_>>(), [false, true, false]);
+    // Two busy jobs on one PU do not fit because an idle third spans eight.
+    let (one, eight) = (pus("0"), pus("0-7"));
+    let crowded = [view("x", 0, &one), view("y", 1, &one), view("wide", 1, &eight)];
+    let crowded = wanting(&crowded, &[Some(1.0), Some(1.0), Some(0.0)]);
+    assert_eq!(gang.plan(&crowded).iter().map(|d| d.frozen).collect::<Vec<_>>(), [false, true, true]);
 }
 
 #[test]
