@@ -1,5 +1,6 @@
 //! A control request as the agent's socket receives it: the JSON envelope (the protocol version and the request;
-//! a job name is checked by its type as it is read), then the checks the agent makes before acting.
+//! a job name and a policy are checked by their types as they are read), then the checks the agent makes before
+//! acting.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -11,8 +12,8 @@ fuzz_target!(|data: &[u8]| {
             Request::Adopt { row, .. } | Request::Register { row, .. } | Request::SlurmProlog { row, .. } => {
                 let _ = lockstep_core::cosched::rows::check(*row);
             }
-            Request::Policy { name, .. } => {
-                let _ = name.parse::<lockstep_core::cosched::PolicySpec>();
+            Request::Policy { slot, .. } => {
+                let _ = slot.map(|d| lockstep_core::cosched::slot::check("slot", d));
             }
             Request::Release { .. }
             | Request::Status

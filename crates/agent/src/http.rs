@@ -14,6 +14,7 @@ use crate::daemon::Board;
 use crate::doors::{Handler, Reply};
 use crate::notices::Notices;
 use lockstep_core::error::UsageError;
+use lockstep_core::ident::JobKey;
 use lockstep_store::Store;
 use lockstep_telemetry::exposition::{render, Snapshot, OPENMETRICS, PROMETHEUS};
 use lockstep_telemetry::remote::JobCounts;
@@ -107,7 +108,11 @@ fn route(path: &str, openmetrics: bool, privileged: bool, telemetry: &Sampler, b
         return Reply { status: StatusCode::OK, content_type, body: body.into_bytes() };
     }
     if let Some(job) = path.strip_prefix("/api/v1/jobs/").filter(|j| !j.is_empty() && !j.contains('/')) {
-        return match job_counts(job, telemetry, store) {
+        let job: JobKey = match job.parse() {
+            Ok(job) => job,
+            Err(e) => return Reply::text(StatusCode::BAD_REQUEST, &e.to_string()),
+        };
+        return match job_counts(&job, telemetry, store) {
             Ok(Some(counts)) => Reply {
                 status: StatusCode::OK,
                 content_type: "application/json",
@@ -140,13 +145,14 @@ fn user_names(owners: &HashSet<u32>) -> HashMap<u32, String> {
 }
 
 /// The job's latest counts: live when the agent counts it, else its final counts from the store.
-fn job_counts(job: &str, telemetry: &Sampler, store: &Reader) -> anyhow::Result<Option<JobCounts>> {
+fn job_counts(job: &JobKey, telemetry: &Sampler, store: &Reader) -> anyhow::Result<Option<JobCounts>> {
+    let name = job.to_string();
     let node = {
         let t = telemetry.published();
-        if let Some(latest) = t.latest_of(job) {
+        if let Some(latest) = t.latest_of(&name) {
             return Ok(Some(JobCounts {
                 node: t.node().to_string(),
-                job: job.to_string(),
+                job: name,
                 counting: true,
                 time: latest.first().map_or(0.0, |s| s.time),
                 events: latest.to_vec(),
@@ -154,9 +160,9 @@ fn job_counts(job: &str, telemetry: &Sampler, store: &Reader) -> anyhow::Result<
         }
         t.node().to_string()
     };
-    let finals = store.latest_samples(job, &node)?;
+    let finals = store.latest_samples(&name, &node)?;
     if finals.is_empty() {
         return Ok(None);
     }
-    Ok(Some(JobCounts { node, job: job.to_string(), counting: false, time: finals[0].time, events: finals }))
+    Ok(Some(JobCounts { node, job: name, counting: false, time: finals[0].time, events: finals }))
 }

@@ -11,7 +11,7 @@ use clap::{CommandFactory, FromArgMatches, Parser};
 use lockstep_core::cosched::{slot, PolicySpec};
 use lockstep_core::duration;
 use lockstep_core::error::UsageError;
-use lockstep_proto::names::check_node_name;
+use lockstep_core::ident::check_node_name;
 use lockstep_telemetry::events::parse_list;
 use lockstep_version::man::Section;
 use lockstepd::{self as agent, Config};

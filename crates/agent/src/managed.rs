@@ -17,6 +17,8 @@ use lockstep_cgroup::{procs_within, remove_dir, Bounds, JobCgroup, Knobs, JOB_TR
 use lockstep_core::cosched::rows::Schedule;
 use lockstep_core::cosched::{Desired, BOOST_WEIGHT};
 use lockstep_core::cpulist::CpuList;
+use lockstep_core::ident::JobKey;
+use lockstep_core::job::SlurmJobId;
 use lockstep_store::{Action, Store};
 
 /// Where a managed job came from.
@@ -310,6 +312,31 @@ fn write(held: &File, file: &Path, value: &str) -> Result<Duration, ChangeError>
 }
 
 impl Managed {
+    /// The Slurm job it is, if the agent found it in Slurm's cgroups: by how it came, never by its name.
+    pub fn slurm_id(&self) -> Option<SlurmJobId> {
+        match self.origin {
+            Origin::Slurm { id, .. } => Some(id),
+            _ => None,
+        }
+    }
+
+    /// The key it is known by: its Slurm job, else its name (`None` for a name that an earlier build took on and
+    /// that is now reserved for Slurm's jobs).
+    pub fn key(&self) -> Option<JobKey> {
+        match self.slurm_id() {
+            Some(id) => Some(JobKey::Slurm(id)),
+            None => self.name.parse().ok().map(JobKey::Named),
+        }
+    }
+
+    /// Whether it is the job `key` names: a Slurm job by its ID, any other by its name.
+    pub fn is(&self, key: &JobKey) -> bool {
+        match key {
+            JobKey::Slurm(id) => self.slurm_id() == Some(*id),
+            JobKey::Named(name) => self.slurm_id().is_none() && self.name == name.as_str(),
+        }
+    }
+
     /// One cgroup directory per group of the job's processes (for a Slurm job, its `job_<id>` directory), to
     /// read what they use.
     pub fn count_dirs(&self) -> Vec<&Path> {

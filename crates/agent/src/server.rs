@@ -17,7 +17,7 @@ use crate::sampler::Sampler;
 use lockstep_core::error::UsageError;
 use lockstep_core::trust;
 use lockstep_proto::client::REQUEST_PATH;
-use lockstep_proto::protocol::{Envelope, Request, Response, VERSION};
+use lockstep_proto::protocol::{Envelope, Failure, Request, Response, VERSION};
 
 /// Binds the socket (open to every user; see [`handle`] for what each may do). Its directory and every one above
 /// it must be the agent's alone ([`trust`]); an agent already answering there is a usage error, a stale socket
@@ -116,15 +116,11 @@ pub fn handler(mailbox: Mailbox, sampler: Sampler, board: Board) -> Handler {
             }
             Request::Timeline { millis } => {
                 return reply(&match crate::together::timeline::serve(&sampler, uid, millis) {
-                    Ok(timeline) => Response { ok: true, timeline: Some(timeline), ..Default::default() },
-                    Err(e) => failure(e),
+                    Ok(timeline) => Response { timeline: Some(timeline), ..Response::done() },
+                    Err(e) => Response::failed(&e),
                 });
             }
-            _ if uid != 0 => {
-                return reply(&failure(anyhow::anyhow!(
-                    "permission denied: only root may change what the agent does (UID {uid} may query its own jobs)"
-                )));
-            }
+            _ if uid != 0 => return reply(&Response::only_root(uid)),
             _ => {}
         }
         // An adoption's slow part (podman, /proc, the cgroups' trees) is done here, on this door's thread: the
@@ -133,7 +129,7 @@ pub fn handler(mailbox: Mailbox, sampler: Sampler, board: Board) -> Handler {
             Request::Adopt { cgroups, pids, containers, .. } if uid == 0 => {
                 match crate::adopt::resolve(cgroups, pids, containers) {
                     Ok(resolved) => Some(resolved),
-                    Err(e) => return reply(&failure(e)),
+                    Err(e) => return reply(&Response::failed(&e)),
                 }
             }
             _ => None,
@@ -146,10 +142,10 @@ pub fn handler(mailbox: Mailbox, sampler: Sampler, board: Board) -> Handler {
                 }
                 reply(&response)
             }
-            None => Reply {
-                status: StatusCode::SERVICE_UNAVAILABLE,
-                ..reply(&failure(anyhow::anyhow!("the agent is stopping (ask again once it has started again)")))
-            },
+            None => reply(&Response::refused(
+                Failure::Unavailable,
+                "the agent is stopping (ask again once it has started again)".to_string(),
+            )),
         }
     })
 }
@@ -163,42 +159,32 @@ pub fn parse(parts: &Parts, body: &[u8]) -> Result<Request, Reply> {
         return Err(Reply::text(StatusCode::METHOD_NOT_ALLOWED, &format!("POST {REQUEST_PATH} only")));
     }
     let envelope = serde_json::from_slice::<Envelope>(body).map_err(|e| {
-        reply(&failure(UsageError::new(format!("malformed request ({e}); expected one JSON request")).into()))
+        reply(&Response::refused(Failure::Usage, format!("malformed request ({e}); expected one JSON request")))
     })?;
     if envelope.version != VERSION {
-        return Err(reply(&failure(
-            UsageError::new(format!(
+        return Err(reply(&Response::refused(
+            Failure::Usage,
+            format!(
                 "request of control protocol version {} refused: this agent speaks version {VERSION} (the lockstep \
                  that sent it and this lockstepd come from different builds; restart the agent from the installed \
                  one)",
                 envelope.version
-            ))
-            .into(),
+            ),
         )));
     }
     Ok(envelope.request)
 }
 
-/// The HTTP answer carrying `response`, its status saying how it went.
+/// The HTTP answer carrying `response`, its status saying how it went: 200, or its failure's
+/// ([`Failure::http_status`]; a failure of no kind is the agent's).
 pub fn reply(response: &Response) -> Reply {
-    let status = match (response.ok, response.usage, &response.error) {
-        (true, _, _) => StatusCode::OK,
-        (false, true, _) => StatusCode::BAD_REQUEST,
-        (false, false, Some(e)) if e.starts_with("permission denied") => StatusCode::FORBIDDEN,
-        (false, false, _) => StatusCode::INTERNAL_SERVER_ERROR,
+    let status = match (response.ok, response.failure) {
+        (true, _) => StatusCode::OK,
+        (false, failure) => StatusCode::from_u16(failure.unwrap_or(Failure::Failed).http_status())
+            .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
     };
     let body = serde_json::to_vec(response).unwrap_or_else(|_| br#"{"ok":false}"#.to_vec());
     Reply { status, content_type: "application/json", body }
-}
-
-/// The answer to a request that failed with `e` (a [`UsageError`] is the caller's mistake).
-pub fn failure(e: anyhow::Error) -> Response {
-    Response { ok: false, usage: e.is::<UsageError>(), error: Some(format!("{e:#}")), ..Default::default() }
-}
-
-/// The answer to a request carried out.
-pub fn done() -> Response {
-    Response { ok: true, ..Default::default() }
 }
 
 #[cfg(test)]
@@ -212,11 +198,39 @@ mod tests {
     #[test]
     fn a_request_of_another_protocol_version_is_refused_by_name() {
         let status = |body: &str| parse(&parts(), body.as_bytes()).map(|r| matches!(r, Request::Status));
-        assert_eq!(status(r#"{"op":"status"}"#).ok(), Some(true), "no version is the first one");
         assert_eq!(status(&format!(r#"{{"version":{VERSION},"op":"status"}}"#)).ok(), Some(true));
-        let refused = status(r#"{"version":99,"op":"status"}"#).unwrap_err();
-        assert_eq!(refused.status, StatusCode::BAD_REQUEST);
-        let text = String::from_utf8_lossy(&refused.body).into_owned();
-        assert!(text.contains("version 99") && text.contains(&format!("speaks version {VERSION}")), "{text}");
+        // No version is the first one, which this build no longer speaks.
+        for (body, version) in [(r#"{"op":"status"}"#, 1), (r#"{"version":99,"op":"status"}"#, 99)] {
+            let refused = status(body).unwrap_err();
+            assert_eq!(refused.status, StatusCode::BAD_REQUEST);
+            let text = String::from_utf8_lossy(&refused.body).into_owned();
+            assert!(text.contains(&format!("version {version} refused")), "{text}");
+            assert!(
+                text.contains(&format!("speaks version {VERSION}")) && text.contains(r#""failure":"usage""#),
+                "{text}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_failure_s_kind_sets_the_http_status_and_comes_back_as_its_error() {
+        use lockstep_core::error::{Denied, UsageError};
+        let cases: [(anyhow::Error, u16); 3] = [
+            (UsageError::new("bad row").into(), 400),
+            (Denied::new("only root").into(), 403),
+            (anyhow::anyhow!("the disk is full"), 500),
+        ];
+        for (e, code) in cases {
+            let usage = e.is::<UsageError>();
+            let response = Response::failed(&e);
+            assert_eq!(reply(&response).status.as_u16(), code, "{e}");
+            let back = lockstep_proto::client::check(response).unwrap_err();
+            assert_eq!(back.is::<UsageError>(), usage, "{e}");
+            assert_eq!(back.to_string(), format!("{e:#}"));
+        }
+        let stopping = Response::refused(Failure::Unavailable, "the agent is stopping".into());
+        assert_eq!(reply(&stopping).status, StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(reply(&Response::done()).status, StatusCode::OK);
+        assert_eq!(reply(&Response::only_root(1000)).status, StatusCode::FORBIDDEN);
     }
 }

@@ -16,6 +16,19 @@ impl UsageError {
 /// Exit status of a command that got bad input.
 pub const EXIT_USAGE: i32 = 2;
 
+/// A request the caller may not make (another user's job, a change only root may ask for): printed as one line,
+/// exit status 1, nothing changed. The agent answers it with HTTP 403.
+#[derive(Debug, thiserror::Error)]
+#[error("permission denied: {0}")]
+pub struct Denied(String);
+
+impl Denied {
+    /// A refusal saying what was refused and who may do it.
+    pub fn new(msg: impl Into<String>) -> Self {
+        Self(msg.into())
+    }
+}
+
 /// Shorthand: an `Err(UsageError)` inside `anyhow`.
 pub fn usage<T>(msg: impl Into<String>) -> anyhow::Result<T> {
     Err(UsageError::new(msg).into())

@@ -44,3 +44,25 @@ macro_rules! display_by_name {
         }
     )*};
 }
+
+/// Carries each type through serde as its text: `TryFrom<String>` by its `FromStr` (whose error is a
+/// [`UsageError`](crate::error::UsageError)), `From<T> for String` by its `Display`; the type then says
+/// `#[serde(try_from = "String", into = "String")]`.
+#[macro_export]
+macro_rules! serde_by_text {
+    ($($t:ty),* $(,)?) => {$(
+        impl TryFrom<String> for $t {
+            type Error = $crate::error::UsageError;
+
+            fn try_from(text: String) -> Result<Self, Self::Error> {
+                text.parse()
+            }
+        }
+
+        impl From<$t> for String {
+            fn from(value: $t) -> String {
+                value.to_string()
+            }
+        }
+    )*};
+}

@@ -14,10 +14,10 @@ use crate::reconcile;
 use lockstep_cgroup::procfs;
 use lockstep_cgroup::{self as cgroup, Limits};
 use lockstep_core::error::{usage, UsageError};
+use lockstep_core::ident::JobName;
 use lockstep_core::job::JobOrigin;
 use lockstep_core::place::Placement;
 use lockstep_proto::client;
-use lockstep_proto::names::JobName;
 use lockstep_proto::protocol;
 use lockstep_store::{Error as StoreError, NewJob, Store};
 
@@ -133,7 +133,7 @@ pub fn run(store: &mut Store, req: &Request) -> anyhow::Result<i32> {
         );
     }
     if managed {
-        let release = protocol::Request::Release { job: req.name.clone() };
+        let release = protocol::Request::Release { job: req.name.clone().into() };
         let _ = client::call_if_running(&req.socket, &release);
     }
     let destroyed = cg.destroy(DESTROY_TIMEOUT);

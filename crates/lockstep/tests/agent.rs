@@ -1146,7 +1146,7 @@ const PROGRESS_REQUEST: &str = r#"
 import socket, sys
 s = socket.socket(socket.AF_UNIX)
 s.connect(sys.argv[1])
-body = b'{"op":"progress"}'
+body = b'{"version":2,"op":"progress"}'
 s.sendall(b"POST /v1/request HTTP/1.1\r\nHost: lockstep\r\nContent-Type: application/json\r\nContent-Length: "
           + str(len(body)).encode() + b"\r\nConnection: close\r\n\r\n" + body)
 answer = b""

@@ -205,6 +205,9 @@ const CLI: &[(&[&str], &str)] = &[
     (&["adopt", "--job", "x", "--pid", "1,abc"], "--pid"),
     (&["adopt", "--job", "x", "--pid", "-1"], "-1"),
     (&["adopt", "--job", "bad/name", "--pid", "1"], "invalid job name"),
+    // No job may pose as a Slurm job (which would take that job's cgroups and its epilog).
+    (&["adopt", "--job", "slurm-42", "--pid", "1"], "are Slurm's jobs"),
+    (&["release", "--job", "slurm-x"], "invalid job \"slurm-x\""),
     (&["adopt", "--job", "x", "--pid", "1", "--row", "4294967295"], "--row"),
     (&["topo", "--xml", "{a-directory}"], "topology file"),
     (&["topo", "--xml", "{fifo}"], "is not a regular file"),
@@ -218,6 +221,7 @@ const CLI: &[(&[&str], &str)] = &[
     (&["place", "--policy", "any", "--cpus", "100000"], "--cpus 100000"),
     (&["run", "--job", "", "--place", "any", "--", "true"], "invalid job name"),
     (&["run", "--job", "x\ny", "--place", "any", "--", "true"], "invalid job name"),
+    (&["run", "--job", "slurm-7", "--place", "any", "--", "true"], "are Slurm's jobs"),
     (&["run", "--job", "x", "--place", "any", "--weight", "0", "true"], "weight"),
     (&["run", "--job", "x", "--place", "any", "--mem-limit", "1e20", "true"], "byte count"),
     (&["run", "--job", "x", "--place", "any", "--mem-limit", "99999999999T", "true"], "byte count"),

@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::http::{self, HttpError, Target};
-use crate::protocol::{Envelope, Request, Response, VERSION};
+use crate::protocol::{Envelope, Failure, Request, Response, VERSION};
 use lockstep_core::error::UsageError;
 
 /// Default socket path.
@@ -90,15 +90,14 @@ fn send(socket: &Path, request: &Request) -> Result<anyhow::Result<Response>, st
     }))
 }
 
-/// Turns a failed response into the matching error (usage errors exit with status 2).
+/// Turns a failed response into the error of its kind (a usage error exits with status 2).
 pub fn check(response: Response) -> anyhow::Result<Response> {
     if response.ok {
         return Ok(response);
     }
     let msg = response.error.clone().unwrap_or_else(|| "the agent refused the request".into());
-    if response.usage {
-        Err(UsageError::new(msg).into())
-    } else {
-        Err(anyhow::anyhow!(msg))
-    }
+    Err(match response.failure {
+        Some(Failure::Usage) => UsageError::new(msg).into(),
+        _ => anyhow::anyhow!(msg),
+    })
 }

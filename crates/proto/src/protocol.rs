@@ -2,14 +2,19 @@
 //! [`Request`]), one JSON [`Response`] out.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
-use crate::names::JobName;
+use lockstep_core::cosched::PolicySpec;
+use lockstep_core::error::{Denied, UsageError};
+use lockstep_core::ident::{JobKey, JobName};
 pub use lockstep_core::job::{JobOrigin, ORIGINS};
 use serde::{Deserialize, Serialize};
 
 /// The version of the protocol this build speaks. It changes when a request or a response changes its meaning or
-/// its fields; an agent refuses a request of another version, with a message that names both.
-pub const VERSION: u32 = 1;
+/// its fields; an agent refuses a request of another version, with a message that names both. Version 2: a
+/// policy request carries the policy and a slot length of any precision (`policy`, `slot`), and a failed
+/// response its kind (`failure`).
+pub const VERSION: u32 = 2;
 
 /// Requests from before the protocol had a version are of the first one.
 fn first_version() -> u32 {
@@ -35,10 +40,11 @@ pub enum Request {
     Status,
     /// Switch policy and/or slot length.
     Policy {
-        /// Policy name.
-        name: String,
-        /// Slot length in milliseconds (unchanged if absent).
-        slot_ms: Option<u64>,
+        /// The policy, by one of its names (`gang`, `dcs+boost:rr`).
+        policy: PolicySpec,
+        /// Slot length (unchanged if absent), as `{"secs": 0, "nanos": 200000000}`.
+        #[serde(default)]
+        slot: Option<Duration>,
     },
     /// Manage existing cgroups, processes or containers as job `job`.
     Adopt {
@@ -67,8 +73,8 @@ pub enum Request {
     },
     /// Stop managing a job, restoring its cgroups.
     Release {
-        /// Job name.
-        job: JobName,
+        /// The job: a named one, or a Slurm job (`slurm-ID`).
+        job: JobKey,
     },
     /// The Slurm prolog: job `id` of user `uid` starts on this node, in row `row` of the node's cycle or at
     /// place `place` of the cluster-wide matrix if the controller gave one.
@@ -111,9 +117,9 @@ pub struct Response {
     /// One-line reason when not.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
-    /// Whether the failure was bad input (exit status 2).
-    #[serde(default)]
-    pub usage: bool,
+    /// What kind of failure it was, when not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure: Option<Failure>,
     /// The status table, for `status`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub status: Option<Status>,
@@ -129,11 +135,72 @@ pub struct Response {
     pub placed: Option<bool>,
 }
 
+impl Response {
+    /// The answer to a request carried out.
+    pub fn done() -> Self {
+        Self { ok: true, ..Self::default() }
+    }
+
+    /// The answer to a request that failed with `e`, its kind told by the error's type ([`Failure::of`]).
+    pub fn failed(e: &anyhow::Error) -> Self {
+        Self::refused(Failure::of(e), format!("{e:#}"))
+    }
+
+    /// The refusal of a change asked for by UID `uid`, who is not root: other users may query their own jobs only.
+    pub fn only_root(uid: u32) -> Self {
+        let why = format!("only root may change what the agent does (UID {uid} may query its own jobs)");
+        Self::failed(&Denied::new(why).into())
+    }
+
+    /// The answer to a request refused for a reason of kind `failure`, said in `why`.
+    pub fn refused(failure: Failure, why: String) -> Self {
+        Self { ok: false, error: Some(why), failure: Some(failure), ..Self::default() }
+    }
+}
+
+/// How a request failed: what the HTTP status of the answer says, and what the client does with it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Failure {
+    /// Bad input, which the caller can fix: HTTP 400, the command exits with status 2.
+    Usage,
+    /// The caller may not ask for it (a change only root may make): HTTP 403.
+    Denied,
+    /// The agent cannot take requests now (it is stopping): HTTP 503.
+    Unavailable,
+    /// The agent tried and failed: HTTP 500.
+    Failed,
+}
+
+impl Failure {
+    /// The kind of failure `e` is: a [`UsageError`] is [`Failure::Usage`], a [`Denied`] [`Failure::Denied`],
+    /// anything else [`Failure::Failed`].
+    pub fn of(e: &anyhow::Error) -> Self {
+        if e.is::<UsageError>() {
+            Self::Usage
+        } else if e.is::<Denied>() {
+            Self::Denied
+        } else {
+            Self::Failed
+        }
+    }
+
+    /// The HTTP status an answer of this kind goes with.
+    pub fn http_status(self) -> u16 {
+        match self {
+            Self::Usage => 400,
+            Self::Denied => 403,
+            Self::Unavailable => 503,
+            Self::Failed => 500,
+        }
+    }
+}
+
 /// One job's progress totals, as [`Request::Progress`] answers them.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct JobProgress {
-    /// Job name.
-    pub job: JobName,
+    /// The job.
+    pub job: JobKey,
     /// Its running totals, read now.
     pub totals: lockstep_core::cosched::auto::Sample,
 }
@@ -364,7 +431,7 @@ mod tests {
         .unwrap();
         assert_eq!(sent, format!(r#"{{"version":{VERSION},"op":"release","job":"a"}}"#));
         let back: Envelope = serde_json::from_str(&sent).unwrap();
-        assert!(matches!(back.request, Request::Release { job } if job.as_str() == "a"));
+        assert!(matches!(back.request, Request::Release { job } if job.to_string() == "a"));
     }
 
     #[test]

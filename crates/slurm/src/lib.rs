@@ -1,4 +1,4 @@
-//! Slurm as lockstep talks to it: how a Slurm job is named, what `squeue` says about jobs (only fields no user
+//! Slurm as lockstep talks to it: what `squeue` says about jobs (only fields no user
 //! writes) and `scontrol` about nodes, and the co-scheduling place the controller's prolog gives each job, kept in
 //! the job's `AdminComment` (which only administrators can change) as `lockstep_row=ROW/PERIOD`, with
 //! `lockstep_from=MS lockstep_before=ROW/PERIOD` while a change is pending (docs/policies/gang.md), and
@@ -27,16 +27,6 @@ use lockstep_core::cosched::rows::{Place, Schedule, MAX_ROWS};
 use lockstep_core::error::UsageError;
 pub use lockstep_core::job::SlurmJobId;
 use lockstep_core::trust;
-
-/// The lockstep job name of Slurm job `id`.
-pub fn job_name(id: SlurmJobId) -> String {
-    format!("slurm-{id}")
-}
-
-/// The Slurm job ID in a lockstep job name (`slurm-42`).
-pub fn job_id(name: &str) -> Option<SlurmJobId> {
-    name.strip_prefix("slurm-")?.parse().ok()
-}
 
 /// The `AdminComment` key of a job's row or place (`lockstep_row=3` or `lockstep_row=1/4`).
 pub const ROW_KEY: &str = "lockstep_row=";
@@ -1216,13 +1206,5 @@ mod tests {
             records("x\n9|RUNNING|n1|0|9|N/A|N/A|\n10|?|n1|0|10|N/A|N/A|"),
             ["x", "9|RUNNING|n1|0|9|N/A|N/A|", "10|?|n1|0|10|N/A|N/A|"]
         );
-    }
-
-    #[test]
-    fn names() {
-        assert_eq!(job_name(SlurmJobId(42)), "slurm-42");
-        assert_eq!(job_id("slurm-42"), Some(SlurmJobId(42)));
-        assert_eq!(job_id("slurm-+42"), None);
-        assert_eq!(job_id("42"), None);
     }
 }

@@ -10,6 +10,7 @@ use std::collections::HashMap;
 use std::fmt::Write;
 
 use crate::Sample;
+use lockstep_core::ident::JobKey;
 use lockstep_core::sample::{COSCHEDULED, RANK_RUNNING, RANK_WAITING};
 use lockstep_proto::protocol::{Histogram, JobOrigin, JobStatus, Status};
 
@@ -329,10 +330,10 @@ fn write_job_states(w: &mut Writer, snap: &Snapshot) {
         w.header("lockstep_job", Kind::Info, None, "Whose each job is: its Slurm job ID and its owner.");
         for j in &snap.status.jobs {
             let slurm_job_id = (j.origin == JobOrigin::Slurm)
-                .then(|| j.name.strip_prefix("slurm-"))
+                .then(|| j.name.parse::<JobKey>().ok()?.slurm())
                 .flatten()
-                .unwrap_or_default()
-                .to_string();
+                .map(|id| id.to_string())
+                .unwrap_or_default();
             let user = snap.users.get(&j.owner).cloned().unwrap_or_else(|| j.owner.to_string());
             let labels = [("lockstep_job", j.name.clone()), ("slurm_job_id", slurm_job_id), ("user", user)];
             w.sample("lockstep_job_info", &labels, "1");

@@ -4,9 +4,7 @@
 
 use super::state::Daemon;
 use crate::adopt;
-use crate::progress;
-use crate::server::{done, failure};
-use lockstep_core::cosched::{rows, slot, PolicySpec};
+use lockstep_core::cosched::{rows, slot};
 use lockstep_proto::protocol::{JobProgress, Request, Response};
 use lockstep_store::SlurmJob;
 
@@ -14,44 +12,36 @@ impl Daemon {
     /// Carries out `request` for user `uid`; an adoption comes `resolved` by the control door (`adopt::resolve`).
     pub(super) fn control(&mut self, request: Request, uid: u32, resolved: Option<adopt::Resolved>) -> Response {
         if uid != 0 && !matches!(request, Request::Status) {
-            return failure(anyhow::anyhow!(
-                "permission denied: only root may change what the agent does (UID {uid} may query its own jobs)"
-            ));
+            return Response::only_root(uid);
         }
         let result = match request {
             // The control socket answers it from the board, without the loop; root's view if asked here.
-            Request::Status => return Response { ok: true, status: Some(self.status()), ..Default::default() },
+            Request::Status => return Response { status: Some(self.status()), ..Response::done() },
             Request::SlurmProlog { id, uid, row, place } => {
                 let placed = rows::check(row)
                     .map_err(anyhow::Error::from)
                     .and_then(|()| self.slurm_prolog(SlurmJob { id, uid, row }, place));
                 return match placed {
-                    Ok(placed) => Response { placed: Some(placed), ..done() },
-                    Err(e) => failure(e),
+                    Ok(placed) => Response { placed: Some(placed), ..Response::done() },
+                    Err(e) => Response::failed(&e),
                 };
             }
             Request::Progress => {
-                return Response { ok: true, progress: Some(self.progress_now()), ..Default::default() };
+                return Response { progress: Some(self.progress_now()), ..Response::done() };
             }
             request => self.change(request, resolved),
         };
         match result {
-            Ok(()) => done(),
-            Err(e) => failure(e),
+            Ok(()) => Response::done(),
+            Err(e) => Response::failed(&e),
         }
     }
 
     /// Every job's progress totals now (crate::progress), read as `auto` reads them; what is kept of a job's ranks
     /// from one reading to the next is dropped once the job is gone.
     fn progress_now(&mut self) -> Vec<JobProgress> {
-        let (jobs, epoch, ranks, telemetry) = (&self.jobs, self.epoch, &mut self.ranks, &self.telemetry);
-        ranks.retain(|name, _| jobs.iter().any(|j| j.name == *name));
-        jobs.iter()
-            .filter_map(|job| {
-                let totals = progress::of_job(job, epoch, ranks.entry(job.name.clone()).or_default(), telemetry);
-                Some(JobProgress { job: job.name.parse().ok()?, totals })
-            })
-            .collect()
+        let mut read = self.measures.reader(&self.jobs, &self.telemetry);
+        self.jobs.iter().filter_map(|job| Some(JobProgress { job: job.key()?, totals: read(job) })).collect()
     }
 
     /// Carries out a request that changes what the agent does (root's only).
@@ -59,10 +49,9 @@ impl Daemon {
         match request {
             // Answered by `control` itself.
             Request::Status | Request::SlurmProlog { .. } | Request::Progress => Ok(()),
-            Request::Policy { name, slot_ms } => {
-                let policy: PolicySpec = name.parse()?;
-                let slot = slot_ms.map(|ms| slot::from_millis("slot", ms)).transpose()?;
-                self.set_policy(policy, slot)
+            Request::Policy { policy, slot: length } => {
+                let length = length.map(|d| slot::check("slot", d)).transpose()?;
+                self.set_policy(policy, length)
             }
             Request::Adopt { job, row, .. } => {
                 rows::check(row)?;

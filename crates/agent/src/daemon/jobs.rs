@@ -7,13 +7,11 @@ use std::time::{Duration, Instant};
 use super::records::Record;
 use super::state::Daemon;
 use crate::adopt;
-use crate::dcs::engine::Engine;
-use crate::dcs::raiser::Ctx;
-use crate::feeders;
 use crate::managed::{self, ChangeError, Managed};
 use lockstep_cgroup::Backend;
 use lockstep_core::cosched::{self, Planner, PolicySpec};
 use lockstep_core::error::UsageError;
+use lockstep_core::ident::JobKey;
 
 /// How long `auto`'s state is kept while another policy is in force: longer than a paired comparison's windows
 /// (seconds), shorter than what an admin switching policies means as a fresh start.
@@ -97,47 +95,20 @@ impl Daemon {
         Ok(())
     }
 
-    /// Stops managing job `name`: lowered if `dcs` raised it, its cgroups restored, forgotten by the store.
-    pub(super) fn release(&mut self, name: &str) -> anyhow::Result<()> {
-        let Some(i) = self.jobs.iter().position(|j| j.name == name) else {
-            return Err(UsageError::new(format!("no job {name:?} is managed by this agent")).into());
+    /// Stops managing job `key`: lowered if `dcs` raised it, its cgroups restored, forgotten by the store.
+    pub(super) fn release(&mut self, key: &JobKey) -> anyhow::Result<()> {
+        let Some(i) = self.jobs.iter().position(|j| j.is(key)) else {
+            return Err(UsageError::new(format!("no job {key:?} is managed by this agent")).into());
         };
         let mut job = self.jobs.remove(i);
+        let name = job.name.clone();
         self.dcs_leave(&mut job);
-        self.uncount(name);
+        self.uncount(&name);
         job.release(&mut self.journal, &self.store)?;
         log::info!("job {name} released; its cgroups are as they were before");
         self.flush();
-        self.record(Record::ManagedRemove(name.to_string()))?;
+        self.record(Record::ManagedRemove(name))?;
         self.replan = true;
-        Ok(())
-    }
-
-    /// Lowers `job`, which leaves the agent, if `dcs` raised it, and drops what `dcs` keeps of it.
-    pub(super) fn dcs_leave(&mut self, job: &mut Managed) {
-        if let Some(engine) = self.dcs.as_mut() {
-            engine.leave(job, Ctx { journal: &mut self.journal, store: &self.store });
-        }
-    }
-
-    /// Switches `dcs` to `want` (the policy's [`PolicySpec::raises`]): started (probe loaded and attached, or the error saying what is
-    /// missing, with nothing changed), stopped (every raise put back), or kept.
-    pub(super) fn switch_dcs(&mut self, want: Option<cosched::Raise>) -> anyhow::Result<()> {
-        if self.dcs.as_ref().map(|e| e.raise) == want {
-            return Ok(());
-        }
-        let started = match want {
-            Some(raise) => {
-                self.engines += 1;
-                let (engine, probe) = Engine::start(self.engines, raise, &self.dcs_settings)?;
-                feeders::dcs::spawn(&self.mailbox, self.engines, probe)?;
-                Some(engine)
-            }
-            None => None,
-        };
-        if let Some(old) = std::mem::replace(&mut self.dcs, started) {
-            old.stop(&mut self.jobs, Ctx { journal: &mut self.journal, store: &self.store });
-        }
         Ok(())
     }
 
@@ -150,9 +121,7 @@ impl Daemon {
     /// closed first, for what else may need one.
     pub fn restore_all(&mut self) -> Vec<String> {
         self.reserve.release();
-        if let Some(old) = self.dcs.take() {
-            old.stop(&mut self.jobs, Ctx { journal: &mut self.journal, store: &self.store });
-        }
+        self.switch_dcs_off();
         self.drop_ended();
         let mut left = Vec::new();
         for job in &mut self.jobs {

@@ -9,6 +9,7 @@ mod board;
 mod control;
 mod dcs;
 mod jobs;
+mod measures;
 mod records;
 mod run;
 mod slurm;

@@ -1,21 +1,18 @@
 //! What the daemon owns, and how it is made.
 
-use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
 use crate::command::{Command, Mailbox};
-use crate::dcs::engine::{Engine, Settings};
+use crate::dcs::engine::Settings;
 use crate::faults::Faults;
 use crate::journal::Journal;
 use crate::managed::Managed;
 use crate::sampler::Counting;
 use lockstep_cgroup::Backend;
-use lockstep_core::cosched::rows::Schedule;
 use lockstep_core::cosched::{self, Planner, PolicySpec};
-use lockstep_core::job::SlurmJobId;
-use lockstep_store::{Decision, SlurmJob, Store};
+use lockstep_store::{Decision, Store};
 
 /// The bounds of the slot-switch lateness histogram, in seconds: 100 µs to 1 s.
 const LATENESS_BOUNDS: [f64; 13] =
@@ -35,8 +32,6 @@ pub struct Daemon {
     pub(super) store: Store,
     pub(super) backend: Box<dyn Backend>,
     pub(super) node: String,
-    /// This node's name in Slurm (`slurm_<name>` in Slurm's cgroup paths).
-    pub(super) slurm_node: String,
     pub(super) current_slot: u64,
     pub(super) active_row: u32,
     pub(super) rows: u32,
@@ -51,10 +46,8 @@ pub struct Daemon {
     pub(super) pending: Vec<Decision>,
     /// What `auto` chose or started trying, not yet in the store (time, record).
     pub(super) choices: Vec<(f64, cosched::auto::Choice)>,
-    /// The origin of the monotonic times `auto` measures with.
-    pub(super) epoch: Instant,
-    /// What `auto` knows of each measured job's ranks (which preload the profiler, where they publish), by job name.
-    pub(super) ranks: HashMap<String, crate::progress::Watch>,
+    /// What every job's progress is read with (for `auto`, and `progress` requests).
+    pub(super) measures: super::measures::Measures,
     /// When decisions last went to the store.
     pub(super) last_flush: Instant,
     /// Where the daemon is in its life.
@@ -67,25 +60,10 @@ pub struct Daemon {
     pub(super) clock_skew_file: Option<PathBuf>,
     /// Every job's counters: attached by message, read from the sampler's snapshot, never waited for.
     pub(super) telemetry: Counting,
-    /// Slurm jobs the prolog announced, by ID.
-    pub(super) slurm: HashMap<SlurmJobId, SlurmJob>,
-    /// The cluster-wide places of Slurm jobs of this node, as the controller's hooks, the prolog or slurmctld told
-    /// them.
-    pub(super) places: HashMap<SlurmJobId, Schedule>,
-    /// The rows of each node's own cycle the controller's hooks told for Slurm jobs of this node (`--rows node`),
-    /// kept for their prologs.
-    pub(super) node_rows: HashMap<SlurmJobId, u32>,
-    /// Slurm jobs whose epilog ran (kept in the store), and when (this agent's start for those it read there),
-    /// while their cgroups are still there.
-    pub(super) slurm_done: HashMap<SlurmJobId, Instant>,
-    /// What Slurm said of which of its jobs run on this node.
-    pub(super) slurm_word: crate::slurm::Word,
-    /// Message-driven raises, while a `dcs` policy is in force.
-    pub(super) dcs: Option<Engine>,
-    /// How `dcs` runs when a policy asks for it.
-    pub(super) dcs_settings: Settings,
-    /// How many `dcs` engines were started: the next one's ID.
-    pub(super) engines: u64,
+    /// Slurm's jobs on this node, and what Slurm said of them.
+    pub(super) slurm: super::slurm::known::SlurmState,
+    /// Message-driven raises (`dcs`).
+    pub(super) dcs: super::dcs::host::DcsHost,
     /// Descriptors held for restoring every job at stop, whatever ran the agent out of them.
     pub(super) reserve: crate::restore::Reserve,
     /// Where the other threads' commands come in.
@@ -138,6 +116,7 @@ impl Daemon {
         // The loop never waits for another connection's write lock: what the store cannot take at once waits in
         // memory for the next flush (records, journal entries, decisions).
         start.store.set_busy_timeout(Duration::ZERO)?;
+        let slurm = super::slurm::known::SlurmState::load(start.slurm_node, &start.store)?;
         let mut daemon = Self {
             policy: start.policy,
             planner: start.policy.build(),
@@ -148,7 +127,6 @@ impl Daemon {
             store: start.store,
             backend: start.backend,
             node: start.node,
-            slurm_node: start.slurm_node,
             current_slot: 0,
             active_row: 0,
             rows: 1,
@@ -158,22 +136,15 @@ impl Daemon {
             unsaved: Vec::new(),
             pending: Vec::new(),
             choices: Vec::new(),
-            epoch: Instant::now(),
-            ranks: HashMap::new(),
+            measures: super::measures::Measures::new(),
             last_flush: Instant::now(),
             last_beat: Instant::now(),
             faults: Faults::default(),
             clock_skew_file: start.clock_skew_file,
             lifecycle: Lifecycle::Running,
             telemetry: start.telemetry,
-            slurm: HashMap::new(),
-            places: HashMap::new(),
-            node_rows: HashMap::new(),
-            slurm_done: HashMap::new(),
-            slurm_word: crate::slurm::Word::default(),
-            dcs: None,
-            dcs_settings: start.dcs,
-            engines: 0,
+            slurm,
+            dcs: super::dcs::host::DcsHost::new(start.dcs),
             reserve: crate::restore::Reserve::hold()?,
             inbox,
             mailbox,
@@ -181,9 +152,6 @@ impl Daemon {
         };
         daemon.take_over()?;
         daemon.switch_dcs(daemon.policy.raises())?;
-        daemon.slurm = daemon.store.slurm_all()?.into_iter().map(|j| (j.id, j)).collect();
-        let started = Instant::now();
-        daemon.slurm_done = daemon.store.slurm_ended()?.into_iter().map(|id| (id, started)).collect();
         daemon.retire_ended_slurm_jobs();
         daemon.publish();
         Ok(daemon)

@@ -26,7 +26,7 @@ impl Daemon {
             active_row: self.active_row,
             rows: self.rows,
             last_apply_us: self.last_apply_us,
-            dcs: self.dcs.as_ref().map(|d| d.status(true, &|_| true)),
+            dcs: self.dcs.status(),
             groups,
             others: 0,
             lateness: self.lateness.clone(),

@@ -71,12 +71,9 @@ impl Daemon {
             .collect();
         if let Some(auto) = self.planner.measuring() {
             // Only jobs that share PUs with another are measured; a job alone is left to the kernel.
-            let (jobs, epoch, ranks, telemetry) = (&self.jobs, self.epoch, &mut self.ranks, &self.telemetry);
-            ranks.retain(|name, _| jobs.iter().any(|j| j.name == *name));
-            let mut sample = |v: usize| {
-                let job = &jobs[planned[v]];
-                progress::of_job(job, epoch, ranks.entry(job.name.clone()).or_default(), telemetry)
-            };
+            let jobs = &self.jobs;
+            let mut read = self.measures.reader(jobs, &self.telemetry);
+            let mut sample = |v: usize| read(&jobs[planned[v]]);
             for c in auto.observe(k, self.slot, &views, &mut sample) {
                 if !c.trying {
                     log::info!("auto: {} -> {}: {}", c.jobs.join(" "), c.policy, c.why);
@@ -91,7 +88,7 @@ impl Daemon {
         for (j, p) in self.jobs.iter_mut().zip(plan.iter_mut()) {
             j.planned = *p;
             // A job dcs raised by weight keeps it until its quantum is over.
-            p.boosted |= j.switched() && self.dcs.as_ref().is_some_and(|d| d.holds_weight(&j.name));
+            p.boosted |= j.switched() && self.dcs.holds_weight(&j.name);
         }
         let (mut decisions, mut gone, prompt_done) = self.switch(&plan, started);
         // A slot in which a job was held frozen says nothing of what it wants; one left to the kernel or halted by

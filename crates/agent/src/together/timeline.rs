@@ -247,7 +247,7 @@ pub(crate) fn serve(sampler: &impl Recorder, uid: u32, millis: u64) -> anyhow::R
                 .unwrap_or_else(|_| Err(anyhow::anyhow!("the timeline's recording failed")))
         })
     } else {
-        Err(anyhow::anyhow!("permission denied: only root may record a timeline (UID {uid} asked)"))
+        Err(lockstep_core::error::Denied::new(format!("only root may record a timeline (UID {uid} asked)")).into())
     }
 }
 

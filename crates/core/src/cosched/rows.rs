@@ -137,20 +137,8 @@ impl std::str::FromStr for Place {
     }
 }
 
-impl TryFrom<String> for Place {
-    type Error = UsageError;
-
-    /// Places arrive as text (`ROW/PERIOD`) and are checked like any other.
-    fn try_from(text: String) -> Result<Self, UsageError> {
-        text.parse()
-    }
-}
-
-impl From<Place> for String {
-    fn from(place: Place) -> String {
-        place.to_string()
-    }
-}
+// Places arrive as text (`ROW/PERIOD`) and are checked like any other.
+crate::serde_by_text!(Place);
 
 /// A job's place and its pending change: `place` from `from_ms` (milliseconds since the Unix epoch) on, `before`
 /// until then. Every node of the job switches at the first slot that starts at or after `from_ms`.

@@ -18,14 +18,16 @@ pub fn parse(what: &str, text: &str) -> Result<Duration, UsageError> {
     crate::duration::within(what, text, MIN..=MAX)
 }
 
-/// A slot length given in whole milliseconds (the control protocol's `slot_ms`), from 10 ms to 60 s.
-pub fn from_millis(what: &str, ms: u64) -> Result<Duration, UsageError> {
-    let slot = Duration::from_millis(ms);
+/// Checks a slot length that came as a duration (the control protocol's `slot`): from 10 ms to 60 s.
+pub fn check(what: &str, slot: Duration) -> Result<Duration, UsageError> {
     if (MIN..=MAX).contains(&slot) {
         return Ok(slot);
     }
     let (min, max) = (crate::duration::format(MIN), crate::duration::format(MAX));
-    Err(UsageError::new(format!("bad {what} {ms} ms (expected a duration from {min} to {max})")))
+    Err(UsageError::new(format!(
+        "bad {what} {} (expected a duration from {min} to {max})",
+        crate::duration::format(slot)
+    )))
 }
 
 /// A shift of the clock slots are read from, in nanoseconds: the one seam through which a test steps the wall
@@ -78,13 +80,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_slot_in_milliseconds_is_held_to_the_same_bounds() {
-        assert_eq!(from_millis("slot", 200).unwrap(), Duration::from_millis(200));
-        assert_eq!(from_millis("slot", 10).unwrap(), MIN);
-        assert_eq!(from_millis("slot", 60_000).unwrap(), MAX);
-        for ms in [0, 9, 60_001, u64::MAX] {
-            let e = from_millis("slot", ms).unwrap_err().to_string();
-            assert!(e.starts_with(&format!("bad slot {ms} ms")), "{e}");
+    fn a_slot_that_came_as_a_duration_is_held_to_the_same_bounds() {
+        let ms = Duration::from_millis;
+        assert_eq!(check("slot", ms(200)).unwrap(), ms(200));
+        assert_eq!(check("slot", Duration::from_micros(12_500)).unwrap(), Duration::from_micros(12_500));
+        assert_eq!(check("slot", MIN).unwrap(), MIN);
+        assert_eq!(check("slot", MAX).unwrap(), MAX);
+        for d in [Duration::ZERO, Duration::from_micros(9_999), MAX + Duration::from_nanos(1), Duration::MAX] {
+            let e = check("slot", d).unwrap_err().to_string();
+            assert!(e.starts_with("bad slot ") && e.contains("expected a duration from 10ms to 1m"), "{e}");
         }
     }
 }

@@ -1,5 +1,7 @@
 //! Co-scheduling policies as users name them: [`PolicySpec`] and how `dcs` raises ([`Raise`]).
 
+use serde::{Deserialize, Serialize};
+
 use crate::error::UsageError;
 use crate::names::Names;
 
@@ -22,8 +24,10 @@ impl Raise {
 
 /// A co-scheduling policy as users name it (`lockstep policy set`, `--policy`, experiment specs): the one place
 /// where names and policies meet. Code asks it what the policy does ([`PolicySpec::slotted`],
-/// [`PolicySpec::raises`]) and builds the slot planner with [`PolicySpec::build`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// [`PolicySpec::raises`]) and builds the slot planner with [`PolicySpec::build`]. In JSON it is one of its
+/// names, checked as it is read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
 pub enum PolicySpec {
     /// Leave every job to the kernel.
     Cfs,
@@ -88,3 +92,4 @@ impl std::str::FromStr for PolicySpec {
 }
 
 crate::display_by_name!(PolicySpec => POLICIES);
+crate::serde_by_text!(PolicySpec);

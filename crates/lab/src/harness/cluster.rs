@@ -11,7 +11,6 @@ use anyhow::Context;
 use super::spec::{PolicyConfig, Scheduler};
 use crate::harness::Paths;
 use lockstep_proto::client::{call, check};
-use lockstep_proto::protocol::Request;
 use lockstep_store::{Action, Store};
 
 /// What a batch job's last output line starts with: the time its `srun` ended.
@@ -162,10 +161,9 @@ impl Cluster {
                 anyhow::bail!("tests/cluster/up failed: {failed}");
             }
         }
-        let name = policy.scheduler.agents().name().to_string();
-        let slot_ms = policy.agent_slot_ms();
+        let request = policy.agent_request();
         for node in 1..=self.nodes {
-            check(call(&self.socket(node), &Request::Policy { name: name.clone(), slot_ms })?)?;
+            check(call(&self.socket(node), &request)?)?;
         }
         Ok(())
     }

@@ -243,9 +243,11 @@ impl PolicyConfig {
         }
     }
 
-    /// The slot length to send to the agents (`None`: leave it, the policy has no slots).
-    pub fn agent_slot_ms(&self) -> Option<u64> {
-        self.scheduler.agents().slotted().then_some(self.slot.as_millis() as u64)
+    /// The request that puts it in force on an agent: its policy, and its slot length where the policy has slots
+    /// (else the agent's is left as it is).
+    pub fn agent_request(&self) -> lockstep_proto::protocol::Request {
+        let policy = self.scheduler.agents();
+        lockstep_proto::protocol::Request::Policy { policy, slot: policy.slotted().then_some(self.slot) }
     }
 }
 

@@ -282,8 +282,7 @@ impl Runner<'_> {
     /// Puts policy `arm` in force; returns when it was.
     fn switch(&self, arm: usize) -> anyhow::Result<Instant> {
         let policy = self.spec.policies[arm];
-        let name = policy.scheduler.agents().name().to_string();
-        check(call(self.site.socket, &Request::Policy { name, slot_ms: policy.agent_slot_ms() })?)?;
+        check(call(self.site.socket, &policy.agent_request())?)?;
         Ok(Instant::now())
     }
 

@@ -1,6 +1,6 @@
 //! Co-scheduling experiments (`kind = "mpl"`, the default; the MPL and DCS papers): workloads run alone, then in
-//! MPL levels or explicit mixes under every co-scheduling policy, MPI progress mode and place where ranks run. This
-//! file is the spec; [`run`] runs it, [`report`] (with its mix and dcs sections, and the [`timeline`] it opens on)
+//! MPL levels or explicit mixes under every co-scheduling policy, MPI progress mode and place where ranks run. Its
+//! spec is [`spec`]; [`run`] runs it, [`report`] (with its mix and dcs sections, and the [`timeline`] it opens on)
 //! reports it. A spec with `[ab]` is a paired comparison instead: [`ab`] runs it and [`ab_report`] reports it.
 
 pub mod ab;

@@ -69,8 +69,7 @@ pub fn run(spec: &Spec, paths: &Paths) -> anyhow::Result<Outcome> {
         if let Some(c) = &mut cluster {
             c.apply(&case.policy)?;
         } else {
-            let name = case.policy.scheduler.agents().name().to_string();
-            check(call(&socket, &Request::Policy { name, slot_ms: case.policy.agent_slot_ms() })?)?;
+            check(call(&socket, &case.policy.agent_request())?)?;
         }
         let containers = match case.ranks_in {
             RanksIn::Container => podman.as_ref(),

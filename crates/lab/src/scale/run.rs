@@ -408,7 +408,7 @@ fn run_case(
     for ((j, id), out) in jobs.iter().zip(&ids).zip(&outputs) {
         let text = std::fs::read_to_string(out).unwrap_or_default();
         let names: Vec<String> = j.nodes.iter().map(|n| format!("n{n}")).collect();
-        let job = lockstep_slurm::job_name(*id);
+        let job = lockstep_core::ident::JobKey::Slurm(*id).to_string();
         let fav = favoured(&decisions, &job, &names);
         let lone = alone.get(&(j.workload, j.nodes.len()));
         let end = Cluster::end_time(&text);

@@ -5,8 +5,8 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use lockstep_core::cosched::{slot, PolicySpec};
+use lockstep_core::ident::{JobKey, JobName};
 use lockstep_proto::client::{call, check};
-use lockstep_proto::names::JobName;
 use lockstep_proto::protocol::{Request, Status};
 
 /// Arguments of `lockstep status`.
@@ -56,9 +56,9 @@ pub struct AdoptArgs {
 /// Arguments of `lockstep release`.
 #[derive(Debug, clap::Args)]
 pub struct ReleaseArgs {
-    /// Job name.
+    /// Job name (`slurm-ID` for a Slurm job).
     #[arg(long, value_name = "NAME")]
-    job: JobName,
+    job: JobKey,
 }
 
 /// Runs `lockstep status`.
@@ -168,9 +168,9 @@ fn render(s: &Status) -> String {
 /// Runs `lockstep policy set`; says what the agent now runs unless `quiet`.
 pub fn policy(cmd: &PolicyCommand, socket: &Path, quiet: bool) -> anyhow::Result<i32> {
     let PolicyCommand::Set { name, slot } = cmd;
-    name.parse::<PolicySpec>()?;
-    let slot_ms = slot.as_deref().map(|t| slot::parse("--slot", t)).transpose()?.map(|d| d.as_millis() as u64);
-    check(call(socket, &Request::Policy { name: name.clone(), slot_ms })?)?;
+    let policy: PolicySpec = name.parse()?;
+    let slot = slot.as_deref().map(|t| slot::parse("--slot", t)).transpose()?;
+    check(call(socket, &Request::Policy { policy, slot })?)?;
     if !quiet {
         let now = agent_status(socket)?;
         println!(

@@ -3,10 +3,10 @@
 use lockstep_core::cosched::rows::MAX_ROWS;
 use std::path::Path;
 
+use lockstep_core::ident::JobName;
 use lockstep_core::place::place;
 use lockstep_core::topo::Machine;
 use lockstep_jobs::launch::{self, Request};
-use lockstep_proto::names::JobName;
 use lockstep_store::Store;
 
 /// Arguments of `lockstep run`.

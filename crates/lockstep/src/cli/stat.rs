@@ -12,6 +12,7 @@ use std::path::Path;
 
 use lockstep_cgroup::procs_below;
 use lockstep_core::error::UsageError;
+use lockstep_core::ident::JobKey;
 use lockstep_telemetry::counters::{Counters, Reading};
 use lockstep_telemetry::events::{parse_event, parse_list, EventSpec, DEFAULT};
 use lockstep_telemetry::format::Style;
@@ -30,7 +31,7 @@ pub struct Args {
     /// Count every process of a running job of this node (`lockstep run`, or adopted by the agent) and the
     /// children they start, until it ends.
     #[arg(long, value_name = "NAME")]
-    job: Option<String>,
+    job: Option<JobKey>,
     /// With --job: sum the job's counts from the agents of these nodes (their --metrics addresses), which have
     /// counted it since it started; follows the job until it ends everywhere. For a Slurm job (`--job slurm-ID`)
     /// the nodes come from `squeue` when this is not given.
@@ -82,7 +83,7 @@ extern "C" fn on_stop(_: libc::c_int) {
 pub fn exec(args: &Args, store: &Path, socket: &Path) -> anyhow::Result<i32> {
     let style = Style { csv: args.separator.clone(), json: args.json };
     let nodes = match (&args.job, &args.nodes) {
-        (Some(job), None) => lockstep_slurm::job_id(job).map(|id| slurm_nodes(id, args.metrics_port)).transpose()?,
+        (Some(job), None) => job.slurm().map(|id| slurm_nodes(id, args.metrics_port)).transpose()?,
         (_, nodes) => nodes.clone(),
     };
     if let (Some(job), Some(nodes)) = (&args.job, &nodes) {
@@ -147,11 +148,12 @@ fn slurm_nodes(id: lockstep_slurm::SlurmJobId, port: u16) -> anyhow::Result<Stri
 
 /// The processes of a running job of this node: a `lockstep run` job of the store, else a job the local agent
 /// manages (its cgroups and the cgroups below them).
-fn job_pids(store: &Path, socket: &Path, job: &str) -> anyhow::Result<Vec<i32>> {
+fn job_pids(store: &Path, socket: &Path, job: &JobKey) -> anyhow::Result<Vec<i32>> {
+    let name = job.to_string();
     // No store at the path is no `lockstep run` job (the agent may still manage one); a file that is not a
     // lockstep store is refused.
     let row = if std::fs::symlink_metadata(store).is_ok() {
-        lockstep_store::Store::open_existing(store)?.jobs(false)?.into_iter().find(|j| j.name == job)
+        lockstep_store::Store::open_existing(store)?.jobs(false)?.into_iter().find(|j| j.name == name)
     } else {
         None
     };
@@ -160,7 +162,7 @@ fn job_pids(store: &Path, socket: &Path, job: &str) -> anyhow::Result<Vec<i32>> 
     if pids.is_empty() {
         let status = lockstep_proto::client::call_if_running(socket, &lockstep_proto::protocol::Request::Status);
         if let Some(Ok(lockstep_proto::protocol::Response { status: Some(status), .. })) = status {
-            let managed = status.jobs.into_iter().find(|j| j.name == job);
+            let managed = status.jobs.into_iter().find(|j| j.name == name);
             pids = managed
                 .map_or_else(Vec::new, |j| j.cgroups.iter().flat_map(|d| procs_below(d).unwrap_or_default()).collect());
         }
@@ -176,9 +178,10 @@ fn job_pids(store: &Path, socket: &Path, job: &str) -> anyhow::Result<Vec<i32>> 
 /// After `--job`'s counts: how its ranks ran, as the agent last sampled it into the store (nothing when the agent
 /// did not measure it): the share of its time some rank ran, the share of that in which all its ranks ran at once,
 /// and the share of its time a rank waited for a CPU.
-fn print_coscheduled(store: &Path, job: &str) {
+fn print_coscheduled(store: &Path, job: &JobKey) {
     use lockstep_core::sample::{latest, COSCHEDULED, RANK_RUNNING, RANK_WAITING};
-    let Some(samples) = lockstep_store::Store::open_existing(store).ok().and_then(|s| s.samples(job).ok()) else {
+    let name = job.to_string();
+    let Some(samples) = lockstep_store::Store::open_existing(store).ok().and_then(|s| s.samples(&name).ok()) else {
         return;
     };
     let lines = [
@@ -385,7 +388,7 @@ fn stop_on_signals() -> anyhow::Result<()> {
 /// more (its final counts are printed) or on Ctrl-C.
 fn count_nodes(
     groups: Option<Vec<Vec<EventSpec>>>,
-    job: &str,
+    job: &JobKey,
     nodes: &str,
     interval: Option<u64>,
     style: &Style,
@@ -395,7 +398,7 @@ fn count_nodes(
         return Err(UsageError::new(format!("malformed --nodes list {nodes:?} (expected HOST:PORT,HOST:PORT)")).into());
     }
     let poll = || -> anyhow::Result<Vec<Option<lockstep_telemetry::remote::JobCounts>>> {
-        nodes.iter().map(|n| remote::fetch(n, job)).collect()
+        nodes.iter().map(|n| remote::fetch(n, &job.to_string())).collect()
     };
     let first = poll()?;
     if first.iter().all(Option::is_none) {

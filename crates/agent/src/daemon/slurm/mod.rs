@@ -25,9 +25,12 @@ use crate::managed::Origin;
 use crate::slurm::{numbered, Answer, Chores, Found};
 use lockstep_cgroup::{self as cgroup, Knobs, Version};
 use lockstep_core::cosched::rows::Schedule;
+use lockstep_core::ident::JobKey;
 use lockstep_core::job::SlurmJobId;
-use lockstep_slurm::{job_name, Row};
+use lockstep_slurm::Row;
 use lockstep_store::SlurmJob;
+
+pub(super) mod known;
 
 impl Daemon {
     /// Takes what slurmctld said: which jobs it runs on this node, and their cluster-wide places.
@@ -38,17 +41,17 @@ impl Daemon {
         let again: Vec<SlurmJobId> = answer
             .jobs
             .iter()
-            .filter(|l| self.slurm_done.get(&l.id).is_some_and(|ended| *ended < answer.asked))
+            .filter(|l| self.slurm.done.get(&l.id).is_some_and(|ended| *ended < answer.asked))
             .map(|l| l.id)
             .collect();
         for id in again {
             log::info!("Slurm job {id} runs here again (slurmctld lists it after its end)");
-            self.slurm_done.remove(&id);
+            self.slurm.done.remove(&id);
             if let Err(e) = self.record(Record::SlurmForget(id)) {
                 log::error!("Slurm job {id}: cannot write its end to the store: {e:#}");
             }
         }
-        let word = &mut self.slurm_word;
+        let word = &mut self.slurm.word;
         word.announced.retain(|_, at| *at >= answer.asked);
         word.last = Some((answer.asked, answer.jobs.into_iter().map(|l| l.id).collect()));
     }
@@ -60,7 +63,7 @@ impl Daemon {
     fn follow_halts(&mut self) {
         for job in &mut self.jobs {
             let Origin::Slurm { id, .. } = job.origin else { continue };
-            let halted = self.slurm_word.halted.contains(&id);
+            let halted = self.slurm.word.halted.contains(&id);
             if halted == job.halted {
                 continue;
             }
@@ -82,9 +85,9 @@ impl Daemon {
     pub(super) fn sync_slurm(&mut self, found: Vec<Found>, halts: &[(SlurmJobId, bool)]) -> Chores {
         self.forget_ended_and_gone(&found);
         let now = Instant::now();
-        self.slurm_word.retain_found(&found, now);
+        self.slurm.word.retain_found(&found, now);
         for &(id, halted) in halts {
-            self.slurm_word.slurm_halted(id, halted);
+            self.slurm.word.slurm_halted(id, halted);
         }
         let mut changed = self.release_slurm_jobs_not_running();
         let mut phantoms = Vec::new();
@@ -92,19 +95,19 @@ impl Daemon {
         let mut ask = false;
         for f in found {
             let id = f.id;
-            if !self.slurm_word.runs(id) {
-                if self.slurm_word.left_behind(id, now) && self.slurm_word.phantoms.insert(id) {
+            if !self.slurm.word.runs(id) {
+                if self.slurm.word.left_behind(id, now) && self.slurm.word.phantoms.insert(id) {
                     phantoms.push(f);
                 } else {
-                    ask |= self.slurm_word.undecided(id, now) && !self.slurm_done.contains_key(&id);
+                    ask |= self.slurm.word.undecided(id, now) && !self.slurm.done.contains_key(&id);
                 }
                 continue;
             }
-            self.slurm_word.listed(id);
-            if self.slurm_done.contains_key(&id) {
+            self.slurm.word.listed(id);
+            if self.slurm.done.contains_key(&id) {
                 continue;
             }
-            if f.partial && self.slurm_word.partial.insert(id) {
+            if f.partial && self.slurm.word.partial.insert(id) {
                 log::warn!(
                     "Slurm job {id}: a step holds more than {} directories; only the first were looked at for its \
                      tasks (the job's user may make cgroups in their step)",
@@ -112,9 +115,9 @@ impl Daemon {
                 );
             }
             gathered.push(f.clone());
-            let name = job_name(id);
-            let hint = self.slurm.get(&f.id).copied();
-            if let Some(job) = self.jobs.iter_mut().find(|j| j.name == name) {
+            let name = JobKey::Slurm(id).to_string();
+            let hint = self.slurm.announced.get(&f.id).copied();
+            if let Some(job) = self.jobs.iter_mut().find(|j| j.slurm_id() == Some(id)) {
                 for dirs in f.groups {
                     if !job.groups.iter().any(|g| g.dirs == dirs) {
                         if let Err(e) = job.add_group(dirs, &mut self.journal, &self.store) {
@@ -145,7 +148,7 @@ impl Daemon {
             };
             let owner = hint.map(|h| h.uid).or(f.uid);
             let mut job = adopt::from_slurm(&name, f, owner, weight_dir, hint.and_then(|h| h.row));
-            job.place = self.places.get(&id).copied();
+            job.place = self.slurm.places.get(&id).copied();
             match serde_json::to_string(&job.saved())
                 .map_err(anyhow::Error::from)
                 .and_then(|s| Ok(self.record(Record::ManagedPut(name.clone(), s))?))
@@ -165,14 +168,14 @@ impl Daemon {
         let gather = gathered
             .into_iter()
             .filter_map(|f| {
-                let job = self.jobs.iter().find(|j| j.name == job_name(f.id))?;
+                let job = self.jobs.iter().find(|j| j.slurm_id() == Some(f.id))?;
                 match &job.origin {
                     Origin::Slurm { weight_dir: Some(w), .. } => Some((f, w.clone())),
                     _ => None,
                 }
             })
             .collect();
-        let halts = self.slurm_word.halts_to_ask(now);
+        let halts = self.slurm.word.halts_to_ask(now);
         Chores { gather, sweep: self.unmanaged_weight_dirs(), phantoms, ask, halts }
     }
 
@@ -180,9 +183,9 @@ impl Daemon {
     /// store: should the job run here again, its prolog or slurmctld says so.
     fn forget_ended_and_gone(&mut self, found: &[Found]) {
         let gone: Vec<SlurmJobId> =
-            self.slurm_done.keys().filter(|id| !found.iter().any(|f| f.id == **id)).copied().collect();
+            self.slurm.done.keys().filter(|id| !found.iter().any(|f| f.id == **id)).copied().collect();
         for id in gone {
-            self.slurm_done.remove(&id);
+            self.slurm.done.remove(&id);
             if let Err(e) = self.record(Record::SlurmForget(id)) {
                 log::error!("Slurm job {id}: cannot write its end to the store: {e:#}");
             }
@@ -192,21 +195,21 @@ impl Daemon {
     /// Releases (restoring them) the managed Slurm jobs that Slurm no longer says run on this node: slurmctld
     /// answered without them, and no prolog announced them since. Whether any was.
     fn release_slurm_jobs_not_running(&mut self) -> bool {
-        if self.slurm_word.last.is_none() {
+        if self.slurm.word.last.is_none() {
             return false;
         }
         let stale: Vec<SlurmJobId> = self
             .jobs
             .iter()
             .filter_map(|j| match j.origin {
-                Origin::Slurm { id, .. } if !self.slurm_word.runs(id) => Some(id),
+                Origin::Slurm { id, .. } if !self.slurm.word.runs(id) => Some(id),
                 _ => None,
             })
             .collect();
         // Released, not ended: should slurmctld list it again, it is taken on again.
         for &id in &stale {
             log::info!("Slurm job {id}: slurmctld no longer runs it on this node; released");
-            if let Some(i) = self.jobs.iter().position(|j| j.name == job_name(id)) {
+            if let Some(i) = self.jobs.iter().position(|j| j.slurm_id() == Some(id)) {
                 self.retire(i);
             }
         }
@@ -222,7 +225,7 @@ impl Daemon {
         while let Some(i) = self
             .jobs
             .iter()
-            .position(|j| matches!(j.origin, Origin::Slurm { id, .. } if self.slurm_done.contains_key(&id)))
+            .position(|j| matches!(j.origin, Origin::Slurm { id, .. } if self.slurm.done.contains_key(&id)))
         {
             log::info!("job {}: its Slurm job ended (its epilog); released", self.jobs[i].name);
             self.retire(i);
@@ -231,11 +234,11 @@ impl Daemon {
 
     /// Marks Slurm job `id` ended on this node, in memory and (for good) in the store.
     fn end_slurm_job(&mut self, id: SlurmJobId) -> anyhow::Result<()> {
-        self.slurm.remove(&id);
-        self.places.remove(&id);
-        self.node_rows.remove(&id);
-        self.slurm_word.announced.remove(&id);
-        self.slurm_done.insert(id, Instant::now());
+        self.slurm.announced.remove(&id);
+        self.slurm.places.remove(&id);
+        self.slurm.node_rows.remove(&id);
+        self.slurm.word.announced.remove(&id);
+        self.slurm.done.insert(id, Instant::now());
         Ok(self.record(Record::SlurmEnd(id))?)
     }
 
@@ -248,10 +251,10 @@ impl Daemon {
     /// cleaning up).
     fn unmanaged_weight_dirs(&self) -> Vec<PathBuf> {
         let Some(root) = self.v1_cpu_root() else { return Vec::new() };
-        let prefix = format!("slurm_{}_job_", self.slurm_node);
-        numbered(&root.join(cgroup::PARENT), &prefix)
+        let prefix = format!("slurm_{}_job_", self.slurm.node);
+        numbered::<SlurmJobId>(&root.join(cgroup::PARENT), &prefix)
             .into_iter()
-            .filter(|(id, _)| !self.jobs.iter().any(|j| j.name == job_name(*id)))
+            .filter(|(id, _)| !self.jobs.iter().any(|j| j.slurm_id() == Some(*id)))
             .map(|(_, dir)| dir)
             .collect()
     }
@@ -266,7 +269,7 @@ impl Daemon {
             return Ok(None);
         }
         let Some(root) = self.v1_cpu_root() else { return Ok(None) };
-        let dir = root.join(cgroup::PARENT).join(format!("slurm_{}_job_{}", self.slurm_node, found.id));
+        let dir = root.join(cgroup::PARENT).join(format!("slurm_{}_job_{}", self.slurm.node, found.id));
         fs::create_dir_all(&dir)?;
         Ok(Some(dir))
     }
@@ -275,8 +278,8 @@ impl Daemon {
     /// gets them at once); a row or place the prolog does not give is the one the controller's hooks told, if
     /// they did. Whether the agent now holds one.
     pub(super) fn slurm_prolog(&mut self, mut job: SlurmJob, place: Option<Schedule>) -> anyhow::Result<bool> {
-        job.row = job.row.or_else(|| self.node_rows.get(&job.id).copied());
-        let place = place.or_else(|| self.places.get(&job.id).copied());
+        job.row = job.row.or_else(|| self.slurm.node_rows.get(&job.id).copied());
+        let place = place.or_else(|| self.slurm.places.get(&job.id).copied());
         self.record(Record::SlurmPut(job))?;
         log::info!(
             "Slurm job {} registered by its prolog (uid {}, row {})",
@@ -284,20 +287,19 @@ impl Daemon {
             job.uid,
             job.row.map_or_else(|| "from the name".to_string(), |r| r.to_string())
         );
-        self.slurm.insert(job.id, job);
-        self.slurm_done.remove(&job.id);
-        self.slurm_word.announced.insert(job.id, Instant::now());
-        self.slurm_word.listed(job.id);
+        self.slurm.announced.insert(job.id, job);
+        self.slurm.done.remove(&job.id);
+        self.slurm.word.announced.insert(job.id, Instant::now());
+        self.slurm.word.listed(job.id);
         if let Some(p) = place {
-            self.places.insert(job.id, p);
+            self.slurm.places.insert(job.id, p);
         }
-        let name = job_name(job.id);
-        if let Some(m) = self.jobs.iter_mut().find(|j| j.name == name) {
+        if let Some(m) = self.jobs.iter_mut().find(|j| j.slurm_id() == Some(job.id)) {
             m.pinned = job.row;
             m.place = place.or(m.place);
             m.owner = job.uid;
-            let saved = serde_json::to_string(&m.saved())?;
-            self.record(Record::ManagedPut(name, saved))?;
+            let record = Record::ManagedPut(m.name.clone(), serde_json::to_string(&m.saved())?);
+            self.record(record)?;
             self.replan = true;
         }
         Ok(job.row.is_some() || place.is_some())
@@ -311,11 +313,11 @@ impl Daemon {
         // (cancelled before they started here) go.
         let named = |id: &SlurmJobId| jobs.iter().any(|l| l.id == *id);
         let kept = |id: &SlurmJobId, jobs: &[crate::managed::Managed], slurm: &HashMap<SlurmJobId, SlurmJob>| {
-            named(id) || slurm.contains_key(id) || jobs.iter().any(|j| j.name == job_name(*id))
+            named(id) || slurm.contains_key(id) || jobs.iter().any(|j| j.slurm_id() == Some(*id))
         };
-        let (managed, slurm) = (&self.jobs, &self.slurm);
-        self.places.retain(|id, _| kept(id, managed, slurm));
-        self.node_rows.retain(|id, _| kept(id, managed, slurm));
+        let (managed, slurm) = (&self.jobs, &self.slurm.announced);
+        self.slurm.places.retain(|id, _| kept(id, managed, slurm));
+        self.slurm.node_rows.retain(|id, _| kept(id, managed, slurm));
         let rows: Vec<(SlurmJobId, Row)> = jobs.iter().filter_map(|l| Some((l.id, l.row?))).collect();
         let told: Vec<String> = rows.iter().map(|(id, row)| format!("{id}: {}", lockstep_slurm::show(*row))).collect();
         log::info!("the controller's hooks told: {}", told.join(", "));
@@ -330,15 +332,14 @@ impl Daemon {
             let schedule = match row {
                 Row::Cluster(schedule) => schedule,
                 Row::Node(r) => {
-                    self.node_rows.insert(id, r);
+                    self.slurm.node_rows.insert(id, r);
                     continue;
                 }
             };
-            if self.places.insert(id, schedule) == Some(schedule) {
+            if self.slurm.places.insert(id, schedule) == Some(schedule) {
                 continue;
             }
-            let name = job_name(id);
-            if let Some(m) = self.jobs.iter_mut().find(|j| j.name == name) {
+            if let Some(m) = self.jobs.iter_mut().find(|j| j.slurm_id() == Some(id)) {
                 m.place = Some(schedule);
                 self.replan = true;
             }
@@ -350,8 +351,7 @@ impl Daemon {
     pub(super) fn slurm_epilog(&mut self, id: SlurmJobId) -> anyhow::Result<()> {
         log::info!("Slurm job {id} ended (its epilog)");
         // Restored first: a mark the store refuses leaves no job managed past its end.
-        let name = job_name(id);
-        if let Some(i) = self.jobs.iter().position(|j| j.name == name) {
+        if let Some(i) = self.jobs.iter().position(|j| j.slurm_id() == Some(id)) {
             self.retire(i);
             self.flush();
             self.replan = true;
