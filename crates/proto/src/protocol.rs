@@ -21,7 +21,7 @@ fn first_version() -> u32 {
     1
 }
 
-/// A request as it goes over the socket: `{"version": 1, "op": "status"}`.
+/// A request as it goes over the socket: `{"version": 2, "op": "status"}`.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Envelope {
     /// The protocol version the request is written in (1 when absent).
