@@ -331,10 +331,7 @@ impl Managed {
 
     /// Whether it is the job `key` names: a Slurm job by its ID, any other by its name.
     pub fn is(&self, key: &JobKey) -> bool {
-        match key {
-            JobKey::Slurm(id) => self.slurm_id() == Some(*id),
-            JobKey::Named(name) => self.slurm_id().is_none() && self.name == name.as_str(),
-        }
+        self.key().as_ref() == Some(key)
     }
 
     /// One cgroup directory per group of the job's processes (for a Slurm job, its `job_<id>` directory), to

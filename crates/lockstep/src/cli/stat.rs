@@ -397,8 +397,9 @@ fn count_nodes(
     if nodes.iter().any(|n| n.is_empty()) {
         return Err(UsageError::new(format!("malformed --nodes list {nodes:?} (expected HOST:PORT,HOST:PORT)")).into());
     }
+    let name = job.to_string();
     let poll = || -> anyhow::Result<Vec<Option<lockstep_telemetry::remote::JobCounts>>> {
-        nodes.iter().map(|n| remote::fetch(n, &job.to_string())).collect()
+        nodes.iter().map(|n| remote::fetch(n, &name)).collect()
     };
     let first = poll()?;
     if first.iter().all(Option::is_none) {
