@@ -111,7 +111,7 @@ def ask(family, addr, request):
         s.close()
 
 if mode == "status":
-    body = b'{"version":2,"op":"status"}'
+    body = b'{"version":3,"op":"status"}'
     req = (b"POST /v1/request HTTP/1.1\r\nHost: agent\r\nContent-Type: application/json\r\nConnection: close\r\n"
            b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
     while True:

@@ -8,6 +8,7 @@
 //! (each check one small read of `/proc/PID/cgroup`, never a walk of another job's tree), each process checked to
 //! still be the one resolved (its start time), and moved.
 
+use lockstep_cgroup::procfs::Live as _;
 use std::path::{Path, PathBuf};
 
 use super::managed::{Group, Managed, Origin};
@@ -16,6 +17,7 @@ use lockstep_cgroup::{Backend, CreateError};
 use lockstep_core::cosched::Desired;
 use lockstep_core::cpulist::CpuList;
 use lockstep_core::error::UsageError;
+use lockstep_core::ident::JobName;
 
 /// What an adoption must not take: the processes the agent stands on (init, the agent, its watchdog) and the
 /// cgroups and processes other jobs hold. A cgroup or a process belongs to one job at most.
@@ -31,20 +33,19 @@ pub struct Claims {
 
 impl Claims {
     /// Refuses `pid` when it is (a thread of) a protected process or in another job's cgroups (or when its
-    /// cgroups cannot be read: a claim is never given up on a failed read).
-    fn check_pid(&self, pid: i32) -> anyhow::Result<()> {
+    /// cgroups cannot be read: a claim is never given up on a failed read); else the cgroups it is in now.
+    fn check_pid(&self, pid: i32) -> anyhow::Result<Vec<(String, String)>> {
         let process = thread_group(pid).unwrap_or(pid);
         if let Some((_, what)) = self.protected.iter().find(|(p, _)| *p == process) {
             return Err(UsageError::new(format!("PID {pid} is {what}: it cannot be part of a job")).into());
         }
-        let cgroups = procfs::cgroups(process)
-            .ok_or_else(|| UsageError::new(format!("PID {pid} does not exist (expected running processes)")))?;
+        let cgroups = procfs::cgroups(process).ok_or_else(|| ended(pid))?;
         for (job, dirs) in &self.taken {
             if dirs.iter().any(|d| self.is_in(&cgroups, d)) {
                 return Err(UsageError::new(format!("PID {pid} belongs to job {job:?} already")).into());
             }
         }
-        Ok(())
+        Ok(cgroups)
     }
 
     /// Whether a process whose `/proc/PID/cgroup` says `cgroups` is in cgroup `dir` or below it.
@@ -94,14 +95,14 @@ pub enum Resolved {
         /// Their cpusets, else their processes' affinity, else every online PU.
         pus: CpuList,
     },
-    /// Processes to move into a cgroup of the agent's, each as it was when resolved, with its cgroups.
-    Pids(Vec<(ProcessRef, Vec<(String, String)>)>),
+    /// Processes to move into a cgroup of the agent's, each the process named (PID and start time).
+    Pids(Vec<ProcessRef>),
 }
 
 /// Resolves an adoption of exactly one of `cgroups`, `pids` or `containers` on this machine's cgroups: the slow
 /// part, done by the caller's thread before the daemon sees the request. A usage error when what is named is
 /// not there.
-pub fn resolve(cgroups: &[PathBuf], pids: &[i32], containers: &[String]) -> anyhow::Result<Resolved> {
+pub fn resolve(cgroups: &[PathBuf], pids: &[ProcessRef], containers: &[String]) -> anyhow::Result<Resolved> {
     let backend = lockstep_cgroup::detect()?;
     match (cgroups.is_empty(), pids.is_empty(), containers.is_empty()) {
         (false, true, true) => resolve_cgroups(backend.as_ref(), cgroups),
@@ -116,7 +117,7 @@ pub fn resolve(cgroups: &[PathBuf], pids: &[i32], containers: &[String]) -> anyh
 pub fn commit(
     backend: &dyn Backend,
     claims: &Claims,
-    name: &str,
+    name: &JobName,
     resolved: Resolved,
     row: Option<u32>,
 ) -> anyhow::Result<Managed> {
@@ -192,8 +193,12 @@ const CHARLIECLOUD: &str = "charliecloud:";
 fn resolve_containers(backend: &dyn Backend, ids: &[String]) -> anyhow::Result<Resolved> {
     let charliecloud = ids.iter().filter(|id| id.starts_with(CHARLIECLOUD)).count();
     if charliecloud == ids.len() {
-        let pids: Vec<i32> = ids.iter().map(|id| charliecloud_pid(id)).collect::<Result<_, _>>()?;
-        return resolve_pids(&pids);
+        let mut processes = Vec::new();
+        for id in ids {
+            let pid = charliecloud_pid(id)?;
+            processes.push(ProcessRef::of(pid).ok_or_else(|| ended(pid))?);
+        }
+        return resolve_pids(&processes);
     }
     if charliecloud > 0 {
         return Err(UsageError::new("a job's containers are all podman or all charliecloud:PID, not both").into());
@@ -239,17 +244,28 @@ fn charliecloud_pid(id: &str) -> Result<i32, UsageError> {
     Ok(pid)
 }
 
-/// Processes `pids`, each as it is now (from here on only this process is moved, never one that gets its PID
-/// later), with the cgroups it is in.
-fn resolve_pids(pids: &[i32]) -> anyhow::Result<Resolved> {
-    let mut processes = Vec::new();
-    for &pid in pids {
-        let gone = || UsageError::new(format!("PID {pid} does not exist (expected running processes)"));
-        let process = ProcessRef::of(pid).ok_or_else(gone)?;
-        let cgroups = procfs::cgroups(pid).ok_or_else(gone)?;
-        processes.push((process, cgroups));
+/// Processes `named`, each still the process it was when named (its start time), and a process, not one thread
+/// of one.
+fn resolve_pids(named: &[ProcessRef]) -> anyhow::Result<Resolved> {
+    for process in named {
+        let pid = process.pid;
+        let leader = thread_group(pid);
+        if !process.alive() {
+            return Err(ended(pid).into());
+        }
+        if let Some(leader) = leader.filter(|&l| l != pid) {
+            return Err(UsageError::new(format!(
+                "PID {pid} is a thread of process {leader} (expected process IDs: adopt --pid {leader})"
+            ))
+            .into());
+        }
     }
-    Ok(Resolved::Pids(processes))
+    Ok(Resolved::Pids(named.to_vec()))
+}
+
+/// The usage error of a process named for adoption that is not (or no longer) there.
+fn ended(pid: i32) -> UsageError {
+    UsageError::new(format!("PID {pid} does not exist, or ended since it was named (expected running processes)"))
 }
 
 /// A job over resolved processes moved into a new cgroup `lockstep/<name>` of the agent's (freezer and cpu only
@@ -258,16 +274,19 @@ fn resolve_pids(pids: &[i32]) -> anyhow::Result<Resolved> {
 fn from_pids(
     backend: &dyn Backend,
     claims: &Claims,
-    name: &str,
-    before: Vec<(ProcessRef, Vec<(String, String)>)>,
+    name: &JobName,
+    named: Vec<ProcessRef>,
     row: Option<u32>,
 ) -> anyhow::Result<Managed> {
-    for (process, _) in &before {
-        let pid = process.pid;
+    // Where each process is now, which release puts it back to: read before the process is checked to be still
+    // the one named (the read could be of another that took its PID since, never after the check).
+    let mut before = Vec::new();
+    for process in named {
+        let cgroups = claims.check_pid(process.pid)?;
         if !process.alive() {
-            return Err(UsageError::new(format!("PID {pid} does not exist (expected running processes)")).into());
+            return Err(ended(process.pid).into());
         }
-        claims.check_pid(pid)?;
+        before.push((process, cgroups));
     }
     let created = backend.create_control(name).map_err(|e| match e {
         CreateError::Exists(_) => {
@@ -447,8 +466,20 @@ fn original_path(root: &Path, cgroups: &[(String, String)]) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
-    use super::check_not_lockstep_tree;
+    use super::{check_not_lockstep_tree, resolve_pids, Resolved};
+    use lockstep_cgroup::procfs::{Live as _, ProcessRef};
     use std::path::Path;
+
+    #[test]
+    fn a_process_is_taken_only_while_its_pid_still_names_it() {
+        let me = ProcessRef::of(std::process::id() as i32).unwrap();
+        assert!(matches!(resolve_pids(&[me]), Ok(Resolved::Pids(p)) if p == [me]));
+        // The same PID with another start time: the process named has ended and another took its PID.
+        let before = ProcessRef { start: me.start.wrapping_sub(1), ..me };
+        let refused = resolve_pids(&[before]).err().unwrap();
+        assert!(refused.is::<lockstep_core::error::UsageError>(), "{refused:#}");
+        assert!(refused.to_string().contains("ended since it was named"), "{refused}");
+    }
 
     #[test]
     fn locksteps_own_tree_and_what_holds_it_are_refused() {

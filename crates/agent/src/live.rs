@@ -17,6 +17,7 @@
 //! [`FDS_PER_RANK`] descriptors of a rank, and one scan at most [`FDS_PER_SCAN`] of one job (the other ranks wait
 //! for the next scan); a rank that holds more is said once per job.
 
+use lockstep_cgroup::procfs::Live as _;
 use std::collections::HashMap;
 use std::fs::File;
 use std::os::fd::AsRawFd;

@@ -392,7 +392,12 @@ fn main() {
         Ok(Args { watchdog: Some(store), .. }) => lockstepd::watchdog_main(&store),
         Ok(Args { man: Some(dir), .. }) => lockstep_core::error::exit_status(program, man(&dir)),
         Ok(args) => lockstep_core::error::exit_status(program, exec(&args)),
-        Err(e) => lockstep_core::error::clap_exit(program, &e.render().to_string(), e.use_stderr()),
+        Err(e) => lockstep_core::error::clap_exit(
+            program,
+            &e.render().to_string(),
+            e.use_stderr(),
+            e.kind() == clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand,
+        ),
     };
     std::process::exit(status);
 }

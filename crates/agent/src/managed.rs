@@ -1,6 +1,7 @@
 //! A job the agent manages: its cgroups, its PUs and row, and the state applied to it. Every change goes
 //! through the journal first.
 
+use lockstep_cgroup::procfs::Live as _;
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::unix::fs::FileExt;

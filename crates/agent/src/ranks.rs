@@ -19,6 +19,7 @@
 //! Whatever a job's processes do, the agent reads at most [`READS_PER_SCAN`] environments of it per scan (the
 //! others wait for the next) and at most [`LOOKS`] of each process.
 
+use lockstep_cgroup::procfs::Live as _;
 use std::collections::HashMap;
 
 use lockstep_cgroup::procfs::{self, ProcessRef};

@@ -2,6 +2,7 @@
 //! thread whose scheduling `dcs` changed. In the store and on the watchdog's pipe a target is one line of text:
 //! the file's path, or `thread:<tid>:<start time>`.
 
+use lockstep_cgroup::procfs::Live as _;
 use std::io;
 use std::path::{Path, PathBuf};
 

@@ -40,6 +40,7 @@ use lockstep_telemetry::counters::{Counters, Target};
 use lockstep_telemetry::events::EventSpec;
 use lockstep_telemetry::Sample;
 
+use crate::faults::Place;
 use crate::together::timeline::{Recorder, Recording};
 use crate::together::{Reading, Times, Together};
 use crate::walks::Paced;
@@ -415,7 +416,7 @@ impl State {
                 }
                 self.jobs.insert(name.to_string(), job);
             }
-            Err(e) => log::warn!("job {name} is not counted: {e:#}"),
+            Err(e) => log::warn!("job {name} is not counted: {}", lockstep_core::error::one_line(&e)),
         }
     }
 
@@ -525,8 +526,8 @@ impl State {
         }
         self.note_costly(&walks);
         match self.together.as_mut().map(|t| t.rescan(&walks)) {
-            Some(Err(e)) => self.faults.report("co-scheduled time", &format!("cannot register the jobs' ranks: {e:#}")),
-            Some(Ok(())) => self.faults.clear("co-scheduled time"),
+            Some(Err(e)) => self.faults.report(Place::CoScheduled, &format!("cannot register the jobs' ranks: {e:#}")),
+            Some(Ok(())) => self.faults.clear(&Place::CoScheduled),
             None => {}
         }
         let time = lockstep_store::now();
@@ -763,8 +764,8 @@ fn run(mut state: State, messages: &Receiver<Message>, cell: &Cell, mut store: S
         // Final counts in the store before the job leaves the snapshot: a reader finds them in one or the other.
         if !batch.is_empty() {
             match store.insert_samples(&batch) {
-                Ok(()) => faults.clear("samples"),
-                Err(e) => faults.report("samples", &format!("cannot store them: {e:#}")),
+                Ok(()) => faults.clear(&Place::Samples),
+                Err(e) => faults.report(Place::Samples, &format!("cannot store them: {e:#}")),
             }
         }
         if changed {

@@ -1,6 +1,7 @@
 //! The scheduling class and nice value of threads: read and changed with only the system calls a change needs.
 //! A thread is named by its ID and start time, so that a reused ID is never mistaken for it.
 
+use lockstep_cgroup::procfs::Live as _;
 use std::io;
 
 use lockstep_cgroup::procfs::ProcessRef;

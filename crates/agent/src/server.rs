@@ -17,7 +17,7 @@ use crate::sampler::Sampler;
 use lockstep_core::error::UsageError;
 use lockstep_core::trust;
 use lockstep_proto::client::REQUEST_PATH;
-use lockstep_proto::protocol::{Envelope, Failure, Request, Response, VERSION};
+use lockstep_proto::protocol::{version_of, Envelope, Failure, Request, Response, VERSION};
 
 /// Binds the socket (open to every user; see [`handle`] for what each may do). Its directory and every one above
 /// it must be the agent's alone ([`trust`]); an agent already answering there is a usage error, a stale socket
@@ -158,20 +158,19 @@ pub fn parse(parts: &Parts, body: &[u8]) -> Result<Request, Reply> {
     if parts.method != Method::POST {
         return Err(Reply::text(StatusCode::METHOD_NOT_ALLOWED, &format!("POST {REQUEST_PATH} only")));
     }
-    let envelope = serde_json::from_slice::<Envelope>(body).map_err(|e| {
-        reply(&Response::refused(Failure::Usage, format!("malformed request ({e}); expected one JSON request")))
-    })?;
-    if envelope.version != VERSION {
+    if let Some(version) = version_of(body).filter(|&v| v != VERSION) {
         return Err(reply(&Response::refused(
             Failure::Usage,
             format!(
-                "request of control protocol version {} refused: this agent speaks version {VERSION} (the lockstep \
-                 that sent it and this lockstepd come from different builds; restart the agent from the installed \
-                 one)",
-                envelope.version
+                "request of control protocol version {version} refused: this agent speaks version {VERSION} (the \
+                 lockstep that sent it and this lockstepd come from different builds; restart the agent from the \
+                 installed one)"
             ),
         )));
     }
+    let envelope = serde_json::from_slice::<Envelope>(body).map_err(|e| {
+        reply(&Response::refused(Failure::Usage, format!("malformed request ({e}); expected one JSON request")))
+    })?;
     Ok(envelope.request)
 }
 
@@ -200,7 +199,13 @@ mod tests {
         let status = |body: &str| parse(&parts(), body.as_bytes()).map(|r| matches!(r, Request::Status));
         assert_eq!(status(&format!(r#"{{"version":{VERSION},"op":"status"}}"#)).ok(), Some(true));
         // No version is the first one, which this build no longer speaks.
-        for (body, version) in [(r#"{"op":"status"}"#, 1), (r#"{"version":99,"op":"status"}"#, 99)] {
+        // A request of the first version is refused as such, whatever fields it has that this one lacks.
+        let first_policy = r#"{"op":"policy","name":"gang","slot_ms":500}"#;
+        // Version 2's adoption named processes by PID alone.
+        let second_adopt = r#"{"version":2,"op":"adopt","job":"x","pids":[42]}"#;
+        let refused_versions =
+            [(r#"{"op":"status"}"#, 1), (first_policy, 1), (second_adopt, 2), (r#"{"version":99,"op":"status"}"#, 99)];
+        for (body, version) in refused_versions {
             let refused = status(body).unwrap_err();
             assert_eq!(refused.status, StatusCode::BAD_REQUEST);
             let text = String::from_utf8_lossy(&refused.body).into_owned();

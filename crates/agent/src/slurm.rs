@@ -21,6 +21,7 @@
 //! This module reads the tree and does the cgroup work that follows a scan; the discovery thread
 //! (`feeders::slurm`) runs it, and the daemon (`daemon::slurm`) takes on what it finds.
 
+use lockstep_cgroup::procfs::Live as _;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs;
 use std::path::{Path, PathBuf};

@@ -13,9 +13,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::files::{procs_below, remove_dir};
 use crate::procfs;
+use crate::procfs::Live as _;
 use lockstep_core::cgroup_record::CgroupRecord;
 pub use lockstep_core::cgroup_record::Version;
 use lockstep_core::cpulist::CpuList;
+use lockstep_core::ident::JobName;
 
 /// Name of the parent directory of every lockstep job cgroup.
 pub const PARENT: &str = "lockstep";
@@ -76,12 +78,13 @@ impl CreateError {
 pub trait Backend: Send {
     /// The cgroup version.
     fn version(&self) -> Version;
-    /// Creates the cgroup of job `name` with `limits`; on failure nothing is left behind.
-    fn create(&self, name: &str, limits: &Limits) -> Result<JobCgroup, CreateError>;
+    /// Creates the cgroup of job `name` (one directory, `lockstep/NAME`: a job name is one path component by its
+    /// rules) with `limits`; on failure nothing is left behind.
+    fn create(&self, name: &JobName, limits: &Limits) -> Result<JobCgroup, CreateError>;
     /// Creates a cgroup for adopted processes of job `name` with only what co-scheduling needs (v1: the freezer
     /// and cpu hierarchies, so that the processes keep their cpuset and memory cgroups; v2: one directory with
     /// the cpu controller enabled where available).
-    fn create_control(&self, name: &str) -> Result<JobCgroup, CreateError>;
+    fn create_control(&self, name: &JobName) -> Result<JobCgroup, CreateError>;
     /// The directories of an existing cgroup given by its path relative to the hierarchy root
     /// (`/slurm_n1/uid_0/job_7/step_0`), in every hierarchy where it exists.
     fn existing(&self, relative: &Path) -> Vec<PathBuf>;

@@ -5,8 +5,6 @@ use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::Path;
 
-use serde::{Deserialize, Serialize};
-
 /// Start time of process `pid` in clock ticks since boot (field 22 of `/proc/PID/stat`), or `None` if the
 /// process does not exist. Together with the PID it names a process even after PIDs wrap around.
 pub fn start_time(pid: i32) -> Option<u64> {
@@ -16,36 +14,39 @@ pub fn start_time(pid: i32) -> Option<u64> {
     after.split_whitespace().nth(19)?.parse().ok()
 }
 
-/// A process or thread as the agent names it: its ID and its start time. An ID alone is not a process: once the
-/// process exits the kernel gives the ID to another, and a stale ID acted on by root would move, raise or signal
-/// whoever got it. Every action on a process or thread goes through a `ProcessRef`, which acts only while the ID
-/// still names the process that was seen.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct ProcessRef {
-    /// Process (or thread) ID.
-    pub pid: i32,
-    /// Its start time, in clock ticks since boot.
-    pub start: u64,
+pub use lockstep_core::ident::ProcessRef;
+
+/// What root does with a [`ProcessRef`]: it reads `/proc`, and acts on the process only while its ID still names
+/// it.
+pub trait Live: Sized {
+    /// Process or thread `pid` as it is now, or `None` if there is none.
+    fn of(pid: i32) -> Option<Self>;
+    /// Every thread of the processes `pids` (threads that exit while they are listed are left out).
+    fn threads_of(pids: &[i32]) -> Vec<Self>;
+    /// Whether the ID still names this process (it runs, and no other process has taken its ID).
+    fn alive(&self) -> bool;
+    /// `ESRCH` unless the ID still names this process: the check before every action on it.
+    fn check(&self) -> io::Result<()>;
+    /// Moves the process into the cgroup whose `cgroup.procs` file is `procs`, only if its ID still names it.
+    fn move_to(&self, procs: &Path) -> io::Result<()>;
+    /// Sends signal `sig` to the process, only if its ID still names it.
+    fn signal(&self, sig: i32) -> io::Result<()>;
 }
 
-impl ProcessRef {
-    /// Process or thread `pid` as it is now, or `None` if there is none.
-    pub fn of(pid: i32) -> Option<Self> {
+impl Live for ProcessRef {
+    fn of(pid: i32) -> Option<Self> {
         Some(Self { pid, start: start_time(pid)? })
     }
 
-    /// Every thread of the processes `pids` (threads that exit while they are listed are left out).
-    pub fn threads_of(pids: &[i32]) -> Vec<Self> {
+    fn threads_of(pids: &[i32]) -> Vec<Self> {
         pids.iter().flat_map(|&pid| threads(pid).unwrap_or_default()).filter_map(Self::of).collect()
     }
 
-    /// Whether the ID still names this process (it runs, and no other process has taken its ID).
-    pub fn alive(&self) -> bool {
+    fn alive(&self) -> bool {
         start_time(self.pid) == Some(self.start)
     }
 
-    /// `ESRCH` unless the ID still names this process: the check before every action on it.
-    pub fn check(&self) -> io::Result<()> {
+    fn check(&self) -> io::Result<()> {
         if self.alive() {
             Ok(())
         } else {
@@ -53,11 +54,10 @@ impl ProcessRef {
         }
     }
 
-    /// Moves the process into the cgroup whose `cgroup.procs` file is `procs`, only if its ID still names it.
     /// A pidfd taken before the check pins the identity: if the process exits between the check and the write,
     /// the pidfd says so and the move is reported as failed (the ID cannot have been reused while the pidfd
     /// shows the process running). Kernels without pidfds get the check alone.
-    pub fn move_to(&self, procs: &Path) -> io::Result<()> {
+    fn move_to(&self, procs: &Path) -> io::Result<()> {
         let pidfd = pidfd_open(self.pid);
         self.check()?;
         fs::write(procs, self.pid.to_string())?;
@@ -67,9 +67,8 @@ impl ProcessRef {
         }
     }
 
-    /// Sends signal `sig` to the process, only if its ID still names it (through a pidfd checked after it was
-    /// opened, so that the signal reaches this process or none).
-    pub fn signal(&self, sig: i32) -> io::Result<()> {
+    /// Through a pidfd checked after it was opened, so that the signal reaches this process or none.
+    fn signal(&self, sig: i32) -> io::Result<()> {
         let pidfd = pidfd_open(self.pid);
         self.check()?;
         send_signal(pidfd.as_ref(), self.pid, sig)

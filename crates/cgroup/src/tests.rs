@@ -8,6 +8,12 @@ use std::time::Duration;
 
 use super::*;
 use lockstep_core::cpulist::CpuList;
+use lockstep_core::ident::JobName;
+
+/// Job name `name`, which a test gives valid.
+fn job(name: &str) -> JobName {
+    name.parse().unwrap()
+}
 
 fn scratch_v2(controllers: &str) -> lockstep_scratch::TempDir {
     let dir = lockstep_scratch::tempdir().unwrap();
@@ -43,7 +49,7 @@ fn weight_converts_like_systemd() {
 fn v2_writes_limits_and_enables_controllers() {
     let root = scratch_v2("cpuset cpu io memory pids");
     let backend = V2::new(root.path().to_path_buf());
-    let cg = backend.create("job-a", &full_limits()).unwrap();
+    let cg = backend.create(&job("job-a"), &full_limits()).unwrap();
     let dir = root.path().join("lockstep/job-a");
     assert_eq!(cg.dirs, vec![dir.clone()]);
     assert_eq!(cg.version, Version::V2);
@@ -53,7 +59,7 @@ fn v2_writes_limits_and_enables_controllers() {
     assert_eq!(read(&dir.join("cpuset.mems")), "0");
     assert_eq!(read(&dir.join("cpu.weight")), "200");
     assert_eq!(read(&dir.join("memory.max")), "1073741824");
-    assert!(matches!(backend.create("job-a", &full_limits()), Err(CreateError::Exists(_))));
+    assert!(matches!(backend.create(&job("job-a"), &full_limits()), Err(CreateError::Exists(_))));
     cg.destroy(Duration::from_secs(1)).unwrap();
     assert!(!dir.exists());
 }
@@ -64,13 +70,13 @@ fn v2_enables_cpu_for_every_job_and_the_rest_as_the_limits_need() {
     let limits = Limits { cpus: Some(CpuList::parse("0").unwrap()), ..Limits::default() };
     for (controllers, enabled) in [("cpuset cpu memory", "+cpuset +cpu"), ("cpuset memory", "+cpuset")] {
         let root = scratch_v2(controllers);
-        let cg = V2::new(root.path().to_path_buf()).create("no-weight", &limits).unwrap();
+        let cg = V2::new(root.path().to_path_buf()).create(&job("no-weight"), &limits).unwrap();
         assert_eq!(read(&root.path().join("cgroup.subtree_control")), enabled);
         assert_eq!(read(&root.path().join("lockstep/cgroup.subtree_control")), enabled);
         cg.destroy(Duration::from_secs(1)).unwrap();
     }
     let root = scratch_v2("cpu memory");
-    let cg = V2::new(root.path().to_path_buf()).create("no-limits", &Limits::default()).unwrap();
+    let cg = V2::new(root.path().to_path_buf()).create(&job("no-limits"), &Limits::default()).unwrap();
     assert_eq!(read(&root.path().join("cgroup.subtree_control")), "+cpu");
     cg.destroy(Duration::from_secs(1)).unwrap();
 }
@@ -79,11 +85,11 @@ fn v2_enables_cpu_for_every_job_and_the_rest_as_the_limits_need() {
 fn v2_rejects_what_it_cannot_enforce_and_leaves_nothing() {
     let root = scratch_v2("cpu memory");
     let backend = V2::new(root.path().to_path_buf());
-    assert!(matches!(backend.create("j", &full_limits()), Err(CreateError::MissingController("cpuset", _))));
+    assert!(matches!(backend.create(&job("j"), &full_limits()), Err(CreateError::MissingController("cpuset", _))));
     let root = scratch_v2("cpuset cpu memory");
     let backend = V2::new(root.path().to_path_buf());
     let beyond = Limits { cpus: Some(CpuList::parse("2-7").unwrap()), ..Limits::default() };
-    let err = backend.create("j", &beyond).unwrap_err();
+    let err = backend.create(&job("j"), &beyond).unwrap_err();
     assert!(err.to_string().contains("beyond"), "{err}");
     assert!(!root.path().join("lockstep/j").exists());
 }
@@ -101,7 +107,7 @@ fn v1_writes_shares_and_inherits_cpuset() {
     fs::write(cpuset_root.join("cpuset.mems"), "0\n").unwrap();
     let backend = V1::new(mounts.clone());
     let limits = Limits { weight: Some(50), mem_limit: Some(4096), ..Limits::default() };
-    let cg = backend.create("v1job", &limits).unwrap();
+    let cg = backend.create(&job("v1job"), &limits).unwrap();
     assert_eq!(cg.dirs.len(), 4);
     assert_eq!(read(&cpuset_root.join("lockstep/cpuset.cpus")), "0-3");
     assert_eq!(read(&cpuset_root.join("lockstep/v1job/cpuset.cpus")), "0-3");
@@ -121,7 +127,7 @@ fn v2_membership_on_the_real_unified_hierarchy() {
         return;
     };
     let name = format!("unit-v2-{}", std::process::id());
-    let cg = V2::new(root.clone()).create(&name, &Limits::default()).unwrap();
+    let cg = V2::new(root.clone()).create(&job(&name), &Limits::default()).unwrap();
     let procs = cg.procs_paths();
     let mut cmd = Command::new("sleep");
     cmd.arg("30");
@@ -146,7 +152,7 @@ fn real_job(what: &str) -> Option<(JobCgroup, impl Fn() -> std::process::Child)>
         return None;
     };
     let name = format!("unit-{what}-{}", std::process::id());
-    let cg = backend.create(&name, &Limits { weight: Some(100), ..Limits::default() }).unwrap();
+    let cg = backend.create(&job(&name), &Limits { weight: Some(100), ..Limits::default() }).unwrap();
     let procs = cg.procs_paths();
     let spawn = move || {
         let procs = procs.clone();

@@ -7,6 +7,7 @@ use crate::job::{
     check_within, create_all, ensure_dir, write_knob, Backend, CreateError, JobCgroup, Limits, Version, PARENT,
 };
 use crate::knobs::weight_to_shares;
+use lockstep_core::ident::JobName;
 
 /// Controllers a job cgroup joins when mounted: cpuset (placement), cpu (weight), memory (limit and
 /// accounting), freezer (gang scheduling, and a clean kill), perf_event (per-cgroup counters; on a hybrid
@@ -52,7 +53,7 @@ impl Backend for V1 {
         Version::V1
     }
 
-    fn create_control(&self, name: &str) -> Result<JobCgroup, CreateError> {
+    fn create_control(&self, name: &JobName) -> Result<JobCgroup, CreateError> {
         let mut roots: Vec<PathBuf> = Vec::new();
         for c in ["freezer", "cpu"] {
             match self.mount(c) {
@@ -67,7 +68,7 @@ impl Backend for V1 {
         for root in &roots {
             ensure_dir(&root.join(PARENT))?;
         }
-        create_all(Version::V1, roots.iter().map(|r| r.join(PARENT).join(name)).collect(), |_| Ok(()))
+        create_all(Version::V1, roots.iter().map(|r| r.join(PARENT).join(name.as_str())).collect(), |_| Ok(()))
     }
 
     fn existing(&self, relative: &Path) -> Vec<PathBuf> {
@@ -86,7 +87,7 @@ impl Backend for V1 {
         self.mounts.iter().map(|(_, m)| m.clone()).collect()
     }
 
-    fn create(&self, name: &str, limits: &Limits) -> Result<JobCgroup, CreateError> {
+    fn create(&self, name: &JobName, limits: &Limits) -> Result<JobCgroup, CreateError> {
         for (needed, controller, why) in [
             (limits.cpus.is_some() || limits.mems.is_some(), "cpuset", "a placement"),
             (limits.weight.is_some(), "cpu", "--weight"),
@@ -114,8 +115,8 @@ impl Backend for V1 {
             check_within("cpus", limits.cpus.as_ref(), &root.join(PARENT).join("cpuset.cpus"))?;
             check_within("mems", limits.mems.as_ref(), &root.join(PARENT).join("cpuset.mems"))?;
         }
-        let dirs: Vec<PathBuf> = roots.iter().map(|r| r.join(PARENT).join(name)).collect();
-        let job_dir = |controller: &str| self.mount(controller).map(|m| m.join(PARENT).join(name));
+        let dirs: Vec<PathBuf> = roots.iter().map(|r| r.join(PARENT).join(name.as_str())).collect();
+        let job_dir = |controller: &str| self.mount(controller).map(|m| m.join(PARENT).join(name.as_str()));
         create_all(Version::V1, dirs, |_| {
             if let Some(dir) = job_dir("cpuset") {
                 // Unset cpus/mems inherit the parent's: a v1 cpuset accepts no task while either is empty.

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use crate::job::{
     check_within, create_all, ensure_dir, write_knob, Backend, CreateError, JobCgroup, Limits, Version, PARENT,
 };
+use lockstep_core::ident::JobName;
 
 /// The v2 backend, rooted at the unified mount point (or a scratch tree with the same files, in tests).
 pub struct V2 {
@@ -44,13 +45,13 @@ impl Backend for V2 {
         Version::V2
     }
 
-    fn create_control(&self, name: &str) -> Result<JobCgroup, CreateError> {
+    fn create_control(&self, name: &JobName) -> Result<JobCgroup, CreateError> {
         let parent = self.root.join(PARENT);
         ensure_dir(&parent)?;
         if self.available().iter().any(|c| c == "cpu") {
             self.enable_below(&["cpu"])?;
         }
-        create_all(Version::V2, vec![parent.join(name)], |_| Ok(()))
+        create_all(Version::V2, vec![parent.join(name.as_str())], |_| Ok(()))
     }
 
     fn existing(&self, relative: &Path) -> Vec<PathBuf> {
@@ -66,7 +67,7 @@ impl Backend for V2 {
         vec![self.root.clone()]
     }
 
-    fn create(&self, name: &str, limits: &Limits) -> Result<JobCgroup, CreateError> {
+    fn create(&self, name: &JobName, limits: &Limits) -> Result<JobCgroup, CreateError> {
         let available = self.available();
         let mut enable = Vec::new();
         for (needed, controller, why) in [
@@ -93,7 +94,7 @@ impl Backend for V2 {
         }
         check_within("cpus", limits.cpus.as_ref(), &self.root.join("cpuset.cpus.effective"))?;
         check_within("mems", limits.mems.as_ref(), &self.root.join("cpuset.mems.effective"))?;
-        create_all(Version::V2, vec![parent.join(name)], |dirs| {
+        create_all(Version::V2, vec![parent.join(name.as_str())], |dirs| {
             let dir = &dirs[0];
             if let Some(cpus) = &limits.cpus {
                 write_knob(&dir.join("cpuset.cpus"), &cpus.to_string())?;

@@ -119,7 +119,8 @@ pub fn toml_message(text: &str, e: &toml::de::Error) -> String {
 pub const EXIT_FAILURE: i32 = 1;
 
 /// The exit status of a command that ended with `result`: its own status, or, after printing the error as one
-/// line `PROGRAM: WHAT: WHY (HINT)`, [`EXIT_USAGE`] for a [`UsageError`] (bad input: the user can fix it) and
+/// line `PROGRAM: WHAT: WHY (HINT)`, [`EXIT_USAGE`] for a [`UsageError`] anywhere in its causes ([`is_usage`]: bad
+/// input, the user can fix it) and
 /// [`EXIT_FAILURE`] for any other error (shown with its causes). Both kinds of line look alike: the exit status
 /// tells them apart, as every manual page's EXIT STATUS says.
 pub fn exit_status(program: &str, result: anyhow::Result<i32>) -> i32 {
@@ -127,7 +128,7 @@ pub fn exit_status(program: &str, result: anyhow::Result<i32>) -> i32 {
         Ok(status) => status,
         Err(e) => {
             eprintln!("{program}: {}", one_line(&e));
-            if e.is::<UsageError>() {
+            if is_usage(&e) {
                 EXIT_USAGE
             } else {
                 EXIT_FAILURE
@@ -136,20 +137,40 @@ pub fn exit_status(program: &str, result: anyhow::Result<i32>) -> i32 {
     }
 }
 
-/// `e` with its causes (`what: why: deeper why`) on one line: a cause's own line breaks become `; `.
+/// Whether `e` is bad input: a [`UsageError`], or an error a [`UsageError`] caused (a crate's error type that
+/// keeps one as its source, as lockstep-slurm's does for a client missing from `PATH`).
+pub fn is_usage(e: &anyhow::Error) -> bool {
+    e.chain().any(<dyn std::error::Error>::is::<UsageError>)
+}
+
+/// `e` with its causes (`what: why: deeper why`) on one line: a cause's own line breaks become `; `. A cause the
+/// one above it already says (a crate's error whose message is its source's, a context that ends with its cause
+/// or quotes it in parentheses) is said once. A usage error under a context keeps both: the context says what was
+/// being done, the usage error what to fix (`cannot ask Slurm for the nodes of job 5: cannot find squeue on PATH`).
 pub fn one_line(e: &anyhow::Error) -> String {
-    let text = if e.is::<UsageError>() { e.to_string() } else { format!("{e:#}") };
+    let says = |above: &str, cause: &str| {
+        above == cause || above.ends_with(&format!(": {cause}")) || above.contains(&format!("({cause})"))
+    };
+    let mut said: Vec<String> = Vec::new();
+    for cause in e.chain().map(ToString::to_string) {
+        if !said.last().is_some_and(|above| says(above, &cause)) {
+            said.push(cause);
+        }
+    }
+    let text = said.join(": ");
     text.lines().map(str::trim).filter(|l| !l.is_empty()).collect::<Vec<_>>().join("; ")
 }
 
 /// What a command-line parser's rendered message becomes: on stderr (`to_stderr`, a bad argument) its first
-/// paragraph as one line and [`EXIT_USAGE`]; otherwise (`--help`, `--version`) the text on stdout and 0.
-pub fn clap_exit(program: &str, rendered: &str, to_stderr: bool) -> i32 {
+/// paragraph as one line and [`EXIT_USAGE`]; otherwise (`--help`, `--version`) the text on stdout and 0. Where
+/// the parser's error was a missing subcommand (`no_subcommand`), the message was the command's help: the line
+/// names the subcommands it lists instead.
+pub fn clap_exit(program: &str, rendered: &str, to_stderr: bool, no_subcommand: bool) -> i32 {
     if !to_stderr {
         print!("{rendered}");
         return 0;
     }
-    if !rendered.trim_start().starts_with("error:") {
+    if no_subcommand {
         // A command that needs a subcommand, given none (`lockstep policy`): its help came as the error.
         let usage = rendered.lines().find_map(|l| l.trim().strip_prefix("Usage: ")).unwrap_or("COMMAND");
         let commands: Vec<&str> = rendered
@@ -174,7 +195,29 @@ pub fn clap_exit(program: &str, rendered: &str, to_stderr: bool) -> i32 {
 
 #[cfg(test)]
 mod tests {
-    use super::io_reason;
+    use super::{io_reason, is_usage, one_line, UsageError};
+
+    /// A crate's error whose message is its source's, as lockstep-slurm's `Setup`.
+    #[derive(Debug, thiserror::Error)]
+    #[error("{0}")]
+    struct Wraps(#[source] UsageError);
+
+    #[test]
+    fn a_usage_error_is_found_among_the_causes_and_a_repeated_cause_said_once() {
+        let wrapped = anyhow::Error::new(Wraps(UsageError::new("cannot find squeue on PATH")));
+        assert!(is_usage(&wrapped));
+        assert_eq!(one_line(&wrapped), "cannot find squeue on PATH");
+        let failed = anyhow::Error::new(std::io::Error::other("no route")).context("cannot reach x");
+        assert!(!is_usage(&failed));
+        assert_eq!(one_line(&failed), "cannot reach x: no route");
+        let under = anyhow::Error::new(Wraps(UsageError::new("cannot find squeue on PATH"))).context("counting");
+        assert!(is_usage(&under));
+        assert_eq!(one_line(&under), "counting: cannot find squeue on PATH", "the context and what to fix");
+        let quoted = anyhow::Error::new(std::io::Error::other("no route")).context("cannot reach x (no route)");
+        assert_eq!(one_line(&quoted), "cannot reach x (no route)", "a cause the context quotes is said once");
+        let word = anyhow::Error::new(std::io::Error::other("invalid")).context("an invalid answer from x");
+        assert_eq!(one_line(&word), "an invalid answer from x: invalid", "a word of the context is no quote");
+    }
 
     #[test]
     fn io_errors_are_said_without_their_numbers() {

@@ -160,6 +160,20 @@ fn check(what: &str, name: &str) -> Result<(), UsageError> {
     }
 }
 
+/// A process or thread as lockstep names it: its ID and its start time (clock ticks since boot, field 22 of
+/// `/proc/PID/stat`). An ID alone is not a process: once the process exits the kernel gives the ID to another, and
+/// a stale ID acted on by root would move, raise or signal whoever got it. Every action on a process or thread goes
+/// through a `ProcessRef` (`lockstep_cgroup::procfs::Live`), which acts only while the ID still names the process
+/// that was seen; the store keeps one as one value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProcessRef {
+    /// Process (or thread) ID.
+    pub pid: i32,
+    /// Its start time, in clock ticks since boot.
+    pub start: u64,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

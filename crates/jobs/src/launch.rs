@@ -14,7 +14,7 @@ use crate::reconcile;
 use lockstep_cgroup::procfs;
 use lockstep_cgroup::{self as cgroup, Limits};
 use lockstep_core::error::{usage, UsageError};
-use lockstep_core::ident::JobName;
+use lockstep_core::ident::{JobName, ProcessRef};
 use lockstep_core::job::JobOrigin;
 use lockstep_core::place::Placement;
 use lockstep_proto::client;
@@ -79,7 +79,7 @@ pub fn run(store: &mut Store, req: &Request) -> anyhow::Result<i32> {
         requested_cpus: req.requested_cpus,
         weight: req.weight,
         mem_limit: req.mem_limit,
-        supervisor: (me, procfs::start_time(me).unwrap_or(0)),
+        supervisor: ProcessRef { pid: me, start: procfs::start_time(me).unwrap_or(0) },
     }) {
         Ok(id) => id,
         Err(e @ StoreError::NameInUse(_)) => return usage(e.to_string()),

@@ -2,7 +2,8 @@
 
 use std::time::Duration;
 
-use lockstep_cgroup::{procfs, JobCgroup};
+use lockstep_cgroup::procfs::Live as _;
+use lockstep_cgroup::JobCgroup;
 use lockstep_store::{JobRow, Store};
 
 /// How a recorded running job looks from outside.
@@ -18,7 +19,7 @@ pub enum Liveness {
 
 /// Classifies a running job (a cgroup whose processes cannot be listed counts as holding some).
 pub fn liveness(job: &JobRow) -> Liveness {
-    if (procfs::ProcessRef { pid: job.supervisor_pid, start: job.supervisor_start }).alive() {
+    if job.supervisor.alive() {
         Liveness::Supervised
     } else if job.cgroup.clone().map(JobCgroup::from).is_some_and(|cg| !cg.pids().is_ok_and(|p| p.is_empty())) {
         Liveness::Orphaned

@@ -538,6 +538,32 @@ fn a_stopped_or_missing_agent_is_said_at_once() {
     assert!(stopped.status.success(), "{}", common::stderr(&stopped));
 }
 
+/// A bad setup found under a step says both, in one line: what was being done and what to fix. `stat --job
+/// slurm-5` with Slurm's clients missing from PATH is bad input (exit 2) that names the job and the missing
+/// client; an agent that refuses the connection is a failure (exit 1) whose reason is said once.
+#[test]
+fn a_step_and_its_cause_are_said_together_once() {
+    let env = Env::new();
+    let empty = env.dir.path().join("no-slurm");
+    std::fs::create_dir(&empty).unwrap();
+    let mut cmd = env.cmd();
+    cmd.args(["stat", "--job", "slurm-5"]).env("PATH", &empty);
+    let out = output(cmd, "stat --job slurm-5 without squeue");
+    let err = common::stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("the nodes of job 5") && err.contains("squeue"), "the step and the missing client: {err}");
+    // Port 1 of loopback: nothing listens there (a privileged port no test binds).
+    let mut cmd = env.cmd();
+    cmd.args(["stat", "--job", "lu", "--nodes", "127.0.0.1:1"]);
+    let out = output(cmd, "stat --nodes 127.0.0.1:1");
+    let err = common::stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("127.0.0.1:1"), "the node: {err}");
+    assert_eq!(err.matches("refused").count(), 1, "the reason, once: {err}");
+}
+
 /// `adopt --cgroup` of lockstep's own tree (the parent of every job's cgroup), given relative to the hierarchies
 /// or absolute, is refused in one line: as one job, every job below it would be frozen together.
 #[test]

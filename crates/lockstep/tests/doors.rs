@@ -4,6 +4,7 @@
 
 mod common;
 
+use lockstep_cgroup::procfs::Live as _;
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
 use std::process::Stdio;
@@ -118,7 +119,12 @@ fn malformed_and_unknown_requests_are_refused_and_the_agent_lives_on() {
     };
     let bad_utf8 = post(b"{\"op\":\"status\xff\xfe\"}");
     assert!(bad_utf8.starts_with("HTTP/1.1 400") && bad_utf8.contains("malformed request"), "{bad_utf8}");
-    let row = post(br#"{"version":2,"op":"adopt","job":"x","pids":[1],"row":4294967295}"#);
+    let init = lockstep_cgroup::procfs::ProcessRef::of(1).unwrap();
+    let adopt = format!(
+        r#"{{"version":3,"op":"adopt","job":"x","pids":[{{"pid":1,"start":{}}}],"row":4294967295}}"#,
+        init.start
+    );
+    let row = post(adopt.as_bytes());
     assert!(row.starts_with("HTTP/1.1 400") && row.contains("out of range"), "{row}");
     let unknown = post(br#"{"op":"reboot"}"#);
     assert!(unknown.starts_with("HTTP/1.1 400"), "{unknown}");
@@ -149,7 +155,7 @@ fn open_to_others(env: &Env) {
 /// prints the HTTP status codes it got, how long it asked, and the first 429's `Retry-After` and body.
 const STATUS_FLOOD: &str = r#"
 import json, socket, sys, time
-body = b'{"version":2,"op":"status"}'
+body = b'{"version":3,"op":"status"}'
 req = b'POST /v1/request HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n' % len(body) + body
 codes, retry, line = {}, None, None
 t0 = time.time()

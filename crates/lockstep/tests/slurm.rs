@@ -1008,7 +1008,10 @@ fn a_requeued_job_is_placed_anew_beside_the_jobs_placed_while_it_was_pending() {
     let first = submit();
     wait_until("nobody's first job to run in a place", WAIT, jobs, |s| place(s, first) == Some(whole));
     requeue(first, true);
-    let seen = wait_until("the requeued job to pend as run 1, its place taken out of its comment", WAIT, jobs, |s| {
+    // The requeued job is COMPLETING until its processes have ended and its epilog has run: up to KillWait (30 s)
+    // between SIGTERM and SIGKILL, more on a loaded machine (seen: still COMPLETING after 20 s beside two builds).
+    let requeued = "the requeued job to pend as run 1, its place taken out of its comment";
+    let seen = wait_until(requeued, Duration::from_secs(90), jobs, |s| {
         job(s, first).is_some_and(|j| j.state == "PENDING" && j.restarts == 1 && !j.admin_comment.contains("lockstep_"))
     });
     let stale = job(&seen, first).unwrap();

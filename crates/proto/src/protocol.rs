@@ -5,23 +5,35 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use lockstep_core::cosched::PolicySpec;
-use lockstep_core::error::{Denied, UsageError};
-use lockstep_core::ident::{JobKey, JobName};
+use lockstep_core::error::Denied;
+use lockstep_core::ident::{JobKey, JobName, ProcessRef};
 pub use lockstep_core::job::{JobOrigin, ORIGINS};
 use serde::{Deserialize, Serialize};
 
 /// The version of the protocol this build speaks. It changes when a request or a response changes its meaning or
 /// its fields; an agent refuses a request of another version, with a message that names both. Version 2: a
 /// policy request carries the policy and a slot length of any precision (`policy`, `slot`), and a failed
-/// response its kind (`failure`).
-pub const VERSION: u32 = 2;
+/// response its kind (`failure`). Version 3: an adoption names processes by PID and start time (`pids: [{"pid",
+/// "start"}]`).
+pub const VERSION: u32 = 3;
 
 /// Requests from before the protocol had a version are of the first one.
 fn first_version() -> u32 {
     1
 }
 
-/// A request as it goes over the socket: `{"version": 2, "op": "status"}`.
+/// The version request `body` says it is written in (1 when it says none), whatever else it holds; `None` when
+/// it is not a JSON object (valid UTF-8 throughout) with a whole number or nothing as its `version`. Read before
+/// the request, so that one of another version is refused as such.
+pub fn version_of(body: &[u8]) -> Option<u32> {
+    let serde_json::Value::Object(request) = serde_json::from_slice(body).ok()? else { return None };
+    match request.get("version") {
+        None => Some(first_version()),
+        Some(v) => v.as_u64().and_then(|v| u32::try_from(v).ok()),
+    }
+}
+
+/// A request as it goes over the socket: `{"version": 3, "op": "status"}`.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Envelope {
     /// The protocol version the request is written in (1 when absent).
@@ -32,9 +44,11 @@ pub struct Envelope {
     pub request: Request,
 }
 
-/// A request to the agent.
+/// A request to the agent. A field it does not have is refused, not ignored: a request written for another
+/// version (`slot_ms`) must not quietly do less than it asked (a request without fields, `status` or `progress`,
+/// ignores any).
 #[derive(Clone, Debug, Serialize, Deserialize)]
-#[serde(tag = "op", rename_all = "snake_case")]
+#[serde(tag = "op", rename_all = "snake_case", deny_unknown_fields)]
 pub enum Request {
     /// The live table.
     Status,
@@ -53,9 +67,10 @@ pub enum Request {
         /// Cgroup paths (relative to the hierarchy roots, or absolute).
         #[serde(default)]
         cgroups: Vec<PathBuf>,
-        /// PIDs to move into a cgroup of the agent's.
+        /// Processes to move into a cgroup of the agent's, each as the sender saw it (PID and start time: one
+        /// that has ended, its PID taken by another, is refused).
         #[serde(default)]
-        pids: Vec<i32>,
+        pids: Vec<ProcessRef>,
         /// podman container names or IDs (one cgroup each).
         #[serde(default)]
         containers: Vec<String>,
@@ -173,10 +188,10 @@ pub enum Failure {
 }
 
 impl Failure {
-    /// The kind of failure `e` is: a [`UsageError`] is [`Failure::Usage`], a [`Denied`] [`Failure::Denied`],
-    /// anything else [`Failure::Failed`].
+    /// The kind of failure `e` is: a [`UsageError`](lockstep_core::error::UsageError) anywhere in its causes is
+    /// [`Failure::Usage`], a [`Denied`] [`Failure::Denied`], anything else [`Failure::Failed`].
     pub fn of(e: &anyhow::Error) -> Self {
-        if e.is::<UsageError>() {
+        if lockstep_core::error::is_usage(e) {
             Self::Usage
         } else if e.is::<Denied>() {
             Self::Denied
@@ -261,8 +276,8 @@ pub struct Status {
     pub watchdog_pid: i32,
     /// Policy in force.
     pub policy: String,
-    /// Slot length in milliseconds.
-    pub slot_ms: u64,
+    /// Slot length, of any precision (`{"secs": 0, "nanos": 12500000}`).
+    pub slot_length: Duration,
     /// Current slot index.
     pub slot: u64,
     /// Active row.
@@ -421,6 +436,27 @@ pub struct DcsJob {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_field_a_request_does_not_have_is_refused() {
+        let read = |body: &str| serde_json::from_str::<Envelope>(body).map(|e| e.request);
+        let slot = read(r#"{"version":3,"op":"policy","policy":"gang","slot":{"secs":0,"nanos":12500000}}"#);
+        assert!(matches!(slot, Ok(Request::Policy { slot: Some(s), .. }) if s == Duration::from_micros(12_500)));
+        let old = read(r#"{"version":3,"op":"policy","policy":"gang","slot_ms":500}"#).unwrap_err();
+        assert!(old.to_string().contains("slot_ms"), "{old}");
+        assert!(read(r#"{"version":3,"op":"release","job":"lu","pids":[1]}"#).is_err());
+        // A process is its PID and start time: a bare PID is refused.
+        assert!(read(r#"{"version":3,"op":"adopt","job":"lu","pids":[1]}"#).is_err());
+        let adopt = read(r#"{"version":3,"op":"adopt","job":"lu","pids":[{"pid":1,"start":5}]}"#);
+        assert!(matches!(adopt, Ok(Request::Adopt { pids, .. }) if pids == [ProcessRef { pid: 1, start: 5 }]));
+        assert!(read(r#"{"version":3,"op":"adopt","job":"lu","pids":[{"pid":1,"start":5,"uid":0}]}"#).is_err());
+        assert!(matches!(read(r#"{"version":3,"op":"status"}"#), Ok(Request::Status)));
+        assert_eq!(version_of(br#"{"op":"policy","name":"gang","slot_ms":500}"#), Some(1));
+        assert_eq!(version_of(br#"{"version":3,"op":"anything"}"#), Some(3));
+        assert_eq!(version_of(b"op=status"), None);
+        assert_eq!(version_of(b"{\"op\":\"status\xff\"}"), None);
+        assert_eq!(version_of(br#"{"version":"2","op":"status"}"#), None);
+    }
 
     #[test]
     fn a_request_goes_out_with_this_builds_version() {

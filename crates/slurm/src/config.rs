@@ -3,10 +3,9 @@
 
 use std::path::PathBuf;
 
-use anyhow::Context;
-
+use crate::client::scontrol;
+use crate::error::{Error, Result};
 use crate::push::{default_socket, socket_in};
-use crate::scontrol;
 
 /// What an agent needs of slurmctld's configuration (`scontrol show config`).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -21,22 +20,23 @@ pub struct Config {
 
 impl Config {
     /// slurmctld's configuration, as `scontrol show config` says it now.
-    pub fn ask() -> anyhow::Result<Self> {
+    pub fn ask() -> Result<Self> {
         Self::parse(&scontrol(&["show", "config"])?)
     }
 
     /// The configuration in `scontrol show config`'s text (`Key = Value` lines).
-    pub fn parse(text: &str) -> anyhow::Result<Self> {
+    pub fn parse(text: &str) -> Result<Self> {
         let value = |key: &str| {
             text.lines().find_map(|l| l.split_once('=').filter(|(k, _)| k.trim() == key).map(|(_, v)| v.trim()))
         };
-        let preempt_mode = value("PreemptMode").context("scontrol show config names no PreemptMode")?.to_string();
+        let missing = |key: &str| Error::Unreadable(format!("scontrol show config names no {key}"));
+        let preempt_mode = value("PreemptMode").ok_or_else(|| missing("PreemptMode"))?.to_string();
         // `slurm(64030)`: the UID in parentheses.
-        let user = value("SlurmUser").context("scontrol show config names no SlurmUser")?;
+        let user = value("SlurmUser").ok_or_else(|| missing("SlurmUser"))?;
         let slurm_user = user
             .rsplit_once('(')
             .and_then(|(_, uid)| uid.strip_suffix(')')?.parse().ok())
-            .with_context(|| format!("scontrol show config: SlurmUser {user:?} names no UID"))?;
+            .ok_or_else(|| Error::Unreadable(format!("scontrol show config: SlurmUser {user:?} names no UID")))?;
         let munge_socket = value("AuthInfo").and_then(socket_in).unwrap_or_else(default_socket);
         Ok(Self { preempt_mode, slurm_user, munge_socket })
     }

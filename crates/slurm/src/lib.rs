@@ -10,21 +10,22 @@
 //! the field then (a jobstats-like summary) find it as they would without lockstep. A finished job's stay: Slurm
 //! changes nothing of a finished job.
 
+pub mod client;
 pub mod config;
+pub mod error;
 pub mod hostlist;
 pub mod push;
 
 use std::fs::OpenOptions;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
-use std::process::Stdio;
 use std::time::Duration;
 
-use anyhow::Context;
+use client::{run_with_timeout, scontrol, Refusal};
+pub use error::{Error, Result};
 use nix::fcntl::{Flock, FlockArg};
 
 use lockstep_core::cosched::rows::{Place, Schedule, MAX_ROWS};
-use lockstep_core::error::UsageError;
 pub use lockstep_core::job::SlurmJobId;
 use lockstep_core::trust;
 
@@ -255,79 +256,23 @@ pub fn fields(line: &str) -> Vec<(String, String)> {
     out
 }
 
-/// How long an `scontrol` call may take: a prolog must not hold a job up when slurmctld does not answer.
-const SCONTROL_TIMEOUT: Duration = Duration::from_secs(10);
-
 /// Whether Slurm time-slices jobs itself under preemption mode `mode` (its `GANG`): two time slicers on one node
 /// would each stop jobs in slots of their own.
 pub fn slices_time(mode: &str) -> bool {
     mode.split(',').any(|m| m.trim().eq_ignore_ascii_case("GANG"))
 }
 
-fn scontrol(args: &[&str]) -> anyhow::Result<String> {
-    run_with_timeout("scontrol", args)
-}
-
-/// Runs Slurm client `program` with `args`; its standard output. Killed after [`SCONTROL_TIMEOUT`].
-fn run_with_timeout(program: &str, args: &[&str]) -> anyhow::Result<String> {
-    run_with_input(program, args, Vec::new())
-}
-
-/// Runs Slurm's (or munge's) client `program` with `args` and `input` on its standard input; its standard output.
-/// Killed after [`SCONTROL_TIMEOUT`].
-fn run_with_input(program: &str, args: &[&str], input: Vec<u8>) -> anyhow::Result<String> {
-    let mut child = trust::command(program)
-        .map_err(|e| UsageError::new(format!("{e}; Slurm's client commands must be on PATH")))?
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| UsageError::new(format!("cannot run {program} ({e}); Slurm's client commands must be on PATH")))?;
-    // The input is written and the output read while waiting (a long job list fills a pipe), on a thread, so
-    // that the wait can end.
-    let pid = child.id() as i32;
-    let stdin = child.stdin.take();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        if let Some(mut stdin) = stdin {
-            use std::io::Write as _;
-            let _ = stdin.write_all(&input);
-        }
-        let _ = tx.send(child.wait_with_output());
-    });
-    let out = if let Ok(out) = rx.recv_timeout(SCONTROL_TIMEOUT) {
-        out?
-    } else {
-        // The reader thread reaps it once killed.
-        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
-        anyhow::bail!("{program} {} did not answer within {} s", args.join(" "), SCONTROL_TIMEOUT.as_secs());
-    };
-    if !out.status.success() {
-        // Slurm's clients say why over several lines, each leading to the last (`squeue: fatal: Could not
-        // establish a configuration source` after the DNS lookups that led to it): the last is the one line here.
-        let said = String::from_utf8_lossy(&out.stderr);
-        let last = said.lines().map(str::trim).rfind(|l| !l.is_empty()).unwrap_or("no message");
-        let unreachable = ["fatal", "contact", "connect"].iter().any(|w| last.contains(w));
-        let last = last.strip_prefix(&format!("{program}: ")).unwrap_or(last);
-        let code = out.status.code().map_or_else(|| "by a signal".to_string(), |c| format!("with status {c}"));
-        let hint = if unreachable { " (is slurmctld reachable? scontrol ping)" } else { "" };
-        anyhow::bail!("{program} failed {code}: {last}{hint}");
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-}
-
 /// Job `id`, if Slurm knows it.
-pub fn show_job(id: SlurmJobId) -> anyhow::Result<Option<JobInfo>> {
+pub fn show_job(id: SlurmJobId) -> Result<Option<JobInfo>> {
     match run_with_timeout("squeue", &["-h", "-t", "all", "-j", &id.to_string(), "-O", JOB_FORMAT]) {
         Ok(text) => Ok(records(&text).iter().filter_map(|r| JobInfo::parse(r)).find(|j| j.id == id)),
-        Err(e) if format!("{e:#}").contains("Invalid job id") => Ok(None),
+        Err(e) if e.refused(Refusal::UnknownJob) => Ok(None),
         Err(e) => Err(e),
     }
 }
 
 /// Every job slurmctld knows.
-fn jobs() -> anyhow::Result<Vec<JobInfo>> {
+fn jobs() -> Result<Vec<JobInfo>> {
     let text = run_with_timeout("squeue", &["-h", "-t", "all", "-O", JOB_FORMAT])?;
     Ok(records(&text).iter().filter_map(|r| JobInfo::parse(r)).collect())
 }
@@ -356,13 +301,13 @@ pub fn records(text: &str) -> Vec<String> {
 }
 
 /// The address of node `name` (`NodeAddr`).
-pub fn node_addr(name: &str) -> anyhow::Result<String> {
+pub fn node_addr(name: &str) -> Result<String> {
     let text = scontrol(&["-o", "show", "node", name])?;
     fields(text.lines().next().unwrap_or_default())
         .into_iter()
         .find(|(k, _)| k == "NodeAddr")
         .map(|(_, v)| v)
-        .with_context(|| format!("scontrol shows no NodeAddr for node {name}"))
+        .ok_or_else(|| Error::Unreadable(format!("scontrol shows no NodeAddr for node {name}")))
 }
 
 /// The lowest row of the nodes' own cycles that no job sharing a node with `job` holds ([`RowMode::Node`]).
@@ -522,10 +467,10 @@ fn lock_path() -> PathBuf {
 const LOCK_WAIT: Duration = Duration::from_secs(10);
 
 /// Runs `f` over every job slurmctld knows, with the row lock held (waiting at most [`LOCK_WAIT`] for it).
-fn locked<T>(f: impl FnOnce(Vec<JobInfo>) -> anyhow::Result<T>) -> anyhow::Result<T> {
+fn locked<T>(f: impl FnOnce(Vec<JobInfo>) -> Result<T>) -> Result<T> {
     let path = lock_path();
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        trust::ensure_dir(dir, 0o700, "the row lock's directory")?;
+        trust::ensure_dir(dir, 0o700, "the row lock's directory").map_err(|e| Error::Lock(format!("{e:#}")))?;
     }
     let mut file = OpenOptions::new()
         .create(true)
@@ -533,7 +478,7 @@ fn locked<T>(f: impl FnOnce(Vec<JobInfo>) -> anyhow::Result<T>) -> anyhow::Resul
         .write(true)
         .custom_flags((nix::fcntl::OFlag::O_NOFOLLOW | nix::fcntl::OFlag::O_NONBLOCK).bits())
         .open(&path)
-        .with_context(|| format!("cannot open lock file {}", path.display()))?;
+        .map_err(|e| Error::Lock(format!("cannot open lock file {}: {e}", path.display())))?;
     let deadline = std::time::Instant::now() + LOCK_WAIT;
     let _lock = loop {
         match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
@@ -543,13 +488,13 @@ fn locked<T>(f: impl FnOnce(Vec<JobInfo>) -> anyhow::Result<T>) -> anyhow::Resul
                 std::thread::sleep(Duration::from_millis(20));
             }
             Err((_, nix::errno::Errno::EWOULDBLOCK)) => {
-                anyhow::bail!(
+                return Err(Error::Lock(format!(
                     "cannot lock {}: another process has held it for {} s",
                     path.display(),
                     LOCK_WAIT.as_secs()
-                )
+                )))
             }
-            Err((_, e)) => anyhow::bail!("cannot lock {}: {e}", path.display()),
+            Err((_, e)) => return Err(Error::Lock(format!("cannot lock {}: {e}", path.display()))),
         }
     };
     f(jobs()?)
@@ -589,7 +534,7 @@ impl Applied {
 
 /// Writes running jobs' changes of place, each effective [`CHANGE_MARGIN`] from now. A job that finished since
 /// `all` was read (its own end's epilog runs beside this hook) is left out; any other failure fails the whole.
-fn apply_changes(all: &[JobInfo], changes: &[Change]) -> anyhow::Result<Applied> {
+fn apply_changes(all: &[JobInfo], changes: &[Change]) -> Result<Applied> {
     let from_ms = now_ms() + CHANGE_MARGIN.as_millis() as u64;
     let mut applied = Applied { updated: Vec::new(), moved: Vec::new(), ended: Vec::new() };
     for &(id, place) in changes {
@@ -611,14 +556,14 @@ fn apply_changes(all: &[JobInfo], changes: &[Change]) -> anyhow::Result<Applied>
     Ok(applied)
 }
 
-/// Whether `scontrol update` failed because the job has finished: slurmctld refuses every change to a finished
-/// job with `ESLURM_JOB_FINISHED`, whose text, "Job has already finished", scontrol prints as it exits 1.
-fn finished_meanwhile(e: &anyhow::Error) -> bool {
-    format!("{e:#}").contains("Job has already finished")
+/// Whether `scontrol update` failed because the job has finished (slurmctld refuses every change to a finished
+/// job).
+fn finished_meanwhile(e: &Error) -> bool {
+    e.refused(Refusal::JobFinished)
 }
 
 /// Writes `comment` as `job`'s `AdminComment`; the job as it is now.
-fn update_comment(job: &JobInfo, comment: String) -> anyhow::Result<JobInfo> {
+fn update_comment(job: &JobInfo, comment: String) -> Result<JobInfo> {
     scontrol(&["update", &format!("JobId={}", job.scontrol_id()), &format!("AdminComment={comment}")])?;
     Ok(JobInfo { admin_comment: comment, ..job.clone() })
 }
@@ -651,9 +596,9 @@ fn merged(mut changed: Vec<JobInfo>, later: Vec<JobInfo>) -> Vec<JobInfo> {
 /// Gives job `id` its row (`mode`) and records it in its `AdminComment` with the run it is for, with the changes
 /// of place its neighbours make room with; returns what was done, for the log (a job that has a row for this run
 /// keeps it; a place of an earlier run, before the job was requeued, is replaced by a fresh one).
-pub fn assign_row(id: SlurmJobId, mode: RowMode, tell: Tell<'_>) -> anyhow::Result<String> {
+pub fn assign_row(id: SlurmJobId, mode: RowMode, tell: Tell<'_>) -> Result<String> {
     locked(|all| {
-        let job = all.iter().find(|j| j.id == id).with_context(|| format!("Slurm does not know job {id}"))?;
+        let job = all.iter().find(|j| j.id == id).ok_or(Error::UnknownJob(id))?;
         if let Some(row) = job.row() {
             return Ok(format!("job {id} keeps {}", show(row)));
         }
@@ -746,7 +691,7 @@ const KEPT_WHEN_FINISHED: &str = "; lockstep's words stay in its AdminComment (S
 /// only when it held words of lockstep's). Returns what was done. A requeued job's restart count has already grown when its
 /// epilog runs, so the place it held is the one its comment holds, whichever run it was given for. A job that runs
 /// again in a place given for the run it is in (its next run started before this epilog ran) is left as it is.
-pub fn release_row(id: SlurmJobId, tell: Tell<'_>) -> anyhow::Result<String> {
+pub fn release_row(id: SlurmJobId, tell: Tell<'_>) -> Result<String> {
     locked(|all| {
         let Some(job) = all.iter().find(|j| j.id == id) else {
             return Ok(format!("job {id} is gone; nothing to give back"));
@@ -817,7 +762,7 @@ pub struct Listed {
 /// when it starts, when it finds a job it was not told of, and every [`REFRESH`] where the controller's hooks
 /// cannot tell it ([`push`]). A line whose other fields do not parse still names its job (without a row); one
 /// that names no job fails the whole answer, since a job left out of it would be released.
-pub fn on_node(node: &str) -> anyhow::Result<Vec<Listed>> {
+pub fn on_node(node: &str) -> Result<Vec<Listed>> {
     let text = run_with_timeout("squeue", &["--all", "-h", "-w", node, "-t", "R,CF,S,ST", "-O", JOB_FORMAT])?;
     let mut jobs = Vec::new();
     for record in records(&text) {
@@ -829,7 +774,8 @@ pub fn on_node(node: &str) -> anyhow::Result<Vec<Listed>> {
             jobs.push(Listed { id: job.id, row: job.row() });
         } else {
             let id = line.split(FIELD_END).next().and_then(|id| id.trim().parse().ok());
-            let id = id.with_context(|| format!("squeue printed a line that names no job: {line:?}"))?;
+            let id =
+                id.ok_or_else(|| Error::Unreadable(format!("squeue printed a line that names no job: {line:?}")))?;
             jobs.push(Listed { id, row: None });
         }
     }
@@ -847,9 +793,14 @@ mod tests {
         let moved = vec![(SlurmJobId(3), Place { row: 0, period: 1 })];
         let both = Applied { updated: Vec::new(), moved, ended: vec![SlurmJobId(2)] };
         assert_eq!(both.said("grown"), "; grown: 3 -> 0/1; ended meanwhile, left as they are: 2");
-        let error = anyhow::anyhow!("scontrol failed with status 1: Job has already finished for job 2");
-        assert!(finished_meanwhile(&error));
-        assert!(!finished_meanwhile(&anyhow::anyhow!("scontrol failed with status 1: Invalid job id specified")));
+        let failed = |refusal| client::ClientError::Failed {
+            program: "scontrol".into(),
+            status: Some(1),
+            said: String::new(),
+            refusal,
+        };
+        assert!(finished_meanwhile(&Error::from(failed(Refusal::JobFinished))));
+        assert!(!finished_meanwhile(&Error::from(failed(Refusal::UnknownJob))));
     }
 
     #[test]

@@ -11,9 +11,9 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
-use anyhow::Context;
-
-use crate::{records, run_with_input, scontrol, JobInfo, Listed, FIELD_END};
+use crate::client::{run_with_input, scontrol};
+use crate::error::{Error, Result};
+use crate::{records, JobInfo, Listed, FIELD_END};
 
 /// The path the agents take notices on.
 pub const PATH: &str = "/slurm/places";
@@ -92,25 +92,27 @@ pub struct Told {
 
 /// What notice `payload` says. A text that is not a notice, or a record that names no job, fails the whole
 /// notice.
-pub fn parse(payload: &str) -> anyhow::Result<Told> {
+pub fn parse(payload: &str) -> Result<Told> {
+    let unreadable = |why: &str| Error::Unreadable(why.to_string());
     let (first, rest) = payload.split_once('\n').unwrap_or((payload, ""));
-    let head = first.strip_prefix(HEADER).context("not a notice of lockstep's places")?;
-    let (node, at) = head.split_once(" at=").context("a notice without its time")?;
-    let at_ms = at.parse().ok().filter(|_| !node.is_empty()).context("a notice without its node or time")?;
+    let head = first.strip_prefix(HEADER).ok_or_else(|| unreadable("not a notice of lockstep's places"))?;
+    let (node, at) = head.split_once(" at=").ok_or_else(|| unreadable("a notice without its time"))?;
+    let at_ms =
+        at.parse().ok().filter(|_| !node.is_empty()).ok_or_else(|| unreadable("a notice without its node or time"))?;
     let jobs = records(rest)
         .iter()
         .filter(|r| !r.trim().is_empty())
         .map(|r| {
             JobInfo::parse(r)
                 .map(|j| Listed { id: j.id, row: j.row() })
-                .with_context(|| format!("a notice's record names no job: {r:?}"))
+                .ok_or_else(|| Error::Unreadable(format!("a notice's record names no job: {r:?}")))
         })
-        .collect::<anyhow::Result<_>>()?;
+        .collect::<Result<_>>()?;
     Ok(Told { node: node.to_string(), at_ms, jobs })
 }
 
 /// A munge credential sealing `payload`, from munged at `socket` (as this process's user).
-pub fn encode(socket: &Path, payload: &str) -> anyhow::Result<String> {
+pub fn encode(socket: &Path, payload: &str) -> Result<String> {
     let socket = socket.to_string_lossy();
     let out = run_with_input("munge", &["-S", &socket], payload.as_bytes().to_vec())?;
     Ok(out.trim().to_string())
@@ -136,31 +138,33 @@ pub fn looks_like_credential(body: &[u8]) -> bool {
 
 /// The UID and payload of credential `credential`, decoded by munged at `socket`: refused when munged refuses it
 /// (another key, expired, or decoded once already: munged says "Replayed credential").
-pub fn decode(socket: &Path, credential: &[u8]) -> anyhow::Result<Sealed> {
+pub fn decode(socket: &Path, credential: &[u8]) -> Result<Sealed> {
     let socket = socket.to_string_lossy();
     let out = run_with_input("unmunge", &["-S", &socket, "-N", "-k", "UID"], credential.to_vec()).map_err(|e| {
-        // unmunge says why in its exit status (munge's error codes), not on stderr.
-        let said = format!("{e:#}");
-        let why = [
-            ("status 15", "Expired credential"),
-            ("status 16", "Rewound credential (made in the future)"),
-            ("status 17", "Replayed credential (decoded once already)"),
-            ("status 18", "Unauthorized credential"),
-            ("status 8", "Bad credential (not munge's)"),
-            ("status 14", "Invalid credential (another key)"),
-        ]
-        .iter()
-        .find(|(code, _)| said.contains(&format!("with {code}:")))
-        .map_or(said.clone(), |(_, why)| (*why).to_string());
-        anyhow::anyhow!("munged refused the credential: {why}")
+        // unmunge says why in its exit status (munge's error codes), not on stderr; an unmunge that cannot run or
+        // did not answer is no refusal.
+        if !matches!(e, Error::Client(crate::error::ClientError::Failed { .. })) {
+            return e;
+        }
+        let why = match e.status() {
+            Some(15) => "Expired credential".to_string(),
+            Some(16) => "Rewound credential (made in the future)".to_string(),
+            Some(17) => "Replayed credential (decoded once already)".to_string(),
+            Some(18) => "Unauthorized credential".to_string(),
+            Some(8) => "Bad credential (not munge's)".to_string(),
+            Some(14) => "Invalid credential (another key)".to_string(),
+            _ => e.to_string(),
+        };
+        Error::Refused(why)
     })?;
     // `UID: 0`, a blank line, then the payload.
-    let (meta, payload) = out.split_once("\n\n").context("unmunge printed no payload")?;
+    let (meta, payload) =
+        out.split_once("\n\n").ok_or_else(|| Error::Unreadable("unmunge printed no payload".into()))?;
     let uid = meta
         .lines()
         .find_map(|l| l.strip_prefix("UID:"))
         .and_then(|u| u.trim().parse().ok())
-        .context("unmunge printed no UID")?;
+        .ok_or_else(|| Error::Unreadable("unmunge printed no UID".into()))?;
     Ok(Sealed { uid, payload: payload.to_string() })
 }
 
@@ -169,7 +173,7 @@ const ADDRESSES_KEPT: Duration = Duration::from_mins(10);
 
 /// The addresses (`NodeAddr`) of `nodes`, from the hooks' file of them beside the row lock, asked of slurmctld
 /// (one `scontrol -o show node` for every node) when a node is not in it or it is older than [`ADDRESSES_KEPT`].
-pub fn addresses(nodes: &[String]) -> anyhow::Result<BTreeMap<String, String>> {
+pub fn addresses(nodes: &[String]) -> Result<BTreeMap<String, String>> {
     let path = crate::lock_path().with_file_name("nodes");
     let fresh = std::fs::metadata(&path)
         .and_then(|m| m.modified())

@@ -8,7 +8,7 @@ use std::io;
 use perf_event::{Builder, Counter, Group};
 
 use super::events::{EventSpec, Kind};
-use lockstep_core::error::UsageError;
+use crate::error::{Error, Result};
 
 /// One reading of an event summed over its threads.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -130,7 +130,7 @@ fn build<'a, T>(
     target: Target<'a>,
     b: &mut Builder<'a>,
     mut open: impl FnMut(&Builder<'a>) -> io::Result<T>,
-) -> anyhow::Result<Option<T>> {
+) -> Result<Option<T>> {
     let first = open(b).or_else(|err| match err.raw_os_error() {
         Some(libc::EACCES | libc::EPERM) => open(b.exclude_kernel(true).exclude_hv(true)),
         _ => Err(err),
@@ -138,18 +138,16 @@ fn build<'a, T>(
     match first {
         Ok(t) => Ok(Some(t)),
         Err(err) => match err.raw_os_error() {
-            // The OS error stays below the message, so a caller can tell a target that is gone.
             Some(libc::ESRCH) => {
-                Err(anyhow::Error::new(err).context(UsageError::new(format!("process/{} is gone", describe(target)))))
+                Err(Error::Gone(lockstep_core::error::UsageError::new(format!("process/{} is gone", describe(target)))))
             }
-            Some(libc::EACCES | libc::EPERM) => Err(UsageError::new(format!(
+            Some(libc::EACCES | libc::EPERM) => Err(Error::usage(format!(
                 "no permission to count {} on {} (run as root or lower kernel.perf_event_paranoid)",
                 e.name,
                 describe(target)
-            ))
-            .into()),
+            ))),
             _ if matches!(e.kind, Kind::Hardware(_) | Kind::Pmu(_)) => Ok(None),
-            _ => Err(io::Error::other(format!("cannot count {}: {err}", e.name)).into()),
+            _ => Err(Error::Kernel { event: e.name.clone(), why: err }),
         },
     }
 }
@@ -179,14 +177,12 @@ impl Counters {
     /// Opens every event on every thread in `tids`, children inherited (`perf stat -p` / `-- CMD`). A thread that
     /// exits between being listed and being opened (the kernel's ESRCH, a zombie's too) is left out, as perf stat
     /// -p does; an error only if every thread is gone.
-    pub fn open(groups: &[Vec<EventSpec>], tids: &[i32], enable_on_exec: bool) -> anyhow::Result<Self> {
+    pub fn open(groups: &[Vec<EventSpec>], tids: &[i32], enable_on_exec: bool) -> Result<Self> {
         let mut counters = Self::new(groups, enable_on_exec);
         let mut gone = None;
         for &tid in tids {
             match counters.attach(i64::from(tid), Target::Thread { tid, inherit: true }) {
-                Err(e) if e.downcast_ref::<io::Error>().and_then(io::Error::raw_os_error) == Some(libc::ESRCH) => {
-                    gone = Some(e);
-                }
+                Err(e @ Error::Gone(_)) => gone = Some(e),
                 other => other?,
             }
         }
@@ -197,7 +193,7 @@ impl Counters {
     }
 
     /// Opens every group on `target`, known from now on as `key`.
-    pub fn attach(&mut self, key: i64, target: Target) -> anyhow::Result<()> {
+    pub fn attach(&mut self, key: i64, target: Target) -> Result<()> {
         let mut opened = Vec::with_capacity(self.groups.len());
         for (g, supported) in self.groups.iter().zip(self.supported.iter_mut()) {
             let one = if !*supported || g.iter().any(|e| e.kind == Kind::Absent) {
@@ -304,7 +300,7 @@ fn read_target(
 
 /// A kernel group on `target`: a dummy leader carrying inheritance and enable-on-exec, the members following
 /// it. `None` when a member cannot be counted here.
-fn open_group(g: &[EventSpec], target: Target, enable_on_exec: bool) -> anyhow::Result<Option<Opened>> {
+fn open_group(g: &[EventSpec], target: Target, enable_on_exec: bool) -> Result<Option<Opened>> {
     let mut leader = Group::builder();
     observe(&mut leader, target);
     leader.include_kernel().include_hv().enable_on_exec(enable_on_exec);
@@ -340,7 +336,7 @@ mod tests {
         assert_eq!(counters.keys().collect::<Vec<_>>(), [i64::from(me)]);
         let err = Counters::open(&groups, &[gone], false).err().expect("every thread gone");
         assert!(err.to_string().contains(&format!("thread {gone} is gone")), "{err}");
-        assert!(err.is::<lockstep_core::error::UsageError>(), "a usage error (exit 2): {err:#}");
+        assert!(matches!(err, crate::Error::Gone(_)), "a usage error (exit 2 in a command-line tool): {err}");
     }
 
     #[test]

@@ -85,14 +85,24 @@ pub fn mount_tracefs_privately() -> Result<PathBuf, UsageError> {
     Ok(target.to_path_buf())
 }
 
+/// Whether the event `name` is looked up as a tracepoint (`subsystem:name`), which only tracefs resolves (and
+/// only root may read or mount it): a generic event with modifiers (`cycles:u`) is not.
+pub fn looked_up_in_tracefs(name: &str) -> bool {
+    name.split_once(':').is_some_and(|(subsystem, event)| {
+        !subsystem.is_empty()
+            && !event.is_empty()
+            && !subsystem.contains(['/', '.'])
+            && !event.contains(['/', '.', ':'])
+            && generic(subsystem).is_none()
+    })
+}
+
 /// The tracepoint `subsystem:name`, if tracefs has it.
 fn tracepoint(name: &str) -> Result<Option<Kind>, UsageError> {
-    let Some((subsystem, event)) = name.split_once(':').filter(|(s, e)| !s.is_empty() && !e.is_empty()) else {
-        return Ok(None);
-    };
-    if subsystem.contains(['/', '.']) || event.contains(['/', '.', ':']) {
+    if !looked_up_in_tracefs(name) {
         return Ok(None);
     }
+    let Some((subsystem, event)) = name.split_once(':') else { return Ok(None) };
     let root = match tracefs() {
         Some(r) => r,
         None => mount_tracefs_privately()?,
@@ -236,7 +246,7 @@ pub fn parse_list(list: &str) -> Result<Vec<Vec<EventSpec>>, UsageError> {
 
 #[cfg(test)]
 mod tests {
-    use super::{parse_list, split_events};
+    use super::{looked_up_in_tracefs, parse_list, split_events};
 
     #[test]
     fn pmu_terms_are_one_event_and_commas_split_the_rest() {
@@ -255,6 +265,16 @@ mod tests {
         assert!(e.contains("unknown event modifier \"zz\" in \"cycles:zz\""), "{e}");
         let e = parse_list("task-clock,cycles:u").unwrap_err().to_string();
         assert!(e.contains("modifier \"u\" of \"cycles:u\" is not supported"), "{e}");
+    }
+
+    #[test]
+    fn only_subsystem_name_is_looked_up_in_tracefs() {
+        for traced in ["sched:sched_switch", "syscalls:sys_enter_read", "INST_RETIRED:ANY_P"] {
+            assert!(looked_up_in_tracefs(traced), "{traced}");
+        }
+        for not in ["task-clock", "cycles:u", "cpu/cycles/", "a:b:c", ":x", "x:", "a.b:c"] {
+            assert!(!looked_up_in_tracefs(not), "{not}");
+        }
     }
 
     /// Every malformed or extreme list is one line of error; none panics.

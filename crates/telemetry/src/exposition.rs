@@ -274,9 +274,9 @@ fn write_events(w: &mut Writer, snap: &Snapshot) {
 
 /// Each managed job's state, from the daemon; and, for the privileged, whose each job is.
 fn write_job_states(w: &mut Writer, snap: &Snapshot) {
-    let slot = snap.status.slot_ms as f64 / 1e3;
+    let slot = snap.status.slot_length;
     let rows = snap.status.rows;
-    let round = move |j: &JobStatus| format!("{:.3}", f64::from(j.period.unwrap_or(rows).max(1)) * slot);
+    let round = move |j: &JobStatus| slot.saturating_mul(j.period.unwrap_or(rows).max(1)).as_secs_f64().to_string();
     let states: [JobState; 6] = [
         ("lockstep_job_frozen", Kind::Gauge, None, "1 while the agent holds the job frozen, else 0.", |j, _| {
             u8::from(j.frozen).to_string()
@@ -350,7 +350,7 @@ fn write_agent(w: &mut Writer, snap: &Snapshot) {
     let agent = [("node", snap.node.to_string()), ("policy", snap.status.policy.clone())];
     w.sample("lockstep_agent_info", &agent, "1");
     w.header("lockstep_agent_slot_seconds", Kind::Gauge, Some("seconds"), "Length of a slot.");
-    w.sample("lockstep_agent_slot_seconds", &[], &format!("{:.3}", snap.status.slot_ms as f64 / 1e3));
+    w.sample("lockstep_agent_slot_seconds", &[], &snap.status.slot_length.as_secs_f64().to_string());
     w.header(
         "lockstep_agent_slot_switch_seconds",
         Kind::Gauge,
@@ -427,7 +427,7 @@ mod tests {
         };
         Status {
             policy: "gang".into(),
-            slot_ms: 500,
+            slot_length: std::time::Duration::from_millis(500),
             lateness,
             jobs: vec![job("slurm-42", JobOrigin::Slurm, 1000, true), job("a\"b", JobOrigin::Run, 0, false)],
             ..Status::default()
@@ -454,13 +454,13 @@ mod tests {
             "lockstep_job_sched_sched_switch_total{lockstep_job=\"a\\\"b\"} 42\n".to_string(),
             "lockstep_job_info{lockstep_job=\"slurm-42\",slurm_job_id=\"42\",user=\"alice\"} 1\n".to_string(),
             "lockstep_job_info{lockstep_job=\"a\\\"b\",user=\"0\"} 1\n".to_string(),
-            format!("lockstep_job_round_seconds{{{slurm}}} 0.500\n"),
+            format!("lockstep_job_round_seconds{{{slurm}}} 0.5\n"),
             format!("lockstep_job_event_running_seconds_total{{{slurm},event=\"task-clock\"}} 1.000000000\n"),
             format!("lockstep_job_frozen{{{slurm}}} 1\n"),
             format!("lockstep_job_frozen_seconds_total{{{slurm}}} 1.500000\n"),
             "lockstep_build_info{version=\"0.1.0\",revision=\"abc123\"} 1\n".to_string(),
             "lockstep_agent_info{node=\"n1\",policy=\"gang\"} 1\n".to_string(),
-            "lockstep_agent_slot_seconds 0.500\n".to_string(),
+            "lockstep_agent_slot_seconds 0.5\n".to_string(),
             "lockstep_agent_slot_lateness_seconds_bucket{le=\"0.001\"} 1\n".to_string(),
             "lockstep_agent_slot_lateness_seconds_bucket{le=\"+Inf\"} 2\n".to_string(),
             "lockstep_agent_slot_lateness_seconds_count 2\n".to_string(),

@@ -5,6 +5,7 @@
 //! cgroup directories to count.
 
 pub mod counters;
+pub mod error;
 pub mod events;
 pub mod exposition;
 pub mod format;
@@ -12,4 +13,5 @@ pub mod pmu;
 pub mod remote;
 pub mod stat;
 
+pub use error::{Error, Result};
 pub use lockstep_core::sample::Sample;

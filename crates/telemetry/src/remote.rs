@@ -3,11 +3,12 @@
 
 use std::time::Duration;
 
-use lockstep_core::error::UsageError;
+use lockstep_core::ident::JobKey;
 use lockstep_proto::http::{self, Target};
 use serde::{Deserialize, Serialize};
 
 use crate::counters::Reading;
+use crate::error::{Error, Result};
 use crate::Sample;
 
 /// A job's counters on one node, as the agent's HTTP API serves them (`GET /api/v1/jobs/NAME`).
@@ -26,12 +27,12 @@ pub struct JobCounts {
 }
 
 /// One node's counts of `job`; `None` when that agent has not counted it.
-pub fn fetch(addr: &str, job: &str) -> anyhow::Result<Option<JobCounts>> {
+pub fn fetch(addr: &str, job: &JobKey) -> Result<Option<JobCounts>> {
     let (code, body) = get(addr, &format!("/api/v1/jobs/{job}"))?;
     match code {
-        200 => Ok(Some(serde_json::from_str(&body).map_err(|e| anyhow::anyhow!("bad answer from {addr}: {e}"))?)),
+        200 => serde_json::from_str(&body).map(Some).map_err(|why| Error::BadAnswer { addr: addr.into(), why }),
         404 => Ok(None),
-        _ => anyhow::bail!("the agent at {addr} answered {code}: {}", body.trim()),
+        _ => Err(Error::Answered { addr: addr.into(), code, said: body.trim().to_string() }),
     }
 }
 
@@ -50,14 +51,14 @@ pub fn sum(nodes: &[JobCounts]) -> Vec<(String, Reading)> {
 
 /// `GET path` from the HTTP server at `addr` (`HOST:PORT`: an agent's metrics address); returns the status code
 /// and the body. A malformed address is a usage error; the exchange has a 10 s deadline.
-pub fn get(addr: &str, path: &str) -> anyhow::Result<(u16, String)> {
+pub fn get(addr: &str, path: &str) -> Result<(u16, String)> {
     use std::net::ToSocketAddrs;
     addr.to_socket_addrs()
-        .map_err(|e| UsageError::new(format!("bad node address {addr:?}: {e} (expected HOST:PORT)")))?
+        .map_err(|e| Error::usage(format!("bad node address {addr:?}: {e} (expected HOST:PORT)")))?
         .next()
-        .ok_or_else(|| UsageError::new(format!("node address {addr:?} resolves to nothing")))?;
+        .ok_or_else(|| Error::usage(format!("node address {addr:?} resolves to nothing")))?;
     let answer = http::request(Target::Tcp(addr), path, None, Duration::from_secs(10))
-        .map_err(|e| anyhow::anyhow!("cannot reach the agent at {addr}: {e}"))?;
+        .map_err(|why| Error::Unreachable { addr: addr.into(), why })?;
     Ok((answer.status, String::from_utf8_lossy(&answer.body).into_owned()))
 }
 

@@ -29,14 +29,14 @@ pub struct CpuTimes {
 /// Counts `events` with `read` (cumulative readings, in the order of `events`) until `done(wait)` says the target
 /// ended; every `interval` milliseconds prints the deltas on stderr as `perf stat -I` does. `done` waits up to
 /// `wait` (50 ms, or the interval when shorter) for the end, so that the elapsed time is the target's, not the
-/// polling's. Returns the final readings; [`summary`] prints them.
-pub fn count(
+/// polling's. Returns the final readings, or the first error of `read`; [`summary`] prints them.
+pub fn count<E>(
     events: &[EventSpec],
-    mut read: impl FnMut() -> anyhow::Result<Vec<Option<Reading>>>,
+    mut read: impl FnMut() -> Result<Vec<Option<Reading>>, E>,
     interval: Option<u64>,
     style: &Style,
     mut done: impl FnMut(Duration) -> bool,
-) -> anyhow::Result<Run> {
+) -> Result<Run, E> {
     let start = Instant::now();
     let tick = Duration::from_millis(interval.unwrap_or(50).min(50));
     let mut last: Vec<Option<Reading>> = events.iter().map(|_| Some(Reading::default())).collect();

@@ -2,51 +2,34 @@
 //! agent), released, restored on the way out; the policy switched, `dcs` started and stopped with it.
 
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::records::Record;
 use super::state::Daemon;
 use crate::adopt;
 use crate::managed::{self, ChangeError, Managed};
 use lockstep_cgroup::Backend;
-use lockstep_core::cosched::{self, Planner, PolicySpec};
+use lockstep_core::cosched::{self, PolicySpec};
 use lockstep_core::error::UsageError;
 use lockstep_core::ident::JobKey;
-
-/// How long `auto`'s state is kept while another policy is in force: longer than a paired comparison's windows
-/// (seconds), shorter than what an admin switching policies means as a fresh start.
-pub(super) const AUTO_KEPT: Duration = Duration::from_mins(1);
 
 impl Daemon {
     /// Switches to `policy` (and slot length `slot`, when given) at once: `dcs` is started or stopped as the
     /// policy asks (a `dcs` that cannot start leaves everything as it was), and the plan is redone. `auto` left for
-    /// another policy is taken up again where it was if it comes back within [`AUTO_KEPT`].
+    /// another policy is taken up again where it was if it comes back soon ([`super::planning::Planning::switch`]).
     pub(super) fn set_policy(&mut self, policy: PolicySpec, slot: Option<Duration>) -> anyhow::Result<()> {
         self.switch_dcs(policy.raises())?;
-        let was = (self.policy, self.slot);
-        let before = std::mem::replace(&mut self.planner, policy.build());
-        // `auto` away for a while (another policy tried beside it, as a paired comparison does) keeps what it
-        // measured and chose, and takes it up again when it comes back.
-        match (before, &mut self.planner) {
-            (Planner::Auto(auto), Planner::Fixed(_)) => self.auto_away = Some((auto, Instant::now())),
-            (_, Planner::Auto(auto)) => {
-                if let Some((mut kept, _)) = self.auto_away.take().filter(|(_, since)| since.elapsed() <= AUTO_KEPT) {
-                    kept.resume();
-                    *auto = kept;
-                }
-            }
-            _ => {}
-        }
-        self.policy = policy;
+        let was = (self.planning.policy(), self.clock.length());
+        self.planning.switch(policy, slot.is_none_or(|s| s == was.1));
         if let Some(slot) = slot {
-            self.slot = slot;
+            self.clock.set_length(slot);
         }
         log::info!(
             "policy {} slot {} -> policy {} slot {}",
             was.0,
             lockstep_core::duration::format(was.1),
-            self.policy,
-            lockstep_core::duration::format(self.slot)
+            policy,
+            lockstep_core::duration::format(self.clock.length())
         );
         self.replan = true;
         Ok(())
@@ -141,10 +124,24 @@ impl Daemon {
         left
     }
 
-    /// Takes over the jobs a previous agent managed (their cgroups still exist); counting restarts from zero.
+    /// Takes over the jobs a previous agent managed (their cgroups still exist); counting restarts from zero. One
+    /// saved under a name now reserved for Slurm's jobs is released instead.
     pub(super) fn take_over(&mut self) -> anyhow::Result<()> {
         for (name, saved) in self.store.managed_all()? {
             match serde_json::from_str(&saved).ok().and_then(|s| Managed::restore_saved(&name, s)) {
+                // Taken on by an earlier build under a name this one refuses (`slurm-42` now means Slurm's job 42):
+                // it could be neither released nor told apart, so it is released now, and said. One that cannot be
+                // released stays recorded, to be tried again at the next start.
+                Some(mut job) if job.key().is_none() => match job.release(&mut self.journal, &self.store) {
+                    Ok(()) => {
+                        log::warn!(
+                            "job {name}, taken on by an earlier lockstep, is released: its name is not a job name \
+                             now (names beginning with \"slurm-\" are Slurm's jobs; adopt it again under another)"
+                        );
+                        self.record(Record::ManagedRemove(name))?;
+                    }
+                    Err(e) => log::error!("job {name}, taken on by an earlier lockstep, cannot be released: {e:#}"),
+                },
                 Some(job) => {
                     self.count(&job);
                     self.jobs.push(job);
@@ -164,8 +161,10 @@ impl Daemon {
         self.telemetry.attach(&job.name, groups, job.pus.clone(), job.bounds());
     }
 
-    /// Stops counting job `name`; its final counts go to the store (a message to the sampler, never a wait).
-    pub(super) fn uncount(&self, name: &str) {
+    /// Stops counting job `name`, which is no longer managed: its final counts go to the store (a message to the
+    /// sampler, never a wait), and a fault said of it is forgotten (a later job of that name is said afresh).
+    pub(super) fn uncount(&mut self, name: &str) {
         self.telemetry.detach(name);
+        self.faults.forget(&crate::faults::Place::Job(name.to_string()));
     }
 }

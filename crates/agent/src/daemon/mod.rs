@@ -6,10 +6,13 @@
 //! and only its result comes in.
 
 mod board;
+mod clock;
 mod control;
 mod dcs;
 mod jobs;
 mod measures;
+mod planning;
+mod pulse;
 mod records;
 mod run;
 mod slurm;

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use super::state::{Daemon, Lifecycle};
 use crate::command::Command;
+use crate::faults::Place;
 use crate::watchdog;
 use lockstep_core::cosched::slot;
 
@@ -22,17 +23,17 @@ impl Daemon {
     /// ([`Daemon::restore_all`]). The thread runs at real-time priority.
     pub fn run(&mut self) {
         realtime::thread("slot switches");
-        let mut k = slot::index(slot::realtime_ns(), self.slot);
+        let mut k = self.clock.index(slot::realtime_ns());
         self.tick(k, false);
         loop {
-            let next = slot::start_ns(k + 1, self.slot);
+            let next = self.clock.start_ns(k + 1);
             // Wait for commands until close to the boundary (waking to beat for the watchdog at least every
             // BEAT_INTERVAL), then sleep the rest precisely.
             loop {
                 if self.lifecycle == Lifecycle::Stopping {
                     return;
                 }
-                if self.last_beat.elapsed() >= watchdog::BEAT_INTERVAL {
+                if self.pulse.due() {
                     self.heartbeat();
                 }
                 let unpublished = self.publisher.retry();
@@ -40,7 +41,7 @@ impl Daemon {
                     self.replan = false;
                     // A replan that comes after the boundary it was waiting for is that slot's first tick: its
                     // boundary (recorded as such, with the jobs it favours).
-                    let now_k = slot::index(slot::realtime_ns(), self.slot);
+                    let now_k = self.clock.index(slot::realtime_ns());
                     let boundary = now_k != k;
                     k = now_k;
                     self.tick(k, boundary);
@@ -49,17 +50,17 @@ impl Daemon {
                 let now = slot::realtime_ns();
                 // The wall clock stepped back by more than a slot: start again from the slot it says it is, rather
                 // than wait (perhaps an hour) for the boundary the old time was heading to.
-                if now.saturating_add(slot_ns(self.slot)) < next {
+                if now.saturating_add(self.clock.length_ns()) < next {
                     log::info!("the wall clock stepped back; slots follow it");
-                    k = slot::index(now, self.slot);
+                    k = self.clock.index(now);
                     self.tick(k, true);
                     break;
                 }
                 if now >= next {
                     // How late this switch begins after the boundary the loop waited for (a stall of several slots
                     // counts whole); a replan or a clock step is no boundary waited for.
-                    self.lateness.observe((now - next) as f64 / 1e9);
-                    k = slot::index(now, self.slot);
+                    self.clock.late(now - next);
+                    k = self.clock.index(now);
                     self.tick(k, true);
                     break;
                 }
@@ -95,10 +96,10 @@ impl Daemon {
             Command::Slurm { found, word, halts, reply } => {
                 match word {
                     Some(Ok(word)) => {
-                        self.faults.clear("asking slurmctld which jobs run here");
+                        self.faults.clear(&Place::Slurmctld);
                         self.heard_slurm(word);
                     }
-                    Some(Err(e)) => self.faults.report("asking slurmctld which jobs run here", &e),
+                    Some(Err(e)) => self.faults.report(Place::Slurmctld, &e),
                     None => {}
                 }
                 let chores = self.sync_slurm(found, &halts);
@@ -123,9 +124,4 @@ impl Daemon {
             }
         }
     }
-}
-
-/// A slot's length in nanoseconds.
-fn slot_ns(slot: Duration) -> u64 {
-    slot.as_nanos() as u64
 }

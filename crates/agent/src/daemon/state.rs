@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 use std::sync::mpsc::Receiver;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::command::{Command, Mailbox};
 use crate::dcs::engine::Settings;
@@ -11,53 +11,32 @@ use crate::journal::Journal;
 use crate::managed::Managed;
 use crate::sampler::Counting;
 use lockstep_cgroup::Backend;
-use lockstep_core::cosched::{self, Planner, PolicySpec};
-use lockstep_store::{Decision, Store};
-
-/// The bounds of the slot-switch lateness histogram, in seconds: 100 µs to 1 s.
-const LATENESS_BOUNDS: [f64; 13] =
-    [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0];
+use lockstep_core::cosched::PolicySpec;
+use lockstep_store::Store;
 
 /// The agent's state, and its loop ([`Daemon::run`]).
 pub struct Daemon {
-    /// The policy in force, and its slot planner.
-    pub(super) policy: PolicySpec,
-    pub(super) planner: Planner,
-    /// `auto`'s state while another policy is in force, and since when: taken up again if `auto` comes back within
-    /// `AUTO_KEPT` (a minute; `set_policy`).
-    pub(super) auto_away: Option<(cosched::auto::Auto, Instant)>,
-    pub(super) slot: Duration,
+    /// The policy in force, and what plans its slots.
+    pub(super) planning: super::planning::Planning,
+    /// The slot clock: slot length, the slot and row in force, switch times.
+    pub(super) clock: super::clock::Clock,
     pub(super) jobs: Vec<Managed>,
     pub(super) journal: Journal,
     pub(super) store: Store,
     pub(super) backend: Box<dyn Backend>,
     pub(super) node: String,
-    pub(super) current_slot: u64,
-    pub(super) active_row: u32,
-    pub(super) rows: u32,
-    pub(super) last_apply_us: f64,
-    /// How late each slot switch began after its boundary.
-    pub(super) lateness: lockstep_proto::protocol::Histogram,
     /// Whether the plan must be redone at once (policy change, new or released job), not at the next boundary.
     pub(super) replan: bool,
-    /// The daemon's records the store was too busy to take, in order, for the next flush.
-    pub(super) unsaved: Vec<super::records::Record>,
-    /// Decisions not yet in the store.
-    pub(super) pending: Vec<Decision>,
-    /// What `auto` chose or started trying, not yet in the store (time, record).
-    pub(super) choices: Vec<(f64, cosched::auto::Choice)>,
+    /// What waits for the store: records, decisions, `auto`'s choices.
+    pub(super) outbox: super::records::Outbox,
     /// What every job's progress is read with (for `auto`, and `progress` requests).
     pub(super) measures: super::measures::Measures,
-    /// When decisions last went to the store.
-    pub(super) last_flush: Instant,
     /// Where the daemon is in its life.
     pub(super) lifecycle: Lifecycle,
-    /// When the loop last beat for the watchdog.
-    pub(super) last_beat: Instant,
+    /// The beat for the watchdog.
+    pub(super) pulse: super::pulse::Pulse,
     /// Faults said once, until they clear.
     pub(super) faults: Faults,
-    /// The file `LOCKSTEP_CLOCK_SKEW_FILE` names, read at start: the test seam for wall-clock steps.
-    pub(super) clock_skew_file: Option<PathBuf>,
     /// Every job's counters: attached by message, read from the sampler's snapshot, never waited for.
     pub(super) telemetry: Counting,
     /// Slurm's jobs on this node, and what Slurm said of them.
@@ -118,29 +97,18 @@ impl Daemon {
         start.store.set_busy_timeout(Duration::ZERO)?;
         let slurm = super::slurm::known::SlurmState::load(start.slurm_node, &start.store)?;
         let mut daemon = Self {
-            policy: start.policy,
-            planner: start.policy.build(),
-            auto_away: None,
-            slot: start.slot,
+            planning: super::planning::Planning::new(start.policy),
+            clock: super::clock::Clock::new(start.slot),
             jobs: Vec::new(),
             journal: start.journal,
             store: start.store,
             backend: start.backend,
             node: start.node,
-            current_slot: 0,
-            active_row: 0,
-            rows: 1,
-            last_apply_us: 0.0,
-            lateness: lockstep_proto::protocol::Histogram::new(&LATENESS_BOUNDS),
             replan: false,
-            unsaved: Vec::new(),
-            pending: Vec::new(),
-            choices: Vec::new(),
+            outbox: super::records::Outbox::new(),
             measures: super::measures::Measures::new(),
-            last_flush: Instant::now(),
-            last_beat: Instant::now(),
+            pulse: super::pulse::Pulse::new(start.clock_skew_file),
             faults: Faults::default(),
-            clock_skew_file: start.clock_skew_file,
             lifecycle: Lifecycle::Running,
             telemetry: start.telemetry,
             slurm,
@@ -151,7 +119,7 @@ impl Daemon {
             publisher: super::board::Publisher::new(lockstep_proto::protocol::Status::default()),
         };
         daemon.take_over()?;
-        daemon.switch_dcs(daemon.policy.raises())?;
+        daemon.switch_dcs(daemon.planning.policy().raises())?;
         daemon.retire_ended_slurm_jobs();
         daemon.publish();
         Ok(daemon)

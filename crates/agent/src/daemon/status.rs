@@ -5,7 +5,6 @@ use std::collections::HashSet;
 
 use super::board::Board;
 use super::state::Daemon;
-use super::tick::place_in_slot;
 use lockstep_proto::protocol::{DcsStatus, JobStatus, Status};
 
 /// How a job of another user is named in a group of `auto` that a user's status shows.
@@ -14,29 +13,29 @@ const OTHER_JOB: &str = "(another user's job)";
 impl Daemon {
     /// The live table, whole (root's view); [`visible_to`] filters it for another user.
     pub(super) fn status(&self) -> Status {
-        let groups = self.planner.choices();
+        let groups = self.planning.choices();
         let telemetry = self.telemetry.published();
         Status {
             node: self.node.clone(),
             pid: std::process::id() as i32,
             watchdog_pid: self.journal.watchdog_pid(),
-            policy: self.policy.name().to_string(),
-            slot_ms: self.slot.as_millis() as u64,
-            slot: self.current_slot,
-            active_row: self.active_row,
-            rows: self.rows,
-            last_apply_us: self.last_apply_us,
+            policy: self.planning.policy().name().to_string(),
+            slot_length: self.clock.length(),
+            slot: self.clock.current(),
+            active_row: self.clock.active_row(),
+            rows: self.clock.rows(),
+            last_apply_us: self.clock.last_apply_us(),
             dcs: self.dcs.status(),
             groups,
             others: 0,
-            lateness: self.lateness.clone(),
+            lateness: self.clock.lateness().clone(),
             jobs: self
                 .jobs
                 .iter()
                 .map(|j| {
                     // A job with a place has its row from it at once, not only from the next slot's plan (a job
                     // found since then still holds the default row 0 there).
-                    let place = j.place.map(|s| place_in_slot(&s, self.current_slot, self.slot));
+                    let place = j.place.map(|s| self.clock.place(&s, self.clock.current()));
                     let shares = telemetry.shares(&j.name).unwrap_or_default();
                     JobStatus {
                         name: j.name.clone(),

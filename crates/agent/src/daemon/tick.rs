@@ -5,18 +5,12 @@ use std::time::{Duration, Instant};
 
 use super::records::Record;
 use super::state::Daemon;
+use crate::faults::Place;
 use crate::managed::{ChangeError, Managed};
 use crate::progress;
-use crate::watchdog;
-use lockstep_core::cosched::rows::{self, Entry, Place, Schedule};
-use lockstep_core::cosched::{self, slot, Desired, JobView};
+use lockstep_core::cosched::rows::{self, Entry};
+use lockstep_core::cosched::{self, Desired, JobView};
 use lockstep_store::{Action, Decision};
-
-/// Decisions kept while the store cannot take them.
-const MAX_PENDING: usize = 100_000;
-
-/// How often decisions reach the store (they are batched: one transaction per interval, not per slot).
-const LOG_INTERVAL: Duration = Duration::from_secs(1);
 
 impl Daemon {
     /// Applies the policy for slot `k` to every job; logs the decisions, the tick itself as `slot` at a slot
@@ -35,16 +29,14 @@ impl Daemon {
             .map(|&i| Entry { name: &self.jobs[i].name, pus: &self.jobs[i].pus, pinned: self.jobs[i].pinned })
             .collect();
         let (rows, count) = rows::assign(&entries);
-        self.rows = count;
-        self.current_slot = k;
-        self.active_row = (k % u64::from(count)) as u32;
+        let active = self.clock.enter(k, count);
         for (&i, r) in local.iter().zip(&rows) {
             let j = &mut self.jobs[i];
-            (j.row, j.round, j.favoured) = (*r, count, *r == self.active_row);
+            (j.row, j.round, j.favoured) = (*r, count, *r == active);
         }
         for j in &mut self.jobs {
             if let Some(schedule) = j.place {
-                let place = place_in_slot(&schedule, k, self.slot);
+                let place = self.clock.place(&schedule, k);
                 (j.row, j.round, j.favoured) = (place.row, place.period, place.holds(k));
             }
         }
@@ -69,20 +61,20 @@ impl Daemon {
                 demand: j.demand.wanted,
             })
             .collect();
-        if let Some(auto) = self.planner.measuring() {
+        if let Some(auto) = self.planning.measuring() {
             // Only jobs that share PUs with another are measured; a job alone is left to the kernel.
             let jobs = &self.jobs;
             let mut read = self.measures.reader(jobs, &self.telemetry);
             let mut sample = |v: usize| read(&jobs[planned[v]]);
-            for c in auto.observe(k, self.slot, &views, &mut sample) {
+            for c in auto.observe(k, self.clock.length(), &views, &mut sample) {
                 if !c.trying {
                     log::info!("auto: {} -> {}: {}", c.jobs.join(" "), c.policy, c.why);
                 }
-                self.choices.push((lockstep_store::now(), c));
+                self.outbox.choose(lockstep_store::now(), c);
             }
         }
         let mut plan = vec![Desired::default(); self.jobs.len()];
-        for (&i, p) in planned.iter().zip(self.planner.plan(&views)) {
+        for (&i, p) in planned.iter().zip(self.planning.plan(&views)) {
             plan[i] = p;
         }
         for (j, p) in self.jobs.iter_mut().zip(plan.iter_mut()) {
@@ -104,20 +96,20 @@ impl Daemon {
         for i in gone.into_iter().rev() {
             self.retire(i);
         }
-        self.last_apply_us = started.elapsed().as_secs_f64() * 1e6;
+        self.clock.switched(started.elapsed());
         let mut slot_record =
             self.decision(None, if boundary { Action::Slot } else { Action::Replan }, started.elapsed());
         slot_record.time = started_at;
         slot_record.prompt_us = Some(prompt_done.as_secs_f64() * 1e6);
         decisions.insert(0, slot_record);
         // Which jobs the slot is for, at its boundary: what agreement across nodes is measured from.
-        if boundary && self.policy.slotted() {
+        if boundary && self.planning.policy().slotted() {
             for j in self.jobs.iter().filter(|j| j.favoured && j.switched()) {
                 decisions.push(self.decision(Some(&j.name), Action::Favour, Duration::ZERO));
             }
         }
-        self.pending.extend(decisions);
-        if self.last_flush.elapsed() >= LOG_INTERVAL {
+        self.outbox.decide(decisions);
+        if self.outbox.due() {
             self.flush();
         }
         self.publish();
@@ -152,7 +144,7 @@ impl Daemon {
                 Ok(actions) => {
                     // A job works again when a change of its went through (not when nothing was to be done).
                     if !actions.is_empty() && !self.faults.is_empty() {
-                        self.faults.clear(&format!("job {}", self.jobs[i].name));
+                        self.faults.clear(&Place::Job(self.jobs[i].name.clone()));
                     }
                     if !actions.is_empty() {
                         say_slow(&mut self.jobs[i]);
@@ -164,7 +156,7 @@ impl Daemon {
                 Err(ChangeError::Gone(_)) => gone.push(i),
                 Err(e) => {
                     let name = self.jobs[i].name.clone();
-                    self.faults.report(&format!("job {name}"), &format!("{e:#}"));
+                    self.faults.report(Place::Job(name), &format!("{e:#}"));
                 }
             }
         }
@@ -194,48 +186,25 @@ impl Daemon {
         }
         let _ = self.record(Record::ManagedRemove(job.name.clone()));
         let d = self.decision(Some(&job.name), Action::Gone, Duration::ZERO);
-        self.pending.push(d);
+        self.outbox.decide([d]);
     }
 
-    /// Writes what waited for the store (the daemon's records and journal entries the store was busy for), then
-    /// pending decisions and journal removals in one transaction, then `auto`'s pending choices in another. What
-    /// was written is dropped, each batch on its own (decisions written are never written again because the
-    /// choices failed); when the store cannot take a batch (locked, read-only, full), it waits for the next flush,
-    /// the oldest decisions and choices dropped past [`MAX_PENDING`]. Nothing here waits for another connection's
-    /// lock (the loop's store connection has no busy timeout).
+    /// Writes what waits in the outbox to the store ([`super::records::Outbox::flush`]), saying a failure once.
     pub(super) fn flush(&mut self) {
-        let records = self.save_records().and(self.journal.save_unsaved(&self.store));
-        let restored = self.journal.take_restored();
-        let decisions = self.store.log_decisions(&self.pending, &restored);
-        if decisions.is_ok() {
-            self.pending.clear();
-        } else {
-            self.journal.restore_pending(restored);
-            let excess = self.pending.len().saturating_sub(MAX_PENDING);
-            self.pending.drain(..excess);
+        match self.outbox.flush(&mut self.store, &mut self.journal, &self.node) {
+            Ok(()) => self.faults.clear(&Place::Store),
+            Err(e) => self.faults.report(Place::Store, &format!("cannot log decisions: {e:#}")),
         }
-        let choices = self.store.log_auto(&self.node, &self.choices);
-        if choices.is_ok() {
-            self.choices.clear();
-        } else {
-            let excess = self.choices.len().saturating_sub(MAX_PENDING);
-            self.choices.drain(..excess);
-        }
-        match records.and(decisions).and(choices) {
-            Ok(()) => self.faults.clear("store"),
-            Err(e) => self.faults.report("store", &format!("cannot log decisions: {e:#}")),
-        }
-        self.last_flush = Instant::now();
     }
 
     pub(super) fn decision(&self, job: Option<&str>, action: Action, took: Duration) -> Decision {
         Decision {
             time: lockstep_store::now(),
             node: self.node.clone(),
-            policy: self.policy.name().to_string(),
-            slot: self.current_slot,
-            active_row: self.active_row,
-            rows: self.rows,
+            policy: self.planning.policy().name().to_string(),
+            slot: self.clock.current(),
+            active_row: self.clock.active_row(),
+            rows: self.clock.rows(),
             job: job.map(str::to_string),
             action,
             duration_us: took.as_secs_f64() * 1e6,
@@ -243,27 +212,16 @@ impl Daemon {
         }
     }
 
-    /// Beats for the watchdog (starting a new one if it died). After a gap longer than the watchdog waits (the
+    /// Beats for the watchdog ([`super::pulse::Pulse::beat`]). After a gap longer than the watchdog waits (the
     /// agent was stopped), the watchdog has put every job back: the jobs are taken as restored and planned again.
     pub(super) fn heartbeat(&mut self) {
-        if self.last_beat.elapsed() >= watchdog::BEAT_TIMEOUT {
-            log::warn!(
-                "did not run for {:.1} s; the watchdog restored every job, planning again",
-                self.last_beat.elapsed().as_secs_f64()
-            );
+        if let Some(gap) = self.pulse.beat(&mut self.journal) {
+            log::warn!("did not run for {:.1} s; the watchdog restored every job, planning again", gap.as_secs_f64());
             for job in &mut self.jobs {
                 job.applied = cosched::Desired::default();
                 job.count_frozen_time();
             }
             self.replan = true;
-        }
-        self.journal.heartbeat();
-        self.last_beat = Instant::now();
-        if let Some(file) = &self.clock_skew_file {
-            // The test seam for wall-clock steps: nanoseconds to add to the clock, re-read at every beat.
-            if let Some(ns) = read_small(file).and_then(|t| t.trim().parse::<i64>().ok()) {
-                slot::set_clock_offset(ns);
-            }
         }
     }
 }
@@ -281,47 +239,9 @@ fn say_slow(job: &mut Managed) {
     );
 }
 
-/// The place `schedule` holds in slot `k` of length `slot`: the one in force when the slot starts, so that every
-/// node of the job switches in the same slot.
-pub(super) fn place_in_slot(schedule: &Schedule, k: u64, slot: Duration) -> Place {
-    schedule.at(slot::start_ns(k, slot) / 1_000_000)
-}
-
-/// The first 64 bytes of regular file `file` as text, read without following a link or blocking on a FIFO.
-fn read_small(file: &std::path::Path) -> Option<String> {
-    use std::io::Read;
-    let (f, _) = lockstep_core::trust::open_regular(file)?;
-    let mut text = String::new();
-    f.take(64).read_to_string(&mut text).ok()?;
-    Some(text)
-}
-
 impl Daemon {
-    /// Writes `record` now, or, when the store is busy (or writes are already waiting, which go first), keeps it
-    /// for the next flush. Any other failure is the caller's.
+    /// Writes `record` now, or keeps it for the next flush ([`super::records::Outbox::record`]).
     pub(super) fn record(&mut self, record: Record) -> lockstep_store::Result<()> {
-        if self.unsaved.is_empty() {
-            match record.write(&self.store) {
-                Err(e) if e.is_busy() => {}
-                done => return done,
-            }
-        }
-        self.unsaved.push(record);
-        Ok(())
-    }
-
-    /// Writes the records kept while the store was busy, in the order they were made, up to the first that still
-    /// cannot be written (busy again: it and those after it wait for the next flush; failed for good: said and
-    /// dropped).
-    pub(super) fn save_records(&mut self) -> lockstep_store::Result<()> {
-        while let Some(record) = self.unsaved.first() {
-            match record.write(&self.store) {
-                Ok(()) => {}
-                Err(e) if e.is_busy() => return Err(e),
-                Err(e) => log::error!("cannot write {} to the store: {e:#}", record.what()),
-            }
-            self.unsaved.remove(0);
-        }
-        Ok(())
+        self.outbox.record(&self.store, record)
     }
 }

@@ -12,6 +12,7 @@
 //! and one scan lists at most [`Budgets::processes`] processes and [`Budgets::threads`] threads. A job a cap left
 //! partly scanned is named once in the log, with what was left out.
 
+use lockstep_cgroup::procfs::Live as _;
 use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::os::fd::{AsRawFd, OwnedFd};

@@ -10,6 +10,7 @@
 //! thread holding the ID now with the scheduling just set is put back to the normal class at nice 0 or lower, and
 //! the agent says so. (A pidfd of the thread group would say only when the whole group exits, not this thread.)
 
+use lockstep_cgroup::procfs::Live as _;
 use std::collections::{HashMap, HashSet};
 
 use crate::journal::Journal;

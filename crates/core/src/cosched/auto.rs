@@ -8,8 +8,9 @@
 //! Nor does one clear trial take `gang` away: one trial's windows of a few hundred ms stray by about 12 % from the
 //! next, so that a trial against `gang` in force keeps it and tries again soon; a second trial in a row against it
 //! changes it. A trial for `gang` is acted on at once (the costs are lopsided, as above).
-//! Re-decided when the set of jobs changes, when the measured progress drifts (in two windows in a row), and at
-//! least every [`MAX_EXPLOIT`] (longer as trials confirm the choice). docs/policies/auto.md gives the rule and the
+//! Re-decided when the set of jobs changes (except that a set succeeding a group that held `gang` by one job keeps
+//! it: [`INHERIT_WITHIN`]), when the measured progress drifts (in two windows in a row), and at least every
+//! [`MAX_EXPLOIT`] (longer as trials confirm the choice). docs/policies/auto.md gives the rule and the
 //! data behind it.
 //!
 //! A job's progress is the rate of the MPI calls that move data or synchronise (the PMPI profiler's live count,
@@ -97,6 +98,16 @@ pub const EVEN_EXPLOIT: Duration = Duration::from_secs(5);
 /// The longest a new group's trial waits for its jobs to finish starting (ranks that preload the profiler but
 /// cannot publish, for one, would otherwise hold it forever).
 pub const MAX_STARTUP: Duration = Duration::from_secs(30);
+
+/// How long a group whose set of jobs changed is remembered for the set that succeeds it. A set that differs from
+/// a group gone within this time by one job (one left, one joined, or one in place of another: a job array's next
+/// task, a run started again) keeps that group's choice of a policy other than `cfs` instead of trying the
+/// candidates afresh; it is checked at the group's next timed trial, at most [`MAX_EXPLOIT`] later. Seen on
+/// experiments/mpl-quick-ab3.toml on 2026-12-02: three lu jobs each run again every ~15 s made 13 new sets in ~60 s
+/// under `auto`, each trying `cfs` for 200 ms at a third of `gang`'s speed, and `auto` took 1.09 times `gang`'s time.
+/// A choice of `cfs` is not passed on: a new job whose ranks spin would lose several times its speed under it
+/// until the next trial, where a trial costs a few hundred ms.
+pub const INHERIT_WITHIN: Duration = Duration::from_secs(10);
 
 /// Where `cfs` is among the [`CANDIDATES`]: the baseline every other is compared with.
 const CFS: usize = 1;
@@ -191,9 +202,10 @@ pub struct Choice {
 enum Phase {
     /// Trying `CANDIDATES[next]` since the window's start.
     Explore { next: usize, rates: Vec<Vec<Rate>> },
-    /// Keeping the choice until slot `until`; `explored` is its rates when chosen; `drifted` the windows in a row
-    /// that showed a drift.
-    Exploit { until: u64, explored: Vec<Rate>, drifted: u32 },
+    /// Keeping the choice until slot `until`; `explored` is its rates when chosen (`None` for a choice a group
+    /// took over from the one it succeeds, until its first window with every job at work measures them);
+    /// `drifted` the windows in a row that showed a drift.
+    Exploit { until: u64, explored: Option<Vec<Rate>>, drifted: u32 },
 }
 
 /// One set of jobs that share PUs.
@@ -246,7 +258,7 @@ impl Group {
         }
         let known: Vec<&Vec<Rate>> = match &self.phase {
             Phase::Explore { rates, .. } => rates.iter().collect(),
-            Phase::Exploit { explored, .. } => vec![explored],
+            Phase::Exploit { explored, .. } => explored.iter().collect(),
         };
         self.start.1.iter().zip(now).enumerate().all(|(j, (a, b))| {
             let (Some(x), Some(y)) = (a.calls, b.calls) else { return true };
@@ -291,8 +303,7 @@ impl Group {
     /// after an even trial or one against it), doubled for each trial in a row that confirmed it.
     fn keep_slots(&self, slot_len: Duration) -> u64 {
         let base = if self.even || self.doubted { EVEN_EXPLOIT } else { MAX_EXPLOIT };
-        let keep = base.as_nanos() as u64 * (1 << self.confirmed.min(MAX_CONFIRMED));
-        keep.div_ceil((slot_len.as_nanos() as u64).max(1))
+        slots_in(base * (1 << self.confirmed.min(MAX_CONFIRMED)), slot_len)
     }
 
     /// Starts the trial again in slot `slot` (samples `samples`), saying `why`, still counting the wait for its
@@ -309,11 +320,65 @@ impl Group {
         };
     }
 
+    /// A group of jobs `names` formed in slot `slot` (samples `now`) that succeeds `before` (jobs `was`): it keeps
+    /// `before`'s choice, and its next timed trial comes when `before`'s would have, at most [`MAX_EXPLOIT`] from
+    /// now. Its rates are measured in its first window with every job at work, the baseline of its drift.
+    /// `None` when `before` holds no choice.
+    fn succeed(
+        before: &Self,
+        was: &[String],
+        names: &[String],
+        slot: u64,
+        now: Vec<Sample>,
+        slot_len: Duration,
+    ) -> Option<Self> {
+        let Phase::Exploit { until, .. } = before.phase else { return None };
+        let until = until.min(slot + slots_in(MAX_EXPLOIT, slot_len));
+        let (left, joined) = changed(was, names);
+        let mut why = format!("{} kept from the set before", before.policy.name());
+        for (what, jobs) in [("left", left), ("joined", joined)] {
+            if !jobs.is_empty() {
+                let _ = write!(why, ", {} {what}", jobs.join(", "));
+            }
+        }
+        let next = until.saturating_sub(slot) as f64 * slot_len.as_secs_f64();
+        let _ = write!(why, "; next trial in {next:.0} s");
+        Some(Self {
+            phase: Phase::Exploit { until, explored: None, drifted: 0 },
+            policy: before.policy,
+            held: Some(before.policy),
+            why,
+            checking: before.checking,
+            confirmed: before.confirmed,
+            even: before.even,
+            doubted: before.doubted,
+            ..Self::explore(slot, now, "")
+        })
+    }
+
+    /// Whether this group holds a choice that may pass to a set that succeeds it: one other than `cfs`.
+    fn may_pass(&self) -> bool {
+        matches!(self.phase, Phase::Exploit { .. }) && self.policy != PolicySpec::Cfs
+    }
+
+    /// Whether this group's choice may pass to a set `names` that succeeds it (jobs `was`): it [may
+    /// pass](Self::may_pass), and the sets differ by one job at most on each side, with one in common (the same
+    /// set back, after a job of it was halted for a while, takes its own choice up again).
+    fn passes_to(&self, was: &[String], names: &[String]) -> bool {
+        let (left, joined) = changed(was, names);
+        self.may_pass() && left.len() <= 1 && joined.len() <= 1 && names.len() > joined.len()
+    }
+
     /// Takes the group up again in slot `slot` (samples `now`) after `away` slots under another policy: its window
     /// starts here, and its deadlines move on by `away`.
     fn resume(&mut self, slot: u64, now: Vec<Sample>, away: u64) {
         self.start = (slot, now);
         self.formed = self.formed.saturating_add(away);
+        self.postpone(away);
+    }
+
+    /// Moves the next timed trial on by `away` slots (spent under another policy).
+    fn postpone(&mut self, away: u64) {
         if let Phase::Exploit { until, .. } = &mut self.phase {
             *until = until.saturating_add(away);
         }
@@ -322,7 +387,7 @@ impl Group {
     /// Why the trial waits in slot `slot` (samples `now` of jobs `names`) rather than measure: a job still
     /// starting, within [`MAX_STARTUP`] of the trial's start. `None` when it measures.
     fn waits(&self, slot: u64, slot_len: Duration, names: &[String], now: &[Sample]) -> Option<String> {
-        let limit = (MAX_STARTUP.as_nanos() as u64).div_ceil((slot_len.as_nanos() as u64).max(1));
+        let limit = slots_in(MAX_STARTUP, slot_len);
         if !matches!(self.phase, Phase::Explore { .. }) || slot.saturating_sub(self.formed) >= limit {
             return None;
         }
@@ -360,6 +425,21 @@ pub struct Auto {
     last_slot: u64,
     /// Whether another policy was in force since then ([`Auto::resume`]).
     resumed: bool,
+    /// Groups whose set of jobs changed and whose choice may pass on (`gang`), with the slot they were last seen
+    /// in: passed on to a set that succeeds them within [`INHERIT_WITHIN`] (time under another policy not
+    /// counted).
+    gone: BTreeMap<Vec<String>, (u64, Group)>,
+}
+
+/// Slots of length `slot` that `span` takes, the last one begun counting whole.
+fn slots_in(span: Duration, slot: Duration) -> u64 {
+    (span.as_nanos() as u64).div_ceil((slot.as_nanos() as u64).max(1))
+}
+
+/// The jobs of set `was` not in set `names` (they left), and those of `names` not in `was` (they joined).
+fn changed<'a>(was: &'a [String], names: &'a [String]) -> (Vec<&'a str>, Vec<&'a str>) {
+    let only = |a: &'a [String], b: &[String]| a.iter().filter(|n| !b.contains(n)).map(String::as_str).collect();
+    (only(was, names), only(names, was))
 }
 
 /// Slots in a measurement window for a group whose jobs hold `rows` rows: whole rounds of the rows, at least
@@ -367,7 +447,7 @@ pub struct Auto {
 pub fn window_slots(rows: u32, slot: Duration) -> u64 {
     if rows == 0 {
         // No rounds (cfs's trial).
-        return (MIN_CFS_WINDOW.as_nanos() as u64).div_ceil((slot.as_nanos() as u64).max(1)).max(1);
+        return slots_in(MIN_CFS_WINDOW, slot).max(1);
     }
     let round = u64::from(rows.max(1));
     let round_ns = (slot.as_nanos() as u64).max(1) * round;
@@ -502,8 +582,11 @@ impl Auto {
         let mut kept = BTreeMap::new();
         let away = if std::mem::take(&mut self.resumed) { slot.saturating_sub(self.last_slot) } else { 0 };
         self.last_slot = slot;
-        for members in groups(jobs) {
-            let names: Vec<String> = members.iter().map(|&i| jobs[i].name.to_string()).collect();
+        let sets: Vec<Vec<usize>> = groups(jobs);
+        let keys: Vec<Vec<String>> =
+            sets.iter().map(|m| m.iter().map(|&i| jobs[i].name.to_string()).collect()).collect();
+        self.retire(slot, slot_len, away, &keys);
+        for (members, names) in sets.into_iter().zip(keys) {
             let now: Vec<Sample> = members.iter().map(|&i| sample(i)).collect();
             // Slots in one round of the group's cycles.
             let rows = members.iter().map(|&i| jobs[i].round).max().unwrap_or(1);
@@ -541,6 +624,12 @@ impl Auto {
                     said.extend(step(&mut g, slot, slot_len, &now, &names));
                 }
                 g
+            } else if let Some(g) = self
+                .successor_of(&names)
+                .and_then(|(was, (_, before))| Group::succeed(&before, &was, &names, slot, now.clone(), slot_len))
+            {
+                said.push(choice(&names, &g));
+                g
             } else {
                 let mut g = Group::explore(slot, now.clone(), "new set of jobs: trying gang");
                 if let Some(why) = g.waits(slot, slot_len, &names, &now) {
@@ -554,6 +643,33 @@ impl Auto {
         self.in_force = kept.iter().flat_map(|(names, g)| names.iter().map(|n| (n.clone(), g.policy))).collect();
         self.groups = kept;
         said
+    }
+
+    /// Moves the groups whose set is not among `keys` (this slot's) to [`Auto::gone`] when their choice [may
+    /// pass](Group::may_pass) on, and forgets those gone longer than [`INHERIT_WITHIN`] ago (slots away under another policy not
+    /// counted).
+    fn retire(&mut self, slot: u64, slot_len: Duration, away: u64, keys: &[Vec<String>]) {
+        for (seen, g) in self.gone.values_mut() {
+            *seen = seen.saturating_add(away);
+            g.postpone(away);
+        }
+        // A group that ended while another policy was in force was last seen as it left: now, the time away not
+        // counted.
+        let ended: Vec<Vec<String>> = self.groups.keys().filter(|k| !keys.contains(k)).cloned().collect();
+        for names in ended {
+            if let Some(mut g) = self.groups.remove(&names).filter(Group::may_pass) {
+                g.postpone(away);
+                self.gone.insert(names, (slot, g));
+            }
+        }
+        let within = INHERIT_WITHIN.as_nanos() as u64 / (slot_len.as_nanos() as u64).max(1);
+        self.gone.retain(|_, (seen, _)| slot.saturating_sub(*seen) <= within);
+    }
+
+    /// The gone group whose choice passes to the new set `names`, taken out of [`Auto::gone`].
+    fn successor_of(&mut self, names: &[String]) -> Option<(Vec<String>, (u64, Group))> {
+        let was = self.gone.iter().find(|(was, (_, g))| g.passes_to(was, names))?.0.clone();
+        self.gone.remove_entry(&was)
     }
 
     /// What is in force for every group, and why.
@@ -583,6 +699,23 @@ fn choice(names: &[String], g: &Group) -> Choice {
 fn step(g: &mut Group, slot: u64, slot_len: Duration, now: &[Sample], names: &[String]) -> Option<Choice> {
     let rates: Option<Vec<Rate>> = g.start.1.iter().zip(now).map(|(a, b)| Rate::between(a, b)).collect();
     let sources = g.sources(now);
+    if let Phase::Exploit { until, explored: baseline @ None, .. } = &mut g.phase {
+        // A choice taken over from the set before: its first window with the same processes throughout and no job
+        // still starting measures the baseline of its drift; until then a change of processes (the new job's
+        // ranks beginning to publish) only starts the window again.
+        if slot >= *until {
+            timed_trial(g, slot, slot_len, now);
+            return Some(choice(names, g));
+        }
+        // Nor while a job that counts its calls made too few to read (set up, but not yet exchanging: lu builds its
+        // grid after MPI_Init), which would read as a drift once it does.
+        let readable = |r: &Vec<Rate>| r.iter().all(|r| r.calls.is_none_or(|c| c >= MIN_READABLE_CALLS));
+        if sources == Sources::Same && !now.iter().any(Sample::starting) {
+            *baseline = rates.filter(readable);
+        }
+        g.start = (slot, now.to_vec());
+        return None;
+    }
     let Some(rates) = rates.filter(|_| sources == Sources::Same) else {
         if sources == Sources::Fewer && matches!(g.phase, Phase::Exploit { .. }) {
             // Ranks ending (their job is about to): the choice stands, the next window starts here.
@@ -642,30 +775,38 @@ fn step(g: &mut Group, slot: u64, slot_len: Duration, now: &[Sample], names: &[S
                 let _ = write!(why, "; next trial in {next:.0} s");
             }
             g.why = why;
-            g.phase = Phase::Exploit { until: slot + keep, explored, drifted: 0 };
+            g.phase = Phase::Exploit { until: slot + keep, explored: Some(explored), drifted: 0 };
             Some(choice(names, g))
         }
         Phase::Exploit { until, explored, drifted } => {
-            let was = progress(&[explored.clone(), rates.clone()]);
-            let drift =
+            // The baseline is there: a choice taken over without one returned above.
+            let drift = explored.as_ref().map_or(0.0, |explored| {
+                let was = progress(&[explored.clone(), rates.clone()]);
                 was[0].iter().zip(&was[1]).map(|(&a, &b)| if a > 0.0 { (b / a - 1.0).abs() } else { 1.0 }).sum::<f64>()
-                    / was[0].len().max(1) as f64;
+                    / was[0].len().max(1) as f64
+            });
             *drifted = if drift > DRIFT { *drifted + 1 } else { 0 };
-            let (held, doubted) = (Some(g.policy), g.doubted);
             if *drifted >= DRIFT_WINDOWS {
                 let why = format!("progress under {} drifted by {:.0} %: trying again", g.policy.name(), drift * 100.0);
+                let (held, doubted) = (Some(g.policy), g.doubted);
                 *g = Group { held, doubted, ..Group::explore(slot, now.to_vec(), &why) };
             } else if slot >= *until {
-                let kept = g.keep_slots(slot_len) as f64 * slot_len.as_secs_f64();
-                let why = format!("{kept:.0} s since the last trial: trying again");
-                let (checking, confirmed, even) = (Some(g.policy), g.confirmed, g.even);
-                *g = Group { checking, confirmed, even, held, doubted, ..Group::explore(slot, now.to_vec(), &why) };
+                timed_trial(g, slot, slot_len, now);
             } else {
                 return None;
             }
             Some(choice(names, g))
         }
     }
+}
+
+/// Starts `g`'s timed trial in slot `slot` (samples `now`): the choice in force is checked against the candidates,
+/// and held unless they show it wrong.
+fn timed_trial(g: &mut Group, slot: u64, slot_len: Duration, now: &[Sample]) {
+    let kept = g.keep_slots(slot_len) as f64 * slot_len.as_secs_f64();
+    let why = format!("{kept:.0} s since the last trial: trying again");
+    let (checking, confirmed, even, held, doubted) = (Some(g.policy), g.confirmed, g.even, Some(g.policy), g.doubted);
+    *g = Group { checking, confirmed, even, held, doubted, ..Group::explore(slot, now.to_vec(), &why) };
 }
 
 impl Policy for Auto {

@@ -588,11 +588,7 @@ mod auto {
     fn taken_up_again_a_choice_stands_and_its_window_starts_afresh() {
         let (x, y) = (pus("0-1"), pus("0-1"));
         let jobs = [view("x", 0, &x), view("y", 1, &y)];
-        let mut auto = Auto::default();
-        see(&mut auto, 10, &jobs, &calls_at(0.0, &[0, 0]));
-        see(&mut auto, 12, &jobs, &calls_at(0.4, &[800, 800]));
-        let chosen = see(&mut auto, 13, &jobs, &calls_at(0.6, &[1000, 1000]));
-        assert!(!chosen[0].trying && chosen[0].policy == "gang", "{chosen:?}");
+        let mut auto = ganged(&jobs);
         // Another policy for 100 slots, under which the jobs made few calls: taken up again, gang stands, and
         // what they did meanwhile is no drift.
         auto.resume();
@@ -601,10 +597,7 @@ mod auto {
         assert!(see(&mut auto, 115, &jobs, &calls_at(21.0, &[1900, 1900])).is_empty());
         assert!(see(&mut auto, 117, &jobs, &calls_at(21.4, &[2700, 2700])).is_empty());
         // Without being taken up again, the same gap reads as progress that fell away: a drift, tried again.
-        let mut fresh = Auto::default();
-        see(&mut fresh, 10, &jobs, &calls_at(0.0, &[0, 0]));
-        see(&mut fresh, 12, &jobs, &calls_at(0.4, &[800, 800]));
-        see(&mut fresh, 13, &jobs, &calls_at(0.6, &[1000, 1000]));
+        let mut fresh = ganged(&jobs);
         see(&mut fresh, 113, &jobs, &calls_at(20.6, &[1100, 1100]));
         let again = see(&mut fresh, 115, &jobs, &calls_at(21.0, &[1200, 1200]));
         assert!(again[0].trying && again[0].why.contains("drifted"), "{again:?}");
@@ -645,6 +638,129 @@ mod auto {
         let again = see(&mut quiet, 7, &jobs, &calls(1.4, [1000, 1000]));
         assert!(again[0].trying && again[0].why.contains("drifted"), "{again:?}");
         assert_eq!(auto.choices()[0].policy, "gang");
+    }
+
+    /// An `Auto` that chose `gang` for jobs x and y at slot 13 (gang twice as fast as cfs).
+    fn ganged(jobs: &[JobView<'_>]) -> Auto {
+        let mut auto = Auto::default();
+        see(&mut auto, 10, jobs, &calls_at(0.0, &[0, 0]));
+        see(&mut auto, 12, jobs, &calls_at(0.4, &[800, 800]));
+        let chosen = see(&mut auto, 13, jobs, &calls_at(0.6, &[1000, 1000]));
+        assert!(!chosen[0].trying && chosen[0].policy == "gang", "{chosen:?}");
+        auto
+    }
+
+    #[test]
+    fn a_set_that_succeeds_a_ganged_one_by_a_job_keeps_gang_until_the_next_timed_trial() {
+        let (x, y, y2) = (pus("0-1"), pus("0-1"), pus("0-1"));
+        let pair = [view("x", 0, &x), view("y", 1, &y)];
+        let mut auto = ganged(&pair);
+        // y ends and y2 starts in its place between two slots: gang is kept, no trial.
+        let after = [view("x", 0, &x), view("y2", 1, &y2)];
+        let mut s = calls_at(1.0, &[1800, 0]);
+        (s[1].publishers, s[1].profiled) = (0, 2);
+        let kept = see(&mut auto, 15, &after, &s);
+        assert_eq!(kept.len(), 1, "{kept:?}");
+        assert!(!kept[0].trying && kept[0].policy == "gang", "{kept:?}");
+        assert_eq!(kept[0].why, "gang kept from the set before, y left, y2 joined; next trial in 30 s");
+        assert_eq!(auto.plan(&after), vec![Desired::default(), Desired { frozen: true, boosted: false }]);
+        // y2's ranks begin to publish, then work: no trial (its window only starts again), and the first whole
+        // window is the baseline of a drift, which a halving of progress then shows.
+        assert!(see(&mut auto, 17, &after, &calls_at(1.4, &[2600, 0])).is_empty());
+        assert!(see(&mut auto, 19, &after, &calls_at(1.8, &[3400, 800])).is_empty());
+        assert!(see(&mut auto, 21, &after, &calls_at(2.2, &[4200, 1600])).is_empty());
+        assert!(see(&mut auto, 23, &after, &calls_at(2.6, &[4600, 2000])).is_empty());
+        let drift = see(&mut auto, 25, &after, &calls_at(3.0, &[5000, 2400]));
+        assert!(drift[0].trying && drift[0].why.contains("drifted by 50 %"), "{drift:?}");
+        // Without a drift, the next trial comes when the set before would have had it, at most 30 s on.
+        let mut timed = ganged(&pair);
+        see(&mut timed, 15, &after, &calls_at(1.0, &[1800, 0]));
+        // x makes 2000 calls/s from 1000 at slot 13, y2 as many from none at slot 15; slot s is at (s - 10) x 0.2 s.
+        let trials: Vec<(u64, Choice)> = (16..164)
+            .flat_map(|slot| {
+                let (t, x, y) = ((slot - 10) as f64 * 0.2, 1000 + 400 * (slot - 13), 400 * (slot - 15));
+                see(&mut timed, slot, &after, &calls_at(t, &[x, y])).into_iter().map(move |m| (slot, m))
+            })
+            .collect();
+        assert_eq!(trials.len(), 1, "{trials:?}");
+        assert_eq!(trials[0].0, 13 + 150, "{trials:?}");
+        assert!(trials[0].1.trying && trials[0].1.why.contains("since the last trial"), "{trials:?}");
+    }
+
+    #[test]
+    fn a_choice_of_cfs_or_one_gone_too_long_is_not_passed_on_and_one_left_of_three_keeps_it() {
+        let (x, y, y2, z) = (pus("0-1"), pus("0-1"), pus("0-1"), pus("0-1"));
+        let pair = [view("x", 0, &x), view("y", 1, &y)];
+        let after = [view("x", 0, &x), view("y2", 1, &y2)];
+        // cfs chosen (no call at all under gang: a stall): a successor tries the candidates afresh.
+        let mut auto = Auto::default();
+        see(&mut auto, 10, &pair, &calls_at(0.0, &[0, 0]));
+        see(&mut auto, 12, &pair, &calls_at(0.4, &[0, 0]));
+        let cfs = see(&mut auto, 13, &pair, &calls_at(0.6, &[200, 200]));
+        assert!(!cfs[0].trying && cfs[0].policy == "cfs", "{cfs:?}");
+        let fresh = see(&mut auto, 15, &after, &calls_at(1.0, &[800, 0]));
+        assert!(fresh[0].trying && fresh[0].why.starts_with("new set of jobs"), "{fresh:?}");
+        // gang chosen, y ends, x runs alone for 11 s, then y2 joins: too long after, tried afresh.
+        let mut auto = ganged(&pair);
+        assert!(see(&mut auto, 15, &pair[..1], &calls_at(1.0, &[1800])).is_empty());
+        let late = see(&mut auto, 15 + 55, &after, &calls_at(12.0, &[9000, 0]));
+        assert!(late[0].trying && late[0].why.starts_with("new set of jobs"), "{late:?}");
+        // Within 10 s it is kept.
+        let mut auto = ganged(&pair);
+        assert!(see(&mut auto, 15, &pair[..1], &calls_at(1.0, &[1800])).is_empty());
+        let soon = see(&mut auto, 15 + 45, &after, &calls_at(10.0, &[9000, 0]));
+        assert!(!soon[0].trying && soon[0].why.starts_with("gang kept"), "{soon:?}");
+        // Three jobs ganged; z ends: the two left keep gang.
+        let three = [view("x", 0, &x), view("y", 1, &y), view("z", 2, &z)];
+        let mut auto = Auto::default();
+        see(&mut auto, 0, &three, &calls_at(0.0, &[0, 0, 0]));
+        see(&mut auto, 2, &three, &calls_at(0.4, &[800, 800, 800]));
+        let chosen = see(&mut auto, 3, &three, &calls_at(0.6, &[1000, 1000, 1000]));
+        assert!(!chosen[0].trying && chosen[0].policy == "gang", "{chosen:?}");
+        let two = see(&mut auto, 5, &pair, &calls_at(1.0, &[1800, 1800]));
+        assert_eq!(two[0].why, "gang kept from the set before, z left; next trial in 30 s");
+    }
+
+    #[test]
+    fn a_choice_passes_to_a_set_one_job_apart_only_and_time_away_does_not_count() {
+        let (x, y, y2, z) = (pus("0-1"), pus("0-1"), pus("0-1"), pus("0-1"));
+        let pair = [view("x", 0, &x), view("y", 1, &y)];
+        // One job more: kept. Two jobs other (none in common): tried afresh.
+        let mut auto = ganged(&pair);
+        let three = [view("x", 0, &x), view("y", 1, &y), view("z", 2, &z)];
+        let joined = see(&mut auto, 15, &three, &calls_at(1.0, &[1800, 1800, 0]));
+        assert_eq!(joined[0].why, "gang kept from the set before, z joined; next trial in 30 s");
+        let mut auto = ganged(&pair);
+        let others = [view("y2", 0, &y2), view("z", 1, &z)];
+        let fresh = see(&mut auto, 15, &others, &calls_at(1.0, &[0, 0]));
+        assert!(fresh[0].trying && fresh[0].why.starts_with("new set of jobs"), "{fresh:?}");
+        // y ends; x alone, then another policy for 17 s (a paired comparison's turns); y2 joins as auto comes back:
+        // the time away does not count, gang is kept. Without the turns, 17 s is too long.
+        let after = [view("x", 0, &x), view("y2", 1, &y2)];
+        let mut auto = ganged(&pair);
+        assert!(see(&mut auto, 15, &pair[..1], &calls_at(1.0, &[1800])).is_empty());
+        auto.resume();
+        let back = see(&mut auto, 100, &after, &calls_at(18.0, &[9000, 0]));
+        assert!(!back[0].trying && back[0].why.starts_with("gang kept"), "{back:?}");
+        let mut auto = ganged(&pair);
+        assert!(see(&mut auto, 15, &pair[..1], &calls_at(1.0, &[1800])).is_empty());
+        let late = see(&mut auto, 100, &after, &calls_at(18.0, &[9000, 0]));
+        assert!(late[0].trying && late[0].why.starts_with("new set of jobs"), "{late:?}");
+    }
+
+    #[test]
+    fn a_window_in_which_the_new_job_makes_no_call_yet_is_no_baseline() {
+        let (x, y, y2) = (pus("0-1"), pus("0-1"), pus("0-1"));
+        let pair = [view("x", 0, &x), view("y", 1, &y)];
+        let after = [view("x", 0, &x), view("y2", 1, &y2)];
+        let mut auto = ganged(&pair);
+        see(&mut auto, 15, &after, &calls_at(1.0, &[1800, 0]));
+        // y2 sets up for two windows (no call), then exchanges at x's rate: no drift, no trial.
+        for (slot, y) in [(17, 0), (19, 0), (21, 800), (23, 1600), (25, 2400), (27, 3200)] {
+            let x = 1800 + 400 * (slot - 15);
+            let said = see(&mut auto, slot, &after, &calls_at((slot - 10) as f64 * 0.2, &[x, y]));
+            assert!(said.is_empty(), "slot {slot}: {said:?}");
+        }
     }
 
     #[test]

@@ -9,7 +9,7 @@ pub mod spec;
 use std::path::{Path, PathBuf};
 
 use crate::harness::outcome::Outcome;
-use crate::harness::report::some_runs;
+use crate::harness::report::{some_runs, Report};
 use crate::harness::{Kind, Paths};
 use lockstep_store::Store;
 use spec::CountersSpec;
@@ -27,7 +27,7 @@ impl Kind for CountersSpec {
         run::run(self, paths)
     }
 
-    fn report(&self, store: &Store, dir: &Path, session: Option<f64>) -> anyhow::Result<PathBuf> {
-        report::write(self, &some_runs(&self.name, session, store.experiment_runs(&self.name, session)?)?, dir)
+    fn report(&self, store: &Store, _plots: &Path, session: Option<f64>) -> anyhow::Result<Report> {
+        report::build(self, &some_runs(&self.name, session, store.experiment_runs(&self.name, session)?)?)
     }
 }

@@ -4,10 +4,9 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
 
 use super::spec::{configs, CountersSpec};
-use crate::harness::report::{failed_section, html_page, write_files};
+use crate::harness::report::{failed_section, html_page, Report};
 use crate::harness::stats::{failed, mean, split_failed};
 use lockstep_store::ExperimentRun;
 
@@ -117,9 +116,8 @@ fn yes_no(b: Option<bool>) -> &'static str {
     }
 }
 
-/// Writes `summary.md` and `index.html` into `dir`; returns the HTML path.
-pub fn write(spec: &CountersSpec, runs: &[ExperimentRun], dir: &Path) -> anyhow::Result<PathBuf> {
-    std::fs::create_dir_all(dir)?;
+/// The report: its summary and page (it has no plots).
+pub fn build(spec: &CountersSpec, runs: &[ExperimentRun]) -> anyhow::Result<Report> {
     let labels: Vec<String> = configs(spec).iter().map(|c| c.label(spec)).collect();
     let tally = Tally::of(spec, runs);
     let mut md = format!("# {} — {}\n\n", spec.name, spec.description);
@@ -147,7 +145,7 @@ pub fn write(spec: &CountersSpec, runs: &[ExperimentRun], dir: &Path) -> anyhow:
     cost_section(&mut md, &tally, &labels);
     targets_section(&mut md, spec, &tally);
     md += &failed_section(&split_failed(runs).1);
-    write_files(dir, &md, html_page(&spec.name, &spec.description))
+    Ok(Report { summary: md, page: html_page(&spec.name, &spec.description) })
 }
 
 /// The uncounted times: the baseline every overhead is measured against.

@@ -103,7 +103,7 @@ struct RawSet {
 pub fn parse(path: &Path, text: &str) -> Result<CountersSpec, UsageError> {
     use crate::harness::spec::distinct;
     let bad = crate::harness::spec::bad(path);
-    let (header, raw) = crate::harness::spec::read::<Raw>(path, text, "counters")?;
+    let (header, raw) = crate::harness::spec::read::<Raw>(path, text)?;
     crate::harness::spec::check_ranks(raw.ranks).map_err(bad)?;
     // At least two: a confidence interval needs two.
     crate::harness::spec::check_repetitions(raw.repetitions, 2).map_err(bad)?;

@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 
 use super::outcome::Outcome;
 use super::paths::Paths;
+use super::report::Report;
 use lockstep_store::Store;
 
 /// One kind of experiment, its spec read and checked: the programs it needs, its run, its report.
@@ -29,7 +30,7 @@ pub trait Kind {
     /// the session (its start time) and the failed jobs.
     fn run(&self, paths: &Paths) -> anyhow::Result<Outcome>;
 
-    /// Writes the report of the runs of `session` (`None`: the latest) in `store` into `dir`; returns its
-    /// `index.html`.
-    fn report(&self, store: &Store, dir: &Path, session: Option<f64>) -> anyhow::Result<PathBuf>;
+    /// The report of the runs of `session` (`None`: the latest) in `store`: its plots written into `dir`, its
+    /// summary and page returned for the harness to write ([`Report::write`]: `summary.md`, `index.html`).
+    fn report(&self, store: &Store, dir: &Path, session: Option<f64>) -> anyhow::Result<Report>;
 }

@@ -107,15 +107,26 @@ fn whole_number(x: f64) -> String {
     }
 }
 
-/// Writes `summary.md` and `index.html` (the page begun in `html`, then the summary's tables) into `dir`;
-/// returns the HTML path.
-pub(crate) fn write_files(dir: &Path, md: &str, mut html: String) -> anyhow::Result<PathBuf> {
-    html += &markdown_tables_to_html(md);
-    html += "</body></html>\n";
-    std::fs::write(dir.join("summary.md"), md)?;
-    let index = dir.join("index.html");
-    std::fs::write(&index, html)?;
-    Ok(index)
+/// What a kind's report says, for the harness to write ([`Report::write`]): its plots are already in the report
+/// directory.
+pub struct Report {
+    /// The summary, in Markdown: `summary.md`, printed after a run, and the tables of the page.
+    pub summary: String,
+    /// The page's head and what comes before the summary's tables (plots, notes), left open ([`html_page`]).
+    pub page: String,
+}
+
+impl Report {
+    /// Writes `summary.md` and `index.html` (the page, then the summary's tables) into `dir`; returns the HTML
+    /// path.
+    pub fn write(&self, dir: &Path) -> anyhow::Result<PathBuf> {
+        std::fs::create_dir_all(dir)?;
+        let html = format!("{}{}</body></html>\n", self.page, markdown_tables_to_html(&self.summary));
+        std::fs::write(dir.join("summary.md"), &self.summary)?;
+        let index = dir.join("index.html");
+        std::fs::write(&index, html)?;
+        Ok(index)
+    }
 }
 
 /// The head of a report page and its title, left open for the body; `name` and `description` are escaped.

@@ -27,8 +27,8 @@ pub struct Header {
 
 /// The header's keys of a raw spec that [`raw_spec!`] declared, taken out of it.
 pub trait RawHeader {
-    /// `kind` (if given), `name` and `description`.
-    fn header(&mut self) -> (Option<String>, String, String);
+    /// `name` and `description` (`kind` chose the parser, and is read by the registry alone).
+    fn header(&mut self) -> (String, String);
 }
 
 /// Declares a kind's raw spec as serde reads it, unknown keys refused: the header's keys every kind starts with
@@ -39,7 +39,8 @@ macro_rules! raw_spec {
         #[derive(serde::Deserialize)]
         #[serde(deny_unknown_fields)]
         struct $raw {
-            kind: Option<String>,
+            #[serde(rename = "kind")]
+            _kind: Option<String>,
             name: String,
             #[serde(default)]
             description: String,
@@ -47,8 +48,8 @@ macro_rules! raw_spec {
         }
 
         impl $crate::harness::spec::RawHeader for $raw {
-            fn header(&mut self) -> (Option<String>, String, String) {
-                (self.kind.take(), std::mem::take(&mut self.name), std::mem::take(&mut self.description))
+            fn header(&mut self) -> (String, String) {
+                (std::mem::take(&mut self.name), std::mem::take(&mut self.description))
             }
         }
     };
@@ -60,20 +61,23 @@ pub fn bad(path: &Path) -> impl Fn(String) -> UsageError + Copy + '_ {
     move |what| UsageError::new(format!("bad experiment spec {}: {what}", path.display()))
 }
 
-/// Reads `text` (as read from `path`, which messages name) as a spec of kind `kind`: its header, checked, and
-/// the rest of its raw form `R` (a TOML error names its line).
-pub fn read<R: DeserializeOwned + RawHeader>(path: &Path, text: &str, kind: &str) -> Result<(Header, R), UsageError> {
+/// Reads `text` (as read from `path`, which messages name) as a spec of the kind whose raw form is `R`: its
+/// header, checked, and the rest (a TOML error names its line). The registry (`KINDS`, in lib.rs) chose the kind
+/// from the spec's `kind`, so that a kind's name is written once, there.
+pub fn read<R: DeserializeOwned + RawHeader>(path: &Path, text: &str) -> Result<(Header, R), UsageError> {
     let bad = bad(path);
     let mut raw: R = toml::from_str(text).map_err(|e| bad(lockstep_core::error::toml_message(text, &e)))?;
-    let (given, name, description) = raw.header();
-    let given = given.unwrap_or_else(|| DEFAULT_KIND.to_string());
-    if given != kind {
-        return Err(bad(format!("kind = {given:?} (expected {kind:?})")));
-    }
+    let (name, description) = raw.header();
     if !is_short_name(&name, MAX_NAME) {
         return Err(bad(format!("name {name:?} (expected 1 to {MAX_NAME} letters, digits, '-', '_')")));
     }
     Ok((Header { name, description }, raw))
+}
+
+/// The kind a spec's `text` names by its `kind` key ([`DEFAULT_KIND`] when it names none, or does not read).
+pub fn kind_of(text: &str) -> String {
+    let kind = text.parse::<toml::Table>().ok().and_then(|t| t.get("kind")?.as_str().map(str::to_string));
+    kind.unwrap_or_else(|| DEFAULT_KIND.to_string())
 }
 
 /// The default of a count that is one unless given (serde's `default = "…"`).

@@ -6,6 +6,7 @@
 //! process's remaining children (the jobs: `lockstep run` passes SIGTERM on to its command and removes its
 //! cgroup), before the process exits. An owner that took its thing down itself drops its [`Registration`].
 
+use lockstep_cgroup::procfs::Live as _;
 use std::collections::BTreeMap;
 use std::os::fd::{AsRawFd, IntoRawFd};
 use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};

@@ -10,7 +10,7 @@ pub mod spec;
 use std::path::{Path, PathBuf};
 
 use crate::harness::outcome::Outcome;
-use crate::harness::report::some_runs;
+use crate::harness::report::{some_runs, Report};
 use crate::harness::{Kind, Paths};
 use lockstep_store::Store;
 use spec::LocksSpec;
@@ -28,7 +28,7 @@ impl Kind for LocksSpec {
         run::run(self, paths)
     }
 
-    fn report(&self, store: &Store, dir: &Path, session: Option<f64>) -> anyhow::Result<PathBuf> {
+    fn report(&self, store: &Store, dir: &Path, session: Option<f64>) -> anyhow::Result<Report> {
         report::write(self, &some_runs(&self.name, session, store.lock_runs(&self.name, session)?)?, dir)
     }
 }

@@ -4,10 +4,10 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use super::spec::LocksSpec;
-use crate::harness::report::{chart, html_page, write_files};
+use crate::harness::report::{chart, html_page, Report};
 use crate::harness::stats::median;
 use lockstep_store::LockRun;
 
@@ -101,8 +101,8 @@ fn section(md: &mut String, spec: &LocksSpec, t: &Table, m: usize, title: &str, 
     md.push('\n');
 }
 
-/// Writes `summary.md`, `index.html` and one SVG plot per configuration into `dir`; returns the HTML path.
-pub fn write(spec: &LocksSpec, runs: &[LockRun], dir: &Path) -> anyhow::Result<PathBuf> {
+/// Writes one SVG plot per configuration into `dir`; returns the report (summary and page) that shows them.
+pub fn write(spec: &LocksSpec, runs: &[LockRun], dir: &Path) -> anyhow::Result<Report> {
     std::fs::create_dir_all(dir)?;
     let tables = tables(runs);
     let lost = runs.iter().filter(|r| failed(r)).count();
@@ -155,7 +155,7 @@ pub fn write(spec: &LocksSpec, runs: &[LockRun], dir: &Path) -> anyhow::Result<P
     html += &vm_svgs;
     md += &targets(spec, &tables);
     html += "<h2>Tables</h2>";
-    write_files(dir, &md, html)
+    Ok(Report { summary: md, page: html })
 }
 
 /// Seed 003 across VMs: per scenario run in guests (`numa` = `guests-N`), every lock's throughput per guest against
@@ -433,7 +433,7 @@ mod tests {
             run("mcs", 2, 1.0, 2, 0.2e6, 0.9),
             run("cna-pt", 2, 1.0, 2, 3.0e6, 0.99),
         ];
-        let index = write(&spec, &runs, dir.path()).unwrap();
+        let index = write(&spec, &runs, dir.path()).unwrap().write(dir.path()).unwrap();
         let md = std::fs::read_to_string(dir.path().join("summary.md")).unwrap();
         assert!(index.exists());
         assert!(md.contains("| mcs | **4.000** | 0.100 |"), "{md}");
@@ -468,8 +468,7 @@ mod tests {
         ];
         assert!(failed(&runs[0]) && failed(&runs[1]) && !failed(&runs[2]));
         assert!(failed(&LockRun { throughput_ops_s: None, ..runs[2].clone() }));
-        write(&spec, &runs, dir.path()).unwrap();
-        let md = std::fs::read_to_string(dir.path().join("summary.md")).unwrap();
+        let md = write(&spec, &runs, dir.path()).unwrap().summary;
         assert!(md.contains("6 lockbench runs (3 failed"), "{md}");
         // Its cells are marked; the best of the 2-thread column is cna-pt's, not the failed runs' 9 M ops/s.
         assert!(md.contains("| mcs | FAILED | 1.000 (FAILED 1) |"), "{md}");
@@ -501,8 +500,7 @@ mod tests {
             in_guests("cna-pt", 2, 0.9e6),
             in_guests("shfl", 2, 1e6),
         ];
-        write(&spec, &runs, dir.path()).unwrap();
-        let md = std::fs::read_to_string(dir.path().join("summary.md")).unwrap();
+        let md = write(&spec, &runs, dir.path()).unwrap().summary;
         assert!(md.contains("| cna-pt | 1.000 (1.00, 1.00) | 0.900 (0.90, 1.80) |"), "{md}");
         assert!(md.contains("- mcs at 2 guests / 1 guest: 0.01 (collapses)"), "{md}");
         assert!(md.contains("- cna-pt keeps ≥ 80 % at 2 guests: 0.90: met"), "{md}");

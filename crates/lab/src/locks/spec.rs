@@ -173,7 +173,7 @@ fn cs_block_valid(b: &str) -> bool {
 pub fn parse(path: &Path, text: &str) -> Result<LocksSpec, UsageError> {
     use crate::harness::spec::distinct;
     let bad = crate::harness::spec::bad(path);
-    let (header, raw) = crate::harness::spec::read::<Raw>(path, text, "locks")?;
+    let (header, raw) = crate::harness::spec::read::<Raw>(path, text)?;
     if !(raw.duration_s > 0.0 && raw.duration_s <= 600.0) {
         return Err(bad(format!("duration_s = {} (expected seconds, more than 0, at most 600)", raw.duration_s)));
     }

@@ -10,6 +10,7 @@
 //! A policy with a handicap has every process of every job stopped (SIGSTOP, then SIGCONT) for that share of each
 //! [`PERIOD`] while it is in force: a waste of known size, for checking that the comparison finds it.
 
+use lockstep_cgroup::procfs::Live as _;
 use std::collections::BTreeMap;
 use std::io::Read as _;
 use std::time::{Duration, Instant};

@@ -10,12 +10,12 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use super::ab::{Comparison, Window, COMPARISON, WINDOW};
 use super::spec::{Ab, Spec};
 use crate::harness::paired::Estimate;
-use crate::harness::report::{html_page, some_runs, write_files};
+use crate::harness::report::{html_page, some_runs, Report};
 use lockstep_store::Store;
 
 /// What a job's progress is read from.
@@ -144,9 +144,8 @@ fn check(rounds: &Rounds<'_>, ab: &Ab, arm: usize, e: Estimate, what: &str) -> O
     ))
 }
 
-/// Writes the report of the paired comparison of session `session` (its latest when `None`) into `dir`; returns
-/// the HTML page.
-pub fn write(spec: &Spec, ab: &Ab, store: &Store, dir: &Path, session: Option<f64>) -> anyhow::Result<PathBuf> {
+/// The report of the paired comparison of session `session` (its latest when `None`); `dir` is where it goes.
+pub fn write(spec: &Spec, ab: &Ab, store: &Store, dir: &Path, session: Option<f64>) -> anyhow::Result<Report> {
     let comparisons = some_runs(&spec.name, session, store.records(&spec.name, session, COMPARISON)?)?;
     let session = comparisons[0].session;
     let comparisons: Vec<Comparison> =
@@ -172,7 +171,7 @@ pub fn write(spec: &Spec, ab: &Ab, store: &Store, dir: &Path, session: Option<f6
     }
     std::fs::create_dir_all(dir)?;
     let md = summary(spec, ab, &comparisons, &windows);
-    write_files(dir, &md, html_page(&spec.name, &spec.description))
+    Ok(Report { summary: md, page: html_page(&spec.name, &spec.description) })
 }
 
 /// The report's Markdown.

@@ -16,7 +16,7 @@ pub mod timeline;
 use std::path::{Path, PathBuf};
 
 use crate::harness::outcome::Outcome;
-use crate::harness::report::some_runs;
+use crate::harness::report::{some_runs, Report};
 use crate::harness::spec::{check_placement, RanksIn};
 use crate::harness::{Kind, Paths};
 use lockstep_store::Store;
@@ -46,7 +46,7 @@ impl Kind for Spec {
         }
     }
 
-    fn report(&self, store: &Store, dir: &Path, session: Option<f64>) -> anyhow::Result<PathBuf> {
+    fn report(&self, store: &Store, dir: &Path, session: Option<f64>) -> anyhow::Result<Report> {
         if let Some(ab) = &self.ab {
             return ab_report::write(self, ab, store, dir, session);
         }

@@ -4,10 +4,10 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use super::spec::Spec;
-use crate::harness::report::{chart, escape, failed_section, html_page, write_files};
+use crate::harness::report::{chart, escape, failed_section, html_page, Report};
 use crate::harness::stats::{
     dedicated_medians, mean, median, mode, paired_means, raises, split_failed, time_of, Paired,
 };
@@ -189,9 +189,9 @@ fn cells_table(cells: &BTreeMap<Key, Cell>) -> String {
     md
 }
 
-/// Writes `summary.md`, `index.html` (opening on `timeline`, the HTML of the timeline section) and the SVG plots
-/// into `dir`; returns the HTML path.
-pub fn write(spec: &Spec, all: &[ExperimentRun], dir: &Path, timeline: &str) -> anyhow::Result<PathBuf> {
+/// Writes the SVG plots into `dir`; returns the report (summary and page, the page opening on `timeline`, the HTML
+/// of the timeline section).
+pub fn write(spec: &Spec, all: &[ExperimentRun], dir: &Path, timeline: &str) -> anyhow::Result<Report> {
     std::fs::create_dir_all(dir)?;
     // Every number below is of the cases whose jobs all ran their course; the failed ones are marked.
     let (ok, failed) = split_failed(all);
@@ -277,7 +277,7 @@ pub fn write(spec: &Spec, all: &[ExperimentRun], dir: &Path, timeline: &str) -> 
         }
     }
     html += "<h2>Tables</h2>";
-    write_files(dir, &md, html)
+    Ok(Report { summary: md, page: html })
 }
 
 #[cfg(test)]
@@ -318,8 +318,7 @@ mod tests {
             run("gang/200ms", "lu+ep", "lu", 1.5, 0),
             run("gang/200ms", "lu+ep", "ep", 1.5, 0),
         ];
-        write(&spec, &runs, dir.path(), "").unwrap();
-        let md = std::fs::read_to_string(dir.path().join("summary.md")).unwrap();
+        let md = write(&spec, &runs, dir.path(), "").unwrap().summary;
         assert!(!md.contains("NaN") && !md.contains("inf"), "{md}");
         // The dedicated runs once, as their own rows; none under cfs or gang at MPL 1.
         assert!(md.contains("| yield | dedicated | lu | 1 | 1 | 1.00 | 1.00 | 1.00–1.00 |"), "{md}");
@@ -355,8 +354,7 @@ mod tests {
         assert_eq!(means.get(&("yield".into(), "cfs".into(), 2)), Some(&2.0));
         assert_eq!(means.get(&("yield".into(), "gang/200ms".into(), 2)), Some(&1.5));
         assert_eq!(left_out, ["cg at MPL 2 (yield)"]);
-        write(&spec, &runs, dir.path(), "").unwrap();
-        let md = std::fs::read_to_string(dir.path().join("summary.md")).unwrap();
+        let md = write(&spec, &runs, dir.path(), "").unwrap().summary;
         assert!(md.contains("| yield | 2 | gang/200ms | 1.50 | -25.0 % |"), "{md}");
         assert!(md.contains("left out, a policy failed on them: cg at MPL 2 (yield)."), "{md}");
         // Nothing failed: both workloads count for both.

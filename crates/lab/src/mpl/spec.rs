@@ -169,7 +169,7 @@ const MAX_MPL: u32 = 16;
 /// Validates a spec, `text` as read from `path` (which messages name); every problem is one usage error.
 pub fn parse(path: &Path, text: &str) -> Result<Spec, UsageError> {
     let bad = crate::harness::spec::bad(path);
-    let (header, raw) = read::<Raw>(path, text, "mpl")?;
+    let (header, raw) = read::<Raw>(path, text)?;
     check_ranks(raw.ranks).map_err(bad)?;
     check_repetitions(raw.repetitions, 1).map_err(bad)?;
     let placement: PlacementKind =

@@ -15,7 +15,7 @@ pub mod spec;
 use std::path::{Path, PathBuf};
 
 use crate::harness::outcome::Outcome;
-use crate::harness::report::some_runs;
+use crate::harness::report::{some_runs, Report};
 use crate::harness::{Kind, Paths};
 use lockstep_core::error::UsageError;
 use lockstep_store::Store;
@@ -50,7 +50,7 @@ impl Kind for PlacementSpec {
         run::run(self, paths)
     }
 
-    fn report(&self, store: &Store, dir: &Path, session: Option<f64>) -> anyhow::Result<PathBuf> {
-        report::write(self, &some_runs(&self.name, session, store.experiment_runs(&self.name, session)?)?, dir)
+    fn report(&self, store: &Store, _plots: &Path, session: Option<f64>) -> anyhow::Result<Report> {
+        report::build(self, &some_runs(&self.name, session, store.experiment_runs(&self.name, session)?)?)
     }
 }

@@ -3,10 +3,9 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
-use std::path::{Path, PathBuf};
 
 use super::spec::PlacementSpec;
-use crate::harness::report::{failed_section, html_page, write_files};
+use crate::harness::report::{failed_section, html_page, Report};
 use crate::harness::stats::{failed, median, split_failed};
 use lockstep_store::ExperimentRun;
 
@@ -30,9 +29,8 @@ struct Cell {
     hybrid: String,
 }
 
-/// Writes `summary.md` and `index.html` into `dir`; returns the HTML path.
-pub fn write(spec: &PlacementSpec, runs: &[ExperimentRun], dir: &Path) -> anyhow::Result<PathBuf> {
-    std::fs::create_dir_all(dir)?;
+/// The report: its summary and page (it has no plots).
+pub fn build(spec: &PlacementSpec, runs: &[ExperimentRun]) -> anyhow::Result<Report> {
     let mut groups: BTreeMap<(String, String, String), Vec<&ExperimentRun>> = BTreeMap::new();
     for r in runs {
         groups.entry((r.workload.clone(), r.placement.clone(), r.policy.clone())).or_default().push(r);
@@ -121,5 +119,5 @@ pub fn write(spec: &PlacementSpec, runs: &[ExperimentRun], dir: &Path) -> anyhow
         md += "\n";
     }
     md += &failed_section(&split_failed(runs).1);
-    write_files(dir, &md, html_page(&spec.name, &spec.description))
+    Ok(Report { summary: md, page: html_page(&spec.name, &spec.description) })
 }

@@ -88,7 +88,7 @@ fn busy() -> String {
 /// topology here, so that one it cannot satisfy stops the experiment before it starts.
 pub fn parse(path: &Path, text: &str) -> Result<PlacementSpec, UsageError> {
     let bad = crate::harness::spec::bad(path);
-    let (header, raw) = crate::harness::spec::read::<Raw>(path, text, "placement")?;
+    let (header, raw) = crate::harness::spec::read::<Raw>(path, text)?;
     crate::harness::spec::check_ranks(raw.ranks).map_err(bad)?;
     crate::harness::spec::check_repetitions(raw.repetitions, 1).map_err(bad)?;
     if raw.policies.is_empty() || raw.ranks_in.is_empty() || raw.workloads.is_empty() {

@@ -4,6 +4,7 @@
 //! share), what lockstep's hooks cost the controller per job, how far apart the agents switch slots, what the agents
 //! cost, and what Prometheus sees scraping every agent each second. The machine has few cores: the jobs are small.
 
+pub mod common;
 pub mod measure;
 pub mod model;
 pub mod report;
@@ -13,7 +14,7 @@ pub mod spec;
 use std::path::{Path, PathBuf};
 
 use crate::harness::outcome::Outcome;
-use crate::harness::report::some_runs;
+use crate::harness::report::{some_runs, Report};
 use crate::harness::{Kind, Paths};
 use lockstep_store::Store;
 use spec::ScaleSpec;
@@ -31,7 +32,7 @@ impl Kind for ScaleSpec {
         run::run(self, paths)
     }
 
-    fn report(&self, store: &Store, dir: &Path, session: Option<f64>) -> anyhow::Result<PathBuf> {
+    fn report(&self, store: &Store, dir: &Path, session: Option<f64>) -> anyhow::Result<Report> {
         report::write(self, &some_runs(&self.name, session, store.scale_records(&self.name, session)?)?, dir)
     }
 }

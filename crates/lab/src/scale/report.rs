@@ -4,85 +4,12 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use super::run::{CaseResult, JobResult};
-use super::spec::log2;
+use super::common::{cases, log2, summary, Case, JobResult};
 use super::spec::ScaleSpec;
-use crate::harness::report::{chart, html_page, write_files};
+use crate::harness::report::{chart, html_page, Report};
 use lockstep_store::ScaleRecord;
-
-/// The agreement the issue asks of every job under a slotted policy with cluster-wide places.
-pub const TARGET_AGREEMENT: f64 = 0.95;
-
-/// One case's records, parsed.
-#[derive(Default)]
-pub struct Case {
-    /// Its jobs.
-    pub jobs: Vec<JobResult>,
-    /// Its control-plane measurements.
-    pub case: Option<CaseResult>,
-}
-
-/// The records of a session, by (cluster size, policy label), in the spec's policy order.
-pub fn cases(spec: &ScaleSpec, records: &[ScaleRecord]) -> anyhow::Result<Vec<((u32, String), Case)>> {
-    let mut by: BTreeMap<(u32, String), Case> = BTreeMap::new();
-    for r in records {
-        let c = by.entry((r.nodes, r.policy.clone())).or_default();
-        match r.record.as_str() {
-            "job" => c.jobs.push(serde_json::from_str(&r.data)?),
-            "case" => c.case = Some(serde_json::from_str(&r.data)?),
-            _ => {}
-        }
-    }
-    let order: Vec<String> = spec.policies.iter().map(super::spec::ScalePolicy::label).collect();
-    let mut out: Vec<((u32, String), Case)> = by.into_iter().collect();
-    out.sort_by_key(|((n, p), _)| (*n, order.iter().position(|o| o == p).unwrap_or(usize::MAX)));
-    Ok(out)
-}
-
-/// Summary numbers of a case's jobs. A job that did not complete (`srun` exited other than 0, was killed or was
-/// cancelled at the deadline; a kernel that does not verify exits 1) fails its case: the jobs of the stream ran
-/// beside it, so none of the case's numbers is given (`failed` counts its failed jobs).
-pub struct Summary {
-    /// Jobs that did not complete; when any, every number below is `None`.
-    pub failed: usize,
-    /// Mean slowdown of the jobs.
-    pub slowdown: Option<f64>,
-    /// Mean slowdown of their timed regions (the computation alone).
-    pub timed_slowdown: Option<f64>,
-    /// Lowest and mean agreement (slotted policies).
-    pub agreement: Option<(f64, f64)>,
-    /// Jobs below [`TARGET_AGREEMENT`].
-    pub below: usize,
-    /// Lowest agreement of a job that failed, if one did.
-    pub failed_agreement: Option<f64>,
-    /// Mean co-run share and mean matrix share.
-    pub co_run: Option<(f64, f64)>,
-}
-
-/// The summary of `jobs`, one case's.
-pub fn summary(jobs: &[JobResult]) -> Summary {
-    let mean = |v: &[f64]| (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64);
-    let lost = jobs.iter().filter(|j| j.exit != Some(0)).count();
-    // A case with a failed job gives no number: nothing of it is measured.
-    let done: Vec<&JobResult> = if lost == 0 { jobs.iter().collect() } else { Vec::new() };
-    let slow: Vec<f64> = done.iter().filter_map(|j| j.slowdown()).collect();
-    let timed: Vec<f64> = done.iter().filter_map(|j| j.timed_slowdown()).collect();
-    let agree: Vec<f64> = done.iter().filter_map(|j| j.agreement).collect();
-    let co: Vec<f64> = done.iter().filter_map(|j| j.co_run).collect();
-    let share: Vec<f64> = done.iter().filter_map(|j| j.share).collect();
-    let failed: Vec<f64> = jobs.iter().filter(|j| j.exit != Some(0)).filter_map(|j| j.agreement).collect();
-    Summary {
-        failed: lost,
-        slowdown: mean(&slow),
-        timed_slowdown: mean(&timed),
-        agreement: mean(&agree).map(|m| (agree.iter().copied().fold(1.0, f64::min), m)),
-        below: agree.iter().filter(|a| **a < TARGET_AGREEMENT).count(),
-        failed_agreement: (!failed.is_empty()).then(|| failed.iter().copied().fold(1.0, f64::min)),
-        co_run: mean(&co).zip(mean(&share)),
-    }
-}
 
 /// Whether a case failed: one of its jobs did not complete.
 fn failed_case(c: &Case) -> bool {
@@ -185,8 +112,8 @@ fn control_plane(cases: &[((u32, String), Case)]) -> String {
     md
 }
 
-/// Writes `summary.md`, `index.html` and the charts into `dir`; returns the HTML path.
-pub fn write(spec: &ScaleSpec, records: &[ScaleRecord], dir: &Path) -> anyhow::Result<PathBuf> {
+/// Writes the charts into `dir`; returns the report (summary and page) that shows them.
+pub fn write(spec: &ScaleSpec, records: &[ScaleRecord], dir: &Path) -> anyhow::Result<Report> {
     std::fs::create_dir_all(dir)?;
     let cases = cases(spec, records)?;
     let mut md = format!("# {} — {}\n\n", spec.name, spec.description);
@@ -270,12 +197,13 @@ pub fn write(spec: &ScaleSpec, records: &[ScaleRecord], dir: &Path) -> anyhow::R
         html += &svg;
     }
     html += "<h2>Tables</h2>";
-    write_files(dir, &md, html)
+    Ok(Report { summary: md, page: html })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::scale::common::CaseResult;
 
     /// A job of `nodes` nodes that exited `exit`, ran `wall_s` (1 s alone) and agreed `agreement`.
     fn job(exit: Option<i32>, wall_s: f64, agreement: f64) -> JobResult {
@@ -331,8 +259,7 @@ mod tests {
             record("cfs", "job", serde_json::to_string(&job(Some(0), 2.0, 1.0)).unwrap()),
             record("cfs", "case", case.replace("\"completed\":1", "\"completed\":2")),
         ];
-        write(&spec, &records, dir.path()).unwrap();
-        let md = std::fs::read_to_string(dir.path().join("summary.md")).unwrap();
+        let md = write(&spec, &records, dir.path()).unwrap().summary;
         assert!(md.contains(&format!("| 2 | {gang} | 1/2 | FAILED (1 of 2 jobs) | - |")), "{md}");
         assert!(md.contains("| 2 | cfs | 2/2 | 2.00 |"), "{md}");
         assert!(md.contains(&format!("| 2 | {gang} | FAILED | - |")), "{md}");

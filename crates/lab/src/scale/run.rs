@@ -8,10 +8,10 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use serde::{Deserialize, Serialize};
 
+use super::common::{stream, CaseResult, JobResult, Scrapes, StreamJob};
 use super::measure::{co_run, favoured, suspensions, switch_spreads};
-use super::spec::{stream, ScalePolicy, ScaleSpec, StreamJob};
+use super::spec::{ScalePolicy, ScaleSpec};
 use crate::harness::cluster::Cluster;
 use crate::harness::outcome::{Failures, Outcome};
 use crate::harness::spec::{PolicyConfig, Progress, Scheduler};
@@ -39,107 +39,6 @@ const STOP_GRACE: Duration = Duration::from_secs(10);
 
 /// How often the stream's jobs are polled for.
 const POLL: Duration = Duration::from_secs(1);
-
-/// One job's measurements, as stored (`record = "job"`).
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
-pub struct JobResult {
-    /// Slurm job ID.
-    pub id: lockstep_slurm::SlurmJobId,
-    /// Its nodes.
-    pub nodes: Vec<u32>,
-    /// The command it ran.
-    pub workload: String,
-    /// Seconds from the stream's start to its start (it may have waited in the queue).
-    pub started_s: Option<f64>,
-    /// Wall time from its batch script's start to `srun`'s end.
-    pub wall_s: Option<f64>,
-    /// The same job's wall time alone on the cluster.
-    pub alone_s: Option<f64>,
-    /// The time its program reports for its timed region (NPB's "Time in seconds": the computation, without
-    /// the launch, MPI start-up and any wait of `srun` for its step).
-    #[serde(default)]
-    pub timed_s: Option<f64>,
-    /// The same, alone.
-    #[serde(default)]
-    pub alone_timed_s: Option<f64>,
-    /// The share of its time alone its ranks spent in MPI (the PMPI profiler, mean over ranks).
-    #[serde(default)]
-    pub comm: Option<f64>,
-    /// `srun`'s exit status (`None`: it never ended, or was cancelled at the deadline).
-    pub exit: Option<i32>,
-    /// Agreement of its nodes (slotted policies).
-    pub agreement: Option<f64>,
-    /// Share of the slots some node favoured it in: the matrix's share for it.
-    pub share: Option<f64>,
-    /// Share of its measured slots during which no node had it frozen.
-    pub co_run: Option<f64>,
-    /// Its measured slots not agreed: those some node did not switch to, and those every node switched to but
-    /// some held another place for it in ([`super::measure::Favoured`]).
-    #[serde(default)]
-    pub apart: Option<(u32, u32)>,
-    /// When Slurm's gang scheduler held it suspended: intervals in seconds from the stream's start (slurmctld's
-    /// log; empty under the other policies).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub suspended: Vec<(f64, f64)>,
-}
-
-impl JobResult {
-    /// Wall time over wall time alone.
-    pub fn slowdown(&self) -> Option<f64> {
-        Some(self.wall_s? / self.alone_s?)
-    }
-
-    /// Timed region over timed region alone: the slowdown of the computation itself.
-    pub fn timed_slowdown(&self) -> Option<f64> {
-        Some(self.timed_s? / self.alone_timed_s?)
-    }
-}
-
-/// One case's control-plane measurements, as stored (`record = "case"`).
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
-pub struct CaseResult {
-    /// Jobs submitted.
-    pub submitted: u32,
-    /// Jobs whose `srun` exited 0 before the deadline.
-    pub completed: u32,
-    /// Seconds from the first submission to the last job's end.
-    pub makespan_s: f64,
-    /// Per hook (`prolog-slurmctld`, `epilog-slurmctld`, `prolog`, `epilog`): calls, p50 and p99 in ms.
-    pub hooks: BTreeMap<String, (u32, f64, f64)>,
-    /// Spread of the agents' switches of one slot: p50, p99 and the largest, in ms; and how many slots.
-    pub skew_ms: (f64, f64, f64),
-    /// Slots whose switches were compared.
-    pub skew_slots: u32,
-    /// Median time an agent took to freeze or thaw a job, in microseconds (0 when nothing was frozen).
-    #[serde(default)]
-    pub switch_us: f64,
-    /// The agents' CPU over the case, as a share of one CPU: mean and largest over agents.
-    pub agent_cpu: (f64, f64),
-    /// The agents' resident memory at the end, MiB: mean and largest.
-    pub agent_rss_mib: (f64, f64),
-    /// slurmctld's CPU over the case, as a share of one CPU.
-    pub slurmctld_cpu: f64,
-    /// Prometheus: targets up at the end, mean and largest scrape duration (ms), and the most series one
-    /// agent exposed; `None` without Prometheus.
-    pub prometheus: Option<Scrapes>,
-}
-
-/// What Prometheus saw scraping the agents.
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
-pub struct Scrapes {
-    /// Targets up at the end.
-    pub up: u32,
-    /// Targets configured.
-    pub targets: u32,
-    /// Scrape duration, mean over the run and agents, in ms.
-    pub mean_ms: f64,
-    /// Scrape duration, largest mean of an agent, in ms.
-    pub max_ms: f64,
-    /// The most samples one scrape of one agent returned (its series).
-    pub max_series: f64,
-    /// Series of all the agents together at the end (with Prometheus's own per-target series).
-    pub head_series: f64,
-}
 
 /// Runs every case; returns the session id and the jobs that failed.
 pub fn run(spec: &ScaleSpec, paths: &Paths) -> anyhow::Result<Outcome> {

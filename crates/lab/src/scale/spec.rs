@@ -9,11 +9,6 @@ use crate::harness::spec::raw_spec;
 use crate::harness::spec::{PolicyConfig, Progress, PROGRESS};
 use lockstep_core::error::UsageError;
 
-/// `n`'s base-2 logarithm, rounded: the x of the scale charts, whose sizes span decades.
-pub(crate) fn log2(n: u32) -> u32 {
-    f64::from(n.max(1)).log2().round() as u32
-}
-
 /// Most nodes `tests/cluster/up` makes.
 pub const MAX_NODES: u32 = 64;
 
@@ -106,7 +101,7 @@ fn cluster() -> String {
 pub fn parse(path: &Path, text: &str) -> Result<ScaleSpec, UsageError> {
     use crate::harness::spec::distinct;
     let bad = crate::harness::spec::bad(path);
-    let (header, raw) = crate::harness::spec::read::<Raw>(path, text, "scale")?;
+    let (header, raw) = crate::harness::spec::read::<Raw>(path, text)?;
     if raw.nodes.is_empty() || raw.nodes.iter().any(|n| !(2..=MAX_NODES).contains(n)) {
         return Err(bad(format!("nodes = {:?} (expected cluster sizes from 2 to {MAX_NODES})", raw.nodes)));
     }
@@ -168,70 +163,10 @@ pub fn parse(path: &Path, text: &str) -> Result<ScaleSpec, UsageError> {
     })
 }
 
-/// One job of a stream.
-#[derive(Clone, Debug, PartialEq)]
-pub struct StreamJob {
-    /// Seconds after the stream's start it is submitted.
-    pub at: f64,
-    /// Its nodes (numbers from 1), as many as its ranks.
-    pub nodes: Vec<u32>,
-    /// Index into the spec's workloads.
-    pub workload: usize,
-}
-
-/// The stream of `spec`'s jobs on a cluster of `cluster` nodes: exponential gaps of mean `arrival`, sizes and
-/// workloads drawn uniformly, nodes a uniform random subset (so jobs overlap at random). The same seed and size
-/// give the same stream, for every policy.
-pub fn stream(spec: &ScaleSpec, cluster: u32) -> Vec<StreamJob> {
-    let mut rng = Rng::new(spec.seed ^ u64::from(cluster).wrapping_mul(0x9e37_79b9_7f4a_7c15));
-    let mut at = 0.0;
-    (0..spec.jobs)
-        .map(|_| {
-            let job_at = at;
-            at += -spec.arrival.as_secs_f64() * (1.0 - rng.unit()).ln();
-            let size = spec.sizes[rng.below(spec.sizes.len() as u64) as usize];
-            let mut all: Vec<u32> = (1..=cluster).collect();
-            // A partial Fisher-Yates shuffle: the first `size` are a uniform subset.
-            for i in 0..size as usize {
-                let j = i + rng.below((all.len() - i) as u64) as usize;
-                all.swap(i, j);
-            }
-            let mut nodes = all[..size as usize].to_vec();
-            nodes.sort_unstable();
-            StreamJob { at: job_at, nodes, workload: rng.below(spec.workloads.len() as u64) as usize }
-        })
-        .collect()
-}
-
-/// xorshift64*: a small generator whose streams are the same on every machine and build.
-struct Rng(u64);
-
-impl Rng {
-    fn new(seed: u64) -> Self {
-        Rng(seed | 1)
-    }
-
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    /// Uniform in `[0, 1)`.
-    fn unit(&mut self) -> f64 {
-        (self.next() >> 11) as f64 / (1u64 << 53) as f64
-    }
-
-    /// Uniform in `0..n` (n > 0).
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::scale::common::stream;
 
     const SPEC: &str = r#"
 kind = "scale"

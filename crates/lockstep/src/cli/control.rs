@@ -3,9 +3,12 @@
 use lockstep_core::cosched::rows::MAX_ROWS;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
+use lockstep_cgroup::procfs::Live as _;
 use lockstep_core::cosched::{slot, PolicySpec};
-use lockstep_core::ident::{JobKey, JobName};
+use lockstep_core::error::UsageError;
+use lockstep_core::ident::{JobKey, JobName, ProcessRef};
 use lockstep_proto::client::{call, check};
 use lockstep_proto::protocol::{Request, Status};
 
@@ -41,7 +44,9 @@ pub struct AdoptArgs {
     /// An existing cgroup: absolute, or relative to the hierarchy roots (e.g. /slurm_n1/uid_0/job_7/step_0).
     #[arg(long, value_name = "PATH", num_args = 1..)]
     cgroup: Vec<PathBuf>,
-    /// Processes to move into a cgroup of the agent's (`--pid 1 2` or `--pid 1,2`).
+    /// Processes to move into a cgroup of the agent's (`--pid 1 2` or `--pid 1,2`), each as it is when this runs
+    /// (its start time goes with its PID: one that ends before the agent takes it is refused, never its PID's next
+    /// holder).
     #[arg(long, value_name = "PID", num_args = 1.., value_delimiter = ',')]
     pid: Vec<i32>,
     /// Containers, e.g. the ranks of one MPI job: podman names or IDs (one cgroup each), or Charliecloud
@@ -72,14 +77,14 @@ pub fn status(args: &StatusArgs, socket: &Path) -> anyhow::Result<i32> {
     Ok(0)
 }
 
-/// `ms` since the epoch as the UTC time of day, `HH:MM:SS.mmm UTC`.
-fn time_of_day(ms: u64) -> String {
-    let (s, ms) = (ms / 1000, ms % 1000);
+/// `since_epoch` as the UTC time of day, `HH:MM:SS.mmm UTC`.
+fn time_of_day(since_epoch: Duration) -> String {
+    let (s, ms) = (since_epoch.as_secs(), since_epoch.subsec_millis());
     format!("{:02}:{:02}:{:02}.{ms:03} UTC", s / 3600 % 24, s / 60 % 60, s % 60)
 }
 
 fn render(s: &Status) -> String {
-    let slot = lockstep_core::duration::format(std::time::Duration::from_millis(s.slot_ms));
+    let slot = lockstep_core::duration::format(s.slot_length);
     // Slots are numbered from the epoch on the wall clock, so that every node's agent switches the same slot at
     // the same moment: number K began K × slot after it.
     let mut out = format!(
@@ -91,7 +96,7 @@ fn render(s: &Status) -> String {
         s.policy,
         s.active_row,
         s.rows.saturating_sub(1),
-        time_of_day(s.slot.saturating_mul(s.slot_ms)),
+        time_of_day(Duration::from_nanos(s.slot.saturating_mul(s.slot_length.as_nanos() as u64))),
         s.slot,
         s.last_apply_us
     );
@@ -173,12 +178,7 @@ pub fn policy(cmd: &PolicyCommand, socket: &Path, quiet: bool) -> anyhow::Result
     check(call(socket, &Request::Policy { policy, slot })?)?;
     if !quiet {
         let now = agent_status(socket)?;
-        println!(
-            "node {}: policy {}, slot {}",
-            now.node,
-            now.policy,
-            lockstep_core::duration::format(std::time::Duration::from_millis(now.slot_ms))
-        );
+        println!("node {}: policy {}, slot {}", now.node, now.policy, lockstep_core::duration::format(now.slot_length));
     }
     Ok(0)
 }
@@ -188,7 +188,14 @@ pub fn adopt(args: &AdoptArgs, socket: &Path, quiet: bool) -> anyhow::Result<i32
     let request = Request::Adopt {
         job: args.job.clone(),
         cgroups: args.cgroup.clone(),
-        pids: args.pid.clone(),
+        pids: args
+            .pid
+            .iter()
+            .map(|&pid| {
+                ProcessRef::of(pid)
+                    .ok_or_else(|| UsageError::new(format!("PID {pid} does not exist (expected running processes)")))
+            })
+            .collect::<Result<_, _>>()?,
         containers: args.container.clone(),
         row: args.row,
     };

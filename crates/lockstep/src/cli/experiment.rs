@@ -105,8 +105,9 @@ fn unwritable(path: &Path, e: &std::io::Error) -> anyhow::Error {
 /// Writes the report of `spec`'s runs of `session` (`None`: its latest) in `store` into `dir`, and prints its
 /// summary and where it is.
 fn write_report(spec: &dyn Kind, store: &Path, dir: &Path, session: Option<f64>) -> anyhow::Result<()> {
-    let index = spec.report(&Store::open_existing(store)?, dir, session)?;
-    print!("{}", std::fs::read_to_string(dir.join("summary.md"))?);
+    let report = spec.report(&Store::open_existing(store)?, dir, session)?;
+    let index = report.write(dir)?;
+    print!("{}", report.summary);
     println!("\nreport: {}", index.display());
     Ok(())
 }

@@ -191,7 +191,12 @@ fn definition() -> clap::Command {
 pub fn main() -> i32 {
     match definition().try_get_matches().and_then(|m| Cli::from_arg_matches(&m)) {
         Ok(cli) => lockstep_core::error::exit_status("lockstep", exec(cli)),
-        Err(e) => lockstep_core::error::clap_exit("lockstep", &e.render().to_string(), e.use_stderr()),
+        Err(e) => lockstep_core::error::clap_exit(
+            "lockstep",
+            &e.render().to_string(),
+            e.use_stderr(),
+            e.kind() == clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand,
+        ),
     }
 }
 

@@ -9,7 +9,7 @@ use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 use anyhow::Context;
-use lockstep_core::error::UsageError;
+use lockstep_core::error::{one_line, UsageError};
 use lockstep_proto::client::{call_if_running, check};
 use lockstep_proto::http::{self, Target};
 use lockstep_proto::protocol::{Request, Response};
@@ -96,18 +96,18 @@ pub fn exec(cmd: &SlurmCommand, socket: &Path) -> anyhow::Result<i32> {
             let id = args.job.id()?;
             let tell =
                 |changed: &[slurm::JobInfo], all: &[slurm::JobInfo]| push_places(changed, all, args.agents.agent_port);
-            ("prolog-slurmctld", slurm::assign_row(id, args.rows, &tell))
+            ("prolog-slurmctld", slurm::assign_row(id, args.rows, &tell).map_err(anyhow::Error::new))
         }
         SlurmCommand::EpilogSlurmctld(args) => {
             let id = args.job.id()?;
             let tell =
                 |changed: &[slurm::JobInfo], all: &[slurm::JobInfo]| push_places(changed, all, args.agents.agent_port);
-            ("epilog-slurmctld", slurm::release_row(id, &tell))
+            ("epilog-slurmctld", slurm::release_row(id, &tell).map_err(anyhow::Error::new))
         }
     };
     match result {
         Ok(msg) => eprintln!("lockstep slurm {what}: {msg}"),
-        Err(e) => eprintln!("lockstep slurm {what}: {e:#} (the job goes on without lockstep's help)"),
+        Err(e) => eprintln!("lockstep slurm {what}: {} (the job goes on without lockstep's help)", one_line(&e)),
     }
     Ok(0)
 }
@@ -198,7 +198,11 @@ fn push_places(changed: &[slurm::JobInfo], all: &[slurm::JobInfo], port: u16) ->
             scope.spawn(|| {
                 while let Some(notice) = notices.get(next.fetch_add(1, Ordering::Relaxed)) {
                     if let Err(e) = tell_one(notice) {
-                        failed.lock().unwrap_or_else(PoisonError::into_inner).push(format!("{}: {e:#}", notice.node));
+                        failed.lock().unwrap_or_else(PoisonError::into_inner).push(format!(
+                            "{}: {}",
+                            notice.node,
+                            one_line(&e)
+                        ));
                     }
                 }
             });

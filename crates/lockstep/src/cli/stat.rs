@@ -132,7 +132,8 @@ pub fn exec(args: &Args, store: &Path, socket: &Path) -> anyhow::Result<i32> {
 fn slurm_nodes(id: lockstep_slurm::SlurmJobId, port: u16) -> anyhow::Result<String> {
     let job = lockstep_slurm::show_job(id)
         .map_err(|e| {
-            e.context(format!("cannot ask Slurm for the nodes of job {id} (or name them: --nodes HOST:PORT,...)"))
+            anyhow::Error::new(e)
+                .context(format!("cannot ask Slurm for the nodes of job {id} (or name them: --nodes HOST:PORT,...)"))
         })?
         .ok_or_else(|| UsageError::new(format!("Slurm does not know job {id} (see squeue)")))?;
     if job.nodes.is_empty() {
@@ -142,7 +143,7 @@ fn slurm_nodes(id: lockstep_slurm::SlurmJobId, port: u16) -> anyhow::Result<Stri
         .nodes
         .iter()
         .map(|n| lockstep_slurm::node_addr(n).map(|a| format!("{a}:{port}")))
-        .collect::<anyhow::Result<_>>()?;
+        .collect::<lockstep_slurm::Result<_>>()?;
     Ok(addrs.join(","))
 }
 
@@ -227,7 +228,7 @@ fn count_pids(
         std::thread::sleep(wait);
         !alive() || STOP.load(Ordering::Relaxed)
     };
-    let run = stat::count(&events, || Ok(counters.read()?), interval, style, done)?;
+    let run = stat::count(&events, || counters.read(), interval, style, done)?;
     if interval.is_none() {
         stat::summary(&events, &[run], style, &target, None);
     }
@@ -311,7 +312,7 @@ fn count_command(
         Err(e) => {
             drop(write);
             let _ = reap(child, 0);
-            return Err(e);
+            return Err(e.into());
         }
     };
     let mut go = std::fs::File::from(write);
@@ -338,7 +339,7 @@ fn count_command(
         }
         ended.is_some()
     };
-    let run = stat::count(&events, || Ok(counters.read()?), interval, style, done)?;
+    let run = stat::count(&events, || counters.read(), interval, style, done)?;
     let (wait_status, usage) = ended.unwrap_or_default();
     let seconds = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
     let (status, interrupted) = if libc::WIFSIGNALED(wait_status) {
@@ -397,9 +398,8 @@ fn count_nodes(
     if nodes.iter().any(|n| n.is_empty()) {
         return Err(UsageError::new(format!("malformed --nodes list {nodes:?} (expected HOST:PORT,HOST:PORT)")).into());
     }
-    let name = job.to_string();
     let poll = || -> anyhow::Result<Vec<Option<lockstep_telemetry::remote::JobCounts>>> {
-        nodes.iter().map(|n| remote::fetch(n, &name)).collect()
+        Ok(nodes.iter().map(|n| remote::fetch(n, job)).collect::<lockstep_telemetry::Result<_>>()?)
     };
     let first = poll()?;
     if first.iter().all(Option::is_none) {

@@ -461,7 +461,7 @@ fn answers(socket: &std::path::Path) -> Result<String, String> {
     use std::io::{Read, Write};
     let mut stream = std::os::unix::net::UnixStream::connect(socket).map_err(|e| format!("connect: {e}"))?;
     stream.set_read_timeout(Some(Duration::from_secs(1))).map_err(|e| e.to_string())?;
-    let body = r#"{"version":2,"op":"status"}"#;
+    let body = r#"{"version":3,"op":"status"}"#;
     let request = format!(
         "POST /v1/request HTTP/1.1\r\nHost: lockstep\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\
          Connection: close\r\n\r\n{body}",

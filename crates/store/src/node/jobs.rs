@@ -6,6 +6,7 @@ use serde::Serialize;
 use crate::db::{now, Store};
 use crate::error::Error;
 use lockstep_core::cgroup_record::CgroupRecord;
+use lockstep_core::ident::ProcessRef;
 use lockstep_core::place::Placement;
 
 /// A new job, as `lockstep run` records it before creating its cgroup.
@@ -22,8 +23,8 @@ pub struct NewJob<'a> {
     pub weight: Option<u64>,
     /// `--mem-limit`.
     pub mem_limit: Option<u64>,
-    /// PID and start time of the supervising process.
-    pub supervisor: (i32, u64),
+    /// The supervising process.
+    pub supervisor: ProcessRef,
 }
 
 /// One row of `lockstep jobs`.
@@ -39,11 +40,8 @@ pub struct JobRow {
     pub command: Vec<String>,
     /// The command's PID.
     pub pid: Option<i32>,
-    /// PID of the `lockstep run` supervising it.
-    pub supervisor_pid: i32,
-    /// Start time of the supervisor, in clock ticks since boot.
-    #[serde(skip)]
-    pub supervisor_start: u64,
+    /// The `lockstep run` supervising it.
+    pub supervisor: ProcessRef,
     /// Placement policy.
     pub policy: String,
     /// PUs (cpulist).
@@ -78,8 +76,8 @@ impl Store {
             params![
                 job.name,
                 serde_json::to_string(job.command)?,
-                job.supervisor.0,
-                job.supervisor.1 as i64,
+                job.supervisor.pid,
+                job.supervisor.start as i64,
                 job.weight.map(|w| w as i64),
                 job.mem_limit.map(|m| m as i64),
                 now()
@@ -176,8 +174,7 @@ impl Store {
                 state: r.get(2)?,
                 command: serde_json::from_str(&command).unwrap_or_default(),
                 pid: r.get(4)?,
-                supervisor_pid: r.get(5)?,
-                supervisor_start: r.get::<_, i64>(6)? as u64,
+                supervisor: ProcessRef { pid: r.get(5)?, start: r.get::<_, i64>(6)? as u64 },
                 policy: r.get(7)?,
                 pus: r.get(8)?,
                 mems: r.get(9)?,

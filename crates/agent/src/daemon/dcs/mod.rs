@@ -22,10 +22,9 @@ impl Daemon {
         let engine = self.dcs.in_force(id)?;
         let (logged, next) =
             engine.step(arrivals, &mut self.jobs, Ctx { journal: &mut self.journal, store: &self.store });
-        for (job, action, took) in logged {
-            let d = self.decision(Some(&job), action, took);
-            self.pending.push(d);
-        }
+        let decisions: Vec<_> =
+            logged.into_iter().map(|(job, action, took)| self.decision(Some(&job), action, took)).collect();
+        self.outbox.decide(decisions);
         Some(next)
     }
 

@@ -7,8 +7,7 @@ use anyhow::Context;
 use serde::{Deserialize, Serialize};
 
 use super::spec::ModelSpec;
-use crate::scale::report::{cases, summary};
-use crate::scale::spec::stream;
+use crate::scale::common::{cases, stream, summary};
 use lockstep_store::{ScaleRecord, Store};
 
 /// Jobs a node of the test cluster runs at once: `OverSubscribe=FORCE:4` in tests/cluster/up's slurm.conf.
@@ -245,7 +244,7 @@ mod tests {
                 data,
             };
             for (id, j) in stream(m, nodes).iter().enumerate() {
-                let job = crate::scale::run::JobResult {
+                let job = crate::scale::common::JobResult {
                     id: lockstep_slurm::SlurmJobId(id as u64),
                     nodes: j.nodes.clone(),
                     workload: "cg".into(),
@@ -258,7 +257,7 @@ mod tests {
                 };
                 store.add_scale_record(&record("job", serde_json::to_string(&job).unwrap())).unwrap();
             }
-            let case = crate::scale::run::CaseResult::default();
+            let case = crate::scale::common::CaseResult::default();
             store.add_scale_record(&record("case", serde_json::to_string(&case).unwrap())).unwrap();
         };
         add(1.0, "cfs", 2.0);

@@ -12,7 +12,7 @@ pub mod spec;
 use std::path::{Path, PathBuf};
 
 use crate::harness::outcome::Outcome;
-use crate::harness::report::some_runs;
+use crate::harness::report::{some_runs, Report};
 use crate::harness::{Kind, Paths};
 use lockstep_store::Store;
 use spec::ModelSpec;
@@ -34,7 +34,7 @@ impl Kind for ModelSpec {
         simulate::run(self, paths)
     }
 
-    fn report(&self, store: &Store, dir: &Path, session: Option<f64>) -> anyhow::Result<PathBuf> {
+    fn report(&self, store: &Store, dir: &Path, session: Option<f64>) -> anyhow::Result<Report> {
         report::write(self, &some_runs(&self.name, session, store.scale_records(&self.name, session)?)?, dir)
     }
 }

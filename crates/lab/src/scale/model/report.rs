@@ -3,15 +3,15 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use anyhow::Context;
 
 use super::answer::Answer;
 use super::calibration::Calibration;
 use super::spec::ModelSpec;
-use crate::harness::report::{chart, html_page, write_files};
-use crate::scale::spec::log2;
+use crate::harness::report::{chart, html_page, Report};
+use crate::scale::common::log2;
 use lockstep_store::ScaleRecord;
 
 /// How far the model may be from a measurement for the model to count as validated.
@@ -136,8 +136,8 @@ fn validation_section(a: &Answer) -> (String, BTreeMap<String, Vec<(u32, f64)>>)
     (md, val_chart)
 }
 
-/// Writes `summary.md`, `index.html` and the charts into `dir`; returns the HTML path.
-pub fn write(spec: &ModelSpec, records: &[ScaleRecord], dir: &Path) -> anyhow::Result<PathBuf> {
+/// Writes the charts into `dir`; returns the report (summary and page) that shows them.
+pub fn write(spec: &ModelSpec, records: &[ScaleRecord], dir: &Path) -> anyhow::Result<Report> {
     std::fs::create_dir_all(dir)?;
     let get = |name: &str| records.iter().find(|r| r.record == name).map(|r| r.data.as_str());
     let cal: Calibration = serde_json::from_str(get("calibration").context("no calibration stored")?)?;
@@ -197,5 +197,5 @@ pub fn write(spec: &ModelSpec, records: &[ScaleRecord], dir: &Path) -> anyhow::R
         html += &svg;
     }
     html += "<h2>Tables</h2>";
-    write_files(dir, &md, html)
+    Ok(Report { summary: md, page: html })
 }

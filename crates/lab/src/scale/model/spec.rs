@@ -48,10 +48,13 @@ raw_spec! {
 /// Validates a scale-model spec, `text` as read from `path` (`measured` is relative to its directory).
 pub fn parse(path: &Path, text: &str) -> Result<ModelSpec, UsageError> {
     let bad = crate::harness::spec::bad(path);
-    let (header, raw) = crate::harness::spec::read::<Raw>(path, text, "scale-model")?;
+    let (header, raw) = crate::harness::spec::read::<Raw>(path, text)?;
     let measured_path = path.parent().unwrap_or(Path::new(".")).join(&raw.measured);
     let measured = lockstep_core::error::read_input(&measured_path, "experiment spec", "a scale spec")
-        .and_then(|text| crate::scale::spec::parse(&measured_path, &text))
+        .and_then(|text| match crate::harness::spec::kind_of(&text).as_str() {
+            "scale" => crate::scale::spec::parse(&measured_path, &text),
+            other => Err(UsageError::new(format!("kind = {other:?} (expected \"scale\")"))),
+        })
         .map_err(|e| bad(format!("measured: {e}")))?;
     if raw.extrapolate.is_empty() || raw.extrapolate.iter().any(|n| !(2..=100_000).contains(n)) {
         return Err(bad(format!("extrapolate = {:?} (expected cluster sizes from 2 to 100000)", raw.extrapolate)));
