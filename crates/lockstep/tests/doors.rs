@@ -217,6 +217,14 @@ fn a_status_flood_of_another_user_is_refused_past_its_budget_and_root_is_answere
     assert!(seconds >= 1, "{retry}");
     let body = seen["body"].as_str().unwrap();
     assert!(body.contains("too many requests") && body.trim_end().lines().count() == 1, "{body:?}");
+    // Told to wait a short while, the user's own CLI waits as told and is answered.
+    let out = common::as_nobody(env!("CARGO_BIN_EXE_lockstep"))
+        .arg("--socket")
+        .arg(env.socket())
+        .args(["status", "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "nobody's status after the flood: {}", common::stderr(&out));
 }
 
 /// An agent under `cfs` serving metrics on a free loopback port, once its metrics door answers: the agent, the

@@ -23,11 +23,17 @@ pub const REQUEST_PATH: &str = "/v1/request";
 /// How long a request may take, connection to answer.
 const DEADLINE: Duration = Duration::from_secs(30);
 
+/// The longest a request waits in all when the agent asks the caller to come back later (429 with
+/// `Retry-After`): past it, the refusal is the answer.
+const MAX_WAIT: Duration = Duration::from_secs(15);
+
 /// What to look at when no agent answers.
 const NO_AGENT_HINT: &str = "is lockstepd running? systemctl status lockstep-agent";
 
 /// Sends one request and reads the answer. No agent at the socket (nothing there, or a socket nobody listens on)
-/// is a usage error naming the socket, said at once; an agent that is there but does not answer is an error.
+/// is a usage error naming the socket, said at once; an agent that is there but does not answer is an error. A
+/// request refused for the caller's budget (429) is asked again after the wait the agent names (`Retry-After`),
+/// while the waits come to at most 15 s in all; a longer one is the answer, said at once.
 pub fn call(socket: &Path, request: &Request) -> anyhow::Result<Response> {
     match send(socket, request) {
         Ok(answer) => answer,
@@ -61,23 +67,35 @@ fn send(socket: &Path, request: &Request) -> Result<anyhow::Result<Response>, st
         Err(e) => return Ok(Err(e.into())),
     };
     let at = socket.display();
-    let answer = match http::request(Target::Unix(socket), REQUEST_PATH, Some(body), DEADLINE) {
-        Ok(answer) => answer,
-        Err(HttpError::Connect(e)) => return Err(e),
-        Err(HttpError::Stopped(pid)) => {
-            return Ok(Err(anyhow::anyhow!(
-                "the agent at {at} cannot answer: its process {pid} is stopped (kill -CONT {pid}, or systemctl \
-                 restart lockstep-agent)"
-            )))
+    let mut waited = Duration::ZERO;
+    let answer = loop {
+        match http::request(Target::Unix(socket), REQUEST_PATH, Some(body.clone()), DEADLINE) {
+            // Over the caller's budget: its door refused the request unread, so asking again changes nothing but
+            // the answer; wait as told while the waits stay short.
+            Ok(answer) if answer.status == 429 => match answer.retry_after {
+                Some(wait) if waited + wait <= MAX_WAIT => {
+                    std::thread::sleep(wait);
+                    waited += wait;
+                }
+                _ => break answer,
+            },
+            Ok(answer) => break answer,
+            Err(HttpError::Connect(e)) => return Err(e),
+            Err(HttpError::Stopped(pid)) => {
+                return Ok(Err(anyhow::anyhow!(
+                    "the agent at {at} cannot answer: its process {pid} is stopped (kill -CONT {pid}, or systemctl \
+                     restart lockstep-agent)"
+                )))
+            }
+            Err(HttpError::Deadline(d)) => {
+                return Ok(Err(anyhow::anyhow!(
+                    "the agent at {at} took the request but gave no answer within {} s (is it hung? \
+                     systemctl status lockstep-agent)",
+                    d.as_secs()
+                )))
+            }
+            Err(e) => return Ok(Err(anyhow::anyhow!("the agent at {at}: {e}"))),
         }
-        Err(HttpError::Deadline(d)) => {
-            return Ok(Err(anyhow::anyhow!(
-                "the agent at {at} took the request but gave no answer within {} s (is it hung? \
-                 systemctl status lockstep-agent)",
-                d.as_secs()
-            )))
-        }
-        Err(e) => return Ok(Err(anyhow::anyhow!("the agent at {at}: {e}"))),
     };
     Ok(serde_json::from_slice(&answer.body).map_err(|e| {
         let text = String::from_utf8_lossy(&answer.body);

@@ -30,6 +30,8 @@ pub struct Answer {
     pub status: u16,
     /// The body.
     pub body: Vec<u8>,
+    /// How long the server asked the client to wait before asking again (`Retry-After` in seconds), if it did.
+    pub retry_after: Option<Duration>,
 }
 
 /// Why a request got no answer.
@@ -127,7 +129,12 @@ where
         .map_err(|e| failed(&e))?;
     let response = sender.send_request(request).await.map_err(|e| failed(&e))?;
     let status = response.status().as_u16();
+    let retry_after = response
+        .headers()
+        .get(header::RETRY_AFTER)
+        .and_then(|v| v.to_str().ok()?.trim().parse::<u64>().ok())
+        .map(Duration::from_secs);
     let body = Limited::new(response.into_body(), MAX_ANSWER).collect().await.map_err(|e| failed(&e))?.to_bytes();
     driver.abort();
-    Ok(Answer { status, body: body.to_vec() })
+    Ok(Answer { status, body: body.to_vec(), retry_after })
 }
