@@ -1203,20 +1203,30 @@ fn users_see_only_their_own_jobs_and_change_nothing() {
     }
 }
 
-/// A `progress` request on the control socket given as its argument, the whole HTTP answer printed.
+/// A `progress` request on the control socket given as its argument, the whole HTTP answer printed; asked again
+/// after the wait a 429 names (as the CLI does), for at most 15 s in all.
 const PROGRESS_REQUEST: &str = r#"
-import socket, sys
-s = socket.socket(socket.AF_UNIX)
-s.connect(sys.argv[1])
+import socket, sys, time
 body = b'{"version":3,"op":"progress"}'
-s.sendall(b"POST /v1/request HTTP/1.1\r\nHost: lockstep\r\nContent-Type: application/json\r\nContent-Length: "
-          + str(len(body)).encode() + b"\r\nConnection: close\r\n\r\n" + body)
-answer = b""
+waited = 0
 while True:
-    part = s.recv(65536)
-    if not part:
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(sys.argv[1])
+    s.sendall(b"POST /v1/request HTTP/1.1\r\nHost: lockstep\r\nContent-Type: application/json\r\nContent-Length: "
+              + str(len(body)).encode() + b"\r\nConnection: close\r\n\r\n" + body)
+    answer = b""
+    while True:
+        part = s.recv(65536)
+        if not part:
+            break
+        answer += part
+    s.close()
+    head = answer.partition(b"\r\n\r\n")[0].decode().lower().split("\r\n")
+    wait = [int(l.split(":")[1]) for l in head if l.startswith("retry-after:")]
+    if not head[0].startswith("http/1.1 429") or not wait or waited + wait[0] > 15:
         break
-    answer += part
+    time.sleep(wait[0])
+    waited += wait[0]
 sys.stdout.write(answer.decode())
 "#;
 
