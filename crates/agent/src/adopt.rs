@@ -17,7 +17,7 @@ use lockstep_cgroup::{Backend, CreateError};
 use lockstep_core::cosched::Desired;
 use lockstep_core::cpulist::CpuList;
 use lockstep_core::error::UsageError;
-use lockstep_core::ident::JobName;
+use lockstep_core::ident::{JobKey, JobName};
 
 /// What an adoption must not take: the processes the agent stands on (init, the agent, its watchdog) and the
 /// cgroups and processes other jobs hold. A cgroup or a process belongs to one job at most.
@@ -26,7 +26,7 @@ pub struct Claims {
     /// Processes no job may hold, with what each is.
     pub protected: Vec<(i32, &'static str)>,
     /// The managed jobs' cgroup directories, by job.
-    pub taken: Vec<(String, Vec<PathBuf>)>,
+    pub taken: Vec<(JobKey, Vec<PathBuf>)>,
     /// The hierarchies' roots (to tell where a process is from its `/proc/PID/cgroup`).
     pub roots: Vec<PathBuf>,
 }
@@ -127,7 +127,7 @@ pub fn commit(
                 claims.check_dir(dir)?;
             }
             let groups: Vec<Group> = groups.into_iter().map(Group::new).collect();
-            let mut job = managed_over(name, groups, row, Origin::Cgroup, pus);
+            let mut job = managed_over(name.clone().into(), groups, row, Origin::Cgroup, pus);
             job.owner = owner.unwrap_or(0);
             Ok(job)
         }
@@ -330,7 +330,7 @@ fn from_pids(
         }
     }
     let group = Group::new(created.dirs.clone());
-    Ok(managed(name, vec![group], row, Origin::Pids { moved, created }))
+    Ok(managed(name.clone().into(), vec![group], row, Origin::Pids { moved, created }))
 }
 
 /// Whether the agent, with the capabilities it runs with, may write `procs` (a `cgroup.procs` file).
@@ -353,14 +353,13 @@ fn undo_moves(moved: &[(ProcessRef, Vec<PathBuf>)], dirs: &[PathBuf]) {
 }
 
 /// A job registered by `lockstep run` with its cgroup directories.
-pub fn from_run(name: &str, dirs: Vec<PathBuf>, row: Option<u32>) -> Managed {
-    managed(name, vec![Group::new(dirs)], row, Origin::Run)
+pub fn from_run(name: &JobName, dirs: Vec<PathBuf>, row: Option<u32>) -> Managed {
+    managed(name.clone().into(), vec![Group::new(dirs)], row, Origin::Run)
 }
 
 /// A Slurm job found in Slurm's cgroups (see [`super::slurm`]) and measured there, owned by `owner` when the
 /// prolog or Slurm's path says (else by root until a prolog does); `weight_dir` joins its first group.
 pub fn from_slurm(
-    name: &str,
     found: super::slurm::Found,
     owner: Option<u32>,
     weight_dir: Option<PathBuf>,
@@ -371,25 +370,25 @@ pub fn from_slurm(
         first.push(w.clone());
     }
     let origin = Origin::Slurm { id, dirs: job_dirs, weight_dir };
-    let mut job = managed_over(name, groups.into_iter().map(Group::new).collect(), row, origin, pus);
+    let mut job = managed_over(JobKey::Slurm(id), groups.into_iter().map(Group::new).collect(), row, origin, pus);
     job.owner = owner.unwrap_or(0);
     job
 }
 
-/// A job over `groups`, owned by whoever owns its first process (root when it has none yet).
-fn managed(name: &str, groups: Vec<Group>, row: Option<u32>, origin: Origin) -> Managed {
+/// Job `key` over `groups`, owned by whoever owns its first process (root when it has none yet).
+fn managed(key: JobKey, groups: Vec<Group>, row: Option<u32>, origin: Origin) -> Managed {
     let dirs: Vec<PathBuf> = groups.iter().filter_map(|g| g.dirs.first().cloned()).collect();
     let pus = pus(&groups);
-    let mut job = managed_over(name, groups, row, origin, pus);
+    let mut job = managed_over(key, groups, row, origin, pus);
     job.owner = process_owner(&dirs).unwrap_or(0);
     job
 }
 
-/// A job over `groups` that may run on `pus`, owned by root until said otherwise.
-fn managed_over(name: &str, groups: Vec<Group>, row: Option<u32>, origin: Origin, pus: CpuList) -> Managed {
+/// Job `key` over `groups` that may run on `pus`, owned by root until said otherwise.
+fn managed_over(key: JobKey, groups: Vec<Group>, row: Option<u32>, origin: Origin, pus: CpuList) -> Managed {
     Managed {
         owner: 0,
-        name: name.to_string(),
+        key,
         pus,
         groups,
         pinned: row,

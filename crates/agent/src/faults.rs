@@ -7,8 +7,8 @@ use std::fmt;
 /// Where a fault happens.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Place {
-    /// A job's cgroups, by the job's name.
-    Job(String),
+    /// A job's cgroups.
+    Job(lockstep_core::ident::JobKey),
     /// The node's store, where the daemon logs its decisions.
     Store,
     /// The store, where the sampler keeps its samples.

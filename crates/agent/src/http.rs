@@ -73,7 +73,7 @@ struct Reader {
 
 impl Reader {
     /// The last samples of job `job` of node `node` in the store.
-    fn latest_samples(&self, job: &str, node: &str) -> anyhow::Result<Vec<lockstep_core::sample::Sample>> {
+    fn latest_samples(&self, job: &JobKey, node: &str) -> anyhow::Result<Vec<lockstep_core::sample::Sample>> {
         let mut store = self.store.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         if store.is_none() {
             *store = Some(Store::open_existing(&self.path)?);
@@ -149,7 +149,7 @@ fn job_counts(job: &JobKey, telemetry: &Sampler, store: &Reader) -> anyhow::Resu
     let name = job.to_string();
     let node = {
         let t = telemetry.published();
-        if let Some(latest) = t.latest_of(&name) {
+        if let Some(latest) = t.latest_of(job) {
             return Ok(Some(JobCounts {
                 node: t.node().to_string(),
                 job: name,
@@ -160,7 +160,7 @@ fn job_counts(job: &JobKey, telemetry: &Sampler, store: &Reader) -> anyhow::Resu
         }
         t.node().to_string()
     };
-    let finals = store.latest_samples(&name, &node)?;
+    let finals = store.latest_samples(job, &node)?;
     if finals.is_empty() {
         return Ok(None);
     }

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use crate::restore::Target;
 use crate::sched::Thread;
 use crate::watchdog::Watchdog;
+use lockstep_core::ident::JobKey;
 use lockstep_store::{JournalEntry, Store};
 
 /// Store + watchdog, kept in step. Entries reach the store before the change they guard; their removal after a
@@ -61,16 +62,16 @@ impl Journal {
     }
 
     /// Records that cgroup file `file` must go back to `value`, before the caller changes it.
-    pub fn remember(&mut self, store: &Store, job: &str, file: &Path, value: &str) -> anyhow::Result<()> {
+    pub fn remember(&mut self, store: &Store, job: &JobKey, file: &Path, value: &str) -> anyhow::Result<()> {
         self.remember_target(store, job, &Target::from(file), value)
     }
 
     /// Records that `thread` must go back to scheduling `value` (an encoded `Sched`), before it is changed.
-    pub fn remember_thread(&mut self, store: &Store, job: &str, thread: Thread, value: &str) -> anyhow::Result<()> {
+    pub fn remember_thread(&mut self, store: &Store, job: &JobKey, thread: Thread, value: &str) -> anyhow::Result<()> {
         self.remember_target(store, job, &Target::Thread(thread), value)
     }
 
-    fn remember_target(&mut self, store: &Store, job: &str, target: &Target, value: &str) -> anyhow::Result<()> {
+    fn remember_target(&mut self, store: &Store, job: &JobKey, target: &Target, value: &str) -> anyhow::Result<()> {
         let name = target.encode();
         // A removal still pending for this file must not delete the entry written now; when the entry in the
         // store holds this very value (a file changed again and again, as `dcs` does), it stays as it is.

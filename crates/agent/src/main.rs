@@ -11,7 +11,7 @@ use clap::{CommandFactory, FromArgMatches, Parser};
 use lockstep_core::cosched::{slot, PolicySpec};
 use lockstep_core::duration;
 use lockstep_core::error::UsageError;
-use lockstep_core::ident::check_node_name;
+use lockstep_core::ident::NodeName;
 use lockstep_telemetry::events::parse_list;
 use lockstep_version::man::Section;
 use lockstepd::{self as agent, Config};
@@ -43,6 +43,11 @@ struct Args {
     /// Write the manual page lockstepd.8 into DIR and exit (make install runs it).
     #[arg(long, value_name = "DIR", hide = true)]
     man: Option<PathBuf>,
+    /// Make the agent's parent cgroups (lockstep/ in each hierarchy it uses) where missing, and exit. A
+    /// hierarchy's root takes CAP_DAC_OVERRIDE to write, which the agent runs without under its systemd unit:
+    /// the unit runs this first, as root (ExecStartPre=+).
+    #[arg(long)]
+    cgroup_parents: bool,
     /// TOML configuration file (keys: socket, store, node, policy, slot, events, sample_interval, retention,
     /// job_history, metrics, metrics_scraper (a list), slurm_node, dcs_quantum, btf); flags override it.
     #[arg(long, value_name = "FILE")]
@@ -253,10 +258,11 @@ fn config(args: &Args) -> anyhow::Result<Config> {
         None => File::default(),
     };
     let slot_text = args.slot.clone().or(file.slot);
-    let node = args.node.clone().or(file.node).unwrap_or_else(hostname);
-    check_node_name("node name", &node)?;
-    let slurm_node = args.slurm_node.clone().or(file.slurm_node).unwrap_or_else(|| node.clone());
-    check_node_name("Slurm node name", &slurm_node)?;
+    let node = NodeName::new("node name", args.node.clone().or(file.node).unwrap_or_else(hostname))?;
+    let slurm_node = match args.slurm_node.clone().or(file.slurm_node) {
+        Some(name) => NodeName::new("Slurm node name", name)?,
+        None => node.clone(),
+    };
     let config = Config {
         socket: lockstep_proto::client::resolve_socket(socket.or(file.socket.as_deref())),
         store: lockstep_store::resolve_path(store.or(file.store.as_deref())),
@@ -381,6 +387,14 @@ fn man(dir: &std::path::Path) -> anyhow::Result<i32> {
 /// The `argv[0]` under which `lockstep agent` starts this program: usage then says `lockstep agent`.
 const AS_SUBCOMMAND: &str = "lockstep agent";
 
+/// `--cgroup-parents`: makes the parent cgroups that are missing, one line for each; exit status 0.
+fn cgroup_parents() -> anyhow::Result<i32> {
+    for made in lockstep_cgroup::detect()?.make_parents()? {
+        println!("made cgroup {}", made.display());
+    }
+    Ok(0)
+}
+
 fn main() {
     // Errors begin as the command's do: `lockstep: agent: …` when started as `lockstep agent`.
     let (bin, program) = match std::env::args_os().next() {
@@ -391,6 +405,7 @@ fn main() {
     let status = match cmd.try_get_matches().and_then(|m| Args::from_arg_matches(&m)) {
         Ok(Args { watchdog: Some(store), .. }) => lockstepd::watchdog_main(&store),
         Ok(Args { man: Some(dir), .. }) => lockstep_core::error::exit_status(program, man(&dir)),
+        Ok(Args { cgroup_parents: true, .. }) => lockstep_core::error::exit_status(program, cgroup_parents()),
         Ok(args) => lockstep_core::error::exit_status(program, exec(&args)),
         Err(e) => lockstep_core::error::clap_exit(
             program,

@@ -53,6 +53,28 @@ pub enum Origin {
 }
 
 impl Origin {
+    /// Undoes what taking the job on did besides its cgroups' state: processes adopted into a cgroup of the
+    /// agent's go back where they were (those still the processes named), and that cgroup is removed; an ended
+    /// Slurm job's weight cgroup is removed. Files already gone are fine.
+    pub fn put_back(&self) {
+        if let Self::Pids { moved, created } = self {
+            // A process that exited is not moved back: its PID may name another process by now.
+            for (process, procs) in moved {
+                for p in procs {
+                    let _ = process.move_to(p);
+                }
+            }
+            for dir in &created.dirs {
+                let _ = remove_dir(dir);
+            }
+        }
+        // rmdir fails while processes are in it: a job that still runs keeps them there (the next agent takes
+        // it over); an ended one has left it empty.
+        if let Self::Slurm { weight_dir: Some(dir), .. } = self {
+            let _ = remove_dir(dir);
+        }
+    }
+
     /// The kind of origin, as status shows it.
     pub fn kind(&self) -> lockstep_proto::protocol::JobOrigin {
         use lockstep_proto::protocol::JobOrigin;
@@ -112,7 +134,7 @@ impl Group {
     fn set_frozen(
         &mut self,
         frozen: bool,
-        job: &str,
+        job: &JobKey,
         journal: &mut Journal,
         store: &Store,
     ) -> Result<Duration, ChangeError> {
@@ -138,7 +160,7 @@ impl Group {
     fn set_boosted(
         &mut self,
         boosted: bool,
-        job: &str,
+        job: &JobKey,
         journal: &mut Journal,
         store: &Store,
     ) -> Result<Duration, ChangeError> {
@@ -171,8 +193,8 @@ impl Group {
 /// A job under co-scheduling.
 #[derive(Debug)]
 pub struct Managed {
-    /// Job name.
-    pub name: String,
+    /// The job: its name, or its Slurm job ID (a Slurm job found in Slurm's cgroups, whatever its name in Slurm).
+    pub key: JobKey,
     /// Its cgroups.
     pub groups: Vec<Group>,
     /// PUs it may run on.
@@ -321,18 +343,9 @@ impl Managed {
         }
     }
 
-    /// The key it is known by: its Slurm job, else its name (`None` for a name that an earlier build took on and
-    /// that is now reserved for Slurm's jobs).
-    pub fn key(&self) -> Option<JobKey> {
-        match self.slurm_id() {
-            Some(id) => Some(JobKey::Slurm(id)),
-            None => self.name.parse().ok().map(JobKey::Named),
-        }
-    }
-
     /// Whether it is the job `key` names: a Slurm job by its ID, any other by its name.
     pub fn is(&self, key: &JobKey) -> bool {
-        self.key().as_ref() == Some(key)
+        self.key == *key
     }
 
     /// One cgroup directory per group of the job's processes (for a Slurm job, its `job_<id>` directory), to
@@ -355,15 +368,15 @@ impl Managed {
         }
     }
 
-    /// The job again from its description, unless every one of its cgroups is gone.
-    pub fn restore_saved(name: &str, saved: Saved) -> Option<Self> {
+    /// The job `key` again from its description, unless every one of its cgroups is gone.
+    pub fn restore_saved(key: JobKey, saved: Saved) -> Option<Self> {
         let groups: Vec<Group> =
             saved.groups.into_iter().filter(|d| d.iter().any(|p| p.is_dir())).map(Group::new).collect();
         if groups.is_empty() {
             return None;
         }
         Some(Self {
-            name: name.to_string(),
+            key,
             groups,
             pus: CpuList::parse(&saved.pus).unwrap_or_default(),
             pinned: saved.pinned,
@@ -428,7 +441,7 @@ impl Managed {
         let mut took = Duration::ZERO;
         if want.frozen != self.applied.frozen {
             for g in &mut self.groups {
-                took += g.set_frozen(want.frozen, &self.name, journal, store)?;
+                took += g.set_frozen(want.frozen, &self.key, journal, store)?;
             }
             actions.push(if want.frozen { Action::Freeze } else { Action::Thaw });
             self.applied.frozen = want.frozen;
@@ -436,7 +449,7 @@ impl Managed {
         }
         if want.boosted != self.applied.boosted {
             for g in &mut self.groups {
-                took += g.set_boosted(want.boosted, &self.name, journal, store)?;
+                took += g.set_boosted(want.boosted, &self.key, journal, store)?;
             }
             actions.push(if want.boosted { Action::Boost } else { Action::Unboost });
             self.applied.boosted = want.boosted;
@@ -451,7 +464,7 @@ impl Managed {
                     COST_WINDOW.as_secs(),
                     COST_SHARE * 100.0
                 );
-                log::warn!("job {}: {why}: left to the kernel, thawed and at its own weight, until it ends", self.name);
+                log::warn!("job {}: {why}: left to the kernel, thawed and at its own weight, until it ends", self.key);
                 self.left = Some(why);
                 // Put back at once, not at the next tick.
                 if self.applied != Desired::default() {
@@ -466,10 +479,10 @@ impl Managed {
     pub fn add_group(&mut self, dirs: Vec<PathBuf>, journal: &mut Journal, store: &Store) -> Result<(), ChangeError> {
         let mut g = Group::new(dirs);
         if self.applied.frozen {
-            g.set_frozen(true, &self.name, journal, store)?;
+            g.set_frozen(true, &self.key, journal, store)?;
         }
         if self.applied.boosted {
-            g.set_boosted(true, &self.name, journal, store)?;
+            g.set_boosted(true, &self.key, journal, store)?;
         }
         self.groups.push(g);
         Ok(())
@@ -495,22 +508,7 @@ impl Managed {
                 other?;
             }
         }
-        if let Origin::Pids { moved, created } = &self.origin {
-            // A process that exited is not moved back: its PID may name another process by now.
-            for (process, procs) in moved {
-                for p in procs {
-                    let _ = process.move_to(p);
-                }
-            }
-            for dir in &created.dirs {
-                let _ = remove_dir(dir);
-            }
-        }
-        // rmdir fails while processes are in it: a job that still runs keeps them there (the next agent takes
-        // it over); an ended one has left it empty.
-        if let Origin::Slurm { weight_dir: Some(dir), .. } = &self.origin {
-            let _ = remove_dir(dir);
-        }
+        self.origin.put_back();
         Ok(())
     }
 
@@ -587,7 +585,7 @@ mod tests {
     fn a_job_is_prompt_once_measured_quick_and_slow_for_some_changes_after_a_slow_one() {
         let ms = Duration::from_millis;
         let mut job = Managed::restore_saved(
-            "j",
+            "j".parse().unwrap(),
             Saved { origin: Origin::Run, groups: vec![vec!["/".into()]], pus: String::new(), pinned: None, owner: 0 },
         )
         .unwrap();

@@ -17,7 +17,7 @@ use lockstep_slurm::push;
 
 /// Where notices for node `node` are checked and sent on to the daemon.
 pub struct Notices {
-    node: String,
+    node: lockstep_core::ident::NodeName,
     mailbox: Mailbox,
     /// slurmctld's configuration (the munge socket, `SlurmUser`), shared with the discovery thread.
     config: Arc<SlurmConfig>,
@@ -28,7 +28,7 @@ pub struct Notices {
 impl Notices {
     /// Notices for node `node`, checked with slurmctld's configuration `config` and sent on to the daemon at
     /// `mailbox`.
-    pub fn new(node: String, mailbox: Mailbox, config: Arc<SlurmConfig>) -> Self {
+    pub fn new(node: lockstep_core::ident::NodeName, mailbox: Mailbox, config: Arc<SlurmConfig>) -> Self {
         Self { node, mailbox, config, last_at: Mutex::new(0) }
     }
 
@@ -56,7 +56,7 @@ impl Notices {
             Ok(t) => t,
             Err(e) => return Reply::text(StatusCode::BAD_REQUEST, &format!("{e:#}")),
         };
-        if told.node != self.node {
+        if told.node != self.node.as_str() {
             let said = format!("a notice for node {:?}, not this one ({:?})", told.node, self.node);
             return Reply::text(StatusCode::FORBIDDEN, &said);
         }

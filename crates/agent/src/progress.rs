@@ -71,9 +71,9 @@ pub(crate) fn sample(tree: &Tree<'_>, epoch: Instant, watch: &mut Watch, togethe
 /// the eBPF program's.
 pub(crate) fn of_job(job: &Managed, epoch: Instant, watch: &mut Watch, telemetry: &Counting) -> Sample {
     let published = telemetry.published();
-    let (dirs, bounds, costly) = (&job.count_dirs(), job.bounds(), published.costly_tree(&job.name));
+    let (dirs, bounds, costly) = (&job.count_dirs(), job.bounds(), published.costly_tree(&job.key));
     let tree = Tree { dirs, bounds, costly };
-    sample(&tree, epoch, watch, published.together(&job.name))
+    sample(&tree, epoch, watch, published.together(&job.key))
 }
 
 /// The CPU time of job `job`'s cgroups until now (ns; what it wants is checked against it, crate::demand): a Slurm

@@ -35,6 +35,7 @@ use std::time::{Duration, Instant};
 
 use lockstep_cgroup::{Bounds, Cut, Walk, JOB_TREE};
 use lockstep_core::cpulist::CpuList;
+use lockstep_core::ident::JobKey;
 use lockstep_store::Store;
 use lockstep_telemetry::counters::{Counters, Target};
 use lockstep_telemetry::events::EventSpec;
@@ -91,31 +92,31 @@ struct State {
     together: Option<Together>,
     /// Their failures, said once.
     faults: crate::faults::Faults,
-    node: String,
-    jobs: BTreeMap<String, JobCounters>,
+    node: lockstep_core::ident::NodeName,
+    jobs: BTreeMap<JobKey, JobCounters>,
     /// Latest cumulative sample per job (what `/metrics` shows).
-    latest: BTreeMap<String, Vec<Sample>>,
+    latest: BTreeMap<JobKey, Vec<Sample>>,
     /// The sample per job before the latest (for shares over the last interval).
-    previous: BTreeMap<String, Vec<Sample>>,
+    previous: BTreeMap<JobKey, Vec<Sample>>,
     /// Final samples of jobs that went, not yet written.
     finals: Vec<Sample>,
     /// Final samples of the jobs that went within [`FINALS_SERVED`], and when each went: still on `/metrics`.
-    ended: BTreeMap<String, (Instant, Vec<Sample>)>,
+    ended: BTreeMap<JobKey, (Instant, Vec<Sample>)>,
     /// Events this machine cannot count (said once).
     unsupported_said: bool,
     /// Counter targets (a thread, or a cgroup on one PU) all jobs together may have open: each takes one
     /// descriptor per event.
     budget: usize,
     /// Jobs whose tree a walk has cut short (said once each).
-    cut: HashSet<String>,
+    cut: HashSet<JobKey>,
     /// Every job's cgroup directories (one per group), whose trees are walked for its ranks and threads, and how
     /// far.
-    trees: BTreeMap<String, (Vec<PathBuf>, Bounds)>,
+    trees: BTreeMap<JobKey, (Vec<PathBuf>, Bounds)>,
     /// When each job's tree may be walked again, for what its walks cost.
     paced: Paced,
     /// The processes found at the last walk of each job whose tree is costly to walk (walked less often than
     /// sampled): published, so that the daemon's loop never walks such a tree.
-    costly: BTreeMap<String, Arc<Vec<i32>>>,
+    costly: BTreeMap<JobKey, Arc<Vec<i32>>>,
 }
 
 /// How a job's ranks ran since its first rank was seen, as shares of time (see [`COSCHEDULED`]).
@@ -137,21 +138,21 @@ pub struct Shares {
 pub struct Published {
     node: String,
     /// Latest cumulative samples per counted job (none yet: an empty list).
-    latest: BTreeMap<String, Vec<Sample>>,
+    latest: BTreeMap<JobKey, Vec<Sample>>,
     /// The final samples of the jobs that ended within [`FINALS_SERVED`].
     ended: Vec<Sample>,
-    shares: BTreeMap<String, Shares>,
+    shares: BTreeMap<JobKey, Shares>,
     /// Where the eBPF program loaded.
     together: Option<Times>,
     /// The processes found at the last walk of each job whose tree is costly to walk.
-    costly: BTreeMap<String, Arc<Vec<i32>>>,
+    costly: BTreeMap<JobKey, Arc<Vec<i32>>>,
 }
 
 impl Published {
     /// The processes found at the sampler's last walk of job `name`'s tree, when that tree is costly to walk
     /// (walked less often than sampled, crate::walks): whoever needs them reads them here rather than walking it.
     /// `None` for a tree cheap to walk (or not walked by the sampler).
-    pub fn costly_tree(&self, name: &str) -> Option<&[i32]> {
+    pub fn costly_tree(&self, name: &JobKey) -> Option<&[i32]> {
         self.costly.get(name).map(|p| p.as_slice())
     }
 
@@ -167,12 +168,12 @@ impl Published {
     }
 
     /// The latest samples of job `name`, if the agent counts it.
-    pub fn latest_of(&self, name: &str) -> Option<&[Sample]> {
+    pub fn latest_of(&self, name: &JobKey) -> Option<&[Sample]> {
         self.latest.get(name).map(Vec::as_slice)
     }
 
     /// How job `name`'s ranks ran, from its latest samples: `None` where the agent does not measure it.
-    pub fn shares(&self, name: &str) -> Option<Shares> {
+    pub fn shares(&self, name: &JobKey) -> Option<Shares> {
         self.shares.get(name).copied()
     }
 
@@ -183,7 +184,7 @@ impl Published {
 
     /// What the eBPF program measured of job `name`'s ranks until now, read live from the kernel's map (the job as
     /// the sampler last saw it); `None` where it does not measure it.
-    pub fn together(&self, name: &str) -> Option<Reading> {
+    pub fn together(&self, name: &JobKey) -> Option<Reading> {
         self.together.as_ref()?.read(name)
     }
 }
@@ -194,9 +195,9 @@ type Cell = Arc<Mutex<Arc<Published>>>;
 /// What the sampler's thread is asked, in the order it was sent.
 enum Message {
     /// Start counting a job: its name, its cgroups (one list of directories per cgroup), the PUs it may use.
-    Attach { name: String, groups: Vec<Vec<PathBuf>>, pus: CpuList, bounds: Bounds },
+    Attach { name: JobKey, groups: Vec<Vec<PathBuf>>, pus: CpuList, bounds: Bounds },
     /// Stop counting a job (its final counts go to the store).
-    Detach(String),
+    Detach(JobKey),
     /// Answer once every message sent before is carried out and published.
     Sync(Sender<()>),
     /// Start recording a timeline (crate::together::timeline).
@@ -272,13 +273,13 @@ pub struct Counting {
 impl Counting {
     /// Starts counting job `name`, whose cgroups are `groups` (one list of directories per cgroup), whose tree is
     /// walked within `bounds`, and which may run on `pus`: sent, not waited for.
-    pub fn attach(&self, name: &str, groups: Vec<Vec<PathBuf>>, pus: CpuList, bounds: Bounds) {
-        let _ = self.inbox.send(Message::Attach { name: name.to_string(), groups, pus, bounds });
+    pub fn attach(&self, name: &JobKey, groups: Vec<Vec<PathBuf>>, pus: CpuList, bounds: Bounds) {
+        let _ = self.inbox.send(Message::Attach { name: name.clone(), groups, pus, bounds });
     }
 
     /// Stops counting job `name`; its final counts go to the store. Sent, not waited for.
-    pub fn detach(&self, name: &str) {
-        let _ = self.inbox.send(Message::Detach(name.to_string()));
+    pub fn detach(&self, name: &JobKey) {
+        let _ = self.inbox.send(Message::Detach(name.clone()));
     }
 
     /// The latest snapshot the lock could be had for without waiting.
@@ -323,7 +324,7 @@ fn hold_tracepoints(groups: &[Vec<EventSpec>]) -> Option<Counters> {
 impl State {
     /// The state for `node` with `settings`; the ranks' measures load against the kernel's BTF, or the BTF file
     /// `btf` names.
-    fn new(settings: Settings, node: &str, btf: Option<&std::path::Path>) -> Self {
+    fn new(settings: Settings, node: &lockstep_core::ident::NodeName, btf: Option<&std::path::Path>) -> Self {
         let together = match Together::load(btf) {
             Ok(t) => Some(t),
             Err(e) => {
@@ -335,7 +336,7 @@ impl State {
             _held: hold_tracepoints(&settings.groups),
             together,
             faults: crate::faults::Faults::default(),
-            node: node.to_string(),
+            node: node.clone(),
             jobs: BTreeMap::new(),
             latest: BTreeMap::new(),
             previous: BTreeMap::new(),
@@ -359,19 +360,19 @@ impl State {
     /// Starts counting job `name`, whose cgroups are `groups` (one list of directories per cgroup), walked within
     /// `bounds`, and which may run on `pus`. Per cgroup when possible, else per thread; a failure is reported and
     /// the job runs uncounted.
-    fn attach(&mut self, name: &str, groups: &[Vec<PathBuf>], pus: &CpuList, bounds: Bounds) {
+    fn attach(&mut self, name: &JobKey, groups: &[Vec<PathBuf>], pus: &CpuList, bounds: Bounds) {
         if self.settings.groups.is_empty() || self.jobs.contains_key(name) {
             return;
         }
         let dirs: Vec<PathBuf> = groups.iter().filter_map(|d| d.first().cloned()).collect();
         let perf_dirs: Vec<PathBuf> = groups.iter().filter_map(|d| lockstep_cgroup::perf_event_dir(d)).collect();
         let per_thread = perf_dirs.len() != groups.len();
-        self.trees.insert(name.to_string(), (dirs.clone(), bounds));
+        self.trees.insert(name.clone(), (dirs.clone(), bounds));
         // The job's tree is walked once for this look, by the ranks' measures and the per-thread counters alike
         // (and to know whether it is costly to walk).
         let mut walks = HashMap::new();
         if let Some(walk) = self.paced.walk(name, &dirs, bounds, self.settings.interval) {
-            walks.insert(name.to_string(), walk);
+            walks.insert(name.clone(), walk);
         }
         self.note_costly(&walks);
         if let Some(together) = &mut self.together {
@@ -412,9 +413,9 @@ impl State {
                 let mut job = JobCounters { counters, per_thread, short };
                 // A first (zero) sample, so that the job and its events show at once.
                 if let Some(samples) = self.read_job(name, &mut job, lockstep_store::now()) {
-                    self.latest.insert(name.to_string(), samples);
+                    self.latest.insert(name.clone(), samples);
                 }
-                self.jobs.insert(name.to_string(), job);
+                self.jobs.insert(name.clone(), job);
             }
             Err(e) => log::warn!("job {name} is not counted: {}", lockstep_core::error::one_line(&e)),
         }
@@ -441,7 +442,7 @@ impl State {
     }
 
     /// Stops counting job `name`: its final counts are queued for the store.
-    fn detach(&mut self, name: &str) {
+    fn detach(&mut self, name: &JobKey) {
         // A job whose counters did not open may still be measured and walked: that ends too.
         if let Some(together) = &mut self.together {
             together.detach(name);
@@ -458,7 +459,7 @@ impl State {
                 let oldest = self.ended.iter().min_by_key(|(_, (at, _))| *at).map(|(n, _)| n.clone());
                 oldest.map(|n| self.ended.remove(&n));
             }
-            self.ended.insert(name.to_string(), (Instant::now(), samples.clone()));
+            self.ended.insert(name.clone(), (Instant::now(), samples.clone()));
             self.finals.extend(samples);
         }
         self.latest.remove(name);
@@ -467,13 +468,13 @@ impl State {
 
     /// Detaches every job (the agent is stopping).
     fn detach_all(&mut self) {
-        let names: Vec<String> = self.jobs.keys().cloned().collect();
+        let names: Vec<JobKey> = self.jobs.keys().cloned().collect();
         for name in names {
             self.detach(&name);
         }
     }
 
-    fn read_job(&self, name: &str, job: &mut JobCounters, time: f64) -> Option<Vec<Sample>> {
+    fn read_job(&self, name: &JobKey, job: &mut JobCounters, time: f64) -> Option<Vec<Sample>> {
         let readings = match job.counters.read() {
             Ok(r) => r,
             Err(e) => {
@@ -483,7 +484,7 @@ impl State {
         };
         let sample = |event: &str, value, enabled, running| Sample {
             job: name.to_string(),
-            node: self.node.clone(),
+            node: self.node.to_string(),
             time,
             event: event.to_string(),
             value,
@@ -561,7 +562,7 @@ impl State {
 
     /// Keeps the processes `walks` found of each job whose tree is costly to walk, for the snapshot; a job whose
     /// tree is cheap again leaves it.
-    fn note_costly(&mut self, walks: &HashMap<String, Walk>) {
+    fn note_costly(&mut self, walks: &HashMap<JobKey, Walk>) {
         for (name, walk) in walks {
             if self.paced.spaced(name) {
                 self.costly.insert(name.clone(), Arc::new(walk.procs.clone()));
@@ -576,7 +577,7 @@ impl State {
     fn publish(&mut self) -> Published {
         self.ended.retain(|name, (at, _)| at.elapsed() < FINALS_SERVED && !self.jobs.contains_key(name));
         Published {
-            node: self.node.clone(),
+            node: self.node.to_string(),
             costly: self.costly.clone(),
             latest: self.jobs.keys().map(|n| (n.clone(), self.latest.get(n).cloned().unwrap_or_default())).collect(),
             ended: self.ended.values().flat_map(|(_, samples)| samples.clone()).collect(),
@@ -586,7 +587,7 @@ impl State {
     }
 
     /// How job `name`'s ranks ran, from its latest samples: `None` where the agent does not measure it.
-    fn shares(&self, name: &str) -> Option<Shares> {
+    fn shares(&self, name: &JobKey) -> Option<Shares> {
         let of = |samples: Option<&Vec<Sample>>, event: &str| samples?.iter().find(|s| s.event == event).cloned();
         let (latest, previous) = (self.latest.get(name), self.previous.get(name));
         let now = of(latest, COSCHEDULED)?;
@@ -623,7 +624,7 @@ fn target_budget(events: usize) -> usize {
 }
 
 /// Says that job `name` has threads left uncounted, the agent's counters holding all of `budget`.
-fn say_short(name: &str, budget: usize) {
+fn say_short(name: &JobKey, budget: usize) {
     log::warn!(
         "job {name} is counted in part: some of its threads are not, the agent's counters holding \
          all {budget} targets their descriptors allow (half its open-file limit)"
@@ -632,8 +633,8 @@ fn say_short(name: &str, budget: usize) {
 
 /// Says once that job `name`'s tree was only partly walked, when `walk` (within `bounds`) was cut short (`said`:
 /// the jobs said).
-fn say_cut(said: &mut HashSet<String>, name: &str, walk: &Walk, bounds: &Bounds) {
-    if !walk.cuts.is_empty() && said.insert(name.to_string()) {
+fn say_cut(said: &mut HashSet<JobKey>, name: &JobKey, walk: &Walk, bounds: &Bounds) {
+    if !walk.cuts.is_empty() && said.insert(name.clone()) {
         log::warn!(
             "job {name}: its cgroup tree was only partly walked ({}): the agent walks at most {} levels, {} cgroups \
              and {} processes of this job per sample, and measures what it found",
@@ -688,7 +689,7 @@ fn rescan(counters: &mut Counters, walk: &mut Walk, most: usize) -> bool {
 /// and ended jobs past the job history, once a minute. Returns its handle and its thread.
 pub fn spawn(
     settings: Settings,
-    node: &str,
+    node: &lockstep_core::ident::NodeName,
     btf: Option<&std::path::Path>,
     store_path: &std::path::Path,
 ) -> anyhow::Result<(Sampler, std::thread::JoinHandle<()>)> {
@@ -789,6 +790,11 @@ fn run(mut state: State, messages: &Receiver<Message>, cell: &Cell, mut store: S
 
 #[cfg(test)]
 mod tests {
+    /// Job `name` as the sampler keys it.
+    fn key(name: &str) -> lockstep_core::ident::JobKey {
+        name.parse().unwrap()
+    }
+
     use super::*;
     use lockstep_cgroup::procs_within;
 
@@ -811,24 +817,25 @@ mod tests {
     #[test]
     fn jobs_are_attached_and_detached_by_message_and_published() {
         let t = lockstep_scratch::tempdir().unwrap();
-        let (sampler, thread) = spawn(settings(), "n1", None, &t.path().join("store.db")).unwrap();
+        let (sampler, thread) = spawn(settings(), &"n1".parse().unwrap(), None, &t.path().join("store.db")).unwrap();
         let counting = sampler.counting();
         // This test's own process, counted per thread (the scratch directory is in no perf_event hierarchy).
         let dir = t.path().join("job");
         scratch_cgroup(&dir, &[std::process::id()]);
-        assert!(counting.published().latest_of("a").is_none());
-        counting.attach("a", vec![vec![dir.clone()]], CpuList::default(), JOB_TREE);
+        assert!(counting.published().latest_of(&key("a")).is_none());
+        counting.attach(&key("a"), vec![vec![dir.clone()]], CpuList::default(), JOB_TREE);
         assert!(sampler.synced(Duration::from_secs(20)), "the sampler did not answer");
         let published = sampler.published();
         assert_eq!((published.node(), published.job_count()), ("n1", 1));
-        let latest = published.latest_of("a").expect("job a is counted once the sampler answered");
+        let latest = published.latest_of(&key("a")).expect("job a is counted once the sampler answered");
         assert!(latest.iter().any(|s| s.event == "task-clock"), "{latest:?}");
         assert_eq!(counting.published().job_count(), 1, "the daemon reads the same snapshot");
-        counting.detach("a");
+        counting.detach(&key("a"));
         assert!(sampler.synced(Duration::from_secs(20)));
-        assert!(sampler.published().latest_of("a").is_none());
+        assert!(sampler.published().latest_of(&key("a")).is_none());
         // Its final counts are in the store by the time it left the snapshot.
-        let finals = Store::open(&t.path().join("store.db")).unwrap().latest_samples("a", "n1").unwrap();
+        let finals =
+            Store::open(&t.path().join("store.db")).unwrap().latest_samples(&"a".parse().unwrap(), "n1").unwrap();
         assert!(finals.iter().any(|s| s.event == "task-clock"), "{finals:?}");
         sampler.stop(thread);
     }
@@ -836,7 +843,7 @@ mod tests {
     #[test]
     fn the_daemon_never_waits_for_the_snapshot() {
         let t = lockstep_scratch::tempdir().unwrap();
-        let (sampler, thread) = spawn(settings(), "n1", None, &t.path().join("store.db")).unwrap();
+        let (sampler, thread) = spawn(settings(), &"n1".parse().unwrap(), None, &t.path().join("store.db")).unwrap();
         let counting = sampler.counting();
         let before = counting.published();
         // Whoever holds the cell (here: this test, as the sampler would while swapping), the daemon gets the last
@@ -845,7 +852,7 @@ mod tests {
         let during = counting.published();
         assert!(Arc::ptr_eq(&before, &during));
         // And a message sent meanwhile is not waited for either.
-        counting.detach("no-such-job");
+        counting.detach(&key("no-such-job"));
         drop(held);
         assert!(sampler.synced(Duration::from_secs(20)));
         sampler.stop(thread);
@@ -857,15 +864,20 @@ mod tests {
         let dir = t.path().join("job");
         scratch_cgroup(&dir, &[std::process::id()]);
         // Sampled every nanosecond, any walk is spaced out past the interval: the tree counts as costly.
-        let mut state = State::new(Settings { interval: Some(Duration::from_nanos(1)), ..settings() }, "n1", None);
-        state.attach("j", &[vec![dir.clone()]], &CpuList::default(), JOB_TREE);
-        assert_eq!(state.publish().costly_tree("j"), Some(&[std::process::id() as i32][..]));
-        state.detach("j");
-        assert_eq!(state.publish().costly_tree("j"), None);
+        let mut state = State::new(
+            Settings { interval: Some(Duration::from_nanos(1)), ..settings() },
+            &"n1".parse().unwrap(),
+            None,
+        );
+        state.attach(&key("j"), &[vec![dir.clone()]], &CpuList::default(), JOB_TREE);
+        assert_eq!(state.publish().costly_tree(&key("j")), Some(&[std::process::id() as i32][..]));
+        state.detach(&key("j"));
+        assert_eq!(state.publish().costly_tree(&key("j")), None);
         // Sampled every second, a tree of one cgroup is cheap: the loop walks it itself.
-        let mut state = State::new(Settings { interval: Some(Duration::from_secs(1)), ..settings() }, "n1", None);
-        state.attach("j", &[vec![dir]], &CpuList::default(), JOB_TREE);
-        assert_eq!(state.publish().costly_tree("j"), None);
+        let mut state =
+            State::new(Settings { interval: Some(Duration::from_secs(1)), ..settings() }, &"n1".parse().unwrap(), None);
+        state.attach(&key("j"), &[vec![dir]], &CpuList::default(), JOB_TREE);
+        assert_eq!(state.publish().costly_tree(&key("j")), None);
     }
 
     #[test]
@@ -878,14 +890,14 @@ mod tests {
             dir = dir.join("d");
         }
         scratch_cgroup(&top, &[std::process::id()]);
-        let mut state = State::new(settings(), "n1", None);
-        state.attach("deep", &[vec![top.clone()]], &CpuList::default(), JOB_TREE);
-        assert!(state.cut.contains("deep"), "the cut was not noted");
-        assert!(state.jobs.contains_key("deep"), "a job walked in part is still counted");
+        let mut state = State::new(settings(), &"n1".parse().unwrap(), None);
+        state.attach(&key("deep"), &[vec![top.clone()]], &CpuList::default(), JOB_TREE);
+        assert!(state.cut.contains(&key("deep")), "the cut was not noted");
+        assert!(state.jobs.contains_key(&key("deep")), "a job walked in part is still counted");
         let mut walk = procs_within(&[top], JOB_TREE);
-        assert!(!rescan(&mut state.jobs.get_mut("deep").unwrap().counters, &mut walk, usize::MAX));
+        assert!(!rescan(&mut state.jobs.get_mut(&key("deep")).unwrap().counters, &mut walk, usize::MAX));
         assert_eq!((walk.cuts, walk.procs), (vec![Cut::Depth], vec![std::process::id() as i32]));
-        state.detach("deep");
-        assert!(!state.cut.contains("deep"), "a job that comes again is said again");
+        state.detach(&key("deep"));
+        assert!(!state.cut.contains(&key("deep")), "a job that comes again is said again");
     }
 }

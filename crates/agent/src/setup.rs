@@ -25,7 +25,7 @@ pub struct Config {
     /// Store path.
     pub store: PathBuf,
     /// Node name (decisions and status carry it).
-    pub node: String,
+    pub node: lockstep_core::ident::NodeName,
     /// Initial policy.
     pub policy: PolicySpec,
     /// Initial slot length.
@@ -37,7 +37,7 @@ pub struct Config {
     /// The scrapers named for the metrics door (root's always is one): they count apart from other callers.
     pub scrapers: doors::Scrapers,
     /// This node's name in Slurm (`slurm_<name>` in Slurm's cgroup paths).
-    pub slurm_node: String,
+    pub slurm_node: lockstep_core::ident::NodeName,
     /// How `dcs` runs.
     pub dcs: dcs::engine::Settings,
 }

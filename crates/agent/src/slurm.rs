@@ -344,7 +344,7 @@ pub fn numbered<N: FromStr + Ord>(dir: &Path, prefix: &str) -> Vec<(N, PathBuf)>
 }
 
 /// Every Slurm job of node `node` under the hierarchy `roots` (v1: one per controller; v2: the unified one).
-pub fn scan(version: Version, roots: &[PathBuf], node: &str) -> Vec<Found> {
+pub fn scan(version: Version, roots: &[PathBuf], node: &lockstep_core::ident::NodeName) -> Vec<Found> {
     match version {
         Version::V1 => scan_v1(roots, node),
         Version::V2 => roots.first().map(|r| scan_v2(r, node)).unwrap_or_default(),
@@ -356,7 +356,7 @@ fn base<'a>(roots: &[PathBuf], names: &'a [String]) -> Option<&'a str> {
     names.iter().find(|n| roots.iter().any(|r| r.join(n).is_dir())).map(String::as_str)
 }
 
-fn scan_v1(roots: &[PathBuf], node: &str) -> Vec<Found> {
+fn scan_v1(roots: &[PathBuf], node: &lockstep_core::ident::NodeName) -> Vec<Found> {
     let names = [format!("slurm_{node}"), "slurm".to_string()];
     let Some(base) = base(roots, &names) else { return Vec::new() };
     let mut jobs: BTreeMap<SlurmJobId, Found> = BTreeMap::new();
@@ -392,7 +392,7 @@ fn scan_v1(roots: &[PathBuf], node: &str) -> Vec<Found> {
         .collect()
 }
 
-fn scan_v2(root: &Path, node: &str) -> Vec<Found> {
+fn scan_v2(root: &Path, node: &lockstep_core::ident::NodeName) -> Vec<Found> {
     let names = [format!("system.slice/{node}_slurmstepd.scope"), "system.slice/slurmstepd.scope".to_string()];
     let Some(base) = base(&[root.to_path_buf()], &names) else { return Vec::new() };
     numbered(&root.join(base), "job_")
@@ -515,7 +515,7 @@ mod tests {
             &["slurm_n1/uid_0/job_7/step_0", "slurm_n1/uid_1000/job_9/step_batch", "slurm_n2/uid_0/job_8"],
         );
         mkdirs(&cpuset, &["slurm_n1/uid_0/job_7/step_0", "slurm_n1/uid_0/not_a_job"]);
-        let found = scan(Version::V1, &[freezer.clone(), cpuset.clone()], "n1");
+        let found = scan(Version::V1, &[freezer.clone(), cpuset.clone()], &"n1".parse().unwrap());
         assert_eq!(found.len(), 2);
         assert_eq!(found[0].id, SlurmJobId(7));
         assert_eq!(found[0].uid, Some(0));
@@ -523,14 +523,14 @@ mod tests {
         assert_eq!(found[0].job_dirs, both);
         assert_eq!(found[0].groups, vec![both]);
         assert_eq!((found[1].id, found[1].uid), (SlurmJobId(9), Some(1000)));
-        assert!(scan(Version::V1, std::slice::from_ref(&freezer), "n3").is_empty());
+        assert!(scan(Version::V1, std::slice::from_ref(&freezer), &"n3".parse().unwrap()).is_empty());
     }
 
     #[test]
     fn v1_single_slurmd_layout() {
         let t = lockstep_scratch::tempdir().unwrap();
         mkdirs(t.path(), &["slurm/uid_5/job_3/step_0"]);
-        let found = scan(Version::V1, &[t.path().to_path_buf()], "anything");
+        let found = scan(Version::V1, &[t.path().to_path_buf()], &"anything".parse().unwrap());
         assert_eq!((found[0].id, found[0].uid), (SlurmJobId(3), Some(5)));
     }
 
@@ -549,14 +549,14 @@ mod tests {
                 "system.slice/slurmstepd.scope/job_6/step_0/user/task_0",
             ],
         );
-        let found = scan(Version::V2, &[t.path().to_path_buf()], "n1");
+        let found = scan(Version::V2, &[t.path().to_path_buf()], &"n1".parse().unwrap());
         assert_eq!(found.len(), 1, "job 5 has no task cgroup yet; job 6 belongs to the single-slurmd scope");
         let job = t.path().join(scope).join("job_4");
         assert_eq!(found[0].job_dirs, vec![job.clone()]);
         let (task_0, special) = (job.join("step_0/user/task_0"), job.join("step_batch/user/task_special"));
         assert_eq!(found[0].groups, vec![vec![task_0], vec![special]]);
         assert_eq!(found[0].users, vec![job.join("step_0/user"), job.join("step_batch/user")]);
-        assert_eq!(scan(Version::V2, &[t.path().to_path_buf()], "n9")[0].id, SlurmJobId(6));
+        assert_eq!(scan(Version::V2, &[t.path().to_path_buf()], &"n9".parse().unwrap())[0].id, SlurmJobId(6));
     }
 
     /// A step's processes are read where Slurm puts them; the cgroups a user makes below their step are never
@@ -572,7 +572,7 @@ mod tests {
         write(&format!("{job}/step_0"), "12\n10\n");
         write(&format!("{job}/step_batch/hidden"), "98\n");
         write(&format!("{job}/step_batch/hidden/deeper"), "99\n");
-        let found = scan(Version::V1, &[t.path().to_path_buf()], "n1").remove(0);
+        let found = scan(Version::V1, &[t.path().to_path_buf()], &"n1".parse().unwrap()).remove(0);
         let mut partial = false;
         assert_eq!(found.processes(&mut partial), vec![10, 11, 12], "slurmstepd in job_3 and the hidden ones left");
         assert!(!partial && !found.partial);
@@ -583,7 +583,7 @@ mod tests {
             fs::create_dir(t.path().join(user).join(format!("mine_{i}"))).unwrap();
             fs::write(t.path().join(user).join(format!("file_{i}")), "").unwrap();
         }
-        let found = scan(Version::V2, &[t.path().to_path_buf()], "n1").remove(0);
+        let found = scan(Version::V2, &[t.path().to_path_buf()], &"n1".parse().unwrap()).remove(0);
         let mut partial = false;
         let pids = found.processes(&mut partial);
         assert!(partial, "{} directories in the step's user directory were all looked at", ENTRIES + 1);
@@ -689,7 +689,7 @@ mod tests {
         mkdirs(t.path(), &["system.slice/n1_slurmstepd.scope/job_4/step_0/user/task_0"]);
         let look = |freeze: &str| {
             fs::write(user.join("cgroup.freeze"), freeze).unwrap();
-            let mut found = scan(Version::V2, &[t.path().to_path_buf()], "n1").remove(0);
+            let mut found = scan(Version::V2, &[t.path().to_path_buf()], &"n1".parse().unwrap()).remove(0);
             found.measure();
             found.stopped
         };

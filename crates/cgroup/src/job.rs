@@ -44,6 +44,13 @@ pub enum CreateError {
     /// We may not write there.
     #[error("no permission to create cgroup {0} (run as root, or delegate the hierarchy to this user)")]
     Permission(PathBuf),
+    /// We may not make the `lockstep/` parent in a hierarchy's root, which is writable only with CAP_DAC_OVERRIDE
+    /// (mode 0555): the agent's unit runs without it, and makes the parents first ([`Backend::make_parents`]).
+    #[error(
+        "no permission to create cgroup {0}: a hierarchy's root takes CAP_DAC_OVERRIDE to write (run `lockstepd \
+         --cgroup-parents` as root first, as the agent's systemd unit does before it starts)"
+    )]
+    ParentPermission(PathBuf),
     /// A controller the limits need is not available.
     #[error("cgroup controller {0} is not available here (needed for {1})")]
     MissingController(&'static str, &'static str),
@@ -90,6 +97,21 @@ pub trait Backend: Send {
     fn existing(&self, relative: &Path) -> Vec<PathBuf>;
     /// Mount points of the hierarchies (to turn an absolute cgroup path into a relative one).
     fn roots(&self) -> Vec<PathBuf>;
+    /// The `lockstep/` directories jobs are made below ([`PARENT`]), one per hierarchy this backend makes jobs in.
+    fn parents(&self) -> Vec<PathBuf>;
+
+    /// Makes every one of [`Backend::parents`] that is missing, and returns those it made. A hierarchy's root is
+    /// root's with mode 0555: making them takes CAP_DAC_OVERRIDE, which the agent runs without under its unit,
+    /// so the unit makes them first (`lockstepd --cgroup-parents`, fully privileged) and the agent finds them.
+    fn make_parents(&self) -> Result<Vec<PathBuf>, CreateError> {
+        let mut made = Vec::new();
+        for parent in self.parents() {
+            if ensure_dir(&parent)? {
+                made.push(parent);
+            }
+        }
+        Ok(made)
+    }
 }
 
 /// A job's cgroup: one directory per v1 controller, or one v2 directory.
@@ -118,11 +140,12 @@ pub(crate) fn make_dir(path: &Path) -> Result<(), CreateError> {
     })
 }
 
-/// Creates `path` unless it exists already (the shared `lockstep/` parent).
+/// Creates `path` unless it exists already (the shared `lockstep/` parent); whether it made it.
 pub(crate) fn ensure_dir(path: &Path) -> Result<bool, CreateError> {
     match make_dir(path) {
         Ok(()) => Ok(true),
         Err(CreateError::Exists(_)) => Ok(false),
+        Err(CreateError::Permission(p)) => Err(CreateError::ParentPermission(p)),
         Err(e) => Err(e),
     }
 }

@@ -87,6 +87,16 @@ impl Backend for V1 {
         self.mounts.iter().map(|(_, m)| m.clone()).collect()
     }
 
+    fn parents(&self) -> Vec<PathBuf> {
+        let mut roots: Vec<&PathBuf> = Vec::new();
+        for m in USED.iter().filter_map(|c| self.mount(c)) {
+            if !roots.contains(&m) {
+                roots.push(m);
+            }
+        }
+        roots.into_iter().map(|r| r.join(PARENT)).collect()
+    }
+
     fn create(&self, name: &JobName, limits: &Limits) -> Result<JobCgroup, CreateError> {
         for (needed, controller, why) in [
             (limits.cpus.is_some() || limits.mems.is_some(), "cpuset", "a placement"),

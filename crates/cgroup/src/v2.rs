@@ -67,6 +67,10 @@ impl Backend for V2 {
         vec![self.root.clone()]
     }
 
+    fn parents(&self) -> Vec<PathBuf> {
+        vec![self.root.join(PARENT)]
+    }
+
     fn create(&self, name: &JobName, limits: &Limits) -> Result<JobCgroup, CreateError> {
         let available = self.available();
         let mut enable = Vec::new();

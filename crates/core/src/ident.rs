@@ -1,5 +1,5 @@
 //! Who a job and a node are: a job's name ([`JobName`], checked once where it comes in), a job as the agent keys
-//! it ([`JobKey`]: a named job or a Slurm job, which no name can pose as), and the rule for node names.
+//! it ([`JobKey`]: a named job or a Slurm job, which no name can pose as), and a node's name ([`NodeName`]).
 
 use std::fmt;
 use std::ops::Deref;
@@ -139,10 +139,59 @@ impl fmt::Debug for JobKey {
     }
 }
 
-/// Checks a node name (`--node`, `--slurm-node`): it is printed in every log line, status and metric label, and
-/// names a Slurm node, so the same characters as a job name (a host name's, and `_`).
-pub fn check_node_name(what: &str, name: &str) -> Result<(), UsageError> {
-    check(what, name)
+/// A node's name (`--node`, `--slurm-node`), checked once where it comes in: it is printed in every log line,
+/// status and metric label, and names a Slurm node, so the same characters as a job name (a host name's, and
+/// `_`). Holding one means it is valid.
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct NodeName(String);
+
+impl NodeName {
+    /// `name` as a node name, called `what` in the message when it is not one (`Slurm node name`).
+    pub fn new(what: &str, name: String) -> Result<Self, UsageError> {
+        check(what, &name)?;
+        Ok(Self(name))
+    }
+
+    /// The name as text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl FromStr for NodeName {
+    type Err = UsageError;
+
+    fn from_str(name: &str) -> Result<Self, UsageError> {
+        Self::new("node name", name.to_string())
+    }
+}
+
+impl TryFrom<String> for NodeName {
+    type Error = UsageError;
+
+    fn try_from(name: String) -> Result<Self, UsageError> {
+        Self::new("node name", name)
+    }
+}
+
+impl From<NodeName> for String {
+    fn from(name: NodeName) -> Self {
+        name.0
+    }
+}
+
+/// Shown as the text it is, quoted, as a [`JobName`] is.
+impl fmt::Debug for NodeName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&self.0, f)
+    }
+}
+
+impl fmt::Display for NodeName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
 }
 
 /// Checks `name`, called `what` in the message: 1 to 64 letters, digits, `.`, `_`, `-`, not starting with `.`.

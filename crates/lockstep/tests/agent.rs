@@ -1119,6 +1119,64 @@ fn containers_are_one_job_and_take_turns_under_gang() {
     usage_error(&env.run(&["adopt", "--job", "x", "--container", "no-such-container"]), "not running under podman");
 }
 
+/// The agent's parent cgroups (`lockstep/` in each hierarchy) found on this machine.
+fn parent_cgroups() -> Vec<PathBuf> {
+    let mut found: Vec<PathBuf> = std::fs::read_dir("/sys/fs/cgroup")
+        .into_iter()
+        .flatten()
+        .filter_map(|e| Some(e.ok()?.path().join("lockstep")))
+        .chain(std::iter::once(PathBuf::from("/sys/fs/cgroup/lockstep")))
+        .filter(|p| p.is_dir())
+        .collect();
+    found.sort();
+    found
+}
+
+/// A hierarchy's root is mode 0555: an agent without CAP_DAC_OVERRIDE (as its unit runs it) cannot make its
+/// parent cgroup there, and says how to; `lockstepd --cgroup-parents`, as root, makes each missing one (and says
+/// which), then the agent adopts.
+#[test]
+#[ignore = "needs root"]
+fn an_agent_without_dac_override_adopts_once_its_parent_cgroups_are_made() {
+    common::require_root();
+    let _serial = serial();
+    let daemon = common::lockstepd().unwrap();
+    // The parents no job holds now can go; one that holds a job of another test stays (and is not checked).
+    let removed: Vec<PathBuf> = parent_cgroups().into_iter().filter(|p| std::fs::remove_dir(p).is_ok()).collect();
+    let env = Env::new();
+    let caps = "sys_admin,bpf,perfmon,net_admin,sys_nice,sys_ptrace,dac_read_search";
+    let mut cmd = std::process::Command::new("setpriv");
+    cmd.args(["--bounding-set", &format!("-all,+{}", caps.replace(',', ",+")), "--"]).arg(&daemon);
+    cmd.env("LOCKSTEP_STORE", env.store()).env("LOCKSTEP_SOCKET", env.socket()).args(["--policy", "cfs"]);
+    let _agent = Agent::spawn(&env, cmd);
+    let mut sleeper = std::process::Command::new("sleep").arg("60").spawn().unwrap();
+    let job = name("parents");
+    let adopt = || env.run(&["adopt", "--job", &job, "--pid", &sleeper.id().to_string()]);
+    // An adoption makes its cgroup below the freezer's parent on v1, below the one parent on v2.
+    let needed = ["/sys/fs/cgroup/freezer/lockstep", "/sys/fs/cgroup/lockstep"].map(PathBuf::from);
+    if removed.iter().any(|p| needed.contains(p)) {
+        usage_error(&adopt(), "lockstepd --cgroup-parents");
+    } else {
+        eprintln!("every parent an adoption needs holds another job's cgroup: the refusal is not checked");
+    }
+    let made = std::process::Command::new(&daemon).arg("--cgroup-parents").output().unwrap();
+    ok(&made);
+    // One line per parent made: each one that was removed (a hierarchy the agent does not use keeps none).
+    let said = String::from_utf8_lossy(&made.stdout).into_owned();
+    let made: Vec<PathBuf> = said.lines().filter_map(|l| l.strip_prefix("made cgroup ")).map(PathBuf::from).collect();
+    assert!(made.len() == said.lines().count() && made.iter().all(|p| removed.contains(p) && p.is_dir()), "{said}");
+    for p in removed.iter().filter(|p| needed.contains(p)) {
+        assert!(made.contains(p), "{} was not made: {said}", p.display());
+    }
+    ok(&adopt());
+    let again = std::process::Command::new(&daemon).arg("--cgroup-parents").output().unwrap();
+    ok(&again);
+    assert!(again.stdout.is_empty(), "nothing to make the second time: {}", String::from_utf8_lossy(&again.stdout));
+    ok(&env.run(&["release", "--job", &job]));
+    let _ = sleeper.kill();
+    common::exit_within(&mut sleeper, common::STOP_LIMIT, "the sleeper, killed");
+}
+
 /// `lockstep ARGS` as user nobody (65534) on `env`'s agent.
 fn as_nobody(env: &Env, args: &[&str]) -> Output {
     common::as_nobody(env!("CARGO_BIN_EXE_lockstep")).arg("--socket").arg(env.socket()).args(args).output().unwrap()

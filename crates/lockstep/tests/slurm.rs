@@ -353,14 +353,14 @@ fn mpi_jobs_span_both_nodes_and_are_gang_scheduled_in_step() {
     let seen = wait_until("both agents to see both jobs", WAIT, || cluster.statuses(), both_seen);
     let rows = rows_of(&seen);
     for (job, r1, r2, pinned) in &rows {
-        assert!(job.starts_with("slurm-"), "{job}");
+        assert!(job.slurm().is_some(), "{job}");
         assert_eq!(r1, r2, "job {job}: row {r1} on n1, {r2} on n2");
         assert!(pinned, "job {job}: the row must come from the prolog");
     }
     assert_ne!(rows[0].1, rows[1].1, "two jobs sharing the nodes got the same row: {rows:?}");
     // Cluster-wide counts of one job, nodes from `squeue`: no wrapper around the MPI launch.
     let stat = Command::new(env!("CARGO_BIN_EXE_lockstep"))
-        .args(["stat", "--job", &rows[0].0, "--metrics-port", "19464", "-e", "task-clock,context-switches"])
+        .args(["stat", "--job", &rows[0].0.to_string(), "--metrics-port", "19464", "-e", "task-clock,context-switches"])
         .env("SLURM_CONF", cluster.dir.path().join("slurm.conf"))
         .output()
         .unwrap();
@@ -382,7 +382,7 @@ fn mpi_jobs_span_both_nodes_and_are_gang_scheduled_in_step() {
                                                      // Slot switches while the jobs ran, on both nodes.
     let (from, to) = rows
         .iter()
-        .map(|(job, ..)| acted_on(&cluster.store(1), job))
+        .map(|(job, ..)| acted_on(&cluster.store(1), &job.to_string()))
         .fold((f64::MAX, 0.0f64), |(a, b), (f, t)| (a.min(f), b.max(t)));
     let skews = slot_gaps_ms(&cluster.store(1), &cluster.store(2), from..=to);
     assert!(skews.len() >= 5, "expected several slot switches while the jobs ran, got {}", skews.len());
@@ -396,9 +396,10 @@ fn without_the_prolog_the_agents_find_the_jobs_and_agree_on_rows() {
     let Some((_serial, cluster)) = start(false) else { return };
     let (lu, cg) = two_jobs_under_gang(&cluster);
     let same_rows = |(s1, s2): &(Status, Status)| {
-        let row = |s: &Status, name: &str| s.jobs.iter().find(|j| j.name == name).map(|j| (j.row, j.pinned));
+        let row =
+            |s: &Status, name: &str| s.jobs.iter().find(|j| j.name.to_string() == name).map(|j| (j.row, j.pinned));
         s1.jobs.len() == 2
-            && s1.jobs.iter().all(|j| row(s2, &j.name) == Some((j.row, false)))
+            && s1.jobs.iter().all(|j| row(s2, &j.name.to_string()) == Some((j.row, false)))
             && s1.jobs[0].row != s1.jobs[1].row
     };
     wait_until("both agents to see both jobs, in the same rows", WAIT, || cluster.statuses(), same_rows);
@@ -454,7 +455,7 @@ fn a_job_cancelled_mid_slot_leaves_nothing_frozen_or_boosted() {
         let midway = |(s, since): &(Status, Duration)| held(s).is_some() && *since >= MIDWAY;
         let (seen, _) = wait_until("both jobs co-scheduled, midway", WAIT, look, midway);
         let held = held(&seen).expect("the wait ended on a snapshot with a held job");
-        let id = held.name.strip_prefix("slurm-").unwrap().to_string();
+        let id = held.name.slurm().unwrap().to_string();
         let out = cluster.slurm("scancel").arg(&id).output().unwrap();
         assert!(out.status.success(), "scancel: {}", stderr(&out));
         // Slurm gives a job's processes KillWait (30 s) between SIGTERM and SIGKILL: what a user may wait, and
@@ -869,7 +870,7 @@ fn a_job_kept_alive_in_its_users_own_cgroup_is_never_taken_on_after_a_restart() 
         "the agent to take on the bystander",
         WAIT,
         || cluster.status(1),
-        |s| s.jobs.iter().any(|j| j.name == name),
+        |s| s.jobs.iter().any(|j| j.name.to_string() == name),
     );
     let freezer = freezer_dir(0, bystander).join("freezer.state");
     let mut looks = Vec::new();
@@ -878,7 +879,7 @@ fn a_job_kept_alive_in_its_users_own_cgroup_is_never_taken_on_after_a_restart() 
         std::thread::sleep(Duration::from_millis(100));
     }
     let status = cluster.status(1);
-    let names: Vec<&str> = status.jobs.iter().map(|j| j.name.as_str()).collect();
+    let names: Vec<String> = status.jobs.iter().map(|j| j.name.to_string()).collect();
     assert_eq!(names, [name.as_str()], "only the bystander is managed");
     assert!(!looks.contains(&true), "the bystander was frozen in {} of 40 looks", looks.iter().filter(|f| **f).count());
     let said_once = log().matches(&said).count();
@@ -906,7 +907,7 @@ fn the_cgroups_a_user_makes_below_their_step_are_never_walked() {
     let count = || std::fs::read_dir(&step).map_or(0, |d| d.flatten().filter(|e| e.path().is_dir()).count());
     wait_until("the user's 4,000 cgroups", Duration::from_mins(2), count, |n| *n >= 4000);
     let names = [format!("slurm-{job}"), format!("slurm-{bystander}")];
-    let both = |s: &Status| names.iter().all(|n| s.jobs.iter().any(|j| j.name == *n));
+    let both = |s: &Status| names.iter().all(|n| s.jobs.iter().any(|j| j.name.to_string() == *n));
     wait_until("the agent to take on both jobs", WAIT, || cluster.status(1), both);
     let agent = cluster.pids.iter().rev().find(|(n, _)| n == "agent-n1").unwrap().1;
     let trace = cluster.dir.path().join("agent.strace");
@@ -1039,7 +1040,7 @@ fn a_requeued_job_is_placed_anew_beside_the_jobs_placed_while_it_was_pending() {
         "n1's agent to take the fresh place",
         WAIT,
         || cluster.status(1),
-        |s| s.jobs.iter().any(|j| j.name == name && j.period == Some(2) && j.row == 1),
+        |s| s.jobs.iter().any(|j| j.name.to_string() == name && j.period == Some(2) && j.row == 1),
     );
 
     // Requeued again, by root: its epilog gives its half back to the second job.
@@ -1062,7 +1063,7 @@ fn a_job_slurm_suspends_gives_its_slots_to_its_neighbour_until_it_resumes() {
     cluster.policy("gang", "300ms");
     let (a, b) = (cluster.sbatch_as("root", &spin()), cluster.sbatch_as("root", &spin()));
     let (name_a, name_b) = (format!("slurm-{a}"), format!("slurm-{b}"));
-    let job = |s: &Status, name: &str| s.jobs.iter().find(|j| j.name == name).cloned();
+    let job = |s: &Status, name: &str| s.jobs.iter().find(|j| j.name.to_string() == name).cloned();
     let frozen = |s: &Status, name: &str| job(s, name).is_some_and(|j| j.frozen);
     let both = |s: &Status| s.jobs.len() == 2 && (frozen(s, &name_a) || frozen(s, &name_b));
     wait_until("both jobs taken on, one frozen", WAIT, || cluster.status(1), both);
@@ -1154,7 +1155,7 @@ fn another_tools_admin_comment_survives_lockstep_and_a_jobstats_like_epilog_find
         "n1's agent to take the second job's place",
         WAIT,
         || cluster.status(1),
-        |s| s.jobs.iter().any(|j| j.name == name && j.period == Some(2)),
+        |s| s.jobs.iter().any(|j| j.name.to_string() == name && j.period == Some(2)),
     );
 
     // Both requeued, one after the other: lockstep's words leave each field before jobstats looks.
@@ -1283,7 +1284,12 @@ fn an_exclusive_job_is_never_frozen_or_boosted() {
     };
     let alone = sbatch(true);
     let name = format!("slurm-{alone}");
-    wait_until("the exclusive job taken on", WAIT, || cluster.status(1), |s| s.jobs.iter().any(|j| j.name == name));
+    wait_until(
+        "the exclusive job taken on",
+        WAIT,
+        || cluster.status(1),
+        |s| s.jobs.iter().any(|j| j.name.to_string() == name),
+    );
     let other = sbatch(false);
     let since = cluster.status(1).slot;
     let later = |s: &Status| s.slot >= since + 10;
@@ -1357,7 +1363,7 @@ fn now_ms() -> u128 {
 
 /// Where job `name` is in status `s`: its row and period.
 fn place_of(s: &Status, name: &str) -> Option<(u32, u32)> {
-    s.jobs.iter().find(|j| j.name == name).and_then(|j| Some((j.row, j.period?)))
+    s.jobs.iter().find(|j| j.name.to_string() == name).and_then(|j| Some((j.row, j.period?)))
 }
 
 /// Whether both statuses show exactly the jobs of `want`, each at its place.
@@ -1493,7 +1499,7 @@ impl Cluster {
 
 /// Whether job `name` shows frozen in `s`.
 fn frozen_in(s: &Status, name: &str) -> bool {
-    s.jobs.iter().any(|j| j.name == name && j.frozen)
+    s.jobs.iter().any(|j| j.name.to_string() == name && j.frozen)
 }
 
 /// Issue 60: every step of a job is the job's. A job running two steps at once (`srun --overlap`, both on its one

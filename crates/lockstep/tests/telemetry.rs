@@ -162,7 +162,7 @@ fn agent_samples_go_to_store_metrics_and_nodes_sum() {
         assert!(*values.last().unwrap() > 0, "{event} counted nothing");
     }
     assert!(samples.iter().all(|s| s.event != "cycles" && s.node == "tn1" && s.running <= s.enabled));
-    let finals = store.latest_samples(&job, "tn1").unwrap();
+    let finals = store.latest_samples(&job.parse().unwrap(), "tn1").unwrap();
     let (_, body) = get(&addr, &format!("/api/v1/jobs/{job}")).unwrap();
     let api: JobCounts = serde_json::from_str(&body).unwrap();
     assert_eq!(api.events, finals);
@@ -309,7 +309,11 @@ fn adopted_cgroup_outside_perf_event_is_counted_per_thread() {
     assert!(out.status.success(), "{}", stderr(&out));
     drop(worker);
     let store = Store::open(&env.store()).unwrap();
-    assert!(store.latest_samples(&job, "tn1").unwrap().iter().any(|s| s.event == "task-clock" && s.value > 1_000_000));
+    assert!(store
+        .latest_samples(&job.parse().unwrap(), "tn1")
+        .unwrap()
+        .iter()
+        .any(|s| s.event == "task-clock" && s.value > 1_000_000));
 }
 
 /// A job of two ranks (processes whose environment names their rank and their node's two ranks, as Open MPI's

@@ -335,10 +335,10 @@ impl Histogram {
 }
 
 /// One managed job in the status table.
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct JobStatus {
-    /// Job name.
-    pub name: String,
+    /// The job (its name, or `slurm-ID` for a Slurm job).
+    pub name: JobKey,
     /// Its row.
     pub row: u32,
     /// Whether the row was given from outside.
@@ -417,10 +417,10 @@ pub struct DcsStatus {
 }
 
 /// One job in [`DcsStatus`].
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct DcsJob {
-    /// Job name.
-    pub name: String,
+    /// The job.
+    pub name: JobKey,
     /// TCP ports of the job the probe watches.
     pub ports: usize,
     /// Data packets that arrived for it.

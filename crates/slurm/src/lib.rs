@@ -762,8 +762,8 @@ pub struct Listed {
 /// when it starts, when it finds a job it was not told of, and every [`REFRESH`] where the controller's hooks
 /// cannot tell it ([`push`]). A line whose other fields do not parse still names its job (without a row); one
 /// that names no job fails the whole answer, since a job left out of it would be released.
-pub fn on_node(node: &str) -> Result<Vec<Listed>> {
-    let text = run_with_timeout("squeue", &["--all", "-h", "-w", node, "-t", "R,CF,S,ST", "-O", JOB_FORMAT])?;
+pub fn on_node(node: &lockstep_core::ident::NodeName) -> Result<Vec<Listed>> {
+    let text = run_with_timeout("squeue", &["--all", "-h", "-w", node.as_str(), "-t", "R,CF,S,ST", "-O", JOB_FORMAT])?;
     let mut jobs = Vec::new();
     for record in records(&text) {
         let line = record.as_str();

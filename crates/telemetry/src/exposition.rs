@@ -10,9 +10,8 @@ use std::collections::HashMap;
 use std::fmt::Write;
 
 use crate::Sample;
-use lockstep_core::ident::JobKey;
 use lockstep_core::sample::{COSCHEDULED, RANK_RUNNING, RANK_WAITING};
-use lockstep_proto::protocol::{Histogram, JobOrigin, JobStatus, Status};
+use lockstep_proto::protocol::{Histogram, JobStatus, Status};
 
 /// What one scrape shows.
 pub struct Snapshot<'a> {
@@ -323,19 +322,15 @@ fn write_job_states(w: &mut Writer, snap: &Snapshot) {
         w.header(name, kind, unit, help);
         let exposed = if kind == Kind::Counter { format!("{name}_total") } else { name.to_string() };
         for j in &snap.status.jobs {
-            w.sample(&exposed, &job_labels(&j.name), &value(j, &round));
+            w.sample(&exposed, &job_labels(&j.name.to_string()), &value(j, &round));
         }
     }
     if snap.privileged {
         w.header("lockstep_job", Kind::Info, None, "Whose each job is: its Slurm job ID and its owner.");
         for j in &snap.status.jobs {
-            let slurm_job_id = (j.origin == JobOrigin::Slurm)
-                .then(|| j.name.parse::<JobKey>().ok()?.slurm())
-                .flatten()
-                .map(|id| id.to_string())
-                .unwrap_or_default();
+            let slurm_job_id = j.name.slurm().map(|id| id.to_string()).unwrap_or_default();
             let user = snap.users.get(&j.owner).cloned().unwrap_or_else(|| j.owner.to_string());
-            let labels = [("lockstep_job", j.name.clone()), ("slurm_job_id", slurm_job_id), ("user", user)];
+            let labels = [("lockstep_job", j.name.to_string()), ("slurm_job_id", slurm_job_id), ("user", user)];
             w.sample("lockstep_job_info", &labels, "1");
         }
     }
@@ -384,7 +379,7 @@ mod tests {
 
     use super::{render, Snapshot};
     use crate::Sample;
-    use lockstep_proto::protocol::{Histogram, JobOrigin, JobStatus, Status};
+    use lockstep_proto::protocol::{Histogram, JobStatus, Status};
 
     fn sample(job: &str, event: &str, value: u64) -> Sample {
         Sample {
@@ -417,19 +412,16 @@ mod tests {
         let mut lateness = Histogram::new(&[0.001, 0.01]);
         lateness.observe(0.0005);
         lateness.observe(0.02);
-        let job = |name: &str, origin, owner, frozen| JobStatus {
-            name: name.into(),
-            origin,
-            owner,
-            frozen,
-            frozen_seconds: 1.5,
-            ..JobStatus::default()
+        let job = |name: &str, origin: &str, owner: u32, frozen: bool| -> JobStatus {
+            let fields = serde_json::json!({"name": name, "row": 0, "pinned": false, "pus": "0", "frozen": frozen,
+                "boosted": false, "origin": origin, "cgroups": [], "owner": owner, "frozen_seconds": 1.5});
+            serde_json::from_value(fields).unwrap()
         };
         Status {
             policy: "gang".into(),
             slot_length: std::time::Duration::from_millis(500),
             lateness,
-            jobs: vec![job("slurm-42", JobOrigin::Slurm, 1000, true), job("a\"b", JobOrigin::Run, 0, false)],
+            jobs: vec![job("slurm-42", "slurm", 1000, true), job("ab", "run", 0, false)],
             ..Status::default()
         }
     }
@@ -453,7 +445,7 @@ mod tests {
             format!("lockstep_job_context_switches_total{{{slurm}}} 7\n"),
             "lockstep_job_sched_sched_switch_total{lockstep_job=\"a\\\"b\"} 42\n".to_string(),
             "lockstep_job_info{lockstep_job=\"slurm-42\",slurm_job_id=\"42\",user=\"alice\"} 1\n".to_string(),
-            "lockstep_job_info{lockstep_job=\"a\\\"b\",user=\"0\"} 1\n".to_string(),
+            "lockstep_job_info{lockstep_job=\"ab\",user=\"0\"} 1\n".to_string(),
             format!("lockstep_job_round_seconds{{{slurm}}} 0.5\n"),
             format!("lockstep_job_event_running_seconds_total{{{slurm},event=\"task-clock\"}} 1.000000000\n"),
             format!("lockstep_job_frozen{{{slurm}}} 1\n"),

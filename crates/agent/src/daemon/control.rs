@@ -41,7 +41,7 @@ impl Daemon {
     /// from one reading to the next is dropped once the job is gone.
     fn progress_now(&mut self) -> Vec<JobProgress> {
         let mut read = self.measures.reader(&self.jobs, &self.telemetry);
-        self.jobs.iter().filter_map(|job| Some(JobProgress { job: job.key()?, totals: read(job) })).collect()
+        self.jobs.iter().map(|job| JobProgress { job: job.key.clone(), totals: read(job) }).collect()
     }
 
     /// Carries out a request that changes what the agent does (root's only).

@@ -11,7 +11,7 @@ use crate::managed::{self, ChangeError, Managed};
 use lockstep_cgroup::Backend;
 use lockstep_core::cosched::{self, PolicySpec};
 use lockstep_core::error::UsageError;
-use lockstep_core::ident::JobKey;
+use lockstep_core::ident::{JobKey, JobName};
 
 impl Daemon {
     /// Switches to `policy` (and slot length `slot`, when given) at once: `dcs` is started or stopped as the
@@ -40,10 +40,11 @@ impl Daemon {
     /// planned at once.
     pub(super) fn add_job(
         &mut self,
-        name: &str,
+        name: &JobName,
         make: impl FnOnce(&dyn Backend, &adopt::Claims) -> anyhow::Result<Managed>,
     ) -> anyhow::Result<()> {
-        if self.jobs.iter().any(|j| j.name == name) {
+        let key = JobKey::Named(name.clone());
+        if self.jobs.iter().any(|j| j.is(&key)) {
             return Err(UsageError::new(format!("job name {name:?} is already managed by this agent")).into());
         }
         let claims = adopt::Claims {
@@ -55,12 +56,12 @@ impl Daemon {
             taken: self
                 .jobs
                 .iter()
-                .map(|j| (j.name.clone(), j.groups.iter().flat_map(|g| g.dirs.clone()).collect()))
+                .map(|j| (j.key.clone(), j.groups.iter().flat_map(|g| g.dirs.clone()).collect()))
                 .collect(),
             roots: self.backend.roots(),
         };
         let mut job = make(self.backend.as_ref(), &claims)?;
-        if let Err(e) = self.record(Record::ManagedPut(name.to_string(), serde_json::to_string(&job.saved())?)) {
+        if let Err(e) = self.record(Record::ManagedPut(key, serde_json::to_string(&job.saved())?)) {
             // Nothing may stay changed by a request that failed.
             let _ = job.release(&mut self.journal, &self.store);
             return Err(e.into());
@@ -84,13 +85,12 @@ impl Daemon {
             return Err(UsageError::new(format!("no job {key:?} is managed by this agent")).into());
         };
         let mut job = self.jobs.remove(i);
-        let name = job.name.clone();
         self.dcs_leave(&mut job);
-        self.uncount(&name);
+        self.uncount(&job.key);
         job.release(&mut self.journal, &self.store)?;
-        log::info!("job {name} released; its cgroups are as they were before");
+        log::info!("job {} released; its cgroups are as they were before", job.key);
         self.flush();
-        self.record(Record::ManagedRemove(name))?;
+        self.record(Record::ManagedRemove(job.key))?;
         self.replan = true;
         Ok(())
     }
@@ -110,7 +110,7 @@ impl Daemon {
         for job in &mut self.jobs {
             if let Err(e) = job.apply(cosched::Desired::default(), &mut self.journal, &self.store) {
                 if !matches!(e, ChangeError::Gone(_)) {
-                    left.push(format!("job {}: {e:#}", job.name));
+                    left.push(format!("job {}: {e:#}", job.key));
                 }
             }
         }
@@ -128,25 +128,33 @@ impl Daemon {
     /// saved under a name now reserved for Slurm's jobs is released instead.
     pub(super) fn take_over(&mut self) -> anyhow::Result<()> {
         for (name, saved) in self.store.managed_all()? {
-            match serde_json::from_str(&saved).ok().and_then(|s| Managed::restore_saved(&name, s)) {
-                // Taken on by an earlier build under a name this one refuses (`slurm-42` now means Slurm's job 42):
-                // it could be neither released nor told apart, so it is released now, and said. One that cannot be
-                // released stays recorded, to be tried again at the next start.
-                Some(mut job) if job.key().is_none() => match job.release(&mut self.journal, &self.store) {
-                    Ok(()) => {
-                        log::warn!(
-                            "job {name}, taken on by an earlier lockstep, is released: its name is not a job name \
-                             now (names beginning with \"slurm-\" are Slurm's jobs; adopt it again under another)"
-                        );
-                        self.record(Record::ManagedRemove(name))?;
-                    }
-                    Err(e) => log::error!("job {name}, taken on by an earlier lockstep, cannot be released: {e:#}"),
-                },
+            let Ok(saved) = serde_json::from_str::<managed::Saved>(&saved) else {
+                self.record(Record::ManagedForget(name))?;
+                continue;
+            };
+            // The store keeps a job by its text: a Slurm job is told by how it came, never by that text.
+            let key = match &saved.origin {
+                managed::Origin::Slurm { id, .. } => Ok(JobKey::Slurm(*id)),
+                _ => name.parse::<JobName>().map(JobKey::Named),
+            };
+            let Ok(key) = key else {
+                // Taken on by an earlier build under a name this one refuses (`slurm-42` now means Slurm's job
+                // 42): it could be neither released nor told apart, so it is put back now (the journal's repair
+                // at start restored its cgroups' state), and said.
+                saved.origin.put_back();
+                log::warn!(
+                    "job {name}, taken on by an earlier lockstep, is released: its name is not a job name now \
+                     (names beginning with \"slurm-\" are Slurm's jobs; adopt it again under another)"
+                );
+                self.record(Record::ManagedForget(name))?;
+                continue;
+            };
+            match Managed::restore_saved(key, saved) {
                 Some(job) => {
                     self.count(&job);
                     self.jobs.push(job);
                 }
-                None => self.record(Record::ManagedRemove(name))?,
+                None => self.record(Record::ManagedForget(name))?,
             }
         }
         Ok(())
@@ -158,13 +166,13 @@ impl Daemon {
             managed::Origin::Slurm { dirs, .. } => vec![dirs.clone()],
             _ => job.groups.iter().map(|g| g.dirs.clone()).collect(),
         };
-        self.telemetry.attach(&job.name, groups, job.pus.clone(), job.bounds());
+        self.telemetry.attach(&job.key, groups, job.pus.clone(), job.bounds());
     }
 
-    /// Stops counting job `name`, which is no longer managed: its final counts go to the store (a message to the
+    /// Stops counting job `key`, which is no longer managed: its final counts go to the store (a message to the
     /// sampler, never a wait), and a fault said of it is forgotten (a later job of that name is said afresh).
-    pub(super) fn uncount(&mut self, name: &str) {
-        self.telemetry.detach(name);
-        self.faults.forget(&crate::faults::Place::Job(name.to_string()));
+    pub(super) fn uncount(&mut self, key: &JobKey) {
+        self.telemetry.detach(key);
+        self.faults.forget(&crate::faults::Place::Job(key.clone()));
     }
 }

@@ -9,13 +9,14 @@ use crate::managed::Managed;
 use crate::progress::{self, Watch};
 use crate::sampler::Counting;
 use lockstep_core::cosched::auto::Sample;
+use lockstep_core::ident::JobKey;
 
 /// The progress readings' state, kept by this part of the daemon alone.
 pub(super) struct Measures {
     /// The origin of the monotonic times the readings carry.
     epoch: Instant,
     /// What is known of each measured job's ranks (which preload the profiler, where they publish), by job name.
-    ranks: HashMap<String, Watch>,
+    ranks: HashMap<JobKey, Watch>,
 }
 
 impl Measures {
@@ -30,8 +31,8 @@ impl Measures {
         jobs: &'a [Managed],
         telemetry: &'a Counting,
     ) -> impl FnMut(&Managed) -> Sample + 'a {
-        self.ranks.retain(|name, _| jobs.iter().any(|j| j.name == *name));
+        self.ranks.retain(|name, _| jobs.iter().any(|j| j.key == *name));
         let (epoch, ranks) = (self.epoch, &mut self.ranks);
-        move |job| progress::of_job(job, epoch, ranks.entry(job.name.clone()).or_default(), telemetry)
+        move |job| progress::of_job(job, epoch, ranks.entry(job.key.clone()).or_default(), telemetry)
     }
 }

@@ -81,9 +81,10 @@ mod tests {
     /// `auto` in force with a group of two jobs that share their PUs under trial.
     fn with_a_group() -> Planning {
         let pus = CpuList::parse("0-1").unwrap();
+        let (x, y) = ("x".parse().unwrap(), "y".parse().unwrap());
         let jobs = [
-            JobView { name: "x", favoured: true, round: 2, pus: &pus, demand: None },
-            JobView { name: "y", favoured: false, round: 2, pus: &pus, demand: None },
+            JobView { name: &x, favoured: true, round: 2, pus: &pus, demand: None },
+            JobView { name: &y, favoured: false, round: 2, pus: &pus, demand: None },
         ];
         let mut planning = Planning::new(PolicySpec::Auto);
         let auto = planning.measuring().expect("auto measures");

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use crate::journal::Journal;
 use lockstep_core::cosched::auto::Choice;
+use lockstep_core::ident::JobKey;
 use lockstep_core::job::SlurmJobId;
 use lockstep_store::{Decision, SlurmJob, Store};
 
@@ -69,7 +70,12 @@ impl Outbox {
     /// choices failed); when the store cannot take a batch (locked, read-only, full), it waits for the next flush,
     /// the oldest decisions and choices dropped past [`MAX_PENDING`]. Nothing here waits for another connection's
     /// lock (the loop's store connection has no busy timeout).
-    pub(super) fn flush(&mut self, store: &mut Store, journal: &mut Journal, node: &str) -> anyhow::Result<()> {
+    pub(super) fn flush(
+        &mut self,
+        store: &mut Store,
+        journal: &mut Journal,
+        node: &lockstep_core::ident::NodeName,
+    ) -> anyhow::Result<()> {
         let records = self.save_records(store).and(journal.save_unsaved(store));
         let restored = journal.take_restored();
         let decisions = store.log_decisions(&self.decisions, &restored);
@@ -111,9 +117,11 @@ impl Outbox {
 #[derive(Debug)]
 pub(super) enum Record {
     /// Saves (or replaces) managed job `.0`'s description `.1`.
-    ManagedPut(String, String),
+    ManagedPut(JobKey, String),
     /// Forgets managed job `.0`.
-    ManagedRemove(String),
+    ManagedRemove(JobKey),
+    /// Forgets a description saved under text `.0` that names no job now (an earlier build's, or unreadable).
+    ManagedForget(String),
     /// Remembers a Slurm job its prolog announced.
     SlurmPut(SlurmJob),
     /// Marks a Slurm job ended on this node (its epilog ran), for good: an agent restarted while its cgroups
@@ -129,6 +137,7 @@ impl Record {
         match self {
             Self::ManagedPut(name, _) => format!("job {name}'s description"),
             Self::ManagedRemove(name) => format!("the removal of job {name}"),
+            Self::ManagedForget(stored) => format!("the removal of saved job {stored:?}"),
             Self::SlurmPut(job) => format!("Slurm job {}'s registration", job.id),
             Self::SlurmEnd(id) => format!("the end of Slurm job {id}"),
             Self::SlurmForget(id) => format!("forgetting ended Slurm job {id}"),
@@ -139,6 +148,7 @@ impl Record {
         match self {
             Self::ManagedPut(name, saved) => store.managed_put(name, saved),
             Self::ManagedRemove(name) => store.managed_remove(name),
+            Self::ManagedForget(stored) => store.managed_forget(stored),
             Self::SlurmPut(job) => store.slurm_put(job),
             Self::SlurmEnd(id) => store.slurm_end(*id),
             Self::SlurmForget(id) => store.slurm_remove(*id),

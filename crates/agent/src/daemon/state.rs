@@ -12,6 +12,7 @@ use crate::managed::Managed;
 use crate::sampler::Counting;
 use lockstep_cgroup::Backend;
 use lockstep_core::cosched::PolicySpec;
+use lockstep_core::ident::NodeName;
 use lockstep_store::Store;
 
 /// The agent's state, and its loop ([`Daemon::run`]).
@@ -24,7 +25,7 @@ pub struct Daemon {
     pub(super) journal: Journal,
     pub(super) store: Store,
     pub(super) backend: Box<dyn Backend>,
-    pub(super) node: String,
+    pub(super) node: NodeName,
     /// Whether the plan must be redone at once (policy change, new or released job), not at the next boundary.
     pub(super) replan: bool,
     /// What waits for the store: records, decisions, `auto`'s choices.
@@ -71,9 +72,9 @@ pub struct Start {
     /// The slot length at start.
     pub slot: Duration,
     /// This node's name.
-    pub node: String,
+    pub node: NodeName,
     /// This node's name in Slurm.
-    pub slurm_node: String,
+    pub slurm_node: NodeName,
     /// The restore journal.
     pub journal: Journal,
     /// The store.

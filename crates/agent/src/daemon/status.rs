@@ -16,7 +16,7 @@ impl Daemon {
         let groups = self.planning.choices();
         let telemetry = self.telemetry.published();
         Status {
-            node: self.node.clone(),
+            node: self.node.to_string(),
             pid: std::process::id() as i32,
             watchdog_pid: self.journal.watchdog_pid(),
             policy: self.planning.policy().name().to_string(),
@@ -36,9 +36,9 @@ impl Daemon {
                     // A job with a place has its row from it at once, not only from the next slot's plan (a job
                     // found since then still holds the default row 0 there).
                     let place = j.place.map(|s| self.clock.place(&s, self.clock.current()));
-                    let shares = telemetry.shares(&j.name).unwrap_or_default();
+                    let shares = telemetry.shares(&j.key).unwrap_or_default();
                     JobStatus {
-                        name: j.name.clone(),
+                        name: j.key.clone(),
                         row: place.map_or(j.row, |p| p.row),
                         pinned: j.pinned.is_some() || j.place.is_some(),
                         period: place.map(|p| p.period),
@@ -68,15 +68,15 @@ impl Daemon {
 /// only that user's jobs, without the node-wide latencies.
 pub fn visible_to(full: &Status, viewer: Option<u32>) -> Status {
     let Some(uid) = viewer else { return full.clone() };
-    let mine: HashSet<&str> = full.jobs.iter().filter(|j| j.owner == uid).map(|j| j.name.as_str()).collect();
+    let mine: HashSet<String> = full.jobs.iter().filter(|j| j.owner == uid).map(|j| j.name.to_string()).collect();
     let groups = full
         .groups
         .iter()
-        .filter(|g| g.jobs.iter().any(|n| mine.contains(n.as_str())))
+        .filter(|g| g.jobs.iter().any(|n| mine.contains(n)))
         .map(|g| {
             let mut g = g.clone();
             for n in &mut g.jobs {
-                if !mine.contains(n.as_str()) {
+                if !mine.contains(n) {
                     *n = OTHER_JOB.to_string();
                 }
             }
@@ -87,7 +87,7 @@ pub fn visible_to(full: &Status, viewer: Option<u32>) -> Status {
         latency_p50_us: 0.0,
         latency_p99_us: 0.0,
         latency_max_us: 0.0,
-        jobs: d.jobs.iter().filter(|j| mine.contains(j.name.as_str())).cloned().collect(),
+        jobs: d.jobs.iter().filter(|j| mine.contains(&j.name.to_string())).cloned().collect(),
         ..d.clone()
     });
     Status {
@@ -120,7 +120,11 @@ mod tests {
     fn a_user_reads_only_their_own_jobs_from_the_board() {
         use lockstep_core::cosched::auto::Choice;
         use lockstep_proto::protocol::{DcsJob, DcsStatus, JobStatus, Status};
-        let job = |name: &str, owner| JobStatus { name: name.into(), owner, ..JobStatus::default() };
+        let job = |name: &str, owner: u32| -> JobStatus {
+            let fields = serde_json::json!({"name": name, "row": 0, "pinned": false, "pus": "0", "frozen": false,
+                "boosted": false, "origin": "pids", "cgroups": [], "owner": owner});
+            serde_json::from_value(fields).unwrap()
+        };
         let group = |jobs: &[&str]| Choice {
             jobs: jobs.iter().map(|j| (*j).to_string()).collect(),
             policy: "gang".into(),
@@ -128,10 +132,17 @@ mod tests {
             why: String::new(),
             rates: std::collections::BTreeMap::new(),
         };
-        let dcs_job = |name: &str| DcsJob { name: name.into(), ..DcsJob::default() };
+        let dcs_job = |name: &str| DcsJob {
+            name: name.parse().unwrap(),
+            ports: 0,
+            packets: 0,
+            bytes: 0,
+            raises: 0,
+            raised: false,
+        };
         let full = Status {
-            jobs: vec![job("mine", 1000), job("root's", 0), job("theirs", 1001)],
-            groups: vec![group(&["mine", "root's"]), group(&["root's", "theirs"])],
+            jobs: vec![job("mine", 1000), job("roots", 0), job("theirs", 1001)],
+            groups: vec![group(&["mine", "roots"]), group(&["roots", "theirs"])],
             dcs: Some(DcsStatus {
                 latency_p99_us: 7.0,
                 raises: 3,
@@ -141,13 +152,13 @@ mod tests {
             ..Status::default()
         };
         let seen = super::visible_to(&full, Some(1000));
-        let names = |jobs: &[JobStatus]| jobs.iter().map(|j| j.name.clone()).collect::<Vec<_>>();
+        let names = |jobs: &[JobStatus]| jobs.iter().map(|j| j.name.to_string()).collect::<Vec<_>>();
         assert_eq!(names(&seen.jobs), ["mine"]);
         assert_eq!(seen.others, 2);
         assert_eq!(seen.groups.len(), 1);
         assert_eq!(seen.groups[0].jobs, ["mine", "(another user's job)"]);
         let dcs = seen.dcs.unwrap();
-        assert_eq!(dcs.jobs.iter().map(|j| j.name.as_str()).collect::<Vec<_>>(), ["mine"]);
+        assert_eq!(dcs.jobs.iter().map(|j| j.name.to_string()).collect::<Vec<_>>(), ["mine"]);
         assert_eq!((dcs.latency_p99_us, dcs.raises), (0.0, 3));
         let root = super::visible_to(&full, None);
         assert_eq!(serde_json::to_string(&root).unwrap(), serde_json::to_string(&full).unwrap());

@@ -10,6 +10,7 @@ use crate::managed::{ChangeError, Managed};
 use crate::progress;
 use lockstep_core::cosched::rows::{self, Entry};
 use lockstep_core::cosched::{self, Desired, JobView};
+use lockstep_core::ident::JobKey;
 use lockstep_store::{Action, Decision};
 
 impl Daemon {
@@ -26,7 +27,7 @@ impl Daemon {
         let planned: Vec<usize> = (0..self.jobs.len()).filter(|&i| self.jobs[i].switched()).collect();
         let entries: Vec<Entry> = local
             .iter()
-            .map(|&i| Entry { name: &self.jobs[i].name, pus: &self.jobs[i].pus, pinned: self.jobs[i].pinned })
+            .map(|&i| Entry { name: &self.jobs[i].key, pus: &self.jobs[i].pus, pinned: self.jobs[i].pinned })
             .collect();
         let (rows, count) = rows::assign(&entries);
         let active = self.clock.enter(k, count);
@@ -47,14 +48,14 @@ impl Daemon {
             for &i in &planned {
                 let j = &mut self.jobs[i];
                 let cpu_ns = progress::job_cpu_ns(j);
-                j.demand.boundary(published.together(&j.name), cpu_ns);
+                j.demand.boundary(published.together(&j.key), cpu_ns);
             }
         }
         let views: Vec<JobView> = planned
             .iter()
             .map(|&i| &self.jobs[i])
             .map(|j| JobView {
-                name: &j.name,
+                name: &j.key,
                 favoured: j.favoured,
                 round: j.round,
                 pus: &j.pus,
@@ -80,7 +81,7 @@ impl Daemon {
         for (j, p) in self.jobs.iter_mut().zip(plan.iter_mut()) {
             j.planned = *p;
             // A job dcs raised by weight keeps it until its quantum is over.
-            p.boosted |= j.switched() && self.dcs.holds_weight(&j.name);
+            p.boosted |= j.switched() && self.dcs.holds_weight(&j.key);
         }
         let (mut decisions, mut gone, prompt_done) = self.switch(&plan, started);
         // A slot in which a job was held frozen says nothing of what it wants; one left to the kernel or halted by
@@ -105,7 +106,7 @@ impl Daemon {
         // Which jobs the slot is for, at its boundary: what agreement across nodes is measured from.
         if boundary && self.planning.policy().slotted() {
             for j in self.jobs.iter().filter(|j| j.favoured && j.switched()) {
-                decisions.push(self.decision(Some(&j.name), Action::Favour, Duration::ZERO));
+                decisions.push(self.decision(Some(&j.key), Action::Favour, Duration::ZERO));
             }
         }
         self.outbox.decide(decisions);
@@ -144,19 +145,18 @@ impl Daemon {
                 Ok(actions) => {
                     // A job works again when a change of its went through (not when nothing was to be done).
                     if !actions.is_empty() && !self.faults.is_empty() {
-                        self.faults.clear(&Place::Job(self.jobs[i].name.clone()));
+                        self.faults.clear(&Place::Job(self.jobs[i].key.clone()));
                     }
                     if !actions.is_empty() {
                         say_slow(&mut self.jobs[i]);
                     }
                     for a in actions {
-                        decisions.push(self.decision(Some(&self.jobs[i].name), a, t0.elapsed()));
+                        decisions.push(self.decision(Some(&self.jobs[i].key), a, t0.elapsed()));
                     }
                 }
                 Err(ChangeError::Gone(_)) => gone.push(i),
                 Err(e) => {
-                    let name = self.jobs[i].name.clone();
-                    self.faults.report(Place::Job(name), &format!("{e:#}"));
+                    self.faults.report(Place::Job(self.jobs[i].key.clone()), &format!("{e:#}"));
                 }
             }
         }
@@ -179,13 +179,13 @@ impl Daemon {
     pub(super) fn retire(&mut self, i: usize) {
         let mut job = self.jobs.remove(i);
         self.dcs_leave(&mut job);
-        self.uncount(&job.name);
+        self.uncount(&job.key);
         match job.release(&mut self.journal, &self.store) {
-            Ok(()) => log::info!("job {} ended", job.name),
-            Err(e) => log::error!("job {} ended; cannot clean up after it: {e:#}", job.name),
+            Ok(()) => log::info!("job {} ended", job.key),
+            Err(e) => log::error!("job {} ended; cannot clean up after it: {e:#}", job.key),
         }
-        let _ = self.record(Record::ManagedRemove(job.name.clone()));
-        let d = self.decision(Some(&job.name), Action::Gone, Duration::ZERO);
+        let d = self.decision(Some(&job.key), Action::Gone, Duration::ZERO);
+        let _ = self.record(Record::ManagedRemove(job.key));
         self.outbox.decide([d]);
     }
 
@@ -197,15 +197,15 @@ impl Daemon {
         }
     }
 
-    pub(super) fn decision(&self, job: Option<&str>, action: Action, took: Duration) -> Decision {
+    pub(super) fn decision(&self, job: Option<&JobKey>, action: Action, took: Duration) -> Decision {
         Decision {
             time: lockstep_store::now(),
-            node: self.node.clone(),
+            node: self.node.to_string(),
             policy: self.planning.policy().name().to_string(),
             slot: self.clock.current(),
             active_row: self.clock.active_row(),
             rows: self.clock.rows(),
-            job: job.map(str::to_string),
+            job: job.map(JobKey::to_string),
             action,
             duration_us: took.as_secs_f64() * 1e6,
             prompt_us: None,
@@ -233,7 +233,7 @@ fn say_slow(job: &mut Managed) {
     log::info!(
         "job {}: a change of its cgroups took the kernel {:.1} ms (more than {} ms: each write walks the cgroups and \
          processes below them): it is switched after every other job, so that this falls on it alone",
-        job.name,
+        job.key,
         cost.as_secs_f64() * 1e3,
         crate::managed::PROMPT_SWITCH.as_millis()
     );

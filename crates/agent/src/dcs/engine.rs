@@ -15,6 +15,7 @@ use super::rr::Rr;
 use super::weight::Weight;
 use crate::managed::Managed;
 use lockstep_core::cosched::Raise;
+use lockstep_core::ident::JobKey;
 use lockstep_proto::protocol::{DcsJob, DcsStatus};
 use lockstep_store::Action;
 
@@ -59,30 +60,30 @@ pub struct Engine {
     raiser: Box<dyn Raiser>,
     quantum: Duration,
     /// Job slots of the probe, by job name.
-    slots: HashMap<String, u32>,
+    slots: HashMap<JobKey, u32>,
     /// How many slots the probe has.
     max_jobs: u32,
     /// Jobs raised now: since when, and what to put back.
-    raised: HashMap<String, (Instant, Raised)>,
+    raised: HashMap<JobKey, (Instant, Raised)>,
     /// Per job: the [`WINDOW`] its raises are counted in (its start), and how many it had there.
-    budget: HashMap<String, (Instant, u32)>,
+    budget: HashMap<JobKey, (Instant, u32)>,
     /// Raises refused because a job had used its share of the window.
     refused: u64,
     /// Per job: ports watched, probe counts, raises.
-    seen: HashMap<String, (usize, JobCounts, u64)>,
+    seen: HashMap<JobKey, (usize, JobCounts, u64)>,
     /// Per job: its processes' threads on this node, and which processes hold each watched socket, as last
     /// scanned.
-    threads: HashMap<String, Processes>,
+    threads: HashMap<JobKey, Processes>,
     events: u64,
     raises: u64,
     latencies_us: VecDeque<f64>,
     held_max: Duration,
     /// Jobs whose raise failed (said once each).
-    failed: HashSet<String>,
+    failed: HashSet<JobKey>,
 }
 
 /// A decision to log: job, action, duration.
-pub type Logged = (String, Action, Duration);
+pub type Logged = (JobKey, Action, Duration);
 
 impl Engine {
     /// Engine `id`, with its probe loaded and attached (errors name what is missing): the probe goes to the
@@ -117,7 +118,7 @@ impl Engine {
     }
 
     /// Whether `job` holds a raised weight now (the slot plan must not lower it).
-    pub fn holds_weight(&self, job: &str) -> bool {
+    pub fn holds_weight(&self, job: &JobKey) -> bool {
         self.raise == Raise::Weight && self.raised.contains_key(job)
     }
 
@@ -132,7 +133,7 @@ impl Engine {
             if self.raised.contains_key(&name) {
                 continue;
             }
-            let Some(job) = jobs.iter_mut().find(|j| j.name == name) else { continue };
+            let Some(job) = jobs.iter_mut().find(|j| j.key == name) else { continue };
             if job.applied.frozen {
                 continue;
             }
@@ -158,7 +159,7 @@ impl Engine {
                 }
             }
         }
-        let due: Vec<String> = self
+        let due: Vec<JobKey> = self
             .raised
             .iter()
             .filter(|(_, (since, _))| since.elapsed() >= self.quantum)
@@ -176,11 +177,11 @@ impl Engine {
     /// Counts a raise of `name` against its share of the window; false when the share is used up. The window is
     /// [`WINDOW`], or long enough for one quantum to be [`RAISED_SHARE`] of it; a job gets as many quanta in it as
     /// fill that share (5 of 5 ms in 100 ms by default).
-    fn spend(&mut self, name: &str) -> bool {
+    fn spend(&mut self, name: &JobKey) -> bool {
         let window = WINDOW.max(self.quantum.div_f64(RAISED_SHARE));
         let most = (window.as_secs_f64() * RAISED_SHARE / self.quantum.as_secs_f64()).round().max(1.0) as u32;
         let now = Instant::now();
-        let (start, count) = self.budget.entry(name.to_string()).or_insert((now, 0));
+        let (start, count) = self.budget.entry(name.clone()).or_insert((now, 0));
         if now.duration_since(*start) >= window {
             (*start, *count) = (now, 0);
         }
@@ -192,11 +193,11 @@ impl Engine {
     }
 
     /// Lowers `name` if raised; returns how long it was held.
-    fn lower(&mut self, name: &str, jobs: &mut [Managed], ctx: &mut Ctx<'_>) -> Option<Duration> {
+    fn lower(&mut self, name: &JobKey, jobs: &mut [Managed], ctx: &mut Ctx<'_>) -> Option<Duration> {
         let (since, raised) = self.raised.remove(name)?;
         let held = since.elapsed();
         self.held_max = self.held_max.max(held);
-        if let Some(job) = jobs.iter_mut().find(|j| j.name == name) {
+        if let Some(job) = jobs.iter_mut().find(|j| j.key == *name) {
             if let Err(e) = self.raiser.lower(job, raised, ctx) {
                 log::warn!("dcs cannot lower job {name}: {e:#}");
             }
@@ -206,13 +207,13 @@ impl Engine {
 
     /// `job` leaves `dcs` (it ended or was released): lowered, its slot freed, its journal entries dropped.
     pub fn leave(&mut self, job: &mut Managed, mut ctx: Ctx<'_>) {
-        self.lower(&job.name.clone(), std::slice::from_mut(job), &mut ctx);
-        self.slots.remove(&job.name);
-        self.budget.remove(&job.name);
-        self.seen.remove(&job.name);
-        self.threads.remove(&job.name);
-        if let Err(e) = self.raiser.leave(&job.name, &mut ctx) {
-            log::error!("dcs cannot restore job {}: {e:#}", job.name);
+        self.lower(&job.key.clone(), std::slice::from_mut(job), &mut ctx);
+        self.slots.remove(&job.key);
+        self.budget.remove(&job.key);
+        self.seen.remove(&job.key);
+        self.threads.remove(&job.key);
+        if let Err(e) = self.raiser.leave(&job.key, &mut ctx) {
+            log::error!("dcs cannot restore job {}: {e:#}", job.key);
         }
     }
 
@@ -234,14 +235,14 @@ impl Engine {
         let mut out = Vec::new();
         let shares = |i: usize| jobs.iter().enumerate().any(|(k, o)| k != i && o.pus.intersects(&jobs[i].pus));
         for (_, job) in jobs.iter().enumerate().filter(|(i, _)| shares(*i)) {
-            let (slot, new) = if let Some(s) = self.slots.get(&job.name) {
+            let (slot, new) = if let Some(s) = self.slots.get(&job.key) {
                 (*s, false)
             } else {
                 let Some(free) = (0..self.max_jobs).find(|s| !self.slots.values().any(|v| v == s)) else { continue };
-                self.slots.insert(job.name.clone(), free);
+                self.slots.insert(job.key.clone(), free);
                 (free, true)
             };
-            out.push(Watched { name: job.name.clone(), slot, pids: job.pids(), new });
+            out.push(Watched { name: job.key.clone(), slot, pids: job.pids(), new });
         }
         out
     }
@@ -259,7 +260,7 @@ impl Engine {
     }
 
     /// The job holding probe slot `slot`.
-    fn job_in(&self, slot: u32) -> Option<String> {
+    fn job_in(&self, slot: u32) -> Option<JobKey> {
         self.slots.iter().find(|(_, s)| **s == slot).map(|(n, _)| n.clone())
     }
 
@@ -272,7 +273,7 @@ impl Engine {
     }
 
     /// The status section: of the jobs `shown` only, with the node-wide latencies when `wide` (root asks).
-    pub fn status(&self, wide: bool, shown: &dyn Fn(&str) -> bool) -> DcsStatus {
+    pub fn status(&self, wide: bool, shown: &dyn Fn(&JobKey) -> bool) -> DcsStatus {
         // The node-wide latencies are root's to see (and the only part whose cost is not in jobs).
         let mut sorted: Vec<f64> = if wide { self.latencies_us.iter().copied().collect() } else { Vec::new() };
         sorted.sort_by(f64::total_cmp);

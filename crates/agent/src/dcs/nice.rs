@@ -5,6 +5,7 @@ use super::raiser::{Ctx, Journaled, Raised, Raiser, Target};
 use super::threads;
 use crate::managed::Managed;
 use crate::sched::Sched;
+use lockstep_core::ident::JobKey;
 
 /// The nice mechanism.
 #[derive(Default)]
@@ -20,7 +21,7 @@ impl Raiser for Nice {
         // Reset on fork: a child forked while its parent is raised starts at nice 0.
         let to =
             |before: &Sched| Sched { policy: before.policy | libc::SCHED_RESET_ON_FORK, nice: RAISED_NICE, ..*before };
-        let name = &target.job.name;
+        let name = &target.job.key;
         let threads = threads::raise(name, target.threads, to, ctx.journal, ctx.store, self.journaled.of(name))?;
         Ok(Raised { threads })
     }
@@ -30,7 +31,7 @@ impl Raiser for Nice {
         Ok(())
     }
 
-    fn leave(&mut self, job: &str, ctx: &mut Ctx<'_>) -> anyhow::Result<()> {
+    fn leave(&mut self, job: &JobKey, ctx: &mut Ctx<'_>) -> anyhow::Result<()> {
         self.journaled.forget(job, ctx.journal);
         Ok(())
     }

@@ -6,13 +6,14 @@ use std::collections::HashMap;
 use super::port::PortKey;
 use super::probe::JobCounts;
 use crate::sched::Thread;
+use lockstep_core::ident::JobKey;
 
 /// A job to scan: its name, its probe slot, its processes, and whether the slot is new to it (its counts start
 /// from zero).
 #[derive(Debug)]
 pub struct Watched {
-    /// The job's name (what the log says of it).
-    pub name: String,
+    /// The job (what the log says of it).
+    pub name: JobKey,
     /// The job's slot in the probe's tables.
     pub slot: u32,
     /// The job's processes on this node.

@@ -6,6 +6,7 @@ use super::threads::{Before, Changed};
 use crate::journal::Journal;
 use crate::managed::Managed;
 use crate::sched::Thread;
+use lockstep_core::ident::JobKey;
 use lockstep_store::Store;
 
 /// What the agent's journal and store are, for a raiser's changes.
@@ -39,7 +40,7 @@ pub trait Raiser: Send {
     fn lower(&mut self, job: &mut Managed, raised: Raised, ctx: &mut Ctx<'_>) -> anyhow::Result<()>;
     /// The job leaves `dcs` (it ended, or the policy changed), lowered already: puts back what stays changed
     /// between raises and drops its journal entries.
-    fn leave(&mut self, job: &str, ctx: &mut Ctx<'_>) -> anyhow::Result<()>;
+    fn leave(&mut self, job: &JobKey, ctx: &mut Ctx<'_>) -> anyhow::Result<()>;
     /// `dcs` stops, every job has left: puts back what the mechanism changed for all jobs.
     fn stop(&mut self, _ctx: &mut Ctx<'_>) -> anyhow::Result<()> {
         Ok(())
@@ -48,16 +49,16 @@ pub trait Raiser: Send {
 
 /// The threads a per-thread mechanism journaled, per job, with their scheduling before, until the job leaves.
 #[derive(Debug, Default)]
-pub struct Journaled(HashMap<String, Before>);
+pub struct Journaled(HashMap<JobKey, Before>);
 
 impl Journaled {
     /// The job's threads, to add to.
-    pub fn of(&mut self, job: &str) -> &mut Before {
-        self.0.entry(job.to_string()).or_default()
+    pub fn of(&mut self, job: &JobKey) -> &mut Before {
+        self.0.entry(job.clone()).or_default()
     }
 
     /// Drops the job's entries from the journal (its threads are back already).
-    pub fn forget(&mut self, job: &str, journal: &mut Journal) {
+    pub fn forget(&mut self, job: &JobKey, journal: &mut Journal) {
         for thread in self.0.remove(job).unwrap_or_default().into_keys() {
             journal.forget_thread(thread);
         }

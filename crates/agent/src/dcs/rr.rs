@@ -16,6 +16,7 @@ use super::raiser::{Ctx, Journaled, Raised, Raiser, Target};
 use super::threads;
 use crate::managed::Managed;
 use crate::sched::Sched;
+use lockstep_core::ident::JobKey;
 
 /// The real-time mechanism.
 #[derive(Default)]
@@ -23,9 +24,9 @@ pub struct Rr {
     journaled: Journaled,
     /// Budget file of every job raised so far, with the value to put back (real-time group scheduling only);
     /// journaled once, until the job leaves (the value it names is the one a lowered job has).
-    budgets: HashMap<String, (PathBuf, String)>,
+    budgets: HashMap<JobKey, (PathBuf, String)>,
     /// Jobs holding a share of the budget now.
-    holding: Vec<String>,
+    holding: Vec<JobKey>,
     /// The budget the jobs share: the root's.
     total: u64,
     /// The agent's parent group's budget file, with the value to put back, if this agent raised it.
@@ -48,13 +49,13 @@ impl Raiser for Rr {
             anyhow::bail!("{RT_RUNTIME} is -1 (real-time threads unbounded): dcs:rr refuses to raise without it");
         }
         if let Some(dir) = cpu_dir(job) {
-            self.give_budget(&job.name, &dir, ctx)?;
+            self.give_budget(&job.key, &dir, ctx)?;
         }
         // Reset on fork: a child forked while its parent is raised starts normal (it is not in the raise, so
         // nothing would lower it).
         let policy = libc::SCHED_RR | libc::SCHED_RESET_ON_FORK;
         let to = |before: &Sched| Sched { policy, priority: RAISED_PRIORITY, ..*before };
-        let name = &job.name;
+        let name = &job.key;
         match threads::raise(name, target.threads, to, ctx.journal, ctx.store, self.journaled.of(name)) {
             Ok(threads) => Ok(Raised { threads }),
             Err(e) => {
@@ -66,10 +67,10 @@ impl Raiser for Rr {
 
     fn lower(&mut self, job: &mut Managed, raised: Raised, _ctx: &mut Ctx<'_>) -> anyhow::Result<()> {
         threads::lower(&raised.threads);
-        self.take_budget(&job.name)
+        self.take_budget(&job.key)
     }
 
-    fn leave(&mut self, job: &str, ctx: &mut Ctx<'_>) -> anyhow::Result<()> {
+    fn leave(&mut self, job: &JobKey, ctx: &mut Ctx<'_>) -> anyhow::Result<()> {
         self.journaled.forget(job, ctx.journal);
         self.take_budget(job)?;
         if let Some((file, _)) = self.budgets.remove(job) {
@@ -89,7 +90,7 @@ impl Raiser for Rr {
 impl Rr {
     /// Gives the job's CPU cgroup `dir` its share of the real-time budget (and the agent's parent group the root's
     /// budget, the first time), shrinking the shares of the jobs holding one already first.
-    fn give_budget(&mut self, job: &str, dir: &Path, ctx: &mut Ctx<'_>) -> anyhow::Result<()> {
+    fn give_budget(&mut self, job: &JobKey, dir: &Path, ctx: &mut Ctx<'_>) -> anyhow::Result<()> {
         if !self.budgets.contains_key(job) {
             let file = dir.join(BUDGET);
             let parent = dir.parent().map(|p| p.join(BUDGET)).filter(|p| p.is_file());
@@ -107,17 +108,17 @@ impl Rr {
             }
             let before = read_us(&file)?.to_string();
             ctx.journal.remember(ctx.store, job, &file, &before)?;
-            self.budgets.insert(job.to_string(), (file, before));
+            self.budgets.insert(job.clone(), (file, before));
         }
         if !self.holding.iter().any(|j| j == job) {
-            self.holding.push(job.to_string());
+            self.holding.push(job.clone());
             self.share()?;
         }
         Ok(())
     }
 
     /// Takes the job's share back (its threads are normal again) and gives the others their larger shares.
-    fn take_budget(&mut self, job: &str) -> anyhow::Result<()> {
+    fn take_budget(&mut self, job: &JobKey) -> anyhow::Result<()> {
         let Some(i) = self.holding.iter().position(|j| j == job) else { return Ok(()) };
         self.holding.remove(i);
         if let Some((file, before)) = self.budgets.get(job) {

@@ -24,6 +24,7 @@ use super::port::PortKey;
 use super::processes::{Processes, Watched};
 use crate::sched::Thread;
 use lockstep_cgroup::procfs::{self, ProcessRef};
+use lockstep_core::ident::JobKey;
 
 /// How long what a process's descriptors held is trusted while their count stays the same (a socket closed and
 /// another opened between two scans leave the count as it was).
@@ -130,7 +131,7 @@ pub struct Scanner {
     /// What the scans may still read of processes that did not change ([`Budgets::refresh`]).
     refresh_credit: usize,
     /// Per job: why it was partly scanned, as said.
-    said: HashMap<String, HashSet<Partly>>,
+    said: HashMap<JobKey, HashSet<Partly>>,
     /// Network namespaces whose sockets could not all be read, as said.
     said_netns: HashSet<u32>,
 }
@@ -405,7 +406,7 @@ mod tests {
     }
 
     fn watched(name: &str, pids: Vec<i32>) -> Watched {
-        Watched { name: name.into(), slot: 0, pids, new: false }
+        Watched { name: name.parse().unwrap(), slot: 0, pids, new: false }
     }
 
     #[test]
@@ -559,8 +560,8 @@ mod tests {
         assert_eq!(scanner.reads, 100 + descriptors(small_pid).unwrap(), "{} read", scanner.reads);
         assert!(found[0].owners.keys().any(|k| k.port == big_port));
         assert!(found[1].owners.keys().any(|k| k.port == small_port));
-        assert_eq!(scanner.said["big"], HashSet::from([Partly::Descriptors]));
-        assert!(scanner.said["small"].is_empty());
+        assert_eq!(scanner.said[&"big".parse::<JobKey>().unwrap()], HashSet::from([Partly::Descriptors]));
+        assert!(scanner.said[&"small".parse::<JobKey>().unwrap()].is_empty());
         // Two new big ones: the second waits for the next scan, and is read then.
         let mut other = holder(1, 300);
         let other_port = ports_of(&mut other)[0];
@@ -569,7 +570,10 @@ mod tests {
         let found = scanner.scan(&jobs);
         assert_eq!(scanner.reads, 100, "read past the scan's budget");
         assert_eq!(found[0].owners.len(), 1, "{:?}", found[0].owners);
-        assert_eq!(scanner.said["big"], HashSet::from([Partly::Descriptors, Partly::Waiting]));
+        assert_eq!(
+            scanner.said[&"big".parse::<JobKey>().unwrap()],
+            HashSet::from([Partly::Descriptors, Partly::Waiting])
+        );
         let found = scanner.scan(&jobs);
         assert_eq!(scanner.reads, 200);
         let ports: HashSet<u16> = found[0].owners.keys().map(|k| k.port).collect();
@@ -616,7 +620,7 @@ mod tests {
         let mut scanner = Scanner::new(budgets);
         let found = scanner.scan(&[watched("a", vec![me(), me()])]);
         assert_eq!(found[0].threads[&me()].len(), 1);
-        assert_eq!(scanner.said["a"], HashSet::from([Partly::Processes, Partly::Threads]));
+        assert_eq!(scanner.said[&"a".parse::<JobKey>().unwrap()], HashSet::from([Partly::Processes, Partly::Threads]));
     }
 
     #[test]
@@ -639,8 +643,8 @@ mod tests {
         let found = scanner.scan(&[watched("a", vec![pid]), watched("b", vec![me()])]);
         assert!(found[0].owners.is_empty());
         assert!(found[0].threads[&pid].iter().any(|t| t.pid == pid), "its threads are raised all the same");
-        assert_eq!(scanner.said["a"], HashSet::from([Partly::Namespaces]));
-        assert!(scanner.said["b"].is_empty());
+        assert_eq!(scanner.said[&"a".parse::<JobKey>().unwrap()], HashSet::from([Partly::Namespaces]));
+        assert!(scanner.said[&"b".parse::<JobKey>().unwrap()].is_empty());
         let _ = child.kill();
         let _ = child.wait();
     }

@@ -15,6 +15,7 @@ use std::collections::{HashMap, HashSet};
 
 use crate::journal::Journal;
 use crate::sched::{self, Sched, Thread};
+use lockstep_core::ident::JobKey;
 use lockstep_store::Store;
 
 /// Threads of a job changed for one raise: each with its scheduling before and while raised.
@@ -28,7 +29,7 @@ pub type Before = HashMap<Thread, Sched>;
 /// and journaled first; the entries of threads that have exited since are dropped (a job that makes threads
 /// without end keeps only its live ones in the journal). Threads that exit meanwhile are skipped.
 pub fn raise(
-    job: &str,
+    job: &JobKey,
     threads: &[Thread],
     raised: impl Fn(&Sched) -> Sched,
     journal: &mut Journal,

@@ -20,7 +20,7 @@ impl Raiser for Weight {
         Ok(())
     }
 
-    fn leave(&mut self, _job: &str, _ctx: &mut Ctx<'_>) -> anyhow::Result<()> {
+    fn leave(&mut self, _job: &lockstep_core::ident::JobKey, _ctx: &mut Ctx<'_>) -> anyhow::Result<()> {
         Ok(())
     }
 }

@@ -30,7 +30,7 @@ pub fn spawn(
     mailbox: Mailbox,
     version: Version,
     roots: Vec<PathBuf>,
-    node: String,
+    node: lockstep_core::ident::NodeName,
     told: bool,
     config: Arc<SlurmConfig>,
 ) {

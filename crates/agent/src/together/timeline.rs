@@ -18,6 +18,7 @@ use libbpf_rs::{Iter, MapCore, MapFlags, MapHandle, RingBufferBuilder};
 use super::{types, Reading, Together};
 use crate::bpf::{bytes_of, read_as};
 use lockstep_core::error::UsageError;
+use lockstep_core::ident::JobKey;
 use lockstep_proto::protocol::{CpuLane, Segment, Timeline, TimelineJob, TIMELINE_MILLIS};
 
 /// Most events one recording keeps; those beyond count as lost. Each makes at most one segment, some 120 bytes
@@ -49,7 +50,7 @@ pub(crate) struct Recording {
     start_ns: u64,
     end_ns: u64,
     /// Each job's slot and reading as the window started.
-    before: BTreeMap<String, (u32, Reading)>,
+    before: BTreeMap<JobKey, (u32, Reading)>,
     /// Held while recording: one at a time.
     busy: Arc<AtomicBool>,
     events: Vec<Event>,
@@ -57,7 +58,7 @@ pub(crate) struct Recording {
     lost: u64,
     /// Once ended: the jobs measured over the whole window, and the slot of each.
     jobs: Vec<TimelineJob>,
-    names: HashMap<u32, String>,
+    names: HashMap<u32, JobKey>,
 }
 
 impl Drop for Recording {
@@ -125,7 +126,7 @@ impl Together {
             let active = after.active.saturating_sub(before.active);
             let together = after.together.saturating_sub(before.together);
             let coscheduled = (active > 0).then(|| together.min(active) as f64 / active as f64);
-            recording.jobs.push(TimelineJob { name: name.clone(), ranks: after.ranks, coscheduled });
+            recording.jobs.push(TimelineJob { name: name.to_string(), ranks: after.ranks, coscheduled });
         }
         Ok(())
     }
@@ -180,7 +181,7 @@ pub(crate) fn lanes(
     events: &[Event],
     start_ns: u64,
     end_ns: u64,
-    names: &HashMap<u32, String>,
+    names: &HashMap<u32, JobKey>,
     cpus: u32,
 ) -> Vec<CpuLane> {
     // A CPU number past the node's is no CPU's: left out, so that no event can size the lanes.
@@ -195,7 +196,7 @@ pub(crate) fn lanes(
     let rel = |ns: u64| ns.clamp(start_ns, end_ns) - start_ns;
     let push = |lane: &mut CpuLane, slot: u32, from: u64, to: u64| {
         if to > from {
-            lane.segments.push(Segment { start_ns: from, end_ns: to, job: names[&slot].clone() });
+            lane.segments.push(Segment { start_ns: from, end_ns: to, job: names[&slot].to_string() });
         }
     };
     for e in &sorted {
@@ -290,7 +291,7 @@ mod tests {
 
     #[test]
     fn switches_make_segments_per_cpu_from_the_windows_start_to_its_end() {
-        let names = HashMap::from([(1, "a".to_string()), (2, "b".to_string())]);
+        let names = HashMap::from([(1, "a".parse().unwrap()), (2, "b".parse().unwrap())]);
         let events = [
             // CPU 0: a ran since before the window, b from 150 to 300, a again to the end.
             ev(1150, 0, 2, true),
@@ -312,7 +313,7 @@ mod tests {
 
     #[test]
     fn an_event_of_a_cpu_past_the_nodes_is_left_out_and_sizes_nothing() {
-        let names = HashMap::from([(1, "a".to_string())]);
+        let names = HashMap::from([(1, "a".parse().unwrap())]);
         let events = [ev(1100, u32::MAX, 1, true), ev(1200, 2, 1, true), ev(1300, 1, 1, true)];
         let lanes = lanes(&events, 1000, 2000, &names, 2);
         assert_eq!(lanes.len(), 2, "lanes as the node has CPUs, whatever an event says");

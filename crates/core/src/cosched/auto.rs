@@ -38,6 +38,7 @@ use super::gang::Gang;
 use super::policy::{Desired, JobView, Policy};
 use super::sharing::groups;
 use super::spec::PolicySpec;
+use crate::ident::JobKey;
 
 /// The policies `auto` tries, in the order it tries them.
 pub const CANDIDATES: [PolicySpec; 2] = [PolicySpec::Gang, PolicySpec::Cfs];
@@ -185,7 +186,7 @@ impl Rate {
 /// What `auto` chose for a group of jobs, and why: said in `lockstep status` and kept in the store.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Choice {
-    /// The jobs of the group (sorted).
+    /// The jobs of the group, as text (a record: stored, and shown with other users' jobs unnamed).
     pub jobs: Vec<String>,
     /// The policy in force for them now.
     pub policy: String,
@@ -326,8 +327,8 @@ impl Group {
     /// `None` when `before` holds no choice.
     fn succeed(
         before: &Self,
-        was: &[String],
-        names: &[String],
+        was: &[JobKey],
+        names: &[JobKey],
         slot: u64,
         now: Vec<Sample>,
         slot_len: Duration,
@@ -364,7 +365,7 @@ impl Group {
     /// Whether this group's choice may pass to a set `names` that succeeds it (jobs `was`): it [may
     /// pass](Self::may_pass), and the sets differ by one job at most on each side, with one in common (the same
     /// set back, after a job of it was halted for a while, takes its own choice up again).
-    fn passes_to(&self, was: &[String], names: &[String]) -> bool {
+    fn passes_to(&self, was: &[JobKey], names: &[JobKey]) -> bool {
         let (left, joined) = changed(was, names);
         self.may_pass() && left.len() <= 1 && joined.len() <= 1 && names.len() > joined.len()
     }
@@ -386,7 +387,7 @@ impl Group {
 
     /// Why the trial waits in slot `slot` (samples `now` of jobs `names`) rather than measure: a job still
     /// starting, within [`MAX_STARTUP`] of the trial's start. `None` when it measures.
-    fn waits(&self, slot: u64, slot_len: Duration, names: &[String], now: &[Sample]) -> Option<String> {
+    fn waits(&self, slot: u64, slot_len: Duration, names: &[JobKey], now: &[Sample]) -> Option<String> {
         let limit = slots_in(MAX_STARTUP, slot_len);
         if !matches!(self.phase, Phase::Explore { .. }) || slot.saturating_sub(self.formed) >= limit {
             return None;
@@ -418,9 +419,9 @@ const CHANGED: &str = "a job's processes changed: trying again";
 /// The `auto` policy's state: a [`Group`] per set of jobs that share PUs, keyed by their sorted names.
 #[derive(Debug, Default)]
 pub struct Auto {
-    groups: BTreeMap<Vec<String>, Group>,
+    groups: BTreeMap<Vec<JobKey>, Group>,
     /// The policy in force for each job of a group, as of the last [`Auto::observe`].
-    in_force: BTreeMap<String, PolicySpec>,
+    in_force: BTreeMap<JobKey, PolicySpec>,
     /// The slot of the last [`Auto::observe`].
     last_slot: u64,
     /// Whether another policy was in force since then ([`Auto::resume`]).
@@ -428,7 +429,7 @@ pub struct Auto {
     /// Groups whose set of jobs changed and whose choice may pass on (`gang`), with the slot they were last seen
     /// in: passed on to a set that succeeds them within [`INHERIT_WITHIN`] (time under another policy not
     /// counted).
-    gone: BTreeMap<Vec<String>, (u64, Group)>,
+    gone: BTreeMap<Vec<JobKey>, (u64, Group)>,
 }
 
 /// Slots of length `slot` that `span` takes, the last one begun counting whole.
@@ -437,8 +438,8 @@ fn slots_in(span: Duration, slot: Duration) -> u64 {
 }
 
 /// The jobs of set `was` not in set `names` (they left), and those of `names` not in `was` (they joined).
-fn changed<'a>(was: &'a [String], names: &'a [String]) -> (Vec<&'a str>, Vec<&'a str>) {
-    let only = |a: &'a [String], b: &[String]| a.iter().filter(|n| !b.contains(n)).map(String::as_str).collect();
+fn changed(was: &[JobKey], names: &[JobKey]) -> (Vec<String>, Vec<String>) {
+    let only = |a: &[JobKey], b: &[JobKey]| a.iter().filter(|n| !b.contains(n)).map(JobKey::to_string).collect();
     (only(was, names), only(names, was))
 }
 
@@ -518,7 +519,7 @@ pub struct Decision {
 
 /// The decision on measured windows (`windows[c]` under `CANDIDATES[c]`): the candidate under which the jobs'
 /// mean slowdown relative to `cfs` is lowest, if it is below `1 - MARGIN`; `cfs` otherwise.
-pub fn decide(names: &[String], windows: &[Vec<Rate>]) -> Decision {
+pub fn decide(names: &[JobKey], windows: &[Vec<Rate>]) -> Decision {
     let rates = progress(windows);
     let base = &rates[CFS];
     // Mean over the jobs of (rate under cfs / rate under c): c's slowdown relative to cfs.
@@ -583,8 +584,7 @@ impl Auto {
         let away = if std::mem::take(&mut self.resumed) { slot.saturating_sub(self.last_slot) } else { 0 };
         self.last_slot = slot;
         let sets: Vec<Vec<usize>> = groups(jobs);
-        let keys: Vec<Vec<String>> =
-            sets.iter().map(|m| m.iter().map(|&i| jobs[i].name.to_string()).collect()).collect();
+        let keys: Vec<Vec<JobKey>> = sets.iter().map(|m| m.iter().map(|&i| jobs[i].name.clone()).collect()).collect();
         self.retire(slot, slot_len, away, &keys);
         for (members, names) in sets.into_iter().zip(keys) {
             let now: Vec<Sample> = members.iter().map(|&i| sample(i)).collect();
@@ -648,14 +648,14 @@ impl Auto {
     /// Moves the groups whose set is not among `keys` (this slot's) to [`Auto::gone`] when their choice [may
     /// pass](Group::may_pass) on, and forgets those gone longer than [`INHERIT_WITHIN`] ago (slots away under another policy not
     /// counted).
-    fn retire(&mut self, slot: u64, slot_len: Duration, away: u64, keys: &[Vec<String>]) {
+    fn retire(&mut self, slot: u64, slot_len: Duration, away: u64, keys: &[Vec<JobKey>]) {
         for (seen, g) in self.gone.values_mut() {
             *seen = seen.saturating_add(away);
             g.postpone(away);
         }
         // A group that ended while another policy was in force was last seen as it left: now, the time away not
         // counted.
-        let ended: Vec<Vec<String>> = self.groups.keys().filter(|k| !keys.contains(k)).cloned().collect();
+        let ended: Vec<Vec<JobKey>> = self.groups.keys().filter(|k| !keys.contains(k)).cloned().collect();
         for names in ended {
             if let Some(mut g) = self.groups.remove(&names).filter(Group::may_pass) {
                 g.postpone(away);
@@ -667,7 +667,7 @@ impl Auto {
     }
 
     /// The gone group whose choice passes to the new set `names`, taken out of [`Auto::gone`].
-    fn successor_of(&mut self, names: &[String]) -> Option<(Vec<String>, (u64, Group))> {
+    fn successor_of(&mut self, names: &[JobKey]) -> Option<(Vec<JobKey>, (u64, Group))> {
         let was = self.gone.iter().find(|(was, (_, g))| g.passes_to(was, names))?.0.clone();
         self.gone.remove_entry(&was)
     }
@@ -684,9 +684,9 @@ impl Auto {
 }
 
 /// The record of `g`'s state.
-fn choice(names: &[String], g: &Group) -> Choice {
+fn choice(names: &[JobKey], g: &Group) -> Choice {
     Choice {
-        jobs: names.to_vec(),
+        jobs: names.iter().map(JobKey::to_string).collect(),
         policy: g.policy.name().to_string(),
         trying: matches!(g.phase, Phase::Explore { .. }),
         why: g.why.clone(),
@@ -696,7 +696,7 @@ fn choice(names: &[String], g: &Group) -> Choice {
 
 /// Ends `g`'s window at `slot` with samples `now`: records the rates, and tries the next candidate, decides, or
 /// checks the choice for drift. Returns the record when the policy in force changes or is confirmed.
-fn step(g: &mut Group, slot: u64, slot_len: Duration, now: &[Sample], names: &[String]) -> Option<Choice> {
+fn step(g: &mut Group, slot: u64, slot_len: Duration, now: &[Sample], names: &[JobKey]) -> Option<Choice> {
     let rates: Option<Vec<Rate>> = g.start.1.iter().zip(now).map(|(a, b)| Rate::between(a, b)).collect();
     let sources = g.sources(now);
     if let Phase::Exploit { until, explored: baseline @ None, .. } = &mut g.phase {

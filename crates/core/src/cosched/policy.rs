@@ -11,8 +11,8 @@ pub const BOOST_WEIGHT: u64 = 10_000;
 /// What a policy sees of one job.
 #[derive(Clone, Copy, Debug)]
 pub struct JobView<'a> {
-    /// The job's name.
-    pub name: &'a str,
+    /// The job.
+    pub name: &'a crate::ident::JobKey,
     /// Whether the slot is the job's (its row is active, or its place holds the slot).
     pub favoured: bool,
     /// Slots in the job's cycle (its place's period, or its node's row count).

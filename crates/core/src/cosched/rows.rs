@@ -31,8 +31,8 @@ pub fn check(row: Option<u32>) -> Result<(), UsageError> {
 /// One job to place in a row.
 #[derive(Clone, Copy, Debug)]
 pub struct Entry<'a> {
-    /// Job name (the hash key).
-    pub name: &'a str,
+    /// The job (its text, `lu` or `slurm-42`, is the hash key).
+    pub name: &'a crate::ident::JobKey,
     /// PUs the job may run on.
     pub pus: &'a CpuList,
     /// A row given from outside.
@@ -49,7 +49,8 @@ pub fn assign(entries: &[Entry<'_>]) -> (Vec<u32>, u32) {
     // A pinned row out of range (a store written before rows were checked) counts as no pin.
     let mut rows: Vec<Option<u32>> = entries.iter().map(|e| e.pinned.filter(|&r| r < MAX_ROWS)).collect();
     let mut order: Vec<usize> = (0..entries.len()).filter(|&i| rows[i].is_none()).collect();
-    order.sort_by_key(|&i| (stable_hash(entries[i].name), entries[i].name));
+    let names: Vec<String> = entries.iter().map(|e| e.name.to_string()).collect();
+    order.sort_by_key(|&i| (stable_hash(&names[i]), &names[i]));
     for i in order {
         let taken: Vec<u32> = (0..entries.len())
             .filter(|&j| j != i && entries[j].pus.intersects(entries[i].pus))

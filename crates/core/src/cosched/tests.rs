@@ -5,14 +5,20 @@ use std::time::Duration;
 use super::rows::{assign, Entry};
 use super::{slot, Desired, JobView, PolicySpec, Raise, POLICIES};
 use crate::cpulist::CpuList;
+use crate::ident::JobKey;
 
 fn pus(s: &str) -> CpuList {
     CpuList::parse(s).unwrap()
 }
 
+/// Job `name` as the planners take it (leaked: a test's few jobs live as long as the test).
+fn key(name: &str) -> &'static JobKey {
+    Box::leak(Box::new(name.parse().unwrap()))
+}
+
 /// A job of row `row` of two, in a slot whose active row is 0.
-fn view<'a>(name: &'a str, row: u32, pus: &'a CpuList) -> JobView<'a> {
-    JobView { name, favoured: row == 0, round: 2, pus, demand: None }
+fn view<'a>(name: &str, row: u32, pus: &'a CpuList) -> JobView<'a> {
+    JobView { name: key(name), favoured: row == 0, round: 2, pus, demand: None }
 }
 
 /// The same jobs one slot later (row 1 active).
@@ -24,9 +30,9 @@ fn next<'a>(jobs: &[JobView<'a>]) -> Vec<JobView<'a>> {
 fn sharing_jobs_get_different_rows_and_loners_row_zero() {
     let (a, b, c) = (pus("0-1"), pus("1-2"), pus("3"));
     let entries = [
-        Entry { name: "a", pus: &a, pinned: None },
-        Entry { name: "b", pus: &b, pinned: None },
-        Entry { name: "c", pus: &c, pinned: None },
+        Entry { name: key("a"), pus: &a, pinned: None },
+        Entry { name: key("b"), pus: &b, pinned: None },
+        Entry { name: key("c"), pus: &c, pinned: None },
     ];
     let (rows, count) = assign(&entries);
     assert_ne!(rows[0], rows[1]);
@@ -38,9 +44,9 @@ fn sharing_jobs_get_different_rows_and_loners_row_zero() {
 fn pinned_rows_are_kept_and_others_avoid_them() {
     let all = pus("0-1");
     let entries = [
-        Entry { name: "x", pus: &all, pinned: Some(1) },
-        Entry { name: "y", pus: &all, pinned: None },
-        Entry { name: "z", pus: &all, pinned: None },
+        Entry { name: key("x"), pus: &all, pinned: Some(1) },
+        Entry { name: key("y"), pus: &all, pinned: None },
+        Entry { name: key("z"), pus: &all, pinned: None },
     ];
     let (rows, count) = assign(&entries);
     assert_eq!(rows[0], 1);
@@ -53,8 +59,8 @@ fn pinned_rows_are_kept_and_others_avoid_them() {
 fn rows_do_not_depend_on_input_order() {
     let all = pus("0-1");
     let names = ["lu-1", "ep-2", "is-3"];
-    let forward: Vec<Entry> = names.iter().map(|n| Entry { name: n, pus: &all, pinned: None }).collect();
-    let backward: Vec<Entry> = names.iter().rev().map(|n| Entry { name: n, pus: &all, pinned: None }).collect();
+    let forward: Vec<Entry> = names.iter().map(|n| Entry { name: key(n), pus: &all, pinned: None }).collect();
+    let backward: Vec<Entry> = names.iter().rev().map(|n| Entry { name: key(n), pus: &all, pinned: None }).collect();
     let (f, _) = assign(&forward);
     let (mut b, _) = assign(&backward);
     b.reverse();
@@ -178,8 +184,10 @@ fn rows_from_outside_are_bounded_and_never_make_zero_rows() {
     assert!(check(Some(MAX_ROWS - 1)).is_ok() && check(None).is_ok());
     assert!(check(Some(u32::MAX)).unwrap_err().to_string().contains("out of range"));
     let all = pus("0-1");
-    let entries =
-        [Entry { name: "a", pus: &all, pinned: Some(u32::MAX) }, Entry { name: "b", pus: &all, pinned: None }];
+    let entries = [
+        Entry { name: key("a"), pus: &all, pinned: Some(u32::MAX) },
+        Entry { name: key("b"), pus: &all, pinned: None },
+    ];
     let (rows, count) = assign(&entries);
     assert!(count >= 2 && rows.iter().all(|&r| r < count), "{rows:?} of {count}");
 }
@@ -197,13 +205,14 @@ mod auto {
     };
     use crate::cosched::sharing::groups;
     use crate::cosched::{Desired, JobView, Policy, PolicySpec};
+    use crate::ident::JobKey;
 
     fn r(calls_s: f64, cpu_s: f64) -> Rate {
         Rate { calls_s: Some(calls_s), calls: Some(calls_s as u64), cpu_s, together_s: None }
     }
 
-    fn names(n: &[&str]) -> Vec<String> {
-        n.iter().map(ToString::to_string).collect()
+    fn names(n: &[&str]) -> Vec<JobKey> {
+        n.iter().map(|n| n.parse().unwrap()).collect()
     }
 
     const SLOT: Duration = Duration::from_millis(200);

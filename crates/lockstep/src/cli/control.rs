@@ -202,7 +202,7 @@ pub fn adopt(args: &AdoptArgs, socket: &Path, quiet: bool) -> anyhow::Result<i32
     check(call(socket, &request)?)?;
     if !quiet {
         let now = agent_status(socket)?;
-        match now.jobs.iter().find(|j| j.name == args.job.as_str()) {
+        match now.jobs.iter().find(|j| j.name == JobKey::Named(args.job.clone())) {
             Some(j) => println!(
                 "adopted job {} ({}): row {}, PUs {}, {} cgroup(s), first {}",
                 j.name,

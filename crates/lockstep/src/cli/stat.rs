@@ -163,7 +163,7 @@ fn job_pids(store: &Path, socket: &Path, job: &JobKey) -> anyhow::Result<Vec<i32
     if pids.is_empty() {
         let status = lockstep_proto::client::call_if_running(socket, &lockstep_proto::protocol::Request::Status);
         if let Some(Ok(lockstep_proto::protocol::Response { status: Some(status), .. })) = status {
-            let managed = status.jobs.into_iter().find(|j| j.name == name);
+            let managed = status.jobs.into_iter().find(|j| j.name == *job);
             pids = managed
                 .map_or_else(Vec::new, |j| j.cgroups.iter().flat_map(|d| procs_below(d).unwrap_or_default()).collect());
         }

@@ -314,6 +314,11 @@ impl Agent {
     fn launch(env: &Env, args: &[&str], vars: &[(&str, &std::ffi::OsStr)], caps: Option<&str>) -> Self {
         let mut cmd = match caps {
             Some(caps) => {
+                // As the unit does before it starts the agent: the parent cgroups, made fully privileged (a
+                // hierarchy's root takes CAP_DAC_OVERRIDE, which the agent runs without).
+                let daemon = lockstepd().unwrap_or_else(|why| panic!("cannot start the agent: {why}"));
+                let made = Command::new(daemon).arg("--cgroup-parents").output().unwrap();
+                assert!(made.status.success(), "lockstepd --cgroup-parents: {}", stderr(&made));
                 let bounding =
                     format!("-all,{}", caps.split(',').map(|c| format!("+{c}")).collect::<Vec<_>>().join(","));
                 let mut c = Command::new("setpriv");

@@ -2,6 +2,7 @@
 //! back, written before the change) and the decision log.
 
 use lockstep_core::cosched::auto::Choice;
+use lockstep_core::ident::{JobKey, NodeName};
 use lockstep_core::job::JobOrigin;
 use lockstep_core::names::Names;
 use rusqlite::params;
@@ -139,19 +140,27 @@ impl Store {
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
-    /// Saves (or replaces) a managed job's description.
-    pub fn managed_put(&self, name: &str, saved: &str) -> crate::error::Result<()> {
+    /// Saves (or replaces) managed job `key`'s description, under the key's text (`lu`, `slurm-42`).
+    pub fn managed_put(&self, key: &JobKey, saved: &str) -> crate::error::Result<()> {
+        let name = key.to_string();
         self.conn.execute("INSERT OR REPLACE INTO managed (name, saved) VALUES (?1, ?2)", params![name, saved])?;
         Ok(())
     }
 
-    /// Forgets a managed job.
-    pub fn managed_remove(&self, name: &str) -> crate::error::Result<()> {
-        self.conn.execute("DELETE FROM managed WHERE name = ?1", params![name])?;
+    /// Forgets managed job `key`.
+    pub fn managed_remove(&self, key: &JobKey) -> crate::error::Result<()> {
+        self.managed_forget(&key.to_string())
+    }
+
+    /// Forgets the description saved under `stored`, text [`Store::managed_all`] returned that names no job now
+    /// (an earlier build's, or one whose description cannot be read).
+    pub fn managed_forget(&self, stored: &str) -> crate::error::Result<()> {
+        self.conn.execute("DELETE FROM managed WHERE name = ?1", params![stored])?;
         Ok(())
     }
 
-    /// Every saved managed job, as (name, description).
+    /// Every saved managed job, as (the text it is saved under, description): what the reader parses, since an
+    /// earlier build may have saved it.
     pub fn managed_all(&self) -> crate::error::Result<Vec<(String, String)>> {
         let mut stmt = self.conn.prepare("SELECT name, saved FROM managed ORDER BY name")?;
         let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
@@ -206,7 +215,7 @@ impl Store {
     }
 
     /// Logs what `auto` chose or started trying, each with the time (seconds since the epoch) it happened.
-    pub fn log_auto(&mut self, node: &str, records: &[(f64, Choice)]) -> crate::error::Result<()> {
+    pub fn log_auto(&mut self, node: &NodeName, records: &[(f64, Choice)]) -> crate::error::Result<()> {
         if records.is_empty() {
             return Ok(());
         }
@@ -216,7 +225,7 @@ impl Store {
                 "INSERT INTO auto_choices (time, node, policy, trying, choice) VALUES (?1, ?2, ?3, ?4, ?5)",
             )?;
             for (time, c) in records {
-                stmt.execute(params![time, node, c.policy, c.trying, serde_json::to_string(c)?])?;
+                stmt.execute(params![time, node.as_str(), c.policy, c.trying, serde_json::to_string(c)?])?;
             }
         }
         tx.commit()?;

@@ -1,5 +1,6 @@
 //! Counter samples of the agent's jobs: cumulative counts per job, event and time, kept for a retention period.
 
+use lockstep_core::ident::JobKey;
 use lockstep_core::sample::Sample;
 use rusqlite::params;
 
@@ -40,7 +41,8 @@ impl Store {
     }
 
     /// The latest sample of every event of `job` on `node` (the job's final counts once it has ended).
-    pub fn latest_samples(&self, job: &str, node: &str) -> crate::error::Result<Vec<Sample>> {
+    pub fn latest_samples(&self, job: &JobKey, node: &str) -> crate::error::Result<Vec<Sample>> {
+        let job = job.to_string();
         self.query_samples(
             "WHERE job = ?1 AND node = ?2
                AND time = (SELECT max(time) FROM samples WHERE job = ?1 AND node = ?2)
@@ -91,10 +93,10 @@ mod tests {
             ])
             .unwrap();
         assert_eq!(store.samples("a").unwrap().len(), 4);
-        let latest = store.latest_samples("a", "n1").unwrap();
+        let latest = store.latest_samples(&"a".parse().unwrap(), "n1").unwrap();
         assert_eq!(latest, vec![sample("a", 101.0, "task-clock", 3), sample("a", 101.0, "page-faults", 4)]);
         assert_eq!(store.expire_samples(100.5).unwrap(), 2);
         assert_eq!(store.samples("a").unwrap().len(), 2);
-        assert!(store.latest_samples("nope", "n1").unwrap().is_empty());
+        assert!(store.latest_samples(&"nope".parse().unwrap(), "n1").unwrap().is_empty());
     }
 }

@@ -26,7 +26,7 @@ impl DcsHost {
     }
 
     /// Whether the engine in force holds job `name`'s weight raised (until its quantum is over).
-    pub(crate) fn holds_weight(&self, name: &str) -> bool {
+    pub(crate) fn holds_weight(&self, name: &lockstep_core::ident::JobKey) -> bool {
         self.engine.as_ref().is_some_and(|d| d.holds_weight(name))
     }
 

@@ -11,7 +11,7 @@ use lockstep_store::{SlurmJob, Store};
 /// What the agent knows of Slurm on this node; its fields are the Slurm part's alone.
 pub(crate) struct SlurmState {
     /// This node's name in Slurm (`slurm_<name>` in Slurm's cgroup paths).
-    pub(super) node: String,
+    pub(super) node: lockstep_core::ident::NodeName,
     /// Slurm jobs the prolog announced, by ID.
     pub(super) announced: HashMap<SlurmJobId, SlurmJob>,
     /// The cluster-wide places of Slurm jobs of this node, as the controller's hooks, the prolog or slurmctld told
@@ -29,7 +29,7 @@ pub(crate) struct SlurmState {
 
 impl SlurmState {
     /// The state of Slurm node `node` at the agent's start: the jobs announced and ended, as the store kept them.
-    pub(crate) fn load(node: String, store: &Store) -> anyhow::Result<Self> {
+    pub(crate) fn load(node: lockstep_core::ident::NodeName, store: &Store) -> anyhow::Result<Self> {
         let started = Instant::now();
         Ok(Self {
             node,

@@ -115,7 +115,7 @@ impl Daemon {
                 );
             }
             gathered.push(f.clone());
-            let name = JobKey::Slurm(id).to_string();
+            let name = JobKey::Slurm(id);
             let hint = self.slurm.announced.get(&f.id).copied();
             if let Some(job) = self.jobs.iter_mut().find(|j| j.slurm_id() == Some(id)) {
                 for dirs in f.groups {
@@ -147,11 +147,11 @@ impl Daemon {
                 }
             };
             let owner = hint.map(|h| h.uid).or(f.uid);
-            let mut job = adopt::from_slurm(&name, f, owner, weight_dir, hint.and_then(|h| h.row));
+            let mut job = adopt::from_slurm(f, owner, weight_dir, hint.and_then(|h| h.row));
             job.place = self.slurm.places.get(&id).copied();
             match serde_json::to_string(&job.saved())
                 .map_err(anyhow::Error::from)
-                .and_then(|s| Ok(self.record(Record::ManagedPut(name.clone(), s))?))
+                .and_then(|s| Ok(self.record(Record::ManagedPut(JobKey::Slurm(id), s))?))
             {
                 Ok(()) => {
                     self.count(&job);
@@ -227,7 +227,7 @@ impl Daemon {
             .iter()
             .position(|j| matches!(j.origin, Origin::Slurm { id, .. } if self.slurm.done.contains_key(&id)))
         {
-            log::info!("job {}: its Slurm job ended (its epilog); released", self.jobs[i].name);
+            log::info!("job {}: its Slurm job ended (its epilog); released", self.jobs[i].key);
             self.retire(i);
         }
     }
@@ -298,7 +298,7 @@ impl Daemon {
             m.pinned = job.row;
             m.place = place.or(m.place);
             m.owner = job.uid;
-            let record = Record::ManagedPut(m.name.clone(), serde_json::to_string(&m.saved())?);
+            let record = Record::ManagedPut(m.key.clone(), serde_json::to_string(&m.saved())?);
             self.record(record)?;
             self.replan = true;
         }
