@@ -145,7 +145,8 @@ pub(crate) fn ensure_dir(path: &Path) -> Result<bool, CreateError> {
     match make_dir(path) {
         Ok(()) => Ok(true),
         Err(CreateError::Exists(_)) => Ok(false),
-        Err(CreateError::Permission(p)) => Err(CreateError::ParentPermission(p)),
+        // Root refused: the hierarchy's root takes CAP_DAC_OVERRIDE. Another user needs the hierarchy delegated.
+        Err(CreateError::Permission(p)) if nix::unistd::geteuid().is_root() => Err(CreateError::ParentPermission(p)),
         Err(e) => Err(e),
     }
 }

@@ -1119,19 +1119,6 @@ fn containers_are_one_job_and_take_turns_under_gang() {
     usage_error(&env.run(&["adopt", "--job", "x", "--container", "no-such-container"]), "not running under podman");
 }
 
-/// The agent's parent cgroups (`lockstep/` in each hierarchy) found on this machine.
-fn parent_cgroups() -> Vec<PathBuf> {
-    let mut found: Vec<PathBuf> = std::fs::read_dir("/sys/fs/cgroup")
-        .into_iter()
-        .flatten()
-        .filter_map(|e| Some(e.ok()?.path().join("lockstep")))
-        .chain(std::iter::once(PathBuf::from("/sys/fs/cgroup/lockstep")))
-        .filter(|p| p.is_dir())
-        .collect();
-    found.sort();
-    found
-}
-
 /// A hierarchy's root is mode 0555: an agent without CAP_DAC_OVERRIDE (as its unit runs it) cannot make its
 /// parent cgroup there, and says how to; `lockstepd --cgroup-parents`, as root, makes each missing one (and says
 /// which), then the agent adopts.
@@ -1142,9 +1129,10 @@ fn an_agent_without_dac_override_adopts_once_its_parent_cgroups_are_made() {
     let _serial = serial();
     let daemon = common::lockstepd().unwrap();
     // The parents no job holds now can go; one that holds a job of another test stays (and is not checked).
-    let removed: Vec<PathBuf> = parent_cgroups().into_iter().filter(|p| std::fs::remove_dir(p).is_ok()).collect();
+    let parents = lockstep_cgroup::detect().unwrap().parents();
+    let removed: Vec<PathBuf> = parents.iter().filter(|p| std::fs::remove_dir(p).is_ok()).cloned().collect();
     let env = Env::new();
-    let caps = "sys_admin,bpf,perfmon,net_admin,sys_nice,sys_ptrace,dac_read_search";
+    let caps = common::agent_caps();
     let mut cmd = std::process::Command::new("setpriv");
     cmd.args(["--bounding-set", &format!("-all,+{}", caps.replace(',', ",+")), "--"]).arg(&daemon);
     cmd.env("LOCKSTEP_STORE", env.store()).env("LOCKSTEP_SOCKET", env.socket()).args(["--policy", "cfs"]);
@@ -1157,17 +1145,15 @@ fn an_agent_without_dac_override_adopts_once_its_parent_cgroups_are_made() {
     if removed.iter().any(|p| needed.contains(p)) {
         usage_error(&adopt(), "lockstepd --cgroup-parents");
     } else {
-        eprintln!("every parent an adoption needs holds another job's cgroup: the refusal is not checked");
+        common::missing("an empty parent cgroup an adoption needs (each holds another job's cgroup)");
     }
     let made = std::process::Command::new(&daemon).arg("--cgroup-parents").output().unwrap();
     ok(&made);
-    // One line per parent made: each one that was removed (a hierarchy the agent does not use keeps none).
+    // One line per parent made: exactly those removed.
     let said = String::from_utf8_lossy(&made.stdout).into_owned();
     let made: Vec<PathBuf> = said.lines().filter_map(|l| l.strip_prefix("made cgroup ")).map(PathBuf::from).collect();
-    assert!(made.len() == said.lines().count() && made.iter().all(|p| removed.contains(p) && p.is_dir()), "{said}");
-    for p in removed.iter().filter(|p| needed.contains(p)) {
-        assert!(made.contains(p), "{} was not made: {said}", p.display());
-    }
+    assert_eq!(made, removed, "{said}");
+    assert!(parents.iter().all(|p| p.is_dir()), "{parents:?}");
     ok(&adopt());
     let again = std::process::Command::new(&daemon).arg("--cgroup-parents").output().unwrap();
     ok(&again);

@@ -72,8 +72,8 @@ fn send(socket: &Path, request: &Request) -> Result<anyhow::Result<Response>, st
         match http::request(Target::Unix(socket), REQUEST_PATH, Some(body.clone()), DEADLINE) {
             // Over the caller's budget: its door refused the request unread, so asking again changes nothing but
             // the answer; wait as told while the waits stay short.
-            Ok(answer) if answer.status == 429 => match answer.retry_after {
-                Some(wait) if waited + wait <= MAX_WAIT => {
+            Ok(answer) if answer.status == 429 => match answer.retry_after.map(|w| w.max(Duration::from_secs(1))) {
+                Some(wait) if wait <= MAX_WAIT.saturating_sub(waited) => {
                     std::thread::sleep(wait);
                     waited += wait;
                 }

@@ -337,7 +337,8 @@ impl Histogram {
 /// One managed job in the status table.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct JobStatus {
-    /// The job (its name, or `slurm-ID` for a Slurm job).
+    /// The job (its name, or `slurm-ID` for a Slurm job). Its text follows `JobKey`'s rules, which are part of
+    /// this protocol version: a change of them takes a new [`VERSION`].
     pub name: JobKey,
     /// Its row.
     pub row: u32,

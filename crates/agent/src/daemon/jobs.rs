@@ -125,7 +125,7 @@ impl Daemon {
     }
 
     /// Takes over the jobs a previous agent managed (their cgroups still exist); counting restarts from zero. One
-    /// saved under a name now reserved for Slurm's jobs is released instead.
+    /// saved under a name now reserved for Slurm's jobs is put back where it came from instead, and forgotten.
     pub(super) fn take_over(&mut self) -> anyhow::Result<()> {
         for (name, saved) in self.store.managed_all()? {
             let Ok(saved) = serde_json::from_str::<managed::Saved>(&saved) else {

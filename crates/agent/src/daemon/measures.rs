@@ -15,7 +15,7 @@ use lockstep_core::ident::JobKey;
 pub(super) struct Measures {
     /// The origin of the monotonic times the readings carry.
     epoch: Instant,
-    /// What is known of each measured job's ranks (which preload the profiler, where they publish), by job name.
+    /// What is known of each measured job's ranks (which preload the profiler, where they publish), by job.
     ranks: HashMap<JobKey, Watch>,
 }
 

@@ -59,7 +59,7 @@ pub struct Engine {
     pub raise: Raise,
     raiser: Box<dyn Raiser>,
     quantum: Duration,
-    /// Job slots of the probe, by job name.
+    /// Job slots of the probe, by job.
     slots: HashMap<JobKey, u32>,
     /// How many slots the probe has.
     max_jobs: u32,

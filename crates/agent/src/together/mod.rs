@@ -199,7 +199,7 @@ impl Together {
         self.free.push(job.slot);
     }
 
-    /// Registers the ranks of every job walked in `walks` (each job's walk of its tree for this look, by name), and
+    /// Registers the ranks of every job walked in `walks` (each job's walk of its tree for this look, by job), and
     /// takes away those it no longer has (exited, or no rank after all: a job's processes are all its ranks only
     /// until one names its rank). A job not in `walks` keeps the ranks it has until its tree is walked again.
     pub fn rescan(&mut self, walks: &HashMap<JobKey, Walk>) -> anyhow::Result<()> {

@@ -416,7 +416,7 @@ enum Sources {
 /// Why a trial starts over when a job's processes change.
 const CHANGED: &str = "a job's processes changed: trying again";
 
-/// The `auto` policy's state: a [`Group`] per set of jobs that share PUs, keyed by their sorted names.
+/// The `auto` policy's state: a [`Group`] per set of jobs that share PUs, keyed by its jobs (in the order planned).
 #[derive(Debug, Default)]
 pub struct Auto {
     groups: BTreeMap<Vec<JobKey>, Group>,
