@@ -335,12 +335,10 @@ fn write(held: &File, file: &Path, value: &str) -> Result<Duration, ChangeError>
 }
 
 impl Managed {
-    /// The Slurm job it is, if the agent found it in Slurm's cgroups: by how it came, never by its name.
+    /// The Slurm job it is, if the agent found it in Slurm's cgroups (only such a job has a Slurm key: never by
+    /// its name).
     pub fn slurm_id(&self) -> Option<SlurmJobId> {
-        match self.origin {
-            Origin::Slurm { id, .. } => Some(id),
-            _ => None,
-        }
+        self.key.slurm()
     }
 
     /// Whether it is the job `key` names: a Slurm job by its ID, any other by its name.

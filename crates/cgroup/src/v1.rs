@@ -88,6 +88,7 @@ impl Backend for V1 {
     }
 
     fn parents(&self) -> Vec<PathBuf> {
+        // Co-mounted controllers (e.g. cpu,cpuacct) share one directory.
         let mut roots: Vec<&PathBuf> = Vec::new();
         for m in USED.iter().filter_map(|c| self.mount(c)) {
             if !roots.contains(&m) {
@@ -107,17 +108,9 @@ impl Backend for V1 {
                 return Err(CreateError::MissingController(controller, why));
             }
         }
-        // Co-mounted controllers (e.g. cpu,cpuacct) share one directory.
-        let mut roots: Vec<PathBuf> = Vec::new();
-        for c in USED {
-            if let Some(m) = self.mount(c) {
-                if !roots.contains(m) {
-                    roots.push(m.clone());
-                }
-            }
-        }
-        for root in &roots {
-            ensure_dir(&root.join(PARENT))?;
+        let parents = self.parents();
+        for parent in &parents {
+            ensure_dir(parent)?;
         }
         let cpuset_root = self.mount("cpuset").cloned();
         if let Some(root) = &cpuset_root {
@@ -125,7 +118,7 @@ impl Backend for V1 {
             check_within("cpus", limits.cpus.as_ref(), &root.join(PARENT).join("cpuset.cpus"))?;
             check_within("mems", limits.mems.as_ref(), &root.join(PARENT).join("cpuset.mems"))?;
         }
-        let dirs: Vec<PathBuf> = roots.iter().map(|r| r.join(PARENT).join(name.as_str())).collect();
+        let dirs: Vec<PathBuf> = parents.iter().map(|p| p.join(name.as_str())).collect();
         let job_dir = |controller: &str| self.mount(controller).map(|m| m.join(PARENT).join(name.as_str()));
         create_all(Version::V1, dirs, |_| {
             if let Some(dir) = job_dir("cpuset") {
