@@ -28,11 +28,17 @@ fn a_locks_experiment_runs_end_to_end_and_reports() {
         .unwrap();
     assert!(out.status.success(), "{}", stderr(&out));
     let db = rusqlite::Connection::open(env.store()).unwrap();
+    // Each run is a record `lock-run` of the experiment, its fields as JSON.
+    let fields =
+        ["workload", "lock", "throughput_ops_s", "fairness_jain", "p99_ns", "exit_status", "numa", "corunners"];
+    let columns: Vec<String> = fields.iter().map(|f| format!("json_extract(data, '$.{f}') AS {f}")).collect();
     let count = |filter: &str| -> i64 {
-        db.query_row(&format!("SELECT count(*) FROM lock_runs WHERE experiment = 'it-locks' AND {filter}"), [], |r| {
-            r.get(0)
-        })
-        .unwrap()
+        let sql = format!(
+            "WITH runs AS (SELECT {} FROM experiment_records WHERE experiment = 'it-locks' AND record = 'lock-run')
+             SELECT count(*) FROM runs WHERE {filter}",
+            columns.join(", ")
+        );
+        db.query_row(&sql, [], |r| r.get(0)).unwrap()
     };
     // counter: 2 locks × 2 thread counts × 2 co-runner settings × 2 maps; rename: the kernel once; rename-user:
     // 2 locks × 2 policies.

@@ -10,5 +10,5 @@ mod schema;
 
 pub use db::{now, resolve_path, Store, APPLICATION_ID, DEFAULT_PATH};
 pub use error::{Error, Result};
-pub use lab::{ExperimentRun, LockRun, Record, ScaleRecord, TimelineRecord};
+pub use lab::{ExperimentRun, Record, TimelineRecord};
 pub use node::{Action, Decision, JobRow, JournalEntry, ManagedJob, NewJob, SlurmJob, ACTIONS};

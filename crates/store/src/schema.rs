@@ -195,6 +195,24 @@ CREATE TABLE experiment_records (
 );
 CREATE INDEX experiment_records_session ON experiment_records(experiment, session);
 ",
+    r"
+-- The lock benchmark's runs and the scale experiments' results become records of the one table every kind
+-- writes (their fields as JSON), so that the store knows no experiment kind's fields.
+INSERT INTO experiment_records (experiment, session, record, data)
+    SELECT experiment, session, 'lock-run', json_object(
+        'experiment', experiment, 'session', session, 'scenario', scenario, 'workload', workload, 'lock', lock,
+        'threads', threads, 'threads_per_cpu', threads_per_cpu, 'corunners', corunners, 'numa', numa,
+        'numa_policy', numa_policy, 'repetition', repetition, 'ops', ops, 'throughput_ops_s', throughput_ops_s,
+        'fairness_jain', fairness_jain, 'p50_ns', p50_ns, 'p99_ns', p99_ns, 'p999_ns', p999_ns,
+        'exit_status', exit_status, 'started_at', started_at)
+    FROM lock_runs ORDER BY id;
+INSERT INTO experiment_records (experiment, session, record, data)
+    SELECT experiment, session, 'scale', json_object(
+        'nodes', nodes, 'policy', policy, 'record', record, 'data', json(data))
+    FROM scale_results ORDER BY id;
+DROP TABLE lock_runs;
+DROP TABLE scale_results;
+",
 ];
 
 #[cfg(test)]
@@ -258,12 +276,62 @@ mod tests {
             };
             store.log_decisions(&[d], &[]).unwrap();
             assert_eq!(store.decisions_between(Action::Slot, 4.0, 6.0).unwrap()[0].slot, 7);
-            assert!(store.lock_runs("none", None).unwrap().is_empty());
+            assert!(store.records("none", None, "lock-run").unwrap().is_empty());
             assert!(store.experiment_runs("none", None).unwrap().is_empty());
             drop(store);
             // Opening again changes nothing.
             assert_eq!(Store::open(&path).unwrap().jobs(true).unwrap().len(), 1);
         }
+    }
+
+    #[test]
+    fn lock_runs_and_scale_results_of_an_older_store_become_records_with_every_field() {
+        let dir = lockstep_scratch::tempdir().unwrap();
+        let path = dir.path().join("old.db");
+        let steps = MIGRATIONS.len() - 1;
+        old_store(&path, steps);
+        let conn = Connection::open(&path).unwrap();
+        conn.execute(
+            "INSERT INTO lock_runs (experiment, session, scenario, workload, lock, threads, threads_per_cpu,
+                 corunners, numa, numa_policy, repetition, ops, throughput_ops_s, fairness_jain, p50_ns, p99_ns,
+                 p999_ns, exit_status, started_at)
+             VALUES ('locks', 1.5, 'counter', 'counter', 'mcs', 4, 2.0, 0, 'real', 'default', 1, 1000, 500.0,
+                     0.99, 100, 1000, NULL, 0, 1.5)",
+            [],
+        )
+        .unwrap();
+        for (record, data) in [("job", r#"{"slowdown":1.5}"#), ("case", r#"{"jobs":2}"#)] {
+            conn.execute(
+                "INSERT INTO scale_results (experiment, session, nodes, policy, record, data)
+                 VALUES ('scale', 2.5, 16, 'gang/500ms', ?1, ?2)",
+                params![record, data],
+            )
+            .unwrap();
+        }
+        drop(conn);
+        let store = Store::open(&path).unwrap();
+        let json = |r: &crate::Record| serde_json::from_str::<serde_json::Value>(&r.data).unwrap();
+        let locks = store.records("locks", None, "lock-run").unwrap();
+        assert_eq!(locks.len(), 1);
+        assert_eq!(locks[0].session.to_bits(), 1.5f64.to_bits());
+        let run = json(&locks[0]);
+        assert_eq!(
+            (run["lock"].as_str(), run["threads"].as_u64(), run["ops"].as_u64()),
+            (Some("mcs"), Some(4), Some(1000))
+        );
+        assert_eq!((run["throughput_ops_s"].as_f64(), run["p999_ns"].is_null()), (Some(500.0), true));
+        let scale: Vec<serde_json::Value> = store.records("scale", None, "scale").unwrap().iter().map(json).collect();
+        assert_eq!(scale.len(), 2);
+        assert_eq!((scale[0]["nodes"].as_u64(), scale[0]["policy"].as_str()), (Some(16), Some("gang/500ms")));
+        assert_eq!((scale[0]["record"].as_str(), scale[0]["data"]["slowdown"].as_f64()), (Some("job"), Some(1.5)));
+        assert_eq!((scale[1]["record"].as_str(), scale[1]["data"]["jobs"].as_u64()), (Some("case"), Some(2)));
+        let tables: i64 = store
+            .conn
+            .query_row("SELECT count(*) FROM sqlite_master WHERE name IN ('lock_runs', 'scale_results')", [], |r| {
+                r.get(0)
+            })
+            .unwrap();
+        assert_eq!(tables, 0);
     }
 
     #[test]

@@ -3,6 +3,7 @@
 //! map, under numactl memory policies; the report shows throughput against threads, fairness and tail latency, and
 //! checks the lock targets (docs/locks.md).
 
+pub mod record;
 pub mod report;
 pub mod run;
 pub mod spec;
@@ -11,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 use crate::harness::outcome::Outcome;
 use crate::harness::report::{some_runs, Report};
-use crate::harness::{Kind, Paths};
+use crate::harness::{records, Kind, Paths};
 use lockstep_store::Store;
 use spec::LocksSpec;
 
@@ -29,6 +30,7 @@ impl Kind for LocksSpec {
     }
 
     fn report(&self, store: &Store, dir: &Path, session: Option<f64>) -> anyhow::Result<Report> {
-        report::write(self, &some_runs(&self.name, session, store.lock_runs(&self.name, session)?)?, dir)
+        let runs = records::load(store, &self.name, session, record::RECORD)?;
+        report::write(self, &some_runs(&self.name, session, runs.into_iter().map(|(_, run)| run).collect())?, dir)
     }
 }

@@ -6,10 +6,10 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::Path;
 
+use super::record::LockRun;
 use super::spec::LocksSpec;
 use crate::harness::report::{chart, html_page, Report};
 use crate::harness::stats::median;
-use lockstep_store::LockRun;
 
 /// A configuration of a scenario: scenario, NUMA, memory policy, co-runners.
 type Config = (String, String, String, u32);

@@ -11,12 +11,14 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 
+use super::record::{LockRun, RECORD};
 use super::spec::{emulated_nodes, numa_map, per_cpu, plan, Case, Guests, LocksSpec};
 use crate::harness::outcome::{Failures, Outcome};
 use crate::harness::progress_bar::CaseProgress;
+use crate::harness::records;
 use crate::harness::Paths;
 use lockstep_core::cpulist::CpuList;
-use lockstep_store::{now, LockRun, Store};
+use lockstep_store::{now, Store};
 
 /// numactl's arguments for a memory policy (`None`: run lockbench directly).
 fn numactl(policy: &str) -> Option<&'static [&'static str]> {
@@ -71,7 +73,7 @@ pub fn run(spec: &LocksSpec, paths: &Paths) -> anyhow::Result<Outcome> {
             };
             failures.add(format!("case {what}: lockbench failed ({status}): its errors are above"));
         }
-        store.add_lock_run(&run)?;
+        records::save(&store, &spec.name, session, RECORD, &run)?;
         progress.done(failed);
     }
     drop(up);

@@ -1,13 +1,82 @@
 //! What a scale experiment and its model share: the stream of jobs a spec and a cluster size give (the same for
 //! every policy, and for the model that replays it), what a case stores of its jobs and of the control plane, the
-//! measured cases read back from the store and their summary, and the charts' x.
+//! measured cases read back from the store and their summary, and the charts' x; how their results are kept in
+//! the store ([`ScaleRecord`]).
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
 use super::spec::{ScalePolicy, ScaleSpec};
-use lockstep_store::ScaleRecord;
+use crate::harness::records;
+use lockstep_store::Store;
+
+/// The store's word for a result of a scale experiment or of its model.
+pub const RECORD: &str = "scale";
+
+/// One result of a scale experiment or of the scale model: a record [`RECORD`] in the store.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ScaleRecord {
+    /// Experiment name.
+    pub experiment: String,
+    /// Start time of the `experiment run` invocation.
+    pub session: f64,
+    /// Cluster size, in nodes (0 for the model's).
+    pub nodes: u32,
+    /// Policy label (empty for the model's).
+    pub policy: String,
+    /// What it is: `job`, `case`, `calibration`, `answer`.
+    pub record: String,
+    /// The result, as JSON.
+    pub data: String,
+}
+
+/// A [`ScaleRecord`] as the store keeps it: its fields but the key, the result as the JSON it is.
+#[derive(Serialize, Deserialize)]
+struct Stored {
+    nodes: u32,
+    policy: String,
+    record: String,
+    data: Box<serde_json::value::RawValue>,
+}
+
+impl ScaleRecord {
+    /// Records this result.
+    pub fn save(&self, store: &Store) -> anyhow::Result<()> {
+        let stored = Stored {
+            nodes: self.nodes,
+            policy: self.policy.clone(),
+            record: self.record.clone(),
+            data: serde_json::value::RawValue::from_string(self.data.clone())?,
+        };
+        records::save(store, &self.experiment, self.session, RECORD, &stored)
+    }
+
+    /// The results of session `session` of `experiment` (its latest when `None`), in the order recorded.
+    pub fn load(store: &Store, experiment: &str, session: Option<f64>) -> anyhow::Result<Vec<Self>> {
+        Ok(Self::from_stored(experiment, records::load(store, experiment, session, RECORD)?))
+    }
+
+    /// The results of every session of `experiment`, session by session, each in the order recorded.
+    pub fn load_all(store: &Store, experiment: &str) -> anyhow::Result<Vec<Self>> {
+        Ok(Self::from_stored(experiment, records::load_all(store, experiment, RECORD)?))
+    }
+
+    /// The records of `experiment` read back.
+    fn from_stored(experiment: &str, stored: Vec<(f64, Stored)>) -> Vec<Self> {
+        stored
+            .into_iter()
+            .map(|(session, s)| Self {
+                experiment: experiment.into(),
+                session,
+                nodes: s.nodes,
+                policy: s.policy,
+                record: s.record,
+                data: s.data.get().to_string(),
+            })
+            .collect()
+    }
+}
 
 /// `n`'s base-2 logarithm, rounded: the x of the scale charts, whose sizes span decades.
 pub(crate) fn log2(n: u32) -> u32 {

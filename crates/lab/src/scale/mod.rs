@@ -33,6 +33,10 @@ impl Kind for ScaleSpec {
     }
 
     fn report(&self, store: &Store, dir: &Path, session: Option<f64>) -> anyhow::Result<Report> {
-        report::write(self, &some_runs(&self.name, session, store.scale_records(&self.name, session)?)?, dir)
+        report::write(
+            self,
+            &some_runs(&self.name, session, common::ScaleRecord::load(store, &self.name, session)?)?,
+            dir,
+        )
     }
 }

@@ -6,10 +6,10 @@ use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::path::Path;
 
+use super::common::ScaleRecord;
 use super::common::{cases, log2, summary, Case, JobResult};
 use super::spec::ScaleSpec;
 use crate::harness::report::{chart, html_page, Report};
-use lockstep_store::ScaleRecord;
 
 /// Whether a case failed: one of its jobs did not complete.
 fn failed_case(c: &Case) -> bool {

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 
+use super::common::ScaleRecord;
 use super::common::{stream, CaseResult, JobResult, Scrapes, StreamJob};
 use super::measure::{co_run, favoured, suspensions, switch_spreads};
 use super::spec::{ScalePolicy, ScaleSpec};
@@ -20,7 +21,7 @@ use crate::harness::Paths;
 use crate::harness::{mpi::comm_ratio, progress_bar::CaseProgress};
 use lockstep_cgroup::procfs;
 use lockstep_core::cosched::PolicySpec;
-use lockstep_store::{now, Action, Decision, ScaleRecord, Store};
+use lockstep_store::{now, Action, Decision, Store};
 
 /// The port Prometheus serves on during a case (loopback only).
 const PROMETHEUS_ADDR: &str = "127.0.0.1:19090";
@@ -67,9 +68,9 @@ pub fn run(spec: &ScaleSpec, paths: &Paths) -> anyhow::Result<Outcome> {
                 data,
             };
             for r in &results {
-                store.add_scale_record(&record("job", serde_json::to_string(r)?))?;
+                record("job", serde_json::to_string(r)?).save(&store)?;
             }
-            store.add_scale_record(&record("case", serde_json::to_string(&case)?))?;
+            record("case", serde_json::to_string(&case)?).save(&store)?;
             let before = failures.count();
             for (i, r) in results.iter().enumerate() {
                 let job = format!("Slurm job {} (stream job {i})", r.id);

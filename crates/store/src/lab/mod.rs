@@ -1,14 +1,11 @@
-//! Experiment results: one row per job run of a co-scheduling or counters experiment, per lock benchmark run, and
-//! per result of a scale experiment, the timelines an experiment recorded, and any kind's own records.
+//! Experiment results: one row per job run of a co-scheduling or counters experiment (the table those kinds
+//! share), the timelines an experiment recorded, and every other kind's records (its fields as JSON, which the
+//! store does not read).
 
-mod locks;
 mod records;
 mod runs;
-mod scale;
 mod timelines;
 
-pub use locks::LockRun;
 pub use records::Record;
 pub use runs::ExperimentRun;
-pub use scale::ScaleRecord;
 pub use timelines::TimelineRecord;

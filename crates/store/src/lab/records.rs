@@ -1,5 +1,7 @@
 //! An experiment kind's own results, each a JSON document of the kind's fields keyed by experiment, session and
-//! what it is: what a kind whose results fit no shared table records (the paired comparison's windows, first).
+//! what it is: what every kind whose results fit no shared table records (the paired comparison's windows and
+//! verdicts, the lock benchmark's runs, the scale experiments' jobs and cases). The fields are the kind's own:
+//! the store neither reads nor checks them.
 
 use rusqlite::params;
 
@@ -38,11 +40,25 @@ impl Store {
                                            WHERE experiment = ?1 AND record = ?3))
              ORDER BY id",
         )?;
-        let rows = stmt.query_map(params![experiment, session, record], |r| {
-            Ok(Record { experiment: r.get(0)?, session: r.get(1)?, record: r.get(2)?, data: r.get(3)? })
-        })?;
+        let rows = stmt.query_map(params![experiment, session, record], read)?;
         Ok(rows.collect::<Result<_, _>>()?)
     }
+
+    /// The results of kind `record` that every session of `experiment` recorded, session by session, each in the
+    /// order recorded (empty if none).
+    pub fn records_all(&self, experiment: &str, record: &str) -> crate::error::Result<Vec<Record>> {
+        let mut stmt = self.conn.prepare(
+            "SELECT experiment, session, record, data FROM experiment_records
+             WHERE experiment = ?1 AND record = ?2 ORDER BY session, id",
+        )?;
+        let rows = stmt.query_map(params![experiment, record], read)?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+}
+
+/// A row of `experiment_records` selected as `experiment, session, record, data`.
+fn read(r: &rusqlite::Row<'_>) -> rusqlite::Result<Record> {
+    Ok(Record { experiment: r.get(0)?, session: r.get(1)?, record: r.get(2)?, data: r.get(3)? })
 }
 
 #[cfg(test)]
@@ -67,5 +83,6 @@ mod tests {
         assert_eq!(data(store.records("e", None, "w").unwrap()), ["3"]);
         assert_eq!(data(store.records("e", None, "other").unwrap()), ["4"]);
         assert!(store.records("f", None, "w").unwrap().is_empty());
+        assert_eq!(data(store.records_all("e", "w").unwrap()), ["1", "2", "3"]);
     }
 }

@@ -7,8 +7,9 @@ use anyhow::Context;
 use serde::{Deserialize, Serialize};
 
 use super::spec::ModelSpec;
+use crate::scale::common::ScaleRecord;
 use crate::scale::common::{cases, stream, summary};
-use lockstep_store::{ScaleRecord, Store};
+use lockstep_store::Store;
 
 /// Jobs a node of the test cluster runs at once: `OverSubscribe=FORCE:4` in tests/cluster/up's slurm.conf.
 const CLUSTER_MPL: u32 = 4;
@@ -114,7 +115,7 @@ pub struct ModelJob {
 /// nodes and measured the same quantity.
 pub fn calibrate(spec: &ModelSpec, store: &Store) -> anyhow::Result<Calibration> {
     let m = &spec.measured;
-    let every = store.scale_records_all(&m.name)?;
+    let every = ScaleRecord::load_all(store, &m.name)?;
     let sessions: Vec<&[ScaleRecord]> = every.chunk_by(|a, b| a.session.to_bits() == b.session.to_bits()).collect();
     if sessions.is_empty() {
         anyhow::bail!("experiment {:?} has no runs in the store: run experiments/{}.toml first", m.name, m.name)
@@ -255,10 +256,10 @@ mod tests {
                     exit: Some(0),
                     ..Default::default()
                 };
-                store.add_scale_record(&record("job", serde_json::to_string(&job).unwrap())).unwrap();
+                record("job", serde_json::to_string(&job).unwrap()).save(&store).unwrap();
             }
             let case = crate::scale::common::CaseResult::default();
-            store.add_scale_record(&record("case", serde_json::to_string(&case).unwrap())).unwrap();
+            record("case", serde_json::to_string(&case).unwrap()).save(&store).unwrap();
         };
         add(1.0, "cfs", 2.0);
         add(1.0, "slurm-gang", 3.0);

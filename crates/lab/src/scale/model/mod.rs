@@ -35,6 +35,10 @@ impl Kind for ModelSpec {
     }
 
     fn report(&self, store: &Store, dir: &Path, session: Option<f64>) -> anyhow::Result<Report> {
-        report::write(self, &some_runs(&self.name, session, store.scale_records(&self.name, session)?)?, dir)
+        report::write(
+            self,
+            &some_runs(&self.name, session, crate::scale::common::ScaleRecord::load(store, &self.name, session)?)?,
+            dir,
+        )
     }
 }

@@ -12,7 +12,7 @@ use super::calibration::Calibration;
 use super::spec::ModelSpec;
 use crate::harness::report::{chart, html_page, Report};
 use crate::scale::common::log2;
-use lockstep_store::ScaleRecord;
+use crate::scale::common::ScaleRecord;
 
 /// How far the model may be from a measurement for the model to count as validated.
 pub const TOLERANCE: f64 = 0.10;

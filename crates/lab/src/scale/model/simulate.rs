@@ -9,7 +9,8 @@ use super::calibration::calibrate;
 use super::spec::ModelSpec;
 use crate::harness::outcome::Outcome;
 use crate::harness::Paths;
-use lockstep_store::{now, ScaleRecord, Store};
+use crate::scale::common::ScaleRecord;
+use lockstep_store::{now, Store};
 
 /// Calibrates, runs the model and stores its answer; returns the session (a model that fails is an error).
 pub fn run(spec: &ModelSpec, paths: &Paths) -> anyhow::Result<Outcome> {
@@ -30,14 +31,15 @@ pub fn run(spec: &ModelSpec, paths: &Paths) -> anyhow::Result<Outcome> {
     let answer = std::fs::read_to_string(&answer_path)?;
     serde_json::from_str::<Answer>(&answer).context("the model's answer")?;
     for (record, data) in [("calibration", serde_json::to_string(&calibration)?), ("answer", answer)] {
-        store.add_scale_record(&ScaleRecord {
+        ScaleRecord {
             experiment: spec.name.clone(),
             session,
             nodes: 0,
             policy: String::new(),
             record: record.into(),
             data,
-        })?;
+        }
+        .save(&store)?;
     }
     Ok(Outcome { session, ..Outcome::default() })
 }
