@@ -22,6 +22,7 @@ use super::spec::{Ab, Spec, PERIOD};
 use crate::harness::agent::PrivateAgent;
 use crate::harness::outcome::{Failures, Outcome};
 use crate::harness::progress_bar::CaseProgress;
+use crate::harness::records;
 use crate::harness::spec::{Progress, RanksIn};
 use crate::harness::teardown::descendants;
 use crate::harness::Paths;
@@ -29,7 +30,7 @@ use lockstep_cgroup::procfs::ProcessRef;
 use lockstep_core::cosched::auto::Sample;
 use lockstep_proto::client::{call, check};
 use lockstep_proto::protocol::Request;
-use lockstep_store::{now, Record, Store};
+use lockstep_store::{now, Store};
 
 /// The record of one window.
 pub const WINDOW: &str = "ab-window";
@@ -103,9 +104,6 @@ pub fn run(spec: &Spec, ab: &Ab, paths: &Paths) -> anyhow::Result<Outcome> {
         .collect();
     let mut bar = CaseProgress::new(comparisons.len());
     let mut failures = Failures::default();
-    let record = |record: &str, data: String| {
-        store.add_record(&Record { experiment: spec.name.clone(), session, record: record.into(), data })
-    };
     for (number, &(progress, mix)) in comparisons.iter().enumerate() {
         let case = Case {
             mix,
@@ -132,10 +130,10 @@ pub fn run(spec: &Spec, ab: &Ab, paths: &Paths) -> anyhow::Result<Outcome> {
         } else {
             comparison.rounds = windows.iter().map(|w| w.round + 1).max().unwrap_or(0);
             for w in &windows {
-                record(WINDOW, serde_json::to_string(w)?)?;
+                records::save(&store, &spec.name, session, WINDOW, w)?;
             }
         }
-        record(COMPARISON, serde_json::to_string(&comparison)?)?;
+        records::save(&store, &spec.name, session, COMPARISON, &comparison)?;
         bar.done(comparison.failed.is_some());
     }
     bar.finish();

@@ -15,6 +15,7 @@ use std::path::Path;
 use super::ab::{Comparison, Window, COMPARISON, WINDOW};
 use super::spec::{Ab, Spec};
 use crate::harness::paired::Estimate;
+use crate::harness::records;
 use crate::harness::report::{html_page, some_runs, Report};
 use lockstep_store::Store;
 
@@ -146,15 +147,12 @@ fn check(rounds: &Rounds<'_>, ab: &Ab, arm: usize, e: Estimate, what: &str) -> O
 
 /// The report of the paired comparison of session `session` (its latest when `None`); `dir` is where it goes.
 pub fn write(spec: &Spec, ab: &Ab, store: &Store, dir: &Path, session: Option<f64>) -> anyhow::Result<Report> {
-    let comparisons = some_runs(&spec.name, session, store.records(&spec.name, session, COMPARISON)?)?;
-    let session = comparisons[0].session;
-    let comparisons: Vec<Comparison> =
-        comparisons.iter().map(|r| serde_json::from_str(&r.data)).collect::<Result<_, _>>()?;
-    let windows: Vec<Window> = store
-        .records(&spec.name, Some(session), WINDOW)?
-        .iter()
-        .map(|r| serde_json::from_str(&r.data))
-        .collect::<Result<_, _>>()?;
+    let comparisons: Vec<(f64, Comparison)> =
+        some_runs(&spec.name, session, records::load(store, &spec.name, session, COMPARISON)?)?;
+    let session = comparisons[0].0;
+    let comparisons: Vec<Comparison> = comparisons.into_iter().map(|(_, c)| c).collect();
+    let windows: Vec<Window> =
+        records::load(store, &spec.name, Some(session), WINDOW)?.into_iter().map(|(_, w)| w).collect();
     let fits = |w: &Window| {
         ab.arms.get(w.arm).is_some_and(|a| a.label == w.label)
             && w.jobs.iter().all(|j| spec.workloads.contains_key(&j.workload))
