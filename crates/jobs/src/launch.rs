@@ -2,15 +2,14 @@
 
 use std::ffi::CString;
 use std::os::unix::fs::PermissionsExt;
-use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Duration;
 
 use nix::sys::signal::{kill, SigSet, Signal};
 use nix::unistd::Pid;
 
 use crate::reconcile;
+use crate::spawn::{self, Spawn, Started};
 use lockstep_cgroup::procfs;
 use lockstep_cgroup::{self as cgroup, Limits};
 use lockstep_core::error::{usage, UsageError};
@@ -148,50 +147,33 @@ pub fn run(store: &mut Store, req: &Request) -> anyhow::Result<i32> {
     outcome
 }
 
-/// Starts the command in the cgroup (joined between fork and exec), forwards signals to it, and waits.
+/// Starts the command in the cgroup (joined between fork and exec, [`crate::spawn`]), forwards signals to it,
+/// and waits.
 fn supervise(program: &Path, req: &Request, procs: &[CString], store: &Store, id: i64) -> anyhow::Result<i32> {
     let mut forwarded = SigSet::empty();
     for sig in FORWARDED {
         forwarded.add(sig);
     }
-    // Blocked here, these signals wait for the forwarding thread's sigwait; the child unblocks them.
+    // Blocked here, these signals wait for the forwarding thread's sigwait; the child unblocks them and gives
+    // them their default action, even when `lockstep run` itself was started with them ignored (a background
+    // job of a shell, nohup): an ignored disposition would survive exec.
     forwarded.thread_block()?;
-    let procs = procs.to_vec();
-    let mut cmd = Command::new(program);
-    cmd.arg0(&req.command[0]).args(&req.command[1..]);
-    // SAFETY: the closure runs in the forked child before exec and only calls async-signal-safe functions
-    // (sigaction, sigprocmask, open, write, close) on memory prepared before the fork.
-    unsafe {
-        cmd.pre_exec(move || {
-            // The signals this process forwards must reach the command with their default action, even when
-            // `lockstep run` itself was started with them ignored (a background job of a shell, nohup): an
-            // ignored disposition would survive exec.
-            for sig in FORWARDED {
-                nix::sys::signal::signal(sig, nix::sys::signal::SigHandler::SigDfl).map_err(std::io::Error::from)?;
-            }
-            SigSet::empty().thread_set_mask().map_err(std::io::Error::from)?;
-            for path in &procs {
-                cgroup::join(path)?;
-            }
-            Ok(())
-        });
-    }
-    let spawned = cmd.spawn();
-    let mut child = match spawned {
-        Ok(child) => child,
+    let spawn = Spawn { program, argv: &req.command, join: procs, reset: &FORWARDED };
+    let child = match spawn.start(false).and_then(Started::go) {
+        Ok(pid) => pid,
         Err(e) => {
             forwarded.thread_unblock()?;
             return usage(format!("cannot start {}: {e}", req.command[0]));
         }
     };
-    store.set_pid(id, child.id() as i32)?;
+    store.set_pid(id, child)?;
 
-    let pid = Pid::from_raw(child.id() as i32);
+    let pid = Pid::from_raw(child);
     std::thread::spawn(move || loop {
         if let Ok(sig) = forwarded.wait() {
             let _ = kill(pid, sig);
         }
     });
-    let status = child.wait()?;
-    Ok(status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(0)))
+    let (status, _) = spawn::wait(child, 0).ok_or_else(|| anyhow::anyhow!("cannot wait for {}", req.command[0]))?;
+    Ok(spawn::exit_code(status))
 }

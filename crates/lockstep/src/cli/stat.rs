@@ -1,7 +1,6 @@
 //! `lockstep stat [-e EVENTS] [-I MS] [-x SEP] [--json] (-p PID[,PID…] | --job NAME [--nodes HOST:PORT,…] |
 //! [-r N] -- CMD [ARGS…])`: a subset of `perf stat` with its flags and output (on stderr, as perf prints it).
 
-use std::io::Write;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -13,6 +12,7 @@ use std::path::Path;
 use lockstep_cgroup::procs_below;
 use lockstep_core::error::UsageError;
 use lockstep_core::ident::JobKey;
+use lockstep_jobs::spawn::{self, Spawn};
 use lockstep_telemetry::counters::{Counters, Reading};
 use lockstep_telemetry::events::{parse_event, parse_list, EventSpec, DEFAULT};
 use lockstep_telemetry::format::Style;
@@ -281,43 +281,19 @@ fn count_command(
     interval: Option<u64>,
     style: &Style,
 ) -> anyhow::Result<Counted> {
-    use nix::unistd::{execv, fork, ForkResult};
     let program = lockstep_jobs::launch::resolve_command(&command[0])?;
-    let path = std::ffi::CString::new(program.as_os_str().as_encoded_bytes())?;
-    let argv: Vec<std::ffi::CString> =
-        command.iter().map(|a| std::ffi::CString::new(a.as_bytes())).collect::<Result<_, _>>()?;
-    let (read, write): (OwnedFd, OwnedFd) = nix::unistd::pipe()?;
     // Like perf: Ctrl-C goes to the command, which ends the count (and the repeats).
     // SAFETY: ignoring a signal installs no handler code.
     unsafe { signal(Signal::SIGINT, SigHandler::SigIgn) }?;
-    // SAFETY: the child only calls async-signal-safe functions (close, signal, read, execv, _exit) on memory
-    // prepared before the fork.
-    let child = match unsafe { fork()? } {
-        ForkResult::Child => unsafe {
-            libc::close(write.as_raw_fd());
-            libc::signal(libc::SIGINT, libc::SIG_DFL);
-            let mut byte = 0u8;
-            // Wait until the counters are attached; they start at exec (enable_on_exec). End-of-file (the
-            // parent failed) means: do not run.
-            if libc::read(read.as_raw_fd(), (&raw mut byte).cast(), 1) == 1 {
-                let _ = execv(&path, &argv);
-            }
-            libc::_exit(127)
-        },
-        ForkResult::Parent { child } => child.as_raw(),
-    };
-    drop(read);
-    let mut counters = match Counters::open(groups, &[child], true) {
-        Ok(c) => c,
-        Err(e) => {
-            drop(write);
-            let _ = reap(child, 0);
-            return Err(e.into());
-        }
-    };
-    let mut go = std::fs::File::from(write);
-    go.write_all(b"x")?;
-    drop(go);
+    // The child waits at its gate until the counters are attached; they start at exec (enable_on_exec).
+    let spawn = Spawn { program: &program, argv: command, join: &[], reset: &[Signal::SIGINT] };
+    let started = spawn.start(true)?;
+    let child = started.pid();
+    // A failure here drops the child at its gate: it ends without running.
+    let mut counters = Counters::open(groups, &[child], true)?;
+    if let Err(e) = started.go() {
+        return Err(UsageError::new(format!("cannot start {}: {e}", command[0])).into());
+    }
     let mut ended = None;
     let events = counters.events.clone();
     // SAFETY: pidfd_open takes a PID and flags and returns a new descriptor or -1; the child is not yet reaped.
@@ -335,19 +311,15 @@ fn count_command(
                 }
                 None => std::thread::sleep(wait),
             }
-            ended = reap(child, libc::WNOHANG);
+            ended = spawn::wait(child, libc::WNOHANG);
         }
         ended.is_some()
     };
     let run = stat::count(&events, || counters.read(), interval, style, done)?;
     let (wait_status, usage) = ended.unwrap_or_default();
     let seconds = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
-    let (status, interrupted) = if libc::WIFSIGNALED(wait_status) {
-        let sig = libc::WTERMSIG(wait_status);
-        (128 + sig, sig == libc::SIGINT)
-    } else {
-        (libc::WEXITSTATUS(wait_status), false)
-    };
+    let status = spawn::exit_code(wait_status);
+    let interrupted = libc::WIFSIGNALED(wait_status) && libc::WTERMSIG(wait_status) == libc::SIGINT;
     Ok(Counted {
         events,
         run,
@@ -355,25 +327,6 @@ fn count_command(
         times: stat::CpuTimes { user: seconds(usage.ru_utime), sys: seconds(usage.ru_stime) },
         interrupted,
     })
-}
-
-/// Waits for the child `pid` (`flags`: 0 or `WNOHANG`) and returns its wait status and resource usage once it
-/// ended (`None` while it runs).
-fn reap(pid: i32, flags: i32) -> Option<(i32, libc::rusage)> {
-    let mut status = 0;
-    // SAFETY: an all-zero rusage is a valid value of the plain C struct wait4 fills.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    loop {
-        // SAFETY: wait4 writes only to the two locals passed.
-        let r = unsafe { libc::wait4(pid, &raw mut status, flags, &raw mut usage) };
-        if r == pid {
-            return Some((status, usage));
-        }
-        if r == -1 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
-            continue;
-        }
-        return None;
-    }
 }
 
 /// Catches SIGINT and SIGTERM: they end the count (the summary is still printed).
