@@ -3,11 +3,8 @@
 //! own: no thread but the daemon's ever touches a job, the journal or the store's agent tables.
 
 use std::sync::mpsc::{self, Receiver, Sender};
-use std::time::Duration;
 
-use crate::dcs::probe::Arrival;
-use crate::dcs::processes::{Scanned, Watched};
-use crate::slurm::{Answer, Chores, Found};
+use crate::outlet::Outlet;
 use lockstep_proto::protocol::{Request, Response};
 
 /// Where a command's answer goes.
@@ -28,49 +25,10 @@ pub enum Command {
         /// The answer.
         reply: Reply<Response>,
     },
-    /// What a scan of Slurm's cgroups found, and which jobs slurmctld runs here with their places when that was
-    /// due (or why it could not be asked); answered with the cgroup work to do outside the loop.
-    Slurm {
-        /// The jobs in the cgroup tree.
-        found: Vec<Found>,
-        /// What slurmctld said, when asked.
-        word: Option<Result<Answer, String>>,
-        /// What slurmctld said of the jobs the last answer asked about (`Chores::halts`): halted or not.
-        halts: Vec<(lockstep_slurm::SlurmJobId, bool)>,
-        /// The work left to the discovery thread.
-        reply: Reply<Chores>,
-    },
-    /// The rows or places the controller's hooks told this node (a notice the metrics door took).
-    SlurmTold {
-        /// The jobs the notice named.
-        jobs: Vec<lockstep_slurm::Listed>,
-    },
-    /// The eBPF probe's arrivals, from the event thread of `dcs` engine `engine`; answered with how long the
-    /// thread may wait for the next one, `None` once that engine has stopped.
-    DcsArrivals {
-        /// The engine the thread serves.
-        engine: u64,
-        /// Messages that arrived.
-        arrivals: Vec<Arrival>,
-        /// How long to wait.
-        reply: Reply<Option<Duration>>,
-    },
-    /// The scan thread of `dcs` engine `engine` asks which jobs to scan; `None` once that engine has stopped.
-    DcsWatched {
-        /// The engine the thread serves.
-        engine: u64,
-        /// The jobs to scan.
-        reply: Reply<Option<Vec<Watched>>>,
-    },
-    /// What that scan found; answered `false` once the engine has stopped.
-    DcsScanned {
-        /// The engine the thread serves.
-        engine: u64,
-        /// Per job: its ports, counts and processes.
-        scanned: Vec<Scanned>,
-        /// Whether the engine goes on.
-        reply: Reply<bool>,
-    },
+    /// Slurm discovery's findings, and the places the controller's hooks told (`crate::slurm`).
+    Slurm(crate::slurm::Msg),
+    /// `dcs`'s threads: the probe's arrivals, the jobs to scan, what a scan found (`crate::dcs`).
+    Dcs(crate::dcs::Msg),
     /// Restore every job and end (SIGINT or SIGTERM came).
     Stop,
     /// The configuration was read again (SIGHUP): the policy and slot length it gives now.
@@ -82,27 +40,12 @@ pub enum Command {
     },
 }
 
-/// The daemon's address: where threads send their commands.
-#[derive(Clone, Debug)]
-pub struct Mailbox(Sender<Command>);
+/// The daemon's address: where threads send their commands (a feature's threads get an outlet of their own
+/// messages from it: [`Outlet::map`]).
+pub type Mailbox = Outlet<Command>;
 
-impl Mailbox {
-    /// A mailbox, and the inbox the daemon reads it from.
-    pub fn new() -> (Self, Receiver<Command>) {
-        let (tx, rx) = mpsc::channel();
-        (Self(tx), rx)
-    }
-
-    /// Sends the command `make` builds around a reply channel and waits for its answer; `None` when the daemon
-    /// has ended (its inbox is gone with every command not answered).
-    pub fn ask<T>(&self, make: impl FnOnce(Reply<T>) -> Command) -> Option<T> {
-        let (reply, answer) = mpsc::channel();
-        self.0.send(make(reply)).ok()?;
-        answer.recv().ok()
-    }
-
-    /// Sends `command`, which has no answer (nothing happens when the daemon has ended).
-    pub fn tell(&self, command: Command) {
-        let _ = self.0.send(command);
-    }
+/// A mailbox, and the inbox the daemon reads it from.
+pub fn mailbox() -> (Mailbox, Receiver<Command>) {
+    let (tx, rx) = mpsc::channel();
+    (Outlet::new(move |c| tx.send(c).is_ok()), rx)
 }

@@ -12,7 +12,7 @@ use hyper::StatusCode;
 
 use crate::command::{Command, Mailbox};
 use crate::doors::Reply;
-use crate::slurm_config::SlurmConfig;
+use crate::slurm::config::SlurmConfig;
 use lockstep_slurm::push;
 
 /// Where notices for node `node` are checked and sent on to the daemon.
@@ -68,7 +68,7 @@ impl Notices {
         *last = told.at_ms;
         // Sent while the time is held: two notices reach the daemon in the order they were made.
         let count = told.jobs.len();
-        self.mailbox.tell(Command::SlurmTold { jobs: told.jobs });
+        self.mailbox.tell(Command::Slurm(crate::slurm::Msg::Told { jobs: told.jobs }));
         drop(last);
         Reply::text(StatusCode::OK, &format!("took the places of {count} job(s)"))
     }

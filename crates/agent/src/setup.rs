@@ -11,9 +11,9 @@ use crate::command::{Command, Mailbox};
 use crate::daemon::{Daemon, Start};
 use crate::journal::{self, Journal};
 use crate::notices::Notices;
-use crate::slurm_config::SlurmConfig;
+use crate::slurm::config::SlurmConfig;
 use crate::watchdog::Watchdog;
-use crate::{dcs, doors, feeders, http, sampler, server};
+use crate::{dcs, doors, http, sampler, server};
 use lockstep_core::cosched::PolicySpec;
 use lockstep_store::Store;
 
@@ -335,7 +335,7 @@ pub fn run(config: Config, reload: Reload) -> anyhow::Result<i32> {
         dcs: config.dcs.clone(),
         clock_skew_file: clock_skew_file(),
     };
-    let (mailbox, inbox) = Mailbox::new();
+    let (mailbox, inbox) = crate::command::mailbox();
     let mut daemon = Daemon::new(start, mailbox.clone(), inbox)?;
     {
         let mailbox = mailbox.clone();
@@ -354,7 +354,14 @@ pub fn run(config: Config, reload: Reload) -> anyhow::Result<i32> {
         let notices = Arc::new(Notices::new(config.slurm_node.clone(), mailbox.clone(), slurm_config.clone()));
         serve_metrics(&doors, metrics, config.scrapers.clone(), &telemetry, &config.store, notices, daemon.board())?;
     }
-    feeders::slurm::spawn(mailbox, version, roots, config.slurm_node.clone(), told, slurm_config);
+    crate::slurm::feed::spawn(
+        mailbox.map(Command::Slurm),
+        version,
+        roots,
+        config.slurm_node.clone(),
+        told,
+        slurm_config,
+    );
     log::info!(
         "node {} serving {} (store {}, policy {}, slot {})",
         config.node,

@@ -40,8 +40,8 @@ impl Daemon {
     /// Every job's progress totals now (crate::progress), read as `auto` reads them; what is kept of a job's ranks
     /// from one reading to the next is dropped once the job is gone.
     fn progress_now(&mut self) -> Vec<JobProgress> {
-        let mut read = self.measures.reader(&self.jobs, &self.telemetry);
-        self.jobs.iter().map(|job| JobProgress { job: job.key.clone(), totals: read(job) }).collect()
+        let mut read = self.measures.reader(self.table.jobs(), &self.telemetry);
+        self.table.jobs().iter().map(|job| JobProgress { job: job.key.clone(), totals: read(job) }).collect()
     }
 
     /// Carries out a request that changes what the agent does (root's only).

@@ -44,26 +44,27 @@ impl Daemon {
         make: impl FnOnce(&dyn Backend, &adopt::Claims) -> anyhow::Result<Managed>,
     ) -> anyhow::Result<()> {
         let key = JobKey::Named(name.clone());
-        if self.jobs.iter().any(|j| j.is(&key)) {
+        if self.table.position(&key).is_some() {
             return Err(UsageError::new(format!("job name {name:?} is already managed by this agent")).into());
         }
         let claims = adopt::Claims {
             protected: vec![
                 (1, "init"),
                 (std::process::id() as i32, "the lockstep agent"),
-                (self.journal.watchdog_pid(), "the agent's watchdog"),
+                (self.table.watchdog_pid(), "the agent's watchdog"),
             ],
             taken: self
-                .jobs
+                .table
+                .jobs()
                 .iter()
                 .map(|j| (j.key.clone(), j.groups.iter().flat_map(|g| g.dirs.clone()).collect()))
                 .collect(),
-            roots: self.backend.roots(),
+            roots: self.table.backend().roots(),
         };
-        let mut job = make(self.backend.as_ref(), &claims)?;
+        let mut job = make(self.table.backend(), &claims)?;
         if let Err(e) = self.record(Record::ManagedPut(key, serde_json::to_string(&job.saved())?)) {
             // Nothing may stay changed by a request that failed.
-            let _ = job.release(&mut self.journal, &self.store);
+            let _ = self.table.release(&mut job);
             return Err(e.into());
         }
         self.count(&job);
@@ -74,20 +75,20 @@ impl Daemon {
             job.pus,
             job.owner
         );
-        self.jobs.push(job);
+        self.table.push(job);
         self.replan = true;
         Ok(())
     }
 
     /// Stops managing job `key`: lowered if `dcs` raised it, its cgroups restored, forgotten by the store.
     pub(super) fn release(&mut self, key: &JobKey) -> anyhow::Result<()> {
-        let Some(i) = self.jobs.iter().position(|j| j.is(key)) else {
+        let Some(i) = self.table.position(key) else {
             return Err(UsageError::new(format!("no job {key:?} is managed by this agent")).into());
         };
-        let mut job = self.jobs.remove(i);
+        let mut job = self.table.remove(i);
         self.dcs_leave(&mut job);
         self.uncount(&job.key);
-        job.release(&mut self.journal, &self.store)?;
+        self.table.release(&mut job)?;
         log::info!("job {} released; its cgroups are as they were before", job.key);
         self.flush();
         self.record(Record::ManagedRemove(job.key))?;
@@ -107,16 +108,17 @@ impl Daemon {
         self.switch_dcs_off();
         self.drop_ended();
         let mut left = Vec::new();
-        for job in &mut self.jobs {
-            if let Err(e) = job.apply(cosched::Desired::default(), &mut self.journal, &self.store) {
+        for i in 0..self.table.jobs().len() {
+            if let Err(e) = self.table.apply(i, cosched::Desired::default()) {
                 if !matches!(e, ChangeError::Gone(_)) {
-                    left.push(format!("job {}: {e:#}", job.key));
+                    left.push(format!("job {}: {e:#}", self.table.jobs()[i].key));
                 }
             }
         }
         // Ended while its processes could not be listed: its cgroup went with the rmdir, the job goes too.
-        for i in (0..self.jobs.len()).rev() {
-            if self.jobs[i].applied == cosched::Desired::default() && self.jobs[i].remove_if_ended() {
+        for i in (0..self.table.jobs().len()).rev() {
+            let job = &self.table.jobs()[i];
+            if job.applied == cosched::Desired::default() && job.remove_if_ended() {
                 self.retire(i);
             }
         }
@@ -127,7 +129,7 @@ impl Daemon {
     /// Takes over the jobs a previous agent managed (their cgroups still exist); counting restarts from zero. One
     /// saved under a name now reserved for Slurm's jobs is put back where it came from instead, and forgotten.
     pub(super) fn take_over(&mut self) -> anyhow::Result<()> {
-        for (name, saved) in self.store.managed_all()? {
+        for (name, saved) in self.table.store().managed_all()? {
             let Ok(saved) = serde_json::from_str::<managed::Saved>(&saved) else {
                 self.record(Record::ManagedForget(name))?;
                 continue;
@@ -152,7 +154,7 @@ impl Daemon {
             match Managed::restore_saved(key, saved) {
                 Some(job) => {
                     self.count(&job);
-                    self.jobs.push(job);
+                    self.table.push(job);
                 }
                 None => self.record(Record::ManagedForget(name))?,
             }

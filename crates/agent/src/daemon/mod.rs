@@ -18,6 +18,7 @@ mod run;
 mod slurm;
 mod state;
 mod status;
+mod table;
 mod tick;
 
 pub use board::Board;

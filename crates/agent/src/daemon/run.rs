@@ -6,7 +6,6 @@ use std::time::Duration;
 
 use super::state::{Daemon, Lifecycle};
 use crate::command::Command;
-use crate::faults::Place;
 use crate::watchdog;
 use lockstep_core::cosched::slot;
 
@@ -92,29 +91,8 @@ impl Daemon {
                 self.publish();
                 let _ = reply.send(response);
             }
-            Command::SlurmTold { jobs } => self.told_places(&jobs),
-            Command::Slurm { found, word, halts, reply } => {
-                match word {
-                    Some(Ok(word)) => {
-                        self.faults.clear(&Place::Slurmctld);
-                        self.heard_slurm(word);
-                    }
-                    Some(Err(e)) => self.faults.report(Place::Slurmctld, &e),
-                    None => {}
-                }
-                let chores = self.sync_slurm(found, &halts);
-                self.publish();
-                let _ = reply.send(chores);
-            }
-            Command::DcsArrivals { engine, arrivals, reply } => {
-                let _ = reply.send(self.dcs_arrivals(engine, &arrivals));
-            }
-            Command::DcsWatched { engine, reply } => {
-                let _ = reply.send(self.dcs_watched(engine));
-            }
-            Command::DcsScanned { engine, scanned, reply } => {
-                let _ = reply.send(self.dcs_scanned(engine, scanned));
-            }
+            Command::Slurm(msg) => self.slurm_msg(msg),
+            Command::Dcs(msg) => self.dcs_msg(msg),
             Command::Stop => self.lifecycle = Lifecycle::Stopping,
             Command::Reload { policy, slot } => {
                 if let Err(e) = self.set_policy(policy, Some(slot)) {

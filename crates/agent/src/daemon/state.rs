@@ -8,7 +8,6 @@ use crate::command::{Command, Mailbox};
 use crate::dcs::engine::Settings;
 use crate::faults::Faults;
 use crate::journal::Journal;
-use crate::managed::Managed;
 use crate::sampler::Counting;
 use lockstep_cgroup::Backend;
 use lockstep_core::cosched::PolicySpec;
@@ -21,10 +20,8 @@ pub struct Daemon {
     pub(super) planning: super::planning::Planning,
     /// The slot clock: slot length, the slot and row in force, switch times.
     pub(super) clock: super::clock::Clock,
-    pub(super) jobs: Vec<Managed>,
-    pub(super) journal: Journal,
-    pub(super) store: Store,
-    pub(super) backend: Box<dyn Backend>,
+    /// The jobs, and the journal, store and backend their changes go through.
+    pub(super) table: super::table::Table,
     pub(super) node: NodeName,
     /// Whether the plan must be redone at once (policy change, new or released job), not at the next boundary.
     pub(super) replan: bool,
@@ -100,10 +97,7 @@ impl Daemon {
         let mut daemon = Self {
             planning: super::planning::Planning::new(start.policy),
             clock: super::clock::Clock::new(start.slot),
-            jobs: Vec::new(),
-            journal: start.journal,
-            store: start.store,
-            backend: start.backend,
+            table: super::table::Table::new(start.journal, start.store, start.backend),
             node: start.node,
             replan: false,
             outbox: super::records::Outbox::new(),

@@ -18,7 +18,7 @@ impl Daemon {
         Status {
             node: self.node.to_string(),
             pid: std::process::id() as i32,
-            watchdog_pid: self.journal.watchdog_pid(),
+            watchdog_pid: self.table.watchdog_pid(),
             policy: self.planning.policy().name().to_string(),
             slot_length: self.clock.length(),
             slot: self.clock.current(),
@@ -30,7 +30,8 @@ impl Daemon {
             others: 0,
             lateness: self.clock.lateness().clone(),
             jobs: self
-                .jobs
+                .table
+                .jobs()
                 .iter()
                 .map(|j| {
                     // A job with a place has its row from it at once, not only from the next slot's plan (a job

@@ -22,20 +22,19 @@ impl Daemon {
         self.drop_ended();
         // Jobs with a cluster-wide place follow it; the others share the node's own cycle of rows. A job left to the
         // kernel or halted by Slurm takes no row and is not planned: thawed, at its own weight.
-        let local: Vec<usize> =
-            (0..self.jobs.len()).filter(|&i| self.jobs[i].place.is_none() && self.jobs[i].switched()).collect();
-        let planned: Vec<usize> = (0..self.jobs.len()).filter(|&i| self.jobs[i].switched()).collect();
-        let entries: Vec<Entry> = local
-            .iter()
-            .map(|&i| Entry { name: &self.jobs[i].key, pus: &self.jobs[i].pus, pinned: self.jobs[i].pinned })
-            .collect();
+        let jobs = self.table.jobs();
+        let local: Vec<usize> = (0..jobs.len()).filter(|&i| jobs[i].place.is_none() && jobs[i].switched()).collect();
+        let planned: Vec<usize> = (0..jobs.len()).filter(|&i| jobs[i].switched()).collect();
+        let entries: Vec<Entry> =
+            local.iter().map(|&i| Entry { name: &jobs[i].key, pus: &jobs[i].pus, pinned: jobs[i].pinned }).collect();
         let (rows, count) = rows::assign(&entries);
         let active = self.clock.enter(k, count);
+        let jobs = self.table.jobs_mut();
         for (&i, r) in local.iter().zip(&rows) {
-            let j = &mut self.jobs[i];
+            let j = &mut jobs[i];
             (j.row, j.round, j.favoured) = (*r, count, *r == active);
         }
-        for j in &mut self.jobs {
+        for j in jobs.iter_mut() {
             if let Some(schedule) = j.place {
                 let place = self.clock.place(&schedule, k);
                 (j.row, j.round, j.favoured) = (place.row, place.period, place.holds(k));
@@ -46,14 +45,14 @@ impl Daemon {
         if boundary {
             let published = self.telemetry.published();
             for &i in &planned {
-                let j = &mut self.jobs[i];
+                let j = &mut self.table.jobs_mut()[i];
                 let cpu_ns = progress::job_cpu_ns(j);
                 j.demand.boundary(published.together(&j.key), cpu_ns);
             }
         }
         let views: Vec<JobView> = planned
             .iter()
-            .map(|&i| &self.jobs[i])
+            .map(|&i| &self.table.jobs()[i])
             .map(|j| JobView {
                 name: &j.key,
                 favoured: j.favoured,
@@ -64,7 +63,7 @@ impl Daemon {
             .collect();
         if let Some(auto) = self.planning.measuring() {
             // Only jobs that share PUs with another are measured; a job alone is left to the kernel.
-            let jobs = &self.jobs;
+            let jobs = self.table.jobs();
             let mut read = self.measures.reader(jobs, &self.telemetry);
             let mut sample = |v: usize| read(&jobs[planned[v]]);
             for c in auto.observe(k, self.clock.length(), &views, &mut sample) {
@@ -74,11 +73,11 @@ impl Daemon {
                 self.outbox.choose(lockstep_store::now(), c);
             }
         }
-        let mut plan = vec![Desired::default(); self.jobs.len()];
+        let mut plan = vec![Desired::default(); self.table.jobs().len()];
         for (&i, p) in planned.iter().zip(self.planning.plan(&views)) {
             plan[i] = p;
         }
-        for (j, p) in self.jobs.iter_mut().zip(plan.iter_mut()) {
+        for (j, p) in self.table.jobs_mut().iter_mut().zip(plan.iter_mut()) {
             j.planned = *p;
             // A job dcs raised by weight keeps it until its quantum is over.
             p.boosted |= j.switched() && self.dcs.holds_weight(&j.key);
@@ -86,7 +85,7 @@ impl Daemon {
         let (mut decisions, mut gone, prompt_done) = self.switch(&plan, started);
         // A slot in which a job was held frozen says nothing of what it wants; one left to the kernel or halted by
         // Slurm is measured again from scratch when it is switched again.
-        for j in &mut self.jobs {
+        for j in self.table.jobs_mut() {
             if j.switched() {
                 j.demand.held(j.applied.frozen);
             } else {
@@ -105,7 +104,7 @@ impl Daemon {
         decisions.insert(0, slot_record);
         // Which jobs the slot is for, at its boundary: what agreement across nodes is measured from.
         if boundary && self.planning.policy().slotted() {
-            for j in self.jobs.iter().filter(|j| j.favoured && j.switched()) {
+            for j in self.table.jobs().iter().filter(|j| j.favoured && j.switched()) {
                 decisions.push(self.decision(Some(&j.key), Action::Favour, Duration::ZERO));
             }
         }
@@ -123,10 +122,11 @@ impl Daemon {
         // job alone. Among the prompt jobs and then among the others: lower before raising, so that no two sharing
         // jobs are ever boosted together, and thaw before freezing, so that no two are ever frozen together (a
         // slow job being thawed may be frozen beside a prompt one for as long as its own thaw takes).
-        let prompt: Vec<bool> = self.jobs.iter().map(Managed::prompt).collect();
-        let mut order: Vec<usize> = (0..self.jobs.len()).collect();
+        let jobs = self.table.jobs();
+        let prompt: Vec<bool> = jobs.iter().map(Managed::prompt).collect();
+        let mut order: Vec<usize> = (0..jobs.len()).collect();
         order.sort_by_key(|&i| {
-            let lowered = !plan[i].boosted && self.jobs[i].applied.boosted;
+            let lowered = !plan[i].boosted && jobs[i].applied.boosted;
             let phase = match (plan[i].frozen, lowered) {
                 (true, _) => 2,
                 (false, true) => 0,
@@ -141,22 +141,23 @@ impl Daemon {
                 prompt_done = Some(started.elapsed());
             }
             let t0 = Instant::now();
-            match self.jobs[i].apply(plan[i], &mut self.journal, &self.store) {
+            match self.table.apply(i, plan[i]) {
                 Ok(actions) => {
+                    let key = &self.table.jobs()[i].key;
                     // A job works again when a change of its went through (not when nothing was to be done).
                     if !actions.is_empty() && !self.faults.is_empty() {
-                        self.faults.clear(&Place::Job(self.jobs[i].key.clone()));
+                        self.faults.clear(&Place::Job(key.clone()));
+                    }
+                    for a in &actions {
+                        decisions.push(self.decision(Some(key), *a, t0.elapsed()));
                     }
                     if !actions.is_empty() {
-                        say_slow(&mut self.jobs[i]);
-                    }
-                    for a in actions {
-                        decisions.push(self.decision(Some(&self.jobs[i].key), a, t0.elapsed()));
+                        say_slow(&mut self.table.jobs_mut()[i]);
                     }
                 }
                 Err(ChangeError::Gone(_)) => gone.push(i),
                 Err(e) => {
-                    self.faults.report(Place::Job(self.jobs[i].key.clone()), &format!("{e:#}"));
+                    self.faults.report(Place::Job(self.table.jobs()[i].key.clone()), &format!("{e:#}"));
                 }
             }
         }
@@ -166,9 +167,9 @@ impl Daemon {
     /// Releases the jobs that have ended (their cgroups removed, or their adopted processes exited), and drops the
     /// cgroups that are gone from the jobs that go on.
     pub(super) fn drop_ended(&mut self) {
-        for i in (0..self.jobs.len()).rev() {
-            self.jobs[i].prune(&mut self.journal);
-            if self.jobs[i].ended() {
+        for i in (0..self.table.jobs().len()).rev() {
+            self.table.prune(i);
+            if self.table.jobs()[i].ended() {
                 self.retire(i);
             }
         }
@@ -177,10 +178,10 @@ impl Daemon {
     /// Forgets job `i`, which has ended: restores what is left of it (files already gone are fine), removes the
     /// cgroup the agent created for it, and logs `gone`.
     pub(super) fn retire(&mut self, i: usize) {
-        let mut job = self.jobs.remove(i);
+        let mut job = self.table.remove(i);
         self.dcs_leave(&mut job);
         self.uncount(&job.key);
-        match job.release(&mut self.journal, &self.store) {
+        match self.table.release(&mut job) {
             Ok(()) => log::info!("job {} ended", job.key),
             Err(e) => log::error!("job {} ended; cannot clean up after it: {e:#}", job.key),
         }
@@ -191,7 +192,7 @@ impl Daemon {
 
     /// Writes what waits in the outbox to the store ([`super::records::Outbox::flush`]), saying a failure once.
     pub(super) fn flush(&mut self) {
-        match self.outbox.flush(&mut self.store, &mut self.journal, &self.node) {
+        match self.table.flush(&mut self.outbox, &self.node) {
             Ok(()) => self.faults.clear(&Place::Store),
             Err(e) => self.faults.report(Place::Store, &format!("cannot log decisions: {e:#}")),
         }
@@ -215,9 +216,9 @@ impl Daemon {
     /// Beats for the watchdog ([`super::pulse::Pulse::beat`]). After a gap longer than the watchdog waits (the
     /// agent was stopped), the watchdog has put every job back: the jobs are taken as restored and planned again.
     pub(super) fn heartbeat(&mut self) {
-        if let Some(gap) = self.pulse.beat(&mut self.journal) {
+        if let Some(gap) = self.table.beat(&mut self.pulse) {
             log::warn!("did not run for {:.1} s; the watchdog restored every job, planning again", gap.as_secs_f64());
-            for job in &mut self.jobs {
+            for job in self.table.jobs_mut() {
                 job.applied = cosched::Desired::default();
                 job.count_frozen_time();
             }
@@ -242,6 +243,6 @@ fn say_slow(job: &mut Managed) {
 impl Daemon {
     /// Writes `record` now, or keeps it for the next flush ([`super::records::Outbox::record`]).
     pub(super) fn record(&mut self, record: Record) -> lockstep_store::Result<()> {
-        self.outbox.record(&self.store, record)
+        self.outbox.record(self.table.store(), record)
     }
 }

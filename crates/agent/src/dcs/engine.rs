@@ -1,6 +1,6 @@
 //! The `dcs` engine: while a `dcs` policy is in force, raises the job a message arrived for through the policy's
 //! [`Raiser`] for one quantum, within the job's share of raised time, and lowers it after. It lives in the daemon
-//! (the threads of `feeders::dcs` send it the probe's arrivals and the jobs' sockets), so that a policy change, a job that ends and the agent's exit lower
+//! (the threads of `dcs::feed` send it the probe's arrivals and the jobs' sockets), so that a policy change, a job that ends and the agent's exit lower
 //! everything at once; the watchdog covers a crash through the journal.
 
 use std::collections::{HashMap, HashSet, VecDeque};
@@ -87,7 +87,7 @@ pub type Logged = (JobKey, Action, Duration);
 
 impl Engine {
     /// Engine `id`, with its probe loaded and attached (errors name what is missing): the probe goes to the
-    /// threads that serve it (`feeders::dcs`).
+    /// threads that serve it (`dcs::feed`).
     pub fn start(id: u64, raise: Raise, settings: &Settings) -> anyhow::Result<(Self, Probe)> {
         let unified = lockstep_cgroup::unified_mount().ok_or_else(|| {
             anyhow::anyhow!("dcs needs the unified (v2) cgroup hierarchy mounted (its eBPF program attaches there)")

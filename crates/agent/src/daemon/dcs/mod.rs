@@ -5,23 +5,38 @@
 use std::time::Duration;
 
 use super::state::Daemon;
+use crate::command::Command;
 use crate::dcs::engine::Engine;
 use crate::dcs::probe::Arrival;
 use crate::dcs::processes::{Scanned, Watched};
-use crate::dcs::raiser::Ctx;
-use crate::feeders;
+use crate::dcs::Msg;
 use crate::managed::Managed;
 use lockstep_core::cosched;
 
 pub(super) mod host;
 
 impl Daemon {
+    /// Carries out what a `dcs` thread sent; an answer that cannot be sent (the thread ended) is dropped.
+    pub(super) fn dcs_msg(&mut self, msg: Msg) {
+        match msg {
+            Msg::Arrivals { engine, arrivals, reply } => {
+                let _ = reply.send(self.dcs_arrivals(engine, &arrivals));
+            }
+            Msg::Watched { engine, reply } => {
+                let _ = reply.send(self.dcs_watched(engine));
+            }
+            Msg::Scanned { engine, scanned, reply } => {
+                let _ = reply.send(self.dcs_scanned(engine, scanned));
+            }
+        }
+    }
+
     /// Hands the probe's arrivals to engine `id` (raises, and lowers what is due), logging what it did; returns
     /// how long the event thread may wait for the next arrival.
-    pub(super) fn dcs_arrivals(&mut self, id: u64, arrivals: &[Arrival]) -> Option<Duration> {
+    fn dcs_arrivals(&mut self, id: u64, arrivals: &[Arrival]) -> Option<Duration> {
         let engine = self.dcs.in_force(id)?;
-        let (logged, next) =
-            engine.step(arrivals, &mut self.jobs, Ctx { journal: &mut self.journal, store: &self.store });
+        let (jobs, ctx) = self.table.with_changes();
+        let (logged, next) = engine.step(arrivals, jobs, ctx);
         let decisions: Vec<_> =
             logged.into_iter().map(|(job, action, took)| self.decision(Some(&job), action, took)).collect();
         self.outbox.decide(decisions);
@@ -29,13 +44,13 @@ impl Daemon {
     }
 
     /// The jobs engine `id`'s scan thread is to scan (see [`crate::dcs::engine::Engine::watched`]).
-    pub(super) fn dcs_watched(&mut self, id: u64) -> Option<Vec<Watched>> {
-        let jobs = &self.jobs;
+    fn dcs_watched(&mut self, id: u64) -> Option<Vec<Watched>> {
+        let jobs = self.table.jobs();
         self.dcs.in_force(id).map(|engine| engine.watched(jobs))
     }
 
     /// What a scan of engine `id` found; false when that engine is no longer in force.
-    pub(super) fn dcs_scanned(&mut self, id: u64, scanned: Vec<Scanned>) -> bool {
+    fn dcs_scanned(&mut self, id: u64, scanned: Vec<Scanned>) -> bool {
         let Some(engine) = self.dcs.in_force(id) else { return false };
         engine.scanned(scanned);
         true
@@ -44,7 +59,7 @@ impl Daemon {
     /// Lowers `job`, which leaves the agent, if `dcs` raised it, and drops what `dcs` keeps of it.
     pub(super) fn dcs_leave(&mut self, job: &mut Managed) {
         if let Some(engine) = self.dcs.engine.as_mut() {
-            engine.leave(job, Ctx { journal: &mut self.journal, store: &self.store });
+            engine.leave(job, self.table.with_changes().1);
         }
     }
 
@@ -59,13 +74,14 @@ impl Daemon {
             Some(raise) => {
                 self.dcs.started += 1;
                 let (engine, probe) = Engine::start(self.dcs.started, raise, &self.dcs.settings)?;
-                feeders::dcs::spawn(&self.mailbox, self.dcs.started, probe)?;
+                crate::dcs::feed::spawn(&self.mailbox.map(Command::Dcs), self.dcs.started, probe)?;
                 Some(engine)
             }
             None => None,
         };
         if let Some(old) = std::mem::replace(&mut self.dcs.engine, started) {
-            old.stop(&mut self.jobs, Ctx { journal: &mut self.journal, store: &self.store });
+            let (jobs, ctx) = self.table.with_changes();
+            old.stop(jobs, ctx);
         }
         Ok(())
     }
@@ -73,7 +89,8 @@ impl Daemon {
     /// Stops `dcs`, if it runs, putting back every raise.
     pub(super) fn switch_dcs_off(&mut self) {
         if let Some(old) = self.dcs.engine.take() {
-            old.stop(&mut self.jobs, Ctx { journal: &mut self.journal, store: &self.store });
+            let (jobs, ctx) = self.table.with_changes();
+            old.stop(jobs, ctx);
         }
     }
 }

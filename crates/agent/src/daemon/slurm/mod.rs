@@ -2,7 +2,7 @@
 //! here, their steps and PUs kept current, their owners, rows and cluster-wide places taken from the controller's
 //! notices (`crate::notices`), the prolog and slurmctld, and released by the epilog or once slurmctld no longer
 //! runs them here. slurmctld is asked only when the agent finds Slurm's jobs first, and when it finds one that
-//! neither its prolog nor slurmctld's last answer named (`feeders::slurm`), unless the controller cannot tell
+//! neither its prolog nor slurmctld's last answer named (`slurm::feed`), unless the controller cannot tell
 //! this node (no metrics door): then every `lockstep_slurm::REFRESH`.
 //!
 //! Slurm's word decides which Slurm jobs exist: a `job_<id>` directory is only a candidate, since a user can keep
@@ -10,7 +10,7 @@
 //! not kill). A job is taken on, and kept, only while its prolog announced it (since slurmctld was last asked) or
 //! slurmctld's last answer lists it as running, configuring, suspended or stopped on this node; an epilog's end is
 //! kept in the store, so that no restart takes the job on again (until slurmctld, asked after that end, lists the
-//! job again: a requeued run). Directories Slurm has not run for [`crate::slurm::LEFT_BEHIND`] are said once in
+//! job again: a requeued run). Directories Slurm has not run for [`crate::slurm::scan::LEFT_BEHIND`] are said once in
 //! the log, with the owners of the processes left in them, and left alone: never managed, never given a row.
 
 use std::collections::HashMap;
@@ -21,8 +21,9 @@ use std::time::Instant;
 use super::records::Record;
 use super::state::Daemon;
 use crate::adopt;
+use crate::faults::Place;
 use crate::managed::Origin;
-use crate::slurm::{numbered, Answer, Chores, Found};
+use crate::slurm::{numbered, Answer, Chores, Found, Msg};
 use lockstep_cgroup::{self as cgroup, Knobs, Version};
 use lockstep_core::cosched::rows::Schedule;
 use lockstep_core::ident::JobKey;
@@ -33,8 +34,29 @@ use lockstep_store::SlurmJob;
 pub(super) mod known;
 
 impl Daemon {
+    /// Carries out what Slurm discovery or the controller's notices sent; an answer that cannot be sent (the
+    /// discovery thread ended) is dropped.
+    pub(super) fn slurm_msg(&mut self, msg: Msg) {
+        match msg {
+            Msg::Told { jobs } => self.told_places(&jobs),
+            Msg::Scanned { found, word, halts, reply } => {
+                match word {
+                    Some(Ok(word)) => {
+                        self.faults.clear(&Place::Slurmctld);
+                        self.heard_slurm(word);
+                    }
+                    Some(Err(e)) => self.faults.report(Place::Slurmctld, &e),
+                    None => {}
+                }
+                let chores = self.sync_slurm(found, &halts);
+                self.publish();
+                let _ = reply.send(chores);
+            }
+        }
+    }
+
     /// Takes what slurmctld said: which jobs it runs on this node, and their cluster-wide places.
-    pub(super) fn heard_slurm(&mut self, answer: Answer) {
+    fn heard_slurm(&mut self, answer: Answer) {
         let rows: Vec<(SlurmJobId, Row)> = answer.jobs.iter().filter_map(|l| Some((l.id, l.row?))).collect();
         self.refresh_places(&rows);
         // A job whose end was marked before slurmctld was asked, and which it lists, runs again (requeued).
@@ -61,7 +83,7 @@ impl Daemon {
     /// planned (thawed and at its own weight, which its stopped processes do not use) until one of its processes
     /// is seen continued.
     fn follow_halts(&mut self) {
-        for job in &mut self.jobs {
+        for job in self.table.jobs_mut() {
             let Origin::Slurm { id, .. } = job.origin else { continue };
             let halted = self.slurm.word.halted.contains(&id);
             if halted == job.halted {
@@ -82,7 +104,7 @@ impl Daemon {
     /// returns the cgroup work left to do outside the loop (gathering each job's new processes into its weight
     /// cgroup, removing those of jobs gone, saying which directories Slurm does not run). Jobs whose epilog ran
     /// are left alone; a job adopted by hand is not taken twice.
-    pub(super) fn sync_slurm(&mut self, found: Vec<Found>, halts: &[(SlurmJobId, bool)]) -> Chores {
+    fn sync_slurm(&mut self, found: Vec<Found>, halts: &[(SlurmJobId, bool)]) -> Chores {
         self.forget_ended_and_gone(&found);
         let now = Instant::now();
         self.slurm.word.retain_found(&found, now);
@@ -117,25 +139,26 @@ impl Daemon {
             gathered.push(f.clone());
             let name = JobKey::Slurm(id);
             let hint = self.slurm.announced.get(&f.id).copied();
-            if let Some(job) = self.jobs.iter_mut().find(|j| j.slurm_id() == Some(id)) {
+            if let Some(i) = self.table.slurm(id) {
                 for dirs in f.groups {
-                    if !job.groups.iter().any(|g| g.dirs == dirs) {
-                        if let Err(e) = job.add_group(dirs, &mut self.journal, &self.store) {
+                    if !self.table.jobs()[i].groups.iter().any(|g| g.dirs == dirs) {
+                        if let Err(e) = self.table.add_group(i, dirs) {
                             log::info!("job {name}: {e:#}");
                         }
                         changed = true;
                     }
                 }
+                let job = &mut self.table.jobs_mut()[i];
                 if f.pus != job.pus {
                     job.pus = f.pus;
                     changed = true;
                 }
                 continue;
             }
-            let adopted_by_hand = self
-                .jobs
-                .iter()
-                .any(|j| j.groups.iter().flat_map(|g| &g.dirs).any(|d| f.job_dirs.iter().any(|jd| d.starts_with(jd))));
+            let adopted_by_hand =
+                self.table.jobs().iter().any(|j| {
+                    j.groups.iter().flat_map(|g| &g.dirs).any(|d| f.job_dirs.iter().any(|jd| d.starts_with(jd)))
+                });
             if adopted_by_hand {
                 continue;
             }
@@ -155,7 +178,7 @@ impl Daemon {
             {
                 Ok(()) => {
                     self.count(&job);
-                    self.jobs.push(job);
+                    self.table.push(job);
                     changed = true;
                 }
                 Err(e) => log::warn!("cannot take on Slurm job {id}: {e:#}"),
@@ -168,7 +191,7 @@ impl Daemon {
         let gather = gathered
             .into_iter()
             .filter_map(|f| {
-                let job = self.jobs.iter().find(|j| j.slurm_id() == Some(f.id))?;
+                let job = &self.table.jobs()[self.table.slurm(f.id)?];
                 match &job.origin {
                     Origin::Slurm { weight_dir: Some(w), .. } => Some((f, w.clone())),
                     _ => None,
@@ -199,7 +222,8 @@ impl Daemon {
             return false;
         }
         let stale: Vec<SlurmJobId> = self
-            .jobs
+            .table
+            .jobs()
             .iter()
             .filter_map(|j| match j.origin {
                 Origin::Slurm { id, .. } if !self.slurm.word.runs(id) => Some(id),
@@ -209,7 +233,7 @@ impl Daemon {
         // Released, not ended: should slurmctld list it again, it is taken on again.
         for &id in &stale {
             log::info!("Slurm job {id}: slurmctld no longer runs it on this node; released");
-            if let Some(i) = self.jobs.iter().position(|j| j.slurm_id() == Some(id)) {
+            if let Some(i) = self.table.slurm(id) {
                 self.retire(i);
             }
         }
@@ -223,11 +247,12 @@ impl Daemon {
     /// between the two writes).
     pub(super) fn retire_ended_slurm_jobs(&mut self) {
         while let Some(i) = self
-            .jobs
+            .table
+            .jobs()
             .iter()
             .position(|j| matches!(j.origin, Origin::Slurm { id, .. } if self.slurm.done.contains_key(&id)))
         {
-            log::info!("job {}: its Slurm job ended (its epilog); released", self.jobs[i].key);
+            log::info!("job {}: its Slurm job ended (its epilog); released", self.table.jobs()[i].key);
             self.retire(i);
         }
     }
@@ -244,7 +269,7 @@ impl Daemon {
 
     /// The v1 cpu hierarchy's root, if mounted.
     fn v1_cpu_root(&self) -> Option<PathBuf> {
-        self.backend.roots().into_iter().find(|r| r.join("cpu.shares").exists())
+        self.table.backend().roots().into_iter().find(|r| r.join("cpu.shares").exists())
     }
 
     /// The weight cgroups of this node whose job the agent no longer manages (it ended, or an agent died before
@@ -254,7 +279,7 @@ impl Daemon {
         let prefix = format!("slurm_{}_job_", self.slurm.node);
         numbered::<SlurmJobId>(&root.join(cgroup::PARENT), &prefix)
             .into_iter()
-            .filter(|(id, _)| !self.jobs.iter().any(|j| j.slurm_id() == Some(*id)))
+            .filter(|(id, _)| self.table.slurm(*id).is_none())
             .map(|(_, dir)| dir)
             .collect()
     }
@@ -265,7 +290,7 @@ impl Daemon {
     /// exists.
     fn weight_dir(&self, found: &Found) -> std::io::Result<Option<PathBuf>> {
         let has_weight = found.groups.iter().any(|g| Knobs::find(g).weight.is_some());
-        if has_weight || self.backend.version() != Version::V1 {
+        if has_weight || self.table.backend().version() != Version::V1 {
             return Ok(None);
         }
         let Some(root) = self.v1_cpu_root() else { return Ok(None) };
@@ -294,7 +319,8 @@ impl Daemon {
         if let Some(p) = place {
             self.slurm.places.insert(job.id, p);
         }
-        if let Some(m) = self.jobs.iter_mut().find(|j| j.slurm_id() == Some(job.id)) {
+        if let Some(i) = self.table.slurm(job.id) {
+            let m = &mut self.table.jobs_mut()[i];
             m.pinned = job.row;
             m.place = place.or(m.place);
             m.owner = job.uid;
@@ -308,14 +334,14 @@ impl Daemon {
     /// The controller's hooks told this node the rows or places they gave or changed (`lockstep_slurm::push`):
     /// taken as slurmctld's answer's are, whether or not the jobs run here yet (the controller's prolog tells
     /// before the job starts).
-    pub(super) fn told_places(&mut self, jobs: &[lockstep_slurm::Listed]) {
+    fn told_places(&mut self, jobs: &[lockstep_slurm::Listed]) {
         // A notice names every job that holds this node: the places of the others it held for jobs that never came
         // (cancelled before they started here) go.
         let named = |id: &SlurmJobId| jobs.iter().any(|l| l.id == *id);
         let kept = |id: &SlurmJobId, jobs: &[crate::managed::Managed], slurm: &HashMap<SlurmJobId, SlurmJob>| {
             named(id) || slurm.contains_key(id) || jobs.iter().any(|j| j.slurm_id() == Some(*id))
         };
-        let (managed, slurm) = (&self.jobs, &self.slurm.announced);
+        let (managed, slurm) = (self.table.jobs(), &self.slurm.announced);
         self.slurm.places.retain(|id, _| kept(id, managed, slurm));
         self.slurm.node_rows.retain(|id, _| kept(id, managed, slurm));
         let rows: Vec<(SlurmJobId, Row)> = jobs.iter().filter_map(|l| Some((l.id, l.row?))).collect();
@@ -339,8 +365,8 @@ impl Daemon {
             if self.slurm.places.insert(id, schedule) == Some(schedule) {
                 continue;
             }
-            if let Some(m) = self.jobs.iter_mut().find(|j| j.slurm_id() == Some(id)) {
-                m.place = Some(schedule);
+            if let Some(i) = self.table.slurm(id) {
+                self.table.jobs_mut()[i].place = Some(schedule);
                 self.replan = true;
             }
         }
@@ -351,7 +377,7 @@ impl Daemon {
     pub(super) fn slurm_epilog(&mut self, id: SlurmJobId) -> anyhow::Result<()> {
         log::info!("Slurm job {id} ended (its epilog)");
         // Restored first: a mark the store refuses leaves no job managed past its end.
-        if let Some(i) = self.jobs.iter().position(|j| j.slurm_id() == Some(id)) {
+        if let Some(i) = self.table.slurm(id) {
             self.retire(i);
             self.flush();
             self.replan = true;

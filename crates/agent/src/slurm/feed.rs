@@ -5,21 +5,21 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::command::{Command, Mailbox};
-use crate::slurm::{scan, Answer};
-use crate::slurm_config::SlurmConfig;
+use super::config::SlurmConfig;
+use super::{scan, Answer, Msg};
+use crate::outlet::Outlet;
 use lockstep_cgroup::Version;
 
 /// How often the agent looks for new Slurm jobs and steps.
 pub const SCAN_INTERVAL: Duration = Duration::from_millis(200);
 
 /// How soon slurmctld is asked again while a job is found that nobody told this node of: a few asks decide it
-/// (listed, or left behind after [`crate::slurm::LEFT_BEHIND`]).
+/// (listed, or left behind after [`super::scan::LEFT_BEHIND`]).
 pub const ASK_AGAIN: Duration = Duration::from_secs(5);
 
 /// Looks for Slurm jobs of node `node` (cgroup `version`, hierarchies `roots`) every [`SCAN_INTERVAL`] until the
 /// daemon ends, and asks slurmctld which jobs it runs here and their places: when `told` (the controller's hooks
-/// tell this node its jobs' places: `crate::notices`), only when Slurm's jobs are first found and while the
+/// tell this node its jobs' places through the metrics door), only when Slurm's jobs are first found and while the
 /// daemon finds one that neither its prolog nor slurmctld's last answer named (at most every [`ASK_AGAIN`]), and
 /// about each job the daemon saw stopped, whether Slurm halted it (`crate::slurm::Word::halts_to_ask`);
 /// else, while there are Slurm cgroups, every [`lockstep_slurm::REFRESH`] (a running job's place changes when a
@@ -27,7 +27,7 @@ pub const ASK_AGAIN: Duration = Duration::from_secs(5);
 /// moving processes between cgroups are done here, never in the daemon's loop, and at normal priority: what
 /// Slurm's tree and slurmctld make this thread wait for or do holds up no slot switch.
 pub fn spawn(
-    mailbox: Mailbox,
+    daemon: Outlet<Msg>,
     version: Version,
     roots: Vec<PathBuf>,
     node: lockstep_core::ident::NodeName,
@@ -66,7 +66,7 @@ pub fn spawn(
                 asked = Some(at);
                 lockstep_slurm::on_node(&node).map(|jobs| Answer { asked: at, jobs }).map_err(|e| format!("{e:#}"))
             });
-            let Some(chores) = mailbox.ask(|reply| Command::Slurm { found, word, halts, reply }) else { return };
+            let Some(chores) = daemon.ask(|reply| Msg::Scanned { found, word, halts, reply }) else { return };
             wanted = chores.ask;
             // Slurm's word on the jobs seen stopped, for the next scan.
             halts = chores.halts.iter().filter_map(|&id| Some((id, halted(id)?))).collect();

@@ -9,10 +9,11 @@ use std::collections::HashMap;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-use crate::command::{Command, Mailbox};
+use super::Msg;
 use crate::dcs::probe::{Arrival, Probe, Tables};
 use crate::dcs::processes::{Processes, Scanned};
 use crate::dcs::sockets::{Budgets, Scanner};
+use crate::outlet::Outlet;
 use lockstep_cgroup::procfs::thread_cpu;
 
 /// How often the probe's counts go to the daemon, and the probe's port table is brought in step with the jobs'
@@ -36,19 +37,19 @@ fn scan_wait(cpu: Duration) -> Duration {
     SCAN_INTERVAL.max(cpu.div_f64(SCAN_SHARE).saturating_sub(cpu).min(SCAN_MOST_APART))
 }
 
-/// Starts the threads of engine `engine`, which serve `probe` and send their work to `mailbox`.
-pub fn spawn(mailbox: &Mailbox, engine: u64, probe: Probe) -> anyhow::Result<()> {
+/// Starts the threads of engine `engine`, which serve `probe` and send their work to `daemon`.
+pub fn spawn(daemon: &Outlet<Msg>, engine: u64, probe: Probe) -> anyhow::Result<()> {
     let tables = probe.tables()?;
-    let m = mailbox.clone();
+    let m = daemon.clone();
     std::thread::Builder::new().name("lockstep-dcs".into()).spawn(move || serve(&m, engine, &probe))?;
-    let m = mailbox.clone();
+    let m = daemon.clone();
     std::thread::Builder::new().name("lockstep-dcs-scan".into()).spawn(move || scan(&m, engine, tables))?;
     Ok(())
 }
 
 /// The event thread of engine `engine`: polls the probe and sends the daemon its arrivals, as they come and at
 /// the latest when the daemon said a raise is due to end; dropping the probe at the end detaches it.
-fn serve(mailbox: &Mailbox, engine: u64, probe: &Probe) {
+fn serve(daemon: &Outlet<Msg>, engine: u64, probe: &Probe) {
     let sink: Rc<RefCell<Vec<Arrival>>> = Rc::default();
     let events = match probe.events(sink.clone()) {
         Ok(rb) => rb,
@@ -61,7 +62,7 @@ fn serve(mailbox: &Mailbox, engine: u64, probe: &Probe) {
     loop {
         let _ = events.poll(timeout);
         let arrivals = std::mem::take(&mut *sink.borrow_mut());
-        let answer = mailbox.ask(|reply| Command::DcsArrivals { engine, arrivals, reply });
+        let answer = daemon.ask(|reply| Msg::Arrivals { engine, arrivals, reply });
         let Some(Some(next)) = answer else { return };
         timeout = next;
     }
@@ -70,7 +71,7 @@ fn serve(mailbox: &Mailbox, engine: u64, probe: &Probe) {
 /// The scan thread of engine `engine`: every [`SCAN_INTERVAL`], the probe's counts to the daemon, with each job's
 /// threads and sockets as the last scan found them; the scan itself (the jobs' TCP ports into the probe's table)
 /// at once for a job new to the engine, else as often as [`SCAN_SHARE`] allows.
-fn scan(mailbox: &Mailbox, engine: u64, mut tables: Tables) {
+fn scan(daemon: &Outlet<Msg>, engine: u64, mut tables: Tables) {
     // What went wrong with the port table last, fault once until it changes or clears.
     let mut fault: Option<String> = None;
     let mut scanner = Scanner::new(Budgets::default());
@@ -80,7 +81,7 @@ fn scan(mailbox: &Mailbox, engine: u64, mut tables: Tables) {
     let mut last: HashMap<u32, Processes> = HashMap::new();
     let mut next_scan = Instant::now();
     loop {
-        let Some(Some(watched)) = mailbox.ask(|reply| Command::DcsWatched { engine, reply }) else { return };
+        let Some(Some(watched)) = daemon.ask(|reply| Msg::Watched { engine, reply }) else { return };
         for job in watched.iter().filter(|j| j.new) {
             let _ = tables.reset_job(job.slot);
         }
@@ -128,7 +129,7 @@ fn scan(mailbox: &Mailbox, engine: u64, mut tables: Tables) {
                 Scanned { slot: job.slot, ports: processes.owners.len(), counts, processes }
             })
             .collect();
-        if mailbox.ask(|reply| Command::DcsScanned { engine, scanned: found, reply }) != Some(true) {
+        if daemon.ask(|reply| Msg::Scanned { engine, scanned: found, reply }) != Some(true) {
             return;
         }
         std::thread::sleep(SCAN_INTERVAL);

@@ -19,7 +19,7 @@
 //! only while Slurm says it runs here (`daemon::slurm`).
 //!
 //! This module reads the tree and does the cgroup work that follows a scan; the discovery thread
-//! (`feeders::slurm`) runs it, and the daemon (`daemon::slurm`) takes on what it finds.
+//! (`feed`, beside this module) runs it, and the daemon (`daemon::slurm`) takes on what it finds.
 
 use lockstep_cgroup::procfs::Live as _;
 use std::collections::{BTreeMap, HashMap, HashSet};
