@@ -73,7 +73,11 @@ struct Reader {
 
 impl Reader {
     /// The last samples of job `job` of node `node` in the store.
-    fn latest_samples(&self, job: &JobKey, node: &str) -> anyhow::Result<Vec<lockstep_core::sample::Sample>> {
+    fn latest_samples(
+        &self,
+        job: &JobKey,
+        node: &lockstep_core::ident::NodeName,
+    ) -> anyhow::Result<Vec<lockstep_core::sample::Sample>> {
         let mut store = self.store.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         if store.is_none() {
             *store = Some(Store::open_existing(&self.path)?);
@@ -146,23 +150,22 @@ fn user_names(owners: &HashSet<u32>) -> HashMap<u32, String> {
 
 /// The job's latest counts: live when the agent counts it, else its final counts from the store.
 fn job_counts(job: &JobKey, telemetry: &Sampler, store: &Reader) -> anyhow::Result<Option<JobCounts>> {
-    let name = job.to_string();
     let node = {
         let t = telemetry.published();
         if let Some(latest) = t.latest_of(job) {
             return Ok(Some(JobCounts {
-                node: t.node().to_string(),
-                job: name,
+                node: t.node().clone(),
+                job: job.clone(),
                 counting: true,
                 time: latest.first().map_or(0.0, |s| s.time),
                 events: latest.to_vec(),
             }));
         }
-        t.node().to_string()
+        t.node().clone()
     };
     let finals = store.latest_samples(job, &node)?;
     if finals.is_empty() {
         return Ok(None);
     }
-    Ok(Some(JobCounts { node, job: name, counting: false, time: finals[0].time, events: finals }))
+    Ok(Some(JobCounts { node, job: job.clone(), counting: false, time: finals[0].time, events: finals }))
 }

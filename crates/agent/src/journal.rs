@@ -8,7 +8,7 @@ use crate::restore::Target;
 use crate::sched::Thread;
 use crate::watchdog::Watchdog;
 use lockstep_core::ident::JobKey;
-use lockstep_store::{JournalEntry, Store};
+use lockstep_store::{JournalEntry, Journaled, Store};
 
 /// Store + watchdog, kept in step. Entries reach the store before the change they guard; their removal after a
 /// restore is batched into the next store transaction (a stale entry only restores a value already in place).
@@ -77,7 +77,7 @@ impl Journal {
         // store holds this very value (a file changed again and again, as `dcs` does), it stays as it is.
         let in_store = self.restored.remove(&name).is_some_and(|v| v == value);
         if !in_store {
-            let entry = JournalEntry { file: name.clone(), value: value.to_string(), job: job.to_string() };
+            let entry = JournalEntry { file: name.clone(), value: value.to_string(), job: job.clone() };
             match store.journal_add(&entry) {
                 Ok(()) => {
                     self.unsaved.remove(&name);
@@ -150,7 +150,7 @@ impl Journal {
 /// threads count when they still exist).
 pub fn repair(store: &Store) -> anyhow::Result<usize> {
     let mut repaired = 0;
-    let mut entries: Vec<(Target, JournalEntry)> =
+    let mut entries: Vec<(Target, Journaled)> =
         store.journal()?.into_iter().map(|e| (Target::decode(&e.file), e)).collect();
     entries.sort_by_key(|(target, _)| target.order());
     for (target, e) in &entries {

@@ -134,9 +134,8 @@ pub struct Shares {
 
 /// What the sampler published last: every counted job's latest samples and shares, and the ranks' times to read
 /// live. Immutable: a reader holds it as long as it likes, and the sampler publishes the next beside it.
-#[derive(Default)]
 pub struct Published {
-    node: String,
+    node: lockstep_core::ident::NodeName,
     /// Latest cumulative samples per counted job (none yet: an empty list).
     latest: BTreeMap<JobKey, Vec<Sample>>,
     /// The final samples of the jobs that ended within [`FINALS_SERVED`].
@@ -157,7 +156,7 @@ impl Published {
     }
 
     /// The node name.
-    pub fn node(&self) -> &str {
+    pub fn node(&self) -> &lockstep_core::ident::NodeName {
         &self.node
     }
 
@@ -417,7 +416,7 @@ impl State {
                 }
                 self.jobs.insert(name.clone(), job);
             }
-            Err(e) => log::warn!("job {name} is not counted: {}", lockstep_core::error::one_line(&e)),
+            Err(e) => log::warn!("job {name} is not counted: {}", lockstep_core::error::one_line(&*e)),
         }
     }
 
@@ -483,8 +482,8 @@ impl State {
             }
         };
         let sample = |event: &str, value, enabled, running| Sample {
-            job: name.to_string(),
-            node: self.node.to_string(),
+            job: name.clone(),
+            node: self.node.clone(),
             time,
             event: event.to_string(),
             value,
@@ -577,7 +576,7 @@ impl State {
     fn publish(&mut self) -> Published {
         self.ended.retain(|name, (at, _)| at.elapsed() < FINALS_SERVED && !self.jobs.contains_key(name));
         Published {
-            node: self.node.to_string(),
+            node: self.node.clone(),
             costly: self.costly.clone(),
             latest: self.jobs.keys().map(|n| (n.clone(), self.latest.get(n).cloned().unwrap_or_default())).collect(),
             ended: self.ended.values().flat_map(|(_, samples)| samples.clone()).collect(),
@@ -826,7 +825,7 @@ mod tests {
         counting.attach(&key("a"), vec![vec![dir.clone()]], CpuList::default(), JOB_TREE);
         assert!(sampler.synced(Duration::from_secs(20)), "the sampler did not answer");
         let published = sampler.published();
-        assert_eq!((published.node(), published.job_count()), ("n1", 1));
+        assert_eq!((published.node().as_str(), published.job_count()), ("n1", 1));
         let latest = published.latest_of(&key("a")).expect("job a is counted once the sampler answered");
         assert!(latest.iter().any(|s| s.event == "task-clock"), "{latest:?}");
         assert_eq!(counting.published().job_count(), 1, "the daemon reads the same snapshot");
@@ -834,8 +833,10 @@ mod tests {
         assert!(sampler.synced(Duration::from_secs(20)));
         assert!(sampler.published().latest_of(&key("a")).is_none());
         // Its final counts are in the store by the time it left the snapshot.
-        let finals =
-            Store::open(&t.path().join("store.db")).unwrap().latest_samples(&"a".parse().unwrap(), "n1").unwrap();
+        let finals = Store::open(&t.path().join("store.db"))
+            .unwrap()
+            .latest_samples(&"a".parse().unwrap(), &"n1".parse().unwrap())
+            .unwrap();
         assert!(finals.iter().any(|s| s.event == "task-clock"), "{finals:?}");
         sampler.stop(thread);
     }

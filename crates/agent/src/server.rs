@@ -117,7 +117,7 @@ pub fn handler(mailbox: Mailbox, sampler: Sampler, board: Board) -> Handler {
             Request::Timeline { millis } => {
                 return reply(&match crate::together::timeline::serve(&sampler, uid, millis) {
                     Ok(timeline) => Response { timeline: Some(timeline), ..Response::done() },
-                    Err(e) => Response::failed(&e),
+                    Err(e) => Response::failed(&*e),
                 });
             }
             _ if uid != 0 => return reply(&Response::only_root(uid)),
@@ -129,7 +129,7 @@ pub fn handler(mailbox: Mailbox, sampler: Sampler, board: Board) -> Handler {
             Request::Adopt { cgroups, pids, containers, .. } if uid == 0 => {
                 match crate::adopt::resolve(cgroups, pids, containers) {
                     Ok(resolved) => Some(resolved),
-                    Err(e) => return reply(&Response::failed(&e)),
+                    Err(e) => return reply(&Response::failed(&*e)),
                 }
             }
             _ => None,
@@ -227,10 +227,10 @@ mod tests {
         ];
         for (e, code) in cases {
             let usage = e.is::<UsageError>();
-            let response = Response::failed(&e);
+            let response = Response::failed(&*e);
             assert_eq!(reply(&response).status.as_u16(), code, "{e}");
             let back = lockstep_proto::client::check(response).unwrap_err();
-            assert_eq!(back.is::<UsageError>(), usage, "{e}");
+            assert_eq!(lockstep_core::error::is_usage(&back), usage, "{e}");
             assert_eq!(back.to_string(), format!("{e:#}"));
         }
         let stopping = Response::refused(Failure::Unavailable, "the agent is stopping".into());

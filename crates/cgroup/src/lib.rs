@@ -25,7 +25,7 @@ use mounts::{mounts, perf_event_root_in, Mount};
 
 /// The backend for this machine: v2 when the unified hierarchy has the cpuset and cpu controllers (v2-only
 /// machines, and hybrids that moved them), else v1 when its cpuset and cpu hierarchies are mounted.
-pub fn detect() -> anyhow::Result<Box<dyn Backend>> {
+pub fn detect() -> Result<Box<dyn Backend>, NoHierarchy> {
     let all = mounts();
     let has = |m: &Mount, c: &str| m.controllers.iter().any(|x| x == c);
     if let Some(m) = all.iter().find(|m| m.v2 && has(m, "cpuset") && has(m, "cpu")) {
@@ -45,8 +45,13 @@ pub fn detect() -> anyhow::Result<Box<dyn Backend>> {
     if v1.has("cpuset") && v1.has("cpu") {
         return Ok(Box::new(v1));
     }
-    anyhow::bail!("no usable cgroup hierarchy: need cgroup v2 with cpuset+cpu, or cgroup v1 cpuset and cpu mounts")
+    Err(NoHierarchy)
 }
+
+/// No cgroup hierarchy lockstep can use is mounted here.
+#[derive(Debug, thiserror::Error)]
+#[error("no usable cgroup hierarchy: need cgroup v2 with cpuset+cpu, or cgroup v1 cpuset and cpu mounts")]
+pub struct NoHierarchy;
 
 #[cfg(test)]
 mod tests;

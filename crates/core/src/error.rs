@@ -29,8 +29,9 @@ impl Denied {
     }
 }
 
-/// Shorthand: an `Err(UsageError)` inside `anyhow`.
-pub fn usage<T>(msg: impl Into<String>) -> anyhow::Result<T> {
+/// Shorthand: an `Err(UsageError)`, as the caller's error type (`anyhow::Error` in a binary, a crate's own enum
+/// that keeps usage errors).
+pub fn usage<T, E: From<UsageError>>(msg: impl Into<String>) -> Result<T, E> {
     Err(UsageError::new(msg).into())
 }
 
@@ -123,12 +124,12 @@ pub const EXIT_FAILURE: i32 = 1;
 /// input, the user can fix it) and
 /// [`EXIT_FAILURE`] for any other error (shown with its causes). Both kinds of line look alike: the exit status
 /// tells them apart, as every manual page's EXIT STATUS says.
-pub fn exit_status(program: &str, result: anyhow::Result<i32>) -> i32 {
+pub fn exit_status<E: AsRef<dyn std::error::Error + 'static>>(program: &str, result: Result<i32, E>) -> i32 {
     match result {
         Ok(status) => status,
         Err(e) => {
-            eprintln!("{program}: {}", one_line(&e));
-            if is_usage(&e) {
+            eprintln!("{program}: {}", one_line(e.as_ref()));
+            if is_usage(e.as_ref()) {
                 EXIT_USAGE
             } else {
                 EXIT_FAILURE
@@ -139,20 +140,27 @@ pub fn exit_status(program: &str, result: anyhow::Result<i32>) -> i32 {
 
 /// Whether `e` is bad input: a [`UsageError`], or an error a [`UsageError`] caused (a crate's error type that
 /// keeps one as its source, as lockstep-slurm's does for a client missing from `PATH`).
-pub fn is_usage(e: &anyhow::Error) -> bool {
-    e.chain().any(<dyn std::error::Error>::is::<UsageError>)
+pub fn is_usage(e: &(dyn std::error::Error + 'static)) -> bool {
+    chain(e).any(<dyn std::error::Error>::is::<UsageError>)
+}
+
+/// `e` and its causes, outermost first.
+pub fn chain<'a>(
+    e: &'a (dyn std::error::Error + 'static),
+) -> impl Iterator<Item = &'a (dyn std::error::Error + 'static)> {
+    std::iter::successors(Some(e), |e| e.source())
 }
 
 /// `e` with its causes (`what: why: deeper why`) on one line: a cause's own line breaks become `; `. A cause the
 /// one above it already says (a crate's error whose message is its source's, a context that ends with its cause
 /// or quotes it in parentheses) is said once. A usage error under a context keeps both: the context says what was
 /// being done, the usage error what to fix (`cannot ask Slurm for the nodes of job 5: cannot find squeue on PATH`).
-pub fn one_line(e: &anyhow::Error) -> String {
+pub fn one_line(e: &(dyn std::error::Error + 'static)) -> String {
     let says = |above: &str, cause: &str| {
         above == cause || above.ends_with(&format!(": {cause}")) || above.contains(&format!("({cause})"))
     };
     let mut said: Vec<String> = Vec::new();
-    for cause in e.chain().map(ToString::to_string) {
+    for cause in chain(e).map(ToString::to_string) {
         if !said.last().is_some_and(|above| says(above, &cause)) {
             said.push(cause);
         }
@@ -205,18 +213,18 @@ mod tests {
     #[test]
     fn a_usage_error_is_found_among_the_causes_and_a_repeated_cause_said_once() {
         let wrapped = anyhow::Error::new(Wraps(UsageError::new("cannot find squeue on PATH")));
-        assert!(is_usage(&wrapped));
-        assert_eq!(one_line(&wrapped), "cannot find squeue on PATH");
+        assert!(is_usage(&*wrapped));
+        assert_eq!(one_line(&*wrapped), "cannot find squeue on PATH");
         let failed = anyhow::Error::new(std::io::Error::other("no route")).context("cannot reach x");
-        assert!(!is_usage(&failed));
-        assert_eq!(one_line(&failed), "cannot reach x: no route");
+        assert!(!is_usage(&*failed));
+        assert_eq!(one_line(&*failed), "cannot reach x: no route");
         let under = anyhow::Error::new(Wraps(UsageError::new("cannot find squeue on PATH"))).context("counting");
-        assert!(is_usage(&under));
-        assert_eq!(one_line(&under), "counting: cannot find squeue on PATH", "the context and what to fix");
+        assert!(is_usage(&*under));
+        assert_eq!(one_line(&*under), "counting: cannot find squeue on PATH", "the context and what to fix");
         let quoted = anyhow::Error::new(std::io::Error::other("no route")).context("cannot reach x (no route)");
-        assert_eq!(one_line(&quoted), "cannot reach x (no route)", "a cause the context quotes is said once");
+        assert_eq!(one_line(&*quoted), "cannot reach x (no route)", "a cause the context quotes is said once");
         let word = anyhow::Error::new(std::io::Error::other("invalid")).context("an invalid answer from x");
-        assert_eq!(one_line(&word), "an invalid answer from x: invalid", "a word of the context is no quote");
+        assert_eq!(one_line(&*word), "an invalid answer from x: invalid", "a word of the context is no quote");
     }
 
     #[test]

@@ -72,9 +72,10 @@ impl fmt::Debug for JobName {
     }
 }
 
+/// The name, padded as a width asks (`{:<20}` in a table).
 impl fmt::Display for JobName {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+        f.pad(&self.0)
     }
 }
 
@@ -123,11 +124,12 @@ impl From<JobName> for JobKey {
     }
 }
 
+/// The key's text, padded as a width asks (`{:<20}` in a table).
 impl fmt::Display for JobKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Self::Named(name) => f.write_str(name),
-            Self::Slurm(id) => write!(f, "{SLURM_PREFIX}{id}"),
+            Self::Named(name) => f.pad(name),
+            Self::Slurm(id) => f.pad(&format!("{SLURM_PREFIX}{id}")),
         }
     }
 }
@@ -188,9 +190,10 @@ impl fmt::Debug for NodeName {
     }
 }
 
+/// The name, padded as a width asks.
 impl fmt::Display for NodeName {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+        f.pad(&self.0)
     }
 }
 
@@ -238,6 +241,15 @@ mod tests {
         }
         let name: JobName = serde_json::from_str(r#""ok""#).unwrap();
         assert_eq!(serde_json::to_string(&name).unwrap(), r#""ok""#);
+    }
+
+    #[test]
+    fn names_and_keys_fill_a_table_s_column() {
+        let named: JobKey = "lu".parse().unwrap();
+        let slurm: JobKey = "slurm-42".parse().unwrap();
+        let node: NodeName = "n1".parse().unwrap();
+        let row = format!("{named:<6}|{slurm:<10}|{:>4}|{node:<3}|", JobName::try_from("cg".to_string()).unwrap());
+        assert_eq!(row, "lu    |slurm-42  |  cg|n1 |");
     }
 
     #[test]

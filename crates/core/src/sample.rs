@@ -2,13 +2,15 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::ident::{JobKey, NodeName};
+
 /// One event's cumulative count for one job at one time.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Sample {
-    /// Job name.
-    pub job: String,
-    /// Node name.
-    pub node: String,
+    /// The job.
+    pub job: JobKey,
+    /// The node.
+    pub node: NodeName,
     /// Seconds since the epoch.
     pub time: f64,
     /// Event name.
@@ -61,8 +63,8 @@ mod tests {
 
     fn at(value: u64, enabled: u64) -> Sample {
         Sample {
-            job: "j".into(),
-            node: "n".into(),
+            job: "j".parse().unwrap(),
+            node: "n".parse().unwrap(),
             time: 0.0,
             event: "coscheduled".into(),
             value,

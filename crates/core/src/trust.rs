@@ -45,7 +45,7 @@ pub fn open_regular(path: &Path) -> Option<(std::fs::File, std::fs::Metadata)> {
 /// Creates directory `dir` (and those above it that are missing) with `mode` unless it exists, then checks that
 /// it and every directory above it are as [`check_path`] wants: one that another user created meanwhile, or
 /// that existed already, is refused, never used.
-pub fn ensure_dir(dir: &Path, mode: u32, what: &str) -> anyhow::Result<()> {
+pub fn ensure_dir(dir: &Path, mode: u32, what: &str) -> Result<(), UsageError> {
     use std::os::unix::fs::DirBuilderExt;
     let absolute = absolute(dir, what)?;
     check_chain(&absolute, dir, what)?;

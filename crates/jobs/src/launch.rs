@@ -8,15 +8,15 @@ use std::time::Duration;
 use nix::sys::signal::{kill, SigSet, Signal};
 use nix::unistd::Pid;
 
-use crate::reconcile;
 use crate::spawn::{self, Spawn, Started};
+use crate::{reconcile, Error};
 use lockstep_cgroup::procfs;
 use lockstep_cgroup::{self as cgroup, Limits};
 use lockstep_core::error::{usage, UsageError};
-use lockstep_core::ident::{JobName, ProcessRef};
+use lockstep_core::ident::{JobKey, JobName, ProcessRef};
 use lockstep_core::job::JobOrigin;
 use lockstep_core::place::Placement;
-use lockstep_proto::client;
+use lockstep_proto::client::{self, CallError};
 use lockstep_proto::protocol;
 use lockstep_store::{Error as StoreError, NewJob, Store};
 
@@ -60,10 +60,11 @@ pub fn resolve_command(program: &str) -> Result<PathBuf, UsageError> {
 
 /// Runs the job to its end and returns the exit status lockstep should exit with (the command's, or
 /// 128+signal when a signal killed it).
-pub fn run(store: &mut Store, req: &Request) -> anyhow::Result<i32> {
+pub fn run(store: &mut Store, req: &Request) -> Result<i32, Error> {
     let program = resolve_command(&req.command[0])?;
     reconcile::reconcile(store)?;
-    if store.managed_jobs()?.iter().any(|m| m.name == req.name.as_str() && m.origin != JobOrigin::Run) {
+    let key = JobKey::Named(req.name.clone());
+    if store.managed_jobs()?.iter().any(|m| m.name == key && m.origin != JobOrigin::Run) {
         return usage(format!(
             "job name {:?} is in use by a job the agent manages (lockstep jobs lists it; pick another name)",
             req.name
@@ -91,14 +92,14 @@ pub fn run(store: &mut Store, req: &Request) -> anyhow::Result<i32> {
         weight: req.weight,
         mem_limit: req.mem_limit,
     };
-    let created = cgroup::detect().and_then(|backend| Ok(backend.create(&req.name, &limits)?));
+    let created = cgroup::detect().map_err(Error::from).and_then(|backend| Ok(backend.create(&req.name, &limits)?));
     let cg = match created {
         Ok(cg) => cg,
+        Err(Error::Cgroup(e)) if e.is_usage() => {
+            store.forget_job(id)?;
+            return usage(e.to_string());
+        }
         Err(e) => {
-            if e.downcast_ref::<cgroup::CreateError>().is_some_and(cgroup::CreateError::is_usage) {
-                store.forget_job(id)?;
-                return usage(e.to_string());
-            }
             store.finish(id, "failed", None, Some(&e.to_string()))?;
             return Err(e);
         }
@@ -113,12 +114,12 @@ pub fn run(store: &mut Store, req: &Request) -> anyhow::Result<i32> {
         Some(Ok(_)) => true,
         Some(Err(e)) => {
             let _ = cg.destroy(DESTROY_TIMEOUT);
-            if e.is::<UsageError>() {
+            if matches!(e, CallError::Usage(_)) {
                 store.forget_job(id)?;
             } else {
                 store.finish(id, "failed", None, Some(&format!("the agent refused the job: {e:#}")))?;
             }
-            return Err(e);
+            return Err(e.into());
         }
     };
 
@@ -149,7 +150,7 @@ pub fn run(store: &mut Store, req: &Request) -> anyhow::Result<i32> {
 
 /// Starts the command in the cgroup (joined between fork and exec, [`crate::spawn`]), forwards signals to it,
 /// and waits.
-fn supervise(program: &Path, req: &Request, procs: &[CString], store: &Store, id: i64) -> anyhow::Result<i32> {
+fn supervise(program: &Path, req: &Request, procs: &[CString], store: &Store, id: i64) -> Result<i32, Error> {
     let mut forwarded = SigSet::empty();
     for sig in FORWARDED {
         forwarded.add(sig);
@@ -157,12 +158,13 @@ fn supervise(program: &Path, req: &Request, procs: &[CString], store: &Store, id
     // Blocked here, these signals wait for the forwarding thread's sigwait; the child unblocks them and gives
     // them their default action, even when `lockstep run` itself was started with them ignored (a background
     // job of a shell, nohup): an ignored disposition would survive exec.
-    forwarded.thread_block()?;
+    let mask = |e: nix::Error| Error::System { what: "cannot set the signal mask".into(), source: e.into() };
+    forwarded.thread_block().map_err(mask)?;
     let spawn = Spawn { program, argv: &req.command, join: procs, reset: &FORWARDED };
     let child = match spawn.start(false).and_then(Started::go) {
         Ok(pid) => pid,
         Err(e) => {
-            forwarded.thread_unblock()?;
+            forwarded.thread_unblock().map_err(mask)?;
             return usage(format!("cannot start {}: {e}", req.command[0]));
         }
     };
@@ -174,6 +176,9 @@ fn supervise(program: &Path, req: &Request, procs: &[CString], store: &Store, id
             let _ = kill(pid, sig);
         }
     });
-    let (status, _) = spawn::wait(child, 0).ok_or_else(|| anyhow::anyhow!("cannot wait for {}", req.command[0]))?;
+    let (status, _) = spawn::wait(child, 0).ok_or_else(|| Error::System {
+        what: format!("cannot wait for {}", req.command[0]),
+        source: std::io::Error::last_os_error(),
+    })?;
     Ok(spawn::exit_code(status))
 }

@@ -5,3 +5,31 @@
 pub mod launch;
 pub mod reconcile;
 pub mod spawn;
+
+/// Why `lockstep run` could not run its job, or keep its books.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Bad input: a command that cannot be run, a name in use, a placement the machine cannot give.
+    #[error("{0}")]
+    Usage(#[from] lockstep_core::error::UsageError),
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] lockstep_store::Error),
+    /// No cgroup hierarchy to put the job in.
+    #[error(transparent)]
+    NoHierarchy(#[from] lockstep_cgroup::NoHierarchy),
+    /// The job's cgroup could not be made.
+    #[error(transparent)]
+    Cgroup(#[from] lockstep_cgroup::CreateError),
+    /// The node's agent refused the job, or did not answer.
+    #[error(transparent)]
+    Agent(#[from] lockstep_proto::client::CallError),
+    /// The system refused a step: a cgroup that would not go away, a signal mask.
+    #[error("{what}: {source}")]
+    System {
+        /// The step.
+        what: String,
+        /// Why.
+        source: std::io::Error,
+    },
+}

@@ -31,13 +31,16 @@ pub fn liveness(job: &JobRow) -> Liveness {
 /// Ends the records of jobs whose supervisor died and whose cgroup is empty, removing those cgroups, so
 /// that a crash of `lockstep run` leaves nothing behind once its processes are gone. Orphaned jobs (still
 /// with processes) are left running and shown as such.
-pub fn reconcile(store: &Store) -> anyhow::Result<()> {
+pub fn reconcile(store: &Store) -> Result<(), crate::Error> {
     for job in store.jobs(false)? {
         if liveness(&job) != Liveness::Lost {
             continue;
         }
         if let Some(cg) = job.cgroup.clone().map(JobCgroup::from) {
-            cg.destroy(Duration::from_secs(5))?;
+            cg.destroy(Duration::from_secs(5)).map_err(|source| crate::Error::System {
+                what: format!("cannot remove the cgroup of lost job {}", job.name),
+                source,
+            })?;
         }
         store.finish(job.id, "lost", None, Some("supervisor died; cgroup removed by reconcile"))?;
     }

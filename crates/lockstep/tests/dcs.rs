@@ -179,7 +179,10 @@ fn watched(env: &Env, job: &str) {
 fn dcs_decisions(env: &Env, job: &str) -> Vec<Decision> {
     let all = Store::open(&env.store()).unwrap().decisions(0.0).unwrap();
     all.into_iter()
-        .filter(|d| d.job.as_deref() == Some(job) && matches!(d.action, Action::DcsRaise | Action::DcsLower))
+        .filter(|d| {
+            d.job.as_ref().is_some_and(|k| k.to_string() == job)
+                && matches!(d.action, Action::DcsRaise | Action::DcsLower)
+        })
         .collect()
 }
 

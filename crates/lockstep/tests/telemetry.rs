@@ -153,7 +153,7 @@ fn agent_samples_go_to_store_metrics_and_nodes_sum() {
     let cpu = value_of(&after, "lockstep_job_cpu_seconds_total", &[("lockstep_job", &job)]);
     assert!(cpu.is_some_and(|v| v > 0.0), "no final task-clock after the job's end:\n{after}");
     assert!(value_of(&after, "lockstep_job_frozen", &[("lockstep_job", &job)]).is_none(), "{after}");
-    let samples = store.samples(&job).unwrap();
+    let samples = store.samples(&job.parse().unwrap()).unwrap();
     let times: std::collections::BTreeSet<u64> = samples.iter().map(|s| (s.time * 1e6) as u64).collect();
     assert!(times.len() >= 5, "expected a sample every 200 ms over ~3 s, got {} times", times.len());
     for event in ["task-clock", "page-faults", "sched:sched_switch"] {
@@ -161,8 +161,8 @@ fn agent_samples_go_to_store_metrics_and_nodes_sum() {
         assert!(values.windows(2).all(|w| w[0] <= w[1]), "{event} must not decrease: {values:?}");
         assert!(*values.last().unwrap() > 0, "{event} counted nothing");
     }
-    assert!(samples.iter().all(|s| s.event != "cycles" && s.node == "tn1" && s.running <= s.enabled));
-    let finals = store.latest_samples(&job.parse().unwrap(), "tn1").unwrap();
+    assert!(samples.iter().all(|s| s.event != "cycles" && s.node.as_str() == "tn1" && s.running <= s.enabled));
+    let finals = store.latest_samples(&job.parse().unwrap(), &"tn1".parse().unwrap()).unwrap();
     let (_, body) = get(&addr, &format!("/api/v1/jobs/{job}")).unwrap();
     let api: JobCounts = serde_json::from_str(&body).unwrap();
     assert_eq!(api.events, finals);
@@ -310,7 +310,7 @@ fn adopted_cgroup_outside_perf_event_is_counted_per_thread() {
     drop(worker);
     let store = Store::open(&env.store()).unwrap();
     assert!(store
-        .latest_samples(&job.parse().unwrap(), "tn1")
+        .latest_samples(&job.parse().unwrap(), &"tn1".parse().unwrap())
         .unwrap()
         .iter()
         .any(|s| s.event == "task-clock" && s.value > 1_000_000));

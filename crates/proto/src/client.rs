@@ -34,7 +34,7 @@ const NO_AGENT_HINT: &str = "is lockstepd running? systemctl status lockstep-age
 /// is a usage error naming the socket, said at once; an agent that is there but does not answer is an error. A
 /// request refused for the caller's budget (429) is asked again after the wait the agent names (`Retry-After`),
 /// while the waits come to at most 15 s in all; a longer one is the answer, said at once.
-pub fn call(socket: &Path, request: &Request) -> anyhow::Result<Response> {
+pub fn call(socket: &Path, request: &Request) -> Result<Response, CallError> {
     match send(socket, request) {
         Ok(answer) => answer,
         Err(e) => {
@@ -55,16 +55,16 @@ pub fn call(socket: &Path, request: &Request) -> anyhow::Result<Response> {
 }
 
 /// Sends a request when an agent listens; `None` when none does (for `lockstep run`, which works alone too).
-pub fn call_if_running(socket: &Path, request: &Request) -> Option<anyhow::Result<Response>> {
+pub fn call_if_running(socket: &Path, request: &Request) -> Option<Result<Response, CallError>> {
     send(socket, request).ok()
 }
 
 /// Sends a request: `Err` with the connection's error when no agent listens at `socket`, else the answer or why
 /// there was none.
-fn send(socket: &Path, request: &Request) -> Result<anyhow::Result<Response>, std::io::Error> {
+fn send(socket: &Path, request: &Request) -> Result<Result<Response, CallError>, std::io::Error> {
     let body = match serde_json::to_vec(&Envelope { version: VERSION, request: request.clone() }) {
         Ok(b) => b,
-        Err(e) => return Ok(Err(e.into())),
+        Err(e) => return Ok(Err(CallError::Encode(e))),
     };
     let at = socket.display();
     let mut waited = Duration::ZERO;
@@ -82,19 +82,19 @@ fn send(socket: &Path, request: &Request) -> Result<anyhow::Result<Response>, st
             Ok(answer) => break answer,
             Err(HttpError::Connect(e)) => return Err(e),
             Err(HttpError::Stopped(pid)) => {
-                return Ok(Err(anyhow::anyhow!(
+                return Ok(Err(CallError::NoAnswer(format!(
                     "the agent at {at} cannot answer: its process {pid} is stopped (kill -CONT {pid}, or systemctl \
                      restart lockstep-agent)"
-                )))
+                ))))
             }
             Err(HttpError::Deadline(d)) => {
-                return Ok(Err(anyhow::anyhow!(
+                return Ok(Err(CallError::NoAnswer(format!(
                     "the agent at {at} took the request but gave no answer within {} s (is it hung? \
                      systemctl status lockstep-agent)",
                     d.as_secs()
-                )))
+                ))))
             }
-            Err(e) => return Ok(Err(anyhow::anyhow!("the agent at {at}: {e}"))),
+            Err(e) => return Ok(Err(CallError::NoAnswer(format!("the agent at {at}: {e}")))),
         }
     };
     Ok(serde_json::from_slice(&answer.body).map_err(|e| {
@@ -102,20 +102,42 @@ fn send(socket: &Path, request: &Request) -> Result<anyhow::Result<Response>, st
         match answer.status {
             // Its door refused the request before reading it (over the caller's budget or caps, or out of
             // descriptors): its one line says why and when to ask again.
-            429 | 503 => anyhow::anyhow!("the agent at {at} refused the request: {}", text.trim()),
-            status => anyhow::anyhow!("the agent at {at} answered {status} {:?} ({e})", text.trim()),
+            429 | 503 => CallError::NoAnswer(format!("the agent at {at} refused the request: {}", text.trim())),
+            status => CallError::NoAnswer(format!("the agent at {at} answered {status} {:?} ({e})", text.trim())),
         }
     }))
 }
 
 /// Turns a failed response into the error of its kind (a usage error exits with status 2).
-pub fn check(response: Response) -> anyhow::Result<Response> {
+pub fn check(response: Response) -> Result<Response, CallError> {
     if response.ok {
         return Ok(response);
     }
-    let msg = response.error.clone().unwrap_or_else(|| "the agent refused the request".into());
+    let message = response.error.clone().unwrap_or_else(|| "the agent refused the request".into());
     Err(match response.failure {
-        Some(Failure::Usage) => UsageError::new(msg).into(),
-        _ => anyhow::anyhow!(msg),
+        Some(Failure::Usage) => UsageError::new(message).into(),
+        failure => CallError::Refused { failure: failure.unwrap_or(Failure::Failed), message },
     })
+}
+
+/// Why a request to the agent got no answer, or was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum CallError {
+    /// No agent listens at the socket, or the agent refused the request as bad input: the caller's to fix.
+    #[error("{0}")]
+    Usage(#[from] UsageError),
+    /// The agent refused the request (not permitted, stopping) or failed it, saying why.
+    #[error("{message}")]
+    Refused {
+        /// What kind of refusal it was.
+        failure: Failure,
+        /// The agent's one line.
+        message: String,
+    },
+    /// The agent is there but gave no answer that can be read (stopped, hung, refused unread, not JSON).
+    #[error("{0}")]
+    NoAnswer(String),
+    /// The request could not be written as JSON.
+    #[error("cannot write the request: {0}")]
+    Encode(serde_json::Error),
 }

@@ -157,14 +157,14 @@ impl Response {
     }
 
     /// The answer to a request that failed with `e`, its kind told by the error's type ([`Failure::of`]).
-    pub fn failed(e: &anyhow::Error) -> Self {
-        Self::refused(Failure::of(e), format!("{e:#}"))
+    pub fn failed(e: &(dyn std::error::Error + 'static)) -> Self {
+        Self::refused(Failure::of(e), lockstep_core::error::one_line(e))
     }
 
     /// The refusal of a change asked for by UID `uid`, who is not root: other users may query their own jobs only.
     pub fn only_root(uid: u32) -> Self {
         let why = format!("only root may change what the agent does (UID {uid} may query its own jobs)");
-        Self::failed(&Denied::new(why).into())
+        Self::failed(&Denied::new(why))
     }
 
     /// The answer to a request refused for a reason of kind `failure`, said in `why`.
@@ -189,11 +189,11 @@ pub enum Failure {
 
 impl Failure {
     /// The kind of failure `e` is: a [`UsageError`](lockstep_core::error::UsageError) anywhere in its causes is
-    /// [`Failure::Usage`], a [`Denied`] [`Failure::Denied`], anything else [`Failure::Failed`].
-    pub fn of(e: &anyhow::Error) -> Self {
+    /// [`Failure::Usage`], a [`Denied`] among them [`Failure::Denied`], anything else [`Failure::Failed`].
+    pub fn of(e: &(dyn std::error::Error + 'static)) -> Self {
         if lockstep_core::error::is_usage(e) {
             Self::Usage
-        } else if e.is::<Denied>() {
+        } else if lockstep_core::error::chain(e).any(<dyn std::error::Error>::is::<Denied>) {
             Self::Denied
         } else {
             Self::Failed

@@ -10,6 +10,7 @@ use std::os::unix::fs::OpenOptionsExt;
 use lockstep_core::error::UsageError;
 use rusqlite::{Connection, ErrorCode, OpenFlags};
 
+use crate::error::Error;
 use crate::schema::MIGRATIONS;
 
 /// Default store location on a node.
@@ -48,7 +49,7 @@ impl Store {
     /// store (another program's SQLite file, one that is not SQLite, an empty one, a store of a newer lockstep),
     /// or a path that is not a regular file, is a usage error, and nothing is written to it; so is a directory
     /// that does not exist.
-    pub fn open(path: &Path) -> anyhow::Result<Self> {
+    pub fn open(path: &Path) -> crate::error::Result<Self> {
         if !inspect(path)? {
             create(path)?;
         }
@@ -60,18 +61,18 @@ impl Store {
     /// read-only: it takes no write lock, so a reader never stalls the agent's writes. No file at `path` is a
     /// usage error (`no store at PATH`); so is every file [`Store::open`] refuses. A store of an older lockstep
     /// (unmarked, or at an older schema version) is brought to this build's schema first, read-write, once.
-    pub fn open_existing(path: &Path) -> anyhow::Result<Self> {
+    pub fn open_existing(path: &Path) -> crate::error::Result<Self> {
         Self::open_existing_with(path, false)
     }
 
     /// [`Store::open_existing`], read-write: for what updates a store that must exist (`lockstep jobs` marking a
     /// lost job, the watchdog clearing the journal).
-    pub fn open_existing_to_write(path: &Path) -> anyhow::Result<Self> {
+    pub fn open_existing_to_write(path: &Path) -> crate::error::Result<Self> {
         Self::open_existing_with(path, true)
     }
 
     /// [`Store::open_existing`] (`write`: read-write).
-    fn open_existing_with(path: &Path, write: bool) -> anyhow::Result<Self> {
+    fn open_existing_with(path: &Path, write: bool) -> crate::error::Result<Self> {
         if !inspect(path)? {
             let dir = directory(path);
             let why = if dir.is_dir() { String::new() } else { format!(": no directory {}", dir.display()) };
@@ -307,7 +308,7 @@ fn directory(path: &Path) -> &Path {
 /// Makes a new store at `path`, in a directory that must exist: whole under a temporary name beside it, then
 /// linked to `path` (see [`Store::open`]). Another process that made the store meanwhile wins: its store is
 /// checked and used.
-fn create(path: &Path) -> anyhow::Result<()> {
+fn create(path: &Path) -> crate::error::Result<()> {
     let dir = directory(path);
     let Some(name) = path.file_name() else {
         return Err(refused(path, "not a file name", "give --store a path to a file").into());
@@ -389,9 +390,9 @@ fn system_io(e: &std::io::Error) -> bool {
 
 /// `store PATH: WHY`: a failure of the system (exit status 1) when `system`, else the usage error of a path that
 /// cannot hold a store (exit status 2).
-fn failed(path: &Path, why: &str, system: bool) -> anyhow::Error {
+fn failed(path: &Path, why: &str, system: bool) -> Error {
     if system {
-        anyhow::anyhow!("store {}: {why}", path.display())
+        Error::System { path: path.to_path_buf(), why: why.to_string() }
     } else {
         refused(path, why, "give --store a path in a directory this user can write").into()
     }
@@ -444,7 +445,7 @@ fn build(temp: &Path) -> rusqlite::Result<()> {
 /// Opens the lockstep store at `path` (checked by [`inspect`]) for reading and writing, never creating it; marks a
 /// store an older lockstep wrote and runs the migrations it lacks. What changed between the check and this open
 /// is checked again inside the write transaction, before anything is written.
-fn connect(path: &Path) -> anyhow::Result<Store> {
+fn connect(path: &Path) -> crate::error::Result<Store> {
     let mut conn = Connection::open_with_flags(
         path,
         OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX | NOFOLLOW,
@@ -488,7 +489,7 @@ fn connect(path: &Path) -> anyhow::Result<Store> {
 
 /// Opens the lockstep store at `path` (checked by [`inspect`]) read-only; one that is not at this build's schema
 /// with lockstep's mark is handed to [`connect`] to be migrated first.
-fn read_only(path: &Path) -> anyhow::Result<Store> {
+fn read_only(path: &Path) -> crate::error::Result<Store> {
     let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX | NOFOLLOW;
     let conn = Connection::open_with_flags(path, flags)
         .map_err(|e| refused(path, &format!("cannot open it: {e}"), "give --store a store this user can read"))?;
@@ -534,8 +535,6 @@ mod tests {
     use std::os::unix::fs::PermissionsExt;
     use std::path::{Path, PathBuf};
 
-    use lockstep_core::error::UsageError;
-
     use super::{Store, APPLICATION_ID};
     use crate::schema::MIGRATIONS;
 
@@ -572,7 +571,7 @@ mod tests {
         let before = snapshot(dir);
         for (how, err) in [("open", Store::open(path).err()), ("open_existing", Store::open_existing(path).err())] {
             let err = err.unwrap_or_else(|| panic!("{how} {} was accepted", path.display()));
-            assert!(err.is::<UsageError>(), "{how}: {err:#}");
+            assert!(lockstep_core::error::is_usage(&err), "{how}: {err:#}");
             let text = err.to_string();
             assert!(text.contains(needle) && !text.contains('\n'), "{how}: {text}");
             assert!(text.contains(&path.display().to_string()), "{how}: {text}");
@@ -613,7 +612,7 @@ mod tests {
         let dir = lockstep_scratch::tempdir().unwrap();
         let path = dir.path().join("new/dir/lockstep.db");
         for err in [Store::open(&path).err().unwrap(), Store::open_existing(&path).err().unwrap()] {
-            assert!(err.is::<UsageError>(), "{err:#}");
+            assert!(lockstep_core::error::is_usage(&err), "{err:#}");
         }
         let err = Store::open(&path).err().unwrap().to_string();
         assert!(err.contains(&format!("no directory {}", dir.path().join("new/dir").display())), "{err}");
@@ -625,7 +624,7 @@ mod tests {
         let dir = lockstep_scratch::tempdir().unwrap();
         let path = dir.path().join("lockstep.db");
         let err = Store::open_existing(&path).err().unwrap();
-        assert!(err.is::<UsageError>(), "{err:#}");
+        assert!(lockstep_core::error::is_usage(&err), "{err:#}");
         assert!(err.to_string().contains(&format!("no store at {}", path.display())), "{err}");
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
         // A store that exists is read.
@@ -745,11 +744,11 @@ mod tests {
     #[test]
     fn a_store_path_that_is_not_a_file_is_a_usage_error_and_creates_nothing() {
         let err = Store::open(std::path::Path::new("/dev/null")).err().unwrap();
-        assert!(err.is::<lockstep_core::error::UsageError>(), "{err}");
+        assert!(lockstep_core::error::is_usage(&err), "{err}");
         assert!(err.to_string().contains("not a regular file"), "{err}");
         let dir = lockstep_scratch::tempdir().unwrap();
         let err = Store::open(dir.path()).err().unwrap();
-        assert!(err.is::<lockstep_core::error::UsageError>(), "{err}");
+        assert!(lockstep_core::error::is_usage(&err), "{err}");
     }
 
     /// Opening the store again in a process that has it open (the agent's sampler, its HTTP handlers) keeps the
@@ -795,7 +794,7 @@ mod tests {
         rusqlite::Connection::open(&path).unwrap().execute_batch("CREATE TABLE notes (t TEXT)").unwrap();
         let before = std::fs::read(&path).unwrap();
         let err = super::connect(&path).err().unwrap();
-        assert!(err.is::<UsageError>(), "{err:#}");
+        assert!(lockstep_core::error::is_usage(&err), "{err:#}");
         assert!(err.to_string().contains("not a lockstep store (application_id 0, user_version 0)"), "{err}");
         assert_eq!(std::fs::read(&path).unwrap(), before);
         let store = dir.path().join("lockstep.db");
@@ -832,10 +831,13 @@ mod tests {
         let path = Path::new("/x/lockstep.db");
         for errno in [libc::ENOSPC, libc::EIO, libc::EDQUOT] {
             let e = std::io::Error::from_raw_os_error(errno);
-            assert!(!super::failed(path, "cannot create it", super::system_io(&e)).is::<UsageError>(), "{e}");
+            assert!(
+                !lockstep_core::error::is_usage(&super::failed(path, "cannot create it", super::system_io(&e))),
+                "{e}"
+            );
         }
         let e = std::io::Error::from_raw_os_error(libc::EACCES);
-        assert!(super::failed(path, "cannot create it", super::system_io(&e)).is::<UsageError>());
+        assert!(lockstep_core::error::is_usage(&super::failed(path, "cannot create it", super::system_io(&e))));
     }
 
     /// Where there are no hard links, the made store is renamed in place, never over a file that is there.

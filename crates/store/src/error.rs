@@ -1,18 +1,29 @@
-//! Why a store operation failed, as callers must tell the cases apart: a name taken is the user's to fix, the
-//! rest is the store's (SQLite, or a row it cannot read).
+//! Why a store operation failed, as callers must tell the cases apart: a name taken or a path that cannot hold a
+//! store is the user's to fix, the rest is the store's (SQLite, a row it cannot read, the system).
 
 /// A store operation's failure.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// A running job has the name already.
     #[error("job name {0:?} is in use by a running job (pick another name, or wait for it to end)")]
-    NameInUse(String),
+    NameInUse(lockstep_core::ident::JobName),
     /// SQLite failed: locked past the busy timeout, full, read-only, corrupt.
     #[error(transparent)]
     Sqlite(#[from] rusqlite::Error),
     /// A row's JSON could not be written or read.
     #[error(transparent)]
     Json(#[from] serde_json::Error),
+    /// The path given cannot hold a store, or holds something else: the user's to fix.
+    #[error("{0}")]
+    Refused(#[from] lockstep_core::error::UsageError),
+    /// The system failed the store (its disk full, out of descriptors).
+    #[error("store {}: {why}", path.display())]
+    System {
+        /// The store's path.
+        path: std::path::PathBuf,
+        /// What failed.
+        why: String,
+    },
 }
 
 impl Error {

@@ -220,7 +220,7 @@ mod tests {
     use rusqlite::{params, Connection};
 
     use super::MIGRATIONS;
-    use crate::{Action, Decision, JournalEntry, Store};
+    use crate::{Action, Decision, Journaled, Store};
 
     /// A store written by a build that knew only the first `steps` migrations, holding a job and a journal entry.
     fn old_store(path: &std::path::Path, steps: usize) {
@@ -259,12 +259,12 @@ mod tests {
             let jobs = store.jobs(true).unwrap();
             assert_eq!((jobs.len(), jobs[0].name.as_str(), jobs[0].pus.as_str()), (1, "old", "0-1"));
             let journal = store.journal().unwrap();
-            let expected = JournalEntry { file: "/x/cpu.shares".into(), value: "1024".into(), job: "old".into() };
+            let expected = Journaled { file: "/x/cpu.shares".into(), value: "1024".into() };
             assert_eq!(journal, [expected]);
             // The tables later migrations added take rows.
             let d = Decision {
                 time: 5.0,
-                node: "n".into(),
+                node: "n".parse().unwrap(),
                 policy: "gang".into(),
                 slot: 7,
                 active_row: 0,
@@ -276,6 +276,11 @@ mod tests {
             };
             store.log_decisions(&[d], &[]).unwrap();
             assert_eq!(store.decisions_between(Action::Slot, 4.0, 6.0).unwrap()[0].slot, 7);
+            // A decision an older build logged under a name this one refuses is left out.
+            let old = "INSERT INTO decisions (time, node, policy, slot, active_row, rows, job, action, duration_us)
+                       VALUES (5.5, 'a node', 'gang', 8, 0, 2, NULL, 'slot', 1.0)";
+            store.conn.execute(old, []).unwrap();
+            assert_eq!(store.decisions_between(Action::Slot, 4.0, 6.0).unwrap().len(), 1, "from {steps} steps");
             assert!(store.records("none", None, "lock-run").unwrap().is_empty());
             assert!(store.experiment_runs("none", None).unwrap().is_empty());
             drop(store);

@@ -10,13 +10,14 @@ use std::collections::HashMap;
 use std::fmt::Write;
 
 use crate::Sample;
+use lockstep_core::ident::JobKey;
 use lockstep_core::sample::{COSCHEDULED, RANK_RUNNING, RANK_WAITING};
 use lockstep_proto::protocol::{Histogram, JobStatus, Status};
 
 /// What one scrape shows.
 pub struct Snapshot<'a> {
-    /// Node name.
-    pub node: &'a str,
+    /// The node.
+    pub node: &'a lockstep_core::ident::NodeName,
     /// The latest cumulative sample of every counted job and event.
     pub samples: Vec<&'a Sample>,
     /// Jobs counted now.
@@ -166,9 +167,9 @@ const FIXED: [&str; 10] = [
     "lockstep_job_coscheduled_ratio",
 ];
 
-/// The labels of job `name`'s series: its name alone.
-fn job_labels(name: &str) -> Vec<(&'static str, String)> {
-    vec![("lockstep_job", name.to_string())]
+/// The labels of `job`'s series: its name alone.
+fn job_labels(job: &JobKey) -> Vec<(&'static str, String)> {
+    vec![("lockstep_job", job.to_string())]
 }
 
 /// Renders `snap`; OpenMetrics when `openmetrics`, else the Prometheus text format.
@@ -322,7 +323,7 @@ fn write_job_states(w: &mut Writer, snap: &Snapshot) {
         w.header(name, kind, unit, help);
         let exposed = if kind == Kind::Counter { format!("{name}_total") } else { name.to_string() };
         for j in &snap.status.jobs {
-            w.sample(&exposed, &job_labels(&j.name.to_string()), &value(j, &round));
+            w.sample(&exposed, &job_labels(&j.name), &value(j, &round));
         }
     }
     if snap.privileged {
@@ -383,8 +384,8 @@ mod tests {
 
     fn sample(job: &str, event: &str, value: u64) -> Sample {
         Sample {
-            job: job.into(),
-            node: "n1".into(),
+            job: job.parse().unwrap(),
+            node: "n1".parse().unwrap(),
             time: 1.0,
             event: event.into(),
             value,
@@ -393,10 +394,13 @@ mod tests {
         }
     }
 
+    /// The node the tests' scrapes are of.
+    static N1: std::sync::LazyLock<lockstep_core::ident::NodeName> = std::sync::LazyLock::new(|| "n1".parse().unwrap());
+
     /// What a privileged scrape of node `n1` shows of `samples` and `status`, the agent counting two jobs.
     fn snapshot<'a>(samples: Vec<&'a Sample>, status: &'a Status, users: &'a HashMap<u32, String>) -> Snapshot<'a> {
         Snapshot {
-            node: "n1",
+            node: &N1,
             samples,
             jobs: 2,
             cpu_seconds: 0.5,
@@ -433,9 +437,10 @@ mod tests {
         let (clock, switches, trace) = (
             sample("slurm-42", "task-clock", 3_000_000_000),
             sample("slurm-42", "context-switches", 7),
-            sample("a\"b", "sched:sched_switch", 42),
+            sample("ab", "sched:sched_switch", 42),
         );
-        let (status, users) = (status(), HashMap::from([(1000, "alice".to_string())]));
+        // A job's name cannot hold a quote (JobKey's rules); a user's name, from /etc/passwd, is escaped.
+        let (status, users) = (status(), HashMap::from([(1000, "al\"ice".to_string())]));
         let snap = snapshot(vec![&clock, &switches, &trace], &status, &users);
         let text = render(&snap, false);
         let slurm = "lockstep_job=\"slurm-42\"";
@@ -443,8 +448,8 @@ mod tests {
             "# TYPE lockstep_job_cpu_seconds_total counter\n".to_string(),
             format!("lockstep_job_cpu_seconds_total{{{slurm}}} 3.000000000\n"),
             format!("lockstep_job_context_switches_total{{{slurm}}} 7\n"),
-            "lockstep_job_sched_sched_switch_total{lockstep_job=\"a\\\"b\"} 42\n".to_string(),
-            "lockstep_job_info{lockstep_job=\"slurm-42\",slurm_job_id=\"42\",user=\"alice\"} 1\n".to_string(),
+            "lockstep_job_sched_sched_switch_total{lockstep_job=\"ab\"} 42\n".to_string(),
+            "lockstep_job_info{lockstep_job=\"slurm-42\",slurm_job_id=\"42\",user=\"al\\\"ice\"} 1\n".to_string(),
             "lockstep_job_info{lockstep_job=\"ab\",user=\"0\"} 1\n".to_string(),
             format!("lockstep_job_round_seconds{{{slurm}}} 0.5\n"),
             format!("lockstep_job_event_running_seconds_total{{{slurm},event=\"task-clock\"}} 1.000000000\n"),
@@ -483,7 +488,7 @@ mod tests {
         let (status, users) = (Status::default(), HashMap::new());
         let samples = vec![&together, &running, &waiting];
         let snap = Snapshot {
-            node: "n1",
+            node: &N1,
             samples,
             jobs: 1,
             cpu_seconds: 0.0,

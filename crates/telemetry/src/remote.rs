@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use lockstep_core::ident::JobKey;
+use lockstep_core::ident::{JobKey, NodeName};
 use lockstep_proto::http::{self, Target};
 use serde::{Deserialize, Serialize};
 
@@ -14,10 +14,10 @@ use crate::Sample;
 /// A job's counters on one node, as the agent's HTTP API serves them (`GET /api/v1/jobs/NAME`).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct JobCounts {
-    /// Node name.
-    pub node: String,
-    /// Job name.
-    pub job: String,
+    /// The node.
+    pub node: NodeName,
+    /// The job.
+    pub job: JobKey,
     /// Whether the agent counts the job now (false: the job has gone and these are its final counts).
     pub counting: bool,
     /// When the counts were read, seconds since the epoch (0 before the first read).
@@ -71,15 +71,15 @@ mod tests {
 
     fn node(name: &str, values: &[(&str, u64)]) -> JobCounts {
         JobCounts {
-            node: name.into(),
-            job: "j".into(),
+            node: name.parse().unwrap(),
+            job: "j".parse().unwrap(),
             counting: true,
             time: 1.0,
             events: values
                 .iter()
                 .map(|(e, v)| Sample {
-                    job: "j".into(),
-                    node: name.into(),
+                    job: "j".parse().unwrap(),
+                    node: name.parse().unwrap(),
                     time: 1.0,
                     event: e.to_string(),
                     value: *v,

@@ -23,7 +23,7 @@ impl Daemon {
                     .and_then(|()| self.slurm_prolog(SlurmJob { id, uid, row }, place));
                 return match placed {
                     Ok(placed) => Response { placed: Some(placed), ..Response::done() },
-                    Err(e) => Response::failed(&e),
+                    Err(e) => Response::failed(&*e),
                 };
             }
             Request::Progress => {
@@ -33,7 +33,7 @@ impl Daemon {
         };
         match result {
             Ok(()) => Response::done(),
-            Err(e) => Response::failed(&e),
+            Err(e) => Response::failed(&*e),
         }
     }
 

@@ -31,7 +31,7 @@ impl Daemon {
             policy,
             lockstep_core::duration::format(self.clock.length())
         );
-        self.replan = true;
+        self.planning.replan();
         Ok(())
     }
 
@@ -76,7 +76,7 @@ impl Daemon {
             job.owner
         );
         self.table.push(job);
-        self.replan = true;
+        self.planning.replan();
         Ok(())
     }
 
@@ -92,7 +92,7 @@ impl Daemon {
         log::info!("job {} released; its cgroups are as they were before", job.key);
         self.flush();
         self.record(Record::ManagedRemove(job.key))?;
-        self.replan = true;
+        self.planning.replan();
         Ok(())
     }
 

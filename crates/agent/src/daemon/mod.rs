@@ -9,6 +9,7 @@ mod board;
 mod clock;
 mod control;
 mod dcs;
+mod inbox;
 mod jobs;
 mod measures;
 mod planning;

@@ -18,12 +18,24 @@ pub(super) struct Planning {
     /// `auto`'s state while another policy is in force, and since when: taken up again if `auto` comes back within
     /// [`AUTO_KEPT`].
     auto_away: Option<(Auto, Instant)>,
+    /// Whether the plan must be redone at once (policy change, new or released job), not at the next boundary.
+    replan: bool,
 }
 
 impl Planning {
     /// Planning under `policy`.
     pub(super) fn new(policy: PolicySpec) -> Self {
-        Self { policy, planner: policy.build(), auto_away: None }
+        Self { policy, planner: policy.build(), auto_away: None, replan: false }
+    }
+
+    /// Asks for the plan to be redone at once, not at the next boundary.
+    pub(super) fn replan(&mut self) {
+        self.replan = true;
+    }
+
+    /// Whether the plan must be redone at once; asked, the request is taken.
+    pub(super) fn take_replan(&mut self) -> bool {
+        std::mem::take(&mut self.replan)
     }
 
     /// The policy in force.

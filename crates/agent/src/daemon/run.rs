@@ -1,10 +1,9 @@
 //! The daemon's loop: the policy applied at every slot boundary (at once when asked to replan), the watchdog fed,
 //! and between boundaries the inbox's commands carried out, one at a time, on the one thread that owns the state.
 
-use std::sync::mpsc::RecvTimeoutError;
 use std::time::Duration;
 
-use super::state::{Daemon, Lifecycle};
+use super::state::Daemon;
 use crate::command::Command;
 use crate::watchdog;
 use lockstep_core::cosched::slot;
@@ -29,15 +28,14 @@ impl Daemon {
             // Wait for commands until close to the boundary (waking to beat for the watchdog at least every
             // BEAT_INTERVAL), then sleep the rest precisely.
             loop {
-                if self.lifecycle == Lifecycle::Stopping {
+                if self.inbox.stopping() {
                     return;
                 }
                 if self.pulse.due() {
                     self.heartbeat();
                 }
                 let unpublished = self.publisher.retry();
-                if self.replan {
-                    self.replan = false;
+                if self.planning.take_replan() {
                     // A replan that comes after the boundary it was waiting for is that slot's first tick: its
                     // boundary (recorded as such, with the jobs it favours).
                     let now_k = self.clock.index(slot::realtime_ns());
@@ -73,10 +71,8 @@ impl Daemon {
                     // A reader held the board: try again soon rather than wait for the lock.
                     wait = wait.min(RETRY_PUBLISH);
                 }
-                match self.inbox.recv_timeout(wait) {
-                    Ok(command) => self.handle(command),
-                    // The daemon holds an address of its inbox itself: it is never disconnected.
-                    Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => {}
+                if let Some(command) = self.inbox.next(wait) {
+                    self.handle(command);
                 }
             }
         }
@@ -93,7 +89,7 @@ impl Daemon {
             }
             Command::Slurm(msg) => self.slurm_msg(msg),
             Command::Dcs(msg) => self.dcs_msg(msg),
-            Command::Stop => self.lifecycle = Lifecycle::Stopping,
+            Command::Stop => self.inbox.stop(),
             Command::Reload { policy, slot } => {
                 if let Err(e) = self.set_policy(policy, Some(slot)) {
                     log::warn!("configuration read again, but policy {policy} cannot start: {e:#}");

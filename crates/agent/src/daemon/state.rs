@@ -22,15 +22,12 @@ pub struct Daemon {
     pub(super) clock: super::clock::Clock,
     /// The jobs, and the journal, store and backend their changes go through.
     pub(super) table: super::table::Table,
+    /// This node's name, in its records.
     pub(super) node: NodeName,
-    /// Whether the plan must be redone at once (policy change, new or released job), not at the next boundary.
-    pub(super) replan: bool,
     /// What waits for the store: records, decisions, `auto`'s choices.
     pub(super) outbox: super::records::Outbox,
     /// What every job's progress is read with (for `auto`, and `progress` requests).
     pub(super) measures: super::measures::Measures,
-    /// Where the daemon is in its life.
-    pub(super) lifecycle: Lifecycle,
     /// The beat for the watchdog.
     pub(super) pulse: super::pulse::Pulse,
     /// Faults said once, until they clear.
@@ -43,22 +40,10 @@ pub struct Daemon {
     pub(super) dcs: super::dcs::host::DcsHost,
     /// Descriptors held for restoring every job at stop, whatever ran the agent out of them.
     pub(super) reserve: crate::restore::Reserve,
-    /// Where the other threads' commands come in.
-    pub(super) inbox: Receiver<Command>,
-    /// The inbox's address, for the threads the daemon starts (`dcs`'s).
-    pub(super) mailbox: Mailbox,
+    /// Where the other threads' commands come in, and whether the daemon was told to stop.
+    pub(super) inbox: super::inbox::Inbox,
     /// Where the status the doors answer with is published.
     pub(super) publisher: super::board::Publisher,
-}
-
-/// Where the daemon is in its life. Every cgroup change is undone on the way from `Running` to `Stopping`
-/// ([`Daemon::restore_all`]), on a crash by the watchdog, and on the next start by the journal's repair.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Lifecycle {
-    /// Applying the policy at every slot.
-    Running,
-    /// Told to stop (SIGINT, SIGTERM): the loop ends and everything is restored.
-    Stopping,
 }
 
 /// What the daemon starts from: made by the agent's setup, which has already started the watchdog and the
@@ -99,18 +84,15 @@ impl Daemon {
             clock: super::clock::Clock::new(start.slot),
             table: super::table::Table::new(start.journal, start.store, start.backend),
             node: start.node,
-            replan: false,
             outbox: super::records::Outbox::new(),
             measures: super::measures::Measures::new(),
             pulse: super::pulse::Pulse::new(start.clock_skew_file),
             faults: Faults::default(),
-            lifecycle: Lifecycle::Running,
             telemetry: start.telemetry,
             slurm,
             dcs: super::dcs::host::DcsHost::new(start.dcs),
             reserve: crate::restore::Reserve::hold()?,
-            inbox,
-            mailbox,
+            inbox: super::inbox::Inbox::new(mailbox, inbox),
             publisher: super::board::Publisher::new(lockstep_proto::protocol::Status::default()),
         };
         daemon.take_over()?;

@@ -201,12 +201,12 @@ impl Daemon {
     pub(super) fn decision(&self, job: Option<&JobKey>, action: Action, took: Duration) -> Decision {
         Decision {
             time: lockstep_store::now(),
-            node: self.node.to_string(),
+            node: self.node.clone(),
             policy: self.planning.policy().name().to_string(),
             slot: self.clock.current(),
             active_row: self.clock.active_row(),
             rows: self.clock.rows(),
-            job: job.map(JobKey::to_string),
+            job: job.cloned(),
             action,
             duration_us: took.as_secs_f64() * 1e6,
             prompt_us: None,
@@ -222,7 +222,7 @@ impl Daemon {
                 job.applied = cosched::Desired::default();
                 job.count_frozen_time();
             }
-            self.replan = true;
+            self.planning.replan();
         }
     }
 }

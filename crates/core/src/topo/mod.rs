@@ -102,6 +102,18 @@ fn kind_label(rank_from_top: usize) -> String {
 
 /// The `MemTotal` of a meminfo text (/proc/meminfo's `MemTotal: N kB`, or a node's `Node 0 MemTotal: N kB`), in
 /// KiB.
+/// Why a topology could not be had.
+#[derive(Debug, thiserror::Error)]
+pub enum TopologyError {
+    /// The file given is not a topology this build can read (its usage error is its source, so that
+    /// [`crate::error::is_usage`] finds it).
+    #[error("{0}")]
+    File(#[from] UsageError),
+    /// hwloc could not read this machine's topology.
+    #[error("hwloc cannot read this machine's topology: {0}")]
+    Live(hwlocality::errors::RawHwlocError),
+}
+
 fn mem_total_kib(text: &str) -> Option<u64> {
     let line = text.lines().find(|l| l.contains("MemTotal:"))?;
     line.split("MemTotal:").nth(1)?.split_whitespace().next()?.parse().ok()
@@ -113,8 +125,8 @@ fn cpulist_of(obj: &TopologyObject) -> CpuList {
 
 impl Machine {
     /// Loads the live machine's topology.
-    pub fn live() -> anyhow::Result<Self> {
-        let topo = Topology::new()?;
+    pub fn live() -> Result<Self, TopologyError> {
+        let topo = Topology::new().map_err(TopologyError::Live)?;
         let mut machine = Self::from_hwloc(&topo, "this machine".into());
         machine.memory_from_kernel();
         Ok(machine)
@@ -151,7 +163,7 @@ impl Machine {
     }
 
     /// Loads `xml` if given, else the live machine.
-    pub fn load(xml: Option<&Path>) -> anyhow::Result<Self> {
+    pub fn load(xml: Option<&Path>) -> Result<Self, TopologyError> {
         match xml {
             Some(path) => Ok(Self::from_xml(path)?),
             None => Self::live(),

@@ -412,10 +412,11 @@ fn agent_records(
 /// Job `job`'s co-scheduled fraction from its latest sample in each of `stores` (every node's agent that measured
 /// it), the mean over them; `None` where none did.
 fn coscheduled(stores: &[PathBuf], job: &str) -> Option<f64> {
+    let job = job.parse().ok()?;
     let shares: Vec<f64> = stores
         .iter()
         .filter_map(|db| {
-            let samples = Store::open_existing(db).ok()?.samples(job).ok()?;
+            let samples = Store::open_existing(db).ok()?.samples(&job).ok()?;
             sample::latest(&samples, sample::COSCHEDULED)?.share()
         })
         .collect();

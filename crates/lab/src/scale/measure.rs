@@ -4,6 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use crate::harness::cluster::GangEvent;
+use lockstep_core::ident::JobKey;
 use lockstep_store::{Action, Decision};
 
 /// How a job's nodes favoured it.
@@ -30,14 +31,16 @@ pub struct Favoured {
 /// policy has no slots). A node of the job that never favoured it while others did makes the agreement 0 over the
 /// slots the others favoured it in. The nodes' `slot` records tell why a measured slot was not agreed.
 pub fn favoured(records: &[Decision], job: &str, nodes: &[String]) -> Option<Favoured> {
+    let job = Some(job.parse::<JobKey>().ok()?);
+    let of_job = |d: &Decision| nodes.iter().any(|n| n == d.node.as_str());
     let mut by_slot: BTreeMap<u64, BTreeSet<&str>> = BTreeMap::new();
     let mut span: HashMap<&str, (u64, u64)> = HashMap::new();
-    for d in records.iter().filter(|d| d.action == Action::Favour && d.job.as_deref() == Some(job)) {
-        if !nodes.contains(&d.node) {
+    for d in records.iter().filter(|d| d.action == Action::Favour && d.job == job) {
+        if !of_job(d) {
             continue;
         }
-        by_slot.entry(d.slot).or_default().insert(&d.node);
-        let s = span.entry(&d.node).or_insert((d.slot, d.slot));
+        by_slot.entry(d.slot).or_default().insert(d.node.as_str());
+        let s = span.entry(d.node.as_str()).or_insert((d.slot, d.slot));
         *s = (s.0.min(d.slot), s.1.max(d.slot));
     }
     let (&any_first, _) = by_slot.first_key_value()?;
@@ -60,11 +63,7 @@ pub fn favoured(records: &[Decision], job: &str, nodes: &[String]) -> Option<Fav
     let switched: HashSet<(&str, u64)> = if apart.is_empty() {
         HashSet::new()
     } else {
-        records
-            .iter()
-            .filter(|d| d.action == Action::Slot && nodes.contains(&d.node))
-            .map(|d| (d.node.as_str(), d.slot))
-            .collect()
+        records.iter().filter(|d| d.action == Action::Slot && of_job(d)).map(|d| (d.node.as_str(), d.slot)).collect()
     };
     let unswitched =
         apart.iter().filter(|&&k| nodes.iter().any(|node| !switched.contains(&(node.as_str(), k)))).count();
@@ -84,10 +83,11 @@ pub fn co_run(records: &[Decision], job: &str, from: f64, to: f64) -> f64 {
     if to <= from {
         return 1.0;
     }
+    let Ok(job) = job.parse::<JobKey>() else { return 1.0 };
     let mut per_node: BTreeMap<&str, Vec<&Decision>> = BTreeMap::new();
-    for d in records.iter().filter(|d| d.job.as_deref() == Some(job)) {
+    for d in records.iter().filter(|d| d.job.as_ref() == Some(&job)) {
         if matches!(d.action, Action::Freeze | Action::Thaw) {
-            per_node.entry(&d.node).or_default().push(d);
+            per_node.entry(d.node.as_str()).or_default().push(d);
         }
     }
     let mut frozen: Vec<(f64, f64)> = Vec::new();
@@ -175,12 +175,12 @@ mod tests {
     fn record(node: &str, slot: u64, time: f64, job: Option<&str>, action: Action) -> Decision {
         Decision {
             time,
-            node: node.into(),
+            node: node.parse().unwrap(),
             policy: "gang".into(),
             slot,
             active_row: 0,
             rows: 1,
-            job: job.map(str::to_string),
+            job: job.map(|j| j.parse().unwrap()),
             action,
             duration_us: 0.0,
             prompt_us: None,
@@ -211,7 +211,7 @@ mod tests {
         let f = favoured(&r, "j", &nodes).unwrap();
         assert_eq!((f.unswitched, f.elsewhere), (0, 1));
         // A node that never favours the job: no agreement.
-        let only_n1: Vec<Decision> = r.iter().filter(|d| d.node == "n1").cloned().collect();
+        let only_n1: Vec<Decision> = r.iter().filter(|d| d.node.as_str() == "n1").cloned().collect();
         assert!(favoured(&only_n1, "j", &nodes).unwrap().agreement.abs() < 1e-12);
         assert!(favoured(&[], "j", &nodes).is_none());
     }

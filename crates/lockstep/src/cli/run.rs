@@ -65,7 +65,7 @@ pub fn exec(args: &Args, store: &Path, socket: &Path) -> anyhow::Result<i32> {
     // Refused before the store exists: bad input changes nothing.
     launch::resolve_command(&args.command[0])?;
     let mut store = Store::open(store)?;
-    launch::run(
+    Ok(launch::run(
         &mut store,
         &Request {
             name: args.job.clone(),
@@ -77,7 +77,7 @@ pub fn exec(args: &Args, store: &Path, socket: &Path) -> anyhow::Result<i32> {
             row: args.row,
             socket: socket.to_path_buf(),
         },
-    )
+    )?)
 }
 
 #[cfg(test)]

@@ -107,7 +107,7 @@ pub fn exec(cmd: &SlurmCommand, socket: &Path) -> anyhow::Result<i32> {
     };
     match result {
         Ok(msg) => eprintln!("lockstep slurm {what}: {msg}"),
-        Err(e) => eprintln!("lockstep slurm {what}: {} (the job goes on without lockstep's help)", one_line(&e)),
+        Err(e) => eprintln!("lockstep slurm {what}: {} (the job goes on without lockstep's help)", one_line(&*e)),
     }
     Ok(0)
 }
@@ -201,7 +201,7 @@ fn push_places(changed: &[slurm::JobInfo], all: &[slurm::JobInfo], port: u16) ->
                         failed.lock().unwrap_or_else(PoisonError::into_inner).push(format!(
                             "{}: {}",
                             notice.node,
-                            one_line(&e)
+                            one_line(&*e)
                         ));
                     }
                 }
@@ -224,7 +224,7 @@ fn tell(socket: &Path, request: &Request) -> anyhow::Result<()> {
 /// Sends a request to the agent; its answer.
 fn ask(socket: &Path, request: &Request) -> anyhow::Result<Response> {
     match call_if_running(socket, request) {
-        Some(answer) => check(answer?),
+        Some(answer) => Ok(check(answer?)?),
         None => anyhow::bail!("no agent at {}", socket.display()),
     }
 }

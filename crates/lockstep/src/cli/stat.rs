@@ -181,8 +181,7 @@ fn job_pids(store: &Path, socket: &Path, job: &JobKey) -> anyhow::Result<Vec<i32
 /// and the share of its time a rank waited for a CPU.
 fn print_coscheduled(store: &Path, job: &JobKey) {
     use lockstep_core::sample::{latest, COSCHEDULED, RANK_RUNNING, RANK_WAITING};
-    let name = job.to_string();
-    let Some(samples) = lockstep_store::Store::open_existing(store).ok().and_then(|s| s.samples(&name).ok()) else {
+    let Some(samples) = lockstep_store::Store::open_existing(store).ok().and_then(|s| s.samples(job).ok()) else {
         return;
     };
     let lines = [

@@ -18,7 +18,7 @@ pub struct Source {
 impl Source {
     /// Loads the topology this source names.
     pub fn machine(&self) -> anyhow::Result<Machine> {
-        Machine::load(self.xml.as_deref())
+        Ok(Machine::load(self.xml.as_deref())?)
     }
 }
 

@@ -6,13 +6,13 @@ use serde::Serialize;
 use crate::db::{now, Store};
 use crate::error::Error;
 use lockstep_core::cgroup_record::CgroupRecord;
-use lockstep_core::ident::ProcessRef;
+use lockstep_core::ident::{JobName, ProcessRef};
 use lockstep_core::place::Placement;
 
 /// A new job, as `lockstep run` records it before creating its cgroup.
 pub struct NewJob<'a> {
     /// Job name.
-    pub name: &'a str,
+    pub name: &'a JobName,
     /// argv of the command.
     pub command: &'a [String],
     /// Where the job goes.
@@ -74,7 +74,7 @@ impl Store {
             "INSERT INTO jobs (name, state, command, supervisor_pid, supervisor_start, weight, mem_limit, started_at)
              VALUES (?1, 'running', ?2, ?3, ?4, ?5, ?6, ?7)",
             params![
-                job.name,
+                job.name.as_str(),
                 serde_json::to_string(job.command)?,
                 job.supervisor.pid,
                 job.supervisor.start as i64,
@@ -85,7 +85,7 @@ impl Store {
         );
         match inserted {
             Err(rusqlite::Error::SqliteFailure(e, _)) if e.code == ErrorCode::ConstraintViolation => {
-                return Err(Error::NameInUse(job.name.to_string()))
+                return Err(Error::NameInUse(job.name.clone()))
             }
             other => other?,
         };

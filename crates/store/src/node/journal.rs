@@ -77,15 +77,26 @@ impl FromSql for Action {
     }
 }
 
-/// One file the agent changed and must restore.
+/// One file the agent changed and must restore, as the agent journals it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct JournalEntry {
-    /// The cgroup interface file.
+    /// The cgroup interface file (or thread) changed.
     pub file: String,
     /// The value to write back.
     pub value: String,
-    /// The job it belongs to.
-    pub job: String,
+    /// The job it was changed for.
+    pub job: JobKey,
+}
+
+/// One journaled change as it is read back to be undone: what to write where. The job it was made for stays in
+/// the store for people to read; undoing it needs none (and an entry an older build wrote under a name this one
+/// refuses is undone all the same).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Journaled {
+    /// The cgroup interface file (or thread) changed.
+    pub file: String,
+    /// The value to write back.
+    pub value: String,
 }
 
 /// One co-scheduling decision.
@@ -93,8 +104,8 @@ pub struct JournalEntry {
 pub struct Decision {
     /// Seconds since the epoch.
     pub time: f64,
-    /// Node name.
-    pub node: String,
+    /// The node.
+    pub node: NodeName,
     /// Policy in force.
     pub policy: String,
     /// Slot index (wall-clock slots since the epoch).
@@ -104,7 +115,7 @@ pub struct Decision {
     /// Number of rows.
     pub rows: u32,
     /// The job acted on; `None` for the slot's own record.
-    pub job: Option<String>,
+    pub job: Option<JobKey>,
     /// What was done.
     pub action: Action,
     /// Time the action took, in microseconds; for a slot's own record (`slot`, `replan`), the whole tick: every
@@ -122,7 +133,7 @@ impl Store {
     pub fn journal_add(&self, e: &JournalEntry) -> crate::error::Result<()> {
         self.conn.execute(
             "INSERT OR REPLACE INTO restore_journal (file, value, job, since) VALUES (?1, ?2, ?3, ?4)",
-            params![e.file, e.value, e.job, now()],
+            params![e.file, e.value, e.job.to_string(), now()],
         )?;
         Ok(())
     }
@@ -133,10 +144,10 @@ impl Store {
         Ok(())
     }
 
-    /// Every journal entry.
-    pub fn journal(&self) -> crate::error::Result<Vec<JournalEntry>> {
-        let mut stmt = self.conn.prepare("SELECT file, value, job FROM restore_journal ORDER BY since")?;
-        let rows = stmt.query_map([], |r| Ok(JournalEntry { file: r.get(0)?, value: r.get(1)?, job: r.get(2)? }))?;
+    /// Every journaled change, oldest first.
+    pub fn journal(&self) -> crate::error::Result<Vec<Journaled>> {
+        let mut stmt = self.conn.prepare("SELECT file, value FROM restore_journal ORDER BY since")?;
+        let rows = stmt.query_map([], |r| Ok(Journaled { file: r.get(0)?, value: r.get(1)? }))?;
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
@@ -170,7 +181,7 @@ impl Store {
     /// Every job the agent manages, as the CLI shows it (from the descriptions the agent saved; one it cannot
     /// read is left out).
     pub fn managed_jobs(&self) -> crate::error::Result<Vec<ManagedJob>> {
-        Ok(self.managed_all()?.into_iter().filter_map(|(name, saved)| ManagedJob::read(name, &saved)).collect())
+        Ok(self.managed_all()?.into_iter().filter_map(|(name, saved)| ManagedJob::read(&name, &saved)).collect())
     }
 
     /// Appends decisions and removes the journal entries of `restored` files, in one transaction.
@@ -191,12 +202,12 @@ impl Store {
             for d in decisions {
                 stmt.execute(params![
                     d.time,
-                    d.node,
+                    d.node.as_str(),
                     d.policy,
                     d.slot as i64,
                     d.active_row,
                     d.rows,
-                    d.job,
+                    d.job.as_ref().map(JobKey::to_string),
                     d.action,
                     d.duration_us,
                     d.prompt_us
@@ -259,35 +270,42 @@ impl Store {
         self.select_decisions("action = ?1 AND time BETWEEN ?2 AND ?3 ORDER BY rowid", params![action, from, to])
     }
 
-    /// The decisions that `filter` (an SQL condition over `decisions`, with its ordering) selects.
+    /// The decisions that `filter` (an SQL condition over `decisions`, with its ordering) selects; one whose node
+    /// or job is no valid name (written by an older build under rules this one refuses) is left out.
     fn select_decisions(&self, filter: &str, args: &[&dyn ToSql]) -> crate::error::Result<Vec<Decision>> {
         let mut stmt = self.conn.prepare(&format!(
             "SELECT time, node, policy, slot, active_row, rows, job, action, duration_us, prompt_us FROM decisions \
              WHERE {filter}"
         ))?;
         let rows = stmt.query_map(args, |r| {
-            Ok(Decision {
+            let Ok(node) = r.get::<_, String>(1)?.parse() else { return Ok(None) };
+            let Ok(job) = r.get::<_, Option<String>>(6)?.map(|j| j.parse()).transpose() else { return Ok(None) };
+            Ok(Some(Decision {
                 time: r.get(0)?,
-                node: r.get(1)?,
+                node,
                 policy: r.get(2)?,
                 slot: r.get::<_, i64>(3)? as u64,
                 active_row: r.get(4)?,
                 rows: r.get(5)?,
-                job: r.get(6)?,
+                job,
                 action: r.get(7)?,
                 duration_us: r.get(8)?,
                 prompt_us: r.get(9)?,
-            })
+            }))
         })?;
-        Ok(rows.collect::<Result<_, _>>()?)
+        let mut decisions = Vec::new();
+        for row in rows {
+            decisions.extend(row?);
+        }
+        Ok(decisions)
     }
 }
 
 /// A job the agent manages, as `lockstep jobs` lists it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ManagedJob {
-    /// Job name.
-    pub name: String,
+    /// The job.
+    pub name: JobKey,
     /// How it came under the agent.
     pub origin: JobOrigin,
     /// Its PUs.
@@ -297,11 +315,12 @@ pub struct ManagedJob {
 }
 
 impl ManagedJob {
-    /// Reads the description the agent saved: its origin is an object tagged with its `kind`.
-    fn read(name: String, saved: &str) -> Option<Self> {
+    /// Reads the description the agent saved under `name`: its origin is an object tagged with its `kind`. A
+    /// name this build refuses (saved by an older one) is no job here; the agent puts it back at take-over.
+    fn read(name: &str, saved: &str) -> Option<Self> {
         let saved: serde_json::Value = serde_json::from_str(saved).ok()?;
         Some(Self {
-            name,
+            name: name.parse().ok()?,
             origin: serde_json::from_value(saved["origin"]["kind"].clone()).ok()?,
             pus: saved["pus"].as_str().unwrap_or("-").to_string(),
             owner: saved["owner"].as_u64().unwrap_or(0),

@@ -6,5 +6,5 @@ mod samples;
 mod slurm;
 
 pub use jobs::{JobRow, NewJob};
-pub use journal::{Action, Decision, JournalEntry, ManagedJob, ACTIONS};
+pub use journal::{Action, Decision, JournalEntry, Journaled, ManagedJob, ACTIONS};
 pub use slurm::SlurmJob;

@@ -1,6 +1,6 @@
 //! Counter samples of the agent's jobs: cumulative counts per job, event and time, kept for a retention period.
 
-use lockstep_core::ident::JobKey;
+use lockstep_core::ident::{JobKey, NodeName};
 use lockstep_core::sample::Sample;
 use rusqlite::params;
 
@@ -16,8 +16,8 @@ impl Store {
             )?;
             for s in samples {
                 stmt.execute(params![
-                    s.job,
-                    s.node,
+                    s.job.to_string(),
+                    s.node.as_str(),
                     s.time,
                     s.event,
                     s.value as i64,
@@ -36,37 +36,46 @@ impl Store {
     }
 
     /// The samples of `job` (every node), oldest first.
-    pub fn samples(&self, job: &str) -> crate::error::Result<Vec<Sample>> {
-        self.query_samples("WHERE job = ?1 ORDER BY time, rowid", params![job])
+    pub fn samples(&self, job: &JobKey) -> crate::error::Result<Vec<Sample>> {
+        self.query_samples("WHERE job = ?1 ORDER BY time, rowid", params![job.to_string()])
     }
 
     /// The latest sample of every event of `job` on `node` (the job's final counts once it has ended).
-    pub fn latest_samples(&self, job: &JobKey, node: &str) -> crate::error::Result<Vec<Sample>> {
+    pub fn latest_samples(&self, job: &JobKey, node: &NodeName) -> crate::error::Result<Vec<Sample>> {
         let job = job.to_string();
         self.query_samples(
             "WHERE job = ?1 AND node = ?2
                AND time = (SELECT max(time) FROM samples WHERE job = ?1 AND node = ?2)
              ORDER BY rowid",
-            params![job, node],
+            params![job, node.as_str()],
         )
     }
 
+    /// The samples `filter` selects; a row whose job or node is no valid name (written by an older build under
+    /// rules this one refuses) is no job's sample here, and left out.
     fn query_samples(&self, filter: &str, args: impl rusqlite::Params) -> crate::error::Result<Vec<Sample>> {
         let mut stmt = self
             .conn
             .prepare(&format!("SELECT job, node, time, event, value, enabled, running FROM samples {filter}"))?;
         let rows = stmt.query_map(args, |r| {
-            Ok(Sample {
-                job: r.get(0)?,
-                node: r.get(1)?,
+            let (Ok(job), Ok(node)) = (r.get::<_, String>(0)?.parse(), r.get::<_, String>(1)?.parse()) else {
+                return Ok(None);
+            };
+            Ok(Some(Sample {
+                job,
+                node,
                 time: r.get(2)?,
                 event: r.get(3)?,
                 value: r.get::<_, i64>(4)? as u64,
                 enabled: r.get::<_, i64>(5)? as u64,
                 running: r.get::<_, i64>(6)? as u64,
-            })
+            }))
         })?;
-        Ok(rows.collect::<Result<_, _>>()?)
+        let mut samples = Vec::new();
+        for row in rows {
+            samples.extend(row?);
+        }
+        Ok(samples)
     }
 }
 
@@ -76,7 +85,15 @@ mod tests {
     use crate::db::Store;
 
     fn sample(job: &str, time: f64, event: &str, value: u64) -> Sample {
-        Sample { job: job.into(), node: "n1".into(), time, event: event.into(), value, enabled: 10, running: 5 }
+        Sample {
+            job: job.parse().unwrap(),
+            node: "n1".parse().unwrap(),
+            time,
+            event: event.into(),
+            value,
+            enabled: 10,
+            running: 5,
+        }
     }
 
     #[test]
@@ -92,11 +109,16 @@ mod tests {
                 sample("b", 101.0, "task-clock", 9),
             ])
             .unwrap();
-        assert_eq!(store.samples("a").unwrap().len(), 4);
-        let latest = store.latest_samples(&"a".parse().unwrap(), "n1").unwrap();
+        assert_eq!(store.samples(&"a".parse().unwrap()).unwrap().len(), 4);
+        let latest = store.latest_samples(&"a".parse().unwrap(), &"n1".parse().unwrap()).unwrap();
         assert_eq!(latest, vec![sample("a", 101.0, "task-clock", 3), sample("a", 101.0, "page-faults", 4)]);
         assert_eq!(store.expire_samples(100.5).unwrap(), 2);
-        assert_eq!(store.samples("a").unwrap().len(), 2);
-        assert!(store.latest_samples(&"nope".parse().unwrap(), "n1").unwrap().is_empty());
+        assert_eq!(store.samples(&"a".parse().unwrap()).unwrap().len(), 2);
+        assert!(store.latest_samples(&"nope".parse().unwrap(), &"n1".parse().unwrap()).unwrap().is_empty());
+        // A row an older build wrote under a name this one refuses is no job's sample.
+        let old = "INSERT INTO samples (job, node, time, event, value, enabled, running)
+                   VALUES ('a', 'a node', 102.0, 'task-clock', 5, 10, 5)";
+        store.conn.execute(old, []).unwrap();
+        assert_eq!(store.samples(&"a".parse().unwrap()).unwrap().len(), 2, "the row of no valid node is left out");
     }
 }

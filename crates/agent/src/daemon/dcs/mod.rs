@@ -74,7 +74,7 @@ impl Daemon {
             Some(raise) => {
                 self.dcs.started += 1;
                 let (engine, probe) = Engine::start(self.dcs.started, raise, &self.dcs.settings)?;
-                crate::dcs::feed::spawn(&self.mailbox.map(Command::Dcs), self.dcs.started, probe)?;
+                crate::dcs::feed::spawn(&self.inbox.address().map(Command::Dcs), self.dcs.started, probe)?;
                 Some(engine)
             }
             None => None,

@@ -90,7 +90,7 @@ impl Daemon {
                 continue;
             }
             job.halted = halted;
-            self.replan = true;
+            self.planning.replan();
             if halted {
                 log::info!("Slurm job {id} is suspended: its slots go to its neighbours until it resumes");
             } else {
@@ -185,7 +185,7 @@ impl Daemon {
             }
         }
         if changed {
-            self.replan = true;
+            self.planning.replan();
         }
         self.follow_halts();
         let gather = gathered
@@ -326,7 +326,7 @@ impl Daemon {
             m.owner = job.uid;
             let record = Record::ManagedPut(m.key.clone(), serde_json::to_string(&m.saved())?);
             self.record(record)?;
-            self.replan = true;
+            self.planning.replan();
         }
         Ok(job.row.is_some() || place.is_some())
     }
@@ -367,7 +367,7 @@ impl Daemon {
             }
             if let Some(i) = self.table.slurm(id) {
                 self.table.jobs_mut()[i].place = Some(schedule);
-                self.replan = true;
+                self.planning.replan();
             }
         }
     }
@@ -380,7 +380,7 @@ impl Daemon {
         if let Some(i) = self.table.slurm(id) {
             self.retire(i);
             self.flush();
-            self.replan = true;
+            self.planning.replan();
         }
         self.end_slurm_job(id)
     }
