@@ -1,6 +1,7 @@
-//! The agent's HTTP endpoint (`--metrics ADDR:PORT`): `GET /metrics` for Prometheus (OpenMetrics when the
-//! scraper asks for it), `GET /api/v1/jobs/NAME` (one job's counts as JSON, for `lockstep stat --nodes`), and
-//! `POST /slurm/places`, the controller's notices of places (`notices`): the one request that is not a read. The door itself (HTTP, caps, deadlines) is `doors`.
+//! The agent's HTTP endpoint (`--metrics ADDR:PORT`): `GET /metrics` for Prometheus (OpenMetrics when the scraper asks
+//! for it), `GET /api/v1/jobs/NAME` (one job's counts as JSON, for `lockstep stat --nodes`), and `POST /slurm/places`,
+//! the controller's notices of places (`notices`): the one request that is not a read. The door itself (HTTP, caps,
+//! deadlines) is `doors`.
 
 use std::collections::{HashMap, HashSet};
 use std::net::{SocketAddr, TcpListener};

@@ -10,15 +10,16 @@ use std::sync::{Arc, Mutex};
 
 use hyper::StatusCode;
 
-use crate::command::{Command, Mailbox};
 use crate::doors::Reply;
+use crate::outlet::Outlet;
 use crate::slurm::config::SlurmConfig;
 use lockstep_slurm::push;
 
 /// Where notices for node `node` are checked and sent on to the daemon.
 pub struct Notices {
     node: lockstep_core::ident::NodeName,
-    mailbox: Mailbox,
+    /// Where the places taken go: the daemon, as Slurm's messages.
+    outlet: Outlet<crate::slurm::Msg>,
     /// slurmctld's configuration (the munge socket, `SlurmUser`), shared with the discovery thread.
     config: Arc<SlurmConfig>,
     /// When the last notice taken was made: an older one (a try that timed out, taken after the next) is refused.
@@ -26,10 +27,14 @@ pub struct Notices {
 }
 
 impl Notices {
-    /// Notices for node `node`, checked with slurmctld's configuration `config` and sent on to the daemon at
-    /// `mailbox`.
-    pub fn new(node: lockstep_core::ident::NodeName, mailbox: Mailbox, config: Arc<SlurmConfig>) -> Self {
-        Self { node, mailbox, config, last_at: Mutex::new(0) }
+    /// Notices for node `node`, checked with slurmctld's configuration `config` and sent on to the daemon through
+    /// `outlet`.
+    pub fn new(
+        node: lockstep_core::ident::NodeName,
+        outlet: Outlet<crate::slurm::Msg>,
+        config: Arc<SlurmConfig>,
+    ) -> Self {
+        Self { node, outlet, config, last_at: Mutex::new(0) }
     }
 
     /// Takes one notice, `body` its munge credential.
@@ -68,7 +73,7 @@ impl Notices {
         *last = told.at_ms;
         // Sent while the time is held: two notices reach the daemon in the order they were made.
         let count = told.jobs.len();
-        self.mailbox.tell(Command::Slurm(crate::slurm::Msg::Told { jobs: told.jobs }));
+        self.outlet.tell(crate::slurm::Msg::Told { jobs: told.jobs });
         drop(last);
         Reply::text(StatusCode::OK, &format!("took the places of {count} job(s)"))
     }

@@ -351,7 +351,8 @@ pub fn run(config: Config, reload: Reload) -> anyhow::Result<i32> {
     let told = metrics.as_ref().and_then(|l| l.local_addr().ok()).is_some_and(|a| !a.ip().is_loopback());
     let slurm_config = Arc::new(SlurmConfig::new());
     if let Some(metrics) = metrics {
-        let notices = Arc::new(Notices::new(config.slurm_node.clone(), mailbox.clone(), slurm_config.clone()));
+        let notices =
+            Arc::new(Notices::new(config.slurm_node.clone(), mailbox.map(Command::Slurm), slurm_config.clone()));
         serve_metrics(&doors, metrics, config.scrapers.clone(), &telemetry, &config.store, notices, daemon.board())?;
     }
     crate::slurm::feed::spawn(

@@ -2,7 +2,8 @@
 //! the job's cgroups, give the signals the parent holds back their default action, wait at a gate when asked (so
 //! that counters attach before the first instruction), and exec. A child that cannot go on says why through a
 //! close-on-exec pipe, as `posix_spawn` does, so that the parent tells a command that could not start from one
-//! that ran and failed.
+//! that ran and failed. An executable file the kernel cannot run (`ENOEXEC`: a script without `#!`) is run by
+//! `/bin/sh`, as `execvp` and a shell do.
 
 use std::ffi::CString;
 use std::fs::File;
@@ -14,6 +15,9 @@ use nix::fcntl::OFlag;
 use nix::libc;
 use nix::sys::signal::Signal;
 use nix::unistd::{fork, pipe2, ForkResult};
+
+/// The shell that runs an executable file the kernel cannot (`ENOEXEC`).
+const SHELL: &str = "/bin/sh";
 
 /// What the child was doing when it failed: the first byte of its report.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -75,6 +79,10 @@ impl Spawn<'_> {
         let argv: Vec<CString> = self.argv.iter().map(|a| c(a.as_bytes())).collect::<Result<_, _>>()?;
         let mut argv_ptrs: Vec<*const libc::c_char> = argv.iter().map(|a| a.as_ptr()).collect();
         argv_ptrs.push(std::ptr::null());
+        // For a file without `#!`: `/bin/sh PATH ARGS…`.
+        let shell = c(SHELL.as_bytes())?;
+        let mut shell_ptrs: Vec<*const libc::c_char> = vec![shell.as_ptr(), path.as_ptr()];
+        shell_ptrs.extend(argv_ptrs.iter().skip(1));
         let join_ptrs: Vec<*const libc::c_char> = self.join.iter().map(|p| p.as_ptr()).collect();
         let reset: Vec<libc::c_int> = self.reset.iter().map(|&s| s as libc::c_int).collect();
         let pipe = || pipe2(OFlag::O_CLOEXEC).map_err(|e| SpawnError::Fork(e.into()));
@@ -86,8 +94,8 @@ impl Spawn<'_> {
         // write, execv, _exit) on memory made before the fork, and never returns.
         match unsafe { fork() }.map_err(|e| SpawnError::Fork(e.into()))? {
             ForkResult::Child => unsafe {
-                let fail = |step: Step| -> ! {
-                    let errno = std::io::Error::last_os_error().raw_os_error().unwrap_or(0);
+                let errno = || std::io::Error::last_os_error().raw_os_error().unwrap_or(0);
+                let fail = |step: Step, errno: i32| -> ! {
                     let mut msg = [0u8; 5];
                     msg[0] = step as u8;
                     msg[1..].copy_from_slice(&errno.to_ne_bytes());
@@ -105,26 +113,30 @@ impl Spawn<'_> {
                 for path in &join_ptrs {
                     let fd = libc::open(*path, libc::O_WRONLY | libc::O_CLOEXEC);
                     if fd < 0 || libc::write(fd, b"0".as_ptr().cast(), 1) != 1 {
-                        fail(Step::Join);
+                        fail(Step::Join, errno());
                     }
                     libc::close(fd);
                 }
                 // Rust ignores SIGPIPE in its own processes, and an ignored signal stays ignored across exec.
                 if libc::signal(libc::SIGPIPE, libc::SIG_DFL) == libc::SIG_ERR {
-                    fail(Step::Signals);
+                    fail(Step::Signals, errno());
                 }
                 for &sig in &reset {
                     if libc::signal(sig, libc::SIG_DFL) == libc::SIG_ERR {
-                        fail(Step::Signals);
+                        fail(Step::Signals, errno());
                     }
                 }
                 let mut none: libc::sigset_t = std::mem::zeroed();
                 libc::sigemptyset(&raw mut none);
                 if libc::sigprocmask(libc::SIG_SETMASK, &raw const none, std::ptr::null_mut()) != 0 {
-                    fail(Step::Signals);
+                    fail(Step::Signals, errno());
                 }
                 libc::execv(path.as_ptr(), argv_ptrs.as_ptr());
-                fail(Step::Exec)
+                let failed = errno();
+                if failed == libc::ENOEXEC {
+                    libc::execv(shell.as_ptr(), shell_ptrs.as_ptr());
+                }
+                fail(Step::Exec, failed)
             },
             ForkResult::Parent { child } => Ok(Started {
                 pid: child.as_raw(),
@@ -252,12 +264,33 @@ mod tests {
     }
 
     #[test]
+    fn an_executable_file_without_a_hash_bang_line_is_run_by_the_shell() {
+        let dir = lockstep_scratch::tempdir().unwrap();
+        let (script, out) = (dir.path().join("script"), dir.path().join("out"));
+        std::fs::write(&script, format!("echo \"$0 $1 $2\" > {}\n", out.display())).unwrap();
+        std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+        let args = argv(&["script", "a", "b c"]);
+        let spawn = Spawn { program: &script, argv: &args, join: &[], reset: &[] };
+        let pid = spawn.start(false).unwrap().go().unwrap();
+        assert_eq!(exit_code(wait(pid, 0).unwrap().0), 0);
+        assert_eq!(std::fs::read_to_string(&out).unwrap(), format!("{} a b c\n", script.display()));
+    }
+
+    #[test]
     fn a_command_that_cannot_run_or_a_cgroup_it_cannot_join_is_said_with_its_step() {
         let args = argv(&["nothing"]);
         let spawn = Spawn { program: Path::new("/nonexistent/nothing"), argv: &args, join: &[], reset: &[] };
         let e = spawn.start(false).unwrap().go().unwrap_err();
         assert!(matches!(e, SpawnError::Child { step: Step::Exec, .. }), "{e}");
         assert_eq!(e.to_string(), "No such file or directory (os error 2)");
+        let dir = lockstep_scratch::tempdir().unwrap();
+        let data = dir.path().join("data");
+        std::fs::write(&data, b"\x7fELF-not-really").unwrap();
+        std::fs::set_permissions(&data, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+        let args = argv(&["data"]);
+        let spawn = Spawn { program: &data, argv: &args, join: &[], reset: &[] };
+        let pid = spawn.start(false).unwrap().go().unwrap();
+        assert_ne!(exit_code(wait(pid, 0).unwrap().0), 0, "a file neither program nor script ran");
         let procs = [CString::new("/nonexistent/cgroup.procs").unwrap()];
         let args = argv(&["true"]);
         let spawn = Spawn { program: Path::new("/bin/true"), argv: &args, join: &procs, reset: &[] };

@@ -326,7 +326,7 @@ fn create(path: &Path) -> crate::error::Result<()> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound && path == Path::new(DEFAULT_PATH) => {
             // lockstep's own state directory (systemd's `StateDirectory=` makes it for the agent's unit), made as
             // the agent makes it: 0700, in a chain of directories only root can change.
-            lockstep_core::trust::ensure_dir(dir, 0o700, "store").map_err(|e| UsageError::new(e.to_string()))?;
+            lockstep_core::trust::ensure_dir(dir, 0o700, "store")?;
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             return Err(refused(

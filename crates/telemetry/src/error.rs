@@ -54,6 +54,16 @@ pub enum Error {
         /// What did not parse (in the message, not a separate cause).
         why: serde_json::Error,
     },
+    /// An agent answered with the counts of another job than the one asked for.
+    #[error("the agent at {addr} answered with the counts of job {answered}, not of {asked}")]
+    OtherJob {
+        /// `HOST:PORT`.
+        addr: String,
+        /// The job asked for.
+        asked: lockstep_core::ident::JobKey,
+        /// The job answered for.
+        answered: lockstep_core::ident::JobKey,
+    },
 }
 
 impl Error {

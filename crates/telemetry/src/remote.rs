@@ -26,11 +26,19 @@ pub struct JobCounts {
     pub events: Vec<Sample>,
 }
 
-/// One node's counts of `job`; `None` when that agent has not counted it.
+/// One node's counts of `job`; `None` when that agent has not counted it. An answer that is not an agent's (names
+/// that are no valid job or node) or of another job is an error.
 pub fn fetch(addr: &str, job: &JobKey) -> Result<Option<JobCounts>> {
     let (code, body) = get(addr, &format!("/api/v1/jobs/{job}"))?;
     match code {
-        200 => serde_json::from_str(&body).map(Some).map_err(|why| Error::BadAnswer { addr: addr.into(), why }),
+        200 => {
+            let counts: JobCounts =
+                serde_json::from_str(&body).map_err(|why| Error::BadAnswer { addr: addr.into(), why })?;
+            if counts.job != *job {
+                return Err(Error::OtherJob { addr: addr.into(), asked: job.clone(), answered: counts.job });
+            }
+            Ok(Some(counts))
+        }
         404 => Ok(None),
         _ => Err(Error::Answered { addr: addr.into(), code, said: body.trim().to_string() }),
     }

@@ -19,9 +19,13 @@ use lockstep_store::{Action, Store};
 
 /// The jobs, the journal, the store, the backend.
 pub(super) struct Table {
+    /// The jobs the agent manages, in the order taken on.
     jobs: Vec<Managed>,
+    /// Where every change to a job's cgroups is written before it is made.
     journal: Journal,
+    /// The node's store: the jobs' descriptions, the journal's entries, the records.
     store: Store,
+    /// What new jobs' cgroups are made with.
     backend: Box<dyn Backend>,
 }
 

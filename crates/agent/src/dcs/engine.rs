@@ -1,7 +1,7 @@
 //! The `dcs` engine: while a `dcs` policy is in force, raises the job a message arrived for through the policy's
-//! [`Raiser`] for one quantum, within the job's share of raised time, and lowers it after. It lives in the daemon
-//! (the threads of `dcs::feed` send it the probe's arrivals and the jobs' sockets), so that a policy change, a job that ends and the agent's exit lower
-//! everything at once; the watchdog covers a crash through the journal.
+//! [`Raiser`] for one quantum, within the job's share of raised time, and lowers it after. It lives in the daemon (the
+//! threads of `dcs::feed` send it the probe's arrivals and the jobs' sockets), so that a policy change, a job that ends
+//! and the agent's exit lower everything at once; the watchdog covers a crash through the journal.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::path::PathBuf;

@@ -100,8 +100,6 @@ fn kind_label(rank_from_top: usize) -> String {
     }
 }
 
-/// The `MemTotal` of a meminfo text (/proc/meminfo's `MemTotal: N kB`, or a node's `Node 0 MemTotal: N kB`), in
-/// KiB.
 /// Why a topology could not be had.
 #[derive(Debug, thiserror::Error)]
 pub enum TopologyError {
@@ -114,6 +112,8 @@ pub enum TopologyError {
     Live(hwlocality::errors::RawHwlocError),
 }
 
+/// The `MemTotal` of a meminfo text (/proc/meminfo's `MemTotal: N kB`, or a node's `Node 0 MemTotal: N kB`), in
+/// KiB.
 fn mem_total_kib(text: &str) -> Option<u64> {
     let line = text.lines().find(|l| l.contains("MemTotal:"))?;
     line.split("MemTotal:").nth(1)?.split_whitespace().next()?.parse().ok()
