@@ -16,7 +16,7 @@ pub(super) struct Inbox {
 }
 
 /// Where the daemon is in its life. Every cgroup change is undone on the way from `Running` to `Stopping`
-/// ([`super::Daemon::restore_all`]), on a crash by the watchdog, and on the next start by the journal's repair.
+/// (`Daemon::restore_all`), on a crash by the watchdog, and on the next start by the journal's repair.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Lifecycle {
     /// Applying the policy at every slot.
