@@ -73,8 +73,9 @@ demo: build
 
 # Each line of the suite says how long it took (scripts/timed-shell). Guests of one qemu each run two at a time
 # (scripts/together --jobs 2, the longest first), as each runs on one host thread, the agent soak beside them at
-# nice 19; those of two (two-nodes, slurm-two) share a bridge, alone. The fuzz crates' own Cargo.lock is checked
-# first (seconds), not only by the fuzz build beside the tests (which would say it after 15 minutes).
+# the least CPU weight (scripts/beside); those of two (two-nodes, slurm-two) share a bridge, alone. The fuzz
+# crates' own Cargo.lock is checked first (seconds), not only by the fuzz build beside the tests (which would say
+# it after 15 minutes).
 test: SHELL := $(CURDIR)/scripts/timed-shell
 test: build
 	$(CARGO) fmt --all --check

@@ -12,13 +12,13 @@ use crate::spawn::{self, Spawn, Started};
 use crate::{reconcile, Error};
 use lockstep_cgroup::procfs;
 use lockstep_cgroup::{self as cgroup, Limits};
-use lockstep_core::error::{usage, UsageError};
+use lockstep_core::error::{is_usage, usage, UsageError};
 use lockstep_core::ident::{JobKey, JobName, ProcessRef};
 use lockstep_core::job::JobOrigin;
 use lockstep_core::place::Placement;
 use lockstep_proto::client::{self, CallError};
 use lockstep_proto::protocol;
-use lockstep_store::{Error as StoreError, NewJob, Store};
+use lockstep_store::{NewJob, Store};
 
 /// Signals `lockstep run` passes on to its command instead of dying from them.
 const FORWARDED: [Signal; 4] = [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP, Signal::SIGQUIT];
@@ -72,7 +72,8 @@ pub fn run(store: &mut Store, req: &Request) -> Result<i32, Error> {
     }
 
     let me = std::process::id() as i32;
-    let id = match store.insert_job(&NewJob {
+    // A name in use is the store's usage error.
+    let id = store.insert_job(&NewJob {
         name: &req.name,
         command: &req.command,
         placement: &req.placement,
@@ -80,11 +81,7 @@ pub fn run(store: &mut Store, req: &Request) -> Result<i32, Error> {
         weight: req.weight,
         mem_limit: req.mem_limit,
         supervisor: ProcessRef { pid: me, start: procfs::start_time(me).unwrap_or(0) },
-    }) {
-        Ok(id) => id,
-        Err(e @ StoreError::NameInUse(_)) => return usage(e.to_string()),
-        Err(e) => return Err(e.into()),
-    };
+    })?;
 
     let limits = Limits {
         cpus: Some(req.placement.pus.clone()),
@@ -95,9 +92,9 @@ pub fn run(store: &mut Store, req: &Request) -> Result<i32, Error> {
     let created = cgroup::detect().map_err(Error::from).and_then(|backend| Ok(backend.create(&req.name, &limits)?));
     let cg = match created {
         Ok(cg) => cg,
-        Err(Error::Cgroup(e)) if e.is_usage() => {
+        Err(e) if is_usage(&e) => {
             store.forget_job(id)?;
-            return usage(e.to_string());
+            return Err(e);
         }
         Err(e) => {
             store.finish(id, "failed", None, Some(&e.to_string()))?;

@@ -18,9 +18,9 @@ pub enum Error {
     /// No cgroup hierarchy to put the job in.
     #[error(transparent)]
     NoHierarchy(#[from] lockstep_cgroup::NoHierarchy),
-    /// The job's cgroup could not be made.
+    /// The system failed to make the job's cgroup (one the user's input could not make is [`Error::Usage`]).
     #[error(transparent)]
-    Cgroup(#[from] lockstep_cgroup::CreateError),
+    Cgroup(lockstep_cgroup::CreateError),
     /// The node's agent refused the job, or did not answer.
     #[error(transparent)]
     Agent(#[from] lockstep_proto::client::CallError),
@@ -32,4 +32,16 @@ pub enum Error {
         /// Why.
         source: std::io::Error,
     },
+}
+
+impl From<lockstep_cgroup::CreateError> for Error {
+    /// A cgroup the user's input could not make (a name in use, a placement beyond the machine, no permission)
+    /// is a usage error; the system's failure stays one.
+    fn from(e: lockstep_cgroup::CreateError) -> Self {
+        if e.is_usage() {
+            Self::Usage(lockstep_core::error::UsageError::new(e.to_string()))
+        } else {
+            Self::Cgroup(e)
+        }
+    }
 }

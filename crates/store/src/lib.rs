@@ -11,4 +11,4 @@ mod schema;
 pub use db::{now, resolve_path, Store, APPLICATION_ID, DEFAULT_PATH};
 pub use error::{Error, Result};
 pub use lab::{ExperimentRun, Record, TimelineRecord};
-pub use node::{Action, Decision, JobRow, JournalEntry, Journaled, ManagedJob, NewJob, SlurmJob, ACTIONS};
+pub use node::{Action, Decision, JobRow, JournalEntry, Journaled, ManagedJob, NewJob, RowName, SlurmJob, ACTIONS};

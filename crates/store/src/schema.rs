@@ -257,7 +257,7 @@ mod tests {
             let id: i32 = store.conn.pragma_query_value(None, "application_id", |r| r.get(0)).unwrap();
             assert_eq!(id, crate::APPLICATION_ID, "from {steps} steps");
             let jobs = store.jobs(true).unwrap();
-            assert_eq!((jobs.len(), jobs[0].name.as_str(), jobs[0].pus.as_str()), (1, "old", "0-1"));
+            assert_eq!((jobs.len(), jobs[0].name.to_string().as_str(), jobs[0].pus.as_str()), (1, "old", "0-1"));
             let journal = store.journal().unwrap();
             let expected = Journaled { file: "/x/cpu.shares".into(), value: "1024".into() };
             assert_eq!(journal, [expected]);

@@ -33,8 +33,9 @@ pub struct Args {
     #[arg(long, value_name = "NAME")]
     job: Option<JobKey>,
     /// With --job: sum the job's counts from the agents of these nodes (their --metrics addresses), which have
-    /// counted it since it started; follows the job until it ends everywhere. For a Slurm job (`--job slurm-ID`)
-    /// the nodes come from `squeue` when this is not given.
+    /// counted it since it started; follows the job until it ends everywhere. A node that does not answer is said
+    /// and its counts left out (exit status 1). For a Slurm job (`--job slurm-ID`) the nodes come from `squeue`
+    /// when this is not given.
     #[arg(long, value_name = "HOST:PORT,...", requires = "job")]
     nodes: Option<String>,
     /// The agents' metrics port, for the nodes of a Slurm job.
@@ -150,13 +151,14 @@ fn slurm_nodes(id: lockstep_slurm::SlurmJobId, port: u16) -> anyhow::Result<Stri
 /// The processes of a running job of this node: a `lockstep run` job of the store, else a job the local agent
 /// manages (its cgroups and the cgroups below them).
 fn job_pids(store: &Path, socket: &Path, job: &JobKey) -> anyhow::Result<Vec<i32>> {
-    let name = job.to_string();
     // No store at the path is no `lockstep run` job (the agent may still manage one); a file that is not a
-    // lockstep store is refused.
-    let row = if std::fs::symlink_metadata(store).is_ok() {
-        lockstep_store::Store::open_existing(store)?.jobs(false)?.into_iter().find(|j| j.name == name)
-    } else {
-        None
+    // lockstep store is refused. A Slurm job is never one of `lockstep run`'s.
+    let row = match job {
+        JobKey::Named(name) if std::fs::symlink_metadata(store).is_ok() => {
+            let name = lockstep_store::RowName::Job(name.clone());
+            lockstep_store::Store::open_existing(store)?.jobs(false)?.into_iter().find(|j| j.name == name)
+        }
+        _ => None,
     };
     let cgroup = row.and_then(|j| j.cgroup).map(lockstep_cgroup::JobCgroup::from);
     let mut pids = cgroup.map(|cg| cg.pids().unwrap_or_default()).unwrap_or_default();
@@ -338,7 +340,11 @@ fn stop_on_signals() -> anyhow::Result<()> {
 }
 
 /// `--job NAME --nodes …`: polls every node's agent, prints the sums; ends when no node counts the job any
-/// more (its final counts are printed) or on Ctrl-C.
+/// more (its final counts are printed) or on Ctrl-C. A node that does not answer, or answers badly, is said on
+/// stderr when it starts to fail and stands in the sums with the last counts it gave (none if it never answered),
+/// so that the sums never go back; it counts as done, so that a node gone for good does not keep `stat` waiting.
+/// The summary then names the nodes whose counts are missing or stale, and the exit status is 1. It is an error
+/// only when no node that answers at first has counted the job.
 fn count_nodes(
     groups: Option<Vec<Vec<EventSpec>>>,
     job: &JobKey,
@@ -350,26 +356,30 @@ fn count_nodes(
     if nodes.iter().any(|n| n.is_empty()) {
         return Err(UsageError::new(format!("malformed --nodes list {nodes:?} (expected HOST:PORT,HOST:PORT)")).into());
     }
-    let poll = || -> anyhow::Result<Vec<Option<lockstep_telemetry::remote::JobCounts>>> {
-        Ok(nodes.iter().map(|n| remote::fetch(n, job)).collect::<lockstep_telemetry::Result<_>>()?)
-    };
-    let first = poll()?;
-    if first.iter().all(Option::is_none) {
-        return Err(UsageError::new(format!("no agent of {} has counted job {job:?}", nodes.join(","))).into());
+    let ask = || nodes.iter().map(|n| remote::fetch(n, job)).collect::<Vec<_>>();
+    let first = ask();
+    if let [Err(_)] = first.as_slice() {
+        return Err(first.into_iter().next().expect("one node").unwrap_err().into());
+    }
+    let known = std::cell::RefCell::new(NodeCounts::new(&nodes));
+    known.borrow_mut().take(first);
+    if known.borrow().latest.iter().all(Option::is_none) {
+        let short = known.borrow().short();
+        if short.is_empty() {
+            return Err(UsageError::new(format!("no agent of {} has counted job {job:?}", nodes.join(","))).into());
+        }
+        anyhow::bail!("no agent that answered has counted job {job:?}, and {} did not answer", short.join(","));
     }
     let events: Vec<EventSpec> = match groups {
         Some(g) => g.into_iter().flatten().collect(),
-        None => remote::sum(&first.iter().flatten().cloned().collect::<Vec<_>>())
-            .iter()
-            .map(|(name, _)| parse_event(name))
-            .collect::<Result<_, _>>()?,
+        None => {
+            remote::sum(&known.borrow().counts()).iter().map(|(name, _)| parse_event(name)).collect::<Result<_, _>>()?
+        }
     };
     stop_on_signals()?;
-    let latest = std::cell::RefCell::new(first);
     let read = || -> anyhow::Result<Vec<Option<Reading>>> {
-        let now = poll()?;
-        let sums = remote::sum(&now.iter().flatten().cloned().collect::<Vec<_>>());
-        *latest.borrow_mut() = now;
+        known.borrow_mut().take(ask());
+        let sums = remote::sum(&known.borrow().counts());
         Ok(events.iter().map(|e| sums.iter().find(|(n, _)| *n == e.name).map(|(_, r)| *r)).collect())
     };
     // Between reads the nodes are asked at most twice a second whether the job still runs anywhere.
@@ -381,17 +391,73 @@ fn count_nodes(
         }
         if asked.elapsed() >= Duration::from_millis(500) {
             asked = Instant::now();
-            match poll() {
-                Ok(p) => *latest.borrow_mut() = p,
-                Err(e) => eprintln!("lockstep: {e:#}"),
-            }
+            known.borrow_mut().take(ask());
         }
-        latest.borrow().iter().flatten().all(|c| !c.counting)
+        known.borrow().done()
     };
-    let target = format!("job '{job}' on {} node(s)", nodes.len());
     let run = stat::count(&events, read, interval, style, done)?;
+    let short = known.borrow().short();
+    let missing = if short.is_empty() { String::new() } else { format!(" ({} missing or stale)", short.join(",")) };
+    let target = format!("job '{job}' on {} node(s){missing}", nodes.len());
     if interval.is_none() {
         stat::summary(&events, &[run], style, &target, None);
     }
-    Ok(0)
+    if short.is_empty() {
+        return Ok(0);
+    }
+    eprintln!("lockstep: job {job}'s counts leave out what {} counted while not answering", short.join(","));
+    Ok(1)
+}
+
+/// What `stat --nodes` knows of each node: its last counts, whether it fails now, whether it ever did.
+struct NodeCounts<'a> {
+    nodes: &'a [&'a str],
+    latest: Vec<Option<lockstep_telemetry::remote::JobCounts>>,
+    failing: Vec<bool>,
+    ever_failed: Vec<bool>,
+}
+
+impl<'a> NodeCounts<'a> {
+    fn new(nodes: &'a [&'a str]) -> Self {
+        let n = nodes.len();
+        Self { nodes, latest: vec![None; n], failing: vec![false; n], ever_failed: vec![false; n] }
+    }
+
+    /// Takes one answer of each node: a node's counts replace its last ones; a node that fails keeps its last
+    /// counts and is said on stderr when it starts to fail (not at every poll) and when it answers again.
+    fn take(&mut self, answers: Vec<lockstep_telemetry::Result<Option<lockstep_telemetry::remote::JobCounts>>>) {
+        for (i, answer) in answers.into_iter().enumerate() {
+            match answer {
+                Ok(counts) => {
+                    if std::mem::take(&mut self.failing[i]) {
+                        eprintln!("lockstep: {} answers again", self.nodes[i]);
+                    }
+                    self.latest[i] = counts;
+                }
+                Err(e) => {
+                    if !self.failing[i] {
+                        let kept = if self.latest[i].is_some() { "its last counts stand in" } else { "left out" };
+                        eprintln!("lockstep: {} ({kept})", lockstep_core::error::one_line(&e));
+                    }
+                    self.failing[i] = true;
+                    self.ever_failed[i] = true;
+                }
+            }
+        }
+    }
+
+    /// The nodes that failed to answer at some time.
+    fn short(&self) -> Vec<&'a str> {
+        self.nodes.iter().zip(&self.ever_failed).filter(|(_, f)| **f).map(|(n, _)| *n).collect()
+    }
+
+    /// The counts of the nodes that have any.
+    fn counts(&self) -> Vec<lockstep_telemetry::remote::JobCounts> {
+        self.latest.iter().flatten().cloned().collect()
+    }
+
+    /// Whether no node that answers counts the job any more.
+    fn done(&self) -> bool {
+        self.latest.iter().zip(&self.failing).all(|(c, f)| *f || c.as_ref().is_none_or(|c| !c.counting))
+    }
 }

@@ -27,13 +27,48 @@ pub struct NewJob<'a> {
     pub supervisor: ProcessRef,
 }
 
+/// The name a row of `lockstep run`'s jobs holds: a job name, or the text of a name an older build accepted and
+/// this one refuses (`slurm-3`, kept for Slurm's jobs since), which still shows in the history and whose job
+/// `reconcile` still ends, but names no job anything can be asked of.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RowName {
+    /// A job name.
+    Job(JobName),
+    /// The text of a name this build refuses.
+    Refused(String),
+}
+
+impl RowName {
+    fn read(text: String) -> Self {
+        match text.parse() {
+            Ok(name) => Self::Job(name),
+            Err(_) => Self::Refused(text),
+        }
+    }
+}
+
+impl std::fmt::Display for RowName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Job(name) => name.fmt(f),
+            Self::Refused(text) => f.pad(text),
+        }
+    }
+}
+
+impl Serialize for RowName {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
 /// One row of `lockstep jobs`.
 #[derive(Clone, Debug, Serialize)]
 pub struct JobRow {
     /// Store id.
     pub id: i64,
     /// Job name.
-    pub name: String,
+    pub name: RowName,
     /// running, done, failed or lost.
     pub state: String,
     /// argv.
@@ -85,7 +120,7 @@ impl Store {
         );
         match inserted {
             Err(rusqlite::Error::SqliteFailure(e, _)) if e.code == ErrorCode::ConstraintViolation => {
-                return Err(Error::NameInUse(job.name.clone()))
+                return Err(Error::name_in_use(job.name))
             }
             other => other?,
         };
@@ -170,7 +205,7 @@ impl Store {
             let cgroup: Option<String> = r.get(13)?;
             Ok(JobRow {
                 id: r.get(0)?,
-                name: r.get(1)?,
+                name: RowName::read(r.get(1)?),
                 state: r.get(2)?,
                 command: serde_json::from_str(&command).unwrap_or_default(),
                 pid: r.get(4)?,
@@ -194,6 +229,7 @@ impl Store {
 
 #[cfg(test)]
 mod tests {
+    use super::RowName;
     use rusqlite::params;
 
     #[test]
@@ -221,7 +257,7 @@ mod tests {
                 .unwrap();
         }
         assert_eq!(store.expire_jobs(200.0).unwrap(), 1);
-        let mut names: Vec<String> = store.jobs(true).unwrap().into_iter().map(|j| j.name).collect();
+        let mut names: Vec<String> = store.jobs(true).unwrap().into_iter().map(|j| j.name.to_string()).collect();
         names.sort();
         assert_eq!(names, ["new", "run"]);
         let placements: i64 = store.conn.query_row("SELECT count(*) FROM placements", [], |r| r.get(0)).unwrap();
@@ -229,5 +265,32 @@ mod tests {
         // A running job is kept however old.
         assert_eq!(store.expire_jobs(1e12).unwrap(), 1);
         assert_eq!(store.jobs(true).unwrap().len(), 1);
+    }
+
+    #[test]
+    fn a_row_of_a_name_since_refused_is_kept_as_its_text_and_is_no_job_name() {
+        let dir = lockstep_scratch::tempdir().unwrap();
+        let store = crate::db::Store::open(&dir.path().join("s.db")).unwrap();
+        for name in ["lu", "slurm-3"] {
+            store
+                .conn
+                .execute(
+                    "INSERT INTO jobs (name, state, command, supervisor_pid, supervisor_start, started_at)
+                     VALUES (?1, 'running', '[]', 1, 1, 50.0)",
+                    [name],
+                )
+                .unwrap();
+            let id = store.conn.last_insert_rowid();
+            store
+                .conn
+                .execute(
+                    "INSERT INTO placements (job_id, policy, pus, mems, cores) VALUES (?1, 'any', '0', '0', 1)",
+                    [id],
+                )
+                .unwrap();
+        }
+        let names: Vec<RowName> = store.jobs(false).unwrap().into_iter().map(|j| j.name).collect();
+        assert_eq!(names, [RowName::Refused("slurm-3".into()), RowName::Job("lu".parse().unwrap())]);
+        assert_eq!(format!("{:<9}|{}", names[0], serde_json::to_string(&names[1]).unwrap()), "slurm-3  |\"lu\"");
     }
 }

@@ -5,6 +5,6 @@ mod journal;
 mod samples;
 mod slurm;
 
-pub use jobs::{JobRow, NewJob};
+pub use jobs::{JobRow, NewJob, RowName};
 pub use journal::{Action, Decision, JournalEntry, Journaled, ManagedJob, ACTIONS};
 pub use slurm::SlurmJob;
