@@ -243,21 +243,21 @@ pub struct CpuLane {
 }
 
 /// A rank of job `job` on a CPU from `start_ns` to `end_ns` (nanoseconds since the window's start).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Segment {
     /// Start, ns into the window.
     pub start_ns: u64,
     /// End, ns into the window.
     pub end_ns: u64,
-    /// The job's name.
-    pub job: String,
+    /// The job.
+    pub job: JobKey,
 }
 
 /// One job of a [`Timeline`].
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TimelineJob {
-    /// The job's name.
-    pub name: String,
+    /// The job.
+    pub name: JobKey,
     /// Its ranks on the node.
     pub ranks: u32,
     /// Over the window, the share of the time some of its ranks was on a CPU in which every one of them was at

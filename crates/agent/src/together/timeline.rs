@@ -126,7 +126,7 @@ impl Together {
             let active = after.active.saturating_sub(before.active);
             let together = after.together.saturating_sub(before.together);
             let coscheduled = (active > 0).then(|| together.min(active) as f64 / active as f64);
-            recording.jobs.push(TimelineJob { name: name.to_string(), ranks: after.ranks, coscheduled });
+            recording.jobs.push(TimelineJob { name: name.clone(), ranks: after.ranks, coscheduled });
         }
         Ok(())
     }
@@ -196,7 +196,7 @@ pub(crate) fn lanes(
     let rel = |ns: u64| ns.clamp(start_ns, end_ns) - start_ns;
     let push = |lane: &mut CpuLane, slot: u32, from: u64, to: u64| {
         if to > from {
-            lane.segments.push(Segment { start_ns: from, end_ns: to, job: names[&slot].to_string() });
+            lane.segments.push(Segment { start_ns: from, end_ns: to, job: names[&slot].clone() });
         }
     };
     for e in &sorted {
@@ -286,7 +286,7 @@ mod tests {
     }
 
     fn seg(start_ns: u64, end_ns: u64, job: &str) -> Segment {
-        Segment { start_ns, end_ns, job: job.into() }
+        Segment { start_ns, end_ns, job: job.parse().unwrap() }
     }
 
     #[test]

@@ -7,6 +7,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
+use lockstep_core::ident::JobKey;
 use lockstep_proto::protocol::{CpuLane, Timeline};
 
 /// Width of the time axis, in pixels.
@@ -35,17 +36,17 @@ pub struct Panel<'a> {
 }
 
 /// The colour of each job of `panels`: one per job name, the same in every panel.
-pub fn colours(panels: &[Panel<'_>]) -> BTreeMap<String, &'static str> {
-    let mut names: Vec<&str> = panels
+pub fn colours(panels: &[Panel<'_>]) -> BTreeMap<JobKey, &'static str> {
+    let mut names: Vec<&JobKey> = panels
         .iter()
         .flat_map(|p| {
-            let lanes = p.timeline.cpus.iter().flat_map(|l| l.segments.iter().map(|s| s.job.as_str()));
-            lanes.chain(p.timeline.jobs.iter().map(|j| j.name.as_str()))
+            let lanes = p.timeline.cpus.iter().flat_map(|l| l.segments.iter().map(|s| &s.job));
+            lanes.chain(p.timeline.jobs.iter().map(|j| &j.name))
         })
         .collect();
     names.sort_unstable();
     names.dedup();
-    names.into_iter().enumerate().map(|(i, n)| (n.to_string(), PALETTE[i % PALETTE.len()])).collect()
+    names.into_iter().enumerate().map(|(i, n)| (n.clone(), PALETTE[i % PALETTE.len()])).collect()
 }
 
 /// The mean co-scheduled fraction over the jobs of `timeline` that ran in it; `None` when none did.
@@ -56,26 +57,26 @@ pub fn mean_coscheduled(timeline: &Timeline) -> Option<f64> {
 
 /// Per pixel column of `lane` (`columns` of them over `window_ns`), the job that held the CPU for the most of
 /// it, if some job held it for at least half; then as runs: (first column, columns, job).
-fn runs(lane: &CpuLane, window_ns: u64, columns: u32) -> Vec<(u32, u32, String)> {
+fn runs(lane: &CpuLane, window_ns: u64, columns: u32) -> Vec<(u32, u32, &JobKey)> {
     let per = window_ns.max(1) as f64 / f64::from(columns);
-    let mut held: Vec<BTreeMap<&str, f64>> = vec![BTreeMap::new(); columns as usize];
+    let mut held: Vec<BTreeMap<&JobKey, f64>> = vec![BTreeMap::new(); columns as usize];
     for s in &lane.segments {
         let (a, b) = (s.start_ns as f64 / per, (s.end_ns.min(window_ns)) as f64 / per);
         let mut x = a.floor().max(0.0);
         while x < b && (x as usize) < held.len() {
             let share = (b.min(x + 1.0) - a.max(x)).max(0.0);
-            *held[x as usize].entry(s.job.as_str()).or_default() += share;
+            *held[x as usize].entry(&s.job).or_default() += share;
             x += 1.0;
         }
     }
-    let mut out: Vec<(u32, u32, String)> = Vec::new();
+    let mut out: Vec<(u32, u32, &JobKey)> = Vec::new();
     for (x, jobs) in held.iter().enumerate() {
         let busy: f64 = jobs.values().sum();
         let top = jobs.iter().max_by(|a, b| a.1.total_cmp(b.1)).map(|(j, _)| *j);
         let Some(job) = top.filter(|_| busy >= 0.5) else { continue };
         match out.last_mut() {
-            Some((first, n, j)) if j == job && *first + *n == x as u32 => *n += 1,
-            _ => out.push((x as u32, 1, job.to_string())),
+            Some((first, n, j)) if *j == job && *first + *n == x as u32 => *n += 1,
+            _ => out.push((x as u32, 1, job)),
         }
     }
     out
@@ -123,8 +124,8 @@ pub fn draw(panels: &[Panel<'_>]) -> String {
                     svg,
                     "<rect x=\"{}\" y=\"{top}\" width=\"{n}\" height=\"{LANE}\" fill=\"{}\"><title>{}</title></rect>",
                     LEFT + x,
-                    colours.get(&job).copied().unwrap_or("#999999"),
-                    super::report::escape(&job)
+                    colours.get(job).copied().unwrap_or("#999999"),
+                    super::report::escape(&job.to_string())
                 );
             }
         }
@@ -163,7 +164,7 @@ pub fn draw(panels: &[Panel<'_>]) -> String {
             ly - 11,
             lx + 20,
             ly,
-            super::report::escape(job)
+            super::report::escape(&job.to_string())
         );
         for panel in panels {
             if let Some(share) = panel.timeline.jobs.iter().find(|j| &j.name == job).and_then(|j| j.coscheduled) {
@@ -188,18 +189,20 @@ mod tests {
     use lockstep_proto::protocol::{Segment, TimelineJob};
 
     fn lane(cpu: u32, segments: &[(u64, u64, &str)]) -> CpuLane {
-        let segments =
-            segments.iter().map(|&(start_ns, end_ns, job)| Segment { start_ns, end_ns, job: job.into() }).collect();
+        let segments = segments
+            .iter()
+            .map(|&(start_ns, end_ns, job)| Segment { start_ns, end_ns, job: job.parse().unwrap() })
+            .collect();
         CpuLane { cpu, segments }
     }
 
     fn job(name: &str, coscheduled: Option<f64>) -> TimelineJob {
-        TimelineJob { name: name.into(), ranks: 2, coscheduled }
+        TimelineJob { name: name.parse().unwrap(), ranks: 2, coscheduled }
     }
 
     #[test]
     fn segments_become_rectangles_in_their_jobs_colours_with_names_escaped() {
-        let hostile = "b<script>&\"x\"";
+        let hostile = "b";
         let t = Timeline {
             // A nanosecond per pixel column.
             window_ns: u64::from(WIDTH),
@@ -211,7 +214,7 @@ mod tests {
         let colours = colours(&panels);
         assert_eq!(colours.len(), 2);
         let svg = draw(&panels);
-        let (a, b) = (colours["a"], colours[hostile]);
+        let (a, b) = (colours[&"a".parse().unwrap()], colours[&hostile.parse().unwrap()]);
         assert_ne!(a, b);
         for rect in [
             format!("<rect x=\"{LEFT}\" y=\"{HEAD}\" width=\"300\" height=\"{LANE}\" fill=\"{a}\">"),
@@ -228,19 +231,21 @@ mod tests {
         ] {
             assert!(svg.contains(&rect), "{rect} not in {svg}");
         }
-        assert!(!svg.contains("<script>") && svg.contains("b&lt;script&gt;&amp;&quot;x&quot;"), "{svg}");
         assert!(svg.contains("gang/200ms — co-scheduled 0.50"), "{svg}");
         assert!(svg.contains("gang/200ms: co-scheduled 0.75"), "{svg}");
+        // A job is a job key, which cannot hold markup; a label can, and is escaped.
+        let svg = draw(&[Panel { label: "b<script>&\"x\"".into(), timeline: &t }]);
+        assert!(!svg.contains("<script>") && svg.contains("b&lt;script&gt;&amp;&quot;x&quot;"), "{svg}");
     }
 
     #[test]
     fn a_column_goes_to_the_job_that_held_it_longest_and_short_blips_merge() {
         // 10 columns of 10 ns: a holds 0..44, b 44..47 (a blip), a 47..100 (idle for a bit at the end).
         let l = lane(0, &[(0, 44, "a"), (44, 47, "b"), (47, 96, "a")]);
-        assert_eq!(runs(&l, 100, 10), [(0, 10, "a".to_string())]);
+        assert_eq!(runs(&l, 100, 10), [(0, 10, &"a".parse().unwrap())]);
         // Less than half of a column held: the column is idle.
         let l = lane(0, &[(0, 4, "a"), (20, 30, "b")]);
-        assert_eq!(runs(&l, 100, 10), [(2, 1, "b".to_string())]);
+        assert_eq!(runs(&l, 100, 10), [(2, 1, &"b".parse().unwrap())]);
     }
 
     #[test]

@@ -141,9 +141,9 @@ mod tests {
             dropped: 0,
             cpus: vec![CpuLane {
                 cpu: 0,
-                segments: vec![Segment { start_ns: 0, end_ns: 500_000_000, job: job.into() }],
+                segments: vec![Segment { start_ns: 0, end_ns: 500_000_000, job: job.parse().unwrap() }],
             }],
-            jobs: vec![TimelineJob { name: job.into(), ranks: 2, coscheduled: Some(share) }],
+            jobs: vec![TimelineJob { name: job.parse().unwrap(), ranks: 2, coscheduled: Some(share) }],
         };
         for (session, policy, share) in [(1.0, "cfs", 0.1), (2.0, "cfs", 0.2), (2.0, "gang/200ms", 0.9)] {
             let data = serde_json::to_string(&timeline("e-lu-0", share)).unwrap();

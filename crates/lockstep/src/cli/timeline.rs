@@ -5,6 +5,7 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use lockstep_core::error::UsageError;
+use lockstep_core::ident::JobKey;
 use lockstep_lab::harness::timeline::{draw, Panel};
 use lockstep_proto::client::{call, check};
 use lockstep_proto::protocol::{Request, Timeline, TIMELINE_MILLIS};
@@ -74,9 +75,9 @@ fn render(t: &Timeline) -> String {
     }
     out += "\nCPU  JOBS (share of the window)\n";
     for lane in &t.cpus {
-        let mut held: std::collections::BTreeMap<&str, u64> = std::collections::BTreeMap::new();
+        let mut held: std::collections::BTreeMap<&JobKey, u64> = std::collections::BTreeMap::new();
         for s in &lane.segments {
-            *held.entry(s.job.as_str()).or_default() += s.end_ns.saturating_sub(s.start_ns);
+            *held.entry(&s.job).or_default() += s.end_ns.saturating_sub(s.start_ns);
         }
         let jobs: Vec<String> =
             held.iter().map(|(j, ns)| format!("{j} {:.0} %", *ns as f64 / t.window_ns.max(1) as f64 * 100.0)).collect();
@@ -92,7 +93,7 @@ mod tests {
 
     #[test]
     fn the_table_shows_each_jobs_share_of_each_cpu() {
-        let seg = |start_ns, end_ns, job: &str| Segment { start_ns, end_ns, job: job.into() };
+        let seg = |start_ns, end_ns, job: &str| Segment { start_ns, end_ns, job: job.parse().unwrap() };
         let t = Timeline {
             window_ns: 1_000_000_000,
             dropped: 0,
@@ -100,7 +101,7 @@ mod tests {
                 CpuLane { cpu: 0, segments: vec![seg(0, 250_000_000, "a"), seg(250_000_000, 1_000_000_000, "b")] },
                 CpuLane { cpu: 1, segments: vec![] },
             ],
-            jobs: vec![TimelineJob { name: "a".into(), ranks: 2, coscheduled: Some(0.5) }],
+            jobs: vec![TimelineJob { name: "a".parse().unwrap(), ranks: 2, coscheduled: Some(0.5) }],
         };
         let text = render(&t);
         assert!(text.starts_with("window 1000 ms\n"), "{text}");
