@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use lockstep_core::cosched::PolicySpec;
 use lockstep_core::error::Denied;
-use lockstep_core::ident::{JobKey, JobName, ProcessRef};
+use lockstep_core::ident::{JobKey, JobName, NodeName, ProcessRef};
 pub use lockstep_core::job::{JobOrigin, ORIGINS};
 use serde::{Deserialize, Serialize};
 
@@ -266,10 +266,10 @@ pub struct TimelineJob {
 }
 
 /// The agent's live state.
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Status {
-    /// Node name.
-    pub node: String,
+    /// The node's name.
+    pub node: NodeName,
     /// Agent PID.
     pub pid: i32,
     /// Watchdog PID.
@@ -300,6 +300,28 @@ pub struct Status {
     /// How late the slot switches began after their boundaries, since the agent started.
     #[serde(default)]
     pub lateness: Histogram,
+}
+
+impl Status {
+    /// The state of node `node` before its agent has any: no policy, slot, job or measurement.
+    pub fn new(node: NodeName) -> Self {
+        Self {
+            node,
+            pid: 0,
+            watchdog_pid: 0,
+            policy: String::new(),
+            slot_length: Duration::ZERO,
+            slot: 0,
+            active_row: 0,
+            rows: 0,
+            last_apply_us: 0.0,
+            dcs: None,
+            groups: Vec::new(),
+            jobs: Vec::new(),
+            others: 0,
+            lateness: Histogram::default(),
+        }
+    }
 }
 
 /// A histogram of observed values, as Prometheus keeps one: cumulative counts of values at most each bound, their

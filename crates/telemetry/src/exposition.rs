@@ -426,7 +426,7 @@ mod tests {
             slot_length: std::time::Duration::from_millis(500),
             lateness,
             jobs: vec![job("slurm-42", "slurm", 1000, true), job("ab", "run", 0, false)],
-            ..Status::default()
+            ..Status::new("n1".parse().unwrap())
         }
     }
 
@@ -485,7 +485,7 @@ mod tests {
         let at = |event: &str, value| Sample { running: 2_000_000_000, ..sample("j", event, value) };
         let (together, waiting) = (at("coscheduled", 500_000_000), at("rank-waiting", 1_500_000_000));
         let running = at("rank-running", 1_000_000_000);
-        let (status, users) = (Status::default(), HashMap::new());
+        let (status, users) = (Status::new("n1".parse().unwrap()), HashMap::new());
         let samples = vec![&together, &running, &waiting];
         let snap = Snapshot {
             node: &N1,

@@ -70,7 +70,7 @@ mod tests {
     /// A status published while a reader holds the cell is not waited for: it is put there at the next retry.
     #[test]
     fn a_status_published_while_read_is_put_there_at_the_next_retry() {
-        let status = |slot| Status { slot, ..Status::default() };
+        let status = |slot| Status { slot, ..Status::new("n1".parse().unwrap()) };
         let mut publisher = Publisher::new(status(1));
         let board = publisher.board();
         assert_eq!(board.read().slot, 1);

@@ -79,11 +79,12 @@ impl Daemon {
         // memory for the next flush (records, journal entries, decisions).
         start.store.set_busy_timeout(Duration::ZERO)?;
         let slurm = super::slurm::known::SlurmState::load(start.slurm_node, &start.store)?;
+        let start_node = start.node;
         let mut daemon = Self {
             planning: super::planning::Planning::new(start.policy),
             clock: super::clock::Clock::new(start.slot),
             table: super::table::Table::new(start.journal, start.store, start.backend),
-            node: start.node,
+            node: start_node.clone(),
             outbox: super::records::Outbox::new(),
             measures: super::measures::Measures::new(),
             pulse: super::pulse::Pulse::new(start.clock_skew_file),
@@ -93,7 +94,7 @@ impl Daemon {
             dcs: super::dcs::host::DcsHost::new(start.dcs),
             reserve: crate::restore::Reserve::hold()?,
             inbox: super::inbox::Inbox::new(mailbox, inbox),
-            publisher: super::board::Publisher::new(lockstep_proto::protocol::Status::default()),
+            publisher: super::board::Publisher::new(lockstep_proto::protocol::Status::new(start_node)),
         };
         daemon.take_over()?;
         daemon.switch_dcs(daemon.planning.policy().raises())?;

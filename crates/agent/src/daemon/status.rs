@@ -5,10 +5,9 @@ use std::collections::HashSet;
 
 use super::board::Board;
 use super::state::Daemon;
+use lockstep_core::cosched::auto::Member;
+use lockstep_core::ident::JobKey;
 use lockstep_proto::protocol::{DcsStatus, JobStatus, Status};
-
-/// How a job of another user is named in a group of `auto` that a user's status shows.
-const OTHER_JOB: &str = "(another user's job)";
 
 impl Daemon {
     /// The live table, whole (root's view); [`visible_to`] filters it for another user.
@@ -16,7 +15,7 @@ impl Daemon {
         let groups = self.planning.choices();
         let telemetry = self.telemetry.published();
         Status {
-            node: self.node.to_string(),
+            node: self.node.clone(),
             pid: std::process::id() as i32,
             watchdog_pid: self.table.watchdog_pid(),
             policy: self.planning.policy().name().to_string(),
@@ -69,16 +68,17 @@ impl Daemon {
 /// only that user's jobs, without the node-wide latencies.
 pub fn visible_to(full: &Status, viewer: Option<u32>) -> Status {
     let Some(uid) = viewer else { return full.clone() };
-    let mine: HashSet<String> = full.jobs.iter().filter(|j| j.owner == uid).map(|j| j.name.to_string()).collect();
+    let mine: HashSet<&JobKey> = full.jobs.iter().filter(|j| j.owner == uid).map(|j| &j.name).collect();
+    let is_mine = |m: &Member| matches!(m, Member::Job(key) if mine.contains(key));
     let groups = full
         .groups
         .iter()
-        .filter(|g| g.jobs.iter().any(|n| mine.contains(n)))
+        .filter(|g| g.jobs.iter().any(is_mine))
         .map(|g| {
             let mut g = g.clone();
-            for n in &mut g.jobs {
-                if !mine.contains(n) {
-                    *n = OTHER_JOB.to_string();
+            for m in &mut g.jobs {
+                if !is_mine(m) {
+                    *m = Member::Unnamed;
                 }
             }
             g
@@ -88,7 +88,7 @@ pub fn visible_to(full: &Status, viewer: Option<u32>) -> Status {
         latency_p50_us: 0.0,
         latency_p99_us: 0.0,
         latency_max_us: 0.0,
-        jobs: d.jobs.iter().filter(|j| mine.contains(&j.name.to_string())).cloned().collect(),
+        jobs: d.jobs.iter().filter(|j| mine.contains(&j.name)).cloned().collect(),
         ..d.clone()
     });
     Status {
@@ -119,7 +119,7 @@ mod tests {
     /// the others' jobs unnamed, `dcs`'s jobs of theirs without the node-wide latencies; root reads it whole.
     #[test]
     fn a_user_reads_only_their_own_jobs_from_the_board() {
-        use lockstep_core::cosched::auto::Choice;
+        use lockstep_core::cosched::auto::{Choice, Member};
         use lockstep_proto::protocol::{DcsJob, DcsStatus, JobStatus, Status};
         let job = |name: &str, owner: u32| -> JobStatus {
             let fields = serde_json::json!({"name": name, "row": 0, "pinned": false, "pus": "0", "frozen": false,
@@ -127,7 +127,7 @@ mod tests {
             serde_json::from_value(fields).unwrap()
         };
         let group = |jobs: &[&str]| Choice {
-            jobs: jobs.iter().map(|j| (*j).to_string()).collect(),
+            jobs: jobs.iter().map(|j| Member::Job(j.parse().unwrap())).collect(),
             policy: "gang".into(),
             trying: false,
             why: String::new(),
@@ -150,14 +150,17 @@ mod tests {
                 jobs: vec![dcs_job("mine"), dcs_job("theirs")],
                 ..DcsStatus::default()
             }),
-            ..Status::default()
+            ..Status::new("n1".parse().unwrap())
         };
         let seen = super::visible_to(&full, Some(1000));
         let names = |jobs: &[JobStatus]| jobs.iter().map(|j| j.name.to_string()).collect::<Vec<_>>();
         assert_eq!(names(&seen.jobs), ["mine"]);
         assert_eq!(seen.others, 2);
         assert_eq!(seen.groups.len(), 1);
-        assert_eq!(seen.groups[0].jobs, ["mine", "(another user's job)"]);
+        assert_eq!(seen.groups[0].jobs, [Member::Job("mine".parse().unwrap()), Member::Unnamed]);
+        // As the CLI reads it: the other job unnamed.
+        let text = serde_json::to_string(&seen.groups[0].jobs).unwrap();
+        assert_eq!(text, r#"["mine","(another user's job)"]"#);
         let dcs = seen.dcs.unwrap();
         assert_eq!(dcs.jobs.iter().map(|j| j.name.to_string()).collect::<Vec<_>>(), ["mine"]);
         assert_eq!((dcs.latency_p99_us, dcs.raises), (0.0, 3));

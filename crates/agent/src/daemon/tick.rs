@@ -68,7 +68,7 @@ impl Daemon {
             let mut sample = |v: usize| read(&jobs[planned[v]]);
             for c in auto.observe(k, self.clock.length(), &views, &mut sample) {
                 if !c.trying {
-                    log::info!("auto: {} -> {}: {}", c.jobs.join(" "), c.policy, c.why);
+                    log::info!("auto: {} -> {}: {}", c.members(), c.policy, c.why);
                 }
                 self.outbox.choose(lockstep_store::now(), c);
             }

@@ -183,11 +183,51 @@ impl Rate {
     }
 }
 
+/// A job of a group that `auto` chose for, as a [`Choice`] names it: the job, or, in what another user reads,
+/// one of someone else's, unnamed. Written as the job's key or as [`Member::UNNAMED`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Member {
+    /// The job.
+    Job(JobKey),
+    /// Another user's job, in what a user who is not root reads.
+    Unnamed,
+}
+
+impl Member {
+    /// How an unnamed member is written.
+    pub const UNNAMED: &'static str = "(another user's job)";
+}
+
+impl std::fmt::Display for Member {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Job(key) => key.fmt(f),
+            Self::Unnamed => f.pad(Self::UNNAMED),
+        }
+    }
+}
+
+impl Serialize for Member {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for Member {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        if text == Self::UNNAMED {
+            return Ok(Self::Unnamed);
+        }
+        text.parse().map(Self::Job).map_err(serde::de::Error::custom)
+    }
+}
+
 /// What `auto` chose for a group of jobs, and why: said in `lockstep status` and kept in the store.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Choice {
-    /// The jobs of the group, as text (a record: stored, and shown with other users' jobs unnamed).
-    pub jobs: Vec<String>,
+    /// The jobs of the group (other users' unnamed in what a user who is not root reads).
+    pub jobs: Vec<Member>,
     /// The policy in force for them now.
     pub policy: String,
     /// Whether it is being tried (`true`) or was chosen.
@@ -196,6 +236,13 @@ pub struct Choice {
     pub why: String,
     /// The measurements behind a choice: per candidate, per job (in `jobs` order), the rates.
     pub rates: BTreeMap<String, Vec<Rate>>,
+}
+
+impl Choice {
+    /// The group's jobs, separated by spaces, as the log and `lockstep status` say them.
+    pub fn members(&self) -> String {
+        self.jobs.iter().map(ToString::to_string).collect::<Vec<_>>().join(" ")
+    }
 }
 
 /// Where a group is.
@@ -686,7 +733,7 @@ impl Auto {
 /// The record of `g`'s state.
 fn choice(names: &[JobKey], g: &Group) -> Choice {
     Choice {
-        jobs: names.iter().map(JobKey::to_string).collect(),
+        jobs: names.iter().cloned().map(Member::Job).collect(),
         policy: g.policy.name().to_string(),
         trying: matches!(g.phase, Phase::Explore { .. }),
         why: g.why.clone(),

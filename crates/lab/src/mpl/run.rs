@@ -15,7 +15,7 @@ use crate::harness::outcome::{Failures, Outcome};
 use crate::harness::progress_bar::CaseProgress;
 use crate::harness::spec::{PolicyConfig, Progress, RanksIn, Scheduler};
 use crate::harness::Paths;
-use lockstep_core::cosched::auto::Choice;
+use lockstep_core::cosched::auto::{Choice, Member};
 use lockstep_core::cosched::{slot, PolicySpec};
 use lockstep_core::sample;
 use lockstep_proto::client::{call, check};
@@ -481,7 +481,9 @@ fn to_run(
 /// What `auto` chose for the groups job `name` was in, in order, repeats dropped (`gang`, `gang, cfs`); what it
 /// was doing when the job ended before any choice (its trial), or that the job never shared PUs.
 fn auto_chose(records: &[Choice], name: &str) -> String {
-    let mine: Vec<&Choice> = records.iter().filter(|c| c.jobs.iter().any(|j| j == name)).collect();
+    // The lab names its jobs by the agent's rules, so the name is a key.
+    let key = name.parse().map(Member::Job).ok();
+    let mine: Vec<&Choice> = records.iter().filter(|c| key.as_ref().is_some_and(|k| c.jobs.contains(k))).collect();
     let mut chose: Vec<&str> = Vec::new();
     for c in mine.iter().filter(|c| !c.trying) {
         if chose.last() != Some(&c.policy.as_str()) {

@@ -133,7 +133,7 @@ fn render(s: &Status) -> String {
         let _ = writeln!(
             out,
             "auto: {} -> {}{}: {}",
-            g.jobs.join(" "),
+            g.members(),
             g.policy,
             if g.trying { " (trying)" } else { "" },
             g.why
@@ -230,5 +230,6 @@ pub fn release(args: &ReleaseArgs, socket: &Path, quiet: bool) -> anyhow::Result
 
 /// The agent's status, as `lockstep status` reads it.
 fn agent_status(socket: &Path) -> anyhow::Result<Status> {
-    Ok(check(call(socket, &Request::Status)?)?.status.unwrap_or_default())
+    let answer = check(call(socket, &Request::Status)?)?;
+    answer.status.ok_or_else(|| anyhow::anyhow!("the agent at {} answered without its status", socket.display()))
 }
