@@ -230,31 +230,26 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::RowName;
+    use crate::db::Store;
     use rusqlite::params;
+
+    /// Writes a job's row and its placement as any build may have: the name as text.
+    fn insert(store: &Store, name: &str, state: &str, ended: Option<f64>) {
+        let job = "INSERT INTO jobs (name, state, command, supervisor_pid, supervisor_start, started_at, ended_at)
+                   VALUES (?1, ?2, '[]', 1, 1, 50.0, ?3)";
+        store.conn.execute(job, params![name, state, ended]).unwrap();
+        let place = "INSERT INTO placements (job_id, policy, pus, mems, cores) VALUES (?1, 'any', '0', '0', 1)";
+        store.conn.execute(place, [store.conn.last_insert_rowid()]).unwrap();
+    }
 
     #[test]
     fn ended_jobs_leave_after_their_history_and_running_ones_stay() {
         let dir = lockstep_scratch::tempdir().unwrap();
-        let mut store = crate::db::Store::open(&dir.path().join("lockstep.db")).unwrap();
+        let mut store = Store::open(&dir.path().join("lockstep.db")).unwrap();
         for (name, state, ended) in
             [("old", "done", Some(100.0)), ("new", "failed", Some(300.0)), ("run", "running", None)]
         {
-            store
-                .conn
-                .execute(
-                    "INSERT INTO jobs (name, state, command, supervisor_pid, supervisor_start, started_at, ended_at)
-                     VALUES (?1, ?2, '[]', 1, 1, 50.0, ?3)",
-                    params![name, state, ended],
-                )
-                .unwrap();
-            let id = store.conn.last_insert_rowid();
-            store
-                .conn
-                .execute(
-                    "INSERT INTO placements (job_id, policy, pus, mems, cores) VALUES (?1, 'any', '0', '0', 1)",
-                    [id],
-                )
-                .unwrap();
+            insert(&store, name, state, ended);
         }
         assert_eq!(store.expire_jobs(200.0).unwrap(), 1);
         let mut names: Vec<String> = store.jobs(true).unwrap().into_iter().map(|j| j.name.to_string()).collect();
@@ -270,25 +265,9 @@ mod tests {
     #[test]
     fn a_row_of_a_name_since_refused_is_kept_as_its_text_and_is_no_job_name() {
         let dir = lockstep_scratch::tempdir().unwrap();
-        let store = crate::db::Store::open(&dir.path().join("s.db")).unwrap();
-        for name in ["lu", "slurm-3"] {
-            store
-                .conn
-                .execute(
-                    "INSERT INTO jobs (name, state, command, supervisor_pid, supervisor_start, started_at)
-                     VALUES (?1, 'running', '[]', 1, 1, 50.0)",
-                    [name],
-                )
-                .unwrap();
-            let id = store.conn.last_insert_rowid();
-            store
-                .conn
-                .execute(
-                    "INSERT INTO placements (job_id, policy, pus, mems, cores) VALUES (?1, 'any', '0', '0', 1)",
-                    [id],
-                )
-                .unwrap();
-        }
+        let store = Store::open(&dir.path().join("s.db")).unwrap();
+        insert(&store, "lu", "running", None);
+        insert(&store, "slurm-3", "running", None);
         let names: Vec<RowName> = store.jobs(false).unwrap().into_iter().map(|j| j.name).collect();
         assert_eq!(names, [RowName::Refused("slurm-3".into()), RowName::Job("lu".parse().unwrap())]);
         assert_eq!(format!("{:<9}|{}", names[0], serde_json::to_string(&names[1]).unwrap()), "slurm-3  |\"lu\"");
