@@ -179,15 +179,21 @@ fn agent_samples_go_to_store_metrics_and_nodes_sum() {
     let faults = finals.iter().find(|s| s.event == "page-faults").unwrap().value;
     assert!(text.lines().any(|l| l == format!("{faults},,page-faults,{},100.00,,", finals[0].running)), "{text}");
     assert!(text.contains("<not supported>,,cycles"), "{text}");
-    // A node that does not answer (port 1 of loopback: nothing listens there) is said and left out of the sums,
-    // which are the other nodes' all the same, and the exit status says the counts are not whole.
-    let three = format!("{nodes},127.0.0.1:1");
-    let out = env.run(&["stat", "--job", &job, "--nodes", &three, "-e", "page-faults,task-clock", "-x", ","]);
+    // A node that refuses (port 1 of loopback: nothing listens there) and one that takes the connection and never
+    // answers are said and left out of the sums, which are the other nodes' all the same, and the exit status
+    // says the counts are not whole.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let silent = listener.local_addr().unwrap().to_string();
+    let four = format!("{nodes},127.0.0.1:1,{silent}");
+    let out = env.run(&["stat", "--job", &job, "--nodes", &four, "-e", "page-faults,task-clock", "-x", ","]);
     let text = stderr(&out);
     assert_eq!(out.status.code(), Some(1), "{text}");
     assert!(text.lines().any(|l| l == format!("{faults},,page-faults,{},100.00,,", finals[0].running)), "{text}");
-    assert!(text.lines().any(|l| l.contains("127.0.0.1:1") && l.ends_with("(left out)")), "{text}");
-    assert!(text.lines().last().is_some_and(|l| l.contains("leave out what 127.0.0.1:1 counted")), "{text}");
+    for dead in ["127.0.0.1:1", &silent] {
+        assert!(text.lines().any(|l| l.contains(dead) && l.ends_with("(left out)")), "{dead}: {text}");
+    }
+    let last = format!("leave out what 127.0.0.1:1,{silent} counted");
+    assert!(text.lines().last().is_some_and(|l| l.contains(&last)), "{text}");
     let out = env.run(&["stat", "--job", "no-such-job", "--nodes", &nodes]);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert_eq!(stderr(&out).lines().count(), 1, "{}", stderr(&out));

@@ -4,18 +4,12 @@
 /// A store operation's failure.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// A running job has the name already: the user's to fix, so its cause is the [`UsageError`] saying so
-    /// (found by [`lockstep_core::error::is_usage`]).
+    /// A running job has the name already: the user's to fix, so the [`UsageError`] saying so is its cause (found
+    /// by [`lockstep_core::error::is_usage`]).
     ///
     /// [`UsageError`]: lockstep_core::error::UsageError
-    #[error("{why}")]
-    NameInUse {
-        /// The name asked for.
-        name: lockstep_core::ident::JobName,
-        /// What to do about it.
-        #[source]
-        why: lockstep_core::error::UsageError,
-    },
+    #[error("{0}")]
+    NameInUse(#[source] lockstep_core::error::UsageError),
     /// SQLite failed: locked past the busy timeout, full, read-only, corrupt.
     #[error(transparent)]
     Sqlite(#[from] rusqlite::Error),
@@ -39,7 +33,7 @@ impl Error {
     /// `name` is in use by a running job.
     pub fn name_in_use(name: &lockstep_core::ident::JobName) -> Self {
         let why = format!("job name {name:?} is in use by a running job (pick another name, or wait for it to end)");
-        Self::NameInUse { name: name.clone(), why: lockstep_core::error::UsageError::new(why) }
+        Self::NameInUse(lockstep_core::error::UsageError::new(why))
     }
 
     /// Whether the store was only busy: another connection held the write lock past this one's busy timeout

@@ -64,7 +64,8 @@ impl Daemon {
 }
 
 /// The live table `full` as user `viewer` may see it (`None`: root, all of it): only that user's jobs, and of
-/// the others only how many there are; in `auto`'s groups, the other users' jobs unnamed; in `dcs`'s section,
+/// the others only how many there are; in `auto`'s groups, the other users' jobs unnamed and no measurements of
+/// a group that holds one (they would be the other users' progress); in `dcs`'s section,
 /// only that user's jobs, without the node-wide latencies.
 pub fn visible_to(full: &Status, viewer: Option<u32>) -> Status {
     let Some(uid) = viewer else { return full.clone() };
@@ -76,6 +77,10 @@ pub fn visible_to(full: &Status, viewer: Option<u32>) -> Status {
         .filter(|g| g.jobs.iter().any(is_mine))
         .map(|g| {
             let mut g = g.clone();
+            if !g.jobs.iter().all(is_mine) {
+                // Their progress is theirs to read (the measurements are per job, in the group's order).
+                g.rates.clear();
+            }
             for m in &mut g.jobs {
                 if !is_mine(m) {
                     *m = Member::Unnamed;
@@ -126,12 +131,13 @@ mod tests {
                 "boosted": false, "origin": "pids", "cgroups": [], "owner": owner});
             serde_json::from_value(fields).unwrap()
         };
+        let rate = lockstep_core::cosched::auto::Rate { calls_s: Some(9.0), calls: None, cpu_s: 1.0, together_s: None };
         let group = |jobs: &[&str]| Choice {
             jobs: jobs.iter().map(|j| Member::Job(j.parse().unwrap())).collect(),
             policy: "gang".into(),
             trying: false,
             why: String::new(),
-            rates: std::collections::BTreeMap::new(),
+            rates: [("gang".to_string(), vec![rate; jobs.len()])].into(),
         };
         let dcs_job = |name: &str| DcsJob {
             name: name.parse().unwrap(),
@@ -158,6 +164,7 @@ mod tests {
         assert_eq!(seen.others, 2);
         assert_eq!(seen.groups.len(), 1);
         assert_eq!(seen.groups[0].jobs, [Member::Job("mine".parse().unwrap()), Member::Unnamed]);
+        assert!(seen.groups[0].rates.is_empty(), "another user's job's progress: {:?}", seen.groups[0].rates);
         // As the CLI reads it: the other job unnamed.
         let text = serde_json::to_string(&seen.groups[0].jobs).unwrap();
         assert_eq!(text, r#"["mine","(another user's job)"]"#);

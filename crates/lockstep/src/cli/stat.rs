@@ -3,14 +3,14 @@
 
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use nix::sys::signal::{signal, SigHandler, Signal};
 
 use std::path::Path;
 
 use lockstep_cgroup::procs_below;
-use lockstep_core::error::UsageError;
+use lockstep_core::error::{is_usage, one_line, UsageError};
 use lockstep_core::ident::JobKey;
 use lockstep_jobs::spawn::{self, Spawn};
 use lockstep_telemetry::counters::{Counters, Reading};
@@ -33,9 +33,9 @@ pub struct Args {
     #[arg(long, value_name = "NAME")]
     job: Option<JobKey>,
     /// With --job: sum the job's counts from the agents of these nodes (their --metrics addresses), which have
-    /// counted it since it started; follows the job until it ends everywhere. A node that does not answer is said
-    /// and its counts left out (exit status 1). For a Slurm job (`--job slurm-ID`) the nodes come from `squeue`
-    /// when this is not given.
+    /// counted it since it started; follows the job until it ends everywhere. A node that does not answer is said,
+    /// its last counts stand in, and the exit status is 1. For a Slurm job (`--job slurm-ID`) the nodes come from
+    /// `squeue` when this is not given.
     #[arg(long, value_name = "HOST:PORT,...", requires = "job")]
     nodes: Option<String>,
     /// The agents' metrics port, for the nodes of a Slurm job.
@@ -339,12 +339,13 @@ fn stop_on_signals() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `--job NAME --nodes …`: polls every node's agent, prints the sums; ends when no node counts the job any
-/// more (its final counts are printed) or on Ctrl-C. A node that does not answer, or answers badly, is said on
-/// stderr when it starts to fail and stands in the sums with the last counts it gave (none if it never answered),
-/// so that the sums never go back; it counts as done, so that a node gone for good does not keep `stat` waiting.
-/// The summary then names the nodes whose counts are missing or stale, and the exit status is 1. It is an error
-/// only when no node that answers at first has counted the job.
+/// `--job NAME --nodes …`: follows the job on every node's agent ([`remote::Follow`]: no node is waited for),
+/// prints the sums; ends when no node counts the job any more (its final counts are printed) or on Ctrl-C. A node
+/// named badly is bad input (exit 2), and so is a job no node that answered has counted; the one node given, or
+/// every node, failing at first is the error. Otherwise a node that does not answer, or answers badly, is said on
+/// stderr when it starts to fail and when it answers again; its last counts (none, if it never answered) stand in,
+/// so that the sums never go back, and after [`remote::GIVE_UP`] it no longer keeps `stat` waiting. Nodes that
+/// still fail at the end are named (in the summary, and on stderr), and the exit status is 1.
 fn count_nodes(
     groups: Option<Vec<Vec<EventSpec>>>,
     job: &JobKey,
@@ -356,108 +357,51 @@ fn count_nodes(
     if nodes.iter().any(|n| n.is_empty()) {
         return Err(UsageError::new(format!("malformed --nodes list {nodes:?} (expected HOST:PORT,HOST:PORT)")).into());
     }
-    let ask = || nodes.iter().map(|n| remote::fetch(n, job)).collect::<Vec<_>>();
-    let first = ask();
-    if let [Err(_)] = first.as_slice() {
-        return Err(first.into_iter().next().expect("one node").unwrap_err().into());
+    let (follow, first) = remote::Follow::start(&nodes, job);
+    let errors: Vec<&lockstep_telemetry::Error> = first.iter().filter_map(|a| a.as_ref().err()).collect();
+    if let Some(bad) = errors.iter().find(|e| is_usage(**e)) {
+        return Err(UsageError::new(one_line(*bad)).into());
     }
-    let known = std::cell::RefCell::new(NodeCounts::new(&nodes));
-    known.borrow_mut().take(first);
-    if known.borrow().latest.iter().all(Option::is_none) {
-        let short = known.borrow().short();
-        if short.is_empty() {
+    if errors.len() == nodes.len() {
+        let more = errors.len() - 1;
+        let others =
+            if more > 0 { format!(" (and {more} other node(s) did not answer either)") } else { String::new() };
+        anyhow::bail!("{}{others}", one_line(errors[0]));
+    }
+    for e in &errors {
+        eprintln!("lockstep: {} (left out)", one_line(*e));
+    }
+    if follow.counts().is_empty() {
+        let failing = follow.failing();
+        if failing.is_empty() {
             return Err(UsageError::new(format!("no agent of {} has counted job {job:?}", nodes.join(","))).into());
         }
-        anyhow::bail!("no agent that answered has counted job {job:?}, and {} did not answer", short.join(","));
+        let names: Vec<&str> = failing.iter().map(|(n, _)| n.as_str()).collect();
+        anyhow::bail!("no agent that answered has counted job {job:?}, and {} did not answer", names.join(","));
     }
     let events: Vec<EventSpec> = match groups {
         Some(g) => g.into_iter().flatten().collect(),
-        None => {
-            remote::sum(&known.borrow().counts()).iter().map(|(name, _)| parse_event(name)).collect::<Result<_, _>>()?
-        }
+        None => remote::sum(&follow.counts()).iter().map(|(name, _)| parse_event(name)).collect::<Result<_, _>>()?,
     };
     stop_on_signals()?;
     let read = || -> anyhow::Result<Vec<Option<Reading>>> {
-        known.borrow_mut().take(ask());
-        let sums = remote::sum(&known.borrow().counts());
+        let sums = remote::sum(&follow.counts());
         Ok(events.iter().map(|e| sums.iter().find(|(n, _)| *n == e.name).map(|(_, r)| *r)).collect())
     };
-    // Between reads the nodes are asked at most twice a second whether the job still runs anywhere.
-    let mut asked = Instant::now();
     let done = |wait| {
         std::thread::sleep(wait);
-        if STOP.load(Ordering::Relaxed) {
-            return true;
-        }
-        if asked.elapsed() >= Duration::from_millis(500) {
-            asked = Instant::now();
-            known.borrow_mut().take(ask());
-        }
-        known.borrow().done()
+        STOP.load(Ordering::Relaxed) || follow.done()
     };
     let run = stat::count(&events, read, interval, style, done)?;
-    let short = known.borrow().short();
-    let missing = if short.is_empty() { String::new() } else { format!(" ({} missing or stale)", short.join(",")) };
+    let failing: Vec<String> = follow.failing().into_iter().map(|(n, _)| n).collect();
+    let missing = if failing.is_empty() { String::new() } else { format!(" ({} missing or stale)", failing.join(",")) };
     let target = format!("job '{job}' on {} node(s){missing}", nodes.len());
     if interval.is_none() {
         stat::summary(&events, &[run], style, &target, None);
     }
-    if short.is_empty() {
+    if failing.is_empty() {
         return Ok(0);
     }
-    eprintln!("lockstep: job {job}'s counts leave out what {} counted while not answering", short.join(","));
+    eprintln!("lockstep: job {job}'s counts leave out what {} counted while not answering", failing.join(","));
     Ok(1)
-}
-
-/// What `stat --nodes` knows of each node: its last counts, whether it fails now, whether it ever did.
-struct NodeCounts<'a> {
-    nodes: &'a [&'a str],
-    latest: Vec<Option<lockstep_telemetry::remote::JobCounts>>,
-    failing: Vec<bool>,
-    ever_failed: Vec<bool>,
-}
-
-impl<'a> NodeCounts<'a> {
-    fn new(nodes: &'a [&'a str]) -> Self {
-        let n = nodes.len();
-        Self { nodes, latest: vec![None; n], failing: vec![false; n], ever_failed: vec![false; n] }
-    }
-
-    /// Takes one answer of each node: a node's counts replace its last ones; a node that fails keeps its last
-    /// counts and is said on stderr when it starts to fail (not at every poll) and when it answers again.
-    fn take(&mut self, answers: Vec<lockstep_telemetry::Result<Option<lockstep_telemetry::remote::JobCounts>>>) {
-        for (i, answer) in answers.into_iter().enumerate() {
-            match answer {
-                Ok(counts) => {
-                    if std::mem::take(&mut self.failing[i]) {
-                        eprintln!("lockstep: {} answers again", self.nodes[i]);
-                    }
-                    self.latest[i] = counts;
-                }
-                Err(e) => {
-                    if !self.failing[i] {
-                        let kept = if self.latest[i].is_some() { "its last counts stand in" } else { "left out" };
-                        eprintln!("lockstep: {} ({kept})", lockstep_core::error::one_line(&e));
-                    }
-                    self.failing[i] = true;
-                    self.ever_failed[i] = true;
-                }
-            }
-        }
-    }
-
-    /// The nodes that failed to answer at some time.
-    fn short(&self) -> Vec<&'a str> {
-        self.nodes.iter().zip(&self.ever_failed).filter(|(_, f)| **f).map(|(n, _)| *n).collect()
-    }
-
-    /// The counts of the nodes that have any.
-    fn counts(&self) -> Vec<lockstep_telemetry::remote::JobCounts> {
-        self.latest.iter().flatten().cloned().collect()
-    }
-
-    /// Whether no node that answers counts the job any more.
-    fn done(&self) -> bool {
-        self.latest.iter().zip(&self.failing).all(|(c, f)| *f || c.as_ref().is_none_or(|c| !c.counting))
-    }
 }

@@ -316,14 +316,14 @@ pub struct ManagedJob {
 
 impl ManagedJob {
     /// Reads the description the agent saved under `name`: its origin is an object tagged with its `kind`. As at
-    /// the agent's take-over, a Slurm job is told by its origin, any other job's text must be a job name: one an
-    /// older build saved under a name this one refuses (`slurm-42` adopted by hand) is no job here, and the agent
-    /// puts it back when it starts.
+    /// the agent's take-over, a Slurm job is keyed by its origin's job ID, whatever it was saved under; any other
+    /// job's text must be a job name: one an older build saved under a name this one refuses (`slurm-42` adopted
+    /// by hand) is no job here, and the agent puts it back when it starts.
     fn read(name: &str, saved: &str) -> Option<Self> {
         let saved: serde_json::Value = serde_json::from_str(saved).ok()?;
         let origin: JobOrigin = serde_json::from_value(saved["origin"]["kind"].clone()).ok()?;
         let key = match origin {
-            JobOrigin::Slurm => name.parse().ok().filter(|k: &JobKey| k.slurm().is_some())?,
+            JobOrigin::Slurm => JobKey::Slurm(serde_json::from_value(saved["origin"]["id"].clone()).ok()?),
             _ => JobKey::Named(name.parse().ok()?),
         };
         Some(Self {
@@ -344,14 +344,16 @@ mod tests {
     fn a_managed_job_is_keyed_as_the_agent_keys_it_and_an_old_name_is_no_job() {
         let dir = lockstep_scratch::tempdir().unwrap();
         let store = Store::open(&dir.path().join("s.db")).unwrap();
-        let saved = |kind: &str| format!(r#"{{"origin":{{"kind":"{kind}"}},"pus":"0-1","owner":1000}}"#);
-        store.managed_put(&"lu".parse().unwrap(), &saved("pids")).unwrap();
-        store.managed_put(&"slurm-7".parse().unwrap(), &saved("slurm")).unwrap();
-        // An earlier build's: a job adopted by hand as `slurm-42`, and a Slurm job saved under a name.
+        let saved = |origin: &str| format!(r#"{{"origin":{origin},"pus":"0-1","owner":1000}}"#);
+        let slurm = |id: u64| saved(&format!(r#"{{"kind":"slurm","id":{id},"dirs":[]}}"#));
+        store.managed_put(&"lu".parse().unwrap(), &saved(r#"{"kind":"pids"}"#)).unwrap();
+        store.managed_put(&"slurm-7".parse().unwrap(), &slurm(7)).unwrap();
+        // An earlier build's: a job adopted by hand as `slurm-42`, and Slurm job 9 saved under another name.
         let old = "INSERT INTO managed (name, saved) VALUES (?1, ?2)";
-        store.conn.execute(old, rusqlite::params!["slurm-42", saved("cgroup")]).unwrap();
-        store.conn.execute(old, rusqlite::params!["cg", saved("slurm")]).unwrap();
+        store.conn.execute(old, rusqlite::params!["slurm-42", saved(r#"{"kind":"cgroup"}"#)]).unwrap();
+        store.conn.execute(old, rusqlite::params!["cg", slurm(9)]).unwrap();
         let keys: Vec<JobKey> = store.managed_jobs().unwrap().into_iter().map(|m| m.name).collect();
-        assert_eq!(keys, ["lu".parse::<JobKey>().unwrap(), "slurm-7".parse().unwrap()]);
+        let key = |k: &str| k.parse::<JobKey>().unwrap();
+        assert_eq!(keys, [key("slurm-9"), key("lu"), key("slurm-7")]);
     }
 }
