@@ -43,24 +43,10 @@ pub fn init(speaker: &'static str) {
 const LINE_MAX: usize = 3968;
 
 /// `text` as one line: a line may quote what users control (a Slurm field, a path, a process's name), and a
-/// newline there would start a line of their own, with a priority of their choosing under the journal. Control
-/// characters are written escaped, as Rust escapes them (`\n`, `\u{1b}`); a text longer than [`LINE_MAX`] is cut
-/// at a character boundary and says so.
+/// newline there would start a line of their own, with a priority of their choosing under the journal
+/// ([`lockstep_core::error::printable`], cut at [`LINE_MAX`]).
 fn one_line(text: &str) -> std::borrow::Cow<'_, str> {
-    use std::fmt::Write as _;
-    if text.len() <= LINE_MAX && !text.chars().any(char::is_control) {
-        return text.into();
-    }
-    let mut line = String::with_capacity(text.len().min(LINE_MAX + 32));
-    for (at, c) in text.char_indices() {
-        let escaped = if c.is_control() { c.escape_default().to_string() } else { c.to_string() };
-        if line.len() + escaped.len() > LINE_MAX {
-            let _ = write!(line, " … ({} bytes cut)", text.len() - at);
-            break;
-        }
-        line.push_str(&escaped);
-    }
-    line.into()
+    lockstep_core::error::printable(text, LINE_MAX)
 }
 
 /// The syslog priority (RFC 5424's severity) the journal files a line of `level` under.

@@ -201,6 +201,27 @@ pub fn clap_exit(program: &str, rendered: &str, to_stderr: bool, no_subcommand: 
     EXIT_USAGE
 }
 
+/// `text`, which someone else controls (a peer's answer, a Slurm field, a process's name), as one printable line:
+/// control characters are written escaped, as Rust escapes them (`\n`, `\u{1b}`), so that no newline starts a line
+/// of its own and no escape sequence reaches a terminal; a text longer than `max` bytes is cut at a character
+/// boundary and says so.
+pub fn printable(text: &str, max: usize) -> std::borrow::Cow<'_, str> {
+    use std::fmt::Write as _;
+    if text.len() <= max && !text.chars().any(char::is_control) {
+        return text.into();
+    }
+    let mut line = String::with_capacity(text.len().min(max + 32));
+    for (at, c) in text.char_indices() {
+        let escaped = if c.is_control() { c.escape_default().to_string() } else { c.to_string() };
+        if line.len() + escaped.len() > max {
+            let _ = write!(line, " … ({} bytes cut)", text.len() - at);
+            break;
+        }
+        line.push_str(&escaped);
+    }
+    line.into()
+}
+
 #[cfg(test)]
 mod tests {
     use super::{io_reason, is_usage, one_line, UsageError};

@@ -42,25 +42,12 @@ pub fn fetch(addr: &str, job: &JobKey) -> Result<Option<JobCounts>> {
             Ok(Some(counts))
         }
         404 => Ok(None),
-        _ => Err(Error::Answered { addr: addr.into(), code, said: printable(body.trim(), 200) }),
+        _ => Err(Error::Answered {
+            addr: addr.into(),
+            code,
+            said: lockstep_core::error::printable(body.trim(), 200).into_owned(),
+        }),
     }
-}
-
-/// At most `max` characters of what a remote peer said, each control character written as `\u{…}`: a terminal
-/// shows it as text, whoever answers on that port.
-fn printable(said: &str, max: usize) -> String {
-    let mut out = String::new();
-    for c in said.chars().take(max) {
-        if c.is_control() {
-            out.extend(c.escape_unicode());
-        } else {
-            out.push(c);
-        }
-    }
-    if said.chars().nth(max).is_some() {
-        out.push('…');
-    }
-    out
 }
 
 /// How long a node that counted the job may fail to answer before [`Follow`] takes it for done: a network blip
