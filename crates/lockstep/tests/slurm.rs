@@ -1610,7 +1610,8 @@ fn a_job_under_gang_is_still_killed_at_its_slurm_memory_limit() {
 #[test]
 #[ignore = "needs root"]
 fn a_heterogeneous_job_s_components_share_one_place_on_all_their_nodes() {
-    let Some((_serial, cluster)) = start_nodes(2, true) else { return };
+    // Slurm starts heterogeneous jobs from its backfill scheduler alone, every second here (30 s by default).
+    let Some((_serial, cluster)) = start_with(2, true, &[("LOCKSTEP_CLUSTER_BACKFILL", "1")]) else { return };
     cluster.policy("gang", "200ms");
     let p = cluster.sbatch(&["-n1", "-w", "n2"], &spin());
     let alone = format!("slurm-{p}");
@@ -1642,7 +1643,6 @@ fn a_heterogeneous_job_s_components_share_one_place_on_all_their_nodes() {
         found.sort();
         found
     };
-    // Slurm starts heterogeneous jobs from its backfill scheduler alone, every 30 s (`bf_interval`).
     let found = wait_until("both components running on n1 and n2", Duration::from_secs(90), components, |c| {
         c.len() == 2 && c.iter().any(|(_, n)| n == "n1") && c.iter().any(|(_, n)| n == "n2")
     });
