@@ -70,6 +70,12 @@ impl Planning {
         self.planner.measuring()
     }
 
+    /// `auto`'s state while another policy is in force and it may be taken up again: it follows the sets of jobs
+    /// ([`Auto::follow`]).
+    pub(super) fn away(&mut self) -> Option<&mut Auto> {
+        self.auto_away.as_mut().map(|(auto, _)| auto)
+    }
+
     /// The desired state of every job of `jobs` in this slot.
     pub(super) fn plan(&self, jobs: &[JobView<'_>]) -> Vec<Desired> {
         self.planner.plan(jobs)

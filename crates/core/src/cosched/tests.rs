@@ -758,6 +758,37 @@ mod auto {
     }
 
     #[test]
+    fn successions_under_another_policy_one_job_at_a_time_keep_the_choice_when_taken_up_again() {
+        let (x, y, x2, y2) = (pus("0-1"), pus("0-1"), pus("0-1"), pus("0-1"));
+        let pair = [view("x", 0, &x), view("y", 1, &y)];
+        let slot = Duration::from_millis(200);
+        // Another policy in force (a paired comparison's turn): y is started again, then x, one after the other.
+        let (one, both) = ([view("x", 0, &x), view("y2", 1, &y2)], [view("x2", 0, &x2), view("y2", 1, &y2)]);
+        let mut auto = ganged(&pair);
+        auto.follow(slot, &pair);
+        auto.follow(slot, &pair[..1]);
+        auto.follow(slot, &one);
+        auto.follow(slot, &both);
+        auto.resume();
+        // Taken up again: the set it finds keeps gang, no trial, and its first window is the drift's baseline.
+        assert!(see(&mut auto, 100, &both, &calls_at(18.0, &[9000, 9000])).is_empty());
+        let choices = auto.choices();
+        assert_eq!((choices[0].policy.as_str(), choices[0].trying), ("gang", false), "{choices:?}");
+        assert_eq!(choices[0].why, "gang kept from the set before, x left, x2 joined; next trial in 30 s");
+        assert!(see(&mut auto, 102, &both, &calls_at(18.4, &[9800, 9800])).is_empty());
+        // Not followed, or both replaced at once: a new set, tried afresh.
+        let mut blind = ganged(&pair);
+        blind.resume();
+        let fresh = see(&mut blind, 100, &both, &calls_at(18.0, &[9000, 9000]));
+        assert!(fresh[0].trying && fresh[0].why.starts_with("new set of jobs"), "{fresh:?}");
+        let mut at_once = ganged(&pair);
+        at_once.follow(slot, &both);
+        at_once.resume();
+        let fresh = see(&mut at_once, 100, &both, &calls_at(18.0, &[9000, 9000]));
+        assert!(fresh[0].trying && fresh[0].why.starts_with("new set of jobs"), "{fresh:?}");
+    }
+
+    #[test]
     fn a_window_in_which_the_new_job_makes_no_call_yet_is_no_baseline() {
         let (x, y, y2) = (pus("0-1"), pus("0-1"), pus("0-1"));
         let pair = [view("x", 0, &x), view("y", 1, &y)];
