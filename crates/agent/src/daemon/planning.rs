@@ -9,6 +9,11 @@ use lockstep_core::cosched::{Desired, JobView, Planner, PolicySpec};
 /// (seconds), shorter than what an admin switching policies means as a fresh start.
 const AUTO_KEPT: Duration = Duration::from_mins(1);
 
+/// Whether `auto`'s state, left at `since`, is still to be taken up again ([`AUTO_KEPT`]).
+fn still_kept(since: Instant) -> bool {
+    since.elapsed() <= AUTO_KEPT
+}
+
 /// The policy in force and what plans its slots.
 pub(super) struct Planning {
     /// The policy in force.
@@ -55,7 +60,7 @@ impl Planning {
             (Planner::Auto(auto), Planner::Fixed(_)) => self.auto_away = Some((auto, Instant::now())),
             (Planner::Auto(auto), Planner::Auto(now)) if same_slot => *now = auto,
             (_, Planner::Auto(auto)) => {
-                if let Some((mut kept, _)) = self.auto_away.take().filter(|(_, since)| since.elapsed() <= AUTO_KEPT) {
+                if let Some((mut kept, _)) = self.auto_away.take().filter(|(_, since)| still_kept(*since)) {
                     kept.resume();
                     *auto = kept;
                 }
@@ -71,8 +76,12 @@ impl Planning {
     }
 
     /// `auto`'s state while another policy is in force and it may be taken up again: it follows the sets of jobs
-    /// ([`Auto::follow`]).
+    /// ([`Auto::follow`]). Forgotten once away longer than [`AUTO_KEPT`], so that a policy put in force for good
+    /// leaves no work behind at every slot.
     pub(super) fn away(&mut self) -> Option<&mut Auto> {
+        if self.auto_away.as_ref().is_some_and(|(_, since)| !still_kept(*since)) {
+            self.auto_away = None;
+        }
         self.auto_away.as_mut().map(|(auto, _)| auto)
     }
 
