@@ -490,6 +490,11 @@ fn changed(was: &[JobKey], names: &[JobKey]) -> (Vec<String>, Vec<String>) {
     (only(was, names), only(names, was))
 }
 
+/// The keys of the groups `sets` of `jobs`: each group's job keys, in the order planned.
+fn keys_of(jobs: &[JobView<'_>], sets: &[Vec<usize>]) -> Vec<Vec<JobKey>> {
+    sets.iter().map(|m| m.iter().map(|&i| jobs[i].name.clone()).collect()).collect()
+}
+
 /// Slots in a measurement window for a group whose jobs hold `rows` rows: whole rounds of the rows, at least
 /// [`MIN_WINDOW`].
 pub fn window_slots(rows: u32, slot: Duration) -> u64 {
@@ -632,7 +637,7 @@ impl Auto {
         let away = if resumed { slot.saturating_sub(self.last_slot) } else { 0 };
         self.last_slot = slot;
         let sets: Vec<Vec<usize>> = groups(jobs);
-        let keys: Vec<Vec<JobKey>> = sets.iter().map(|m| m.iter().map(|&i| jobs[i].name.clone()).collect()).collect();
+        let keys = keys_of(jobs, &sets);
         self.retire(slot, slot_len, away, &keys);
         for (members, names) in sets.into_iter().zip(keys) {
             let now: Vec<Sample> = members.iter().map(|&i| sample(i)).collect();
@@ -700,21 +705,15 @@ impl Auto {
     /// 77 sets `auto` tried afresh in 7.5 minutes in force, 47 shared no job with the set it had last seen, both
     /// jobs having been started again, one after the other, under gang.
     pub fn follow(&mut self, slot_len: Duration, jobs: &[JobView<'_>]) {
-        let keys: Vec<Vec<JobKey>> =
-            groups(jobs).iter().map(|m| m.iter().map(|&i| jobs[i].name.clone()).collect()).collect();
+        let keys = keys_of(jobs, &groups(jobs));
         for names in &keys {
             if self.groups.contains_key(names) {
                 continue;
             }
-            let Some(was) = self
-                .groups
-                .iter()
-                .find(|(was, g)| !keys.contains(was) && g.passes_to(was, names))
-                .map(|(k, _)| k.clone())
-            else {
+            let was = self.groups.iter().find(|(was, g)| !keys.contains(was) && g.passes_to(was, names));
+            let Some((was, before)) = was.map(|(k, _)| k.clone()).and_then(|k| self.groups.remove_entry(&k)) else {
                 continue;
             };
-            let before = self.groups.remove(&was).expect("found above");
             // Its window starts when `auto` is taken up again (Group::resume), with that slot's samples.
             if let Some(g) = Group::succeed(&before, &was, names, self.last_slot, Vec::new(), slot_len) {
                 self.groups.insert(names.clone(), g);

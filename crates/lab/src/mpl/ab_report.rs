@@ -265,10 +265,14 @@ fn summary(spec: &Spec, ab: &Ab, comparisons: &[Comparison], windows: &[Window])
         md += &pairs(spec, ab, comparisons, windows);
     }
     if !checks.is_empty() {
-        md += "\n## Checks of the method\n\nA policy compared with itself must come out at 1 within its interval \
-               (A/A); one whose jobs are all stopped a known share of the time (`handicap`, SIGSTOP for that \
-               share of every 200 ms) at its known size (within 2 %: the node's own work need not fall in the stops in \
-               that share), and not at 1.\n\n";
+        let _ = write!(
+            md,
+            "\n## Checks of the method\n\nA policy compared with itself must come out at 1 within its interval \
+             (A/A); one whose jobs are all stopped a known share of the time (`handicap`, SIGSTOP for that share of \
+             every 200 ms) at its known size (within {:.0} %: the node's own work need not fall in the stops in that \
+             share), and not at 1.\n\n",
+            HANDICAP_TOLERANCE * 100.0
+        );
         md += &checks.join("\n");
         md += "\n";
     }
