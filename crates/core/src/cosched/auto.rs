@@ -9,7 +9,8 @@
 //! next, so that a trial against `gang` in force keeps it and tries again soon; a second trial in a row against it
 //! changes it. A trial for `gang` is acted on at once (the costs are lopsided, as above).
 //! Re-decided when the set of jobs changes (except that a set succeeding a group that held `gang` by one job keeps
-//! it: [`INHERIT_WITHIN`]), when the measured progress drifts (in two windows in a row), and at least every
+//! it: [`INHERIT_WITHIN`]), when the measured progress drifts (in two windows in a row, more once drifts turned out
+//! to be the jobs' own variation: [`MAX_SETTLED`]), and at least every
 //! [`MAX_EXPLOIT`] (longer as trials confirm the choice). docs/policies/auto.md gives the rule and the
 //! data behind it.
 //!
@@ -62,6 +63,15 @@ pub const DRIFT: f64 = 0.30;
 /// than 30 % every few seconds on NPB kernels' phases (experiments/auto.toml, 2026-11-29: 3–6 trials per pair
 /// in 25 s, each a window under the loser), where a new phase of the jobs lasts.
 pub const DRIFT_WINDOWS: u32 = 2;
+
+/// How many times, at most, the windows in a row that a drift must show double ([`DRIFT_WINDOWS`]: 2, 4, 8, then
+/// 16). A drift whose trial clearly confirms the policy in force was the jobs' own variation, not a new phase, and
+/// doubles them; a trial that changes the policy, or is even or against it, starts over at [`DRIFT_WINDOWS`]. Seen
+/// on experiments/mpl-quick-ab.toml on 2026-12-04: two lu class A jobs of spinning ranks under `gang` drifted by
+/// 31–132 % every few seconds, their phases' call rates differing that much; 16 of the 17 drift trials in the mix's
+/// 4 minutes (about half of them under `auto`) confirmed `gang`, each with a window under `cfs` at about a third of
+/// `gang`'s speed.
+pub const MAX_SETTLED: u32 = 3;
 
 /// Calls a communicating job must make in a window for its rate to be read from them: is class B makes ~4 calls
 /// per iteration and rank, so that 160 calls over 2 ranks are 20 iterations, a whole iteration more or less
@@ -248,8 +258,8 @@ impl Choice {
 /// Where a group is.
 #[derive(Debug)]
 enum Phase {
-    /// Trying `CANDIDATES[next]` since the window's start.
-    Explore { next: usize, rates: Vec<Vec<Rate>> },
+    /// Trying `CANDIDATES[next]` since the window's start; `by_drift` when a drift brought the trial.
+    Explore { next: usize, rates: Vec<Vec<Rate>>, by_drift: bool },
     /// Keeping the choice until slot `until`; `explored` is its rates when chosen (`None` for a choice a group
     /// took over from the one it succeeds, until its first window with every job at work measures them);
     /// `drifted` the windows in a row that showed a drift.
@@ -280,6 +290,9 @@ struct Group {
     held: Option<PolicySpec>,
     /// Whether the last trial went clearly against the policy it held (which was kept, and is tried again soon).
     doubted: bool,
+    /// Drift trials in a row that clearly confirmed the policy they checked (at most [`MAX_SETTLED`]): a drift
+    /// must show in [`DRIFT_WINDOWS`] doubled this many times windows in a row.
+    settled: u32,
 }
 
 impl Group {
@@ -332,7 +345,7 @@ impl Group {
 
     fn explore(slot: u64, samples: Vec<Sample>, why: &str) -> Self {
         Self {
-            phase: Phase::Explore { next: 0, rates: Vec::new() },
+            phase: Phase::Explore { next: 0, rates: Vec::new(), by_drift: false },
             policy: CANDIDATES[0],
             start: (slot, samples),
             formed: slot,
@@ -344,7 +357,14 @@ impl Group {
             even: false,
             held: None,
             doubted: false,
+            settled: 0,
         }
+    }
+
+    /// The windows in a row a drift must show for a trial: [`DRIFT_WINDOWS`], doubled for each drift trial in a
+    /// row that confirmed the choice.
+    fn drift_windows(&self) -> u32 {
+        DRIFT_WINDOWS << self.settled.min(MAX_SETTLED)
     }
 
     /// Slots the choice in force is kept, from slot boundaries of `slot_len`: [`MAX_EXPLOIT`] ([`EVEN_EXPLOIT`]
@@ -357,13 +377,16 @@ impl Group {
     /// Starts the trial again in slot `slot` (samples `samples`), saying `why`, still counting the wait for its
     /// jobs to start from when it formed, and still checking the choice a timed or a drift trial checks.
     fn restart(&mut self, slot: u64, samples: Vec<Sample>, why: &str) {
+        let by_drift = matches!(self.phase, Phase::Explore { by_drift: true, .. });
         *self = Self {
+            phase: Phase::Explore { next: 0, rates: Vec::new(), by_drift },
             formed: self.formed,
             checking: self.checking,
             confirmed: self.confirmed,
             even: self.even,
             held: self.held,
             doubted: self.doubted,
+            settled: self.settled,
             ..Self::explore(slot, samples, why)
         };
     }
@@ -400,6 +423,7 @@ impl Group {
             confirmed: before.confirmed,
             even: before.even,
             doubted: before.doubted,
+            settled: before.settled,
             ..Self::explore(slot, now, "")
         })
     }
@@ -803,8 +827,9 @@ fn step(g: &mut Group, slot: u64, slot_len: Duration, now: &[Sample], names: &[J
         return Some(choice(names, g));
     };
     g.start = (slot, now.to_vec());
+    let windows = g.drift_windows();
     match &mut g.phase {
-        Phase::Explore { next, rates: measured } => {
+        Phase::Explore { next, rates: measured, by_drift } => {
             g.rates.insert(CANDIDATES[*next].name().to_string(), rates.clone());
             measured.push(rates);
             *next += 1;
@@ -835,6 +860,16 @@ fn step(g: &mut Group, slot: u64, slot_len: Duration, now: &[Sample], names: &[J
             } else if even {
                 why.push_str(" again: left to the kernel");
             }
+            // A drift that a clear trial finds the policy in force still best at was the jobs' own variation: the
+            // next must last twice as many windows. Any other change of policy starts that over.
+            let kept = g.held == Some(CANDIDATES[chosen]);
+            if *by_drift && kept && !even && !doubt {
+                g.settled = (g.settled + 1).min(MAX_SETTLED);
+                let next = DRIFT_WINDOWS << g.settled;
+                let _ = write!(why, "; a drift that changed nothing: the next must last {next} windows");
+            } else if *by_drift || !kept {
+                g.settled = 0;
+            }
             let explored = measured[chosen].clone();
             g.policy = CANDIDATES[chosen];
             // Confirmed: the same policy, and as sure of it as before (an even trial after a clear one starts
@@ -862,10 +897,11 @@ fn step(g: &mut Group, slot: u64, slot_len: Duration, now: &[Sample], names: &[J
                     / was[0].len().max(1) as f64
             });
             *drifted = if drift > DRIFT { *drifted + 1 } else { 0 };
-            if *drifted >= DRIFT_WINDOWS {
+            if *drifted >= windows {
                 let why = format!("progress under {} drifted by {:.0} %: trying again", g.policy.name(), drift * 100.0);
-                let (held, doubted) = (Some(g.policy), g.doubted);
-                *g = Group { held, doubted, ..Group::explore(slot, now.to_vec(), &why) };
+                let (held, doubted, settled) = (Some(g.policy), g.doubted, g.settled);
+                let phase = Phase::Explore { next: 0, rates: Vec::new(), by_drift: true };
+                *g = Group { phase, held, doubted, settled, ..Group::explore(slot, now.to_vec(), &why) };
             } else if slot >= *until {
                 timed_trial(g, slot, slot_len, now);
             } else {
@@ -881,8 +917,9 @@ fn step(g: &mut Group, slot: u64, slot_len: Duration, now: &[Sample], names: &[J
 fn timed_trial(g: &mut Group, slot: u64, slot_len: Duration, now: &[Sample]) {
     let kept = g.keep_slots(slot_len) as f64 * slot_len.as_secs_f64();
     let why = format!("{kept:.0} s since the last trial: trying again");
-    let (checking, confirmed, even, held, doubted) = (Some(g.policy), g.confirmed, g.even, Some(g.policy), g.doubted);
-    *g = Group { checking, confirmed, even, held, doubted, ..Group::explore(slot, now.to_vec(), &why) };
+    let (checking, confirmed, even, held, doubted, settled) =
+        (Some(g.policy), g.confirmed, g.even, Some(g.policy), g.doubted, g.settled);
+    *g = Group { checking, confirmed, even, held, doubted, settled, ..Group::explore(slot, now.to_vec(), &why) };
 }
 
 impl Policy for Auto {

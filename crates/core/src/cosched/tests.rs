@@ -411,6 +411,29 @@ mod auto {
         }
     }
 
+    #[test]
+    fn drifts_that_trials_find_changed_nothing_must_last_ever_longer_and_a_real_change_is_still_tried() {
+        // gang's progress alternates between two phases of 24 slots (2000 and 1200 calls/s, so that no baseline
+        // measured across a phase change reads both as a drift; cfs 500): each drift trial confirms gang, and the
+        // next drift must last 4, 8, then 16 windows (of 2 slots), longer than a phase: three drift trials in 2400
+        // slots. From slot 2400 on gang falls below cfs for good: a drift of 16 windows still brings a trial, and
+        // cfs is chosen.
+        let made = run_pair(3600, |slot, policy| match policy {
+            "gang" if slot >= 2400 => 250.0,
+            "gang" if (slot / 24).is_multiple_of(2) => 2000.0,
+            "gang" => 1200.0,
+            _ => 500.0,
+        });
+        let drifts: Vec<&Made> = made.iter().filter(|c| c.trying && c.why.contains("drifted")).collect();
+        assert_eq!(drifts.iter().filter(|c| c.slot < 2400).count(), 3, "{drifts:?}");
+        for n in [4, 8, 16] {
+            let said = format!("a drift that changed nothing: the next must last {n} windows");
+            assert!(made.iter().any(|c| !c.trying && c.why.contains(&said)), "{said}: {made:?}");
+        }
+        assert!(drifts.iter().any(|c| (2400..2450).contains(&c.slot)), "{drifts:?}");
+        assert_eq!(chosen(&made).last().map(|c| c.policy.as_str()), Some("cfs"), "{made:?}");
+    }
+
     /// What `auto` said for the pair of [`run_pair`]: a choice or the start of a trial.
     #[derive(Debug)]
     struct Made {
