@@ -27,8 +27,9 @@ slack 1 ns, the CPU otherwise idle): a rank that gives its CPU away for a wait p
 waits much shorter than it (the mean per MPI call is printed) cannot be filled.
 
 With --sleeping-waits US, the jobs run together for S seconds more, as in 2., with ranks that sleep through their
-waits (scripts/sleeping-waits.c, built with mpicc: every blocking call the kernels make becomes its non-blocking
-form, tested every US microseconds and slept between): the fill a rank can do by itself, against the bound. Both
+waits (scripts/sleeping-waits.c, built with mpicc: the blocking sends, receives, waits and collectives the kernels
+make become their non-blocking forms, tested every US microseconds and slept between; the collectives are then the
+library's non-blocking algorithms): the fill a rank can do by itself, against the bound. Both
 periods are whole runs one after the other (σ 5-10 % per period on the reference machine), not a paired comparison.
 
 Everything it starts is stopped by process group, and its cgroups removed, pass or fail. A run that fails fails the
@@ -152,16 +153,28 @@ class Runner:
         return ranks
 
     def close(self):
-        """Stops every run still going (by process group) and removes the cgroups."""
+        """Stops every run still going (by process group, and any task left in its cgroups) and removes the
+        cgroups."""
         with self.lock:
             self.closed = True
             pids = list(self.live)
+            groups, self.groups = self.groups, []
         for pid in pids:
             try:
                 os.killpg(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
-        for path in self.groups:
+        for path in groups:
+            try:
+                with open(os.path.join(path, "tasks")) as f:
+                    for task in f.read().split():
+                        try:
+                            os.kill(int(task), signal.SIGKILL)
+                        except ProcessLookupError:
+                            pass
+            except OSError:
+                pass
+        for path in groups:
             deadline = time.monotonic() + 10
             while True:
                 try:
@@ -196,15 +209,16 @@ def shared(runner, jobs, seconds, shim=None):
 
     def loop(i, program, cls, group):
         try:
-            while time.monotonic() < stop:
+            while time.monotonic() < stop and not errors:
                 t0 = time.monotonic()
                 ranks = runner.run(program, cls, group, shim)
                 t1 = time.monotonic()
                 if t1 <= stop:
                     counted[i].append(ranks)
                     between[i] += t1 - t0 - max(r["wall_s"] for r in ranks)
-        except RuntimeError as e:
+        except Exception as e:  # noqa: BLE001 - any failure of a run fails the measurement, and stops the others
             errors.append(str(e))
+            runner.close()
 
     runner.rounds += 1
     groups = [runner.group(f"{runner.rounds}-{i}") for i in range(len(jobs))]
@@ -248,6 +262,7 @@ def wake_latency():
         t0 = time.perf_counter_ns()
         time.sleep(1e-6)
         samples.append(time.perf_counter_ns() - t0)
+    libc.prctl(29, 0, 0, 0, 0)  # back to the default slack, which the jobs started from here inherit
     samples.sort()
     return samples[len(samples) // 2] / 1000
 
@@ -272,21 +287,23 @@ def main():
     cpus = len(os.sched_getaffinity(0))
     names = [f"{p}.{c}" for p, c in jobs]
     progress = "busy polling" if opts["busy"] else "yielding"
-    sleep = wake_latency()
     with tempfile.TemporaryDirectory(prefix="policy-bound.") as work:
         runner = Runner(opts, work)
         try:
-            alone = [summary([runner.run(p, c) for _ in range(opts["alone"])]) for p, c in jobs]
-            counted, between = shared(runner, jobs, opts["seconds"])
-            sleeping = None
+            sleep = wake_latency()
+            shim, sleeping = None, None
             if opts["sleeping-waits"]:
                 shim = os.path.join(work, "sleeping-waits.so")
                 subprocess.run(["mpicc", "-O2", "-shared", "-fPIC", "-o", shim, SHIM, "-ldl"], check=True)
+            alone = [summary([runner.run(p, c) for _ in range(opts["alone"])]) for p, c in jobs]
+            counted, between = shared(runner, jobs, opts["seconds"])
+            if shim:
                 sleeping = shared(runner, jobs, opts["seconds"], shim)[0]
-        except (RuntimeError, subprocess.CalledProcessError) as e:
+        except (RuntimeError, OSError, ValueError, KeyError, subprocess.CalledProcessError) as e:
             print(f"policy-bound: {e}", file=sys.stderr)
             return 1
         finally:
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
             runner.close()
     missing = sorted({n for n, runs in zip(names * 2, counted + (sleeping or [])) if not runs})
     if missing:
@@ -296,10 +313,11 @@ def main():
     under = [summary(runs)[0] for runs in counted]
     cfs = [a[0] / u for a, u in zip(alone, under)]
     ranks = opts["ranks"]
-    no_fill = best([ranks] * len(jobs), cpus)
-    fill = best([ranks * (1 - a[1]) for a in alone], cpus)
+    busy = min(ranks, cpus)  # the CPUs a job alone keeps busy
+    no_fill = best([busy] * len(jobs), cpus)
+    fill = best([busy * (1 - min(max(a[1], 0.0), 1.0)) for a in alone], cpus)
     print(f"{' + '.join(names)}, {ranks} {progress} ranks each, on {cpus} CPUs "
-          f"(alone {opts['alone']} run{'s' if opts['alone'] > 1 else ''} each; together {opts['seconds']} s in two cpu cgroups)")
+          f"(alone {opts['alone']} run{'s' if opts['alone'] > 1 else ''} each; together {opts['seconds']} s in {len(jobs)} cpu cgroups)")
     slept = [a[0] / summary(runs)[0] for a, runs in zip(alone, sleeping)] if sleeping else None
     extra = ("", "")
     if slept:

@@ -6,8 +6,11 @@
  * PMPI_Recv, PMPI_Sendrecv, PMPI_Sendrecv_replace, PMPI_Wait, PMPI_Waitall, PMPI_Barrier, PMPI_Bcast, PMPI_Reduce,
  * PMPI_Allreduce, PMPI_Alltoall, PMPI_Alltoallv) and makes each its non-blocking form, then tests it until done,
  * sleeping SLEEPING_WAITS_US microseconds (1 by default) between tests, with the timer slack at 1 ns. What the
- * profiler counts is unchanged: it counts the calls the program makes, and these tests are not among them.
- * A Sendrecv_replace of a datatype that is not contiguous goes to the library's own.
+ * profiler counts is unchanged: it counts the calls the program makes, and these tests are not among them (its
+ * time inside calls now includes the sleeps). The collectives become the library's non-blocking ones (Open MPI:
+ * libnbc), other algorithms that advance only when tested: what this measures is that too, not the fill alone.
+ * Blocking calls not named here wait as the library does. A Sendrecv_replace of a datatype whose data is not one
+ * contiguous block goes to the library's own.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -31,12 +34,20 @@ __attribute__((constructor)) static void setup(void)
     prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
 }
 
-/* Tests the N requests until all are done, sleeping between two tests. */
+/* Tests the N requests (N <= 2) until all are done, sleeping between two tests; the error of the first that
+ * failed, as the blocking call would return it (never MPI_ERR_IN_STATUS). */
 static int settle(int n, MPI_Request reqs[], MPI_Status statuses[])
 {
+    MPI_Status own[2];
+    MPI_Status *st = statuses == MPI_STATUSES_IGNORE ? own : statuses;
     for (;;) {
         int done = 0;
-        int rc = PMPI_Testall(n, reqs, &done, statuses);
+        int rc = PMPI_Testall(n, reqs, &done, st);
+        if (rc == MPI_ERR_IN_STATUS) {
+            for (int i = 0; i < n; i++)
+                if (st[i].MPI_ERROR != MPI_SUCCESS && st[i].MPI_ERROR != MPI_ERR_PENDING)
+                    return st[i].MPI_ERROR;
+        }
         if (rc != MPI_SUCCESS || done)
             return rc;
         nanosleep(&pause_for, NULL);
@@ -71,12 +82,18 @@ int PMPI_Sendrecv(const void *sbuf, int scount, MPI_Datatype stype, int dest, in
     if (rc != MPI_SUCCESS)
         return rc;
     rc = PMPI_Isend(sbuf, scount, stype, dest, stag, comm, &reqs[1]);
-    if (rc == MPI_SUCCESS)
-        rc = settle(2, reqs, statuses);
-    else
-        settle(1, reqs, statuses);
-    if (status != MPI_STATUS_IGNORE)
+    if (rc != MPI_SUCCESS) {
+        /* The receive is withdrawn, not waited for: its message may never come. */
+        PMPI_Cancel(&reqs[0]);
+        PMPI_Wait(&reqs[0], MPI_STATUS_IGNORE);
+        return rc;
+    }
+    rc = settle(2, reqs, statuses);
+    if (rc == MPI_SUCCESS && status != MPI_STATUS_IGNORE) {
+        int kept = status->MPI_ERROR;
         *status = statuses[0];
+        status->MPI_ERROR = kept;
+    }
     return rc;
 }
 
@@ -84,14 +101,16 @@ int PMPI_Sendrecv_replace(void *buf, int count, MPI_Datatype type, int dest, int
                           MPI_Comm comm, MPI_Status *status)
 {
     int size = 0;
-    MPI_Aint lb = 0, extent = 0;
-    PMPI_Type_size(type, &size);
-    PMPI_Type_get_extent(type, &lb, &extent);
-    void *copy = count > 0 && lb == 0 && extent == size ? malloc((size_t)size * (size_t)count) : NULL;
+    MPI_Aint lb = 0, extent = 0, true_lb = 0, true_extent = 0;
+    int simple = PMPI_Type_size(type, &size) == MPI_SUCCESS && PMPI_Type_get_extent(type, &lb, &extent) == MPI_SUCCESS &&
+                 PMPI_Type_get_true_extent(type, &true_lb, &true_extent) == MPI_SUCCESS && lb == 0 &&
+                 extent == size && true_lb == 0 && true_extent == size;
+    void *copy = count > 0 && size > 0 && simple ? malloc((size_t)size * (size_t)count) : NULL;
     if (!copy) {
-        int (*own)(void *, int, MPI_Datatype, int, int, int, int, MPI_Comm, MPI_Status *) =
-            (int (*)(void *, int, MPI_Datatype, int, int, int, int, MPI_Comm, MPI_Status *))dlsym(
-                RTLD_NEXT, "PMPI_Sendrecv_replace");
+        typedef int (*replace_fn)(void *, int, MPI_Datatype, int, int, int, int, MPI_Comm, MPI_Status *);
+        replace_fn own = (replace_fn)dlsym(RTLD_NEXT, "PMPI_Sendrecv_replace");
+        if (!own)
+            return MPI_ERR_INTERN;
         return own(buf, count, type, dest, stag, source, rtag, comm, status);
     }
     int rc = PMPI_Sendrecv(buf, count, type, dest, stag, copy, count, type, source, rtag, comm, status);
@@ -108,7 +127,14 @@ int PMPI_Wait(MPI_Request *req, MPI_Status *status)
 
 int PMPI_Waitall(int n, MPI_Request reqs[], MPI_Status statuses[])
 {
-    return settle(n, reqs, statuses);
+    /* MPI_ERR_IN_STATUS is Waitall's own way to fail: the library's answer as it is. */
+    for (;;) {
+        int done = 0;
+        int rc = PMPI_Testall(n, reqs, &done, statuses);
+        if (rc != MPI_SUCCESS || done)
+            return rc;
+        nanosleep(&pause_for, NULL);
+    }
 }
 
 int PMPI_Barrier(MPI_Comm comm)

@@ -69,9 +69,11 @@ pub const DRIFT_WINDOWS: u32 = 2;
 /// doubles them; a trial that changes the policy, or is even or against it, starts over at [`DRIFT_WINDOWS`]. Seen
 /// on experiments/mpl-quick-ab.toml on 2026-12-04: two lu class A jobs of spinning ranks under `gang` drifted by
 /// 31–132 % every few seconds, their phases' call rates differing that much; 16 of the 17 drift trials in the mix's
-/// 4 minutes (about half of them under `auto`) confirmed `gang`, each with a window under `cfs` at about a third of
-/// `gang`'s speed.
+/// 4 minutes (`auto` in force for about half of them) confirmed `gang`, each with a window under `cfs` at about a
+/// third of `gang`'s speed. What a group has learnt so goes with its choice to a set that succeeds it (the same
+/// programs run again) and is lost with a change of its jobs' processes; timed trials still come.
 pub const MAX_SETTLED: u32 = 3;
+const _: () = assert!(MAX_SETTLED < 16, "DRIFT_WINDOWS << MAX_SETTLED must fit a u32");
 
 /// Calls a communicating job must make in a window for its rate to be read from them: is class B makes ~4 calls
 /// per iteration and rank, so that 160 calls over 2 ranks are 20 iterations, a whole iteration more or less
@@ -291,7 +293,8 @@ struct Group {
     /// Whether the last trial went clearly against the policy it held (which was kept, and is tried again soon).
     doubted: bool,
     /// Drift trials in a row that clearly confirmed the policy they checked (at most [`MAX_SETTLED`]): a drift
-    /// must show in [`DRIFT_WINDOWS`] doubled this many times windows in a row.
+    /// must show in [`DRIFT_WINDOWS`] doubled this many times windows in a row. Back to 0 with any trial that is
+    /// not a clear confirmation, and for a group formed afresh.
     settled: u32,
 }
 
@@ -861,14 +864,15 @@ fn step(g: &mut Group, slot: u64, slot_len: Duration, now: &[Sample], names: &[J
                 why.push_str(" again: left to the kernel");
             }
             // A drift that a clear trial finds the policy in force still best at was the jobs' own variation: the
-            // next must last twice as many windows. Any other change of policy starts that over.
-            let kept = g.held == Some(CANDIDATES[chosen]);
-            if *by_drift && kept && !even && !doubt {
+            // next must last twice as many windows. A trial of any kind that is not such a clear confirmation (the
+            // policy changed, or the trial was even or against it) starts that over.
+            let clear = g.held == Some(CANDIDATES[chosen]) && !even && !doubt;
+            if !clear {
+                g.settled = 0;
+            } else if *by_drift {
                 g.settled = (g.settled + 1).min(MAX_SETTLED);
                 let next = DRIFT_WINDOWS << g.settled;
                 let _ = write!(why, "; a drift that changed nothing: the next must last {next} windows");
-            } else if *by_drift || !kept {
-                g.settled = 0;
             }
             let explored = measured[chosen].clone();
             g.policy = CANDIDATES[chosen];
