@@ -367,7 +367,7 @@ impl Group {
     /// The windows in a row a drift must show for a trial: [`DRIFT_WINDOWS`], doubled for each drift trial in a
     /// row that confirmed the choice.
     fn drift_windows(&self) -> u32 {
-        DRIFT_WINDOWS << self.settled.min(MAX_SETTLED)
+        DRIFT_WINDOWS << self.settled
     }
 
     /// Slots the choice in force is kept, from slot boundaries of `slot_len`: [`MAX_EXPLOIT`] ([`EVEN_EXPLOIT`]
@@ -863,18 +863,18 @@ fn step(g: &mut Group, slot: u64, slot_len: Duration, now: &[Sample], names: &[J
             } else if even {
                 why.push_str(" again: left to the kernel");
             }
+            let (explored, by_drift) = (measured[chosen].clone(), *by_drift);
             // A drift that a clear trial finds the policy in force still best at was the jobs' own variation: the
             // next must last twice as many windows. A trial of any kind that is not such a clear confirmation (the
             // policy changed, or the trial was even or against it) starts that over.
             let clear = g.held == Some(CANDIDATES[chosen]) && !even && !doubt;
             if !clear {
                 g.settled = 0;
-            } else if *by_drift {
+            } else if by_drift {
                 g.settled = (g.settled + 1).min(MAX_SETTLED);
-                let next = DRIFT_WINDOWS << g.settled;
+                let next = g.drift_windows();
                 let _ = write!(why, "; a drift that changed nothing: the next must last {next} windows");
             }
-            let explored = measured[chosen].clone();
             g.policy = CANDIDATES[chosen];
             // Confirmed: the same policy, and as sure of it as before (an even trial after a clear one starts
             // over, at the even trials' shorter keep; a doubt is no confirmation).
