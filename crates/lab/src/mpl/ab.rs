@@ -87,6 +87,10 @@ pub struct Comparison {
     pub failed: Option<String>,
     /// Its rounds.
     pub rounds: u32,
+    /// When it ran (seconds since the epoch, from its first job's start to its last job's stop): where the report
+    /// finds what `auto` held meanwhile in the agent's records. `None` in records of builds that kept no span.
+    #[serde(default)]
+    pub span: Option<[f64; 2]>,
 }
 
 /// Runs every mix (of more than one workload, or every one with `unloaded`) in every progress mode as a paired
@@ -116,12 +120,15 @@ pub fn run(spec: &Spec, ab: &Ab, paths: &Paths) -> anyhow::Result<Outcome> {
         };
         let what = format!("paired {progress} {}", mix.join("+"));
         bar.start(what.clone());
-        let mut comparison = Comparison { progress: progress.to_string(), mix: mix.join("+"), failed: None, rounds: 0 };
+        let mut comparison =
+            Comparison { progress: progress.to_string(), mix: mix.join("+"), failed: None, rounds: 0, span: None };
         let mut runner = Runner { spec, ab, paths, site: &site, case, what, jobs: Vec::new() };
         // This comparison's own failures: its record says its own, the run's end says the first of all.
         let mut failed = Failures::default();
+        let from = now();
         let result = runner.compare(&mut failed);
         runner.stop();
+        comparison.span = Some([from, now()]);
         let windows = result?;
         let why = failed.first().map(str::to_string).or_else(|| too_little(ab, &runner.what, &windows));
         if let Some(why) = why {

@@ -17,7 +17,9 @@ use super::spec::{Ab, Spec};
 use crate::harness::paired::Estimate;
 use crate::harness::records;
 use crate::harness::report::{html_page, some_runs, Report};
-use lockstep_store::Store;
+use lockstep_core::cosched::auto::Choice;
+use lockstep_core::cosched::PolicySpec;
+use lockstep_store::{Action, Store};
 
 /// What a job's progress is read from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -184,12 +186,31 @@ pub fn write(spec: &Spec, ab: &Ab, store: &Store, dir: &Path, session: Option<f6
         .into());
     }
     std::fs::create_dir_all(dir)?;
-    let md = summary(spec, ab, &comparisons, &windows);
+    let auto = spec.policies.iter().any(|p| p.scheduler.agents() == PolicySpec::Auto);
+    let mut held = BTreeMap::new();
+    for c in comparisons.iter().filter(|c| auto && c.failed.is_none()) {
+        let Some([from, to]) = c.span else { continue };
+        let slots: Vec<f64> = store
+            .decisions_between(Action::Slot, from, to)?
+            .into_iter()
+            .filter(|d| d.policy == PolicySpec::Auto.name())
+            .map(|d| d.time)
+            .collect();
+        let records = store.auto_choices(from, to)?;
+        held.insert((c.progress.clone(), c.mix.clone()), Held::tally(&slots, &records));
+    }
+    let md = summary(spec, ab, &comparisons, &windows, &held);
     Ok(Report { summary: md, page: html_page(&spec.name, &spec.description) })
 }
 
-/// The report's Markdown.
-fn summary(spec: &Spec, ab: &Ab, comparisons: &[Comparison], windows: &[Window]) -> String {
+/// The report's Markdown; `held` is what `auto` held in each comparison (by progress mode and mix).
+fn summary(
+    spec: &Spec,
+    ab: &Ab,
+    comparisons: &[Comparison],
+    windows: &[Window],
+    held: &BTreeMap<(String, String), Held>,
+) -> String {
     let base = &ab.arms[0].label;
     let pct = format!("{}", (ab.confidence * 1000.0).round() / 10.0);
     let mut md = format!("# {} — {}\n\n", spec.name, spec.description);
@@ -264,6 +285,7 @@ fn summary(spec: &Spec, ab: &Ab, comparisons: &[Comparison], windows: &[Window])
     if ab.arms.len() > 2 {
         md += &pairs(spec, ab, comparisons, windows);
     }
+    md += &held_section(held);
     if !checks.is_empty() {
         let _ = write!(
             md,
@@ -287,6 +309,66 @@ fn summary(spec: &Spec, ab: &Ab, comparisons: &[Comparison], windows: &[Window])
         for c in failed {
             let _ = writeln!(md, "- {} {}: {}", c.progress, c.mix, c.failed.as_deref().unwrap_or_default());
         }
+    }
+    md
+}
+
+/// What `auto` held while it was in force in one comparison, from the agent's records: its slots, each under the
+/// policy of the latest record before it (a choice, or a trial's window); and the windows of `cfs` it tried.
+#[derive(Debug, Default, PartialEq)]
+struct Held {
+    /// Its slots that followed a record, by the policy that record put in force.
+    slots: BTreeMap<String, u32>,
+    /// Records of a trial's window of `cfs`: what its trials cost where `gang` was the better policy.
+    cfs_tried: u32,
+    /// Records of a choice made (not a trial's).
+    chosen: u32,
+}
+
+impl Held {
+    /// Tallies the slot boundaries `slots` under `auto` (seconds since the epoch, oldest first) by its `records`
+    /// (time and choice, oldest first). Slots before the first record are left out: what was in force then is
+    /// in the records of what ran before.
+    fn tally(slots: &[f64], records: &[(f64, Choice)]) -> Self {
+        let mut held = Self::default();
+        for c in records.iter().map(|(_, c)| c) {
+            if !c.trying {
+                held.chosen += 1;
+            } else if c.policy == PolicySpec::Cfs.name() {
+                held.cfs_tried += 1;
+            }
+        }
+        for &t in slots {
+            let latest = records.partition_point(|(at, _)| *at <= t);
+            if let Some((_, c)) = latest.checked_sub(1).map(|i| &records[i]) {
+                *held.slots.entry(c.policy.clone()).or_default() += 1;
+            }
+        }
+        held
+    }
+}
+
+/// The report's section on what `auto` held, per comparison (`held`: by progress mode and mix); empty without
+/// `auto`.
+fn held_section(held: &BTreeMap<(String, String), Held>) -> String {
+    if held.is_empty() {
+        return String::new();
+    }
+    let mut md =
+        "\n## What `auto` held\n\nEach of `auto`'s slots under the policy its latest choice or trial's window \
+                  had put in force (the agent's records: `auto_choices`, and its slots in `decisions`); the windows \
+                  of `cfs` its trials tried, and the choices it made.\n\n| progress | mix | slots | held | cfs \
+                  windows tried | choices |\n|---|---|---|---|---|---|\n"
+            .to_string();
+    for ((progress, mix), h) in held {
+        let total: u32 = h.slots.values().sum();
+        let shares = h
+            .slots
+            .iter()
+            .map(|(p, n)| format!("{p} {:.1} %", f64::from(*n) * 100.0 / f64::from(total.max(1))))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let _ = writeln!(md, "| {progress} | {mix} | {total} | {shares} | {} | {} |", h.cfs_tried, h.chosen);
     }
     md
 }
@@ -351,6 +433,33 @@ mod tests {
     }
 
     #[test]
+    fn each_slot_under_auto_counts_for_what_its_latest_record_put_in_force() {
+        let record = |policy: &str, trying| Choice {
+            jobs: Vec::new(),
+            policy: policy.into(),
+            trying,
+            why: String::new(),
+            rates: BTreeMap::new(),
+        };
+        let records = vec![
+            (10.0, record("gang", true)),
+            (10.6, record("cfs", true)),
+            (10.8, record("gang", false)),
+            (20.0, record("gang", true)),
+            (20.6, record("cfs", true)),
+            (20.8, record("cfs", false)),
+        ];
+        // A slot before the first record is left out; one at a record's time is under it.
+        let slots = [9.8, 10.0, 10.2, 10.4, 10.6, 10.8, 11.0, 20.6, 20.8, 21.0];
+        let held = Held::tally(&slots, &records);
+        assert_eq!(held.slots, BTreeMap::from([("gang".to_string(), 5), ("cfs".to_string(), 4)]));
+        assert_eq!((held.cfs_tried, held.chosen), (2, 2));
+        let md = held_section(&BTreeMap::from([(("busy".to_string(), "lu+ep".to_string()), held)]));
+        assert!(md.contains("| busy | lu+ep | 9 | cfs 44.4 %, gang 55.6 % | 2 | 2 |"), "{md}");
+        assert!(held_section(&BTreeMap::new()).is_empty());
+    }
+
+    #[test]
     fn a_handicap_is_found_within_its_tolerance_and_never_at_1() {
         let e = |ratio, low, high| Estimate { ratio, low, high, pairs: 10 };
         assert!(at_size(&e(1.25, 1.2, 1.3), 1.25));
@@ -380,8 +489,9 @@ mod tests {
             windows.push(window(1, round, (1000.0 * speed * stray) as u64, speed * stray));
             windows.push(window(2, round, (800.0 * speed * stray) as u64, speed * 0.8 * stray));
         }
-        let comparison = Comparison { progress: "yield".into(), mix: "lu+ep".into(), failed: None, rounds: 6 };
-        let md = summary(&spec, &ab, &[comparison], &windows);
+        let comparison =
+            Comparison { progress: "yield".into(), mix: "lu+ep".into(), failed: None, rounds: 6, span: None };
+        let md = summary(&spec, &ab, &[comparison], &windows, &BTreeMap::new());
         assert!(md.contains("- A/A: `again` against `gang/200ms` (yield lu+ep): 1.000 ["), "{md}");
         assert!(md.contains("expected 1.000: **found**"), "{md}");
         assert!(md.contains("- handicap: `gang/200ms stopped 20%` against `gang/200ms` (yield lu+ep): 1.25"), "{md}");
@@ -395,8 +505,9 @@ mod tests {
             mix: "lu+ep".into(),
             failed: Some("job lu failed".into()),
             rounds: 0,
+            span: None,
         };
-        let md = summary(&spec, &ab, &[failed], &[]);
+        let md = summary(&spec, &ab, &[failed], &[], &BTreeMap::new());
         assert!(md.contains("| busy | lu+ep | FAILED |") && md.contains("## Failed comparisons"), "{md}");
         assert!(!md.contains("## Headline"), "{md}");
     }
