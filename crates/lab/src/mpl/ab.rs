@@ -87,8 +87,9 @@ pub struct Comparison {
     pub failed: Option<String>,
     /// Its rounds.
     pub rounds: u32,
-    /// When it ran (seconds since the epoch, from its first job's start to its last job's stop): where the report
-    /// finds what `auto` held meanwhile in the agent's records. `None` in records of builds that kept no span.
+    /// When it ran (seconds since the epoch, from before its first job started to after its last one stopped):
+    /// where the report finds what `auto` held meanwhile in the agent's records (kept for the agent's retention).
+    /// `None` in records of builds that kept no span.
     #[serde(default)]
     pub span: Option<[f64; 2]>,
 }

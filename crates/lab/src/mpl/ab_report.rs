@@ -314,21 +314,25 @@ fn summary(
 }
 
 /// What `auto` held while it was in force in one comparison, from the agent's records: its slots, each under the
-/// policy of the latest record before it (a choice, or a trial's window); and the windows of `cfs` it tried.
-#[derive(Debug, Default, PartialEq)]
+/// policy of the latest record made by the slot's end (a choice, or a trial's window: `auto` records what it puts
+/// in force in the slot's own tick, after the slot's record is timed); the windows of `cfs` its trials tried; and
+/// its choices. Read for a comparison whose jobs form one group (they all share PUs, as in every spec here): with
+/// several, each slot counts under the group that recorded last.
+#[derive(Debug, Default)]
 struct Held {
-    /// Its slots that followed a record, by the policy that record put in force.
+    /// Its slots that a record governs, by the policy that record put in force.
     slots: BTreeMap<String, u32>,
-    /// Records of a trial's window of `cfs`: what its trials cost where `gang` was the better policy.
+    /// Records of a trial's window of `cfs` (a trial started again may record its window more than once).
     cfs_tried: u32,
-    /// Records of a choice made (not a trial's).
+    /// Records of a choice made, or kept from the set before (not a trial's).
     chosen: u32,
 }
 
 impl Held {
-    /// Tallies the slot boundaries `slots` under `auto` (seconds since the epoch, oldest first) by its `records`
-    /// (time and choice, oldest first). Slots before the first record are left out: what was in force then is
-    /// in the records of what ran before.
+    /// Tallies the slot records `slots` under `auto` (their times, seconds since the epoch, oldest first) by its
+    /// `records` (time and choice, oldest first): each slot under the latest record made before the next slot's
+    /// record (the last slot: any after it). A slot with no record by then (before `auto`'s first) is left out:
+    /// what was in force then is in the records of what ran before.
     fn tally(slots: &[f64], records: &[(f64, Choice)]) -> Self {
         let mut held = Self::default();
         for c in records.iter().map(|(_, c)| c) {
@@ -338,8 +342,9 @@ impl Held {
                 held.cfs_tried += 1;
             }
         }
-        for &t in slots {
-            let latest = records.partition_point(|(at, _)| *at <= t);
+        for (i, &t) in slots.iter().enumerate() {
+            let end = slots.get(i + 1).copied().unwrap_or(f64::INFINITY).max(t);
+            let latest = records.partition_point(|(at, _)| *at < end);
             if let Some((_, c)) = latest.checked_sub(1).map(|i| &records[i]) {
                 *held.slots.entry(c.policy.clone()).or_default() += 1;
             }
@@ -357,11 +362,17 @@ fn held_section(held: &BTreeMap<(String, String), Held>) -> String {
     let mut md =
         "\n## What `auto` held\n\nEach of `auto`'s slots under the policy its latest choice or trial's window \
                   had put in force (the agent's records: `auto_choices`, and its slots in `decisions`); the windows \
-                  of `cfs` its trials tried, and the choices it made.\n\n| progress | mix | slots | held | cfs \
+                  of `cfs` its trials tried, and the choices it made or kept from the set before. The agent keeps \
+                  these records for its retention (24 h by default).\n\n| progress | mix | slots | held | cfs \
                   windows tried | choices |\n|---|---|---|---|---|---|\n"
             .to_string();
     for ((progress, mix), h) in held {
         let total: u32 = h.slots.values().sum();
+        if total == 0 {
+            // The agent keeps its records for its retention (24 h by default): a report made later has none.
+            let _ = writeln!(md, "| {progress} | {mix} | no records | | | |");
+            continue;
+        }
         let shares = h
             .slots
             .iter()
@@ -449,14 +460,19 @@ mod tests {
             (20.6, record("cfs", true)),
             (20.8, record("cfs", false)),
         ];
-        // A slot before the first record is left out; one at a record's time is under it.
-        let slots = [9.8, 10.0, 10.2, 10.4, 10.6, 10.8, 11.0, 20.6, 20.8, 21.0];
+        // Each record is made in its slot's tick, after the slot's record: it governs that slot. A slot with no
+        // record by its end (the next slot's record) is left out.
+        let slots = [9.7, 9.99, 10.59, 10.79, 10.99, 19.99, 20.59, 20.79, 20.99];
         let held = Held::tally(&slots, &records);
-        assert_eq!(held.slots, BTreeMap::from([("gang".to_string(), 5), ("cfs".to_string(), 4)]));
+        assert_eq!(held.slots, BTreeMap::from([("gang".to_string(), 4), ("cfs".to_string(), 4)]));
         assert_eq!((held.cfs_tried, held.chosen), (2, 2));
         let md = held_section(&BTreeMap::from([(("busy".to_string(), "lu+ep".to_string()), held)]));
-        assert!(md.contains("| busy | lu+ep | 9 | cfs 44.4 %, gang 55.6 % | 2 | 2 |"), "{md}");
+        assert!(md.contains("| busy | lu+ep | 8 | cfs 50.0 %, gang 50.0 % | 2 | 2 |"), "{md}");
         assert!(held_section(&BTreeMap::new()).is_empty());
+        // Records gone (past the agent's retention): said so, not read as zeros.
+        let none = Held::tally(&slots, &[]);
+        let md = held_section(&BTreeMap::from([(("busy".to_string(), "lu+ep".to_string()), none)]));
+        assert!(md.contains("| busy | lu+ep | no records |"), "{md}");
     }
 
     #[test]
