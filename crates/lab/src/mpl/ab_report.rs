@@ -376,7 +376,7 @@ fn held_section(held: &BTreeMap<(String, String), Held>) -> String {
         let shares = h
             .slots
             .iter()
-            .map(|(p, n)| format!("{p} {:.1} %", f64::from(*n) * 100.0 / f64::from(total.max(1))))
+            .map(|(p, n)| format!("{p} {:.1} %", f64::from(*n) * 100.0 / f64::from(total)))
             .collect::<Vec<_>>()
             .join(", ");
         let _ = writeln!(md, "| {progress} | {mix} | {total} | {shares} | {} | {} |", h.cfs_tried, h.chosen);
