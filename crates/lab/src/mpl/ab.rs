@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
+use super::ab_report::held_in;
 use super::run::{start_job, stderr_file, stop_jobs, Case, Site, Started};
 use super::spec::{Ab, Spec, PERIOD};
 use crate::harness::agent::PrivateAgent;
@@ -28,6 +29,8 @@ use crate::harness::teardown::descendants;
 use crate::harness::Paths;
 use lockstep_cgroup::procfs::ProcessRef;
 use lockstep_core::cosched::auto::Sample;
+use lockstep_core::cosched::PolicySpec;
+use lockstep_core::duration;
 use lockstep_proto::client::{call, check};
 use lockstep_proto::protocol::Request;
 use lockstep_store::{now, Store};
@@ -37,6 +40,19 @@ pub const WINDOW: &str = "ab-window";
 
 /// The record of one comparison (a mix in a progress mode): whether it ran its course.
 pub const COMPARISON: &str = "ab-comparison";
+
+/// The record of what `auto` held in one comparison (super::ab_report::Held), tallied from the agent's records
+/// once the run's agent has stopped, so that a report made after the agent's retention still has it.
+pub const HELD: &str = "ab-held";
+
+/// The retention the agent gets at least: its own default.
+const DEFAULT_RETENTION: Duration = Duration::from_hours(24);
+
+/// What the agent's retention adds to the run's length: the agent's start and the jobs' ends.
+const RETENTION_MARGIN: Duration = Duration::from_hours(1);
+
+/// The longest retention the agent takes: ten years.
+const LONGEST_RETENTION: Duration = Duration::from_hours(10 * 365 * 24);
 
 /// The periods after a run starts in which the processes a handicap stops are listed every period (its ranks start
 /// a little after their launcher), and how often they are listed after that.
@@ -88,7 +104,7 @@ pub struct Comparison {
     /// Its rounds.
     pub rounds: u32,
     /// When it ran (seconds since the epoch, from before its first job started to after its last one stopped):
-    /// where the report finds what `auto` held meanwhile in the agent's records (kept for the agent's retention).
+    /// where what `auto` held meanwhile is found in the agent's records, tallied at the run's end ([`HELD`]).
     /// `None` in records of builds that kept no span.
     #[serde(default)]
     pub span: Option<[f64; 2]>,
@@ -100,15 +116,20 @@ pub fn run(spec: &Spec, ab: &Ab, paths: &Paths) -> anyhow::Result<Outcome> {
     std::fs::create_dir_all(&paths.work)?;
     let store = Store::open(&paths.store)?;
     let session = now();
-    let agent = PrivateAgent::start(paths, &[])?;
-    let site = Site { socket: &agent.socket, containers: None, cluster: None };
     let comparisons: Vec<(Progress, &Vec<String>)> = spec
         .progress
         .iter()
         .flat_map(|&p| spec.mixes.iter().filter(|m| m.len() > 1 || spec.unloaded).map(move |m| (p, m)))
         .collect();
+    // The agent keeps its records of slots and choices as long as the run lasts, so that its end finds those of
+    // the first comparison too.
+    let lasts = ab.duration.saturating_mul(u32::try_from(comparisons.len()).unwrap_or(u32::MAX));
+    let retention = lasts.saturating_add(RETENTION_MARGIN).clamp(DEFAULT_RETENTION, LONGEST_RETENTION);
+    let agent = PrivateAgent::start(paths, &["--retention".to_string(), duration::format(retention)])?;
+    let site = Site { socket: &agent.socket, containers: None, cluster: None };
     let mut bar = CaseProgress::new(comparisons.len());
     let mut failures = Failures::default();
+    let mut ran = Vec::new();
     for (number, &(progress, mix)) in comparisons.iter().enumerate() {
         let case = Case {
             mix,
@@ -143,9 +164,23 @@ pub fn run(spec: &Spec, ab: &Ab, paths: &Paths) -> anyhow::Result<Outcome> {
         }
         records::save(&store, &spec.name, session, COMPARISON, &comparison)?;
         bar.done(comparison.failed.is_some());
+        ran.push(comparison);
     }
     bar.finish();
+    // Stopped, the agent has stored every record of its slots and choices.
     drop(agent);
+    if spec.policies.iter().any(|p| p.scheduler.agents() == PolicySpec::Auto) {
+        for c in ran.iter().filter(|c| c.failed.is_none()) {
+            let saved = held_in(&store, c).and_then(|held| match held.filter(|h| !h.slots.is_empty()) {
+                Some(h) => records::save(&store, &spec.name, session, HELD, &h),
+                None => Ok(()),
+            });
+            if let Err(e) = saved {
+                // What was measured is stored; the report reads the agent's records instead while they are kept.
+                eprintln!("lockstep: what auto held in {} {} is not stored: {e:#}", c.progress, c.mix);
+            }
+        }
+    }
     Ok(Outcome { session, failures })
 }
 

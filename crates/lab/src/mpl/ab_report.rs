@@ -12,7 +12,9 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::Path;
 
-use super::ab::{Comparison, Window, COMPARISON, WINDOW};
+use serde::{Deserialize, Serialize};
+
+use super::ab::{Comparison, Window, COMPARISON, HELD, WINDOW};
 use super::spec::{Ab, Spec};
 use crate::harness::paired::Estimate;
 use crate::harness::records;
@@ -187,17 +189,19 @@ pub fn write(spec: &Spec, ab: &Ab, store: &Store, dir: &Path, session: Option<f6
     }
     std::fs::create_dir_all(dir)?;
     let auto = spec.policies.iter().any(|p| p.scheduler.agents() == PolicySpec::Auto);
+    // Tallied when the run ended (HELD); for a run that stored none (builds before it), from the agent's records
+    // if they are still kept.
+    let stored: Vec<Held> =
+        records::load(store, &spec.name, Some(session), HELD)?.into_iter().map(|(_, h)| h).collect();
     let mut held = BTreeMap::new();
     for c in comparisons.iter().filter(|c| auto && c.failed.is_none()) {
-        let Some([from, to]) = c.span else { continue };
-        let slots: Vec<f64> = store
-            .decisions_between(Action::Slot, from, to)?
-            .into_iter()
-            .filter(|d| d.policy == PolicySpec::Auto.name())
-            .map(|d| d.time)
-            .collect();
-        let records = store.auto_choices(from, to)?;
-        held.insert((c.progress.clone(), c.mix.clone()), Held::tally(&slots, &records));
+        let found = match stored.iter().find(|h| h.progress == c.progress && h.mix == c.mix) {
+            Some(h) => Some(h.clone()),
+            None => held_in(store, c)?,
+        };
+        if let Some(h) = found {
+            held.insert((c.progress.clone(), c.mix.clone()), h);
+        }
     }
     let md = summary(spec, ab, &comparisons, &windows, &held);
     Ok(Report { summary: md, page: html_page(&spec.name, &spec.description) })
@@ -318,14 +322,32 @@ fn summary(
 /// in force in the slot's own tick, after the slot's record is timed); the windows of `cfs` its trials tried; and
 /// its choices. Read for a comparison whose jobs form one group (they all share PUs, as in every spec here): with
 /// several, each slot counts under the group that recorded last.
-#[derive(Debug, Default)]
-struct Held {
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Held {
+    /// The comparison's progress mode.
+    pub progress: String,
+    /// Its mix.
+    pub mix: String,
     /// Its slots that a record governs, by the policy that record put in force.
-    slots: BTreeMap<String, u32>,
+    pub slots: BTreeMap<String, u32>,
     /// Records of a trial's window of `cfs` (a trial started again may record its window more than once).
-    cfs_tried: u32,
+    pub cfs_tried: u32,
     /// Records of a choice made, or kept from the set before (not a trial's).
-    chosen: u32,
+    pub chosen: u32,
+}
+
+/// What `auto` held in comparison `c`, tallied from the agent's records in `store` within its span (no slots when
+/// the agent no longer keeps them); `None` for a comparison stored without a span (by builds that kept none).
+pub fn held_in(store: &Store, c: &Comparison) -> anyhow::Result<Option<Held>> {
+    let Some([from, to]) = c.span else { return Ok(None) };
+    let slots: Vec<f64> = store
+        .decisions_between(Action::Slot, from, to)?
+        .into_iter()
+        .filter(|d| d.policy == PolicySpec::Auto.name())
+        .map(|d| d.time)
+        .collect();
+    let records = store.auto_choices(from, to)?;
+    Ok(Some(Held { progress: c.progress.clone(), mix: c.mix.clone(), ..Held::tally(&slots, &records) }))
 }
 
 impl Held {
@@ -362,14 +384,16 @@ fn held_section(held: &BTreeMap<(String, String), Held>) -> String {
     let mut md =
         "\n## What `auto` held\n\nEach of `auto`'s slots under the policy its latest choice or trial's window \
                   had put in force (the agent's records: `auto_choices`, and its slots in `decisions`); the windows \
-                  of `cfs` its trials tried, and the choices it made or kept from the set before. The agent keeps \
-                  these records for its retention (24 h by default).\n\n| progress | mix | slots | held | cfs \
+                  of `cfs` its trials tried, and the choices it made or kept from the set before. Tallied when the \
+                  run ended and stored with it; for a run stored without the tally, read from the agent's records \
+                  while it keeps them (24 h by default).\n\n| progress | mix | slots | held | cfs \
                   windows tried | choices |\n|---|---|---|---|---|---|\n"
             .to_string();
     for ((progress, mix), h) in held {
         let total: u32 = h.slots.values().sum();
         if total == 0 {
-            // The agent keeps its records for its retention (24 h by default): a report made later has none.
+            // A run stored without the tally, reported after the agent's retention (24 h by default) dropped its
+            // records.
             let _ = writeln!(md, "| {progress} | {mix} | no records | | | |");
             continue;
         }
@@ -473,6 +497,71 @@ mod tests {
         let none = Held::tally(&slots, &[]);
         let md = held_section(&BTreeMap::from([(("busy".to_string(), "lu+ep".to_string()), none)]));
         assert!(md.contains("| busy | lu+ep | no records |"), "{md}");
+    }
+
+    #[test]
+    fn the_report_reads_what_auto_held_from_the_tally_the_run_stored_and_else_from_the_agents_records() {
+        let text =
+            GOOD.replace("mpl = [1, 2]", "mixes = [[\"lu\", \"ep\"]]").replace("name = \"gang\"", "name = \"auto\"")
+                + "[ab]\nduration = \"1m\"\nwindow = \"2s\"\n";
+        let spec = parse(&text).unwrap();
+        let ab = spec.ab.clone().unwrap();
+        let dir = lockstep_scratch::tempdir().unwrap();
+        let mut store = Store::open(&dir.path().join("s.db")).unwrap();
+        let comparison = Comparison {
+            progress: "busy".into(),
+            mix: "lu+ep".into(),
+            failed: None,
+            rounds: 2,
+            span: Some([100.0, 200.0]),
+        };
+        records::save(&store, &spec.name, 1.0, COMPARISON, &comparison).unwrap();
+        for round in 0..2 {
+            for (arm, a) in ab.arms.iter().enumerate() {
+                let w = Window { progress: "busy".into(), label: a.label.clone(), ..window(arm, round, 1000, 1.0) };
+                records::save(&store, &spec.name, 1.0, WINDOW, &w).unwrap();
+            }
+        }
+        // No tally stored and no records of the agent (past its retention): said so.
+        let md = write(&spec, &ab, &store, dir.path(), None).unwrap().summary;
+        assert!(md.contains("| busy | lu+ep | no records |"), "{md}");
+        // No tally stored (a build before it), the agent's records still kept: read from them, within the span.
+        let node: lockstep_core::ident::NodeName = "n".parse().unwrap();
+        let slot = |time: f64| lockstep_store::Decision {
+            time,
+            node: node.clone(),
+            policy: "auto".into(),
+            slot: time as u64,
+            active_row: 0,
+            rows: 2,
+            job: None,
+            action: Action::Slot,
+            duration_us: 1.0,
+            prompt_us: None,
+        };
+        let decisions: Vec<_> = [99.0, 150.0, 151.0, 152.0, 250.0].into_iter().map(slot).collect();
+        store.log_decisions(&decisions, &[]).unwrap();
+        let record = |policy: &str, trying| Choice {
+            jobs: Vec::new(),
+            policy: policy.into(),
+            trying,
+            why: String::new(),
+            rates: BTreeMap::new(),
+        };
+        store.log_auto(&node, &[(150.1, record("cfs", true)), (151.1, record("gang", false))]).unwrap();
+        let md = write(&spec, &ab, &store, dir.path(), None).unwrap().summary;
+        assert!(md.contains("| busy | lu+ep | 3 | cfs 33.3 %, gang 66.7 % | 1 | 1 |"), "{md}");
+        // The tally stored at the run's end stands, whatever the agent still keeps.
+        let held = Held {
+            progress: "busy".into(),
+            mix: "lu+ep".into(),
+            slots: BTreeMap::from([("gang".to_string(), 99), ("cfs".to_string(), 1)]),
+            cfs_tried: 1,
+            chosen: 3,
+        };
+        records::save(&store, &spec.name, 1.0, HELD, &held).unwrap();
+        let md = write(&spec, &ab, &store, dir.path(), None).unwrap().summary;
+        assert!(md.contains("| busy | lu+ep | 100 | cfs 1.0 %, gang 99.0 % | 1 | 3 |"), "{md}");
     }
 
     #[test]
