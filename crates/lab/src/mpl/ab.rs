@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use super::ab_report::held_in;
+use super::ab_held::held_in;
 use super::run::{start_job, stderr_file, stop_jobs, Case, Site, Started};
 use super::spec::{Ab, Spec, PERIOD};
 use crate::harness::agent::PrivateAgent;
@@ -41,7 +41,7 @@ pub const WINDOW: &str = "ab-window";
 /// The record of one comparison (a mix in a progress mode): whether it ran its course.
 pub const COMPARISON: &str = "ab-comparison";
 
-/// The record of what `auto` held in one comparison (super::ab_report::Held), tallied from the agent's records
+/// The record of what `auto` held in one comparison (super::ab_held::Held), tallied from the agent's records
 /// once the run's agent has stopped, so that a report made after the agent's retention still has it.
 pub const HELD: &str = "ab-held";
 
@@ -171,9 +171,11 @@ pub fn run(spec: &Spec, ab: &Ab, paths: &Paths) -> anyhow::Result<Outcome> {
     drop(agent);
     if spec.policies.iter().any(|p| p.scheduler.agents() == PolicySpec::Auto) {
         for c in ran.iter().filter(|c| c.failed.is_none()) {
-            let saved = held_in(&store, c).and_then(|held| match held.filter(|h| !h.slots.is_empty()) {
-                Some(h) => records::save(&store, &spec.name, session, HELD, &h),
-                None => Ok(()),
+            let saved = held_in(&store, &c.progress, &c.mix, c.span).and_then(|held| {
+                match held.filter(|h| !h.slots.is_empty()) {
+                    Some(h) => records::save(&store, &spec.name, session, HELD, &h),
+                    None => Ok(()),
+                }
             });
             if let Err(e) = saved {
                 // What was measured is stored; the report reads the agent's records instead while they are kept.

@@ -12,16 +12,14 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::Path;
 
-use serde::{Deserialize, Serialize};
-
 use super::ab::{Comparison, Window, COMPARISON, HELD, WINDOW};
+use super::ab_held::{held_in, Held};
 use super::spec::{Ab, Spec};
 use crate::harness::paired::Estimate;
 use crate::harness::records;
 use crate::harness::report::{html_page, some_runs, Report};
-use lockstep_core::cosched::auto::Choice;
 use lockstep_core::cosched::PolicySpec;
-use lockstep_store::{Action, Store};
+use lockstep_store::Store;
 
 /// What a job's progress is read from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -197,7 +195,7 @@ pub fn write(spec: &Spec, ab: &Ab, store: &Store, dir: &Path, session: Option<f6
     for c in comparisons.iter().filter(|c| auto && c.failed.is_none()) {
         let found = match stored.iter().find(|h| h.progress == c.progress && h.mix == c.mix) {
             Some(h) => Some(h.clone()),
-            None => held_in(store, c)?,
+            None => held_in(store, &c.progress, &c.mix, c.span)?,
         };
         if let Some(h) = found {
             held.insert((c.progress.clone(), c.mix.clone()), h);
@@ -317,64 +315,6 @@ fn summary(
     md
 }
 
-/// What `auto` held while it was in force in one comparison, from the agent's records: its slots, each under the
-/// policy of the latest record made by the slot's end (a choice, or a trial's window: `auto` records what it puts
-/// in force in the slot's own tick, after the slot's record is timed); the windows of `cfs` its trials tried; and
-/// its choices. Read for a comparison whose jobs form one group (they all share PUs, as in every spec here): with
-/// several, each slot counts under the group that recorded last.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct Held {
-    /// The comparison's progress mode.
-    pub progress: String,
-    /// Its mix.
-    pub mix: String,
-    /// Its slots that a record governs, by the policy that record put in force.
-    pub slots: BTreeMap<String, u32>,
-    /// Records of a trial's window of `cfs` (a trial started again may record its window more than once).
-    pub cfs_tried: u32,
-    /// Records of a choice made, or kept from the set before (not a trial's).
-    pub chosen: u32,
-}
-
-/// What `auto` held in comparison `c`, tallied from the agent's records in `store` within its span (no slots when
-/// the agent no longer keeps them); `None` for a comparison stored without a span (by builds that kept none).
-pub fn held_in(store: &Store, c: &Comparison) -> anyhow::Result<Option<Held>> {
-    let Some([from, to]) = c.span else { return Ok(None) };
-    let slots: Vec<f64> = store
-        .decisions_between(Action::Slot, from, to)?
-        .into_iter()
-        .filter(|d| d.policy == PolicySpec::Auto.name())
-        .map(|d| d.time)
-        .collect();
-    let records = store.auto_choices(from, to)?;
-    Ok(Some(Held { progress: c.progress.clone(), mix: c.mix.clone(), ..Held::tally(&slots, &records) }))
-}
-
-impl Held {
-    /// Tallies the slot records `slots` under `auto` (their times, seconds since the epoch, oldest first) by its
-    /// `records` (time and choice, oldest first): each slot under the latest record made before the next slot's
-    /// record (the last slot: any after it). A slot with no record by then (before `auto`'s first) is left out:
-    /// what was in force then is in the records of what ran before.
-    fn tally(slots: &[f64], records: &[(f64, Choice)]) -> Self {
-        let mut held = Self::default();
-        for c in records.iter().map(|(_, c)| c) {
-            if !c.trying {
-                held.chosen += 1;
-            } else if c.policy == PolicySpec::Cfs.name() {
-                held.cfs_tried += 1;
-            }
-        }
-        for (i, &t) in slots.iter().enumerate() {
-            let end = slots.get(i + 1).copied().unwrap_or(f64::INFINITY).max(t);
-            let latest = records.partition_point(|(at, _)| *at < end);
-            if let Some((_, c)) = latest.checked_sub(1).map(|i| &records[i]) {
-                *held.slots.entry(c.policy.clone()).or_default() += 1;
-            }
-        }
-        held
-    }
-}
-
 /// The report's section on what `auto` held, per comparison (`held`: by progress mode and mix); empty without
 /// `auto`.
 fn held_section(held: &BTreeMap<(String, String), Held>) -> String {
@@ -442,6 +382,8 @@ mod tests {
     use super::super::ab::Done;
     use super::super::spec::tests::{parse, GOOD};
     use super::*;
+    use lockstep_core::cosched::auto::Choice;
+    use lockstep_store::Action;
 
     /// A spec comparing gang with itself and with a 20 % handicap, on lu (calls) and ep (CPU time).
     fn spec() -> Spec {
@@ -467,15 +409,13 @@ mod tests {
         }
     }
 
+    /// A record of `auto` putting `policy` in force, on trial (`trying`) or chosen.
+    fn record(policy: &str, trying: bool) -> Choice {
+        Choice { jobs: Vec::new(), policy: policy.into(), trying, why: String::new(), rates: BTreeMap::new() }
+    }
+
     #[test]
     fn each_slot_under_auto_counts_for_what_its_latest_record_put_in_force() {
-        let record = |policy: &str, trying| Choice {
-            jobs: Vec::new(),
-            policy: policy.into(),
-            trying,
-            why: String::new(),
-            rates: BTreeMap::new(),
-        };
         let records = vec![
             (10.0, record("gang", true)),
             (10.6, record("cfs", true)),
@@ -541,13 +481,6 @@ mod tests {
         };
         let decisions: Vec<_> = [99.0, 150.0, 151.0, 152.0, 250.0].into_iter().map(slot).collect();
         store.log_decisions(&decisions, &[]).unwrap();
-        let record = |policy: &str, trying| Choice {
-            jobs: Vec::new(),
-            policy: policy.into(),
-            trying,
-            why: String::new(),
-            rates: BTreeMap::new(),
-        };
         store.log_auto(&node, &[(150.1, record("cfs", true)), (151.1, record("gang", false))]).unwrap();
         let md = write(&spec, &ab, &store, dir.path(), None).unwrap().summary;
         assert!(md.contains("| busy | lu+ep | 3 | cfs 33.3 %, gang 66.7 % | 1 | 1 |"), "{md}");

@@ -1,9 +1,11 @@
 //! Co-scheduling experiments (`kind = "mpl"`, the default; the MPL and DCS papers): workloads run alone, then in
 //! MPL levels or explicit mixes under every co-scheduling policy, MPI progress mode and place where ranks run. Its
 //! spec is [`spec`]; [`run`] runs it, [`report`] (with its mix and dcs sections, and the [`timeline`] it opens on)
-//! reports it. A spec with `[ab]` is a paired comparison instead: [`ab`] runs it and [`ab_report`] reports it.
+//! reports it. A spec with `[ab]` is a paired comparison instead: [`ab`] runs it and [`ab_report`] reports it, with what `auto`
+//! held in it ([`ab_held`]).
 
 pub mod ab;
+pub mod ab_held;
 pub mod ab_report;
 mod dcs_report;
 mod mix_report;
