@@ -29,7 +29,6 @@ use crate::harness::teardown::descendants;
 use crate::harness::Paths;
 use lockstep_cgroup::procfs::ProcessRef;
 use lockstep_core::cosched::auto::Sample;
-use lockstep_core::cosched::PolicySpec;
 use lockstep_core::duration;
 use lockstep_proto::client::{call, check};
 use lockstep_proto::protocol::Request;
@@ -169,7 +168,7 @@ pub fn run(spec: &Spec, ab: &Ab, paths: &Paths) -> anyhow::Result<Outcome> {
     bar.finish();
     // Stopped, the agent has stored every record of its slots and choices.
     drop(agent);
-    if spec.policies.iter().any(|p| p.scheduler.agents() == PolicySpec::Auto) {
+    if spec.runs_auto() {
         for c in ran.iter().filter(|c| c.failed.is_none()) {
             let saved = held_in(&store, &c.progress, &c.mix, c.span).and_then(|held| {
                 match held.filter(|h| !h.slots.is_empty()) {

@@ -18,7 +18,6 @@ use super::spec::{Ab, Spec};
 use crate::harness::paired::Estimate;
 use crate::harness::records;
 use crate::harness::report::{html_page, some_runs, Report};
-use lockstep_core::cosched::PolicySpec;
 use lockstep_store::Store;
 
 /// What a job's progress is read from.
@@ -186,7 +185,7 @@ pub fn write(spec: &Spec, ab: &Ab, store: &Store, dir: &Path, session: Option<f6
         .into());
     }
     std::fs::create_dir_all(dir)?;
-    let auto = spec.policies.iter().any(|p| p.scheduler.agents() == PolicySpec::Auto);
+    let auto = spec.runs_auto();
     // Tallied when the run ended (HELD); for a run that stored none (builds before it), from the agent's records
     // if they are still kept.
     let stored: Vec<Held> =

@@ -98,6 +98,13 @@ pub struct Workload {
     pub profiler: bool,
 }
 
+impl Spec {
+    /// Whether `auto` is among its policies (its runs then have `auto`'s records to read).
+    pub fn runs_auto(&self) -> bool {
+        self.policies.iter().any(|p| p.scheduler.agents() == lockstep_core::cosched::PolicySpec::Auto)
+    }
+}
+
 impl Workload {
     /// The progress mode its ranks run in, in a case of mode `case`.
     pub fn progress_in(&self, case: Progress) -> Progress {
