@@ -192,9 +192,32 @@ pub fn cpu_seconds(pid: i32) -> Option<f64> {
     let mut after = stat[stat.rfind(')')? + 1..].split_whitespace();
     let utime: u64 = after.nth(11)?.parse().ok()?;
     let stime: u64 = after.next()?.parse().ok()?;
+    Some(ticks_to_seconds(utime + stime))
+}
+
+/// Clock ticks (`USER_HZ`, the unit of `/proc`'s CPU times) in seconds.
+fn ticks_to_seconds(ticks: u64) -> f64 {
     // SAFETY: sysconf has no preconditions.
-    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    Some((utime + stime) as f64 / ticks.max(1) as f64)
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    ticks as f64 / hz.max(1) as f64
+}
+
+/// How long the node's CPUs have been busy since boot, in CPU-seconds summed over them, and how many CPUs are
+/// online: from `/proc/stat`.
+pub fn node_busy() -> Option<(f64, u32)> {
+    let (ticks, cpus) = busy_ticks(&fs::read_to_string("/proc/stat").ok()?)?;
+    Some((ticks_to_seconds(ticks), cpus))
+}
+
+/// From the text of `/proc/stat`: the clock ticks its `cpu` line counts busy (user, nice, system, irq, softirq
+/// and steal; not idle nor iowait, and not guest, which user already holds), and the number of `cpuN` lines.
+fn busy_ticks(stat: &str) -> Option<(u64, u32)> {
+    let all = stat.lines().find_map(|l| l.strip_prefix("cpu "))?;
+    let fields: Vec<u64> = all.split_whitespace().map(str::parse).collect::<Result<_, _>>().ok()?;
+    // user nice system idle iowait irq softirq steal …
+    let busy = [0, 1, 2, 5, 6, 7].iter().map(|&i| fields.get(i).copied().unwrap_or(0)).sum();
+    let cpus = stat.lines().filter(|l| l.starts_with("cpu") && l.as_bytes().get(3).is_some_and(u8::is_ascii_digit));
+    Some((busy, u32::try_from(cpus.count()).ok()?))
 }
 
 /// A memory field of `/proc/PID/status` (`VmRSS`, `VmHWM`, …) in bytes.
@@ -218,6 +241,18 @@ pub fn peak_rss_bytes(pid: i32) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_node_is_busy_for_what_its_cpu_line_counts_outside_idle_iowait_and_guest() {
+        let stat =
+            "cpu  100 5 40 9000 30 2 3 1 50 0\ncpu0 60 5 20 4500 15 1 2 1 50 0\ncpu1 40 0 20 4500 15 1 1 0 0 0\n\
+                    intr 12345\nctxt 999\ncpufreq 1\n";
+        assert_eq!(busy_ticks(stat), Some((151, 2)));
+        assert_eq!(busy_ticks("intr 1\n"), None);
+        assert_eq!(busy_ticks("cpu  1 x 3\n"), None);
+        let (busy, cpus) = node_busy().expect("/proc/stat");
+        assert!(busy > 0.0 && cpus >= 1, "{busy} {cpus}");
+    }
 
     #[test]
     fn own_process_is_alive() {

@@ -115,7 +115,17 @@ fn a_paired_comparison_finds_a_policy_equal_to_itself_and_a_handicap_at_its_size
         checks[1].starts_with("- handicap: `gang/200ms stopped 20%` against `gang/200ms` (busy lu+ep): "),
         "{stdout}"
     );
-    assert!(checks.iter().all(|c| c.contains("**found**")), "{stdout}");
+    assert!(checks[0].contains("**found**"), "{stdout}");
+    // The handicap's size is known only where the jobs own their CPUs: where other work took more than the
+    // report's bound of the node's CPU time (as beside scripts/flaky.sh's CPU burners), its check says it was not
+    // made, with the share it measured.
+    assert!(
+        checks[1].contains("**found**")
+            || checks[1].contains("**not made**: other work than the jobs took ")
+                && checks[1].contains("of the node's CPU time (at most 2 %"),
+        "{stdout}"
+    );
+    println!("{}", checks.join("\n"));
 
     // A paired comparison whose job fails has no numbers, and fails the run.
     let text = std::fs::read_to_string(&fixture)

@@ -74,6 +74,11 @@ pub struct Window {
     pub seconds: f64,
     /// Per job of the mix, in the mix's order (background load included, never measured).
     pub jobs: Vec<Done>,
+    /// The share of the node's CPU time in the counted seconds that went to other work than the mix's jobs (the
+    /// agent, this harness, anything else that ran on the node): the CPUs' busy time (`/proc/stat`) less the jobs'.
+    /// `None` where it could not be read, and in records of builds that did not measure it.
+    #[serde(default)]
+    pub other: Option<f64>,
 }
 
 /// What one job did in a window's counted seconds.
@@ -251,6 +256,7 @@ impl Runner<'_> {
         let mut started = self.switch(turns[0].1)?;
         let mut done = vec![Done::default(); self.jobs.len()];
         let mut seconds = 0.0;
+        let mut other = Other::default();
         let mut stopped = Stopped::default();
         // Readings on a grid of periods from the window's start: its counted part is then a whole number of
         // periods, as long as the spec made it (whole rounds of every slotted policy's rows, checked there: a whole
@@ -267,6 +273,7 @@ impl Runner<'_> {
             let Some(ended) = self.restart_ended(failures)? else { return Ok(Vec::new()) };
             let answer = check(call(self.site.socket, &Request::Progress)?)?;
             let at = Instant::now();
+            let busy = lockstep_cgroup::procfs::node_busy();
             let totals: BTreeMap<String, Sample> =
                 answer.progress.unwrap_or_default().into_iter().map(|p| (p.job.to_string(), p.totals)).collect();
             // What happened before the window's settle ended is the switch's, and counts nowhere; nor does a period
@@ -286,13 +293,16 @@ impl Runner<'_> {
                 job.last = now;
             }
             if clean {
+                let period = at.duration_since(previous).as_secs_f64();
+                other.add(busy, did.iter().map(|d| d.1).sum(), period);
                 for (d, (calls, cpu_s, together_s)) in done.iter_mut().zip(did) {
                     d.calls += calls;
                     d.cpu_s += cpu_s;
                     d.together_s += together_s;
                 }
-                seconds += at.duration_since(previous).as_secs_f64();
+                seconds += period;
             }
+            other.last = busy;
             for &i in &ended {
                 done[i].ended += 1;
             }
@@ -310,8 +320,10 @@ impl Runner<'_> {
                     round,
                     seconds,
                     jobs: std::mem::replace(&mut done, vec![Done::default(); self.jobs.len()]),
+                    other: other.share(),
                 });
                 seconds = 0.0;
+                other = Other { last: other.last, ..Other::default() };
                 turn += 1;
                 if turn == turns.len() {
                     return Ok(windows);
@@ -405,6 +417,39 @@ fn between(a: &Sample, b: &Sample) -> (u64, f64, f64) {
         _ => 0.0,
     };
     (calls, cpu, together)
+}
+
+/// The node's CPU time that went to other work than the mix's jobs in a window's counted periods.
+#[derive(Default)]
+struct Other {
+    /// The node's CPUs' busy time and their number at the last reading; `None` where it could not be read.
+    last: Option<(f64, u32)>,
+    /// CPU-seconds of other work, and CPU-seconds the node had, in the periods counted so far.
+    work_s: f64,
+    capacity_s: f64,
+    /// Whether a counted period could not be read.
+    unread: bool,
+}
+
+impl Other {
+    /// Adds a counted period of `seconds` that ended at the node's reading `busy`, in which the jobs had `jobs_s`
+    /// CPU-seconds.
+    fn add(&mut self, busy: Option<(f64, u32)>, jobs_s: f64, seconds: f64) {
+        match (self.last, busy) {
+            (Some((before, cpus)), Some((now, cpus_now))) if cpus == cpus_now => {
+                self.work_s += now - before - jobs_s;
+                self.capacity_s += f64::from(cpus) * seconds;
+            }
+            _ => self.unread = true,
+        }
+    }
+
+    /// The share of the node's CPU time that went to other work in the periods counted, none below 0 (the node's
+    /// clock ticks and the jobs' nanoseconds are read at slightly different moments); `None` where a period could
+    /// not be read or none was counted.
+    fn share(&self) -> Option<f64> {
+        (!self.unread && self.capacity_s > 0.0).then(|| (self.work_s / self.capacity_s).max(0.0))
+    }
 }
 
 /// The processes a handicap stops: every process of every job's run, listed again every period while some run is
