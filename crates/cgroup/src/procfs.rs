@@ -1,5 +1,6 @@
 //! Small readers of `/proc`.
 
+use lockstep_core::cpulist::CpuList;
 use std::fs;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -202,22 +203,38 @@ fn ticks_to_seconds(ticks: u64) -> f64 {
     ticks as f64 / hz.max(1) as f64
 }
 
-/// How long the node's CPUs have been busy since boot, in CPU-seconds summed over them, and how many CPUs are
-/// online: from `/proc/stat`.
-pub fn node_busy() -> Option<(f64, u32)> {
-    let (ticks, cpus) = busy_ticks(&fs::read_to_string("/proc/stat").ok()?)?;
-    Some((ticks_to_seconds(ticks), cpus))
+/// How long CPUs have been busy since boot, from `/proc/stat`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct CpuBusy {
+    /// CPU-seconds busy, summed over the CPUs read.
+    pub busy_s: f64,
+    /// How many CPUs were read.
+    pub cpus: u32,
 }
 
-/// From the text of `/proc/stat`: the clock ticks its `cpu` line counts busy (user, nice, system, irq, softirq
-/// and steal; not idle nor iowait, and not guest, which user already holds), and the number of `cpuN` lines.
-fn busy_ticks(stat: &str) -> Option<(u64, u32)> {
-    let all = stat.lines().find_map(|l| l.strip_prefix("cpu "))?;
-    let fields: Vec<u64> = all.split_whitespace().map(str::parse).collect::<Result<_, _>>().ok()?;
-    // user nice system idle iowait irq softirq steal …
-    let busy = [0, 1, 2, 5, 6, 7].iter().map(|&i| fields.get(i).copied().unwrap_or(0)).sum();
-    let cpus = stat.lines().filter(|l| l.starts_with("cpu") && l.as_bytes().get(3).is_some_and(u8::is_ascii_digit));
-    Some((busy, u32::try_from(cpus.count()).ok()?))
+/// How long the CPUs of `cpus` that `/proc/stat` lists (the online ones) have been busy since boot; `None` where
+/// it cannot be read or lists none of them.
+pub fn cpus_busy(cpus: &CpuList) -> Option<CpuBusy> {
+    let (ticks, n) = busy_ticks(&fs::read_to_string("/proc/stat").ok()?, cpus)?;
+    Some(CpuBusy { busy_s: ticks_to_seconds(ticks), cpus: n })
+}
+
+/// From the text of `/proc/stat`: the clock ticks its `cpuN` lines of the CPUs in `cpus` count busy (user, nice,
+/// system, irq, softirq and steal; not idle nor iowait, and not guest, which user already holds), and how many
+/// such lines there are; `None` when there is none, or one does not read.
+fn busy_ticks(stat: &str, cpus: &CpuList) -> Option<(u64, u32)> {
+    let (mut busy, mut n) = (0, 0);
+    for line in stat.lines() {
+        let Some((cpu, fields)) = line.strip_prefix("cpu").and_then(|l| l.split_once(' ')) else { continue };
+        if !cpu.parse::<usize>().is_ok_and(|c| cpus.contains(c)) {
+            continue;
+        }
+        let fields: Vec<u64> = fields.split_whitespace().map(str::parse).collect::<Result<_, _>>().ok()?;
+        // user nice system idle iowait irq softirq steal …
+        busy += [0, 1, 2, 5, 6, 7].iter().map(|&i| fields.get(i).copied().unwrap_or(0)).sum::<u64>();
+        n += 1;
+    }
+    (n > 0).then_some((busy, n))
 }
 
 /// A memory field of `/proc/PID/status` (`VmRSS`, `VmHWM`, …) in bytes.
@@ -243,15 +260,18 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_node_is_busy_for_what_its_cpu_line_counts_outside_idle_iowait_and_guest() {
+    fn cpus_are_busy_for_what_their_lines_count_outside_idle_iowait_and_guest() {
         let stat =
             "cpu  100 5 40 9000 30 2 3 1 50 0\ncpu0 60 5 20 4500 15 1 2 1 50 0\ncpu1 40 0 20 4500 15 1 1 0 0 0\n\
-                    intr 12345\nctxt 999\ncpufreq 1\n";
-        assert_eq!(busy_ticks(stat), Some((151, 2)));
-        assert_eq!(busy_ticks("intr 1\n"), None);
-        assert_eq!(busy_ticks("cpu  1 x 3\n"), None);
-        let (busy, cpus) = node_busy().expect("/proc/stat");
-        assert!(busy > 0.0 && cpus >= 1, "{busy} {cpus}");
+                    cpu2 7 0 0 10 0 0 0 0 0 0\nintr 12345\nctxt 999\ncpufreq 1\n";
+        let list = |l: &str| CpuList::parse(l).unwrap();
+        assert_eq!(busy_ticks(stat, &list("0-1")), Some((151, 2)));
+        assert_eq!(busy_ticks(stat, &list("1-2,5")), Some((69, 2)));
+        assert_eq!(busy_ticks(stat, &list("5")), None);
+        assert_eq!(busy_ticks("intr 1\n", &list("0")), None);
+        assert_eq!(busy_ticks("cpu0 1 x 3\n", &list("0")), None);
+        let busy = cpus_busy(&CpuList::online()).expect("/proc/stat");
+        assert!(busy.busy_s > 0.0 && busy.cpus >= 1, "{busy:?}");
     }
 
     #[test]

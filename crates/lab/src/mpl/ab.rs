@@ -27,8 +27,9 @@ use crate::harness::records;
 use crate::harness::spec::{Progress, RanksIn};
 use crate::harness::teardown::descendants;
 use crate::harness::Paths;
-use lockstep_cgroup::procfs::ProcessRef;
+use lockstep_cgroup::procfs::{cpus_busy, CpuBusy, ProcessRef};
 use lockstep_core::cosched::auto::Sample;
+use lockstep_core::cpulist::CpuList;
 use lockstep_core::duration;
 use lockstep_proto::client::{call, check};
 use lockstep_proto::protocol::Request;
@@ -74,11 +75,12 @@ pub struct Window {
     pub seconds: f64,
     /// Per job of the mix, in the mix's order (background load included, never measured).
     pub jobs: Vec<Done>,
-    /// The share of the node's CPU time in the counted seconds that went to other work than the mix's jobs (the
-    /// agent, this harness, anything else that ran on the node): the CPUs' busy time (`/proc/stat`) less the jobs'.
-    /// `None` where it could not be read, and in records of builds that did not measure it.
+    /// The share of the CPU time of the CPUs the experiment may use (this harness's affinity: its container's or
+    /// cpuset's) that went to other work than the mix's jobs in the counted seconds (the agent, this harness,
+    /// anything else on those CPUs): their busy time (`/proc/stat`) less the jobs'. `None` where no counted period
+    /// could be read, and in records of builds that did not measure it.
     #[serde(default)]
-    pub other: Option<f64>,
+    pub other_work: Option<f64>,
 }
 
 /// What one job did in a window's counted seconds.
@@ -256,6 +258,10 @@ impl Runner<'_> {
         let mut started = self.switch(turns[0].1)?;
         let mut done = vec![Done::default(); self.jobs.len()];
         let mut seconds = 0.0;
+        // The CPUs the jobs may run on, whose other work is measured: this harness's own.
+        let cpus = lockstep_cgroup::procfs::cpus_allowed(std::process::id() as i32)
+            .and_then(|l| CpuList::parse(&l).ok())
+            .unwrap_or_else(CpuList::online);
         let mut other = Other::default();
         let mut stopped = Stopped::default();
         // Readings on a grid of periods from the window's start: its counted part is then a whole number of
@@ -273,7 +279,7 @@ impl Runner<'_> {
             let Some(ended) = self.restart_ended(failures)? else { return Ok(Vec::new()) };
             let answer = check(call(self.site.socket, &Request::Progress)?)?;
             let at = Instant::now();
-            let busy = lockstep_cgroup::procfs::node_busy();
+            let busy = cpus_busy(&cpus);
             let totals: BTreeMap<String, Sample> =
                 answer.progress.unwrap_or_default().into_iter().map(|p| (p.job.to_string(), p.totals)).collect();
             // What happened before the window's settle ended is the switch's, and counts nowhere; nor does a period
@@ -282,9 +288,15 @@ impl Runner<'_> {
             // the jobs' speed while they work, not where their runs' starts fell.
             let mut clean = previous + half >= started + ab.settle && ended.is_empty();
             let mut did = Vec::new();
+            // Every job's CPU time, at work or not (background load that is not); `None` when one was not read.
+            let mut jobs_cpu = Some(0.0);
             for job in &mut self.jobs {
                 let now = job.run.as_ref().and_then(|r| totals.get(&r.name)).copied();
                 let working = |s: &Sample| working(s, spec.workloads[&job.workload].profiler, spec.ranks);
+                jobs_cpu = match (job.last, now) {
+                    (Some(before), Some(now)) => jobs_cpu.map(|c| c + between(&before, &now).1),
+                    _ => None,
+                };
                 match (job.last, now) {
                     (Some(before), Some(now)) if working(&before) && working(&now) => did.push(between(&before, &now)),
                     _ if job.background => did.push((0, 0.0, 0.0)),
@@ -294,7 +306,7 @@ impl Runner<'_> {
             }
             if clean {
                 let period = at.duration_since(previous).as_secs_f64();
-                other.add(busy, did.iter().map(|d| d.1).sum(), period);
+                other.add(busy, jobs_cpu, period);
                 for (d, (calls, cpu_s, together_s)) in done.iter_mut().zip(did) {
                     d.calls += calls;
                     d.cpu_s += cpu_s;
@@ -320,7 +332,7 @@ impl Runner<'_> {
                     round,
                     seconds,
                     jobs: std::mem::replace(&mut done, vec![Done::default(); self.jobs.len()]),
-                    other: other.share(),
+                    other_work: other.share(),
                 });
                 seconds = 0.0;
                 other = Other { last: other.last, ..Other::default() };
@@ -419,36 +431,35 @@ fn between(a: &Sample, b: &Sample) -> (u64, f64, f64) {
     (calls, cpu, together)
 }
 
-/// The node's CPU time that went to other work than the mix's jobs in a window's counted periods.
+/// The CPU time that went to other work than the mix's jobs in a window's counted periods, on the CPUs the jobs
+/// may run on.
 #[derive(Default)]
 struct Other {
-    /// The node's CPUs' busy time and their number at the last reading; `None` where it could not be read.
-    last: Option<(f64, u32)>,
-    /// CPU-seconds of other work, and CPU-seconds the node had, in the periods counted so far.
+    /// Those CPUs' busy time at the last reading; `None` where it could not be read.
+    last: Option<CpuBusy>,
+    /// CPU-seconds of other work in the periods read so far.
     work_s: f64,
+    /// CPU-seconds the CPUs had in those periods.
     capacity_s: f64,
-    /// Whether a counted period could not be read.
-    unread: bool,
 }
 
 impl Other {
-    /// Adds a counted period of `seconds` that ended at the node's reading `busy`, in which the jobs had `jobs_s`
-    /// CPU-seconds.
-    fn add(&mut self, busy: Option<(f64, u32)>, jobs_s: f64, seconds: f64) {
-        match (self.last, busy) {
-            (Some((before, cpus)), Some((now, cpus_now))) if cpus == cpus_now => {
-                self.work_s += now - before - jobs_s;
-                self.capacity_s += f64::from(cpus) * seconds;
+    /// Adds a counted period of `seconds` that ended at the CPUs' reading `busy`, in which the jobs had `jobs_s`
+    /// CPU-seconds. A period of which either is not known is left out. Its first reading is that of the period
+    /// before, never a switch's: a window's first period is in its settle (at least a period long), never counted.
+    fn add(&mut self, busy: Option<CpuBusy>, jobs_s: Option<f64>, seconds: f64) {
+        if let (Some(before), Some(now), Some(jobs_s)) = (self.last, busy, jobs_s) {
+            if before.cpus == now.cpus {
+                self.work_s += now.busy_s - before.busy_s - jobs_s;
+                self.capacity_s += f64::from(now.cpus) * seconds;
             }
-            _ => self.unread = true,
         }
     }
 
-    /// The share of the node's CPU time that went to other work in the periods counted, none below 0 (the node's
-    /// clock ticks and the jobs' nanoseconds are read at slightly different moments); `None` where a period could
-    /// not be read or none was counted.
+    /// The share of the CPUs' time that went to other work in the periods read, none below 0 (their clock ticks
+    /// and the jobs' nanoseconds are read at slightly different moments); `None` where none was read.
     fn share(&self) -> Option<f64> {
-        (!self.unread && self.capacity_s > 0.0).then(|| (self.work_s / self.capacity_s).max(0.0))
+        (self.capacity_s > 0.0).then(|| (self.work_s / self.capacity_s).max(0.0))
     }
 }
 
