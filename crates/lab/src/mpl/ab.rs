@@ -4,7 +4,8 @@
 //! MPI calls, CPU time and co-scheduled time, as `auto` reads them), and what each job did between two readings is
 //! added to the window it lies in; the first `settle` of a window, the switch's transient, is not counted. Each
 //! window is stored (`ab-window` records); the report (`ab_report`) pairs each round's windows and estimates how the
-//! policies compare, with a confidence interval.
+//! policies compare, with a confidence interval. Each window also counts every job's whole runs, those that began
+//! after its settle and ended within it, and their wall time: what the report reads with `measure = "runs"`.
 //!
 //! A job that fails or does not verify fails its comparison, which is stored without its windows, and the run.
 //! A policy with a handicap has every process of every job stopped (SIGSTOP, then SIGCONT) for that share of each
@@ -19,7 +20,7 @@ use serde::{Deserialize, Serialize};
 
 use super::ab_held::held_in;
 use super::run::{start_job, stderr_file, stop_jobs, Case, Site, Started};
-use super::spec::{Ab, Spec, PERIOD};
+use super::spec::{Ab, By, Spec, PERIOD};
 use crate::harness::agent::PrivateAgent;
 use crate::harness::outcome::{Failures, Outcome};
 use crate::harness::progress_bar::CaseProgress;
@@ -96,6 +97,13 @@ pub struct Done {
     pub together_s: f64,
     /// Runs of it that ended (verified) within the window.
     pub ended: u32,
+    /// Runs of it that began and ended (verified) within the window's counted part.
+    #[serde(default)]
+    pub whole: u32,
+    /// Their wall seconds in all, each from its start to the middle of the period its end was seen in (unbiased by
+    /// the period).
+    #[serde(default)]
+    pub whole_s: f64,
 }
 
 /// The record of one comparison.
@@ -158,7 +166,7 @@ pub fn run(spec: &Spec, ab: &Ab, paths: &Paths) -> anyhow::Result<Outcome> {
         runner.stop();
         comparison.span = Some([from, now()]);
         let windows = result?;
-        let why = failed.first().map(str::to_string).or_else(|| too_little(ab, &runner.what, &windows));
+        let why = failed.first().map(str::to_string).or_else(|| too_little(spec, ab, &runner.what, &windows));
         if let Some(why) = why {
             failures.add(why.clone());
             comparison.failed = Some(why);
@@ -196,8 +204,29 @@ pub fn run(spec: &Spec, ab: &Ab, paths: &Paths) -> anyhow::Result<Outcome> {
 /// a comparison to stand: less says that the jobs mostly started and ended, or that the agent could not read them.
 const LEAST_COUNTED: f64 = 0.25;
 
-/// Why comparison `what` measured too little to stand (see [`LEAST_COUNTED`]); `None` when it measured enough.
-fn too_little(ab: &Ab, what: &str, windows: &[Window]) -> Option<String> {
+/// The least share of a comparison's rounds in which every measured job had a whole run under every policy, for a
+/// comparison by whole runs (`measure = "runs"`) to stand: fewer says that the windows are too short for the runs.
+const LEAST_ROUNDS_WITH_RUNS: f64 = 0.5;
+
+/// Why comparison `what` measured too little to stand (see [`LEAST_COUNTED`], and [`LEAST_ROUNDS_WITH_RUNS`] by
+/// whole runs); `None` when it measured enough.
+fn too_little(spec: &Spec, ab: &Ab, what: &str, windows: &[Window]) -> Option<String> {
+    if ab.by == By::Runs {
+        let mut rounds: BTreeMap<u32, bool> = BTreeMap::new();
+        for w in windows {
+            let every = w.jobs.iter().all(|d| d.whole > 0 || spec.workloads[&d.workload].background);
+            *rounds.entry(w.round).or_insert(true) &= every;
+        }
+        let read = rounds.values().filter(|&&r| r).count();
+        return ((read as f64) < LEAST_ROUNDS_WITH_RUNS * rounds.len() as f64).then(|| {
+            format!(
+                "case {what}: only {read} of {} rounds had a whole run of every job under every policy (expected at \
+                 least {:.0} %: windows too short for the runs)",
+                rounds.len(),
+                LEAST_ROUNDS_WITH_RUNS * 100.0
+            )
+        });
+    }
     let counted: f64 = windows.iter().map(|w| w.seconds).sum();
     let span = windows.len() as f64 * ab.window.saturating_sub(ab.settle).as_secs_f64();
     (counted < LEAST_COUNTED * span).then(|| {
@@ -268,6 +297,7 @@ impl Runner<'_> {
         // periods, as long as the spec made it (whole rounds of every slotted policy's rows, checked there: a whole
         // round holds every job's slots, wherever it starts).
         let (mut previous, mut next) = (started, started + PERIOD);
+        let mut last_poll = started;
         let half = PERIOD / 2;
         loop {
             let handicap = ab.arms[turns[turn].1].handicap;
@@ -276,6 +306,7 @@ impl Runner<'_> {
             }
             std::thread::sleep(next.saturating_duration_since(Instant::now()));
             next += PERIOD;
+            let poll = Instant::now();
             let Some(ended) = self.restart_ended(failures)? else { return Ok(Vec::new()) };
             let answer = check(call(self.site.socket, &Request::Progress)?)?;
             let at = Instant::now();
@@ -315,9 +346,8 @@ impl Runner<'_> {
                 seconds += period;
             }
             other.last = busy;
-            for &i in &ended {
-                done[i].ended += 1;
-            }
+            count_ended(&mut done, &ended, [last_poll, poll], started + ab.settle);
+            last_poll = poll;
             previous = at;
             if at + half >= started + ab.window {
                 let (round, arm) = turns[turn];
@@ -363,9 +393,9 @@ impl Runner<'_> {
         Ok(())
     }
 
-    /// Starts again every job whose run ended and verified; returns the measured ones that ended, or `None` when
-    /// one failed (noted in `failures`).
-    fn restart_ended(&mut self, failures: &mut Failures) -> anyhow::Result<Option<Vec<usize>>> {
+    /// Starts again every job whose run ended and verified; returns the measured ones that ended, each with when
+    /// its run started, or `None` when one failed (noted in `failures`).
+    fn restart_ended(&mut self, failures: &mut Failures) -> anyhow::Result<Option<Vec<(usize, Instant)>>> {
         let mut ended = Vec::new();
         for j in 0..self.jobs.len() {
             let background = self.jobs[j].background;
@@ -387,7 +417,7 @@ impl Runner<'_> {
             let _ = std::fs::remove_file(&stderr);
             let _ = std::fs::remove_file(&run.pmpi);
             if !background {
-                ended.push(j);
+                ended.push((j, run.t0));
             }
             self.start(j)?;
         }
@@ -398,6 +428,21 @@ impl Runner<'_> {
     fn stop(&mut self) {
         let runs: Vec<Started> = self.jobs.iter_mut().filter_map(|j| j.run.take()).collect();
         stop_jobs(None, &runs);
+    }
+}
+
+/// Counts the runs `ended` (each its job's place and when it started), seen between two looks `[before, now]`, in
+/// the window whose counted part began at `counted`: each as ended, and those that began in the counted part as
+/// whole, each run's wall time taken to the middle of the two looks. That is unbiased where its end is as likely
+/// anywhere between them: runs start at a look, so it needs their lengths to vary by a period or more.
+fn count_ended(done: &mut [Done], ended: &[(usize, Instant)], [before, now]: [Instant; 2], counted: Instant) {
+    let end = before + now.duration_since(before) / 2;
+    for &(i, t0) in ended {
+        done[i].ended += 1;
+        if t0 >= counted {
+            done[i].whole += 1;
+            done[i].whole_s += end.duration_since(t0).as_secs_f64();
+        }
     }
 }
 
@@ -522,6 +567,50 @@ mod tests {
 
     fn reading(calls: Option<u64>, cpu_ns: u64, together_ns: Option<u64>, ranks: u32) -> Sample {
         Sample { calls, cpu_ns, together_ns, ranks, ..Sample::default() }
+    }
+
+    #[test]
+    fn a_run_is_whole_when_it_began_in_the_counted_part_and_lasts_to_the_middle_of_the_looks_it_ended_between() {
+        let t = Instant::now();
+        let at = |ms: u64| t + Duration::from_millis(ms);
+        let mut done = vec![Done::default(); 3];
+        // Job 0 began before the counted part (at 300 ms, from 400 ms on), job 1 at its start, job 2 after.
+        count_ended(&mut done, &[(0, at(300)), (1, at(400)), (2, at(1000))], [at(3800), at(4000)], at(400));
+        assert_eq!(done.iter().map(|d| (d.ended, d.whole)).collect::<Vec<_>>(), [(1, 0), (1, 1), (1, 1)]);
+        assert!((done[1].whole_s - 3.5).abs() < 1e-9 && (done[2].whole_s - 2.9).abs() < 1e-9, "{done:?}");
+        assert!(done[0].whole_s.abs() < 1e-9, "{done:?}");
+    }
+
+    #[test]
+    fn a_comparison_by_whole_runs_stands_with_a_whole_run_of_every_job_in_half_its_rounds() {
+        let text = super::super::spec::tests::GOOD.replace("mpl = [1, 2]", "mixes = [[\"lu\", \"ep\"]]")
+            + "[ab]\nduration = \"1m\"\nmeasure = \"runs\"\n";
+        let spec = super::super::spec::tests::parse(&text).unwrap();
+        let ab = spec.ab.clone().unwrap();
+        let window = |round, arm, whole: [u32; 2]| Window {
+            progress: "busy".into(),
+            mix: "lu+ep".into(),
+            arm,
+            label: ab.arms[arm].label.clone(),
+            round,
+            seconds: 1.0,
+            jobs: ["lu", "ep"]
+                .iter()
+                .zip(whole)
+                .map(|(j, w)| Done { workload: (*j).into(), whole: w, ..Done::default() })
+                .collect(),
+            other_work: None,
+        };
+        // Rounds 0 and 1 have a whole run of both jobs under both policies; rounds 2 and 3 miss one each.
+        let mut windows: Vec<Window> =
+            (0..4).flat_map(|r| (0..2).map(move |a| (r, a))).map(|(r, a)| window(r, a, [1, 2])).collect();
+        assert_eq!(too_little(&spec, &ab, "paired busy lu+ep", &windows), None);
+        windows[5].jobs[0].whole = 0;
+        assert_eq!(too_little(&spec, &ab, "paired busy lu+ep", &windows), None);
+        windows[6].jobs[1].whole = 0;
+        windows[2].jobs[1].whole = 0;
+        let why = too_little(&spec, &ab, "paired busy lu+ep", &windows).unwrap();
+        assert!(why.contains("only 1 of 4 rounds had a whole run of every job under every policy"), "{why}");
     }
 
     #[test]

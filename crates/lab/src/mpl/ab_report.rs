@@ -4,7 +4,7 @@
 //!
 //! A job's progress in a window is its rate of MPI calls where it communicates and its ranks publish the count, its
 //! co-scheduled rank-seconds where it communicates without the profiler, and its CPU seconds otherwise (as `auto`
-//! reads them). A round gives one log ratio: the mean over the measured jobs of the log of (rate under the first
+//! reads them); by whole runs (`measure = "runs"`), its runs per second of their wall time. A round gives one log ratio: the mean over the measured jobs of the log of (rate under the first
 //! policy / rate under the other), the other policy's time relative to the first's; the estimate is the geometric
 //! mean over the rounds, its interval Student's t over them (crate::harness::paired).
 
@@ -14,7 +14,7 @@ use std::path::Path;
 
 use super::ab::{Comparison, Window, COMPARISON, HELD, WINDOW};
 use super::ab_held::{held_in, Held};
-use super::spec::{Ab, Spec};
+use super::spec::{Ab, By, Spec};
 use crate::harness::paired::Estimate;
 use crate::harness::records;
 use crate::harness::report::{html_page, some_runs, Report};
@@ -26,6 +26,8 @@ enum Measure {
     Calls,
     Together,
     Cpu,
+    /// Whole runs (`[ab] measure = "runs"`): its rate is runs per second of their wall time.
+    Runs,
 }
 
 impl Measure {
@@ -35,6 +37,7 @@ impl Measure {
             Self::Calls => d.calls as f64,
             Self::Together => d.together_s,
             Self::Cpu => d.cpu_s,
+            Self::Runs => f64::from(d.whole),
         }
     }
 
@@ -44,6 +47,7 @@ impl Measure {
             Self::Calls => "MPI calls",
             Self::Together => "co-scheduled time",
             Self::Cpu => "CPU time",
+            Self::Runs => "whole runs",
         }
     }
 }
@@ -69,12 +73,14 @@ impl<'a> Rounds<'a> {
                     return None;
                 }
                 let chosen = match (workload.communication, workload.profiler) {
+                    _ if spec.ab.as_ref().is_some_and(|ab| ab.by == By::Runs) => Measure::Runs,
                     (true, true) => Measure::Calls,
                     (true, false) if spec.ranks > 1 => Measure::Together,
                     _ => Measure::Cpu,
                 };
                 // A job whose chosen measure saw nothing (its ranks never published) is read by its CPU time.
-                let seen = windows.iter().any(|w| chosen.of(&w.jobs[j]) > 0.0);
+                // (Whole runs are what was asked for: none is a measurement too, of runs too long for the windows.)
+                let seen = chosen == Measure::Runs || windows.iter().any(|w| chosen.of(&w.jobs[j]) > 0.0);
                 Some(if seen { chosen } else { Measure::Cpu })
             })
             .collect();
@@ -84,7 +90,8 @@ impl<'a> Rounds<'a> {
     /// Job `j`'s rate in window `w`, read by `by` (its own measure when `None`).
     fn rate(&self, w: &Window, j: usize, by: Option<Measure>) -> Option<f64> {
         let measure = self.measures[j].map(|m| by.unwrap_or(m))?;
-        let rate = measure.of(&w.jobs[j]) / w.seconds;
+        let d = &w.jobs[j];
+        let rate = measure.of(d) / if measure == Measure::Runs { d.whole_s } else { w.seconds };
         (rate > 0.0 && rate.is_finite()).then_some(rate)
     }
 
@@ -254,21 +261,7 @@ fn summary(
     let base = &ab.arms[0].label;
     let pct = format!("{}", (ab.confidence * 1000.0).round() / 10.0);
     let mut md = format!("# {} — {}\n\n", spec.name, spec.description);
-    let _ = writeln!(
-        md,
-        "Paired comparison: each mix ran for {} while the policies took turns in windows of {} (the first {} of \
-         each not counted), every other round in reverse order; {} ranks per job, each job started again as it \
-         ended. A job's progress is its rate of MPI calls (communicating, profiled), co-scheduled time \
-         (communicating, unprofiled) or CPU time. **time vs {base}** is how long a policy makes the jobs take \
-         against `{base}`, the geometric mean over the rounds of the mean over the jobs, with its {pct} % \
-         interval (Student's t over the rounds); below 1 is faster. **other work** is the share of the CPUs' \
-         time in the two policies' windows that went to other work than the mix's jobs (the agent, this \
-         harness, anything else on the CPUs the experiment may use).\n",
-        lockstep_core::duration::format(ab.duration),
-        lockstep_core::duration::format(ab.window),
-        lockstep_core::duration::format(ab.settle),
-        spec.ranks,
-    );
+    md += &intro(spec, ab, &pct);
     let _ =
         writeln!(md, "| progress | mix | policy | time vs {base} | ± | rounds | per job | measured by | other work |");
     md += "|---|---|---|---|---|---|---|---|---|\n";
@@ -344,6 +337,35 @@ fn summary(
         }
     }
     md
+}
+
+/// The report's opening paragraph: how the comparison ran and what its numbers are (`pct`: the intervals'
+/// confidence, in per cent).
+fn intro(spec: &Spec, ab: &Ab, pct: &str) -> String {
+    let base = &ab.arms[0].label;
+    let progress = match ab.by {
+        By::Rate => {
+            "its rate of MPI calls (communicating, profiled), co-scheduled time (communicating, unprofiled) or CPU \
+             time while every job is at work"
+        }
+        By::Runs => {
+            "its whole runs' speed: the wall time of its runs that began and ended within one window's counted \
+             part, start and end included (runs across a switch left out)"
+        }
+    };
+    format!(
+        "Paired comparison: each mix ran for {} while the policies took turns in windows of {} (the first {} of \
+         each not counted), every other round in reverse order; {} ranks per job, each job started again as it \
+         ended. A job's progress is {progress}. **time vs {base}** is how long a policy makes the jobs take \
+         against `{base}`, the geometric mean over the rounds of the mean over the jobs, with its {pct} % \
+         interval (Student's t over the rounds); below 1 is faster. **other work** is the share of the CPUs' \
+         time in the two policies' windows that went to other work than the mix's jobs (the agent, this \
+         harness, anything else on the CPUs the experiment may use).\n\n",
+        lockstep_core::duration::format(ab.duration),
+        lockstep_core::duration::format(ab.window),
+        lockstep_core::duration::format(ab.settle),
+        spec.ranks,
+    )
 }
 
 /// The report's section on the checks of the method (the lines of [`check`]); empty without them.
@@ -545,6 +567,38 @@ mod tests {
         records::save(&store, &spec.name, 1.0, HELD, &held).unwrap();
         let md = write(&spec, &ab, &store, dir.path(), None).unwrap().summary;
         assert!(md.contains("| busy | lu+ep | 100 | cfs 1.0 %, gang 99.0 % | 1 | 3 |"), "{md}");
+    }
+
+    #[test]
+    fn whole_runs_compare_the_jobs_runs_wall_time_and_a_round_without_one_gives_no_ratio() {
+        let text = GOOD.replace("mpl = [1, 2]", "mixes = [[\"lu\", \"ep\"]]")
+            + "[ab]\nduration = \"1m\"\nwindow = \"2s\"\nmeasure = \"runs\"\n";
+        let spec = parse(&text).unwrap();
+        let ab = spec.ab.clone().unwrap();
+        let mut windows = Vec::new();
+        for round in 0..4 {
+            for (arm, a) in ab.arms.iter().enumerate() {
+                // Runs take 3 s under the first policy and 10 % longer under the second, the machine slowing down
+                // round by round; the calls and CPU time say nothing of it.
+                let slower = if arm == 1 { 1.1 * (1.0 + 0.002 * f64::from(round % 2)) } else { 1.0 };
+                let each = 3.0 * slower * (1.0 + 0.05 * f64::from(round));
+                let mut w = Window { label: a.label.clone(), ..window(arm, round, 1000, 1.0) };
+                // Three runs fit under the first policy, two under the second: their time per run is compared.
+                let runs = 3 - arm as u32;
+                for d in &mut w.jobs {
+                    (d.whole, d.whole_s) = (runs, f64::from(runs) * each);
+                }
+                windows.push(w);
+            }
+        }
+        // ep had no whole run under the second policy in the last round.
+        (windows[7].jobs[1].whole, windows[7].jobs[1].whole_s) = (0, 0.0);
+        let comparison =
+            Comparison { progress: "yield".into(), mix: "lu+ep".into(), failed: None, rounds: 4, span: None };
+        let md = summary(&spec, &ab, &[comparison], &windows, &BTreeMap::new());
+        assert!(md.contains("its whole runs' speed"), "{md}");
+        assert!(md.contains(&format!("| yield | lu+ep | {} | 1.10", ab.arms[1].label)), "{md}");
+        assert!(md.contains("| 3 | lu 1.10") && md.contains("lu whole runs, ep whole runs"), "{md}");
     }
 
     #[test]

@@ -162,7 +162,7 @@ pub(super) struct Started {
     /// Its PMPI profile.
     pub(super) pmpi: PathBuf,
     /// When it started (for its wall time) and when it was submitted (seconds since the epoch).
-    t0: Instant,
+    pub(super) t0: Instant,
     submitted: f64,
     pub(super) child: Child,
 }

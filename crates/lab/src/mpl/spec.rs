@@ -62,6 +62,20 @@ pub struct Ab {
     pub confidence: f64,
     /// Per entry of `policies`, in order: its label and handicap.
     pub arms: Vec<Arm>,
+    /// What each job's progress is read by.
+    pub by: By,
+}
+
+/// What a paired comparison reads each job's progress by (`[ab] measure`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum By {
+    /// `"rate"`: its rate while every job of the mix is at work (MPI calls, co-scheduled time or CPU time per
+    /// second).
+    Rate,
+    /// `"runs"`: its whole runs, the wall time of those that began and ended within one window's counted part, start
+    /// and end included (runs that straddle a switch are left out): for jobs of a few seconds, whose starts and ends
+    /// are much of their time, and whose rate while every job is at work is read from a second or two per window.
+    Runs,
 }
 
 /// One entry of `[[policies]]` in a paired comparison.
@@ -155,6 +169,7 @@ struct RawAb {
     settle: Option<String>,
     duration: String,
     confidence: Option<f64>,
+    measure: Option<String>,
 }
 
 fn any() -> String {
@@ -385,7 +400,12 @@ fn paired(ab: &RawAb, raw: &[RawPolicy], policies: &[PolicyConfig], ranks_in: &[
         };
         arms.push(Arm { label, handicap });
     }
-    Ok(Ab { window, settle, duration, confidence, arms })
+    let by = match ab.measure.as_deref() {
+        None | Some("rate") => By::Rate,
+        Some("runs") => By::Runs,
+        Some(other) => return Err(format!("[ab] measure = {other:?} (expected \"rate\" or \"runs\")")),
+    };
+    Ok(Ab { window, settle, duration, confidence, arms, by })
 }
 
 /// The spec's mixes: its explicit `mixes`, or each workload at each `mpl` level; checked whole (each mix known
@@ -516,7 +536,9 @@ pub(super) mod tests {
         let good = GOOD.to_string() + "[ab]\nduration = \"1m\"\n";
         let spec = parse(&good).unwrap();
         let ab = spec.ab.unwrap();
-        assert_eq!((ab.window.as_secs(), ab.settle.as_millis(), ab.confidence), (4, 400, 0.95));
+        assert_eq!((ab.window.as_secs(), ab.settle.as_millis(), ab.confidence, ab.by), (4, 400, 0.95, super::By::Rate));
+        let runs = parse(&good.replace("duration = \"1m\"", "duration = \"1m\"\nmeasure = \"runs\"")).unwrap();
+        assert_eq!(runs.ab.unwrap().by, super::By::Runs);
         assert_eq!(ab.arms.iter().map(|a| a.label.as_str()).collect::<Vec<_>>(), ["cfs", "gang/200ms"]);
         for (change, needle) in [
             (("duration = \"1m\"", "duration = \"10s\""), "at least two rounds of every policy's window: 16s"),
@@ -525,6 +547,7 @@ pub(super) mod tests {
             (("duration = \"1m\"", "duration = \"1m\"\nwindow = \"1s\"\nsettle = \"800ms\""), "two slots"),
             (("duration = \"1m\"", "duration = \"1e30s\""), "bad [ab] duration"),
             (("duration = \"1m\"", "duration = \"1m\"\nconfidence = 1.0"), "confidence = 1"),
+            (("duration = \"1m\"", "duration = \"1m\"\nmeasure = \"calls\""), "measure = \"calls\" (expected \"rate\""),
             (("duration = \"1m\"", "window = \"4s\""), "missing field `duration`"),
             (("slot = \"200ms\"", "slot = \"200ms\"\nhandicap = 0.9"), "handicap = 0.9 (expected 0 to 0.5)"),
             (("slot = \"200ms\"", "slot = \"200ms\"\nlabel = \"a<b\""), "label \"a<b\""),
