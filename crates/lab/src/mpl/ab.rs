@@ -324,12 +324,12 @@ impl Runner<'_> {
             for job in &mut self.jobs {
                 let now = job.run.as_ref().and_then(|r| totals.get(&r.name)).copied();
                 let working = |s: &Sample| working(s, spec.workloads[&job.workload].profiler, spec.ranks);
-                jobs_cpu = match (job.last, now) {
-                    (Some(before), Some(now)) => jobs_cpu.map(|c| c + between(&before, &now).1),
-                    _ => None,
-                };
-                match (job.last, now) {
-                    (Some(before), Some(now)) if working(&before) && working(&now) => did.push(between(&before, &now)),
+                // What it did since its last reading, and whether it was at work at both.
+                let step =
+                    job.last.zip(now).map(|(before, now)| (between(&before, &now), working(&before) && working(&now)));
+                jobs_cpu = jobs_cpu.zip(step).map(|(c, ((_, cpu_s, _), _))| c + cpu_s);
+                match step {
+                    Some((d, true)) => did.push(d),
                     _ if job.background => did.push((0, 0.0, 0.0)),
                     _ => clean = false,
                 }

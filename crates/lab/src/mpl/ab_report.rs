@@ -4,9 +4,10 @@
 //!
 //! A job's progress in a window is its rate of MPI calls where it communicates and its ranks publish the count, its
 //! co-scheduled rank-seconds where it communicates without the profiler, and its CPU seconds otherwise (as `auto`
-//! reads them); by whole runs (`measure = "runs"`), its runs per second of their wall time. A round gives one log ratio: the mean over the measured jobs of the log of (rate under the first
-//! policy / rate under the other), the other policy's time relative to the first's; the estimate is the geometric
-//! mean over the rounds, its interval Student's t over them (crate::harness::paired).
+//! reads them); by whole runs (`measure = "runs"`), its runs per second of their wall time. A round gives one log
+//! ratio: the mean over the measured jobs of the log of (rate under the first policy / rate under the other), the
+//! other policy's time relative to the first's; the estimate is the geometric mean over the rounds, its interval
+//! Student's t over them (crate::harness::paired).
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -162,7 +163,7 @@ const MOST_OTHER_WORK: f64 = HANDICAP_TOLERANCE;
 /// interval within [`HANDICAP_TOLERANCE`] of it) and not at 1. A handicap's size is exact in CPU time (every
 /// process of every job is stopped that share of the time), so that its check reads every job by its CPU time: a
 /// communicating job's calls lose more than that (its ranks resume out of step), which is the handicap's doing,
-/// not the measurement's. Where other work took more than [`MOST_OTHER_WORK`] of the node's CPU time, the
+/// not the measurement's. Where other work took more than [`MOST_OTHER_WORK`] of their CPUs' time, the
 /// handicap's size is not known, and its check is not made (and says so). `None` where it cannot be made.
 fn check(rounds: &Rounds<'_>, ab: &Ab, arm: usize, e: Estimate, what: &str) -> Option<String> {
     let (base, a) = (&ab.arms[0], &ab.arms[arm]);
