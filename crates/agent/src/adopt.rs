@@ -405,7 +405,7 @@ fn managed_over(key: JobKey, groups: Vec<Group>, row: Option<u32>, origin: Origi
         left: None,
         halted: false,
         frozen_time: (std::time::Duration::ZERO, None),
-        demand: crate::demand::Demand::default(),
+        demand: crate::demand::Demand::found(),
     }
 }
 

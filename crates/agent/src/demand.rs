@@ -5,9 +5,18 @@
 //! the ranks ran (threads that are not ranks — OpenMP workers, or a job that hides its work from the rank count),
 //! what those threads want is not seen, and the demand is not known. A job whose demand is not known is taken to
 //! want every PU it has: `gang` slices only jobs whose demands are known and, summed, exceed the PUs they share
-//! (lockstep_core::cosched::sharing).
+//! (lockstep_core::cosched::sharing). A job just found is starting until its demand is first measured, for at most
+//! [`STARTING`]: `gang` runs it in every slot meanwhile (lockstep_core::cosched::gang).
+
+use std::time::{Duration, Instant};
 
 use crate::together::Reading;
+
+/// The longest a job found counts as starting while its demand is not measured: a launcher starts its ranks and
+/// they pass `MPI_Init` in a second or two here (is class B, 2 ranks, under `gang`: its demand first measured
+/// 1.3–1.4 s after it was found, frozen in two slots of three meanwhile); a job whose ranks the agent cannot
+/// measure is sliced once this is over.
+pub const STARTING: Duration = Duration::from_secs(3);
 
 /// The shortest slot measured: slots of 10–20 ms are allowed, and over less than this the reads' own skew counts.
 const MIN_INTERVAL_NS: u64 = 20_000_000;
@@ -24,6 +33,8 @@ pub struct Demand {
     pub wanted: Option<f64>,
     /// Where the slot being measured began.
     start: Option<Mark>,
+    /// Until when the job counts as starting, if it was found and its demand has not been measured since.
+    starting_until: Option<Instant>,
 }
 
 /// What a job had had at the start of a slot, and whether it was frozen at some time since.
@@ -35,12 +46,23 @@ struct Mark {
 }
 
 impl Demand {
+    /// The demand of a job just found: not measured, and the job starting for at most [`STARTING`].
+    pub fn found() -> Self {
+        Self { starting_until: Some(Instant::now() + STARTING), ..Self::default() }
+    }
+
+    /// Whether the job is starting: found less than [`STARTING`] ago, and its demand not measured since.
+    pub fn starting(&self) -> bool {
+        self.wanted.is_none() && self.starting_until.is_some_and(|until| Instant::now() < until)
+    }
+
     /// At a slot boundary, before the slot is planned: ends the slot being measured and begins the next. `reading`
     /// is what the eBPF program measured of the job's ranks until now (`None` where it does not measure them),
     /// `cpu_ns` the CPU time of its cgroups until now (`None` where they keep none).
     pub fn boundary(&mut self, reading: Option<Reading>, cpu_ns: Option<u64>) {
         let (Some(reading), Some(cpu_ns)) = (reading.filter(|r| r.ranks > 0), cpu_ns) else {
-            *self = Self::default();
+            // Its ranks not seen yet (a launcher still starting them) leave a starting job starting.
+            *self = Self { starting_until: self.starting_until, ..Self::default() };
             return;
         };
         if let Some(start) = self.start.filter(|m| !m.frozen) {
@@ -50,6 +72,9 @@ impl Demand {
                 let cpu = cpu_ns.saturating_sub(start.cpu_ns) as f64 / span as f64;
                 // CPU time past what the runnable ranks could have used: other threads worked.
                 self.wanted = (cpu <= ranks + OTHER_THREADS).then_some(ranks);
+                if self.wanted.is_some() {
+                    self.starting_until = None;
+                }
             }
         }
         self.start = Some(Mark { reading, cpu_ns, frozen: false });
@@ -72,6 +97,26 @@ mod tests {
 
     fn at(span_ms: u64, runnable_ms: u64) -> Reading {
         Reading { span: span_ms * MS, runnable: runnable_ms * MS, ranks: 2, ..Reading::default() }
+    }
+
+    #[test]
+    fn a_job_found_is_starting_until_its_demand_is_measured_its_ranks_unseen_or_not() {
+        let mut d = Demand::found();
+        assert!(d.starting());
+        // Its launcher has not started its ranks yet: still starting.
+        d.boundary(None, Some(0));
+        d.boundary(Some(at(0, 0)), Some(0));
+        assert!(d.starting());
+        d.boundary(Some(at(200, 220)), Some(200 * MS));
+        assert_eq!(d.wanted, Some(1.1));
+        assert!(!d.starting());
+        // Measured once, it is not starting again when its ranks go unseen.
+        d.boundary(None, Some(200 * MS));
+        assert!(!d.starting() && d.wanted.is_none());
+        // A job restored, or measured again from scratch, is not starting; nor is one found too long ago.
+        assert!(!Demand::default().starting());
+        let old = Demand { starting_until: Some(Instant::now()), ..Demand::default() };
+        assert!(!old.starting());
     }
 
     #[test]

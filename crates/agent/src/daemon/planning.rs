@@ -110,8 +110,8 @@ mod tests {
         let pus = CpuList::parse("0-1").unwrap();
         let (x, y) = ("x".parse().unwrap(), "y".parse().unwrap());
         let jobs = [
-            JobView { name: &x, favoured: true, round: 2, pus: &pus, demand: None },
-            JobView { name: &y, favoured: false, round: 2, pus: &pus, demand: None },
+            JobView { name: &x, favoured: true, round: 2, pus: &pus, demand: None, starting: false },
+            JobView { name: &y, favoured: false, round: 2, pus: &pus, demand: None, starting: false },
         ];
         let mut planning = Planning::new(PolicySpec::Auto);
         let auto = planning.measuring().expect("auto measures");

@@ -59,6 +59,7 @@ impl Daemon {
                 round: j.round,
                 pus: &j.pus,
                 demand: j.demand.wanted,
+                starting: j.demand.starting(),
             })
             .collect();
         if let Some(auto) = self.planning.measuring() {

@@ -22,6 +22,9 @@ pub struct JobView<'a> {
     /// How many CPUs the job's ranks wanted when last measured running unfrozen (their runnable time per unit of
     /// time); `None` where it was not measured, and then it is taken to want every PU it has.
     pub demand: Option<f64>,
+    /// Whether the job is new and its demand not measured yet (for at most a few seconds after it was found: the
+    /// agent's `STARTING`): launching its ranks and in `MPI_Init`, it waits more than it computes.
+    pub starting: bool,
 }
 
 /// The state a policy wants a job's cgroup in.

@@ -18,7 +18,7 @@ fn key(name: &str) -> &'static JobKey {
 
 /// A job of row `row` of two, in a slot whose active row is 0.
 fn view<'a>(name: &str, row: u32, pus: &'a CpuList) -> JobView<'a> {
-    JobView { name: key(name), favoured: row == 0, round: 2, pus, demand: None }
+    JobView { name: key(name), favoured: row == 0, round: 2, pus, demand: None, starting: false }
 }
 
 /// The same jobs one slot later (row 1 active).
@@ -97,22 +97,51 @@ fn gang_slices_only_jobs_that_want_more_cpus_than_they_share() {
     assert_eq!(frozen(&[Some(1.0), Some(1.0), Some(2.0), Some(0.1)]), [false, false, false, false]);
     // A little over (the agent's own work): still one CPU each.
     assert_eq!(frozen(&[Some(1.05), Some(1.04), Some(2.0), Some(0.1)]), [false, false, false, false]);
-    // Three ranks on two PUs, or one job not measured yet: sliced in turn.
-    assert_eq!(frozen(&[Some(2.0), Some(1.0), Some(2.0), Some(0.1)]), [true, true, false, false]);
-    assert_eq!(frozen(&[None, Some(0.0), Some(2.0), Some(0.1)]), [true, true, false, false]);
+    // Wanting more than two PUs, or one job not measured yet: sliced in turn, except that a job leaving at least
+    // half a CPU of its PUs idle runs in every slot (beside the favoured job, and the other in its own).
+    assert_eq!(frozen(&[Some(2.0), Some(1.6), Some(2.0), Some(0.1)]), [true, true, false, false]);
+    assert_eq!(frozen(&[Some(2.0), Some(1.0), Some(2.0), Some(0.1)]), [false, false, false, false]);
+    assert_eq!(frozen(&[None, Some(0.0), Some(2.0), Some(0.1)]), [false, false, false, false]);
+    assert_eq!(frozen(&[None, Some(1.6), Some(2.0), Some(0.1)]), [true, true, false, false]);
     assert_eq!(frozen(&[Some(1.0), Some(1.0), Some(2.0), None]), [false, false, true, true]);
     // Jobs that share through a third: their demands count over every PU the three span.
     let (left, middle, right) = (pus("0"), pus("0-1"), pus("1"));
     let chain = [view("l", 0, &left), view("m", 1, &middle), view("r", 0, &right)];
     let fits = wanting(&chain, &[Some(1.0), Some(0.5), Some(0.5)]);
     assert!(gang.plan(&fits).iter().chain(&gang.plan(&next(&fits))).all(|d| !d.frozen));
-    let over = wanting(&chain, &[Some(1.0), Some(1.0), Some(0.5)]);
+    let over = wanting(&chain, &[Some(1.0), Some(1.6), Some(0.5)]);
     assert_eq!(gang.plan(&over).iter().map(|d| d.frozen).collect::<Vec<_>>(), [false, true, false]);
-    // Two busy jobs on one PU do not fit because an idle third spans eight.
+    // Two busy jobs on one PU do not fit because an idle third spans eight; the idle one is not frozen for them.
     let (one, eight) = (pus("0"), pus("0-7"));
     let crowded = [view("x", 0, &one), view("y", 1, &one), view("wide", 1, &eight)];
     let crowded = wanting(&crowded, &[Some(1.0), Some(1.0), Some(0.0)]);
-    assert_eq!(gang.plan(&crowded).iter().map(|d| d.frozen).collect::<Vec<_>>(), [false, true, true]);
+    assert_eq!(gang.plan(&crowded).iter().map(|d| d.frozen).collect::<Vec<_>>(), [false, true, false]);
+}
+
+#[test]
+fn gang_fills_the_room_its_favoured_jobs_leave_favouring_them_by_weight_and_leaves_a_starting_set_to_the_kernel() {
+    let (two, other) = (pus("0-1"), pus("2-3"));
+    let gang = by_name("gang").build();
+    let state = |plan: Vec<Desired>| plan.iter().map(|d| (d.frozen, d.boosted)).collect::<Vec<_>>();
+    // Three jobs of two busy ranks on two PUs, row 0 favoured; a fourth alone on its own PUs.
+    let jobs = [view("a", 0, &two), view("b", 1, &two), view("c", 1, &two), view("d", 0, &other)];
+    let busy = wanting(&jobs, &[Some(2.0), Some(2.0), Some(2.0), Some(1.0)]);
+    assert_eq!(state(gang.plan(&busy)), [(false, false), (true, false), (true, false), (false, false)]);
+    // The favoured job blocked (its launch, a file): the others run in its slot, and it is favoured by weight.
+    let idle = wanting(&jobs, &[Some(0.3), Some(2.0), Some(2.0), Some(1.0)]);
+    assert_eq!(state(gang.plan(&idle)), [(false, true), (false, false), (false, false), (false, false)]);
+    // Just under the room needed: its slot is its own.
+    let most = wanting(&jobs, &[Some(1.6), Some(2.0), Some(2.0), Some(1.0)]);
+    assert_eq!(state(gang.plan(&most)), [(false, false), (true, false), (true, false), (false, false)]);
+    // A job that leaves room (MPI_Init, I/O) is not frozen in the slot of a busy one, which is favoured by weight.
+    let light = wanting(&jobs, &[Some(2.0), Some(0.4), Some(2.0), Some(1.0)]);
+    assert_eq!(state(gang.plan(&light)), [(false, true), (false, false), (true, false), (false, false)]);
+    // A job starting: its set runs as under cfs until it is measured, in its slot or another's.
+    let mut starting = busy.clone();
+    starting[1].starting = true;
+    starting[1].demand = None;
+    assert_eq!(state(gang.plan(&starting)), [(false, false); 4]);
+    assert_eq!(state(gang.plan(&next(&starting))), [(false, false); 4]);
 }
 
 #[test]
