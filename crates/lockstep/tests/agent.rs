@@ -168,7 +168,8 @@ fn gang_alternates_and_never_freezes_both() {
     let agent = Agent::start(&env, &["--policy", "gang", "--slot", "200ms"]);
     let a = Job::start(&env, &name("gang-a"), &[]);
     let b = Job::start(&env, &name("gang-b"), &[]);
-    std::thread::sleep(Duration::from_millis(300));
+    // New jobs run as under cfs until their demand is measured (3 s at most): slicing starts after.
+    one_frozen(&a, &b);
     let samples = sample_both(&a, &b, Job::frozen, Duration::from_secs(3));
     assert!(samples.iter().all(|&(x, y)| !(x && y)), "both jobs frozen at once: {samples:?}");
     let mut running_together = 0;

@@ -125,26 +125,35 @@ impl Daemon {
         // job alone. Among the prompt jobs and then among the others: lower before raising, so that no two sharing
         // jobs are ever boosted together, and thaw before freezing, so that no two are ever frozen together (a
         // slow job being thawed may be frozen beside a prompt one for as long as its own thaw takes).
+        // A job both lowered and frozen (under `gang`, the favoured job of the slot before, raised beside a job
+        // that leaves room) is lowered first and frozen last.
         let jobs = self.table.jobs();
         let prompt: Vec<bool> = jobs.iter().map(Managed::prompt).collect();
-        let mut order: Vec<usize> = (0..jobs.len()).collect();
-        order.sort_by_key(|&i| {
-            let lowered = !plan[i].boosted && jobs[i].applied.boosted;
+        let mut steps: Vec<(usize, Desired, u8)> = Vec::new();
+        for (i, j) in jobs.iter().enumerate() {
+            let lowered = !plan[i].boosted && j.applied.boosted;
+            if plan[i].frozen && lowered {
+                steps.push((i, Desired { boosted: false, ..j.applied }, 0));
+            }
             let phase = match (plan[i].frozen, lowered) {
                 (true, _) => 2,
                 (false, true) => 0,
                 (false, false) => 1,
             };
-            (!prompt[i], phase)
-        });
+            steps.push((i, plan[i], phase));
+        }
+        steps.sort_by_key(|&(i, _, phase)| (!prompt[i], phase));
         let (mut decisions, mut gone) = (Vec::new(), Vec::new());
         let mut prompt_done = None;
-        for i in order {
+        for (i, want, _) in steps {
             if !prompt[i] && prompt_done.is_none() {
                 prompt_done = Some(started.elapsed());
             }
+            if gone.contains(&i) {
+                continue;
+            }
             let t0 = Instant::now();
-            match self.table.apply(i, plan[i]) {
+            match self.table.apply(i, want) {
                 Ok(actions) => {
                     let key = &self.table.jobs()[i].key;
                     // A job works again when a change of its went through (not when nothing was to be done).

@@ -49,9 +49,12 @@ impl Policy for Gang {
             .zip(contend.iter().zip(&beside))
             .map(|(j, (&contend, &me))| Desired {
                 frozen: me == Some(false),
+                // Never two sharing jobs raised at once: a favoured job that shares PUs with another favoured one
+                // (rows given from outside, places across nodes) is not raised.
                 boosted: contend
                     && j.favoured
-                    && jobs.iter().zip(&beside).any(|(o, b)| *b == Some(true) && o.pus.intersects(j.pus)),
+                    && jobs.iter().zip(&beside).any(|(o, b)| *b == Some(true) && o.pus.intersects(j.pus))
+                    && !jobs.iter().any(|o| o.favoured && !std::ptr::eq(o, j) && o.pus.intersects(j.pus)),
             })
             .collect()
     }

@@ -136,6 +136,11 @@ fn gang_fills_the_room_its_favoured_jobs_leave_favouring_them_by_weight_and_leav
     // A job that leaves room (MPI_Init, I/O) is not frozen in the slot of a busy one, which is favoured by weight.
     let light = wanting(&jobs, &[Some(2.0), Some(0.4), Some(2.0), Some(1.0)]);
     assert_eq!(state(gang.plan(&light)), [(false, true), (false, false), (true, false), (false, false)]);
+    // Two favoured jobs sharing PUs (rows given from outside): neither is raised beside a job that leaves room.
+    let both = [view("a", 0, &two), view("e", 0, &two), view("b", 1, &two)];
+    let both = wanting(&both, &[Some(1.4), Some(0.4), Some(1.0)]);
+    let both: Vec<JobView> = both.iter().map(|j| JobView { favoured: j.name != key("b"), ..*j }).collect();
+    assert_eq!(state(gang.plan(&both)), [(false, false), (false, false), (false, false)]);
     // A job starting: its set runs as under cfs until it is measured, in its slot or another's.
     let mut starting = busy.clone();
     starting[1].starting = true;
