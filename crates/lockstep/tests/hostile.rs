@@ -62,6 +62,19 @@ fn agent_with_limit(env: &Env, nofile: &str, args: &[&str]) -> Agent {
     Agent::spawn(env, cmd)
 }
 
+/// The PUs this machine has.
+fn pus() -> usize {
+    std::thread::available_parallelism().map_or(1, std::num::NonZero::get)
+}
+
+/// One busy loop of root's per PU, and their PIDs as `adopt --pid` takes them.
+fn root_spinners() -> (Vec<Reaped>, String) {
+    let loops: Vec<Reaped> =
+        (0..pus()).map(|_| Reaped(Command::new("sh").args(["-c", "while :; do :; done"]).spawn().unwrap())).collect();
+    let pids = loops.iter().map(|r| r.0.id().to_string()).collect::<Vec<_>>().join(",");
+    (loops, pids)
+}
+
 /// A cgroup delegated to nobody (the directory and its `cgroup.procs` theirs), removed when dropped.
 struct Delegated(PathBuf);
 
@@ -73,6 +86,18 @@ impl Delegated {
             std::os::unix::fs::chown(&p, Some(NOBODY), Some(NOBODY)).unwrap();
         }
         Self(dir)
+    }
+
+    /// One busy loop of nobody's per PU, moved into this cgroup: a job that wants every PU it has, which `gang`
+    /// slices (an idle one leaves room, and is never frozen).
+    fn spinners(&self) -> Vec<Reaped> {
+        (0..pus())
+            .map(|_| {
+                let child = Reaped(as_nobody("sh").args(["-c", "while :; do :; done"]).spawn().unwrap());
+                std::fs::write(self.0.join("cgroup.procs"), child.0.id().to_string()).unwrap();
+                child
+            })
+            .collect()
     }
 
     /// A `sleep 600` of nobody's, moved into this cgroup.
@@ -556,10 +581,11 @@ fn a_wide_tree_s_job_is_switched_after_the_others_and_walked_less_often() {
     // what root may. The directory is nobody's, to grow.
     std::os::unix::fs::chown(theirs.0.join("freezer.state"), Some(0), Some(0)).unwrap();
     let _subtree = Subtree(theirs.0.clone());
-    let _sleeper = theirs.sleeper();
-    let roots = Reaped(Command::new("sleep").arg("600").spawn().unwrap());
+    // Both jobs busy on every PU: they contend, and neither leaves room (`gang` does not slice idle jobs).
+    let _spinners = theirs.spinners();
+    let (_roots, pids) = root_spinners();
     let (a, b) = (name("wide-root"), name("wide-nobody"));
-    ok(&env.run(&["adopt", "--job", &a, "--pid", &roots.0.id().to_string()]));
+    ok(&env.run(&["adopt", "--job", &a, "--pid", &pids]));
     ok(&env.run(&["adopt", "--job", &b, "--cgroup", &theirs.path()]));
     let top = theirs.0.to_string_lossy().into_owned();
     // 10,000: twice the 1 ms a job may take to be switched with the others, on this machine (5,000 took 1.1 ms).
@@ -735,12 +761,13 @@ fn a_job_whose_switches_cost_more_than_a_job_may_is_left_to_the_kernel() {
     // The freezer file stays root's (the agent writes only what root may), the directory nobody's, to grow.
     std::os::unix::fs::chown(theirs.0.join("freezer.state"), Some(0), Some(0)).unwrap();
     let _subtree = Subtree(theirs.0.clone());
-    let _sleeper = theirs.sleeper();
+    // Both jobs busy on every PU: they contend, and neither leaves room (`gang` does not slice idle jobs).
+    let _spinners = theirs.spinners();
     let top = theirs.0.to_string_lossy().into_owned();
     ok(&as_nobody("/usr/bin/python3").args(["-c", TREE, &top, "20000", "0"]).output().unwrap());
-    let roots = Reaped(Command::new("sleep").arg("600").spawn().unwrap());
+    let (_roots, pids) = root_spinners();
     let (a, b) = (name("dear-root"), name("dear-nobody"));
-    ok(&env.run(&["adopt", "--job", &a, "--pid", &roots.0.id().to_string()]));
+    ok(&env.run(&["adopt", "--job", &a, "--pid", &pids]));
     ok(&env.run(&["adopt", "--job", &b, "--cgroup", &theirs.path()]));
     let status = || {
         let out = env.run(&["status", "--json"]);

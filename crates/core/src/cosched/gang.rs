@@ -17,8 +17,8 @@ use super::policy::{Desired, JobView, Policy};
 use super::sharing::{contending, groups};
 
 /// The CPUs a job must be measured to leave idle, of the PUs it has, to leave room: half a CPU, so that a job whose
-/// ranks are all busy (within the measure's edges, and a job's last slot before it ends: 1.5–1.7 of 2 on is) is
-/// sliced as before.
+/// ranks are all busy (within the measure's edges, and a job's last slot before it ends: 1.53–1.71 of 2 on is)
+/// is sliced as before.
 pub const FILL_SPARE: f64 = 0.5;
 
 /// Freezer-based time slicing.
