@@ -6,7 +6,8 @@
 //! what those threads want is not seen, and the demand is not known. A job whose demand is not known is taken to
 //! want every PU it has: `gang` slices only jobs whose demands are known and, summed, exceed the PUs they share
 //! (lockstep_core::cosched::sharing). A job just found is starting until its demand is first measured, for at most
-//! [`STARTING`]: `gang` runs it in every slot meanwhile (lockstep_core::cosched::gang).
+//! [`STARTING`] once its ranks are seen and [`UNSEEN`] while they are not: `gang` runs it in every slot meanwhile
+//! (lockstep_core::cosched::gang).
 
 use std::time::{Duration, Instant};
 
@@ -17,6 +18,13 @@ use crate::together::Reading;
 /// 1.3–1.4 s after it was found, frozen in two slots of three meanwhile); a job whose ranks the agent cannot
 /// measure is sliced once this is over.
 pub const STARTING: Duration = Duration::from_secs(3);
+
+/// The longest a job found counts as starting while none of its ranks is seen by the eBPF program (a launcher still
+/// starting them, or ranks the agent does not measure: a Slurm job whose steps' ranks it does not see, a node
+/// without the program). Seen on tests/cluster (Slurm 22.05, the agent's sample interval of 1 s): a two-node job of
+/// lu class W lasted 2 s, never measured, and was never sliced while the wait was 3 s. In the lab (sample interval
+/// 200 ms) is's ranks are seen within half a second.
+pub const UNSEEN: Duration = Duration::from_secs(1);
 
 /// The shortest slot measured: slots of 10–20 ms are allowed, and over less than this the reads' own skew counts.
 const MIN_INTERVAL_NS: u64 = 20_000_000;
@@ -33,8 +41,8 @@ pub struct Demand {
     pub wanted: Option<f64>,
     /// Where the slot being measured began.
     start: Option<Mark>,
-    /// Until when the job counts as starting, if it was found and its demand has not been measured since.
-    starting_until: Option<Instant>,
+    /// When the job was found, and whether its ranks were seen since, while its demand has not been measured.
+    starting: Option<(Instant, bool)>,
 }
 
 /// What a job had had at the start of a slot, and whether it was frozen at some time since.
@@ -46,14 +54,16 @@ struct Mark {
 }
 
 impl Demand {
-    /// The demand of a job just found: not measured, and the job starting for at most [`STARTING`].
+    /// The demand of a job just found: not measured, and the job starting.
     pub fn found() -> Self {
-        Self { starting_until: Some(Instant::now() + STARTING), ..Self::default() }
+        Self { starting: Some((Instant::now(), false)), ..Self::default() }
     }
 
-    /// Whether the job is starting: found less than [`STARTING`] ago, and its demand not measured since.
+    /// Whether the job is starting: its demand not measured since it was found, less than [`STARTING`] ago once its
+    /// ranks were seen, less than [`UNSEEN`] ago while they were not.
     pub fn starting(&self) -> bool {
-        self.wanted.is_none() && self.starting_until.is_some_and(|until| Instant::now() < until)
+        self.wanted.is_none()
+            && self.starting.is_some_and(|(found, seen)| found.elapsed() < if seen { STARTING } else { UNSEEN })
     }
 
     /// At a slot boundary, before the slot is planned: ends the slot being measured and begins the next. `reading`
@@ -62,9 +72,12 @@ impl Demand {
     pub fn boundary(&mut self, reading: Option<Reading>, cpu_ns: Option<u64>) {
         let (Some(reading), Some(cpu_ns)) = (reading.filter(|r| r.ranks > 0), cpu_ns) else {
             // Its ranks not seen yet (a launcher still starting them) leave a starting job starting.
-            *self = Self { starting_until: self.starting_until, ..Self::default() };
+            *self = Self { starting: self.starting, ..Self::default() };
             return;
         };
+        if let Some((_, seen)) = &mut self.starting {
+            *seen = true;
+        }
         if let Some(start) = self.start.filter(|m| !m.frozen) {
             let span = reading.span.saturating_sub(start.reading.span);
             if span >= MIN_INTERVAL_NS {
@@ -73,7 +86,7 @@ impl Demand {
                 // CPU time past what the runnable ranks could have used: other threads worked.
                 self.wanted = (cpu <= ranks + OTHER_THREADS).then_some(ranks);
                 if self.wanted.is_some() {
-                    self.starting_until = None;
+                    self.starting = None;
                 }
             }
         }
@@ -115,8 +128,13 @@ mod tests {
         assert!(!d.starting() && d.wanted.is_none());
         // A job restored, or measured again from scratch, is not starting; nor is one found too long ago.
         assert!(!Demand::default().starting());
-        let old = Demand { starting_until: Some(Instant::now()), ..Demand::default() };
+        let old = Demand { starting: Some((Instant::now() - STARTING, true)), ..Demand::default() };
         assert!(!old.starting());
+        // Its ranks never seen: starting for a second only.
+        let unseen = Demand { starting: Some((Instant::now() - UNSEEN, false)), ..Demand::default() };
+        assert!(!unseen.starting());
+        let seen = Demand { starting: Some((Instant::now() - UNSEEN, true)), ..Demand::default() };
+        assert!(seen.starting());
     }
 
     #[test]
