@@ -128,12 +128,13 @@ mod tests {
         assert!(!d.starting() && d.wanted.is_none());
         // A job restored, or measured again from scratch, is not starting; nor is one found too long ago.
         assert!(!Demand::default().starting());
-        let old = Demand { starting: Some((Instant::now() - STARTING, true)), ..Demand::default() };
+        let old = Demand { starting: Some((Instant::now().checked_sub(STARTING).unwrap(), true)), ..Demand::default() };
         assert!(!old.starting());
         // Its ranks never seen: starting for a second only.
-        let unseen = Demand { starting: Some((Instant::now() - UNSEEN, false)), ..Demand::default() };
+        let unseen =
+            Demand { starting: Some((Instant::now().checked_sub(UNSEEN).unwrap(), false)), ..Demand::default() };
         assert!(!unseen.starting());
-        let seen = Demand { starting: Some((Instant::now() - UNSEEN, true)), ..Demand::default() };
+        let seen = Demand { starting: Some((Instant::now().checked_sub(UNSEEN).unwrap(), true)), ..Demand::default() };
         assert!(seen.starting());
     }
 
