@@ -4,14 +4,15 @@
 //!
 //! Nor is a slot left idle, or a job frozen, for no gain, where what the jobs want is measured: a job measured to
 //! want at least [`FILL_SPARE`] CPUs fewer than its PUs (ranks blocked in their launch, in `MPI_Init`, in I/O, or
-//! gone) leaves room. A job that leaves room is not frozen; in the slot of a favoured job that leaves room the other
-//! jobs sharing its PUs run too; and a favoured job beside which such a job runs gets the high weight
-//! ([`super::policy::BOOST_WEIGHT`]), so that the kernel gives it first what it does want. A set of jobs sharing PUs one of
-//! which is starting ([`JobView::starting`]: found, its demand not measured yet) runs as under `cfs` until it is
-//! measured. Seen on experiments/mpl-quick-ab3-is-yield.toml on 2026-12-05: three is class B jobs run again every
-//! ~3.5 s spent twice as long starting and ending under `gang` as under `cfs` (each window's time with every job at
-//! work 2.9 s of 13.2 s, against 6.0 s), a new job frozen in two slots of three while it wanted ~0.4–1.1 of its 2
-//! PUs, and `auto` holding `gang` took 1.12 times `cfs`'s time by whole runs; with these rules, 0.99.
+//! gone) leaves room. A job that leaves room is not frozen; in the slot of a favoured job that leaves room the
+//! other jobs sharing its PUs run too; and a favoured job beside which such a job runs gets the high weight
+//! ([`super::policy::BOOST_WEIGHT`]), so that the kernel gives it first what it does want. A set of jobs sharing
+//! PUs one of which is starting ([`JobView::starting`]: found, its demand not measured yet) runs as under `cfs`
+//! until it is measured. Seen on experiments/mpl-quick-ab3-is-yield.toml on 2026-12-05: three is class B jobs run
+//! again every ~3.5 s spent twice as long starting and ending under `gang` as under `cfs` (each window's time with
+//! every job at work 2.9 s of 13.2 s, against 6.0 s), a new job frozen in two slots of three while it wanted
+//! ~0.4–1.1 of its 2 PUs, and `auto` holding `gang` took 1.12 times `cfs`'s time by whole runs; with these rules,
+//! 0.99.
 
 use super::policy::{Desired, JobView, Policy};
 use super::sharing::{contending, groups};
