@@ -23,7 +23,7 @@ pub const STARTING: Duration = Duration::from_secs(3);
 /// starting them, or ranks the agent does not measure: a Slurm job whose steps' ranks it does not see, a node
 /// without the program). Seen on tests/cluster (Slurm 22.05, the agent's sample interval of 1 s): a two-node job of
 /// lu class W lasted 2 s, never measured, and was never sliced while the wait was 3 s. In the lab (sample interval
-/// 200 ms) is's ranks are seen within half a second.
+/// 200 ms) is's demand was measured 0.3–1.1 s after it was found, so its ranks were seen before that.
 pub const UNSEEN: Duration = Duration::from_secs(1);
 
 /// The shortest slot measured: slots of 10–20 ms are allowed, and over less than this the reads' own skew counts.
