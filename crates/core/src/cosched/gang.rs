@@ -28,8 +28,10 @@ pub struct Gang;
 impl Policy for Gang {
     fn plan(&self, jobs: &[JobView<'_>]) -> Vec<Desired> {
         let mut contend = contending(jobs);
-        // A set of jobs one of which is starting runs as under `cfs` until it is measured.
-        for members in groups(jobs).into_iter().filter(|m| m.iter().any(|&i| jobs[i].starting)) {
+        // A set of jobs one of which is starting runs as under `cfs` until it is measured (the sets are found again
+        // only then: in most slots no job is starting).
+        let starting = if jobs.iter().any(|j| j.starting) { groups(jobs) } else { Vec::new() };
+        for members in starting.into_iter().filter(|m| m.iter().any(|&i| jobs[i].starting)) {
             for i in members {
                 contend[i] = false;
             }
