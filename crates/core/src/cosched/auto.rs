@@ -26,7 +26,8 @@
 //!
 //! No trial window counts while a job of the group is still starting (some of its ranks that preload the profiler
 //! do not publish yet: they are in `MPI_Init`, or not yet started), for at most [`MAX_STARTUP`] from the group's
-//! forming: a job that has not begun to work would measure as a job that gets nothing from any policy.
+//! forming: a job that has not begun to work would measure as a job that gets nothing from any policy. Nor while
+//! a job's demand is not measured yet ([`JobView::starting`]): `gang` runs its set as `cfs` until it is.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -278,7 +279,8 @@ struct Group {
     start: (u64, Vec<Sample>),
     /// The slot its trial (re)started in: the waiting for its jobs to start counts from here.
     formed: u64,
-    /// Whether it waited for a job to start in the last slot.
+    /// Whether it waited in the last slot: for a job to start (a trial), or for a job's demand to be measured (a
+    /// choice taken over).
     waited: bool,
     why: String,
     rates: BTreeMap<String, Vec<Rate>>,
@@ -305,6 +307,11 @@ impl Group {
             Phase::Explore { next, .. } if CANDIDATES[next] == PolicySpec::Cfs => 0,
             _ => rows,
         }
+    }
+
+    /// Whether it holds a choice taken over from the set before whose baseline for drifts is not measured yet.
+    fn awaits_baseline(&self) -> bool {
+        matches!(self.phase, Phase::Exploit { explored: None, .. })
     }
 
     /// Whether the window begun at `self.start` is over in slot `slot` (samples `now`): it has lasted its least
@@ -459,20 +466,31 @@ impl Group {
         }
     }
 
-    /// Why the trial waits in slot `slot` (samples `now` of jobs `names`) rather than measure: a job still
-    /// starting, within [`MAX_STARTUP`] of the trial's start. `None` when it measures.
-    fn waits(&self, slot: u64, slot_len: Duration, names: &[JobKey], now: &[Sample]) -> Option<String> {
+    /// Why the trial waits in slot `slot` (samples `now` of jobs `names`, `unmeasured` whether each is
+    /// [starting](JobView::starting) for `gang`) rather than measure: a job still starting, within [`MAX_STARTUP`]
+    /// of the trial's start. A job whose demand is not measured yet counts as starting too: `gang` runs its set as
+    /// `cfs` until it is, so that a window of `gang` then would measure `cfs`. `None` when it measures.
+    fn waits(
+        &self,
+        slot: u64,
+        slot_len: Duration,
+        names: &[JobKey],
+        now: &[Sample],
+        unmeasured: &[bool],
+    ) -> Option<String> {
         let limit = slots_in(MAX_STARTUP, slot_len);
         if !matches!(self.phase, Phase::Explore { .. }) || slot.saturating_sub(self.formed) >= limit {
             return None;
         }
-        let (name, s) = names.iter().zip(now).find(|(_, s)| s.starting())?;
-        Some(format!(
-            "waiting for {name} to start ({} of its {} profiled ranks publish): trying {}",
-            s.publishers,
-            s.profiled,
-            CANDIDATES[0].name()
-        ))
+        let first = CANDIDATES[0].name();
+        if let Some((name, s)) = names.iter().zip(now).find(|(_, s)| s.starting()) {
+            return Some(format!(
+                "waiting for {name} to start ({} of its {} profiled ranks publish): trying {first}",
+                s.publishers, s.profiled
+            ));
+        }
+        let (name, _) = names.iter().zip(unmeasured).find(|(_, u)| **u)?;
+        Some(format!("waiting for {name}'s demand to be measured: trying {first}"))
     }
 }
 
@@ -668,12 +686,21 @@ impl Auto {
         self.retire(slot, slot_len, away, &keys);
         for (members, names) in sets.into_iter().zip(keys) {
             let now: Vec<Sample> = members.iter().map(|&i| sample(i)).collect();
+            let unmeasured: Vec<bool> = members.iter().map(|&i| jobs[i].starting).collect();
             // Slots in one round of the group's cycles.
             let rows = members.iter().map(|&i| jobs[i].round).max().unwrap_or(1);
             let group = if let Some(mut g) = self.groups.remove(&names) {
                 if resumed {
                     g.resume(slot, now, away);
-                } else if let Some(why) = g.waits(slot, slot_len, &names, &now) {
+                    // A job found while another policy was in force may not be measured yet (as below).
+                    g.waited = g.awaits_baseline() && unmeasured.contains(&true);
+                } else if g.awaits_baseline() && (unmeasured.contains(&true) || g.waited) {
+                    // A choice taken over while a new job's demand is not measured: `gang` runs the set as `cfs`
+                    // until it is, so the window that measures the baseline of the choice's drift starts in the
+                    // first slot after (the agent measures a job within `demand::STARTING` of finding it).
+                    g.start = (slot, now);
+                    g.waited = unmeasured.contains(&true);
+                } else if let Some(why) = g.waits(slot, slot_len, &names, &now, &unmeasured) {
                     // Measured from scratch once every job has started; said when what it waits for changes.
                     let said_before = g.why == why;
                     g.restart(slot, now, &why);
@@ -704,15 +731,17 @@ impl Auto {
                     said.extend(step(&mut g, slot, slot_len, &now, &names));
                 }
                 g
-            } else if let Some(g) = self
+            } else if let Some(mut g) = self
                 .successor_of(&names)
                 .and_then(|(was, (_, before))| Group::succeed(&before, &was, &names, slot, now.clone(), slot_len))
             {
+                // Its drift's baseline waits for a new job's demand to be measured (as above).
+                g.waited = unmeasured.contains(&true);
                 said.push(choice(&names, &g));
                 g
             } else {
                 let mut g = Group::explore(slot, now.clone(), "new set of jobs: trying gang");
-                if let Some(why) = g.waits(slot, slot_len, &names, &now) {
+                if let Some(why) = g.waits(slot, slot_len, &names, &now, &unmeasured) {
                     (g.why, g.waited) = (why, true);
                 }
                 said.push(choice(&names, &g));
@@ -805,7 +834,8 @@ fn step(g: &mut Group, slot: u64, slot_len: Duration, now: &[Sample], names: &[J
     if let Phase::Exploit { until, explored: baseline @ None, .. } = &mut g.phase {
         // A choice taken over from the set before: its first window with the same processes throughout and no job
         // still starting measures the baseline of its drift; until then a change of processes (the new job's
-        // ranks beginning to publish) only starts the window again.
+        // ranks beginning to publish) only starts the window again (and `Auto::observe` starts it again until
+        // every job's demand is measured).
         if slot >= *until {
             timed_trial(g, slot, slot_len, now);
             return Some(choice(names, g));

@@ -610,6 +610,52 @@ mod auto {
     }
 
     #[test]
+    fn no_window_counts_while_a_job_s_demand_is_not_measured() {
+        // y's demand is not measured yet, so gang runs the pair as cfs: the trial waits, however fast both go.
+        let (x, y) = (pus("0-1"), pus("0-1"));
+        let mut jobs = [view("x", 0, &x), view("y", 1, &y)];
+        jobs[1].starting = true;
+        let mut auto = Auto::default();
+        let first = see(&mut auto, 0, &jobs, &calls_at(0.0, &[0, 0]));
+        assert!(first[0].trying && first[0].policy == "gang", "{first:?}");
+        assert_eq!(first[0].why, "waiting for y's demand to be measured: trying gang");
+        for slot in 1..15 {
+            let c = see(&mut auto, slot, &jobs, &calls_at(slot as f64 * 0.2, &[slot * 200, slot * 200]));
+            assert!(c.is_empty(), "slot {slot}: {c:?}");
+        }
+        // Measured: gang's window starts here (2000 calls/s), then cfs's (1000), and gang is chosen.
+        jobs[1].starting = false;
+        let measured = see(&mut auto, 15, &jobs, &calls_at(3.0, &[3000, 3000]));
+        assert!(measured[0].trying && measured[0].why == "every job started: trying gang", "{measured:?}");
+        assert!(see(&mut auto, 16, &jobs, &calls_at(3.2, &[3400, 3400])).is_empty());
+        assert_eq!(see(&mut auto, 17, &jobs, &calls_at(3.4, &[3800, 3800]))[0].policy, "cfs");
+        let chosen = see(&mut auto, 18, &jobs, &calls_at(3.6, &[4000, 4000]));
+        assert!(!chosen[0].trying && chosen[0].policy == "gang", "{chosen:?}");
+        // A set that succeeds a ganged pair by a job whose demand is not measured keeps gang; the baseline of its
+        // drift is measured from the first slot the job is (over slots m to m + 2), not at the half speed of the
+        // slots before: no trial, whether the job is measured in the set's second slot or later.
+        let y2 = pus("0-1");
+        for measured in [16, 21] {
+            let mut after = [view("x", 0, &x), view("y2", 1, &y2)];
+            let mut kept = ganged(&jobs);
+            // Slot s is at (s - 10) x 0.2 s; 200 calls a slot per job until slot `measured`, 400 after; x from 1000
+            // at slot 13, y2 from none at slot 15.
+            let calls = |slot: u64, from: u64| {
+                200 * slot.min(measured).saturating_sub(from) + 400 * slot.saturating_sub(measured)
+            };
+            let made: Vec<(u64, Choice)> = (15..120)
+                .flat_map(|slot| {
+                    after[1].starting = slot < measured;
+                    let now = calls_at((slot - 10) as f64 * 0.2, &[1000 + calls(slot, 13), calls(slot, 15)]);
+                    see(&mut kept, slot, &after, &now).into_iter().map(move |m| (slot, m))
+                })
+                .collect();
+            assert_eq!(made.len(), 1, "measured at {measured}: {made:?}");
+            assert!(made[0].0 == 15 && !made[0].1.trying && made[0].1.policy == "gang", "{made:?}");
+        }
+    }
+
+    #[test]
     fn a_pair_is_tried_under_gang_then_cfs_then_ganged_until_it_changes() {
         let (x, y, z) = (pus("0-1"), pus("0-1"), pus("3"));
         let jobs = [view("x", 0, &x), view("y", 1, &y)];
