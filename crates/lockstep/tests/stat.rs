@@ -40,8 +40,11 @@ fn page_faults_agree_with_perf_stat() {
         let p = Command::new("perf").args(["stat", "-x,", "-e", "page-faults", "--", "/bin/true"]).output().unwrap();
         perfs.push(csv_value(&stderr(&p), "page-faults").expect("perf's page-faults line"));
     }
-    let (a, b) = (median(ours), median(perfs));
-    assert!((a - b).abs() <= (b * 0.01).max(1.0), "lockstep {a} vs perf {b} page faults");
+    // /bin/true's faults vary from run to run of the same tool by a few (48-50 in 15 runs of each here, and
+    // medians of 49 and 51 in a fresh clone's make test, 2026-12-05), so the medians of 7 runs may differ by 2
+    // without either counting anything else.
+    let (a, b) = (median(ours.clone()), median(perfs.clone()));
+    assert!((a - b).abs() <= (b * 0.03).max(2.0), "lockstep {a} vs perf {b} page faults: {ours:?} vs {perfs:?}");
 }
 
 #[test]
