@@ -53,13 +53,16 @@ fn bins(t: &serde_json::Value, job: &str) -> Vec<bool> {
     ran
 }
 
-/// Both jobs of `jobs` shown by `status --json` with a co-scheduled fraction: their ranks are measured.
-fn measured(env: &Env, jobs: &[&str]) -> bool {
+/// Both jobs of `jobs` shown by `status --json` with a co-scheduled fraction (their ranks are measured), and one of
+/// them frozen: `gang` slices them (new jobs run as under cfs until their demand is measured, 3 s at most).
+fn sliced(env: &Env, jobs: &[&str]) -> bool {
     let out = env.run(&["status", "--json"]);
     let Ok(status) = serde_json::from_slice::<serde_json::Value>(&out.stdout) else { return false };
-    jobs.iter().all(|job| {
-        status["jobs"].as_array().is_some_and(|js| js.iter().any(|j| j["name"] == *job && j["coscheduled"].is_f64()))
-    })
+    let shown: Vec<&serde_json::Value> =
+        jobs.iter().filter_map(|job| status["jobs"].as_array()?.iter().find(|j| j["name"] == *job)).collect();
+    shown.len() == jobs.len()
+        && shown.iter().all(|j| j["coscheduled"].is_f64())
+        && shown.iter().any(|j| j["frozen"] == true)
 }
 
 #[test]
@@ -70,7 +73,7 @@ fn under_gang_the_two_jobs_ranks_take_turns_on_the_cpus() {
     let _agent = Agent::start(&env, &["--policy", "gang", "--slot", "200ms", "--sample-interval", "200ms"]);
     let (a, b) = (name("tl-a"), name("tl-b"));
     let _jobs = [Job::start(&env, &a, 60), Job::start(&env, &b, 60)];
-    wait_until("both jobs' ranks measured", WAIT, || measured(&env, &[&a, &b]), |m| *m);
+    wait_until("both jobs' ranks measured, one job frozen", WAIT, || sliced(&env, &[&a, &b]), |m| *m);
     let t = timeline(&env, 1000);
     let window = t["window_ns"].as_u64().unwrap();
     assert!(window >= 1_000_000_000, "{t}");
