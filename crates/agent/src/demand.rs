@@ -75,9 +75,10 @@ impl Demand {
             *self = Self { starting: self.starting, ..Self::default() };
             return;
         };
-        if let Some((_, seen)) = &mut self.starting {
-            *seen = true;
-        }
+        // Ranks first seen once a job has been starting unseen for [`UNSEEN`] do not make it start again: it may
+        // have been sliced since.
+        self.starting =
+            self.starting.filter(|&(found, seen)| seen || found.elapsed() < UNSEEN).map(|(found, _)| (found, true));
         if let Some(start) = self.start.filter(|m| !m.frozen) {
             let span = reading.span.saturating_sub(start.reading.span);
             if span >= MIN_INTERVAL_NS {
@@ -136,6 +137,16 @@ mod tests {
         assert!(!unseen.starting());
         let seen = Demand { starting: Some((Instant::now().checked_sub(UNSEEN).unwrap(), true)), ..Demand::default() };
         assert!(seen.starting());
+        // Its ranks first seen after that second: it does not start again.
+        let mut late = unseen;
+        late.boundary(Some(at(0, 0)), Some(0));
+        assert!(!late.starting());
+        // Seen within the second, it stays starting once that second is over.
+        let mut early = Demand::found();
+        early.boundary(Some(at(0, 0)), Some(0));
+        early.starting = early.starting.map(|(found, seen)| (found.checked_sub(UNSEEN).unwrap(), seen));
+        early.boundary(Some(at(0, 0)), Some(0));
+        assert!(early.starting());
     }
 
     #[test]

@@ -1100,6 +1100,9 @@ fn containers_are_one_job_and_take_turns_under_gang() {
     ok(&env.run(&["adopt", "--job", &job_b, "--row", "1", "--container", &b]));
     let (fa1, fa2, fb) = (podman.freezer(&a1), podman.freezer(&a2), podman.freezer(&b));
     let frozen = |f: &Path| is_frozen(f).unwrap();
+    // New jobs run together until their demand is measured (or for a second while it cannot be): sample once gang
+    // slices them.
+    wait_until("one job frozen", WAIT, || (frozen(&fa1), frozen(&fb)), |&(x, y)| x || y);
     let mut samples = Vec::new();
     let start = Instant::now();
     while start.elapsed() < Duration::from_secs(2) {

@@ -533,20 +533,30 @@ fn jobs_that_end_while_the_agent_has_no_descriptor_left_leave_no_cgroup_at_stop(
     let env = Env::new();
     let agent = Agent::start(&env, &["--policy", "gang", "--slot", "100ms"]);
     let (a, b) = (name("emfile-a"), name("emfile-b"));
-    let mut sleepers = Vec::new();
+    // Each job busy on every PU: they contend, and `gang` slices them (idle jobs leave room, and are never frozen).
+    let mut loops = Vec::new();
     for job in [&a, &b] {
-        let sleeper = as_nobody("sleep").arg("600").spawn().unwrap();
-        ok(&env.run(&["adopt", "--job", job, "--pid", &sleeper.id().to_string()]));
-        sleepers.push(sleeper);
+        let mine: Vec<Reaped> =
+            (0..pus()).map(|_| Reaped(as_nobody("sh").args(["-c", "while :; do :; done"]).spawn().unwrap())).collect();
+        let pids = mine.iter().map(|r| r.0.id().to_string()).collect::<Vec<_>>().join(",");
+        ok(&env.run(&["adopt", "--job", job, "--pid", &pids]));
+        loops.extend(mine);
     }
+    let status = || {
+        let out = env.run(&["status", "--json"]);
+        ok(&out);
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
+    };
+    let sliced = |s: &serde_json::Value| s["jobs"].as_array().is_some_and(|j| j.iter().any(|j| j["frozen"] == true));
+    common::wait_until("gang to slice the two jobs (one frozen)", common::WAIT, status, sliced);
     let started = Instant::now();
     let pid = agent.pid().as_raw().to_string();
     ok(&Command::new("prlimit").args(["--pid", &pid, "--nofile=3:3"]).output().unwrap());
     // Both end while the agent can open nothing; gang's thaws (through the descriptors held since each freeze)
     // let a frozen one die.
-    for s in &mut sleepers {
-        s.kill().unwrap();
-        common::exit_within(s, common::STOP_LIMIT, "nobody's sleeper, killed");
+    for l in &mut loops {
+        l.0.kill().unwrap();
+        common::exit_within(&mut l.0, common::STOP_LIMIT, "nobody's busy loop, killed");
     }
     eprintln!("both jobs' processes gone {:?} after the limit was lowered", started.elapsed());
     let stopped = agent.stop(Signal::SIGTERM);
