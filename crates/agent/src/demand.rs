@@ -6,7 +6,8 @@
 //! what those threads want is not seen, and the demand is not known. A job whose demand is not known is taken to
 //! want every PU it has: `gang` slices only jobs whose demands are known and, summed, exceed the PUs they share
 //! (lockstep_core::cosched::sharing). A job just found is starting until its demand is first measured, for at most
-//! [`STARTING`] once its ranks are seen and [`UNSEEN`] while they are not: `gang` runs it in every slot meanwhile
+//! [`STARTING`] where its ranks were registered within [`UNSEEN`] of it being found, and [`UNSEEN`] where they were
+//! not: `gang` runs it in every slot meanwhile
 //! (lockstep_core::cosched::gang).
 
 use std::time::{Duration, Instant};
@@ -41,7 +42,8 @@ pub struct Demand {
     pub wanted: Option<f64>,
     /// Where the slot being measured began.
     start: Option<Mark>,
-    /// When the job was found, and whether its ranks were seen since, while its demand has not been measured.
+    /// When the job was found, and whether its ranks were registered within [`UNSEEN`] of that, while its demand has
+    /// not been measured.
     starting: Option<(Instant, bool)>,
 }
 
@@ -59,8 +61,8 @@ impl Demand {
         Self { starting: Some((Instant::now(), false)), ..Self::default() }
     }
 
-    /// Whether the job is starting: its demand not measured since it was found, less than [`STARTING`] ago once its
-    /// ranks were seen, less than [`UNSEEN`] ago while they were not.
+    /// Whether the job is starting: its demand not measured since it was found, less than [`STARTING`] ago where its
+    /// ranks were registered within [`UNSEEN`] of that, less than [`UNSEEN`] ago where they were not.
     pub fn starting(&self) -> bool {
         self.wanted.is_none()
             && self.starting.is_some_and(|(found, seen)| found.elapsed() < if seen { STARTING } else { UNSEEN })
@@ -75,10 +77,13 @@ impl Demand {
             *self = Self { starting: self.starting, ..Self::default() };
             return;
         };
-        // Ranks first seen once a job has been starting unseen for [`UNSEEN`] do not make it start again: it may
-        // have been sliced since.
+        // Ranks first registered [`UNSEEN`] or more after the job was found (a late sample) do not make it start
+        // again: it may have been sliced since. When they were registered, not this boundary, counts: a slot may
+        // be longer than that second.
+        let registered_late =
+            |found: Instant| found.elapsed().saturating_sub(Duration::from_nanos(reading.span)) >= UNSEEN;
         self.starting =
-            self.starting.filter(|&(found, seen)| seen || found.elapsed() < UNSEEN).map(|(found, _)| (found, true));
+            self.starting.filter(|&(found, seen)| seen || !registered_late(found)).map(|(found, _)| (found, true));
         if let Some(start) = self.start.filter(|m| !m.frozen) {
             let span = reading.span.saturating_sub(start.reading.span);
             if span >= MIN_INTERVAL_NS {
@@ -137,10 +142,14 @@ mod tests {
         assert!(!unseen.starting());
         let seen = Demand { starting: Some((Instant::now().checked_sub(UNSEEN).unwrap(), true)), ..Demand::default() };
         assert!(seen.starting());
-        // Its ranks first seen after that second: it does not start again.
+        // Its ranks first registered after that second: it does not start again.
         let mut late = unseen;
         late.boundary(Some(at(0, 0)), Some(0));
         assert!(!late.starting());
+        // Registered within the second, though first read at a boundary after it (a long slot): starting.
+        let mut long_slot = unseen;
+        long_slot.boundary(Some(at(500, 0)), Some(0));
+        assert!(long_slot.starting());
         // Seen within the second, it stays starting once that second is over.
         let mut early = Demand::found();
         early.boundary(Some(at(0, 0)), Some(0));
