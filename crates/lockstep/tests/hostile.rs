@@ -69,10 +69,23 @@ fn pus() -> usize {
 
 /// One busy loop of root's per PU, and their PIDs as `adopt --pid` takes them.
 fn root_spinners() -> (Vec<Reaped>, String) {
+    busy_loops(|| Command::new("sh"))
+}
+
+/// One busy loop per PU, each run by a shell `sh` makes (root's or nobody's), and their PIDs as `adopt --pid` takes
+/// them.
+fn busy_loops(sh: impl Fn() -> Command) -> (Vec<Reaped>, String) {
     let loops: Vec<Reaped> =
-        (0..pus()).map(|_| Reaped(Command::new("sh").args(["-c", "while :; do :; done"]).spawn().unwrap())).collect();
+        (0..pus()).map(|_| Reaped(sh().args(["-c", "while :; do :; done"]).spawn().unwrap())).collect();
     let pids = loops.iter().map(|r| r.0.id().to_string()).collect::<Vec<_>>().join(",");
     (loops, pids)
+}
+
+/// What the agent's `status --json` says now (the command must succeed).
+fn status_json(env: &Env) -> serde_json::Value {
+    let out = env.run(&["status", "--json"]);
+    ok(&out);
+    serde_json::from_slice(&out.stdout).unwrap()
 }
 
 /// A cgroup delegated to nobody (the directory and its `cgroup.procs` theirs), removed when dropped.
@@ -380,9 +393,7 @@ fn a_job_of_thousands_of_threads_cannot_run_the_agent_out_of_descriptors() {
     ok(&env.run(&["adopt", "--job", &b, "--cgroup", &theirs.path()]));
     // A few samples' worth of rescans at the limit, then one snapshot of what the agent says.
     std::thread::sleep(Duration::from_secs(2));
-    let out = env.run(&["status", "--json"]);
-    ok(&out);
-    let status: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let status = status_json(&env);
     let names: Vec<&str> = status["jobs"].as_array().unwrap().iter().filter_map(|j| j["name"].as_str()).collect();
     assert!(names.contains(&a.as_str()) && names.contains(&b.as_str()), "a job was dropped: {names:?}");
     // Root's job goes back (its cgroup with it); nobody's is left to the agent's stop, which must thaw it.
@@ -484,11 +495,7 @@ fn a_wide_deep_and_forking_job_tree_is_walked_in_part_at_normal_priority() {
     std::fs::write(theirs.0.join("cgroup.procs"), forks.0.id().to_string()).unwrap();
 
     // The agent answers, and its slots go on, over many samples of the tree.
-    let status = || {
-        let out = env.run(&["status", "--json"]);
-        ok(&out);
-        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
-    };
+    let status = || status_json(&env);
     let first = status();
     let pid = first["pid"].as_i64().unwrap();
     let slot = first["slot"].as_u64().unwrap();
@@ -536,17 +543,11 @@ fn jobs_that_end_while_the_agent_has_no_descriptor_left_leave_no_cgroup_at_stop(
     // Each job busy on every PU: they contend, and `gang` slices them (idle jobs leave room, and are never frozen).
     let mut loops = Vec::new();
     for job in [&a, &b] {
-        let mine: Vec<Reaped> =
-            (0..pus()).map(|_| Reaped(as_nobody("sh").args(["-c", "while :; do :; done"]).spawn().unwrap())).collect();
-        let pids = mine.iter().map(|r| r.0.id().to_string()).collect::<Vec<_>>().join(",");
+        let (mine, pids) = busy_loops(|| as_nobody("sh"));
         ok(&env.run(&["adopt", "--job", job, "--pid", &pids]));
         loops.extend(mine);
     }
-    let status = || {
-        let out = env.run(&["status", "--json"]);
-        ok(&out);
-        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
-    };
+    let status = || status_json(&env);
     let sliced = |s: &serde_json::Value| s["jobs"].as_array().is_some_and(|j| j.iter().any(|j| j["frozen"] == true));
     common::wait_until("gang to slice the two jobs (one frozen)", common::WAIT, status, sliced);
     let started = Instant::now();
@@ -602,11 +603,7 @@ fn a_wide_tree_s_job_is_switched_after_the_others_and_walked_less_often() {
     ok(&as_nobody("/usr/bin/python3").args(["-c", TREE, &top, "10000", "0"]).output().unwrap());
     let grown = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs_f64();
 
-    let status = || {
-        let out = env.run(&["status", "--json"]);
-        ok(&out);
-        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
-    };
+    let status = || status_json(&env);
     let slot = status()["slot"].as_u64().unwrap();
     let later = |s: &serde_json::Value| s["slot"].as_u64() >= Some(slot + 16);
     let seen = common::wait_until("16 slots later", common::WAIT * 3, status, later);
@@ -779,11 +776,7 @@ fn a_job_whose_switches_cost_more_than_a_job_may_is_left_to_the_kernel() {
     let (a, b) = (name("dear-root"), name("dear-nobody"));
     ok(&env.run(&["adopt", "--job", &a, "--pid", &pids]));
     ok(&env.run(&["adopt", "--job", &b, "--cgroup", &theirs.path()]));
-    let status = || {
-        let out = env.run(&["status", "--json"]);
-        ok(&out);
-        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
-    };
+    let status = || status_json(&env);
     let job = |s: &serde_json::Value, name: &str| {
         s["jobs"].as_array().unwrap().iter().find(|j| j["name"] == name).cloned().unwrap_or_default()
     };
