@@ -81,6 +81,18 @@ fn busy_loops(sh: impl Fn() -> Command) -> (Vec<Reaped>, String) {
     (loops, pids)
 }
 
+/// Each of `jobs` adopted as a job of busy loops, one per PU, run by shells `sh` makes (root's or nobody's): jobs
+/// that contend, which `gang` slices. Returns the loops.
+fn busy_jobs(env: &Env, jobs: [&str; 2], sh: impl Fn() -> Command) -> Vec<Reaped> {
+    let mut loops = Vec::new();
+    for job in jobs {
+        let (mine, pids) = busy_loops(&sh);
+        ok(&env.run(&["adopt", "--job", job, "--pid", &pids]));
+        loops.extend(mine);
+    }
+    loops
+}
+
 /// What the agent's `status --json` says now (the command must succeed).
 fn status_json(env: &Env) -> serde_json::Value {
     let out = env.run(&["status", "--json"]);
@@ -541,12 +553,7 @@ fn jobs_that_end_while_the_agent_has_no_descriptor_left_leave_no_cgroup_at_stop(
     let agent = Agent::start(&env, &["--policy", "gang", "--slot", "100ms"]);
     let (a, b) = (name("emfile-a"), name("emfile-b"));
     // Each job busy on every PU: they contend, and `gang` slices them (idle jobs leave room, and are never frozen).
-    let mut loops = Vec::new();
-    for job in [&a, &b] {
-        let (mine, pids) = busy_loops(|| as_nobody("sh"));
-        ok(&env.run(&["adopt", "--job", job, "--pid", &pids]));
-        loops.extend(mine);
-    }
+    let mut loops = busy_jobs(&env, [&a, &b], || as_nobody("sh"));
     let status = || status_json(&env);
     let sliced = |s: &serde_json::Value| s["jobs"].as_array().is_some_and(|j| j.iter().any(|j| j["frozen"] == true));
     common::wait_until("gang to slice the two jobs (one frozen)", common::WAIT, status, sliced);
@@ -567,6 +574,86 @@ fn jobs_that_end_while_the_agent_has_no_descriptor_left_leave_no_cgroup_at_stop(
     assert!(log.contains("every job restored"), "{log}");
     common::assert_no_cgroup(&a);
     common::assert_no_cgroup(&b);
+}
+
+/// Sets its flag when dropped: stops a test's helper thread also when a wait of the test fails (a scope joins its
+/// threads before the failure goes on).
+struct StopOnDrop<'a>(&'a std::sync::atomic::AtomicBool);
+
+impl Drop for StopOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// A stream of nobody's jobs (short Slurm jobs, a launcher started again and again), a new one found every half
+/// second beside two busy jobs of root's under `gang`; each job a rank that sleeps beside busy loops that name no
+/// rank, so that its demand is never measured (threads other than its ranks work) and it counts as starting for the
+/// longest it may (3 s). A job starting runs beside the others, and the jobs already measured are still sliced. Until
+/// 2026-12-05 a set with a job starting ran as under `cfs`, so that this stream kept root's jobs from ever being
+/// sliced (the agent of that build: timed out, neither ever frozen).
+#[test]
+#[ignore = "needs root"]
+fn a_stream_of_starting_jobs_does_not_stop_gang_slicing_the_jobs_beside_them() {
+    common::require_root();
+    let _serial = serial();
+    let env = Env::new();
+    let agent = Agent::start(&env, &["--policy", "gang", "--slot", "100ms"]);
+    let (a, b) = (name("stream-a"), name("stream-b"));
+    let roots = busy_jobs(&env, [&a, &b], || Command::new("sh"));
+    let stopped = std::sync::atomic::AtomicBool::new(false);
+    let found = std::thread::scope(|scope| {
+        let stream = scope.spawn(|| {
+            let mut alive = std::collections::VecDeque::new();
+            let mut found = 0;
+            while !stopped.load(std::sync::atomic::Ordering::Relaxed) {
+                let (mut procs, pids) = busy_loops(|| as_nobody("sh"));
+                let rank = Reaped(as_nobody("env").args(["PMI_RANK=0", "sleep", "600"]).spawn().unwrap());
+                let pids = format!("{pids},{}", rank.0.id());
+                procs.push(rank);
+                ok(&env.run(&["adopt", "--job", &name(&format!("stream-{found}")), "--pid", &pids]));
+                found += 1;
+                alive.push_back(procs);
+                // Each lives 2 s, then ends (killed and reaped as it is dropped).
+                if alive.len() > 4 {
+                    alive.pop_front();
+                }
+                std::thread::sleep(Duration::from_millis(500));
+            }
+            found
+        });
+        let stop = StopOnDrop(&stopped);
+        // Which of root's two jobs are frozen, and every job's (name, frozen, boosted), in one snapshot.
+        let look = || {
+            let status = status_json(&env);
+            let jobs: Vec<(String, bool, bool)> = status["jobs"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|j| (j["name"].as_str().unwrap_or("").to_string(), j["frozen"] == true, j["boosted"] == true))
+                .collect();
+            jobs
+        };
+        let roots_sliced = |jobs: &Vec<(String, bool, bool)>| {
+            let newcomers = jobs.iter().filter(|(n, ..)| n.contains("stream-") && *n != a && *n != b).count();
+            newcomers > 0 && jobs.iter().any(|(n, frozen, _)| (*n == a || *n == b) && *frozen)
+        };
+        // Let the stream run a while first, so that root's jobs have been measured and a job is starting throughout.
+        std::thread::sleep(Duration::from_secs(2));
+        common::wait_until("one of root's jobs frozen while nobody's jobs start", common::WAIT, look, roots_sliced);
+        drop(stop);
+        stream.join().unwrap()
+    });
+    eprintln!("{found} jobs of nobody's found one after another");
+    assert!(found >= 4, "the stream started {found} jobs only");
+    // Root's jobs end too, so that the agent removes every job's cgroups at stop (one that still runs stays).
+    drop(roots);
+    let stopped = agent.stop(Signal::SIGTERM);
+    let log = stderr(&stopped);
+    assert!(stopped.status.success() && log.contains("every job restored"), "{log}");
+    for job in [a, b].into_iter().chain((0..found).map(|i| name(&format!("stream-{i}")))) {
+        common::assert_no_cgroup(&job);
+    }
 }
 
 /// A job over a delegated cgroup that nobody makes 10,000 cgroups wide, beside root's job under `gang`: a v1 freezer

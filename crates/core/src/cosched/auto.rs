@@ -27,7 +27,7 @@
 //! No trial window counts while a job of the group is still starting (some of its ranks that preload the profiler
 //! do not publish yet: they are in `MPI_Init`, or not yet started), for at most [`MAX_STARTUP`] from the group's
 //! forming: a job that has not begun to work would measure as a job that gets nothing from any policy. Nor while
-//! a job's demand is not measured yet ([`JobView::starting`]): `gang` runs its set as `cfs` until it is.
+//! a job's demand is not measured yet ([`JobView::starting`]): `gang` runs it in every slot until it is.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -468,8 +468,8 @@ impl Group {
 
     /// Why the trial waits in slot `slot` (samples `now` of jobs `names`, `unmeasured` whether each is
     /// [starting](JobView::starting) for `gang`) rather than measure: a job still starting, within [`MAX_STARTUP`]
-    /// of the trial's start. A job whose demand is not measured yet counts as starting too: `gang` runs its set as
-    /// `cfs` until it is, so that a window of `gang` then would measure `cfs`. `None` when it measures.
+    /// of the trial's start. A job whose demand is not measured yet counts as starting too: `gang` runs it in every
+    /// slot until it is, so that a window of `gang` then would measure neither `gang` nor the job. `None` when it measures.
     fn waits(
         &self,
         slot: u64,

@@ -6,16 +6,16 @@
 //! want at least [`FILL_SPARE`] CPUs fewer than its PUs (ranks blocked in their launch, in `MPI_Init`, in I/O, or
 //! gone) leaves room. A job that leaves room is not frozen; in the slot of a favoured job that leaves room the
 //! other jobs sharing its PUs run too; and a favoured job beside which such a job runs gets the high weight
-//! ([`super::policy::BOOST_WEIGHT`]), so that the kernel gives it first what it does want. A set of jobs sharing
-//! PUs one of which is starting ([`JobView::starting`]: found, its demand not measured yet) runs as under `cfs`
-//! until it is measured. Seen on experiments/mpl-quick-ab3-is-yield.toml on 2026-12-05: three is class B jobs run
-//! again every ~3.5 s spent twice as long starting and ending under `gang` as under `cfs` (each window's time with
-//! every job at work 2.9 s of 13.2 s, against 6.0 s), a new job frozen in two slots of three while it wanted
-//! ~0.4–1.1 of its 2 PUs, and `auto` holding `gang` took 1.12 times `cfs`'s time by whole runs; with these rules,
-//! 0.99.
+//! ([`super::policy::BOOST_WEIGHT`]), so that the kernel gives it first what it does want. A job starting
+//! ([`JobView::starting`]: found, its demand not measured yet) leaves room until it is measured: it runs in every
+//! slot, beside the raised favoured jobs, while the measured jobs sharing its PUs are sliced as before. Seen on
+//! experiments/mpl-quick-ab3-is-yield.toml on 2026-12-05: three is class B jobs run again every ~3.5 s spent twice
+//! as long starting and ending under `gang` as under `cfs` (each window's time with every job at work 2.9 s of
+//! 13.2 s, against 6.0 s), a new job frozen in two slots of three while it wanted ~0.4–1.1 of its 2 PUs, and `auto`
+//! holding `gang` took 1.12 times `cfs`'s time by whole runs; with these rules, 0.99–1.02.
 
 use super::policy::{Desired, JobView, Policy};
-use super::sharing::{contending, groups};
+use super::sharing::contending;
 
 /// The CPUs a job must be measured to leave idle, of the PUs it has, to leave room: half a CPU, so that a job whose
 /// ranks are all busy (within the measure's edges, and a job's last slot before it ends: 1.53–1.71 of 2 on is)
@@ -27,16 +27,10 @@ pub struct Gang;
 
 impl Policy for Gang {
     fn plan(&self, jobs: &[JobView<'_>]) -> Vec<Desired> {
-        let mut contend = contending(jobs);
-        // A set of jobs one of which is starting runs as under `cfs` until it is measured (the sets are found again
-        // only then: in most slots no job is starting).
-        let starting = if jobs.iter().any(|j| j.starting) { groups(jobs) } else { Vec::new() };
-        for members in starting.into_iter().filter(|m| m.iter().any(|&i| jobs[i].starting)) {
-            for i in members {
-                contend[i] = false;
-            }
-        }
-        let leaves_room = |f: &JobView<'_>| f.demand.is_some_and(|d| f.pus.len() as f64 - d >= FILL_SPARE);
+        let contend = contending(jobs);
+        // A starting job leaves room until it is measured: what it wants is not known, and its launch may want little.
+        let leaves_room =
+            |f: &JobView<'_>| f.starting || f.demand.is_some_and(|d| f.pus.len() as f64 - d >= FILL_SPARE);
         // Whether each job runs beside the favoured jobs whose PUs it shares while the jobs contend (it or they leave
         // room); `None` for a job that is favoured, does not contend, or shares no PU with a favoured job (it runs,
         // and nothing is held for it).

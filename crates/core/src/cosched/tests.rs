@@ -119,7 +119,7 @@ fn gang_slices_only_jobs_that_want_more_cpus_than_they_share() {
 }
 
 #[test]
-fn gang_fills_the_room_its_favoured_jobs_leave_favouring_them_by_weight_and_leaves_a_starting_set_to_the_kernel() {
+fn gang_fills_the_room_its_favoured_jobs_leave_favouring_them_by_weight_and_a_starting_job_leaves_room() {
     let (two, other) = (pus("0-1"), pus("2-3"));
     let gang = by_name("gang").build();
     let state = |plan: Vec<Desired>| plan.iter().map(|d| (d.frozen, d.boosted)).collect::<Vec<_>>();
@@ -141,12 +141,14 @@ fn gang_fills_the_room_its_favoured_jobs_leave_favouring_them_by_weight_and_leav
     let both = wanting(&both, &[Some(1.4), Some(0.4), Some(1.0)]);
     let both: Vec<JobView> = both.iter().map(|j| JobView { favoured: j.name != key("b"), ..*j }).collect();
     assert_eq!(state(gang.plan(&both)), [(false, false), (false, false), (false, false)]);
-    // A job starting: its set runs as under cfs until it is measured, in its slot or another's.
+    // A job starting leaves room until it is measured: it runs beside the favoured job, which is raised, while the
+    // measured jobs are sliced as before; in its own slot the others run beside it, and it is raised.
     let mut starting = busy.clone();
     starting[1].starting = true;
     starting[1].demand = None;
-    assert_eq!(state(gang.plan(&starting)), [(false, false); 4]);
-    assert_eq!(state(gang.plan(&next(&starting))), [(false, false); 4]);
+    assert_eq!(state(gang.plan(&starting)), [(false, true), (false, false), (true, false), (false, false)]);
+    let own: Vec<JobView> = starting.iter().map(|j| JobView { favoured: j.name == key("b"), ..*j }).collect();
+    assert_eq!(state(gang.plan(&own)), [(false, false), (false, true), (false, false), (false, false)]);
 }
 
 #[test]
