@@ -5,10 +5,11 @@
 //! the ranks ran (threads that are not ranks — OpenMP workers, or a job that hides its work from the rank count),
 //! what those threads want is not seen, and the demand is not known. A job whose demand is not known is taken to
 //! want every PU it has: `gang` slices only jobs whose demands are known and, summed, exceed the PUs they share
-//! (lockstep_core::cosched::sharing). A job just found is starting until its demand is first measured, for at most
-//! [`STARTING`] where its ranks were registered within [`UNSEEN`] of it being found, and [`UNSEEN`] where they were
-//! not: `gang` runs it in every slot meanwhile
-//! (lockstep_core::cosched::gang).
+//! (lockstep_core::cosched::sharing). A job just found is starting until a slot of it is first read unfrozen (its
+//! demand then measured, or found not measurable: threads other than its ranks worked), for at most [`STARTING`]
+//! where its ranks were registered within [`UNSEEN`] of it being found, and [`UNSEEN`] where they were not: `gang`
+//! runs it in every slot meanwhile (lockstep_core::cosched::gang), so that a job whose work hides from the rank count
+//! gets that for one slot, not for [`STARTING`].
 
 use std::time::{Duration, Instant};
 
@@ -42,8 +43,8 @@ pub struct Demand {
     pub wanted: Option<f64>,
     /// Where the slot being measured began.
     start: Option<Mark>,
-    /// When the job was found, and whether its ranks were registered within [`UNSEEN`] of that, while its demand has
-    /// not been measured.
+    /// When the job was found, and whether its ranks were registered within [`UNSEEN`] of that, until a slot of it
+    /// is first read unfrozen.
     starting: Option<(Instant, bool)>,
 }
 
@@ -61,11 +62,10 @@ impl Demand {
         Self { starting: Some((Instant::now(), false)), ..Self::default() }
     }
 
-    /// Whether the job is starting: its demand not measured since it was found, less than [`STARTING`] ago where its
-    /// ranks were registered within [`UNSEEN`] of that, less than [`UNSEEN`] ago where they were not.
+    /// Whether the job is starting: no slot of it read unfrozen since it was found, less than [`STARTING`] ago where
+    /// its ranks were registered within [`UNSEEN`] of that, less than [`UNSEEN`] ago where they were not.
     pub fn starting(&self) -> bool {
-        self.wanted.is_none()
-            && self.starting.is_some_and(|(found, seen)| found.elapsed() < if seen { STARTING } else { UNSEEN })
+        self.starting.is_some_and(|(found, seen)| found.elapsed() < if seen { STARTING } else { UNSEEN })
     }
 
     /// At a slot boundary, before the slot is planned: ends the slot being measured and begins the next. `reading`
@@ -91,9 +91,10 @@ impl Demand {
                 let cpu = cpu_ns.saturating_sub(start.cpu_ns) as f64 / span as f64;
                 // CPU time past what the runnable ranks could have used: other threads worked.
                 self.wanted = (cpu <= ranks + OTHER_THREADS).then_some(ranks);
-                if self.wanted.is_some() {
-                    self.starting = None;
-                }
+                // Read over a slot unfrozen throughout, its demand is measured or known not to be measurable (a
+                // job whose work is in threads that are not ranks): either way it has started, and only a job
+                // starting is let run in every slot.
+                self.starting = None;
             }
         }
         self.start = Some(Mark { reading, cpu_ns, frozen: false });
@@ -150,6 +151,11 @@ mod tests {
         let mut long_slot = unseen;
         long_slot.boundary(Some(at(500, 0)), Some(0));
         assert!(long_slot.starting());
+        // A slot read unfrozen in which threads other than its ranks worked: not measurable, and no longer starting.
+        let mut hidden = Demand::found();
+        hidden.boundary(Some(at(0, 0)), Some(0));
+        hidden.boundary(Some(at(200, 0)), Some(400 * MS));
+        assert!(hidden.wanted.is_none() && !hidden.starting());
         // Seen within the second, it stays starting once that second is over.
         let mut early = Demand::found();
         early.boundary(Some(at(0, 0)), Some(0));

@@ -588,10 +588,11 @@ impl Drop for StopOnDrop<'_> {
 
 /// A stream of nobody's jobs (short Slurm jobs, a launcher started again and again), a new one found every half
 /// second beside two busy jobs of root's under `gang`; each job a rank that sleeps beside busy loops that name no
-/// rank, so that its demand is never measured (threads other than its ranks work) and it counts as starting for the
-/// longest it may (3 s). A job starting runs beside the others, and the jobs already measured are still sliced. Until
-/// 2026-12-05 a set with a job starting ran as under `cfs`, so that this stream kept root's jobs from ever being
-/// sliced (the agent of that build: timed out, neither ever frozen).
+/// rank, so that its demand is not measurable (threads other than its ranks work). A job starting runs beside the
+/// others until a slot of it is read unfrozen, and the jobs already measured are still sliced. Until 2026-12-05 a set
+/// with a job starting ran as under `cfs`, and such a job counted as starting for 3 s (until its demand was measured,
+/// which it never is): this stream kept root's jobs from ever being sliced (the agent of that build: timed out,
+/// neither ever frozen).
 #[test]
 #[ignore = "needs root"]
 fn a_stream_of_starting_jobs_does_not_stop_gang_slicing_the_jobs_beside_them() {
@@ -602,6 +603,7 @@ fn a_stream_of_starting_jobs_does_not_stop_gang_slicing_the_jobs_beside_them() {
     let (a, b) = (name("stream-a"), name("stream-b"));
     let roots = busy_jobs(&env, [&a, &b], || Command::new("sh"));
     let stopped = std::sync::atomic::AtomicBool::new(false);
+    let started = std::sync::atomic::AtomicUsize::new(0);
     let found = std::thread::scope(|scope| {
         let stream = scope.spawn(|| {
             let mut alive = std::collections::VecDeque::new();
@@ -613,6 +615,7 @@ fn a_stream_of_starting_jobs_does_not_stop_gang_slicing_the_jobs_beside_them() {
                 procs.push(rank);
                 ok(&env.run(&["adopt", "--job", &name(&format!("stream-{found}")), "--pid", &pids]));
                 found += 1;
+                started.store(found, std::sync::atomic::Ordering::Relaxed);
                 alive.push_back(procs);
                 // Each lives 2 s, then ends (killed and reaped as it is dropped).
                 if alive.len() > 4 {
@@ -638,14 +641,14 @@ fn a_stream_of_starting_jobs_does_not_stop_gang_slicing_the_jobs_beside_them() {
             let newcomers = jobs.iter().filter(|(n, ..)| n.contains("stream-") && *n != a && *n != b).count();
             newcomers > 0 && jobs.iter().any(|(n, frozen, _)| (*n == a || *n == b) && *frozen)
         };
-        // Let the stream run a while first, so that root's jobs have been measured and a job is starting throughout.
-        std::thread::sleep(Duration::from_secs(2));
+        // Let the stream run a while first, so that root's jobs have been measured and new jobs keep coming.
+        let so_far = || started.load(std::sync::atomic::Ordering::Relaxed);
+        common::wait_until("nobody's first four jobs found", common::WAIT, so_far, |&n| n >= 4);
         common::wait_until("one of root's jobs frozen while nobody's jobs start", common::WAIT, look, roots_sliced);
         drop(stop);
         stream.join().unwrap()
     });
     eprintln!("{found} jobs of nobody's found one after another");
-    assert!(found >= 4, "the stream started {found} jobs only");
     // Root's jobs end too, so that the agent removes every job's cgroups at stop (one that still runs stays).
     drop(roots);
     let stopped = agent.stop(Signal::SIGTERM);

@@ -695,8 +695,8 @@ impl Auto {
                     // A job found while another policy was in force may not be measured yet (as below).
                     g.waited = g.awaits_baseline() && unmeasured.contains(&true);
                 } else if g.awaits_baseline() && (unmeasured.contains(&true) || g.waited) {
-                    // A choice taken over while a new job's demand is not measured: `gang` runs the set as `cfs`
-                    // until it is, so the window that measures the baseline of the choice's drift starts in the
+                    // A choice taken over while a new job's demand is not measured: `gang` runs that job in every
+                    // slot until it is, so the window that measures the baseline of the choice's drift starts in the
                     // first slot after (the agent measures a job within `demand::STARTING` of finding it).
                     g.start = (slot, now);
                     g.waited = unmeasured.contains(&true);
