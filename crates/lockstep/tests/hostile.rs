@@ -604,18 +604,17 @@ fn a_stream_of_starting_jobs_does_not_stop_gang_slicing_the_jobs_beside_them() {
     let roots = busy_jobs(&env, [&a, &b], || Command::new("sh"));
     let stopped = std::sync::atomic::AtomicBool::new(false);
     let started = std::sync::atomic::AtomicUsize::new(0);
-    let found = std::thread::scope(|scope| {
+    std::thread::scope(|scope| {
         let stream = scope.spawn(|| {
             let mut alive = std::collections::VecDeque::new();
-            let mut found = 0;
             while !stopped.load(std::sync::atomic::Ordering::Relaxed) {
                 let (mut procs, pids) = busy_loops(|| as_nobody("sh"));
                 let rank = Reaped(as_nobody("env").args(["PMI_RANK=0", "sleep", "600"]).spawn().unwrap());
                 let pids = format!("{pids},{}", rank.0.id());
                 procs.push(rank);
-                ok(&env.run(&["adopt", "--job", &name(&format!("stream-{found}")), "--pid", &pids]));
-                found += 1;
-                started.store(found, std::sync::atomic::Ordering::Relaxed);
+                let next = started.load(std::sync::atomic::Ordering::Relaxed);
+                ok(&env.run(&["adopt", "--job", &name(&format!("stream-{next}")), "--pid", &pids]));
+                started.store(next + 1, std::sync::atomic::Ordering::Relaxed);
                 alive.push_back(procs);
                 // Each lives 2 s, then ends (killed and reaped as it is dropped).
                 if alive.len() > 4 {
@@ -623,31 +622,31 @@ fn a_stream_of_starting_jobs_does_not_stop_gang_slicing_the_jobs_beside_them() {
                 }
                 std::thread::sleep(Duration::from_millis(500));
             }
-            found
         });
         let stop = StopOnDrop(&stopped);
-        // Which of root's two jobs are frozen, and every job's (name, frozen, boosted), in one snapshot.
+        // Every job's name and whether it is frozen, in one snapshot.
         let look = || {
             let status = status_json(&env);
-            let jobs: Vec<(String, bool, bool)> = status["jobs"]
+            let jobs: Vec<(String, bool)> = status["jobs"]
                 .as_array()
                 .into_iter()
                 .flatten()
-                .map(|j| (j["name"].as_str().unwrap_or("").to_string(), j["frozen"] == true, j["boosted"] == true))
+                .map(|j| (j["name"].as_str().unwrap_or("").to_string(), j["frozen"] == true))
                 .collect();
             jobs
         };
-        let roots_sliced = |jobs: &Vec<(String, bool, bool)>| {
-            let newcomers = jobs.iter().filter(|(n, ..)| n.contains("stream-") && *n != a && *n != b).count();
-            newcomers > 0 && jobs.iter().any(|(n, frozen, _)| (*n == a || *n == b) && *frozen)
+        let roots_sliced = |jobs: &Vec<(String, bool)>| {
+            let newcomers = jobs.iter().filter(|(n, _)| n.contains("stream-") && *n != a && *n != b).count();
+            newcomers > 0 && jobs.iter().any(|(n, frozen)| (*n == a || *n == b) && *frozen)
         };
         // Let the stream run a while first, so that root's jobs have been measured and new jobs keep coming.
         let so_far = || started.load(std::sync::atomic::Ordering::Relaxed);
         common::wait_until("nobody's first four jobs found", common::WAIT, so_far, |&n| n >= 4);
         common::wait_until("one of root's jobs frozen while nobody's jobs start", common::WAIT, look, roots_sliced);
         drop(stop);
-        stream.join().unwrap()
+        stream.join().unwrap();
     });
+    let found = started.into_inner();
     eprintln!("{found} jobs of nobody's found one after another");
     // Root's jobs end too, so that the agent removes every job's cgroups at stop (one that still runs stays).
     drop(roots);

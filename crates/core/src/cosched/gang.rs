@@ -7,7 +7,7 @@
 //! gone) leaves room. A job that leaves room is not frozen; in the slot of a favoured job that leaves room the
 //! other jobs sharing its PUs run too; and a favoured job beside which such a job runs gets the high weight
 //! ([`super::policy::BOOST_WEIGHT`]), so that the kernel gives it first what it does want. A job starting
-//! ([`JobView::starting`]: found, its demand not measured yet) leaves room until it is measured: it runs in every
+//! ([`JobView::starting`]: found, no slot of it read unfrozen yet) leaves room until one is: it runs in every
 //! slot, beside the raised favoured jobs, while the measured jobs sharing its PUs are sliced as before. Seen on
 //! experiments/mpl-quick-ab3-is-yield.toml on 2026-12-05: three is class B jobs run again every ~3.5 s spent twice
 //! as long starting and ending under `gang` as under `cfs` (each window's time with every job at work 2.9 s of
@@ -28,7 +28,8 @@ pub struct Gang;
 impl Policy for Gang {
     fn plan(&self, jobs: &[JobView<'_>]) -> Vec<Desired> {
         let contend = contending(jobs);
-        // A starting job leaves room until it is measured: what it wants is not known, and its launch may want little.
+        // A starting job leaves room until a slot of it is read: what it wants is not known, and its launch may want
+        // little.
         let leaves_room =
             |f: &JobView<'_>| f.starting || f.demand.is_some_and(|d| f.pus.len() as f64 - d >= FILL_SPARE);
         // Whether each job runs beside the favoured jobs whose PUs it shares while the jobs contend (it or they leave
