@@ -589,7 +589,8 @@ impl Drop for StopOnDrop<'_> {
 /// A stream of nobody's jobs (short Slurm jobs, a launcher started again and again), a new one found every half
 /// second beside two busy jobs of root's under `gang`; each job a rank that sleeps beside busy loops that name no
 /// rank, so that its demand is not measurable (threads other than its ranks work). A job starting runs beside the
-/// others until a slot of it is read unfrozen, and the jobs already measured are still sliced. Until 2026-12-05 a set
+/// others until a slot of it is read unfrozen, and the jobs already measured are still sliced: one snapshot shows
+/// one of root's jobs frozen while one of nobody's is starting (status's `starting`). Until 2026-12-05 a set
 /// with a job starting ran as under `cfs`, and such a job counted as starting for 3 s (until its demand was measured,
 /// which it never is): this stream kept root's jobs from ever being sliced (the agent of that build: timed out,
 /// neither ever frozen).
@@ -624,25 +625,25 @@ fn a_stream_of_starting_jobs_does_not_stop_gang_slicing_the_jobs_beside_them() {
             }
         });
         let stop = StopOnDrop(&stopped);
-        // Every job's name and whether it is frozen, in one snapshot.
+        // Every job's name, whether it is frozen and whether it is starting, in one snapshot.
         let look = || {
             let status = status_json(&env);
-            let jobs: Vec<(String, bool)> = status["jobs"]
+            let jobs: Vec<(String, bool, bool)> = status["jobs"]
                 .as_array()
                 .into_iter()
                 .flatten()
-                .map(|j| (j["name"].as_str().unwrap_or("").to_string(), j["frozen"] == true))
+                .map(|j| (j["name"].as_str().unwrap_or("").to_string(), j["frozen"] == true, j["starting"] == true))
                 .collect();
             jobs
         };
-        let roots_sliced = |jobs: &Vec<(String, bool)>| {
-            let newcomers = jobs.iter().filter(|(n, _)| n.contains("stream-") && *n != a && *n != b).count();
-            newcomers > 0 && jobs.iter().any(|(n, frozen)| (*n == a || *n == b) && *frozen)
+        let roots_sliced = |jobs: &Vec<(String, bool, bool)>| {
+            let starting = jobs.iter().any(|(n, _, starting)| *n != a && *n != b && *starting);
+            starting && jobs.iter().any(|(n, frozen, _)| (*n == a || *n == b) && *frozen)
         };
         // Let the stream run a while first, so that root's jobs have been measured and new jobs keep coming.
         let so_far = || started.load(std::sync::atomic::Ordering::Relaxed);
         common::wait_until("nobody's first four jobs found", common::WAIT, so_far, |&n| n >= 4);
-        common::wait_until("one of root's jobs frozen while nobody's jobs start", common::WAIT, look, roots_sliced);
+        common::wait_until("one of root's jobs frozen while one of nobody's starts", common::WAIT, look, roots_sliced);
         drop(stop);
         stream.join().unwrap();
     });

@@ -358,6 +358,7 @@ impl Histogram {
 
 /// One managed job in the status table.
 #[derive(Clone, Debug, Serialize, Deserialize)]
+#[allow(clippy::struct_excessive_bools)] // independent facts a reader takes by name from `status --json`, not a state
 pub struct JobStatus {
     /// The job (its name, or `slurm-ID` for a Slurm job). Its text follows `JobKey`'s rules, which are part of
     /// this protocol version: a change of them takes a new [`VERSION`].
@@ -401,6 +402,10 @@ pub struct JobStatus {
     /// that, together, want more than the PUs they share. Absent where not known.
     #[serde(default)]
     pub cpus_wanted: Option<f64>,
+    /// Whether the job is starting: found, and no slot of it read unfrozen yet (a few seconds at most). `gang` runs
+    /// a starting job in every slot, and what it might want freezes no other job.
+    #[serde(default)]
+    pub starting: bool,
     /// Why the agent leaves the job to the kernel now (never frozen, favoured or boosted), if it does: changes of
     /// its cgroups cost the agent more than a job may (until it ends), or Slurm holds it suspended (until resumed).
     #[serde(default)]

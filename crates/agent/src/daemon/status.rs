@@ -53,6 +53,7 @@ impl Daemon {
                         rank_running: shares.running,
                         rank_waiting: shares.waiting,
                         cpus_wanted: j.demand.wanted,
+                        starting: j.demand.starting(),
                         left: j.unswitched(),
                         frozen_seconds: j.frozen_seconds(),
                         frozen_for_seconds: j.frozen_time.1.map_or(0.0, |at| at.elapsed().as_secs_f64()),

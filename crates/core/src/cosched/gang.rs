@@ -8,7 +8,8 @@
 //! other jobs sharing its PUs run too; and a favoured job beside which such a job runs gets the high weight
 //! ([`super::policy::BOOST_WEIGHT`]), so that the kernel gives it first what it does want. A job starting
 //! ([`JobView::starting`]: found, no slot of it read unfrozen yet) leaves room until one is: it runs in every
-//! slot, beside the raised favoured jobs, while the measured jobs sharing its PUs are sliced as before. Seen on
+//! slot, beside the raised favoured jobs, while the measured jobs sharing its PUs are sliced as before, and only
+//! if they contend among themselves: what a starting job might want freezes no other job. Seen on
 //! experiments/mpl-quick-ab3-is-yield.toml on 2026-12-05: three is class B jobs run again every ~3.5 s spent twice
 //! as long starting and ending under `gang` as under `cfs` (each window's time with every job at work 2.9 s of
 //! 13.2 s, against 6.0 s), a new job frozen in two slots of three while it wanted ~0.4–1.1 of its 2 PUs, and `auto`
@@ -28,17 +29,24 @@ pub struct Gang;
 impl Policy for Gang {
     fn plan(&self, jobs: &[JobView<'_>]) -> Vec<Desired> {
         let contend = contending(jobs);
+        // Whether each measured job contends with the measured jobs beside it: a starting job runs in every slot,
+        // so what it might want freezes no other job (X and Y that fit on PUs 0–2 stay unfrozen while Z starts on
+        // PUs 2–3); `false` for a starting job.
+        let measured: Vec<JobView<'_>> = jobs.iter().filter(|j| !j.starting).copied().collect();
+        let mut settled = contending(&measured).into_iter();
+        let settled: Vec<bool> = jobs.iter().map(|j| !j.starting && settled.next().unwrap_or(false)).collect();
         // A starting job leaves room until a slot of it is read: what it wants is not known, and its launch may want
         // little.
         let leaves_room =
             |f: &JobView<'_>| f.starting || f.demand.is_some_and(|d| f.pus.len() as f64 - d >= FILL_SPARE);
-        // Whether each job runs beside the favoured jobs whose PUs it shares while the jobs contend (it or they leave
-        // room); `None` for a job that is favoured, does not contend, or shares no PU with a favoured job (it runs,
-        // and nothing is held for it).
+        // Whether each job runs beside the favoured jobs whose PUs it shares while it contends (it or they leave
+        // room); `None` for a job that is favoured, does not contend (a starting job: with any job; a measured one:
+        // with the measured jobs), or shares no PU with a favoured job (it runs, and nothing is held for it).
         let beside: Vec<Option<bool>> = jobs
             .iter()
-            .zip(&contend)
-            .map(|(j, &contend)| {
+            .zip(contend.iter().zip(&settled))
+            .map(|(j, (&all, &settled))| {
+                let contend = if j.starting { all } else { settled };
                 let mut over = jobs.iter().filter(|f| f.favoured && f.pus.intersects(j.pus)).peekable();
                 (contend && !j.favoured && over.peek().is_some()).then(|| leaves_room(j) || over.all(leaves_room))
             })

@@ -152,6 +152,37 @@ fn gang_fills_the_room_its_favoured_jobs_leave_favouring_them_by_weight_and_a_st
 }
 
 #[test]
+fn a_starting_job_runs_in_every_slot_and_freezes_no_job_that_fits() {
+    fn start(j: JobView<'_>) -> JobView<'_> {
+        JobView { starting: true, demand: None, ..j }
+    }
+    let (lo, mid, hi, far) = (pus("0-1"), pus("1-2"), pus("2-3"), pus("4-5"));
+    let gang = by_name("gang").build();
+    let state = |plan: Vec<Desired>| plan.iter().map(|d| (d.frozen, d.boosted)).collect::<Vec<_>>();
+    // X on PUs 0–1 and Y on 1–2 fit the 3 PUs they span; Z starting on 2–3 makes them contend by no measure of
+    // theirs: none is frozen, and no favoured job is raised, for none has a job beside it that contends.
+    let fit = wanting(&[view("x", 0, &lo), view("y", 1, &mid), view("z", 1, &hi)], &[Some(1.52), Some(1.52), None]);
+    let fit = [fit[0], fit[1], start(fit[2])];
+    assert_eq!(state(gang.plan(&fit)), [(false, false); 3]);
+    // Two starting jobs beside a busy favoured one: both run, and it is raised.
+    let two = wanting(&[view("a", 0, &lo), view("b", 1, &lo), view("c", 1, &lo)], &[Some(2.0), None, None]);
+    let two = [two[0], start(two[1]), start(two[2])];
+    assert_eq!(state(gang.plan(&two)), [(false, true), (false, false), (false, false)]);
+    // A starting job that shares no PU changes nothing: busy jobs beside each other are sliced as before.
+    let alone = wanting(&[view("a", 0, &lo), view("b", 1, &lo), view("d", 1, &far)], &[Some(2.0), Some(2.0), None]);
+    let alone = [alone[0], alone[1], start(alone[2])];
+    assert_eq!(state(gang.plan(&alone)), [(false, false), (true, false), (false, false)]);
+    // Beside two favoured jobs: raised both where they share no PU, neither where they share one (never two
+    // sharing jobs raised at once).
+    let apart = wanting(&[view("a", 0, &lo), view("e", 0, &hi), view("z", 1, &mid)], &[Some(2.0), Some(2.0), None]);
+    let apart = [apart[0], apart[1], start(apart[2])];
+    assert_eq!(state(gang.plan(&apart)), [(false, true), (false, true), (false, false)]);
+    let shared = wanting(&[view("a", 0, &lo), view("e", 0, &lo), view("z", 1, &lo)], &[Some(1.0), Some(1.0), None]);
+    let shared = [shared[0], shared[1], start(shared[2])];
+    assert_eq!(state(gang.plan(&shared)), [(false, false); 3]);
+}
+
+#[test]
 fn boost_raises_the_active_row_and_cfs_does_nothing() {
     let a = pus("0-1");
     let jobs = [view("j", 0, &a), view("j", 1, &a)];

@@ -117,7 +117,11 @@ fn render(s: &Status) -> String {
             if j.boosted { "yes" } else { "no" },
             j.origin,
             j.coscheduled.map_or_else(|| "-".to_string(), |c| format!("{:.0} %", c * 100.0)),
-            j.cpus_wanted.map_or_else(|| "-".to_string(), |w| format!("{w:.2}")),
+            match j.cpus_wanted {
+                _ if j.starting => "start".to_string(),
+                Some(w) => format!("{w:.2}"),
+                None => "-".to_string(),
+            },
             j.cgroups.first().map(|p| p.display().to_string()).unwrap_or_default()
         );
     }
