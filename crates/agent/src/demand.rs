@@ -4,7 +4,7 @@
 //! wants and is not measured. The job's cgroups' CPU time over the same slot checks it: where that is more than
 //! the ranks ran (threads that are not ranks — OpenMP workers, or a job that hides its work from the rank count),
 //! what those threads want is not seen, and the demand is not known. A job whose demand is not known is taken to
-//! want every PU it has: `gang` slices only jobs whose demands are known and, summed, exceed the PUs they share
+//! want every PU it has: `gang` slices only jobs whose demands, so taken, summed exceed the PUs they share
 //! (lockstep_core::cosched::sharing). A job just found is starting until a slot of it is first read unfrozen (its
 //! demand then measured, or found not measurable: threads other than its ranks worked), for at most [`STARTING`]
 //! where its ranks were registered within [`UNSEEN`] of it being found, and [`UNSEEN`] where they were not: `gang`
@@ -92,8 +92,8 @@ impl Demand {
                 // CPU time past what the runnable ranks could have used: other threads worked.
                 self.wanted = (cpu <= ranks + OTHER_THREADS).then_some(ranks);
                 // Read over a slot unfrozen throughout, its demand is measured or known not to be measurable (a
-                // job whose work is in threads that are not ranks): either way it has started, and only a job
-                // starting is let run in every slot.
+                // job whose work is in threads that are not ranks): either way it has started, and from now on runs
+                // in every slot only where it leaves room.
                 self.starting = None;
             }
         }

@@ -590,7 +590,8 @@ impl Drop for StopOnDrop<'_> {
 /// second beside two busy jobs of root's under `gang`; each job a rank that sleeps beside busy loops that name no
 /// rank, so that its demand is not measurable (threads other than its ranks work). A job starting runs beside the
 /// others until a slot of it is read unfrozen, and the jobs already measured are still sliced: one snapshot shows
-/// one of root's jobs frozen while one of nobody's is starting (status's `starting`). Until 2026-12-05 a set
+/// one of root's jobs frozen while one of nobody's is starting (status's `starting`), and none of nobody's frozen
+/// while it starts. Until 2026-12-05 a set
 /// with a job starting ran as under `cfs`, and such a job counted as starting for 3 s (until its demand was measured,
 /// which it never is): this stream kept root's jobs from ever being sliced (the agent of that build: timed out,
 /// neither ever frozen).
@@ -643,7 +644,14 @@ fn a_stream_of_starting_jobs_does_not_stop_gang_slicing_the_jobs_beside_them() {
         // Let the stream run a while first, so that root's jobs have been measured and new jobs keep coming.
         let so_far = || started.load(std::sync::atomic::Ordering::Relaxed);
         common::wait_until("nobody's first four jobs found", common::WAIT, so_far, |&n| n >= 4);
-        common::wait_until("one of root's jobs frozen while one of nobody's starts", common::WAIT, look, roots_sliced);
+        let seen = common::wait_until(
+            "one of root's jobs frozen while one of nobody's starts",
+            common::WAIT,
+            look,
+            roots_sliced,
+        );
+        // A job starting runs in every slot: none of nobody's is frozen while it starts.
+        assert!(!seen.iter().any(|(n, frozen, starting)| *n != a && *n != b && *frozen && *starting), "{seen:?}");
         drop(stop);
         stream.join().unwrap();
     });

@@ -1,5 +1,5 @@
 //! `gang`: the favoured jobs run; any other job is frozen while it shares a PU with a favoured job and the jobs
-//! sharing its PUs contend for them ([`contending`]). Jobs whose ranks fit the PUs they share all run, as under
+//! sharing its PUs contend for them ([`contending`]; the measured jobs among themselves, below). Jobs whose ranks fit the PUs they share all run, as under
 //! `cfs`: slicing them would only leave CPUs idle. A job that shares no PU with any other job is never frozen.
 //!
 //! Nor is a slot left idle, or a job frozen, for no gain, where what the jobs want is measured: a job measured to
@@ -34,7 +34,8 @@ impl Policy for Gang {
         // PUs 2–3); `false` for a starting job.
         let measured: Vec<JobView<'_>> = jobs.iter().filter(|j| !j.starting).copied().collect();
         let mut settled = contending(&measured).into_iter();
-        let settled: Vec<bool> = jobs.iter().map(|j| !j.starting && settled.next().unwrap_or(false)).collect();
+        let settled: Vec<bool> =
+            jobs.iter().map(|j| !j.starting && settled.next().expect("one answer per measured job")).collect();
         // A starting job leaves room until a slot of it is read: what it wants is not known, and its launch may want
         // little.
         let leaves_room =

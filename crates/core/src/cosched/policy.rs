@@ -22,8 +22,9 @@ pub struct JobView<'a> {
     /// How many CPUs the job's ranks wanted when last measured running unfrozen (their runnable time per unit of
     /// time); `None` where it was not measured, and then it is taken to want every PU it has.
     pub demand: Option<f64>,
-    /// Whether the job is new and its demand not measured yet (for at most a few seconds after it was found: the
-    /// agent's `STARTING`): launching its ranks and in `MPI_Init`, it waits more than it computes.
+    /// Whether the job is new and no slot of it has been read unfrozen yet (its demand neither measured nor found
+    /// not measurable; for at most a few seconds after it was found: the agent's `STARTING`): launching its ranks
+    /// and in `MPI_Init`, it waits more than it computes.
     pub starting: bool,
 }
 

@@ -156,30 +156,48 @@ fn a_starting_job_runs_in_every_slot_and_freezes_no_job_that_fits() {
     fn start(j: JobView<'_>) -> JobView<'_> {
         JobView { starting: true, demand: None, ..j }
     }
+    /// The jobs in the slot of row `row`, each in its row of `rows`.
+    fn slot<'a>(jobs: &[JobView<'a>], rows: &[u32], row: u32) -> Vec<JobView<'a>> {
+        let round = rows.iter().max().map_or(1, |r| r + 1);
+        jobs.iter().zip(rows).map(|(j, &r)| JobView { favoured: r == row, round, ..*j }).collect()
+    }
     let (lo, mid, hi, far) = (pus("0-1"), pus("1-2"), pus("2-3"), pus("4-5"));
     let gang = by_name("gang").build();
     let state = |plan: Vec<Desired>| plan.iter().map(|d| (d.frozen, d.boosted)).collect::<Vec<_>>();
+    let (run, raised, frozen) = ((false, false), (false, true), (true, false));
     // X on PUs 0–1 and Y on 1–2 fit the 3 PUs they span; Z starting on 2–3 makes them contend by no measure of
-    // theirs: none is frozen, and no favoured job is raised, for none has a job beside it that contends.
-    let fit = wanting(&[view("x", 0, &lo), view("y", 1, &mid), view("z", 1, &hi)], &[Some(1.52), Some(1.52), None]);
+    // theirs. In X's (and Z's) slot none is frozen or raised; in Y's, Z runs beside Y, which is raised.
+    let fit = wanting(&[view("x", 0, &lo), view("y", 1, &mid), view("z", 0, &hi)], &[Some(1.52), Some(1.52), None]);
     let fit = [fit[0], fit[1], start(fit[2])];
-    assert_eq!(state(gang.plan(&fit)), [(false, false); 3]);
+    assert_eq!(state(gang.plan(&slot(&fit, &[0, 1, 0], 0))), [run; 3]);
+    assert_eq!(state(gang.plan(&slot(&fit, &[0, 1, 0], 1))), [run, raised, run]);
+    // Z starting on PUs 1–3 bridges A and B, busy on 0–1, with C and D, which fit 3–5: A and B are sliced as
+    // before, C and D run in every slot; Z runs in every slot, each favoured job beside it raised, and is raised in
+    // its own slot, where every other job runs.
+    let (bridge, a_b, c, d) = (pus("1-3"), lo.clone(), pus("3-4"), far.clone());
+    let jobs = [view("a", 0, &a_b), view("b", 1, &a_b), view("c", 0, &c), view("d", 1, &d), view("z", 2, &bridge)];
+    let jobs = wanting(&jobs, &[Some(2.0), Some(2.0), Some(1.52), Some(1.52), None]);
+    let jobs = [jobs[0], jobs[1], jobs[2], jobs[3], start(jobs[4])];
+    let rows = [0, 1, 0, 1, 2];
+    assert_eq!(state(gang.plan(&slot(&jobs, &rows, 0))), [raised, frozen, raised, run, run]);
+    assert_eq!(state(gang.plan(&slot(&jobs, &rows, 1))), [frozen, raised, run, run, run]);
+    assert_eq!(state(gang.plan(&slot(&jobs, &rows, 2))), [run, run, run, run, raised]);
     // Two starting jobs beside a busy favoured one: both run, and it is raised.
-    let two = wanting(&[view("a", 0, &lo), view("b", 1, &lo), view("c", 1, &lo)], &[Some(2.0), None, None]);
+    let two = wanting(&[view("a", 0, &lo), view("b", 1, &lo), view("c", 2, &lo)], &[Some(2.0), None, None]);
     let two = [two[0], start(two[1]), start(two[2])];
-    assert_eq!(state(gang.plan(&two)), [(false, true), (false, false), (false, false)]);
+    assert_eq!(state(gang.plan(&two)), [raised, run, run]);
     // A starting job that shares no PU changes nothing: busy jobs beside each other are sliced as before.
-    let alone = wanting(&[view("a", 0, &lo), view("b", 1, &lo), view("d", 1, &far)], &[Some(2.0), Some(2.0), None]);
+    let alone = wanting(&[view("a", 0, &lo), view("b", 1, &lo), view("d", 0, &far)], &[Some(2.0), Some(2.0), None]);
     let alone = [alone[0], alone[1], start(alone[2])];
-    assert_eq!(state(gang.plan(&alone)), [(false, false), (true, false), (false, false)]);
-    // Beside two favoured jobs: raised both where they share no PU, neither where they share one (never two
-    // sharing jobs raised at once).
+    assert_eq!(state(gang.plan(&alone)), [run, frozen, run]);
+    // Beside two favoured jobs: raised both where they share no PU, neither where they share one (rows given from
+    // outside; never two sharing jobs raised at once).
     let apart = wanting(&[view("a", 0, &lo), view("e", 0, &hi), view("z", 1, &mid)], &[Some(2.0), Some(2.0), None]);
     let apart = [apart[0], apart[1], start(apart[2])];
-    assert_eq!(state(gang.plan(&apart)), [(false, true), (false, true), (false, false)]);
+    assert_eq!(state(gang.plan(&apart)), [raised, raised, run]);
     let shared = wanting(&[view("a", 0, &lo), view("e", 0, &lo), view("z", 1, &lo)], &[Some(1.0), Some(1.0), None]);
     let shared = [shared[0], shared[1], start(shared[2])];
-    assert_eq!(state(gang.plan(&shared)), [(false, false); 3]);
+    assert_eq!(state(gang.plan(&shared)), [run; 3]);
 }
 
 #[test]
