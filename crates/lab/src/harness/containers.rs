@@ -149,24 +149,34 @@ impl Setup {
     }
 
     /// Waits until the `ranks` containers named `<prefix>-r<N>` run; returns them as the agent's `adopt`
-    /// takes them: podman's names, or `charliecloud:PID` for each rank's process.
+    /// takes them: podman's names, or `charliecloud:PID` for each rank's process. At the deadline, the error names
+    /// those of them that did run when last looked at.
     pub fn wait_for_ranks(&self, prefix: &str, ranks: u32, timeout: Duration) -> anyhow::Result<Vec<String>> {
         let want: Vec<String> = (0..ranks).map(|r| format!("{prefix}-r{r}")).collect();
         let deadline = Instant::now() + timeout;
         loop {
-            let found = match self.runtime {
+            let (found, seen) = match self.runtime {
                 Runtime::Podman => {
                     let out = Command::new("podman").args(["ps", "--format", "{{.Names}}"]).output()?;
                     let running = String::from_utf8_lossy(&out.stdout).into_owned();
-                    want.iter().all(|w| running.lines().any(|l| l == w)).then(|| want.clone())
+                    let seen: Vec<&String> = want.iter().filter(|w| running.lines().any(|l| l == *w)).collect();
+                    let names = seen.iter().map(|w| w.as_str()).collect::<Vec<_>>().join(", ");
+                    ((seen.len() == want.len()).then(|| want.clone()), names)
                 }
-                Runtime::Charliecloud => rank_processes(prefix, ranks, Some(Runtime::Charliecloud))
-                    .map(|p| p.into_iter().map(|pid| format!("charliecloud:{pid}")).collect()),
+                Runtime::Charliecloud => {
+                    let found = rank_processes(prefix, ranks, Some(Runtime::Charliecloud));
+                    (found.map(|p| p.into_iter().map(|pid| format!("charliecloud:{pid}")).collect()), String::new())
+                }
             };
             if let Some(found) = found {
                 return Ok(found);
             }
-            anyhow::ensure!(Instant::now() < deadline, "the containers {prefix}-r* did not start");
+            let seen = if seen.is_empty() { "none".to_string() } else { seen };
+            anyhow::ensure!(
+                Instant::now() < deadline,
+                "the containers {prefix}-r* did not start within {} s (running: {seen})",
+                timeout.as_secs()
+            );
             std::thread::sleep(Duration::from_millis(50));
         }
     }

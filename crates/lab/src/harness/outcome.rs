@@ -80,7 +80,7 @@ impl Failures {
 /// The last line with text of the file at `path`, its control characters dropped and cut to 300 characters. The
 /// launcher's banners (the blocks between lines of dashes that Open MPI adds when a rank fails) are passed over:
 /// the program's own last word is above them.
-fn last_line(path: &Path) -> Option<String> {
+pub(crate) fn last_line(path: &Path) -> Option<String> {
     let text = std::fs::read(path).ok()?;
     let text = String::from_utf8_lossy(&text);
     let is_rule = |l: &str| l.len() >= 10 && l.chars().all(|c| c == '-');

@@ -11,7 +11,7 @@ use crate::harness::agent::PrivateAgent;
 use crate::harness::cluster::Cluster;
 use crate::harness::containers;
 use crate::harness::mpi::{comm_ratio, pmpi_env};
-use crate::harness::outcome::{Failures, Outcome};
+use crate::harness::outcome::{last_line, Failures, Outcome};
 use crate::harness::progress_bar::CaseProgress;
 use crate::harness::spec::{PolicyConfig, Progress, RanksIn, Scheduler};
 use crate::harness::Paths;
@@ -229,7 +229,10 @@ fn open_gates(
 ) -> anyhow::Result<()> {
     for job in jobs {
         let pods = container_prefix(&job.name, case);
-        let containers = setup.wait_for_ranks(&pods, spec.ranks, Duration::from_mins(1))?;
+        let containers = setup.wait_for_ranks(&pods, spec.ranks, Duration::from_mins(1)).map_err(|e| {
+            let said = last_line(&stderr_file(paths, &job.name)).unwrap_or_else(|| "nothing".into());
+            anyhow::anyhow!("{e}; its launcher's last line: {said}")
+        })?;
         let adopt = Request::Adopt { job: job.name.parse()?, cgroups: vec![], pids: vec![], containers, row: None };
         check(call(site.socket, &adopt)?)?;
         std::fs::write(paths.work.join(format!("{}.go", job.name)), b"")?;
