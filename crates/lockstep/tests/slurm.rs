@@ -413,7 +413,11 @@ fn without_the_prolog_the_agents_find_the_jobs_and_agree_on_rows() {
 #[ignore = "needs root"]
 fn an_agent_killed_mid_job_loses_nothing() {
     let Some((_serial, cluster)) = start(true) else { return };
-    let (lu, cg) = two_jobs_under_gang(&cluster);
+    // Two jobs of lu class A (8 s alone here, about twice that side by side), so that both run well past the second
+    // in which `gang` runs a job just found in every slot: lu W and cg A (3 s and 1 s side by side) once both ended
+    // before any slot froze either.
+    cluster.policy("gang", "100ms");
+    let (lu, other) = (cluster.srun("lu", "A"), cluster.srun("lu", "A"));
     wait_until("a frozen job on n2", WAIT, || cluster.status(2), |s| s.jobs.iter().any(|j| j.frozen));
     let agent = cluster.pids.iter().find(|(n, _)| n == "agent-n2").unwrap().1;
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(agent), nix::sys::signal::Signal::SIGKILL).unwrap();
@@ -424,7 +428,7 @@ fn an_agent_killed_mid_job_loses_nothing() {
     };
     wait_until("n2's watchdog to thaw its jobs", Duration::from_secs(2), n2_frozen, Vec::is_empty);
     verified(lu, "lu");
-    verified(cg, "cg");
+    verified(other, "lu");
     nothing_frozen_or_boosted();
 }
 
