@@ -591,10 +591,9 @@ impl Drop for StopOnDrop<'_> {
 /// rank, so that its demand is not measurable (threads other than its ranks work). A job starting runs beside the
 /// others until a slot of it is read unfrozen, and the jobs already measured are still sliced: one snapshot shows
 /// one of root's jobs frozen while one of nobody's is starting (status's `starting`), and none of nobody's frozen
-/// while it starts. Until 2026-12-05 a set
-/// with a job starting ran as under `cfs`, and such a job counted as starting for 3 s (until its demand was measured,
-/// which it never is): this stream kept root's jobs from ever being sliced (the agent of that build: timed out,
-/// neither ever frozen).
+/// while it starts. Until 2026-12-05 a set with a job starting ran as under `cfs`, and such a job counted as
+/// starting for 3 s (until its demand was measured, which it never is): this stream kept root's jobs from ever being
+/// sliced (the agent of that build: timed out, neither ever frozen).
 #[test]
 #[ignore = "needs root"]
 fn a_stream_of_starting_jobs_does_not_stop_gang_slicing_the_jobs_beside_them() {

@@ -88,11 +88,10 @@ fn start_with(nodes: u32, hooks: bool, env: &[(&str, &str)]) -> Option<(std::syn
     Some((serial, Cluster::up(nodes, hooks, env)))
 }
 
-/// Gang scheduling with 100 ms slots on both nodes, and two MPI jobs over both: lu (about 1 s alone) and cg
-/// (about 1.5 s alone).
-/// Two jobs of lu class A under `gang` (8 s alone here, about twice that side by side), so that both run well past
-/// the second in which `gang` runs a job just found in every slot: lu W and cg A (3 s and 1 s side by side) ended
-/// before any slot froze either in two fresh clones' `make test` in a row (beside the fuzz build).
+/// Gang scheduling with 100 ms slots on both nodes, and two MPI jobs over both: lu class A twice (8 s alone here,
+/// about twice that side by side), so that both run well past the second in which `gang` runs a job just found in
+/// every slot. lu W and cg A (3 s and 1 s side by side) ended before any slot froze either in two fresh clones'
+/// `make test` in a row (beside the fuzz build).
 fn two_jobs_under_gang(cluster: &Cluster) -> (Child, Child) {
     cluster.policy("gang", "100ms");
     (cluster.srun("lu", "A"), cluster.srun("lu", "A"))

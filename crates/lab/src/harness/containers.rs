@@ -150,7 +150,7 @@ impl Setup {
 
     /// Waits until the `ranks` containers named `<prefix>-r<N>` run; returns them as the agent's `adopt`
     /// takes them: podman's names, or `charliecloud:PID` for each rank's process. At the deadline, the error names
-    /// those of them that did run when last looked at.
+    /// the podman containers of them that did run when last looked at.
     pub fn wait_for_ranks(&self, prefix: &str, ranks: u32, timeout: Duration) -> anyhow::Result<Vec<String>> {
         let want: Vec<String> = (0..ranks).map(|r| format!("{prefix}-r{r}")).collect();
         let deadline = Instant::now() + timeout;
@@ -161,20 +161,25 @@ impl Setup {
                     let running = String::from_utf8_lossy(&out.stdout).into_owned();
                     let seen: Vec<&String> = want.iter().filter(|w| running.lines().any(|l| l == *w)).collect();
                     let names = seen.iter().map(|w| w.as_str()).collect::<Vec<_>>().join(", ");
-                    ((seen.len() == want.len()).then(|| want.clone()), names)
+                    ((seen.len() == want.len()).then(|| want.clone()), Some(names))
                 }
                 Runtime::Charliecloud => {
                     let found = rank_processes(prefix, ranks, Some(Runtime::Charliecloud));
-                    (found.map(|p| p.into_iter().map(|pid| format!("charliecloud:{pid}")).collect()), String::new())
+                    // Found only once every rank's process is: which of them ran is not known.
+                    (found.map(|p| p.into_iter().map(|pid| format!("charliecloud:{pid}")).collect()), None)
                 }
             };
             if let Some(found) = found {
                 return Ok(found);
             }
-            let seen = if seen.is_empty() { "none".to_string() } else { seen };
+            let seen = match seen.as_deref() {
+                Some("") => " (running: none)".to_string(),
+                Some(names) => format!(" (running: {names})"),
+                None => String::new(),
+            };
             anyhow::ensure!(
                 Instant::now() < deadline,
-                "the containers {prefix}-r* did not start within {} s (running: {seen})",
+                "the containers {prefix}-r* did not start within {} s{seen}",
                 timeout.as_secs()
             );
             std::thread::sleep(Duration::from_millis(50));
