@@ -205,7 +205,8 @@ pub struct Managed {
     pub place: Option<Schedule>,
     /// Row in force (the place's row when it has one).
     pub row: u32,
-    /// Slots in the job's cycle: its place's period, or the node's row count.
+    /// Slots in the job's cycle: its place's period, or the count of rows of its set (the jobs joined to it by
+    /// shared PUs) on this node.
     pub round: u32,
     /// Whether the job is favoured in the slot in force.
     pub favoured: bool,

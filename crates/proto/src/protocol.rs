@@ -280,9 +280,10 @@ pub struct Status {
     pub slot_length: Duration,
     /// Current slot index.
     pub slot: u64,
-    /// Active row.
+    /// The row in force in the node's longest cycle (`slot mod rows`; a set with a shorter cycle, a job's
+    /// `period`, has its own).
     pub active_row: u32,
-    /// Number of rows.
+    /// Number of rows: the node's longest cycle.
     pub rows: u32,
     /// Time the last slot switch took, in microseconds.
     pub last_apply_us: f64,
@@ -367,7 +368,8 @@ pub struct JobStatus {
     pub row: u32,
     /// Whether the row was given from outside.
     pub pinned: bool,
-    /// The period of its cluster-wide place (the row is then the place's row), if it has one.
+    /// The period of its cycle where that is not the node's `rows`: its cluster-wide place's (the row is then the
+    /// place's row), or, on a node whose sets of jobs sharing PUs have different counts of rows, its own set's.
     #[serde(default)]
     pub period: Option<u32>,
     /// PUs.

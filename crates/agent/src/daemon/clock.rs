@@ -56,11 +56,10 @@ impl Clock {
         self.length.as_nanos() as u64
     }
 
-    /// Enters slot `k` with the node's cycle of `rows` rows; the row in force in it.
-    pub(super) fn enter(&mut self, k: u64, rows: u32) -> u32 {
+    /// Enters slot `k`, `rows` the node's count of rows (its longest cycle).
+    pub(super) fn enter(&mut self, k: u64, rows: u32) {
         self.current = k;
         self.rows = rows;
-        self.active_row()
     }
 
     /// Notes that the slot's switch took `took`.

@@ -41,7 +41,10 @@ impl Daemon {
                         name: j.key.clone(),
                         row: place.map_or(j.row, |p| p.row),
                         pinned: j.pinned.is_some() || j.place.is_some(),
-                        period: place.map(|p| p.period),
+                        // A set of jobs cycling through fewer rows than the node's longest cycle says so.
+                        period: place.map(|p| p.period).or_else(|| {
+                            (j.place.is_none() && j.switched() && j.round != self.clock.rows()).then_some(j.round)
+                        }),
                         pus: j.pus.to_string(),
                         frozen: j.applied.frozen,
                         boosted: j.applied.boosted,

@@ -20,19 +20,21 @@ impl Daemon {
         let started = Instant::now();
         let started_at = lockstep_store::now();
         self.drop_ended();
-        // Jobs with a cluster-wide place follow it; the others share the node's own cycle of rows. A job left to the
-        // kernel or halted by Slurm takes no row and is not planned: thawed, at its own weight.
+        // Jobs with a cluster-wide place follow it; each set of the others that share PUs cycles through its own
+        // rows (the node's count, in status, is the longest cycle). A job left to the kernel or halted by Slurm takes
+        // no row and is not planned: thawed, at its own weight.
         let jobs = self.table.jobs();
         let local: Vec<usize> = (0..jobs.len()).filter(|&i| jobs[i].place.is_none() && jobs[i].switched()).collect();
         let planned: Vec<usize> = (0..jobs.len()).filter(|&i| jobs[i].switched()).collect();
         let entries: Vec<Entry> =
             local.iter().map(|&i| Entry { name: &jobs[i].key, pus: &jobs[i].pus, pinned: jobs[i].pinned }).collect();
         let (rows, count) = rows::assign(&entries);
-        let active = self.clock.enter(k, count);
+        let cycles = rows::cycles(&entries, &rows);
+        self.clock.enter(k, count);
         let jobs = self.table.jobs_mut();
-        for (&i, r) in local.iter().zip(&rows) {
+        for ((&i, &r), &cycle) in local.iter().zip(&rows).zip(&cycles) {
             let j = &mut jobs[i];
-            (j.row, j.round, j.favoured) = (*r, count, *r == active);
+            (j.row, j.round, j.favoured) = (r, cycle, u64::from(r) == k % u64::from(cycle));
         }
         for j in jobs.iter_mut() {
             if let Some(schedule) = j.place {

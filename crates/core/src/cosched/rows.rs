@@ -1,8 +1,9 @@
 //! Rows of the Ousterhout matrix.
 //!
-//! On one node, jobs that share PUs get different rows of the node's own cycle (slot `k` runs row `k mod rows`,
-//! `rows` the node's count). A row pinned from outside (`--row`) is kept as given; the others are placed greedily
-//! in the order of a stable hash of their names, each in the lowest row no PU-sharing job holds.
+//! On one node, jobs that share PUs get different rows. A row pinned from outside (`--row`) is kept as given; the
+//! others are placed greedily in the order of a stable hash of their names, each in the lowest row no PU-sharing
+//! job holds. Each set of jobs joined by shared PUs cycles through its own rows ([`cycles`]): slot `k` favours the
+//! job of row `k mod c`, `c` the set's count, so a set of two beside a set of three is sliced in every slot.
 //!
 //! Across nodes a job has a [`Place`] instead: row `r` of period `P` (a power of two), favoured in the slots `k`
 //! with `k mod P == r` on every node, whatever else each node runs. The controller gives places such that jobs
@@ -62,6 +63,27 @@ pub fn assign(entries: &[Entry<'_>]) -> (Vec<u32>, u32) {
     let rows: Vec<u32> = rows.into_iter().map(|r| r.expect("every row assigned")).collect();
     let count = rows.iter().max().map_or(1, |m| m + 1);
     (rows, count)
+}
+
+/// Each entry's cycle, in input order: one more than the highest of `rows` (as [`assign`] gives them) among the
+/// entries joined to it by shared PUs, directly or through others. Two sets that share no PU do not wait on each
+/// other's rows: with one cycle for the node, a set of two beside a set of three would have no favoured job, and
+/// run unsliced, one slot in three.
+pub fn cycles(entries: &[Entry<'_>], rows: &[u32]) -> Vec<u32> {
+    // Each entry's set, named by one of its entries: two sets that share a PU become one, all of whose entries
+    // take one name (a node runs tens of jobs, so the quadratic walk is cheap).
+    let mut set: Vec<usize> = (0..entries.len()).collect();
+    for i in 0..entries.len() {
+        for j in i + 1..entries.len() {
+            if set[i] != set[j] && entries[i].pus.intersects(entries[j].pus) {
+                let (keep, merged) = (set[i], set[j]);
+                set.iter_mut().filter(|s| **s == merged).for_each(|s| *s = keep);
+            }
+        }
+    }
+    (0..entries.len())
+        .map(|i| (0..entries.len()).filter(|&j| set[j] == set[i]).map(|j| rows[j] + 1).max().unwrap_or(1))
+        .collect()
 }
 
 /// A job's place in the cluster-wide matrix: favoured in the slots `k` with `k mod period == row`. The period is a

@@ -277,6 +277,36 @@ fn rows_from_outside_are_bounded_and_never_make_zero_rows() {
     assert!(count >= 2 && rows.iter().all(|&r| r < count), "{rows:?} of {count}");
 }
 
+#[test]
+fn each_set_of_jobs_sharing_pus_cycles_through_its_own_rows() {
+    use super::rows::{assign, cycles, Entry};
+    // A and B share PU 0; C, D and E share PU 1; F on PUs 2-3 shares PU 2 with G, G PU 3 with H (a chain, two
+    // rows); I is alone.
+    let (zero, one, two3, two, three, four) = (pus("0"), pus("1"), pus("2-3"), pus("2"), pus("3"), pus("4"));
+    let names = ["a", "b", "c", "d", "e", "f", "g", "h", "i"];
+    let on = [&zero, &zero, &one, &one, &one, &two3, &two, &three, &four];
+    let entries: Vec<Entry> = names.iter().zip(on).map(|(n, p)| Entry { name: key(n), pus: p, pinned: None }).collect();
+    let (rows, count) = assign(&entries);
+    assert_eq!(count, 3, "{rows:?}");
+    let cycle = cycles(&entries, &rows);
+    assert_eq!(cycle, [2, 2, 3, 3, 3, 2, 2, 2, 1], "rows {rows:?}");
+    // In every slot, every set has exactly one favoured job: the pair is sliced in slot 2 too (with the node's
+    // cycle of three it had none then, and ran unsliced).
+    for k in 0..12u32 {
+        let favoured = |set: &[usize]| set.iter().filter(|&&i| rows[i] == k % cycle[i]).count();
+        assert_eq!(favoured(&[0, 1]), 1, "slot {k}: rows {rows:?}");
+        assert_eq!(favoured(&[2, 3, 4]), 1, "slot {k}: rows {rows:?}");
+        assert_eq!(favoured(&[8]), 1, "slot {k}: rows {rows:?}");
+        // The chain: F beside G and H, which share no PU and may be favoured together.
+        assert!(rows[5] == k % cycle[5] || (rows[6] == k % cycle[6] && rows[7] == k % cycle[7]), "slot {k}");
+    }
+    // A row pinned high makes its own set's cycle long, and no other set's.
+    let pinned =
+        [Entry { name: key("x"), pus: &zero, pinned: Some(4) }, Entry { name: key("y"), pus: &one, pinned: None }];
+    let (rows, _) = assign(&pinned);
+    assert_eq!(cycles(&pinned, &rows), [5, 1]);
+}
+
 mod auto {
     //! `auto`'s decision on measurements the agent recorded on this machine (2 vCPUs, two 2-rank lu class A
     //! jobs, Open MPI, the PMPI profiler preloaded; rates per job over a 400 ms window, from the store's
