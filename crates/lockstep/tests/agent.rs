@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use common::{assert_in_step, assert_no_cgroup, job_dirs, name, running, slot_gaps_ms, wait_until, Agent, Env, WAIT};
 use lockstep_cgroup::knobs::is_frozen;
 use lockstep_cgroup::Knobs;
+use lockstep_core::cpulist::CpuList;
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
@@ -253,7 +254,7 @@ fn under_gang_two_jobs_that_fit_their_pus_are_never_frozen() {
     stopped_log(agent);
 }
 
-/// Sets of jobs that share no PU cycle apart: two busy jobs on PU 0 beside three on PU 1 are sliced in every slot
+/// Sets of jobs that share no PU cycle apart: two busy jobs on one PU beside three on another are sliced in every slot
 /// under `gang`. With one cycle of three rows for the node, the pair had no favoured job one slot in three, and ran
 /// together then, as under `cfs`.
 #[test]
@@ -261,14 +262,19 @@ fn under_gang_two_jobs_that_fit_their_pus_are_never_frozen() {
 fn under_gang_each_set_of_jobs_is_sliced_by_its_own_cycle() {
     common::require_root();
     let _serial = serial();
-    if std::thread::available_parallelism().map_or(1, std::num::NonZero::get) < 2 {
-        common::missing("needs 2 PUs");
+    // Two PUs this test may run on (`taskset` refuses the others).
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let allowed = status.lines().find_map(|l| l.strip_prefix("Cpus_allowed_list:")).unwrap();
+    let pus: Vec<usize> = CpuList::parse(allowed.trim()).unwrap().iter().take(2).collect();
+    if pus.len() < 2 {
+        common::missing(&format!("needs 2 PUs (allowed: {allowed})"));
         return;
     }
     let env = Env::new();
     let agent = Agent::start(&env, &["--policy", "gang", "--slot", "200ms"]);
+    let on = [pus[0], pus[0], pus[1], pus[1], pus[1]];
     let jobs: Vec<Job> =
-        [0, 0, 1, 1, 1].iter().enumerate().map(|(i, &pu)| Job::adopted(&env, &name(&format!("set-{i}")), pu)).collect();
+        on.iter().enumerate().map(|(i, &pu)| Job::adopted(&env, &name(&format!("set-{i}")), pu)).collect();
     let (a, b) = (&jobs[0], &jobs[1]);
     // New jobs run as under cfs until their demand is measured (3 s at most): slicing starts after.
     one_frozen(a, b);

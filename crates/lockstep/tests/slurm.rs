@@ -1296,8 +1296,14 @@ fn an_exclusive_job_is_never_frozen_or_boosted() {
     let since = cluster.status(1).slot;
     let later = |s: &Status| s.slot >= since + 10;
     let seen = wait_until("10 slots later", WAIT, || cluster.status(1), later);
-    assert_eq!(seen.jobs.len(), 1, "a second job shares the exclusive one's node: {seen:?}");
-    assert_eq!(cluster.job_state(other), "PENDING");
+    // Slurm's view of both jobs, read after the agent's: what each failure below prints (a fresh clone's run once
+    // found the second job RUNNING, the agent still showing one job, which one not said).
+    let show = |id: u64| cluster.slurm("scontrol").args(["show", "job", &id.to_string()]).output();
+    let slurm: String =
+        [alone, other].map(show).iter().flatten().map(|o| String::from_utf8_lossy(&o.stdout).into_owned()).collect();
+    let names: Vec<String> = seen.jobs.iter().map(|j| j.name.to_string()).collect();
+    assert_eq!(names, std::slice::from_ref(&name), "the agent must show the exclusive job alone; Slurm says:\n{slurm}");
+    assert_eq!(cluster.job_state(other), "PENDING", "Slurm said, before:\n{slurm}");
     let actions = cluster.recorded(1, &name, "'freeze', 'boost'", 0);
     assert_eq!(actions, 0, "the exclusive job was frozen or boosted");
     cluster.cancel_all(&[alone.to_string(), other.to_string()]);

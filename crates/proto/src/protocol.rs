@@ -369,7 +369,8 @@ pub struct JobStatus {
     /// Whether the row was given from outside.
     pub pinned: bool,
     /// The period of its cycle where that is not the node's `rows`: its cluster-wide place's (the row is then the
-    /// place's row), or, on a node whose sets of jobs sharing PUs have different counts of rows, its own set's.
+    /// place's row; `pinned` is then true), or, on a node whose sets of jobs sharing PUs have different counts of
+    /// rows, its own set's (`pinned` false: a set with a row given from outside cycles through the node's count).
     #[serde(default)]
     pub period: Option<u32>,
     /// PUs.

@@ -29,7 +29,7 @@ impl Daemon {
         let entries: Vec<Entry> =
             local.iter().map(|&i| Entry { name: &jobs[i].key, pus: &jobs[i].pus, pinned: jobs[i].pinned }).collect();
         let (rows, count) = rows::assign(&entries);
-        let cycles = rows::cycles(&entries, &rows);
+        let cycles = rows::cycles(&entries, &rows, count);
         self.clock.enter(k, count);
         let jobs = self.table.jobs_mut();
         for ((&i, &r), &cycle) in local.iter().zip(&rows).zip(&cycles) {

@@ -15,7 +15,7 @@ pub struct JobView<'a> {
     pub name: &'a crate::ident::JobKey,
     /// Whether the slot is the job's (its row is active, or its place holds the slot).
     pub favoured: bool,
-    /// Slots in the job's cycle (its place's period, or its node's row count).
+    /// Slots in the job's cycle (its place's period, or its set's count of rows on the node: `rows::cycles`).
     pub round: u32,
     /// PUs the job may run on.
     pub pus: &'a CpuList,

@@ -3,7 +3,8 @@
 //! On one node, jobs that share PUs get different rows. A row pinned from outside (`--row`) is kept as given; the
 //! others are placed greedily in the order of a stable hash of their names, each in the lowest row no PU-sharing
 //! job holds. Each set of jobs joined by shared PUs cycles through its own rows ([`cycles`]): slot `k` favours the
-//! job of row `k mod c`, `c` the set's count, so a set of two beside a set of three is sliced in every slot.
+//! job of row `k mod c`, `c` the set's count, so a set of two beside a set of three is sliced in every slot. A set
+//! with a row given from outside cycles through the node's rows, as every node of its jobs is told to.
 //!
 //! Across nodes a job has a [`Place`] instead: row `r` of period `P` (a power of two), favoured in the slots `k`
 //! with `k mod P == r` on every node, whatever else each node runs. The controller gives places such that jobs
@@ -65,13 +66,15 @@ pub fn assign(entries: &[Entry<'_>]) -> (Vec<u32>, u32) {
     (rows, count)
 }
 
-/// Each entry's cycle, in input order: one more than the highest of `rows` (as [`assign`] gives them) among the
-/// entries joined to it by shared PUs, directly or through others. Two sets that share no PU do not wait on each
-/// other's rows: with one cycle for the node, a set of two beside a set of three would have no favoured job, and
-/// run unsliced, one slot in three.
-pub fn cycles(entries: &[Entry<'_>], rows: &[u32]) -> Vec<u32> {
+/// Each entry's cycle, in input order, `rows` and `count` as [`assign`] gives them: one more than the highest row
+/// among the entries joined to it by shared PUs, directly or through others (its set). Two sets that share no PU
+/// do not wait on each other's rows: with one cycle for the node, a set of two beside a set of three would have no
+/// favoured job, and run unsliced, one slot in three. A set that holds a row given from outside cycles through
+/// the node's `count`, as before sets had cycles of their own: rows given to a job for all its nodes agree across
+/// them where the nodes' counts do, whatever each node's jobs share.
+pub fn cycles(entries: &[Entry<'_>], rows: &[u32], count: u32) -> Vec<u32> {
     // Each entry's set, named by one of its entries: two sets that share a PU become one, all of whose entries
-    // take one name (a node runs tens of jobs, so the quadratic walk is cheap).
+    // take one name (at most one renaming per pair that shares a PU; `assign`'s walk costs as much).
     let mut set: Vec<usize> = (0..entries.len()).collect();
     for i in 0..entries.len() {
         for j in i + 1..entries.len() {
@@ -81,9 +84,14 @@ pub fn cycles(entries: &[Entry<'_>], rows: &[u32]) -> Vec<u32> {
             }
         }
     }
-    (0..entries.len())
-        .map(|i| (0..entries.len()).filter(|&j| set[j] == set[i]).map(|j| rows[j] + 1).max().unwrap_or(1))
-        .collect()
+    // Each set's cycle, kept at its name.
+    let mut cycle = vec![1; entries.len()];
+    let mut pinned = vec![false; entries.len()];
+    for (i, &s) in set.iter().enumerate() {
+        cycle[s] = cycle[s].max(rows[i] + 1);
+        pinned[s] |= entries[i].pinned.is_some();
+    }
+    set.iter().map(|&s| if pinned[s] { count } else { cycle[s] }).collect()
 }
 
 /// A job's place in the cluster-wide matrix: favoured in the slots `k` with `k mod period == row`. The period is a

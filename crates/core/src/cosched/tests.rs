@@ -288,7 +288,7 @@ fn each_set_of_jobs_sharing_pus_cycles_through_its_own_rows() {
     let entries: Vec<Entry> = names.iter().zip(on).map(|(n, p)| Entry { name: key(n), pus: p, pinned: None }).collect();
     let (rows, count) = assign(&entries);
     assert_eq!(count, 3, "{rows:?}");
-    let cycle = cycles(&entries, &rows);
+    let cycle = cycles(&entries, &rows, count);
     assert_eq!(cycle, [2, 2, 3, 3, 3, 2, 2, 2, 1], "rows {rows:?}");
     // In every slot, every set has exactly one favoured job: the pair is sliced in slot 2 too (with the node's
     // cycle of three it had none then, and ran unsliced).
@@ -300,11 +300,18 @@ fn each_set_of_jobs_sharing_pus_cycles_through_its_own_rows() {
         // The chain: F beside G and H, which share no PU and may be favoured together.
         assert!(rows[5] == k % cycle[5] || (rows[6] == k % cycle[6] && rows[7] == k % cycle[7]), "slot {k}");
     }
-    // A row pinned high makes its own set's cycle long, and no other set's.
-    let pinned =
-        [Entry { name: key("x"), pus: &zero, pinned: Some(4) }, Entry { name: key("y"), pus: &one, pinned: None }];
-    let (rows, _) = assign(&pinned);
-    assert_eq!(cycles(&pinned, &rows), [5, 1]);
+    // A set with a row given from outside cycles through the node's rows, which every node of the job is told
+    // alike; a set without one, through its own.
+    let given = [
+        Entry { name: key("x"), pus: &zero, pinned: Some(1) },
+        Entry { name: key("y"), pus: &zero, pinned: None },
+        Entry { name: key("z"), pus: &one, pinned: Some(3) },
+        Entry { name: key("w"), pus: &two, pinned: None },
+        Entry { name: key("v"), pus: &two, pinned: None },
+    ];
+    let (rows, count) = assign(&given);
+    assert_eq!((rows[0], rows[1], rows[2], count), (1, 0, 3, 4));
+    assert_eq!(cycles(&given, &rows, count), [4, 4, 4, 2, 2]);
 }
 
 mod auto {
