@@ -206,7 +206,7 @@ pub struct Managed {
     /// Row in force (the place's row when it has one).
     pub row: u32,
     /// Slots in the job's cycle: its place's period, or the count of rows of its set (the jobs joined to it by
-    /// shared PUs) on this node.
+    /// shared PUs) on this node, the node's count where the set holds a row given from outside.
     pub round: u32,
     /// Whether the job is favoured in the slot in force.
     pub favoured: bool,

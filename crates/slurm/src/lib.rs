@@ -55,8 +55,8 @@ pub const REFRESH: Duration = Duration::from_secs(2);
 /// A job's co-scheduling row, as its `AdminComment` holds it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Row {
-    /// A row of each node's own cycle (`k mod` the row count of the jobs sharing its PUs there): agrees across
-    /// nodes only where they run the same jobs.
+    /// A row of each node's own cycle (`k mod` the node's row count): agrees across nodes only where they run
+    /// the same jobs.
     Node(u32),
     /// A place in the cluster-wide matrix, with its pending change.
     Cluster(Schedule),

@@ -314,8 +314,8 @@ fn write_job_states(w: &mut Writer, snap: &Snapshot) {
             "lockstep_job_round_seconds",
             Kind::Gauge,
             Some("seconds"),
-            "Length of the job's round (its rows or its place's period, times the slot): a slotted policy thaws it \
-             at least once a round.",
+            "Length of the job's round (the rows of its set of jobs sharing PUs, or its place's period, times the \
+             slot): a slotted policy thaws it at least once a round.",
             |j, round| round(j),
         ),
     ];

@@ -41,9 +41,12 @@ impl Daemon {
                         name: j.key.clone(),
                         row: place.map_or(j.row, |p| p.row),
                         pinned: j.pinned.is_some() || j.place.is_some(),
-                        // A set of jobs cycling through fewer rows than the node's longest cycle says so.
+                        // A set of jobs cycling through fewer rows than the node's longest cycle says so: never a
+                        // job given its row (its set cycles through the node's count), nor one alone or not yet
+                        // planned (a cycle of 1, as a job just taken on holds until the next tick).
                         period: place.map(|p| p.period).or_else(|| {
-                            (j.place.is_none() && j.switched() && j.round != self.clock.rows()).then_some(j.round)
+                            let shorter = (2..self.clock.rows()).contains(&j.round);
+                            (j.place.is_none() && j.pinned.is_none() && j.switched() && shorter).then_some(j.round)
                         }),
                         pus: j.pus.to_string(),
                         frozen: j.applied.frozen,

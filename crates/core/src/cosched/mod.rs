@@ -1,8 +1,8 @@
 //! Co-scheduling policies: what each job's cgroup gets in a slot. One trait, one file per policy.
 //!
 //! Time is cut into wall-clock slots ([`slot`]); in slot `k` the jobs of row `k mod rows` ([`rows`], `rows` the
-//! count of the set of jobs sharing PUs that each is in), and the jobs whose cluster-wide place holds `k`, are the
-//! favoured ones. A policy turns the jobs (favoured or not) into
+//! count of the set of jobs sharing PUs that each is in, the node's for a set with a row given from outside), and
+//! the jobs whose cluster-wide place holds `k`, are the favoured ones. A policy turns the jobs (favoured or not) into
 //! a [`Desired`] state per job; the agent applies the difference to the cgroups.
 
 pub mod auto;

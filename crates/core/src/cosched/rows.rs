@@ -89,7 +89,8 @@ pub fn cycles(entries: &[Entry<'_>], rows: &[u32], count: u32) -> Vec<u32> {
     let mut pinned = vec![false; entries.len()];
     for (i, &s) in set.iter().enumerate() {
         cycle[s] = cycle[s].max(rows[i] + 1);
-        pinned[s] |= entries[i].pinned.is_some();
+        // As in `assign`, a row out of range counts as none given.
+        pinned[s] |= entries[i].pinned.is_some_and(|r| r < MAX_ROWS);
     }
     set.iter().map(|&s| if pinned[s] { count } else { cycle[s] }).collect()
 }
