@@ -263,9 +263,8 @@ fn under_gang_each_set_of_jobs_is_sliced_by_its_own_cycle() {
     common::require_root();
     let _serial = serial();
     // Two PUs this test may run on (`taskset` refuses the others).
-    let status = std::fs::read_to_string("/proc/self/status").unwrap();
-    let allowed = status.lines().find_map(|l| l.strip_prefix("Cpus_allowed_list:")).unwrap();
-    let pus: Vec<usize> = CpuList::parse(allowed.trim()).unwrap().iter().take(2).collect();
+    let allowed = lockstep_cgroup::procfs::cpus_allowed(std::process::id() as i32).unwrap();
+    let pus: Vec<usize> = CpuList::parse(&allowed).unwrap().iter().take(2).collect();
     if pus.len() < 2 {
         common::missing(&format!("needs 2 PUs (allowed: {allowed})"));
         return;

@@ -22,8 +22,8 @@ impl Daemon {
         self.drop_ended();
         // Jobs with a cluster-wide place follow it; each set of the others that share PUs cycles through its own
         // rows, or the node's where it holds a row given from outside (the node's count, in status, is the longest
-        // cycle). A job left to the kernel or halted by Slurm takes
-        // no row and is not planned: thawed, at its own weight.
+        // cycle). A job left to the kernel or halted by Slurm takes no row and is not planned: thawed, at its own
+        // weight.
         let jobs = self.table.jobs();
         let local: Vec<usize> = (0..jobs.len()).filter(|&i| jobs[i].place.is_none() && jobs[i].switched()).collect();
         let planned: Vec<usize> = (0..jobs.len()).filter(|&i| jobs[i].switched()).collect();

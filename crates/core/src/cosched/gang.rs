@@ -1,6 +1,7 @@
 //! `gang`: the favoured jobs run; any other job is frozen while it shares a PU with a favoured job and the jobs
 //! sharing its PUs contend for them ([`contending`]; the measured jobs among themselves, below). Jobs whose ranks
-//! fit the PUs they share all run, as under `cfs`: slicing them would only leave CPUs idle. A job that shares no PU with any other job is never frozen.
+//! fit the PUs they share all run, as under `cfs`: slicing them would only leave CPUs idle. A job that shares no
+//! PU with any other job is never frozen.
 //!
 //! Nor is a slot left idle, or a job frozen, for no gain, where what the jobs want is measured: a job measured to
 //! want at least [`FILL_SPARE`] CPUs fewer than its PUs (ranks blocked in their launch, in `MPI_Init`, in I/O, or

@@ -73,26 +73,17 @@ pub fn assign(entries: &[Entry<'_>]) -> (Vec<u32>, u32) {
 /// the node's `count`, as before sets had cycles of their own: rows given to a job for all its nodes agree across
 /// them where the nodes' counts do, whatever each node's jobs share.
 pub fn cycles(entries: &[Entry<'_>], rows: &[u32], count: u32) -> Vec<u32> {
-    // Each entry's set, named by one of its entries: two sets that share a PU become one, all of whose entries
-    // take one name (at most one renaming per pair that shares a PU; `assign`'s walk costs as much).
-    let mut set: Vec<usize> = (0..entries.len()).collect();
-    for i in 0..entries.len() {
-        for j in i + 1..entries.len() {
-            if set[i] != set[j] && entries[i].pus.intersects(entries[j].pus) {
-                let (keep, merged) = (set[i], set[j]);
-                set.iter_mut().filter(|s| **s == merged).for_each(|s| *s = keep);
-            }
+    let pus: Vec<&CpuList> = entries.iter().map(|e| e.pus).collect();
+    let mut out = vec![1; entries.len()];
+    for set in super::sharing::sets(&pus) {
+        // As in `assign`, a row out of range counts as none given.
+        let given = set.iter().any(|&i| entries[i].pinned.is_some_and(|r| r < MAX_ROWS));
+        let cycle = if given { count } else { set.iter().map(|&i| rows[i] + 1).max().unwrap_or(1) };
+        for i in set {
+            out[i] = cycle;
         }
     }
-    // Each set's cycle, kept at its name.
-    let mut cycle = vec![1; entries.len()];
-    let mut pinned = vec![false; entries.len()];
-    for (i, &s) in set.iter().enumerate() {
-        cycle[s] = cycle[s].max(rows[i] + 1);
-        // As in `assign`, a row out of range counts as none given.
-        pinned[s] |= entries[i].pinned.is_some_and(|r| r < MAX_ROWS);
-    }
-    set.iter().map(|&s| if pinned[s] { count } else { cycle[s] }).collect()
+    out
 }
 
 /// A job's place in the cluster-wide matrix: favoured in the slots `k` with `k mod period == row`. The period is a

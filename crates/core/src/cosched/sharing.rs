@@ -13,6 +13,13 @@ pub const FIT_MARGIN: f64 = 0.1;
 /// The sets of jobs that share PUs, directly or through each other, with more than one job: indices into
 /// `jobs`, each set sorted, sets in order of their first job.
 pub fn groups(jobs: &[JobView<'_>]) -> Vec<Vec<usize>> {
+    let pus: Vec<&CpuList> = jobs.iter().map(|j| j.pus).collect();
+    sets(&pus).into_iter().filter(|s| s.len() > 1).collect()
+}
+
+/// The sets of the PU lists `pus` joined by shared PUs, directly or through each other, a list sharing none a set
+/// of its own: indices into `pus`, each set sorted, sets in order of their first list.
+pub fn sets(pus: &[&CpuList]) -> Vec<Vec<usize>> {
     fn root(parent: &mut [usize], mut i: usize) -> usize {
         while parent[i] != i {
             parent[i] = parent[parent[i]];
@@ -20,21 +27,21 @@ pub fn groups(jobs: &[JobView<'_>]) -> Vec<Vec<usize>> {
         }
         i
     }
-    let mut parent: Vec<usize> = (0..jobs.len()).collect();
-    for i in 0..jobs.len() {
-        for j in i + 1..jobs.len() {
-            if jobs[i].pus.intersects(jobs[j].pus) {
+    let mut parent: Vec<usize> = (0..pus.len()).collect();
+    for i in 0..pus.len() {
+        for j in i + 1..pus.len() {
+            if pus[i].intersects(pus[j]) {
                 let (a, b) = (root(&mut parent, i), root(&mut parent, j));
                 parent[a.max(b)] = a.min(b);
             }
         }
     }
     let mut sets: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
-    for i in 0..jobs.len() {
+    for i in 0..pus.len() {
         let r = root(&mut parent, i);
         sets.entry(r).or_default().push(i);
     }
-    sets.into_values().filter(|s| s.len() > 1).collect()
+    sets.into_values().collect()
 }
 
 /// For each job of `jobs`, whether it contends for its PUs: whether the jobs sharing PUs with it, directly or
