@@ -7,7 +7,8 @@
 #   soak: J jobs, A adoptions, P policy changes, S scrapes in M min; RSS a->b KiB, fds a->b, threads a->b,
 #   store a->b KiB; errors E
 # and exits 1 when something grew by more than 10 % (the store: beyond what the retention bounds), a call failed
-# or the agent died. Needs root and `make build`; everything it starts is stopped by PID on exit.
+# or the agent died, after the end of the agent's log. Needs root and `make build`; everything it starts is
+# stopped by PID on exit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 minutes=${1:-60}
@@ -32,7 +33,7 @@ pids+=("$agent")
 for _ in $(seq 250); do lk status >/dev/null 2>&1 && break; sleep 0.02; done
 
 errors=0
-fail() { errors=$((errors + 1)); echo "soak: error: $*" >&2; }
+fail() { errors=$((errors + 1)); echo "soak: error at $(date -u +%T): $*" >&2; }
 measure() { # rss_kib fds threads store_kib
   local rss fds threads size
   rss=$(sed -n 's/^VmRSS:[[:space:]]*\([0-9]*\).*/\1/p' /proc/"$agent"/status)
@@ -122,6 +123,9 @@ grew "$fds0" "$fds1" 8 && { echo "soak: descriptors grew" >&2; verdict=1; }
 grew "$threads0" "$threads1" 16 && { echo "soak: threads grew" >&2; verdict=1; }
 grew "$store0" "$store1" 8192 && { echo "soak: the store grew past its retention" >&2; verdict=1; }
 [ "$errors" -gt 0 ] && verdict=1
+# The agent's last words, for a failed soak's cause (the scratch directory goes on exit): a stalled loop is
+# logged as such ("did not run for ... s").
+[ "$verdict" = 0 ] || tail -n 40 "$dir/agent.log" | sed 's/^/soak: agent: /' >&2
 echo "soak: $jobs jobs, $adoptions adoptions, $changes policy changes, $scrapes scrapes in $minutes min;" \
   "RSS $rss0->$rss1 KiB, fds $fds0->$fds1, threads $threads0->$threads1, store $store0->$store1 KiB; errors $errors"
 exit $verdict

@@ -236,15 +236,15 @@ fn under_gang_two_jobs_that_fit_their_pus_are_never_frozen() {
             })
             .collect()
     };
+    // A job's first slot measured may hold its start (a TCG guest once read 1.17 CPUs there, its shell forking
+    // the loop): each busy loop is to be seen wanting one CPU, within a deadline.
     let status = wait_until(
-        "both jobs' demand measured, neither frozen",
+        "each busy loop measured wanting one CPU (0.5-1.1), neither job frozen",
         WAIT,
         || serde_json::from_slice::<serde_json::Value>(&env.run(&["status", "--json"]).stdout).unwrap_or_default(),
-        |s| wants(s).iter().all(Option::is_some) && !a.frozen() && !b.frozen(),
+        |s| wants(s).iter().all(|w| w.is_some_and(|w| (0.5..=1.1).contains(&w))) && !a.frozen() && !b.frozen(),
     );
-    let wanted = wants(&status);
-    eprintln!("CPUs wanted: {wanted:?}");
-    assert!(wanted.iter().flatten().all(|w| (0.5..=1.1).contains(w)), "one busy loop wants one CPU: {wanted:?}");
+    eprintln!("CPUs wanted: {:?}", wants(&status));
     let samples = sample_both(&a, &b, Job::frozen, Duration::from_secs(2));
     assert!(samples.iter().all(|&f| f == (false, false)), "a job that fits was frozen: {samples:?}");
     let table = env.run(&["status"]);
