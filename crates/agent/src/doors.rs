@@ -1,7 +1,8 @@
 //! The agent's two doors, served by hyper on one tokio runtime at normal priority: the control API, HTTP/1.1
 //! over the Unix socket (the caller known by `SO_PEERCRED`), and the metrics and counters API over TCP (a caller
 //! on this host known by the owner of its socket, `sock_diag`; one on another by its address). Every connection
-//! carries one request and has a short deadline for its head and a total one; a request's head and body have
+//! carries one request and has a short deadline for its head and a total one for the client's part (the agent's
+//! own work on the request not counted, [`HANDLER_LIMIT`] at most); a request's head and body have
 //! fixed caps; connections are served at once, each on its own task, with a cap per caller and in total, so that
 //! an idle or slow client never delays another; root's connections (the CLI, the Slurm hooks) and the named
 //! scrapers' count apart and always find room. Every other caller has a budget of requests and of the agent's CPU
@@ -50,7 +51,9 @@ pub struct Limits {
     /// Time from accepting a connection to the end of its request head: a client that sends it slowly, or not at
     /// all, is cut off then, and its place is free again.
     pub head: Duration,
-    /// Time from accepting a connection to the end of its answer.
+    /// Time from accepting a connection to the end of its answer, the agent's own work on the request (its
+    /// handler's run, [`HANDLER_LIMIT`] at most) not counted: the client's part, sending the request and taking the
+    /// answer. A loaded agent slow to carry out a request does not cut it off unanswered.
     pub deadline: Duration,
     /// Connections one ordinary caller (not a privileged one) may have open at once.
     pub per_caller: usize,
@@ -66,6 +69,10 @@ pub struct Limits {
 
 /// Largest request head (request line and headers) hyper buffers; a longer one gets 431 and the connection ends.
 const MAX_HEAD: usize = 16 * 1024;
+
+/// The longest one request's handler holds its connection: past it the connection ends unanswered (the handler's
+/// thread still finishes). Longer than the CLI waits for an answer (30 s), which then says that none came.
+pub const HANDLER_LIMIT: Duration = Duration::from_mins(1);
 
 /// What an ordinary caller may ask of either door: a burst of 20 requests, then 5 a second, each millisecond
 /// of the agent's CPU a request takes counting as one more.
@@ -490,19 +497,76 @@ async fn exchange<S>(stream: S, caller: Caller, limits: Limits, handler: Handler
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
+    let accepted = tokio::time::Instant::now();
     let budgeted = door.filter(|d| !(d.privileged)(caller));
-    let service = service_fn(move |request: Request<Incoming>| {
-        let (handler, budgeted) = (handler.clone(), budgeted.clone());
-        async move { Ok::<_, Infallible>(answer(request, caller, limits.max_body, handler, budgeted).await) }
-    });
+    let work = Arc::new(Work::default());
+    let service = {
+        let work = work.clone();
+        service_fn(move |request: Request<Incoming>| {
+            let (handler, budgeted, work) = (handler.clone(), budgeted.clone(), work.clone());
+            async move { Ok::<_, Infallible>(answer(request, caller, limits.max_body, handler, budgeted, &work).await) }
+        })
+    };
     let connection = http1::Builder::new()
         .keep_alive(false)
         .max_buf_size(MAX_HEAD)
         .timer(TokioTimer::new())
         .header_read_timeout(limits.head)
         .serve_connection(TokioIo::new(stream), service);
-    // The deadline covers the whole exchange: a client that trickles its request is cut off with it.
-    let _ = tokio::time::timeout(limits.deadline, connection).await;
+    let mut connection = std::pin::pin!(connection);
+    // The deadline covers the client's part of the exchange: a client that trickles its request, or takes its
+    // answer slowly, is cut off with it. The handler's time is the agent's and moves the deadline on.
+    loop {
+        let (running, took) = work.now();
+        if let Some(since) = running {
+            tokio::select! {
+                _ = &mut connection => return,
+                () = work.done.notified() => continue,
+                () = tokio::time::sleep_until((since + HANDLER_LIMIT).into()) => return,
+            }
+        }
+        let due = accepted + limits.deadline + took;
+        if tokio::time::Instant::now() >= due {
+            return;
+        }
+        tokio::select! {
+            _ = &mut connection => return,
+            // Its handler may have run meanwhile, or be running: the deadline is looked at again.
+            () = tokio::time::sleep_until(due) => {}
+        }
+    }
+}
+
+/// The agent's own work on a connection's request: its handler's run, which does not count against the
+/// connection's deadline.
+#[derive(Default)]
+struct Work {
+    /// When the handler started, while it runs; and how long it took, once it has run.
+    times: Mutex<(Option<Instant>, Duration)>,
+    /// Told when the handler ends.
+    done: tokio::sync::Notify,
+}
+
+impl Work {
+    /// When the handler started, while it runs, and how long it took in all.
+    fn now(&self) -> (Option<Instant>, Duration) {
+        *self.times.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The handler starts.
+    fn start(&self) {
+        self.times.lock().unwrap_or_else(std::sync::PoisonError::into_inner).0 = Some(Instant::now());
+    }
+
+    /// The handler ended.
+    fn end(&self) {
+        let mut times = self.times.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(since) = times.0.take() {
+            times.1 += since.elapsed();
+        }
+        drop(times);
+        self.done.notify_one();
+    }
 }
 
 /// A refusal given in the spare descriptor's place, `answer` written whole. What the client sent already (within
@@ -514,14 +578,16 @@ async fn refuse<S: AsyncRead + AsyncWrite + Unpin>(mut stream: S, answer: &[u8])
     let _ = tokio::time::timeout(Duration::from_millis(100), stream.write_all(answer)).await;
 }
 
-/// Reads the body (within its cap) and runs the handler on a blocking thread; when `budgeted` (the request's
-/// token was taken from the caller's budget there as it was accepted), the CPU the handler took is charged to it.
+/// Reads the body (within its cap) and runs the handler on a blocking thread, its time kept in `work`; when
+/// `budgeted` (the request's token was taken from the caller's budget there as it was accepted), the CPU the
+/// handler took is charged to it.
 async fn answer(
     request: Request<Incoming>,
     caller: Caller,
     max_body: usize,
     handler: Handler,
     budgeted: Option<Arc<Door>>,
+    work: &Work,
 ) -> Response<Full<Bytes>> {
     let (parts, body) = request.into_parts();
     let body = match Limited::new(body, max_body).collect().await {
@@ -539,7 +605,10 @@ async fn answer(
         }
         reply
     };
-    match tokio::task::spawn_blocking(run).await {
+    work.start();
+    let ran = tokio::task::spawn_blocking(run).await;
+    work.end();
+    match ran {
         Ok(reply) => respond(reply),
         Err(_) => respond(Reply::text(StatusCode::INTERNAL_SERVER_ERROR, "the request failed")),
     }
@@ -556,7 +625,63 @@ fn respond(reply: Reply) -> Response<Full<Bytes>> {
 
 #[cfg(test)]
 mod tests {
-    use super::{Caller, Scrapers};
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    use super::{Caller, Handler, Limits, Reply, Scrapers};
+
+    /// What a client sending `parts` of a request, `gap` apart, reads back from one connection served under
+    /// `limits` (a deadline of 300 ms) by a handler that takes `work`.
+    fn exchange(parts: &[&[u8]], gap: Duration, work: Duration) -> String {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let handler: Handler = Arc::new(move |_, _, _| {
+            std::thread::sleep(work);
+            Reply { status: hyper::StatusCode::OK, content_type: "text/plain", body: b"done".to_vec() }
+        });
+        let limits = Limits { deadline: Duration::from_millis(300), ..super::CONTROL };
+        let parts: Vec<Vec<u8>> = parts.iter().map(|p| p.to_vec()).collect();
+        runtime.block_on(async move {
+            let (client, server) = tokio::io::duplex(64 * 1024);
+            let (mut from_server, mut to_server) = tokio::io::split(client);
+            let send = async move {
+                for part in parts {
+                    if to_server.write_all(&part).await.is_err() {
+                        return;
+                    }
+                    tokio::time::sleep(gap).await;
+                }
+            };
+            let receive = async move {
+                let mut answer = Vec::new();
+                let _ = from_server.read_to_end(&mut answer).await;
+                String::from_utf8_lossy(&answer).into_owned()
+            };
+            let serve = super::connection(server, Caller::Local { uid: 0 }, limits, handler);
+            let ((), answer, ()) = tokio::join!(send, receive, serve);
+            answer
+        })
+    }
+
+    const REQUEST: &[u8] = b"POST /v1/request HTTP/1.1\r\nhost: x\r\ncontent-length: 2\r\n\r\n{}";
+
+    /// The agent's own work on a request does not count against the connection's deadline: a handler that takes
+    /// three deadlines is still answered.
+    #[test]
+    fn a_request_the_agent_is_slow_to_carry_out_is_answered() {
+        let answer = exchange(&[REQUEST], Duration::ZERO, Duration::from_millis(900));
+        assert!(answer.starts_with("HTTP/1.1 200") && answer.ends_with("done"), "{answer:?}");
+    }
+
+    /// The client's part does: a request trickled past the deadline is cut off unanswered, however quick the
+    /// handler.
+    #[test]
+    fn a_request_trickled_past_the_deadline_is_cut_off() {
+        let (head, body) = REQUEST.split_at(REQUEST.len() - 2);
+        let answer = exchange(&[head, &body[..1], &body[1..]], Duration::from_millis(250), Duration::ZERO);
+        assert_eq!(answer, "");
+    }
 
     /// Root on this host is always a scraper; a named user only on this host, a named address only from another
     /// host (in either notation of an IPv4 address); an unknown local caller never.

@@ -94,6 +94,12 @@ fn send(socket: &Path, request: &Request) -> Result<Result<Response, CallError>,
                     d.as_secs()
                 ))))
             }
+            Err(HttpError::Unanswered) => {
+                return Ok(Err(CallError::NoAnswer(format!(
+                    "the agent at {at} closed the connection without answering (it stopped, or this request \
+                     reached it too slowly); it may have been carried out: see lockstep status"
+                ))))
+            }
             Err(e) => return Ok(Err(CallError::NoAnswer(format!("the agent at {at}: {e}")))),
         }
     };

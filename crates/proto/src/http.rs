@@ -47,7 +47,10 @@ pub enum HttpError {
     /// takes connections into its backlog, but nothing will answer until it is continued.
     #[error("its process {0} is stopped")]
     Stopped(i32),
-    /// The exchange failed (the peer closed, sent something that is not HTTP, or too much).
+    /// The peer read the request (in part or whole) and closed the connection without answering.
+    #[error("the connection closed before an answer")]
+    Unanswered,
+    /// The exchange failed (the peer reset it, sent something that is not HTTP, or too much).
     #[error("{0}")]
     Exchange(String),
 }
@@ -127,7 +130,13 @@ where
         .header(header::CONTENT_TYPE, "application/json")
         .body(Full::new(Bytes::from(body.unwrap_or_default())))
         .map_err(|e| failed(&e))?;
-    let response = sender.send_request(request).await.map_err(|e| failed(&e))?;
+    let response = sender.send_request(request).await.map_err(|e| {
+        if e.is_incomplete_message() {
+            HttpError::Unanswered
+        } else {
+            failed(&e)
+        }
+    })?;
     let status = response.status().as_u16();
     let retry_after = response
         .headers()
