@@ -278,6 +278,9 @@ impl Drop for Ticket {
     }
 }
 
+/// Threads the doors' runtime has for handlers.
+const BLOCKING_THREADS: usize = 16;
+
 /// The runtime both doors run on, at normal priority (their work is a user's, a scraper's or root's request,
 /// never a slot switch). Dropping it closes them.
 pub struct Doors {
@@ -285,11 +288,11 @@ pub struct Doors {
 }
 
 impl Doors {
-    /// A runtime of two threads and up to 16 for handlers.
+    /// A runtime of two threads and up to [`BLOCKING_THREADS`] for handlers.
     pub fn new() -> anyhow::Result<Self> {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
-            .max_blocking_threads(16)
+            .max_blocking_threads(BLOCKING_THREADS)
             .thread_name("lockstep-doors")
             .enable_all()
             .build()?;
@@ -517,7 +520,7 @@ where
     // The deadline covers the client's part of the exchange: a client that trickles its request, or takes its
     // answer slowly, is cut off with it. The handler's time is the agent's and moves the deadline on.
     loop {
-        let (running, took) = work.now();
+        let Times { since: running, took, ended } = work.now();
         if let Some(since) = running {
             tokio::select! {
                 _ = &mut connection => return,
@@ -525,7 +528,9 @@ where
                 () = tokio::time::sleep_until((since + HANDLER_LIMIT).into()) => return,
             }
         }
-        let due = accepted + limits.deadline + took;
+        // A handler that ran leaves the client at least the head's time to take its answer, whatever it had
+        // used sending the request.
+        let due = (accepted + limits.deadline + took).max(ended.map_or(accepted, |e| (e + limits.head).into()));
         if tokio::time::Instant::now() >= due {
             return;
         }
@@ -537,37 +542,56 @@ where
     }
 }
 
-/// The agent's own work on a connection's request: its handler's run, which does not count against the
-/// connection's deadline.
+/// The agent's own work on a connection's request: its handler's run (and its wait for a thread), which does not
+/// count against the connection's deadline.
 #[derive(Default)]
 struct Work {
-    /// When the handler started, while it runs; and how long it took, once it has run.
-    times: Mutex<(Option<Instant>, Duration)>,
+    /// When it ran.
+    times: Mutex<Times>,
     /// Told when the handler ends.
     done: tokio::sync::Notify,
 }
 
+/// When a handler ran.
+#[derive(Clone, Copy, Default)]
+struct Times {
+    /// When it started, while it runs.
+    since: Option<Instant>,
+    /// How long it took, once it has run.
+    took: Duration,
+    /// When it ended, once it has.
+    ended: Option<Instant>,
+}
+
 impl Work {
-    /// When the handler started, while it runs, and how long it took in all.
-    fn now(&self) -> (Option<Instant>, Duration) {
+    /// When the handler ran, as far as it has.
+    fn now(&self) -> Times {
         *self.times.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// The handler starts.
     fn start(&self) {
-        self.times.lock().unwrap_or_else(std::sync::PoisonError::into_inner).0 = Some(Instant::now());
+        self.times.lock().unwrap_or_else(std::sync::PoisonError::into_inner).since = Some(Instant::now());
     }
 
     /// The handler ended.
     fn end(&self) {
         let mut times = self.times.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some(since) = times.0.take() {
-            times.1 += since.elapsed();
+        if let Some(since) = times.since.take() {
+            times.took += since.elapsed();
+            times.ended = Some(Instant::now());
         }
         drop(times);
         self.done.notify_one();
     }
 }
+
+/// Handlers of ordinary callers (those with a budget) that may run at once, on both doors together: half the
+/// runtime's blocking threads, so that root's and the named scrapers' requests always find one. A handler keeps
+/// its place until its thread is done, even where its client has gone (a client that closes its side once its
+/// request is sent ends the connection at once), so a caller that makes handlers slow (a notice whose munge
+/// credential takes seconds to check) holds at most these.
+static ORDINARY_HANDLERS: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(BLOCKING_THREADS / 2);
 
 /// A refusal given in the spare descriptor's place, `answer` written whole. What the client sent already (within
 /// 100 ms, up to 16 KiB) is read first, so that the answer is not lost to a reset or a broken pipe on the client's
@@ -597,7 +621,14 @@ async fn answer(
         }
         Err(e) => return respond(Reply::text(StatusCode::BAD_REQUEST, &format!("cannot read the request: {e}"))),
     };
+    work.start();
+    // An ordinary caller's handler waits for a place among theirs (the wait is the agent's time, as the run is).
+    let place = match &budgeted {
+        Some(_) => ORDINARY_HANDLERS.acquire().await.ok(),
+        None => None,
+    };
     let run = move || {
+        let _place = place;
         let before = thread_cpu();
         let reply = handler(caller, &parts, body);
         if let Some(door) = budgeted {
@@ -605,7 +636,6 @@ async fn answer(
         }
         reply
     };
-    work.start();
     let ran = tokio::task::spawn_blocking(run).await;
     work.end();
     match ran {
@@ -679,7 +709,7 @@ mod tests {
     #[test]
     fn a_request_trickled_past_the_deadline_is_cut_off() {
         let (head, body) = REQUEST.split_at(REQUEST.len() - 2);
-        let answer = exchange(&[head, &body[..1], &body[1..]], Duration::from_millis(250), Duration::ZERO);
+        let answer = exchange(&[head, &body[..1], &body[1..]], Duration::from_millis(400), Duration::ZERO);
         assert_eq!(answer, "");
     }
 

@@ -47,7 +47,7 @@ pub enum HttpError {
     /// takes connections into its backlog, but nothing will answer until it is continued.
     #[error("its process {0} is stopped")]
     Stopped(i32),
-    /// The peer read the request (in part or whole) and closed the connection without answering.
+    /// The peer closed the connection cleanly before answering (having read what was sent).
     #[error("the connection closed before an answer")]
     Unanswered,
     /// The exchange failed (the peer reset it, sent something that is not HTTP, or too much).
