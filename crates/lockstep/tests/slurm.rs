@@ -88,13 +88,14 @@ fn start_with(nodes: u32, hooks: bool, env: &[(&str, &str)]) -> Option<(std::syn
     Some((serial, Cluster::up(nodes, hooks, env)))
 }
 
-/// Gang scheduling with 100 ms slots on both nodes, and two MPI jobs over both: lu class A twice (8 s alone here,
-/// about twice that side by side), so that both run well past the second in which `gang` runs a job just found in
-/// every slot. lu W and cg A (3 s and 1 s side by side) ended before any slot froze either in two fresh clones'
-/// `make test` in a row (beside the fuzz build).
+/// Gang scheduling with 100 ms slots on both nodes, and two MPI jobs over both: ep class A twice (4 s alone on this
+/// machine, 24 s side by side in this cluster, whose nodes share its CPUs), so that both run well past the second in
+/// which `gang` runs a job just found in every slot. lu W and cg A (3 s and 1 s side by side) ended before any slot
+/// froze either in two fresh clones' `make test` in a row (beside the fuzz build); lu A, whose many small messages
+/// go between the nodes over TCP from ranks that yield, took 70–90 s side by side.
 fn two_jobs_under_gang(cluster: &Cluster) -> (Child, Child) {
     cluster.policy("gang", "100ms");
-    (cluster.srun("lu", "A"), cluster.srun("lu", "A"))
+    (cluster.srun("ep", "A"), cluster.srun("ep", "A"))
 }
 
 /// A cluster, taken down when dropped.
@@ -334,7 +335,7 @@ fn acted_on(store: &Path, job: &str) -> (f64, f64) {
 #[ignore = "needs root"]
 fn mpi_jobs_span_both_nodes_and_are_gang_scheduled_in_step() {
     let Some((_serial, cluster)) = start(true) else { return };
-    let (lu, other) = two_jobs_under_gang(&cluster);
+    let (first, second) = two_jobs_under_gang(&cluster);
     // Both agents find both jobs, with the row the controller's prolog gave each: the same on both nodes,
     // different for the two jobs.
     // (job, its row on n1, on n2, whether both rows came from the prolog), for the jobs both nodes show.
@@ -366,8 +367,8 @@ fn mpi_jobs_span_both_nodes_and_are_gang_scheduled_in_step() {
         .env("SLURM_CONF", cluster.dir.path().join("slurm.conf"))
         .output()
         .unwrap();
-    verified(lu, "lu");
-    verified(other, "lu");
+    verified(first, "the first ep");
+    verified(second, "the second ep");
     let text = stderr(&stat);
     assert!(stat.status.success(), "stat --job {}: {text}", rows[0].0);
     assert!(text.contains("on 2 node(s)") && text.contains("task-clock"), "{text}");
@@ -396,7 +397,7 @@ fn mpi_jobs_span_both_nodes_and_are_gang_scheduled_in_step() {
 #[ignore = "needs root"]
 fn without_the_prolog_the_agents_find_the_jobs_and_agree_on_rows() {
     let Some((_serial, cluster)) = start(false) else { return };
-    let (lu, other) = two_jobs_under_gang(&cluster);
+    let (first, second) = two_jobs_under_gang(&cluster);
     let same_rows = |(s1, s2): &(Status, Status)| {
         let row =
             |s: &Status, name: &str| s.jobs.iter().find(|j| j.name.to_string() == name).map(|j| (j.row, j.pinned));
@@ -405,8 +406,8 @@ fn without_the_prolog_the_agents_find_the_jobs_and_agree_on_rows() {
             && s1.jobs[0].row != s1.jobs[1].row
     };
     wait_until("both agents to see both jobs, in the same rows", WAIT, || cluster.statuses(), same_rows);
-    verified(lu, "lu");
-    verified(other, "lu");
+    verified(first, "the first ep");
+    verified(second, "the second ep");
     cluster.let_go();
     nothing_frozen_or_boosted();
 }
@@ -415,7 +416,7 @@ fn without_the_prolog_the_agents_find_the_jobs_and_agree_on_rows() {
 #[ignore = "needs root"]
 fn an_agent_killed_mid_job_loses_nothing() {
     let Some((_serial, cluster)) = start(true) else { return };
-    let (lu, other) = two_jobs_under_gang(&cluster);
+    let (first, second) = two_jobs_under_gang(&cluster);
     wait_until("a frozen job on n2", WAIT, || cluster.status(2), |s| s.jobs.iter().any(|j| j.frozen));
     let agent = cluster.pids.iter().find(|(n, _)| n == "agent-n2").unwrap().1;
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(agent), nix::sys::signal::Signal::SIGKILL).unwrap();
@@ -425,8 +426,8 @@ fn an_agent_killed_mid_job_loses_nothing() {
         files.filter(|f| is_frozen(f).unwrap_or(false)).collect()
     };
     wait_until("n2's watchdog to thaw its jobs", Duration::from_secs(2), n2_frozen, Vec::is_empty);
-    verified(lu, "lu");
-    verified(other, "lu");
+    verified(first, "the first ep");
+    verified(second, "the second ep");
     nothing_frozen_or_boosted();
 }
 
