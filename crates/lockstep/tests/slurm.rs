@@ -770,6 +770,21 @@ impl Cluster {
         String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
     }
 
+    /// A munge credential sealing `payload`, made by `user` with the cluster's munged.
+    fn seal(&self, user: &str, payload: &str) -> String {
+        let mut child = Command::new("runuser")
+            .args(["-u", user, "--", "munge", "-S"])
+            .arg(self.dir.path().join("run/munge.sock"))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::io::Write::write_all(child.stdin.as_mut().unwrap(), payload.as_bytes()).unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success(), "munge as {user}");
+        String::from_utf8(out.stdout).unwrap()
+    }
+
     /// Job `id`'s state as Slurm says it (`RUNNING`, `COMPLETED`, …).
     fn job_state(&self, id: u64) -> String {
         let out = self.slurm("squeue").args(["-h", "-t", "all", "-j", &id.to_string(), "-o", "%T"]).output().unwrap();
@@ -1370,6 +1385,20 @@ fn now_ms() -> u128 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis()
 }
 
+/// What node n1's metrics door answered to `user`'s `POST /slurm/places` of `body` (sent with curl, as a user
+/// on another node would): the answer's text, then its HTTP status on a line of its own.
+fn post_notice(user: &str, body: &str) -> String {
+    let mut child = Command::new("runuser")
+        .args(["-u", user, "--", "curl", "-s", "--max-time", "40", "-w", "\n%{http_code}", "--data-binary", "@-"])
+        .arg(format!("http://{}/slurm/places", door(1)))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(child.stdin.as_mut().unwrap(), body.as_bytes()).unwrap();
+    String::from_utf8(child.wait_with_output().unwrap().stdout).unwrap()
+}
+
 /// Where job `name` is in status `s`: its row and period.
 fn place_of(s: &Status, name: &str) -> Option<(u32, u32)> {
     s.jobs.iter().find(|j| j.name.to_string() == name).and_then(|j| Some((j.row, j.period?)))
@@ -1437,32 +1466,9 @@ fn a_notice_of_places_is_taken_only_from_root_or_slurm_user_for_this_node_once()
     };
     let seen = wait_until("both jobs at their places", WAIT, || cluster.status(1), halves);
     let held = place_of(&seen, &name_a);
-    let socket = cluster.dir.path().join("run/munge.sock");
-    let seal = |user: &str, payload: &str| {
-        let mut child = Command::new("runuser")
-            .args(["-u", user, "--", "munge", "-S"])
-            .arg(&socket)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        std::io::Write::write_all(child.stdin.as_mut().unwrap(), payload.as_bytes()).unwrap();
-        let out = child.wait_with_output().unwrap();
-        assert!(out.status.success(), "munge as {user}");
-        String::from_utf8(out.stdout).unwrap()
-    };
+    let seal = |user: &str, payload: &str| cluster.seal(user, payload);
     // As nobody, over the network, as a user on another node would.
-    let post = |body: &str| {
-        let mut child = Command::new("runuser")
-            .args(["-u", "nobody", "--", "curl", "-s", "-w", "\n%{http_code}", "--data-binary", "@-"])
-            .arg(format!("http://{}/slurm/places", door(1)))
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        std::io::Write::write_all(child.stdin.as_mut().unwrap(), body.as_bytes()).unwrap();
-        String::from_utf8(child.wait_with_output().unwrap().stdout).unwrap()
-    };
+    let post = |body: &str| post_notice("nobody", body);
     let notice = |node: &str| {
         format!(
             "lockstep-places 1 node={node} at={}\n{a}|RUNNING||0|{a}|N/A|N/A|lockstep_row=0/1 lockstep_run=0 \
@@ -1483,6 +1489,131 @@ fn a_notice_of_places_is_taken_only_from_root_or_slurm_user_for_this_node_once()
     let seen = cluster.status(1);
     assert_eq!(place_of(&seen, &name_a), held, "{seen:?}");
     cluster.cancel_all(&[a.to_string(), b.to_string()]);
+}
+
+/// What nobody runs to flood a metrics door (`HOST PORT SECONDS`) with notices of places: credential-shaped
+/// bodies that munged must be asked about. Each of 16 threads sends one, waits 300 ms (the agent has started its
+/// handler by then), closes its side and reads what comes back; every 200 ms it prints how many notices were sent
+/// in all and how many of them were refused at the door (429 or 503).
+const NOTICE_FLOOD: &str = r#"
+import socket, sys, threading, time
+host, port, seconds = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+body = b"MUNGE:" + b"A" * 64 + b":"
+request = b"POST /slurm/places HTTP/1.1\r\nhost: x\r\ncontent-length: %d\r\n\r\n%s" % (len(body), body)
+counts, lock, end = [0, 0], threading.Lock(), time.monotonic() + seconds
+def flood():
+    while time.monotonic() < end:
+        said = b""
+        try:
+            s = socket.create_connection((host, port), timeout=2)
+        except OSError:
+            time.sleep(0.05)
+            continue
+        with s:
+            try:
+                s.sendall(request)
+                time.sleep(0.3)
+                s.shutdown(socket.SHUT_WR)
+                said = s.recv(64)
+            except OSError:
+                pass
+        with lock:
+            counts[0] += 1
+            counts[1] += said.startswith((b"HTTP/1.1 429", b"HTTP/1.1 503"))
+for _ in range(16):
+    threading.Thread(target=flood, daemon=True).start()
+while time.monotonic() < end:
+    time.sleep(0.2)
+    with lock:
+        print(counts[0], counts[1], flush=True)
+"#;
+
+/// The `unmunge` processes of `pid` (an agent) that wait for munged: one per handler of a notice waiting for its
+/// check. One the agent has killed (past its time-out) or not yet reaped holds no handler and is not counted: it
+/// is a zombie, or has SIGKILL pending, or runs its exit.
+fn unmunges_of(pid: i32) -> usize {
+    let waiting = |status: &str| {
+        let field = |name: &str| status.lines().find_map(|l| l.strip_prefix(name)).map(str::trim);
+        let killed =
+            |mask: Option<&str>| mask.and_then(|m| u64::from_str_radix(m, 16).ok()).is_some_and(|m| m & (1 << 8) != 0);
+        field("Name:") == Some("unmunge")
+            && field("PPid:").and_then(|p| p.parse().ok()) == Some(pid)
+            && field("State:").is_some_and(|s| s.starts_with('S'))
+            && !killed(field("SigPnd:"))
+            && !killed(field("ShdPnd:"))
+    };
+    let entries = std::fs::read_dir("/proc").unwrap().filter_map(Result::ok);
+    entries.filter_map(|e| std::fs::read_to_string(e.path().join("status")).ok()).filter(|s| waiting(s)).count()
+}
+
+/// A process stopped (SIGSTOP), continued when dropped, however the test ends.
+struct Stopped(nix::unistd::Pid);
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        let _ = nix::sys::signal::kill(self.0, nix::sys::signal::Signal::SIGCONT);
+    }
+}
+
+/// Attack: nobody floods the metrics door with notices of places while munged is slow to check them (stopped
+/// here: each check waits for unmunge's time-out, 10 s), each notice taken holding one of the agent's 16 threads
+/// for handlers that long. Ordinary callers' handlers hold at most 8 of them (docs/security.md), so no more than 8
+/// of nobody's notices ever wait for munged at once, and root's requests are answered meanwhile; once munged
+/// answers again, root's notices are taken again.
+#[test]
+#[ignore = "needs root"]
+fn a_flood_of_notices_munged_is_slow_to_check_holds_half_the_agents_threads_at_most() {
+    use nix::sys::signal::{kill, Signal};
+    use nix::unistd::Pid;
+    let Some((_serial, cluster)) = start_nodes(1, true) else { return };
+    let agent = cluster.pids.iter().find(|(n, _)| n == "agent-n1").expect("n1's agent's PID").1;
+    let roots = || post_notice("root", &cluster.seal("root", &format!("lockstep-places 1 node=n1 at={}\n", now_ms())));
+    // Taken while munged answers (and Slurm's configuration, which the check needs, is read then).
+    let said = roots();
+    assert!(said.ends_with("200"), "root's notice before the attack: {said}");
+    let munged = Pid::from_raw(cluster.pids.iter().find(|(n, _)| n == "munged").expect("munged's PID").1);
+    kill(munged, Signal::SIGSTOP).unwrap();
+    let stopped = Stopped(munged);
+    let (host, port) = door(1).rsplit_once(':').map(|(h, p)| (h.to_string(), p.to_string())).unwrap();
+    let mut flood = common::as_nobody("/usr/bin/python3")
+        .args(["-c", NOTICE_FLOOD, &host, &port, "120"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let lines = std::io::BufRead::lines(std::io::BufReader::new(flood.stdout.take().unwrap()));
+    let flood = common::Reaped(flood);
+    let counts = std::sync::Arc::new(std::sync::Mutex::new((0u64, 0u64)));
+    let shared = counts.clone();
+    std::thread::spawn(move || {
+        for line in lines.map_while(Result::ok) {
+            let mut n = line.split(' ').filter_map(|n| n.parse().ok());
+            if let (Some(sent), Some(refused)) = (n.next(), n.next()) {
+                *shared.lock().unwrap() = (sent, refused);
+            }
+        }
+    });
+    let taken = || {
+        let (sent, refused) = *counts.lock().unwrap();
+        sent - refused
+    };
+    wait_until("8 of nobody's notices waiting for munged", WAIT, || unmunges_of(agent), |n| *n >= 8);
+    // Root's request is answered while nobody's share of the threads is taken (the CLI gives up after 30 s).
+    let status = cluster.status(1);
+    assert!(status.jobs.is_empty(), "{status:?}");
+    // 60 more notices taken (the budget's 5 a second: about 12 s, past the time-out of the first checks, whose
+    // threads then take others), looked at every 100 ms: never more than 8 waiting at once.
+    let (from, mut looks) = (taken(), Vec::new());
+    let deadline = Instant::now() + Duration::from_mins(1);
+    while taken() < from + 60 {
+        assert!(Instant::now() < deadline, "nobody's flood had {} notices taken in 60 s: {looks:?}", taken() - from);
+        looks.push(unmunges_of(agent));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(looks.iter().all(|n| *n <= 8), "more than 8 of nobody's notices waited for munged at once: {looks:?}");
+    drop(flood);
+    drop(stopped);
+    // munged answers again: a notice of root's is taken once the checks waiting for it have ended.
+    wait_until("a notice of root's to be taken again", Duration::from_mins(1), roots, |said| said.ends_with("200"));
 }
 
 impl Cluster {
