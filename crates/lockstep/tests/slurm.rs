@@ -234,6 +234,11 @@ impl Cluster {
         }
     }
 
+    /// The PID `up` recorded for `daemon` (`munged`, `slurmctld`, `slurmd-nN`, `agent-nN`).
+    fn pid(&self, daemon: &str) -> i32 {
+        self.pids.iter().find(|(n, _)| n == daemon).unwrap_or_else(|| panic!("no PID of {daemon}: {:?}", self.pids)).1
+    }
+
     /// Every daemon `up` started that is still alive.
     fn alive(&self) -> Vec<String> {
         self.pids.iter().filter(|(_, pid)| common::running(*pid)).map(|(n, _)| n.clone()).collect()
@@ -418,7 +423,7 @@ fn an_agent_killed_mid_job_loses_nothing() {
     let Some((_serial, cluster)) = start(true) else { return };
     let (first, second) = two_jobs_under_gang(&cluster);
     wait_until("a frozen job on n2", WAIT, || cluster.status(2), |s| s.jobs.iter().any(|j| j.frozen));
-    let agent = cluster.pids.iter().find(|(n, _)| n == "agent-n2").unwrap().1;
+    let agent = cluster.pid("agent-n2");
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(agent), nix::sys::signal::Signal::SIGKILL).unwrap();
     // The watchdog thaws what the agent froze on n2 within its beat timeout (2 s); n1 goes on co-scheduling.
     let n2_frozen = || -> Vec<PathBuf> {
@@ -1466,7 +1471,6 @@ fn a_notice_of_places_is_taken_only_from_root_or_slurm_user_for_this_node_once()
     };
     let seen = wait_until("both jobs at their places", WAIT, || cluster.status(1), halves);
     let held = place_of(&seen, &name_a);
-    let seal = |user: &str, payload: &str| cluster.seal(user, payload);
     // As nobody, over the network, as a user on another node would.
     let post = |body: &str| post_notice("nobody", body);
     let notice = |node: &str| {
@@ -1476,11 +1480,11 @@ fn a_notice_of_places_is_taken_only_from_root_or_slurm_user_for_this_node_once()
             now_ms()
         )
     };
-    let said = post(&seal("nobody", &notice("n1")));
+    let said = post(&cluster.seal("nobody", &notice("n1")));
     assert!(said.ends_with("403") && said.contains("sealed by UID 65534"), "nobody's own notice: {said}");
-    let said = post(&seal("root", &notice("n2")));
+    let said = post(&cluster.seal("root", &notice("n2")));
     assert!(said.ends_with("403") && said.contains("not this one"), "a notice for n2: {said}");
-    let roots = seal("root", &format!("lockstep-places 1 node=n1 at={}\n", now_ms()));
+    let roots = cluster.seal("root", &format!("lockstep-places 1 node=n1 at={}\n", now_ms()));
     assert!(post(&roots).ends_with("200"), "root's empty notice is taken");
     let said = post(&roots);
     assert!(said.ends_with("403") && said.contains("Replayed"), "root's notice again: {said}");
@@ -1566,12 +1570,12 @@ fn a_flood_of_notices_munged_is_slow_to_check_holds_half_the_agents_threads_at_m
     use nix::sys::signal::{kill, Signal};
     use nix::unistd::Pid;
     let Some((_serial, cluster)) = start_nodes(1, true) else { return };
-    let agent = cluster.pids.iter().find(|(n, _)| n == "agent-n1").expect("n1's agent's PID").1;
+    let agent = cluster.pid("agent-n1");
     let roots = || post_notice("root", &cluster.seal("root", &format!("lockstep-places 1 node=n1 at={}\n", now_ms())));
     // Taken while munged answers (and Slurm's configuration, which the check needs, is read then).
     let said = roots();
     assert!(said.ends_with("200"), "root's notice before the attack: {said}");
-    let munged = Pid::from_raw(cluster.pids.iter().find(|(n, _)| n == "munged").expect("munged's PID").1);
+    let munged = Pid::from_raw(cluster.pid("munged"));
     kill(munged, Signal::SIGSTOP).unwrap();
     let stopped = Stopped(munged);
     let (host, port) = door(1).rsplit_once(':').map(|(h, p)| (h.to_string(), p.to_string())).unwrap();
