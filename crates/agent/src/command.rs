@@ -29,6 +29,8 @@ pub enum Command {
     Slurm(crate::slurm::Msg),
     /// `dcs`'s threads: the probe's arrivals, the jobs to scan, what a scan found (`crate::dcs`).
     Dcs(crate::dcs::Msg),
+    /// The store's writer says the store takes what it is given again (`None`), or what is wrong.
+    Stored(Option<crate::writer::Trouble>),
     /// Restore every job and end (SIGINT or SIGTERM came).
     Stop,
     /// The configuration was read again (SIGHUP): the policy and slot length it gives now.
@@ -38,6 +40,31 @@ pub enum Command {
         /// The slot length.
         slot: std::time::Duration,
     },
+}
+
+impl Command {
+    /// What the command is, in a few words, for the log.
+    pub fn what(&self) -> &'static str {
+        match self {
+            Command::Control { request, .. } => match request {
+                Request::Status => "a status request",
+                Request::Policy { .. } => "a policy change",
+                Request::Adopt { .. } => "an adoption",
+                Request::Register { .. } => "a registration",
+                Request::Release { .. } => "a release",
+                Request::SlurmProlog { .. } => "a prolog's notice",
+                Request::SlurmEpilog { .. } => "an epilog's notice",
+                Request::Progress => "a progress request",
+                Request::Timeline { .. } => "a timeline request",
+            },
+            Command::Slurm(crate::slurm::Msg::Scanned { .. }) => "Slurm discovery's findings",
+            Command::Slurm(crate::slurm::Msg::Told { .. }) => "the places the controller told",
+            Command::Dcs(_) => "a message of dcs",
+            Command::Stored(_) => "the store's writer's word",
+            Command::Stop => "the stop",
+            Command::Reload { .. } => "the configuration read again",
+        }
+    }
 }
 
 /// The daemon's address: where threads send their commands (a feature's threads get an outlet of their own

@@ -1,5 +1,5 @@
-//! The restore journal: before the agent changes a cgroup file, the value to put back goes to the store and to
-//! the watchdog; after it is put back, both forget it. Whatever happens to the agent, one of them restores.
+//! The restore journal: before the agent changes a cgroup file, the value to put back goes to the watchdog and to
+//! the store's writer; after it is put back, both forget it. Whatever happens to the agent, one of them restores.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -7,14 +7,15 @@ use std::path::{Path, PathBuf};
 use crate::restore::Target;
 use crate::sched::Thread;
 use crate::watchdog::Watchdog;
+use crate::writer::Writer;
 use lockstep_core::ident::JobKey;
 use lockstep_store::{JournalEntry, Journaled, Store};
 
-/// Store + watchdog, kept in step. Entries reach the store before the change they guard; their removal after a
-/// restore is batched into the next store transaction (a stale entry only restores a value already in place).
-/// The daemon's loop never waits for the store's write lock: an entry the store is too busy to take at once is
-/// held here, with the watchdog guarding the change meanwhile, and goes to the store at the next flush
-/// ([`Journal::save_unsaved`]).
+/// Store + watchdog, kept in step. The watchdog has each entry before the change it guards is made, and the store's
+/// writer ([`Writer`]) is given it then, to write off the daemon's loop; its removal after a restore is batched into
+/// the writer's next transaction of decisions (a stale entry only restores a value already in place). While the
+/// writer says the store refuses what it is given (full, read-only: not merely busy), no change is journaled, so
+/// none is made: a change the store cannot keep would outlive an agent and watchdog killed together.
 pub struct Journal {
     watchdog: Watchdog,
     /// The store the watchdog clears entries from (a new watchdog is started with it).
@@ -23,14 +24,14 @@ pub struct Journal {
     live: HashMap<String, String>,
     /// Entries restored since the last [`Journal::take_restored`], still in the store, with their values.
     restored: HashMap<String, String>,
-    /// Entries in force that the store was too busy to take, by file: written at the next flush.
-    unsaved: HashMap<String, JournalEntry>,
+    /// Why the store refuses what it is given, while the writer says it does.
+    refused: Option<String>,
 }
 
 impl Journal {
     /// A journal over a running watchdog started with `store_path`.
     pub fn new(watchdog: Watchdog, store_path: PathBuf) -> Self {
-        Self { watchdog, store_path, live: HashMap::new(), restored: HashMap::new(), unsaved: HashMap::new() }
+        Self { watchdog, store_path, live: HashMap::new(), restored: HashMap::new(), refused: None }
     }
 
     /// The watchdog's PID.
@@ -62,32 +63,41 @@ impl Journal {
     }
 
     /// Records that cgroup file `file` must go back to `value`, before the caller changes it.
-    pub fn remember(&mut self, store: &Store, job: &JobKey, file: &Path, value: &str) -> anyhow::Result<()> {
-        self.remember_target(store, job, &Target::from(file), value)
+    pub fn remember(&mut self, writer: &Writer, job: &JobKey, file: &Path, value: &str) -> anyhow::Result<()> {
+        self.remember_target(writer, job, &Target::from(file), value)
     }
 
     /// Records that `thread` must go back to scheduling `value` (an encoded `Sched`), before it is changed.
-    pub fn remember_thread(&mut self, store: &Store, job: &JobKey, thread: Thread, value: &str) -> anyhow::Result<()> {
-        self.remember_target(store, job, &Target::Thread(thread), value)
+    pub fn remember_thread(
+        &mut self,
+        writer: &Writer,
+        job: &JobKey,
+        thread: Thread,
+        value: &str,
+    ) -> anyhow::Result<()> {
+        self.remember_target(writer, job, &Target::Thread(thread), value)
     }
 
-    fn remember_target(&mut self, store: &Store, job: &JobKey, target: &Target, value: &str) -> anyhow::Result<()> {
+    /// Says whether the store refuses what it is given (`Some(why)`: full, read-only) or takes it again (`None`).
+    pub fn store_refuses(&mut self, why: Option<String>) {
+        self.refused = why;
+    }
+
+    /// Why the store refuses what it is given, while the writer says it does.
+    pub fn refusal(&self) -> Option<&str> {
+        self.refused.as_deref()
+    }
+
+    fn remember_target(&mut self, writer: &Writer, job: &JobKey, target: &Target, value: &str) -> anyhow::Result<()> {
+        if let Some(why) = &self.refused {
+            anyhow::bail!("not journaled, so not made: the store refuses what it is given ({why})");
+        }
         let name = target.encode();
         // A removal still pending for this file must not delete the entry written now; when the entry in the
         // store holds this very value (a file changed again and again, as `dcs` does), it stays as it is.
         let in_store = self.restored.remove(&name).is_some_and(|v| v == value);
         if !in_store {
-            let entry = JournalEntry { file: name.clone(), value: value.to_string(), job: job.clone() };
-            match store.journal_add(&entry) {
-                Ok(()) => {
-                    self.unsaved.remove(&name);
-                }
-                // Held by another writer: the watchdog guards the change until the next flush writes it.
-                Err(e) if e.is_busy() => {
-                    self.unsaved.insert(name.clone(), entry);
-                }
-                Err(e) => return Err(e.into()),
-            }
+            writer.journal_add(JournalEntry { file: name.clone(), value: value.to_string(), job: job.clone() });
         }
         if self.watchdog.track(&name, value).is_err() {
             // The watchdog died (or is stuck): a new one takes this entry with the others, or the change is not made.
@@ -114,29 +124,7 @@ impl Journal {
         // A watchdog that cannot be told only restores a value already in place.
         let _ = self.watchdog.untrack(&name);
         let value = self.live.remove(&name).unwrap_or_default();
-        self.unsaved.remove(&name);
         self.restored.insert(name, value);
-    }
-
-    /// Writes the entries the store was too busy to take when they were made; those it still cannot take stay
-    /// for the next call.
-    pub fn save_unsaved(&mut self, store: &Store) -> lockstep_store::Result<()> {
-        let mut result = Ok(());
-        self.unsaved.retain(|_, entry| match store.journal_add(entry) {
-            Ok(()) => false,
-            Err(e) => {
-                result = Err(e);
-                true
-            }
-        });
-        result
-    }
-
-    /// Gives back files [`Journal::take_restored`] returned whose removal from the store failed, for the next try.
-    pub fn restore_pending(&mut self, files: Vec<String>) {
-        for file in files {
-            self.restored.entry(file).or_default();
-        }
     }
 
     /// The files restored since the last call, for the caller's own store transaction.

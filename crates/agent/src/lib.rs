@@ -3,8 +3,9 @@
 //! frozen or boosted whatever happens to it.
 //!
 //! One thread owns the agent's state: the [`daemon`](crate::daemon)'s loop. Every other thread (the control
-//! socket's, Slurm discovery, `dcs`'s, the signal waiter) sends it [`command`](crate::command)s and waits for the
-//! answer; [`setup`](crate::setup) starts them all and restores every job at the end.
+//! socket's, Slurm discovery, `dcs`'s, the store's [`writer`](crate::writer), the signal waiter) sends it
+//! [`command`](crate::command)s, and those that ask wait for the answer; [`setup`](crate::setup) starts them all
+//! and restores every job at the end.
 
 mod adopt;
 mod bpf;
@@ -34,6 +35,7 @@ mod slurm;
 mod together;
 mod walks;
 mod watchdog;
+mod writer;
 
 pub use dcs::engine::Settings as DcsSettings;
 pub use doors::Scrapers;

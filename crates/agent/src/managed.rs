@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use super::demand::Demand;
 use super::journal::Journal;
+use crate::writer::Writer;
 use lockstep_cgroup::knobs::{freeze_value, weight_value};
 use lockstep_cgroup::procfs::ProcessRef;
 use lockstep_cgroup::{procs_within, remove_dir, Bounds, JobCgroup, Knobs, JOB_TREE};
@@ -20,7 +21,7 @@ use lockstep_core::cosched::{Desired, BOOST_WEIGHT};
 use lockstep_core::cpulist::CpuList;
 use lockstep_core::ident::JobKey;
 use lockstep_core::job::SlurmJobId;
-use lockstep_store::{Action, Store};
+use lockstep_store::Action;
 
 /// Where a managed job came from.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -136,12 +137,12 @@ impl Group {
         frozen: bool,
         job: &JobKey,
         journal: &mut Journal,
-        store: &Store,
+        writer: &Writer,
     ) -> Result<Duration, ChangeError> {
         let Some(file) = &self.knobs.freeze else { return Ok(Duration::ZERO) };
         if frozen {
             let held = open(file)?;
-            journal.remember(store, job, file, freeze_value(file, false))?;
+            journal.remember(writer, job, file, freeze_value(file, false))?;
             let took = write(&held, file, freeze_value(file, true))?;
             self.thaw = Some(held);
             Ok(took)
@@ -162,13 +163,13 @@ impl Group {
         boosted: bool,
         job: &JobKey,
         journal: &mut Journal,
-        store: &Store,
+        writer: &Writer,
     ) -> Result<Duration, ChangeError> {
         let Some(file) = &self.knobs.weight else { return Ok(Duration::ZERO) };
         if boosted {
             let held = open(file)?;
             let before = std::fs::read_to_string(file).map_err(|_| ChangeError::Gone(file.clone()))?.trim().to_string();
-            journal.remember(store, job, file, &before)?;
+            journal.remember(writer, job, file, &before)?;
             let took = write(&held, file, &weight_value(file, BOOST_WEIGHT))?;
             self.unboost = Some((held, before));
             Ok(took)
@@ -435,12 +436,12 @@ impl Managed {
 
     /// Brings the job's cgroups to `want`; returns the actions taken (freeze or thaw, boost or unboost). A change
     /// measures what the kernel's writes cost ([`Managed::switch_cost`]).
-    pub fn apply(&mut self, want: Desired, journal: &mut Journal, store: &Store) -> Result<Vec<Action>, ChangeError> {
+    pub fn apply(&mut self, want: Desired, journal: &mut Journal, writer: &Writer) -> Result<Vec<Action>, ChangeError> {
         let mut actions = Vec::new();
         let mut took = Duration::ZERO;
         if want.frozen != self.applied.frozen {
             for g in &mut self.groups {
-                took += g.set_frozen(want.frozen, &self.key, journal, store)?;
+                took += g.set_frozen(want.frozen, &self.key, journal, writer)?;
             }
             actions.push(if want.frozen { Action::Freeze } else { Action::Thaw });
             self.applied.frozen = want.frozen;
@@ -448,7 +449,7 @@ impl Managed {
         }
         if want.boosted != self.applied.boosted {
             for g in &mut self.groups {
-                took += g.set_boosted(want.boosted, &self.key, journal, store)?;
+                took += g.set_boosted(want.boosted, &self.key, journal, writer)?;
             }
             actions.push(if want.boosted { Action::Boost } else { Action::Unboost });
             self.applied.boosted = want.boosted;
@@ -467,7 +468,7 @@ impl Managed {
                 self.left = Some(why);
                 // Put back at once, not at the next tick.
                 if self.applied != Desired::default() {
-                    actions.extend(self.apply(Desired::default(), journal, store)?);
+                    actions.extend(self.apply(Desired::default(), journal, writer)?);
                 }
             }
         }
@@ -475,13 +476,13 @@ impl Managed {
     }
 
     /// Adds a cgroup to the job (a Slurm step that started) in the state the job is in.
-    pub fn add_group(&mut self, dirs: Vec<PathBuf>, journal: &mut Journal, store: &Store) -> Result<(), ChangeError> {
+    pub fn add_group(&mut self, dirs: Vec<PathBuf>, journal: &mut Journal, writer: &Writer) -> Result<(), ChangeError> {
         let mut g = Group::new(dirs);
         if self.applied.frozen {
-            g.set_frozen(true, &self.key, journal, store)?;
+            g.set_frozen(true, &self.key, journal, writer)?;
         }
         if self.applied.boosted {
-            g.set_boosted(true, &self.key, journal, store)?;
+            g.set_boosted(true, &self.key, journal, writer)?;
         }
         self.groups.push(g);
         Ok(())
@@ -500,8 +501,8 @@ impl Managed {
     /// Puts everything back (thaw, weights) and, for adopted processes, moves them back where they were and
     /// removes the cgroup the agent created (for an ended Slurm job, its weight cgroup). Files already gone are
     /// fine.
-    pub fn release(&mut self, journal: &mut Journal, store: &Store) -> anyhow::Result<()> {
-        match self.apply(Desired::default(), journal, store) {
+    pub fn release(&mut self, journal: &mut Journal, writer: &Writer) -> anyhow::Result<()> {
+        match self.apply(Desired::default(), journal, writer) {
             Err(ChangeError::Gone(_)) => self.forget_all(journal),
             other => {
                 other?;

@@ -323,6 +323,8 @@ pub fn run(config: Config, reload: Reload) -> anyhow::Result<i32> {
     }
 
     let (version, roots) = (backend.version(), backend.roots());
+    let (mailbox, inbox) = crate::command::mailbox();
+    let writer = crate::writer::Writer::spawn(&config.store, config.node.clone(), mailbox.map(Command::Stored))?;
     let start = Start {
         policy: config.policy,
         slot: config.slot,
@@ -330,12 +332,12 @@ pub fn run(config: Config, reload: Reload) -> anyhow::Result<i32> {
         slurm_node: config.slurm_node.clone(),
         journal: Journal::new(watchdog, config.store.clone()),
         store,
+        writer,
         backend,
         telemetry: telemetry.counting(),
         dcs: config.dcs.clone(),
         clock_skew_file: clock_skew_file(),
     };
-    let (mailbox, inbox) = crate::command::mailbox();
     let mut daemon = Daemon::new(start, mailbox.clone(), inbox)?;
     {
         let mailbox = mailbox.clone();

@@ -1669,3 +1669,102 @@ fn a_store_locked_by_another_connection_holds_up_no_slot_and_loses_no_record() {
     let log = stopped_log(agent);
     assert!(log.contains("every job restored"), "{log}");
 }
+
+/// A shell loop of `nobody`'s, in a process group of its own and a directory only it writes: killed with its
+/// children, and the directory removed, when dropped.
+struct NobodysLoop {
+    child: Child,
+    /// Removed when dropped, after the loop is killed.
+    _dir: lockstep_scratch::TempDir,
+}
+
+impl NobodysLoop {
+    /// Runs `script` as `nobody` (`$1` is its directory).
+    fn start(script: &str) -> Self {
+        use std::os::unix::fs::PermissionsExt;
+        use std::os::unix::process::CommandExt;
+        let dir = lockstep_scratch::tempdir().unwrap();
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+        let child = common::as_nobody("sh")
+            .args(["-c", script, "sh"])
+            .arg(dir.path())
+            .process_group(0)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        Self { child, _dir: dir }
+    }
+}
+
+impl Drop for NobodysLoop {
+    fn drop(&mut self) {
+        let _ = kill(Pid::from_raw(-(self.child.id() as i32)), Signal::SIGKILL);
+        let _ = self.child.wait();
+    }
+}
+
+/// `nobody` writes and syncs a file over and over, which makes every write to this disk wait as long as the
+/// kernel's journal takes (a first write to the store took 77 ms beside it): the agent's slot loop, its one
+/// `SCHED_FIFO` thread, writes nothing of the store, so no slot waits for it. Traced with strace for 3 s under
+/// gang while a job is adopted and released (its record written and removed), jobs are frozen and thawed (journal
+/// entries) and decisions go to the store: the loop writes cgroup files and no file of the store; another thread,
+/// the store's writer, writes the store.
+#[test]
+#[ignore = "needs root"]
+fn the_slot_loop_never_writes_the_store_whose_disk_a_user_makes_slow() {
+    common::require_root();
+    if !std::process::Command::new("strace").arg("-V").output().is_ok_and(|o| o.status.success()) {
+        common::missing("strace (scripts/deps.sh)");
+        return;
+    }
+    let _serial = serial();
+    let env = Env::new();
+    let agent = Agent::start(&env, &["--policy", "gang", "--slot", "100ms"]);
+    let a = Job::start(&env, &name("disk-loop-a"), &[]);
+    let b = Job::start(&env, &name("disk-loop-b"), &[]);
+    one_frozen(&a, &b);
+    let loop_tid = agent.pid().as_raw();
+    // The daemon's loop is the main thread, and the one thread at real-time priority (policy 1, SCHED_FIFO).
+    let stat = std::fs::read_to_string(format!("/proc/{loop_tid}/task/{loop_tid}/stat")).unwrap();
+    let policy = stat.rsplit(')').next().unwrap().split_whitespace().nth(38).unwrap_or_default().to_string();
+    assert_eq!(policy, "1", "the agent's main thread is not SCHED_FIFO: {stat}");
+    let disk = NobodysLoop::start("while :; do dd if=/dev/zero of=\"$1/f\" bs=1M count=32 conv=fsync; done");
+    let trace = env.dir.path().join("agent.strace");
+    let strace = std::process::Command::new("timeout")
+        .args(["-s", "INT", "3", "strace", "-f", "-qq", "-y", "-e", "trace=write,pwrite64,fsync,fdatasync", "-o"])
+        .arg(&trace)
+        .args(["-p", &loop_tid.to_string()])
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    let mut sleeper = std::process::Command::new("sleep").arg("60").spawn().unwrap();
+    let job = name("disk-loop-adopted");
+    ok(&env.run(&["adopt", "--job", &job, "--pid", &sleeper.id().to_string()]));
+    std::thread::sleep(Duration::from_millis(500));
+    ok(&env.run(&["release", "--job", &job]));
+    let out = common::output_within(strace, Duration::from_secs(20), "strace");
+    drop(disk);
+    let text = std::fs::read_to_string(&trace).unwrap_or_default();
+    let store = env.store().display().to_string();
+    let of_loop = |l: &&str| l.split_whitespace().next() == Some(loop_tid.to_string().as_str());
+    let loop_lines: Vec<&str> = text.lines().filter(of_loop).collect();
+    assert!(
+        loop_lines.iter().any(|l| l.contains("freezer.state") || l.contains("cgroup.freeze")),
+        "the loop wrote no freeze in 3 s under gang: nothing was traced ({}); trace:\n{}",
+        common::stderr(&out),
+        text.lines().take(20).collect::<Vec<_>>().join("\n")
+    );
+    let loop_stored: Vec<&&str> = loop_lines.iter().filter(|l| l.contains(&store)).collect();
+    assert!(loop_stored.is_empty(), "the slot loop wrote the store: {:?}", &loop_stored[..loop_stored.len().min(5)]);
+    assert!(
+        text.lines().any(|l| !of_loop(&l) && l.contains(&store)),
+        "no thread wrote the store in 3 s (a job adopted and released, decisions every second); trace:\n{}",
+        text.lines().take(20).collect::<Vec<_>>().join("\n")
+    );
+    let _ = sleeper.kill();
+    common::exit_within(&mut sleeper, common::STOP_LIMIT, "a sleeper, killed");
+    drop(a);
+    drop(b);
+    drop(agent.stop(Signal::SIGTERM));
+}

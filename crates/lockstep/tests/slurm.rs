@@ -394,6 +394,11 @@ fn mpi_jobs_span_both_nodes_and_are_gang_scheduled_in_step() {
         .fold((f64::MAX, 0.0f64), |(a, b), (f, t)| (a.min(f), b.max(t)));
     let skews = slot_gaps_ms(&cluster.store(1), &cluster.store(2), from..=to);
     assert!(skews.len() >= 5, "expected several slot switches while the jobs ran, got {}", skews.len());
+    // What the agents said of late switches, shown should the assertion fail.
+    for n in 1..=2 {
+        let log = std::fs::read_to_string(cluster.log(n)).unwrap_or_default();
+        log.lines().filter(|l| l.contains("after its boundary")).for_each(|l| eprintln!("n{n}: {l}"));
+    }
     assert_in_step("between n1 and n2 under two MPI jobs", &skews, 100.0);
     nothing_frozen_or_boosted();
 }
@@ -1289,7 +1294,10 @@ fn a_job_array_s_tasks_get_places_of_their_own() {
 }
 
 /// Issue 60: a job given its node alone (`--exclusive`) has nothing to be co-scheduled with: another job waits for
-/// the node in the queue, and the agent never freezes or boosts the exclusive one.
+/// the node in the queue, and the agent never freezes or boosts the exclusive one. In partition `whole`
+/// (`OverSubscribe=YES:4`), where a job shares its node when it asks to (`--oversubscribe`, as the second does) and
+/// `--exclusive` is honoured; in `debug` (`FORCE:4`) Slurm ignores `--exclusive` and started the second job beside
+/// the first a few seconds later (the agent then co-scheduled the two, as it should).
 #[test]
 #[ignore = "needs root"]
 fn an_exclusive_job_is_never_frozen_or_boosted() {
@@ -1297,10 +1305,8 @@ fn an_exclusive_job_is_never_frozen_or_boosted() {
     cluster.policy("gang", "200ms");
     let sbatch = |exclusive: bool| {
         let mut c = cluster.slurm("sbatch");
-        c.args(["--parsable", "-n1", "-D", "/", "-o", "/dev/null"]);
-        if exclusive {
-            c.arg("--exclusive");
-        }
+        c.args(["--parsable", "-p", "whole", "-n1", "-D", "/", "-o", "/dev/null"]);
+        c.arg(if exclusive { "--exclusive" } else { "--oversubscribe" });
         let out = c.args(["--wrap", &spin()]).output().unwrap();
         assert!(out.status.success(), "sbatch: {}", stderr(&out));
         String::from_utf8_lossy(&out.stdout).trim().parse::<u64>().unwrap()
@@ -1326,7 +1332,39 @@ fn an_exclusive_job_is_never_frozen_or_boosted() {
     assert_eq!(names, std::slice::from_ref(&name), "the agent must show the exclusive job alone; Slurm says:\n{slurm}");
     assert_eq!(cluster.job_state(other), "PENDING", "Slurm said, before:\n{slurm}");
     let actions = cluster.recorded(1, &name, "'freeze', 'boost'", 0);
-    assert_eq!(actions, 0, "the exclusive job was frozen or boosted");
+    // What the agent decided and said of the job, shown should the assertion fail.
+    let db = rusqlite::Connection::open(cluster.store(1)).unwrap();
+    let mut rows = db
+        .prepare(
+            "SELECT time, slot, job, action, active_row, rows FROM decisions WHERE action NOT IN ('slot', 'favour')",
+        )
+        .unwrap();
+    let decided: Vec<String> = rows
+        .query_map([], |r| {
+            Ok(format!(
+                "{:.3} slot {} {:?} {} row {}/{}",
+                r.get::<_, f64>(0)?,
+                r.get::<_, i64>(1)?,
+                r.get::<_, Option<String>>(2)?,
+                r.get::<_, String>(3)?,
+                r.get::<_, i64>(4)?,
+                r.get::<_, i64>(5)?
+            ))
+        })
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    let log = std::fs::read_to_string(cluster.log(1)).unwrap_or_default();
+    let said: Vec<&str> = log.lines().filter(|l| l.contains("job")).collect();
+    assert_eq!(
+        actions,
+        0,
+        "the exclusive job was frozen or boosted; decisions:\n{}\nthe agent said:\n{}\nstatus: {:?}\nSlurm said:\n{slurm}\nhooks:\n{}",
+        decided.join("\n"),
+        said.join("\n"),
+        seen.jobs.iter().map(|j| (j.name.to_string(), j.row, j.period, j.frozen)).collect::<Vec<_>>(),
+        std::fs::read_to_string(cluster.dir.path().join("log/hooks.log")).unwrap_or_default()
+    );
     cluster.cancel_all(&[alone.to_string(), other.to_string()]);
 }
 

@@ -45,6 +45,26 @@ impl Error {
                 if matches!(e.code, rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
         )
     }
+
+    /// Whether the write may go through when tried again with nothing of it changed: the store was busy, or its
+    /// disk is full, read-only or failing (what an administrator fixes), rather than the write being wrong (a
+    /// constraint, a row that cannot be read or written, a corrupt store).
+    pub fn may_pass_later(&self) -> bool {
+        self.is_busy()
+            || matches!(
+                self,
+                Self::Sqlite(rusqlite::Error::SqliteFailure(e, _))
+                    if matches!(
+                        e.code,
+                        rusqlite::ErrorCode::DiskFull
+                            | rusqlite::ErrorCode::ReadOnly
+                            | rusqlite::ErrorCode::SystemIoFailure
+                            | rusqlite::ErrorCode::CannotOpen
+                            | rusqlite::ErrorCode::PermissionDenied
+                    )
+            )
+            || matches!(self, Self::System { .. })
+    }
 }
 
 /// A store operation's result.

@@ -67,7 +67,10 @@ impl Daemon {
                 self.add_job(&job, |_, _| Ok(adopt::from_run(&job, dirs, row)))
             }
             Request::Release { job } => self.release(&job),
-            Request::SlurmEpilog { id } => self.slurm_epilog(id),
+            Request::SlurmEpilog { id } => {
+                self.slurm_epilog(id);
+                Ok(())
+            }
             // The control socket records it, off this loop (crate::together::timeline).
             Request::Timeline { .. } => anyhow::bail!("a timeline is recorded by the control socket, not the daemon"),
         }

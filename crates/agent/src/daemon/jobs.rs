@@ -4,14 +4,15 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::records::Record;
 use super::state::Daemon;
 use crate::adopt;
 use crate::managed::{self, ChangeError, Managed};
+use crate::writer::Record;
 use lockstep_cgroup::Backend;
 use lockstep_core::cosched::{self, PolicySpec};
 use lockstep_core::error::UsageError;
 use lockstep_core::ident::{JobKey, JobName};
+use lockstep_store::Store;
 
 impl Daemon {
     /// Switches to `policy` (and slot length `slot`, when given) at once: `dcs` is started or stopped as the
@@ -36,13 +37,16 @@ impl Daemon {
     }
 
     /// Takes on a job built by `make` (from this agent's cgroup backend, within what other jobs and the agent
-    /// itself hold) unless its name is taken: recorded in the store to be taken over after a restart, counted, and
-    /// planned at once.
+    /// itself hold) unless its name is taken or the store refuses what it is given: recorded in the store to be
+    /// taken over after a restart, counted, and planned at once.
     pub(super) fn add_job(
         &mut self,
         name: &JobName,
         make: impl FnOnce(&dyn Backend, &adopt::Claims) -> anyhow::Result<Managed>,
     ) -> anyhow::Result<()> {
+        if let Some(why) = self.table.store_refusal() {
+            anyhow::bail!("no job is taken on while the store refuses what it is given ({why})");
+        }
         let key = JobKey::Named(name.clone());
         if self.table.position(&key).is_some() {
             return Err(UsageError::new(format!("job name {name:?} is already managed by this agent")).into());
@@ -62,10 +66,13 @@ impl Daemon {
             roots: self.table.backend().roots(),
         };
         let mut job = make(self.table.backend(), &claims)?;
-        if let Err(e) = self.record(Record::ManagedPut(key, serde_json::to_string(&job.saved())?)) {
-            // Nothing may stay changed by a request that failed.
-            let _ = self.table.release(&mut job);
-            return Err(e.into());
+        match serde_json::to_string(&job.saved()) {
+            Ok(saved) => self.record(Record::ManagedPut(key, saved)),
+            Err(e) => {
+                // Nothing may stay changed by a request that failed.
+                let _ = self.table.release(&mut job);
+                return Err(e.into());
+            }
         }
         self.count(&job);
         log::info!(
@@ -91,7 +98,7 @@ impl Daemon {
         self.table.release(&mut job)?;
         log::info!("job {} released; its cgroups are as they were before", job.key);
         self.flush();
-        self.record(Record::ManagedRemove(job.key))?;
+        self.record(Record::ManagedRemove(job.key));
         self.planning.replan();
         Ok(())
     }
@@ -102,7 +109,8 @@ impl Daemon {
     /// None of this needs a new descriptor, however the agent ran out of them: a thaw or an unboost writes
     /// through the descriptor opened for the change, and whether an adopted job has ended is asked of the kernel
     /// by `rmdir` of its cgroup (refused while a process is in it). The [`Reserve`](crate::restore::Reserve) is
-    /// closed first, for what else may need one.
+    /// closed first, for what else may need one. Then it waits, at most [`crate::writer::FINISH_WAIT`], for the
+    /// store's writer to write what it was given.
     pub fn restore_all(&mut self) -> Vec<String> {
         self.reserve.release();
         self.switch_dcs_off();
@@ -123,15 +131,23 @@ impl Daemon {
             }
         }
         self.flush();
+        if !self.table.writer().finish(crate::writer::FINISH_WAIT) {
+            log::warn!(
+                "the store's writer did not finish within {} s: what it had not written is lost (a journal entry \
+                 left in the store restores a value already in place at the next start)",
+                crate::writer::FINISH_WAIT.as_secs()
+            );
+        }
         left
     }
 
     /// Takes over the jobs a previous agent managed (their cgroups still exist); counting restarts from zero. One
     /// saved under a name now reserved for Slurm's jobs is put back where it came from instead, and forgotten.
-    pub(super) fn take_over(&mut self) -> anyhow::Result<()> {
-        for (name, saved) in self.table.store().managed_all()? {
+    /// `store` is read as the daemon starts, before its loop.
+    pub(super) fn take_over(&mut self, store: &Store) -> anyhow::Result<()> {
+        for (name, saved) in store.managed_all()? {
             let Ok(saved) = serde_json::from_str::<managed::Saved>(&saved) else {
-                self.record(Record::ManagedForget(name))?;
+                self.record(Record::ManagedForget(name));
                 continue;
             };
             // The store keeps a job by its text: a Slurm job is told by how it came, never by that text.
@@ -148,7 +164,7 @@ impl Daemon {
                     "job {name}, taken on by an earlier lockstep, is released: its name is not a job name now \
                      (names beginning with \"slurm-\" are Slurm's jobs; adopt it again under another)"
                 );
-                self.record(Record::ManagedForget(name))?;
+                self.record(Record::ManagedForget(name));
                 continue;
             };
             match Managed::restore_saved(key, saved) {
@@ -156,7 +172,7 @@ impl Daemon {
                     self.count(&job);
                     self.table.push(job);
                 }
-                None => self.record(Record::ManagedForget(name))?,
+                None => self.record(Record::ManagedForget(name)),
             }
         }
         Ok(())

@@ -1,13 +1,14 @@
 //! The daemon's loop: the policy applied at every slot boundary (at once when asked to replan), the watchdog fed,
 //! and between boundaries the inbox's commands carried out, one at a time, on the one thread that owns the state.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::state::Daemon;
 use crate::command::Command;
 use crate::watchdog;
 use lockstep_core::cosched::slot;
 
+mod lag;
 mod realtime;
 
 /// How close to a boundary the loop stops waiting for commands and sleeps precisely until it.
@@ -21,6 +22,7 @@ impl Daemon {
     /// ([`Daemon::restore_all`]). The thread runs at real-time priority.
     pub fn run(&mut self) {
         realtime::thread("slot switches");
+        let mut lag = lag::Lag::default();
         let mut k = self.clock.index(slot::realtime_ns());
         self.tick(k, false);
         loop {
@@ -32,7 +34,9 @@ impl Daemon {
                     return;
                 }
                 if self.pulse.due() {
+                    let began = Instant::now();
                     self.heartbeat();
+                    lag.note("the watchdog's beat", began.elapsed());
                 }
                 let unpublished = self.publisher.retry();
                 if self.planning.take_replan() {
@@ -41,7 +45,9 @@ impl Daemon {
                     let now_k = self.clock.index(slot::realtime_ns());
                     let boundary = now_k != k;
                     k = now_k;
+                    let began = Instant::now();
                     self.tick(k, boundary);
+                    lag.note("a replan", began.elapsed());
                     break;
                 }
                 let now = slot::realtime_ns();
@@ -58,7 +64,10 @@ impl Daemon {
                     // counts whole); a replan or a clock step is no boundary waited for.
                     self.clock.late(now - next);
                     k = self.clock.index(now);
+                    lag.switched(k, Duration::from_nanos(now - next), self.clock.length());
+                    let began = Instant::now();
                     self.tick(k, true);
+                    lag.note("the slot's switch", began.elapsed());
                     break;
                 }
                 let left = Duration::from_nanos(next - now);
@@ -72,7 +81,9 @@ impl Daemon {
                     wait = wait.min(RETRY_PUBLISH);
                 }
                 if let Some(command) = self.inbox.next(wait) {
+                    let (what, began) = (command.what(), Instant::now());
                     self.handle(command);
+                    lag.note(what, began.elapsed());
                 }
             }
         }
@@ -89,6 +100,14 @@ impl Daemon {
             }
             Command::Slurm(msg) => self.slurm_msg(msg),
             Command::Dcs(msg) => self.dcs_msg(msg),
+            Command::Stored(trouble) => {
+                self.table.store_refuses(trouble.as_ref().filter(|t| t.refuses).map(|t| t.said.clone()));
+                match trouble {
+                    Some(t) => self.faults.report(crate::faults::Place::Store, &t.said),
+                    None => self.faults.clear(&crate::faults::Place::Store),
+                }
+                self.publish();
+            }
             Command::Stop => self.inbox.stop(),
             Command::Reload { policy, slot } => {
                 if let Err(e) = self.set_policy(policy, Some(slot)) {

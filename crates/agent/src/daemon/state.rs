@@ -59,8 +59,11 @@ pub struct Start {
     pub slurm_node: NodeName,
     /// The restore journal.
     pub journal: Journal,
-    /// The store.
+    /// The store, read as the daemon starts (the jobs a previous agent managed, the Slurm jobs the prologs
+    /// announced); the loop never writes it.
     pub store: Store,
+    /// The store's writer: what the loop writes goes through it.
+    pub writer: crate::writer::Writer,
     /// The cgroup backend.
     pub backend: Box<dyn Backend>,
     /// Every job's counters (the daemon's side of the sampler).
@@ -75,15 +78,12 @@ impl Daemon {
     /// The daemon of `start`, reading commands from `inbox` (whose address is `mailbox`): it takes over the jobs a
     /// previous agent managed, starts `dcs` if the policy raises, and reads the Slurm jobs the prologs announced.
     pub fn new(start: Start, mailbox: Mailbox, inbox: Receiver<Command>) -> anyhow::Result<Self> {
-        // The loop never waits for another connection's write lock: what the store cannot take at once waits in
-        // memory for the next flush (records, journal entries, decisions).
-        start.store.set_busy_timeout(Duration::ZERO)?;
         let slurm = super::slurm::known::SlurmState::load(start.slurm_node, &start.store)?;
         let start_node = start.node;
         let mut daemon = Self {
             planning: super::planning::Planning::new(start.policy),
             clock: super::clock::Clock::new(start.slot),
-            table: super::table::Table::new(start.journal, start.store, start.backend),
+            table: super::table::Table::new(start.journal, start.writer, start.backend),
             node: start_node.clone(),
             outbox: super::records::Outbox::new(),
             measures: super::measures::Measures::new(),
@@ -96,7 +96,7 @@ impl Daemon {
             inbox: super::inbox::Inbox::new(mailbox, inbox),
             publisher: super::board::Publisher::new(lockstep_proto::protocol::Status::new(start_node)),
         };
-        daemon.take_over()?;
+        daemon.take_over(&start.store)?;
         daemon.switch_dcs(daemon.planning.policy().raises())?;
         daemon.retire_ended_slurm_jobs();
         daemon.publish();

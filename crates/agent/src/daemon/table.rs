@@ -1,7 +1,7 @@
 //! The job table: the jobs the daemon manages, with what every change of their cgroups goes through (the restore
-//! journal, and the store it is kept in) and the cgroup backend new jobs are made from. Its fields are its own:
-//! the rest of the daemon reads the jobs, changes what it keeps of them (rows, plans, demand), and changes their
-//! cgroups only through the table's methods, so that no change bypasses the journal.
+//! journal, and the store's writer it is kept through) and the cgroup backend new jobs are made from. Its fields
+//! are its own: the rest of the daemon reads the jobs, changes what it keeps of them (rows, plans, demand), and
+//! changes their cgroups only through the table's methods, so that no change bypasses the journal.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -11,28 +11,29 @@ use super::records::Outbox;
 use crate::dcs::raiser::Ctx;
 use crate::journal::Journal;
 use crate::managed::{ChangeError, Managed};
+use crate::writer::Writer;
 use lockstep_cgroup::Backend;
 use lockstep_core::cosched::Desired;
-use lockstep_core::ident::{JobKey, NodeName};
+use lockstep_core::ident::JobKey;
 use lockstep_core::job::SlurmJobId;
-use lockstep_store::{Action, Store};
+use lockstep_store::Action;
 
-/// The jobs, the journal, the store, the backend.
+/// The jobs, the journal, the store's writer, the backend.
 pub(super) struct Table {
     /// The jobs the agent manages, in the order taken on.
     jobs: Vec<Managed>,
     /// Where every change to a job's cgroups is written before it is made.
     journal: Journal,
-    /// The node's store: the jobs' descriptions, the journal's entries, the records.
-    store: Store,
+    /// The node's store's writer: the jobs' descriptions, the journal's entries, the records.
+    writer: Writer,
     /// What new jobs' cgroups are made with.
     backend: Box<dyn Backend>,
 }
 
 impl Table {
     /// No job yet.
-    pub(super) fn new(journal: Journal, store: Store, backend: Box<dyn Backend>) -> Self {
-        Self { jobs: Vec::new(), journal, store, backend }
+    pub(super) fn new(journal: Journal, writer: Writer, backend: Box<dyn Backend>) -> Self {
+        Self { jobs: Vec::new(), journal, writer, backend }
     }
 
     /// The jobs, in the order they were taken on.
@@ -48,7 +49,7 @@ impl Table {
 
     /// The jobs with what their cgroups' changes go through, for `dcs`'s engine, which raises and lowers them.
     pub(super) fn with_changes(&mut self) -> (&mut [Managed], Ctx<'_>) {
-        (&mut self.jobs, Ctx { journal: &mut self.journal, store: &self.store })
+        (&mut self.jobs, Ctx { journal: &mut self.journal, writer: &self.writer })
     }
 
     /// Where job `key` is, if managed.
@@ -73,12 +74,12 @@ impl Table {
 
     /// Brings job `i` to `want` ([`Managed::apply`]).
     pub(super) fn apply(&mut self, i: usize, want: Desired) -> Result<Vec<Action>, ChangeError> {
-        self.jobs[i].apply(want, &mut self.journal, &self.store)
+        self.jobs[i].apply(want, &mut self.journal, &self.writer)
     }
 
     /// Adds the cgroup of `dirs` to job `i` ([`Managed::add_group`]).
     pub(super) fn add_group(&mut self, i: usize, dirs: Vec<PathBuf>) -> Result<(), ChangeError> {
-        self.jobs[i].add_group(dirs, &mut self.journal, &self.store)
+        self.jobs[i].add_group(dirs, &mut self.journal, &self.writer)
     }
 
     /// Drops the cgroups that are gone from job `i` ([`Managed::prune`]).
@@ -89,12 +90,22 @@ impl Table {
     /// Restores `job`, taken out of the table or never put in, as it was before it was taken on
     /// ([`Managed::release`]).
     pub(super) fn release(&mut self, job: &mut Managed) -> anyhow::Result<()> {
-        job.release(&mut self.journal, &self.store)
+        job.release(&mut self.journal, &self.writer)
     }
 
-    /// Writes what waits in `outbox` to the store ([`Outbox::flush`]).
-    pub(super) fn flush(&mut self, outbox: &mut Outbox, node: &NodeName) -> anyhow::Result<()> {
-        outbox.flush(&mut self.store, &mut self.journal, node)
+    /// Gives what waits in `outbox` to the writer ([`Outbox::flush`]).
+    pub(super) fn flush(&mut self, outbox: &mut Outbox) {
+        outbox.flush(&self.writer, &mut self.journal);
+    }
+
+    /// Says whether the store refuses what the writer gives it ([`Journal::store_refuses`]).
+    pub(super) fn store_refuses(&mut self, why: Option<String>) {
+        self.journal.store_refuses(why);
+    }
+
+    /// Why the store refuses what the writer gives it, while it does ([`Journal::refusal`]).
+    pub(super) fn store_refusal(&self) -> Option<&str> {
+        self.journal.refusal()
     }
 
     /// Beats for the watchdog ([`Pulse::beat`]): the gap since the last beat, when the watchdog has had to act.
@@ -102,9 +113,9 @@ impl Table {
         pulse.beat(&mut self.journal)
     }
 
-    /// The store.
-    pub(super) fn store(&self) -> &Store {
-        &self.store
+    /// The store's writer.
+    pub(super) fn writer(&self) -> &Writer {
+        &self.writer
     }
 
     /// The backend new jobs' cgroups are made from.

@@ -3,11 +3,11 @@
 
 use std::time::{Duration, Instant};
 
-use super::records::Record;
 use super::state::Daemon;
 use crate::faults::Place;
 use crate::managed::{ChangeError, Managed};
 use crate::progress;
+use crate::writer::Record;
 use lockstep_core::cosched::rows::{self, Entry};
 use lockstep_core::cosched::{self, Desired, JobView};
 use lockstep_core::ident::JobKey;
@@ -201,16 +201,13 @@ impl Daemon {
             Err(e) => log::error!("job {} ended; cannot clean up after it: {e:#}", job.key),
         }
         let d = self.decision(Some(&job.key), Action::Gone, Duration::ZERO);
-        let _ = self.record(Record::ManagedRemove(job.key));
+        self.record(Record::ManagedRemove(job.key));
         self.outbox.decide([d]);
     }
 
-    /// Writes what waits in the outbox to the store ([`super::records::Outbox::flush`]), saying a failure once.
+    /// Gives what waits in the outbox to the store's writer ([`super::records::Outbox::flush`]).
     pub(super) fn flush(&mut self) {
-        match self.table.flush(&mut self.outbox, &self.node) {
-            Ok(()) => self.faults.clear(&Place::Store),
-            Err(e) => self.faults.report(Place::Store, &format!("cannot log decisions: {e:#}")),
-        }
+        self.table.flush(&mut self.outbox);
     }
 
     pub(super) fn decision(&self, job: Option<&JobKey>, action: Action, took: Duration) -> Decision {
@@ -256,8 +253,8 @@ fn say_slow(job: &mut Managed) {
 }
 
 impl Daemon {
-    /// Writes `record` now, or keeps it for the next flush ([`super::records::Outbox::record`]).
-    pub(super) fn record(&mut self, record: Record) -> lockstep_store::Result<()> {
-        self.outbox.record(self.table.store(), record)
+    /// Gives `record` to the store's writer.
+    pub(super) fn record(&self, record: Record) {
+        self.table.writer().record(record);
     }
 }

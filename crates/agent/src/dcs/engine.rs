@@ -221,7 +221,7 @@ impl Engine {
     /// command, which the daemon no longer answers for this engine (the event thread detaches the probe then).
     pub fn stop(mut self, jobs: &mut [Managed], mut ctx: Ctx<'_>) {
         for job in jobs.iter_mut() {
-            self.leave(job, Ctx { journal: ctx.journal, store: ctx.store });
+            self.leave(job, Ctx { journal: ctx.journal, writer: ctx.writer });
         }
         if let Err(e) = self.raiser.stop(&mut ctx) {
             log::error!("dcs cannot restore: {e:#}");

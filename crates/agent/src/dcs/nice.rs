@@ -22,7 +22,7 @@ impl Raiser for Nice {
         let to =
             |before: &Sched| Sched { policy: before.policy | libc::SCHED_RESET_ON_FORK, nice: RAISED_NICE, ..*before };
         let name = &target.job.key;
-        let threads = threads::raise(name, target.threads, to, ctx.journal, ctx.store, self.journaled.of(name))?;
+        let threads = threads::raise(name, target.threads, to, ctx.journal, ctx.writer, self.journaled.of(name))?;
         Ok(Raised { threads })
     }
 

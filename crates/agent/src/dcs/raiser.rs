@@ -6,15 +6,15 @@ use super::threads::{Before, Changed};
 use crate::journal::Journal;
 use crate::managed::Managed;
 use crate::sched::Thread;
+use crate::writer::Writer;
 use lockstep_core::ident::JobKey;
-use lockstep_store::Store;
 
-/// What the agent's journal and store are, for a raiser's changes.
+/// The agent's journal and the store's writer, for a raiser's changes.
 pub struct Ctx<'a> {
     /// The restore journal (every change goes through it first).
     pub journal: &'a mut Journal,
-    /// The store behind it.
-    pub store: &'a Store,
+    /// The store's writer behind it.
+    pub writer: &'a Writer,
 }
 
 /// The job to raise, with its threads on this node as last scanned.

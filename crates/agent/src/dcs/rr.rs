@@ -56,7 +56,7 @@ impl Raiser for Rr {
         let policy = libc::SCHED_RR | libc::SCHED_RESET_ON_FORK;
         let to = |before: &Sched| Sched { policy, priority: RAISED_PRIORITY, ..*before };
         let name = &job.key;
-        match threads::raise(name, target.threads, to, ctx.journal, ctx.store, self.journaled.of(name)) {
+        match threads::raise(name, target.threads, to, ctx.journal, ctx.writer, self.journaled.of(name)) {
             Ok(threads) => Ok(Raised { threads }),
             Err(e) => {
                 self.take_budget(name)?;
@@ -101,13 +101,13 @@ impl Rr {
             // agent on this host (the test cluster's nodes), gave it.
             let before = read_us(&parent)?;
             if before < self.total {
-                ctx.journal.remember(ctx.store, job, &parent, &before.to_string())?;
+                ctx.journal.remember(ctx.writer, job, &parent, &before.to_string())?;
                 std::fs::write(&parent, self.total.to_string())
                     .map_err(|e| anyhow::anyhow!("cannot give {} a real-time budget: {e}", parent.display()))?;
                 self.parent.get_or_insert((parent, before.to_string()));
             }
             let before = read_us(&file)?.to_string();
-            ctx.journal.remember(ctx.store, job, &file, &before)?;
+            ctx.journal.remember(ctx.writer, job, &file, &before)?;
             self.budgets.insert(job.clone(), (file, before));
         }
         if !self.holding.iter().any(|j| j == job) {

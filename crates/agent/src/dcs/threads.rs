@@ -15,8 +15,8 @@ use std::collections::{HashMap, HashSet};
 
 use crate::journal::Journal;
 use crate::sched::{self, Sched, Thread};
+use crate::writer::Writer;
 use lockstep_core::ident::JobKey;
-use lockstep_store::Store;
 
 /// Threads of a job changed for one raise: each with its scheduling before and while raised.
 pub type Changed = Vec<(Thread, Sched, Sched)>;
@@ -33,7 +33,7 @@ pub fn raise(
     threads: &[Thread],
     raised: impl Fn(&Sched) -> Sched,
     journal: &mut Journal,
-    store: &Store,
+    writer: &Writer,
     known: &mut Before,
 ) -> anyhow::Result<Changed> {
     forget_exited(threads, journal, known);
@@ -43,7 +43,7 @@ pub fn raise(
             *b
         } else {
             let Ok(b) = sched::read(thread) else { continue };
-            journal.remember_thread(store, job, *thread, &b.encode())?;
+            journal.remember_thread(writer, job, *thread, &b.encode())?;
             known.insert(*thread, b);
             b
         };

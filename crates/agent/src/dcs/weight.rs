@@ -11,12 +11,12 @@ pub struct Weight;
 impl Raiser for Weight {
     fn raise(&mut self, target: Target<'_>, ctx: &mut Ctx<'_>) -> anyhow::Result<Raised> {
         let job = target.job;
-        job.apply(Desired { frozen: job.applied.frozen, boosted: true }, ctx.journal, ctx.store)?;
+        job.apply(Desired { frozen: job.applied.frozen, boosted: true }, ctx.journal, ctx.writer)?;
         Ok(Raised::default())
     }
 
     fn lower(&mut self, job: &mut Managed, _raised: Raised, ctx: &mut Ctx<'_>) -> anyhow::Result<()> {
-        job.apply(Desired { frozen: job.applied.frozen, boosted: job.planned.boosted }, ctx.journal, ctx.store)?;
+        job.apply(Desired { frozen: job.applied.frozen, boosted: job.planned.boosted }, ctx.journal, ctx.writer)?;
         Ok(())
     }
 

@@ -23,9 +23,9 @@ pub const ASK_AGAIN: Duration = Duration::from_secs(5);
 /// daemon finds one that neither its prolog nor slurmctld's last answer named (at most every [`ASK_AGAIN`]), and
 /// about each job the daemon saw stopped, whether Slurm halted it (`crate::slurm::Word::halts_to_ask`);
 /// else, while there are Slurm cgroups, every [`lockstep_slurm::REFRESH`] (a running job's place changes when a
-/// neighbour comes or goes). The daemon takes on only the jobs Slurm says run here. Waiting for slurmctld and
-/// moving processes between cgroups are done here, never in the daemon's loop, and at normal priority: what
-/// Slurm's tree and slurmctld make this thread wait for or do holds up no slot switch.
+/// neighbour comes or goes). The daemon takes on only the jobs Slurm says run here. Waiting for slurmctld, making
+/// cgroups and moving processes between them are done here, never in the daemon's loop, and at normal priority:
+/// what Slurm's tree and slurmctld make this thread wait for or do holds up no slot switch.
 pub fn spawn(
     daemon: Outlet<Msg>,
     version: Version,
@@ -40,6 +40,7 @@ pub fn spawn(
         let mut wanted = true;
         let mut checked = false;
         let mut halts = Vec::new();
+        let mut made = Vec::new();
         loop {
             let mut found = scan(version, &roots, &node);
             if !found.is_empty() && !checked {
@@ -66,11 +67,11 @@ pub fn spawn(
                 asked = Some(at);
                 lockstep_slurm::on_node(&node).map(|jobs| Answer { asked: at, jobs }).map_err(|e| format!("{e:#}"))
             });
-            let Some(chores) = daemon.ask(|reply| Msg::Scanned { found, word, halts, reply }) else { return };
+            let Some(chores) = daemon.ask(|reply| Msg::Scanned { found, word, halts, made, reply }) else { return };
             wanted = chores.ask;
             // Slurm's word on the jobs seen stopped, for the next scan.
             halts = chores.halts.iter().filter_map(|&id| Some((id, halted(id)?))).collect();
-            chores.run();
+            made = chores.run();
             std::thread::sleep(SCAN_INTERVAL);
         }
     });

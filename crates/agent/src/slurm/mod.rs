@@ -23,6 +23,8 @@ pub enum Msg {
         word: Option<Result<Answer, String>>,
         /// What slurmctld said of the jobs the last answer asked about (`Chores::halts`): halted or not.
         halts: Vec<(lockstep_slurm::SlurmJobId, bool)>,
+        /// The weight cgroups the last answer asked to make (`Chores::make`): made, or why not.
+        made: Vec<(lockstep_slurm::SlurmJobId, Result<(), String>)>,
         /// The work left to the discovery thread.
         reply: Sender<Chores>,
     },

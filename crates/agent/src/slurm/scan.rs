@@ -437,11 +437,14 @@ fn gather(found: &Found, weight_dir: &Path) {
     }
 }
 
-/// The cgroup work a scan leaves for the discovery thread, not the daemon's loop, to do: moving processes into a
-/// cgroup and removing one wait on the kernel's cgroup locks (tens of milliseconds when the machine is busy), and
-/// a slot switch must never wait behind them; and what is said of Slurm's tree that takes reading it.
+/// The cgroup work a scan leaves for the discovery thread, not the daemon's loop, to do: making a cgroup, moving
+/// processes into one and removing one wait on the kernel's cgroup locks (tens of milliseconds when the machine is
+/// busy), and a slot switch must never wait behind them; and what is said of Slurm's tree that takes reading it.
 #[derive(Debug, Default)]
 pub struct Chores {
+    /// Weight cgroups to make, each for the Slurm job that is taken on once it is made (the next scan says how
+    /// that went).
+    pub make: Vec<(SlurmJobId, PathBuf)>,
     /// Each Slurm job and its weight cgroup, to gather its new processes into.
     pub gather: Vec<(Found, PathBuf)>,
     /// Weight cgroups of jobs no longer managed, to remove once empty.
@@ -457,8 +460,10 @@ pub struct Chores {
 }
 
 impl Chores {
-    /// Does the work.
-    pub fn run(self) {
+    /// Does the work; returns, for each weight cgroup it was to make, whether it was made or why not.
+    pub fn run(self) -> Vec<(SlurmJobId, Result<(), String>)> {
+        let made =
+            self.make.iter().map(|(id, dir)| (*id, fs::create_dir_all(dir).map_err(|e| e.to_string()))).collect();
         for (found, weight_dir) in &self.gather {
             gather(found, weight_dir);
         }
@@ -493,6 +498,7 @@ impl Chores {
                 LEFT_BEHIND.as_secs()
             );
         }
+        made
     }
 }
 

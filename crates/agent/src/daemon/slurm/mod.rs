@@ -14,16 +14,15 @@
 //! the log, with the owners of the processes left in them, and left alone: never managed, never given a row.
 
 use std::collections::HashMap;
-use std::fs;
 use std::path::PathBuf;
 use std::time::Instant;
 
-use super::records::Record;
 use super::state::Daemon;
 use crate::adopt;
 use crate::faults::Place;
 use crate::managed::Origin;
 use crate::slurm::{numbered, Answer, Chores, Found, Msg};
+use crate::writer::Record;
 use lockstep_cgroup::{self as cgroup, Knobs, Version};
 use lockstep_core::cosched::rows::Schedule;
 use lockstep_core::ident::JobKey;
@@ -39,7 +38,7 @@ impl Daemon {
     pub(super) fn slurm_msg(&mut self, msg: Msg) {
         match msg {
             Msg::Told { jobs } => self.told_places(&jobs),
-            Msg::Scanned { found, word, halts, reply } => {
+            Msg::Scanned { found, word, halts, made, reply } => {
                 match word {
                     Some(Ok(word)) => {
                         self.faults.clear(&Place::Slurmctld);
@@ -48,7 +47,7 @@ impl Daemon {
                     Some(Err(e)) => self.faults.report(Place::Slurmctld, &e),
                     None => {}
                 }
-                let chores = self.sync_slurm(found, &halts);
+                let chores = self.sync_slurm(found, &halts, &made);
                 self.publish();
                 let _ = reply.send(chores);
             }
@@ -69,9 +68,7 @@ impl Daemon {
         for id in again {
             log::info!("Slurm job {id} runs here again (slurmctld lists it after its end)");
             self.slurm.done.remove(&id);
-            if let Err(e) = self.record(Record::SlurmForget(id)) {
-                log::error!("Slurm job {id}: cannot write its end to the store: {e:#}");
-            }
+            self.record(Record::SlurmForget(id));
         }
         let word = &mut self.slurm.word;
         word.announced.retain(|_, at| *at >= answer.asked);
@@ -101,10 +98,16 @@ impl Daemon {
 
     /// Takes on the Slurm jobs found on this node that Slurm says run here, adds the steps that started since the
     /// last scan and keeps each job's PUs current, and releases the managed ones Slurm no longer runs here;
-    /// returns the cgroup work left to do outside the loop (gathering each job's new processes into its weight
-    /// cgroup, removing those of jobs gone, saying which directories Slurm does not run). Jobs whose epilog ran
-    /// are left alone; a job adopted by hand is not taken twice.
-    fn sync_slurm(&mut self, found: Vec<Found>, halts: &[(SlurmJobId, bool)]) -> Chores {
+    /// returns the cgroup work left to do outside the loop (making the weight cgroups of jobs to take on, which are
+    /// taken on at the scan after, with `made` saying how the making went; gathering each job's new processes into
+    /// its weight cgroup, removing those of jobs gone, saying which directories Slurm does not run). Jobs whose
+    /// epilog ran are left alone; a job adopted by hand is not taken twice.
+    fn sync_slurm(
+        &mut self,
+        found: Vec<Found>,
+        halts: &[(SlurmJobId, bool)],
+        made: &[(SlurmJobId, Result<(), String>)],
+    ) -> Chores {
         self.forget_ended_and_gone(&found);
         let now = Instant::now();
         self.slurm.word.retain_found(&found, now);
@@ -115,6 +118,7 @@ impl Daemon {
         let mut phantoms = Vec::new();
         let mut gathered = Vec::new();
         let mut ask = false;
+        let mut to_make = Vec::new();
         for f in found {
             let id = f.id;
             if !self.slurm.word.runs(id) {
@@ -159,24 +163,29 @@ impl Daemon {
                 self.table.jobs().iter().any(|j| {
                     j.groups.iter().flat_map(|g| &g.dirs).any(|d| f.job_dirs.iter().any(|jd| d.starts_with(jd)))
                 });
-            if adopted_by_hand {
+            // Taken on once the store takes its record again (the fault is said).
+            if adopted_by_hand || self.table.store_refusal().is_some() {
                 continue;
             }
+            // A weight cgroup to make is made by the discovery thread; the job is taken on at the next scan.
             let weight_dir = match self.weight_dir(&f) {
-                Ok(dir) => dir,
-                Err(e) => {
-                    log::warn!("Slurm job {}: no CPU weight to boost ({e})", f.id);
-                    None
+                Some(dir) if !dir.is_dir() => {
+                    if let Some((_, Err(e))) = made.iter().find(|(m, _)| *m == id) {
+                        log::warn!("Slurm job {id}: no CPU weight to boost (cannot make {}: {e})", dir.display());
+                        None
+                    } else {
+                        to_make.push((id, dir));
+                        continue;
+                    }
                 }
+                dir => dir,
             };
             let owner = hint.map(|h| h.uid).or(f.uid);
             let mut job = adopt::from_slurm(f, owner, weight_dir, hint.and_then(|h| h.row));
             job.place = self.slurm.places.get(&id).copied();
-            match serde_json::to_string(&job.saved())
-                .map_err(anyhow::Error::from)
-                .and_then(|s| Ok(self.record(Record::ManagedPut(JobKey::Slurm(id), s))?))
-            {
-                Ok(()) => {
+            match serde_json::to_string(&job.saved()) {
+                Ok(saved) => {
+                    self.record(Record::ManagedPut(JobKey::Slurm(id), saved));
                     self.count(&job);
                     self.table.push(job);
                     changed = true;
@@ -199,7 +208,7 @@ impl Daemon {
             })
             .collect();
         let halts = self.slurm.word.halts_to_ask(now);
-        Chores { gather, sweep: self.unmanaged_weight_dirs(), phantoms, ask, halts }
+        Chores { make: to_make, gather, sweep: self.unmanaged_weight_dirs(), phantoms, ask, halts }
     }
 
     /// Forgets the end of the Slurm jobs whose directories are gone (`found`: those there), in memory and in the
@@ -209,9 +218,7 @@ impl Daemon {
             self.slurm.done.keys().filter(|id| !found.iter().any(|f| f.id == **id)).copied().collect();
         for id in gone {
             self.slurm.done.remove(&id);
-            if let Err(e) = self.record(Record::SlurmForget(id)) {
-                log::error!("Slurm job {id}: cannot write its end to the store: {e:#}");
-            }
+            self.record(Record::SlurmForget(id));
         }
     }
 
@@ -258,13 +265,13 @@ impl Daemon {
     }
 
     /// Marks Slurm job `id` ended on this node, in memory and (for good) in the store.
-    fn end_slurm_job(&mut self, id: SlurmJobId) -> anyhow::Result<()> {
+    fn end_slurm_job(&mut self, id: SlurmJobId) {
         self.slurm.announced.remove(&id);
         self.slurm.places.remove(&id);
         self.slurm.node_rows.remove(&id);
         self.slurm.word.announced.remove(&id);
         self.slurm.done.insert(id, Instant::now());
-        Ok(self.record(Record::SlurmEnd(id))?)
+        self.record(Record::SlurmEnd(id));
     }
 
     /// The v1 cpu hierarchy's root, if mounted.
@@ -284,19 +291,17 @@ impl Daemon {
             .collect()
     }
 
-    /// On cgroup v1, where Slurm's job cgroups have no cpu controller: creates
-    /// `cpu/lockstep/slurm_<node>_job_<id>` (named like Slurm's, by node, as several slurmd may share a host) for
-    /// the job's processes. `None` when the job's cgroups have a CPU weight of their own, or no cpu hierarchy
+    /// On cgroup v1, where Slurm's job cgroups have no cpu controller: `cpu/lockstep/slurm_<node>_job_<id>` (named
+    /// like Slurm's, by node, as several slurmd may share a host), the weight cgroup for the job's processes,
+    /// whether made yet or not. `None` when the job's cgroups have a CPU weight of their own, or no cpu hierarchy
     /// exists.
-    fn weight_dir(&self, found: &Found) -> std::io::Result<Option<PathBuf>> {
+    fn weight_dir(&self, found: &Found) -> Option<PathBuf> {
         let has_weight = found.groups.iter().any(|g| Knobs::find(g).weight.is_some());
         if has_weight || self.table.backend().version() != Version::V1 {
-            return Ok(None);
+            return None;
         }
-        let Some(root) = self.v1_cpu_root() else { return Ok(None) };
-        let dir = root.join(cgroup::PARENT).join(format!("slurm_{}_job_{}", self.slurm.node, found.id));
-        fs::create_dir_all(&dir)?;
-        Ok(Some(dir))
+        let root = self.v1_cpu_root()?;
+        Some(root.join(cgroup::PARENT).join(format!("slurm_{}_job_{}", self.slurm.node, found.id)))
     }
 
     /// The prolog announced job `job` on this node: remember its owner and row or place (a job already found
@@ -305,7 +310,7 @@ impl Daemon {
     pub(super) fn slurm_prolog(&mut self, mut job: SlurmJob, place: Option<Schedule>) -> anyhow::Result<bool> {
         job.row = job.row.or_else(|| self.slurm.node_rows.get(&job.id).copied());
         let place = place.or_else(|| self.slurm.places.get(&job.id).copied());
-        self.record(Record::SlurmPut(job))?;
+        self.record(Record::SlurmPut(job));
         log::info!(
             "Slurm job {} registered by its prolog (uid {}, row {})",
             job.id,
@@ -325,7 +330,7 @@ impl Daemon {
             m.place = place.or(m.place);
             m.owner = job.uid;
             let record = Record::ManagedPut(m.key.clone(), serde_json::to_string(&m.saved())?);
-            self.record(record)?;
+            self.record(record);
             self.planning.replan();
         }
         Ok(job.row.is_some() || place.is_some())
@@ -374,14 +379,13 @@ impl Daemon {
 
     /// The epilog ran for job `id`: its processes are gone; restore and forget it, and do not take it on again
     /// while Slurm removes its cgroups.
-    pub(super) fn slurm_epilog(&mut self, id: SlurmJobId) -> anyhow::Result<()> {
+    pub(super) fn slurm_epilog(&mut self, id: SlurmJobId) {
         log::info!("Slurm job {id} ended (its epilog)");
-        // Restored first: a mark the store refuses leaves no job managed past its end.
         if let Some(i) = self.table.slurm(id) {
             self.retire(i);
             self.flush();
             self.planning.replan();
         }
-        self.end_slurm_job(id)
+        self.end_slurm_job(id);
     }
 }
