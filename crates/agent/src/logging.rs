@@ -8,14 +8,102 @@
 //! syntax, in place of the default as `RUST_LOG` does (`warn`: warnings and errors only; `warn,lockstepd::setup=info`;
 //! a target matches by prefix, and one no directive matches is not written); unset or empty, the agent's lines
 //! from `info` up and other crates' from `warn` up.
+//!
+//! No thread waits for stderr to take a line: a line goes to a queue of [`QUEUE`] lines that the `lockstep-log`
+//! thread writes out, and a line that finds it full is dropped and counted (the count is said once stderr takes
+//! lines again). Stderr is whatever reads it: the journal's stream, which a journald slowed by a flood of other
+//! lines drains late, a pipe, a file on a disk a user keeps busy; the slot loop logs, and must never wait behind
+//! it. The process waits at most [`FLUSH_WAIT`] for the queue as it exits ([`flush`]).
 
 use std::io::Write;
 use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{self, Receiver, SyncSender, TrySendError};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
 
 use log::{Level, LevelFilter};
 
 /// The variable that chooses which lines are written (`env_logger`'s filter syntax).
 pub const FILTER_VAR: &str = "LOCKSTEP_LOG";
+
+/// How many lines may wait for stderr; a line past them is dropped and counted.
+const QUEUE: usize = 4096;
+
+/// How long the process waits, as it exits, for the lines still queued to be written.
+pub const FLUSH_WAIT: Duration = Duration::from_secs(2);
+
+/// What the log's queue carries.
+enum Out {
+    /// A whole line, as one write.
+    Line(Vec<u8>),
+    /// Answer once every line queued before is written.
+    Flush(mpsc::Sender<()>),
+}
+
+/// The queue's sending side, once the log started.
+static QUEUED: OnceLock<SyncSender<Out>> = OnceLock::new();
+
+/// The log's target: each line goes to the queue without waiting, or is counted in `dropped`.
+struct Queue {
+    tx: SyncSender<Out>,
+    dropped: Arc<AtomicU64>,
+}
+
+impl Write for Queue {
+    fn write(&mut self, line: &[u8]) -> std::io::Result<usize> {
+        if self.tx.try_send(Out::Line(line.to_vec())).is_err() {
+            self.dropped.fetch_add(1, Ordering::Relaxed);
+        }
+        Ok(line.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// The `lockstep-log` thread: writes the queued lines to stderr, each in one write, and says how many were dropped
+/// once it has caught up with the queue. It takes no signal: started before the agent blocks SIGINT and SIGTERM for
+/// its waiter thread, it would otherwise be the one the kernel picks, and die of the default action (the agent did,
+/// without restoring, in the first try).
+fn drain(rx: &Receiver<Out>, dropped: &AtomicU64) {
+    let _ = nix::sys::signal::SigSet::all().thread_block();
+    for out in rx {
+        match out {
+            Out::Line(line) => {
+                // A line stderr refuses is lost: there is nowhere else to say so.
+                let _ = std::io::stderr().write_all(&line);
+            }
+            Out::Flush(reply) => {
+                let _ = reply.send(());
+            }
+        }
+        let n = dropped.swap(0, Ordering::Relaxed);
+        if n > 0 {
+            log::warn!("{n} log line(s) dropped: stderr did not take them as fast as they came");
+        }
+    }
+}
+
+/// Waits, at most [`FLUSH_WAIT`], until the lines queued so far are written to stderr; for the process's exit.
+pub fn flush() {
+    let Some(tx) = QUEUED.get() else { return };
+    let deadline = Instant::now() + FLUSH_WAIT;
+    let (reply, done) = mpsc::channel();
+    let mut out = Out::Flush(reply);
+    loop {
+        match tx.try_send(out) {
+            Ok(()) => break,
+            Err(TrySendError::Full(again)) if Instant::now() < deadline => {
+                out = again;
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            Err(_) => return,
+        }
+    }
+    let _ = done.recv_timeout(deadline.saturating_duration_since(Instant::now()));
+}
 
 /// Starts the log of this process, whose lines are spoken by `speaker` (`lockstep agent`, `lockstep watchdog`).
 /// A second call in one process changes nothing.
@@ -26,7 +114,10 @@ pub fn init(speaker: &'static str) {
         Ok(filter) if !filter.trim().is_empty() => builder.parse_filters(&filter),
         _ => builder.filter_level(LevelFilter::Warn).filter_module(env!("CARGO_CRATE_NAME"), LevelFilter::Info),
     };
-    builder.target(env_logger::Target::Stderr).format(move |out, record| {
+    let (tx, rx) = mpsc::sync_channel(QUEUE);
+    let dropped = Arc::new(AtomicU64::new(0));
+    builder.target(env_logger::Target::Pipe(Box::new(Queue { tx: tx.clone(), dropped: dropped.clone() })));
+    builder.format(move |out, record| {
         let said = record.args().to_string();
         let text = one_line(&said);
         if journal {
@@ -35,7 +126,13 @@ pub fn init(speaker: &'static str) {
             writeln!(out, "{} {:<5} {speaker}: {text}", out.timestamp_millis(), record.level())
         }
     });
-    let _ = builder.try_init();
+    if builder.try_init().is_ok() && QUEUED.set(tx).is_ok() {
+        let spawned = std::thread::Builder::new().name("lockstep-log".into()).spawn(move || drain(&rx, &dropped));
+        if let Err(e) = spawned {
+            // Nothing would write the queue: say so where the log would have gone.
+            let _ = writeln!(std::io::stderr(), "{speaker}: cannot start the log's thread ({e}); no line is written");
+        }
+    }
 }
 
 /// The longest text a line carries, in bytes: with its prefix, one line stays one write of at most `PIPE_BUF`

@@ -414,5 +414,7 @@ fn main() {
             e.kind() == clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand,
         ),
     };
+    // The log's last lines (the agent's "stopped", the watchdog's restores) reach stderr before the exit.
+    lockstepd::flush_log();
     std::process::exit(status);
 }

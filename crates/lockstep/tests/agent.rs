@@ -1768,3 +1768,68 @@ fn the_slot_loop_never_writes_the_store_whose_disk_a_user_makes_slow() {
     drop(b);
     drop(agent.stop(Signal::SIGTERM));
 }
+
+/// The agent's stderr a pipe that nobody reads, as a journald that does not drain the agent's stream (one slowed by
+/// a user's flood of lines) would leave it: the pipe fills after 64 KiB, and a loop that wrote its lines itself
+/// waited at the next one, with its jobs as they were. 300 adoptions and releases later (600 lines, 90 KiB), each is
+/// answered and gang still alternates; once the pipe is read, every line is there, none said dropped.
+#[test]
+#[ignore = "needs root"]
+fn an_unread_stderr_holds_up_no_slot_and_loses_no_line_the_queue_can_hold() {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    common::require_root();
+    let _serial = serial();
+    let env = Env::new();
+    let fifo = env.dir.path().join("agent-stderr");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRUSR | nix::sys::stat::Mode::S_IWUSR).unwrap();
+    // Opened without waiting for the writer, and not read until the end.
+    let mut reader =
+        std::fs::OpenOptions::new().read(true).custom_flags(nix::fcntl::OFlag::O_NONBLOCK.bits()).open(&fifo).unwrap();
+    let mut cmd = std::process::Command::new("sh");
+    cmd.env("LOCKSTEP_STORE", env.store()).env("LOCKSTEP_SOCKET", env.socket());
+    cmd.args(["-c", r#"exec "$0" agent --policy gang --slot 100ms 2>"$1""#, env!("CARGO_BIN_EXE_lockstep")]).arg(&fifo);
+    let agent = Agent::spawn(&env, cmd);
+    let a = Job::start(&env, &name("log-a"), &[]);
+    let b = Job::start(&env, &name("log-b"), &[]);
+    one_frozen(&a, &b);
+    let mut sleeper = std::process::Command::new("sleep").arg("120").spawn().unwrap();
+    let pid = sleeper.id().to_string();
+    let rounds = 300;
+    for i in 0..rounds {
+        let job = name(&format!("log-{i}"));
+        ok(&env.run(&["adopt", "--job", &job, "--pid", &pid]));
+        ok(&env.run(&["release", "--job", &job]));
+    }
+    alternating(&a, &b, "with the agent's stderr unread");
+    drop(a);
+    drop(b);
+    // Read to the end (every writer gone: the agent, and the watchdog that shares its stderr).
+    let drained = std::thread::spawn(move || {
+        let (mut text, mut buf) = (Vec::new(), [0u8; 16384]);
+        let deadline = Instant::now() + Duration::from_mins(1);
+        while Instant::now() < deadline {
+            match reader.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => text.extend_from_slice(&buf[..n]),
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => std::thread::sleep(Duration::from_millis(10)),
+                Err(e) => panic!("reading the agent's stderr: {e}"),
+            }
+        }
+        String::from_utf8_lossy(&text).into_owned()
+    });
+    drop(agent.stop(Signal::SIGTERM));
+    let text = drained.join().unwrap();
+    let taken = text.lines().filter(|l| l.contains("taken on (pids,")).count();
+    assert_eq!(taken, rounds, "lines of adoptions in the agent's stderr, of {rounds}:\n{}", tail(&text));
+    assert!(!text.contains("dropped"), "{}", tail(&text));
+    assert!(text.contains("stopped; every job restored"), "the last line is lost:\n{}", tail(&text));
+    let _ = sleeper.kill();
+    common::exit_within(&mut sleeper, common::STOP_LIMIT, "a sleeper, killed");
+}
+
+/// The last 20 lines of `text`.
+fn tail(text: &str) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(20)..].join("\n")
+}
