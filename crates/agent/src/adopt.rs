@@ -92,7 +92,7 @@ pub enum Resolved {
         groups: Vec<Vec<PathBuf>>,
         /// Whoever owns the first process found in them.
         owner: Option<u32>,
-        /// Their cpusets, else their processes' affinity, else every online PU.
+        /// The cpusets they set, else their processes' affinity, else the cpusets they inherit, else every online PU.
         pus: CpuList,
     },
     /// Processes to move into a cgroup of the agent's, each the process named (PID and start time).
@@ -415,8 +415,9 @@ fn process_owner(dirs: &[PathBuf]) -> Option<u32> {
     procfs::owner(pid)
 }
 
-/// The PUs `groups` may run on: their cpusets, else the affinity of the processes in them (and below), else
-/// every online PU.
+/// The PUs `groups` may run on: the cpusets they set themselves, else the affinity of the processes in them (and
+/// below), else the cpusets they inherit, else every online PU. (A cgroup lockstep makes to adopt processes sets
+/// no cpuset: on v2 it inherits every PU of its parent, and its processes' affinity says where they run.)
 pub fn pus(groups: &[Group]) -> CpuList {
     let mut pus = CpuList::new();
     for g in groups {
@@ -426,7 +427,7 @@ pub fn pus(groups: &[Group]) -> CpuList {
                 pids.iter().filter_map(|&p| CpuList::parse(&procfs::cpus_allowed(p)?).ok()).collect();
             (!lists.is_empty()).then(|| lists.iter().flat_map(CpuList::iter).collect())
         });
-        for pu in mine.unwrap_or_else(CpuList::online).iter() {
+        for pu in mine.or_else(|| g.knobs.effective_pus()).unwrap_or_else(CpuList::online).iter() {
             pus.insert(pu);
         }
     }

@@ -1,6 +1,8 @@
 //! Small readers of `/proc`.
 
 use lockstep_core::cpulist::CpuList;
+use nix::sched::{sched_getaffinity, sched_setaffinity, CpuSet};
+use nix::unistd::Pid;
 use std::fs;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -28,7 +30,8 @@ pub trait Live: Sized {
     fn alive(&self) -> bool;
     /// `ESRCH` unless the ID still names this process: the check before every action on it.
     fn check(&self) -> io::Result<()>;
-    /// Moves the process into the cgroup whose `cgroup.procs` file is `procs`, only if its ID still names it.
+    /// Moves the process into the cgroup whose `cgroup.procs` file is `procs`, only if its ID still names it;
+    /// each of its threads keeps its CPU affinity, which a move into another cpuset on cgroup v2 resets.
     fn move_to(&self, procs: &Path) -> io::Result<()>;
     /// Sends signal `sig` to the process, only if its ID still names it.
     fn signal(&self, sig: i32) -> io::Result<()>;
@@ -61,10 +64,14 @@ impl Live for ProcessRef {
     fn move_to(&self, procs: &Path) -> io::Result<()> {
         let pidfd = pidfd_open(self.pid);
         self.check()?;
+        let kept = affinities(self.pid);
         fs::write(procs, self.pid.to_string())?;
         match pidfd {
             Some(fd) if exited(&fd) => Err(io::Error::from_raw_os_error(libc::ESRCH)),
-            _ => Ok(()),
+            _ => {
+                keep_affinities(self.pid, &kept);
+                Ok(())
+            }
         }
     }
 
@@ -98,6 +105,30 @@ fn pidfd_open(pid: i32) -> Option<OwnedFd> {
     let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
     // SAFETY: a non-negative return is a descriptor this process owns now.
     (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd as i32) })
+}
+
+/// Each thread of process `pid` with its CPU affinity (threads that exit while they are listed are left out).
+fn affinities(pid: i32) -> Vec<(i32, CpuSet)> {
+    let tids = threads(pid).unwrap_or_default();
+    tids.into_iter().filter_map(|tid| Some((tid, sched_getaffinity(Pid::from_raw(tid)).ok()?))).collect()
+}
+
+/// Gives each thread of process `pid` in `kept` the affinity it had before a move, where the move changed it. On
+/// cgroup v2 a process moved into another cpuset has every thread's affinity set to that whole cpuset, even one
+/// with the same PUs (kernel 6.18, from the root cgroup to a child): an MPI rank bound to its core, adopted by
+/// PID, would lose its binding, and keep it lost after release. A thread is set only while it is still listed
+/// under the process (a thread that ended meanwhile is not there, so its ID, reused, names no other process's
+/// thread here); one the kernel refuses (its affinity outside the new cpuset) keeps what the move gave it. The
+/// work is one read and at most one write per thread, as the move itself is for the kernel.
+fn keep_affinities(pid: i32, kept: &[(i32, CpuSet)]) {
+    for (tid, before) in kept {
+        let thread = Pid::from_raw(*tid);
+        if sched_getaffinity(thread).is_ok_and(|now| now != *before)
+            && Path::new(&format!("/proc/{pid}/task/{tid}")).exists()
+        {
+            let _ = sched_setaffinity(thread, before);
+        }
+    }
 }
 
 /// Whether the process behind `pidfd` has exited (the descriptor polls readable then).
