@@ -92,7 +92,7 @@ pub enum Resolved {
         groups: Vec<Vec<PathBuf>>,
         /// Whoever owns the first process found in them.
         owner: Option<u32>,
-        /// The cpusets they set, else their processes' affinity, else the cpusets they inherit, else every online PU.
+        /// Their cpusets, else their processes' affinity, else every online PU.
         pus: CpuList,
     },
     /// Processes to move into a cgroup of the agent's, each the process named (PID and start time).
@@ -329,8 +329,19 @@ fn from_pids(
             }
         }
     }
+    // The processes' affinity, not the new cgroup's cpuset: lockstep sets none there, so on v2 it shows its
+    // parent's (every PU, or what another job's placement left there), which says nothing of where they run.
     let group = Group::new(created.dirs.clone());
-    Ok(managed(name.clone().into(), vec![group], row, Origin::Pids { moved, created }))
+    let bound: Vec<CpuList> =
+        moved.iter().filter_map(|(process, _)| CpuList::parse(&procfs::cpus_allowed(process.pid)?).ok()).collect();
+    let pus = if bound.is_empty() {
+        pus(std::slice::from_ref(&group))
+    } else {
+        bound.iter().flat_map(CpuList::iter).collect()
+    };
+    let mut job = managed_over(name.clone().into(), vec![group], row, Origin::Pids { moved, created }, pus);
+    job.owner = process_owner(&job.groups[0].dirs).unwrap_or(0);
+    Ok(job)
 }
 
 /// Whether the agent, with the capabilities it runs with, may write `procs` (a `cgroup.procs` file).
@@ -415,9 +426,8 @@ fn process_owner(dirs: &[PathBuf]) -> Option<u32> {
     procfs::owner(pid)
 }
 
-/// The PUs `groups` may run on: the cpusets they set themselves, else the affinity of the processes in them (and
-/// below), else the cpusets they inherit, else every online PU. (A cgroup lockstep makes to adopt processes sets
-/// no cpuset: on v2 it inherits every PU of its parent, and its processes' affinity says where they run.)
+/// The PUs `groups` may run on: their cpusets, else the affinity of the processes in them (and below), else
+/// every online PU.
 pub fn pus(groups: &[Group]) -> CpuList {
     let mut pus = CpuList::new();
     for g in groups {
@@ -427,7 +437,7 @@ pub fn pus(groups: &[Group]) -> CpuList {
                 pids.iter().filter_map(|&p| CpuList::parse(&procfs::cpus_allowed(p)?).ok()).collect();
             (!lists.is_empty()).then(|| lists.iter().flat_map(CpuList::iter).collect())
         });
-        for pu in mine.or_else(|| g.knobs.effective_pus()).unwrap_or_else(CpuList::online).iter() {
+        for pu in mine.unwrap_or_else(CpuList::online).iter() {
             pus.insert(pu);
         }
     }

@@ -31,22 +31,8 @@ impl Knobs {
         }
     }
 
-    /// The PUs the cgroup's own cpuset gives it, when readable. A v2 cgroup whose `cpuset.cpus` is empty sets
-    /// none and runs on its parent's (one lockstep made to adopt processes, or one nobody restricted): that says
-    /// nothing of where its processes may run, so it gives none here (see [`Knobs::effective_pus`]).
+    /// The PUs the cgroup may use, when its cpuset is readable.
     pub fn pus(&self) -> Option<CpuList> {
-        let file = self.cpus.as_ref()?;
-        if file.file_name().is_some_and(|n| n == "cpuset.cpus.effective") {
-            let own = fs::read_to_string(file.with_file_name("cpuset.cpus")).ok()?;
-            if own.trim().is_empty() {
-                return None;
-            }
-        }
-        self.effective_pus()
-    }
-
-    /// The PUs the cgroup may use, whoever restricted them (itself or a cgroup above), when readable.
-    pub fn effective_pus(&self) -> Option<CpuList> {
         let text = fs::read_to_string(self.cpus.as_ref()?).ok()?;
         CpuList::parse(text.trim()).ok().filter(|l| !l.is_empty())
     }
@@ -113,27 +99,8 @@ pub fn weight_to_shares(weight: u64) -> u64 {
 
 #[cfg(test)]
 mod tests {
-    use super::{freezing, Knobs};
-    use lockstep_core::cpulist::CpuList;
+    use super::freezing;
     use std::fs;
-
-    /// A v2 cgroup's PUs are its own only when its `cpuset.cpus` sets them; a v1 cpuset is always its own.
-    #[test]
-    fn a_v2_cgroup_that_sets_no_cpuset_has_no_pus_of_its_own() {
-        let t = lockstep_scratch::tempdir().unwrap();
-        let write = |name: &str, text: &str| fs::write(t.path().join(name), text).unwrap();
-        write("cpuset.cpus.effective", "0-3\n");
-        write("cpuset.cpus", "\n");
-        let knobs = Knobs::find(&[t.path().to_path_buf()]);
-        assert_eq!(knobs.pus(), None, "inherited PUs taken as the cgroup's own");
-        assert_eq!(knobs.effective_pus(), Some(CpuList::parse("0-3").unwrap()));
-        write("cpuset.cpus", "1-2\n");
-        write("cpuset.cpus.effective", "1-2\n");
-        assert_eq!(knobs.pus(), Some(CpuList::parse("1-2").unwrap()));
-        let v1 = lockstep_scratch::tempdir().unwrap();
-        fs::write(v1.path().join("cpuset.effective_cpus"), "2\n").unwrap();
-        assert_eq!(Knobs::find(&[v1.path().to_path_buf()]).pus(), Some(CpuList::parse("2").unwrap()));
-    }
 
     /// A v1 cgroup is asked to freeze when it or a cgroup above it was (its two flags, never `freezer.state`); a
     /// v2 one when its own `cgroup.freeze` says 1.

@@ -64,7 +64,7 @@ impl Live for ProcessRef {
     fn move_to(&self, procs: &Path) -> io::Result<()> {
         let pidfd = pidfd_open(self.pid);
         self.check()?;
-        let kept = affinities(self.pid);
+        let kept = affinities(self.pid, procs);
         fs::write(procs, self.pid.to_string())?;
         match pidfd {
             Some(fd) if exited(&fd) => Err(io::Error::from_raw_os_error(libc::ESRCH)),
@@ -107,28 +107,59 @@ fn pidfd_open(pid: i32) -> Option<OwnedFd> {
     (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd as i32) })
 }
 
-/// Each thread of process `pid` with its CPU affinity (threads that exit while they are listed are left out).
-fn affinities(pid: i32) -> Vec<(i32, CpuSet)> {
-    let tids = threads(pid).unwrap_or_default();
-    tids.into_iter().filter_map(|tid| Some((tid, sched_getaffinity(Pid::from_raw(tid)).ok()?))).collect()
+/// Most threads of one process whose CPU affinity a move keeps: a process can have as many threads as the kernel
+/// allows (10⁵ and more), and a move is made on the agent's real-time loop. MPI ranks and their OpenMP threads are
+/// far fewer; the threads listed after these keep what the move gives them.
+const KEPT_THREADS: usize = 1024;
+
+/// Each of the first [`KEPT_THREADS`] threads of process `pid` with its CPU affinity, where a move into the cgroup
+/// whose `cgroup.procs` is `procs` may change it: on cgroup v2 (its directory has `cgroup.controllers`) and into a
+/// v1 cpuset (it has `cpuset.cpus`); none into v1's other hierarchies, whose moves leave affinities alone. A
+/// thread that exits while listed is left out, as is every thread where affinities do not fit a `CpuSet` (more
+/// than 1024 CPU IDs).
+fn affinities(pid: i32, procs: &Path) -> Vec<(i32, CpuSet)> {
+    let dir = procs.parent().unwrap_or(procs);
+    if !dir.join("cgroup.controllers").exists() && !dir.join("cpuset.cpus").exists() {
+        return Vec::new();
+    }
+    let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) else { return Vec::new() };
+    tasks
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .take(KEPT_THREADS)
+        .filter_map(|tid| Some((tid, sched_getaffinity(Pid::from_raw(tid)).ok()?)))
+        .collect()
 }
 
-/// Gives each thread of process `pid` in `kept` the affinity it had before a move, where the move changed it. On
-/// cgroup v2 a process moved into another cpuset has every thread's affinity set to that whole cpuset, even one
-/// with the same PUs (kernel 6.18, from the root cgroup to a child): an MPI rank bound to its core, adopted by
-/// PID, would lose its binding, and keep it lost after release. A thread is set only while it is still listed
-/// under the process (a thread that ended meanwhile is not there, so its ID, reused, names no other process's
-/// thread here); one the kernel refuses (its affinity outside the new cpuset) keeps what the move gave it. The
-/// work is one read and at most one write per thread, as the move itself is for the kernel.
+/// Gives each thread of process `pid` in `kept` back the affinity it had before a move, where the move widened
+/// it. On cgroup v2 a process moved into another cpuset has every thread's affinity set to that whole cpuset, even
+/// one with the same PUs (kernel 6.18, from the root cgroup to a child): an MPI rank bound to its core, adopted by
+/// PID, would lose its binding, and keep it lost after release. Only a widened affinity (a superset of the one
+/// before) is given back, so that a thread that bound itself while it was moved keeps its own binding; one the
+/// kernel refuses (outside the new cpuset) keeps what the move gave it.
+///
+/// A thread is set only while it is listed under the process, and checked again after: one that ended in
+/// between may have left its ID to another process's thread, which then got this mask (within its own cpuset,
+/// which the kernel enforces); that is said, as nothing tells what that thread had before.
 fn keep_affinities(pid: i32, kept: &[(i32, CpuSet)]) {
     for (tid, before) in kept {
         let thread = Pid::from_raw(*tid);
-        if sched_getaffinity(thread).is_ok_and(|now| now != *before)
-            && Path::new(&format!("/proc/{pid}/task/{tid}")).exists()
-        {
-            let _ = sched_setaffinity(thread, before);
+        let listed = format!("/proc/{pid}/task/{tid}");
+        if !sched_getaffinity(thread).is_ok_and(|now| widened(before, &now)) || !Path::new(&listed).exists() {
+            continue;
+        }
+        if sched_setaffinity(thread, before).is_ok() && !Path::new(&listed).exists() {
+            log::warn!(
+                "thread {tid} of process {pid} ended as its CPU affinity was given back after a move: a thread that \
+                 took its ID since may have got that affinity in its place"
+            );
         }
     }
+}
+
+/// Whether `now` holds every CPU of `before` and more.
+fn widened(before: &CpuSet, now: &CpuSet) -> bool {
+    now != before
+        && (0..CpuSet::count()).all(|cpu| !before.is_set(cpu).unwrap_or(false) || now.is_set(cpu).unwrap_or(false))
 }
 
 /// Whether the process behind `pidfd` has exited (the descriptor polls readable then).
@@ -289,6 +320,22 @@ pub fn peak_rss_bytes(pid: i32) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Only an affinity the move widened is given back: one the thread narrowed itself is its own.
+    #[test]
+    fn an_affinity_is_widened_only_by_a_strict_superset() {
+        let set = |cpus: &[usize]| {
+            let mut s = CpuSet::new();
+            for &c in cpus {
+                s.set(c).unwrap();
+            }
+            s
+        };
+        assert!(widened(&set(&[1]), &set(&[0, 1, 2])));
+        assert!(!widened(&set(&[1]), &set(&[1])), "unchanged");
+        assert!(!widened(&set(&[0, 1, 2]), &set(&[1])), "narrowed");
+        assert!(!widened(&set(&[1]), &set(&[0, 2])), "moved elsewhere");
+    }
 
     #[test]
     fn cpus_are_busy_for_what_their_lines_count_outside_idle_iowait_and_guest() {

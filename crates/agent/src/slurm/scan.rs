@@ -189,8 +189,8 @@ pub struct Found {
     pub users: Vec<PathBuf>,
     /// The layout it was found in.
     pub version: Version,
-    /// The PUs it may run on, once [`Found::measure`]d (the cpusets it sets, else its processes' affinity, else
-    /// the cpusets it inherits, else every online PU).
+    /// The PUs it may run on, once [`Found::measure`]d (its cpusets, else its processes' affinity, else every
+    /// online PU).
     pub pus: CpuList,
     /// Whether a step held more than [`ENTRIES`] task directories, so that some were not looked at.
     pub partial: bool,
@@ -228,10 +228,10 @@ impl Found {
         pids
     }
 
-    /// Fills in what is learnt by reading the job's cgroups rather than their names: the PUs it may run on (the
-    /// cpusets its cgroups set, else the affinity of the processes in its groups' first directories and one level
-    /// below, where Slurm puts them: on v1 that includes the job's slurmstepd, whose affinity is the job's
-    /// allocation, as before these walks were bounded; else the cpusets its cgroups inherit) and, where the layout does not say it (v2), its owner (that of its first
+    /// Fills in what is learnt by reading the job's cgroups rather than their names: the PUs it may run on (its
+    /// cpusets, else the affinity of the processes in its groups' first directories and one level below, where
+    /// Slurm puts them: on v1 that includes the job's slurmstepd, whose affinity is the job's allocation, as
+    /// before these walks were bounded) and, where the layout does not say it (v2), its owner (that of its first
     /// task: a step's tasks are the user's). Done by the discovery thread, never the daemon's loop.
     pub fn measure(&mut self) {
         let cpusets: Vec<CpuList> = self.groups.iter().filter_map(|g| Knobs::find(g).pus()).collect();
@@ -243,11 +243,6 @@ impl Found {
             pids.iter().filter_map(|&p| CpuList::parse(&procfs::cpus_allowed(p)?).ok()).collect()
         } else {
             cpusets
-        };
-        let lists = if lists.is_empty() {
-            self.groups.iter().filter_map(|g| Knobs::find(g).effective_pus()).collect()
-        } else {
-            lists
         };
         self.pus = if lists.is_empty() { CpuList::online() } else { lists.iter().flat_map(CpuList::iter).collect() };
         // Listed once for both readings below.
