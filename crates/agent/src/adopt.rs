@@ -332,13 +332,8 @@ fn from_pids(
     // The processes' affinity, not the new cgroup's cpuset: lockstep sets none there, so on v2 it shows its
     // parent's (every PU, or what another job's placement left there), which says nothing of where they run.
     let group = Group::new(created.dirs.clone());
-    let bound: Vec<CpuList> =
-        moved.iter().filter_map(|(process, _)| CpuList::parse(&procfs::cpus_allowed(process.pid)?).ok()).collect();
-    let pus = if bound.is_empty() {
-        pus(std::slice::from_ref(&group))
-    } else {
-        bound.iter().flat_map(CpuList::iter).collect()
-    };
+    let moved_pids: Vec<i32> = moved.iter().map(|(process, _)| process.pid).collect();
+    let pus = affinity(&moved_pids).unwrap_or_else(|| pus(std::slice::from_ref(&group)));
     let mut job = managed_over(name.clone().into(), vec![group], row, Origin::Pids { moved, created }, pus);
     job.owner = process_owner(&job.groups[0].dirs).unwrap_or(0);
     Ok(job)
@@ -431,17 +426,19 @@ fn process_owner(dirs: &[PathBuf]) -> Option<u32> {
 pub fn pus(groups: &[Group]) -> CpuList {
     let mut pus = CpuList::new();
     for g in groups {
-        let mine = g.knobs.pus().or_else(|| {
-            let pids = lockstep_cgroup::procs_below(g.dirs.first()?).ok()?;
-            let lists: Vec<CpuList> =
-                pids.iter().filter_map(|&p| CpuList::parse(&procfs::cpus_allowed(p)?).ok()).collect();
-            (!lists.is_empty()).then(|| lists.iter().flat_map(CpuList::iter).collect())
-        });
+        let mine = g.knobs.pus().or_else(|| affinity(&lockstep_cgroup::procs_below(g.dirs.first()?).ok()?));
         for pu in mine.unwrap_or_else(CpuList::online).iter() {
             pus.insert(pu);
         }
     }
     pus
+}
+
+/// The PUs the processes `pids` may run on together (the union of their affinities), or `None` when none of them
+/// could be read.
+fn affinity(pids: &[i32]) -> Option<CpuList> {
+    let lists: Vec<CpuList> = pids.iter().filter_map(|&p| CpuList::parse(&procfs::cpus_allowed(p)?).ok()).collect();
+    (!lists.is_empty()).then(|| lists.iter().flat_map(CpuList::iter).collect())
 }
 
 /// `path` relative to whichever hierarchy root it lies under; a relative path stays as given.

@@ -122,9 +122,9 @@ fn affinities(pid: i32, procs: &Path) -> Vec<(i32, CpuSet)> {
     if !dir.join("cgroup.controllers").exists() && !dir.join("cpuset.cpus").exists() {
         return Vec::new();
     }
-    let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) else { return Vec::new() };
-    tasks
-        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+    task_ids(pid)
+        .into_iter()
+        .flatten()
         .take(KEPT_THREADS)
         .filter_map(|tid| Some((tid, sched_getaffinity(Pid::from_raw(tid)).ok()?)))
         .collect()
@@ -209,8 +209,14 @@ pub fn cgroups(pid: i32) -> Option<Vec<(String, String)>> {
 
 /// The thread ids of process `pid` (`/proc/PID/task`), or `None` if the process does not exist.
 pub fn threads(pid: i32) -> Option<Vec<i32>> {
+    Some(task_ids(pid)?.collect())
+}
+
+/// The thread ids of process `pid` as `/proc/PID/task` lists them, read as they are taken (a caller may take a
+/// bounded number), or `None` if the process does not exist.
+fn task_ids(pid: i32) -> Option<impl Iterator<Item = i32>> {
     let dir = fs::read_dir(format!("/proc/{pid}/task")).ok()?;
-    Some(dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok()).collect())
+    Some(dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok()))
 }
 
 /// Most bytes of a process's environment read: an environment is at most a few hundred KiB (`ARG_MAX`).

@@ -263,6 +263,18 @@ fn under_gang_two_jobs_that_fit_their_pus_are_never_frozen() {
     stopped_log(agent);
 }
 
+/// Two PUs this test may run on (`taskset` and `sched_setaffinity` refuse the others), or `None` after saying that
+/// the test needs them `what` for.
+fn two_pus(what: &str) -> Option<[usize; 2]> {
+    let allowed = lockstep_cgroup::procfs::cpus_allowed(std::process::id() as i32).unwrap();
+    let pus: Vec<usize> = CpuList::parse(&allowed).unwrap().iter().take(2).collect();
+    let two = <[usize; 2]>::try_from(pus).ok();
+    if two.is_none() {
+        common::missing(&format!("needs 2 PUs {what} (allowed: {allowed})"));
+    }
+    two
+}
+
 /// Sets of jobs that share no PU cycle apart: two busy jobs on one PU beside three on another are sliced in every slot
 /// under `gang`. With one cycle of three rows for the node, the pair had no favoured job one slot in three, and ran
 /// together then, as under `cfs`.
@@ -271,13 +283,7 @@ fn under_gang_two_jobs_that_fit_their_pus_are_never_frozen() {
 fn under_gang_each_set_of_jobs_is_sliced_by_its_own_cycle() {
     common::require_root();
     let _serial = serial();
-    // Two PUs this test may run on (`taskset` refuses the others).
-    let allowed = lockstep_cgroup::procfs::cpus_allowed(std::process::id() as i32).unwrap();
-    let pus: Vec<usize> = CpuList::parse(&allowed).unwrap().iter().take(2).collect();
-    if pus.len() < 2 {
-        common::missing(&format!("needs 2 PUs (allowed: {allowed})"));
-        return;
-    }
+    let Some(pus) = two_pus("to put two sets of jobs apart") else { return };
     let env = Env::new();
     let agent = Agent::start(&env, &["--policy", "gang", "--slot", "200ms"]);
     let on = [pus[0], pus[0], pus[1], pus[1], pus[1]];
@@ -607,12 +613,7 @@ const BOUND: &str = "import os, sys, threading, time\n\
 fn adoption_and_release_keep_each_threads_cpu_affinity() {
     common::require_root();
     let _serial = serial();
-    let allowed = lockstep_cgroup::procfs::cpus_allowed(std::process::id() as i32).unwrap();
-    let pus: Vec<usize> = CpuList::parse(&allowed).unwrap().iter().take(2).collect();
-    let [first, second] = pus[..] else {
-        common::missing(&format!("needs 2 PUs to bind two threads apart (allowed: {allowed})"));
-        return;
-    };
+    let Some([first, second]) = two_pus("to bind two threads apart") else { return };
     let env = Env::new();
     let agent = Agent::start(&env, &["--policy", "gang", "--slot", "100ms"]);
     let mut child = std::process::Command::new("python3")
