@@ -1844,9 +1844,10 @@ fn the_slot_loop_never_writes_the_store_whose_disk_a_user_makes_slow() {
 
 /// The agent's stderr a pipe that nobody reads, as a journald that does not drain the agent's stream (one slowed by
 /// a user's flood of lines) would leave it: the pipe, shrunk to one page, fills after 4 KiB, and a loop that wrote
-/// its lines itself waited at the next one, with its jobs as they were. 60 adoptions and releases later (120 lines,
-/// about 18 KiB; more where a page is larger), each is answered and gang still alternates; once the pipe is read,
-/// every line is there, none said dropped.
+/// its lines itself waited at the next one, with its jobs as they were. 40 adoptions and releases of jobs with
+/// names of 64 characters later (80 lines, about 13 KiB; more where a page is larger), each is answered and gang
+/// still alternates; once the pipe is read, every line is there, none said dropped, and there were more than three
+/// pipes' worth.
 #[test]
 #[ignore = "needs root"]
 fn an_unread_stderr_holds_up_no_slot_and_loses_no_line_the_queue_can_hold() {
@@ -1861,10 +1862,10 @@ fn an_unread_stderr_holds_up_no_slot_and_loses_no_line_the_queue_can_hold() {
     // Opened without waiting for the writer, and not read until the end.
     let mut reader =
         std::fs::OpenOptions::new().read(true).custom_flags(nix::fcntl::OFlag::O_NONBLOCK.bits()).open(&fifo).unwrap();
-    // One page instead of 64 KiB (each round is a process and two requests, slow in a TCG guest): the rounds fill
-    // three times what the pipe holds, at about 300 bytes of lines each.
+    // One page instead of 64 KiB, and names as long as names go (each round is a process and two requests, about
+    // a second in a TCG guest): the rounds fill three times what the pipe holds, at about 320 bytes of lines each.
     let size = nix::fcntl::fcntl(reader.as_raw_fd(), nix::fcntl::FcntlArg::F_SETPIPE_SZ(4096)).unwrap();
-    let rounds = (usize::try_from(size).unwrap() * 3 / 300).max(60);
+    let rounds = usize::try_from(size).unwrap() * 3 / 300;
     let mut cmd = std::process::Command::new("sh");
     cmd.env("LOCKSTEP_STORE", env.store()).env("LOCKSTEP_SOCKET", env.socket());
     cmd.args(["-c", r#"exec "$0" agent --policy gang --slot 100ms 2>"$1""#, env!("CARGO_BIN_EXE_lockstep")]).arg(&fifo);
@@ -1876,7 +1877,7 @@ fn an_unread_stderr_holds_up_no_slot_and_loses_no_line_the_queue_can_hold() {
     // once still seen in the removed cgroup (`it-log-99-… (deleted)`), which is not what this test is about.
     for i in 0..rounds {
         let mut sleeper = std::process::Command::new("sleep").arg("120").spawn().unwrap();
-        let job = name(&format!("log-{i}"));
+        let job = format!("{:x<64}", name(&format!("log-{i}")) + "-");
         ok(&env.run(&["adopt", "--job", &job, "--pid", &sleeper.id().to_string()]));
         ok(&env.run(&["release", "--job", &job]));
         let _ = sleeper.kill();
@@ -1901,6 +1902,9 @@ fn an_unread_stderr_holds_up_no_slot_and_loses_no_line_the_queue_can_hold() {
     });
     drop(agent.stop(Signal::SIGTERM));
     let text = drained.join().unwrap();
+    // What the test is about: the lines were more than the pipe could hold.
+    let size = usize::try_from(size).unwrap();
+    assert!(text.len() >= 3 * size, "{} bytes of lines, not three pipes of {size}:\n{}", text.len(), tail(&text));
     let taken = text.lines().filter(|l| l.contains("taken on (pids,")).count();
     assert_eq!(taken, rounds, "lines of adoptions in the agent's stderr, of {rounds}:\n{}", tail(&text));
     assert!(!text.contains("dropped"), "{}", tail(&text));
