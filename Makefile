@@ -73,7 +73,8 @@ demo: build
 
 # Each line of the suite says how long it took (scripts/timed-shell). Guests of one qemu each run two at a time
 # (scripts/together --jobs 2, the longest first), as each runs on one host thread, the agent soak beside them at
-# the least CPU weight (scripts/beside); those of two (two-nodes, slurm-two) share a bridge, alone. The fuzz
+# a quarter of a task's CPU weight (scripts/beside --share 25: at the least weight the guests' two threads starved
+# its agent for seconds); those of two (two-nodes, slurm-two) share a bridge, alone. The fuzz
 # crates' own Cargo.lock is checked first (seconds), not only by the fuzz build beside the tests (which would say
 # it after 15 minutes). The native tests, small programs that wait on their launcher more than they compute, run
 # two at a time (73 s one at a time, 46 s so).
@@ -88,7 +89,7 @@ test: build
 		LOCKSTEP_AGENT_CAPS=$(AGENT_CAPS) $(CARGO) test --release --locked --workspace -- --include-ignored
 	$(MAKE) package > $(BUILD)/package.log
 	tests/packages
-	scripts/beside $(BUILD)/soak.log scripts/soak-agent.sh 2 -- scripts/together --jobs 2 $(BUILD)/vm-logs \
+	scripts/beside --share 25 $(BUILD)/soak.log scripts/soak-agent.sh 2 -- scripts/together --jobs 2 $(BUILD)/vm-logs \
 		tests/vm/cgroup-v2 tests/vm/systemd-unit tests/vm/deb-install tests/vm/slurm-v2 tests/vm/numa
 	tests/vm/two-nodes
 	tests/vm/slurm-two
