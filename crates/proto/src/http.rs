@@ -47,7 +47,7 @@ pub enum HttpError {
     /// takes connections into its backlog, but nothing will answer until it is continued.
     #[error("its process {0} is stopped")]
     Stopped(i32),
-    /// The peer closed the connection cleanly before answering (having read what was sent).
+    /// The peer closed the connection before answering, having read what was sent or before all of it was.
     #[error("the connection closed before an answer")]
     Unanswered,
     /// The exchange failed (the peer reset it, sent something that is not HTTP, or too much).
@@ -131,7 +131,9 @@ where
         .body(Full::new(Bytes::from(body.unwrap_or_default())))
         .map_err(|e| failed(&e))?;
     let response = sender.send_request(request).await.map_err(|e| {
-        if e.is_incomplete_message() {
+        // Closed before the answer: while it came (incomplete), or before the request was written (hyper drops it
+        // as canceled), as an agent does with a client too slow to send its request.
+        if e.is_incomplete_message() || e.is_canceled() {
             HttpError::Unanswered
         } else {
             failed(&e)
