@@ -1865,7 +1865,8 @@ fn an_unread_stderr_holds_up_no_slot_and_loses_no_line_the_queue_can_hold() {
     // One page instead of 64 KiB, and names as long as names go (each round is a process and two requests, about
     // a second in a TCG guest): the rounds fill three times what the pipe holds, at about 320 bytes of lines each.
     let size = nix::fcntl::fcntl(reader.as_raw_fd(), nix::fcntl::FcntlArg::F_SETPIPE_SZ(4096)).unwrap();
-    let rounds = usize::try_from(size).unwrap() * 3 / 300;
+    let size = usize::try_from(size).unwrap();
+    let rounds = size * 3 / 300;
     let mut cmd = std::process::Command::new("sh");
     cmd.env("LOCKSTEP_STORE", env.store()).env("LOCKSTEP_SOCKET", env.socket());
     cmd.args(["-c", r#"exec "$0" agent --policy gang --slot 100ms 2>"$1""#, env!("CARGO_BIN_EXE_lockstep")]).arg(&fifo);
@@ -1903,7 +1904,6 @@ fn an_unread_stderr_holds_up_no_slot_and_loses_no_line_the_queue_can_hold() {
     drop(agent.stop(Signal::SIGTERM));
     let text = drained.join().unwrap();
     // What the test is about: the lines were more than the pipe could hold.
-    let size = usize::try_from(size).unwrap();
     assert!(text.len() >= 3 * size, "{} bytes of lines, not three pipes of {size}:\n{}", text.len(), tail(&text));
     let taken = text.lines().filter(|l| l.contains("taken on (pids,")).count();
     assert_eq!(taken, rounds, "lines of adoptions in the agent's stderr, of {rounds}:\n{}", tail(&text));
