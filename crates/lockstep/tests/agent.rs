@@ -987,6 +987,22 @@ fn descendants(pid: i32) -> Vec<i32> {
 #[test]
 #[ignore = "needs root"]
 fn a_stopped_experiment_takes_down_what_it_started() {
+    stop_an_experiment(false);
+}
+
+/// The same with a launcher that does not end on SIGTERM (stopped with SIGSTOP before it comes): it holds `lockstep
+/// run`, which waits for it, as an `mpiexec` that hung on SIGTERM did once in the cgroup v2 guest (its main thread in
+/// a futex wait, its ranks ended). Past the grace what the job started is killed, so that `lockstep run` removes
+/// the job's cgroup and ends; nothing is left.
+#[test]
+#[ignore = "needs root"]
+fn a_stopped_experiment_takes_down_a_job_whose_launcher_does_not_end_on_sigterm() {
+    stop_an_experiment(true);
+}
+
+/// Runs an experiment of one MPI job, stops it with SIGTERM while the job runs (its launcher stopped first if
+/// `hold`), and checks that it exits 143 having taken down everything it started.
+fn stop_an_experiment(hold: bool) {
     common::require_root();
     let _serial = serial();
     let Some(build) = built("ep") else { return };
@@ -1018,6 +1034,12 @@ fn a_stopped_experiment_takes_down_what_it_started() {
     };
     wait_until("the job's ranks", WAIT, comms, |c| c.iter().any(|c| c == "ep"));
     let below = descendants(me);
+    if hold {
+        let comm = |p: &i32| std::fs::read_to_string(format!("/proc/{p}/comm")).unwrap_or_default();
+        let rank = *below.iter().find(|p| comm(p).trim() == "ep").expect("a rank");
+        let launcher = lockstep_cgroup::procfs::parent(rank).expect("the rank's launcher");
+        kill(Pid::from_raw(launcher), Signal::SIGSTOP).unwrap();
+    }
     kill(Pid::from_raw(me), Signal::SIGTERM).unwrap();
     let status = common::exit_within(&mut child, common::STOP_LIMIT, "lockstep run, after SIGTERM");
     let mut err = String::new();
@@ -1030,6 +1052,16 @@ fn a_stopped_experiment_takes_down_what_it_started() {
     let left = || below.iter().copied().filter(|&p| running(p)).map(common::stuck).collect::<Vec<_>>();
     wait_until("every process the experiment started to be gone", common::STOP_LIMIT, left, Vec::is_empty);
     assert!(!reports.join("it-stopped/work/agent.sock").exists(), "the agent removes its socket as it stops");
+    // `lockstep run` removed the job's cgroups before it ended, in every hierarchy (v1 `CONTROLLER/lockstep/JOB`, v2
+    // `lockstep/JOB`).
+    let cgroups = Path::new("/sys/fs/cgroup");
+    let roots = std::fs::read_dir(cgroups).into_iter().flatten().flatten().map(|e| e.path()).chain([cgroups.into()]);
+    let left: Vec<PathBuf> = roots
+        .flat_map(|root| std::fs::read_dir(root.join("lockstep")).into_iter().flatten().flatten())
+        .map(|e| e.path())
+        .filter(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("it-stopped")))
+        .collect();
+    assert!(left.is_empty(), "the job's cgroups were left: {left:?}");
 }
 
 /// The placement experiment (seed 000) on this one-kind machine: emulated kinds, every rank seated and the E ranks

@@ -3,8 +3,9 @@
 //! What an experiment starts (the test Slurm cluster, Prometheus, its private agent) is taken down by its owner's
 //! `Drop`. A signal that ends the process runs no `Drop`: the owners also register here how to take their thing
 //! down, and after [`on_signals`] SIGINT, SIGTERM and SIGHUP run what is registered, newest first, then stop the
-//! process's remaining children (the jobs: `lockstep run` passes SIGTERM on to its command and removes its
-//! cgroup), before the process exits. An owner that took its thing down itself drops its [`Registration`].
+//! process's remaining children and what they started (the jobs: `lockstep run` passes SIGTERM on to its command
+//! and removes its cgroup once it has ended; [`stop_tree`]), before the process exits. An owner that took its
+//! thing down itself drops its [`Registration`].
 
 use lockstep_cgroup::procfs::Live as _;
 use std::collections::BTreeMap;
@@ -30,6 +31,10 @@ static NEXT: AtomicU64 = AtomicU64::new(0);
 
 /// How long a job has to end after SIGTERM before it is killed.
 pub const JOB_GRACE: Duration = Duration::from_secs(10);
+
+/// How long a job's supervisor has to end once what it started was killed, before it is killed too: `lockstep run`
+/// then removes the job's cgroup, waiting up to 10 s for its processes to go.
+const CLEANUP_GRACE: Duration = Duration::from_secs(12);
 
 /// The signals that stop an experiment.
 const STOPPING: [Signal; 3] = [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP];
@@ -85,12 +90,13 @@ pub fn on_signals() -> anyhow::Result<()> {
         while let Some((_, teardown)) = all.pop_last() {
             teardown();
         }
-        let jobs = children();
-        for &pid in &jobs {
+        let jobs: Vec<(u32, Vec<ProcessRef>)> =
+            children().into_iter().map(|pid| (pid, descendants(&[pid as i32]))).collect();
+        for &(pid, _) in &jobs {
             let _ = kill(Pid::from_raw(pid as i32), Signal::SIGTERM);
         }
-        for pid in jobs {
-            stop_child(pid, JOB_GRACE);
+        for (pid, tree) in jobs {
+            stopped_tree(pid, tree, JOB_GRACE);
         }
         std::process::exit(128 + sig as i32);
     });
@@ -149,14 +155,46 @@ pub fn descendants(roots: &[i32]) -> Vec<ProcessRef> {
     tree
 }
 
-/// Stops child process `pid` as [`stop_child`] does, then kills what it started and left behind: a launcher
-/// such as `mpiexec` forwards SIGTERM to its ranks and waits for them, and ranks that block SIGTERM (Charliecloud
-/// ranks inherit a mask with nearly every signal blocked) would hold it forever; SIGKILL ends both.
+/// Stops child process `pid` and what it started: SIGTERM to it, and what [`stopped_tree`] does after.
 pub fn stop_tree(pid: u32, grace: Duration) {
     let tree = descendants(&[pid as i32]);
-    stop_child(pid, grace);
+    let _ = kill(Pid::from_raw(pid as i32), Signal::SIGTERM);
+    stopped_tree(pid, tree, grace);
+}
+
+/// Waits up to `grace` for child process `pid`, sent SIGTERM, to end, and reaps it. Past the grace, what it
+/// started is killed first, so that it ends its own way (`lockstep run` removes the job's cgroup once its command
+/// has ended), and it is killed only if it has not within [`CLEANUP_GRACE`]: a launcher that waits for ranks that
+/// block SIGTERM (Charliecloud ranks inherit a mask with nearly every signal blocked), or that hangs on it (Open MPI
+/// 4.1's `mpiexec` in the cgroup v2 guest of `make test`, kernel 6.1, on 2026-12-06: its main thread in a futex
+/// wait, its two ranks ended and never reaped, `lockstep run` killed after the grace and `mpiexec` left behind),
+/// would hold it forever. Then what it started and left behind (`tree`, its descendants before the SIGTERM: what
+/// outlives a launcher that ended is no longer below it) is killed.
+fn stopped_tree(pid: u32, tree: Vec<ProcessRef>, grace: Duration) {
+    let me = Pid::from_raw(pid as i32);
+    if !ended_within(me, grace) {
+        for process in descendants(&[pid as i32]) {
+            let _ = process.signal(libc::SIGKILL);
+        }
+        if !ended_within(me, CLEANUP_GRACE) {
+            let _ = kill(me, Signal::SIGKILL);
+            let _ = waitpid(me, None);
+        }
+    }
     for process in tree {
         let _ = process.signal(libc::SIGKILL);
+    }
+}
+
+/// Whether child process `pid` ended (and was reaped) within `grace`, or was already gone.
+fn ended_within(pid: Pid, grace: Duration) -> bool {
+    let deadline = Instant::now() + grace;
+    loop {
+        match waitpid(pid, Some(WaitPidFlag::WNOHANG)) {
+            Ok(WaitStatus::StillAlive) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(50)),
+            Ok(WaitStatus::StillAlive) => return false,
+            _ => return true,
+        }
     }
 }
 
@@ -189,18 +227,10 @@ impl Drop for Stopped {
 /// Stops child process `pid`: SIGTERM, then SIGKILL if it has not exited within `grace`; reaps it.
 pub fn stop_child(pid: u32, grace: Duration) {
     let pid = Pid::from_raw(pid as i32);
-    if kill(pid, Signal::SIGTERM).is_err() {
-        return;
+    if kill(pid, Signal::SIGTERM).is_ok() && !ended_within(pid, grace) {
+        let _ = kill(pid, Signal::SIGKILL);
+        let _ = waitpid(pid, None);
     }
-    let deadline = Instant::now() + grace;
-    while Instant::now() < deadline {
-        match waitpid(pid, Some(WaitPidFlag::WNOHANG)) {
-            Ok(WaitStatus::StillAlive) => std::thread::sleep(Duration::from_millis(50)),
-            _ => return,
-        }
-    }
-    let _ = kill(pid, Signal::SIGKILL);
-    let _ = waitpid(pid, None);
 }
 
 #[cfg(test)]
@@ -233,6 +263,26 @@ mod tests {
         assert_eq!(line.split_whitespace().nth(1), Some("0000000000000000"), "{line}");
         let flags = fcntl(CAUGHT.load(Ordering::Relaxed), FcntlArg::F_GETFL).unwrap();
         assert_ne!(flags & libc::O_NONBLOCK, 0, "the handler's end of the pipe must not block");
+    }
+
+    #[test]
+    fn a_supervisor_held_by_what_it_started_ends_its_own_way_once_that_is_killed() {
+        // A supervisor that waits for its command and cleans up after it, as `lockstep run` does; both ignore
+        // SIGTERM (the command as a launcher that hangs on it). Past the grace the command is killed, and the
+        // supervisor cleans up and ends by itself.
+        let dir = lockstep_scratch::tempdir().unwrap();
+        let cleaned = dir.path().join("cleaned");
+        let script = format!("trap '' TERM; sleep 30 & wait; touch '{}'", cleaned.display());
+        let mut child = std::process::Command::new("sh").args(["-c", &script]).spawn().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while children_of(child.id() as i32).is_empty() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let command = children_of(child.id() as i32);
+        assert_eq!(command.len(), 1, "{command:?}");
+        stop_tree(child.id(), Duration::from_millis(300));
+        assert!(child.try_wait().is_err(), "stop_tree reaps the supervisor");
+        assert!(cleaned.exists(), "the supervisor did not clean up: it was killed before its command ended");
     }
 
     #[test]
