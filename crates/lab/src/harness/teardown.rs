@@ -164,19 +164,21 @@ pub fn stop_tree(pid: u32, grace: Duration) {
 
 /// Waits up to `grace` for child process `pid`, sent SIGTERM, to end, and reaps it. Past the grace, what it
 /// started is killed first, so that it ends its own way (`lockstep run` removes the job's cgroup once its command
-/// has ended), and it is killed only if it has not within [`CLEANUP_GRACE`]: a launcher that waits for ranks that
-/// block SIGTERM (Charliecloud ranks inherit a mask with nearly every signal blocked), or that hangs on it (Open MPI
-/// 4.1's `mpiexec` in the cgroup v2 guest of `make test`, kernel 6.1, on 2026-12-06: its main thread in a futex
-/// wait, its two ranks ended and never reaped, `lockstep run` killed after the grace and `mpiexec` left behind),
-/// would hold it forever. Then what it started and left behind (`tree`, its descendants before the SIGTERM: what
-/// outlives a launcher that ended is no longer below it) is killed.
+/// has ended), and it is killed if it has not within [`CLEANUP_GRACE`] (at once if it started nothing): a
+/// launcher that waits for ranks that block SIGTERM (Charliecloud ranks inherit a mask with nearly every signal
+/// blocked), or that hangs on it (Open MPI 4.1's `mpiexec` in the cgroup v2 guest of `make test`, kernel 6.1, on
+/// 2026-12-06: its main thread in a futex wait, its two ranks ended and never reaped, `lockstep run` killed after
+/// the grace and `mpiexec` left behind), would hold it forever. Then what it started and left behind (`tree`, its
+/// descendants before the SIGTERM: what outlives a launcher that ended is no longer below it) is killed.
 fn stopped_tree(pid: u32, tree: Vec<ProcessRef>, grace: Duration) {
     let me = Pid::from_raw(pid as i32);
     if !ended_within(me, grace) {
-        for process in descendants(&[pid as i32]) {
+        let holding = descendants(&[pid as i32]);
+        for process in &holding {
             let _ = process.signal(libc::SIGKILL);
         }
-        if !ended_within(me, CLEANUP_GRACE) {
+        // Nothing of its own to hold it: it is killed at once.
+        if holding.is_empty() || !ended_within(me, CLEANUP_GRACE) {
             let _ = kill(me, Signal::SIGKILL);
             let _ = waitpid(me, None);
         }
