@@ -990,8 +990,8 @@ fn a_stopped_experiment_takes_down_what_it_started() {
     stop_an_experiment(false);
 }
 
-/// The same with a launcher that does not end on SIGTERM (stopped with SIGSTOP before it comes): it holds `lockstep
-/// run`, which waits for it, as an `mpiexec` that hung on SIGTERM did once in the cgroup v2 guest (its main thread in
+/// The same with a launcher that does not end on SIGTERM (the ranks' parent, stopped with SIGSTOP before it comes):
+/// it holds `lockstep run`, which waits for it, as an `mpiexec` that hung on SIGTERM did once in the cgroup v2 guest (its main thread in
 /// a futex wait, its ranks ended). Past the grace what the job started is killed, so that `lockstep run` removes
 /// the job's cgroup and ends; nothing is left.
 #[test]
@@ -1034,10 +1034,23 @@ fn stop_an_experiment(hold: bool) {
     };
     wait_until("the job's ranks", WAIT, comms, |c| c.iter().any(|c| c == "ep"));
     let below = descendants(me);
+    // The job's cgroups, in every hierarchy (v1 `CONTROLLER/lockstep/JOB`, v2 `lockstep/JOB`): there while it runs.
+    let job_cgroups = || -> Vec<PathBuf> {
+        let cgroups = Path::new("/sys/fs/cgroup");
+        let roots = std::fs::read_dir(cgroups).into_iter().flatten().flatten().map(|e| e.path());
+        roots
+            .chain([cgroups.into()])
+            .flat_map(|root| std::fs::read_dir(root.join("lockstep")).into_iter().flatten().flatten())
+            .map(|e| e.path())
+            .filter(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("it-stopped")))
+            .collect()
+    };
+    assert!(!job_cgroups().is_empty(), "the job's cgroups are not where this test looks for them");
     if hold {
+        // The ranks' parent: Open MPI's mpiexec (MPICH's, its hydra proxy).
         let comm = |p: &i32| std::fs::read_to_string(format!("/proc/{p}/comm")).unwrap_or_default();
         let rank = *below.iter().find(|p| comm(p).trim() == "ep").expect("a rank");
-        let launcher = lockstep_cgroup::procfs::parent(rank).expect("the rank's launcher");
+        let launcher = lockstep_cgroup::procfs::parent(rank).expect("the rank's parent");
         kill(Pid::from_raw(launcher), Signal::SIGSTOP).unwrap();
     }
     kill(Pid::from_raw(me), Signal::SIGTERM).unwrap();
@@ -1052,15 +1065,8 @@ fn stop_an_experiment(hold: bool) {
     let left = || below.iter().copied().filter(|&p| running(p)).map(common::stuck).collect::<Vec<_>>();
     wait_until("every process the experiment started to be gone", common::STOP_LIMIT, left, Vec::is_empty);
     assert!(!reports.join("it-stopped/work/agent.sock").exists(), "the agent removes its socket as it stops");
-    // `lockstep run` removed the job's cgroups before it ended, in every hierarchy (v1 `CONTROLLER/lockstep/JOB`, v2
-    // `lockstep/JOB`).
-    let cgroups = Path::new("/sys/fs/cgroup");
-    let roots = std::fs::read_dir(cgroups).into_iter().flatten().flatten().map(|e| e.path()).chain([cgroups.into()]);
-    let left: Vec<PathBuf> = roots
-        .flat_map(|root| std::fs::read_dir(root.join("lockstep")).into_iter().flatten().flatten())
-        .map(|e| e.path())
-        .filter(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("it-stopped")))
-        .collect();
+    // `lockstep run` removed them before it ended.
+    let left = job_cgroups();
     assert!(left.is_empty(), "the job's cgroups were left: {left:?}");
 }
 

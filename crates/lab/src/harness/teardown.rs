@@ -4,13 +4,13 @@
 //! `Drop`. A signal that ends the process runs no `Drop`: the owners also register here how to take their thing
 //! down, and after [`on_signals`] SIGINT, SIGTERM and SIGHUP run what is registered, newest first, then stop the
 //! process's remaining children and what they started (the jobs: `lockstep run` passes SIGTERM on to its command
-//! and removes its cgroup once it has ended; [`stop_tree`]), before the process exits. An owner that took its
+//! and removes its cgroup once it has ended; [`stop_trees`]), before the process exits. An owner that took its
 //! thing down itself drops its [`Registration`].
 
 use lockstep_cgroup::procfs::Live as _;
 use std::collections::BTreeMap;
 use std::os::fd::{AsRawFd, IntoRawFd};
-use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -33,8 +33,21 @@ static NEXT: AtomicU64 = AtomicU64::new(0);
 pub const JOB_GRACE: Duration = Duration::from_secs(10);
 
 /// How long a job's supervisor has to end once what it started was killed, before it is killed too: `lockstep run`
-/// then removes the job's cgroup, waiting up to 10 s for its processes to go.
-const CLEANUP_GRACE: Duration = Duration::from_secs(12);
+/// then releases the job from the agent, removes the job's cgroup (waiting up to 10 s for its processes to go) and
+/// records its end in the store (a store busy with another writer waits up to 10 s).
+const CLEANUP_GRACE: Duration = Duration::from_secs(20);
+
+/// Set once a stopping signal came: no job is started after that ([`stopping`]).
+static STOPPING_NOW: AtomicBool = AtomicBool::new(false);
+
+/// Whether the experiment is being taken down after a stopping signal: a job must not be started then (the
+/// teardown might not see it, and it would outlive the experiment).
+pub fn stopping() -> bool {
+    STOPPING_NOW.load(Ordering::SeqCst)
+}
+
+/// How many times, at most, the teardown looks again for children started while it stopped the ones before.
+const ROUNDS: usize = 3;
 
 /// The signals that stop an experiment.
 const STOPPING: [Signal; 3] = [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP];
@@ -83,6 +96,7 @@ pub fn on_signals() -> anyhow::Result<()> {
             return;
         }
         let sig = Signal::try_from(i32::from(sig[0])).unwrap_or(Signal::SIGTERM);
+        STOPPING_NOW.store(true, Ordering::SeqCst);
         eprintln!("lockstep: {sig}: taking down what the experiment started");
         // Held while tearing down: an owner dropping its registration meanwhile waits, and does not take the
         // same thing down at the same time.
@@ -90,13 +104,13 @@ pub fn on_signals() -> anyhow::Result<()> {
         while let Some((_, teardown)) = all.pop_last() {
             teardown();
         }
-        let jobs: Vec<(u32, Vec<ProcessRef>)> =
-            children().into_iter().map(|pid| (pid, descendants(&[pid as i32]))).collect();
-        for &(pid, _) in &jobs {
-            let _ = kill(Pid::from_raw(pid as i32), Signal::SIGTERM);
-        }
-        for (pid, tree) in jobs {
-            stopped_tree(pid, tree, JOB_GRACE);
+        // The experiment's own thread goes on meanwhile, and may have been starting a job as the signal came.
+        for _ in 0..ROUNDS {
+            let jobs = children();
+            if jobs.is_empty() {
+                break;
+            }
+            stop_trees(&jobs, JOB_GRACE);
         }
         std::process::exit(128 + sig as i32);
     });
@@ -155,48 +169,52 @@ pub fn descendants(roots: &[i32]) -> Vec<ProcessRef> {
     tree
 }
 
-/// Stops child process `pid` and what it started: SIGTERM to it, and what [`stopped_tree`] does after.
+/// Stops child process `pid` and what it started, as [`stop_trees`] does.
 pub fn stop_tree(pid: u32, grace: Duration) {
-    let tree = descendants(&[pid as i32]);
-    let _ = kill(Pid::from_raw(pid as i32), Signal::SIGTERM);
-    stopped_tree(pid, tree, grace);
+    stop_trees(&[pid], grace);
 }
 
-/// Waits up to `grace` for child process `pid`, sent SIGTERM, to end, and reaps it. Past the grace, what it
-/// started is killed first, so that it ends its own way (`lockstep run` removes the job's cgroup once its command
-/// has ended), and it is killed if it has not within [`CLEANUP_GRACE`] (at once if it started nothing): a
-/// launcher that waits for ranks that block SIGTERM (Charliecloud ranks inherit a mask with nearly every signal
-/// blocked), or that hangs on it (Open MPI 4.1's `mpiexec` in the cgroup v2 guest of `make test`, kernel 6.1, on
-/// 2026-12-06: its main thread in a futex wait, its two ranks ended and never reaped, `lockstep run` killed after
-/// the grace and `mpiexec` left behind), would hold it forever. Then what it started and left behind (`tree`, its
-/// descendants before the SIGTERM: what outlives a launcher that ended is no longer below it) is killed.
-fn stopped_tree(pid: u32, tree: Vec<ProcessRef>, grace: Duration) {
-    let me = Pid::from_raw(pid as i32);
-    if !ended_within(me, grace) {
-        let holding = descendants(&[pid as i32]);
-        for process in &holding {
+/// Stops child processes `pids` and what they started: SIGTERM to each, then waits up to `grace` for them to end,
+/// and reaps them. Past the grace, what each one still there started is killed first, so that it ends its own way
+/// (`lockstep run` removes the job's cgroup once its command has ended), and it is killed if it has not within
+/// [`CLEANUP_GRACE`]: a launcher that waits for ranks that block SIGTERM (Charliecloud ranks inherit a mask with
+/// nearly every signal blocked), or that hangs on it (Open MPI 4.1's `mpiexec` in the cgroup v2 guest of `make
+/// test`, kernel 6.1, on 2026-12-06: its main thread in a futex wait, its two ranks ended and never reaped,
+/// `lockstep run` killed after the grace and `mpiexec` left behind), would hold it forever. The deadlines are the
+/// same for all, so that stopping several jobs takes no longer than stopping one. Then what they started and left
+/// behind (their descendants before the SIGTERM: what outlives a launcher that ended is no longer below it) is
+/// killed.
+pub fn stop_trees(pids: &[u32], grace: Duration) {
+    let trees: Vec<ProcessRef> = pids.iter().flat_map(|&pid| descendants(&[pid as i32])).collect();
+    let pids: Vec<Pid> = pids.iter().map(|&pid| Pid::from_raw(pid as i32)).collect();
+    for &pid in &pids {
+        let _ = kill(pid, Signal::SIGTERM);
+    }
+    let held = still_there(pids, grace);
+    for &pid in &held {
+        for process in descendants(&[pid.as_raw()]) {
             let _ = process.signal(libc::SIGKILL);
         }
-        // Nothing of its own to hold it: it is killed at once.
-        if holding.is_empty() || !ended_within(me, CLEANUP_GRACE) {
-            let _ = kill(me, Signal::SIGKILL);
-            let _ = waitpid(me, None);
-        }
     }
-    for process in tree {
+    for pid in still_there(held, CLEANUP_GRACE) {
+        let _ = kill(pid, Signal::SIGKILL);
+        let _ = waitpid(pid, None);
+    }
+    for process in trees {
         let _ = process.signal(libc::SIGKILL);
     }
 }
 
-/// Whether child process `pid` ended (and was reaped) within `grace`, or was already gone.
-fn ended_within(pid: Pid, grace: Duration) -> bool {
+/// Those of child processes `pids` that have not ended within `grace`, waited for together; those that ended are
+/// reaped (one already gone counts as ended).
+fn still_there(mut pids: Vec<Pid>, grace: Duration) -> Vec<Pid> {
     let deadline = Instant::now() + grace;
     loop {
-        match waitpid(pid, Some(WaitPidFlag::WNOHANG)) {
-            Ok(WaitStatus::StillAlive) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(50)),
-            Ok(WaitStatus::StillAlive) => return false,
-            _ => return true,
+        pids.retain(|&pid| matches!(waitpid(pid, Some(WaitPidFlag::WNOHANG)), Ok(WaitStatus::StillAlive)));
+        if pids.is_empty() || Instant::now() >= deadline {
+            return pids;
         }
+        std::thread::sleep(Duration::from_millis(50));
     }
 }
 
@@ -229,7 +247,7 @@ impl Drop for Stopped {
 /// Stops child process `pid`: SIGTERM, then SIGKILL if it has not exited within `grace`; reaps it.
 pub fn stop_child(pid: u32, grace: Duration) {
     let pid = Pid::from_raw(pid as i32);
-    if kill(pid, Signal::SIGTERM).is_ok() && !ended_within(pid, grace) {
+    if kill(pid, Signal::SIGTERM).is_ok() && !still_there(vec![pid], grace).is_empty() {
         let _ = kill(pid, Signal::SIGKILL);
         let _ = waitpid(pid, None);
     }
@@ -268,23 +286,32 @@ mod tests {
     }
 
     #[test]
-    fn a_supervisor_held_by_what_it_started_ends_its_own_way_once_that_is_killed() {
-        // A supervisor that waits for its command and cleans up after it, as `lockstep run` does; both ignore
-        // SIGTERM (the command as a launcher that hangs on it). Past the grace the command is killed, and the
-        // supervisor cleans up and ends by itself.
+    fn supervisors_held_by_what_they_started_end_their_own_way_once_that_is_killed() {
+        // Two supervisors that wait for their command and clean up after it, as `lockstep run` does; both ignore
+        // SIGTERM (the command as a launcher that hangs on it). Past the grace the commands are killed, and the
+        // supervisors clean up and end by themselves.
         let dir = lockstep_scratch::tempdir().unwrap();
-        let cleaned = dir.path().join("cleaned");
-        let script = format!("trap '' TERM; sleep 30 & wait; touch '{}'", cleaned.display());
-        let mut child = std::process::Command::new("sh").args(["-c", &script]).spawn().unwrap();
+        let mut supervisors: Vec<(std::process::Child, std::path::PathBuf)> = (0..2)
+            .map(|i| {
+                let cleaned = dir.path().join(format!("cleaned-{i}"));
+                let script = format!("trap '' TERM; sleep 30 & wait; touch '{}'", cleaned.display());
+                (std::process::Command::new("sh").args(["-c", &script]).spawn().unwrap(), cleaned)
+            })
+            .collect();
         let deadline = Instant::now() + Duration::from_secs(5);
-        while children_of(child.id() as i32).is_empty() && Instant::now() < deadline {
+        let started = |s: &[(std::process::Child, std::path::PathBuf)]| {
+            s.iter().all(|(c, _)| children_of(c.id() as i32).len() == 1)
+        };
+        while !started(&supervisors) && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(20));
         }
-        let command = children_of(child.id() as i32);
-        assert_eq!(command.len(), 1, "{command:?}");
-        stop_tree(child.id(), Duration::from_millis(300));
-        assert!(child.try_wait().is_err(), "stop_tree reaps the supervisor");
-        assert!(cleaned.exists(), "the supervisor did not clean up: it was killed before its command ended");
+        assert!(started(&supervisors), "each supervisor's command did not start");
+        let pids: Vec<u32> = supervisors.iter().map(|(c, _)| c.id()).collect();
+        stop_trees(&pids, Duration::from_millis(300));
+        for (child, cleaned) in &mut supervisors {
+            assert!(child.try_wait().is_err(), "stop_trees reaps each supervisor");
+            assert!(cleaned.exists(), "a supervisor did not clean up: it was killed before its command ended");
+        }
     }
 
     #[test]

@@ -277,6 +277,7 @@ pub(super) fn start_job(
     // Its errors go to a file of the work directory: the last line says why a job failed.
     cmd.stdout(Stdio::piped()).stderr(std::fs::File::create(stderr_file(paths, &name))?);
     let (t0, submitted) = (Instant::now(), now());
+    anyhow::ensure!(!crate::harness::teardown::stopping(), "job {name} not started: the experiment is stopping");
     Ok(Started { workload: workload.to_string(), name, pmpi, t0, submitted, child: cmd.spawn()? })
 }
 
@@ -284,12 +285,13 @@ pub(super) fn start_job(
 /// the process tree that runs it (`lockstep run` passes SIGTERM on to the job; what ignores it is killed after
 /// the grace).
 pub(super) fn stop_jobs(cluster: Option<&Cluster>, jobs: &[Started]) {
-    for job in jobs {
-        if let Some(c) = cluster {
+    if let Some(c) = cluster {
+        for job in jobs {
             c.cancel(&job.name);
         }
-        crate::harness::teardown::stop_tree(job.child.id(), crate::harness::teardown::JOB_GRACE);
     }
+    let pids: Vec<u32> = jobs.iter().map(|job| job.child.id()).collect();
+    crate::harness::teardown::stop_trees(&pids, crate::harness::teardown::JOB_GRACE);
 }
 
 /// The command that runs one job of the case where its ranks run, the PMPI profiler preloaded into every rank (unless

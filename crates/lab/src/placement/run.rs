@@ -183,6 +183,7 @@ fn run_case(
     let started_at = now();
     let t0 = Instant::now();
     let parents = kinds.unwrap_or_default().iter().map(|root| root.join(KINDS).join(job)).collect();
+    anyhow::ensure!(!crate::harness::teardown::stopping(), "job {job} not started: the experiment is stopping");
     let mut started = Started { child: Some(cmd.spawn()?), split: None, parents };
     let pids = wait_for_ranks(&mut started, job, spec.ranks, case.ranks_in)?;
     if case.ranks_in != RanksIn::Process {
