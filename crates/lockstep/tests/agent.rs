@@ -991,9 +991,9 @@ fn a_stopped_experiment_takes_down_what_it_started() {
 }
 
 /// The same with a launcher that does not end on SIGTERM (the ranks' parent, stopped with SIGSTOP before it comes):
-/// it holds `lockstep run`, which waits for it, as an `mpiexec` that hung on SIGTERM did once in the cgroup v2 guest (its main thread in
-/// a futex wait, its ranks ended). Past the grace what the job started is killed, so that `lockstep run` removes
-/// the job's cgroup and ends; nothing is left.
+/// it holds `lockstep run`, which waits for it, as an `mpiexec` that hung on SIGTERM did once in the cgroup v2
+/// guest (its main thread in a futex wait, its ranks ended). Past the grace what the job started is killed, so
+/// that `lockstep run` removes the job's cgroup and ends; nothing is left.
 #[test]
 #[ignore = "needs root"]
 fn a_stopped_experiment_takes_down_a_job_whose_launcher_does_not_end_on_sigterm() {

@@ -185,14 +185,17 @@ pub fn stop_tree(pid: u32, grace: Duration) {
 /// behind (their descendants before the SIGTERM: what outlives a launcher that ended is no longer below it) is
 /// killed.
 pub fn stop_trees(pids: &[u32], grace: Duration) {
-    let trees: Vec<ProcessRef> = pids.iter().flat_map(|&pid| descendants(&[pid as i32])).collect();
-    let pids: Vec<Pid> = pids.iter().map(|&pid| Pid::from_raw(pid as i32)).collect();
+    let roots: Vec<i32> = pids.iter().map(|&pid| pid as i32).collect();
+    // One look at `/proc` for all of them.
+    let trees = descendants(&roots);
+    let pids: Vec<Pid> = roots.iter().map(|&pid| Pid::from_raw(pid)).collect();
     for &pid in &pids {
         let _ = kill(pid, Signal::SIGTERM);
     }
     let held = still_there(pids, grace);
-    for &pid in &held {
-        for process in descendants(&[pid.as_raw()]) {
+    if !held.is_empty() {
+        let roots: Vec<i32> = held.iter().map(|pid| pid.as_raw()).collect();
+        for process in descendants(&roots) {
             let _ = process.signal(libc::SIGKILL);
         }
     }
