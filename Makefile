@@ -71,10 +71,12 @@ package: build
 demo: build
 	@scripts/demo.sh "$(FIXTURE)"
 
-# Each line of the suite says how long it took (scripts/timed-shell). Guests of one qemu each run two at a time
-# (scripts/together --jobs 2, the longest first), as each runs on one host thread, the agent soak beside them at
-# a quarter of a task's CPU weight (scripts/beside --share 25: at the least weight the guests' two threads starved
-# its agent for seconds); those of two (two-nodes, slurm-two) share a bridge, alone. The fuzz
+# Each line of the suite says how long it took (scripts/timed-shell). Guests of one qemu each run two at a time,
+# as each runs on one host thread, with the Slurm cluster's tests beside them (scripts/together --jobs 3, the
+# longest first: those tests mostly wait on Slurm, 40 % of the CPUs busy, and took 300 s among the cargo tests),
+# the agent soak beside them all at a quarter of a task's CPU weight (scripts/beside --share 25: at the least
+# weight the guests' two threads starved its agent for seconds); those of two (two-nodes, slurm-two) share a
+# bridge, alone. The fuzz
 # crates' own Cargo.lock is checked first (seconds), not only by the fuzz build beside the tests (which would say
 # it after 15 minutes). The native tests, small programs that wait on their launcher more than they compute, run
 # two at a time (73 s one at a time, 46 s so).
@@ -85,12 +87,15 @@ test: build
 	$(CARGO) tree --locked --manifest-path fuzz/Cargo.toml > /dev/null
 	tests/install
 	$(CARGO) clippy --release --locked --workspace --all-targets -- -D warnings
-	scripts/beside $(BUILD)/fuzz/build.log scripts/fuzz.sh build -- env LOCKSTEP_BIN=$(BIN) LOCKSTEP_REQUIRE_ALL=1 \
-		LOCKSTEP_AGENT_CAPS=$(AGENT_CAPS) $(CARGO) test --release --locked --workspace -- --include-ignored
+	targets=$$(scripts/test-targets --except slurm) && scripts/beside $(BUILD)/fuzz/build.log scripts/fuzz.sh build -- \
+		env LOCKSTEP_BIN=$(BIN) LOCKSTEP_REQUIRE_ALL=1 LOCKSTEP_AGENT_CAPS=$(AGENT_CAPS) \
+		$(CARGO) test --release --locked --workspace $$targets -- --include-ignored
+	$(CARGO) test --release --locked --workspace --doc
 	$(MAKE) package > $(BUILD)/package.log
 	tests/packages
-	scripts/beside --share 25 $(BUILD)/soak.log scripts/soak-agent.sh 2 -- scripts/together --jobs 2 $(BUILD)/vm-logs \
-		tests/vm/cgroup-v2 tests/vm/systemd-unit tests/vm/deb-install tests/vm/slurm-v2 tests/vm/numa
+	scripts/beside --share 25 $(BUILD)/soak.log scripts/soak-agent.sh 2 -- env LOCKSTEP_BIN=$(BIN) \
+		scripts/together --jobs 3 $(BUILD)/vm-logs tests/vm/cgroup-v2 tests/cluster/slurm-tests tests/vm/systemd-unit \
+		tests/vm/deb-install tests/vm/slurm-v2 tests/vm/numa
 	tests/vm/two-nodes
 	tests/vm/slurm-two
 	scripts/fuzz.sh smoke 5

@@ -14,10 +14,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-smoke}
+# The smoke run's build (fuzz/Cargo.toml's profile smoke) is quicker to make and slower to run than the full run's.
+profile=smoke
 case $mode in
   build) (($# == 1)) || { echo "fuzz.sh: build takes no arguments (got ${*:2})" >&2; exit 2; } ;;
   smoke) limit=(-max_total_time="${2:-5}") ;;
-  full) limit=(-runs="${2:-1000000}") ;;
+  full) limit=(-runs="${2:-1000000}") profile=release ;;
   *) echo "fuzz.sh: unknown mode $mode (expected build, smoke or full)" >&2; exit 2 ;;
 esac
 if [ $# -ge 2 ] && ! [[ $2 =~ ^[1-9][0-9]*$ ]]; then
@@ -36,10 +38,10 @@ coverage="-Cpasses=sancov-module -Cllvm-args=-sanitizer-coverage-level=4 \
 # libsqlite3-dev), not the copy the shipped binaries embed: no target reaches it, and compiling that copy was a
 # third of this build.
 triple=$(rustc -vV | sed -n 's/^host: //p')
-LIBSQLITE3_SYS_USE_PKG_CONFIG=1 RUSTFLAGS="$coverage" cargo build --release --locked --quiet --manifest-path fuzz/Cargo.toml \
-  --target "$triple" --target-dir "$out/target" --bins
+LIBSQLITE3_SYS_USE_PKG_CONFIG=1 RUSTFLAGS="$coverage" cargo build --profile "$profile" --locked --quiet \
+  --manifest-path fuzz/Cargo.toml --target "$triple" --target-dir "$out/target" --bins
 rust_targets=$(sed -n 's/^name = "\([a-z_]*\)"$/\1/p' fuzz/Cargo.toml | grep -v '^lockstep-fuzz$')
-for t in $rust_targets; do cp "$out/target/$triple/release/$t" "$out/bin/$t"; done
+for t in $rust_targets; do cp "$out/target/$triple/$profile/$t" "$out/bin/$t"; done
 c_targets=""
 for src in fuzz/c/*.c; do
   t=$(basename "$src" .c)
