@@ -103,8 +103,8 @@ struct Cluster {
     dir: lockstep_scratch::TempDir,
     /// Its nodes, `n1` to `nN`.
     nodes: u32,
-    /// Every daemon's PID, as `up` recorded them.
-    pids: Vec<(String, i32)>,
+    /// Every daemon's name, PID and start time, as `up` recorded them.
+    pids: Vec<(String, i32, Option<u64>)>,
     /// What `up` said.
     said: String,
     /// Agents a test started again (`restart_agent`), reaped once `down` stopped them.
@@ -134,7 +134,11 @@ impl Cluster {
         let pids = std::fs::read_to_string(cluster.dir.path().join("pids")).unwrap();
         cluster.pids = pids
             .lines()
-            .filter_map(|l| l.split_once(' ').and_then(|(n, p)| Some((n.to_string(), p.parse().ok()?))))
+            .filter_map(|l| {
+                let mut fields = l.split(' ');
+                let (name, pid) = (fields.next()?, fields.next()?.parse().ok()?);
+                Some((name.to_string(), pid, fields.next().and_then(|t| t.parse().ok())))
+            })
             .collect();
         cluster
     }
@@ -236,12 +240,15 @@ impl Cluster {
 
     /// The PID `up` recorded for `daemon` (`munged`, `slurmctld`, `slurmd-nN`, `agent-nN`).
     fn pid(&self, daemon: &str) -> i32 {
-        self.pids.iter().find(|(n, _)| n == daemon).unwrap_or_else(|| panic!("no PID of {daemon}: {:?}", self.pids)).1
+        self.pids.iter().find(|(n, ..)| n == daemon).unwrap_or_else(|| panic!("no PID of {daemon}: {:?}", self.pids)).1
     }
 
-    /// Every daemon `up` started that is still alive.
+    /// Every daemon `up` started that is still alive: its PID still running, with the start time recorded (a PID
+    /// alone may have gone to another process since).
     fn alive(&self) -> Vec<String> {
-        self.pids.iter().filter(|(_, pid)| common::running(*pid)).map(|(n, _)| n.clone()).collect()
+        let still =
+            |pid: i32, start: Option<u64>| common::running(pid) && lockstep_cgroup::procfs::start_time(pid) == start;
+        self.pids.iter().filter(|(_, pid, start)| still(*pid, *start)).map(|(n, ..)| n.clone()).collect()
     }
 }
 
@@ -517,11 +524,22 @@ fn the_cluster_comes_down_without_a_trace() {
     // A job still running when the cluster goes down is cancelled with it.
     let job = cluster.srun("lu", "A");
     wait_until("the job to run", WAIT, || cluster.status(1), |s| s.jobs.len() == 1);
+    // A daemon whose PID another process has by the time `down` runs (an agent a test killed, its PID taken by
+    // a process of another test running beside): `down` knows the daemon by its start time too, and leaves that
+    // process alone.
+    let mut bystander = Command::new("sleep").arg("600").spawn().unwrap();
+    let start = lockstep_cgroup::procfs::start_time(bystander.id() as i32).unwrap();
+    let mut pids = std::fs::OpenOptions::new().append(true).open(cluster.dir.path().join("pids")).unwrap();
+    std::io::Write::write_all(&mut pids, format!("agent-n3 {} {}\n", bystander.id(), start + 1).as_bytes()).unwrap();
     let out = Command::new(repo().join("tests/cluster/down"))
         .env("LOCKSTEP_CLUSTER_DIR", cluster.dir.path())
         .output()
         .unwrap();
+    let spared = bystander.try_wait().unwrap();
+    let _ = bystander.kill();
+    let _ = bystander.wait();
     assert!(out.status.success(), "down: {}", stderr(&out));
+    assert_eq!(spared, None, "down signalled PID {} for a daemon that had ended", bystander.id());
     common::output_within(job, common::STOP_LIMIT, "the srun of a job the cluster took down");
     assert_no_trace(&cluster);
     assert!(!Path::new("/sys/fs/cgroup/freezer/slurm_n1").exists(), "Slurm's cgroup tree left");
@@ -805,7 +823,7 @@ impl Cluster {
     /// agent is recorded for `down`. Returns once it answers.
     fn restart_agent(&mut self, node: u32, store: &Path) {
         let name = format!("agent-n{node}");
-        let (_, pid) = self.pids.iter().rev().find(|(n, _)| *n == name).cloned().unwrap();
+        let (_, pid, _) = self.pids.iter().rev().find(|(n, ..)| *n == name).cloned().unwrap();
         nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGTERM).unwrap();
         wait_until("the agent to stop", WAIT, || common::running(pid), |alive| !alive);
         let metrics = self
@@ -832,10 +850,11 @@ impl Cluster {
             .spawn()
             .unwrap();
         let pid = child.id() as i32;
+        let start = lockstep_cgroup::procfs::start_time(pid).unwrap();
         self.restarted.push(child);
-        self.pids.push((name.clone(), pid));
+        self.pids.push((name.clone(), pid, Some(start)));
         let mut pids = std::fs::OpenOptions::new().append(true).open(self.dir.path().join("pids")).unwrap();
-        std::io::Write::write_all(&mut pids, format!("{name} {pid}\n").as_bytes()).unwrap();
+        std::io::Write::write_all(&mut pids, format!("{name} {pid} {start}\n").as_bytes()).unwrap();
         let answers = || {
             Command::new(env!("CARGO_BIN_EXE_lockstep"))
                 .arg("--socket")
@@ -937,7 +956,7 @@ fn the_cgroups_a_user_makes_below_their_step_are_never_walked() {
     let names = [format!("slurm-{job}"), format!("slurm-{bystander}")];
     let both = |s: &Status| names.iter().all(|n| s.jobs.iter().any(|j| j.name.to_string() == *n));
     wait_until("the agent to take on both jobs", WAIT, || cluster.status(1), both);
-    let agent = cluster.pids.iter().rev().find(|(n, _)| n == "agent-n1").unwrap().1;
+    let agent = cluster.pids.iter().rev().find(|(n, ..)| n == "agent-n1").unwrap().1;
     let trace = cluster.dir.path().join("agent.strace");
     let out = Command::new("timeout")
         .args(["-s", "INT", "3", "strace", "-f", "-qq", "-e", "trace=openat,open", "-o"])

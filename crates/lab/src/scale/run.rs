@@ -235,14 +235,14 @@ fn submit_and_wait(
     Ok((ids, started_at))
 }
 
-/// The PIDs tests/cluster/up recorded, by name (`agent-n3`, `slurmctld`).
+/// The PIDs tests/cluster/up recorded, by name (`agent-n3`, `slurmctld`); each line is `NAME PID START`.
 fn cluster_pids(dir: &Path) -> BTreeMap<String, i32> {
     std::fs::read_to_string(dir.join("pids"))
         .unwrap_or_default()
         .lines()
         .filter_map(|l| {
-            let (name, pid) = l.split_once(' ')?;
-            Some((name.to_string(), pid.trim().parse().ok()?))
+            let mut fields = l.split(' ');
+            Some((fields.next()?.to_string(), fields.next()?.parse().ok()?))
         })
         .collect()
 }
