@@ -19,7 +19,9 @@ start_time() {
   echo "${fields[19]}"
 }
 
-# still PID START: whether the process that started at START (start_time's) as PID has not exited.
+# still PID START: whether the process that started at START (start_time's) as PID has not exited; with START
+# empty (a list written before start times were kept), whether PID has not exited.
 still() {
+  [[ -n $2 ]] || { running "$1"; return; }
   running "$1" && [[ $(start_time "$1") == "$2" ]]
 }
