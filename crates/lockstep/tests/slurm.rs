@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use common::{assert_in_step, slot_gaps_ms, stderr, wait_until, WAIT};
 use lockstep_cgroup::knobs::is_frozen;
+use lockstep_cgroup::procfs::{Live, ProcessRef};
 use lockstep_proto::protocol::{JobOrigin, Status};
 
 /// One cluster at a time: the bridge, namespaces and ports are fixed.
@@ -103,8 +104,8 @@ struct Cluster {
     dir: lockstep_scratch::TempDir,
     /// Its nodes, `n1` to `nN`.
     nodes: u32,
-    /// Every daemon's name, PID and start time, as `up` recorded them.
-    pids: Vec<(String, i32, Option<u64>)>,
+    /// Every daemon's name and process (its PID and start time), as `up` recorded them.
+    pids: Vec<(String, ProcessRef)>,
     /// What `up` said.
     said: String,
     /// Agents a test started again (`restart_agent`), reaped once `down` stopped them.
@@ -136,8 +137,8 @@ impl Cluster {
             .lines()
             .filter_map(|l| {
                 let mut fields = l.split(' ');
-                let (name, pid) = (fields.next()?, fields.next()?.parse().ok()?);
-                Some((name.to_string(), pid, fields.next().and_then(|t| t.parse().ok())))
+                let name = fields.next()?.to_string();
+                Some((name, ProcessRef { pid: fields.next()?.parse().ok()?, start: fields.next()?.parse().ok()? }))
             })
             .collect();
         cluster
@@ -240,15 +241,18 @@ impl Cluster {
 
     /// The PID `up` recorded for `daemon` (`munged`, `slurmctld`, `slurmd-nN`, `agent-nN`).
     fn pid(&self, daemon: &str) -> i32 {
-        self.pids.iter().find(|(n, ..)| n == daemon).unwrap_or_else(|| panic!("no PID of {daemon}: {:?}", self.pids)).1
+        self.pids
+            .iter()
+            .find(|(n, _)| n == daemon)
+            .unwrap_or_else(|| panic!("no PID of {daemon}: {:?}", self.pids))
+            .1
+            .pid
     }
 
-    /// Every daemon `up` started that is still alive: its PID still running, with the start time recorded (a PID
-    /// alone may have gone to another process since).
+    /// Every daemon `up` started that is still alive: its PID names it still (a PID alone may have gone to another
+    /// process since), and it has not exited.
     fn alive(&self) -> Vec<String> {
-        let still =
-            |pid: i32, start: Option<u64>| common::running(pid) && lockstep_cgroup::procfs::start_time(pid) == start;
-        self.pids.iter().filter(|(_, pid, start)| still(*pid, *start)).map(|(n, ..)| n.clone()).collect()
+        self.pids.iter().filter(|(_, p)| p.alive() && common::running(p.pid)).map(|(n, _)| n.clone()).collect()
     }
 }
 
@@ -528,9 +532,9 @@ fn the_cluster_comes_down_without_a_trace() {
     // a process of another test running beside): `down` knows the daemon by its start time too, and leaves that
     // process alone.
     let mut bystander = Command::new("sleep").arg("600").spawn().unwrap();
-    let start = lockstep_cgroup::procfs::start_time(bystander.id() as i32).unwrap();
+    let it = ProcessRef::of(bystander.id() as i32).unwrap();
     let mut pids = std::fs::OpenOptions::new().append(true).open(cluster.dir.path().join("pids")).unwrap();
-    std::io::Write::write_all(&mut pids, format!("agent-n3 {} {}\n", bystander.id(), start + 1).as_bytes()).unwrap();
+    std::io::Write::write_all(&mut pids, format!("agent-n3 {} {}\n", it.pid, it.start + 1).as_bytes()).unwrap();
     let out = Command::new(repo().join("tests/cluster/down"))
         .env("LOCKSTEP_CLUSTER_DIR", cluster.dir.path())
         .output()
@@ -823,7 +827,7 @@ impl Cluster {
     /// agent is recorded for `down`. Returns once it answers.
     fn restart_agent(&mut self, node: u32, store: &Path) {
         let name = format!("agent-n{node}");
-        let (_, pid, _) = self.pids.iter().rev().find(|(n, ..)| *n == name).cloned().unwrap();
+        let pid = self.pids.iter().rev().find(|(n, _)| *n == name).unwrap().1.pid;
         nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGTERM).unwrap();
         wait_until("the agent to stop", WAIT, || common::running(pid), |alive| !alive);
         let metrics = self
@@ -849,12 +853,11 @@ impl Cluster {
             .stderr(log)
             .spawn()
             .unwrap();
-        let pid = child.id() as i32;
-        let start = lockstep_cgroup::procfs::start_time(pid).unwrap();
+        let agent = ProcessRef::of(child.id() as i32).unwrap();
         self.restarted.push(child);
-        self.pids.push((name.clone(), pid, Some(start)));
+        self.pids.push((name.clone(), agent));
         let mut pids = std::fs::OpenOptions::new().append(true).open(self.dir.path().join("pids")).unwrap();
-        std::io::Write::write_all(&mut pids, format!("{name} {pid} {start}\n").as_bytes()).unwrap();
+        std::io::Write::write_all(&mut pids, format!("{name} {} {}\n", agent.pid, agent.start).as_bytes()).unwrap();
         let answers = || {
             Command::new(env!("CARGO_BIN_EXE_lockstep"))
                 .arg("--socket")
@@ -956,7 +959,7 @@ fn the_cgroups_a_user_makes_below_their_step_are_never_walked() {
     let names = [format!("slurm-{job}"), format!("slurm-{bystander}")];
     let both = |s: &Status| names.iter().all(|n| s.jobs.iter().any(|j| j.name.to_string() == *n));
     wait_until("the agent to take on both jobs", WAIT, || cluster.status(1), both);
-    let agent = cluster.pids.iter().rev().find(|(n, ..)| n == "agent-n1").unwrap().1;
+    let agent = cluster.pids.iter().rev().find(|(n, _)| n == "agent-n1").unwrap().1.pid;
     let trace = cluster.dir.path().join("agent.strace");
     let out = Command::new("timeout")
         .args(["-s", "INT", "3", "strace", "-f", "-qq", "-e", "trace=openat,open", "-o"])
