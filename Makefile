@@ -76,10 +76,10 @@ demo: build
 # a quarter of a task's CPU weight (scripts/beside --share 25: at the least weight the guests' two threads starved
 # its agent for seconds). The Slurm cluster's tests, which mostly wait on Slurm (40 % of the CPUs busy, 300 s),
 # run beside the guests of two (two-nodes, then slurm-two: they share a bridge), whose checks hold no timing; beside
-# the cgroup v2 guest's they made its timing checks fail (docs/development.md). The fuzz
+# the cgroup v2 guest's they made its timing checks fail (docs/development.md), and so do the fuzz smoke run and
+# the native tests (tests/native-tests), which took 100 s one after the other at the suite's end. The fuzz
 # crates' own Cargo.lock is checked first (seconds), not only by the fuzz build beside the tests (which would say
-# it after 15 minutes). The native tests, small programs that wait on their launcher more than they compute, run
-# two at a time (73 s one at a time, 46 s so).
+# it after 15 minutes).
 test: SHELL := $(CURDIR)/scripts/timed-shell
 test: build
 	$(CARGO) fmt --all --check
@@ -96,15 +96,8 @@ test: build
 	tests/packages
 	scripts/beside --share 25 $(BUILD)/soak.log scripts/soak-agent.sh 2 -- scripts/together --jobs 2 $(BUILD)/vm-logs \
 		tests/vm/cgroup-v2 tests/vm/systemd-unit tests/vm/deb-install tests/vm/slurm-v2 tests/vm/numa
-	env LOCKSTEP_BIN=$(BIN) CARGO=$(CARGO) scripts/together $(BUILD)/vm-logs tests/cluster/slurm-tests tests/vm/two-node-tests
-	scripts/fuzz.sh smoke 5
-	ctest --test-dir $(NATIVE) -j 2 --output-on-failure
-	cmake -S native/locks -B $(BUILD)/locks-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_FLAGS=-fsanitize=thread >/dev/null
-	cmake --build $(BUILD)/locks-tsan -j 2 >/dev/null
-	TSAN_OPTIONS=halt_on_error=1 ctest --test-dir $(BUILD)/locks-tsan --output-on-failure -R '^locks_|^cna_'
-	cmake -S native -B $(BUILD)/native-$(OTHER_MPI) -DLOCKSTEP_MPI=$(OTHER_MPI) >/dev/null
-	cmake --build $(BUILD)/native-$(OTHER_MPI) -j 2 >/dev/null
-	ctest --test-dir $(BUILD)/native-$(OTHER_MPI) --output-on-failure -R '_S_np2$$|^pmpi_|^bad_input'
+	env LOCKSTEP_BIN=$(BIN) CARGO=$(CARGO) BUILD=$(BUILD) NATIVE=$(NATIVE) OTHER_MPI=$(OTHER_MPI) \
+		scripts/together $(BUILD)/vm-logs tests/cluster/slurm-tests tests/vm/two-node-tests tests/native-tests
 
 bench: build
 	@scripts/bench.sh

@@ -1922,7 +1922,15 @@ fn an_unread_stderr_holds_up_no_slot_and_loses_no_line_the_queue_can_hold() {
         let _ = sleeper.kill();
         common::exit_within(&mut sleeper, common::STOP_LIMIT, "a sleeper, killed");
     }
-    alternating(&a, &b, "with the agent's stderr unread");
+    // The agent's log is in the unread pipe: a timeout says what the agent made of the jobs instead (`left`: a job
+    // given up for what its changes cost).
+    let waited = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        alternating(&a, &b, "with the agent's stderr unread");
+    }));
+    if let Err(e) = waited {
+        eprintln!("the agent's status then: {}", String::from_utf8_lossy(&env.run(&["status", "--json"]).stdout));
+        std::panic::resume_unwind(e);
+    }
     drop(a);
     drop(b);
     // Read to the end (every writer gone: the agent, and the watchdog that shares its stderr).

@@ -147,7 +147,7 @@ fn a_paired_comparison_finds_a_policy_equal_to_itself_and_a_handicap_at_its_size
         .unwrap()
         .replace("name = \"it-ab-check\"", "name = \"it-ab-failing\"")
         .replace("[\"ep\", \"--class\", \"A\"]", "[\"ep\", \"--class\", \"Z\"]")
-        .replace("duration = \"96s\"", "duration = \"24s\"");
+        .replace("duration = \"72s\"", "duration = \"24s\"");
     let failing = env.dir.path().join("ab-failing.toml");
     std::fs::write(&failing, text).unwrap();
     let out = run(&build, &env, &failing);
