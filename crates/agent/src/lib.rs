@@ -39,7 +39,7 @@ mod writer;
 
 pub use dcs::engine::Settings as DcsSettings;
 pub use doors::Scrapers;
-pub use logging::flush as flush_log;
+pub use logging::{flush as flush_log, say_last};
 pub use privileges::check as check_privileges;
 pub use sampler::{Settings as TelemetrySettings, DEFAULT_EVENTS};
 pub use setup::{run, Config};

@@ -105,6 +105,35 @@ pub fn flush() {
     let _ = done.recv_timeout(deadline.saturating_duration_since(Instant::now()));
 }
 
+/// Says `line` (without its newline) on stderr as the process's last word: through the log's queue once the log
+/// started, without waiting on stderr (at most [`FLUSH_WAIT`] for room in the queue; the exit's [`flush`] then waits
+/// as long at most for it to be written, and a stderr that takes nothing loses it). Before the log started (a bad
+/// flag or configuration file, an agent that is not root) it is written at once, as any command's error is, and
+/// waits for a stderr that takes nothing.
+pub fn say_last(line: &str) {
+    let text = format!("{line}\n").into_bytes();
+    let Some(tx) = QUEUED.get() else {
+        let _ = std::io::stderr().write_all(&text);
+        return;
+    };
+    let deadline = Instant::now() + FLUSH_WAIT;
+    let mut out = Out::Line(text);
+    loop {
+        match tx.try_send(out) {
+            Err(TrySendError::Full(again)) if Instant::now() < deadline => {
+                out = again;
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            // No log thread to write it (it could not be started): written at once.
+            Err(TrySendError::Disconnected(Out::Line(text))) => {
+                let _ = std::io::stderr().write_all(&text);
+                return;
+            }
+            _ => return,
+        }
+    }
+}
+
 /// Starts the log of this process, whose lines are spoken by `speaker` (`lockstep agent`, `lockstep watchdog`).
 /// A second call in one process changes nothing.
 pub fn init(speaker: &'static str) {

@@ -406,7 +406,9 @@ fn main() {
         Ok(Args { watchdog: Some(store), .. }) => lockstepd::watchdog_main(&store),
         Ok(Args { man: Some(dir), .. }) => lockstep_core::error::exit_status(program, man(&dir)),
         Ok(Args { cgroup_parents: true, .. }) => lockstep_core::error::exit_status(program, cgroup_parents()),
-        Ok(args) => lockstep_core::error::exit_status(program, exec(&args)),
+        // The agent's last word goes through its log's queue: a stderr nobody drains (a stalled journald) must not
+        // keep it from exiting.
+        Ok(args) => lockstep_core::error::exit_status_to(program, exec(&args), lockstepd::say_last),
         Err(e) => lockstep_core::error::clap_exit(
             program,
             &e.render().to_string(),

@@ -125,10 +125,20 @@ pub const EXIT_FAILURE: i32 = 1;
 /// [`EXIT_FAILURE`] for any other error (shown with its causes). Both kinds of line look alike: the exit status
 /// tells them apart, as every manual page's EXIT STATUS says.
 pub fn exit_status<E: AsRef<dyn std::error::Error + 'static>>(program: &str, result: Result<i32, E>) -> i32 {
+    exit_status_to(program, result, |line| eprintln!("{line}"))
+}
+
+/// [`exit_status`], the error's line (without its newline) said through `say` instead of written to stderr: a
+/// daemon whose stderr may not take it (lockstepd, whose log queue never waits on stderr) says it its own way.
+pub fn exit_status_to<E: AsRef<dyn std::error::Error + 'static>>(
+    program: &str,
+    result: Result<i32, E>,
+    say: impl FnOnce(&str),
+) -> i32 {
     match result {
         Ok(status) => status,
         Err(e) => {
-            eprintln!("{program}: {}", one_line(e.as_ref()));
+            say(&format!("{program}: {}", one_line(e.as_ref())));
             if is_usage(e.as_ref()) {
                 EXIT_USAGE
             } else {

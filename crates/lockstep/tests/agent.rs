@@ -876,6 +876,46 @@ fn a_second_agent_on_the_same_store_is_refused_naming_the_first() {
     drop(second);
 }
 
+/// An agent refused at its start (the store is another agent's) whose stderr is a pipe nobody reads, full already
+/// (a journald that does not drain the agent's stream): it exits with its status within the log's wait at exit,
+/// its last line lost, where it waited on stderr for that line for as long as nobody read it.
+#[test]
+#[ignore = "needs root"]
+fn a_refused_agent_whose_stderr_is_full_exits_all_the_same() {
+    use std::io::Write as _;
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::OpenOptionsExt;
+    common::require_root();
+    let _serial = serial();
+    let env = Env::new();
+    let first = Agent::start(&env, &["--policy", "boost", "--slot", "1s"]);
+    let fifo = env.dir.path().join("refused-stderr");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRUSR | nix::sys::stat::Mode::S_IWUSR).unwrap();
+    let nonblocking = nix::fcntl::OFlag::O_NONBLOCK.bits();
+    let reader = std::fs::OpenOptions::new().read(true).custom_flags(nonblocking).open(&fifo).unwrap();
+    nix::fcntl::fcntl(reader.as_raw_fd(), nix::fcntl::FcntlArg::F_SETPIPE_SZ(4096)).unwrap();
+    let mut filler = std::fs::OpenOptions::new().write(true).custom_flags(nonblocking).open(&fifo).unwrap();
+    let mut taken = 0;
+    while let Ok(n) = filler.write(&[b'.'; 512]) {
+        taken += n;
+    }
+    assert!(taken >= 4096, "the pipe took {taken} bytes");
+    let stderr = std::fs::OpenOptions::new().write(true).open(&fifo).unwrap();
+    let other = env.dir.path().join("other.sock");
+    let mut second = env
+        .cmd()
+        .args(["--socket", other.to_str().unwrap(), "agent"])
+        .stdout(std::process::Stdio::null())
+        .stderr(stderr)
+        .spawn()
+        .unwrap();
+    let status = common::exit_within(&mut second, common::STOP_LIMIT, "an agent refused with its stderr full");
+    assert_eq!(status.code(), Some(2), "the refusal's status");
+    drop((filler, reader));
+    let log = stopped_log(first);
+    assert!(log.contains("every job restored"), "{log}");
+}
+
 /// `ranks_in` values of a spec (quoted): bare processes, and podman and Charliecloud containers where they are
 /// installed (scripts/deps.sh installs both).
 fn ranks_in_everywhere() -> Vec<&'static str> {

@@ -134,7 +134,9 @@ impl Engine {
                 continue;
             }
             let Some(job) = jobs.iter_mut().find(|j| j.key == name) else { continue };
-            if job.applied.frozen {
+            // A frozen job's threads cannot answer; a job left to the kernel or halted by Slurm is not switched,
+            // so not raised either (a left one stays at its own weight).
+            if job.applied.frozen || !job.switched() {
                 continue;
             }
             if !self.spend(&name) {
@@ -230,11 +232,12 @@ impl Engine {
 
     /// Gives every job a slot of the probe; returns the jobs to scan — only those that share PUs with another job
     /// of this node: raising a job above nobody gains nothing and costs the agent's time (measured: 40 % on lu
-    /// alone on the test cluster), so the probe does not even watch the others.
+    /// alone on the test cluster), so the probe does not even watch the others. Nor a job that is not switched
+    /// (left to the kernel, halted by Slurm): it is never raised, and its processes are not listed for nothing.
     pub fn watched(&mut self, jobs: &[Managed]) -> Vec<Watched> {
         let mut out = Vec::new();
         let shares = |i: usize| jobs.iter().enumerate().any(|(k, o)| k != i && o.pus.intersects(&jobs[i].pus));
-        for (_, job) in jobs.iter().enumerate().filter(|(i, _)| shares(*i)) {
+        for (_, job) in jobs.iter().enumerate().filter(|&(i, job)| job.switched() && shares(i)) {
             let (slot, new) = if let Some(s) = self.slots.get(&job.key) {
                 (*s, false)
             } else {

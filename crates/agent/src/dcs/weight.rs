@@ -16,7 +16,9 @@ impl Raiser for Weight {
     }
 
     fn lower(&mut self, job: &mut Managed, _raised: Raised, ctx: &mut Ctx<'_>) -> anyhow::Result<()> {
-        job.apply(Desired { frozen: job.applied.frozen, boosted: job.planned.boosted }, ctx.journal, ctx.writer)?;
+        // A job left to the kernel while raised goes back to its own weight, whatever its plan said.
+        let boosted = job.planned.boosted && job.switched();
+        job.apply(Desired { frozen: job.applied.frozen, boosted }, ctx.journal, ctx.writer)?;
         Ok(())
     }
 
