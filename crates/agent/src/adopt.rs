@@ -408,6 +408,7 @@ fn managed_over(key: JobKey, groups: Vec<Group>, row: Option<u32>, origin: Origi
         switch_cost: None,
         said_slow: false,
         spent: crate::managed::Spent::default(),
+        cost: crate::managed::Cost::default(),
         left: None,
         halted: false,
         frozen_time: (std::time::Duration::ZERO, None),

@@ -227,6 +227,8 @@ pub struct Managed {
     pub said_slow: bool,
     /// What its changes cost the kernel's writes in the window being judged ([`COST_SHARE`]).
     pub spent: Spent,
+    /// What the slot loop judges of what [`Managed::spent`] measured.
+    pub cost: Cost,
     /// Why the job is left to the kernel, if it is: its changes cost more than [`COST_SHARE`] of a CPU, so it is
     /// thawed, at its own weight, and never switched again until it ends.
     pub left: Option<String>,
@@ -240,10 +242,12 @@ pub struct Managed {
 }
 
 /// The share of one CPU that changes of one job's cgroups may cost the agent, judged at the end of each
-/// [`COST_WINDOW`] over it and the window before (a job's first over it and an empty one): a job past it is left to
-/// the kernel ([`Managed::left`]). A v1 freezer write walks every cgroup below the one written, so a job whose user
-/// made thousands of cgroups in its tree would otherwise buy the agent's (real-time) CPU at every switch, for
-/// nothing it spends; a job of 64 ranks in one cgroup, switched every 100 ms, costs 0.1 %.
+/// [`COST_WINDOW`] over it and the window before, each weighing as much (a job's first over it and an empty one;
+/// a window that a long pause in the job's changes drew out, at its rate): a job past it whose own tree made its
+/// writes dear is left to the kernel ([`Managed::left`], [`verdict`]). A v1 freezer write walks every cgroup below
+/// the one written, so a job whose user made thousands of cgroups in its tree would otherwise buy the agent's
+/// (real-time) CPU at every switch, for nothing it spends; a job of 64 ranks in one cgroup, switched every 100 ms,
+/// costs 0.1 %.
 ///
 /// What is judged is the writing thread's CPU time, as the walk runs in the writer's time. A write that sleeps
 /// (for the cgroup lock, or while the host runs something else, where the kernel accounts that time as stolen)
@@ -252,6 +256,12 @@ pub struct Managed {
 /// windows rather than one let a window of such noise cost twice the share before a job is left, while a user
 /// who makes one window dear and the next cheap is still held to the share over both.
 pub const COST_SHARE: f64 = 0.01;
+
+/// The share past which a job is left to the kernel whatever the node's other jobs' writes cost
+/// ([`verdict`]): a user who owns every job switched on a node has no other job to be measured against. Another
+/// user who held the v1 freezer's lock by reading a tree of 40,000 cgroups in two loops made the writes of jobs of
+/// one cgroup cost 1 to 1.6 % (docs/security.md).
+pub const COST_SHARE_WHATEVER: f64 = 3.0 * COST_SHARE;
 
 /// How long what a job's changes cost is summed before it is judged ([`COST_SHARE`]).
 pub const COST_WINDOW: Duration = Duration::from_secs(5);
@@ -262,31 +272,98 @@ pub const COST_WINDOW: Duration = Duration::from_secs(5);
 pub struct Spent {
     /// When the window began.
     since: Instant,
-    /// The CPU time the writes took in it.
-    took: Duration,
-    /// The window before: what its writes took and how long it lasted.
-    before: (Duration, Duration),
+    /// The CPU time the writes took in it, and how many there were.
+    took: (Duration, u32),
+    /// The window before: what its writes took at its rate over [`COST_WINDOW`], and what they took and how many
+    /// there were.
+    before: (Duration, Duration, u32),
 }
 
 impl Default for Spent {
     fn default() -> Self {
-        Self { since: Instant::now(), took: Duration::ZERO, before: (Duration::ZERO, COST_WINDOW) }
+        Self { since: Instant::now(), took: (Duration::ZERO, 0), before: (Duration::ZERO, Duration::ZERO, 0) }
     }
 }
 
+/// What a job's changes cost over its last two windows ([`Spent`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct CostWindow {
+    /// The share of a CPU they took.
+    pub share: f64,
+    /// How long the two windows lasted.
+    pub over: Duration,
+    /// What one write took on the mean (`None`: none made).
+    pub per_write: Option<Duration>,
+}
+
 impl Spent {
-    /// Adds a change whose writes took `took` of the writing thread's CPU time; at the end of a window, returns
-    /// the share of a CPU spent in it and the window before, and how long both lasted, and begins the next.
-    fn add(&mut self, took: Duration) -> Option<(f64, Duration)> {
-        self.took += took;
+    /// Adds the writes of a change; at the end of a window, returns what the changes cost over it and the window
+    /// before, and begins the next.
+    fn add(&mut self, took: Took) -> Option<CostWindow> {
+        self.took = (self.took.0 + took.cpu, self.took.1 + took.writes);
         let elapsed = self.since.elapsed();
         if elapsed < COST_WINDOW {
             return None;
         }
-        let (spent, over) = (self.before.0 + self.took, self.before.1 + elapsed);
-        *self = Self { before: (self.took, elapsed), ..Self::default() };
-        Some((spent.as_secs_f64() / over.as_secs_f64(), over))
+        let (spent, over) = (self.before.0 + self.took.0, COST_WINDOW + elapsed);
+        let writes = self.before.2 + self.took.1;
+        let per_write = (writes > 0).then(|| (self.before.1 + self.took.0) / writes);
+        let at_rate = self.took.0.mul_f64(COST_WINDOW.as_secs_f64() / elapsed.as_secs_f64());
+        *self = Self { before: (at_rate, self.took.0, self.took.1), ..Self::default() };
+        Some(CostWindow { share: spent.as_secs_f64() / over.as_secs_f64(), over, per_write })
     }
+}
+
+/// What the slot loop judges of what a job's changes cost ([`verdict`]).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Cost {
+    /// The last window of [`Managed::spent`] that ended.
+    pub window: Option<CostWindow>,
+    /// Whether that window is yet to be judged.
+    pub unjudged: bool,
+    /// Whether the job was said to stay switched though past [`COST_SHARE`] (once).
+    pub said_contended: bool,
+}
+
+/// What becomes of a job whose changes cost what `window` says.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// It stays switched: within [`COST_SHARE`].
+    Within,
+    /// It stays switched, though past [`COST_SHARE`]: its writes took no more than twice what another job's did
+    /// (why, to be said once). The v1 freezer's lock is one for the whole machine, and another user who holds it
+    /// (reading a wide tree's `freezer.state`, which anyone may) makes every write wait for it, spinning in the
+    /// writer's time: that is not the job's tree.
+    Contended(String),
+    /// It is left to the kernel (why).
+    Left(String),
+}
+
+/// The verdict on a job whose changes cost what `window` says, `cheapest` being the node's other switched job
+/// whose writes took least on the mean over its last windows, and that mean. A job past [`COST_SHARE`] is left
+/// where its writes took more than twice that mean (its tree makes them dear), where no other job was measured,
+/// or past [`COST_SHARE_WHATEVER`].
+pub fn verdict(window: &CostWindow, cheapest: Option<(&JobKey, Duration)>) -> Verdict {
+    if window.share <= COST_SHARE {
+        return Verdict::Within;
+    }
+    let said = format!(
+        "changes of its cgroups cost the kernel's writes {:.1} % of a CPU over {:.0} s, more than the {} % a job may",
+        window.share * 100.0,
+        window.over.as_secs_f64(),
+        COST_SHARE * 100.0
+    );
+    if let (Some((other, theirs)), Some(ours)) = (cheapest, window.per_write) {
+        if ours <= theirs * 2 && window.share <= COST_SHARE_WHATEVER {
+            return Verdict::Contended(format!(
+                "{said}, but each write took {:.0} µs on the mean against {:.0} µs for job {other}'s: the cgroup lock \
+                 was busy, not its tree",
+                ours.as_secs_f64() * 1e6,
+                theirs.as_secs_f64() * 1e6
+            ));
+        }
+    }
+    Verdict::Left(format!("{said} (each write walks the cgroups and processes below)"))
 }
 
 /// How long the kernel may take over one job's change for the job to be switched with the others at a slot's
@@ -330,12 +407,15 @@ struct Took {
     wall: Duration,
     /// In the writing thread's CPU time: what they cost the agent ([`COST_SHARE`]).
     cpu: Duration,
+    /// How many writes.
+    writes: u32,
 }
 
 impl std::ops::AddAssign for Took {
     fn add_assign(&mut self, other: Self) {
         self.wall += other.wall;
         self.cpu += other.cpu;
+        self.writes += other.writes;
     }
 }
 
@@ -357,7 +437,7 @@ fn open(file: &Path) -> Result<File, ChangeError> {
 /// wherever the offset is); returns what the write took. A removed cgroup answers `ENODEV`: it is gone.
 fn write(held: &File, file: &Path, value: &str) -> Result<Took, ChangeError> {
     let (started, cpu) = (Instant::now(), thread_cpu());
-    let took = |_| Took { wall: started.elapsed(), cpu: thread_cpu().saturating_sub(cpu) };
+    let took = |_| Took { wall: started.elapsed(), cpu: thread_cpu().saturating_sub(cpu), writes: 1 };
     held.write_at(value.as_bytes(), 0).map(took).map_err(|e| match (e.kind(), e.raw_os_error()) {
         (io::ErrorKind::NotFound, _) | (_, Some(libc::ENODEV)) => ChangeError::Gone(file.to_path_buf()),
         _ => anyhow::anyhow!("cannot write {value} to {}: {e}", file.display()).into(),
@@ -419,6 +499,7 @@ impl Managed {
             switch_cost: None,
             said_slow: false,
             spent: Spent::default(),
+            cost: Cost::default(),
             left: None,
             halted: false,
             frozen_time: (Duration::ZERO, None),
@@ -463,33 +544,30 @@ impl Managed {
     }
 
     /// Brings the job's cgroups to `want`; returns the actions taken (freeze or thaw, boost or unboost). A change
-    /// measures what the kernel's writes cost ([`Managed::switch_cost`]), and is judged by it ([`COST_SHARE`]) even
-    /// when a write of it failed: the writes made before it cost as much, and are made again at the next try.
+    /// measures what the kernel's writes cost ([`Managed::switch_cost`]), and adds it to the job's window
+    /// ([`COST_SHARE`]) even when a write of it failed: the writes made before it cost as much, and are made again
+    /// at the next try. A window that ends is judged by the slot loop ([`Managed::cost`]).
     pub fn apply(&mut self, want: Desired, journal: &mut Journal, writer: &Writer) -> Result<Vec<Action>, ChangeError> {
         let mut took = Took::default();
         let changed = self.change(want, journal, writer, &mut took);
-        // Nothing written: nothing to measure (a failed change may have written some groups before its error).
-        if took.wall.is_zero() && !matches!(&changed, Ok(actions) if !actions.is_empty()) {
-            return changed;
+        if took.writes > 0 {
+            self.switch_cost = Some(switch_cost(self.switch_cost, took.wall));
         }
-        self.switch_cost = Some(switch_cost(self.switch_cost, took.wall));
-        let judged = self.spent.add(took.cpu).filter(|&(share, _)| share > COST_SHARE && self.left.is_none());
-        let Some((share, over)) = judged else { return changed };
-        let why = format!(
-            "changes of its cgroups cost the kernel's writes {:.1} % of a CPU over {:.0} s, more than the {} % a job \
-             may (each write walks the cgroups and processes below)",
-            share * 100.0,
-            over.as_secs_f64(),
-            COST_SHARE * 100.0
-        );
+        if let Some(window) = self.spent.add(took) {
+            self.cost = Cost { window: Some(window), unjudged: true, ..self.cost };
+        }
+        changed
+    }
+
+    /// Leaves the job to the kernel for `why` (said once): thawed and put back to its own weight at once, and
+    /// never switched again until it ends. Returns the actions taken.
+    pub fn leave(&mut self, why: String, journal: &mut Journal, writer: &Writer) -> Result<Vec<Action>, ChangeError> {
         log::warn!("job {}: {why}: left to the kernel, thawed and at its own weight, until it ends", self.key);
         self.left = Some(why);
-        let mut actions = changed?;
-        // Put back at once, not at the next tick.
-        if self.applied != Desired::default() {
-            actions.extend(self.apply(Desired::default(), journal, writer)?);
+        if self.applied == Desired::default() {
+            return Ok(Vec::new());
         }
-        Ok(actions)
+        self.apply(Desired::default(), journal, writer)
     }
 
     /// The writes of [`Managed::apply`], adding what each took to `took` as it goes.
@@ -613,24 +691,32 @@ impl Managed {
 mod tests {
     use super::*;
 
-    /// Ends `spent`'s window after changes that took `took` in all.
+    /// `cpu` of the writing thread's time in one write.
+    fn write_of(cpu: Duration) -> Took {
+        Took { wall: cpu, cpu, writes: 1 }
+    }
+
+    /// Ends `spent`'s window after a last write that took `took`; returns its share of a CPU and how long it lasted.
     fn window(spent: &mut Spent, took: Duration) -> (f64, Duration) {
         spent.since -= COST_WINDOW;
-        spent.add(took).unwrap()
+        let w = spent.add(write_of(took)).unwrap();
+        (w.share, w.over)
     }
 
     #[test]
     fn what_changes_cost_is_judged_once_per_window_over_it_and_the_one_before() {
         let ms = Duration::from_millis;
         let mut spent = Spent::default();
-        assert_eq!(spent.add(ms(40)), None, "judged before its window ended");
+        assert_eq!(spent.add(write_of(ms(40))), None, "judged before its window ended");
         // 120 ms in a job's first window: with the empty one before it, 1.2 % over a little more than 10 s.
-        let (share, over) = window(&mut spent, ms(80));
-        assert!(share > 0.0119 && share <= 0.012, "{share}");
-        assert!(over >= COST_WINDOW * 2 && over < COST_WINDOW * 3, "{over:?}");
-        assert_eq!(spent.took, Duration::ZERO, "the next window begins empty");
-        assert_eq!(spent.add(ms(1)), None);
-        // Then 20 ms: (120 + 20) ms over two windows.
+        spent.since -= COST_WINDOW;
+        let w = spent.add(write_of(ms(80))).unwrap();
+        assert!(w.share > 0.0119 && w.share <= 0.012, "{w:?}");
+        assert!(w.over >= COST_WINDOW * 2 && w.over < COST_WINDOW * 3, "{w:?}");
+        assert_eq!(w.per_write, Some(ms(60)), "two writes of 40 and 80 ms");
+        assert_eq!(spent.took, (Duration::ZERO, 0), "the next window begins empty");
+        assert_eq!(spent.add(write_of(ms(1))), None);
+        // Then 20 ms: (120 + 20) ms over two windows, 140 ms over four writes.
         let (share, _) = window(&mut spent, ms(19));
         assert!(share > 0.0139 && share <= 0.014, "{share}");
     }
@@ -648,6 +734,29 @@ mod tests {
             let (share, _) = window(&mut spent, took);
             assert!(share > COST_SHARE, "{share} after a window of {took:?}");
         }
+        // A window drawn out by a pause of the job's changes weighs as one at its rate: the 2.2 % after it counts.
+        spent.since -= Duration::from_mins(5);
+        assert!(window(&mut spent, Duration::ZERO).0 < COST_SHARE);
+        let (share, over) = window(&mut spent, ms(110));
+        assert!(share > COST_SHARE && over < COST_WINDOW * 3, "{share} over {over:?}");
+    }
+
+    #[test]
+    fn a_job_past_the_share_is_left_unless_every_job_s_writes_took_as_long() {
+        let us = Duration::from_micros;
+        let other: JobKey = "root-job".parse().unwrap();
+        let at =
+            |share: f64, per_write: u64| CostWindow { share, over: COST_WINDOW * 2, per_write: Some(us(per_write)) };
+        assert_eq!(verdict(&at(0.009, 5000), Some((&other, us(100)))), Verdict::Within);
+        // Its writes no dearer than another job's (the lock held by another user): it stays, said why.
+        let Verdict::Contended(why) = verdict(&at(0.011, 900), Some((&other, us(850)))) else { panic!() };
+        assert!(why.contains("1.1 % of a CPU over 10 s") && why.contains("job root-job's"), "{why}");
+        // A wide tree's writes: many times another's.
+        assert!(matches!(verdict(&at(0.037, 7000), Some((&other, us(100)))), Verdict::Left(_)));
+        assert!(matches!(verdict(&at(0.015, 250), Some((&other, us(100)))), Verdict::Left(_)));
+        // No other job measured, or past the share no contention reaches: left whatever the others'.
+        assert!(matches!(verdict(&at(0.015, 100), None), Verdict::Left(_)));
+        assert!(matches!(verdict(&at(0.031, 100), Some((&other, us(100)))), Verdict::Left(_)));
     }
 
     #[test]

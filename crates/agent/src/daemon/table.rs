@@ -77,6 +77,11 @@ impl Table {
         self.jobs[i].apply(want, &mut self.journal, &self.writer)
     }
 
+    /// Leaves job `i` to the kernel for `why` ([`Managed::leave`]).
+    pub(super) fn leave(&mut self, i: usize, why: String) -> Result<Vec<Action>, ChangeError> {
+        self.jobs[i].leave(why, &mut self.journal, &self.writer)
+    }
+
     /// Adds the cgroup of `dirs` to job `i` ([`Managed::add_group`]).
     pub(super) fn add_group(&mut self, i: usize, dirs: Vec<PathBuf>) -> Result<(), ChangeError> {
         self.jobs[i].add_group(dirs, &mut self.journal, &self.writer)

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use super::state::Daemon;
 use crate::faults::Place;
-use crate::managed::{ChangeError, Managed};
+use crate::managed::{self, ChangeError, Cost, Managed, Verdict};
 use crate::progress;
 use crate::writer::Record;
 use lockstep_core::cosched::rows::{self, Entry};
@@ -89,6 +89,7 @@ impl Daemon {
             p.boosted |= j.switched() && self.dcs.holds_weight(&j.key);
         }
         let (mut decisions, mut gone, prompt_done) = self.switch(&plan, started);
+        self.judge_costs(&mut decisions, &mut gone);
         // A slot in which a job was held frozen says nothing of what it wants; one left to the kernel or halted by
         // Slurm is measured again from scratch when it is switched again.
         for j in self.table.jobs_mut() {
@@ -119,6 +120,51 @@ impl Daemon {
             self.flush();
         }
         self.publish();
+    }
+
+    /// Judges each job whose window of what its changes cost ended ([`managed::verdict`]) against the node's other
+    /// switched jobs, and leaves to the kernel those whose own trees made their writes dear; the decisions of the
+    /// jobs thawed so go to `decisions`, a job found gone to `gone`.
+    fn judge_costs(&mut self, decisions: &mut Vec<Decision>, gone: &mut Vec<usize>) {
+        let jobs = self.table.jobs();
+        let mut verdicts = Vec::new();
+        for (i, job) in jobs.iter().enumerate() {
+            let Cost { window: Some(window), unjudged: true, .. } = job.cost else { continue };
+            let cheapest = jobs
+                .iter()
+                .enumerate()
+                .filter(|&(k, other)| k != i && other.switched())
+                .filter_map(|(_, other)| Some((&other.key, other.cost.window?.per_write?)))
+                .min_by_key(|&(_, per_write)| per_write);
+            verdicts.push((i, managed::verdict(&window, cheapest)));
+        }
+        for (i, verdict) in verdicts {
+            let job = &mut self.table.jobs_mut()[i];
+            job.cost.unjudged = false;
+            if !job.switched() {
+                continue;
+            }
+            match verdict {
+                Verdict::Within => {}
+                Verdict::Contended(why) => {
+                    if !std::mem::replace(&mut job.cost.said_contended, true) {
+                        log::warn!("job {}: {why}: it stays switched", job.key);
+                    }
+                }
+                Verdict::Left(why) => match self.table.leave(i, why) {
+                    Ok(actions) => {
+                        let key = self.table.jobs()[i].key.clone();
+                        for a in actions {
+                            decisions.push(self.decision(Some(&key), a, Duration::ZERO));
+                        }
+                    }
+                    Err(ChangeError::Gone(_)) => gone.push(i),
+                    Err(e) => {
+                        self.faults.report(Place::Job(self.table.jobs()[i].key.clone()), &format!("{e:#}"));
+                    }
+                },
+            }
+        }
     }
 
     /// Brings every job to its `plan`, the jobs known to switch promptly first; returns the decisions taken, the
