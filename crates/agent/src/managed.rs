@@ -258,7 +258,9 @@ pub struct Managed {
 pub const COST_SHARE: f64 = 0.01;
 
 /// The share past which a job is left to the kernel whatever the node's other jobs' writes cost
-/// ([`verdict`]): a user who owns every job switched on a node has no other job to be measured against. Another
+/// ([`verdict`]): the most that another user holding the freezer's lock may make a job's writes cost before it is
+/// left for it all the same, and the most a user whose jobs are all the node switches may have each cost (they are
+/// measured against each other, their trees alike; beside any other user's job, against it). Another
 /// user who held the v1 freezer's lock by reading a tree of 40,000 cgroups in two loops made the writes of jobs of
 /// one cgroup cost 1 to 1.6 % (docs/security.md).
 pub const COST_SHARE_WHATEVER: f64 = 3.0 * COST_SHARE;
@@ -272,16 +274,18 @@ pub const COST_WINDOW: Duration = Duration::from_secs(5);
 pub struct Spent {
     /// When the window began.
     since: Instant,
-    /// The CPU time the writes took in it, and how many there were.
-    took: (Duration, u32),
-    /// The window before: what its writes took at its rate over [`COST_WINDOW`], and what they took and how many
-    /// there were.
-    before: (Duration, Duration, u32),
+    /// The CPU time the writes took in it.
+    took: Duration,
+    /// What its freezer writes took, and how many there were.
+    freezes: (Duration, u32),
+    /// The window before: what its writes took at its rate over [`COST_WINDOW`], and its freezer writes.
+    before: (Duration, (Duration, u32)),
 }
 
 impl Default for Spent {
     fn default() -> Self {
-        Self { since: Instant::now(), took: (Duration::ZERO, 0), before: (Duration::ZERO, Duration::ZERO, 0) }
+        let none = (Duration::ZERO, 0);
+        Self { since: Instant::now(), took: Duration::ZERO, freezes: none, before: (Duration::ZERO, none) }
     }
 }
 
@@ -292,25 +296,27 @@ pub struct CostWindow {
     pub share: f64,
     /// How long the two windows lasted.
     pub over: Duration,
-    /// What one write took on the mean (`None`: none made).
-    pub per_write: Option<Duration>,
+    /// What one freezer write took on the mean (`None`: none made): what the v1 freezer's lock, one for the whole
+    /// machine, lengthens for every job alike while another holds it (a weight write takes another lock).
+    pub per_freeze: Option<Duration>,
 }
 
 impl Spent {
     /// Adds the writes of a change; at the end of a window, returns what the changes cost over it and the window
     /// before, and begins the next.
     fn add(&mut self, took: Took) -> Option<CostWindow> {
-        self.took = (self.took.0 + took.cpu, self.took.1 + took.writes);
+        self.took += took.cpu;
+        self.freezes = (self.freezes.0 + took.freezes.0, self.freezes.1 + took.freezes.1);
         let elapsed = self.since.elapsed();
         if elapsed < COST_WINDOW {
             return None;
         }
-        let (spent, over) = (self.before.0 + self.took.0, COST_WINDOW + elapsed);
-        let writes = self.before.2 + self.took.1;
-        let per_write = (writes > 0).then(|| (self.before.1 + self.took.0) / writes);
-        let at_rate = self.took.0.mul_f64(COST_WINDOW.as_secs_f64() / elapsed.as_secs_f64());
-        *self = Self { before: (at_rate, self.took.0, self.took.1), ..Self::default() };
-        Some(CostWindow { share: spent.as_secs_f64() / over.as_secs_f64(), over, per_write })
+        let (spent, over) = (self.before.0 + self.took, COST_WINDOW + elapsed);
+        let (freeze_cpu, freezes) = (self.before.1 .0 + self.freezes.0, self.before.1 .1 + self.freezes.1);
+        let per_freeze = (freezes > 0).then(|| freeze_cpu / freezes);
+        let at_rate = self.took.mul_f64(COST_WINDOW.as_secs_f64() / elapsed.as_secs_f64());
+        *self = Self { before: (at_rate, self.freezes), ..Self::default() };
+        Some(CostWindow { share: spent.as_secs_f64() / over.as_secs_f64(), over, per_freeze })
     }
 }
 
@@ -330,8 +336,8 @@ pub struct Cost {
 pub enum Verdict {
     /// It stays switched: within [`COST_SHARE`].
     Within,
-    /// It stays switched, though past [`COST_SHARE`]: its writes took no more than twice what another job's did
-    /// (why, to be said once). The v1 freezer's lock is one for the whole machine, and another user who holds it
+    /// It stays switched, though past [`COST_SHARE`]: its freezer writes took no more than twice what another
+    /// job's did (why, to be said once). The v1 freezer's lock is one for the whole machine, and another user who holds it
     /// (reading a wide tree's `freezer.state`, which anyone may) makes every write wait for it, spinning in the
     /// writer's time: that is not the job's tree.
     Contended(String),
@@ -340,9 +346,9 @@ pub enum Verdict {
 }
 
 /// The verdict on a job whose changes cost what `window` says, `cheapest` being the node's other switched job
-/// whose writes took least on the mean over its last windows, and that mean. A job past [`COST_SHARE`] is left
-/// where its writes took more than twice that mean (its tree makes them dear), where no other job was measured,
-/// or past [`COST_SHARE_WHATEVER`].
+/// whose freezer writes took least on the mean over its last windows, and that mean. A job past [`COST_SHARE`] is
+/// left where its freezer writes took more than twice that mean (its tree makes them dear), where no other job's
+/// were measured, or past [`COST_SHARE_WHATEVER`].
 pub fn verdict(window: &CostWindow, cheapest: Option<(&JobKey, Duration)>) -> Verdict {
     if window.share <= COST_SHARE {
         return Verdict::Within;
@@ -353,11 +359,11 @@ pub fn verdict(window: &CostWindow, cheapest: Option<(&JobKey, Duration)>) -> Ve
         window.over.as_secs_f64(),
         COST_SHARE * 100.0
     );
-    if let (Some((other, theirs)), Some(ours)) = (cheapest, window.per_write) {
+    if let (Some((other, theirs)), Some(ours)) = (cheapest, window.per_freeze) {
         if ours <= theirs * 2 && window.share <= COST_SHARE_WHATEVER {
             return Verdict::Contended(format!(
-                "{said}, but each write took {:.0} µs on the mean against {:.0} µs for job {other}'s: the cgroup lock \
-                 was busy, not its tree",
+                "{said}, but each freezer write took {:.0} µs on the mean against {:.0} µs for job {other}'s: the \
+                 freezer's lock, not its tree",
                 ours.as_secs_f64() * 1e6,
                 theirs.as_secs_f64() * 1e6
             ));
@@ -409,6 +415,8 @@ struct Took {
     cpu: Duration,
     /// How many writes.
     writes: u32,
+    /// What the freezer writes among them took in CPU time, and how many there were.
+    freezes: (Duration, u32),
 }
 
 impl std::ops::AddAssign for Took {
@@ -416,6 +424,7 @@ impl std::ops::AddAssign for Took {
         self.wall += other.wall;
         self.cpu += other.cpu;
         self.writes += other.writes;
+        self.freezes = (self.freezes.0 + other.freezes.0, self.freezes.1 + other.freezes.1);
     }
 }
 
@@ -437,7 +446,8 @@ fn open(file: &Path) -> Result<File, ChangeError> {
 /// wherever the offset is); returns what the write took. A removed cgroup answers `ENODEV`: it is gone.
 fn write(held: &File, file: &Path, value: &str) -> Result<Took, ChangeError> {
     let (started, cpu) = (Instant::now(), thread_cpu());
-    let took = |_| Took { wall: started.elapsed(), cpu: thread_cpu().saturating_sub(cpu), writes: 1 };
+    let took =
+        |_| Took { wall: started.elapsed(), cpu: thread_cpu().saturating_sub(cpu), writes: 1, ..Took::default() };
     held.write_at(value.as_bytes(), 0).map(took).map_err(|e| match (e.kind(), e.raw_os_error()) {
         (io::ErrorKind::NotFound, _) | (_, Some(libc::ENODEV)) => ChangeError::Gone(file.to_path_buf()),
         _ => anyhow::anyhow!("cannot write {value} to {}: {e}", file.display()).into(),
@@ -550,7 +560,7 @@ impl Managed {
     pub fn apply(&mut self, want: Desired, journal: &mut Journal, writer: &Writer) -> Result<Vec<Action>, ChangeError> {
         let mut took = Took::default();
         let changed = self.change(want, journal, writer, &mut took);
-        if took.writes > 0 {
+        if took.writes > 0 || matches!(&changed, Ok(actions) if !actions.is_empty()) {
             self.switch_cost = Some(switch_cost(self.switch_cost, took.wall));
         }
         if let Some(window) = self.spent.add(took) {
@@ -581,7 +591,8 @@ impl Managed {
         let mut actions = Vec::new();
         if want.frozen != self.applied.frozen {
             for g in &mut self.groups {
-                *took += g.set_frozen(want.frozen, &self.key, journal, writer)?;
+                let t = g.set_frozen(want.frozen, &self.key, journal, writer)?;
+                *took += Took { freezes: (t.cpu, t.writes), ..t };
             }
             actions.push(if want.frozen { Action::Freeze } else { Action::Thaw });
             self.applied.frozen = want.frozen;
@@ -693,7 +704,7 @@ mod tests {
 
     /// `cpu` of the writing thread's time in one write.
     fn write_of(cpu: Duration) -> Took {
-        Took { wall: cpu, cpu, writes: 1 }
+        Took { wall: cpu, cpu, writes: 1, freezes: (cpu, 1) }
     }
 
     /// Ends `spent`'s window after a last write that took `took`; returns its share of a CPU and how long it lasted.
@@ -713,12 +724,20 @@ mod tests {
         let w = spent.add(write_of(ms(80))).unwrap();
         assert!(w.share > 0.0119 && w.share <= 0.012, "{w:?}");
         assert!(w.over >= COST_WINDOW * 2 && w.over < COST_WINDOW * 3, "{w:?}");
-        assert_eq!(w.per_write, Some(ms(60)), "two writes of 40 and 80 ms");
-        assert_eq!(spent.took, (Duration::ZERO, 0), "the next window begins empty");
+        assert_eq!(w.per_freeze, Some(ms(60)), "two writes of 40 and 80 ms");
+        assert_eq!((spent.took, spent.freezes), (Duration::ZERO, (Duration::ZERO, 0)), "the next window begins empty");
         assert_eq!(spent.add(write_of(ms(1))), None);
         // Then 20 ms: (120 + 20) ms over two windows, 140 ms over four writes.
-        let (share, _) = window(&mut spent, ms(19));
-        assert!(share > 0.0139 && share <= 0.014, "{share}");
+        spent.since -= COST_WINDOW;
+        let w = spent.add(write_of(ms(19))).unwrap();
+        assert!(w.share > 0.0139 && w.share <= 0.014, "{w:?}");
+        assert_eq!(w.per_freeze, Some(ms(35)));
+        // Weight writes count in the share, not in what a freezer write takes.
+        spent.since -= COST_WINDOW;
+        let weight = Took { wall: ms(30), cpu: ms(30), writes: 1, freezes: (Duration::ZERO, 0) };
+        let w = spent.add(weight).unwrap();
+        assert!(w.share > 0.0049 && w.share <= 0.005, "{w:?}");
+        assert_eq!(w.per_freeze, Some(ms(10)), "the two freezer writes of the window before");
     }
 
     #[test]
@@ -734,11 +753,12 @@ mod tests {
             let (share, _) = window(&mut spent, took);
             assert!(share > COST_SHARE, "{share} after a window of {took:?}");
         }
-        // A window drawn out by a pause of the job's changes weighs as one at its rate: the 2.2 % after it counts.
+        // A window drawn out by a stall of the slot loop weighs as one at its rate: 300 ms over 5 minutes and then
+        // 40 ms count as (5 + 40) ms, not 340.
         spent.since -= Duration::from_mins(5);
-        assert!(window(&mut spent, Duration::ZERO).0 < COST_SHARE);
-        let (share, over) = window(&mut spent, ms(110));
-        assert!(share > COST_SHARE && over < COST_WINDOW * 3, "{share} over {over:?}");
+        assert!(window(&mut spent, ms(300)).0 < COST_SHARE);
+        let (share, over) = window(&mut spent, ms(40));
+        assert!(share > 0.0044 && share < 0.0046 && over < COST_WINDOW * 3, "{share} over {over:?}");
     }
 
     #[test]
@@ -746,7 +766,7 @@ mod tests {
         let us = Duration::from_micros;
         let other: JobKey = "root-job".parse().unwrap();
         let at =
-            |share: f64, per_write: u64| CostWindow { share, over: COST_WINDOW * 2, per_write: Some(us(per_write)) };
+            |share: f64, per_write: u64| CostWindow { share, over: COST_WINDOW * 2, per_freeze: Some(us(per_write)) };
         assert_eq!(verdict(&at(0.009, 5000), Some((&other, us(100)))), Verdict::Within);
         // Its writes no dearer than another job's (the lock held by another user): it stays, said why.
         let Verdict::Contended(why) = verdict(&at(0.011, 900), Some((&other, us(850)))) else { panic!() };

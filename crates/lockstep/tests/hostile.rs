@@ -910,7 +910,8 @@ fn a_job_whose_switches_cost_more_than_a_job_may_is_left_to_the_kernel() {
 /// tree holding the lock), so that the agent's writes of root's two jobs of one cgroup each spin on it in its
 /// real-time thread: 0.9 ms on the mean instead of 0.1 ms, about 1 % of a CPU, and one of them was left to the
 /// kernel for it. The cost is judged against the node's other jobs, whose writes wait as long: neither of root's
-/// jobs is left in 200 slots (both came to 1.5 % of a CPU, said once each).
+/// jobs is left in 200 slots. (The lock made both cost 1.5–1.6 % of a CPU here, said once each and printed; the
+/// test passes too where it makes them cost less, as nothing then is to be judged.)
 #[test]
 #[ignore = "needs root"]
 fn another_user_holding_the_freezer_s_lock_gets_no_job_left_to_the_kernel() {

@@ -99,7 +99,9 @@ impl Daemon {
                 j.demand = crate::demand::Demand::default();
             }
         }
+        // Each job once, whatever found it gone: a second retire would take the job that moved into its place.
         gone.sort_unstable();
+        gone.dedup();
         for i in gone.into_iter().rev() {
             self.retire(i);
         }
@@ -123,25 +125,30 @@ impl Daemon {
     }
 
     /// Judges each job whose window of what its changes cost ended ([`managed::verdict`]) against the node's other
-    /// switched jobs, and leaves to the kernel those whose own trees made their writes dear; the decisions of the
-    /// jobs thawed so go to `decisions`, a job found gone to `gone`.
+    /// switched jobs, and leaves to the kernel those whose own trees made their writes dear; the
+    /// decisions of the jobs thawed so go to `decisions`, a job found gone to `gone` (once).
     fn judge_costs(&mut self, decisions: &mut Vec<Decision>, gone: &mut Vec<usize>) {
         let jobs = self.table.jobs();
         let mut verdicts = Vec::new();
         for (i, job) in jobs.iter().enumerate() {
             let Cost { window: Some(window), unjudged: true, .. } = job.cost else { continue };
+            // Against every other switched job, the same user's too: two jobs of one user's beside each other are
+            // the victims the lock makes alike as often as an attacker's pair (which, alone on a node, is held to
+            // `COST_SHARE_WHATEVER`; beside any other user's job, measured against it).
             let cheapest = jobs
                 .iter()
                 .enumerate()
                 .filter(|&(k, other)| k != i && other.switched())
-                .filter_map(|(_, other)| Some((&other.key, other.cost.window?.per_write?)))
-                .min_by_key(|&(_, per_write)| per_write);
+                .map(|(_, other)| other)
+                .filter_map(|other| Some((&other.key, other.cost.window?.per_freeze?)))
+                .min_by_key(|&(_, per_freeze)| per_freeze);
             verdicts.push((i, managed::verdict(&window, cheapest)));
         }
         for (i, verdict) in verdicts {
             let job = &mut self.table.jobs_mut()[i];
             job.cost.unjudged = false;
-            if !job.switched() {
+            // A job found gone is retired, not left (a second write to its cgroups would find it gone again).
+            if !job.switched() || gone.contains(&i) {
                 continue;
             }
             match verdict {
