@@ -91,18 +91,23 @@ pub fn flush() {
     let Some(tx) = QUEUED.get() else { return };
     let deadline = Instant::now() + FLUSH_WAIT;
     let (reply, done) = mpsc::channel();
-    let mut out = Out::Flush(reply);
+    if send_by(tx, Out::Flush(reply), deadline).is_ok() {
+        let _ = done.recv_timeout(deadline.saturating_duration_since(Instant::now()));
+    }
+}
+
+/// Puts `out` in the queue `tx`, waiting for room in it until `deadline` at most; `Err` gives back what did not
+/// go (the queue still full at the deadline, or no log thread to take it).
+fn send_by(tx: &SyncSender<Out>, mut out: Out, deadline: Instant) -> Result<(), TrySendError<Out>> {
     loop {
         match tx.try_send(out) {
-            Ok(()) => break,
             Err(TrySendError::Full(again)) if Instant::now() < deadline => {
                 out = again;
                 std::thread::sleep(Duration::from_millis(5));
             }
-            Err(_) => return,
+            sent => return sent,
         }
     }
-    let _ = done.recv_timeout(deadline.saturating_duration_since(Instant::now()));
 }
 
 /// Says `line` (without its newline) on stderr as the process's last word: through the log's queue once the log
@@ -116,21 +121,10 @@ pub fn say_last(line: &str) {
         let _ = std::io::stderr().write_all(&text);
         return;
     };
-    let deadline = Instant::now() + FLUSH_WAIT;
-    let mut out = Out::Line(text);
-    loop {
-        match tx.try_send(out) {
-            Err(TrySendError::Full(again)) if Instant::now() < deadline => {
-                out = again;
-                std::thread::sleep(Duration::from_millis(5));
-            }
-            // No log thread to write it (it could not be started): written at once.
-            Err(TrySendError::Disconnected(Out::Line(text))) => {
-                let _ = std::io::stderr().write_all(&text);
-                return;
-            }
-            _ => return,
-        }
+    // No log thread to write it (it could not be started): written at once.
+    if let Err(TrySendError::Disconnected(Out::Line(text))) = send_by(tx, Out::Line(text), Instant::now() + FLUSH_WAIT)
+    {
+        let _ = std::io::stderr().write_all(&text);
     }
 }
 

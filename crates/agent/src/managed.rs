@@ -243,7 +243,7 @@ pub struct Managed {
 
 /// The share of one CPU that changes of one job's cgroups may cost the agent, judged at the end of each
 /// [`COST_WINDOW`] over it and the window before, each weighing as much (a job's first over it and an empty one;
-/// a window that a long pause in the job's changes drew out, at its rate): a job past it whose own tree made its
+/// a window that a stall of the slot loop drew out, at its rate): a job past it whose own tree made its
 /// writes dear is left to the kernel ([`Managed::left`], [`verdict`]). A v1 freezer write walks every cgroup below
 /// the one written, so a job whose user made thousands of cgroups in its tree would otherwise buy the agent's
 /// (real-time) CPU at every switch, for nothing it spends; a job of 64 ranks in one cgroup, switched every 100 ms,
@@ -574,9 +574,6 @@ impl Managed {
     pub fn leave(&mut self, why: String, journal: &mut Journal, writer: &Writer) -> Result<Vec<Action>, ChangeError> {
         log::warn!("job {}: {why}: left to the kernel, thawed and at its own weight, until it ends", self.key);
         self.left = Some(why);
-        if self.applied == Desired::default() {
-            return Ok(Vec::new());
-        }
         self.apply(Desired::default(), journal, writer)
     }
 

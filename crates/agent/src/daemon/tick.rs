@@ -139,8 +139,7 @@ impl Daemon {
                 .iter()
                 .enumerate()
                 .filter(|&(k, other)| k != i && other.switched())
-                .map(|(_, other)| other)
-                .filter_map(|other| Some((&other.key, other.cost.window?.per_freeze?)))
+                .filter_map(|(_, other)| Some((&other.key, other.cost.window?.per_freeze?)))
                 .min_by_key(|&(_, per_freeze)| per_freeze);
             verdicts.push((i, managed::verdict(&window, cheapest)));
         }
