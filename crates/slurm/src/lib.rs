@@ -43,9 +43,9 @@ const RUN_KEY: &str = "lockstep_run=";
 /// without it (written before lockstep recorded it) is taken as the job's own.
 const JOB_KEY: &str = "lockstep_job=";
 
-/// How long the agents of a job whose place changes have to learn it before it takes effect: the controller's
-/// notice reaches them within its two tries ([`push`]); an agent that asks slurmctld instead, within a few of its
-/// [`REFRESH`] intervals.
+/// How long the agents of a job whose place changes have to learn it before it takes effect, unless the
+/// controller's hooks are given another (`--change-margin`): the controller's notice reaches them within its two
+/// tries ([`push`]); an agent that asks slurmctld instead, within a few of its [`REFRESH`] intervals.
 pub const CHANGE_MARGIN: Duration = Duration::from_secs(5);
 
 /// How often an agent that runs Slurm jobs and cannot be told their places (no metrics door for the controller's
@@ -532,10 +532,10 @@ impl Applied {
     }
 }
 
-/// Writes running jobs' changes of place, each effective [`CHANGE_MARGIN`] from now. A job that finished since
-/// `all` was read (its own end's epilog runs beside this hook) is left out; any other failure fails the whole.
-fn apply_changes(all: &[JobInfo], changes: &[Change]) -> Result<Applied> {
-    let from_ms = now_ms() + CHANGE_MARGIN.as_millis() as u64;
+/// Writes running jobs' changes of place, each effective `margin` from now. A job that finished since `all` was
+/// read (its own end's epilog runs beside this hook) is left out; any other failure fails the whole.
+fn apply_changes(all: &[JobInfo], changes: &[Change], margin: Duration) -> Result<Applied> {
+    let from_ms = now_ms() + u64::try_from(margin.as_millis()).unwrap_or(u64::MAX);
     let mut applied = Applied { updated: Vec::new(), moved: Vec::new(), ended: Vec::new() };
     for &(id, place) in changes {
         let Some(job) = all.iter().find(|j| j.id == id) else { continue };
@@ -595,8 +595,9 @@ fn merged(mut changed: Vec<JobInfo>, later: Vec<JobInfo>) -> Vec<JobInfo> {
 
 /// Gives job `id` its row (`mode`) and records it in its `AdminComment` with the run it is for, with the changes
 /// of place its neighbours make room with; returns what was done, for the log (a job that has a row for this run
-/// keeps it; a place of an earlier run, before the job was requeued, is replaced by a fresh one).
-pub fn assign_row(id: SlurmJobId, mode: RowMode, tell: Tell<'_>) -> Result<String> {
+/// keeps it; a place of an earlier run, before the job was requeued, is replaced by a fresh one). Neighbours' changes
+/// take effect `margin` from now ([`CHANGE_MARGIN`] unless a site chose another).
+pub fn assign_row(id: SlurmJobId, mode: RowMode, margin: Duration, tell: Tell<'_>) -> Result<String> {
     locked(|all| {
         let job = all.iter().find(|j| j.id == id).ok_or(Error::UnknownJob(id))?;
         if let Some(row) = job.row() {
@@ -623,7 +624,7 @@ pub fn assign_row(id: SlurmJobId, mode: RowMode, tell: Tell<'_>) -> Result<Strin
             }
             RowMode::Cluster => {
                 let (place, changes) = place_new(&whole, &all);
-                let applied = apply_changes(&all, &changes)?;
+                let applied = apply_changes(&all, &changes, margin)?;
                 let said = format!("job {id} place {place}{requeued}{}", applied.said("made room"));
                 (vec![format!("{ROW_KEY}{place}")], said, applied.updated, applied.ended)
             }
@@ -634,7 +635,7 @@ pub fn assign_row(id: SlurmJobId, mode: RowMode, tell: Tell<'_>) -> Result<Strin
             Err(e) if finished_meanwhile(&e) => {
                 gone.push(id);
                 let now = listed_now(&all, &changed, &gone);
-                let back = apply_changes(&now, &grow_after(&whole, &now))?;
+                let back = apply_changes(&now, &grow_after(&whole, &now), margin)?;
                 gone.extend(&back.ended);
                 let said = format!("{said}; job {id} ended meanwhile{}", back.said("grown back"));
                 (said, merged(changed, back.updated))
@@ -691,7 +692,8 @@ const KEPT_WHEN_FINISHED: &str = "; lockstep's words stay in its AdminComment (S
 /// only when it held words of lockstep's). Returns what was done. A requeued job's restart count has already grown when its
 /// epilog runs, so the place it held is the one its comment holds, whichever run it was given for. A job that runs
 /// again in a place given for the run it is in (its next run started before this epilog ran) is left as it is.
-pub fn release_row(id: SlurmJobId, tell: Tell<'_>) -> Result<String> {
+/// Neighbours' changes take effect `margin` from now, as [`assign_row`]'s.
+pub fn release_row(id: SlurmJobId, margin: Duration, tell: Tell<'_>) -> Result<String> {
     locked(|all| {
         let Some(job) = all.iter().find(|j| j.id == id) else {
             return Ok(format!("job {id} is gone; nothing to give back"));
@@ -700,7 +702,7 @@ pub fn release_row(id: SlurmJobId, tell: Tell<'_>) -> Result<String> {
             return Ok(format!("job {id} runs again (run {}) in its place; kept", job.restarts));
         }
         let grown = if matches!(job.recorded_row(), Some(Row::Cluster(_))) {
-            apply_changes(&all, &grow_after(job, &all)).map(|applied| {
+            apply_changes(&all, &grow_after(job, &all), margin).map(|applied| {
                 if applied.updated.is_empty() {
                     format!("job {id} ended; no neighbour grows{}", applied.said("grown"))
                 } else {

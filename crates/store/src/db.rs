@@ -506,7 +506,7 @@ fn read_only(path: &Path) -> crate::error::Result<Store> {
 /// SQLite's own words for `e`, without the statement it was in (the SQL of a migration, many lines).
 fn brief(e: &rusqlite::Error) -> String {
     match e {
-        rusqlite::Error::SqlInputError { msg, .. } | rusqlite::Error::SqliteFailure(_, Some(msg)) => msg.clone(),
+        rusqlite::Error::SqliteFailure(_, Some(msg)) => msg.clone(),
         other => other.to_string().lines().next().unwrap_or_default().to_string(),
     }
 }

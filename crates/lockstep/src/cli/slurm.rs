@@ -1,7 +1,8 @@
 //! `lockstep slurm prolog|epilog|prolog-slurmctld|epilog-slurmctld`: what Slurm runs at each job's start and end (see
 //! deploy/slurm/). Each takes the job from Slurm's environment (`SLURM_JOB_ID`, `SLURM_JOB_UID`) and never fails
 //! the job: a failing prolog drains the node, so problems are reported on stderr (slurmd's or slurmctld's log)
-//! and the exit status stays 0. Only a missing or malformed job ID, which means it was run by hand, is exit 2.
+//! and the exit status stays 0. Only a missing or malformed job ID, which means it was run by hand, or a bad
+//! `--change-margin` is exit 2.
 
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -44,12 +45,31 @@ pub struct ControllerArgs {
     agents: AgentArgs,
 }
 
-/// Where the controller's hooks tell the nodes' agents the places they give.
+/// Where the controller's hooks tell the nodes' agents the places they give, and how long before a change of
+/// place takes effect.
 #[derive(Debug, clap::Args)]
 pub struct AgentArgs {
     /// The port of the agents' metrics door (lockstepd --metrics ADDR:PORT), at each node's NodeAddr.
     #[arg(long, value_name = "PORT", default_value_t = 9464)]
     agent_port: u16,
+    /// How long after the hook a running job's change of place takes effect (100ms to 10m): long enough for
+    /// every agent of the job to learn it first, which the hook's notice does in milliseconds on a sound network;
+    /// an agent without a metrics door asks slurmctld every 2 s [default: 5s].
+    #[arg(long, value_name = "DURATION")]
+    change_margin: Option<String>,
+}
+
+impl AgentArgs {
+    /// The margin `--change-margin` gives, or [`slurm::CHANGE_MARGIN`].
+    fn margin(&self) -> Result<Duration, UsageError> {
+        self.change_margin.as_deref().map_or(Ok(slurm::CHANGE_MARGIN), |text| {
+            lockstep_core::duration::within(
+                "--change-margin",
+                text,
+                Duration::from_millis(100)..=Duration::from_mins(10),
+            )
+        })
+    }
 }
 
 /// The controller epilog's job, and where the agents take notices.
@@ -93,16 +113,16 @@ pub fn exec(cmd: &SlurmCommand, socket: &Path) -> anyhow::Result<i32> {
             ("epilog", tell(socket, &Request::SlurmEpilog { id }).map(|()| format!("job {id} ended")))
         }
         SlurmCommand::PrologSlurmctld(args) => {
-            let id = args.job.id()?;
+            let (id, margin) = (args.job.id()?, args.agents.margin()?);
             let tell =
                 |changed: &[slurm::JobInfo], all: &[slurm::JobInfo]| push_places(changed, all, args.agents.agent_port);
-            ("prolog-slurmctld", slurm::assign_row(id, args.rows, &tell).map_err(anyhow::Error::new))
+            ("prolog-slurmctld", slurm::assign_row(id, args.rows, margin, &tell).map_err(anyhow::Error::new))
         }
         SlurmCommand::EpilogSlurmctld(args) => {
-            let id = args.job.id()?;
+            let (id, margin) = (args.job.id()?, args.agents.margin()?);
             let tell =
                 |changed: &[slurm::JobInfo], all: &[slurm::JobInfo]| push_places(changed, all, args.agents.agent_port);
-            ("epilog-slurmctld", slurm::release_row(id, &tell).map_err(anyhow::Error::new))
+            ("epilog-slurmctld", slurm::release_row(id, margin, &tell).map_err(anyhow::Error::new))
         }
     };
     match result {

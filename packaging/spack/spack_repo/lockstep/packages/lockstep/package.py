@@ -31,8 +31,9 @@ class Lockstep(MakefilePackage):
     # clang compiles the dcs policy's eBPF program (-target bpf).
     depends_on("llvm+clang", type="build")
 
-    # hwlocality uses the API of hwloc 2.8; SQLite is built into the binaries (rusqlite's bundled copy).
+    # hwlocality uses the API of hwloc 2.8; the store's SQL needs SQLite's upsert and built-in JSON (3.38).
     depends_on("hwloc@2.8:")
+    depends_on("sqlite@3.38:")
     depends_on("elfutils")
     depends_on("zlib-api")
     depends_on("openssl")
