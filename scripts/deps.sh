@@ -6,7 +6,7 @@ set -euo pipefail
 packages=(
   build-essential cmake pkg-config   # C toolchain and native/ build
   hwloc libhwloc-dev libudev-dev     # topology (hwlocality links the system libhwloc, which needs libudev)
-  sqlite3 libsqlite3-dev             # inspecting the store by hand; the fuzz build links the system's SQLite
+  sqlite3 libsqlite3-dev             # the store links the system's SQLite; sqlite3 inspects it by hand
   openmpi-bin libopenmpi-dev         # MPI kernels and the PMPI profiler (default MPI)
   mpich libmpich-dev                 # the second MPI the kernels must build and verify with
   libssl-dev zlib1g-dev              # corebench: AES-XTS through EVP, deflate

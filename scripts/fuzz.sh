@@ -34,9 +34,8 @@ mkdir -p "$out/artifacts" "$out/corpus" "$out/bin"
 coverage="-Cpasses=sancov-module -Cllvm-args=-sanitizer-coverage-level=4 \
 -Cllvm-args=-sanitizer-coverage-inline-8bit-counters -Cllvm-args=-sanitizer-coverage-pc-table \
 -Cllvm-args=-sanitizer-coverage-trace-compares --cfg fuzzing"
-# With --target, the flags reach the fuzzed code only, not build scripts. SQLite is the system's here (Debian's
-# libsqlite3-dev), not the copy the shipped binaries embed: no target reaches it, and compiling that copy was a
-# third of this build.
+# With --target, the flags reach the fuzzed code only, not build scripts. SQLite is the system's (Debian's
+# libsqlite3-dev), as for the shipped binaries: no target reaches it.
 triple=$(rustc -vV | sed -n 's/^host: //p')
 LIBSQLITE3_SYS_USE_PKG_CONFIG=1 RUSTFLAGS="$coverage" cargo build --profile "$profile" --locked --quiet \
   --manifest-path fuzz/Cargo.toml --target "$triple" --target-dir "$out/target" --bins

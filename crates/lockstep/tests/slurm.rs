@@ -727,10 +727,10 @@ fn the_hooks_never_fail_a_job_and_refuse_to_guess_one() {
     }
     // A controller hook configured with a margin out of range: the administrator's mistake, said before anything.
     for hook_name in ["prolog-slurmctld", "epilog-slurmctld"] {
-        let out = hook(&[hook_name, "--change-margin", "5ms"], Some("7"));
+        let out = hook(&[hook_name, "--change-margin", "500ms"], Some("7"));
         let err = stderr(&out);
         assert_eq!(out.status.code(), Some(2), "{hook_name}: {err}");
-        assert!(err.contains("bad --change-margin \"5ms\" (expected a duration from 100ms to 10m"), "{err}");
+        assert!(err.contains("bad --change-margin \"500ms\" (expected a duration from 1s to 10m"), "{err}");
         assert_eq!(err.trim().lines().count(), 1, "{err}");
     }
     // Run by Slurm with no agent and no reachable controller: the job goes on (exit 0), the log says why.

@@ -535,7 +535,7 @@ impl Applied {
 /// Writes running jobs' changes of place, each effective `margin` from now. A job that finished since `all` was
 /// read (its own end's epilog runs beside this hook) is left out; any other failure fails the whole.
 fn apply_changes(all: &[JobInfo], changes: &[Change], margin: Duration) -> Result<Applied> {
-    let from_ms = now_ms() + u64::try_from(margin.as_millis()).unwrap_or(u64::MAX);
+    let from_ms = now_ms().saturating_add(u64::try_from(margin.as_millis()).unwrap_or(u64::MAX));
     let mut applied = Applied { updated: Vec::new(), moved: Vec::new(), ended: Vec::new() };
     for &(id, place) in changes {
         let Some(job) = all.iter().find(|j| j.id == id) else { continue };

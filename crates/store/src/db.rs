@@ -484,6 +484,9 @@ fn connect(path: &Path) -> crate::error::Result<Store> {
     // In WAL mode NORMAL survives any crash of the process (not of the OS) without an fsync per commit; the
     // agent commits at every slot switch.
     conn.pragma_update(None, "synchronous", "NORMAL")?;
+    // A placement names its job (`REFERENCES jobs(id)`): enforced, as rusqlite's bundled copy of SQLite did by
+    // default when lockstep linked it; the system's leaves it off unless asked, per connection.
+    conn.pragma_update(None, "foreign_keys", true)?;
     Ok(Store { conn })
 }
 

@@ -1,8 +1,9 @@
 //! `lockstep slurm prolog|epilog|prolog-slurmctld|epilog-slurmctld`: what Slurm runs at each job's start and end (see
 //! deploy/slurm/). Each takes the job from Slurm's environment (`SLURM_JOB_ID`, `SLURM_JOB_UID`) and never fails
 //! the job: a failing prolog drains the node, so problems are reported on stderr (slurmd's or slurmctld's log)
-//! and the exit status stays 0. Only a missing or malformed job ID, which means it was run by hand, or a bad
-//! `--change-margin` is exit 2.
+//! and the exit status stays 0. Only a missing or malformed job ID, which means it was run by hand, or a bad flag
+//! (`--change-margin` out of range, as clap refuses a bad `--rows` or `--agent-port`) is exit 2: every job then
+//! fails its controller prolog until the hook's line in slurm.conf is fixed.
 
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -52,9 +53,10 @@ pub struct AgentArgs {
     /// The port of the agents' metrics door (lockstepd --metrics ADDR:PORT), at each node's NodeAddr.
     #[arg(long, value_name = "PORT", default_value_t = 9464)]
     agent_port: u16,
-    /// How long after the hook a running job's change of place takes effect (100ms to 10m): long enough for
-    /// every agent of the job to learn it first, which the hook's notice does in milliseconds on a sound network;
-    /// an agent without a metrics door asks slurmctld every 2 s [default: 5s].
+    /// How long after the hook a running job's change of place takes effect (1s to 10m) [default: 5s]: long
+    /// enough for every agent of the job to learn it first. The notice reaches an agent in milliseconds, or at its
+    /// second try within about 4 s; an agent without a metrics door asks slurmctld every 2 s. Below 5 s only where
+    /// every agent takes notices on a network that loses none (a late agent keeps the old place past the change).
     #[arg(long, value_name = "DURATION")]
     change_margin: Option<String>,
 }
@@ -63,11 +65,7 @@ impl AgentArgs {
     /// The margin `--change-margin` gives, or [`slurm::CHANGE_MARGIN`].
     fn margin(&self) -> Result<Duration, UsageError> {
         self.change_margin.as_deref().map_or(Ok(slurm::CHANGE_MARGIN), |text| {
-            lockstep_core::duration::within(
-                "--change-margin",
-                text,
-                Duration::from_millis(100)..=Duration::from_mins(10),
-            )
+            lockstep_core::duration::within("--change-margin", text, Duration::from_secs(1)..=Duration::from_mins(10))
         })
     }
 }
