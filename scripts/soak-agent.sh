@@ -34,11 +34,11 @@ for _ in $(seq 250); do lk status >/dev/null 2>&1 && break; sleep 0.02; done
 
 errors=0
 fail() { errors=$((errors + 1)); echo "soak: error at $(date -u +%T): $*" >&2; }
-measure() { # rss_kib fds threads store_kib
+measure() { # rss_kib fds threads store_kib (0 for an agent that died: its log's last lines say why, below)
   local rss fds threads size
-  rss=$(sed -n 's/^VmRSS:[[:space:]]*\([0-9]*\).*/\1/p' /proc/"$agent"/status)
-  fds=$(find /proc/"$agent"/fd -mindepth 1 -maxdepth 1 | wc -l)
-  threads=$(sed -n 's/^Threads:[[:space:]]*//p' /proc/"$agent"/status)
+  rss=$(sed -n 's/^VmRSS:[[:space:]]*\([0-9]*\).*/\1/p' /proc/"$agent"/status 2>/dev/null || echo 0)
+  fds=$(find /proc/"$agent"/fd -mindepth 1 -maxdepth 1 2>/dev/null | wc -l)
+  threads=$(sed -n 's/^Threads:[[:space:]]*//p' /proc/"$agent"/status 2>/dev/null || echo 0)
   size=$(( $(cat "$store" "$store"-wal 2>/dev/null | wc -c) / 1024 ))
   echo "$rss $fds $threads $size"
 }
@@ -102,7 +102,12 @@ while [ "$(date +%s)" -lt "$end" ]; do
   curl -sf "http://127.0.0.1:$port/metrics" >/dev/null || fail "scrape"
   scrapes=$((scrapes + 1))
   sleep 1
-  kill -0 "$agent" 2>/dev/null || { fail "the agent died"; break; }
+  if ! kill -0 "$agent" 2>/dev/null; then
+    status=0
+    wait "$agent" || status=$?
+    fail "the agent died (exit status $status; past 128, killed by signal $((status - 128)))"
+    break
+  fi
   if [ -z "$rss0" ] && [ $(( $(date +%s) - start )) -ge "$warm" ]; then
     read -r rss0 fds0 threads0 store0 < <(measure)
   fi

@@ -19,6 +19,7 @@ pub mod fuzz;
 mod http;
 mod journal;
 mod live;
+mod lock_wait;
 mod logging;
 mod managed;
 mod notices;

@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use super::demand::Demand;
 use super::journal::Journal;
+use crate::lock_wait::LockWait;
 use crate::writer::Writer;
 use lockstep_cgroup::knobs::{freeze_value, weight_value};
 use lockstep_cgroup::procfs::ProcessRef;
@@ -257,12 +258,10 @@ pub struct Managed {
 /// who makes one window dear and the next cheap is still held to the share over both.
 pub const COST_SHARE: f64 = 0.01;
 
-/// The share past which a job is left to the kernel whatever the node's other jobs' writes cost
-/// ([`verdict`]): the most that another user holding the freezer's lock may make a job's writes cost before it is
-/// left for it all the same, and the most a user whose jobs are all the node switches may have each cost (they are
-/// measured against each other, their trees alike; beside any other user's job, against it). Another
-/// user who held the v1 freezer's lock by reading a tree of 40,000 cgroups in two loops made the writes of jobs of
-/// one cgroup cost 1 to 1.6 % (docs/security.md).
+/// The share past which a job is left to the kernel whatever the freezer's lock took of it ([`verdict`]): the
+/// most that another user holding the lock may make a job's writes cost before it is left for it all the same.
+/// Another user who held the v1 freezer's lock by reading a tree of 40,000 cgroups in two loops made the writes of
+/// jobs of one cgroup cost 1 to 1.6 % (docs/security.md).
 pub const COST_SHARE_WHATEVER: f64 = 3.0 * COST_SHARE;
 
 /// How long what a job's changes cost is summed before it is judged ([`COST_SHARE`]).
@@ -280,12 +279,20 @@ pub struct Spent {
     freezes: (Duration, u32),
     /// The window before: what its writes took at its rate over [`COST_WINDOW`], and its freezer writes.
     before: (Duration, (Duration, u32)),
+    /// How many freezer writes the window before made, at its rate over [`COST_WINDOW`].
+    before_freezes: f64,
 }
 
 impl Default for Spent {
     fn default() -> Self {
         let none = (Duration::ZERO, 0);
-        Self { since: Instant::now(), took: Duration::ZERO, freezes: none, before: (Duration::ZERO, none) }
+        Self {
+            since: Instant::now(),
+            took: Duration::ZERO,
+            freezes: none,
+            before: (Duration::ZERO, none),
+            before_freezes: 0.0,
+        }
     }
 }
 
@@ -299,6 +306,9 @@ pub struct CostWindow {
     /// What one freezer write took on the mean (`None`: none made): what the v1 freezer's lock, one for the whole
     /// machine, lengthens for every job alike while another holds it (a weight write takes another lock).
     pub per_freeze: Option<Duration>,
+    /// How many freezer writes there were, the window before's at its rate (as [`CostWindow::share`] counts its
+    /// time).
+    pub freezes: f64,
 }
 
 impl Spent {
@@ -314,9 +324,15 @@ impl Spent {
         let (spent, over) = (self.before.0 + self.took, COST_WINDOW + elapsed);
         let (freeze_cpu, freezes) = (self.before.1 .0 + self.freezes.0, self.before.1 .1 + self.freezes.1);
         let per_freeze = (freezes > 0).then(|| freeze_cpu / freezes);
-        let at_rate = self.took.mul_f64(COST_WINDOW.as_secs_f64() / elapsed.as_secs_f64());
-        *self = Self { before: (at_rate, self.freezes), ..Self::default() };
-        Some(CostWindow { share: spent.as_secs_f64() / over.as_secs_f64(), over, per_freeze })
+        let rate = COST_WINDOW.as_secs_f64() / elapsed.as_secs_f64();
+        let counted = self.before_freezes + f64::from(self.freezes.1);
+        let next = Self {
+            before: (self.took.mul_f64(rate), self.freezes),
+            before_freezes: f64::from(self.freezes.1) * rate,
+            ..Self::default()
+        };
+        *self = next;
+        Some(CostWindow { share: spent.as_secs_f64() / over.as_secs_f64(), over, per_freeze, freezes: counted })
     }
 }
 
@@ -336,20 +352,23 @@ pub struct Cost {
 pub enum Verdict {
     /// It stays switched: within [`COST_SHARE`].
     Within,
-    /// It stays switched, though past [`COST_SHARE`]: its freezer writes took no more than twice what another
-    /// job's did (why, to be said once). The v1 freezer's lock is one for the whole machine, and another user who holds it
-    /// (reading a wide tree's `freezer.state`, which anyone may) makes every write wait for it, spinning in the
-    /// writer's time: that is not the job's tree.
+    /// It stays switched, though past [`COST_SHARE`]: the freezer's lock took all of it beyond the share (why, to
+    /// be said once). The v1 freezer's lock is one for the whole machine, and another user who holds it (reading a
+    /// wide tree's `freezer.state`, which anyone may) makes every write wait for it, spinning in the writer's time:
+    /// that is not the job's tree.
     Contended(String),
+    /// Not judged yet: what the lock takes is being measured (the job's next window is judged).
+    Measure,
     /// It is left to the kernel (why).
     Left(String),
 }
 
-/// The verdict on a job whose changes cost what `window` says, `cheapest` being the node's other switched job
-/// whose freezer writes took least on the mean over its last windows, and that mean. A job past [`COST_SHARE`] is
-/// left where its freezer writes took more than twice that mean (its tree makes them dear), where no other job's
-/// were measured, or past [`COST_SHARE_WHATEVER`].
-pub fn verdict(window: &CostWindow, cheapest: Option<(&JobKey, Duration)>) -> Verdict {
+/// The verdict on a job whose changes cost what `window` says, `lock` being what a freezer write of an empty
+/// cgroup takes now. A job past [`COST_SHARE`] stays switched where its share less what its freezer writes would
+/// have taken at the lock's mean is within [`COST_SHARE`]; it is left where more is its own tree's, where the lock
+/// cannot be measured, where it made no freezer write (weight writes take another lock), or past
+/// [`COST_SHARE_WHATEVER`], whatever the lock took.
+pub fn verdict(window: &CostWindow, lock: LockWait) -> Verdict {
     if window.share <= COST_SHARE {
         return Verdict::Within;
     }
@@ -359,17 +378,28 @@ pub fn verdict(window: &CostWindow, cheapest: Option<(&JobKey, Duration)>) -> Ve
         window.over.as_secs_f64(),
         COST_SHARE * 100.0
     );
-    if let (Some((other, theirs)), Some(ours)) = (cheapest, window.per_freeze) {
-        if ours <= theirs * 2 && window.share <= COST_SHARE_WHATEVER {
-            return Verdict::Contended(format!(
-                "{said}, but each freezer write took {:.0} µs on the mean against {:.0} µs for job {other}'s: the \
-                 freezer's lock, not its tree",
-                ours.as_secs_f64() * 1e6,
-                theirs.as_secs_f64() * 1e6
-            ));
-        }
+    let left = |also: &str| Verdict::Left(format!("{said}{also} (each write walks the cgroups and processes below)"));
+    let Some(ours) = window.per_freeze.filter(|_| window.share <= COST_SHARE_WHATEVER) else { return left("") };
+    let lock = match lock {
+        LockWait::Unknown => return left(""),
+        LockWait::Measuring => return Verdict::Measure,
+        LockWait::Mean(lock) => lock.min(ours),
+    };
+    let lock_share = lock.as_secs_f64() * window.freezes / window.over.as_secs_f64();
+    let own = window.share - lock_share;
+    let writes = format!(
+        "a freezer write of an empty cgroup took {:.0} µs on the mean, one of its {:.0} µs",
+        lock.as_secs_f64() * 1e6,
+        ours.as_secs_f64() * 1e6
+    );
+    if own <= COST_SHARE {
+        Verdict::Contended(format!(
+            "{said}, but {:.1} % of it was the freezer's lock ({writes}), not its tree",
+            lock_share * 100.0
+        ))
+    } else {
+        left(&format!(", {:.1} % beyond what the freezer's lock took ({writes})", own * 100.0))
     }
-    Verdict::Left(format!("{said} (each write walks the cgroups and processes below)"))
 }
 
 /// How long the kernel may take over one job's change for the job to be switched with the others at a slot's
@@ -722,6 +752,7 @@ mod tests {
         assert!(w.share > 0.0119 && w.share <= 0.012, "{w:?}");
         assert!(w.over >= COST_WINDOW * 2 && w.over < COST_WINDOW * 3, "{w:?}");
         assert_eq!(w.per_freeze, Some(ms(60)), "two writes of 40 and 80 ms");
+        assert!((w.freezes - 2.0).abs() < 1e-9, "{w:?}");
         assert_eq!((spent.took, spent.freezes), (Duration::ZERO, (Duration::ZERO, 0)), "the next window begins empty");
         assert_eq!(spent.add(write_of(ms(1))), None);
         // Then 20 ms: (120 + 20) ms over two windows, 140 ms over four writes.
@@ -729,6 +760,7 @@ mod tests {
         let w = spent.add(write_of(ms(19))).unwrap();
         assert!(w.share > 0.0139 && w.share <= 0.014, "{w:?}");
         assert_eq!(w.per_freeze, Some(ms(35)));
+        assert!(w.freezes > 3.99 && w.freezes <= 4.0, "the window before's two at its rate: {w:?}");
         // Weight writes count in the share, not in what a freezer write takes.
         spent.since -= COST_WINDOW;
         let weight = Took { wall: ms(30), cpu: ms(30), writes: 1, freezes: (Duration::ZERO, 0) };
@@ -759,21 +791,36 @@ mod tests {
     }
 
     #[test]
-    fn a_job_past_the_share_is_left_unless_every_job_s_writes_took_as_long() {
+    fn a_job_past_the_share_is_left_unless_the_freezer_s_lock_took_what_is_past_it() {
         let us = Duration::from_micros;
-        let other: JobKey = "root-job".parse().unwrap();
-        let at =
-            |share: f64, per_write: u64| CostWindow { share, over: COST_WINDOW * 2, per_freeze: Some(us(per_write)) };
-        assert_eq!(verdict(&at(0.009, 5000), Some((&other, us(100)))), Verdict::Within);
-        // Its writes no dearer than another job's (the lock held by another user): it stays, said why.
-        let Verdict::Contended(why) = verdict(&at(0.011, 900), Some((&other, us(850)))) else { panic!() };
-        assert!(why.contains("1.1 % of a CPU over 10 s") && why.contains("job root-job's"), "{why}");
-        // A wide tree's writes: many times another's.
-        assert!(matches!(verdict(&at(0.037, 7000), Some((&other, us(100)))), Verdict::Left(_)));
-        assert!(matches!(verdict(&at(0.015, 250), Some((&other, us(100)))), Verdict::Left(_)));
-        // No other job measured, or past the share no contention reaches: left whatever the others'.
-        assert!(matches!(verdict(&at(0.015, 100), None), Verdict::Left(_)));
-        assert!(matches!(verdict(&at(0.031, 100), Some((&other, us(100)))), Verdict::Left(_)));
+        // 100 freezer writes over 10 s, each of `per_write` on the mean.
+        let at = |share: f64, per_write: u64| CostWindow {
+            share,
+            over: COST_WINDOW * 2,
+            per_freeze: Some(us(per_write)),
+            freezes: 100.0,
+        };
+        assert_eq!(verdict(&at(0.009, 900), LockWait::Unknown), Verdict::Within);
+        // 1.1 %, of which writes of an empty cgroup at 800 µs would have taken 0.8 %: the lock, not its tree.
+        let Verdict::Contended(why) = verdict(&at(0.011, 1100), LockWait::Mean(us(800))) else { panic!() };
+        assert!(
+            why.contains("1.1 % of a CPU over 10 s") && why.contains("0.8 % of it was the freezer's lock"),
+            "{why}"
+        );
+        // A user's own jobs are judged each against the lock, not against each other: two alike at 2 % are left.
+        assert!(matches!(verdict(&at(0.02, 2000), LockWait::Mean(us(100))), Verdict::Left(_)));
+        // A dear tree beside a held lock: 2.6 %, 1.5 % of it beyond the lock's 1.1 %.
+        let Verdict::Left(why) = verdict(&at(0.026, 2600), LockWait::Mean(us(1100))) else { panic!() };
+        assert!(why.contains("1.5 % beyond what the freezer's lock took"), "{why}");
+        // A lock measured dearer than the job's own writes counts as theirs at most.
+        assert!(matches!(verdict(&at(0.025, 300), LockWait::Mean(us(5000))), Verdict::Left(_)));
+        // Not yet measured: judged at the next window. Not measurable, past the share whatever the lock took, or
+        // no freezer write at all: left.
+        assert_eq!(verdict(&at(0.015, 1500), LockWait::Measuring), Verdict::Measure);
+        assert!(matches!(verdict(&at(0.015, 1500), LockWait::Unknown), Verdict::Left(_)));
+        assert!(matches!(verdict(&at(0.031, 3100), LockWait::Mean(us(3100))), Verdict::Left(_)));
+        let weights = CostWindow { per_freeze: None, freezes: 0.0, ..at(0.015, 0) };
+        assert!(matches!(verdict(&weights, LockWait::Mean(us(100))), Verdict::Left(_)));
     }
 
     #[test]

@@ -114,6 +114,7 @@ impl Daemon {
     pub fn restore_all(&mut self) -> Vec<String> {
         self.reserve.release();
         self.switch_dcs_off();
+        self.lock_probe.stop();
         self.drop_ended();
         let mut left = Vec::new();
         for i in 0..self.table.jobs().len() {

@@ -44,6 +44,8 @@ pub struct Daemon {
     pub(super) inbox: super::inbox::Inbox,
     /// Where the status the doors answer with is published.
     pub(super) publisher: super::board::Publisher,
+    /// What the freezer's lock alone makes a freezer write take, measured while a job's costs are judged.
+    pub(super) lock_probe: crate::lock_wait::Probe,
 }
 
 /// What the daemon starts from: made by the agent's setup, which has already started the watchdog and the
@@ -80,6 +82,7 @@ impl Daemon {
     pub fn new(start: Start, mailbox: Mailbox, inbox: Receiver<Command>) -> anyhow::Result<Self> {
         let slurm = super::slurm::known::SlurmState::load(start.slurm_node, &start.store)?;
         let start_node = start.node;
+        let lock_probe = crate::lock_wait::Probe::new(start.backend.as_ref());
         let mut daemon = Self {
             planning: super::planning::Planning::new(start.policy),
             clock: super::clock::Clock::new(start.slot),
@@ -95,6 +98,7 @@ impl Daemon {
             reserve: crate::restore::Reserve::hold()?,
             inbox: super::inbox::Inbox::new(mailbox, inbox),
             publisher: super::board::Publisher::new(lockstep_proto::protocol::Status::new(start_node)),
+            lock_probe,
         };
         daemon.take_over(&start.store)?;
         daemon.switch_dcs(daemon.planning.policy().raises())?;

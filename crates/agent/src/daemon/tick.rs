@@ -5,6 +5,7 @@ use std::time::{Duration, Instant};
 
 use super::state::Daemon;
 use crate::faults::Place;
+use crate::lock_wait::LockWait;
 use crate::managed::{self, ChangeError, Cost, Managed, Verdict};
 use crate::progress;
 use crate::writer::Record;
@@ -124,24 +125,17 @@ impl Daemon {
         self.publish();
     }
 
-    /// Judges each job whose window of what its changes cost ended ([`managed::verdict`]) against the node's other
-    /// switched jobs, and leaves to the kernel those whose own trees made their writes dear; the
+    /// Judges each job whose window of what its changes cost ended ([`managed::verdict`]) against what the
+    /// freezer's lock alone took ([`crate::lock_wait`]), and leaves to the kernel those whose own trees made their
+    /// writes dear; the
     /// decisions of the jobs thawed so go to `decisions`, a job found gone to `gone` (once).
     fn judge_costs(&mut self, decisions: &mut Vec<Decision>, gone: &mut Vec<usize>) {
-        let jobs = self.table.jobs();
         let mut verdicts = Vec::new();
-        for (i, job) in jobs.iter().enumerate() {
+        for (i, job) in self.table.jobs().iter().enumerate() {
             let Cost { window: Some(window), unjudged: true, .. } = job.cost else { continue };
-            // Against every other switched job, the same user's too: two jobs of one user's beside each other are
-            // the victims the lock makes alike as often as an attacker's pair (which, alone on a node, is held to
-            // `COST_SHARE_WHATEVER`; beside any other user's job, measured against it).
-            let cheapest = jobs
-                .iter()
-                .enumerate()
-                .filter(|&(k, other)| k != i && other.switched())
-                .filter_map(|(_, other)| Some((&other.key, other.cost.window?.per_freeze?)))
-                .min_by_key(|&(_, per_freeze)| per_freeze);
-            verdicts.push((i, managed::verdict(&window, cheapest)));
+            // Asked only of a window past the share: the probe measures only while one needs it.
+            let lock = if window.share > managed::COST_SHARE { self.lock_probe.wait() } else { LockWait::Unknown };
+            verdicts.push((i, managed::verdict(&window, lock)));
         }
         for (i, verdict) in verdicts {
             let job = &mut self.table.jobs_mut()[i];
@@ -151,7 +145,7 @@ impl Daemon {
                 continue;
             }
             match verdict {
-                Verdict::Within => {}
+                Verdict::Within | Verdict::Measure => {}
                 Verdict::Contended(why) => {
                     if !std::mem::replace(&mut job.cost.said_contended, true) {
                         log::warn!("job {}: {why}: it stays switched", job.key);
@@ -198,11 +192,22 @@ impl Daemon {
             steps.push((i, plan[i], phase));
         }
         steps.sort_by_key(|&(i, _, phase)| (!prompt[i], phase));
+        // What the freezer's lock alone takes, measured before one of the switch's freezer writes chosen at random
+        // (never after the last: a lock holder who reads right after its own write would then make the probe's
+        // alone wait).
+        let freezes = steps.iter().filter(|&&(i, want, _)| want.frozen != jobs[i].applied.frozen).count();
+        let mut probe_at = self.lock_probe.position(freezes);
         let (mut decisions, mut gone) = (Vec::new(), Vec::new());
         let mut prompt_done = None;
         for (i, want, _) in steps {
             if !prompt[i] && prompt_done.is_none() {
                 prompt_done = Some(started.elapsed());
+            }
+            if want.frozen != self.table.jobs()[i].applied.frozen {
+                if probe_at == Some(0) {
+                    self.lock_probe.measure();
+                }
+                probe_at = probe_at.map(|k| k.wrapping_sub(1));
             }
             if gone.contains(&i) {
                 continue;
