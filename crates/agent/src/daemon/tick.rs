@@ -127,8 +127,7 @@ impl Daemon {
 
     /// Judges each job whose window of what its changes cost ended ([`managed::verdict`]) against what the
     /// freezer's lock alone took ([`crate::lock_wait`]), and leaves to the kernel those whose own trees made their
-    /// writes dear; the
-    /// decisions of the jobs thawed so go to `decisions`, a job found gone to `gone` (once).
+    /// writes dear; the decisions of the jobs thawed so go to `decisions`, a job found gone to `gone` (once).
     fn judge_costs(&mut self, decisions: &mut Vec<Decision>, gone: &mut Vec<usize>) {
         let mut verdicts = Vec::new();
         for (i, job) in self.table.jobs().iter().enumerate() {
@@ -195,19 +194,21 @@ impl Daemon {
         // What the freezer's lock alone takes, measured before one of the switch's freezer writes chosen at random
         // (never after the last: a lock holder who reads right after its own write would then make the probe's
         // alone wait).
-        let freezes = steps.iter().filter(|&&(i, want, _)| want.frozen != jobs[i].applied.frozen).count();
-        let mut probe_at = self.lock_probe.position(freezes);
+        let freezes: Vec<usize> = (0..steps.len())
+            .filter(|&n| {
+                let (i, want, _) = steps[n];
+                want.frozen != jobs[i].applied.frozen
+            })
+            .collect();
+        let probe_before = self.lock_probe.position(freezes.len()).map(|k| freezes[k]);
         let (mut decisions, mut gone) = (Vec::new(), Vec::new());
         let mut prompt_done = None;
-        for (i, want, _) in steps {
+        for (n, (i, want, _)) in steps.into_iter().enumerate() {
             if !prompt[i] && prompt_done.is_none() {
                 prompt_done = Some(started.elapsed());
             }
-            if want.frozen != self.table.jobs()[i].applied.frozen {
-                if probe_at == Some(0) {
-                    self.lock_probe.measure();
-                }
-                probe_at = probe_at.map(|k| k.wrapping_sub(1));
+            if probe_before == Some(n) {
+                self.lock_probe.measure();
             }
             if gone.contains(&i) {
                 continue;
