@@ -211,7 +211,6 @@ fn gang_alternates_and_never_freezes_both() {
     // New jobs run as under cfs until their demand is measured (3 s at most): slicing starts after.
     one_frozen(&a, &b);
     let samples = sample_both(&a, &b, Job::frozen, Duration::from_secs(3));
-    assert!(samples.iter().all(|&(x, y)| !(x && y)), "both jobs frozen at once: {samples:?}");
     let mut running_together = 0;
     for &(x, y) in &samples {
         running_together = if !x && !y { running_together + 1 } else { 0 };
@@ -219,7 +218,8 @@ fn gang_alternates_and_never_freezes_both() {
     }
     let switches = samples.windows(2).filter(|w| w[0] != w[1]).count();
     assert!(switches >= 10, "expected ~15 slot switches in 3 s of 200 ms slots, saw {switches}");
-    stopped_log(agent);
+    let log = stopped_log(agent);
+    never_both_frozen(&samples, &log, &a, &b);
     assert!(!a.frozen() && !b.frozen(), "SIGTERM must thaw every job");
 }
 
@@ -293,7 +293,6 @@ fn under_gang_each_set_of_jobs_is_sliced_by_its_own_cycle() {
     // New jobs run as under cfs until their demand is measured (3 s at most): slicing starts after.
     one_frozen(a, b);
     let samples = sample_both(a, b, Job::frozen, Duration::from_secs(3));
-    assert!(samples.iter().all(|&(x, y)| !(x && y)), "both jobs of the pair frozen at once: {samples:?}");
     let mut running_together = 0;
     for &(x, y) in &samples {
         running_together = if !x && !y { running_together + 1 } else { 0 };
@@ -312,7 +311,24 @@ fn under_gang_each_set_of_jobs_is_sliced_by_its_own_cycle() {
     for j in &jobs {
         ok(&env.run(&["release", "--job", &j.name]));
     }
-    stopped_log(agent);
+    let log = stopped_log(agent);
+    never_both_frozen(&samples, &log, a, b);
+}
+
+/// Checks that no two samples in a row saw both jobs of a pair frozen, and none did unless the agent said (in `log`)
+/// that one of them is switched after the prompt jobs: a job whose change took the kernel more than
+/// `PROMPT_SWITCH` is thawed after the others are frozen, so that its tree's cost falls on it alone, and may be
+/// frozen beside its partner for as long as its thaw takes (a loaded TCG guest's writes took that long).
+fn never_both_frozen(samples: &[(bool, bool)], log: &str, a: &Job, b: &Job) {
+    let slow = log.lines().any(|l| {
+        l.contains("switched after every other job") && (l.contains(a.name.as_str()) || l.contains(b.name.as_str()))
+    });
+    let both = |w: &[(bool, bool)]| w.iter().all(|&(x, y)| x && y);
+    if slow {
+        assert!(!samples.windows(2).any(both), "both jobs frozen for two samples in a row: {samples:?}\n{log}");
+    } else {
+        assert!(!samples.iter().any(|&s| both(&[s])), "both jobs frozen at once: {samples:?}\n{log}");
+    }
 }
 
 /// `build/`, when `make build` has put `program` in `build/bin` (otherwise it says what is missing).
