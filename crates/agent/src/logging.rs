@@ -13,7 +13,8 @@
 //! thread writes out, and a line that finds it full is dropped and counted (the count is said once stderr takes
 //! lines again). Stderr is whatever reads it: the journal's stream, which a journald slowed by a flood of other
 //! lines drains late, a pipe, a file on a disk a user keeps busy; the slot loop logs, and must never wait behind
-//! it. The process waits at most [`FLUSH_WAIT`] for the queue as it exits ([`flush`]).
+//! it. The process waits at most [`FLUSH_WAIT`] for the queue as it exits ([`flush`]). A panic is said through the
+//! queue too, as an error line (the hook [`say_panic`]).
 
 use std::io::Write;
 use std::os::fd::AsRawFd;
@@ -150,11 +151,53 @@ pub fn init(speaker: &'static str) {
         }
     });
     if builder.try_init().is_ok() && QUEUED.set(tx).is_ok() {
-        let spawned = std::thread::Builder::new().name("lockstep-log".into()).spawn(move || drain(&rx, &dropped));
-        if let Err(e) = spawned {
+        let spawned = std::thread::Builder::new().name(LOG_THREAD.into()).spawn(move || drain(&rx, &dropped));
+        match spawned {
+            Ok(_) => std::panic::set_hook(Box::new(say_panic)),
             // Nothing would write the queue: say so where the log would have gone.
-            let _ = writeln!(std::io::stderr(), "{speaker}: cannot start the log's thread ({e}); no line is written");
+            Err(e) => {
+                let _ =
+                    writeln!(std::io::stderr(), "{speaker}: cannot start the log's thread ({e}); no line is written");
+            }
         }
+    }
+}
+
+/// The name of the thread that writes the log's queue to stderr.
+const LOG_THREAD: &str = "lockstep-log";
+
+/// The panic hook once the log runs, in place of Rust's default one, which writes to stderr itself and waits for
+/// a stderr that takes nothing: says the panic as an error line of the log ([`panic_line`]), and the backtrace's
+/// lines where `RUST_BACKTRACE` asks for one, through the queue. A panic of the main thread ends the process: it
+/// waits for the queue as the exit's [`flush`] does (at most [`FLUSH_WAIT`]). Another thread's goes on unwinding at
+/// once, as it may hold what the slot loop waits for; the log's own thread, which no queue serves, writes at once.
+fn say_panic(info: &std::panic::PanicHookInfo<'_>) {
+    let line = panic_line(info);
+    let thread = std::thread::current();
+    if thread.name() == Some(LOG_THREAD) {
+        let _ = writeln!(std::io::stderr(), "{line}");
+        return;
+    }
+    log::error!("{line}");
+    let trace = std::backtrace::Backtrace::capture();
+    if trace.status() == std::backtrace::BacktraceStatus::Captured {
+        for frame in trace.to_string().lines() {
+            log::error!("  {frame}");
+        }
+    }
+    if thread.name() == Some("main") {
+        flush();
+    }
+}
+
+/// What a panic says, as Rust's default hook says it, on one line: the thread, where, and the message.
+fn panic_line(info: &std::panic::PanicHookInfo<'_>) -> String {
+    let thread = std::thread::current();
+    let name = thread.name().unwrap_or("<unnamed>");
+    let what = info.payload_as_str().unwrap_or("Box<dyn Any>");
+    match info.location() {
+        Some(at) => format!("thread '{name}' panicked at {at}: {what}"),
+        None => format!("thread '{name}' panicked: {what}"),
     }
 }
 
@@ -216,6 +259,26 @@ mod tests {
         let kept = line.split(" … (").next().unwrap();
         assert!(kept.len() <= super::LINE_MAX && kept.chars().all(|c| c == 'é'), "{}", kept.len());
         assert_eq!(line.strip_prefix(kept).unwrap(), format!(" … ({} bytes cut)", long.len() - kept.len()));
+    }
+
+    /// A panic is said on one line, with its thread, place and message, whatever its payload.
+    #[test]
+    fn a_panic_is_one_line_with_thread_place_and_message() {
+        static SAID: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+        let before = std::panic::take_hook();
+        std::panic::set_hook(Box::new(|info| SAID.lock().unwrap().push(super::panic_line(info))));
+        let named = std::thread::Builder::new().name("slot".into());
+        let line = line!() + 1;
+        let _ = named.spawn(|| panic!("job {} gone\nforged", 7)).unwrap().join();
+        let _ = std::thread::spawn(|| std::panic::panic_any(7_u8)).join();
+        std::panic::set_hook(before);
+        // Another test's panic in the meantime may be among them.
+        let said = SAID.lock().unwrap();
+        let slot = said.iter().find(|l| l.contains("job 7 gone")).expect("the slot thread's panic");
+        assert_eq!(slot, &format!("thread 'slot' panicked at {}:{line}:32: job 7 gone\nforged", file!()));
+        assert_eq!(one_line(slot).lines().count(), 1, "{slot}");
+        let any = said.iter().find(|l| l.ends_with(": Box<dyn Any>")).expect("the unnamed thread's panic");
+        assert!(any.starts_with("thread '<unnamed>' panicked at "), "{any}");
     }
 
     #[test]
