@@ -687,11 +687,20 @@ fn adopted_pids_move_in_and_back_out() {
     ok(&adopted);
     let said = String::from_utf8_lossy(&adopted.stdout).into_owned();
     assert!(said.starts_with(&format!("adopted job {job} (pids): row 3, PUs ")), "{said}");
-    // `jobs` lists it under the names `status` uses, and `run` cannot take its name (nothing recorded).
-    let jobs = env.run(&["jobs", "--json"]);
-    let jobs: serde_json::Value = serde_json::from_slice(&jobs.stdout).unwrap();
-    let listed = jobs.as_array().unwrap().iter().find(|j| j["name"] == job.as_str()).cloned().unwrap_or_default();
-    assert_eq!((&listed["state"], &listed["origin"]), (&"managed".into(), &"pids".into()), "{jobs}");
+    // `jobs` lists it under the names `status` uses, once the agent's writer has stored it (the writer runs apart
+    // from the request, and a loaded machine delays it), and `run` cannot take its name (nothing recorded).
+    let listed = wait_until(
+        "jobs to list the adopted job",
+        WAIT,
+        || {
+            let jobs = env.run(&["jobs", "--json"]);
+            let jobs: serde_json::Value = serde_json::from_slice(&jobs.stdout).unwrap_or_default();
+            let found = jobs.as_array().into_iter().flatten().find(|j| j["name"] == job.as_str());
+            found.cloned().unwrap_or_default()
+        },
+        |j| !j.is_null(),
+    );
+    assert_eq!((&listed["state"], &listed["origin"]), (&"managed".into(), &"pids".into()), "{listed}");
     usage_error(&env.run(&["run", "--job", &job, "--place", "any", "--", "true"]), "in use by a job the agent manages");
     let all = env.run(&["jobs", "--all", "--json"]);
     let all: serde_json::Value = serde_json::from_slice(&all.stdout).unwrap();
