@@ -141,19 +141,18 @@ pub fn init(speaker: &'static str) {
     let (tx, rx) = mpsc::sync_channel(QUEUE);
     let dropped = Arc::new(AtomicU64::new(0));
     builder.target(env_logger::Target::Pipe(Box::new(Queue { tx: tx.clone(), dropped: dropped.clone() })));
-    builder.format(move |out, record| {
-        let said = record.args().to_string();
-        let text = one_line(&said);
-        if journal {
-            writeln!(out, "<{}>{speaker}: {text}", priority(record.level()))
-        } else {
-            writeln!(out, "{} {:<5} {speaker}: {text}", out.timestamp_millis(), record.level())
-        }
-    });
+    builder.format(format(speaker, journal));
+    // A panic's lines, whatever the filter, with the same format: `LOCKSTEP_LOG=off` must not hide a panic.
+    let mut panics = env_logger::Builder::new();
+    panics.filter_level(LevelFilter::Error).format(format(speaker, journal));
+    panics.target(env_logger::Target::Pipe(Box::new(PanicQueue(tx.clone()))));
     if builder.try_init().is_ok() && QUEUED.set(tx).is_ok() {
         let spawned = std::thread::Builder::new().name(LOG_THREAD.into()).spawn(move || drain(&rx, &dropped));
         match spawned {
-            Ok(_) => std::panic::set_hook(Box::new(say_panic)),
+            Ok(_) => {
+                let _ = PANICS.set(panics.build());
+                std::panic::set_hook(Box::new(say_panic));
+            }
             // Nothing would write the queue: say so where the log would have gone.
             Err(e) => {
                 let _ =
@@ -163,29 +162,75 @@ pub fn init(speaker: &'static str) {
     }
 }
 
+/// The format of a line of `speaker`'s: its syslog priority first under the journal, else the UTC time and level.
+fn format(
+    speaker: &'static str,
+    journal: bool,
+) -> impl Fn(&mut env_logger::fmt::Formatter, &log::Record<'_>) -> std::io::Result<()> + Send + Sync + 'static {
+    move |out, record| {
+        let said = record.args().to_string();
+        let text = one_line(&said);
+        if journal {
+            writeln!(out, "<{}>{speaker}: {text}", priority(record.level()))
+        } else {
+            writeln!(out, "{} {:<5} {speaker}: {text}", out.timestamp_millis(), record.level())
+        }
+    }
+}
+
 /// The name of the thread that writes the log's queue to stderr.
 const LOG_THREAD: &str = "lockstep-log";
 
-/// The panic hook once the log runs, in place of Rust's default one, which writes to stderr itself and waits for
-/// a stderr that takes nothing: says the panic as an error line of the log ([`panic_line`]), and the backtrace's
-/// lines where `RUST_BACKTRACE` asks for one, through the queue. A panic of the main thread ends the process: it
-/// waits for the queue as the exit's [`flush`] does (at most [`FLUSH_WAIT`]). Another thread's goes on unwinding at
-/// once, as it may hold what the slot loop waits for; the log's own thread, which no queue serves, writes at once.
-fn say_panic(info: &std::panic::PanicHookInfo<'_>) {
-    let line = panic_line(info);
-    let thread = std::thread::current();
-    if thread.name() == Some(LOG_THREAD) {
-        let _ = writeln!(std::io::stderr(), "{line}");
-        return;
+/// The logger of panics ([`say_panic`]), once the log runs.
+static PANICS: OnceLock<env_logger::Logger> = OnceLock::new();
+
+/// How long a panicking thread other than the main one waits for room in the log's queue: it may hold what the
+/// slot loop waits for.
+const PANIC_WAIT: Duration = Duration::from_millis(20);
+
+/// Where a panic's lines go: the log's queue, waiting for room in it ([`FLUSH_WAIT`] on the main thread, whose
+/// panic ends the process; [`PANIC_WAIT`] on the others), or stderr at once on the log's own thread, which no
+/// queue serves, and where no log thread takes the queue.
+struct PanicQueue(SyncSender<Out>);
+
+impl Write for PanicQueue {
+    fn write(&mut self, line: &[u8]) -> std::io::Result<usize> {
+        let thread = std::thread::current();
+        let wait = if thread.name() == Some("main") { FLUSH_WAIT } else { PANIC_WAIT };
+        if thread.name() == Some(LOG_THREAD) {
+            let _ = std::io::stderr().write_all(line);
+        } else if let Err(TrySendError::Disconnected(Out::Line(line))) =
+            send_by(&self.0, Out::Line(line.to_vec()), Instant::now() + wait)
+        {
+            let _ = std::io::stderr().write_all(&line);
+        }
+        Ok(line.len())
     }
-    log::error!("{line}");
-    let trace = std::backtrace::Backtrace::capture();
-    if trace.status() == std::backtrace::BacktraceStatus::Captured {
-        for frame in trace.to_string().lines() {
-            log::error!("  {frame}");
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// The panic hook once the log runs, in place of Rust's default one, which writes to stderr itself and waits for
+/// a stderr that takes nothing: says the panic as an error line of the log ([`panic_line`]), whatever
+/// `LOCKSTEP_LOG` says, and the backtrace's lines where `RUST_BACKTRACE` asks for one (set, and not `0`), through
+/// the queue ([`PanicQueue`]). A panic of the main thread ends the process: it waits for the queue as the exit's
+/// [`flush`] does (at most [`FLUSH_WAIT`]).
+fn say_panic(info: &std::panic::PanicHookInfo<'_>) {
+    let Some(logger) = PANICS.get() else { return };
+    let say = |text: &str| {
+        let mut record = log::Record::builder();
+        record.level(Level::Error).target(env!("CARGO_CRATE_NAME"));
+        log::Log::log(logger, &record.args(format_args!("{text}")).build());
+    };
+    say(&panic_line(info));
+    if std::env::var_os("RUST_BACKTRACE").is_some_and(|v| v != "0") {
+        for frame in std::backtrace::Backtrace::force_capture().to_string().lines() {
+            say(&format!("  {frame}"));
         }
     }
-    if thread.name() == Some("main") {
+    if std::thread::current().name() == Some("main") {
         flush();
     }
 }
@@ -264,21 +309,29 @@ mod tests {
     /// A panic is said on one line, with its thread, place and message, whatever its payload.
     #[test]
     fn a_panic_is_one_line_with_thread_place_and_message() {
+        type Hook = Box<dyn Fn(&std::panic::PanicHookInfo<'_>) + Send + Sync>;
         static SAID: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
-        let before = std::panic::take_hook();
-        std::panic::set_hook(Box::new(|info| SAID.lock().unwrap().push(super::panic_line(info))));
-        let named = std::thread::Builder::new().name("slot".into());
+        // Another test's panic in the meantime goes to the hook before, as it would have.
+        let before: std::sync::Arc<Hook> = std::sync::Arc::new(std::panic::take_hook());
+        let others = before.clone();
+        std::panic::set_hook(Box::new(move |info| {
+            if std::thread::current().name().is_some_and(|n| n.starts_with("panic-test-")) {
+                SAID.lock().unwrap().push(super::panic_line(info));
+            } else {
+                others(info);
+            }
+        }));
+        let named = |name: &str| std::thread::Builder::new().name(format!("panic-test-{name}"));
         let line = line!() + 1;
-        let _ = named.spawn(|| panic!("job {} gone\nforged", 7)).unwrap().join();
-        let _ = std::thread::spawn(|| std::panic::panic_any(7_u8)).join();
-        std::panic::set_hook(before);
-        // Another test's panic in the meantime may be among them.
+        let _ = named("slot").spawn(|| panic!("job {} gone\nforged", 7)).unwrap().join();
+        let _ = named("any").spawn(|| std::panic::panic_any(7_u8)).unwrap().join();
+        let _ours = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| before(info)));
         let said = SAID.lock().unwrap();
-        let slot = said.iter().find(|l| l.contains("job 7 gone")).expect("the slot thread's panic");
-        assert_eq!(slot, &format!("thread 'slot' panicked at {}:{line}:32: job 7 gone\nforged", file!()));
-        assert_eq!(one_line(slot).lines().count(), 1, "{slot}");
-        let any = said.iter().find(|l| l.ends_with(": Box<dyn Any>")).expect("the unnamed thread's panic");
-        assert!(any.starts_with("thread '<unnamed>' panicked at "), "{any}");
+        let here = format!("{}:{line}", file!());
+        assert_eq!(said[0], format!("thread 'panic-test-slot' panicked at {here}:40: job 7 gone\nforged"));
+        assert_eq!(one_line(&said[0]).lines().count(), 1, "{said:?}");
+        assert!(said[1].starts_with("thread 'panic-test-any' panicked at ") && said[1].ends_with(": Box<dyn Any>"));
     }
 
     #[test]

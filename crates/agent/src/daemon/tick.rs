@@ -224,14 +224,15 @@ impl Daemon {
                     for a in &actions {
                         decisions.push(self.decision(Some(key), *a, t0.elapsed()));
                     }
-                    if !actions.is_empty() {
-                        say_slow(&mut self.table.jobs_mut()[i]);
-                    }
                 }
                 Err(ChangeError::Gone(_)) => gone.push(i),
                 Err(e) => {
                     self.faults.report(Place::Job(self.table.jobs()[i].key.clone()), &format!("{e:#}"));
                 }
+            }
+            // A change measured, whole or failed part-way (its writes made count): said if it makes the job slow.
+            if !gone.contains(&i) {
+                say_slow(&mut self.table.jobs_mut()[i]);
             }
         }
         (decisions, gone, prompt_done.unwrap_or_else(|| started.elapsed()))
