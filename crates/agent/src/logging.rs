@@ -122,10 +122,14 @@ pub fn say_last(line: &str) {
         let _ = std::io::stderr().write_all(&text);
         return;
     };
-    // No log thread to write it (it could not be started): written at once.
-    if let Err(TrySendError::Disconnected(Out::Line(text))) = send_by(tx, Out::Line(text), Instant::now() + FLUSH_WAIT)
-    {
-        let _ = std::io::stderr().write_all(&text);
+    queue_or_write(tx, text, FLUSH_WAIT);
+}
+
+/// Puts `line` in the queue `tx`, waiting at most `wait` for room in it (still full then, the line is lost);
+/// where no log thread takes the queue (it could not be started), writes it to stderr at once.
+fn queue_or_write(tx: &SyncSender<Out>, line: Vec<u8>, wait: Duration) {
+    if let Err(TrySendError::Disconnected(Out::Line(line))) = send_by(tx, Out::Line(line), Instant::now() + wait) {
+        let _ = std::io::stderr().write_all(&line);
     }
 }
 
@@ -195,14 +199,12 @@ struct PanicQueue(SyncSender<Out>);
 
 impl Write for PanicQueue {
     fn write(&mut self, line: &[u8]) -> std::io::Result<usize> {
-        let thread = std::thread::current();
-        let wait = if thread.name() == Some("main") { FLUSH_WAIT } else { PANIC_WAIT };
-        if thread.name() == Some(LOG_THREAD) {
-            let _ = std::io::stderr().write_all(line);
-        } else if let Err(TrySendError::Disconnected(Out::Line(line))) =
-            send_by(&self.0, Out::Line(line.to_vec()), Instant::now() + wait)
-        {
-            let _ = std::io::stderr().write_all(&line);
+        match std::thread::current().name() {
+            Some(LOG_THREAD) => {
+                let _ = std::io::stderr().write_all(line);
+            }
+            Some("main") => queue_or_write(&self.0, line.to_vec(), FLUSH_WAIT),
+            _ => queue_or_write(&self.0, line.to_vec(), PANIC_WAIT),
         }
         Ok(line.len())
     }

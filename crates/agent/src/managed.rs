@@ -326,12 +326,11 @@ impl Spent {
         let per_freeze = (freezes > 0).then(|| freeze_cpu / freezes);
         let rate = COST_WINDOW.as_secs_f64() / elapsed.as_secs_f64();
         let counted = self.before_freezes + f64::from(self.freezes.1);
-        let next = Self {
+        *self = Self {
             before: (self.took.mul_f64(rate), self.freezes),
             before_freezes: f64::from(self.freezes.1) * rate,
             ..Self::default()
         };
-        *self = next;
         Some(CostWindow { share: spent.as_secs_f64() / over.as_secs_f64(), over, per_freeze, freezes: counted })
     }
 }
