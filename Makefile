@@ -80,7 +80,7 @@ demo: build
 # the cgroup v2 guest's they made its timing checks fail (docs/development.md), and so do the fuzz smoke run and
 # the native tests (tests/native-tests), which took 100 s one after the other at the suite's end. The fuzz
 # crates' own Cargo.lock is checked first (seconds), not only by the fuzz build beside the tests (which would say
-# it after 15 minutes).
+# it about 12 minutes in, as the cargo tests end).
 test: SHELL := $(CURDIR)/scripts/timed-shell
 test: build
 	$(CARGO) fmt --all --check
