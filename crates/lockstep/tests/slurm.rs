@@ -1702,6 +1702,12 @@ impl Cluster {
         String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
     }
 
+    /// Node `name`'s state as `sinfo` prints it in short (`idle`; `idle*` while it has not answered).
+    fn node_state(&self, name: &str) -> String {
+        let out = self.slurm("sinfo").args(["-h", "-n", name, "-o", "%t"]).output().unwrap();
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+
     /// `scontrol ARGS`, which must succeed.
     fn scontrol(&self, args: &[&str]) {
         let out = self.slurm("scontrol").args(args).output().unwrap();
@@ -1785,6 +1791,9 @@ fn a_node_drained_and_set_down_while_a_job_is_frozen_leaves_nothing_frozen() {
     cluster.restart_agent(1, &store);
     assert!(cluster.status(1).jobs.is_empty(), "the restarted agent took a job on");
     cluster.scontrol(&["update", "NodeName=n1", "State=RESUME"]);
+    // Resumed from down, the node must register again (`idle*` until then); a job submitted before that waits for
+    // slurmctld's next full scheduling pass, a minute by default.
+    wait_until("n1 to register again", WAIT, || cluster.node_state("n1"), |s| s == "idle");
     let c = cluster.sbatch(&["-n1"], &spin());
     let name = format!("slurm-{c}");
     wait_until("a new job placed on the resumed node", WAIT, || cluster.status(1), |s| place_of(s, &name).is_some());
