@@ -89,8 +89,13 @@ fn drain(rx: &Receiver<Out>, dropped: &AtomicU64) {
 
 /// Waits, at most [`FLUSH_WAIT`], until the lines queued so far are written to stderr; for the process's exit.
 pub fn flush() {
+    flush_by(FLUSH_WAIT);
+}
+
+/// Waits, at most `wait`, until the lines queued so far are written to stderr.
+fn flush_by(wait: Duration) {
     let Some(tx) = QUEUED.get() else { return };
-    let deadline = Instant::now() + FLUSH_WAIT;
+    let deadline = Instant::now() + wait;
     let (reply, done) = mpsc::channel();
     if send_by(tx, Out::Flush(reply), deadline).is_ok() {
         let _ = done.recv_timeout(deadline.saturating_duration_since(Instant::now()));
@@ -188,8 +193,8 @@ const LOG_THREAD: &str = "lockstep-log";
 /// The logger of panics ([`say_panic`]), once the log runs.
 static PANICS: OnceLock<env_logger::Logger> = OnceLock::new();
 
-/// How long a panicking thread other than the main one waits for room in the log's queue: it may hold what the
-/// slot loop waits for.
+/// How long a panicking thread other than the main one waits for room in the log's queue, and then for its lines
+/// to be written: it may hold what the slot loop waits for.
 const PANIC_WAIT: Duration = Duration::from_millis(20);
 
 /// Where a panic's lines go: the log's queue, waiting for room in it ([`FLUSH_WAIT`] on the main thread, whose
@@ -217,8 +222,10 @@ impl Write for PanicQueue {
 /// The panic hook once the log runs, in place of Rust's default one, which writes to stderr itself and waits for
 /// a stderr that takes nothing: says the panic as an error line of the log ([`panic_line`]), whatever
 /// `LOCKSTEP_LOG` says, and the backtrace's lines where `RUST_BACKTRACE` asks for one (set, and not `0`), through
-/// the queue ([`PanicQueue`]). A panic of the main thread ends the process: it waits for the queue as the exit's
-/// [`flush`] does (at most [`FLUSH_WAIT`]).
+/// the queue ([`PanicQueue`]), then waits for them to be written: a panic of the main thread ends the process, and
+/// waits as the exit's [`flush`] does (at most [`FLUSH_WAIT`]); one that cannot unwind (out of an `extern "C"`
+/// function: libbpf calls the agent's ring-buffer code so) aborts it as soon as this returns, so another thread's
+/// waits too, at most [`PANIC_WAIT`].
 fn say_panic(info: &std::panic::PanicHookInfo<'_>) {
     let Some(logger) = PANICS.get() else { return };
     let say = |text: &str| {
@@ -232,8 +239,11 @@ fn say_panic(info: &std::panic::PanicHookInfo<'_>) {
             say(&format!("  {frame}"));
         }
     }
-    if std::thread::current().name() == Some("main") {
-        flush();
+    match std::thread::current().name() {
+        Some("main") => flush(),
+        // The log's own thread wrote its lines at once, and cannot wait for itself.
+        Some(LOG_THREAD) => {}
+        _ => flush_by(PANIC_WAIT),
     }
 }
 
@@ -334,6 +344,48 @@ mod tests {
         assert_eq!(said[0], format!("thread 'panic-test-slot' panicked at {here}:40: job 7 gone\nforged"));
         assert_eq!(one_line(&said[0]).lines().count(), 1, "{said:?}");
         assert!(said[1].starts_with("thread 'panic-test-any' panicked at ") && said[1].ends_with(": Box<dyn Any>"));
+    }
+
+    /// Set in the child process of [`a_panic_that_aborts_the_process_is_still_said`].
+    const ABORTING_CHILD: &str = "LOCKSTEP_TEST_ABORTING_CHILD";
+
+    /// A panic where Rust cannot unwind (out of an `extern "C"` function, as libbpf calls the agent's ring-buffer
+    /// code) aborts the process as soon as the hook returns: its line is written before that. Played in a child
+    /// process (this test binary again, running this test alone), which the abort ends.
+    #[test]
+    fn a_panic_that_aborts_the_process_is_still_said() {
+        extern "C" fn callback() {
+            panic!("a ring buffer's record: 7");
+        }
+        if std::env::var_os(ABORTING_CHILD).is_some() {
+            // No core file left behind.
+            let none = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+            // SAFETY: setrlimit with a valid rlimit.
+            unsafe { libc::setrlimit(libc::RLIMIT_CORE, &raw const none) };
+            super::init("lockstep test");
+            let _ = std::thread::Builder::new().name("ring".into()).spawn(|| callback()).unwrap().join();
+            return;
+        }
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", "logging::tests::a_panic_that_aborts_the_process_is_still_said", "--nocapture"])
+            .env(ABORTING_CHILD, "1")
+            .env_remove("RUST_BACKTRACE")
+            .env_remove("JOURNAL_STREAM")
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&out.stderr);
+        let signal = std::os::unix::process::ExitStatusExt::signal(&out.status);
+        assert_eq!(signal, Some(libc::SIGABRT), "the child did not abort ({}): {said}", out.status);
+        // The panic, then Rust's own, in the hook too, as it stops the unwinding at the function's edge: the abort
+        // follows that one at once (without the wait, its line was lost in 9 runs of 12, and both in some).
+        let lines: Vec<&str> = said.lines().filter(|l| l.contains("thread 'ring' panicked at")).collect();
+        assert!(
+            lines.len() == 2
+                && lines.iter().all(|l| l.contains(" ERROR lockstep test: "))
+                && lines[0].ends_with(": a ring buffer's record: 7")
+                && lines[1].ends_with("cannot unwind"),
+            "not both lines of the panic: {said}"
+        );
     }
 
     #[test]
