@@ -193,9 +193,10 @@ const LOG_THREAD: &str = "lockstep-log";
 /// The logger of panics ([`say_panic`]), once the log runs.
 static PANICS: OnceLock<env_logger::Logger> = OnceLock::new();
 
-/// How long a panicking thread other than the main one waits for room in the log's queue, and then for its lines
-/// to be written: it may hold what the slot loop waits for.
-const PANIC_WAIT: Duration = Duration::from_millis(20);
+/// How long a panicking thread other than the main one waits for room in the log's queue for each of its lines,
+/// and then for them to be written: it may hold what the slot loop waits for. (In this crate's tests, whose child
+/// process aborts on a panic, 2 s: the log's thread of a test binary on a loaded machine may be late.)
+const PANIC_WAIT: Duration = if cfg!(test) { Duration::from_secs(2) } else { Duration::from_millis(20) };
 
 /// Where a panic's lines go: the log's queue, waiting for room in it ([`FLUSH_WAIT`] on the main thread, whose
 /// panic ends the process; [`PANIC_WAIT`] on the others), or stderr at once on the log's own thread, which no
@@ -224,8 +225,8 @@ impl Write for PanicQueue {
 /// `LOCKSTEP_LOG` says, and the backtrace's lines where `RUST_BACKTRACE` asks for one (set, and not `0`), through
 /// the queue ([`PanicQueue`]), then waits for them to be written: a panic of the main thread ends the process, and
 /// waits as the exit's [`flush`] does (at most [`FLUSH_WAIT`]); one that cannot unwind (out of an `extern "C"`
-/// function: libbpf calls the agent's ring-buffer code so) aborts it as soon as this returns, so another thread's
-/// waits too, at most [`PANIC_WAIT`].
+/// function: libbpf calls the agent's ring-buffer code so) aborts it as soon as this returns, and as the hook cannot
+/// tell which panics can unwind, every other thread's waits too (at most [`PANIC_WAIT`]), but the log's own.
 fn say_panic(info: &std::panic::PanicHookInfo<'_>) {
     let Some(logger) = PANICS.get() else { return };
     let say = |text: &str| {
@@ -358,10 +359,9 @@ mod tests {
             panic!("a ring buffer's record: 7");
         }
         if std::env::var_os(ABORTING_CHILD).is_some() {
-            // No core file left behind.
-            let none = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
-            // SAFETY: setrlimit with a valid rlimit.
-            unsafe { libc::setrlimit(libc::RLIMIT_CORE, &raw const none) };
+            // No core dump, neither a file left behind nor a crash handler's entry.
+            // SAFETY: prctl with an integer option and value.
+            unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0) };
             super::init("lockstep test");
             let _ = std::thread::Builder::new().name("ring".into()).spawn(|| callback()).unwrap().join();
             return;
@@ -377,7 +377,7 @@ mod tests {
         let signal = std::os::unix::process::ExitStatusExt::signal(&out.status);
         assert_eq!(signal, Some(libc::SIGABRT), "the child did not abort ({}): {said}", out.status);
         // The panic, then Rust's own, in the hook too, as it stops the unwinding at the function's edge: the abort
-        // follows that one at once (without the wait, its line was lost in 9 runs of 12, and both in some).
+        // follows that one at once (without the hook's wait, its line was lost in 9 runs of 12, and both in some).
         let lines: Vec<&str> = said.lines().filter(|l| l.contains("thread 'ring' panicked at")).collect();
         assert!(
             lines.len() == 2
