@@ -72,9 +72,9 @@ demo: build
 	@scripts/demo.sh "$(FIXTURE)"
 
 # Each line of the suite says how long it took (scripts/timed-shell). Guests of one qemu each run two at a time
-# (scripts/together --jobs 2, the longest first), as each runs on one host thread, the agent soak beside them at
-# a quarter of a task's CPU weight (scripts/beside --share 25: at the least weight the guests' two threads starved
-# its agent for seconds). The Slurm cluster's tests, which mostly wait on Slurm (40 % of the CPUs busy, 300 s),
+# (scripts/together --jobs 2, the longest first), as each runs on one host thread; the agent soak after them, on
+# its own: beside them, at the least weight and at a quarter of a task's (scripts/beside --share 25), the guests'
+# two threads starved its agent for seconds (three fresh clones of 2026-12-07 in a row). The Slurm cluster's tests, which mostly wait on Slurm (40 % of the CPUs busy, 300 s),
 # run beside the guests of two (tests/vm/beside-cluster: two-nodes, then slurm-two, which share a bridge), whose
 # checks hold no timing; beside
 # the cgroup v2 guest's they made its timing checks fail (docs/development.md), and so do the fuzz smoke run and
@@ -95,8 +95,9 @@ test: build
 	$(CARGO) test --release --locked --workspace --test slurm --no-run
 	$(MAKE) package > $(BUILD)/package.log
 	tests/packages
-	scripts/beside --share 25 $(BUILD)/soak.log scripts/soak-agent.sh 2 -- scripts/together --jobs 2 $(BUILD)/vm-logs \
+	scripts/together --jobs 2 $(BUILD)/vm-logs \
 		tests/vm/cgroup-v2 tests/vm/systemd-unit tests/vm/deb-install tests/vm/slurm-v2 tests/vm/numa
+	scripts/soak-agent.sh 2
 	env LOCKSTEP_BIN=$(BIN) CARGO=$(CARGO) BUILD=$(BUILD) NATIVE=$(NATIVE) OTHER_MPI=$(OTHER_MPI) \
 		scripts/together $(BUILD)/vm-logs tests/cluster/slurm-tests tests/vm/beside-cluster tests/native-tests
 
