@@ -73,8 +73,9 @@ demo: build
 
 # Each line of the suite says how long it took (scripts/timed-shell). Guests of one qemu each run two at a time
 # (scripts/together --jobs 2, the longest first), as each runs on one host thread; the agent soak after them, on
-# its own: beside them, at the least weight and at a quarter of a task's (scripts/beside --share 25), the guests'
-# two threads starved its agent for seconds (three fresh clones of 2026-12-07 in a row). The Slurm cluster's tests, which mostly wait on Slurm (40 % of the CPUs busy, 300 s),
+# its own: beside them, at the least weight and at a quarter of a task's, the guests' two threads starved its
+# agent for seconds (three fresh clones of 2026-12-07 in a row). The Slurm cluster's tests, which mostly wait on
+# Slurm (40 % of the CPUs busy, 300 s),
 # run beside the guests of two (tests/vm/beside-cluster: two-nodes, then slurm-two, which share a bridge), whose
 # checks hold no timing; beside
 # the cgroup v2 guest's they made its timing checks fail (docs/development.md), and so do the fuzz smoke run and

@@ -25,13 +25,9 @@ cleanup() {
 }
 trap cleanup EXIT INT TERM
 
-# Started directly (not through a function), so that $! is the agent itself (lockstep execs lockstepd and nice
-# execs lockstep). At nice 0 whatever this script's: `make test` runs it under scripts/beside, at nice 19 in a CPU
-# cgroup of its own beside two guests, and there the agent, at 19 too, shared that cgroup's weight evenly with every
-# client and job the soak starts, as no node's agent does: it did not run for 7 s once, and a request it found past
-# its deadline when it ran again was closed unanswered (2026-12-07).
-nice -n "$((0 - $(nice)))" "$bin" --store "$store" --socket "$socket" agent --policy gang --slot 200ms \
-  --metrics "$port" --sample-interval 1s --retention 1m --job-history 1m 2>"$dir/agent.log" &
+# Started directly (not through a function), so that $! is the agent itself (lockstep execs lockstepd).
+"$bin" --store "$store" --socket "$socket" agent --policy gang --slot 200ms --metrics "$port" --sample-interval 1s \
+  --retention 1m --job-history 1m 2>"$dir/agent.log" &
 agent=$!
 pids+=("$agent")
 for _ in $(seq 250); do lk status >/dev/null 2>&1 && break; sleep 0.02; done
