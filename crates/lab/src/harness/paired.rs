@@ -1,13 +1,13 @@
 //! Paired estimates: how two policies' speeds compare, from matched windows in which each ran the same jobs, with
-//! a Student-t confidence interval over the pairs. Each pair gives one log ratio; their mean is the estimate and
-//! their spread its uncertainty, so that what the machine's speed does from one pair to the next (it drifts by
-//! 5–10 % over a run here) cancels within each pair; only what it does within a pair's few seconds is left, as
-//! noise that the interval includes.
+//! a confidence interval over the pairs. The estimate is a ratio of the jobs' progress pooled over the pairs, and
+//! its uncertainty comes from how much it moves when one pair is left out (the delete-one jackknife), so that what
+//! the machine's speed does from one pair to the next (it drifts by 5–10 % over a run here) cancels within each
+//! pair; only what it does within a pair's few seconds is left, as noise that the interval includes.
 
 /// A ratio estimated from pairs, with its confidence interval.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Estimate {
-    /// The geometric mean of the pairs' ratios.
+    /// The ratio over all the pairs.
     pub ratio: f64,
     /// The interval's lower end.
     pub low: f64,
@@ -18,17 +18,23 @@ pub struct Estimate {
 }
 
 impl Estimate {
-    /// The estimate from `logs` (one natural log of a ratio per pair) at `confidence` (0.95); `None` with fewer
-    /// than two pairs (no spread to bound it by).
-    pub fn from_logs(logs: &[f64], confidence: f64) -> Option<Self> {
-        let n = logs.len();
-        if n < 2 || logs.iter().any(|x| !x.is_finite()) {
+    /// The estimate over `pairs` pairs at `confidence` (0.95), from `log_of`: the natural log of the ratio over
+    /// every pair but the one it is given (over all of them with `None`). Its interval is the delete-one
+    /// jackknife's: the spread of the `pairs` estimates that each leave one pair out gives the standard error, and
+    /// Student's t with `pairs − 1` degrees of freedom its width. `None` with fewer than two pairs (no spread to
+    /// bound it by), or where `log_of` gives none or one that is not finite.
+    pub fn jackknifed(pairs: usize, confidence: f64, log_of: impl Fn(Option<usize>) -> Option<f64>) -> Option<Self> {
+        let finite = |x: Option<f64>| x.filter(|x| x.is_finite());
+        if pairs < 2 {
             return None;
         }
-        let mean = logs.iter().sum::<f64>() / n as f64;
-        let var = logs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
-        let half = t_quantile(0.5 + confidence / 2.0, n - 1) * (var / n as f64).sqrt();
-        Some(Self { ratio: mean.exp(), low: (mean - half).exp(), high: (mean + half).exp(), pairs: n })
+        let all = finite(log_of(None))?;
+        let left: Vec<f64> = (0..pairs).map(|i| finite(log_of(Some(i)))).collect::<Option<_>>()?;
+        let n = pairs as f64;
+        let mean = left.iter().sum::<f64>() / n;
+        let var = (n - 1.0) / n * left.iter().map(|x| (x - mean).powi(2)).sum::<f64>();
+        let half = t_quantile(0.5 + confidence / 2.0, pairs - 1) * var.sqrt();
+        Some(Self { ratio: all.exp(), low: (all - half).exp(), high: (all + half).exp(), pairs })
     }
 
     /// Whether `ratio` lies within the interval.
@@ -111,16 +117,33 @@ mod tests {
     }
 
     #[test]
-    fn an_estimate_is_the_geometric_mean_with_an_interval_that_narrows_with_pairs() {
-        let logs: Vec<f64> = [1.02_f64, 1.06, 1.04, 1.03, 1.05].iter().map(|r| r.ln()).collect();
-        let e = Estimate::from_logs(&logs, 0.95).unwrap();
-        assert!((e.ratio - 1.0399).abs() < 1e-3, "{e:?}");
+    fn a_pooled_estimate_has_the_jackknife_interval_which_narrows_with_pairs() {
+        // Pair i: the same amount of progress under a and b, in a's time a_s[i] and b's b_s[i]; b is slower.
+        let estimate = |a_s: &[f64], b_s: &[f64]| {
+            let log_of = |skip: Option<usize>| {
+                let kept =
+                    |s: &[f64]| s.iter().enumerate().filter(|&(i, _)| Some(i) != skip).map(|(_, x)| x).sum::<f64>();
+                Some((kept(b_s) / kept(a_s)).ln())
+            };
+            Estimate::jackknifed(a_s.len(), 0.95, log_of)
+        };
+        let (a_s, b_s) = ([1.0, 1.0, 1.0, 1.0, 1.0], [1.02, 1.06, 1.04, 1.03, 1.05]);
+        let e = estimate(&a_s, &b_s).unwrap();
+        assert!((e.ratio - 1.04).abs() < 1e-9, "{e:?}");
+        // With equal weights the jackknife's standard error is the mean's: sd / √n, sd of the ratios 0.0158.
+        let half = t_quantile(0.975, 4) * 0.015_811 / 5_f64.sqrt();
+        assert!(((e.high / e.ratio).ln() - half / 1.04).abs() < 1e-4, "{e:?} {half}");
         assert!(e.low < e.ratio && e.ratio < e.high && e.contains(1.04) && !e.contains(1.0), "{e:?}");
-        let more: Vec<f64> = logs.iter().cycle().take(20).copied().collect();
-        let f = Estimate::from_logs(&more, 0.95).unwrap();
+        let (more_a, more_b): (Vec<f64>, Vec<f64>) = a_s.iter().zip(&b_s).cycle().take(20).unzip();
+        let f = estimate(&more_a, &more_b).unwrap();
         assert!(f.precision() < e.precision() && f.pairs == 20, "{e:?} {f:?}");
-        assert_eq!(Estimate::from_logs(&logs[..1], 0.95), None);
-        assert_eq!(Estimate::from_logs(&[0.1, f64::INFINITY], 0.95), None);
+        // A long pair weighs more than a short one: pooled, one slow pair of three long ones moves the estimate
+        // by its share of the time.
+        let g = estimate(&[1.0, 1.0, 3.0], &[1.0, 1.0, 3.3]).unwrap();
+        assert!((g.ratio - 5.3 / 5.0).abs() < 1e-9, "{g:?}");
+        assert_eq!(estimate(&a_s[..1], &b_s[..1]), None);
+        assert_eq!(Estimate::jackknifed(3, 0.95, |skip| (skip != Some(1)).then_some(0.1)), None);
+        assert_eq!(Estimate::jackknifed(3, 0.95, |_| Some(f64::INFINITY)), None);
         assert_eq!(e.show(), format!("{:.3} [{:.3}, {:.3}]", e.ratio, e.low, e.high));
     }
 }

@@ -4,10 +4,10 @@
 //!
 //! A job's progress in a window is its rate of MPI calls where it communicates and its ranks publish the count, its
 //! co-scheduled rank-seconds where it communicates without the profiler, and its CPU seconds otherwise (as `auto`
-//! reads them); by whole runs (`measure = "runs"`), its runs per second of their wall time. A round gives one log
-//! ratio: the mean over the measured jobs of the log of (rate under the first policy / rate under the other), the
-//! other policy's time relative to the first's; the estimate is the geometric mean over the rounds, its interval
-//! Student's t over them (crate::harness::paired).
+//! reads them); by whole runs (`measure = "runs"`), its runs per second of their wall time. A job's rate under a
+//! policy is its progress summed over the policy's windows over their seconds summed; the estimate is the mean over
+//! the measured jobs of the log of (rate under the first policy / rate under the other), the other policy's time
+//! relative to the first's; its interval is the delete-one jackknife's over the rounds (crate::harness::paired).
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -88,17 +88,22 @@ impl<'a> Rounds<'a> {
         Self { by_round, measures }
     }
 
-    /// Job `j`'s rate in window `w`, read by `by` (its own measure when `None`).
-    fn rate(&self, w: &Window, j: usize, by: Option<Measure>) -> Option<f64> {
+    /// Job `j`'s progress in window `w` and the seconds it is over, read by `by` (its own measure when `None`);
+    /// `None` for background load.
+    fn progress(&self, w: &Window, j: usize, by: Option<Measure>) -> Option<(f64, f64)> {
         let measure = self.measures[j].map(|m| by.unwrap_or(m))?;
         let d = &w.jobs[j];
-        let rate = measure.of(d) / if measure == Measure::Runs { d.whole_s } else { w.seconds };
-        (rate > 0.0 && rate.is_finite()).then_some(rate)
+        Some((measure.of(d), if measure == Measure::Runs { d.whole_s } else { w.seconds }))
     }
 
     /// Policy `b`'s time relative to policy `a`'s, over the rounds that have both (of the jobs `only`, all when
-    /// `None`; read by `by`, each by its own measure when `None`); `None` with fewer than two such rounds. A round
-    /// in which a job made no progress under either gives no ratio.
+    /// `None`; read by `by`, each by its own measure when `None`): the mean over the jobs of the log of a job's
+    /// rate under `a` over its rate under `b`, each rate its progress summed over the rounds' windows of the
+    /// policy over their seconds summed, so that a window counts by its length and what a job did in it, not as
+    /// one ratio as much as any other (a window in which a job barely moved, starting again or between bursts,
+    /// would give a ratio far from all others). Its interval is the jackknife's over the rounds. A round counts
+    /// where both windows have time to read every job's rate over (for whole runs, a run of each job in each);
+    /// `None` with fewer than two such rounds, or where a job made no progress under either policy.
     fn estimate(
         &self,
         a: usize,
@@ -107,21 +112,34 @@ impl<'a> Rounds<'a> {
         by: Option<Measure>,
         confidence: f64,
     ) -> Option<Estimate> {
-        let logs: Vec<f64> = self
+        let jobs: Vec<usize> =
+            (0..self.measures.len()).filter(|&j| self.measures[j].is_some() && only.is_none_or(|o| o == j)).collect();
+        if jobs.is_empty() {
+            return None;
+        }
+        // Per round, per job: its progress and seconds under a, then under b.
+        let rounds: Vec<Vec<[(f64, f64); 2]>> = self
             .by_round
             .values()
             .filter_map(|arms| {
                 let (wa, wb) = (arms.get(&a)?, arms.get(&b)?);
-                let jobs: Vec<usize> = (0..self.measures.len())
-                    .filter(|&j| self.measures[j].is_some() && only.is_none_or(|o| o == j))
-                    .collect();
-                let each: Option<Vec<f64>> =
-                    jobs.iter().map(|&j| Some((self.rate(wa, j, by)? / self.rate(wb, j, by)?).ln())).collect();
-                let each = each?;
-                (!each.is_empty()).then(|| each.iter().sum::<f64>() / each.len() as f64)
+                let each: Option<Vec<[(f64, f64); 2]>> =
+                    jobs.iter().map(|&j| Some([self.progress(wa, j, by)?, self.progress(wb, j, by)?])).collect();
+                each.filter(|e| e.iter().flatten().all(|&(_, s)| s > 0.0))
             })
             .collect();
-        Estimate::from_logs(&logs, confidence)
+        let log_of = |skip: Option<usize>| {
+            let kept = || rounds.iter().enumerate().filter(move |&(i, _)| Some(i) != skip).map(|(_, r)| r);
+            let logs: Option<Vec<f64>> = (0..jobs.len())
+                .map(|j| {
+                    let sum = |arm: usize| kept().fold((0.0, 0.0), |(p, s), r| (p + r[j][arm].0, s + r[j][arm].1));
+                    let ((pa, sa), (pb, sb)) = (sum(0), sum(1));
+                    (pa > 0.0 && pb > 0.0).then(|| ((pa / sa) / (pb / sb)).ln())
+                })
+                .collect();
+            logs.map(|l| l.iter().sum::<f64>() / l.len() as f64)
+        };
+        Estimate::jackknifed(rounds.len(), confidence, log_of)
     }
 
     /// The share of the CPUs' time that went to other work than the mix's jobs in the windows of policies `a` and
@@ -358,8 +376,9 @@ fn intro(spec: &Spec, ab: &Ab, pct: &str) -> String {
         "Paired comparison: each mix ran for {} while the policies took turns in windows of {} (the first {} of \
          each not counted), every other round in reverse order; {} ranks per job, each job started again as it \
          ended. A job's progress is {progress}. **time vs {base}** is how long a policy makes the jobs take \
-         against `{base}`, the geometric mean over the rounds of the mean over the jobs, with its {pct} % \
-         interval (Student's t over the rounds); below 1 is faster. **other work** is the share of the CPUs' \
+         against `{base}`: per job, its progress summed over the policy's windows over their counted time summed, \
+         against the same under `{base}`, the geometric mean of that over the jobs, with its {pct} % interval \
+         (delete-one jackknife over the rounds, Student's t); below 1 is faster. **other work** is the share of the CPUs' \
          time in the two policies' windows that went to other work than the mix's jobs (the agent, this \
          harness, anything else on the CPUs the experiment may use).\n\n",
         lockstep_core::duration::format(ab.duration),
