@@ -72,16 +72,14 @@ demo: build
 	@scripts/demo.sh "$(FIXTURE)"
 
 # Each line of the suite says how long it took (scripts/timed-shell). Guests of one qemu each run two at a time
-# (scripts/together --jobs 2, the longest first), as each runs on one host thread; the agent soak after them, on
-# its own: beside them, at the least weight and at a quarter of a task's, the guests' two threads starved its
-# agent for seconds (three fresh clones of 2026-12-07 in a row). The Slurm cluster's tests, which mostly wait on
-# Slurm (40 % of the CPUs busy, 300 s),
-# run beside the guests of two (tests/vm/beside-cluster: two-nodes, then slurm-two, which share a bridge), whose
-# checks hold no timing; beside
-# the cgroup v2 guest's they made its timing checks fail (docs/development.md), and so do the fuzz smoke run and
-# the native tests (tests/native-tests), which took 100 s one after the other at the suite's end. The fuzz
-# crates' own Cargo.lock is checked first (seconds), not only by the fuzz build beside the tests (which would say
-# it about 12 minutes in, as the cargo tests end).
+# (scripts/together --jobs 2, the longest first), as each runs on one host thread. The Slurm cluster's tests,
+# which mostly wait on Slurm (40 % of the CPUs busy, 270 s), run beside the guests of two (tests/vm/beside-cluster:
+# two-nodes, then slurm-two, which share a bridge), whose checks hold no timing, beside the agent soak (4 % of the
+# CPUs, 2 minutes, at the usual priority: beside the single guests at a low weight its agent went seconds without
+# running), and beside the fuzz smoke run and the native tests (tests/native-tests), which took 100 s one after the
+# other at the suite's end; beside the cgroup v2 guest's they made its timing checks fail (docs/development.md).
+# The fuzz crates' own Cargo.lock is checked first (seconds), not only by the fuzz build beside the tests (which
+# would say it about 12 minutes in, as the cargo tests end).
 test: SHELL := $(CURDIR)/scripts/timed-shell
 test: build
 	$(CARGO) fmt --all --check
@@ -98,9 +96,9 @@ test: build
 	tests/packages
 	scripts/together --jobs 2 $(BUILD)/vm-logs \
 		tests/vm/cgroup-v2 tests/vm/systemd-unit tests/vm/deb-install tests/vm/slurm-v2 tests/vm/numa
-	scripts/soak-agent.sh 2
 	env LOCKSTEP_BIN=$(BIN) CARGO=$(CARGO) BUILD=$(BUILD) NATIVE=$(NATIVE) OTHER_MPI=$(OTHER_MPI) \
-		scripts/together $(BUILD)/vm-logs tests/cluster/slurm-tests tests/vm/beside-cluster tests/native-tests
+		scripts/together $(BUILD)/vm-logs tests/cluster/slurm-tests tests/vm/beside-cluster tests/agent-soak \
+		tests/native-tests
 
 bench: build
 	@scripts/bench.sh

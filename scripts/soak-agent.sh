@@ -23,7 +23,11 @@ cleanup() {
   for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
   rm -rf "$dir"
 }
-trap cleanup EXIT INT TERM
+trap cleanup EXIT
+trap 'echo "soak: stopped by SIGTERM" >&2; exit 143' TERM
+trap 'echo "soak: stopped by SIGINT" >&2; exit 130' INT
+# A command that fails outside a test ends the soak (set -e): say which, as the cleanup leaves nothing to read.
+trap 'echo "soak: line $LINENO: \"$BASH_COMMAND\" failed with status $?, which ends the soak" >&2' ERR
 
 # Started directly (not through a function), so that $! is the agent itself (lockstep execs lockstepd).
 "$bin" --store "$store" --socket "$socket" agent --policy gang --slot 200ms --metrics "$port" --sample-interval 1s \
