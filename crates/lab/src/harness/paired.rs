@@ -130,7 +130,8 @@ mod tests {
         let (a_s, b_s) = ([1.0, 1.0, 1.0, 1.0, 1.0], [1.02, 1.06, 1.04, 1.03, 1.05]);
         let e = estimate(&a_s, &b_s).unwrap();
         assert!((e.ratio - 1.04).abs() < 1e-9, "{e:?}");
-        // With equal weights the jackknife's standard error is the mean's: sd / √n, sd of the ratios 0.0158.
+        // With equal weights the jackknife's standard error is the delta method's for the log of a mean:
+        // sd / (√n · mean), sd of the ratios 0.0158.
         let half = t_quantile(0.975, 4) * 0.015_811 / 5_f64.sqrt();
         assert!(((e.high / e.ratio).ln() - half / 1.04).abs() < 1e-4, "{e:?} {half}");
         assert!(e.low < e.ratio && e.ratio < e.high && e.contains(1.04) && !e.contains(1.0), "{e:?}");

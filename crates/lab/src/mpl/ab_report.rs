@@ -5,8 +5,8 @@
 //! A job's progress in a window is its rate of MPI calls where it communicates and its ranks publish the count, its
 //! co-scheduled rank-seconds where it communicates without the profiler, and its CPU seconds otherwise (as `auto`
 //! reads them); by whole runs (`measure = "runs"`), its runs per second of their wall time. A job's rate under a
-//! policy is its progress summed over the policy's windows over their seconds summed; the estimate is the mean over
-//! the measured jobs of the log of (rate under the first policy / rate under the other), the other policy's time
+//! policy is its progress summed over the policy's windows over their seconds summed; the estimate is the geometric
+//! mean over the measured jobs of (rate under the first policy / rate under the other), the other policy's time
 //! relative to the first's; its interval is the delete-one jackknife's over the rounds (crate::harness::paired).
 
 use std::collections::BTreeMap;
@@ -97,13 +97,14 @@ impl<'a> Rounds<'a> {
     }
 
     /// Policy `b`'s time relative to policy `a`'s, over the rounds that have both (of the jobs `only`, all when
-    /// `None`; read by `by`, each by its own measure when `None`): the mean over the jobs of the log of a job's
+    /// `None`; read by `by`, each by its own measure when `None`): the geometric mean over the jobs of a job's
     /// rate under `a` over its rate under `b`, each rate its progress summed over the rounds' windows of the
     /// policy over their seconds summed, so that a window counts by its length and what a job did in it, not as
     /// one ratio as much as any other (a window in which a job barely moved, starting again or between bursts,
     /// would give a ratio far from all others). Its interval is the jackknife's over the rounds. A round counts
     /// where both windows have time to read every job's rate over (for whole runs, a run of each job in each);
-    /// `None` with fewer than two such rounds, or where a job made no progress under either policy.
+    /// `None` with fewer than two such rounds, or where a job made no progress under a policy in all of them but
+    /// one (leaving that one out leaves no rate to compare).
     fn estimate(
         &self,
         a: usize,
@@ -376,11 +377,12 @@ fn intro(spec: &Spec, ab: &Ab, pct: &str) -> String {
         "Paired comparison: each mix ran for {} while the policies took turns in windows of {} (the first {} of \
          each not counted), every other round in reverse order; {} ranks per job, each job started again as it \
          ended. A job's progress is {progress}. **time vs {base}** is how long a policy makes the jobs take \
-         against `{base}`: per job, its progress summed over the policy's windows over their counted time summed, \
-         against the same under `{base}`, the geometric mean of that over the jobs, with its {pct} % interval \
-         (delete-one jackknife over the rounds, Student's t); below 1 is faster. **other work** is the share of the CPUs' \
-         time in the two policies' windows that went to other work than the mix's jobs (the agent, this \
-         harness, anything else on the CPUs the experiment may use).\n\n",
+         against `{base}`: per job, its rate under `{base}` over its rate under the policy, each rate its progress \
+         summed over the policy's windows over their counted time summed (by whole runs, the runs' wall time), the \
+         geometric mean of that over the jobs, with its {pct} % interval (delete-one jackknife over the rounds, \
+         Student's t); below 1 is faster. **other work** is the share of the CPUs' time in the two policies' windows \
+         that went to other work than the mix's jobs (the agent, this harness, anything else on the CPUs the \
+         experiment may use).\n\n",
         lockstep_core::duration::format(ab.duration),
         lockstep_core::duration::format(ab.window),
         lockstep_core::duration::format(ab.settle),
@@ -590,7 +592,7 @@ mod tests {
     }
 
     #[test]
-    fn whole_runs_compare_the_jobs_runs_wall_time_and_a_round_without_one_gives_no_ratio() {
+    fn whole_runs_compare_the_jobs_runs_wall_time_and_a_round_without_one_does_not_count() {
         let text = GOOD.replace("mpl = [1, 2]", "mixes = [[\"lu\", \"ep\"]]")
             + "[ab]\nduration = \"1m\"\nwindow = \"2s\"\nmeasure = \"runs\"\n";
         let spec = parse(&text).unwrap();
@@ -619,6 +621,46 @@ mod tests {
         assert!(md.contains("its whole runs' speed"), "{md}");
         assert!(md.contains(&format!("| yield | lu+ep | {} | 1.10", ab.arms[1].label)), "{md}");
         assert!(md.contains("| 3 | lu 1.10") && md.contains("lu whole runs, ep whole runs"), "{md}");
+    }
+
+    #[test]
+    fn a_jobs_progress_is_pooled_over_the_rounds_so_a_window_counts_by_its_length_and_what_it_did() {
+        let spec = spec();
+        // Under the first policy lu makes 1000 calls and ep has 1 CPU second in every window of 1 s. Under the
+        // second, lu makes none in round 0 (starting again), and round 1's window is 2 s long with twice the work.
+        let mut windows = Vec::new();
+        for round in 0..4 {
+            windows.push(window(0, round, 1000, 1.0));
+            let mut w = window(1, round, if round == 0 { 0 } else { 1000 }, 1.0);
+            // Starting again, lu burned its CPU second without a call.
+            w.jobs[0].cpu_s = 1.0;
+            if round == 1 {
+                w = Window { seconds: 2.0, ..window(1, round, 2000, 2.0) };
+            }
+            windows.push(w);
+        }
+        let refs: Vec<&Window> = windows.iter().collect();
+        let e = Rounds::new(&spec, &refs).estimate(0, 1, None, None, 0.95).unwrap();
+        // lu: 4000 calls in 5 s against 1000 a second, 1.25 the time; ep 1; their geometric mean.
+        assert_eq!(e.pairs, 4, "{e:?}");
+        assert!((e.ratio - 1.25_f64.sqrt()).abs() < 1e-9, "{e:?}");
+        let lu = Rounds::new(&spec, &refs).estimate(0, 1, Some(0), None, 0.95).unwrap();
+        assert!((lu.ratio - 1.25).abs() < 1e-9 && lu.contains(1.25), "{lu:?}");
+        // Read by CPU time, lu had as much under both.
+        let cpu = Rounds::new(&spec, &refs).estimate(0, 1, Some(0), Some(Measure::Cpu), 0.95).unwrap();
+        assert!((cpu.ratio - 1.0).abs() < 1e-9, "{cpu:?}");
+        // A window with no time to read the jobs' rates over (none in which every job worked) does not count.
+        let mut fewer = windows.clone();
+        fewer[7].seconds = 0.0;
+        let refs: Vec<&Window> = fewer.iter().collect();
+        let three = Rounds::new(&spec, &refs).estimate(0, 1, None, None, 0.95).unwrap();
+        assert_eq!(three.pairs, 3, "{three:?}");
+        // lu moved in one round only under the second policy: leaving it out leaves no rate, so no estimate.
+        for w in windows.iter_mut().filter(|w| w.arm == 1 && w.round != 2) {
+            w.jobs[0].calls = 0;
+        }
+        let refs: Vec<&Window> = windows.iter().collect();
+        assert_eq!(Rounds::new(&spec, &refs).estimate(0, 1, None, None, 0.95), None);
     }
 
     #[test]
