@@ -303,8 +303,9 @@ fn summary(
             .join(", ");
         let mut best: Option<(usize, Estimate)> = None;
         for (arm, a) in ab.arms.iter().enumerate().skip(1) {
+            // No estimate: fewer than two rounds to compare, or a job that moved under a policy in one round only.
             let Some(e) = rounds.estimate(0, arm, None, None, ab.confidence) else {
-                let _ = writeln!(md, "| {} | {} | {} | - | | 0 | | {by} | |", c.progress, c.mix, a.label);
+                let _ = writeln!(md, "| {} | {} | {} | - | | - | | {by} | |", c.progress, c.mix, a.label);
                 continue;
             };
             let per_job = measured
