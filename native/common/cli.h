@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* Most bytes of a refusal's message before it is cut (a 128 KB argument stays one short line). */
 #define CLI_MESSAGE_MAX 400
@@ -69,6 +70,13 @@ static inline __attribute__((noreturn, format(printf, 2, 3))) void cli_refuse(co
 		va_start(ap, fmt);
 		cli_vsay(prog, fmt, ap);
 		va_end(ap);
+	} else {
+		/*
+		 * Rank 0 says why. A launcher that sees another rank end first stops the rest, rank 0 perhaps before it
+		 * has said it (MPICH's, under load: no line, exit status 141). The others wait until the launcher ends
+		 * them as rank 0 ends, 1 s at most (a launcher that leaves them, srun by default).
+		 */
+		sleep(1);
 	}
 	exit(2);
 }
