@@ -129,11 +129,23 @@ impl<'a> Rounds<'a> {
                 each.filter(|e| e.iter().flatten().all(|&(_, s)| s > 0.0))
             })
             .collect();
+        // Per job, its progress and seconds under a and under b summed over every round, once; a round left out
+        // is taken off them.
+        let mut total = vec![[(0.0, 0.0); 2]; jobs.len()];
+        for r in &rounds {
+            for (t, each) in total.iter_mut().zip(r) {
+                for arm in 0..2 {
+                    t[arm] = (t[arm].0 + each[arm].0, t[arm].1 + each[arm].1);
+                }
+            }
+        }
         let log_of = |skip: Option<usize>| {
-            let kept = || rounds.iter().enumerate().filter(move |&(i, _)| Some(i) != skip).map(|(_, r)| r);
             let logs: Option<Vec<f64>> = (0..jobs.len())
                 .map(|j| {
-                    let sum = |arm: usize| kept().fold((0.0, 0.0), |(p, s), r| (p + r[j][arm].0, s + r[j][arm].1));
+                    let sum = |arm: usize| {
+                        let (p, s) = total[j][arm];
+                        skip.map_or((p, s), |i| (p - rounds[i][j][arm].0, s - rounds[i][j][arm].1))
+                    };
                     let ((pa, sa), (pb, sb)) = (sum(0), sum(1));
                     (pa > 0.0 && pb > 0.0).then(|| ((pa / sa) / (pb / sb)).ln())
                 })
