@@ -78,7 +78,7 @@ impl Daemon {
                 self.outbox.choose(lockstep_store::now(), c);
             }
         } else if let Some(auto) = self.planning.away() {
-            auto.follow(self.clock.length(), &views);
+            auto.follow(k, self.clock.length(), &views);
         }
         let mut plan = vec![Desired::default(); self.table.jobs().len()];
         for (&i, p) in planned.iter().zip(self.planning.plan(&views)) {

@@ -8,11 +8,11 @@
 //! Nor does one clear trial take `gang` away: one trial's windows of a few hundred ms stray by about 12 % from the
 //! next, so that a trial against `gang` in force keeps it and tries again soon; a second trial in a row against it
 //! changes it. A trial for `gang` is acted on at once (the costs are lopsided, as above).
-//! Re-decided when the set of jobs changes (except that a set succeeding a group that held `gang` by one job keeps
-//! it: [`INHERIT_WITHIN`]), when the measured progress drifts (in two windows in a row, more once drifts turned out
-//! to be the jobs' own variation: [`MAX_SETTLED`]), and at least every
-//! [`MAX_EXPLOIT`] (longer as trials confirm the choice). docs/policies/auto.md gives the rule and the
-//! data behind it.
+//! Re-decided when the set of jobs changes (except that a set succeeding by one job, or on the same PUs, a group
+//! that held `gang`, or was checking it in a trial, keeps it or goes on with the trial: [`INHERIT_WITHIN`]), when
+//! the measured progress drifts (in two windows in a row, more once drifts turned out to be the jobs' own
+//! variation: [`MAX_SETTLED`]), and at least every [`MAX_EXPLOIT`] (longer as trials confirm the choice).
+//! docs/policies/auto.md gives the rule and the data behind it.
 //!
 //! A job's progress is the rate of the MPI calls that move data or synchronise (the PMPI profiler's live count,
 //! when every rank of the job publishes it): a rank that spins in `MPI_Wait` burns CPU without progress, but still
@@ -71,8 +71,9 @@ pub const DRIFT_WINDOWS: u32 = 2;
 /// on experiments/mpl-quick-ab.toml on 2026-12-04: two lu class A jobs of spinning ranks under `gang` drifted by
 /// 31–132 % every few seconds, their phases' call rates differing that much; 16 of the 17 drift trials in the mix's
 /// 4 minutes (`auto` in force for about half of them) confirmed `gang`, each with a window under `cfs` at about a
-/// third of `gang`'s speed. What a group has learnt so goes with its choice to a set that succeeds it (the same
-/// programs run again) and is lost with a change of its jobs' processes; timed trials still come.
+/// third of `gang`'s speed. What a group has learnt so goes with its choice, or its trial, to a set that succeeds it
+/// (the same programs run again) and stays through a change of its jobs' processes; only a trial that is not a
+/// clear confirmation starts it over. Timed trials still come.
 pub const MAX_SETTLED: u32 = 3;
 const _: () = assert!(MAX_SETTLED < 16, "DRIFT_WINDOWS << MAX_SETTLED must fit a u32");
 
@@ -115,8 +116,10 @@ pub const MAX_STARTUP: Duration = Duration::from_secs(30);
 
 /// How long a group whose set of jobs changed is remembered for the set that succeeds it. A set that differs from
 /// a group gone within this time by one job (one left, one joined, or one in place of another: a job array's next
-/// task, a run started again) keeps that group's choice of a policy other than `cfs` instead of trying the
-/// candidates afresh; it is checked at the group's next timed trial, at most [`MAX_EXPLOIT`] later. Seen on
+/// task, a run started again), or as many jobs on the same PUs with none in common (every one started again),
+/// keeps that group's choice of a policy other than `cfs` instead of trying the candidates afresh, until the gone
+/// group's next timed trial (at most [`MAX_EXPLOIT`] on for a set with no job in common); a set that succeeds a
+/// group in a timed or a drift trial of such a choice goes on with that trial. Seen on
 /// experiments/mpl-quick-ab3.toml on 2026-12-02: three lu jobs each run again every ~15 s made 13 new sets in ~60 s
 /// under `auto`, each trying `cfs` for 200 ms at a third of `gang`'s speed, and `auto` took 1.09 times `gang`'s time.
 /// A choice of `cfs` is not passed on: a new job whose ranks spin would lose several times its speed under it
@@ -294,6 +297,10 @@ struct Group {
     held: Option<PolicySpec>,
     /// Whether the last trial went clearly against the policy it held (which was kept, and is tried again soon).
     doubted: bool,
+    /// Where its jobs run: each job's PUs, in order ([`place_of`]).
+    place: Vec<Vec<usize>>,
+    /// The last slot its set of jobs was seen in, in force or followed ([`Auto::follow`]).
+    seen: u64,
     /// Drift trials in a row that clearly confirmed the policy they checked (at most [`MAX_SETTLED`]): a drift
     /// must show in [`DRIFT_WINDOWS`] doubled this many times windows in a row. Back to 0 with any trial that is
     /// not a clear confirmation, and for a group formed afresh.
@@ -367,6 +374,8 @@ impl Group {
             even: false,
             held: None,
             doubted: false,
+            place: Vec::new(),
+            seen: slot,
             settled: 0,
         }
     }
@@ -401,10 +410,13 @@ impl Group {
         };
     }
 
-    /// A group of jobs `names` formed in slot `slot` (samples `now`) that succeeds `before` (jobs `was`): it keeps
-    /// `before`'s choice, and its next timed trial comes when `before`'s would have, at most [`MAX_EXPLOIT`] from
-    /// now. Its rates are measured in its first window with every job at work, the baseline of its drift.
-    /// `None` when `before` holds no choice.
+    /// A group of jobs `names` formed in slot `slot` (samples `now`) that succeeds `before` (jobs `was`). When
+    /// `before` holds a choice, it keeps it with what the trials in a row that confirmed it earned (its next timed
+    /// trial comes when `before`'s would have), and its rates are measured in its first window with every job at
+    /// work, the baseline of its drift.
+    /// When `before` was checking its choice (a timed or a drift trial), the new set goes on with that trial
+    /// from its first candidate, so that what it decides still counts as a confirmation. `None` when `before`
+    /// holds no choice and checks none.
     fn succeed(
         before: &Self,
         was: &[JobKey],
@@ -413,42 +425,91 @@ impl Group {
         now: Vec<Sample>,
         slot_len: Duration,
     ) -> Option<Self> {
-        let Phase::Exploit { until, .. } = before.phase else { return None };
-        let until = until.min(slot + slots_in(MAX_EXPLOIT, slot_len));
         let (left, joined) = changed(was, names);
-        let mut why = format!("{} kept from the set before", before.policy.name());
+        // A set with no job in common (its jobs all started again on the same PUs) is checked within the first time
+        // between trials (a trial that confirms the choice then counts as one more in a row), and a drift of its
+        // own must show in as few windows as for a new set.
+        let common = names.len() > joined.len();
+        let cap = if common { u64::MAX } else { slot + slots_in(MAX_EXPLOIT, slot_len) };
+        let mut moved = String::new();
         for (what, jobs) in [("left", left), ("joined", joined)] {
             if !jobs.is_empty() {
-                let _ = write!(why, ", {} {what}", jobs.join(", "));
+                let _ = write!(moved, ", {} {what}", jobs.join(", "));
             }
         }
-        let next = until.saturating_sub(slot) as f64 * slot_len.as_secs_f64();
-        let _ = write!(why, "; next trial in {next:.0} s");
-        Some(Self {
-            phase: Phase::Exploit { until, explored: None, drifted: 0 },
+        let carried = Self {
             policy: before.policy,
-            held: Some(before.policy),
-            why,
             checking: before.checking,
             confirmed: before.confirmed,
             even: before.even,
+            held: before.held,
             doubted: before.doubted,
-            settled: before.settled,
+            settled: if common { before.settled } else { 0 },
             ..Self::explore(slot, now, "")
-        })
+        };
+        match before.phase {
+            Phase::Exploit { until, .. } => {
+                let until = until.min(cap);
+                let next = until.saturating_sub(slot) as f64 * slot_len.as_secs_f64();
+                Some(Self {
+                    phase: Phase::Exploit { until, explored: None, drifted: 0 },
+                    held: Some(before.policy),
+                    why: format!("{} kept from the set before{moved}; next trial in {next:.0} s", before.policy.name()),
+                    ..carried
+                })
+            }
+            Phase::Explore { by_drift, .. } => {
+                let checked = before.held?;
+                let first = CANDIDATES[0];
+                Some(Self {
+                    phase: Phase::Explore { next: 0, rates: Vec::new(), by_drift },
+                    policy: first,
+                    why: format!(
+                        "trial of {} carried on from the set before{moved}: trying {}",
+                        checked.name(),
+                        first.name()
+                    ),
+                    ..carried
+                })
+            }
+        }
     }
 
-    /// Whether this group holds a choice that may pass to a set that succeeds it: one other than `cfs`.
+    /// Whether this group holds a choice that may pass to a set that succeeds it, one other than `cfs`, or checks
+    /// one in a trial (timed or by a drift) that the set may go on with.
     fn may_pass(&self) -> bool {
-        matches!(self.phase, Phase::Exploit { .. }) && self.policy != PolicySpec::Cfs
+        match self.phase {
+            Phase::Exploit { .. } => self.policy != PolicySpec::Cfs,
+            Phase::Explore { .. } => self.held.is_some_and(|held| held != PolicySpec::Cfs),
+        }
     }
 
-    /// Whether this group's choice may pass to a set `names` that succeeds it (jobs `was`): it [may
+    /// Whether this group's choice may pass to a set `names` at `place` that succeeds it (jobs `was`): it [may
     /// pass](Self::may_pass), and the sets differ by one job at most on each side, with one in common (the same
-    /// set back, after a job of it was halted for a while, takes its own choice up again).
-    fn passes_to(&self, was: &[JobKey], names: &[JobKey]) -> bool {
+    /// set back, after a job of it was halted for a while, takes its own choice up again), or, when the group was
+    /// [`recent`](Self::recent), the set is as many jobs on the same PUs (each of them started again, one while
+    /// the other's next run had not begun: two jobs are no group while one is alone).
+    fn passes_to(&self, was: &[JobKey], names: &[JobKey], place: &[Vec<usize>], recent: bool) -> bool {
         let (left, joined) = changed(was, names);
-        self.may_pass() && left.len() <= 1 && joined.len() <= 1 && names.len() > joined.len()
+        let by_one = left.len() <= 1 && joined.len() <= 1 && names.len() > joined.len();
+        self.may_pass() && (by_one || (recent && joined.len() == names.len() && self.place == place))
+    }
+
+    /// Measures again from slot `slot` (samples `now`), a job's processes having changed: a trial still checks what
+    /// it checked; a choice is checked as a drift's trial checks it (held against one clear trial, without
+    /// counting as a confirmation).
+    fn processes_changed(&mut self, slot: u64, now: Vec<Sample>) {
+        if matches!(self.phase, Phase::Explore { .. }) {
+            self.restart(slot, now, CHANGED);
+        } else {
+            let (held, doubted, settled) = (Some(self.policy), self.doubted, self.settled);
+            *self = Self { held, doubted, settled, ..Self::explore(slot, now, CHANGED) };
+        }
+    }
+
+    /// Whether its set of jobs was last seen within [`INHERIT_WITHIN`] of slot `slot`.
+    fn recent(&self, slot: u64, slot_len: Duration) -> bool {
+        slot.saturating_sub(self.seen) <= inherit_slots(slot_len)
     }
 
     /// Takes the group up again in slot `slot` (samples `now`) after `away` slots under another policy: its window
@@ -469,7 +530,8 @@ impl Group {
     /// Why the trial waits in slot `slot` (samples `now` of jobs `names`, `unmeasured` whether each is
     /// [starting](JobView::starting) for `gang`) rather than measure: a job still starting, within [`MAX_STARTUP`]
     /// of the trial's start. A job whose demand is not measured yet counts as starting too: `gang` runs it in every
-    /// slot until it is, so that a window of `gang` then would measure neither `gang` nor the job. `None` when it measures.
+    /// slot until it is, so that a window of `gang` then would measure neither `gang` nor the job. `None` when it
+    /// measures.
     fn waits(
         &self,
         slot: u64,
@@ -533,6 +595,19 @@ fn slots_in(span: Duration, slot: Duration) -> u64 {
 fn changed(was: &[JobKey], names: &[JobKey]) -> (Vec<String>, Vec<String>) {
     let only = |a: &[JobKey], b: &[JobKey]| a.iter().filter(|n| !b.contains(n)).map(JobKey::to_string).collect();
     (only(was, names), only(names, was))
+}
+
+/// Where the jobs `members` of `jobs` run: each one's PUs, sorted (what two sets on the same PUs have alike,
+/// whatever their jobs' names).
+fn place_of(jobs: &[JobView<'_>], members: &[usize]) -> Vec<Vec<usize>> {
+    let mut place: Vec<Vec<usize>> = members.iter().map(|&i| jobs[i].pus.iter().collect()).collect();
+    place.sort();
+    place
+}
+
+/// Slots of length `slot_len` in [`INHERIT_WITHIN`].
+fn inherit_slots(slot_len: Duration) -> u64 {
+    INHERIT_WITHIN.as_nanos() as u64 / (slot_len.as_nanos() as u64).max(1)
 }
 
 /// The keys of the groups `sets` of `jobs`: each group's job keys, in the order planned.
@@ -685,11 +760,12 @@ impl Auto {
         let keys = keys_of(jobs, &sets);
         self.retire(slot, slot_len, away, &keys);
         for (members, names) in sets.into_iter().zip(keys) {
+            let place = place_of(jobs, &members);
             let now: Vec<Sample> = members.iter().map(|&i| sample(i)).collect();
             let unmeasured: Vec<bool> = members.iter().map(|&i| jobs[i].starting).collect();
             // Slots in one round of the group's cycles.
             let rows = members.iter().map(|&i| jobs[i].round).max().unwrap_or(1);
-            let group = if let Some(mut g) = self.groups.remove(&names) {
+            let mut group = if let Some(mut g) = self.groups.remove(&names) {
                 if resumed {
                     g.resume(slot, now, away);
                     // A job found while another policy was in force may not be measured yet (as below).
@@ -702,7 +778,7 @@ impl Auto {
                     g.waited = unmeasured.contains(&true);
                 } else if let Some(why) = g.waits(slot, slot_len, &names, &now, &unmeasured) {
                     // Measured from scratch once every job has started; said when what it waits for changes.
-                    let said_before = g.why == why;
+                    let said_before = g.why.ends_with(&why);
                     g.restart(slot, now, &why);
                     g.waited = true;
                     if !said_before {
@@ -725,18 +801,28 @@ impl Auto {
                     // here at once, not from the end of a window that no longer compares. Seen on
                     // experiments/mpl-quick.toml on 2026-11-29: 11 of 48 trials restarted this way at the end of
                     // their first window, 0.4 s, or 1.6 s for is, of jobs that ran 5 s.
-                    g = Group::explore(slot, now, CHANGED);
+                    g.processes_changed(slot, now);
                     said.push(choice(&names, &g));
                 } else if g.window_done(slot, rows, slot_len, &now) {
                     said.extend(step(&mut g, slot, slot_len, &now, &names));
                 }
                 g
             } else if let Some(mut g) = self
-                .successor_of(&names)
+                .successor_of(&names, &place, slot, slot_len)
                 .and_then(|(was, (_, before))| Group::succeed(&before, &was, &names, slot, now.clone(), slot_len))
             {
-                // Its drift's baseline waits for a new job's demand to be measured (as above).
-                g.waited = unmeasured.contains(&true);
+                // A choice's drift's baseline waits for a new job's demand to be measured, a trial for every job to
+                // start (as above).
+                g.waited = if g.awaits_baseline() {
+                    unmeasured.contains(&true)
+                } else if let Some(wait) = g.waits(slot, slot_len, &names, &now, &unmeasured) {
+                    // Said with the succession, not again at the next slot (below).
+                    let trying = format!(": trying {}", CANDIDATES[0].name());
+                    g.why = format!("{}; {wait}", g.why.strip_suffix(&trying).unwrap_or(&g.why));
+                    true
+                } else {
+                    false
+                };
                 said.push(choice(&names, &g));
                 g
             } else {
@@ -747,6 +833,7 @@ impl Auto {
                 said.push(choice(&names, &g));
                 g
             };
+            (group.place, group.seen) = (place, slot);
             kept.insert(names, group);
         }
         self.in_force = kept.iter().flat_map(|(names, g)| names.iter().map(|n| (n.clone(), g.policy))).collect();
@@ -754,32 +841,40 @@ impl Auto {
         said
     }
 
-    /// Follows the sets of jobs `jobs` (sharing PUs as [`Auto::observe`] groups them) while another policy is in
-    /// force, measuring nothing: a group whose set changes by one job at a time passes its choice on to each set
+    /// Follows the sets of jobs `jobs` (sharing PUs as [`Auto::observe`] groups them) in slot `slot` while another
+    /// policy is in force, measuring nothing: a group whose set changes passes its choice on to each set
     /// that succeeds it, as it would in force, so that when `auto` is taken up again ([`Auto::resume`]) the set it
     /// finds keeps the choice and is not tried afresh. Seen on experiments/mpl-demo-ab-auto.toml on 2026-12-04: of
     /// 77 sets `auto` tried afresh in 7.5 minutes in force, 47 shared no job with the set it had last seen, both
     /// jobs having been started again, one after the other, under gang.
-    pub fn follow(&mut self, slot_len: Duration, jobs: &[JobView<'_>]) {
-        let keys = keys_of(jobs, &groups(jobs));
-        for names in &keys {
-            if self.groups.contains_key(names) {
+    pub fn follow(&mut self, slot: u64, slot_len: Duration, jobs: &[JobView<'_>]) {
+        let sets = groups(jobs);
+        let keys = keys_of(jobs, &sets);
+        for (names, members) in keys.iter().zip(&sets) {
+            let place = place_of(jobs, members);
+            if let Some(g) = self.groups.get_mut(names) {
+                (g.place, g.seen) = (place, slot);
                 continue;
             }
-            let was = self.groups.iter().find(|(was, g)| !keys.contains(was) && g.passes_to(was, names));
+            // A set one job apart first, then one on the same PUs.
+            let passes = |was: &Vec<JobKey>, g: &Group, place_too: bool| {
+                !keys.contains(was) && g.passes_to(was, names, &place, place_too && g.recent(slot, slot_len))
+            };
+            let was = [false, true].into_iter().find_map(|p| self.groups.iter().find(|(was, g)| passes(was, g, p)));
             let Some((was, before)) = was.map(|(k, _)| k.clone()).and_then(|k| self.groups.remove_entry(&k)) else {
                 continue;
             };
             // Its window starts when `auto` is taken up again (Group::resume), with that slot's samples.
-            if let Some(g) = Group::succeed(&before, &was, names, self.last_slot, Vec::new(), slot_len) {
+            if let Some(mut g) = Group::succeed(&before, &was, names, self.last_slot, Vec::new(), slot_len) {
+                (g.place, g.seen) = (place, slot);
                 self.groups.insert(names.clone(), g);
             }
         }
     }
 
     /// Moves the groups whose set is not among `keys` (this slot's) to [`Auto::gone`] when their choice [may
-    /// pass](Group::may_pass) on, and forgets those gone longer than [`INHERIT_WITHIN`] ago (slots away under another policy not
-    /// counted).
+    /// pass](Group::may_pass) on, and forgets those gone longer than [`INHERIT_WITHIN`] ago (slots away under another
+    /// policy not counted).
     fn retire(&mut self, slot: u64, slot_len: Duration, away: u64, keys: &[Vec<JobKey>]) {
         for (seen, g) in self.gone.values_mut() {
             *seen = seen.saturating_add(away);
@@ -794,13 +889,25 @@ impl Auto {
                 self.gone.insert(names, (slot, g));
             }
         }
-        let within = INHERIT_WITHIN.as_nanos() as u64 / (slot_len.as_nanos() as u64).max(1);
+        let within = inherit_slots(slot_len);
         self.gone.retain(|_, (seen, _)| slot.saturating_sub(*seen) <= within);
     }
 
-    /// The gone group whose choice passes to the new set `names`, taken out of [`Auto::gone`].
-    fn successor_of(&mut self, names: &[JobKey]) -> Option<(Vec<JobKey>, (u64, Group))> {
-        let was = self.gone.iter().find(|(was, (_, g))| g.passes_to(was, names))?.0.clone();
+    /// The gone group whose choice passes to the new set `names` at `place` in slot `slot`, taken out of
+    /// [`Auto::gone`].
+    fn successor_of(
+        &mut self,
+        names: &[JobKey],
+        place: &[Vec<usize>],
+        slot: u64,
+        slot_len: Duration,
+    ) -> Option<(Vec<JobKey>, (u64, Group))> {
+        // A set one job apart first, then one on the same PUs.
+        let passes = |was: &Vec<JobKey>, g: &Group, place_too: bool| {
+            g.passes_to(was, names, place, place_too && g.recent(slot, slot_len))
+        };
+        let was = [false, true].into_iter().find_map(|p| self.gone.iter().find(|(was, (_, g))| passes(was, g, p)))?;
+        let was = was.0.clone();
         self.gone.remove_entry(&was)
     }
 
@@ -856,7 +963,7 @@ fn step(g: &mut Group, slot: u64, slot_len: Duration, now: &[Sample], names: &[J
             return None;
         }
         // A job's processes changed (started publishing, ranks seen, restarted): measure again from here.
-        *g = Group::explore(slot, now.to_vec(), CHANGED);
+        g.processes_changed(slot, now.to_vec());
         return Some(choice(names, g));
     };
     g.start = (slot, now.to_vec());

@@ -568,13 +568,20 @@ mod auto {
     /// Runs a pair of jobs under `auto` for `slots` slots, each job making `rate(slot, policy in force)` calls per
     /// second; returns everything `auto` said, in order.
     fn run_pair(slots: u64, rate: impl Fn(u64, &str) -> f64) -> Vec<Made> {
+        run_pair_with(slots, rate, |_, _| ())
+    }
+
+    /// [`run_pair`], with each slot's samples changed by `change(slot, samples)` before `auto` reads them.
+    fn run_pair_with(slots: u64, rate: impl Fn(u64, &str) -> f64, change: impl Fn(u64, &mut [Sample])) -> Vec<Made> {
         let (x, y) = (pus("0-1"), pus("0-1"));
         let jobs = [view("x", 0, &x), view("y", 1, &y)];
         let mut auto = Auto::default();
         let (mut calls, mut made) = ([0u64; 2], Vec::new());
         for slot in 0..slots {
             let t = slot as f64 * SLOT.as_secs_f64();
-            for c in see(&mut auto, slot, &jobs, &calls_at(t, &calls)) {
+            let mut samples = calls_at(t, &calls);
+            change(slot, &mut samples);
+            for c in see(&mut auto, slot, &jobs, &samples) {
                 made.push(Made { slot, trying: c.trying, policy: c.policy, why: c.why });
             }
             let per_slot = rate(slot, &auto.choices()[0].policy) * SLOT.as_secs_f64();
@@ -602,6 +609,26 @@ mod auto {
             }
         }
         trials
+    }
+
+    #[test]
+    fn a_trial_restarted_by_a_job_s_processes_changing_still_counts_as_a_confirmation() {
+        // gang twice as fast as cfs; in the slot after the first timed trial starts, one of y's ranks is not
+        // seen, then is again: the trial starts over twice, and still confirms gang (the next trial in 60 s).
+        let rate = |_, policy: &str| if policy == "gang" { 2000.0 } else { 1000.0 };
+        let plain = run_pair(400, rate);
+        let timed = |made: &[Made]| made.iter().find(|c| c.why.contains("since the last trial")).map(|c| c.slot);
+        let at = timed(&plain).expect("a timed trial");
+        let made = run_pair_with(400, rate, |slot, samples| {
+            if slot == at + 1 {
+                samples[1].publishers = 1;
+            }
+        });
+        assert_eq!(timed(&made), Some(at), "{made:?}");
+        let changed = made.iter().filter(|c| c.slot > at && c.why.starts_with("a job's processes changed")).count();
+        assert_eq!(changed, 2, "{made:?}");
+        let next = chosen(&made).into_iter().find(|c| c.slot > at).expect("a choice after the trial");
+        assert!(next.policy == "gang" && next.why.ends_with("; confirmed once: next trial in 60 s"), "{made:?}");
     }
 
     #[test]
@@ -872,7 +899,7 @@ mod auto {
         assert!(see(&mut auto, 23, &after, &calls_at(2.6, &[4600, 2000])).is_empty());
         let drift = see(&mut auto, 25, &after, &calls_at(3.0, &[5000, 2400]));
         assert!(drift[0].trying && drift[0].why.contains("drifted by 50 %"), "{drift:?}");
-        // Without a drift, the next trial comes when the set before would have had it, at most 30 s on.
+        // Without a drift, the next trial comes when the set before would have had it, 30 s after a first trial.
         let mut timed = ganged(&pair);
         see(&mut timed, 15, &after, &calls_at(1.0, &[1800, 0]));
         // x makes 2000 calls/s from 1000 at slot 13, y2 as many from none at slot 15; slot s is at (s - 10) x 0.2 s.
@@ -885,6 +912,81 @@ mod auto {
         assert_eq!(trials.len(), 1, "{trials:?}");
         assert_eq!(trials[0].0, 13 + 150, "{trials:?}");
         assert!(trials[0].1.trying && trials[0].1.why.contains("since the last trial"), "{trials:?}");
+    }
+
+    #[test]
+    fn a_job_started_again_every_few_seconds_carries_on_the_trials_and_what_they_confirmed() {
+        // x runs on; y is started again every 13 slots (2.6 s: the demo's lu W and ep A), its run in place of the
+        // one before in the same slot. Both make 2000 calls/s under gang and 1000 under cfs. Timed trials that a
+        // new run interrupts go on in the set that succeeds, and what they confirm counts: the time between
+        // trials doubles to 240 s as it does for jobs that run on, and no set is tried afresh.
+        let (x, y) = (pus("0-1"), pus("0-1"));
+        let mut auto = Auto::default();
+        let (mut x_calls, mut y_calls, mut made) = (0u64, 0u64, Vec::new());
+        for slot in 0..4000u64 {
+            let run = format!("y{}", slot / 13);
+            if slot % 13 == 0 {
+                y_calls = 0;
+            }
+            let jobs = [view("x", 0, &x), view(&run, 1, &y)];
+            let t = slot as f64 * SLOT.as_secs_f64();
+            for c in see(&mut auto, slot, &jobs, &calls_at(t, &[x_calls, y_calls])) {
+                made.push(Made { slot, trying: c.trying, policy: c.policy, why: c.why });
+            }
+            let per_slot = if auto.choices()[0].policy == "gang" { 400 } else { 200 };
+            (x_calls, y_calls) = (x_calls + per_slot, y_calls + per_slot);
+        }
+        let fresh: Vec<&Made> = made.iter().filter(|c| c.why.starts_with("new set of jobs")).collect();
+        assert_eq!(fresh.len(), 1, "only the first set is new: {fresh:?}");
+        assert!(chosen(&made).iter().all(|c| c.policy == "gang"), "{made:?}");
+        let carried = |c: &&Made| c.trying && c.why.starts_with("trial of gang carried on from the set before, y");
+        assert!(made.iter().any(|c| carried(&c)), "no trial was carried on: {made:?}");
+        // From each decision (not a choice kept from the set before) to the timed trial after it.
+        let decisions: Vec<&Made> = made.iter().filter(|c| !c.trying && c.why.starts_with("gang progress")).collect();
+        let timed: Vec<u64> = made
+            .iter()
+            .filter(|c| c.why.ends_with("since the last trial: trying again"))
+            .map(|c| c.slot - decisions.iter().rev().find(|d| d.slot < c.slot).expect("a decision before").slot)
+            .collect();
+        // Within a slot: a succession in the slot a choice falls due moves it by one.
+        let due = [150, 300, 600, 1200, 1200];
+        assert!(timed.len() >= 5 && timed.iter().zip(due).all(|(&t, d)| (d..=d + 1).contains(&t)), "{timed:?}");
+        let trials = made.iter().filter(|c| c.trying && c.policy == "cfs").count();
+        assert!(trials <= 2 * (timed.len() + 1), "{trials} windows of cfs for {} timed trials: {made:?}", timed.len());
+    }
+
+    #[test]
+    fn a_set_on_the_same_pus_with_no_job_in_common_keeps_gang_only_until_a_first_trial_s_time() {
+        // x and y, gang twice as fast as cfs, confirmed once by slot 200 (the next trial about 60 s on); then, in
+        // one slot, both are replaced on the same PUs: kept, but tried 30 s on; only y replaced: the deadline the
+        // confirmation earned.
+        let (x, y, x2, y2) = (pus("0-1"), pus("0-1"), pus("0-1"), pus("0-1"));
+        let drive = |auto: &mut Auto, jobs: &[JobView<'_>], slots: std::ops::Range<u64>, calls: &mut [u64]| {
+            let mut said = Vec::new();
+            for slot in slots {
+                let t = slot as f64 * SLOT.as_secs_f64();
+                said.extend(see(auto, slot, jobs, &calls_at(t, calls)).into_iter().map(|c| (slot, c)));
+                let per_slot = if auto.choices()[0].policy == "gang" { 400 } else { 200 };
+                for c in calls.iter_mut() {
+                    *c += per_slot;
+                }
+            }
+            said
+        };
+        let pair = [view("x", 0, &x), view("y", 1, &y)];
+        for (after, next) in
+            [([view("x2", 0, &x2), view("y2", 1, &y2)], 30), ([view("x", 0, &x), view("y2", 1, &y2)], 51)]
+        {
+            let (mut auto, mut calls) = (Auto::default(), vec![0; 2]);
+            let said = drive(&mut auto, &pair, 0..200, &mut calls);
+            assert!(said.iter().any(|(_, c)| c.why.ends_with("confirmed once: next trial in 60 s")), "{said:?}");
+            let said = drive(&mut auto, &after, 200..600, &mut [0, 0]);
+            let kept = &said[0].1;
+            assert!(!kept.trying && kept.why.ends_with(&format!("joined; next trial in {next} s")), "{said:?}");
+            let timed = said.iter().find(|(_, c)| c.why.contains("since the last trial")).expect("a timed trial");
+            // Slots of 200 ms; the seconds said are rounded.
+            assert!((200 + next * 5 - 2..=200 + next * 5 + 2).contains(&timed.0), "{said:?}");
+        }
     }
 
     #[test]
@@ -925,15 +1027,21 @@ mod auto {
     fn a_choice_passes_to_a_set_one_job_apart_only_and_time_away_does_not_count() {
         let (x, y, y2, z) = (pus("0-1"), pus("0-1"), pus("0-1"), pus("0-1"));
         let pair = [view("x", 0, &x), view("y", 1, &y)];
-        // One job more: kept. Two jobs other (none in common): tried afresh.
+        // One job more: kept. Two jobs other (none in common) on other PUs: tried afresh; on the same PUs: kept, and
+        // tried within 30 s.
         let mut auto = ganged(&pair);
         let three = [view("x", 0, &x), view("y", 1, &y), view("z", 2, &z)];
         let joined = see(&mut auto, 15, &three, &calls_at(1.0, &[1800, 1800, 0]));
         assert_eq!(joined[0].why, "gang kept from the set before, z joined; next trial in 30 s");
         let mut auto = ganged(&pair);
-        let others = [view("y2", 0, &y2), view("z", 1, &z)];
+        let (y3, z3) = (pus("1-2"), pus("1-2"));
+        let others = [view("y3", 0, &y3), view("z3", 1, &z3)];
         let fresh = see(&mut auto, 15, &others, &calls_at(1.0, &[0, 0]));
         assert!(fresh[0].trying && fresh[0].why.starts_with("new set of jobs"), "{fresh:?}");
+        let mut auto = ganged(&pair);
+        let others = [view("y2", 0, &y2), view("z", 1, &z)];
+        let kept = see(&mut auto, 15, &others, &calls_at(1.0, &[0, 0]));
+        assert_eq!(kept[0].why, "gang kept from the set before, x, y left, y2, z joined; next trial in 30 s");
         // y ends; x alone, then another policy for 17 s (a paired comparison's turns); y2 joins as auto comes back:
         // the time away does not count, gang is kept. Without the turns, 17 s is too long.
         let after = [view("x", 0, &x), view("y2", 1, &y2)];
@@ -956,10 +1064,10 @@ mod auto {
         // Another policy in force (a paired comparison's turn): y is started again, then x, one after the other.
         let (one, both) = ([view("x", 0, &x), view("y2", 1, &y2)], [view("x2", 0, &x2), view("y2", 1, &y2)]);
         let mut auto = ganged(&pair);
-        auto.follow(slot, &pair);
-        auto.follow(slot, &pair[..1]);
-        auto.follow(slot, &one);
-        auto.follow(slot, &both);
+        auto.follow(14, slot, &pair);
+        auto.follow(15, slot, &pair[..1]);
+        auto.follow(16, slot, &one);
+        auto.follow(17, slot, &both);
         auto.resume();
         // Taken up again: the set it finds keeps gang, no trial, and its first window is the drift's baseline.
         assert!(see(&mut auto, 100, &both, &calls_at(18.0, &[9000, 9000])).is_empty());
@@ -967,16 +1075,31 @@ mod auto {
         assert_eq!((choices[0].policy.as_str(), choices[0].trying), ("gang", false), "{choices:?}");
         assert_eq!(choices[0].why, "gang kept from the set before, x left, x2 joined; next trial in 30 s");
         assert!(see(&mut auto, 102, &both, &calls_at(18.4, &[9800, 9800])).is_empty());
-        // Not followed, or both replaced at once: a new set, tried afresh.
+        // Not followed: a new set, tried afresh.
         let mut blind = ganged(&pair);
         blind.resume();
         let fresh = see(&mut blind, 100, &both, &calls_at(18.0, &[9000, 9000]));
         assert!(fresh[0].trying && fresh[0].why.starts_with("new set of jobs"), "{fresh:?}");
-        let mut at_once = ganged(&pair);
-        at_once.follow(slot, &both);
-        at_once.resume();
-        let fresh = see(&mut at_once, 100, &both, &calls_at(18.0, &[9000, 9000]));
-        assert!(fresh[0].trying && fresh[0].why.starts_with("new set of jobs"), "{fresh:?}");
+        // Both replaced at once on the same PUs, within 10 s of the pair's last slot: gang kept, but tried within
+        // 30 s of the succession (no job in common); 11 s after, or on other PUs: tried afresh.
+        // The pair followed at slot 14, then `jobs` at slot `at`; what `auto` says as it is taken up again at 100.
+        let back = |at: u64, jobs: &[JobView<'_>]| {
+            let mut auto = ganged(&pair);
+            auto.follow(14, slot, &pair);
+            auto.follow(at, slot, jobs);
+            auto.resume();
+            let said = see(&mut auto, 100, jobs, &calls_at(18.0, &[9000, 9000]));
+            (said, auto.choices())
+        };
+        let (said, choices) = back(64, &both);
+        assert!(said.is_empty(), "{said:?}");
+        assert_eq!(choices[0].why, "gang kept from the set before, x, y left, x2, y2 joined; next trial in 30 s");
+        let (x3, y3) = (pus("0-2"), pus("0-2"));
+        let elsewhere = [view("x3", 0, &x3), view("y3", 1, &y3)];
+        for (at, jobs) in [(65, &both), (15, &elsewhere)] {
+            let (fresh, _) = back(at, jobs);
+            assert!(fresh[0].trying && fresh[0].why.starts_with("new set of jobs"), "{fresh:?}");
+        }
     }
 
     #[test]
