@@ -426,8 +426,8 @@ impl Group {
         slot_len: Duration,
     ) -> Option<Self> {
         let (left, joined) = changed(was, names);
-        // A set with no job in common (its jobs all started again on the same PUs) is checked within the first time
-        // between trials (a trial that confirms the choice then counts as one more in a row), and a drift of its
+        // A set with no job in common (its jobs all started again on the same PUs) keeps none of what the trials
+        // of the jobs before it learnt: it is checked within the first time between trials, and a drift of its
         // own must show in as few windows as for a new set.
         let common = names.len() > joined.len();
         let cap = if common { u64::MAX } else { slot + slots_in(MAX_EXPLOIT, slot_len) };
@@ -440,7 +440,7 @@ impl Group {
         let carried = Self {
             policy: before.policy,
             checking: before.checking,
-            confirmed: before.confirmed,
+            confirmed: if common { before.confirmed } else { 0 },
             even: before.even,
             held: before.held,
             doubted: before.doubted,
