@@ -484,15 +484,24 @@ impl Group {
         }
     }
 
-    /// Whether this group's choice may pass to a set `names` at `place` that succeeds it (jobs `was`): it [may
-    /// pass](Self::may_pass), and the sets differ by one job at most on each side, with one in common (the same
-    /// set back, after a job of it was halted for a while, takes its own choice up again), or, when the group was
-    /// [`recent`](Self::recent), the set is as many jobs on the same PUs (each of them started again, one while
-    /// the other's next run had not begun: two jobs are no group while one is alone).
-    fn passes_to(&self, was: &[JobKey], names: &[JobKey], place: &[Vec<usize>], recent: bool) -> bool {
+    /// Whether this group's choice may pass to a set `names` at `place` in slot `slot` that succeeds it (jobs
+    /// `was`), and how: it [may pass](Self::may_pass), and the sets differ by one job at most on each side, with
+    /// one in common (the same set back, after a job of it was halted for a while, takes its own choice up again);
+    /// or, the group [recent](Self::recent), the set is as many jobs on the same PUs with none in common (each of
+    /// them started again, one while the other's next run had not begun: two jobs are no group while one is
+    /// alone).
+    fn passes_to(&self, was: &[JobKey], names: &[JobKey], at: (&[Vec<usize>], u64, Duration)) -> Option<Passing> {
         let (left, joined) = changed(was, names);
-        let by_one = left.len() <= 1 && joined.len() <= 1 && names.len() > joined.len();
-        self.may_pass() && (by_one || (recent && joined.len() == names.len() && self.place == place))
+        let (place, slot, slot_len) = at;
+        if !self.may_pass() {
+            None
+        } else if left.len() <= 1 && joined.len() <= 1 && names.len() > joined.len() {
+            Some(Passing::ByOne)
+        } else if joined.len() == names.len() && self.place == place && self.recent(slot, slot_len) {
+            Some(Passing::OnTheSamePus)
+        } else {
+            None
+        }
     }
 
     /// Measures again from slot `slot` (samples `now`), a job's processes having changed: a trial still checks what
@@ -595,6 +604,28 @@ fn slots_in(span: Duration, slot: Duration) -> u64 {
 fn changed(was: &[JobKey], names: &[JobKey]) -> (Vec<String>, Vec<String>) {
     let only = |a: &[JobKey], b: &[JobKey]| a.iter().filter(|n| !b.contains(n)).map(JobKey::to_string).collect();
     (only(was, names), only(names, was))
+}
+
+/// How a set of jobs succeeds a group ([`Group::passes_to`]), the first the better.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Passing {
+    /// One job apart.
+    ByOne,
+    /// As many jobs on the same PUs, none in common.
+    OnTheSamePus,
+}
+
+/// Of `groups` (each with its set of jobs), the one whose choice passes to the set `names` at `at` (its PUs, the
+/// slot and the slot's length): one a job apart before one on the same PUs.
+fn successor<'a>(
+    groups: impl Iterator<Item = (&'a Vec<JobKey>, &'a Group)>,
+    names: &[JobKey],
+    at: (&[Vec<usize>], u64, Duration),
+) -> Option<Vec<JobKey>> {
+    groups
+        .filter_map(|(was, g)| Some((g.passes_to(was, names, at)?, was)))
+        .min_by_key(|&(how, _)| how)
+        .map(|(_, was)| was.clone())
 }
 
 /// Where the jobs `members` of `jobs` run: each one's PUs, sorted (what two sets on the same PUs have alike,
@@ -856,12 +887,9 @@ impl Auto {
                 (g.place, g.seen) = (place, slot);
                 continue;
             }
-            // A set one job apart first, then one on the same PUs.
-            let passes = |was: &Vec<JobKey>, g: &Group, place_too: bool| {
-                !keys.contains(was) && g.passes_to(was, names, &place, place_too && g.recent(slot, slot_len))
-            };
-            let was = [false, true].into_iter().find_map(|p| self.groups.iter().find(|(was, g)| passes(was, g, p)));
-            let Some((was, before)) = was.map(|(k, _)| k.clone()).and_then(|k| self.groups.remove_entry(&k)) else {
+            let ended = self.groups.iter().filter(|(was, _)| !keys.contains(was));
+            let was = successor(ended, names, (&place, slot, slot_len));
+            let Some((was, before)) = was.and_then(|k| self.groups.remove_entry(&k)) else {
                 continue;
             };
             // Its window starts when `auto` is taken up again (Group::resume), with that slot's samples.
@@ -902,12 +930,7 @@ impl Auto {
         slot: u64,
         slot_len: Duration,
     ) -> Option<(Vec<JobKey>, (u64, Group))> {
-        // A set one job apart first, then one on the same PUs.
-        let passes = |was: &Vec<JobKey>, g: &Group, place_too: bool| {
-            g.passes_to(was, names, place, place_too && g.recent(slot, slot_len))
-        };
-        let was = [false, true].into_iter().find_map(|p| self.gone.iter().find(|(was, (_, g))| passes(was, g, p)))?;
-        let was = was.0.clone();
+        let was = successor(self.gone.iter().map(|(was, (_, g))| (was, g)), names, (place, slot, slot_len))?;
         self.gone.remove_entry(&was)
     }
 
