@@ -78,9 +78,16 @@ pub fn run(spec: &Spec, paths: &Paths) -> anyhow::Result<Outcome> {
         };
         let site = Site { socket: &socket, containers, cluster: cluster.as_ref() };
         // The report's timeline: one window of the case as the private agent saw it, while it runs.
-        let measured = case.mix.iter().filter(|w| !spec.workloads[*w].background).count();
-        let recorder = (agent.is_some() && timelines.wants(case.policy.scheduler.agents(), measured, case.repetition))
-            .then(|| super::timeline::Recorder::start(&socket));
+        let measured: Vec<String> = (case.mix.iter().enumerate())
+            .filter(|(_, w)| !spec.workloads[*w].background)
+            .map(|(i, w)| job_name(spec, w, i))
+            .collect();
+        let recorder = (agent.is_some()
+            && timelines.wants(case.policy.scheduler.agents(), measured.len(), case.repetition))
+        .then(|| {
+            let agents = case.policy.scheduler.agents();
+            super::timeline::Recorder::start(&socket, measured, agents.slotted().then_some(case.policy.slot))
+        });
         let before = failures.count();
         for (run, stderr) in run_case(spec, paths, &site, case, session)? {
             let verified = run.verified;
@@ -247,8 +254,7 @@ fn start_jobs(spec: &Spec, paths: &Paths, site: &Site<'_>, case: &Case<'_>) -> a
     order.sort_by_key(|(_, w)| !spec.workloads[*w].background);
     let mut jobs = Vec::new();
     for (i, workload) in order {
-        let name = format!("{}-{}-{}", spec.name, workload, i);
-        match start_job(spec, paths, site, case, workload, name) {
+        match start_job(spec, paths, site, case, workload, job_name(spec, workload, i)) {
             Ok(job) => jobs.push(job),
             Err(e) => {
                 stop_jobs(site.cluster, &jobs);
@@ -257,6 +263,11 @@ fn start_jobs(spec: &Spec, paths: &Paths, site: &Site<'_>, case: &Case<'_>) -> a
         }
     }
     Ok(jobs)
+}
+
+/// The name of the job of workload `workload` at place `i` of a case's mix.
+fn job_name(spec: &Spec, workload: &str, i: usize) -> String {
+    format!("{}-{}-{}", spec.name, workload, i)
 }
 
 /// Starts one job of the case, named `name`.

@@ -7,8 +7,10 @@
 
 use std::collections::BTreeSet;
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::harness::timeline::{draw, Panel};
 use lockstep_core::cosched::PolicySpec;
@@ -16,8 +18,16 @@ use lockstep_proto::client::{call, check};
 use lockstep_proto::protocol::{Request, Timeline};
 use lockstep_store::{ExperimentRun, Store, TimelineRecord};
 
-/// How long after its jobs start a case's window begins: the ranks are up and the agent has seen them.
-const DELAY: Duration = Duration::from_secs(3);
+/// How long each look at whether every job's ranks run records: the window begins once one of them has seen each
+/// job's ranks run (the ranks are up and the agent has taken the job on).
+const LOOK_MS: u64 = 200;
+
+/// The longest a recording waits for every job's ranks to run (ranks in containers take seconds to start).
+const MAX_WAIT: Duration = Duration::from_mins(1);
+
+/// The least time between every job's ranks running and the window: `gang` slices a job it took on once its demand
+/// is measured, at a slot boundary (two slots of the case's policy where they are longer).
+const SETTLE: Duration = Duration::from_millis(500);
 
 /// The window's length.
 const WINDOW_MS: u64 = 1000;
@@ -40,36 +50,60 @@ impl Chooser {
 }
 
 /// A recording under way, on a thread of its own while the case's jobs run.
-pub struct Recorder(JoinHandle<anyhow::Result<Timeline>>);
+pub struct Recorder {
+    thread: JoinHandle<anyhow::Result<Timeline>>,
+    /// Set once the case's jobs have ended: a recording still waiting for their ranks to run gives up.
+    over: Arc<AtomicBool>,
+}
 
 impl Recorder {
-    /// Asks the agent at `socket`, [`DELAY`] from now, for a window of [`WINDOW_MS`].
-    pub fn start(socket: &Path) -> Self {
+    /// Records a window of [`WINDOW_MS`] of the case whose measured jobs, named `jobs`, the agent at `socket` runs
+    /// under a policy of slots of `slot` (`None`: one without slots): it looks every [`LOOK_MS`] until it has seen
+    /// each one's ranks run (for at most [`MAX_WAIT`]), then lets the policy take effect ([`SETTLE`], or two slots
+    /// where they are longer) and records the window. A fixed
+    /// delay missed short jobs: `make demo`'s lu W and ep A end about 3 s after they start under `gang`, where the
+    /// window began 3 s after the case did, and its report had no timeline in two of three runs on 2026-12-07.
+    pub fn start(socket: &Path, jobs: Vec<String>, slot: Option<Duration>) -> Self {
         let socket = socket.to_path_buf();
-        Self(std::thread::spawn(move || {
-            std::thread::sleep(DELAY);
-            let answer = check(call(&socket, &Request::Timeline { millis: WINDOW_MS })?)?;
-            answer.timeline.ok_or_else(|| anyhow::anyhow!("the agent answered with no timeline"))
-        }))
+        let over = Arc::new(AtomicBool::new(false));
+        let ended = Arc::clone(&over);
+        let thread = std::thread::spawn(move || {
+            let since = Instant::now();
+            let mut waiting: BTreeSet<String> = jobs.into_iter().collect();
+            while !waiting.is_empty() {
+                anyhow::ensure!(
+                    !ended.load(Ordering::Relaxed),
+                    "the case ended before the agent saw every job's ranks run"
+                );
+                anyhow::ensure!(
+                    since.elapsed() < MAX_WAIT,
+                    "not every job's ranks ran within {} s of its start",
+                    MAX_WAIT.as_secs()
+                );
+                let look = record(&socket, LOOK_MS)?;
+                for job in running(&look) {
+                    waiting.remove(&job);
+                }
+            }
+            std::thread::sleep(SETTLE.max(slot.unwrap_or_default() * 2));
+            let window = record(&socket, WINDOW_MS)?;
+            anyhow::ensure!(window.cpus.iter().any(|l| !l.segments.is_empty()), "no rank ran in it (the jobs ended)");
+            Ok(window)
+        });
+        Self { thread, over }
     }
 
     /// Waits for the recording of a case that failed and drops it: the case's failure is what the run reports,
     /// and a window of jobs that did not run their course shows nothing worth a picture.
     pub fn discard(self) {
-        let _ = self.0.join();
+        let _ = self.finish();
     }
 
     /// Waits for the recording and stores it as session `session`'s timeline of the case (`experiment`, its
     /// policy label, mix and repetition). A recording that failed, or in which no rank ran (the jobs ended
     /// first), is said on stderr and not stored: the report then has no timeline, and the runs stand.
     pub fn store(self, store: &Store, mut record: TimelineRecord) -> anyhow::Result<()> {
-        let timeline = self.0.join().unwrap_or_else(|_| Err(anyhow::anyhow!("the recording thread panicked")));
-        let timeline = timeline.and_then(|t| {
-            let ran = t.cpus.iter().any(|l| !l.segments.is_empty());
-            anyhow::ensure!(ran, "no rank ran in it (did the jobs end within {} s?)", DELAY.as_secs());
-            Ok(t)
-        });
-        match timeline {
+        match self.finish() {
             Ok(t) => {
                 record.data = serde_json::to_string(&t)?;
                 store.add_timeline(&record)?;
@@ -81,6 +115,23 @@ impl Recorder {
         }
         Ok(())
     }
+
+    /// The recording, once the case's jobs have ended.
+    fn finish(self) -> anyhow::Result<Timeline> {
+        self.over.store(true, Ordering::Relaxed);
+        self.thread.join().unwrap_or_else(|_| Err(anyhow::anyhow!("the recording thread panicked")))
+    }
+}
+
+/// A timeline of `millis` ms from the agent at `socket`.
+fn record(socket: &Path, millis: u64) -> anyhow::Result<Timeline> {
+    let answer = check(call(socket, &Request::Timeline { millis })?)?;
+    answer.timeline.ok_or_else(|| anyhow::anyhow!("the agent answered with no timeline"))
+}
+
+/// The jobs some of whose ranks ran in `t`.
+fn running(t: &Timeline) -> impl Iterator<Item = String> + '_ {
+    t.jobs.iter().filter(|j| j.ranks > 0 && j.coscheduled.is_some()).map(|j| j.name.to_string())
 }
 
 /// The report's timeline section for the session of `runs` (whose first MPI progress mode, `progress`, the
@@ -101,16 +152,16 @@ pub fn section(store: &Store, runs: &[ExperimentRun], progress: &str, dir: &Path
     std::fs::write(dir.join("timeline.svg"), &svg)?;
     let ms = timelines.iter().map(|(_, t)| t.window_ns).max().unwrap_or(0) as f64 / 1e6;
     Ok(format!(
-        "<h2>Which job ran where: {} under {}</h2><p>One window of {ms:.0} ms, {} s into the case (repetition {}, \
-         MPI progress {}), \
-         recorded by the agent's eBPF program from the scheduler's switches: each CPU of the node, and the job \
-         whose rank ran on it (blank: another task, or none). Co-scheduled: the share of the time some rank of a job ran in which all its ranks \
-         did, over the window (the heading: the mean over the jobs).</p>{svg}",
+        "<h2>Which job ran where: {} under {}</h2><p>One window of {ms:.0} ms of the case (repetition {}, MPI \
+         progress {}), once every job's ranks had run and the policy had had two slots (at least {} ms) to take \
+         effect, recorded by the agent's eBPF program from the scheduler's switches: each CPU of the node, and the \
+         job whose rank ran on it (blank: another task, or none). Co-scheduled: the share of the time some rank of a \
+         job ran in which all its ranks did, over the window (the heading: the mean over the jobs).</p>{svg}",
         crate::harness::report::escape(&case.mix),
         crate::harness::report::escape(&panels.iter().map(|p| p.label.as_str()).collect::<Vec<_>>().join(" and ")),
-        DELAY.as_secs(),
         case.repetition,
-        crate::harness::report::escape(progress)
+        crate::harness::report::escape(progress),
+        SETTLE.as_millis()
     ))
 }
 
