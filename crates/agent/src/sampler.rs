@@ -440,8 +440,13 @@ impl State {
         }
     }
 
-    /// Stops counting job `name`: its final counts are queued for the store.
+    /// Stops counting job `name`: its final counts, its ranks' measures with them, are queued for the store.
     fn detach(&mut self, name: &JobKey) {
+        // Read before its ranks' measures end: the final samples held none of them (the store kept the last
+        // interval's, and a job shorter than an interval showed the co-scheduled share of its first milliseconds:
+        // `make demo`'s lu alone 0 % in one run of two).
+        let time = lockstep_store::now();
+        let finals = self.jobs.remove(name).and_then(|mut job| self.read_job(name, &mut job, time));
         // A job whose counters did not open may still be measured and walked: that ends too.
         if let Some(together) = &mut self.together {
             together.detach(name);
@@ -450,9 +455,7 @@ impl State {
         self.paced.forget(name);
         self.costly.remove(name);
         self.cut.remove(name);
-        let Some(mut job) = self.jobs.remove(name) else { return };
-        let time = lockstep_store::now();
-        if let Some(samples) = self.read_job(name, &mut job, time) {
+        if let Some(samples) = finals {
             // At most ENDED_SERVED jobs: a flood of short jobs keeps the latest ones on /metrics, not more memory.
             if self.ended.len() >= ENDED_SERVED {
                 let oldest = self.ended.iter().min_by_key(|(_, (at, _))| *at).map(|(n, _)| n.clone());

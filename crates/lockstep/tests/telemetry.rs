@@ -417,6 +417,43 @@ fn coscheduled_time_tells_ranks_that_run_together_from_ranks_that_never_do() {
     assert!(alternating < 0.05, "ranks that take turns ran together {alternating:.3} of the time\n{text}");
 }
 
+/// A job's final samples hold its ranks' measures: a job that ends between two samples has its whole run in them
+/// (they once held none, so that the store's last co-scheduled share of a job was its last interval's, and that of
+/// a job shorter than an interval was its first milliseconds').
+#[test]
+#[ignore = "needs root"]
+fn a_job_s_final_samples_hold_its_ranks_co_scheduled_time() {
+    common::require_root();
+    let _serial = serial();
+    let env = Env::new();
+    // The ranks are found as the agent walks the job's tree for a sample.
+    let _agent = Agent::start(&env, &["--node", "tn1", "--sample-interval", "1s"]);
+    let job = name("finals");
+    let mut run = Daemon(env.spawn(&["run", "--job", &job, "--place", "any", "--", "sh", "-c", &spinning_ranks(4)]));
+    assert!(common::exit_within(&mut run.0, common::RUN_LIMIT, "the job").success());
+    // The final samples reach the store once the agent sees the job go: they are the job's last, all of one time,
+    // and the job has left the agent's list.
+    let store = Store::open(&env.store()).unwrap();
+    let key = job.parse().unwrap();
+    let gone = || {
+        let out = env.run(&["status", "--json"]);
+        let status: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+        let listed = status["jobs"].as_array().is_some_and(|jobs| jobs.iter().any(|j| j["name"] == job.as_str()));
+        (!listed).then(|| store.samples(&key).unwrap())
+    };
+    let ended = |s: &Option<Vec<lockstep_core::sample::Sample>>| s.is_some();
+    let samples = wait_until("the job's end in the agent, and its final samples", WAIT, gone, ended).unwrap();
+    // The latest time, exactly (positive floats order as their bits do).
+    let last = samples.iter().map(|s| s.time.to_bits()).max();
+    let finals: Vec<_> = samples.iter().filter(|s| Some(s.time.to_bits()) == last).collect();
+    let coscheduled = finals.iter().find(|s| s.event == "coscheduled");
+    // Its ranks spun for 3-4 s on a PU each, measured from the walk that found them: some of it together.
+    assert!(
+        coscheduled.is_some_and(|s| s.enabled > 1_000_000_000 && s.share().is_some_and(|x| x > 0.01)),
+        "{finals:?}"
+    );
+}
+
 /// `promtool ARGS` run in `dir`, within the run limit.
 fn promtool(dir: &Path, args: &[&std::ffi::OsStr]) -> Output {
     let child = Command::new("promtool")

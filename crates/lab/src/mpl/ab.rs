@@ -279,7 +279,7 @@ impl Runner<'_> {
         let k = ab.arms.len();
         // An even number of rounds, every other one in reverse (A B, B A, …): a drift of the machine's speed that is
         // linear over a pair of rounds weighs on each policy alike, and so does going first or second.
-        let rounds = (ab.duration.as_secs_f64() / (ab.window.as_secs_f64() * k as f64) / 2.0).floor() as u32 * 2;
+        let rounds = ab.rounds();
         let turns: Vec<(u32, usize)> =
             (0..rounds).flat_map(|r| (0..k).map(move |i| (r, if r % 2 == 0 { i } else { k - 1 - i }))).collect();
         let mut windows = Vec::new();

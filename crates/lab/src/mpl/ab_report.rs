@@ -346,8 +346,16 @@ fn summary(
             }
         }
         if let Some((arm, e)) = best {
+            // What the interval says, not the estimate alone: the fastest of the others may still be slower.
+            let verdict = if e.high < 1.0 {
+                "faster"
+            } else if e.low > 1.0 {
+                "slower"
+            } else {
+                "not told apart"
+            };
             headline.push(format!(
-                "- {} {}: `{}` takes {:.2}× the time of `{base}` ({pct} % interval {:.2}–{:.2}, {} rounds)",
+                "- {} {}: `{}` takes {:.2}× the time of `{base}` ({pct} % interval {:.2}–{:.2}, {} rounds): {verdict}",
                 c.progress, c.mix, ab.arms[arm].label, e.ratio, e.low, e.high, e.pairs
             ));
         }
@@ -359,7 +367,9 @@ fn summary(
     md += &checks_section(&checks);
     let failed: Vec<&Comparison> = comparisons.iter().filter(|c| c.failed.is_some()).collect();
     if failed.is_empty() && !headline.is_empty() {
-        md += "\n## Headline\n\nThe fastest policy against the first, per mix (paired):\n\n";
+        md +=
+            "\n## Headline\n\nThe fastest of the other policies against the first, per mix (paired), and whether its \
+               interval tells it faster or slower:\n\n";
         md += &headline.join("\n");
         md += "\n";
     }
@@ -387,7 +397,7 @@ fn intro(spec: &Spec, ab: &Ab, pct: &str) -> String {
         }
     };
     format!(
-        "Paired comparison: each mix ran for {} while the policies took turns in windows of {} (the first {} of \
+        "Paired comparison: each mix ran for {}{} while the policies took turns in windows of {} (the first {} of \
          each not counted), every other round in reverse order; {} ranks per job, each job started again as it \
          ended. A job's progress is {progress}. **time vs {base}** is how long a policy makes the jobs take \
          against `{base}`: per job, its rate under `{base}` over its rate under the policy, each rate its progress \
@@ -396,7 +406,16 @@ fn intro(spec: &Spec, ab: &Ab, pct: &str) -> String {
          Student's t); below 1 is faster. **other work** is the share of the CPUs' time in the two policies' windows \
          that went to other work than the mix's jobs (the agent, this harness, anything else on the CPUs the \
          experiment may use).\n\n",
-        lockstep_core::duration::format(ab.duration),
+        lockstep_core::duration::format(ab.length()),
+        if ab.length() == ab.duration {
+            String::new()
+        } else {
+            format!(
+                " ({} rounds: the spec's {} less what is short of a pair of rounds)",
+                ab.rounds(),
+                lockstep_core::duration::format(ab.duration)
+            )
+        },
         lockstep_core::duration::format(ab.window),
         lockstep_core::duration::format(ab.settle),
         spec.ranks,

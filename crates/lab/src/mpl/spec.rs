@@ -66,6 +66,20 @@ pub struct Ab {
     pub by: By,
 }
 
+impl Ab {
+    /// The rounds each mix runs: as many of every policy's window as `duration` holds, an even number.
+    pub fn rounds(&self) -> u32 {
+        let round = self.window.as_secs_f64() * self.arms.len() as f64;
+        (self.duration.as_secs_f64() / round / 2.0).floor() as u32 * 2
+    }
+
+    /// How long each mix runs: its [rounds](Self::rounds) of every policy's window (`duration`, less what is
+    /// short of a pair of rounds).
+    pub fn length(&self) -> std::time::Duration {
+        self.window * (self.rounds() * self.arms.len() as u32)
+    }
+}
+
 /// What a paired comparison reads each job's progress by (`[ab] measure`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum By {
