@@ -426,23 +426,16 @@ fn a_job_s_final_samples_hold_its_ranks_co_scheduled_time() {
     common::require_root();
     let _serial = serial();
     let env = Env::new();
+    let addr = format!("127.0.0.1:{}", free_port());
     // The ranks are found as the agent walks the job's tree for a sample.
-    let _agent = Agent::start(&env, &["--node", "tn1", "--sample-interval", "1s"]);
+    let _agent = start_agent(&env, &addr, &["--node", "tn1", "--sample-interval", "1s"]);
     let job = name("finals");
     let mut run = Daemon(env.spawn(&["run", "--job", &job, "--place", "any", "--", "sh", "-c", &spinning_ranks(4)]));
     assert!(common::exit_within(&mut run.0, common::RUN_LIMIT, "the job").success());
-    // The final samples reach the store once the agent sees the job go: they are the job's last, all of one time,
-    // and the job has left the agent's list.
-    let store = Store::open(&env.store()).unwrap();
-    let key = job.parse().unwrap();
-    let gone = || {
-        let out = env.run(&["status", "--json"]);
-        let status: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
-        let listed = status["jobs"].as_array().is_some_and(|jobs| jobs.iter().any(|j| j["name"] == job.as_str()));
-        (!listed).then(|| store.samples(&key).unwrap())
-    };
-    let ended = |s: &Option<Vec<lockstep_core::sample::Sample>>| s.is_some();
-    let samples = wait_until("the job's end in the agent, and its final samples", WAIT, gone, ended).unwrap();
+    // The sampler writes a job's final samples to the store before it stops counting it (`/metrics` then counts
+    // no job): they are then its latest, all of one time.
+    wait_until("the agent to count no job", WAIT, || metrics(&addr), |m| m.contains("\nlockstep_agent_jobs 0\n"));
+    let samples = Store::open(&env.store()).unwrap().samples(&job.parse().unwrap()).unwrap();
     // The latest time, exactly (positive floats order as their bits do).
     let last = samples.iter().map(|s| s.time.to_bits()).max();
     let finals: Vec<_> = samples.iter().filter(|s| Some(s.time.to_bits()) == last).collect();

@@ -8,6 +8,7 @@ use std::path::Path;
 
 use super::spec::Spec;
 use crate::harness::report::{chart, escape, failed_section, html_page, Report};
+use crate::harness::spec::RanksIn;
 use crate::harness::stats::{
     dedicated_medians, mean, median, mode, paired_means, raises, split_failed, time_of, Paired,
 };
@@ -199,12 +200,23 @@ pub fn write(spec: &Spec, all: &[ExperimentRun], dir: &Path, timeline: &str) -> 
     let cells = cells(runs, &failed);
     let (means, left_out) = comm_heavy_means(spec, &cells);
     let mut md = format!("# {} — {}\n\n", spec.name, spec.description);
+    // Where the ranks ran, for the places the spec has other than bare processes.
+    let places: Vec<&str> = (spec.ranks_in.iter())
+        .filter_map(|r| match r {
+            RanksIn::Process => None,
+            RanksIn::Container => Some("`+container`: one podman container per rank"),
+            RanksIn::Charliecloud => Some("`+charliecloud`: one Charliecloud `ch-run` per rank"),
+            RanksIn::Slurm => {
+                Some("`+slurm`: one `srun` across the test cluster's nodes, timed from submission to exit")
+            }
+        })
+        .collect();
+    let places = if places.is_empty() { String::new() } else { format!("; {}", places.join("; ")) };
     let _ = writeln!(
         md,
         "{} job runs; {} ranks per job; placement `{}`; repetitions {}; MPI progress: `yield` = \
-         `mpi_yield_when_idle 1`, `busy` = busy polling; `+container`: one podman container per rank; `+charliecloud`: one Charliecloud `ch-run` per rank; `+slurm`: one `srun` across the \
-         test cluster's nodes, timed from submission to exit. Slowdown = median kernel time / median dedicated time \
-         (the workload alone on the node, under cfs: the `dedicated` rows, the MPL-1 baseline of every policy); \
+         `mpi_yield_when_idle 1`, `busy` = busy polling{places}. Slowdown = median kernel time / median dedicated \
+         time (the workload alone on the node, under cfs: the `dedicated` rows, the MPL-1 baseline of every policy); \
          spread = min–max over jobs and repetitions; comm = PMPI time in MPI / wall time, mean over ranks and \
          jobs; together = the agent's co-scheduled fraction (the share of the time some rank of the job ran in \
          which all its ranks on the node did, measured in the kernel), mean over jobs; verified: `FAILED` counts \

@@ -69,8 +69,10 @@ pub struct Ab {
 impl Ab {
     /// The rounds each mix runs: as many of every policy's window as `duration` holds, an even number.
     pub fn rounds(&self) -> u32 {
-        let round = self.window.as_secs_f64() * self.arms.len() as f64;
-        (self.duration.as_secs_f64() / round / 2.0).floor() as u32 * 2
+        // In whole nanoseconds, as the spec's check: 9.6 s holds two rounds of 3 windows of 1.6 s exactly, where
+        // floating point made it 1.999….
+        let round = self.window.as_nanos() * self.arms.len() as u128;
+        u32::try_from(self.duration.as_nanos() / round.max(1) / 2 * 2).unwrap_or(u32::MAX)
     }
 
     /// How long each mix runs: its [rounds](Self::rounds) of every policy's window (`duration`, less what is
@@ -543,6 +545,20 @@ pub(super) mod tests {
             (_, result) => assert!(result.is_ok(), "{result:?}"),
         }
         assert!(parse(GOOD).unwrap().check_machine().is_ok());
+    }
+
+    #[test]
+    fn a_paired_comparison_runs_the_even_rounds_its_duration_holds_counted_in_whole_nanoseconds() {
+        let ab = |duration: &str, window: &str| {
+            let text = GOOD.to_string() + &format!("[ab]\nduration = {duration:?}\nwindow = {window:?}\n");
+            let ab = parse(&text).unwrap().ab.unwrap();
+            (ab.rounds(), ab.length())
+        };
+        // 7.5 rounds of two windows of 4 s: 6.
+        assert_eq!(ab("1m", "4s"), (6, std::time::Duration::from_secs(48)));
+        assert_eq!(ab("48s", "4s"), (6, std::time::Duration::from_secs(48)));
+        // 1.6 s × 2 × 6 is 19.2 s exactly (in floating point 6 rounds came to 5.999…, and 4 were run).
+        assert_eq!(ab("19.2s", "1.6s"), (6, std::time::Duration::from_millis(19_200)));
     }
 
     #[test]

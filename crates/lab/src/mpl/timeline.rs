@@ -49,20 +49,23 @@ impl Chooser {
     }
 }
 
-/// A recording under way, on a thread of its own while the case's jobs run.
+/// A recording under way, on a thread of its own while the case's jobs run. Dropped unfinished (the case's run
+/// failed), it lets the thread give up at its next look.
 pub struct Recorder {
-    thread: JoinHandle<anyhow::Result<Timeline>>,
-    /// Set once the case's jobs have ended: a recording still waiting for their ranks to run gives up.
+    /// The thread, until the recording is finished.
+    thread: Option<JoinHandle<anyhow::Result<Timeline>>>,
+    /// Set once the case's jobs have ended: a recording still waiting for their ranks to run, or for its window,
+    /// gives up.
     over: Arc<AtomicBool>,
 }
 
 impl Recorder {
     /// Records a window of [`WINDOW_MS`] of the case whose measured jobs, named `jobs`, the agent at `socket` runs
     /// under a policy of slots of `slot` (`None`: one without slots): it looks every [`LOOK_MS`] until it has seen
-    /// each one's ranks run (for at most [`MAX_WAIT`]), then lets the policy take effect ([`SETTLE`], or two slots
-    /// where they are longer) and records the window. A fixed
-    /// delay missed short jobs: `make demo`'s lu W and ep A end about 3 s after they start under `gang`, where the
-    /// window began 3 s after the case did, and its report had no timeline in two of three runs on 2026-12-07.
+    /// a rank of each one run (for at most [`MAX_WAIT`]), then lets the policy take effect ([`SETTLE`], or two
+    /// slots where they are longer) and records the window. A fixed delay missed short jobs: `make demo`'s lu W and
+    /// ep A end about 3 s after they start under `gang`, where the window began 3 s after the case did, and its
+    /// report had no timeline in two of three runs on 2026-12-07.
     pub fn start(socket: &Path, jobs: Vec<String>, slot: Option<Duration>) -> Self {
         let socket = socket.to_path_buf();
         let over = Arc::new(AtomicBool::new(false));
@@ -86,11 +89,12 @@ impl Recorder {
                 }
             }
             std::thread::sleep(SETTLE.max(slot.unwrap_or_default() * 2));
+            anyhow::ensure!(!ended.load(Ordering::Relaxed), "the case ended before its window began");
             let window = record(&socket, WINDOW_MS)?;
             anyhow::ensure!(window.cpus.iter().any(|l| !l.segments.is_empty()), "no rank ran in it (the jobs ended)");
             Ok(window)
         });
-        Self { thread, over }
+        Self { thread: Some(thread), over }
     }
 
     /// Waits for the recording of a case that failed and drops it: the case's failure is what the run reports,
@@ -117,9 +121,16 @@ impl Recorder {
     }
 
     /// The recording, once the case's jobs have ended.
-    fn finish(self) -> anyhow::Result<Timeline> {
+    fn finish(mut self) -> anyhow::Result<Timeline> {
         self.over.store(true, Ordering::Relaxed);
-        self.thread.join().unwrap_or_else(|_| Err(anyhow::anyhow!("the recording thread panicked")))
+        let thread = self.thread.take().ok_or_else(|| anyhow::anyhow!("the recording was finished before"))?;
+        thread.join().unwrap_or_else(|_| Err(anyhow::anyhow!("the recording thread panicked")))
+    }
+}
+
+impl Drop for Recorder {
+    fn drop(&mut self) {
+        self.over.store(true, Ordering::Relaxed);
     }
 }
 
@@ -153,10 +164,11 @@ pub fn section(store: &Store, runs: &[ExperimentRun], progress: &str, dir: &Path
     let ms = timelines.iter().map(|(_, t)| t.window_ns).max().unwrap_or(0) as f64 / 1e6;
     Ok(format!(
         "<h2>Which job ran where: {} under {}</h2><p>One window of {ms:.0} ms of the case (repetition {}, MPI \
-         progress {}), once every job's ranks had run and the policy had had two slots (at least {} ms) to take \
-         effect, recorded by the agent's eBPF program from the scheduler's switches: each CPU of the node, and the \
-         job whose rank ran on it (blank: another task, or none). Co-scheduled: the share of the time some rank of a \
-         job ran in which all its ranks did, over the window (the heading: the mean over the jobs).</p>{svg}",
+         progress {}), once a rank of every job had run and the policy had had at least {} ms (two slots, where \
+         they are longer) to take effect, recorded by the agent's eBPF program from the scheduler's switches: each \
+         CPU of the node, and the job whose rank ran on it (blank: another task, or none). Co-scheduled: the share \
+         of the time some rank of a job ran in which all its ranks did, over the window (the heading: the mean \
+         over the jobs).</p>{svg}",
         crate::harness::report::escape(&case.mix),
         crate::harness::report::escape(&panels.iter().map(|p| p.label.as_str()).collect::<Vec<_>>().join(" and ")),
         case.repetition,
