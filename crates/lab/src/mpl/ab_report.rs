@@ -403,7 +403,8 @@ fn intro(spec: &Spec, ab: &Ab, pct: &str) -> String {
          against `{base}`: per job, its rate under `{base}` over its rate under the policy, each rate its progress \
          summed over the policy's windows over their counted time summed (by whole runs, the runs' wall time), the \
          geometric mean of that over the jobs, with its {pct} % interval (delete-one jackknife over the rounds, \
-         Student's t); below 1 is faster. **other work** is the share of the CPUs' time in the two policies' windows \
+         Student's t); below 1 is faster. **±** is the interval's larger side, relative to the estimate. **other \
+         work** is the share of the CPUs' time in the two policies' windows \
          that went to other work than the mix's jobs (the agent, this harness, anything else on the CPUs the \
          experiment may use).\n\n",
         lockstep_core::duration::format(ab.length()),
