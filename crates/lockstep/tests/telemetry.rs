@@ -48,6 +48,11 @@ impl Drop for Daemon {
     }
 }
 
+/// Job `job` run by `lockstep run` (placed `any`) as `sh -c script`, stopped when dropped.
+fn run_job(env: &Env, job: &str, script: &str) -> Daemon {
+    Daemon(env.spawn(&["run", "--job", job, "--place", "any", "--", "sh", "-c", script]))
+}
+
 /// Starts an agent with `args` and waits until its HTTP endpoint at `addr` answers too (it is bound after the
 /// control socket).
 fn start_agent(env: &Env, addr: &str, args: &[&str]) -> Agent {
@@ -113,7 +118,7 @@ fn agent_samples_go_to_store_metrics_and_nodes_sum() {
     let events = "task-clock,page-faults,cycles,sched:sched_switch";
     let _agent = start_agent(&env, &addr, &["--node", "tn1", "--events", events, "--sample-interval", "200ms"]);
     let job = name("samples");
-    let mut run = Daemon(env.spawn(&["run", "--job", &job, "--place", "any", "--", "sh", "-c", &job_script(6)]));
+    let mut run = run_job(&env, &job, &job_script(6));
     // Counted from the start: the job is on /metrics as soon as it runs, and its counts grow.
     let counted = |m: &String| series(m, &job, "task-clock").is_some_and(|v| v > 0.0);
     let live = wait_until("the job's task-clock on /metrics", WAIT, || metrics(&addr), counted);
@@ -241,7 +246,7 @@ fn prometheus_server_scrapes_the_job_counters() {
     let _ready = wait_until("Prometheus ready", WAIT, ready, |r| r.as_ref().is_ok_and(|(c, _)| *c == 200));
 
     let job = name("prom");
-    let _run = Daemon(env.spawn(&["run", "--job", &job, "--place", "any", "--", "sh", "-c", &job_script(16)]));
+    let _run = run_job(&env, &job, &job_script(16));
     let query = encode(&format!("lockstep_job_cpu_seconds_total{{lockstep_job=\"{job}\",job=\"lockstep\"}}"));
     let deadline = Instant::now() + Duration::from_secs(30);
     let value = loop {
@@ -383,7 +388,7 @@ fn coscheduled_time_tells_ranks_that_run_together_from_ranks_that_never_do() {
     // has been measured for 2 s, and `lockstep status --json` then.
     let measure = |kind: &str, script: &str| {
         let job = name(kind);
-        let mut run = Daemon(env.spawn(&["run", "--job", &job, "--place", "any", "--", "sh", "-c", script]));
+        let mut run = run_job(&env, &job, script);
         let measured = |m: &String| measured_seconds(m, &job) >= 2.0;
         let text = wait_until("2 s of the job's co-scheduled time on /metrics", WAIT, || metrics(&addr), measured);
         promtool_check(&text);
@@ -430,7 +435,7 @@ fn a_job_s_final_samples_hold_its_ranks_co_scheduled_time() {
     // The ranks are found as the agent walks the job's tree for a sample.
     let _agent = start_agent(&env, &addr, &["--node", "tn1", "--sample-interval", "1s"]);
     let job = name("finals");
-    let mut run = Daemon(env.spawn(&["run", "--job", &job, "--place", "any", "--", "sh", "-c", &spinning_ranks(4)]));
+    let mut run = run_job(&env, &job, &spinning_ranks(4));
     assert!(common::exit_within(&mut run.0, common::RUN_LIMIT, "the job").success());
     // The sampler writes a job's final samples to the store before it stops counting it (`/metrics` then counts
     // no job): they are then its latest, all of one time.

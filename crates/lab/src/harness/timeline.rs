@@ -8,7 +8,15 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use lockstep_core::ident::JobKey;
-use lockstep_proto::protocol::{CpuLane, Timeline};
+use lockstep_proto::client::{call, check};
+use lockstep_proto::protocol::{CpuLane, Request, Timeline};
+
+/// A window of `millis` ms recorded by the agent at `socket` (root only: `lockstep timeline`, and an experiment's
+/// report).
+pub fn record(socket: &std::path::Path, millis: u64) -> anyhow::Result<Timeline> {
+    let answer = check(call(socket, &Request::Timeline { millis })?)?;
+    answer.timeline.ok_or_else(|| anyhow::anyhow!("the agent answered with no timeline"))
+}
 
 /// Width of the time axis, in pixels.
 const WIDTH: u32 = 840;

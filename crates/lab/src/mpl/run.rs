@@ -82,12 +82,9 @@ pub fn run(spec: &Spec, paths: &Paths) -> anyhow::Result<Outcome> {
             .filter(|(_, w)| !spec.workloads[*w].background)
             .map(|(i, w)| job_name(spec, w, i))
             .collect();
-        let recorder = (agent.is_some()
-            && timelines.wants(case.policy.scheduler.agents(), measured.len(), case.repetition))
-        .then(|| {
-            let agents = case.policy.scheduler.agents();
-            super::timeline::Recorder::start(&socket, measured, agents.slotted().then_some(case.policy.slot))
-        });
+        let policy = case.policy.scheduler.agents();
+        let recorder = (agent.is_some() && timelines.wants(policy, measured.len(), case.repetition))
+            .then(|| super::timeline::Recorder::start(&socket, measured, policy.slotted().then_some(case.policy.slot)));
         let before = failures.count();
         for (run, stderr) in run_case(spec, paths, &site, case, session)? {
             let verified = run.verified;

@@ -12,10 +12,9 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::harness::timeline::{draw, Panel};
+use crate::harness::timeline::{draw, record, Panel};
 use lockstep_core::cosched::PolicySpec;
-use lockstep_proto::client::{call, check};
-use lockstep_proto::protocol::{Request, Timeline};
+use lockstep_proto::protocol::Timeline;
 use lockstep_store::{ExperimentRun, Store, TimelineRecord};
 
 /// How long each look at whether every job's ranks run records: the window begins once one of them has seen each
@@ -132,12 +131,6 @@ impl Drop for Recorder {
     fn drop(&mut self) {
         self.over.store(true, Ordering::Relaxed);
     }
-}
-
-/// A timeline of `millis` ms from the agent at `socket`.
-fn record(socket: &Path, millis: u64) -> anyhow::Result<Timeline> {
-    let answer = check(call(socket, &Request::Timeline { millis })?)?;
-    answer.timeline.ok_or_else(|| anyhow::anyhow!("the agent answered with no timeline"))
 }
 
 /// The jobs some of whose ranks ran in `t`.

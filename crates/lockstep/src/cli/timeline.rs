@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use lockstep_core::error::UsageError;
 use lockstep_core::ident::JobKey;
-use lockstep_lab::harness::timeline::{draw, Panel};
+use lockstep_lab::harness::timeline::{draw, record, Panel};
 use lockstep_proto::client::{call, check};
 use lockstep_proto::protocol::{Request, Timeline, TIMELINE_MILLIS};
 
@@ -30,8 +30,7 @@ pub fn exec(args: &Args, socket: &Path) -> anyhow::Result<i32> {
     if let Some(svg) = &args.svg {
         writable(svg)?;
     }
-    let answer = check(call(socket, &Request::Timeline { millis: args.ms })?)?;
-    let timeline = answer.timeline.ok_or_else(|| anyhow::anyhow!("the agent answered with no timeline"))?;
+    let timeline = record(socket, args.ms)?;
     if let Some(svg) = &args.svg {
         // The panel is headed by the policy in force (as the agent says it now, after the window).
         let policy = check(call(socket, &Request::Status)?)?.status.map_or_else(|| "agent".into(), |s| s.policy);
